@@ -1,0 +1,3 @@
+from palui.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""Parts of the one service API, one concept per module, combined in :mod:`palui.service`."""

@@ -1,0 +1,161 @@
+"""Service API part: connectors, tools, classes, switches, review, policy explain (SPEC §2, §3, §7)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from palui.api.base import ServiceBase
+from palui.connectors.base import ToolSpec
+from palui.connectors.builtin import BUILTIN_TOOLS
+from palui.connectors.registry import SyncReport, accept_review, sync_tools
+from palui.errors import NotFound, UsageError
+from palui.policy.classify import parse_class
+from palui.policy.matrix import decide
+from palui.store import tools as tools_store
+from palui.store.tools import ToolRow
+from palui.types import Origin, ToolClass
+
+BUILTIN_NAMES = {"recall": "Memories", "tasks": "Tasks", "web": "Web pages", "messages": "Messages"}
+
+
+class ToolsAPI(ServiceBase):
+    """Connectors and tools as the person sees and steers them."""
+
+    def _setup(self) -> None:
+        super()._setup()
+        self._register_builtins()
+
+    # -- connectors and tools ---------------------------------------------------------------
+
+    def _register_builtins(self) -> None:
+        for cid, specs in BUILTIN_TOOLS.items():
+            tools_store.ensure_connector(self.db, cid, "builtin", BUILTIN_NAMES[cid])
+            sync_tools(self.db, cid, specs, builtin=True)
+
+    def connectors(self) -> list[dict[str, Any]]:
+        """Connectors: ``[{"id","kind","name","transport","state","trusted_source","tools","enabled_tools"}]``."""
+        out = []
+        for r in tools_store.list_connectors(self.db):
+            out.append({
+                "id": r["id"], "kind": r["kind"], "name": r["name"], "transport": r["transport"],
+                "state": r["state"] if r["enabled"] else "disabled",
+                "trusted_source": bool(r["trusted_source"]), "tools": r["tools"],
+                "enabled_tools": r["enabled_tools"],
+            })
+        return out
+
+    def _connector_exists(self, cid: str) -> None:
+        if not self.db.one("SELECT 1 FROM connectors WHERE id = ?", (cid,)):
+            raise NotFound(f"unknown connector {cid!r} (see: palui connectors list)")
+
+    def tools(self, connector: str | None = None) -> list[ToolRow]:
+        """Stored tools still listed by their connector, with effective classes."""
+        if connector:
+            self._connector_exists(connector)
+        return tools_store.list_tools(self.db, connector, present_only=True)
+
+    def tool(self, name: str) -> ToolRow:
+        """One tool by its model-visible name. Raises NotFound."""
+        row = tools_store.get_tool(self.db, name)
+        if row is None:
+            raise NotFound(f"unknown tool {name!r} (see: palui tools list)")
+        return row
+
+    def register_tools(self, connector_id: str, specs: list[ToolSpec], *, name: str | None = None,
+                       kind: str = "mcp") -> SyncReport:
+        """Store a connector's listing (creating the connector row if needed), SPEC §2 and §7.
+
+        Used by MCP connectors on every connection, and by tests to add tools with
+        raw annotations. Returns what changed.
+        """
+        tools_store.ensure_connector(self.db, connector_id, kind, name or connector_id)
+        report = sync_tools(self.db, connector_id, specs, builtin=(kind == "builtin"))
+        for text in report.needs_telling:
+            self.notify("notice", text)
+        return report
+
+    def set_class(self, name: str, word: str) -> ToolRow:
+        """Set the person's class for a tool (SPEC §2). Raises NotFound, UsageError."""
+        row = self.tool(name)
+        try:
+            cls = parse_class(word)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        with self.db.write() as c:
+            c.execute("UPDATE tools SET user_class = ? WHERE connector_id = ? AND raw_name = ?",
+                      (cls.value, row.connector, row.tool))
+        return self.tool(name)
+
+    def reset_class(self, name: str) -> ToolRow:
+        """Drop the person's class choice; the builtin/hints/unknown class applies again."""
+        row = self.tool(name)
+        with self.db.write() as c:
+            c.execute("UPDATE tools SET user_class = NULL WHERE connector_id = ? AND raw_name = ?",
+                      (row.connector, row.tool))
+        return self.tool(name)
+
+    def set_enabled(self, names: list[str], enabled: bool) -> list[ToolRow]:
+        """Switch tools on or off. All names are checked first: one unknown name changes nothing.
+
+        A tool flagged "changed — review" cannot be switched on before review (UsageError).
+        """
+        rows = [self.tool(n) for n in names]
+        if enabled:
+            flagged = [r.name for r in rows if r.changed]
+            if flagged:
+                raise UsageError(
+                    f"{', '.join(flagged)}: changed since you last saw it; review it first (palui tools review NAME)"
+                )
+        with self.db.write() as c:
+            for r in rows:
+                c.execute("UPDATE tools SET enabled = ? WHERE connector_id = ? AND raw_name = ?",
+                          (1 if enabled else 0, r.connector, r.tool))
+        return [self.tool(r.name) for r in rows]
+
+    def enable_read(self, connector: str | None = None) -> list[ToolRow]:
+        """Switch on every tool whose effective class is read, never one flagged changed (SPEC §7)."""
+        targets = [r for r in self.tools(connector)
+                   if r.tool_class is ToolClass.READ and not r.changed and not r.enabled]
+        with self.db.write() as c:
+            for r in targets:
+                c.execute("UPDATE tools SET enabled = 1 WHERE connector_id = ? AND raw_name = ?",
+                          (r.connector, r.tool))
+        return [self.tool(r.name) for r in targets]
+
+    def review_tool(self, name: str) -> ToolRow:
+        """Accept a changed tool's new definition (``palui tools review``). Raises UsageError if not flagged."""
+        row = self.tool(name)
+        if not row.changed:
+            raise UsageError(f"{name} is not flagged for review")
+        with self.db.write() as c:
+            r = c.execute("SELECT * FROM tools WHERE connector_id = ? AND raw_name = ?",
+                          (row.connector, row.tool)).fetchone()
+            accept_review(c, r)
+        return self.tool(name)
+
+    def set_trusted(self, connector: str, tool: str | None = None, trusted: bool = True) -> None:
+        """Mark a connector (or one of its tools) a trusted source: its output no longer taints (SPEC §4)."""
+        self._connector_exists(connector)
+        with self.db.write() as c:
+            if tool is None:
+                c.execute("UPDATE connectors SET trusted_source = ? WHERE id = ?", (int(trusted), connector))
+            else:
+                row = self.tool(tool)
+                if row.connector != connector:
+                    raise NotFound(f"tool {tool!r} is not a tool of {connector}")
+                c.execute("UPDATE tools SET trusted_source = ? WHERE connector_id = ? AND raw_name = ?",
+                          (int(trusted), connector, row.tool))
+
+    # -- policy ---------------------------------------------------------------------------------
+
+    def explain(self, name: str, origin: Origin = Origin.CHAT, tainted: bool = False,
+                taint_source: str | None = None) -> dict[str, Any]:
+        """``palui policy explain``: ``{"tool","class","class_source","origin","tainted","verdict","reason"}``."""
+        row = self.tool(name)
+        d = decide(row.tool_class, row.enabled, origin, tainted, taint_source)
+        return {
+            "tool": row.name, "class": row.tool_class.value, "class_source": row.class_source.value,
+            "origin": origin.value, "tainted": tainted, "verdict": d.verdict.value, "reason": d.reason,
+            "source": d.source,
+        }
+

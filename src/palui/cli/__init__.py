@@ -1,0 +1,35 @@
+"""The ``palui`` command line: thin over :class:`palui.service.Service` (parse, call, print).
+
+Exit codes (SPEC §11): 0 success (and turns ``done``/``awaiting_approval``/``queued``),
+1 errors, 2 bad usage. Each command group lives in its own module and registers on
+the apps of :mod:`palui.cli.common`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+
+from palui.cli.common import app
+from palui.errors import PaluiError, UsageError
+
+# Command modules, registered in this order (a missing optional module is skipped only
+# while it is being written; every module listed here exists on main).
+COMMAND_MODULES = ["tools"]
+
+for _name in COMMAND_MODULES:
+    importlib.import_module(f"palui.cli.{_name}")
+
+
+def main() -> None:
+    """Console entry point: maps Palui errors to exit codes (1 error, 2 bad usage)."""
+    try:
+        app()  # standalone: click prints usage errors and exits 2
+    except UsageError as e:
+        typer.echo(f"palui: {e}", err=True)
+        sys.exit(2)
+    except PaluiError as e:
+        typer.echo(f"palui: {e}", err=True)
+        sys.exit(1)

@@ -1,0 +1,61 @@
+"""Shared pieces of the command line: the Typer apps, output helpers, the service handle."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+import typer
+
+from palui import __version__
+from palui.errors import ConfigError
+from palui.types import Origin
+
+app = typer.Typer(help="Palui: a personal AI agent whose tools are governed.", no_args_is_help=True,
+                  add_completion=False, pretty_exceptions_enable=False)
+connectors_app = typer.Typer(help="Sources of tools: built-in connectors and MCP servers.", no_args_is_help=True)
+tools_app = typer.Typer(help="Tools: classes, switches, review.", no_args_is_help=True)
+policy_app = typer.Typer(help="The decision matrix (SPEC §3).", no_args_is_help=True)
+app.add_typer(connectors_app, name="connectors")
+app.add_typer(tools_app, name="tools")
+app.add_typer(policy_app, name="policy")
+
+
+def fail(message: str, code: int = 1) -> None:
+    typer.echo(f"palui: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def service():
+    from palui.service import Service
+
+    try:
+        return Service()
+    except ConfigError as e:
+        fail(f"configuration error: {e}")
+
+
+def emit_json(value: Any) -> None:
+    typer.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def table(rows: list[list[str]], headers: list[str]) -> None:
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)] if rows else [len(h) for h in headers]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
+    typer.echo(line.rstrip())
+    for r in rows:
+        typer.echo("  ".join(str(x).ljust(w) for x, w in zip(r, widths)).rstrip())
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"palui {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                      help="Print the version and exit.")) -> None:
+    """Palui: a personal AI agent whose tools are governed."""
+
+

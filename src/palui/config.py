@@ -1,0 +1,201 @@
+"""Settings from ``palui.toml`` and ``PALUI_*`` environment variables (SPEC §10).
+
+Where things live:
+
+- ``PALUI_HOME=DIR`` puts ``palui.toml``, the SQLite database ``palui.db`` and the
+  secrets directory in DIR.
+- Otherwise the config file is ``<platform config dir>/palui/palui.toml`` and the data
+  (database, secrets, logs) ``<platform data dir>/palui/``.
+
+Environment variables override the file: ``PALUI_MODEL`` sets ``model``, and a nested
+key is written with a double underscore, ``PALUI_CAPS__DAILY_TOKENS=5000``. A bad file
+or variable raises :class:`ConfigError` naming the file (or variable), the key and
+what is wrong; Palui then refuses to start (fail closed).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from palui.errors import ConfigError
+
+# Environment variables that are not configuration keys.
+_NON_KEY_ENV = {"PALUI_HOME", "PALUI_TEST_CLOCK", "PALUI_CONFIG"}
+
+# key -> (type, default, check). Types: int, float, bool, str, list[str], "str|None".
+_SCHEMA: dict[str, tuple[str, Any]] = {
+    "model": ("str?", None),
+    "budgets.steps": ("int+", 12),
+    "budgets.seconds": ("num+", 120),
+    "budgets.tools": ("int+", 30),
+    "caps.daily_tokens": ("int+", 1_000_000),
+    "caps.job_daily_tokens": ("int+", 200_000),
+    "caps.runs_per_hour": ("int+", 60),
+    "caps.timezone": ("str?", None),
+    "approvals.chat_expiry_seconds": ("num+", 1800),
+    "approvals.job_expiry_seconds": ("num+", 86400),
+    "web.allow_private": ("bool", False),
+    "web.max_bytes": ("int+", 2 * 1024 * 1024),
+    "web.timeout_seconds": ("num+", 20),
+    "mcp.call_timeout_seconds": ("num+", 30),
+    "mcp.max_output_bytes": ("int+", 262_144),
+    "serve.host": ("str", "127.0.0.1"),
+    "serve.port": ("port", 8765),
+    "serve.public_url": ("str?", None),
+    "notify.apprise": ("strlist", []),
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Validated settings. ``values`` maps dotted keys (``"caps.daily_tokens"``) to values."""
+
+    home: Path
+    data_dir: Path
+    config_file: Path
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def get(self, key: str) -> Any:
+        return self.values[key]
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / "palui.db"
+
+    @property
+    def secrets_dir(self) -> Path:
+        return self.data_dir / "secrets"
+
+    @property
+    def model(self) -> str | None:
+        return self.values["model"]
+
+
+def _check(where: str, key: str, kind: str, value: Any) -> Any:
+    def bad(what: str) -> ConfigError:
+        return ConfigError(f"{where}: key '{key}': {what} (got {value!r})")
+
+    if kind == "str?":
+        if value is None or value == "":
+            return None
+        if not isinstance(value, str):
+            raise bad("must be a string")
+        return value
+    if kind == "str":
+        if not isinstance(value, str) or not value:
+            raise bad("must be a non-empty string")
+        return value
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "1", "yes", "false", "0", "no"):
+            return value.lower() in ("true", "1", "yes")
+        raise bad("must be true or false")
+    if kind in ("int+", "port"):
+        if isinstance(value, str):
+            try:
+                value = int(value.replace("_", ""))
+            except ValueError:
+                raise bad("must be a whole number") from None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad("must be a whole number")
+        if value <= 0:
+            raise bad("must be greater than 0")
+        if kind == "port" and value > 65535:
+            raise bad("must be a port number (1-65535)")
+        return value
+    if kind == "num+":
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                raise bad("must be a number") from None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise bad("must be a number")
+        if value <= 0:
+            raise bad("must be greater than 0")
+        return value
+    if kind == "strlist":
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise bad("must be a list of strings")
+        return value
+    raise AssertionError(kind)
+
+
+def _flatten(where: str, table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in table.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            if not any(s.startswith(key + ".") for s in _SCHEMA):
+                raise ConfigError(f"{where}: unknown section '[{key}]'")
+            out.update(_flatten(where, v, key + "."))
+        else:
+            if key not in _SCHEMA:
+                if any(s.startswith(key + ".") for s in _SCHEMA):
+                    raise ConfigError(f"{where}: key '{key}' must be a table ([{key}] with keys under it)")
+                raise ConfigError(f"{where}: unknown key '{key}'")
+            out[key] = v
+    return out
+
+
+def paths(env: dict[str, str] | None = None) -> tuple[Path, Path, Path]:
+    """(home, data_dir, config_file) for this environment."""
+    env = os.environ if env is None else env
+    home = env.get("PALUI_HOME")
+    if home:
+        h = Path(home).expanduser().resolve()
+        return h, h, h / "palui.toml"
+    cfg = Path(platformdirs.user_config_dir("palui"))
+    data = Path(platformdirs.user_data_dir("palui"))
+    return data, data, cfg / "palui.toml"
+
+
+def load_settings(env: dict[str, str] | None = None) -> Settings:
+    """Load and validate settings.
+
+    Raises:
+        ConfigError: the file is not valid TOML, a key is unknown, or a value has the
+            wrong type or range; the message names the file or variable and the key.
+    """
+    env = dict(os.environ if env is None else env)
+    home, data_dir, config_file = paths(env)
+    values = {k: default for k, (_, default) in _SCHEMA.items()}
+    if config_file.exists():
+        where = str(config_file)
+        try:
+            raw = tomllib.loads(config_file.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{where}: not valid TOML: {e}") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{where}: cannot be read: {e}") from None
+        for key, value in _flatten(where, raw).items():
+            values[key] = _check(where, key, _SCHEMA[key][0], value)
+    for name, value in env.items():
+        if not name.startswith("PALUI_") or name in _NON_KEY_ENV:
+            continue
+        key = name[len("PALUI_"):].lower().replace("__", ".")
+        if key not in _SCHEMA:
+            raise ConfigError(f"environment variable {name}: unknown key '{key}'")
+        values[key] = _check(f"environment variable {name}", key, _SCHEMA[key][0], value)
+    if values["caps.timezone"]:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(values["caps.timezone"])
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ConfigError(f"key 'caps.timezone': unknown time zone {values['caps.timezone']!r}") from None
+    return Settings(home=home, data_dir=data_dir, config_file=config_file, values=values)
+
+
+def documented_keys() -> dict[str, Any]:
+    """Every configuration key with its default (the README documents each one)."""
+    return {k: d for k, (_, d) in _SCHEMA.items()}

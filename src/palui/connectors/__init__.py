@@ -1,0 +1,1 @@
+"""Connectors: sources of tools (SPEC §7). Built-in ones and MCP servers."""

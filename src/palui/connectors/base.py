@@ -1,0 +1,94 @@
+"""The connector interface every source of tools implements (SPEC §7).
+
+A connector lists :class:`ToolSpec` s and executes calls, returning
+:class:`ToolResult` s. The policy never lives here: by the time ``call_tool`` runs,
+the turn runner has decided the call may run.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, TYPE_CHECKING
+
+from palui.types import Origin, ToolClass
+
+if TYPE_CHECKING:
+    from palui.config import Settings
+    from palui.store.db import Database
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One tool as its connector declares it.
+
+    ``annotations`` is the raw MCP annotations JSON exactly as sent (None if absent);
+    ``declared_class`` is set only by built-in connectors (class source ``builtin``);
+    ``untrusted_output`` is the default taint of its results (SPEC §4).
+    """
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    annotations: dict[str, Any] | None = None
+    declared_class: ToolClass | None = None
+    untrusted_output: bool = True
+
+
+@dataclass
+class ToolResult:
+    """The outcome of one call.
+
+    ``text`` is what the model sees. ``is_error`` marks a tool error (still shown to
+    the model). ``untrusted`` is this result's taint: None means "use the tool's
+    default" (its ``untrusted_output`` flag, unless the tool or connector is a trusted
+    source). ``untrusted_texts`` are the untrusted strings the result carried (used to
+    mark approval arguments, SPEC §4); empty means "the whole text" when untrusted.
+    ``taint_detail`` says why it is untrusted (e.g. "memory 4 has untrusted provenance").
+    """
+
+    text: str
+    is_error: bool = False
+    untrusted: bool | None = None
+    untrusted_texts: list[str] = field(default_factory=list)
+    taint_detail: str | None = None
+
+
+@dataclass
+class CallContext:
+    """What a tool call may know about its turn.
+
+    ``tainted`` is whether the turn is tainted *at the moment of the call*: writes
+    made during a tainted turn store ``untrusted`` provenance (SPEC §4).
+    """
+
+    turn_id: str
+    conversation_id: str
+    origin: Origin
+    tainted: bool
+    taint_source: str | None
+    step: int
+    db: "Database"
+    settings: "Settings"
+
+
+class Connector(ABC):
+    """A source of tools with a stable id (``recall``, ``mcp-notes``…)."""
+
+    id: str
+    kind: str = "builtin"
+
+    @abstractmethod
+    async def list_tools(self) -> list[ToolSpec]:
+        """The tools this connector offers now. Raises ConnectorError when it cannot list."""
+
+    @abstractmethod
+    async def call_tool(self, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+        """Execute the raw tool ``name`` with ``args``. Errors are returned as ``is_error`` results."""
+
+    async def close(self) -> None:
+        """Release resources (processes, sessions). Default: nothing."""
+
+    def state(self) -> str:
+        """``connected``, ``connecting``, ``error: …`` or ``disabled`` (SPEC §7)."""
+        return "connected"

@@ -1,0 +1,213 @@
+"""The stored tool registry: syncing a connector's listing into the ``tools`` table.
+
+Applies SPEC §2 (prefill), §7 (naming, duplicates, new MCP tools off, rug-pull
+protection). Every write goes through :meth:`Database.write`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from palui.connectors.base import ToolSpec
+from palui.connectors.naming import visible_name
+from palui.policy.classify import prefill_class
+from palui.store.db import Database
+from palui.types import ClassSource, ToolClass
+
+log = logging.getLogger(__name__)
+
+
+def canonical_json(value: Any) -> str:
+    """Canonical JSON: sorted keys, no spaces, UTF-8 kept (used for hashes)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def definition_hash(spec: ToolSpec) -> str:
+    """SHA-256 over the tool's name, description, input schema and raw annotations (SPEC §7)."""
+    payload = {
+        "name": spec.name,
+        "description": spec.description,
+        "inputSchema": spec.input_schema,
+        "annotations": spec.annotations,
+    }
+    return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
+
+
+def _content_hash(description: str, schema: Any) -> str:
+    return hashlib.sha256(canonical_json({"d": description, "s": schema}).encode()).hexdigest()
+
+
+@dataclass
+class SyncReport:
+    """What a sync did: names of tools added, flagged as changed, tightened, removed;
+    raw names refused as duplicates."""
+
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    tightened: list[str] = field(default_factory=list)
+    loosening_held: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    refused_duplicates: list[str] = field(default_factory=list)
+
+    @property
+    def needs_telling(self) -> list[str]:
+        """Messages for the person's channel (SPEC §7: the person is told)."""
+        out = [f"Tool {n} changed its description or input schema: switched off, review it (palui tools review {n})."
+               for n in self.changed]
+        out += [f"Tool {n} tightened its class past your choice: the stricter class applies, review it." for n in self.tightened]
+        out += [f"Tool {n} asks for a looser class: it keeps its class until you review it." for n in self.loosening_held]
+        out += [f"A server listed two tools named {r!r}: both refused." for r in self.refused_duplicates]
+        return out
+
+
+def sync_tools(db: Database, connector_id: str, specs: list[ToolSpec], *, builtin: bool) -> SyncReport:
+    """Store a connector's current listing.
+
+    New tools get their class (built-in declaration, else the hints prefill) and
+    start on (built-in) or off (MCP). Known tools whose description or input schema
+    changed are switched off and flagged "changed — review"; annotation changes
+    tighten the class by themselves, a loosening waits for review. Tools listed
+    twice are refused, both of them. Tools no longer listed are marked absent.
+    """
+    report = SyncReport()
+    counts: dict[str, int] = {}
+    for s in specs:
+        counts[s.name] = counts.get(s.name, 0) + 1
+    dupes = {n for n, c in counts.items() if c > 1}
+    for d in sorted(dupes):
+        log.warning("connector %s listed tool %r more than once: refused", connector_id, d)
+        report.refused_duplicates.append(d)
+    now = time.time()
+    with db.write() as c:
+        existing = {r["raw_name"]: r for r in c.execute("SELECT * FROM tools WHERE connector_id = ?", (connector_id,))}
+        listed = set()
+        for spec in specs:
+            if spec.name in dupes:
+                continue
+            listed.add(spec.name)
+            new_hash = definition_hash(spec)
+            hints = spec.declared_class if builtin else prefill_class(spec.annotations)
+            source = ClassSource.BUILTIN.value if builtin else (ClassSource.HINTS.value if hints else None)
+            row = existing.get(spec.name)
+            ann_json = canonical_json(spec.annotations) if spec.annotations is not None else None
+            if row is None:
+                taken = {r[0] for r in c.execute("SELECT name FROM tools")}
+                name = visible_name(connector_id, spec.name, taken)
+                c.execute(
+                    "INSERT INTO tools (connector_id, raw_name, name, description, input_schema, annotations,"
+                    " definition_hash, base_class, base_source, enabled, untrusted_output, created_at, updated_at)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (connector_id, spec.name, name, spec.description, canonical_json(spec.input_schema), ann_json,
+                     new_hash, hints.value if hints else None, source, 1 if builtin else 0,
+                     1 if spec.untrusted_output else 0, now, now),
+                )
+                report.added.append(name)
+                continue
+            if not row["present"]:
+                c.execute("UPDATE tools SET present = 1 WHERE connector_id = ? AND raw_name = ?",
+                          (connector_id, spec.name))
+            if row["definition_hash"] == new_hash:
+                continue
+            if builtin:
+                # Built-in definitions come from our own code: take them as they are.
+                c.execute(
+                    "UPDATE tools SET description=?, input_schema=?, definition_hash=?, base_class=?, base_source=?,"
+                    " untrusted_output=?, updated_at=? WHERE connector_id=? AND raw_name=?",
+                    (spec.description, canonical_json(spec.input_schema), new_hash, hints.value if hints else None,
+                     source, 1 if spec.untrusted_output else 0, now, connector_id, spec.name),
+                )
+                continue
+            _apply_mcp_change(c, row, spec, new_hash, hints, ann_json, now, report)
+        for raw, row in existing.items():
+            if raw not in listed and row["present"]:
+                c.execute("UPDATE tools SET present = 0 WHERE connector_id = ? AND raw_name = ?", (connector_id, raw))
+                report.removed.append(row["name"])
+    return report
+
+
+def _apply_mcp_change(c, row, spec: ToolSpec, new_hash: str, hints: ToolClass | None, ann_json: str | None,
+                      now: float, report: SyncReport) -> None:
+    old_content = _content_hash(row["description"], json.loads(row["input_schema"]))
+    review = {
+        "description": spec.description,
+        "input_schema": spec.input_schema,
+        "annotations": spec.annotations,
+        "definition_hash": new_hash,
+        "previous": {
+            "description": row["description"],
+            "input_schema": json.loads(row["input_schema"]),
+            "annotations": json.loads(row["annotations"]) if row["annotations"] else None,
+        },
+    }
+    key = (row["connector_id"], row["raw_name"])
+    if _content_hash(spec.description, spec.input_schema) != old_content:
+        # Rug pull: description or schema changed -> off and flagged, definition held for review.
+        review["kind"] = "changed"
+        review["was_enabled"] = bool(row["enabled"]) if not row["changed"] else _was_enabled(row)
+        c.execute("UPDATE tools SET enabled = 0, changed = 1, review_json = ?, updated_at = ?"
+                  " WHERE connector_id = ? AND raw_name = ?", (canonical_json(review), now, *key))
+        report.changed.append(row["name"])
+        return
+    # Only annotations changed.
+    old_base = ToolClass(row["base_class"]) if row["base_class"] else None
+    old_eff = old_base or ToolClass.DESTRUCTIVE
+    new_eff = hints or ToolClass.DESTRUCTIVE
+    user = ToolClass(row["user_class"]) if row["user_class"] else None
+    if new_eff.rank > old_eff.rank or (new_eff == old_eff and hints != old_base):
+        # Tightening (or unknown <-> destructive at equal strictness) applies by itself.
+        c.execute("UPDATE tools SET annotations=?, definition_hash=?, base_class=?, base_source=?, updated_at=?"
+                  " WHERE connector_id=? AND raw_name=?",
+                  (ann_json, new_hash, hints.value if hints else None, "hints" if hints else None, now, *key))
+        if user is not None and new_eff.rank > user.rank:
+            review["kind"] = "tightened"
+            review["previous_user_class"] = user.value
+            c.execute("UPDATE tools SET user_class = NULL, changed = 1, review_json = ? WHERE connector_id=? AND raw_name=?",
+                      (canonical_json(review), *key))
+            report.tightened.append(row["name"])
+        return
+    if new_eff.rank < old_eff.rank:
+        review["kind"] = "loosened"
+        c.execute("UPDATE tools SET changed = 1, review_json = ?, updated_at = ? WHERE connector_id=? AND raw_name=?",
+                  (canonical_json(review), now, *key))
+        report.loosening_held.append(row["name"])
+        return
+    # Same class, different raw annotations (e.g. a title): take them.
+    c.execute("UPDATE tools SET annotations=?, definition_hash=?, updated_at=? WHERE connector_id=? AND raw_name=?",
+              (ann_json, new_hash, now, *key))
+
+
+def _was_enabled(row) -> bool:
+    try:
+        return bool(json.loads(row["review_json"] or "{}").get("was_enabled", False))
+    except ValueError:
+        return False
+
+
+def accept_review(c, row) -> None:
+    """Accept a tool's pending definition (``palui tools review``): store it, clear the flag.
+
+    A tool switched off by a description/schema change gets its previous switch back.
+    """
+    review = json.loads(row["review_json"] or "{}")
+    key = (row["connector_id"], row["raw_name"])
+    now = time.time()
+    if review.get("kind") in ("changed", "loosened"):
+        ann = review.get("annotations")
+        hints = prefill_class(ann)
+        c.execute(
+            "UPDATE tools SET description=?, input_schema=?, annotations=?, definition_hash=?, base_class=?,"
+            " base_source=?, updated_at=? WHERE connector_id=? AND raw_name=?",
+            (review["description"], canonical_json(review["input_schema"]),
+             canonical_json(ann) if ann is not None else None, review["definition_hash"],
+             hints.value if hints else None, "hints" if hints else None, now, *key),
+        )
+    enabled = 1 if review.get("kind") == "changed" and review.get("was_enabled") else row["enabled"]
+    if review.get("kind") == "changed" and not review.get("was_enabled"):
+        enabled = 0
+    c.execute("UPDATE tools SET changed = 0, review_json = NULL, enabled = ? WHERE connector_id=? AND raw_name=?",
+              (enabled, *key))

@@ -1,0 +1,5 @@
+"""SQLite storage: one file, WAL, numbered migrations, one write path (SPEC §10)."""
+
+from palui.store.db import Database
+
+__all__ = ["Database"]

@@ -1,0 +1,104 @@
+"""The SQLite connection, migrations and the one write path (SPEC §10).
+
+Every write in Palui goes through :meth:`Database.write`, a ``BEGIN IMMEDIATE``
+transaction: it takes SQLite's write lock up front, so read-modify-write sequences
+(compare-and-set on a turn, cap counters) cannot interleave between processes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from palui.store.migrations import MIGRATIONS
+
+BUSY_TIMEOUT_MS = 30_000
+
+
+class Database:
+    """One SQLite database file in WAL mode.
+
+    Args:
+        path: the database file; its directory is created if missing.
+
+    Reads use :meth:`read` / :meth:`one` / :meth:`all`; writes use :meth:`write`.
+    Safe to use from several threads of one process (one connection per thread)
+    and from several processes (WAL + busy timeout).
+    """
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._migrate()
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                                   check_same_thread=False)
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            self._local.conn = conn
+        return conn
+
+    def _migrate(self) -> None:
+        with self.write() as c:
+            c.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (number INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+                " applied_at REAL NOT NULL)"
+            )
+            done = {r[0] for r in c.execute("SELECT number FROM schema_migrations")}
+            for number, name, sql in MIGRATIONS:
+                if number in done:
+                    continue
+                for statement in _split(sql):
+                    c.execute(statement)
+                c.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (number, name, time.time()))
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """The one write path: a ``BEGIN IMMEDIATE`` transaction, committed on success."""
+        conn = self._connect()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        else:
+            conn.execute("COMMIT")
+
+    def one(self, sql: str, params: tuple | dict = ()) -> sqlite3.Row | None:
+        return self._connect().execute(sql, params).fetchone()
+
+    def all(self, sql: str, params: tuple | dict = ()) -> list[sqlite3.Row]:
+        return self._connect().execute(sql, params).fetchall()
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+
+def _split(sql: str) -> list[str]:
+    """Split a migration into statements, keeping trigger bodies whole."""
+    out: list[str] = []
+    buf = ""
+    for line in sql.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            if buf.strip():
+                out.append(buf.strip())
+            buf = ""
+    if buf.strip():
+        out.append(buf.strip())
+    return out

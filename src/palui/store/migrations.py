@@ -1,0 +1,184 @@
+"""Numbered schema migrations, applied in order and recorded in ``schema_migrations``.
+
+Append new migrations at the end; never edit one that has shipped.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: list[tuple[int, str, str]] = [
+    (
+        1,
+        "connectors, tools, memories, tasks, conversations, turns, approvals, audit, inbox, usage",
+        """
+CREATE TABLE connectors (
+    id             TEXT PRIMARY KEY,          -- recall, tasks, web, messages, mcp-<slug>
+    kind           TEXT NOT NULL,             -- builtin | mcp
+    name           TEXT NOT NULL,             -- the name the person gave
+    transport      TEXT,                      -- stdio | http (mcp only)
+    config_json    TEXT NOT NULL DEFAULT '{}',-- command/args/url; secrets live in files of mode 0600
+    trusted_source INTEGER NOT NULL DEFAULT 0,
+    enabled        INTEGER NOT NULL DEFAULT 1,
+    state          TEXT NOT NULL DEFAULT 'connected',
+    created_at     REAL NOT NULL
+);
+CREATE TABLE tools (
+    connector_id     TEXT NOT NULL REFERENCES connectors(id) ON DELETE CASCADE,
+    raw_name         TEXT NOT NULL,           -- the tool's name as its connector lists it
+    name             TEXT NOT NULL UNIQUE,    -- model-visible <connectorId>__<tool>
+    description      TEXT NOT NULL DEFAULT '',
+    input_schema     TEXT NOT NULL DEFAULT '{}',
+    annotations      TEXT,                    -- raw annotations JSON exactly as sent, NULL if none
+    definition_hash  TEXT NOT NULL DEFAULT '',
+    user_class       TEXT,                    -- the person's choice
+    base_class       TEXT,                    -- builtin declaration or hints prefill
+    base_source      TEXT,                    -- builtin | hints | NULL
+    enabled          INTEGER NOT NULL DEFAULT 0,
+    untrusted_output INTEGER NOT NULL DEFAULT 1,
+    trusted_source   INTEGER NOT NULL DEFAULT 0,
+    changed          INTEGER NOT NULL DEFAULT 0,
+    review_json      TEXT,                    -- the new definition waiting for review
+    present          INTEGER NOT NULL DEFAULT 1, -- still listed by its server
+    created_at       REAL NOT NULL,
+    updated_at       REAL NOT NULL,
+    PRIMARY KEY (connector_id, raw_name)
+);
+CREATE TABLE memories (
+    id          INTEGER PRIMARY KEY,
+    text        TEXT NOT NULL,
+    provenance  TEXT NOT NULL,                -- trusted | untrusted
+    source      TEXT,                         -- what wrote it (turn, tool, taint source)
+    turn_id     TEXT,
+    created_at  REAL NOT NULL
+);
+CREATE VIRTUAL TABLE memories_fts USING fts5(text, content='memories', content_rowid='id');
+CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+    INSERT INTO memories_fts(rowid, text) VALUES (new.id, new.text);
+END;
+CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, text) VALUES ('delete', old.id, old.text);
+END;
+CREATE TRIGGER memories_au AFTER UPDATE OF text ON memories BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, text) VALUES ('delete', old.id, old.text);
+    INSERT INTO memories_fts(rowid, text) VALUES (new.id, new.text);
+END;
+CREATE TABLE tasks (
+    id          INTEGER PRIMARY KEY,
+    title       TEXT NOT NULL,
+    notes       TEXT NOT NULL DEFAULT '',
+    status      TEXT NOT NULL DEFAULT 'open', -- open | done
+    due         TEXT,
+    provenance  TEXT NOT NULL,
+    source      TEXT,
+    turn_id     TEXT,
+    created_at  REAL NOT NULL,
+    updated_at  REAL NOT NULL
+);
+CREATE TABLE conversations (
+    id            TEXT PRIMARY KEY,
+    origin        TEXT NOT NULL,
+    tainted       INTEGER NOT NULL DEFAULT 0,
+    taint_source  TEXT,
+    created_at    REAL NOT NULL
+);
+CREATE TABLE turns (
+    id              TEXT PRIMARY KEY,
+    conversation_id TEXT NOT NULL REFERENCES conversations(id),
+    origin          TEXT NOT NULL,
+    status          TEXT NOT NULL,
+    input           TEXT NOT NULL,
+    model           TEXT,
+    messages_json   TEXT NOT NULL DEFAULT '[]', -- this turn's model messages (pydantic-ai JSON)
+    offered_json    TEXT,                       -- the tools offered, fixed at the start
+    pending_json    TEXT,                       -- tool calls of the last response still to decide
+    tainted         INTEGER NOT NULL DEFAULT 0,
+    taint_source    TEXT,
+    steps           INTEGER NOT NULL DEFAULT 0,
+    seconds         REAL NOT NULL DEFAULT 0,
+    input_tokens    INTEGER NOT NULL DEFAULT 0,
+    output_tokens   INTEGER NOT NULL DEFAULT 0,
+    answer          TEXT,
+    error           TEXT,
+    job_id          TEXT,
+    webhook_id      TEXT,
+    version         INTEGER NOT NULL DEFAULT 0, -- compare-and-set guard (SPEC §5)
+    owner           TEXT,                       -- which process runs it now
+    created_at      REAL NOT NULL,
+    updated_at      REAL NOT NULL
+);
+CREATE INDEX turns_conversation ON turns(conversation_id, created_at);
+CREATE INDEX turns_status ON turns(status);
+CREATE TABLE untrusted_content (
+    id              INTEGER PRIMARY KEY,
+    conversation_id TEXT NOT NULL,
+    turn_id         TEXT NOT NULL,
+    source          TEXT NOT NULL,              -- e.g. "web__fetch_page at step 3"
+    text            TEXT NOT NULL,
+    created_at      REAL NOT NULL
+);
+CREATE INDEX untrusted_conversation ON untrusted_content(conversation_id);
+CREATE TABLE approvals (
+    id             TEXT PRIMARY KEY,
+    turn_id        TEXT NOT NULL REFERENCES turns(id),
+    tool_call_id   TEXT NOT NULL,
+    tool           TEXT NOT NULL,               -- model-visible name
+    class          TEXT NOT NULL,
+    class_source   TEXT NOT NULL,
+    origin         TEXT NOT NULL,
+    reason         TEXT NOT NULL,
+    args_json      TEXT NOT NULL,               -- canonical JSON of the exact arguments
+    args_hash      TEXT NOT NULL,
+    untrusted_args TEXT NOT NULL DEFAULT '[]',
+    status         TEXT NOT NULL,               -- pending | approved | denied | expired | cancelled
+    created_at     REAL NOT NULL,
+    expires_at     REAL NOT NULL,
+    answered_at    REAL,
+    used           INTEGER NOT NULL DEFAULT 0   -- the approved call has been executed
+);
+CREATE INDEX approvals_status ON approvals(status);
+CREATE TABLE audit (
+    id           INTEGER PRIMARY KEY,
+    time         REAL NOT NULL,
+    turn_id      TEXT,
+    tool         TEXT NOT NULL,
+    class        TEXT,
+    class_source TEXT,
+    origin       TEXT,
+    tainted      INTEGER NOT NULL DEFAULT 0,
+    verdict      TEXT NOT NULL,
+    reason       TEXT NOT NULL,
+    args_hash    TEXT,
+    outcome      TEXT NOT NULL,
+    duration_ms  REAL
+);
+CREATE INDEX audit_turn ON audit(turn_id);
+CREATE TABLE inbox (
+    id              INTEGER PRIMARY KEY,
+    time            REAL NOT NULL,
+    kind            TEXT NOT NULL,             -- answer | approval | job | webhook | cap | notice | message
+    text            TEXT NOT NULL,
+    turn_id         TEXT,
+    conversation_id TEXT
+);
+CREATE TABLE usage (
+    id        INTEGER PRIMARY KEY,
+    time      REAL NOT NULL,
+    day       TEXT NOT NULL,                   -- YYYY-MM-DD in the caps time zone
+    turn_id   TEXT,
+    job_id    TEXT,
+    tokens    INTEGER NOT NULL
+);
+CREATE INDEX usage_day ON usage(day);
+CREATE TABLE runs (
+    id        INTEGER PRIMARY KEY,
+    time      REAL NOT NULL,
+    turn_id   TEXT NOT NULL,
+    origin    TEXT NOT NULL
+);
+CREATE INDEX runs_time ON runs(time);
+CREATE TABLE kv (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+""",
+    ),
+]

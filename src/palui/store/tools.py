@@ -1,0 +1,119 @@
+"""Reading and changing stored tools and connectors (the ``tools`` / ``connectors`` tables)."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from palui.policy.classify import effective_class
+from palui.store.db import Database
+from palui.types import ClassSource, ToolClass
+
+
+@dataclass(frozen=True)
+class ToolRow:
+    """A stored tool with its effective class (SPEC §2)."""
+
+    name: str
+    connector: str
+    tool: str
+    description: str
+    input_schema: dict[str, Any]
+    annotations: dict[str, Any] | None
+    definition_hash: str
+    tool_class: ToolClass
+    class_source: ClassSource
+    user_class: ToolClass | None
+    enabled: bool
+    untrusted_output: bool
+    trusted_source: bool
+    changed: bool
+    review: dict[str, Any] | None
+    present: bool
+    connector_trusted: bool
+
+    @property
+    def output_untrusted(self) -> bool:
+        """Default taint of this tool's output, after trusted-source marks (SPEC §4)."""
+        return self.untrusted_output and not (self.trusted_source or self.connector_trusted)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``palui tools list --json`` shape."""
+        return {
+            "name": self.name,
+            "connector": self.connector,
+            "tool": self.tool,
+            "class": self.tool_class.value,
+            "class_source": self.class_source.value,
+            "enabled": self.enabled,
+            "untrusted_output": self.output_untrusted,
+            "trusted_source": self.trusted_source or self.connector_trusted,
+            "changed": self.changed,
+            "description": self.description,
+            "annotations": self.annotations,
+            "present": self.present,
+        }
+
+
+_SELECT = (
+    "SELECT t.*, c.trusted_source AS connector_trusted FROM tools t JOIN connectors c ON c.id = t.connector_id"
+)
+
+
+def _row(r) -> ToolRow:
+    user = ToolClass(r["user_class"]) if r["user_class"] else None
+    base = ToolClass(r["base_class"]) if r["base_class"] else None
+    src = ClassSource(r["base_source"]) if r["base_source"] else None
+    cls, source = effective_class(user, base, src)
+    return ToolRow(
+        name=r["name"], connector=r["connector_id"], tool=r["raw_name"], description=r["description"],
+        input_schema=json.loads(r["input_schema"]),
+        annotations=json.loads(r["annotations"]) if r["annotations"] is not None else None,
+        definition_hash=r["definition_hash"], tool_class=cls, class_source=source, user_class=user,
+        enabled=bool(r["enabled"]), untrusted_output=bool(r["untrusted_output"]),
+        trusted_source=bool(r["trusted_source"]), changed=bool(r["changed"]),
+        review=json.loads(r["review_json"]) if r["review_json"] else None, present=bool(r["present"]),
+        connector_trusted=bool(r["connector_trusted"]),
+    )
+
+
+def list_tools(db: Database, connector: str | None = None, *, present_only: bool = False) -> list[ToolRow]:
+    sql = _SELECT
+    params: tuple = ()
+    where = []
+    if connector:
+        where.append("t.connector_id = ?")
+        params = (connector,)
+    if present_only:
+        where.append("t.present = 1")
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += " ORDER BY t.connector_id, t.raw_name"
+    return [_row(r) for r in db.all(sql, params)]
+
+
+def get_tool(db: Database, name: str) -> ToolRow | None:
+    r = db.one(_SELECT + " WHERE t.name = ?", (name,))
+    return _row(r) if r else None
+
+
+def ensure_connector(db: Database, cid: str, kind: str, name: str, *, transport: str | None = None,
+                     config: dict[str, Any] | None = None) -> None:
+    """Insert a connector row if missing (built-ins are registered on every start)."""
+    with db.write() as c:
+        c.execute(
+            "INSERT OR IGNORE INTO connectors (id, kind, name, transport, config_json, created_at)"
+            " VALUES (?,?,?,?,?,?)",
+            (cid, kind, name, transport, json.dumps(config or {}), time.time()),
+        )
+
+
+def list_connectors(db: Database) -> list[dict[str, Any]]:
+    rows = db.all(
+        "SELECT c.*, (SELECT COUNT(*) FROM tools t WHERE t.connector_id = c.id AND t.present = 1) AS tools,"
+        " (SELECT COUNT(*) FROM tools t WHERE t.connector_id = c.id AND t.present = 1 AND t.enabled = 1) AS enabled_tools"
+        " FROM connectors c ORDER BY c.kind = 'mcp', c.id"
+    )
+    return [dict(r) for r in rows]

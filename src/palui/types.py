@@ -1,0 +1,93 @@
+"""Shared value types: tool classes, origins, verdicts and the Decision record (SPEC §1-§3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class ToolClass(str, Enum):
+    """A tool's class (SPEC §1). Ordered by strictness: read < write < destructive."""
+
+    READ = "read"
+    WRITE = "write"
+    DESTRUCTIVE = "destructive"
+
+    @property
+    def rank(self) -> int:
+        return _RANK[self]
+
+    @staticmethod
+    def stricter(a: "ToolClass", b: "ToolClass") -> "ToolClass":
+        """Return the stricter of two classes."""
+        return a if a.rank >= b.rank else b
+
+
+_RANK = {ToolClass.READ: 0, ToolClass.WRITE: 1, ToolClass.DESTRUCTIVE: 2}
+
+
+class ClassSource(str, Enum):
+    """Where a tool's class came from (SPEC §2), strongest first."""
+
+    USER = "user"
+    BUILTIN = "builtin"
+    HINTS = "hints"
+    UNKNOWN = "unknown"
+
+
+class Origin(str, Enum):
+    """What started a turn (SPEC §1)."""
+
+    CHAT = "chat"
+    JOB = "job"
+    WEBHOOK = "webhook"
+
+
+class Verdict(str, Enum):
+    """The whole verdict enum of SPEC §1."""
+
+    RUN = "run"
+    ASK = "ask"
+    UNAVAILABLE = "unavailable"
+    OFF = "off"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The policy's answer for one tool in one turn (SPEC §3).
+
+    ``verdict`` is the outcome, ``reason`` a sentence naming the rule (and, in a
+    tainted turn, what tainted it), ``source`` the rule that decided:
+    ``"webhook"`` (precedence 1), ``"switch"`` (precedence 2) or ``"matrix"`` (3).
+    """
+
+    verdict: Verdict
+    reason: str
+    source: str
+
+    @property
+    def offered(self) -> bool:
+        """True when the tool may be offered to the model (run or ask)."""
+        return self.verdict in (Verdict.RUN, Verdict.ASK)
+
+
+class TurnStatus(str, Enum):
+    """Turn status words of SPEC §11 (plus ``running`` while in flight)."""
+
+    RUNNING = "running"
+    DONE = "done"
+    AWAITING_APPROVAL = "awaiting_approval"
+    QUEUED = "queued"
+    STOPPED = "stopped"
+    BUDGET = "budget"
+    ERROR = "error"
+
+
+class ApprovalStatus(str, Enum):
+    """Approval status words of SPEC §11."""
+
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
