@@ -1,0 +1,64 @@
+"""Live connector instances of one process, reused across turns (SPEC §7).
+
+Built-in connectors are created once. MCP connectors are created from their stored
+row on first use and kept (``palui.connectors.mcp``); getting one may start its
+server, list its tools and sync the listing into the store (rug-pull check).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from palui.connectors.base import Connector
+from palui.connectors.builtin import builtin_connectors
+from palui.errors import NotFound
+
+if TYPE_CHECKING:
+    from palui.service import Service
+
+
+class ConnectorHub:
+    """Maps connector ids to live :class:`Connector` s for one service instance."""
+
+    def __init__(self, service: "Service") -> None:
+        self.service = service
+        self._live: dict[str, Connector] = {c.id: c for c in builtin_connectors()}
+        self._lock = asyncio.Lock()
+
+    async def get(self, cid: str) -> Connector:
+        """The live connector ``cid``; MCP connectors are created (and connected) on first use.
+
+        Raises NotFound for an unknown id, ConnectorError when an MCP server cannot start.
+        """
+        if cid in self._live:
+            return self._live[cid]
+        async with self._lock:
+            if cid in self._live:
+                return self._live[cid]
+            row = self.service.db.one("SELECT * FROM connectors WHERE id = ?", (cid,))
+            if row is None:
+                raise NotFound(f"unknown connector {cid!r}")
+            if row["kind"] != "mcp":
+                raise NotFound(f"connector {cid!r} has no implementation")
+            from palui.connectors.mcp import create_connector  # written by the MCP layer
+
+            conn = await create_connector(self.service, row)
+            self._live[cid] = conn
+            return conn
+
+    def forget(self, cid: str) -> Connector | None:
+        """Drop a live connector (after remove or config change); the caller closes it."""
+        return self._live.pop(cid, None)
+
+    def state(self, cid: str) -> str | None:
+        c = self._live.get(cid)
+        return c.state() if c else None
+
+    async def close(self) -> None:
+        for c in list(self._live.values()):
+            try:
+                await c.close()
+            except Exception:  # closing must not stop the others from closing
+                pass
+        self._live = {c.id: c for c in builtin_connectors()}
