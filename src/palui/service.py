@@ -7,10 +7,13 @@ its own module under :mod:`palui.api`; methods raise
 
 from __future__ import annotations
 
+from palui.api.mcp import MCPAPI
+from palui.api.memories import MemoriesAPI
 from palui.api.tools import ToolsAPI
+from palui.api.turns import TurnsAPI
 
 
-class Service(ToolsAPI):
+class Service(TurnsAPI, MCPAPI, MemoriesAPI, ToolsAPI):
     """Palui's service API over one ``PALUI_HOME`` (settings + database).
 
     Args:

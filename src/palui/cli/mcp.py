@@ -1,0 +1,3 @@
+"""``palui`` commands: mcp."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""``palui`` commands: memories."""
+
+from __future__ import annotations

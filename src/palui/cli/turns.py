@@ -1,0 +1,3 @@
+"""``palui`` commands: turns."""
+
+from __future__ import annotations
