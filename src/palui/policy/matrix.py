@@ -29,35 +29,37 @@ def decide(
             used in the reason.
 
     Precedence: (1) webhook -> unavailable; (2) off -> off; (3) the matrix.
-    A job turn keeps the job column even when tainted.
+    A job turn keeps the job column even when tainted. In a tainted turn every
+    reason, whichever rule decided, ends with ``(tainted by <taint_source>)`` when
+    the source is known (SPEC §3: "every verdict carries a reason naming the rule
+    and, in a tainted turn, what tainted it").
     """
+    verdict, reason, rule = _decide(tool_class, enabled, origin, tainted)
+    if tainted and taint_source:
+        reason = f"{reason} (tainted by {taint_source})"
+    return Decision(verdict, f"{verdict.value}: {reason}", rule)
+
+
+def _decide(tool_class: ToolClass, enabled: bool, origin: Origin, tainted: bool) -> tuple[Verdict, str, str]:
+    """(verdict, reason without the verdict prefix or taint source, deciding rule)."""
     if origin is Origin.WEBHOOK:
-        return Decision(Verdict.UNAVAILABLE, f"unavailable: {WEBHOOK_REASON}", "webhook")
+        return Verdict.UNAVAILABLE, WEBHOOK_REASON, "webhook"
     if not enabled:
-        return Decision(Verdict.OFF, "off: the tool is switched off", "switch")
+        return Verdict.OFF, "the tool is switched off", "switch"
 
     cls = tool_class.value
     if origin is Origin.JOB:
         if tool_class is ToolClass.READ:
-            return Decision(Verdict.RUN, "run: read tool in a scheduled job", "matrix")
+            return Verdict.RUN, "read tool in a scheduled job", "matrix"
         if tool_class is ToolClass.WRITE:
-            return Decision(Verdict.ASK, "ask: write tool in a scheduled job", "matrix")
-        return Decision(
-            Verdict.UNAVAILABLE, "unavailable: destructive tools are not offered in scheduled jobs", "matrix"
-        )
+            return Verdict.ASK, "write tool in a scheduled job", "matrix"
+        return Verdict.UNAVAILABLE, "destructive tools are not offered in scheduled jobs", "matrix"
 
     # origin chat
     if tool_class is ToolClass.READ:
-        where = "a tainted turn" if tainted else "a chat turn"
-        return Decision(Verdict.RUN, f"run: read tool in {where}{_by(tainted, taint_source)}", "matrix")
+        return Verdict.RUN, f"read tool in {'a tainted turn' if tainted else 'a chat turn'}", "matrix"
     if tainted:
-        return Decision(Verdict.ASK, f"ask: {cls} tool in a tainted turn{_by(True, taint_source)}", "matrix")
+        return Verdict.ASK, f"{cls} tool in a tainted turn", "matrix"
     if tool_class is ToolClass.WRITE:
-        return Decision(Verdict.RUN, "run: write tool in an untainted chat turn", "matrix")
-    return Decision(Verdict.ASK, "ask: destructive tool in a chat turn", "matrix")
-
-
-def _by(tainted: bool, source: str | None) -> str:
-    if tainted and source:
-        return f" (tainted by {source})"
-    return ""
+        return Verdict.RUN, "write tool in an untainted chat turn", "matrix"
+    return Verdict.ASK, "destructive tool in a chat turn", "matrix"
