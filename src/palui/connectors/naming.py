@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from typing import Collection
 
 from palui.errors import NamingError
@@ -18,8 +19,14 @@ _HASH_LEN = 8
 
 
 def slugify(name: str) -> str:
-    """Lower-case ``[a-z0-9-]`` slug of a connector name, no ``__``, no leading/trailing ``-``."""
-    slug = re.sub(r"[^a-z0-9]+", "-", name.strip().lower()).strip("-")
+    """Lower-case ``[a-z0-9-]`` slug of a connector name, no ``__``, no leading/trailing ``-``.
+
+    Accented Latin letters keep their base letter (``Über`` -> ``uber``); other
+    characters become ``-``. At most 40 characters.
+    """
+    # NFKD splits "Ü" into "U" + a combining mark, which the ASCII encode drops.
+    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    slug = re.sub(r"[^a-z0-9]+", "-", ascii_name.strip().lower()).strip("-")
     slug = re.sub(r"-{2,}", "-", slug)
     return slug[:40].strip("-")
 
