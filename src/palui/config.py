@@ -49,6 +49,7 @@ _SCHEMA: dict[str, tuple[str, Any]] = {
     "serve.port": ("port", 8765),
     "serve.public_url": ("str?", None),
     "notify.apprise": ("strlist", []),
+    "messages.contacts": ("strdict", {}),  # contact name -> apprise URL (messages__send_message "to")
 }
 
 
@@ -127,6 +128,20 @@ def _check(where: str, key: str, kind: str, value: Any) -> Any:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise bad("must be a list of strings")
         return value
+    if kind == "strdict":
+        # A TOML table of name = "string"; from the environment, a JSON object.
+        if isinstance(value, str):
+            import json
+
+            try:
+                value = json.loads(value) if value.strip() else {}
+            except ValueError:
+                # The value is not echoed: contact targets are apprise URLs that hold tokens.
+                raise ConfigError(f"{where}: key '{key}': must be a JSON object of name: string") from None
+        if not isinstance(value, dict) or not all(
+                isinstance(k, str) and k.strip() and isinstance(v, str) and v.strip() for k, v in value.items()):
+            raise ConfigError(f"{where}: key '{key}': must be a table of name = \"text\" (non-empty names and values)")
+        return dict(value)
     raise AssertionError(kind)
 
 
@@ -134,7 +149,7 @@ def _flatten(where: str, table: dict[str, Any], prefix: str = "") -> dict[str, A
     out: dict[str, Any] = {}
     for k, v in table.items():
         key = f"{prefix}{k}"
-        if isinstance(v, dict):
+        if isinstance(v, dict) and _SCHEMA.get(key, ("",))[0] != "strdict":
             if not any(s.startswith(key + ".") for s in _SCHEMA):
                 raise ConfigError(f"{where}: unknown section '[{key}]'")
             out.update(_flatten(where, v, key + "."))
