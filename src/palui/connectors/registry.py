@@ -111,7 +111,7 @@ def sync_tools(db: Database, connector_id: str, specs: list[ToolSpec], *, builti
             if not row["present"]:
                 c.execute("UPDATE tools SET present = 1 WHERE connector_id = ? AND raw_name = ?",
                           (connector_id, spec.name))
-            if row["definition_hash"] == new_hash:
+            if row["definition_hash"] == new_hash and not _stale_review(row, new_hash):
                 continue
             if builtin:
                 # Built-in definitions come from our own code: take them as they are.
@@ -130,8 +130,39 @@ def sync_tools(db: Database, connector_id: str, specs: list[ToolSpec], *, builti
     return report
 
 
+def _pending_review(row) -> dict[str, Any]:
+    """The review a flagged row holds ({} when not flagged or unreadable)."""
+    if not row["changed"] or not row["review_json"]:
+        return {}
+    try:
+        review = json.loads(row["review_json"])
+    except ValueError:
+        return {}
+    return review if isinstance(review, dict) else {}
+
+
+def _stale_review(row, new_hash: str) -> bool:
+    """True when a held definition (changed/loosened) is no longer what the server lists.
+
+    The stored definition equals the listing but a review still holds an older, different
+    one: accepting it would apply a definition (e.g. a looser class) the server withdrew.
+    """
+    review = _pending_review(row)
+    return review.get("kind") in ("changed", "loosened") and review.get("definition_hash") != new_hash
+
+
 def _apply_mcp_change(c, row, spec: ToolSpec, new_hash: str, hints: ToolClass | None, ann_json: str | None,
                       now: float, report: SyncReport) -> None:
+    """Apply the rug-pull rules to a known MCP tool whose listing differs from the stored
+    (accepted) definition, or from the definition its pending review holds (SPEC §7).
+
+    A pending review always ends up describing the current listing, so ``review``
+    can never accept a definition the server no longer lists.
+    """
+    pending = _pending_review(row)
+    kind = pending.get("kind")
+    if kind in ("changed", "loosened") and pending.get("definition_hash") == new_hash:
+        return  # already held for review, and the person was told
     old_content = _content_hash(row["description"], json.loads(row["input_schema"]))
     review = {
         "description": spec.description,
@@ -145,14 +176,23 @@ def _apply_mcp_change(c, row, spec: ToolSpec, new_hash: str, hints: ToolClass | 
         },
     }
     key = (row["connector_id"], row["raw_name"])
-    if _content_hash(spec.description, spec.input_schema) != old_content:
+    content_changed = _content_hash(spec.description, spec.input_schema) != old_content
+    if content_changed or kind == "changed":
         # Rug pull: description or schema changed -> off and flagged, definition held for review.
+        # A tool already switched off by an earlier change stays off even if the server goes back
+        # to the accepted text: the person was told and decides (fail closed).
         review["kind"] = "changed"
-        review["was_enabled"] = bool(row["enabled"]) if not row["changed"] else _was_enabled(row)
+        # The switch to give back after review: the real switch, unless an earlier change turned it off.
+        review["was_enabled"] = bool(pending.get("was_enabled", False)) if kind == "changed" else bool(row["enabled"])
         c.execute("UPDATE tools SET enabled = 0, changed = 1, review_json = ?, updated_at = ?"
                   " WHERE connector_id = ? AND raw_name = ?", (canonical_json(review), now, *key))
-        report.changed.append(row["name"])
+        if content_changed:
+            report.changed.append(row["name"])
         return
+    if kind == "loosened":
+        # The held loosening is superseded by this listing; decide afresh below (it is held
+        # again if this listing still loosens).
+        c.execute("UPDATE tools SET changed = 0, review_json = NULL WHERE connector_id = ? AND raw_name = ?", key)
     # Only annotations changed.
     old_base = ToolClass(row["base_class"]) if row["base_class"] else None
     old_eff = old_base or ToolClass.DESTRUCTIVE
@@ -179,13 +219,6 @@ def _apply_mcp_change(c, row, spec: ToolSpec, new_hash: str, hints: ToolClass | 
     # Same class, different raw annotations (e.g. a title): take them.
     c.execute("UPDATE tools SET annotations=?, definition_hash=?, updated_at=? WHERE connector_id=? AND raw_name=?",
               (ann_json, new_hash, now, *key))
-
-
-def _was_enabled(row) -> bool:
-    try:
-        return bool(json.loads(row["review_json"] or "{}").get("was_enabled", False))
-    except ValueError:
-        return False
 
 
 def accept_review(c, row) -> None:
