@@ -1,9 +1,206 @@
-"""Service API part: turns, approvals, status and audit (SPEC §3-§6, §9)."""
+"""Service API part: turns, approvals, stop, status and audit (SPEC §3-§6, §9, §11)."""
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 from palui.api.base import ServiceBase
+from palui.connectors.hub import ConnectorHub
+from palui.errors import ApprovalError, NotFound, UsageError
+from palui.runner import approvals, audit, caps
+from palui.runner import state as st
+from palui.runner.turn import EventSink, TurnRunner
+from palui.types import Origin, TurnStatus
+
+RESUMABLE = (TurnStatus.AWAITING_APPROVAL,)
 
 
 class TurnsAPI(ServiceBase):
     """Running, pausing and resuming governed turns."""
+
+    def _setup(self) -> None:
+        super()._setup()
+        self.hub = ConnectorHub(self)  # type: ignore[arg-type]
+        approvals.sweep(self.db)  # SPEC §5: expired approvals are swept on every start
+
+    # -- starting and running turns ------------------------------------------------------------
+
+    def new_conversation(self, origin: Origin = Origin.CHAT) -> str:
+        cid = st.new_id("c")
+        with self.db.write() as c:
+            c.execute("INSERT INTO conversations (id, origin, created_at) VALUES (?,?,?)", (cid, origin.value, time.time()))
+        return cid
+
+    def start_turn(self, text: str, *, origin: Origin = Origin.CHAT, conversation: str | None = None,
+                   model: str | None = None, job_id: str | None = None, webhook_id: str | None = None) -> str:
+        """Create a turn (status ``queued``) and count it as a run (SPEC §6). Returns the turn id.
+
+        The turn starts tainted when its conversation is (SPEC §4: taint is sticky), and
+        a webhook turn starts tainted by its payload.
+        """
+        if not isinstance(text, str) or not text.strip():
+            raise UsageError("a turn needs a non-empty message")
+        if conversation is None:
+            conversation = self.new_conversation(origin)
+        conv = self.db.one("SELECT * FROM conversations WHERE id = ?", (conversation,))
+        if conv is None:
+            raise NotFound(f"unknown conversation {conversation!r}")
+        model = model or self.settings.model
+        tid = st.new_id("t")
+        now = time.time()
+        tainted, source = bool(conv["tainted"]), conv["taint_source"]
+        if tainted:
+            source = f"earlier in this conversation: {source}"
+        with self.db.write() as c:
+            c.execute(
+                "INSERT INTO turns (id, conversation_id, origin, status, input, model, tainted, taint_source, job_id,"
+                " webhook_id, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (tid, conversation, origin.value, TurnStatus.QUEUED.value, text, model, int(tainted), source, job_id,
+                 webhook_id, now, now),
+            )
+            c.execute("INSERT INTO runs (time, turn_id, origin) VALUES (?,?,?)", (now, tid, origin.value))
+        from pydantic_ai.messages import ModelRequest, UserPromptPart
+
+        t = st.load(self.db, tid)
+        assert t is not None
+        t.messages = [ModelRequest(parts=[UserPromptPart(text)])]
+        st.save(self.db, t)
+        return tid
+
+    async def run_turn(self, turn_id: str, on_event: EventSink | None = None,
+                       from_status: tuple[TurnStatus, ...] = (TurnStatus.QUEUED,)) -> dict[str, Any]:
+        """Claim and run a turn in this process. Returns :meth:`turn_result`.
+
+        If another process holds the turn, returns its current state without running it.
+        """
+        if st.load(self.db, turn_id) is None:
+            raise NotFound(f"unknown turn {turn_id!r}")
+        runner = TurnRunner(self, on_event)  # type: ignore[arg-type]
+        if st.claim(self.db, turn_id, from_status):
+            await runner.run(turn_id)
+        return self.turn_result(turn_id, runner.run_events)
+
+    async def send(self, text: str, *, conversation: str | None = None, model: str | None = None,
+                   origin: Origin = Origin.CHAT, on_event: EventSink | None = None) -> dict[str, Any]:
+        """Start a turn and run it here: the ``palui run`` path."""
+        tid = self.start_turn(text, origin=origin, conversation=conversation, model=model)
+        return await self.run_turn(tid, on_event)
+
+    def turn_result(self, turn_id: str, events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """The ``palui run --json`` shape: ``{"status","answer","conversation","turn","events","usage",…}``."""
+        t = st.load(self.db, turn_id)
+        if t is None:
+            raise NotFound(f"unknown turn {turn_id!r}")
+        pending = [approvals.as_dict(r) for r in
+                   self.db.all("SELECT * FROM approvals WHERE turn_id = ? AND status = 'pending'", (turn_id,))]
+        return {
+            "status": t.status.value if t.status is not TurnStatus.RUNNING else "running",
+            "answer": t.answer, "conversation": t.conversation_id, "turn": t.id, "origin": t.origin.value,
+            "events": events if events is not None else t.events,
+            "usage": {"steps": t.steps, "seconds": round(t.seconds, 3), "input_tokens": t.input_tokens,
+                      "output_tokens": t.output_tokens, "tokens": t.tokens},
+            "tainted": t.tainted, "taint_source": t.taint_source, "error": t.error, "budget": t.budget_hit,
+            "pending_approvals": pending,
+        }
+
+    # -- approvals ---------------------------------------------------------------------------------
+
+    def approvals(self, status: str | None = "pending") -> list[dict[str, Any]]:
+        """Approvals, newest last; ``status=None`` lists all."""
+        approvals.sweep(self.db)
+        if status:
+            rows = self.db.all("SELECT * FROM approvals WHERE status = ? ORDER BY created_at", (status,))
+        else:
+            rows = self.db.all("SELECT * FROM approvals ORDER BY created_at")
+        return [approvals.as_dict(r) for r in rows]
+
+    async def answer_approval(self, approval_id: str, approve: bool,
+                              on_event: EventSink | None = None) -> dict[str, Any]:
+        """Approve or deny, then resume the turn here if no other process does (SPEC §5).
+
+        Raises NotFound, ApprovalError (expired, already answered, cancelled).
+        """
+        a = approvals.answer(self.db, approval_id, approve)
+        return await self.run_turn(a["turn"], on_event, from_status=RESUMABLE)
+
+    async def resume_ready(self, on_event: EventSink | None = None) -> list[dict[str, Any]]:
+        """Resume turns whose approval was answered or expired but that no process resumed."""
+        approvals.sweep(self.db)
+        rows = self.db.all(
+            "SELECT t.id FROM turns t WHERE t.status = 'awaiting_approval' AND NOT EXISTS"
+            " (SELECT 1 FROM approvals a WHERE a.turn_id = t.id AND a.status = 'pending')")
+        return [await self.run_turn(r["id"], on_event, from_status=RESUMABLE) for r in rows]
+
+    # -- stop ------------------------------------------------------------------------------------------
+
+    def stop(self, conversation: str | None = None, turn: str | None = None) -> list[str]:
+        """``/stop``: cancel the conversation's running, awaiting-approval or queued turn (SPEC §5).
+
+        A running turn (in any process) is asked to stop at its next boundary; a paused
+        or queued one is stopped now and its pending approvals cancelled. Returns the
+        turn ids acted on.
+        """
+        if turn:
+            rows = self.db.all("SELECT id, status FROM turns WHERE id = ?", (turn,))
+        elif conversation:
+            rows = self.db.all("SELECT id, status FROM turns WHERE conversation_id = ? AND status IN"
+                               " ('running','awaiting_approval','queued')", (conversation,))
+        else:
+            raise UsageError("stop needs a conversation or a turn")
+        acted = []
+        now = time.time()
+        for r in rows:
+            with self.db.write() as c:
+                if r["status"] in ("awaiting_approval", "queued"):
+                    cur = c.execute("UPDATE turns SET status='stopped', error='stopped by the person', pending_json=NULL,"
+                                    " updated_at=? WHERE id=? AND status IN ('awaiting_approval','queued')", (now, r["id"]))
+                    if cur.rowcount:
+                        c.execute("UPDATE approvals SET status='cancelled', answered_at=? WHERE turn_id=? AND"
+                                  " status='pending'", (now, r["id"]))
+                        acted.append(r["id"])
+                        continue
+                cur = c.execute("UPDATE turns SET stop_requested=1 WHERE id=? AND status='running'", (r["id"],))
+                if cur.rowcount:
+                    acted.append(r["id"])
+        return acted
+
+    # -- status and audit ------------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        """``{"model","tokens_today","caps","runs_last_hour","paused","paused_reason","paused_until",
+        "connectors","pending_approvals"}`` (SPEC §8 /status)."""
+        tz = caps.zone(self.settings.get("caps.timezone"))
+        approvals.sweep(self.db)
+        conns = []
+        for c in self.connectors():  # type: ignore[attr-defined]
+            live = self.hub.state(c["id"])
+            conns.append({"id": c["id"], "state": live or c["state"], "tools": c["tools"],
+                          "enabled_tools": c["enabled_tools"]})
+        pause = self.pause_state()
+        return {
+            "model": self.settings.model,
+            "tokens_today": caps.tokens_today(self.db, tz),
+            "caps": {"daily_tokens": self.settings.get("caps.daily_tokens"),
+                     "job_daily_tokens": self.settings.get("caps.job_daily_tokens"),
+                     "runs_per_hour": self.settings.get("caps.runs_per_hour"),
+                     "timezone": self.settings.get("caps.timezone") or "system"},
+            "runs_last_hour": caps.runs_last_hour(self.db),
+            **pause,
+            "connectors": conns,
+            "pending_approvals": len(self.db.all("SELECT 1 FROM approvals WHERE status = 'pending'")),
+        }
+
+    def pause_state(self) -> dict[str, Any]:
+        """Whether a global cap pauses new turns: ``{"paused","paused_reason","paused_until"}``."""
+        tz = caps.zone(self.settings.get("caps.timezone"))
+        if caps.tokens_today(self.db, tz) >= int(self.settings.get("caps.daily_tokens")):
+            return {"paused": True, "paused_reason": "daily token cap", "paused_until": caps.next_day(tz)}
+        runs = caps.runs_last_hour(self.db)
+        if runs >= int(self.settings.get("caps.runs_per_hour")):
+            return {"paused": True, "paused_reason": "runs per hour cap",
+                    "paused_until": caps.window_frees_at(self.db, int(self.settings.get("caps.runs_per_hour")))}
+        return {"paused": False, "paused_reason": None, "paused_until": None}
+
+    def audit(self, turn: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
+        return audit.rows(self.db, turn, limit)

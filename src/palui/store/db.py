@@ -56,7 +56,7 @@ class Database:
                 " applied_at REAL NOT NULL)"
             )
             done = {r[0] for r in c.execute("SELECT number FROM schema_migrations")}
-            for number, name, sql in MIGRATIONS:
+            for number, name, sql in sorted(MIGRATIONS):
                 if number in done:
                     continue
                 for statement in _split(sql):

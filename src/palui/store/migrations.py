@@ -182,3 +182,15 @@ CREATE TABLE kv (
 """,
     ),
 ]
+
+MIGRATIONS.append(
+    (
+        5,
+        "turn events and stop requests",
+        """
+ALTER TABLE turns ADD COLUMN events_json TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE turns ADD COLUMN stop_requested INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE turns ADD COLUMN budget_hit TEXT;
+""",
+    )
+)

@@ -1,0 +1,229 @@
+"""Model strings → the model library (pydantic-ai), and the ``script:`` replay model (SPEC §9).
+
+Accepted model strings:
+
+- ``openai:MODEL`` — OpenAI (``OPENAI_API_KEY``).
+- ``anthropic:MODEL`` — Anthropic (``ANTHROPIC_API_KEY``).
+- ``ollama:MODEL`` — a local Ollama server (``OLLAMA_BASE_URL``, default
+  ``http://127.0.0.1:11434/v1``).
+- ``openai:MODEL@BASE_URL`` — any OpenAI-compatible server at BASE_URL (key from
+  ``OPENAI_API_KEY``, optional); ``anthropic:MODEL@BASE_URL`` likewise for the
+  Anthropic wire API.
+- ``script:PATH`` — the replay model: a JSON script (see :class:`Script`).
+
+Only :func:`resolve_model` and :func:`request` are used by the turn runner, so the
+model library stays behind this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai.direct import model_request
+from pydantic_ai.exceptions import ModelAPIError, ModelHTTPError
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    UserPromptPart,
+)
+from pydantic_ai.models import Model, ModelRequestParameters
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.usage import RequestUsage
+
+from palui.errors import ModelConfigError
+
+NO_MODEL_HELP = (
+    "No model is configured. Set one in palui.toml (model = \"openai:gpt-4.1-mini\") or with PALUI_MODEL "
+    "or --model, and the provider's key (OPENAI_API_KEY, ANTHROPIC_API_KEY). To try Palui without a provider, "
+    "use the replay model: --model script:PATH (see the README, 'The script: model')."
+)
+
+ANTHROPIC_MAX_TOKENS = 4096
+
+
+@dataclass
+class ModelHandle:
+    """A resolved model: the library's model object, its settings, and the string it came from."""
+
+    spec: str
+    model: Model
+    settings: ModelSettings | None = None
+
+
+def resolve_model(spec: str | None, env: dict[str, str] | None = None) -> ModelHandle:
+    """Turn a model string into a :class:`ModelHandle`.
+
+    Raises:
+        ModelConfigError: no model, an unknown provider, a missing key, or a bad script.
+    """
+    env = dict(os.environ if env is None else env)
+    if not spec:
+        raise ModelConfigError(NO_MODEL_HELP)
+    provider, _, rest = spec.partition(":")
+    if not rest:
+        raise ModelConfigError(f"model {spec!r}: expected PROVIDER:MODEL (openai:, anthropic:, ollama:, script:)")
+    if provider == "script":
+        return ModelHandle(spec, Script.load(Path(rest).expanduser()).model())
+    name, _, base_url = rest.partition("@")
+    if provider in ("openai", "ollama"):
+        from openai import AsyncOpenAI
+        from pydantic_ai.models.openai import OpenAIChatModel
+        from pydantic_ai.providers.openai import OpenAIProvider
+
+        key = env.get("OPENAI_API_KEY")
+        if provider == "ollama":
+            base_url = base_url or env.get("OLLAMA_BASE_URL", "http://127.0.0.1:11434/v1")
+            key = key or "ollama"
+        if not key and not base_url:
+            raise ModelConfigError(f"model {spec!r} needs OPENAI_API_KEY in the environment. " + _SCRIPT_HINT)
+        # Retries are ours (within the turn's time budget), so the SDK's are off.
+        client = AsyncOpenAI(base_url=base_url or None, api_key=key or "none", max_retries=0)
+        return ModelHandle(spec, OpenAIChatModel(name, provider=OpenAIProvider(openai_client=client)))
+    if provider == "anthropic":
+        from anthropic import AsyncAnthropic
+        from pydantic_ai.models.anthropic import AnthropicModel
+        from pydantic_ai.providers.anthropic import AnthropicProvider
+
+        key = env.get("ANTHROPIC_API_KEY")
+        if not key and not base_url:
+            raise ModelConfigError(f"model {spec!r} needs ANTHROPIC_API_KEY in the environment. " + _SCRIPT_HINT)
+        client = AsyncAnthropic(base_url=base_url or None, api_key=key or "none", max_retries=0)
+        return ModelHandle(spec, AnthropicModel(name, provider=AnthropicProvider(anthropic_client=client)),
+                           ModelSettings(max_tokens=ANTHROPIC_MAX_TOKENS))
+    raise ModelConfigError(f"model {spec!r}: unknown provider {provider!r} (use openai:, anthropic:, ollama:, script:)")
+
+
+_SCRIPT_HINT = "Without a provider key you can use the replay model: --model script:PATH (see the README)."
+
+RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
+
+
+async def request(handle: ModelHandle, messages: list[ModelMessage], tools: list[ToolDefinition],
+                  deadline_seconds: float) -> ModelResponse:
+    """One model request, retrying 429/5xx with exponential backoff within ``deadline_seconds``.
+
+    Raises:
+        asyncio.TimeoutError: the time budget ran out.
+        ModelAPIError: the provider refused (4xx other than 408/409/429) or kept failing.
+    """
+    loop = asyncio.get_running_loop()
+    end = loop.time() + deadline_seconds
+    attempt = 0
+    params = ModelRequestParameters(function_tools=tools, allow_text_output=True)
+    while True:
+        left = end - loop.time()
+        if left <= 0:
+            raise asyncio.TimeoutError()
+        try:
+            return await asyncio.wait_for(
+                model_request(handle.model, messages, model_settings=handle.settings,
+                              model_request_parameters=params),
+                timeout=left,
+            )
+        except ModelHTTPError as e:
+            if e.status_code not in RETRY_STATUS:
+                raise
+            attempt += 1
+            delay = min(8.0, 0.5 * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
+            if loop.time() + delay >= end or attempt > 6:
+                raise
+            await asyncio.sleep(delay)
+
+
+# -- the script: replay model ---------------------------------------------------------------
+
+
+@dataclass
+class Script:
+    """A replay script (SPEC §9)::
+
+        {"steps": [
+            {"tool_calls": [{"tool": "recall__add_memory", "args": {"text": "buy milk"}}]},
+            {"text": "Saved.", "usage": {"input_tokens": 120, "output_tokens": 8}}
+        ]}
+
+    Each model request takes the step whose index is the number of model responses
+    already in the current turn (so a turn resumed after an approval, even in another
+    process, continues where it paused). A step has ``text``, ``tool_calls`` or both;
+    ``usage`` is optional (default: an estimate of about 4 characters per token).
+    Running out of steps ends the turn with a message saying so.
+    """
+
+    path: Path
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, path: Path) -> "Script":
+        """Read and check a script. Raises ModelConfigError naming the file and the problem."""
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ModelConfigError(f"script {path}: file not found") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ModelConfigError(f"script {path}: not valid JSON: {e}") from None
+        if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
+            raise ModelConfigError(f"script {path}: expected an object with a \"steps\" list")
+        for i, step in enumerate(data["steps"]):
+            where = f"script {path}: step {i + 1}"
+            if not isinstance(step, dict) or not ("text" in step or "tool_calls" in step):
+                raise ModelConfigError(f"{where}: expected an object with \"text\" and/or \"tool_calls\"")
+            if "text" in step and not isinstance(step["text"], str):
+                raise ModelConfigError(f"{where}: \"text\" must be a string")
+            calls = step.get("tool_calls", [])
+            if not isinstance(calls, list) or not all(
+                isinstance(c, dict) and isinstance(c.get("tool"), str) and isinstance(c.get("args", {}), dict)
+                for c in calls
+            ):
+                raise ModelConfigError(f"{where}: \"tool_calls\" must be a list of {{\"tool\": NAME, \"args\": {{…}}}}")
+            usage = step.get("usage")
+            if usage is not None and not (
+                isinstance(usage, dict)
+                and all(isinstance(usage.get(k, 0), int) and usage.get(k, 0) >= 0
+                        for k in ("input_tokens", "output_tokens"))
+            ):
+                raise ModelConfigError(f"{where}: \"usage\" must be {{\"input_tokens\": N, \"output_tokens\": M}}")
+        return cls(path=path, steps=data["steps"])
+
+    def model(self) -> Model:
+        return FunctionModel(self._respond, model_name=f"script:{self.path.name}")
+
+    async def _respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        index = responses_in_current_turn(messages)
+        if index >= len(self.steps):
+            text = (f"[script {self.path.name}] out of steps: the script has {len(self.steps)} step(s) and this "
+                    f"turn asked for step {index + 1}. The turn ends here.")
+            return ModelResponse(parts=[TextPart(text)], usage=RequestUsage(input_tokens=0, output_tokens=0))
+        step = self.steps[index]
+        parts: list[Any] = []
+        if step.get("text"):
+            parts.append(TextPart(step["text"]))
+        for j, call in enumerate(step.get("tool_calls", [])):
+            parts.append(ToolCallPart(tool_name=call["tool"], args=call.get("args", {}),
+                                      tool_call_id=f"s{index + 1}c{j + 1}"))
+        usage = step.get("usage")
+        if usage is None:
+            prompt_chars = sum(len(str(p)) for m in messages for p in getattr(m, "parts", []))
+            usage = {"input_tokens": max(1, prompt_chars // 4),
+                     "output_tokens": max(1, len(json.dumps(step)) // 4)}
+        return ModelResponse(parts=parts, usage=RequestUsage(input_tokens=usage.get("input_tokens", 0),
+                                                             output_tokens=usage.get("output_tokens", 0)))
+
+
+def responses_in_current_turn(messages: list[ModelMessage]) -> int:
+    """How many model responses follow the last request that carries the person's (or trigger's) prompt."""
+    start = 0
+    for i, m in enumerate(messages):
+        if isinstance(m, ModelRequest) and any(isinstance(p, UserPromptPart) for p in m.parts):
+            start = i
+    return sum(1 for m in messages[start:] if isinstance(m, ModelResponse))

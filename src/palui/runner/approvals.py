@@ -1,0 +1,139 @@
+"""Durable approvals (SPEC §5): one exact call, once, before it expires.
+
+An approval binds a tool call id to the hash of its canonical arguments; an answer is
+accepted only while the approval is ``pending`` and unexpired, and the approved call
+runs only if its arguments hash to the same value and the approval was not used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from typing import Any
+
+from palui.connectors.registry import canonical_json
+from palui.errors import ApprovalError, NotFound
+from palui.policy.taint import untrusted_args
+from palui.runner.state import new_id
+from palui.store.db import Database
+from palui.types import ApprovalStatus
+
+
+def args_hash(args: Any) -> str:
+    """SHA-256 of the canonical JSON of a call's arguments."""
+    return hashlib.sha256(canonical_json(args).encode()).hexdigest()
+
+
+def create(db: Database, *, turn_id: str, conversation_id: str, call: dict[str, Any], tool_class: str,
+           class_source: str, origin: str, reason: str, expiry_seconds: float, now: float | None = None) -> dict:
+    """Store a pending approval for ``call`` (``{"id","tool","args"}``) and return it as a dict."""
+    now = time.time() if now is None else now
+    untrusted = [(r["source"], r["text"]) for r in
+                 db.all("SELECT source, text FROM untrusted_content WHERE conversation_id = ? ORDER BY id",
+                        (conversation_id,))]
+    marks = untrusted_args(call["args"], untrusted)
+    aid = new_id("a")
+    with db.write() as c:
+        c.execute(
+            "INSERT INTO approvals (id, turn_id, tool_call_id, tool, class, class_source, origin, reason, args_json,"
+            " args_hash, untrusted_args, status, created_at, expires_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (aid, turn_id, call["id"], call["tool"], tool_class, class_source, origin, reason,
+             canonical_json(call["args"]), args_hash(call["args"]), json.dumps(marks), "pending", now,
+             now + expiry_seconds),
+        )
+    return get(db, aid)
+
+
+def as_dict(r) -> dict[str, Any]:
+    """The ``palui approvals list --json`` shape."""
+    return {
+        "id": r["id"], "turn": r["turn_id"], "origin": r["origin"], "tool": r["tool"],
+        "args": json.loads(r["args_json"]), "class": r["class"], "class_source": r["class_source"],
+        "reason": r["reason"], "status": r["status"], "created_at": _iso(r["created_at"]),
+        "expires_at": _iso(r["expires_at"]), "untrusted_args": json.loads(r["untrusted_args"]),
+        "tool_call_id": r["tool_call_id"], "args_hash": r["args_hash"], "used": bool(r["used"]),
+    }
+
+
+def _iso(t: float) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(t, timezone.utc).isoformat()
+
+
+def get(db: Database, aid: str) -> dict[str, Any]:
+    r = db.one("SELECT * FROM approvals WHERE id = ?", (aid,))
+    if r is None:
+        raise NotFound(f"unknown approval {aid!r} (see: palui approvals list)")
+    return as_dict(r)
+
+
+def sweep(db: Database, now: float | None = None) -> int:
+    """Mark pending approvals past their expiry ``expired`` (SPEC §5: expiry counts as denial)."""
+    now = time.time() if now is None else now
+    with db.write() as c:
+        return c.execute("UPDATE approvals SET status='expired', answered_at=? WHERE status='pending' AND expires_at <= ?",
+                         (now, now)).rowcount
+
+
+def answer(db: Database, aid: str, approve: bool, now: float | None = None) -> dict[str, Any]:
+    """Record the person's answer. Only a pending, unexpired approval can be answered.
+
+    Raises:
+        NotFound: no such approval.
+        ApprovalError: it expired, was already answered (replay) or cancelled.
+    """
+    now = time.time() if now is None else now
+    if not isinstance(aid, str) or not aid.strip():
+        raise ApprovalError("an approval answer needs an approval id (see: palui approvals list)")
+    with db.write() as c:
+        r = c.execute("SELECT * FROM approvals WHERE id = ?", (aid,)).fetchone()
+        if r is None:
+            raise NotFound(f"unknown approval {aid!r} (see: palui approvals list)")
+        if r["status"] == "pending" and r["expires_at"] <= now:
+            c.execute("UPDATE approvals SET status='expired', answered_at=? WHERE id=?", (now, aid))
+            raise ApprovalError(f"approval {aid} expired; the call is treated as denied")
+        if r["status"] != "pending":
+            raise ApprovalError(f"approval {aid} is already {r['status']}; an approval is answered once")
+        status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DENIED
+        c.execute("UPDATE approvals SET status=?, answered_at=? WHERE id=? AND status='pending'",
+                  (status.value, now, aid))
+    return get(db, aid)
+
+
+def consume(db: Database, aid: str, call: dict[str, Any], now: float | None = None) -> tuple[bool, str]:
+    """At resume: may the held call run? Returns (allowed, reason); marks the approval used.
+
+    Allowed only if approved, not used before, and the call's arguments hash to the
+    approved hash. Anything else — denied, expired, cancelled, changed arguments, a
+    replay, a missing approval — is a denial (fail closed).
+    """
+    now = time.time() if now is None else now
+    with db.write() as c:
+        r = c.execute("SELECT * FROM approvals WHERE id = ?", (aid,)).fetchone()
+        if r is None:
+            return False, "approval missing"
+        if r["status"] == "pending":
+            if r["expires_at"] <= now:
+                c.execute("UPDATE approvals SET status='expired', answered_at=? WHERE id=?", (now, aid))
+                return False, "approval expired"
+            return False, "pending"
+        if r["status"] != "approved":
+            return False, f"approval {r['status']}"
+        if r["used"]:
+            return False, "approval already used (replay refused)"
+        if r["args_hash"] != args_hash(call["args"]) or r["tool"] != call["tool"] or r["tool_call_id"] != call["id"]:
+            return False, "arguments differ from the approved ones"
+        cur = c.execute("UPDATE approvals SET used = 1 WHERE id = ? AND used = 0", (aid,))
+        if cur.rowcount != 1:
+            return False, "approval already used (replay refused)"
+    return True, "approved"
+
+
+def cancel_for_turn(db: Database, turn_id: str, now: float | None = None) -> int:
+    """Cancel a turn's pending approvals (``/stop``)."""
+    now = time.time() if now is None else now
+    with db.write() as c:
+        return c.execute("UPDATE approvals SET status='cancelled', answered_at=? WHERE turn_id=? AND status='pending'",
+                         (now, turn_id)).rowcount

@@ -1,0 +1,140 @@
+"""A turn's durable state in SQLite, and the compare-and-set that lets one process run it (SPEC §5)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
+
+from palui.store.db import Database
+from palui.types import Origin, TurnStatus
+
+OWNER = f"{socket.gethostname()}:{os.getpid()}"
+
+
+def new_id(prefix: str) -> str:
+    """A short random id such as ``t-3f9a1c2b7d``."""
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+@dataclass
+class Turn:
+    """A turn as stored. ``messages`` are this turn's model messages only; ``pending`` the
+    tool calls of the last model response not yet answered (decided in order, SPEC §4)."""
+
+    id: str
+    conversation_id: str
+    origin: Origin
+    status: TurnStatus
+    input: str
+    model: str | None
+    messages: list[ModelMessage]
+    offered: list[str] | None
+    pending: list[dict[str, Any]] | None
+    tainted: bool
+    taint_source: str | None
+    steps: int
+    seconds: float
+    input_tokens: int
+    output_tokens: int
+    answer: str | None
+    error: str | None
+    budget_hit: str | None
+    job_id: str | None
+    version: int
+    stop_requested: bool
+    created_at: float
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+def load(db: Database, turn_id: str) -> Turn | None:
+    r = db.one("SELECT * FROM turns WHERE id = ?", (turn_id,))
+    if r is None:
+        return None
+    return Turn(
+        id=r["id"], conversation_id=r["conversation_id"], origin=Origin(r["origin"]), status=TurnStatus(r["status"]),
+        input=r["input"], model=r["model"], messages=ModelMessagesTypeAdapter.validate_json(r["messages_json"]),
+        offered=json.loads(r["offered_json"]) if r["offered_json"] else None,
+        pending=json.loads(r["pending_json"]) if r["pending_json"] else None,
+        tainted=bool(r["tainted"]), taint_source=r["taint_source"], steps=r["steps"], seconds=r["seconds"],
+        input_tokens=r["input_tokens"], output_tokens=r["output_tokens"], answer=r["answer"], error=r["error"],
+        budget_hit=r["budget_hit"], job_id=r["job_id"], version=r["version"],
+        stop_requested=bool(r["stop_requested"]), created_at=r["created_at"],
+        events=json.loads(r["events_json"] or "[]"),
+    )
+
+
+def save(db: Database, t: Turn) -> None:
+    """Persist the turn's progress (only while this process owns it)."""
+    with db.write() as c:
+        c.execute(
+            "UPDATE turns SET status=?, messages_json=?, offered_json=?, pending_json=?, tainted=?, taint_source=?,"
+            " steps=?, seconds=?, input_tokens=?, output_tokens=?, answer=?, error=?, budget_hit=?, events_json=?,"
+            " updated_at=? WHERE id=?",
+            (t.status.value, ModelMessagesTypeAdapter.dump_json(t.messages).decode(),
+             json.dumps(t.offered) if t.offered is not None else None,
+             json.dumps(t.pending) if t.pending is not None else None, int(t.tainted), t.taint_source, t.steps,
+             t.seconds, t.input_tokens, t.output_tokens, t.answer, t.error, t.budget_hit,
+             json.dumps(t.events, default=str), time.time(), t.id),
+        )
+        if t.tainted:
+            c.execute("UPDATE conversations SET tainted = 1, taint_source = COALESCE(taint_source, ?) WHERE id = ?",
+                      (t.taint_source, t.conversation_id))
+
+
+def claim(db: Database, turn_id: str, from_status: tuple[TurnStatus, ...]) -> bool:
+    """Compare-and-set the turn to ``running`` for this process. True if this process won (SPEC §5)."""
+    marks = ",".join("?" for _ in from_status)
+    with db.write() as c:
+        cur = c.execute(
+            f"UPDATE turns SET status='running', owner=?, version=version+1, updated_at=? WHERE id=? AND status IN ({marks})",
+            (OWNER, time.time(), turn_id, *[s.value for s in from_status]),
+        )
+        return cur.rowcount == 1
+
+
+def stop_requested(db: Database, turn_id: str) -> bool:
+    r = db.one("SELECT stop_requested FROM turns WHERE id = ?", (turn_id,))
+    return bool(r and r[0])
+
+
+def history(db: Database, conversation_id: str, before: float, max_chars: int = 120_000) -> list[ModelMessage]:
+    """Model messages of the conversation's earlier turns, oldest first, trimmed to ``max_chars``.
+
+    Whole turns are dropped from the oldest end (SPEC §9); taint is kept on the
+    conversation row, so trimming never clears it (SPEC §4). A trailing model response
+    whose tool calls were never answered (a stopped turn) is dropped.
+    """
+    rows = db.all("SELECT messages_json FROM turns WHERE conversation_id = ? AND created_at < ? ORDER BY created_at",
+                  (conversation_id, before))
+    chunks: list[list[ModelMessage]] = []
+    total = 0
+    for r in reversed(rows):
+        size = len(r["messages_json"])
+        if total + size > max_chars and chunks:
+            break
+        total += size
+        msgs = ModelMessagesTypeAdapter.validate_json(r["messages_json"])
+        chunks.append(_answered_only(msgs))
+    out: list[ModelMessage] = []
+    for ch in reversed(chunks):
+        out.extend(ch)
+    return out
+
+
+def _answered_only(msgs: list[ModelMessage]) -> list[ModelMessage]:
+    from pydantic_ai.messages import ModelResponse, ToolCallPart
+
+    while msgs and isinstance(msgs[-1], ModelResponse) and any(isinstance(p, ToolCallPart) for p in msgs[-1].parts):
+        msgs = msgs[:-1]
+    return msgs
