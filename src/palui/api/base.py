@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import time
+import logging
 from datetime import datetime, timezone
 from typing import Any
 
+from palui import channel
 from palui.config import Settings, load_settings
 from palui.store.db import Database
 
@@ -29,13 +30,17 @@ class ServiceBase:
 
     def notify(self, kind: str, text: str, *, turn_id: str | None = None,
                conversation_id: str | None = None) -> None:
-        """Put a message on the person's channel: the Palui inbox (SPEC §1).
+        """Put a message on the person's channel: the Palui inbox, then the apprise targets (SPEC §1).
 
-        ``kind`` is one of answer, approval, job, webhook, cap, notice, message.
+        ``kind`` is one of answer, approval, job, webhook, cap, notice, message. The
+        inbox write comes first; delivery to ``notify.apprise`` runs in a background
+        thread and its failures are logged, never raised (:mod:`palui.channel`).
         """
-        with self.db.write() as c:
-            c.execute("INSERT INTO inbox (time, kind, text, turn_id, conversation_id) VALUES (?,?,?,?,?)",
-                      (time.time(), kind, text, turn_id, conversation_id))
+        channel.write_inbox(self.db, kind, text, turn_id=turn_id, conversation_id=conversation_id)
+        try:
+            channel.deliver_in_background(self.settings.get("notify.apprise"), text, title=channel.title_for(kind))
+        except Exception:  # e.g. no thread can be started: the inbox already has the message
+            logging.getLogger("palui.channel").exception("could not start channel delivery")
 
     def inbox(self, limit: int = 100) -> list[dict[str, Any]]:
         """The newest ``limit`` messages, oldest first: ``[{"time","kind","text","turn"}]`` (ISO 8601 UTC)."""

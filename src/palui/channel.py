@@ -1,0 +1,120 @@
+"""Delivering a text to apprise targets: the person's extra channel targets and contacts (SPEC §1, §7).
+
+The person's channel is the Palui inbox (SQLite) plus the apprise URLs in
+``notify.apprise``. The inbox write always comes first and never waits for, or fails
+because of, a delivery here: deliveries are best effort, failures are logged and
+returned, never raised.
+
+apprise is blocking, so :func:`deliver` runs in the caller's thread (use it from a
+thread or through :func:`deliver_async`), and :func:`deliver_in_background` starts a
+non-daemon thread (a CLI process waits for it before exiting). Apprise URLs hold
+secrets (tokens, passwords): logs and returned failure texts name a target only by
+its position and scheme, never by its URL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+
+from palui.store.db import Database
+
+log = logging.getLogger("palui.channel")
+
+#: Upper bound in seconds for one apprise delivery (every target of one call).
+DELIVERY_TIMEOUT_SECONDS = 30
+TITLE = "Palui"
+
+_pending: set[threading.Thread] = set()
+_pending_lock = threading.Lock()
+
+
+def target_label(url: str, position: int) -> str:
+    """A secret-free name for a target: ``target 2 (tgram)``."""
+    scheme = url.split("://", 1)[0] if "://" in url else "?"
+    return f"target {position} ({scheme[:20]})"
+
+
+def deliver(urls: list[str], text: str, *, title: str = TITLE) -> list[str]:
+    """Send ``text`` to each apprise URL, one after the other (blocking).
+
+    Returns one secret-free failure description per target that did not accept it
+    (empty list: all delivered). Never raises.
+    """
+    failures: list[str] = []
+    for position, url in enumerate(urls, 1):
+        label = target_label(url, position)
+        try:
+            import apprise  # imported late: it takes a noticeable time and most commands never deliver
+
+            targets = apprise.Apprise()
+            if not targets.add(url):
+                failures.append(f"{label}: not a valid apprise URL")
+                continue
+            if not targets.notify(body=text, title=title, timeout=DELIVERY_TIMEOUT_SECONDS):
+                failures.append(f"{label}: not delivered")
+        except Exception as e:  # the exception text may quote the URL: keep only its type
+            failures.append(f"{label}: {type(e).__name__}")
+    for failure in failures:
+        log.warning("channel delivery failed: %s", failure)
+    return failures
+
+
+async def deliver_async(urls: list[str], text: str, *, title: str = TITLE) -> list[str]:
+    """:func:`deliver` in a worker thread, so the event loop keeps running."""
+    if not urls:
+        return []
+    return await asyncio.to_thread(deliver, urls, text, title=title)
+
+
+def deliver_in_background(urls: list[str], text: str, *, title: str = TITLE) -> threading.Thread | None:
+    """Start :func:`deliver` in a new thread and return it (None when there are no URLs)."""
+    if not urls:
+        return None
+
+    def run() -> None:
+        try:
+            deliver(urls, text, title=title)
+        finally:
+            with _pending_lock:
+                _pending.discard(threading.current_thread())
+
+    thread = threading.Thread(target=run, name="palui-channel", daemon=False)
+    with _pending_lock:
+        _pending.add(thread)
+    thread.start()
+    return thread
+
+
+def wait_for_deliveries(timeout: float = DELIVERY_TIMEOUT_SECONDS) -> bool:
+    """Wait up to ``timeout`` seconds for background deliveries; True when none is left."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with _pending_lock:
+            threads = list(_pending)
+        if not threads:
+            return True
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        if time.monotonic() >= deadline:
+            with _pending_lock:
+                return not _pending
+
+
+def write_inbox(db: Database, kind: str, text: str, *, turn_id: str | None = None,
+                conversation_id: str | None = None) -> int:
+    """Insert one inbox message through the one write path; returns its id.
+
+    ``kind`` is one of answer, approval, job, webhook, cap, notice, message.
+    """
+    with db.write() as c:
+        cur = c.execute("INSERT INTO inbox (time, kind, text, turn_id, conversation_id) VALUES (?,?,?,?,?)",
+                        (time.time(), kind, text, turn_id, conversation_id))
+        return int(cur.lastrowid)
+
+
+def title_for(kind: str) -> str:
+    """The apprise title of an inbox message of ``kind`` ("Palui: approval")."""
+    return f"{TITLE}: {kind}" if kind and kind != "message" else TITLE
