@@ -15,6 +15,7 @@ what is wrong; Palui then refuses to start (fail closed).
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -25,8 +26,9 @@ import platformdirs
 
 from palui.errors import ConfigError
 
-# Environment variables that are not configuration keys.
-_NON_KEY_ENV = {"PALUI_HOME", "PALUI_TEST_CLOCK", "PALUI_CONFIG"}
+# Environment variables that are not configuration keys. (Any other PALUI_* variable must
+# name a key: a misspelt or unsupported one refuses to start rather than being ignored.)
+_NON_KEY_ENV = {"PALUI_HOME", "PALUI_TEST_CLOCK"}
 
 # key -> (type, default, check). Types: int, float, bool, str, list[str], "str|None".
 _SCHEMA: dict[str, tuple[str, Any]] = {
@@ -78,9 +80,20 @@ class Settings:
         return self.values["model"]
 
 
-def _check(where: str, key: str, kind: str, value: Any) -> Any:
+# Kinds whose values may hold secrets (apprise URLs carry tokens): never echoed in errors.
+_SECRET_KINDS = {"strlist", "strdict"}
+_TEXT_KINDS = {"str?", "str"}
+
+
+def _check(where: str, key: str, kind: str, value: Any, *, from_env: bool = False) -> Any:
+    """Validate one value. Environment values are text and are parsed; a file value must
+    already have its TOML type (``port = "8765"`` is refused: fail closed on a type error)."""
     def bad(what: str) -> ConfigError:
-        return ConfigError(f"{where}: key '{key}': {what} (got {value!r})")
+        got = "" if kind in _SECRET_KINDS else f" (got {value!r})"
+        return ConfigError(f"{where}: key '{key}': {what}{got}")
+
+    if not from_env and isinstance(value, str) and kind not in _TEXT_KINDS:
+        raise bad("has the wrong type: a quoted string where a number, boolean, list or table is expected")
 
     if kind == "str?":
         if value is None or value == "":
@@ -119,6 +132,8 @@ def _check(where: str, key: str, kind: str, value: Any) -> Any:
                 raise bad("must be a number") from None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise bad("must be a number")
+        if not math.isfinite(value):
+            raise bad("must be a finite number")
         if value <= 0:
             raise bad("must be greater than 0")
         return value
@@ -184,6 +199,7 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
     env = dict(os.environ if env is None else env)
     home, data_dir, config_file = paths(env)
     values = {k: default for k, (_, default) in _SCHEMA.items()}
+    where_set: dict[str, str] = {}  # key -> the file or variable that set it (for later errors)
     if config_file.exists():
         where = str(config_file)
         try:
@@ -194,20 +210,23 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
             raise ConfigError(f"{where}: cannot be read: {e}") from None
         for key, value in _flatten(where, raw).items():
             values[key] = _check(where, key, _SCHEMA[key][0], value)
+            where_set[key] = where
     for name, value in env.items():
         if not name.startswith("PALUI_") or name in _NON_KEY_ENV:
             continue
         key = name[len("PALUI_"):].lower().replace("__", ".")
         if key not in _SCHEMA:
             raise ConfigError(f"environment variable {name}: unknown key '{key}'")
-        values[key] = _check(f"environment variable {name}", key, _SCHEMA[key][0], value)
+        where_set[key] = f"environment variable {name}"
+        values[key] = _check(where_set[key], key, _SCHEMA[key][0], value, from_env=True)
     if values["caps.timezone"]:
         from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
         try:
             ZoneInfo(values["caps.timezone"])
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ConfigError(f"key 'caps.timezone': unknown time zone {values['caps.timezone']!r}") from None
+        except (ZoneInfoNotFoundError, ValueError, OSError):  # "America" is a directory: OSError
+            raise ConfigError(f"{where_set['caps.timezone']}: key 'caps.timezone': unknown time zone "
+                              f"{values['caps.timezone']!r}") from None
     return Settings(home=home, data_dir=data_dir, config_file=config_file, values=values)
 
 
