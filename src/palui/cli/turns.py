@@ -1,3 +1,149 @@
-"""``palui`` commands: turns."""
+"""``palui run``, ``palui approvals …``, ``palui status``, ``palui audit``, ``palui inbox`` (SPEC §5, §8, §11)."""
 
 from __future__ import annotations
+
+import asyncio
+from typing import Optional
+
+import typer
+
+from palui.cli import render
+from palui.cli.common import app, emit_json, fail, service, table
+from palui.errors import ModelConfigError
+from palui.models import resolve_model
+
+approvals_app = typer.Typer(help="Pending approvals: list, approve, deny (SPEC §5).", no_args_is_help=True)
+app.add_typer(approvals_app, name="approvals")
+
+EXIT = {"done": 0, "awaiting_approval": 0, "queued": 0}
+
+
+def exit_code(status: str) -> int:
+    """SPEC §11: 0 for done, awaiting_approval and queued; 1 otherwise."""
+    return EXIT.get(status, 1)
+
+
+async def _close(svc) -> None:
+    await svc.hub.close()
+
+
+def run_async(svc, coro):
+    async def wrapper():
+        try:
+            return await coro
+        finally:
+            await _close(svc)
+
+    return asyncio.run(wrapper())
+
+
+def check_model(model: Optional[str], svc) -> str:
+    spec = model or svc.settings.model
+    try:
+        resolve_model(spec)
+    except ModelConfigError as e:
+        fail(str(e))
+    return spec
+
+
+@app.command("run")
+def run_cmd(message: str = typer.Argument(..., help="The message for the agent."),
+            model: Optional[str] = typer.Option(None, "--model", help="Model string, e.g. script:demo.json."),
+            conversation: Optional[str] = typer.Option(None, "--conversation", help="Continue this conversation."),
+            as_json: bool = typer.Option(False, "--json", help="Print the result as JSON.")) -> None:
+    """Run one turn non-interactively and print the answer."""
+    svc = service()
+    spec = check_model(model, svc)
+    on_event = None if as_json else (lambda e: render.event(e, err=False))
+    r = run_async(svc, svc.send(message, conversation=conversation, model=spec, on_event=on_event))
+    if as_json:
+        emit_json(r)
+    else:
+        render.outcome(r)
+    raise typer.Exit(exit_code(r["status"]))
+
+
+@approvals_app.command("list")
+def approvals_list(all_: bool = typer.Option(False, "--all", help="Include answered, expired and cancelled."),
+                   as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """List pending approvals (with --all, every approval)."""
+    rows = service().approvals(None if all_ else "pending")
+    if as_json:
+        return emit_json(rows)
+    if not rows:
+        typer.echo("no pending approvals" if not all_ else "no approvals")
+        return
+    for a in rows:
+        typer.echo(f"{a['id']}  {a['status']:<9} {a['tool']} ({a['class']}) {render.short(a['args'], 80)}")
+        typer.echo(f"    {a['reason']}; expires {a['expires_at']}")
+        for m in a["untrusted_args"]:
+            typer.echo(f"    ! {m['path']} = {m['value']!r} came from untrusted content: {m['source']}")
+
+
+def _answer(approval_id: str, approve: bool, as_json: bool) -> None:
+    svc = service()
+    r = run_async(svc, svc.answer_approval(approval_id, approve,
+                                           on_event=None if as_json else (lambda e: render.event(e))))
+    if as_json:
+        emit_json(r)
+    else:
+        typer.echo(f"{approval_id}: {'approved' if approve else 'denied'}")
+        render.outcome(r)
+
+
+@approvals_app.command("approve")
+def approvals_approve(approval_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Approve one pending call; the turn resumes here. Refused (exit 1) if expired, answered or unknown."""
+    _answer(approval_id, True, as_json)
+
+
+@approvals_app.command("deny")
+def approvals_deny(approval_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Deny one pending call; the turn resumes and the model is told."""
+    _answer(approval_id, False, as_json)
+
+
+@app.command("status")
+def status_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Model, tokens today against the caps, runs in the last hour, pause, connectors, approvals."""
+    s = service().status()
+    if as_json:
+        return emit_json(s)
+    print_status(s)
+
+
+def print_status(s: dict) -> None:
+    typer.echo(f"model: {s['model'] or '(none configured)'}")
+    typer.echo(f"tokens today: {s['tokens_today']} of {s['caps']['daily_tokens']}")
+    typer.echo(f"runs in the last hour: {s['runs_last_hour']} of {s['caps']['runs_per_hour']}")
+    if s["paused"]:
+        typer.echo(f"paused: {s['paused_reason']} until {s['paused_until']}")
+    else:
+        typer.echo("paused: no")
+    typer.echo("connectors: " + ", ".join(f"{c['id']} ({c['state']})" for c in s["connectors"]))
+    typer.echo(f"pending approvals: {s['pending_approvals']}")
+
+
+@app.command("audit")
+def audit_cmd(turn: Optional[str] = typer.Option(None, "--turn", help="Only this turn's calls."),
+              limit: int = typer.Option(200, "--limit", help="At most this many rows (newest)."),
+              as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """The tool-call log: decision, reason and outcome of every call."""
+    rows = service().audit(turn, limit)
+    if as_json:
+        return emit_json(rows)
+    table([[r["time"][:19], r["turn"] or "", r["tool"], r["class"] or "?", r["verdict"],
+            "tainted" if r["tainted"] else "", r["outcome"], render.short(r["reason"], 70)] for r in rows],
+          ["TIME", "TURN", "TOOL", "CLASS", "VERDICT", "TAINT", "OUTCOME", "REASON"])
+
+
+@app.command("inbox")
+def inbox_cmd(limit: int = typer.Option(50, "--limit"), as_json: bool = typer.Option(False, "--json")) -> None:
+    """The person's channel: answers, job results, webhook summaries, approval requests, notices."""
+    rows = service().inbox(limit)
+    if as_json:
+        return emit_json(rows)
+    if not rows:
+        typer.echo("inbox is empty")
+    for r in rows:
+        typer.echo(f"{r['time'][:19]}  [{r['kind']}] {r['text']}")

@@ -119,10 +119,9 @@ class TurnRunner:
         t.pending = None if status is not TurnStatus.AWAITING_APPROVAL else t.pending
         self._emit(t, {"type": "end", "status": status.value, "answer": t.answer, "error": error, "budget": budget})
         self._save(t)
-        if status in (TurnStatus.DONE, TurnStatus.BUDGET, TurnStatus.ERROR) and t.origin is not Origin.CHAT:
-            self.svc.notify(t.origin.value, self._channel_text(t), turn_id=t.id, conversation_id=t.conversation_id)
-        elif status is TurnStatus.BUDGET:
-            self.svc.notify("notice", self._channel_text(t), turn_id=t.id, conversation_id=t.conversation_id)
+        if status in (TurnStatus.DONE, TurnStatus.BUDGET, TurnStatus.ERROR):
+            kind = {Origin.CHAT: "answer", Origin.JOB: "job", Origin.WEBHOOK: "webhook"}[t.origin]
+            self.svc.notify(kind, self._channel_text(t), turn_id=t.id, conversation_id=t.conversation_id)
 
     def _channel_text(self, t: Turn) -> str:
         head = {Origin.JOB: "Job result", Origin.WEBHOOK: "Webhook summary", Origin.CHAT: "Answer"}[t.origin]
@@ -345,6 +344,7 @@ class TurnRunner:
             call["reason"] = d.reason
             self._audit(t, call, row, "ask", d.reason, "asked")
             self._emit(t, {"type": "approval", "approval": a["id"], "tool": row.name, "args": call["args"],
+                           "class": row.tool_class.value, "class_source": row.class_source.value,
                            "verdict": "ask", "reason": d.reason, "untrusted_args": a["untrusted_args"],
                            "expires_at": a["expires_at"]})
             self.svc.notify("approval", approval_prompt(a), turn_id=t.id, conversation_id=t.conversation_id)

@@ -1,0 +1,53 @@
+"""Chat commands (SPEC §8): handled by Palui, never sent to the model.
+
+Shared by the terminal chat and the web page: :func:`parse` tells a command from a
+message. Anything starting with ``/`` is a command; an unknown one is an error, so a
+mistyped ``/aprove`` never reaches the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+COMMANDS = {
+    "/stop": "abort the running turn (or the one waiting for approval) and cancel its approvals",
+    "/status": "model, tokens today and caps, runs in the last hour, connectors, approvals, pause",
+    "/approve": "/approve ID — allow one pending call, exactly as shown",
+    "/deny": "/deny ID — refuse one pending call; the model is told",
+    "/new": "start a clean conversation (clears taint)",
+    "/help": "this list",
+    "/quit": "leave the chat (terminal only)",
+}
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    arg: str
+
+
+class CommandError(ValueError):
+    """A line that starts with ``/`` but is not a valid command."""
+
+
+def parse(line: str) -> Command | None:
+    """``Command`` for a chat command, None for a message. Raises CommandError for a bad command."""
+    text = line.strip()
+    if not text.startswith("/"):
+        return None
+    name, _, arg = text.partition(" ")
+    name = name.lower()
+    arg = arg.strip()
+    if name in ("/exit",):
+        name = "/quit"
+    if name not in COMMANDS:
+        raise CommandError(f"unknown command {name} (try /help)")
+    if name in ("/approve", "/deny") and (not arg or " " in arg):
+        raise CommandError(f"{name} needs exactly one approval id, e.g. {name} a-1234567890")
+    if name not in ("/approve", "/deny") and arg:
+        raise CommandError(f"{name} takes no argument")
+    return Command(name, arg)
+
+
+def help_text() -> str:
+    return "\n".join(f"  {k:<9} {v}" for k, v in COMMANDS.items())

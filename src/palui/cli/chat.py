@@ -1,0 +1,144 @@
+"""``palui chat``: the terminal chat (SPEC §8), with inline approvals.
+
+One event loop for the whole session, so MCP servers started by one turn are reused
+by the next. Ctrl-C during a turn stops it (like ``/stop``); Ctrl-D or ``/quit`` leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from typing import Optional
+
+import typer
+
+from palui.chat_commands import CommandError, help_text, parse
+from palui.cli import render
+from palui.cli.common import app, service
+from palui.cli.turns import check_model, print_status
+from palui.errors import PaluiError
+
+
+class ChatSession:
+    def __init__(self, svc, model: str, conversation: Optional[str]) -> None:
+        self.svc = svc
+        self.model = model
+        self.conversation = conversation or svc.new_conversation()
+        self.task: asyncio.Task | None = None
+
+    async def ask(self, prompt: str) -> str | None:
+        try:
+            return await asyncio.to_thread(input, prompt)
+        except EOFError:
+            return None
+
+    def on_sigint(self) -> None:
+        if self.task and not self.task.done():
+            self.task.cancel()
+        else:
+            typer.echo("\n(/quit or Ctrl-D to leave)")
+
+    async def turn(self, coro) -> dict:
+        self.task = asyncio.ensure_future(coro)
+        try:
+            return await self.task
+        except asyncio.CancelledError:
+            # The runner marked the turn stopped and cancelled its approvals.
+            return {"status": "stopped", "answer": None, "pending_approvals": []}
+        finally:
+            self.task = None
+
+    async def show(self, r: dict) -> None:
+        render.outcome(r)
+        pending = r.get("pending_approvals") or []
+        while r.get("status") == "awaiting_approval" and pending:
+            a = pending[0]
+            line = await self.ask(f"approve {a['id']}? [y/n] ")
+            if line is None:
+                return
+            word = line.strip().lower()
+            if word in ("y", "yes", "n", "no"):
+                r = await self.answer(a["id"], word.startswith("y"))
+                pending = r.get("pending_approvals") or []
+                continue
+            if word.startswith("/"):
+                await self.command(line)
+                return
+            typer.echo("answer y or n (or /stop, /deny ID, /approve ID)")
+
+    async def answer(self, aid: str, approve: bool) -> dict:
+        try:
+            r = await self.turn(self.svc.answer_approval(aid, approve, on_event=render.event))
+        except PaluiError as e:
+            typer.echo(f"palui: {e}")
+            return {"status": "error"}
+        render.outcome(r)
+        return r
+
+    async def command(self, line: str) -> bool:
+        """Handle a chat command. Returns False when the session ends."""
+        try:
+            cmd = parse(line)
+        except CommandError as e:
+            typer.echo(f"palui: {e}")
+            return True
+        assert cmd is not None
+        if cmd.name == "/quit":
+            return False
+        if cmd.name == "/help":
+            typer.echo(help_text())
+        elif cmd.name == "/status":
+            print_status(self.svc.status())
+        elif cmd.name == "/new":
+            self.conversation = self.svc.new_conversation()
+            typer.echo(f"new conversation {self.conversation}")
+        elif cmd.name == "/stop":
+            ids = self.svc.stop(conversation=self.conversation)
+            typer.echo(f"stopped {', '.join(ids)}" if ids else "nothing to stop")
+        elif cmd.name in ("/approve", "/deny"):
+            r = await self.answer(cmd.arg, cmd.name == "/approve")
+            if r.get("status") == "awaiting_approval":
+                await self.show(r)
+        return True
+
+    async def loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            loop.add_signal_handler(signal.SIGINT, self.on_sigint)
+        except (NotImplementedError, RuntimeError):
+            pass
+        typer.echo(f"Palui chat — model {self.model}, conversation {self.conversation}. /help for commands.")
+        for r in await self.svc.resume_ready(on_event=render.event):
+            render.outcome(r)
+        try:
+            while True:
+                line = await self.ask("you> ")
+                if line is None:
+                    typer.echo("")
+                    break
+                if not line.strip():
+                    continue
+                if line.strip().startswith("/"):
+                    if not await self.command(line):
+                        break
+                    continue
+                try:
+                    r = await self.turn(self.svc.send(line, conversation=self.conversation, model=self.model,
+                                                      on_event=render.event))
+                except PaluiError as e:
+                    typer.echo(f"palui: {e}")
+                    continue
+                await self.show(r)
+        finally:
+            await self.svc.hub.close()
+
+
+@app.command("chat")
+def chat_cmd(model: Optional[str] = typer.Option(None, "--model", help="Model string, e.g. script:demo.json."),
+             conversation: Optional[str] = typer.Option(None, "--conversation", help="Continue this conversation.")) -> None:
+    """Talk to Palui in the terminal. Commands: /stop /status /approve ID /deny ID /new /help /quit."""
+    svc = service()
+    spec = check_model(model, svc)
+    asyncio.run(ChatSession(svc, spec, conversation).loop())
+    sys.exit(0)

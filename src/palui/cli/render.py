@@ -1,0 +1,54 @@
+"""How turn events, approvals and results look in the terminal (used by ``run`` and ``chat``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import typer
+
+from palui.runner.turn import approval_prompt
+
+
+def short(value: Any, n: int = 160) -> str:
+    s = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    s = " ".join(s.split())
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def event(e: dict[str, Any], err: bool = False) -> None:
+    """Print one turn event as it happens."""
+    kind = e.get("type")
+    if kind == "tool_call":
+        mark = "error" if e.get("is_error") else "ok"
+        typer.echo(f"  [tool] {e['tool']} {short(e.get('args', {}), 100)} -> {e['verdict']} ({e['reason']})"
+                   f" -> {mark}: {short(e.get('result', ''))}", err=err)
+    elif kind == "tainted":
+        typer.echo(f"  [taint] this conversation is now tainted by {e['source']}", err=err)
+    elif kind == "approval":
+        typer.echo(approval_prompt({"id": e["approval"], "tool": e["tool"], "class": e.get("class", "?"),
+                                    "reason": e["reason"], "args": e["args"],
+                                    "untrusted_args": e.get("untrusted_args", []),
+                                    "expires_at": e.get("expires_at", "")}), err=err)
+    elif kind == "connector_error":
+        typer.echo(f"  [connector] {e['connector']} is not available: {e['error']}", err=err)
+    elif kind == "text":
+        pass  # the answer is printed once at the end
+
+
+def outcome(r: dict[str, Any]) -> None:
+    """Print a turn's result: the answer and how it ended."""
+    if r.get("answer"):
+        typer.echo(r["answer"])
+    status = r["status"]
+    if status == "awaiting_approval":
+        ids = ", ".join(a["id"] for a in r.get("pending_approvals", []))
+        typer.echo(f"[waiting for your approval: {ids}; answer with palui approvals approve|deny ID]")
+    elif status == "budget":
+        typer.echo(f"[turn ended: {r.get('budget')}]")
+    elif status == "error":
+        typer.echo(f"[turn failed: {r.get('error')}]", err=True)
+    elif status == "stopped":
+        typer.echo("[turn stopped]")
+    elif status == "queued":
+        typer.echo(f"[queued: {r.get('error') or 'a cap pauses new turns'}]")
