@@ -1,0 +1,137 @@
+"""Configuration: palui.toml + PALUI_* variables; a bad config refuses to start (SPEC §10)."""
+
+from __future__ import annotations
+
+import pytest
+
+from palui.config import documented_keys, load_settings, paths
+from palui.errors import ConfigError
+
+
+def env_for(home, **extra) -> dict[str, str]:
+    return {"PALUI_HOME": str(home), **extra}
+
+
+def write_toml(home, text: str) -> None:
+    (home / "palui.toml").write_text(text, encoding="utf-8")
+
+
+def test_palui_home_holds_config_and_database(home, svc):
+    h, data, cfg = paths(env_for(home))
+    assert (h, data, cfg) == (home.resolve(), home.resolve(), home.resolve() / "palui.toml")
+    assert svc.settings.db_path == home.resolve() / "palui.db"
+    assert (home / "palui.db").exists()
+
+
+def test_without_palui_home_uses_platform_dirs(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    _, data, cfg = paths({})
+    assert cfg == tmp_path / "cfg" / "palui" / "palui.toml"
+    assert data == tmp_path / "data" / "palui"
+
+
+def test_defaults(home):
+    s = load_settings(env_for(home))
+    assert s.values == documented_keys()
+    assert s.get("budgets.steps") == 12 and s.get("budgets.seconds") == 120 and s.get("budgets.tools") == 30
+    assert s.get("caps.daily_tokens") == 1_000_000 and s.get("caps.runs_per_hour") == 60
+    assert s.get("approvals.chat_expiry_seconds") == 1800 and s.get("approvals.job_expiry_seconds") == 86400
+    assert s.get("serve.host") == "127.0.0.1" and s.get("serve.port") == 8765
+    assert s.get("web.allow_private") is False and s.model is None and s.get("notify.apprise") == []
+
+
+def test_file_then_env_overrides(home):
+    write_toml(home, """
+model = "script:/tmp/x.json"
+[caps]
+daily_tokens = 5_000
+timezone = "Europe/Paris"
+[web]
+allow_private = true
+[notify]
+apprise = ["json://localhost"]
+""")
+    s = load_settings(env_for(home))
+    assert (s.model, s.get("caps.daily_tokens"), s.get("caps.timezone")) == ("script:/tmp/x.json", 5000, "Europe/Paris")
+    assert s.get("web.allow_private") is True and s.get("notify.apprise") == ["json://localhost"]
+    s = load_settings(env_for(home, PALUI_MODEL="openai:gpt-4.1-mini", PALUI_CAPS__DAILY_TOKENS="7000",
+                             PALUI_WEB__ALLOW_PRIVATE="no", PALUI_BUDGETS__SECONDS="2.5",
+                             PALUI_NOTIFY__APPRISE="json://a, json://b", PALUI_TEST_CLOCK="0"))
+    assert (s.model, s.get("caps.daily_tokens"), s.get("web.allow_private")) == ("openai:gpt-4.1-mini", 7000, False)
+    assert s.get("budgets.seconds") == 2.5 and s.get("notify.apprise") == ["json://a", "json://b"]
+    assert s.get("caps.timezone") == "Europe/Paris"  # not overridden: the file's value stays
+
+
+@pytest.mark.parametrize("word,expected", [
+    ("true", True), ("TRUE", True), ("1", True), ("yes", True),
+    ("false", False), ("0", False), ("No", False),
+])
+def test_env_booleans(home, word, expected):
+    assert load_settings(env_for(home, PALUI_WEB__ALLOW_PRIVATE=word)).get("web.allow_private") is expected
+
+
+# (palui.toml text, env, words that must all be in the message)
+BAD = [
+    ("model = [", {}, ["palui.toml", "not valid TOML"]),
+    ("colour = 'blue'", {}, ["palui.toml", "unknown key 'colour'"]),
+    ("[caps]\ndaily_token = 5", {}, ["palui.toml", "unknown key 'caps.daily_token'"]),
+    ("[nope]\nx = 1", {}, ["palui.toml", "unknown section '[nope]'"]),
+    ("caps = 5", {}, ["palui.toml", "key 'caps' must be a table"]),
+    ("[budgets]\nsteps = 'ten'", {}, ["palui.toml", "budgets.steps", "wrong type"]),
+    ("[serve]\nport = \"8765\"", {}, ["palui.toml", "serve.port", "wrong type"]),
+    ("[budgets]\nsteps = 1.5", {}, ["palui.toml", "budgets.steps", "whole number"]),
+    ("[budgets]\nsteps = true", {}, ["palui.toml", "budgets.steps", "whole number"]),
+    ("[budgets]\nsteps = 0", {}, ["palui.toml", "budgets.steps", "greater than 0"]),
+    ("[budgets]\nseconds = inf", {}, ["palui.toml", "budgets.seconds", "finite"]),
+    ("[serve]\nport = 70000", {}, ["palui.toml", "serve.port", "port number"]),
+    ("[web]\nallow_private = 'yes'", {}, ["palui.toml", "web.allow_private", "wrong type"]),
+    ("[caps]\ntimezone = 'Mars/Olympus'", {}, ["palui.toml", "caps.timezone", "unknown time zone"]),
+    ("[caps]\ntimezone = 'America'", {}, ["palui.toml", "caps.timezone", "unknown time zone"]),
+    ("", {"PALUI_CAPS__DAILY_TOKENS": "abc"}, ["PALUI_CAPS__DAILY_TOKENS", "caps.daily_tokens", "whole number"]),
+    ("", {"PALUI_CAPS_DAILY_TOKENS": "5"}, ["PALUI_CAPS_DAILY_TOKENS", "unknown key"]),
+    ("", {"PALUI_CONFIG": "/etc/palui.toml"}, ["PALUI_CONFIG", "unknown key"]),
+    ("", {"PALUI_WEB__ALLOW_PRIVATE": "maybe"}, ["PALUI_WEB__ALLOW_PRIVATE", "web.allow_private", "true or false"]),
+    ("", {"PALUI_BUDGETS__SECONDS": "nan"}, ["PALUI_BUDGETS__SECONDS", "budgets.seconds", "finite"]),
+    ("", {"PALUI_CAPS__TIMEZONE": "Nowhere/Else"}, ["PALUI_CAPS__TIMEZONE", "caps.timezone", "unknown time zone"]),
+]
+
+
+@pytest.mark.parametrize("toml,env,words", BAD, ids=[w[-1] + "-" + (list(e) or ["file"])[0] for _, e, w in BAD])
+def test_bad_config_refuses(home, toml, env, words):
+    if toml:
+        write_toml(home, toml)
+    with pytest.raises(ConfigError) as e:
+        load_settings(env_for(home, **env))
+    for w in words:
+        assert w in str(e.value)
+
+
+def test_secret_values_are_not_echoed(home):
+    write_toml(home, "[notify]\napprise = [\"tgram://SECRET-TOKEN/1\", 5]")
+    with pytest.raises(ConfigError, match="notify.apprise") as e:
+        load_settings(env_for(home))
+    assert "SECRET-TOKEN" not in str(e.value)
+
+
+# Through the real command line: non-zero exit, the message on stderr naming file/variable and key.
+CLI_BAD = [
+    ("model = [", {}, ["palui.toml", "not valid TOML"]),
+    ("[caps]\ncolour = 1", {}, ["palui.toml", "caps.colour"]),
+    ("[budgets]\ntools = 'many'", {}, ["palui.toml", "budgets.tools"]),
+    ("", {"PALUI_CAPS__DAILY_TOKENS": "abc"}, ["PALUI_CAPS__DAILY_TOKENS", "caps.daily_tokens"]),
+    ("[caps]\ntimezone = 'Atlantis/Capital'", {}, ["palui.toml", "caps.timezone", "Atlantis/Capital"]),
+]
+
+
+@pytest.mark.parametrize("toml,env,words", CLI_BAD)
+def test_cli_refuses_to_start_on_bad_config(cli, home, toml, env, words):
+    if toml:
+        write_toml(home, toml)
+    r = cli("tools", "list", env=env)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert r.stdout == ""
+    assert "configuration error" in r.stderr and "Traceback" not in r.stderr
+    for w in words:
+        assert w in r.stderr
+    assert not (home / "palui.db").exists()  # refused before touching the database
