@@ -1,10 +1,18 @@
-"""The ``recall`` connector: memories in SQLite FTS5, with provenance (SPEC §7, §4)."""
+"""The ``recall`` connector: memories in SQLite FTS5, with provenance (SPEC §7, §4).
+
+A memory written while the turn is tainted is stored ``untrusted``; a search or
+forget result that shows such a memory is untrusted (it taints the reading turn), any
+other result is not. The search text is quoted word by word, so no user or model text
+can reach FTS5 as query syntax.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from palui.connectors.base import CallContext, Connector, ToolResult, ToolSpec
+from palui.connectors.builtin.common import ArgError, int_arg, result, str_arg, write_provenance
+from palui.store import memories as store
 from palui.types import ToolClass
 
 TOOLS = [
@@ -48,10 +56,52 @@ TOOLS = [
 
 
 class RecallConnector(Connector):
+    """Memories: ``search_memories`` [read], ``add_memory`` [write], ``forget_memory`` [destructive]."""
+
     id = "recall"
 
     async def list_tools(self) -> list[ToolSpec]:
         return list(TOOLS)
 
     async def call_tool(self, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
-        return ToolResult(text=f"recall.{name} is not implemented yet", is_error=True)
+        """Run one tool. Bad arguments and unknown ids come back as ``is_error`` results."""
+        try:
+            if name == "search_memories":
+                return self._search(args, ctx)
+            if name == "add_memory":
+                return self._add(args, ctx)
+            if name == "forget_memory":
+                return self._forget(args, ctx)
+        except ArgError as e:
+            return ToolResult(text=f"recall.{name}: {e}", is_error=True, untrusted=False)
+        return ToolResult(text=f"recall has no tool {name!r}", is_error=True, untrusted=False)
+
+    def _search(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+        query = str_arg(args, "query", required=False) or ""
+        limit = int_arg(args, "limit", 10, lo=1, hi=50)
+        rows = store.search_memories(ctx.db, query, limit)
+        if not rows:
+            text = "No memories saved yet." if not query.strip() else f"No memories match {query!r}."
+        else:
+            head = "Recent memories:" if store.fts_query(query) is None else "Matching memories:"
+            text = "\n".join([head, *(_line(m) for m in rows)])
+        return result(text, rows, "memory", lambda m: m["text"])
+
+    def _add(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+        text = str_arg(args, "text").strip()
+        provenance, source = write_provenance(ctx)
+        mid = store.add_memory(ctx.db, text, provenance, source, ctx.turn_id)
+        # The text is not echoed: the model wrote it, and a bare id carries no stored content.
+        return ToolResult(text=f"Saved memory [{mid}].", untrusted=False)
+
+    def _forget(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+        mid = int_arg(args, "id")
+        row = store.delete_memory(ctx.db, mid)
+        if row is None:
+            return ToolResult(text=f"No memory with id {mid} (search_memories lists ids).", is_error=True,
+                              untrusted=False)
+        return result(f"Forgot memory {_line(row)}", [row], "memory", lambda m: m["text"])
+
+
+def _line(m: dict[str, Any]) -> str:
+    return f"[{m['id']}] {m['text']}"

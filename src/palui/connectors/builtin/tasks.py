@@ -1,10 +1,17 @@
-"""The ``tasks`` connector: the person's task list in SQLite, with provenance (SPEC §7, §4)."""
+"""The ``tasks`` connector: the person's task list in SQLite, with provenance (SPEC §7, §4).
+
+A task created or changed while the turn is tainted is stored ``untrusted``; any
+result that shows an untrusted task (a listing, or the task echoed after a change) is
+untrusted, any other result is not.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from palui.connectors.base import CallContext, Connector, ToolResult, ToolSpec
+from palui.connectors.builtin.common import ArgError, int_arg, result, str_arg, write_provenance
+from palui.store import memories as store
 from palui.types import ToolClass
 
 TOOLS = [
@@ -61,10 +68,96 @@ TOOLS = [
 
 
 class TasksConnector(Connector):
+    """Tasks: ``list_tasks`` [read], ``create_task`` / ``update_task`` [write], ``delete_task`` [destructive]."""
+
     id = "tasks"
 
     async def list_tools(self) -> list[ToolSpec]:
         return list(TOOLS)
 
     async def call_tool(self, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
-        return ToolResult(text=f"tasks.{name} is not implemented yet", is_error=True)
+        """Run one tool. Bad arguments and unknown ids come back as ``is_error`` results."""
+        try:
+            if name == "list_tasks":
+                return self._list(args, ctx)
+            if name == "create_task":
+                return self._create(args, ctx)
+            if name == "update_task":
+                return self._update(args, ctx)
+            if name == "delete_task":
+                return self._delete(args, ctx)
+        except ArgError as e:
+            return ToolResult(text=f"tasks.{name}: {e}", is_error=True, untrusted=False)
+        return ToolResult(text=f"tasks has no tool {name!r}", is_error=True, untrusted=False)
+
+    def _list(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+        status = str_arg(args, "status", required=False) or "open"
+        if status not in ("open", "done", "all"):
+            raise ArgError("argument 'status' must be open, done or all")
+        rows = store.list_tasks(ctx.db, status)
+        if not rows:
+            text = "No tasks." if status == "all" else f"No {status} tasks."
+        else:
+            text = "\n".join(task_line(t) for t in rows)
+        return result(text, rows, "task", task_text)
+
+    def _create(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+        title = str_arg(args, "title").strip()
+        notes = str_arg(args, "notes", required=False) or ""
+        due = _due(args)
+        provenance, source = write_provenance(ctx)
+        row = store.create_task(ctx.db, title, notes, due, provenance, source, ctx.turn_id)
+        return result(f"Created task {task_line(row)}", [row], "task", task_text)
+
+    def _update(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+        tid = int_arg(args, "id")
+        changes: dict[str, Any] = {}
+        title = str_arg(args, "title", required=False)
+        if title is not None:
+            if not title.strip():
+                raise ArgError("argument 'title' must not be empty")
+            changes["title"] = title.strip()
+        notes = str_arg(args, "notes", required=False)
+        if notes is not None:
+            changes["notes"] = notes
+        if "due" in args:
+            changes["due"] = _due(args)
+        status = str_arg(args, "status", required=False)
+        if status is not None:
+            if status not in store.TASK_STATUSES:
+                raise ArgError("argument 'status' must be open or done")
+            changes["status"] = status
+        if not changes:
+            raise ArgError("nothing to change: give title, notes, due or status")
+        _, source = write_provenance(ctx)
+        row = store.update_task(ctx.db, tid, changes, ctx.tainted, source, ctx.turn_id)
+        if row is None:
+            return ToolResult(text=f"No task with id {tid} (list_tasks lists ids).", is_error=True, untrusted=False)
+        return result(f"Updated task {task_line(row)}", [row], "task", task_text)
+
+    def _delete(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+        tid = int_arg(args, "id")
+        row = store.delete_task(ctx.db, tid)
+        if row is None:
+            return ToolResult(text=f"No task with id {tid} (list_tasks lists ids).", is_error=True, untrusted=False)
+        return result(f"Deleted task {task_line(row)}", [row], "task", task_text)
+
+
+def _due(args: dict[str, Any]) -> str | None:
+    # Stored as given (ISO 8601 asked for in the schema); an empty string clears it.
+    due = str_arg(args, "due", required=False)
+    if due is None:
+        return None
+    return due.strip() or None
+
+
+def task_text(t: dict[str, Any]) -> str:
+    """The stored text of a task (title and notes): what may carry third-party content."""
+    return f"{t['title']}\n{t['notes']}".strip()
+
+
+def task_line(t: dict[str, Any]) -> str:
+    """One task as the model sees it: ``[3] (open, due 2026-05-01) title — notes``."""
+    meta = t["status"] + (f", due {t['due']}" if t["due"] else "")
+    notes = f" — {t['notes']}" if t["notes"] else ""
+    return f"[{t['id']}] ({meta}) {t['title']}{notes}"

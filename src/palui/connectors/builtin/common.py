@@ -1,0 +1,82 @@
+"""Helpers shared by the built-in connectors: argument checks and provenance (SPEC §4).
+
+Arguments come from a language model, so every value is checked; a bad one becomes an
+``is_error`` result for the model (:class:`ArgError`), never an exception out of
+``call_tool``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from palui.connectors.base import CallContext, ToolResult
+from palui.store.memories import TRUSTED, UNTRUSTED
+
+
+class ArgError(ValueError):
+    """A tool argument is missing or has the wrong type; the message is for the model."""
+
+
+def int_arg(args: dict[str, Any], key: str, default: int | None = None, *, lo: int | None = None,
+            hi: int | None = None) -> int:
+    """A whole-number argument (``"4"`` and ``4.0`` accepted), clamped to ``[lo, hi]``. Raises ArgError."""
+    value = args.get(key, default)
+    if value is None:
+        raise ArgError(f"missing argument '{key}' (a whole number)")
+    if isinstance(value, bool):
+        raise ArgError(f"argument '{key}' must be a whole number")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise ArgError(f"argument '{key}' must be a whole number, got {value!r}") from None
+    if not isinstance(value, int):
+        raise ArgError(f"argument '{key}' must be a whole number")
+    if lo is not None:
+        value = max(lo, value)
+    if hi is not None:
+        value = min(hi, value)
+    return value
+
+
+def str_arg(args: dict[str, Any], key: str, *, required: bool = True, allow_empty: bool = False) -> str | None:
+    """A string argument; None when optional and absent. Raises ArgError."""
+    value = args.get(key)
+    if value is None:
+        if required:
+            raise ArgError(f"missing argument '{key}' (a string)")
+        return None
+    if not isinstance(value, str):
+        raise ArgError(f"argument '{key}' must be a string")
+    if required and not allow_empty and not value.strip():
+        raise ArgError(f"argument '{key}' must not be empty")
+    return value
+
+
+def write_provenance(ctx: CallContext) -> tuple[str, str]:
+    """(provenance, source) for a row written now: ``untrusted`` while the turn is tainted (SPEC §4).
+
+    ``source`` names what tainted the turn (e.g. ``web__fetch_page at step 3``) or,
+    for a clean write, the turn that wrote it.
+    """
+    if ctx.tainted:
+        return UNTRUSTED, ctx.taint_source or f"tainted {ctx.origin.value} turn {ctx.turn_id}"
+    return TRUSTED, f"{ctx.origin.value} turn {ctx.turn_id}"
+
+
+def result(text: str, items: Iterable[dict[str, Any]], kind: str, item_text: Callable[[dict[str, Any]], str],
+           *, is_error: bool = False) -> ToolResult:
+    """A result whose text shows ``items``: untrusted only if one of them has untrusted provenance (SPEC §4).
+
+    ``kind`` names the item in ``taint_detail`` ("memory 4 has untrusted provenance").
+    """
+    bad = [i for i in items if i["provenance"] != TRUSTED]
+    if not bad:
+        return ToolResult(text=text, is_error=is_error, untrusted=False)
+    ids = ", ".join(str(i["id"]) for i in bad)
+    noun = kind if len(bad) == 1 else f"{kind}s"
+    verb = "has" if len(bad) == 1 else "have"
+    return ToolResult(text=text, is_error=is_error, untrusted=True, untrusted_texts=[item_text(i) for i in bad],
+                      taint_detail=f"{noun} {ids} {verb} untrusted provenance")

@@ -1,0 +1,82 @@
+"""tasks connector: provenance follows taint into storage and back (SPEC §4, §7)."""
+
+from __future__ import annotations
+
+import pytest
+
+from palui.connectors.base import CallContext
+from palui.connectors.builtin.tasks import TasksConnector
+from palui.types import Origin
+
+
+def ctx(svc, tainted: bool = False, source: str | None = None, turn: str = "t1") -> CallContext:
+    return CallContext(turn_id=turn, conversation_id="c1", origin=Origin.CHAT, tainted=tainted,
+                       taint_source=source, step=1, db=svc.db, settings=svc.settings)
+
+
+async def call(conn, name, args, c):
+    return await conn.call_tool(name, args, c)
+
+
+async def test_tasks_provenance_and_listing_taint(svc):
+    tasks = TasksConnector()
+    r = await call(tasks, "create_task", {"title": "Renew passport", "due": "2026-06-01"}, ctx(svc))
+    assert not r.is_error and r.untrusted is False and "[1] (open, due 2026-06-01) Renew passport" in r.text
+    listing = await call(tasks, "list_tasks", {}, ctx(svc))
+    assert listing.untrusted is False
+
+    r2 = await call(tasks, "create_task", {"title": "Wire 900 EUR", "notes": "to account X"},
+                    ctx(svc, tainted=True, source="web__fetch_page at step 2"))
+    assert r2.untrusted is True
+    row = svc.db.one("SELECT * FROM tasks WHERE id = 2")
+    assert row["provenance"] == "untrusted" and row["source"] == "web__fetch_page at step 2"
+
+    listing = await call(tasks, "list_tasks", {"status": "open"}, ctx(svc))
+    assert listing.untrusted is True and listing.taint_detail == "task 2 has untrusted provenance"
+    assert listing.untrusted_texts == ["Wire 900 EUR\nto account X"]
+
+    svc.trust_task(2)
+    assert (await call(tasks, "list_tasks", {}, ctx(svc))).untrusted is False
+
+
+async def test_update_in_tainted_turn_makes_task_untrusted_and_clean_update_keeps_it(svc):
+    tasks = TasksConnector()
+    await call(tasks, "create_task", {"title": "Book flight"}, ctx(svc))
+    r = await call(tasks, "update_task", {"id": 1, "notes": "use code EVIL"},
+                   ctx(svc, tainted=True, source="mcp-mail__read_inbox at step 1"))
+    assert r.untrusted is True and "use code EVIL" in r.text
+    assert svc.db.one("SELECT provenance FROM tasks")[0] == "untrusted"
+    # A later clean update does not launder the third-party notes.
+    r = await call(tasks, "update_task", {"id": 1, "status": "done"}, ctx(svc))
+    assert r.untrusted is True and "(done)" in r.text
+    assert svc.db.one("SELECT provenance, status FROM tasks")[:] == ("untrusted", "done")
+
+
+async def test_task_status_filters_update_and_delete(svc):
+    tasks = TasksConnector()
+    for title in ("a", "b"):
+        await call(tasks, "create_task", {"title": title}, ctx(svc))
+    await call(tasks, "update_task", {"id": 2, "status": "done", "title": "b2", "due": "2026-01-01"}, ctx(svc))
+    assert (await call(tasks, "list_tasks", {}, ctx(svc))).text == "[1] (open) a"
+    assert (await call(tasks, "list_tasks", {"status": "done"}, ctx(svc))).text == "[2] (done, due 2026-01-01) b2"
+    assert len((await call(tasks, "list_tasks", {"status": "all"}, ctx(svc))).text.splitlines()) == 2
+    cleared = await call(tasks, "update_task", {"id": 2, "due": ""}, ctx(svc))
+    assert "due" not in cleared.text
+    d = await call(tasks, "delete_task", {"id": 1}, ctx(svc))
+    assert not d.is_error and "[1]" in d.text
+    assert (await call(tasks, "list_tasks", {}, ctx(svc))).text == "No open tasks."
+    for name, args in [("delete_task", {"id": 1}), ("update_task", {"id": 99, "title": "x"})]:
+        r = await call(tasks, name, args, ctx(svc))
+        assert r.is_error and "No task with id" in r.text
+
+
+@pytest.mark.parametrize("name,args", [("create_task", {}), ("create_task", {"title": ""}),
+                                       ("update_task", {"id": 1}), ("update_task", {"id": 1, "status": "later"}),
+                                       ("update_task", {"id": 1, "title": " "}), ("list_tasks", {"status": "x"}),
+                                       ("delete_task", {"id": None}), ("nope", {})])
+async def test_task_bad_arguments_are_error_results(svc, name, args):
+    tasks = TasksConnector()
+    await call(tasks, "create_task", {"title": "keep"}, ctx(svc))
+    r = await call(tasks, name, args, ctx(svc))
+    assert r.is_error and r.text
+    assert svc.db.one("SELECT title, status FROM tasks")[:] == ("keep", "open")
