@@ -94,7 +94,7 @@ def policy_explain(name: str,
         o = Origin(origin)
     except ValueError:
         fail(f"unknown origin {origin!r}: use chat, job or webhook", 2)
-    result = service().explain(name, o, tainted, "--tainted" if tainted else None)
+    result = service().explain(name, o, tainted, "the --tainted option" if tainted else None)
     if as_json:
         return emit_json(result)
     typer.echo(f"{result['verdict']}: {result['reason'].split(': ', 1)[-1]}")

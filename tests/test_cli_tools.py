@@ -1,0 +1,132 @@
+"""The ``palui`` command line for connectors, tools and the policy, through a real subprocess.
+
+Each CLI run costs a process start, so assertions are grouped per run.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from palui import __version__
+from palui.connectors.base import ToolSpec
+
+TOOL_FIELDS = {"name", "connector", "tool", "class", "class_source", "enabled", "untrusted_output",
+               "trusted_source", "changed"}
+EXPLAIN_FIELDS = {"tool", "class", "class_source", "origin", "tainted", "verdict", "reason"}
+
+
+@pytest.fixture
+def mcp_home(svc):
+    """A home with one MCP connector whose tools cover read, write, destructive and unknown."""
+    svc.register_tools("mcp-notes", [
+        ToolSpec("search", "find notes", {"type": "object"}, {"readOnlyHint": True}),
+        ToolSpec("add", "add a note", {"type": "object"}, {"destructiveHint": False}),
+        ToolSpec("wipe", "delete all", {"type": "object"}, {"destructiveHint": True}),
+        ToolSpec("odd.name", "no hints", {"type": "object"}, None),
+    ], name="notes")
+    return svc
+
+
+def test_version_and_help(cli):
+    r = cli("--version")
+    assert (r.returncode, r.stdout.strip()) == (0, f"palui {__version__}")
+    r = cli("--help")
+    assert r.returncode == 0
+    for group in ("connectors", "tools", "policy"):
+        assert group in r.stdout
+
+
+def test_lists(cli, mcp_home):
+    connectors = cli.json("connectors", "list", "--json")
+    by_id = {c["id"]: c for c in connectors}
+    assert {"recall", "tasks", "web", "messages", "mcp-notes"} <= set(by_id)
+    assert (by_id["mcp-notes"]["kind"], by_id["mcp-notes"]["tools"], by_id["mcp-notes"]["enabled_tools"]) == ("mcp", 4, 0)
+    assert by_id["recall"]["kind"] == "builtin" and by_id["recall"]["tools"] == by_id["recall"]["enabled_tools"] == 3
+
+    all_tools = cli.json("tools", "list", "--json")
+    assert all(TOOL_FIELDS <= set(t) for t in all_tools)
+    fetch = next(t for t in all_tools if t["name"] == "web__fetch_page")
+    assert {k: fetch[k] for k in TOOL_FIELDS} == {
+        "name": "web__fetch_page", "connector": "web", "tool": "fetch_page", "class": "read",
+        "class_source": "builtin", "enabled": True, "untrusted_output": True, "trusted_source": False,
+        "changed": False}
+
+    notes = [t for t in all_tools if t["connector"] == "mcp-notes"]
+    got = {t["tool"]: (t["name"], t["class"], t["class_source"], t["enabled"]) for t in notes}
+    assert got == {
+        "search": ("mcp-notes__search", "read", "hints", False),
+        "add": ("mcp-notes__add", "write", "hints", False),
+        "wipe": ("mcp-notes__wipe", "destructive", "hints", False),
+        "odd.name": ("mcp-notes__odd_name", "destructive", "unknown", False),
+    }
+    assert all(t["connector"] == "mcp-notes" and t["untrusted_output"] is True for t in notes)
+
+    r = cli("tools", "list", "--connector", "mcp-notes")
+    assert r.returncode == 0
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["NAME", "CLASS", "SOURCE", "SWITCH", "OUTPUT", "FLAGS"]
+    assert any(line.split()[:4] == ["mcp-notes__odd_name", "destructive", "unknown", "off"] for line in lines)
+    assert not any(line.startswith("recall__") for line in lines)
+
+
+def test_class_and_switch_commands(cli, mcp_home):
+    svc = mcp_home
+    r = cli("tools", "set-class", "mcp-notes__odd_name", "read")
+    assert r.returncode == 0 and "class read (source user)" in r.stdout
+    assert svc.tool("mcp-notes__odd_name").class_source.value == "user"
+
+    r = cli("tools", "enable-read", "mcp-notes")
+    assert r.returncode == 0 and "2 read tool(s) switched on" in r.stdout
+    assert {t.tool for t in svc.tools("mcp-notes") if t.enabled} == {"search", "odd.name"}
+
+    r = cli("tools", "reset", "mcp-notes__odd_name")
+    assert r.returncode == 0 and "class destructive (source unknown)" in r.stdout
+    assert svc.tool("mcp-notes__odd_name").tool_class.value == "destructive"
+
+    r = cli("tools", "enable", "mcp-notes__add", "mcp-notes__wipe")
+    assert r.returncode == 0 and r.stdout.split() == ["mcp-notes__add:", "on", "mcp-notes__wipe:", "on"]
+    r = cli("tools", "disable", "mcp-notes__wipe", "mcp-notes__search")
+    assert r.returncode == 0
+    assert {t.tool for t in svc.tools("mcp-notes") if t.enabled} == {"add", "odd.name"}
+
+
+def test_changed_tool_needs_review(cli, mcp_home):
+    svc = mcp_home
+    svc.set_enabled(["mcp-notes__search"], True)
+    svc.register_tools("mcp-notes", [ToolSpec("search", "now something else", {"type": "object"},
+                                              {"readOnlyHint": True})])
+    assert (svc.tool("mcp-notes__search").changed, svc.tool("mcp-notes__search").enabled) == (True, False)
+    r = cli("tools", "enable", "mcp-notes__search")
+    assert r.returncode == 2 and "review" in r.stderr
+    r = cli("tools", "review", "mcp-notes__search")
+    assert r.returncode == 0 and "reviewed" in r.stdout and ", on" in r.stdout
+    assert svc.tool("mcp-notes__search").description == "now something else"
+
+
+def test_policy_explain(cli, mcp_home):
+    mcp_home.set_enabled(["mcp-notes__add"], True)
+    r = cli("policy", "explain", "mcp-notes__wipe", "--origin", "webhook")
+    assert r.returncode == 0
+    assert r.stdout.splitlines()[0] == "unavailable: webhook summaries get no tools"
+    assert "class destructive (hints), origin webhook, untainted" in r.stdout
+
+    e = cli.json("policy", "explain", "mcp-notes__add", "--origin", "job", "--tainted", "--json")
+    assert EXPLAIN_FIELDS <= set(e)
+    assert {k: e[k] for k in EXPLAIN_FIELDS - {"reason"}} == {
+        "tool": "mcp-notes__add", "class": "write", "class_source": "hints", "origin": "job", "tainted": True,
+        "verdict": "ask"}
+    assert e["reason"] == "ask: write tool in a scheduled job (tainted by the --tainted option)"
+
+
+def test_errors(cli, mcp_home):
+    r = cli("tools", "set-class", "nope__missing", "read")
+    assert r.returncode == 1 and "unknown tool 'nope__missing'" in r.stderr and "Traceback" not in r.stderr
+    r = cli("tools", "set-class", "mcp-notes__add", "harmless")
+    assert r.returncode == 2 and "read, write or destructive" in r.stderr
+    assert mcp_home.tool("mcp-notes__add").class_source.value == "hints"
+    r = cli("policy", "explain", "mcp-notes__add", "--origin", "cron")
+    assert r.returncode == 2 and "chat, job or webhook" in r.stderr
+    r = cli("tools", "list", "--connector", "mcp-nope")
+    assert r.returncode == 1 and "unknown connector 'mcp-nope'" in r.stderr
