@@ -1,9 +1,262 @@
-"""Service API part: MCP connectors (add, import, remove, refresh, trust), SPEC §7."""
+"""Service API part: MCP connectors (add, import, remove, refresh, enable, show), SPEC §7.
+
+What is stored where:
+
+- ``connectors`` row: id ``mcp-<slug>``, the name, transport, ``config_json`` (command,
+  args, cwd or URL, the *keys* of env and headers, per-connector timeout and output
+  limit), ``state`` (last known: ``connected`` / ``connecting`` / ``error: …``),
+  ``enabled``, ``trusted_source``.
+- ``<secrets dir>/<id>.json`` (mode 0600): env and header values.
+- ``<data dir>/logs/<id>.stderr.log`` (+ ``.1``): the server's stderr, 1 MiB at most.
+
+``add`` connects once and lists the tools before anything is stored: a server that
+cannot start leaves nothing behind but its stderr log, and the error says why.
+Methods that talk to a server have an ``*_async`` form for callers inside an event
+loop; the plain form runs its own loop (the CLI).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Coroutine, Mapping, TypeVar
+
 from palui.api.base import ServiceBase
+from palui.connectors.mcp import MCPConnector, config_from_row
+from palui.connectors.mcp.config import ServerConfig, delete_secrets, parse_mcp_servers, write_secrets
+from palui.connectors.mcp.stderr import log_path
+from palui.connectors.naming import connector_id
+from palui.connectors.registry import SyncReport
+from palui.errors import NotFound, PaluiError, UsageError
+
+T = TypeVar("T")
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    coro.close()
+    raise UsageError("this method runs its own event loop; inside one, use its *_async form")
+
+
+def _report_dict(cid: str, report: SyncReport | None) -> dict[str, Any]:
+    r = report or SyncReport()
+    return {"id": cid, "added": r.added, "changed": r.changed, "tightened": r.tightened,
+            "loosening_held": r.loosening_held, "removed": r.removed, "refused_duplicates": r.refused_duplicates}
 
 
 class MCPAPI(ServiceBase):
     """MCP servers as connectors."""
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def _mcp_row(self, cid: str):
+        row = self.db.one("SELECT * FROM connectors WHERE id = ?", (cid,))
+        if row is None:
+            raise NotFound(f"unknown connector {cid!r} (see: palui connectors list)")
+        if row["kind"] != "mcp":
+            raise UsageError(f"{cid} is a built-in connector, not an MCP server")
+        return row
+
+    def _live_mcp(self, cid: str) -> MCPConnector | None:
+        """The connector live in this process's hub (if the service has one and it holds ``cid``)."""
+        hub = getattr(self, "hub", None)
+        live = getattr(hub, "_live", None)
+        conn = live.get(cid) if isinstance(live, dict) else None
+        return conn if isinstance(conn, MCPConnector) else None
+
+    def mcp_config(self, cid: str) -> dict[str, Any]:
+        """An MCP connector's configuration with secret values redacted.
+
+        ``{"id","name","transport","command","args","cwd","url","env":{KEY:"***"},
+        "headers":{KEY:"***"},"timeout_seconds","max_output_bytes","state","enabled",
+        "secrets_file","stderr_log"}``; the timeout and limit are the effective ones.
+        """
+        row = self._mcp_row(cid)
+        public = json.loads(row["config_json"] or "{}")
+        live = self._live_mcp(cid)
+        return {
+            "id": cid, "name": row["name"], "transport": row["transport"],
+            "command": public.get("command"), "args": public.get("args") or [], "cwd": public.get("cwd"),
+            "url": public.get("url"),
+            "env": {k: "***" for k in public.get("env_keys") or []},
+            "headers": {k: "***" for k in public.get("header_keys") or []},
+            "timeout_seconds": public.get("timeout_seconds") or self.settings.get("mcp.call_timeout_seconds"),
+            "max_output_bytes": public.get("max_output_bytes") or self.settings.get("mcp.max_output_bytes"),
+            "state": "disabled" if not row["enabled"] else (live.state() if live else row["state"]),
+            "enabled": bool(row["enabled"]),
+            "secrets_file": str(self.settings.secrets_dir / f"{cid}.json"),
+            "stderr_log": str(log_path(self.settings.data_dir, cid)) if row["transport"] == "stdio" else None,
+        }
+
+    def connectors(self) -> list[dict[str, Any]]:
+        """Connectors (see ToolsAPI.connectors); MCP ones also carry ``"config"`` (secrets redacted)
+        and, when live in this process, their live state."""
+        out = super().connectors()  # type: ignore[misc]  # ToolsAPI, later in the MRO of Service
+        for c in out:
+            if c.get("kind") == "mcp":
+                cfg = self.mcp_config(c["id"])
+                c["state"] = cfg["state"]
+                c["config"] = {k: cfg[k] for k in ("command", "args", "cwd", "url", "env", "headers",
+                                                    "timeout_seconds", "max_output_bytes")}
+        return out
+
+    # -- adding -------------------------------------------------------------------------------------
+
+    async def mcp_add_async(self, name: str, config: ServerConfig, *, enable_read: bool = False) -> dict[str, Any]:
+        """Add an MCP server: connect once, list and store its tools (off; ``enable_read`` switches
+        on the read ones). Returns ``{"id","name","transport","state","tools","enabled",
+        "refused_duplicates",…}``.
+
+        Raises ConnectorError (server cannot start or list; nothing is stored),
+        NamingError (no usable id), UsageError.
+        """
+        if not name.strip():
+            raise UsageError("a connector needs a name")
+        taken = {r["id"] for r in self.db.all("SELECT id FROM connectors")}
+        cid = connector_id(name, taken)
+        with self.db.write() as c:
+            c.execute(
+                "INSERT INTO connectors (id, kind, name, transport, config_json, state, created_at)"
+                " VALUES (?, 'mcp', ?, ?, ?, 'connecting', ?)",
+                (cid, name, config.transport, json.dumps(config.public()), time.time()),
+            )
+        connector = MCPConnector(self, cid, name, config)  # type: ignore[arg-type]
+        try:
+            try:
+                await connector.start()
+            finally:
+                await connector.close()
+            write_secrets(self.settings.secrets_dir, cid, config.secrets())
+        except BaseException:
+            with self.db.write() as c:
+                c.execute("DELETE FROM connectors WHERE id = ?", (cid,))
+            delete_secrets(self.settings.secrets_dir, cid)
+            raise
+        enabled = [r.name for r in self.enable_read(cid)] if enable_read else []  # type: ignore[attr-defined]
+        report = connector.last_report
+        result = _report_dict(cid, report)
+        result.update(name=name, transport=config.transport, state="connected",
+                      tools=[t.name for t in self.tools(cid)], enabled=enabled)  # type: ignore[attr-defined]
+        return result
+
+    def mcp_add(self, name: str, config: ServerConfig, *, enable_read: bool = False) -> dict[str, Any]:
+        """Synchronous :meth:`mcp_add_async` (runs its own event loop)."""
+        return _run(self.mcp_add_async(name, config, enable_read=enable_read))
+
+    async def mcp_import_async(self, path: Path | str, *, environ: Mapping[str, str] | None = None,
+                               enable_read: bool = False) -> list[dict[str, Any]]:
+        """Import an ``mcpServers`` JSON file (``${VAR}`` from ``environ``, default the process environment).
+
+        The whole file is checked first (a bad entry or a missing variable adds
+        nothing). Then each server is added; one that cannot start is reported and
+        skipped; a name already used by an MCP connector is skipped. Returns one
+        ``{"name","status":"added"|"skipped"|"error","id","message"}`` per server
+        (``added`` entries carry the :meth:`mcp_add_async` fields too).
+
+        Raises UsageError (unreadable file, bad JSON, bad entry, missing variable).
+        """
+        p = Path(path)
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise UsageError(f"{p}: no such file") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"{p}: cannot be read: {e}") from None
+        except ValueError as e:
+            raise UsageError(f"{p}: not valid JSON: {e}") from None
+        servers = parse_mcp_servers(data, os.environ if environ is None else environ, source=str(p))
+        out: list[dict[str, Any]] = []
+        for name, cfg in servers:
+            existing = self.db.one("SELECT id FROM connectors WHERE kind = 'mcp' AND name = ?", (name,))
+            if existing is not None:
+                out.append({"name": name, "status": "skipped", "id": existing["id"],
+                            "message": f"a connector named {name!r} exists already ({existing['id']})"})
+                continue
+            try:
+                added = await self.mcp_add_async(name, cfg, enable_read=enable_read)
+            except PaluiError as e:
+                out.append({"name": name, "status": "error", "id": None, "message": str(e)})
+                continue
+            out.append({**added, "status": "added", "message": f"{len(added['tools'])} tool(s)"})
+        return out
+
+    def mcp_import(self, path: Path | str, *, environ: Mapping[str, str] | None = None,
+                   enable_read: bool = False) -> list[dict[str, Any]]:
+        """Synchronous :meth:`mcp_import_async`."""
+        return _run(self.mcp_import_async(path, environ=environ, enable_read=enable_read))
+
+    # -- changing --------------------------------------------------------------------------------------
+
+    async def mcp_refresh_async(self, cid: str) -> dict[str, Any]:
+        """Connect (or use the live session), re-list the tools and sync them: the rug-pull check (SPEC §7).
+
+        Returns the sync report ``{"id","added","changed","tightened","loosening_held",
+        "removed","refused_duplicates","state"}``. Raises NotFound, UsageError (disabled),
+        ConnectorError (the server cannot start or list).
+        """
+        row = self._mcp_row(cid)
+        if not row["enabled"]:
+            raise UsageError(f"{cid} is disabled; enable it first (palui connectors enable {cid})")
+        live = self._live_mcp(cid)
+        if live is not None:
+            report = await live.refresh()
+            return {**_report_dict(cid, report), "state": live.state()}
+        connector = MCPConnector(self, cid, row["name"], config_from_row(self, row))  # type: ignore[arg-type]
+        try:
+            report = await connector.refresh()
+            state = connector.state()
+        finally:
+            await connector.close()
+        return {**_report_dict(cid, report), "state": state}
+
+    def mcp_refresh(self, cid: str) -> dict[str, Any]:
+        """Synchronous :meth:`mcp_refresh_async`."""
+        return _run(self.mcp_refresh_async(cid))
+
+    def mcp_remove(self, cid: str) -> None:
+        """Forget an MCP connector: its row and tools, its secrets file and stderr logs.
+
+        A session live in this process is dropped from the hub and closed.
+        Raises NotFound, UsageError (built-in connector).
+        """
+        self._mcp_row(cid)
+        live = self._live_mcp(cid)
+        if live is not None:
+            self.hub.forget(cid)  # type: ignore[attr-defined]
+            try:
+                asyncio.get_running_loop().create_task(live.close())
+            except RuntimeError:
+                pass  # no loop here: the session's own loop has ended, and with it the server
+        with self.db.write() as c:
+            c.execute("DELETE FROM tools WHERE connector_id = ?", (cid,))
+            c.execute("DELETE FROM connectors WHERE id = ?", (cid,))
+        delete_secrets(self.settings.secrets_dir, cid)
+        log = log_path(self.settings.data_dir, cid)
+        for p in (log, log.with_name(log.name + ".1")):
+            p.unlink(missing_ok=True)
+
+    def mcp_set_enabled(self, cid: str, enabled: bool) -> dict[str, Any]:
+        """Enable or disable an MCP connector. A disabled one shows state ``disabled`` and its calls are
+        refused; its tools keep their switches. Returns :meth:`mcp_config`."""
+        self._mcp_row(cid)
+        with self.db.write() as c:
+            c.execute("UPDATE connectors SET enabled = ? WHERE id = ?", (int(enabled), cid))
+        live = self._live_mcp(cid)
+        if live is not None:
+            live.enabled = enabled
+        return self.mcp_config(cid)
+
+    def resolve_tool(self, connector: str, tool: str) -> str:
+        """The model-visible name of ``tool`` (visible or raw name) of ``connector``. Raises NotFound."""
+        row = self.db.one("SELECT name FROM tools WHERE connector_id = ? AND (name = ? OR raw_name = ?)"
+                          " ORDER BY name = ? DESC", (connector, tool, tool, tool))
+        if row is None:
+            raise NotFound(f"{connector} has no tool {tool!r} (see: palui tools list --connector {connector})")
+        return row["name"]
+

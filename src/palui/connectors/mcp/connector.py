@@ -1,0 +1,342 @@
+"""An MCP server as a :class:`Connector`: lifecycle, sync, limits, error results (SPEC §4, §7).
+
+Lifecycle. The server starts on first use and the session is reused across turns
+within the process. Every (re)connection lists the tools and syncs them into the store
+(``register_tools``: naming, prefill, duplicates, rug-pull rules), and so do ``refresh``
+and ``notifications/tools/list_changed``. After a crash the next use restarts the
+server; repeated failures wait before the next attempt (1 s, 2 s, 4 s… up to 60 s).
+``state()`` is ``connected``, ``connecting``, ``error: …`` or ``disabled``, and every
+change is written to ``connectors.state``.
+
+Calls. ``call_tool`` never raises and never takes longer than the connector's timeout
+(``mcp.call_timeout_seconds``, 30 s, or the per-connector override), starting the
+server included. Tool errors (``isError``), protocol errors, malformed results,
+crashes and timeouts come back as ``ToolResult(is_error=True)``. Text longer than
+``mcp.max_output_bytes`` (262,144) is cut with a marker. Every result, errors
+included, is untrusted unless the tool or the connector is marked a trusted source;
+``ToolResult.untrusted`` is set from the stored flags at call time.
+
+A call that had to (re)start the server is refused, and never sent, when that
+connection's sync changed the tool (switched off, flagged, new class, no longer listed
+or listed twice): the turn's decision was taken on the old definition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+
+from palui.connectors.base import CallContext, Connector, ToolResult, ToolSpec
+from palui.connectors.mcp.client import MCPSession
+from palui.connectors.mcp.config import ServerConfig, redact
+from palui.connectors.mcp.results import cap_text, render_result, spec_from_raw
+from palui.connectors.mcp.stderr import log_path
+from palui.connectors.registry import SyncReport
+from palui.errors import ConnectorError
+
+if TYPE_CHECKING:
+    from palui.service import Service
+
+log = logging.getLogger(__name__)
+
+MAX_BACKOFF_SECONDS = 60.0
+_STATE_MAX = 300
+
+
+def backoff_seconds(failures: int) -> float:
+    """Wait before the next start after ``failures`` consecutive failures: 0, 0, 1, 2, 4… 60 s.
+
+    The first crash restarts at once on next use; each further failure doubles the wait.
+    """
+    if failures <= 1:
+        return 0.0
+    return min(2.0 ** (failures - 2), MAX_BACKOFF_SECONDS)
+
+
+class MCPConnector(Connector):
+    """One MCP server instance (``mcp-<slug>``) as a connector.
+
+    Args:
+        service: the service (store, settings, ``register_tools``).
+        connector_id: ``mcp-<slug>``.
+        name: the name the person gave.
+        config: how to reach the server (secrets included).
+        enabled: False for a disabled connector (state ``disabled``; calls refused).
+    """
+
+    kind = "mcp"
+
+    def __init__(self, service: "Service", connector_id: str, name: str, config: ServerConfig,
+                 enabled: bool = True) -> None:
+        self.service = service
+        self.id = connector_id
+        self.name = name
+        self.config = config
+        self.enabled = enabled
+        settings = service.settings
+        self.timeout = float(config.timeout_seconds or settings.get("mcp.call_timeout_seconds"))
+        self.max_output = int(config.max_output_bytes or settings.get("mcp.max_output_bytes"))
+        self._session: MCPSession | None = None
+        self._connect_task: asyncio.Task | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._failures = 0
+        self._last_failure = 0.0
+        self._state = "disabled" if not enabled else "connecting"
+        self._listed: set[str] = set()
+        self._dupes: set[str] = set()
+        self.last_report: SyncReport | None = None
+
+    # -- state ------------------------------------------------------------------------------------
+
+    def state(self) -> str:
+        """``connected``, ``connecting``, ``error: …`` or ``disabled`` (SPEC §7)."""
+        if not self.enabled:
+            return "disabled"
+        if self._state == "connected" and (self._session is None or not self._session.alive):
+            self._set_state("error: the server exited; it restarts on next use")
+        return self._state
+
+    def _set_state(self, state: str) -> None:
+        state = state.replace("\n", " ")[:_STATE_MAX]
+        if state == self._state:
+            return
+        self._state = state
+        try:
+            with self.service.db.write() as c:
+                c.execute("UPDATE connectors SET state = ? WHERE id = ?", (state, self.id))
+        except Exception as e:  # a busy database must not turn a call into a crash
+            log.warning("%s: could not store state: %s", self.id, e)
+
+    def _redact(self, text: str) -> str:
+        return redact(text, self.config.secret_values)
+
+    # -- connecting -------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect now (used on first use by the hub, and by ``add``). Raises ConnectorError."""
+        await self._ensure(asyncio.get_running_loop().time() + self.timeout)
+
+    async def _ensure(self, deadline: float) -> tuple[MCPSession, bool]:
+        """The live session, connecting if needed: ``(session, True)`` when this call (re)connected.
+
+        One connection attempt at a time (the others wait for it, each within its own
+        deadline). Raises ConnectorError: disabled, in back-off, or the start failed.
+        """
+        if not self.enabled:
+            raise ConnectorError(f"connector {self.id} is disabled")
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            # A session belongs to the event loop it was started in; a new loop (a new
+            # asyncio.run in the same process) starts a new one. The old loop's end
+            # already cancelled its supervisor, which stopped the server.
+            self._loop, self._session, self._connect_task = loop, None, None
+        if self._session is not None and self._session.alive:
+            return self._session, False
+        if self._connect_task is None or self._connect_task.done():
+            if self._session is not None:
+                self._discard_session()
+            wait = backoff_seconds(self._failures) - (time.monotonic() - self._last_failure)
+            if wait > 0:
+                raise ConnectorError(f"{self.id}: {self._state}; the next start attempt is in {wait:.0f} s")
+            self._connect_task = asyncio.create_task(self._connect(), name=f"connect:{self.id}")
+            self._connect_task.add_done_callback(_consume_exception)
+        remaining = deadline - loop.time()
+        try:
+            session = await asyncio.wait_for(asyncio.shield(self._connect_task), max(remaining, 0.001))
+        except TimeoutError:
+            raise ConnectorError(f"{self.id}: the server is still starting after {self.timeout:g} s") from None
+        return session, True
+
+    async def _connect(self) -> MCPSession:
+        self._set_state("connecting")
+        session = MCPSession(self.config, stderr_log=log_path(self.service.settings.data_dir, self.id),
+                             on_tools_changed=self._on_tools_changed, label=self.id)
+        try:
+            await session.start(self.timeout)
+            raw = await session.list_tools(self.timeout)
+            self._sync(raw)
+        except BaseException as e:
+            self._failures += 1
+            self._last_failure = time.monotonic()
+            asyncio.get_running_loop().create_task(session.close())
+            if isinstance(e, ConnectorError):
+                message = str(e)
+            elif isinstance(e, asyncio.CancelledError):
+                message = f"{self.id}: start-up was cancelled"
+            else:
+                message = self._redact(f"{self.id}: listing the tools failed: {_short(e)}")
+            self._set_state(f"error: {message.splitlines()[0].removeprefix(self.id + ': ')}")
+            if isinstance(e, asyncio.CancelledError):
+                raise
+            raise ConnectorError(message) from None
+        self._session = session
+        self._set_state("connected")
+        return session
+
+    def _discard_session(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            asyncio.get_running_loop().create_task(session.close())
+
+    def _lost(self, why: str) -> None:
+        """The connection broke: count a failure; the next use restarts the server."""
+        if self._session is not None:
+            self._session.mark_lost()
+        self._failures += 1
+        self._last_failure = time.monotonic()
+        self._set_state(f"error: {why}; it restarts on next use")
+
+    # -- listing and sync ---------------------------------------------------------------------------------
+
+    def _sync(self, raw_tools: list[dict[str, Any]]) -> SyncReport:
+        specs = [spec_from_raw(t) for t in raw_tools]
+        report = self.service.register_tools(self.id, specs, name=self.name, kind="mcp")
+        self._dupes = set(report.refused_duplicates)
+        self._listed = {s.name for s in specs} - self._dupes
+        self.last_report = report
+        return report
+
+    async def _on_tools_changed(self) -> None:
+        session = self._session
+        if session is None or not session.alive:
+            return
+        self._sync(await session.list_tools(self.timeout))
+
+    async def list_tools(self) -> list[ToolSpec]:
+        """The tools the server lists now (raw annotations). Raises ConnectorError."""
+        deadline = asyncio.get_running_loop().time() + self.timeout
+        session, _ = await self._ensure(deadline)
+        try:
+            raw = await session.list_tools(self.timeout)
+        except ConnectorError:
+            raise
+        except Exception as e:
+            raise ConnectorError(self._redact(f"{self.id}: listing the tools failed: {_short(e)}")) from None
+        return [spec_from_raw(t) for t in raw]
+
+    async def refresh(self) -> SyncReport:
+        """Re-list the tools and sync them into the store (``palui connectors refresh``). Raises ConnectorError."""
+        deadline = asyncio.get_running_loop().time() + self.timeout
+        session, connected_now = await self._ensure(deadline)
+        if connected_now and self.last_report is not None:
+            return self.last_report
+        try:
+            return self._sync(await session.list_tools(self.timeout))
+        except ConnectorError:
+            raise
+        except Exception as e:
+            raise ConnectorError(self._redact(f"{self.id}: listing the tools failed: {_short(e)}")) from None
+
+    # -- calls ----------------------------------------------------------------------------------------------
+
+    def _tool_row(self, raw_name: str) -> dict[str, Any] | None:
+        r = self.service.db.one(
+            "SELECT t.name, t.definition_hash, t.user_class, t.base_class, t.enabled, t.changed, t.present,"
+            " t.trusted_source AS tool_trusted, t.untrusted_output, c.trusted_source AS connector_trusted"
+            " FROM tools t JOIN connectors c ON c.id = t.connector_id WHERE t.connector_id = ? AND t.raw_name = ?",
+            (self.id, raw_name))
+        return dict(r) if r is not None else None
+
+    async def call_tool(self, name: str, args: dict[str, Any], ctx: CallContext | None = None) -> ToolResult:
+        """Call the server's tool ``name`` (its raw name) with ``args``.
+
+        Never raises (except cancellation of the calling task) and returns within the
+        connector's timeout. See the module docstring for errors, limits and taint.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout
+        before = self._tool_row(name)
+        untrusted = _untrusted(before)
+
+        def result(text: str, is_error: bool) -> ToolResult:
+            label = before["name"] if before else f"{self.id}__{name}"
+            return ToolResult(text=cap_text(text, self.max_output), is_error=is_error, untrusted=untrusted,
+                              taint_detail=f"result of MCP tool {label}" if untrusted else None)
+
+        try:
+            session, connected_now = await self._ensure(deadline)
+        except ConnectorError as e:
+            return result(self._redact(f"The tool could not run: {e}"), True)
+        except Exception as e:  # defensive: call_tool must not raise
+            return result(self._redact(f"The tool could not run: {self.id}: {_short(e)}"), True)
+        if name in self._dupes:
+            return result(f"The tool could not run: {self.id} lists two tools named {name!r}; both are refused.", True)
+        if name not in self._listed:
+            return result(f"The tool could not run: {self.id} does not list a tool named {name!r}.", True)
+        if connected_now and _definition_moved(before, self._tool_row(name)):
+            return result(f"The call was not sent: {self.id} restarted and the tool's definition or class changed; "
+                          "it is decided again on the next step.", True)
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            return result(f"The tool did not answer within {self.timeout:g} s.", True)
+        try:
+            # The SDK's own read timeout sends the server a cancellation; the outer
+            # bound is the guarantee, should anything inside not honour it.
+            async with asyncio.timeout(remaining + 0.5):
+                res = await session.call_tool(name, args, timeout=remaining)
+        except TimeoutError:
+            return result(f"The tool did not answer within {self.timeout:g} s.", True)
+        except MCPError as e:
+            if e.code == types.REQUEST_TIMEOUT:
+                return result(f"The tool did not answer within {self.timeout:g} s.", True)
+            if e.code == types.CONNECTION_CLOSED:
+                self._lost("the server exited during a call")
+                tail = session.stderr_tail()
+                return result(f"The MCP server {self.id} exited during the call; it restarts on next use."
+                              + (f"\nLast lines of its stderr:\n{tail}" if tail else ""), True)
+            return result(self._redact(f"The MCP server answered with an error: {e.message} (code {e.code})"), True)
+        except ValidationError:
+            return result(f"The MCP server {self.id} sent a malformed result.", True)
+        except Exception as e:
+            return result(self._redact(f"The call failed: {_short(e)}"), True)
+        if self._failures:
+            self._failures = 0
+        try:
+            text = render_result(res)
+        except Exception as e:  # a result the SDK accepted but we cannot render
+            return result(self._redact(f"The MCP server {self.id} sent a result that cannot be shown: {_short(e)}"),
+                          True)
+        return result(text, bool(res.is_error))
+
+    async def close(self) -> None:
+        """Stop the server (stdio) or end the HTTP session."""
+        task, self._connect_task = self._connect_task, None
+        if task is not None and not task.done():
+            task.cancel()
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+
+def _untrusted(row: dict[str, Any] | None) -> bool:
+    """Taint of this tool's results (SPEC §4): untrusted unless tool or connector is a trusted source."""
+    if row is None:
+        return True
+    return bool(row["untrusted_output"]) and not (row["tool_trusted"] or row["connector_trusted"])
+
+
+def _definition_moved(before: dict[str, Any] | None, after: dict[str, Any] | None) -> bool:
+    if before is None or after is None:
+        return True
+    keys = ("definition_hash", "user_class", "base_class", "enabled", "changed", "present")
+    return any(before[k] != after[k] for k in keys)
+
+
+def _short(e: BaseException) -> str:
+    if isinstance(e, BaseExceptionGroup) and e.exceptions:
+        return _short(e.exceptions[0])
+    text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return f"{type(e).__name__}: {text}"[:300] if text else type(e).__name__
+
+
+def _consume_exception(task: asyncio.Task) -> None:
+    # Callers that gave up waiting (their deadline passed) never read the exception.
+    if not task.cancelled():
+        task.exception()
+

@@ -1,0 +1,121 @@
+"""A stdio MCP server's stderr, captured to a capped log file (SPEC §7).
+
+The server writes into a pipe; a daemon thread drains it as fast as it can, so a
+server flooding stderr never blocks on a full pipe. The log is
+``<data dir>/logs/<connector id>.stderr.log``; when it reaches half the cap it becomes
+``….stderr.log.1`` (replacing the previous one) and a fresh file starts, so the two
+files together stay under the cap (default 1 MiB) and the newest output is kept.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import IO
+
+DEFAULT_CAP_BYTES = 1024 * 1024
+_CHUNK = 64 * 1024
+
+
+def log_path(data_dir: Path, connector_id: str) -> Path:
+    """``<data dir>/logs/<connector id>.stderr.log``."""
+    return data_dir / "logs" / f"{connector_id}.stderr.log"
+
+
+class StderrCapture:
+    """One server process's stderr pipe and its capped log.
+
+    Use :meth:`open` to get the write end to hand to the child (as its stderr), then
+    :meth:`spawned` once the child exists, so that the pipe reports end-of-file when
+    the child (and everything that inherited its stderr) has exited; ``exited`` is set
+    then.
+
+    Args:
+        path: the log file; its directory is created.
+        cap_bytes: the most the log and its one rotated predecessor hold together.
+    """
+
+    def __init__(self, path: Path, cap_bytes: int = DEFAULT_CAP_BYTES) -> None:
+        self.path = path
+        self.cap_bytes = cap_bytes
+        self.exited = threading.Event()
+        self._write_end: IO[str] | None = None
+        self._thread: threading.Thread | None = None
+
+    def open(self) -> IO[str]:
+        """Create the pipe and start draining it. Returns the write end for the child."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        read_fd, write_fd = os.pipe()
+        self._write_end = os.fdopen(write_fd, "w")
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        self._thread = threading.Thread(target=self._drain, args=(read_fd, stamp), daemon=True,
+                                        name=f"stderr:{self.path.name}")
+        self._thread.start()
+        return self._write_end
+
+    def spawned(self) -> None:
+        """Close our copy of the write end: from now on only the child holds it."""
+        if self._write_end is not None:
+            try:
+                self._write_end.close()
+            except OSError:
+                pass
+            self._write_end = None
+
+    def _drain(self, read_fd: int, stamp: str) -> None:
+        half = max(self.cap_bytes // 2, 1)
+        out = None
+        try:
+            out = open(self.path, "ab")
+            out.write(f"--- server started {stamp} ---\n".encode())
+            size = out.tell()
+            while True:
+                chunk = os.read(read_fd, _CHUNK)
+                if not chunk:
+                    break
+                if size + len(chunk) > half:
+                    out.close()
+                    os.replace(self.path, self.path.with_name(self.path.name + ".1"))
+                    out = open(self.path, "ab")
+                    size = 0
+                    chunk = chunk[-half:]
+                out.write(chunk)
+                out.flush()
+                size += len(chunk)
+        except OSError:
+            # The log is a diagnostic aid: a full disk must not stop the pipe from
+            # being drained, so keep reading and discard.
+            try:
+                while os.read(read_fd, _CHUNK):
+                    pass
+            except OSError:
+                pass
+        finally:
+            if out is not None:
+                try:
+                    out.close()
+                except OSError:
+                    pass
+            os.close(read_fd)
+            self.exited.set()
+
+    def tail(self, max_bytes: int = 1500) -> str:
+        """The last lines of the log (at most ``max_bytes``), for error messages."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(f.tell() - max_bytes, 0))
+                data = f.read()
+        except OSError:
+            return ""
+        text = data.decode("utf-8", errors="replace")
+        lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("--- server started")]
+        if len(data) >= max_bytes and lines:
+            lines = lines[1:]  # the first line is probably cut
+        return "\n".join(lines[-8:])
+
+    def close(self) -> None:
+        """Release our write end (the drain thread ends by itself at end-of-file)."""
+        self.spawned()
