@@ -18,6 +18,7 @@ import asyncio
 import logging
 import threading
 import time
+import warnings
 
 from palui.store.db import Database
 
@@ -37,6 +38,15 @@ def target_label(url: str, position: int) -> str:
     return f"target {position} ({scheme[:20]})"
 
 
+def _apprise():
+    # Imported late: it takes a noticeable time and most commands never deliver. Its own
+    # imports raise a DeprecationWarning (imghdr) that is not ours to fix.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import apprise
+    return apprise
+
+
 def deliver(urls: list[str], text: str, *, title: str = TITLE) -> list[str]:
     """Send ``text`` to each apprise URL, one after the other (blocking).
 
@@ -47,9 +57,7 @@ def deliver(urls: list[str], text: str, *, title: str = TITLE) -> list[str]:
     for position, url in enumerate(urls, 1):
         label = target_label(url, position)
         try:
-            import apprise  # imported late: it takes a noticeable time and most commands never deliver
-
-            targets = apprise.Apprise()
+            targets = _apprise().Apprise()
             if not targets.add(url):
                 failures.append(f"{label}: not a valid apprise URL")
                 continue

@@ -1,9 +1,16 @@
-"""The ``messages`` connector: ``send_message`` to the person's channel or a contact (SPEC §7)."""
+"""The ``messages`` connector: ``send_message`` to the person's channel or a contact (SPEC §7).
+
+Without ``to`` the text goes to the person's channel: the inbox (kind ``message``)
+and then the ``notify.apprise`` targets. With ``to`` it goes to the contact of that
+name in ``messages.contacts`` (an apprise URL). Results never show a URL (they hold
+secrets) and are trusted: they only say where the text went.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from palui import channel
 from palui.connectors.base import CallContext, Connector, ToolResult, ToolSpec
 from palui.types import ToolClass
 
@@ -28,10 +35,55 @@ TOOLS = [
 
 
 class MessagesConnector(Connector):
+    """``send_message`` [write]."""
+
     id = "messages"
 
     async def list_tools(self) -> list[ToolSpec]:
         return list(TOOLS)
 
     async def call_tool(self, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
-        return ToolResult(text=f"messages.{name} is not implemented yet", is_error=True)
+        """Send ``args["text"]``; unknown contacts and failed contact deliveries are ``is_error`` results."""
+        if name != "send_message":
+            return ToolResult(text=f"messages has no tool {name!r}", is_error=True, untrusted=False)
+        text, to = args.get("text"), args.get("to")
+        if not isinstance(text, str) or not text.strip():
+            return ToolResult(text="send_message: missing argument 'text' (the message)", is_error=True,
+                              untrusted=False)
+        if to is not None and not isinstance(to, str):
+            return ToolResult(text="send_message: argument 'to' must be a contact name", is_error=True,
+                              untrusted=False)
+        if not to or not to.strip():
+            return await self._to_person(text, ctx)
+        return await self._to_contact(to.strip(), text, ctx)
+
+    async def _to_person(self, text: str, ctx: CallContext) -> ToolResult:
+        channel.write_inbox(ctx.db, "message", text, turn_id=ctx.turn_id, conversation_id=ctx.conversation_id)
+        urls = ctx.settings.get("notify.apprise")
+        failures = await channel.deliver_async(urls, text, title=channel.title_for("message"))
+        out = "Sent to the person's inbox."
+        if urls:
+            delivered = len(urls) - len(failures)
+            out += f" Delivered to {delivered} of {len(urls)} other channel target(s)."
+            if failures:
+                out += " Not delivered: " + "; ".join(failures) + "."
+        return ToolResult(text=out, untrusted=False)
+
+    async def _to_contact(self, to: str, text: str, ctx: CallContext) -> ToolResult:
+        contacts: dict[str, str] = ctx.settings.get("messages.contacts")
+        url = contacts.get(to)
+        if url is None:
+            # Exact names first; a case-only difference is still the same contact to a person,
+            # but only when exactly one name matches that way.
+            same = [k for k in contacts if k.casefold() == to.casefold()]
+            if len(same) == 1:
+                to, url = same[0], contacts[same[0]]
+        if url is None:
+            known = ", ".join(sorted(contacts)) if contacts else "none are configured (messages.contacts)"
+            return ToolResult(text=f"send_message: unknown contact {to!r}; known contacts: {known}",
+                              is_error=True, untrusted=False)
+        failures = await channel.deliver_async([url], text, title=channel.TITLE)
+        if failures:
+            return ToolResult(text=f"send_message: could not deliver to {to}: {failures[0]}", is_error=True,
+                              untrusted=False)
+        return ToolResult(text=f"Sent to {to}.", untrusted=False)
