@@ -30,6 +30,7 @@ TITLE = "Palui"
 
 _pending: set[threading.Thread] = set()
 _pending_lock = threading.Lock()
+_import_lock = threading.Lock()
 
 
 def target_label(url: str, position: int) -> str:
@@ -39,11 +40,14 @@ def target_label(url: str, position: int) -> str:
 
 
 def _apprise():
-    # Imported late: it takes a noticeable time and most commands never deliver. Its own
-    # imports raise a DeprecationWarning (imghdr) that is not ours to fix.
-    with warnings.catch_warnings():
+    # Imported late: it takes a noticeable time and most commands never deliver. Its plugins
+    # (loaded on first use, so loaded here) raise a DeprecationWarning (imghdr) not ours to fix.
+    with _import_lock, warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         import apprise
+        from apprise.manager_plugins import NotificationManager
+
+        NotificationManager().load_modules()
     return apprise
 
 
