@@ -1,3 +1,75 @@
-"""``palui`` commands: memories."""
+"""``palui memories list|forget|trust`` and ``palui tasks list|forget|trust`` (SPEC §7, §4)."""
 
 from __future__ import annotations
+
+import typer
+
+from palui.cli.common import app, emit_json, service, table
+
+memories_app = typer.Typer(help="Your saved memories: list, forget, mark trusted.", no_args_is_help=True)
+tasks_app = typer.Typer(help="Your tasks: list, forget, mark trusted.", no_args_is_help=True)
+app.add_typer(memories_app, name="memories")
+app.add_typer(tasks_app, name="tasks")
+
+
+def _short(text: str, width: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@memories_app.command("list")
+def memories_list(limit: int = typer.Option(100, "--limit", min=1, help="How many, newest first."),
+                  as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """List memories, newest first, with their provenance (untrusted ones taint the turns that read them)."""
+    rows = service().memories(limit)
+    if as_json:
+        return emit_json(rows)
+    if not rows:
+        typer.echo("No memories.")
+        return
+    table([[str(m["id"]), m["provenance"], m["created_at"][:19].replace("T", " "), _short(m["text"]),
+            m["source"] or ""] for m in rows],
+          ["ID", "PROVENANCE", "CREATED (UTC)", "TEXT", "SOURCE"])
+
+
+@memories_app.command("forget")
+def memories_forget(memory_id: int = typer.Argument(..., metavar="ID")) -> None:
+    """Delete a memory."""
+    m = service().forget_memory(memory_id)
+    typer.echo(f"Forgot memory {m['id']}: {_short(m['text'])}")
+
+
+@memories_app.command("trust")
+def memories_trust(memory_id: int = typer.Argument(..., metavar="ID")) -> None:
+    """Mark a memory trusted: reading it no longer taints a turn."""
+    m = service().trust_memory(memory_id)
+    typer.echo(f"Memory {m['id']} is trusted: {_short(m['text'])}")
+
+
+@tasks_app.command("list")
+def tasks_list(status: str = typer.Option("open", "--status", metavar="open|done|all", help="Which tasks."),
+               as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """List tasks with their provenance."""
+    rows = service().tasks(status)
+    if as_json:
+        return emit_json(rows)
+    if not rows:
+        typer.echo("No tasks." if status == "all" else f"No {status} tasks.")
+        return
+    table([[str(t["id"]), t["status"], t["due"] or "", t["provenance"], _short(t["title"], 50),
+            t["source"] or ""] for t in rows],
+          ["ID", "STATUS", "DUE", "PROVENANCE", "TITLE", "SOURCE"])
+
+
+@tasks_app.command("forget")
+def tasks_forget(task_id: int = typer.Argument(..., metavar="ID")) -> None:
+    """Delete a task."""
+    t = service().forget_task(task_id)
+    typer.echo(f"Deleted task {t['id']}: {_short(t['title'])}")
+
+
+@tasks_app.command("trust")
+def tasks_trust(task_id: int = typer.Argument(..., metavar="ID")) -> None:
+    """Mark a task trusted: reading it no longer taints a turn."""
+    t = service().trust_task(task_id)
+    typer.echo(f"Task {t['id']} is trusted: {_short(t['title'])}")
