@@ -23,25 +23,15 @@ import os
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from pydantic_ai.direct import model_request
-from pydantic_ai.exceptions import ModelAPIError, ModelHTTPError
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    TextPart,
-    ToolCallPart,
-    UserPromptPart,
-)
-from pydantic_ai.models import Model, ModelRequestParameters
-from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.settings import ModelSettings
-from pydantic_ai.tools import ToolDefinition
-from pydantic_ai.usage import RequestUsage
+from typing import TYPE_CHECKING, Any
 
 from palui.errors import ModelConfigError
+
+if TYPE_CHECKING:  # the model library takes ~1.7 s to import: modules import it when a model is used
+    from pydantic_ai.messages import ModelMessage, ModelResponse
+    from pydantic_ai.models import Model
+    from pydantic_ai.settings import ModelSettings
+    from pydantic_ai.tools import ToolDefinition
 
 NO_MODEL_HELP = (
     "No model is configured. Set one in palui.toml (model = \"openai:gpt-4.1-mini\") or with PALUI_MODEL "
@@ -57,8 +47,8 @@ class ModelHandle:
     """A resolved model: the library's model object, its settings, and the string it came from."""
 
     spec: str
-    model: Model
-    settings: ModelSettings | None = None
+    model: "Model"
+    settings: "ModelSettings | None" = None
 
 
 def resolve_model(spec: str | None, env: dict[str, str] | None = None) -> ModelHandle:
@@ -98,25 +88,40 @@ def resolve_model(spec: str | None, env: dict[str, str] | None = None) -> ModelH
         key = env.get("ANTHROPIC_API_KEY")
         if not key and not base_url:
             raise ModelConfigError(f"model {spec!r} needs ANTHROPIC_API_KEY in the environment. " + _SCRIPT_HINT)
+        # The Anthropic SDK appends /v1/messages itself: accept a base URL written with /v1 too.
+        base_url = base_url.rstrip("/").removesuffix("/v1") if base_url else base_url
         client = AsyncAnthropic(base_url=base_url or None, api_key=key or "none", max_retries=0)
         return ModelHandle(spec, AnthropicModel(name, provider=AnthropicProvider(anthropic_client=client)),
-                           ModelSettings(max_tokens=ANTHROPIC_MAX_TOKENS))
+                           {"max_tokens": ANTHROPIC_MAX_TOKENS})
     raise ModelConfigError(f"model {spec!r}: unknown provider {provider!r} (use openai:, anthropic:, ollama:, script:)")
 
 
 _SCRIPT_HINT = "Without a provider key you can use the replay model: --model script:PATH (see the README)."
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
+CONNECT_RETRIES = 2
+MAX_RETRIES = 6
 
 
-async def request(handle: ModelHandle, messages: list[ModelMessage], tools: list[ToolDefinition],
-                  deadline_seconds: float) -> ModelResponse:
-    """One model request, retrying 429/5xx with exponential backoff within ``deadline_seconds``.
+async def request(handle: ModelHandle, messages: "list[ModelMessage]", tools: "list[ToolDefinition]",
+                  deadline_seconds: float) -> "ModelResponse":
+    """One model request, retrying transient provider failures within ``deadline_seconds`` (SPEC §9).
+
+    Retried with exponential backoff and jitter (0.5 s doubling, at most 8 s, or the
+    provider's ``Retry-After`` when it sent one): HTTP 408/409/429/5xx/529 up to
+    ``MAX_RETRIES`` times, and a failed connection ``CONNECT_RETRIES`` times (few, so a
+    wrong base URL fails fast). A retry whose wait would reach the deadline is not made.
 
     Raises:
-        asyncio.TimeoutError: the time budget ran out.
-        ModelAPIError: the provider refused (4xx other than 408/409/429) or kept failing.
+        asyncio.TimeoutError: the time budget ran out during a request.
+        ModelAPIError: the provider refused (other 4xx), kept failing (also when the next
+            retry would pass the deadline), or could not be reached; the message says
+            which, with the provider's own words.
     """
+    from pydantic_ai.direct import model_request
+    from pydantic_ai.exceptions import ModelHTTPError
+    from pydantic_ai.models import ModelRequestParameters
+
     loop = asyncio.get_running_loop()
     end = loop.time() + deadline_seconds
     attempt = 0
@@ -132,13 +137,40 @@ async def request(handle: ModelHandle, messages: list[ModelMessage], tools: list
                 timeout=left,
             )
         except ModelHTTPError as e:
-            if e.status_code not in RETRY_STATUS:
-                raise
             attempt += 1
-            delay = min(8.0, 0.5 * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
-            if loop.time() + delay >= end or attempt > 6:
-                raise
-            await asyncio.sleep(delay)
+            if e.status_code not in RETRY_STATUS or attempt > MAX_RETRIES:
+                raise _clear(handle, e, attempt) from e
+            delay, last = _backoff(attempt, e.retry_after), e
+        except ModelConnectionError as e:
+            attempt += 1
+            if attempt > CONNECT_RETRIES:
+                raise _clear(handle, e, attempt) from e
+            delay, last = _backoff(attempt, None), e
+        if loop.time() + delay >= end:
+            # Say what kept failing rather than only that time ran out.
+            raise _clear(handle, last, attempt, "; no time left in the turn's budget to retry") from last
+        await asyncio.sleep(delay)
+
+
+def _backoff(attempt: int, retry_after: float | None) -> float:
+    """Seconds to wait before retry number ``attempt`` (1-based)."""
+    if retry_after is not None and retry_after >= 0:
+        return min(float(retry_after), 60.0)
+    return min(8.0, 0.5 * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
+
+
+def _clear(handle: ModelHandle, e: ModelAPIError, attempts: int, note: str = "") -> ModelAPIError:
+    """The same failure with a message for the person: what happened and the provider's own words."""
+    body = e.body if isinstance(e.body, dict) else {}
+    inner = body.get("error") if isinstance(body.get("error"), dict) else body
+    said = inner.get("message") if isinstance(inner.get("message"), str) else (str(e.body)[:500] if e.body else "")
+    tries = f" after {attempts} attempts" if attempts > 1 else ""
+    if isinstance(e, ModelHTTPError):
+        kind = "kept failing" if e.status_code in RETRY_STATUS else "refused the request"
+        msg = f"{handle.spec}: the provider {kind} (HTTP {e.status_code}){tries}"
+    else:
+        msg = f"{handle.spec}: cannot reach the provider{tries}: {e.message}"
+    return ModelAPIError(e.model_name, (f"{msg}: {said}" if said else msg) + note)
 
 
 # -- the script: replay model ---------------------------------------------------------------
@@ -195,10 +227,15 @@ class Script:
                 raise ModelConfigError(f"{where}: \"usage\" must be {{\"input_tokens\": N, \"output_tokens\": M}}")
         return cls(path=path, steps=data["steps"])
 
-    def model(self) -> Model:
+    def model(self) -> "Model":
+        from pydantic_ai.models.function import FunctionModel
+
         return FunctionModel(self._respond, model_name=f"script:{self.path.name}")
 
-    async def _respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    async def _respond(self, messages: "list[ModelMessage]", info: Any) -> "ModelResponse":
+        from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+        from pydantic_ai.usage import RequestUsage
+
         index = responses_in_current_turn(messages)
         if index >= len(self.steps):
             text = (f"[script {self.path.name}] out of steps: the script has {len(self.steps)} step(s) and this "
@@ -220,8 +257,10 @@ class Script:
                                                              output_tokens=usage.get("output_tokens", 0)))
 
 
-def responses_in_current_turn(messages: list[ModelMessage]) -> int:
+def responses_in_current_turn(messages: "list[ModelMessage]") -> int:
     """How many model responses follow the last request that carries the person's (or trigger's) prompt."""
+    from pydantic_ai.messages import ModelRequest, ModelResponse, UserPromptPart
+
     start = 0
     for i, m in enumerate(messages):
         if isinstance(m, ModelRequest) and any(isinstance(p, UserPromptPart) for p in m.parts):

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from palui.api.base import ServiceBase
 from palui.connectors.hub import ConnectorHub
 from palui.errors import ApprovalError, NotFound, UsageError
 from palui.runner import approvals, audit, caps
 from palui.runner import state as st
-from palui.runner.turn import EventSink, TurnRunner
 from palui.types import Origin, TurnStatus
+
+EventSink = Callable[[dict[str, Any]], None]
 
 RESUMABLE = (TurnStatus.AWAITING_APPROVAL,)
 
@@ -76,6 +77,8 @@ class TurnsAPI(ServiceBase):
         """
         if st.load(self.db, turn_id) is None:
             raise NotFound(f"unknown turn {turn_id!r}")
+        from palui.runner.turn import TurnRunner  # imports the model library (slow): only when a turn runs
+
         runner = TurnRunner(self, on_event)  # type: ignore[arg-type]
         if st.claim(self.db, turn_id, from_status):
             await runner.run(turn_id)

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from palui.runner.turn import approval_prompt
+from palui.runner.approvals import approval_prompt
 
 
 def short(value: Any, n: int = 160) -> str:

@@ -10,7 +10,6 @@ import typer
 from palui.cli import render
 from palui.cli.common import app, emit_json, fail, service, table
 from palui.errors import ModelConfigError
-from palui.models import resolve_model
 
 approvals_app = typer.Typer(help="Pending approvals: list, approve, deny (SPEC §5).", no_args_is_help=True)
 app.add_typer(approvals_app, name="approvals")
@@ -38,6 +37,8 @@ def run_async(svc, coro):
 
 
 def check_model(model: Optional[str], svc) -> str:
+    from palui.models import resolve_model  # the model library is slow to import: only here
+
     spec = model or svc.settings.model
     try:
         resolve_model(spec)
@@ -147,3 +148,13 @@ def inbox_cmd(limit: int = typer.Option(50, "--limit"), as_json: bool = typer.Op
         typer.echo("inbox is empty")
     for r in rows:
         typer.echo(f"{r['time'][:19]}  [{r['kind']}] {r['text']}")
+
+
+@app.command("stop")
+def stop_cmd(conversation: Optional[str] = typer.Option(None, "--conversation", help="Stop this conversation's turn."),
+             turn: Optional[str] = typer.Option(None, "--turn", help="Stop this turn.")) -> None:
+    """``/stop`` from another terminal: stop a running, waiting or queued turn and cancel its approvals."""
+    if not conversation and not turn:
+        fail("give --conversation ID or --turn ID", 2)
+    ids = service().stop(conversation=conversation, turn=turn)
+    typer.echo(f"stopped {', '.join(ids)}" if ids else "nothing to stop")

@@ -137,3 +137,13 @@ def cancel_for_turn(db: Database, turn_id: str, now: float | None = None) -> int
     with db.write() as c:
         return c.execute("UPDATE approvals SET status='cancelled', answered_at=? WHERE turn_id=? AND status='pending'",
                          (now, turn_id)).rowcount
+
+
+def approval_prompt(a: dict[str, Any]) -> str:
+    """The approval request as told on the person's channel (SPEC §4, §5)."""
+    lines = [f"Approval {a['id']}: {a['tool']} ({a['class']}) wants to run — {a['reason']}",
+             f"  arguments: {json.dumps(a['args'], ensure_ascii=False)}"]
+    for m in a["untrusted_args"]:
+        lines.append(f"  ! {m['path']} = {m['value']!r} came from untrusted content: {m['source']}")
+    lines.append(f"  answer with /approve {a['id']} or /deny {a['id']} (expires {a['expires_at']})")
+    return "\n".join(lines)

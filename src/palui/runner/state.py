@@ -8,12 +8,13 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
-
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
+from typing import TYPE_CHECKING, Any
 
 from palui.store.db import Database
 from palui.types import Origin, TurnStatus
+
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage
 
 OWNER = f"{socket.gethostname()}:{os.getpid()}"
 
@@ -34,7 +35,7 @@ class Turn:
     status: TurnStatus
     input: str
     model: str | None
-    messages: list[ModelMessage]
+    messages: list["ModelMessage"]
     offered: list[str] | None
     pending: list[dict[str, Any]] | None
     tainted: bool
@@ -57,13 +58,20 @@ class Turn:
         return self.input_tokens + self.output_tokens
 
 
+def _adapter():
+    # pydantic-ai takes ~1.7 s to import: only turn commands pay for it.
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    return ModelMessagesTypeAdapter
+
+
 def load(db: Database, turn_id: str) -> Turn | None:
     r = db.one("SELECT * FROM turns WHERE id = ?", (turn_id,))
     if r is None:
         return None
     return Turn(
         id=r["id"], conversation_id=r["conversation_id"], origin=Origin(r["origin"]), status=TurnStatus(r["status"]),
-        input=r["input"], model=r["model"], messages=ModelMessagesTypeAdapter.validate_json(r["messages_json"]),
+        input=r["input"], model=r["model"], messages=_adapter().validate_json(r["messages_json"]),
         offered=json.loads(r["offered_json"]) if r["offered_json"] else None,
         pending=json.loads(r["pending_json"]) if r["pending_json"] else None,
         tainted=bool(r["tainted"]), taint_source=r["taint_source"], steps=r["steps"], seconds=r["seconds"],
@@ -81,7 +89,7 @@ def save(db: Database, t: Turn) -> None:
             "UPDATE turns SET status=?, messages_json=?, offered_json=?, pending_json=?, tainted=?, taint_source=?,"
             " steps=?, seconds=?, input_tokens=?, output_tokens=?, answer=?, error=?, budget_hit=?, events_json=?,"
             " updated_at=? WHERE id=?",
-            (t.status.value, ModelMessagesTypeAdapter.dump_json(t.messages).decode(),
+            (t.status.value, _adapter().dump_json(t.messages).decode(),
              json.dumps(t.offered) if t.offered is not None else None,
              json.dumps(t.pending) if t.pending is not None else None, int(t.tainted), t.taint_source, t.steps,
              t.seconds, t.input_tokens, t.output_tokens, t.answer, t.error, t.budget_hit,
@@ -108,7 +116,7 @@ def stop_requested(db: Database, turn_id: str) -> bool:
     return bool(r and r[0])
 
 
-def history(db: Database, conversation_id: str, before: float, max_chars: int = 120_000) -> list[ModelMessage]:
+def history(db: Database, conversation_id: str, before: float, max_chars: int = 120_000) -> list["ModelMessage"]:
     """Model messages of the conversation's earlier turns, oldest first, trimmed to ``max_chars``.
 
     Whole turns are dropped from the oldest end (SPEC §9); taint is kept on the
@@ -117,22 +125,22 @@ def history(db: Database, conversation_id: str, before: float, max_chars: int = 
     """
     rows = db.all("SELECT messages_json FROM turns WHERE conversation_id = ? AND created_at < ? ORDER BY created_at",
                   (conversation_id, before))
-    chunks: list[list[ModelMessage]] = []
+    chunks: list[list["ModelMessage"]] = []
     total = 0
     for r in reversed(rows):
         size = len(r["messages_json"])
         if total + size > max_chars and chunks:
             break
         total += size
-        msgs = ModelMessagesTypeAdapter.validate_json(r["messages_json"])
+        msgs = _adapter().validate_json(r["messages_json"])
         chunks.append(_answered_only(msgs))
-    out: list[ModelMessage] = []
+    out: list["ModelMessage"] = []
     for ch in reversed(chunks):
         out.extend(ch)
     return out
 
 
-def _answered_only(msgs: list[ModelMessage]) -> list[ModelMessage]:
+def _answered_only(msgs: list["ModelMessage"]) -> list["ModelMessage"]:
     from pydantic_ai.messages import ModelResponse, ToolCallPart
 
     while msgs and isinstance(msgs[-1], ModelResponse) and any(isinstance(p, ToolCallPart) for p in msgs[-1].parts):

@@ -32,6 +32,7 @@ from palui.models import ModelHandle, request, resolve_model
 from palui.policy.budget import Candidate, select
 from palui.policy.matrix import decide
 from palui.runner import approvals, audit, caps
+from palui.runner.approvals import approval_prompt
 from palui.runner import state as st
 from palui.runner.state import Turn
 from palui.store import tools as tools_store
@@ -44,8 +45,13 @@ if TYPE_CHECKING:
 DENIED = "The person denied this action."
 MAX_UNTRUSTED_CHARS = 1_000_000
 CONNECT_TIMEOUT = 30.0
+STOP_POLL = 0.25  # seconds between checks for a stop requested by another process
 
 EventSink = Callable[[dict[str, Any]], None]
+
+
+class StopRequested(Exception):
+    """``/stop`` was asked for this turn (by any process)."""
 
 
 class TurnRunner:
@@ -98,6 +104,8 @@ class TurnRunner:
         try:
             handle = resolve_model(t.model)
             await self._loop(t, handle)
+        except StopRequested:
+            self._finish_stopped(t, "stopped by the person")
         except asyncio.CancelledError:
             self._finish_stopped(t, "stopped by the person")
             raise
@@ -169,7 +177,7 @@ class TurnRunner:
             defs = self._definitions(t)
             self._emit(t, {"type": "step", "step": t.steps + 1, "tools_offered": [d.name for d in defs]})
             try:
-                response = await request(handle, self._messages(t), defs, left)
+                response = await self._guarded(t, request(handle, self._messages(t), defs, left), left)
             except asyncio.TimeoutError:
                 return self._budget_end(t, f"time budget reached ({self.settings.get('budgets.seconds')} s)")
             t.steps += 1
@@ -187,6 +195,33 @@ class TurnRunner:
                 return self._end(t, TurnStatus.DONE)
             t.pending = [self._call_record(p) for p in calls]
             self._save(t)
+
+    async def _guarded(self, t: Turn, coro, timeout: float):
+        """Await ``coro`` within ``timeout`` seconds, cancelling it promptly if a stop is requested
+        from any process (the flag is polled every ``STOP_POLL`` seconds).
+
+        Raises asyncio.TimeoutError on timeout and asyncio.CancelledError on a stop.
+        """
+        task = asyncio.ensure_future(coro)
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        try:
+            while True:
+                left = end - loop.time()
+                if left <= 0:
+                    raise asyncio.TimeoutError()
+                done, _ = await asyncio.wait({task}, timeout=min(STOP_POLL, left))
+                if done:
+                    return task.result()
+                if st.stop_requested(self.db, t.id):
+                    raise StopRequested()
+        finally:
+            if not task.done():
+                task.cancel()
+                try:
+                    await task
+                except BaseException:
+                    pass
 
     def _budget_end(self, t: Turn, why: str) -> None:
         self._end(t, TurnStatus.BUDGET, budget=why)
@@ -275,7 +310,7 @@ class TurnRunner:
             if call["state"] == "done":
                 continue
             if st.stop_requested(self.db, t.id):
-                raise asyncio.CancelledError()
+                raise StopRequested()
             if call["state"] == "sent":
                 # The process ended while this call was in flight: never run it twice.
                 self._result(t, call, "The call was interrupted before its result arrived; it may have run.", True)
@@ -373,10 +408,10 @@ class TurnRunner:
                           taint_source=t.taint_source, step=t.steps, db=self.db, settings=self.settings)
         started = time.monotonic()
         try:
-            result = await asyncio.wait_for(conn.call_tool(row.tool, call["args"], ctx), timeout=max(0.1, self._time_left(t)))
+            result = await self._guarded(t, conn.call_tool(row.tool, call["args"], ctx), max(0.1, self._time_left(t)))
         except asyncio.TimeoutError:
             result = ToolResult("Error: the call ran out of the turn's time budget.", is_error=True)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, StopRequested):
             self._audit(t, call, row, verdict, reason, "cancelled; may have run",
                         (time.monotonic() - started) * 1000)
             call["state"] = "done"
@@ -414,13 +449,3 @@ class TurnRunner:
                      class_source=row.class_source.value if row else None, origin=t.origin.value, tainted=t.tainted,
                      verdict=verdict, reason=reason, args_hash=approvals.args_hash(call["args"]), outcome=outcome,
                      duration_ms=duration_ms)
-
-
-def approval_prompt(a: dict[str, Any]) -> str:
-    """The approval request as told on the person's channel (SPEC §4, §5)."""
-    lines = [f"Approval {a['id']}: {a['tool']} ({a['class']}) wants to run — {a['reason']}",
-             f"  arguments: {json.dumps(a['args'], ensure_ascii=False)}"]
-    for m in a["untrusted_args"]:
-        lines.append(f"  ! {m['path']} = {m['value']!r} came from untrusted content: {m['source']}")
-    lines.append(f"  answer with /approve {a['id']} or /deny {a['id']} (expires {a['expires_at']})")
-    return "\n".join(lines)
