@@ -73,10 +73,21 @@ async def test_task_status_filters_update_and_delete(svc):
 @pytest.mark.parametrize("name,args", [("create_task", {}), ("create_task", {"title": ""}),
                                        ("update_task", {"id": 1}), ("update_task", {"id": 1, "status": "later"}),
                                        ("update_task", {"id": 1, "title": " "}), ("list_tasks", {"status": "x"}),
-                                       ("delete_task", {"id": None}), ("nope", {})])
+                                       ("delete_task", {"id": None}), ("nope", {}),
+                                       ("create_task", {"title": "x", "due": "tomorrow"}),
+                                       ("update_task", {"id": 1, "due": "2026-13-01"})])
 async def test_task_bad_arguments_are_error_results(svc, name, args):
     tasks = TasksConnector()
     await call(tasks, "create_task", {"title": "keep"}, ctx(svc))
     r = await call(tasks, name, args, ctx(svc))
     assert r.is_error and r.text
     assert svc.db.one("SELECT title, status FROM tasks")[:] == ("keep", "open")
+
+
+async def test_due_accepts_iso_dates_and_date_times(svc):
+    tasks = TasksConnector()
+    r = await call(tasks, "create_task", {"title": "call", "due": "2026-05-01T09:30"}, ctx(svc))
+    assert not r.is_error and "due 2026-05-01T09:30" in r.text
+    r = await call(tasks, "create_task", {"title": "earlier", "due": " 2026-04-30 "}, ctx(svc))
+    assert not r.is_error
+    assert (await call(tasks, "list_tasks", {}, ctx(svc))).text.splitlines()[0].startswith("[2]")

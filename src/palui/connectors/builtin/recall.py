@@ -8,6 +8,7 @@ can reach FTS5 as query syntax.
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 from palui.connectors.base import CallContext, Connector, ToolResult, ToolSpec
@@ -74,6 +75,8 @@ class RecallConnector(Connector):
                 return self._forget(args, ctx)
         except ArgError as e:
             return ToolResult(text=f"recall.{name}: {e}", is_error=True, untrusted=False)
+        except sqlite3.Error as e:  # e.g. the database is locked for longer than the busy timeout
+            return ToolResult(text=f"recall.{name} failed: database error: {e}", is_error=True, untrusted=False)
         return ToolResult(text=f"recall has no tool {name!r}", is_error=True, untrusted=False)
 
     def _search(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:

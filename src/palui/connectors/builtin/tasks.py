@@ -7,6 +7,8 @@ untrusted, any other result is not.
 
 from __future__ import annotations
 
+import sqlite3
+from datetime import date, datetime
 from typing import Any
 
 from palui.connectors.base import CallContext, Connector, ToolResult, ToolSpec
@@ -88,6 +90,8 @@ class TasksConnector(Connector):
                 return self._delete(args, ctx)
         except ArgError as e:
             return ToolResult(text=f"tasks.{name}: {e}", is_error=True, untrusted=False)
+        except sqlite3.Error as e:  # e.g. the database is locked for longer than the busy timeout
+            return ToolResult(text=f"tasks.{name} failed: database error: {e}", is_error=True, untrusted=False)
         return ToolResult(text=f"tasks has no tool {name!r}", is_error=True, untrusted=False)
 
     def _list(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
@@ -144,11 +148,18 @@ class TasksConnector(Connector):
 
 
 def _due(args: dict[str, Any]) -> str | None:
-    # Stored as given (ISO 8601 asked for in the schema); an empty string clears it.
+    """An ISO 8601 date or date-time, stored as given so that text order is date order; "" clears it."""
     due = str_arg(args, "due", required=False)
-    if due is None:
+    if due is None or not due.strip():
         return None
-    return due.strip() or None
+    due = due.strip()
+    parse = date.fromisoformat if len(due) == 10 else datetime.fromisoformat
+    try:
+        parse(due)
+    except ValueError:
+        raise ArgError(f"argument 'due' must be an ISO 8601 date like 2026-05-01 (or date-time), not {due!r}") \
+            from None
+    return due
 
 
 def task_text(t: dict[str, Any]) -> str:
