@@ -47,6 +47,10 @@ class ConnectorHub:
             self._live[cid] = conn
             return conn
 
+    def attach(self, connector: Connector) -> None:
+        """Use this live connector for its id (in-process connectors, tests)."""
+        self._live[connector.id] = connector
+
     def forget(self, cid: str) -> Connector | None:
         """Drop a live connector (after remove or config change); the caller closes it."""
         return self._live.pop(cid, None)
