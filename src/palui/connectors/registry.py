@@ -239,6 +239,12 @@ def accept_review(c, row) -> None:
              canonical_json(ann) if ann is not None else None, review["definition_hash"],
              hints.value if hints else None, "hints" if hints else None, now, *key),
         )
+        user = ToolClass(row["user_class"]) if row["user_class"] else None
+        if user is not None and (hints or ToolClass.DESTRUCTIVE).rank > user.rank:
+            # The accepted definition's hints are stricter than the person's class: as with an
+            # annotation-only tightening, the stricter class applies (SPEC §7); the person can
+            # set the looser class again deliberately.
+            c.execute("UPDATE tools SET user_class = NULL WHERE connector_id=? AND raw_name=?", key)
     enabled = 1 if review.get("kind") == "changed" and review.get("was_enabled") else row["enabled"]
     if review.get("kind") == "changed" and not review.get("was_enabled"):
         enabled = 0
