@@ -22,15 +22,18 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, Coroutine, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Coroutine, Mapping, TypeVar
 
 from palui.api.base import ServiceBase
-from palui.connectors.mcp import MCPConnector, config_from_row
+from palui.connectors.mcp import config_from_row
 from palui.connectors.mcp.config import ServerConfig, delete_secrets, parse_mcp_servers, write_secrets
 from palui.connectors.mcp.stderr import log_path
 from palui.connectors.naming import connector_id
 from palui.connectors.registry import SyncReport
 from palui.errors import NotFound, PaluiError, UsageError
+
+if TYPE_CHECKING:
+    from palui.connectors.mcp.connector import MCPConnector
 
 T = TypeVar("T")
 
@@ -63,8 +66,10 @@ class MCPAPI(ServiceBase):
             raise UsageError(f"{cid} is a built-in connector, not an MCP server")
         return row
 
-    def _live_mcp(self, cid: str) -> MCPConnector | None:
+    def _live_mcp(self, cid: str) -> "MCPConnector | None":
         """The connector live in this process's hub (if the service has one and it holds ``cid``)."""
+        from palui.connectors.mcp.connector import MCPConnector
+
         hub = getattr(self, "hub", None)
         live = getattr(hub, "_live", None)
         conn = live.get(cid) if isinstance(live, dict) else None
@@ -126,6 +131,8 @@ class MCPAPI(ServiceBase):
                 " VALUES (?, 'mcp', ?, ?, ?, 'connecting', ?)",
                 (cid, name, config.transport, json.dumps(config.public()), time.time()),
             )
+        from palui.connectors.mcp.connector import MCPConnector
+
         connector = MCPConnector(self, cid, name, config)  # type: ignore[arg-type]
         try:
             try:
@@ -207,6 +214,8 @@ class MCPAPI(ServiceBase):
         if live is not None:
             report = await live.refresh()
             return {**_report_dict(cid, report), "state": live.state()}
+        from palui.connectors.mcp.connector import MCPConnector
+
         connector = MCPConnector(self, cid, row["name"], config_from_row(self, row))  # type: ignore[arg-type]
         try:
             report = await connector.refresh()

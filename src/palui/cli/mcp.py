@@ -1,3 +1,135 @@
-"""``palui`` commands: mcp."""
+"""``palui connectors add|import|remove|refresh|trust|show|enable|disable`` (MCP servers, SPEC §7)."""
 
 from __future__ import annotations
+
+import os
+from typing import Optional
+
+import typer
+
+from palui.cli.common import connectors_app, emit_json, service
+from palui.connectors.mcp.config import ServerConfig, parse_pairs
+from palui.errors import UsageError
+
+
+def _print_report(r: dict) -> None:
+    for key, label in (("changed", "changed — switched off, review it"), ("tightened", "class tightened — review it"),
+                       ("loosening_held", "asks for a looser class — held until review"),
+                       ("removed", "no longer listed"), ("refused_duplicates", "listed twice — both refused")):
+        for name in r.get(key, []):
+            typer.echo(f"  {name}: {label}")
+
+
+@connectors_app.command("add")
+def connectors_add(
+    name: str = typer.Argument(..., help="A name for the server; the id becomes mcp-<slug>."),
+    command: Optional[list[str]] = typer.Argument(None, metavar="-- COMMAND [ARGS…]",
+                                                  help="The stdio server's command line, after --."),
+    url: Optional[str] = typer.Option(None, "--url", help="A streamable HTTP server's URL (instead of a command)."),
+    env: list[str] = typer.Option([], "--env", metavar="KEY[=VALUE]",
+                                  help="Environment for a stdio server (a secret). KEY alone takes $KEY."),
+    header: list[str] = typer.Option([], "--header", metavar="KEY=VALUE", help="HTTP header (a secret)."),
+    cwd: Optional[str] = typer.Option(None, "--cwd", help="Working directory of a stdio server."),
+    enable_read: bool = typer.Option(False, "--enable-read", help="Switch on its read tools at once."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", metavar="S", help="Per-call timeout in seconds."),
+    max_output: Optional[int] = typer.Option(None, "--max-output", metavar="BYTES", help="Output size limit in bytes."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Connect an MCP server, list its tools and store them (switched off)."""
+    if bool(url) == bool(command):
+        raise UsageError("give either -- COMMAND [ARGS…] (stdio) or --url URL (streamable HTTP)")
+    if url and (env or cwd):
+        raise UsageError("--env and --cwd are for stdio servers; an HTTP server takes --header")
+    if command and header:
+        raise UsageError("--header is for HTTP servers; a stdio server takes --env")
+    if url:
+        config = ServerConfig("http", url=url, headers=parse_pairs(header, "--header", os.environ),
+                              timeout_seconds=timeout, max_output_bytes=max_output)
+    else:
+        config = ServerConfig("stdio", command=command[0], args=tuple(command[1:]), cwd=cwd,
+                              env=parse_pairs(env, "--env", os.environ),
+                              timeout_seconds=timeout, max_output_bytes=max_output)
+    result = service().mcp_add(name, config, enable_read=enable_read)
+    if as_json:
+        return emit_json(result)
+    typer.echo(f"{result['id']}: connected, {len(result['tools'])} tool(s), "
+               f"{len(result['enabled'])} switched on")
+    _print_report({"refused_duplicates": result["refused_duplicates"]})
+    if not enable_read:
+        typer.echo(f"New tools start off: palui tools enable-read {result['id']}, or palui tools enable NAME")
+
+
+@connectors_app.command("import")
+def connectors_import(
+    file: str = typer.Argument(..., help='A JSON file {"mcpServers": {name: {command,args,env} | {url,headers}}}.'),
+    enable_read: bool = typer.Option(False, "--enable-read", help="Switch on the read tools of each server."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Add every server of an mcpServers JSON file (${VAR} taken from the environment)."""
+    results = service().mcp_import(file, enable_read=enable_read)
+    if as_json:
+        emit_json(results)
+    else:
+        for r in results:
+            typer.echo(f"{r['name']}: {r['status']}" + (f" ({r['id']})" if r.get("id") else "")
+                       + (f": {r['message']}" if r.get("message") else ""))
+    if any(r["status"] == "error" for r in results):
+        raise typer.Exit(1)
+
+
+@connectors_app.command("remove")
+def connectors_remove(cid: str = typer.Argument(..., metavar="ID")) -> None:
+    """Remove an MCP connector, its tools, secrets and logs."""
+    service().mcp_remove(cid)
+    typer.echo(f"{cid}: removed")
+
+
+@connectors_app.command("refresh")
+def connectors_refresh(cid: str = typer.Argument(..., metavar="ID"),
+                       as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Re-list a server's tools; changed definitions are switched off and flagged for review."""
+    r = service().mcp_refresh(cid)
+    if as_json:
+        return emit_json(r)
+    typer.echo(f"{cid}: {r['state']}; {len(r['added'])} new, {len(r['changed'])} changed, "
+               f"{len(r['removed'])} gone")
+    _print_report(r)
+
+
+@connectors_app.command("trust")
+def connectors_trust(cid: str = typer.Argument(..., metavar="ID"),
+                     tool: Optional[str] = typer.Option(None, "--tool", help="Only this tool (its name or raw name)."),
+                     untrust: bool = typer.Option(False, "--untrust", help="Remove the mark again.")) -> None:
+    """Mark a connector (or one tool) a trusted source: its output no longer taints turns."""
+    svc = service()
+    name = svc.resolve_tool(cid, tool) if tool else None
+    svc.set_trusted(cid, name, not untrust)
+    what = name or cid
+    typer.echo(f"{what}: {'not ' if untrust else ''}a trusted source")
+
+
+@connectors_app.command("show")
+def connectors_show(cid: str = typer.Argument(..., metavar="ID"),
+                    as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Show an MCP connector's configuration (secret values redacted)."""
+    cfg = service().mcp_config(cid)
+    if as_json:
+        return emit_json(cfg)
+    for k, v in cfg.items():
+        if v not in (None, [], {}):
+            typer.echo(f"{k}: {v}")
+
+
+@connectors_app.command("enable")
+def connectors_enable(cid: str = typer.Argument(..., metavar="ID")) -> None:
+    """Enable an MCP connector again."""
+    service().mcp_set_enabled(cid, True)
+    typer.echo(f"{cid}: enabled")
+
+
+@connectors_app.command("disable")
+def connectors_disable(cid: str = typer.Argument(..., metavar="ID")) -> None:
+    """Disable an MCP connector: none of its tools is offered or called."""
+    service().mcp_set_enabled(cid, False)
+    typer.echo(f"{cid}: disabled")
+

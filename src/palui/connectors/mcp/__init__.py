@@ -5,6 +5,9 @@ Modules: :mod:`.config` (server configs, secrets files, ``mcpServers`` import),
 protocol eras, raw ``tools/list``, list_changed), :mod:`.results` (raw listings and
 results at the boundary), :mod:`.connector` (the :class:`MCPConnector`: lifecycle,
 sync, limits, error results).
+
+The SDK is imported only when a connector is created, so commands that never talk to
+a server start fast.
 """
 
 from __future__ import annotations
@@ -13,10 +16,10 @@ import json
 from typing import TYPE_CHECKING, Any, Mapping
 
 from palui.connectors.mcp.config import ServerConfig, read_secrets
-from palui.connectors.mcp.connector import MCPConnector
 from palui.errors import ConnectorError
 
 if TYPE_CHECKING:
+    from palui.connectors.mcp.connector import MCPConnector
     from palui.service import Service
 
 __all__ = ["MCPConnector", "ServerConfig", "config_from_row", "create_connector"]
@@ -40,7 +43,15 @@ def config_from_row(service: "Service", row: Mapping[str, Any]) -> ServerConfig:
         raise ConnectorError(f"the stored configuration of {row['id']} is unusable: {e}") from None
 
 
-async def create_connector(service: "Service", row: Mapping[str, Any]) -> MCPConnector:
+def __getattr__(name: str) -> Any:
+    if name == "MCPConnector":
+        from palui.connectors.mcp.connector import MCPConnector
+
+        return MCPConnector
+    raise AttributeError(name)
+
+
+async def create_connector(service: "Service", row: Mapping[str, Any]) -> "MCPConnector":
     """The live connector for a stored MCP ``connectors`` row; the hub calls it on first use.
 
     Starts the server and syncs its tools (the rug-pull check of each connection).
@@ -50,6 +61,8 @@ async def create_connector(service: "Service", row: Mapping[str, Any]) -> MCPCon
 
     Raises ConnectorError only when the stored configuration itself is unusable.
     """
+    from palui.connectors.mcp.connector import MCPConnector
+
     config = config_from_row(service, row)
     connector = MCPConnector(service, row["id"], row["name"], config, enabled=bool(row["enabled"]))
     if connector.enabled:

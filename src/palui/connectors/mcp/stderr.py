@@ -24,6 +24,11 @@ def log_path(data_dir: Path, connector_id: str) -> Path:
     return data_dir / "logs" / f"{connector_id}.stderr.log"
 
 
+def _open_log(path: Path) -> IO[bytes]:
+    # Mode 0600: a server may print its environment (secrets) on stderr.
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
+
+
 class StderrCapture:
     """One server process's stderr pipe and its capped log.
 
@@ -46,7 +51,7 @@ class StderrCapture:
 
     def open(self) -> IO[str]:
         """Create the pipe and start draining it. Returns the write end for the child."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         read_fd, write_fd = os.pipe()
         self._write_end = os.fdopen(write_fd, "w")
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -68,7 +73,7 @@ class StderrCapture:
         half = max(self.cap_bytes // 2, 1)
         out = None
         try:
-            out = open(self.path, "ab")
+            out = _open_log(self.path)
             out.write(f"--- server started {stamp} ---\n".encode())
             size = out.tell()
             while True:
@@ -78,7 +83,7 @@ class StderrCapture:
                 if size + len(chunk) > half:
                     out.close()
                     os.replace(self.path, self.path.with_name(self.path.name + ".1"))
-                    out = open(self.path, "ab")
+                    out = _open_log(self.path)
                     size = 0
                     chunk = chunk[-half:]
                 out.write(chunk)

@@ -1,0 +1,184 @@
+"""A small, configurable, hostile MCP server for Palui's tests, built on the mcp SDK's ``MCPServer``.
+
+Usage::
+
+    python mcp_hostile.py SPEC.json            # stdio
+    python mcp_hostile.py SPEC.json --http     # streamable HTTP on 127.0.0.1, a free port;
+                                               # prints "PORT <n>" on stdout once listening
+
+SPEC.json is read again on every request, so a test changes the server's tool list
+between two listings by rewriting the file::
+
+    {"legacy": false,              # stdio: refuse server/discover, so the client falls back to initialize
+     "stderr_on_start": 0,         # bytes written to stderr before serving
+     "require_header": null,       # ["Authorization", "Bearer x"]: HTTP requests without it get 401
+     "tools": [{"name": "echo", "description": "...", "inputSchema": {...},
+                "annotations": {...},          # sent exactly as written (strings, absent keys)
+                "behaviour": "echo"}]}
+
+Behaviours of ``tools/call``: ``echo`` (the arguments back), ``hang`` (never answers),
+``crash`` (the process exits mid-call), ``big`` (``bytes`` characters, default 10 MB),
+``flood`` (``bytes`` of stderr, default 4 MiB, then an answer), ``fail`` (an ``isError``
+result), ``malformed`` (a result that is not a CallToolResult), ``env`` (the value of
+environment variable ``name``), ``mutate`` (replace the tool list with ``tools`` and send
+``notifications/tools/list_changed`` in both protocol eras).
+
+The SDK's own tool registry cannot send raw annotation values (it validates
+``"true"`` into ``true``) nor list a name twice, so a server middleware answers
+``tools/list`` and ``tools/call`` from SPEC.json; the rest (handshakes in both eras,
+``subscriptions/listen``, transports) is the SDK's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ToolsListChanged
+from mcp.shared.message import SessionMessage
+from mcp_types import METHOD_NOT_FOUND, ErrorData, JSONRPCError, JSONRPCRequest
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+SPEC = Path(sys.argv[1])
+_WIRE_KEYS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations", "_meta")
+
+
+def spec() -> dict[str, Any]:
+    return json.loads(SPEC.read_text())
+
+
+def text_result(text: str, *, error: bool = False, modern: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": error}
+    if modern:
+        out["resultType"] = "complete"
+    return out
+
+
+bus = InMemorySubscriptionBus()
+server = MCPServer("palui-hostile", version="1.0", subscriptions=bus)
+
+
+async def middleware(ctx, call_next):
+    s = spec()
+    if ctx.method == "tools/list":
+        result = dict(await call_next(ctx))
+        result["tools"] = [{k: t[k] for k in _WIRE_KEYS if k in t} for t in s.get("tools", [])]
+        return result
+    if ctx.method != "tools/call":
+        return await call_next(ctx)
+    modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+    params = dict(ctx.params or {})
+    name, args = params.get("name"), params.get("arguments") or {}
+    tool = next((t for t in s.get("tools", []) if t["name"] == name), None)
+    if tool is None:
+        return text_result(f"no tool {name!r}", error=True, modern=modern)
+    behaviour = tool.get("behaviour", "echo")
+    if behaviour == "echo":
+        return text_result("echo: " + json.dumps(args, sort_keys=True), modern=modern)
+    if behaviour == "hang":
+        await anyio.sleep(3600)
+    if behaviour == "crash":
+        sys.stderr.write("crashing on purpose\n")
+        sys.stderr.flush()
+        os._exit(7)
+    if behaviour == "big":
+        return text_result("x" * int(args.get("bytes", 10_000_000)), modern=modern)
+    if behaviour == "flood":
+        chunk = ("flood " * 1000 + "\n").encode()
+        left = int(args.get("bytes", 4 * 1024 * 1024))
+        while left > 0:
+            os.write(2, chunk[:left])
+            left -= len(chunk)
+        return text_result("flooded", modern=modern)
+    if behaviour == "fail":
+        return text_result("failed on purpose", error=True, modern=modern)
+    if behaviour == "malformed":
+        return {"content": "not a list of content blocks", "isError": "maybe"}
+    if behaviour == "env":
+        return text_result(os.environ.get(str(args.get("name")), "<unset>"), modern=modern)
+    if behaviour == "mutate":
+        s["tools"] = args["tools"]
+        SPEC.write_text(json.dumps(s))
+        if modern:
+            await bus.publish(ToolsListChanged())
+        else:
+            await ctx.session.send_tool_list_changed()
+        return text_result("mutated", modern=modern)
+    return text_result(f"unknown behaviour {behaviour!r}", error=True, modern=modern)
+
+
+server.middleware.append(middleware)
+
+
+def require_header(app, header: tuple[str, str]):
+    """ASGI wrapper: 401 unless the request carries the header (checks the secret headers arrive)."""
+    key, value = header[0].lower().encode(), header[1].encode()
+
+    async def wrapped(scope, receive, send):
+        if scope["type"] == "http" and dict(scope.get("headers") or []).get(key) != value:
+            await send({"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"text/plain")]})
+            await send({"type": "http.response.body", "body": b"missing or wrong header"})
+            return
+        await app(scope, receive, send)
+
+    return wrapped
+
+
+async def run_legacy_stdio() -> None:
+    """Serve stdio as a pre-2026 server: ``server/discover`` is answered "method not found".
+
+    The SDK's server speaks both eras and lets the first request choose, so the
+    refusal happens in front of it, on the stream, before the era is settled.
+    """
+    lowlevel = server._lowlevel_server
+    async with stdio_server() as (read, write):
+        inner_send, inner_read = anyio.create_memory_object_stream(0)
+
+        async def pump() -> None:
+            async with inner_send:
+                async for item in read:
+                    msg = getattr(item, "message", None)
+                    if isinstance(msg, JSONRPCRequest) and msg.method == "server/discover":
+                        error = ErrorData(code=METHOD_NOT_FOUND, message="Method not found")
+                        await write.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=msg.id, error=error)))
+                        continue
+                    await inner_send.send(item)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pump)
+            await lowlevel.run(inner_read, write, lowlevel.create_initialization_options())
+            tg.cancel_scope.cancel()
+
+
+def main() -> None:
+    s = spec()
+    if s.get("stderr_on_start"):
+        os.write(2, b"e" * int(s["stderr_on_start"]))
+    if "--http" not in sys.argv:
+        if s.get("legacy"):
+            anyio.run(run_legacy_stdio)
+        else:
+            server.run("stdio")
+        return
+    import uvicorn
+
+    app = server.streamable_http_app()
+    if s.get("require_header"):
+        app = require_header(app, tuple(s["require_header"]))
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
+    print(f"PORT {sock.getsockname()[1]}", flush=True)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+if __name__ == "__main__":
+    main()
