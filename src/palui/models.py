@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from palui.errors import ModelConfigError
 
 if TYPE_CHECKING:  # the model library takes ~1.7 s to import: modules import it when a model is used
+    from pydantic_ai.exceptions import ModelAPIError
     from pydantic_ai.messages import ModelMessage, ModelResponse
     from pydantic_ai.models import Model
     from pydantic_ai.settings import ModelSettings
@@ -119,7 +120,7 @@ async def request(handle: ModelHandle, messages: "list[ModelMessage]", tools: "l
             which, with the provider's own words.
     """
     from pydantic_ai.direct import model_request
-    from pydantic_ai.exceptions import ModelHTTPError
+    from pydantic_ai.exceptions import ModelConnectionError, ModelHTTPError
     from pydantic_ai.models import ModelRequestParameters
 
     loop = asyncio.get_running_loop()
@@ -159,8 +160,10 @@ def _backoff(attempt: int, retry_after: float | None) -> float:
     return min(8.0, 0.5 * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
 
 
-def _clear(handle: ModelHandle, e: ModelAPIError, attempts: int, note: str = "") -> ModelAPIError:
+def _clear(handle: ModelHandle, e: "ModelAPIError", attempts: int, note: str = "") -> "ModelAPIError":
     """The same failure with a message for the person: what happened and the provider's own words."""
+    from pydantic_ai.exceptions import ModelAPIError, ModelHTTPError
+
     body = e.body if isinstance(e.body, dict) else {}
     inner = body.get("error") if isinstance(body.get("error"), dict) else body
     said = inner.get("message") if isinstance(inner.get("message"), str) else (str(e.body)[:500] if e.body else "")
