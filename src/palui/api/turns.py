@@ -35,7 +35,7 @@ class TurnsAPI(ServiceBase):
 
     def start_turn(self, text: str, *, origin: Origin = Origin.CHAT, conversation: str | None = None,
                    model: str | None = None, job_id: str | None = None, webhook_id: str | None = None) -> str:
-        """Create a turn (status ``queued``) and count it as a run (SPEC §6). Returns the turn id.
+        """Create a turn (status ``queued``; it counts as a run when it is admitted). Returns the turn id.
 
         The turn starts tainted when its conversation is (SPEC §4: taint is sticky), and
         a webhook turn starts tainted by its payload.
@@ -60,7 +60,6 @@ class TurnsAPI(ServiceBase):
                 (tid, conversation, origin.value, TurnStatus.QUEUED.value, text, model, int(tainted), source, job_id,
                  webhook_id, now, now),
             )
-            c.execute("INSERT INTO runs (time, turn_id, origin) VALUES (?,?,?)", (now, tid, origin.value))
         from pydantic_ai.messages import ModelRequest, UserPromptPart
 
         t = st.load(self.db, tid)
@@ -80,9 +79,52 @@ class TurnsAPI(ServiceBase):
         from palui.runner.turn import TurnRunner  # imports the model library (slow): only when a turn runs
 
         runner = TurnRunner(self, on_event)  # type: ignore[arg-type]
-        if st.claim(self.db, turn_id, from_status):
+        if from_status == (TurnStatus.QUEUED,):
+            claimed, cap = st.claim_new(self.db, turn_id, self._caps_verdict)
+            if cap:
+                self._paused(cap)
+                result = self.turn_result(turn_id, [])
+                result["queued_reason"] = cap
+                result["start_after"] = self.pause_state().get("paused_until")
+                return result
+            if claimed:
+                self._unpaused()
+        else:
+            claimed = st.claim(self.db, turn_id, from_status)
+        if claimed:
             await runner.run(turn_id)
         return self.turn_result(turn_id, runner.run_events)
+
+    def _caps_verdict(self, c, turn_row, now):
+        return caps.verdict_in_tx(c, turn_row, now, self.settings, self.job_token_cap(turn_row["job_id"]))
+
+    def job_token_cap(self, job_id: str | None) -> int | None:
+        """A job's own daily token cap (``--token-cap``), or None for the ``caps.job_daily_tokens`` default."""
+        if not job_id:
+            return None
+        import sqlite3
+
+        try:
+            r = self.db.one("SELECT token_cap FROM jobs WHERE id = ?", (job_id,))
+        except sqlite3.OperationalError:  # no jobs table in this schema
+            return None
+        return int(r[0]) if r and r[0] else None
+
+    def _paused(self, cap: str) -> None:
+        """Tell the person once per pause (SPEC §6)."""
+        with self.db.write() as c:
+            r = c.execute("SELECT value FROM kv WHERE key = 'pause'").fetchone()
+            if r and r[0] == cap:
+                return
+            c.execute("INSERT OR REPLACE INTO kv (key, value) VALUES ('pause', ?)", (cap,))
+        until = self.pause_state().get("paused_until")
+        self.notify("cap", f"Palui is paused: the {cap} is reached. New turns wait"
+                    + (f" until {until}." if until else "."))
+
+    def _unpaused(self) -> None:
+        if self.db.one("SELECT 1 FROM kv WHERE key = 'pause'"):
+            with self.db.write() as c:
+                c.execute("DELETE FROM kv WHERE key = 'pause'")
 
     async def send(self, text: str, *, conversation: str | None = None, model: str | None = None,
                    origin: Origin = Origin.CHAT, on_event: EventSink | None = None) -> dict[str, Any]:

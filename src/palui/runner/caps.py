@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from palui.store.db import Database
+
+if TYPE_CHECKING:
+    from palui.policy.caps import CapLimits
 
 
 def zone(name: str | None) -> ZoneInfo | None:
@@ -17,6 +21,35 @@ def zone(name: str | None) -> ZoneInfo | None:
 def day(now: float, tz: ZoneInfo | None) -> str:
     """``YYYY-MM-DD`` of ``now`` (epoch seconds) in ``tz``."""
     return datetime.fromtimestamp(now, tz).astimezone(tz).strftime("%Y-%m-%d")
+
+
+def limits(settings) -> "CapLimits":
+    from palui.policy.caps import CapLimits
+
+    return CapLimits(daily_tokens=int(settings.get("caps.daily_tokens")),
+                     job_daily_tokens=int(settings.get("caps.job_daily_tokens")),
+                     runs_per_hour=int(settings.get("caps.runs_per_hour")))
+
+
+def verdict_in_tx(c, turn_row, now: float, settings, job_cap: int | None = None):
+    """The caps verdict for starting ``turn_row`` now, from counters read on connection ``c``
+    (inside the admitting transaction)."""
+    from dataclasses import replace
+
+    from palui.policy.caps import admit
+
+    tz = zone(settings.get("caps.timezone"))
+    today = day(now, tz)
+    tokens = c.execute("SELECT COALESCE(SUM(tokens), 0) FROM usage WHERE day = ?", (today,)).fetchone()[0]
+    runs = c.execute("SELECT COUNT(*) FROM runs WHERE time > ?", (now - 3600,)).fetchone()[0]
+    job_tokens = None
+    lim = limits(settings)
+    if turn_row["job_id"]:
+        job_tokens = c.execute("SELECT COALESCE(SUM(tokens), 0) FROM usage WHERE day = ? AND job_id = ?",
+                               (today, turn_row["job_id"])).fetchone()[0]
+        if job_cap is not None:
+            lim = replace(lim, job_daily_tokens=job_cap)
+    return admit(lim, runs_last_hour=runs, tokens_today=tokens, job_tokens_today=job_tokens)
 
 
 def record_usage(db: Database, *, turn_id: str, job_id: str | None, tokens: int, tz: ZoneInfo | None,
@@ -63,3 +96,15 @@ def window_frees_at(db: Database, limit: int, now: float | None = None) -> str |
     if not rows:
         return None
     return datetime.fromtimestamp(rows[0][0] + 3600, timezone.utc).isoformat()
+
+
+def inflight_cap(db: Database, settings, job_id: str | None, job_cap: int | None) -> str | None:
+    """The token cap a running turn has crossed, if any (checked at each step boundary, SPEC §6)."""
+    tz = zone(settings.get("caps.timezone"))
+    if tokens_today(db, tz) >= int(settings.get("caps.daily_tokens")):
+        return f"daily token cap reached ({settings.get('caps.daily_tokens')} tokens)"
+    if job_id:
+        cap = job_cap or int(settings.get("caps.job_daily_tokens"))
+        if tokens_today(db, tz, job_id) >= cap:
+            return f"job token cap reached ({cap} tokens today)"
+    return None

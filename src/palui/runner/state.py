@@ -111,6 +111,29 @@ def claim(db: Database, turn_id: str, from_status: tuple[TurnStatus, ...]) -> bo
         return cur.rowcount == 1
 
 
+def claim_new(db: Database, turn_id: str, limits_for, now: float | None = None) -> tuple[bool, str | None]:
+    """Admit a queued turn as a new run and claim it, in one transaction (SPEC §6: caps hold
+    under concurrency, two turns racing for the last slot cannot both start).
+
+    ``limits_for(c, turn_row, now)`` returns a :class:`~palui.policy.caps.CapVerdict` from
+    counters read inside the same transaction. Returns (claimed, cap hit or None).
+    """
+    now = time.time() if now is None else now
+    with db.write() as c:
+        row = c.execute("SELECT * FROM turns WHERE id = ? AND status = 'queued'", (turn_id,)).fetchone()
+        if row is None:
+            return False, None
+        counted = c.execute("SELECT 1 FROM runs WHERE turn_id = ?", (turn_id,)).fetchone() is not None
+        if not counted:
+            verdict = limits_for(c, row, now)
+            if not verdict.ok:
+                return False, verdict.cap
+            c.execute("INSERT INTO runs (time, turn_id, origin) VALUES (?,?,?)", (now, turn_id, row["origin"]))
+        c.execute("UPDATE turns SET status='running', owner=?, version=version+1, updated_at=? WHERE id=?",
+                  (OWNER, now, turn_id))
+        return True, None
+
+
 def stop_requested(db: Database, turn_id: str) -> bool:
     r = db.one("SELECT stop_requested FROM turns WHERE id = ?", (turn_id,))
     return bool(r and r[0])

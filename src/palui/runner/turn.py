@@ -172,8 +172,9 @@ class TurnRunner:
             if left <= 0:
                 return self._budget_end(t, f"time budget reached ({self.settings.get('budgets.seconds')} s)")
             tz = caps.zone(self.settings.get("caps.timezone"))
-            if caps.tokens_today(self.db, tz) >= int(self.settings.get("caps.daily_tokens")):
-                return self._budget_end(t, f"daily token cap reached ({self.settings.get('caps.daily_tokens')} tokens)")
+            cap = caps.inflight_cap(self.db, self.settings, t.job_id, self.svc.job_token_cap(t.job_id))
+            if cap:
+                return self._budget_end(t, cap)
             defs = self._definitions(t)
             self._emit(t, {"type": "step", "step": t.steps + 1, "tools_offered": [d.name for d in defs]})
             try:
