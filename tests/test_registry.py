@@ -170,7 +170,7 @@ def test_tightening_past_the_persons_choice(svc):
     assert report.tightened == ["mcp-n__t"]
     t = svc.tool("mcp-n__t")
     assert (t.tool_class, t.changed) == (ToolClass.WRITE, True)
-    assert t.class_source is not ClassSource.USER or t.tool_class is ToolClass.WRITE
+    assert (t.class_source, t.user_class) == (ClassSource.HINTS, None)  # the person's looser choice is dropped
     assert any("mcp-n__t tightened" in n for n in notices(svc))
     # The person's stricter choice on u is untouched and not flagged.
     assert state(svc.tool("mcp-n__u")) == ("destructive", "user", True, False)
