@@ -28,7 +28,7 @@ from palui.errors import ConfigError
 
 # Environment variables that are not configuration keys. (Any other PALUI_* variable must
 # name a key: a misspelt or unsupported one refuses to start rather than being ignored.)
-_NON_KEY_ENV = {"PALUI_HOME", "PALUI_TEST_CLOCK"}
+_NON_KEY_ENV = {"PALUI_HOME", "PALUI_TEST_CLOCK", "PALUI_TICK_SECONDS"}
 
 # key -> (type, default, check). Types: int, float, bool, str, list[str], "str|None".
 _SCHEMA: dict[str, tuple[str, Any]] = {

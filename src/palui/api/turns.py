@@ -68,32 +68,48 @@ class TurnsAPI(ServiceBase):
         st.save(self.db, t)
         return tid
 
-    async def run_turn(self, turn_id: str, on_event: EventSink | None = None,
-                       from_status: tuple[TurnStatus, ...] = (TurnStatus.QUEUED,)) -> dict[str, Any]:
-        """Claim and run a turn in this process. Returns :meth:`turn_result`.
-
-        If another process holds the turn, returns its current state without running it.
-        """
+    def claim(self, turn_id: str, from_status: tuple[TurnStatus, ...] = (TurnStatus.QUEUED,)) -> tuple[bool, str | None]:
+        """Claim a turn for this process (compare-and-set, SPEC §5). A queued turn is admitted
+        by the caps in the same transaction (SPEC §6). Returns (claimed, cap that refused or None)."""
         if st.load(self.db, turn_id) is None:
             raise NotFound(f"unknown turn {turn_id!r}")
-        from palui.runner.turn import TurnRunner  # imports the model library (slow): only when a turn runs
-
-        runner = TurnRunner(self, on_event)  # type: ignore[arg-type]
-        if from_status == (TurnStatus.QUEUED,):
+        if TurnStatus.QUEUED in from_status:
             claimed, cap = st.claim_new(self.db, turn_id, self._caps_verdict)
             if cap:
                 self._paused(cap)
-                result = self.turn_result(turn_id, [])
-                result["queued_reason"] = cap
-                result["start_after"] = self.pause_state().get("paused_until")
-                return result
-            if claimed:
+            elif claimed:
                 self._unpaused()
-        else:
-            claimed = st.claim(self.db, turn_id, from_status)
-        if claimed:
-            await runner.run(turn_id)
+            if claimed or cap or from_status == (TurnStatus.QUEUED,):
+                return claimed, cap
+        return st.claim(self.db, turn_id, tuple(s for s in from_status if s is not TurnStatus.QUEUED)), None
+
+    async def run_claimed(self, turn_id: str, on_event: EventSink | None = None,
+                          drain: Callable[[], bool] | None = None) -> dict[str, Any]:
+        """Run a turn this process has claimed until it is done, paused or stopped."""
+        from palui.runner.turn import TurnRunner  # imports the model library (slow): only when a turn runs
+
+        runner = TurnRunner(self, on_event, drain=drain)  # type: ignore[arg-type]
+        await runner.run(turn_id)
         return self.turn_result(turn_id, runner.run_events)
+
+    async def run_turn(self, turn_id: str, on_event: EventSink | None = None,
+                       from_status: tuple[TurnStatus, ...] = (TurnStatus.QUEUED,),
+                       drain: Callable[[], bool] | None = None) -> dict[str, Any]:
+        """Claim and run a turn in this process. Returns :meth:`turn_result`.
+
+        If the caps refuse a queued turn, it stays queued: the result has status
+        ``queued``, ``queued_reason`` (the cap) and ``start_after`` (ISO time). If another
+        process holds the turn, returns its current state without running it.
+        """
+        claimed, cap = self.claim(turn_id, from_status)
+        if claimed:
+            return await self.run_claimed(turn_id, on_event, drain)
+        result = self.turn_result(turn_id, [])
+        if cap:
+            result["queued_reason"] = cap
+            result["start_after"] = self.pause_state().get("paused_until") or caps.next_day(
+                caps.zone(self.settings.get("caps.timezone")))
+        return result
 
     def _caps_verdict(self, c, turn_row, now):
         return caps.verdict_in_tx(c, turn_row, now, self.settings, self.job_token_cap(turn_row["job_id"]))

@@ -51,4 +51,5 @@ def outcome(r: dict[str, Any]) -> None:
     elif status == "stopped":
         typer.echo("[turn stopped]")
     elif status == "queued":
-        typer.echo(f"[queued: {r.get('error') or 'a cap pauses new turns'}]")
+        when = f"; it can start after {r['start_after']}" if r.get("start_after") else ""
+        typer.echo(f"[queued: the {r.get('queued_reason') or 'a cap'} is reached{when}]")

@@ -36,6 +36,18 @@ def run_async(svc, coro):
     return asyncio.run(wrapper())
 
 
+def live_service(svc):
+    """A client for the service running on this PALUI_HOME, or None (then the turn runs in-process)."""
+    from palui.server.discovery import find_service
+
+    info = find_service(svc.settings)
+    if info is None:
+        return None
+    from palui.client import ServiceClient
+
+    return ServiceClient(info)
+
+
 def check_model(model: Optional[str], svc) -> str:
     from palui.models import resolve_model  # the model library is slow to import: only here
 
@@ -56,7 +68,11 @@ def run_cmd(message: str = typer.Argument(..., help="The message for the agent."
     svc = service()
     spec = check_model(model, svc)
     on_event = None if as_json else (lambda e: render.event(e, err=False))
-    r = run_async(svc, svc.send(message, conversation=conversation, model=spec, on_event=on_event))
+    client = live_service(svc)
+    if client:
+        r = client.run(message, conversation=conversation, model=spec, on_event=on_event)
+    else:
+        r = run_async(svc, svc.send(message, conversation=conversation, model=spec, on_event=on_event))
     if as_json:
         emit_json(r)
     else:
@@ -83,8 +99,12 @@ def approvals_list(all_: bool = typer.Option(False, "--all", help="Include answe
 
 def _answer(approval_id: str, approve: bool, as_json: bool) -> None:
     svc = service()
-    r = run_async(svc, svc.answer_approval(approval_id, approve,
-                                           on_event=None if as_json else (lambda e: render.event(e))))
+    on_event = None if as_json else (lambda e: render.event(e))
+    client = live_service(svc)
+    if client:
+        r = client.answer(approval_id, approve, on_event)
+    else:
+        r = run_async(svc, svc.answer_approval(approval_id, approve, on_event=on_event))
     if as_json:
         emit_json(r)
     else:

@@ -63,8 +63,10 @@ class TurnRunner:
             ``approval``, ``answer``…); events are also stored with the turn.
     """
 
-    def __init__(self, service: "Service", on_event: EventSink | None = None) -> None:
+    def __init__(self, service: "Service", on_event: EventSink | None = None,
+                 drain: Callable[[], bool] | None = None) -> None:
         self.svc = service
+        self.drain = drain or (lambda: False)
         self.db = service.db
         self.settings = service.settings
         self.on_event = on_event
@@ -160,6 +162,11 @@ class TurnRunner:
         while True:
             if st.stop_requested(self.db, t.id):
                 return self._finish_stopped(t, "stopped by the person")
+            if self.drain():
+                # The service is shutting down: pause at this step boundary, resumable by the next start.
+                t.status = TurnStatus.QUEUED
+                self._emit(t, {"type": "paused", "reason": "the service is shutting down"})
+                return self._save(t)
             if t.pending:
                 if await self._process_pending(t):
                     t.status = TurnStatus.AWAITING_APPROVAL

@@ -1,0 +1,218 @@
+"""The JSON API the CLI and the web page use (every route needs the access token, SPEC §8).
+
+Routes (all JSON; errors are ``{"error": "…"}`` with 400/404/409):
+
+- ``GET /api/health``, ``GET /api/status``, ``GET /api/inbox``, ``GET /api/audit?turn=``
+- ``GET /api/connectors``, ``GET /api/tools``, ``POST /api/tools/{name}/class`` ``{"class"}``,
+  ``POST /api/tools/{name}/reset|enable|disable|review``, ``POST /api/tools/enable-read`` ``{"connector"}``
+- ``POST /api/conversations`` → ``{"conversation"}``
+- ``POST /api/turns`` ``{"message","conversation","model","stream"}`` → the turn result, or with
+  ``stream`` an NDJSON stream of events ending with ``{"type":"result",…}``
+- ``GET /api/turns/{id}``, ``POST /api/stop`` ``{"conversation"|"turn"}``
+- ``GET /api/approvals?all=1``, ``POST /api/approvals/{id}/approve|deny`` (``{"stream"}``)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from palui.errors import ApprovalError, NotFound, PaluiError, UsageError
+from palui.runner import approvals as approvals_mod
+from palui.types import TurnStatus
+
+
+def error_response(e: Exception) -> JSONResponse:
+    if isinstance(e, NotFound):
+        return JSONResponse({"error": str(e)}, status_code=404)
+    if isinstance(e, ApprovalError):
+        return JSONResponse({"error": str(e)}, status_code=409)
+    if isinstance(e, (UsageError, PaluiError)):
+        return JSONResponse({"error": str(e)}, status_code=400)
+    raise e
+
+
+async def body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if not raw:
+        return {}
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        raise UsageError("the request body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise UsageError("the request body must be a JSON object")
+    return data
+
+
+def endpoint(fn):
+    async def wrapped(request: Request) -> Response:
+        try:
+            return await fn(request, request.app.state.runtime)
+        except PaluiError as e:
+            return error_response(e)
+
+    wrapped.__name__ = fn.__name__
+    return wrapped
+
+
+@endpoint
+async def health(request, rt):
+    import os
+
+    return JSONResponse({"ok": True, "pid": os.getpid()})
+
+
+@endpoint
+async def status(request, rt):
+    return JSONResponse(rt.svc.status())
+
+
+@endpoint
+async def inbox(request, rt):
+    return JSONResponse(rt.svc.inbox(int(request.query_params.get("limit", 100))))
+
+
+@endpoint
+async def audit(request, rt):
+    return JSONResponse(rt.svc.audit(request.query_params.get("turn"), int(request.query_params.get("limit", 500))))
+
+
+@endpoint
+async def connectors(request, rt):
+    return JSONResponse(rt.svc.connectors())
+
+
+@endpoint
+async def tools(request, rt):
+    return JSONResponse([t.as_dict() for t in rt.svc.tools(request.query_params.get("connector"))])
+
+
+@endpoint
+async def tool_action(request, rt):
+    name, action = request.path_params["name"], request.path_params["action"]
+    data = await body(request)
+    svc = rt.svc
+    if action == "class":
+        row = svc.set_class(name, str(data.get("class", "")))
+    elif action == "reset":
+        row = svc.reset_class(name)
+    elif action in ("enable", "disable"):
+        [row] = svc.set_enabled([name], action == "enable")
+    elif action == "review":
+        row = svc.review_tool(name)
+    else:
+        raise NotFound(f"unknown action {action!r}")
+    return JSONResponse(row.as_dict())
+
+
+@endpoint
+async def enable_read(request, rt):
+    data = await body(request)
+    return JSONResponse([t.as_dict() for t in rt.svc.enable_read(data.get("connector"))])
+
+
+@endpoint
+async def new_conversation(request, rt):
+    return JSONResponse({"conversation": rt.svc.new_conversation()})
+
+
+async def _stream_or_wait(rt, turn_id: str, task, stream: bool, refused: str | None,
+                          q: asyncio.Queue | None = None) -> Response:
+    if refused or task is None:
+        if q is not None:
+            rt.unsubscribe(turn_id, q)
+        result = rt.svc.turn_result(turn_id, [])
+        if refused:
+            result["queued_reason"] = refused
+            result["start_after"] = rt.svc.pause_state().get("paused_until")
+        if stream:
+            return StreamingResponse(iter([json.dumps({"type": "result", **result}) + "\n"]),
+                                     media_type="application/x-ndjson")
+        return JSONResponse(result)
+    if not stream:
+        result = await asyncio.shield(task)
+        return JSONResponse(result)
+    q = q if q is not None else rt.subscribe(turn_id)
+
+    async def lines():
+        try:
+            while True:
+                ev = await q.get()
+                if ev is None:
+                    break
+                yield json.dumps(ev, default=str) + "\n"
+            result = await asyncio.shield(task)
+            yield json.dumps({"type": "result", **result}, default=str) + "\n"
+        finally:
+            rt.unsubscribe(turn_id, q)
+
+    return StreamingResponse(lines(), media_type="application/x-ndjson")
+
+
+@endpoint
+async def start_turn(request, rt):
+    data = await body(request)
+    message = data.get("message")
+    if not isinstance(message, str) or not message.strip():
+        raise UsageError("\"message\" must be a non-empty string")
+    from palui.models import resolve_model
+
+    model = data.get("model") or rt.svc.settings.model
+    resolve_model(model)  # a clear error before anything is stored
+    tid = rt.svc.start_turn(message, conversation=data.get("conversation"), model=model)
+    q = rt.subscribe(tid) if data.get("stream") else None
+    task, cap = rt.start_turn(tid, (TurnStatus.QUEUED,))
+    return await _stream_or_wait(rt, tid, task, bool(data.get("stream")), cap, q)
+
+
+@endpoint
+async def get_turn(request, rt):
+    return JSONResponse(rt.svc.turn_result(request.path_params["turn"]))
+
+
+@endpoint
+async def stop(request, rt):
+    data = await body(request)
+    return JSONResponse({"stopped": rt.svc.stop(conversation=data.get("conversation"), turn=data.get("turn"))})
+
+
+@endpoint
+async def list_approvals(request, rt):
+    return JSONResponse(rt.svc.approvals(None if request.query_params.get("all") else "pending"))
+
+
+@endpoint
+async def answer_approval(request, rt):
+    aid, action = request.path_params["id"], request.path_params["action"]
+    if action not in ("approve", "deny"):
+        raise NotFound(f"unknown action {action!r}")
+    data = await body(request)
+    a = approvals_mod.answer(rt.svc.db, aid, action == "approve")
+    q = rt.subscribe(a["turn"]) if data.get("stream") else None
+    task, _ = rt.start_turn(a["turn"], (TurnStatus.AWAITING_APPROVAL,))
+    return await _stream_or_wait(rt, a["turn"], task, bool(data.get("stream")), None, q)
+
+
+def routes() -> list[Route]:
+    return [
+        Route("/api/health", health),
+        Route("/api/status", status),
+        Route("/api/inbox", inbox),
+        Route("/api/audit", audit),
+        Route("/api/connectors", connectors),
+        Route("/api/tools", tools),
+        Route("/api/tools/enable-read", enable_read, methods=["POST"]),
+        Route("/api/tools/{name}/{action}", tool_action, methods=["POST"]),
+        Route("/api/conversations", new_conversation, methods=["POST"]),
+        Route("/api/turns", start_turn, methods=["POST"]),
+        Route("/api/turns/{turn}", get_turn),
+        Route("/api/stop", stop, methods=["POST"]),
+        Route("/api/approvals", list_approvals),
+        Route("/api/approvals/{id}/{action}", answer_approval, methods=["POST"]),
+    ]

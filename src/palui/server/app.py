@@ -1,0 +1,117 @@
+"""The service's ASGI app: the JSON API, webhooks and the web page, behind the access token.
+
+Every route needs the token (SPEC §8), loopback included: ``Authorization: Bearer
+<token>``, or the session cookie the web page sets after login. Webhook deliveries
+(``/hooks/…``) carry their own signature instead. A ``Host`` header that is not this
+service's (DNS rebinding) gets 400.
+"""
+
+from __future__ import annotations
+
+import hmac
+import importlib
+import logging
+from contextlib import asynccontextmanager
+from typing import Any
+from urllib.parse import urlsplit
+
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from palui.server import api
+from palui.server.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+SESSION_COOKIE = "palui_session"
+# Route modules added by other parts of the service, if present: each has routes() -> list[Route].
+EXTRA_ROUTE_MODULES = ["palui.server.hooks", "palui.server.web"]
+PUBLIC_PREFIXES = ("/hooks/", "/login", "/static/")
+
+
+def allowed_hosts(host: str, port: int, public_url: str | None) -> set[str]:
+    """Host header values this service answers to: loopback names, the bound host, the public URL."""
+    names = {"127.0.0.1", "localhost", "[::1]"}
+    if host not in ("0.0.0.0", "::", ""):
+        names.add(f"[{host}]" if ":" in host else host)
+    out = {f"{n}:{port}" for n in names}
+    if public_url:
+        u = urlsplit(public_url)
+        if u.netloc:
+            out.add(u.netloc)
+            if u.port is None and u.hostname:
+                out.add(u.hostname)
+    return out
+
+
+class Guard:
+    """ASGI middleware: Host check (DNS rebinding) then the access token."""
+
+    def __init__(self, app: ASGIApp, token: str, hosts: set[str]) -> None:
+        self.app = app
+        self.token = token
+        self.hosts = hosts
+
+    def _authorized(self, headers: dict[str, str], cookies: str) -> bool:
+        auth = headers.get("authorization", "")
+        if auth.lower().startswith("bearer ") and hmac.compare_digest(auth[7:].strip(), self.token):
+            return True
+        for part in cookies.split(";"):
+            k, _, v = part.strip().partition("=")
+            if k == SESSION_COOKIE and v and hmac.compare_digest(v, session_value(self.token)):
+                return True
+        return False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        if headers.get("host", "") not in self.hosts:
+            return await JSONResponse({"error": "unknown Host header"}, status_code=400)(scope, receive, send)
+        path = scope["path"]
+        if path.startswith(PUBLIC_PREFIXES) or self._authorized(headers, headers.get("cookie", "")):
+            return await self.app(scope, receive, send)
+        if path.startswith("/api/"):
+            resp: Response = JSONResponse({"error": "the access token is required"}, status_code=401)
+        else:
+            resp = RedirectResponse("/login", status_code=303)
+        return await resp(scope, receive, send)
+
+
+def session_value(token: str) -> str:
+    """The session cookie's value: an HMAC of the token, so the cookie is not the token itself."""
+    return hmac.new(token.encode(), b"palui-session", "sha256").hexdigest()
+
+
+def create_app(svc: Any, token: str, host: str = "127.0.0.1", port: int = 8765,
+               runtime: Runtime | None = None) -> Starlette:
+    """The ASGI app for one service. ``svc`` is the :class:`~palui.service.Service`."""
+    rt = runtime or Runtime(svc)
+    routes = api.routes()
+    for name in EXTRA_ROUTE_MODULES:
+        try:
+            mod = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name != name:
+                raise
+            continue
+        routes.extend(mod.routes())
+        if hasattr(mod, "setup"):
+            mod.setup(rt)
+
+    @asynccontextmanager
+    async def lifespan(app):
+        await rt.start()
+        try:
+            yield
+        finally:
+            await rt.shutdown()
+
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.runtime = rt
+    app.state.token = token
+    hosts = allowed_hosts(host, port, svc.settings.get("serve.public_url"))
+    guarded = Guard(app, token, hosts)
+    guarded.state = app.state  # type: ignore[attr-defined]
+    return guarded  # type: ignore[return-value]

@@ -1,0 +1,76 @@
+"""Starting the service process: bind, write pid/port/token files, serve with uvicorn, clean up."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from typing import Callable
+
+from palui.errors import UsageError
+from palui.server import discovery
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """Bind a listening socket (port 0 picks a free port). Raises UsageError when it cannot."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise UsageError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(svc, host: str, port: int, echo: Callable[[str], None], tick_seconds: float = 1.0) -> None:
+    """Run the service until SIGTERM/SIGINT (SPEC §8).
+
+    Refuses a non-loopback address unless the access token already exists (it is created
+    by a first start on loopback), so the person has seen the token before the service
+    is reachable from elsewhere. Refuses to start a second service on the same home.
+    """
+    import uvicorn
+
+    from palui.server.app import create_app
+    from palui.server.runtime import Runtime
+
+    settings = svc.settings
+    other = discovery.find_service(settings)
+    if other:
+        raise UsageError(f"a Palui service already runs on this PALUI_HOME (pid {other.pid}, {other.url})")
+    if not is_loopback(host) and not discovery.read_token(settings):
+        raise UsageError(f"refusing to listen on {host} (not loopback) before an access token exists: start "
+                         "once with the default host to create it, and keep it safe")
+    token, created = discovery.ensure_token(settings)
+    sock = bind(host, port)
+    real_port = sock.getsockname()[1]
+    rt = Runtime(svc, tick_seconds=tick_seconds)
+    app = create_app(svc, token, host, real_port, runtime=rt)
+    discovery.write_info(settings, host, real_port)
+    shown = f"[{host}]" if ":" in host else host
+    echo(f"Palui service on http://{shown}:{real_port} (pid from {discovery.info_path(settings)})")
+    if created:
+        echo(f"access token (shown once; stored in {discovery.token_path(settings)}, mode 0600): {token}")
+        echo(f"open http://{shown}:{real_port}/login?token={token}")
+    else:
+        echo(f"access token: stored in {discovery.token_path(settings)}")
+    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5, lifespan="on")
+    server = uvicorn.Server(config)
+    try:
+        asyncio.run(server.serve(sockets=[sock]))
+    finally:
+        discovery.clear_info(settings)
+        sock.close()
