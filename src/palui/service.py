@@ -10,10 +10,11 @@ from __future__ import annotations
 from palui.api.mcp import MCPAPI
 from palui.api.memories import MemoriesAPI
 from palui.api.tools import ToolsAPI
+from palui.api.triggers import TriggersAPI
 from palui.api.turns import TurnsAPI
 
 
-class Service(TurnsAPI, MCPAPI, MemoriesAPI, ToolsAPI):
+class Service(TriggersAPI, TurnsAPI, MCPAPI, MemoriesAPI, ToolsAPI):
     """Palui's service API over one ``PALUI_HOME`` (settings + database).
 
     Args:

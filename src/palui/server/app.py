@@ -53,15 +53,16 @@ class Guard:
         self.token = token
         self.hosts = hosts
 
-    def _authorized(self, headers: dict[str, str], cookies: str) -> bool:
+    def _authorized(self, headers: dict[str, str], cookies: str) -> str | None:
+        """``"bearer"``, ``"cookie"`` or None."""
         auth = headers.get("authorization", "")
         if auth.lower().startswith("bearer ") and hmac.compare_digest(auth[7:].strip(), self.token):
-            return True
+            return "bearer"
         for part in cookies.split(";"):
             k, _, v = part.strip().partition("=")
             if k == SESSION_COOKIE and v and hmac.compare_digest(v, session_value(self.token)):
-                return True
-        return False
+                return "cookie"
+        return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -70,7 +71,17 @@ class Guard:
         if headers.get("host", "") not in self.hosts:
             return await JSONResponse({"error": "unknown Host header"}, status_code=400)(scope, receive, send)
         path = scope["path"]
-        if path.startswith(PUBLIC_PREFIXES) or self._authorized(headers, headers.get("cookie", "")):
+        unsafe = scope["method"] not in ("GET", "HEAD", "OPTIONS")
+        origin = headers.get("origin")
+        if unsafe and origin and origin != "null" and urlsplit(origin).netloc not in self.hosts:
+            return await JSONResponse({"error": "cross-origin request refused"}, status_code=403)(scope, receive, send)
+        how = self._authorized(headers, headers.get("cookie", ""))
+        if how == "cookie" and unsafe and path.startswith("/api/"):
+            # A cookie alone is not enough for a state change over the API (CSRF): the page's
+            # script sends the CSRF token in a header, which a cross-site form cannot set.
+            if not hmac.compare_digest(headers.get("x-palui-csrf", ""), csrf_value(self.token)):
+                return await JSONResponse({"error": "missing or wrong CSRF token"}, status_code=403)(scope, receive, send)
+        if path.startswith(PUBLIC_PREFIXES) or how:
             return await self.app(scope, receive, send)
         if path.startswith("/api/"):
             resp: Response = JSONResponse({"error": "the access token is required"}, status_code=401)
@@ -82,6 +93,11 @@ class Guard:
 def session_value(token: str) -> str:
     """The session cookie's value: an HMAC of the token, so the cookie is not the token itself."""
     return hmac.new(token.encode(), b"palui-session", "sha256").hexdigest()
+
+
+def csrf_value(token: str) -> str:
+    """The CSRF token of the web page's session (header ``X-Palui-CSRF`` or form field ``csrf``)."""
+    return hmac.new(token.encode(), b"palui-csrf", "sha256").hexdigest()
 
 
 def create_app(svc: Any, token: str, host: str = "127.0.0.1", port: int = 8765,

@@ -1,0 +1,3 @@
+"""``palui jobs …`` and ``palui webhooks …`` (SPEC §8)."""
+
+from __future__ import annotations
