@@ -181,3 +181,20 @@ def test_notify_never_raises_on_a_failed_delivery(home, caplog):
 def test_deliver_reports_each_target():
     assert channel.deliver([], "nothing") == []
     assert channel.deliver(["not a url"], "x") == ["target 1 (?): not a valid apprise URL"]
+
+
+def test_contacts_from_the_environment_and_bad_values(home, monkeypatch):
+    from palui.config import load_settings
+    from palui.errors import ConfigError
+
+    monkeypatch.setenv("PALUI_MESSAGES__CONTACTS", '{"bob": "json://127.0.0.1:9/x"}')
+    assert load_settings().get("messages.contacts") == {"bob": "json://127.0.0.1:9/x"}
+    monkeypatch.setenv("PALUI_MESSAGES__CONTACTS", "tgram://SECRETTOKEN/1")
+    with pytest.raises(ConfigError) as e:
+        load_settings()
+    assert "messages.contacts" in str(e.value) and "SECRETTOKEN" not in str(e.value)
+    monkeypatch.delenv("PALUI_MESSAGES__CONTACTS")
+    (home / "palui.toml").write_text('[messages.contacts]\nbob = 3\neve = "pover://SECRETTOKEN@x"\n')
+    with pytest.raises(ConfigError) as e:
+        load_settings()
+    assert "messages.contacts" in str(e.value) and "SECRETTOKEN" not in str(e.value)
