@@ -1,0 +1,50 @@
+"""Shared pieces of the benchmarks: a throwaway PALUI_HOME, timing and the printed table.
+
+Every benchmark runs Palui and a baseline side by side in one process, alternating, so
+machine load hits both alike, and prints per-operation percentiles and their ratio.
+Nothing here asserts on time: the numbers are for reading (see bench/README.md).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))  # run from a checkout without installing
+
+
+def fresh_home(**settings: str) -> Path:
+    """Point PALUI_HOME at a new temp dir and set ``PALUI_<KEY>`` variables (caps lifted for benches)."""
+    for k in list(os.environ):
+        if k.startswith("PALUI_"):
+            del os.environ[k]
+    home = Path(tempfile.mkdtemp(prefix="palui-bench-"))
+    os.environ["PALUI_HOME"] = str(home)
+    defaults = {"CAPS__RUNS_PER_HOUR": "1000000", "CAPS__DAILY_TOKENS": "1000000000"}
+    for k, v in {**defaults, **settings}.items():
+        os.environ[f"PALUI_{k}"] = v
+    return home
+
+
+def pct(values: list[float], p: float) -> float:
+    """The p-th percentile (0-100), nearest rank."""
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, round(p / 100 * len(s) + 0.5) - 1))]
+
+
+def report(title: str, unit: str, rows: dict[str, list[float]], baseline: str) -> None:
+    """Print p50/p99/mean per row (values in ``unit``) and each row's ratio to ``baseline``."""
+    print(f"\n{title}  (n={len(next(iter(rows.values())))}, python {platform.python_version()}, "
+          f"{os.cpu_count()} cpu, {time.strftime('%Y-%m-%d')})")
+    print(f"  {'':<32}{'p50':>10}{'p99':>10}{'mean':>10}   {'x p50':>7}{'x p99':>7}")
+    b50, b99 = pct(rows[baseline], 50), pct(rows[baseline], 99)
+    for name, v in rows.items():
+        p50, p99, mean = pct(v, 50), pct(v, 99), statistics.fmean(v)
+        print(f"  {name:<32}{p50:>8.3f}{unit:>2}{p99:>8.3f}{unit:>2}{mean:>8.3f}{unit:>2}"
+              f"   {p50 / b50:>6.1f}x{p99 / b99:>6.1f}x")
