@@ -157,7 +157,8 @@ def test_notify_writes_the_inbox_then_delivers_to_apprise(home, receiver):
         assert s.inbox()[-1]["text"] == "Approve payment? /approve a1"
         assert channel.wait_for_deliveries(10)
         path, body = receiver.posts[0]
-        assert path == "/me" and body["message"] == "Approve payment? /approve a1" and body["title"] == "Palui: approval"
+        assert path == "/me" and body["message"] == "Approve payment? /approve a1"
+        assert body["title"] == "Palui: approval"
     finally:
         s.db.close()
 
