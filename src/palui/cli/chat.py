@@ -16,15 +16,72 @@ import typer
 from palui.chat_commands import CommandError, help_text, parse
 from palui.cli import render
 from palui.cli.common import app, service
-from palui.cli.turns import check_model, print_status
+from palui.cli.turns import check_model, live_service, print_status
 from palui.errors import PaluiError
 
 
-class ChatSession:
-    def __init__(self, svc, model: str, conversation: Optional[str]) -> None:
+class LocalBackend:
+    """Turns run in this process."""
+
+    def __init__(self, svc) -> None:
         self.svc = svc
+
+    async def send(self, text, conversation, model):
+        return await self.svc.send(text, conversation=conversation, model=model, on_event=render.event)
+
+    async def answer(self, aid, approve):
+        return await self.svc.answer_approval(aid, approve, on_event=render.event)
+
+    async def resume_ready(self):
+        return await self.svc.resume_ready(on_event=render.event)
+
+    def stop(self, conversation):
+        return self.svc.stop(conversation=conversation)
+
+    def status(self):
+        return self.svc.status()
+
+    def new_conversation(self):
+        return self.svc.new_conversation()
+
+    async def close(self):
+        await self.svc.hub.close()
+
+
+class RemoteBackend:
+    """Turns run in the live service on this PALUI_HOME (SPEC §8); events stream back."""
+
+    def __init__(self, client) -> None:
+        self.client = client
+
+    async def send(self, text, conversation, model):
+        return await asyncio.to_thread(self.client.run, text, conversation=conversation, model=model,
+                                       on_event=render.event)
+
+    async def answer(self, aid, approve):
+        return await asyncio.to_thread(self.client.answer, aid, approve, render.event)
+
+    async def resume_ready(self):
+        return []  # the service resumes answered turns itself
+
+    def stop(self, conversation):
+        return self.client.post("/api/stop", {"conversation": conversation})["stopped"]
+
+    def status(self):
+        return self.client.get("/api/status")
+
+    def new_conversation(self):
+        return self.client.post("/api/conversations")["conversation"]
+
+    async def close(self):
+        self.client.close()
+
+
+class ChatSession:
+    def __init__(self, backend, model: str, conversation: Optional[str]) -> None:
+        self.backend = backend
         self.model = model
-        self.conversation = conversation or svc.new_conversation()
+        self.conversation = conversation or backend.new_conversation()
         self.task: asyncio.Task | None = None
 
     async def ask(self, prompt: str) -> str | None:
@@ -44,7 +101,11 @@ class ChatSession:
         try:
             return await self.task
         except asyncio.CancelledError:
-            # The runner marked the turn stopped and cancelled its approvals.
+            # In-process the runner marked the turn stopped; a remote turn is stopped through the service.
+            try:
+                self.backend.stop(self.conversation)
+            except PaluiError:
+                pass
             return {"status": "stopped", "answer": None, "pending_approvals": []}
         finally:
             self.task = None
@@ -69,7 +130,7 @@ class ChatSession:
 
     async def answer(self, aid: str, approve: bool) -> dict:
         try:
-            r = await self.turn(self.svc.answer_approval(aid, approve, on_event=render.event))
+            r = await self.turn(self.backend.answer(aid, approve))
         except PaluiError as e:
             typer.echo(f"palui: {e}")
             return {"status": "error"}
@@ -89,12 +150,12 @@ class ChatSession:
         if cmd.name == "/help":
             typer.echo(help_text())
         elif cmd.name == "/status":
-            print_status(self.svc.status())
+            print_status(self.backend.status())
         elif cmd.name == "/new":
-            self.conversation = self.svc.new_conversation()
+            self.conversation = self.backend.new_conversation()
             typer.echo(f"new conversation {self.conversation}")
         elif cmd.name == "/stop":
-            ids = self.svc.stop(conversation=self.conversation)
+            ids = self.backend.stop(self.conversation)
             typer.echo(f"stopped {', '.join(ids)}" if ids else "nothing to stop")
         elif cmd.name in ("/approve", "/deny"):
             r = await self.answer(cmd.arg, cmd.name == "/approve")
@@ -109,7 +170,7 @@ class ChatSession:
         except (NotImplementedError, RuntimeError):
             pass
         typer.echo(f"Palui chat — model {self.model}, conversation {self.conversation}. /help for commands.")
-        for r in await self.svc.resume_ready(on_event=render.event):
+        for r in await self.backend.resume_ready():
             render.outcome(r)
         try:
             while True:
@@ -124,14 +185,13 @@ class ChatSession:
                         break
                     continue
                 try:
-                    r = await self.turn(self.svc.send(line, conversation=self.conversation, model=self.model,
-                                                      on_event=render.event))
+                    r = await self.turn(self.backend.send(line, self.conversation, self.model))
                 except PaluiError as e:
                     typer.echo(f"palui: {e}")
                     continue
                 await self.show(r)
         finally:
-            await self.svc.hub.close()
+            await self.backend.close()
 
 
 @app.command("chat")
@@ -140,5 +200,7 @@ def chat_cmd(model: Optional[str] = typer.Option(None, "--model", help="Model st
     """Talk to Palui in the terminal. Commands: /stop /status /approve ID /deny ID /new /help /quit."""
     svc = service()
     spec = check_model(model, svc)
-    asyncio.run(ChatSession(svc, spec, conversation).loop())
+    client = live_service(svc)
+    backend = RemoteBackend(client) if client else LocalBackend(svc)
+    asyncio.run(ChatSession(backend, spec, conversation).loop())
     sys.exit(0)
