@@ -220,3 +220,16 @@ async def test_anthropic_without_key_or_base_url_ends_in_error_mentioning_script
     r = await svc.send("hi", model="anthropic:claude-sonnet-4-5")
     assert r["status"] == "error"
     assert "ANTHROPIC_API_KEY" in r["error"] and "script:" in r["error"]
+
+
+async def test_provider_key_is_redacted_from_error_messages(svc, fake, monkeypatch):
+    key = "sk-test-0123456789abcdef"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    fake.error(401, message=f"Incorrect API key provided: {key}.")
+
+    r = await svc.send("hi", model=openai_model(fake))
+
+    assert r["status"] == "error"
+    assert "HTTP 401" in r["error"] and "Incorrect API key provided: [redacted]" in r["error"]
+    assert key not in json.dumps(r) and key not in json.dumps(svc.inbox())
+    assert fake.requests[0].headers["authorization"] == f"Bearer {key}"  # the key really went out

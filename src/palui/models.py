@@ -45,11 +45,13 @@ ANTHROPIC_MAX_TOKENS = 4096
 
 @dataclass
 class ModelHandle:
-    """A resolved model: the library's model object, its settings, and the string it came from."""
+    """A resolved model: the library's model object, its settings, the string it came from, and
+    the secret values (provider key, a password in the base URL) to redact from messages (SPEC §10)."""
 
     spec: str
     model: "Model"
     settings: "ModelSettings | None" = None
+    secrets: tuple[str, ...] = ()
 
 
 def resolve_model(spec: str | None, env: dict[str, str] | None = None) -> ModelHandle:
@@ -80,7 +82,8 @@ def resolve_model(spec: str | None, env: dict[str, str] | None = None) -> ModelH
             raise ModelConfigError(f"model {spec!r} needs OPENAI_API_KEY in the environment. " + _SCRIPT_HINT)
         # Retries are ours (within the turn's time budget), so the SDK's are off.
         client = AsyncOpenAI(base_url=base_url or None, api_key=key or "none", max_retries=0)
-        return ModelHandle(spec, OpenAIChatModel(name, provider=OpenAIProvider(openai_client=client)))
+        return ModelHandle(spec, OpenAIChatModel(name, provider=OpenAIProvider(openai_client=client)),
+                           secrets=_secrets(key, base_url))
     if provider == "anthropic":
         from anthropic import AsyncAnthropic
         from pydantic_ai.models.anthropic import AnthropicModel
@@ -93,8 +96,16 @@ def resolve_model(spec: str | None, env: dict[str, str] | None = None) -> ModelH
         base_url = base_url.rstrip("/").removesuffix("/v1") if base_url else base_url
         client = AsyncAnthropic(base_url=base_url or None, api_key=key or "none", max_retries=0)
         return ModelHandle(spec, AnthropicModel(name, provider=AnthropicProvider(anthropic_client=client)),
-                           {"max_tokens": ANTHROPIC_MAX_TOKENS})
+                           {"max_tokens": ANTHROPIC_MAX_TOKENS}, secrets=_secrets(key, base_url))
     raise ModelConfigError(f"model {spec!r}: unknown provider {provider!r} (use openai:, anthropic:, ollama:, script:)")
+
+
+def _secrets(key: str | None, base_url: str | None) -> tuple[str, ...]:
+    from urllib.parse import urlsplit
+
+    password = urlsplit(base_url).password if base_url else None
+    # Very short values would blank out ordinary words of a message.
+    return tuple(v for v in (key, password) if v and len(v) >= 6)
 
 
 _SCRIPT_HINT = "Without a provider key you can use the replay model: --model script:PATH (see the README)."
@@ -173,7 +184,10 @@ def _clear(handle: ModelHandle, e: "ModelAPIError", attempts: int, note: str = "
         msg = f"{handle.spec}: the provider {kind} (HTTP {e.status_code}){tries}"
     else:
         msg = f"{handle.spec}: cannot reach the provider{tries}: {e.message}"
-    return ModelAPIError(e.model_name, (f"{msg}: {said}" if said else msg) + note)
+    text = (f"{msg}: {said}" if said else msg) + note
+    for secret in handle.secrets:
+        text = text.replace(secret, "[redacted]")
+    return ModelAPIError(e.model_name, text)
 
 
 # -- the script: replay model ---------------------------------------------------------------

@@ -44,9 +44,10 @@ class Reply:
 
 @dataclass
 class Received:
-    """A request the fake received: its path (which wire), its JSON body and the JSON it answered."""
+    """A request the fake received: its path (which wire), headers (lower-case keys), JSON body and the JSON it answered."""
 
     path: str
+    headers: dict[str, str]
     body: dict[str, Any]
     response: dict[str, Any] = field(default_factory=dict)
 
@@ -86,7 +87,7 @@ class FakeLLM:
             def do_POST(self) -> None:  # noqa: N802 (http.server's name)
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 with fake._lock:
-                    fake.requests.append(got := Received(self.path, body))
+                    fake.requests.append(got := Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
                     reply = fake.replies.pop(0) if fake.replies else Reply(status=418, message="fake_llm: no scripted reply left")
                 if reply.delay:
                     fake._closing.wait(reply.delay)
