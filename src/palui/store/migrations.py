@@ -194,3 +194,43 @@ ALTER TABLE turns ADD COLUMN budget_hit TEXT;
 """,
     )
 )
+
+MIGRATIONS.append(
+    (
+        4,
+        "scheduled jobs, webhooks and webhook deliveries (replay protection, rate limit)",
+        """
+CREATE TABLE jobs (
+    id              TEXT PRIMARY KEY,          -- j-<hex>, used as turns.job_id and usage.job_id
+    name            TEXT NOT NULL UNIQUE,
+    cron            TEXT NOT NULL,             -- five-field cron expression or @daily-style alias
+    prompt          TEXT NOT NULL,
+    token_cap       INTEGER,                   -- per-job daily token cap; NULL = caps.job_daily_tokens
+    tz              TEXT,                      -- zone of the cron expression; NULL = caps.timezone / system
+    next_run        REAL NOT NULL,             -- epoch seconds of the next due run (scheduler clock)
+    last_run        REAL,                      -- epoch seconds when the last run was started
+    last_turn_id    TEXT,
+    postponed_by    TEXT,                      -- the cap that postponed next_run, NULL when on schedule
+    skip_noted_turn TEXT,                      -- the waiting turn whose skipped ticks were noted
+    created_at      REAL NOT NULL
+);
+CREATE TABLE webhooks (
+    id          TEXT PRIMARY KEY,              -- the <id> of /hooks/<id>; the secret is in a 0600 file
+    name        TEXT NOT NULL UNIQUE,
+    created_at  REAL NOT NULL
+);
+CREATE TABLE webhook_deliveries (
+    webhook_id    TEXT NOT NULL,
+    delivery_key  TEXT NOT NULL,               -- hash of the delivery-id header, else of signature + body
+    body_sha256   TEXT NOT NULL,
+    body_bytes    INTEGER NOT NULL,
+    turn_id       TEXT,
+    received_at   REAL NOT NULL,
+    PRIMARY KEY (webhook_id, delivery_key)
+);
+CREATE INDEX webhook_deliveries_time ON webhook_deliveries(webhook_id, received_at);
+""",
+    )
+)
+# Migration numbers are handed out to parallel work and may be appended out of order: keep the list sorted.
+MIGRATIONS.sort(key=lambda m: m[0])
