@@ -249,3 +249,13 @@ def test_explain(svc):
     assert svc.explain("mcp-a__w", Origin.WEBHOOK)["verdict"] == "unavailable"
     with pytest.raises(NotFound):
         svc.explain("nope__x")
+
+
+def test_review_of_a_stricter_changed_definition_drops_a_looser_choice(svc):
+    svc.register_tools("mcp-n", [spec("t", READ), spec("u", READ)])
+    svc.set_class("mcp-n__t", "read")
+    svc.set_class("mcp-n__u", "destructive")
+    svc.register_tools("mcp-n", [spec("t", DESTRUCTIVE, description="new"), spec("u", WRITE, description="new")])
+    t, u = svc.review_tool("mcp-n__t"), svc.review_tool("mcp-n__u")
+    assert (t.tool_class, t.class_source, t.user_class) == (ToolClass.DESTRUCTIVE, ClassSource.HINTS, None)
+    assert (u.tool_class, u.class_source) == (ToolClass.DESTRUCTIVE, ClassSource.USER)  # stricter choice kept
