@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from palui.connectors.mcp.connector import MCPConnector
 
 T = TypeVar("T")
+IMPORT_CONCURRENCY = 4
 
 
 def _run(coro: Coroutine[Any, Any, T]) -> T:
@@ -68,11 +69,13 @@ class MCPAPI(ServiceBase):
 
     def _live_mcp(self, cid: str) -> "MCPConnector | None":
         """The connector live in this process's hub (if the service has one and it holds ``cid``)."""
-        from palui.connectors.mcp.connector import MCPConnector
-
         hub = getattr(self, "hub", None)
         live = getattr(hub, "_live", None)
         conn = live.get(cid) if isinstance(live, dict) else None
+        if conn is None:
+            return None  # no SDK import for a process that never started a server
+        from palui.connectors.mcp.connector import MCPConnector
+
         return conn if isinstance(conn, MCPConnector) else None
 
     def mcp_config(self, cid: str) -> dict[str, Any]:
@@ -161,8 +164,8 @@ class MCPAPI(ServiceBase):
         """Import an ``mcpServers`` JSON file (``${VAR}`` from ``environ``, default the process environment).
 
         The whole file is checked first (a bad entry or a missing variable adds
-        nothing). Then each server is added; one that cannot start is reported and
-        skipped; a name already used by an MCP connector is skipped. Returns one
+        nothing). Then the servers are added, up to four at a time; one that cannot start
+        is reported and not stored; a name already used by an MCP connector is skipped. Returns one
         ``{"name","status":"added"|"skipped"|"error","id","message"}`` per server
         (``added`` entries carry the :meth:`mcp_add_async` fields too).
 
@@ -178,20 +181,23 @@ class MCPAPI(ServiceBase):
         except ValueError as e:
             raise UsageError(f"{p}: not valid JSON: {e}") from None
         servers = parse_mcp_servers(data, os.environ if environ is None else environ, source=str(p))
-        out: list[dict[str, Any]] = []
-        for name, cfg in servers:
+        # Servers start side by side (a few at a time): each add computes its id and inserts
+        # its row without an await in between, so concurrent adds cannot take the same id.
+        gate = asyncio.Semaphore(IMPORT_CONCURRENCY)
+
+        async def one(name: str, cfg: ServerConfig) -> dict[str, Any]:
             existing = self.db.one("SELECT id FROM connectors WHERE kind = 'mcp' AND name = ?", (name,))
             if existing is not None:
-                out.append({"name": name, "status": "skipped", "id": existing["id"],
-                            "message": f"a connector named {name!r} exists already ({existing['id']})"})
-                continue
-            try:
-                added = await self.mcp_add_async(name, cfg, enable_read=enable_read)
-            except PaluiError as e:
-                out.append({"name": name, "status": "error", "id": None, "message": str(e)})
-                continue
-            out.append({**added, "status": "added", "message": f"{len(added['tools'])} tool(s)"})
-        return out
+                return {"name": name, "status": "skipped", "id": existing["id"],
+                        "message": f"a connector named {name!r} exists already ({existing['id']})"}
+            async with gate:
+                try:
+                    added = await self.mcp_add_async(name, cfg, enable_read=enable_read)
+                except PaluiError as e:
+                    return {"name": name, "status": "error", "id": None, "message": str(e)}
+            return {**added, "status": "added", "message": f"{len(added['tools'])} tool(s)"}
+
+        return list(await asyncio.gather(*(one(n, c) for n, c in servers)))
 
     def mcp_import(self, path: Path | str, *, environ: Mapping[str, str] | None = None,
                    enable_read: bool = False) -> list[dict[str, Any]]:

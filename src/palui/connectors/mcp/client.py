@@ -95,6 +95,14 @@ class MCPSession:
     def protocol_version(self) -> str | None:
         return self._client.protocol_version if self._client is not None else None
 
+    async def stderr_settled(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` seconds) until an exited stdio server's stderr is all in the log."""
+        if self._stderr is None:
+            return
+        end = asyncio.get_running_loop().time() + timeout
+        while not self._stderr.exited.is_set() and asyncio.get_running_loop().time() < end:
+            await asyncio.sleep(0.02)
+
     def stderr_tail(self) -> str:
         """The last lines the server wrote to stderr, secrets redacted ("" for HTTP)."""
         if self._stderr is None:
@@ -111,12 +119,14 @@ class MCPSession:
         """
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[None] = loop.create_future()
+        # After a timeout nobody awaits ``ready`` any more; its late exception is expected.
+        ready.add_done_callback(lambda f: f.cancelled() or f.exception())
         self._task = asyncio.create_task(self._supervise(ready), name=f"mcp:{self.label}")
         try:
             await asyncio.wait_for(asyncio.shield(ready), timeout)
         except TimeoutError:
             self._abort_in_background()
-            raise ConnectorError(self._describe(f"did not finish the MCP handshake within {timeout:g} s")) from None
+            raise ConnectorError(self._describe(f"did not finish the MCP handshake within {timeout:.3g} s")) from None
         except asyncio.CancelledError:
             self._abort_in_background()
             raise

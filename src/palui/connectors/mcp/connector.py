@@ -90,6 +90,7 @@ class MCPConnector(Connector):
         self._state = "disabled" if not enabled else "connecting"
         self._listed: set[str] = set()
         self._dupes: set[str] = set()
+        self._background: set[asyncio.Task] = set()  # sessions being shut down
         self.last_report: SyncReport | None = None
 
     # -- state ------------------------------------------------------------------------------------
@@ -144,27 +145,30 @@ class MCPConnector(Connector):
             wait = backoff_seconds(self._failures) - (time.monotonic() - self._last_failure)
             if wait > 0:
                 raise ConnectorError(f"{self.id}: {self._state}; the next start attempt is in {wait:.0f} s")
-            self._connect_task = asyncio.create_task(self._connect(), name=f"connect:{self.id}")
+            self._connect_task = asyncio.create_task(self._connect(deadline), name=f"connect:{self.id}")
             self._connect_task.add_done_callback(_consume_exception)
         remaining = deadline - loop.time()
         try:
-            session = await asyncio.wait_for(asyncio.shield(self._connect_task), max(remaining, 0.001))
+            # A little grace, so that the attempt's own, more precise error wins the race.
+            session = await asyncio.wait_for(asyncio.shield(self._connect_task), max(remaining, 0.001) + 0.1)
         except TimeoutError:
             raise ConnectorError(f"{self.id}: the server is still starting after {self.timeout:g} s") from None
         return session, True
 
-    async def _connect(self) -> MCPSession:
+    async def _connect(self, deadline: float) -> MCPSession:
+        """Start the server and sync its listing, both before ``deadline`` (event-loop time)."""
+        loop = asyncio.get_running_loop()
         self._set_state("connecting")
         session = MCPSession(self.config, stderr_log=log_path(self.service.settings.data_dir, self.id),
                              on_tools_changed=self._on_tools_changed, label=self.id)
         try:
-            await session.start(self.timeout)
-            raw = await session.list_tools(self.timeout)
+            await session.start(max(deadline - loop.time(), 0.001))
+            raw = await session.list_tools(max(deadline - loop.time(), 0.001))
             self._sync(raw)
         except BaseException as e:
             self._failures += 1
             self._last_failure = time.monotonic()
-            asyncio.get_running_loop().create_task(session.close())
+            self._close_later(session)
             if isinstance(e, ConnectorError):
                 message = str(e)
             elif isinstance(e, asyncio.CancelledError):
@@ -182,7 +186,13 @@ class MCPConnector(Connector):
     def _discard_session(self) -> None:
         session, self._session = self._session, None
         if session is not None:
-            asyncio.get_running_loop().create_task(session.close())
+            self._close_later(session)
+
+    def _close_later(self, session: MCPSession) -> None:
+        # Stopping a server can take seconds; no call should wait for it. close() does.
+        task = asyncio.get_running_loop().create_task(session.close())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def _lost(self, why: str) -> None:
         """The connection broke: count a failure; the next use restarts the server."""
@@ -287,6 +297,7 @@ class MCPConnector(Connector):
                 return result(f"The tool did not answer within {self.timeout:g} s.", True)
             if e.code == types.CONNECTION_CLOSED:
                 self._lost("the server exited during a call")
+                await session.stderr_settled(min(0.5, max(deadline - loop.time(), 0)))
                 tail = session.stderr_tail()
                 return result(f"The MCP server {self.id} exited during the call; it restarts on next use."
                               + (f"\nLast lines of its stderr:\n{tail}" if tail else ""), True)
@@ -311,7 +322,9 @@ class MCPConnector(Connector):
             task.cancel()
         session, self._session = self._session, None
         if session is not None:
-            await session.close()
+            self._close_later(session)
+        if self._background:
+            await asyncio.wait(set(self._background), timeout=10)
 
 
 def _untrusted(row: dict[str, Any] | None) -> bool:

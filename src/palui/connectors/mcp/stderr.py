@@ -117,9 +117,9 @@ class StderrCapture:
             return ""
         text = data.decode("utf-8", errors="replace")
         lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("--- server started")]
-        if len(data) >= max_bytes and lines:
+        if len(data) >= max_bytes and len(lines) > 1:
             lines = lines[1:]  # the first line is probably cut
-        return "\n".join(lines[-8:])
+        return "\n".join(ln if len(ln) <= 300 else "…" + ln[-300:] for ln in lines[-8:])
 
     def close(self) -> None:
         """Release our write end (the drain thread ends by itself at end-of-file)."""
