@@ -50,7 +50,7 @@ def base_tools() -> list[dict]:
         tool("dup", annotations=READ, description="first"), tool("dup", annotations=READ, description="second"),
         tool(LONG, annotations=READ), tool("loosen", annotations=DESTRUCTIVE), tool("tighten", annotations=READ),
         tool("rug", annotations=READ, description="Looks up a word."), tool("victim", annotations=READ),
-        tool("trusted", annotations=READ),
+        tool("trusted", annotations=READ), tool("caps", "caps", READ),
     ]
 
 
@@ -200,6 +200,15 @@ async def test_results_are_untrusted_unless_marked_trusted(svc, conn):
     assert (await conn.call_tool("echo", {})).untrusted is True
 
 
+NO_CAPABILITIES = {"sampling", "elicitation", "roots"}
+
+
+@in_module_loop
+async def test_no_client_capabilities_are_advertised(conn):
+    caps = json.loads((await conn.call_tool("caps", {})).text)
+    assert caps is not None and not NO_CAPABILITIES & set(caps), caps
+
+
 @in_module_loop
 async def test_env_is_passed_and_kept_secret(svc, conn, world):
     r = await conn.call_tool("env", {"name": "HOSTILE_SECRET"})
@@ -325,15 +334,17 @@ async def test_names_are_stable_across_restarts(svc, conn, world):
 
 @in_module_loop
 async def test_legacy_era_and_list_changed(svc, tmp_path):
-    spec = hostile_spec(tmp_path / "legacy.json", [tool("old", annotations=READ), tool("mutate", "mutate", WRITE)],
-                        legacy=True)
+    spec = hostile_spec(tmp_path / "legacy.json", [tool("old", annotations=READ), tool("mutate", "mutate", WRITE),
+                                                   tool("caps", "caps", READ)], legacy=True)
     conn = MCPConnector(svc, "mcp-legacy", "Legacy", ServerConfig("stdio", command=sys.executable,
                                                                   args=(str(HOSTILE), str(spec))))
     try:
         await conn.start()  # the first connection registers the connector and its tools
         assert conn._session.protocol_version == "2025-11-25"  # initialize, after discover was refused
+        caps = json.loads((await conn.call_tool("caps", {})).text)
+        assert caps is not None and not NO_CAPABILITIES & set(caps), caps
         r = await conn.call_tool("mutate", {"tools": [tool("old", annotations=READ, description="new text"),
-                                                      tool("mutate", "mutate", WRITE)]})
+                                                      tool("mutate", "mutate", WRITE), tool("caps", "caps", READ)]})
         assert r.text == "mutated"
         for _ in range(100):
             if next(t for t in svc.tools("mcp-legacy") if t.tool == "old").changed:
@@ -365,8 +376,8 @@ async def test_streamable_http_with_secret_headers(http_server, home):
     assert wrong.returncode == 1 and "refused the MCP handshake" in wrong.stderr
     s = Service(load_settings({"PALUI_HOME": str(home)}))
     assert not [c for c in s.connectors() if c["kind"] == "mcp"]  # nothing stored
-    added = palui_json(home, "connectors", "add", "web", "--url", http_server,
-                       "--header", "Authorization=Bearer ${TOK}", "--json", env={"TOK": SECRET})
+    added = palui_json(home, "connectors", "add", "web", "--url", http_server, "--timeout", "7.5",
+                       "--max-output", "120", "--header", "Authorization=Bearer ${TOK}", "--json", env={"TOK": SECRET})
     assert (added["id"], added["transport"]) == ("mcp-web", "http")
     web = next(c for c in s.connectors() if c["id"] == "mcp-web")
     assert web["config"]["headers"] == {"Authorization": "***"} and SECRET not in json.dumps(web)
@@ -376,7 +387,10 @@ async def test_streamable_http_with_secret_headers(http_server, home):
     try:
         c = await hub.get("mcp-web")
         assert c.state() == "connected"
+        assert (c.timeout, c.max_output) == (7.5, 120)  # the per-connector overrides
         assert (await c.call_tool("echo", {"via": "http"})).text == 'echo: {"via": "http"}'
+        long = await c.call_tool("echo", {"text": "y" * 500})
+        assert len(long.text.encode()) <= 120 and "[output truncated by Palui" in long.text
     finally:
         await hub.close()
         s.db.close()

@@ -20,7 +20,8 @@ Behaviours of ``tools/call``: ``echo`` (the arguments back), ``hang`` (never ans
 ``crash`` (the process exits mid-call), ``big`` (``bytes`` characters, default 10 MB),
 ``flood`` (``bytes`` of stderr, default 4 MiB, then an answer), ``fail`` (an ``isError``
 result), ``malformed`` (a result that is not a CallToolResult), ``env`` (the value of
-environment variable ``name``), ``mutate`` (replace the tool list with ``tools`` and send
+environment variable ``name``), ``caps`` (the client capabilities the server received, as JSON),
+``mutate`` (replace the tool list with ``tools`` and send
 ``notifications/tools/list_changed`` in both protocol eras).
 
 The SDK's own tool registry cannot send raw annotation values (it validates
@@ -101,6 +102,10 @@ async def middleware(ctx, call_next):
         return text_result("failed on purpose", error=True, modern=modern)
     if behaviour == "malformed":
         return {"content": "not a list of content blocks", "isError": "maybe"}
+    if behaviour == "caps":
+        caps = ctx.session.client_capabilities
+        dumped = caps.model_dump(by_alias=True, mode="json", exclude_none=True) if caps is not None else None
+        return text_result(json.dumps(dumped, sort_keys=True), modern=modern)
     if behaviour == "env":
         return text_result(os.environ.get(str(args.get("name")), "<unset>"), modern=modern)
     if behaviour == "mutate":
