@@ -1,3 +1,111 @@
-"""``palui jobs …`` and ``palui webhooks …`` (SPEC §8)."""
+"""``palui jobs …`` and ``palui webhooks …`` (SPEC §8; docs/triggers.md)."""
 
 from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from palui.cli import render
+from palui.cli.common import app, emit_json, service, table
+from palui.cli.turns import exit_code, live_service, run_async
+
+jobs_app = typer.Typer(help="Scheduled jobs: prompts run on a cron schedule by the service.", no_args_is_help=True)
+webhooks_app = typer.Typer(help="Inbound webhooks: signed deliveries summarised with no tools.", no_args_is_help=True)
+app.add_typer(jobs_app, name="jobs")
+app.add_typer(webhooks_app, name="webhooks")
+
+
+def _short(text: str, n: int = 50) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+@jobs_app.command("add")
+def jobs_add(name: str = typer.Argument(..., help="A name for the job."),
+             cron: str = typer.Option(..., "--cron", help="Five-field cron expression, e.g. \"0 8 * * *\", or @daily."),
+             prompt: str = typer.Option(..., "--prompt", help="The message the job sends to the agent."),
+             token_cap: Optional[int] = typer.Option(None, "--token-cap", metavar="N",
+                                                     help="This job's daily token cap (default caps.job_daily_tokens)."),
+             tz: Optional[str] = typer.Option(None, "--tz", metavar="ZONE",
+                                              help="Time zone of the cron expression (default caps.timezone, else the system zone)."),
+             as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Add a scheduled job. It runs while `palui serve` runs; runs missed meanwhile are coalesced into one."""
+    j = service().add_job(name, cron, prompt, token_cap, tz)
+    if as_json:
+        return emit_json(j)
+    typer.echo(f"job {j['name']} added ({j['cron']}, {j['tz']}); next run {j['next_run']}")
+
+
+@jobs_app.command("list")
+def jobs_list(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """List jobs: schedule, next run, last run and its status, tokens today against the job's cap."""
+    rows = service().jobs()
+    if as_json:
+        return emit_json(rows)
+    if not rows:
+        typer.echo("no jobs")
+        return
+    table([[j["name"], j["cron"], j["tz"], (j["next_run"] or "")[:16].replace("T", " ")
+            + (f" (postponed: {j['postponed_by']})" if j["postponed_by"] else ""),
+            (j["last_run"] or "-")[:16].replace("T", " "), j["last_status"] or "-",
+            f"{j['tokens_today']}/{j['token_cap']}", _short(j["prompt"])] for j in rows],
+          ["NAME", "CRON", "ZONE", "NEXT RUN", "LAST RUN", "LAST", "TOKENS", "PROMPT"])
+
+
+@jobs_app.command("remove")
+def jobs_remove(name: str = typer.Argument(..., help="The job's name.")) -> None:
+    """Delete a job (its past turns and results stay)."""
+    j = service().remove_job(name)
+    typer.echo(f"job {j['name']} removed")
+
+
+@jobs_app.command("run")
+def jobs_run(name: str = typer.Argument(..., help="The job's name."),
+             as_json: bool = typer.Option(False, "--json", help="Print the turn result as JSON.")) -> None:
+    """Run a job now (through the live service when one runs on this PALUI_HOME, else here)."""
+    svc = service()
+    on_event = None if as_json else (lambda e: render.event(e, err=False))
+    client = live_service(svc)
+    if client:
+        from urllib.parse import quote
+
+        r = client.stream(f"/api/jobs/{quote(name, safe='')}/run", {}, on_event)
+    else:
+        r = run_async(svc, svc.run_job(name, on_event))
+    if as_json:
+        emit_json(r)
+    else:
+        render.outcome(r)
+    raise typer.Exit(exit_code(r["status"]))
+
+
+@webhooks_app.command("add")
+def webhooks_add(name: str = typer.Argument(..., help="A name for the webhook.")) -> None:
+    """Create a webhook; prints its URL and its secret (shown this once only)."""
+    h = service().add_webhook(name)
+    typer.echo(f"url: {h['url']}")
+    typer.echo(f"secret: {h['secret']}")
+    typer.echo("Sign each delivery with HMAC-SHA256 of the body (header X-Palui-Signature: sha256=<hex>, or "
+               "GitHub's X-Hub-Signature-256), or send the secret as 'Authorization: Bearer <secret>'. "
+               "The secret is not shown again.", err=True)
+
+
+@webhooks_app.command("list")
+def webhooks_list(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """List webhooks: name, URL, deliveries in the last 24 h (never the secret)."""
+    rows = service().webhooks()
+    if as_json:
+        return emit_json(rows)
+    if not rows:
+        typer.echo("no webhooks")
+        return
+    table([[h["name"], h["url"], str(h["deliveries_24h"]), (h["last_delivery"] or "-")[:19].replace("T", " ")]
+           for h in rows], ["NAME", "URL", "DELIVERIES 24H", "LAST (UTC)"])
+
+
+@webhooks_app.command("remove")
+def webhooks_remove(name: str = typer.Argument(..., help="The webhook's name.")) -> None:
+    """Delete a webhook and its secret: its URL answers 404 from now on."""
+    h = service().remove_webhook(name)
+    typer.echo(f"webhook {h['name']} removed")

@@ -1,0 +1,7 @@
+"""What starts turns when nobody is typing (SPEC §8): scheduled jobs and inbound webhooks.
+
+- :mod:`palui.triggers.clock` — the scheduler's clock (real, or the test clock ``PALUI_TEST_CLOCK``).
+- :mod:`palui.triggers.jobs` — cron expressions, next runs, the ``jobs`` table.
+- :mod:`palui.triggers.scheduler` — the service's ticker that starts due jobs.
+- :mod:`palui.triggers.webhooks` — webhook secrets, signature checks, replay store, rate limit.
+"""

@@ -1,0 +1,229 @@
+"""Scheduled jobs: cron expressions, next runs and the ``jobs`` table (SPEC §8).
+
+A job is a prompt run as a turn of origin ``job`` on a cron schedule. Times are epoch
+seconds on the scheduler's clock (:mod:`palui.triggers.clock`). The cron expression is
+read in the job's zone (``--tz``), else ``caps.timezone``, else the system zone, so
+``0 8 * * *`` means 08:00 local time across daylight-saving changes.
+
+Accepted expressions: five fields (minute hour day-of-month month day-of-week, croniter
+syntax) or one of ``@yearly @annually @monthly @weekly @daily @midnight @hourly``.
+A sixth (seconds) field is refused: the service ticks about once a second and a job
+every few seconds would eat the runs-per-hour cap.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass
+from datetime import datetime, tzinfo
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from palui.errors import NotFound, PaluiError, UsageError
+from palui.runner.state import new_id
+from palui.store.db import Database
+
+ALIASES = {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
+#: Missed runs are counted up to this many when a coalesced run is noted (the count is only told).
+MISSED_COUNT_LIMIT = 1000
+MAX_NAME = 64
+MAX_PROMPT = 20_000
+# Letters, digits, space, dot, dash, underscore: a name is also a URL path segment (/api/jobs/NAME/run).
+NAME_RE = re.compile(r"\A\w[\w .-]{0,%d}\Z" % (MAX_NAME - 1))
+
+
+class JobRefused(PaluiError):
+    """A job run was not started because a cap refused it (SPEC §6). ``cap`` names the cap,
+    ``until`` is the epoch time the run is postponed to."""
+
+    def __init__(self, message: str, cap: str, until: float | None) -> None:
+        super().__init__(message)
+        self.cap = cap
+        self.until = until
+
+
+@dataclass(frozen=True)
+class Job:
+    """A row of ``jobs``. Times in epoch seconds (scheduler clock)."""
+
+    id: str
+    name: str
+    cron: str
+    prompt: str
+    token_cap: int | None
+    tz: str | None
+    next_run: float
+    last_run: float | None
+    last_turn_id: str | None
+    postponed_by: str | None
+    skip_noted_turn: str | None
+    created_at: float
+
+    @classmethod
+    def from_row(cls, r) -> "Job":
+        return cls(**{k: r[k] for k in cls.__dataclass_fields__})
+
+
+# -- zones and cron -------------------------------------------------------------------------------
+
+
+def system_zone() -> tzinfo:
+    """The system's time zone with its daylight-saving rules (``TZ``, else ``/etc/localtime``)."""
+    name = os.environ.get("TZ", "").lstrip(":")
+    if name:
+        try:
+            return ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError, OSError):
+            pass
+    try:
+        with open("/etc/localtime", "rb") as f:
+            return ZoneInfo.from_file(f)
+    except (OSError, ValueError):
+        return datetime.now().astimezone().tzinfo  # a fixed offset: the best left
+
+
+def zone_for(tz: str | None, caps_timezone: str | None) -> tzinfo:
+    """The zone a job's cron expression is read in."""
+    name = tz or caps_timezone
+    return ZoneInfo(name) if name else system_zone()
+
+
+def check_zone(tz: str | None) -> str | None:
+    """Validate a ``--tz`` value. Raises UsageError for an unknown zone."""
+    if tz is None or tz == "":
+        return None
+    try:
+        ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise UsageError(f"unknown time zone {tz!r} (use an IANA name such as Europe/Paris)") from None
+    return tz
+
+
+def check_cron(expr: str) -> str:
+    """Validate a cron expression (see the module docstring); returns it normalised (single spaces).
+
+    Raises UsageError naming what is wrong, also for an expression that never fires
+    (``0 0 31 2 *``).
+    """
+    from croniter import croniter
+
+    if not isinstance(expr, str) or not expr.strip():
+        raise UsageError("a job needs a cron expression, e.g. --cron \"0 8 * * *\"")
+    norm = " ".join(expr.split())
+    if norm.startswith("@"):
+        if norm.lower() not in ALIASES:
+            raise UsageError(f"unknown cron alias {norm!r} (use one of {', '.join(sorted(ALIASES))})")
+        norm = norm.lower()
+    elif len(norm.split(" ")) != 5:
+        raise UsageError(f"cron expression {expr!r} must have five fields: minute hour day-of-month month "
+                         "day-of-week (e.g. \"0 8 * * *\")")
+    if not croniter.is_valid(norm):
+        raise UsageError(f"cron expression {expr!r} is not valid")
+    next_after(norm, time.time(), ZoneInfo("UTC"))  # never fires → UsageError
+    return norm
+
+
+def next_after(expr: str, after: float, tz: tzinfo) -> float:
+    """Epoch seconds of the first fire of ``expr`` strictly after ``after``, read in ``tz``.
+
+    Raises UsageError if the expression never fires.
+    """
+    from croniter import croniter
+    from croniter.croniter import CroniterBadDateError
+
+    try:
+        return croniter(expr, datetime.fromtimestamp(after, tz)).get_next(datetime).timestamp()
+    except CroniterBadDateError:
+        raise UsageError(f"cron expression {expr!r} never fires") from None
+
+
+def missed_between(expr: str, first: float, now: float, tz: tzinfo, limit: int = MISSED_COUNT_LIMIT) -> int:
+    """How many fires of ``expr`` fall in ``(first, now]`` (``first`` itself is the run being made),
+    counted up to ``limit``."""
+    from croniter import croniter
+
+    it = croniter(expr, datetime.fromtimestamp(first, tz))
+    n = 0
+    while n < limit and it.get_next(datetime).timestamp() <= now:
+        n += 1
+    return n
+
+
+# -- the jobs table ------------------------------------------------------------------------------------
+
+
+def add(db: Database, *, name: str, cron: str, prompt: str, token_cap: int | None, tz: str | None,
+        caps_timezone: str | None, now: float) -> Job:
+    """Store a new job; its first run is the first fire after ``now``.
+
+    Raises UsageError for a bad name, cron expression, zone, prompt or token cap, or a
+    name already taken.
+    """
+    name = (name or "").strip()
+    if not NAME_RE.match(name):
+        raise UsageError(f"a job name must be 1-{MAX_NAME} letters, digits, spaces, dots, dashes or underscores")
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise UsageError("a job needs a non-empty --prompt")
+    if len(prompt) > MAX_PROMPT:
+        raise UsageError(f"a job prompt may have at most {MAX_PROMPT} characters")
+    if token_cap is not None and (isinstance(token_cap, bool) or not isinstance(token_cap, int) or token_cap <= 0):
+        raise UsageError("--token-cap must be a whole number of tokens greater than 0")
+    cron = check_cron(cron)
+    tz = check_zone(tz)
+    first = next_after(cron, now, zone_for(tz, caps_timezone))
+    jid = new_id("j")
+    with db.write() as c:
+        if c.execute("SELECT 1 FROM jobs WHERE name = ?", (name,)).fetchone():
+            raise UsageError(f"a job named {name!r} already exists (remove it first: palui jobs remove {name})")
+        c.execute("INSERT INTO jobs (id, name, cron, prompt, token_cap, tz, next_run, created_at)"
+                  " VALUES (?,?,?,?,?,?,?,?)", (jid, name, cron, prompt, token_cap, tz, first, time.time()))
+    return get(db, name)
+
+
+def get(db: Database, name: str) -> Job:
+    """The job named ``name`` (its id is accepted too). Raises NotFound."""
+    r = db.one("SELECT * FROM jobs WHERE name = ? OR id = ? ORDER BY name = ? DESC LIMIT 1", (name, name, name))
+    if r is None:
+        raise NotFound(f"unknown job {name!r} (see: palui jobs list)")
+    return Job.from_row(r)
+
+
+def all_jobs(db: Database) -> list[Job]:
+    return [Job.from_row(r) for r in db.all("SELECT * FROM jobs ORDER BY name")]
+
+
+def due(db: Database, now: float) -> list[Job]:
+    """Jobs whose next run is at or before ``now``, earliest first."""
+    return [Job.from_row(r) for r in db.all("SELECT * FROM jobs WHERE next_run <= ? ORDER BY next_run", (now,))]
+
+
+def remove(db: Database, name: str) -> Job:
+    """Delete a job (its past turns stay). Raises NotFound."""
+    job = get(db, name)
+    with db.write() as c:
+        c.execute("DELETE FROM jobs WHERE id = ?", (job.id,))
+    return job
+
+
+def move(db: Database, job: Job, *, next_run: float, postponed_by: str | None = None,
+         **fields: Any) -> bool:
+    """Compare-and-set the job's ``next_run`` from the value in ``job`` (so one tick fires a due
+    run once). ``fields`` may set ``last_run``, ``last_turn_id``, ``skip_noted_turn``.
+    Returns False when the row changed meanwhile (removed, or moved by someone else)."""
+    allowed = {"last_run", "last_turn_id", "skip_noted_turn"}
+    assert set(fields) <= allowed, fields
+    sets = ", ".join(["next_run = ?", "postponed_by = ?", *[f"{k} = ?" for k in fields]])
+    with db.write() as c:
+        cur = c.execute(f"UPDATE jobs SET {sets} WHERE id = ? AND next_run = ?",
+                        (next_run, postponed_by, *fields.values(), job.id, job.next_run))
+        return cur.rowcount == 1
+
+
+def waiting_turn(db: Database, job_id: str) -> Any:
+    """The job's turn that is still in progress (awaiting approval, running or queued), or None:
+    ``{"id","status"}``. Awaiting approval wins when there are several."""
+    return db.one("SELECT id, status FROM turns WHERE job_id = ? AND status IN"
+                  " ('awaiting_approval','running','queued')"
+                  " ORDER BY status = 'awaiting_approval' DESC, created_at LIMIT 1", (job_id,))

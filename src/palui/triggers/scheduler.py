@@ -1,0 +1,99 @@
+"""The job scheduler: a ticker of the service (SPEC §6, §8).
+
+Every tick (``PALUI_TICK_SECONDS``, default 1 s) it reads the scheduler clock
+(:mod:`palui.triggers.clock`) and, for each job whose ``next_run`` has come, in order:
+
+1. **skip** the run when an earlier run of the job is still in progress (awaiting an
+   approval, running or queued): the next run moves to the next cron fire, and the
+   person is told once per waiting turn;
+2. **postpone** the run when a cap refuses it: the job's own daily token cap or the
+   global daily token cap → the next midnight in ``caps.timezone``; the runs-per-hour
+   cap → when the sliding hour has room. The postponed run is one run (coalesced);
+3. otherwise **start** one turn of origin ``job``. Fires missed while the service was
+   down (or postponed) are coalesced into this one run, and the person is told how many.
+
+The due run is claimed by a compare-and-set on ``next_run`` before its turn is created,
+so a run is started at most once.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from palui.triggers import clock
+from palui.triggers import jobs as jobs_mod
+from palui.triggers.jobs import Job
+
+if TYPE_CHECKING:
+    from palui.api.triggers import Launch
+    from palui.service import Service
+
+log = logging.getLogger(__name__)
+
+
+def run_due(svc: "Service", launch: "Launch", now: float | None = None) -> list[str]:
+    """Handle every due job once. ``launch(turn_id)`` starts a created turn and returns the cap
+    that refused it (or None). Returns the ids of the turns started."""
+    now = clock.now() if now is None else now
+    started = []
+    for job in jobs_mod.due(svc.db, now):
+        try:
+            tid = _fire(svc, job, launch, now)
+        except Exception:  # one broken job must not stop the others
+            log.exception("job %s could not be started", job.name)
+            continue
+        if tid:
+            started.append(tid)
+    return started
+
+
+def _fire(svc: "Service", job: Job, launch: "Launch", now: float) -> str | None:
+    tz = jobs_mod.zone_for(job.tz, svc.settings.get("caps.timezone"))
+    following = jobs_mod.next_after(job.cron, now, tz)
+    waiting = jobs_mod.waiting_turn(svc.db, job.id)
+    if waiting is not None:
+        first_note = waiting["id"] != job.skip_noted_turn
+        if jobs_mod.move(svc.db, job, next_run=following, skip_noted_turn=waiting["id"]) and first_note:
+            why = ("still awaits your approval (see: palui approvals list)" if waiting["status"] == "awaiting_approval"
+                   else f"is still {waiting['status']}")
+            svc.notify("job", f"Job {job.name!r} skipped its run due {svc.job_time(job.next_run, job)}: its previous "
+                              f"run (turn {waiting['id']}) {why}. Later runs are skipped too while it waits.",
+                       turn_id=waiting["id"])
+        return None
+    cap = svc.job_cap(job)
+    if cap:
+        svc.postpone_job(job, cap, now)
+        return None
+    missed = 0 if job.postponed_by else jobs_mod.missed_between(job.cron, job.next_run, now, tz)
+    if not jobs_mod.move(svc.db, job, next_run=following, last_run=now):
+        return None  # removed or moved meanwhile
+    tid = svc.start_job_turn(job, now)
+    if missed:
+        more = "+" if missed >= jobs_mod.MISSED_COUNT_LIMIT else ""
+        svc.notify("job", f"Job {job.name!r} missed {missed}{more} scheduled run(s) while the service was not "
+                          f"running; they are coalesced into this one run (turn {tid}).", turn_id=tid)
+    cap = launch(tid)
+    if cap:
+        svc.postpone_job(jobs_mod.get(svc.db, job.id), cap, now, turn_id=tid)
+        return None
+    return tid
+
+
+class Scheduler:
+    """The service's job ticker: register ``scheduler.tick`` in ``runtime.tickers``."""
+
+    def __init__(self, runtime) -> None:
+        self.runtime = runtime
+
+    def _launch(self, turn_id: str) -> str | None:
+        from palui.types import TurnStatus
+
+        _task, cap = self.runtime.start_turn(turn_id, (TurnStatus.QUEUED,))
+        return cap
+
+    async def tick(self, _now: float) -> None:
+        """Start due jobs (the runtime's real-time ``_now`` is ignored: jobs use the scheduler clock)."""
+        if self.runtime.draining:
+            return
+        run_due(self.runtime.svc, self._launch, clock.now())

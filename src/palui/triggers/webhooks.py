@@ -1,0 +1,248 @@
+"""Inbound webhooks: secrets, authentication, replay store and rate limit (SPEC §8).
+
+A request to ``POST /hooks/<id>`` is checked in this order, and a refused request
+stores nothing:
+
+1. unknown ``<id>`` → 404;
+2. body over :data:`MAX_BODY_BYTES` (262,144 bytes, counted while reading) → 413;
+3. authentication → 401. Accepted credentials: ``X-Palui-Signature: sha256=<hex>`` or
+   GitHub's ``X-Hub-Signature-256: sha256=<hex>`` (HMAC-SHA256 of the raw body keyed
+   with the secret), or ``Authorization: Bearer <secret>`` (the weaker mode: the secret
+   travels with every request). Every credential present must be valid, and at least
+   one must be present;
+4. a delivery seen in the last 24 h → answered ``duplicate`` (200), nothing started.
+   The delivery is named by its ``X-Palui-Delivery`` / ``X-GitHub-Delivery`` header,
+   else by the hash of the signature and the body;
+5. more than ``webhooks.rate_per_minute`` accepted deliveries of this webhook in the
+   last 60 s → 429 (after authentication, so a stranger cannot use up a webhook's rate).
+
+Secrets are random, shown once by ``palui webhooks add`` and kept in
+``<data dir>/secrets/webhooks/<id>.secret`` (mode 0600, directory 0700): HMAC needs the
+secret itself, so it cannot be stored as a hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import secrets
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from palui.errors import NotFound, PaluiError, UsageError
+from palui.store.db import Database
+
+MAX_BODY_BYTES = 262_144
+REPLAY_WINDOW_SECONDS = 86_400
+RATE_WINDOW_SECONDS = 60
+SIGNATURE_HEADERS = ("x-palui-signature", "x-hub-signature-256")
+DELIVERY_HEADERS = ("x-palui-delivery", "x-github-delivery")
+EVENT_HEADERS = ("x-palui-event", "x-github-event")
+NAME_RE = re.compile(r"\A\w[\w .-]{0,63}\Z")
+_SIG_RE = re.compile(r"\Asha256=([0-9a-fA-F]{64})\Z")
+
+
+class WebhookRefused(PaluiError):
+    """A delivery refused with an HTTP ``status`` (401, 404, 413, 429); the message says why
+    without echoing any credential."""
+
+    def __init__(self, status: int, message: str, retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class Webhook:
+    """A row of ``webhooks``: ``id`` (the URL's last segment), ``name``, ``created_at`` (epoch s)."""
+
+    id: str
+    name: str
+    created_at: float
+
+
+# -- secrets -------------------------------------------------------------------------------------
+
+
+def secret_path(secrets_dir: Path, hook_id: str) -> Path:
+    return secrets_dir / "webhooks" / f"{hook_id}.secret"
+
+
+def _write_secret(secrets_dir: Path, hook_id: str, secret: str) -> None:
+    d = secrets_dir / "webhooks"
+    d.mkdir(parents=True, exist_ok=True)
+    os.chmod(secrets_dir, 0o700)
+    os.chmod(d, 0o700)
+    fd, tmp = tempfile.mkstemp(prefix=f".{hook_id}.", dir=d)  # mode 0600 from the start
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(secret + "\n")
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, secret_path(secrets_dir, hook_id))
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_secret(secrets_dir: Path, hook_id: str) -> str | None:
+    """The webhook's secret, or None when its file is missing or empty (then every request gets 401)."""
+    try:
+        s = secret_path(secrets_dir, hook_id).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return s or None
+
+
+# -- the webhooks table ----------------------------------------------------------------------------
+
+
+def add(db: Database, secrets_dir: Path, name: str) -> tuple[Webhook, str]:
+    """Create a webhook and its secret. Returns (webhook, secret); the secret is not shown again.
+
+    Raises UsageError for a bad or taken name.
+    """
+    name = (name or "").strip()
+    if not NAME_RE.match(name):
+        raise UsageError("a webhook name must be 1-64 letters, digits, spaces, dots, dashes or underscores")
+    hook_id = secrets.token_hex(12)
+    secret = secrets.token_urlsafe(32)
+    with db.write() as c:
+        if c.execute("SELECT 1 FROM webhooks WHERE name = ?", (name,)).fetchone():
+            raise UsageError(f"a webhook named {name!r} already exists (remove it first: palui webhooks remove {name})")
+        # The secret file is written inside the transaction: no row ever exists without its secret.
+        _write_secret(secrets_dir, hook_id, secret)
+        c.execute("INSERT INTO webhooks (id, name, created_at) VALUES (?,?,?)", (hook_id, name, time.time()))
+    return get(db, name), secret
+
+
+def get(db: Database, name: str) -> Webhook:
+    """The webhook named ``name`` (its id is accepted too). Raises NotFound."""
+    r = db.one("SELECT * FROM webhooks WHERE name = ? OR id = ? ORDER BY name = ? DESC LIMIT 1", (name, name, name))
+    if r is None:
+        raise NotFound(f"unknown webhook {name!r} (see: palui webhooks list)")
+    return Webhook(r["id"], r["name"], r["created_at"])
+
+
+def by_id(db: Database, hook_id: str) -> Webhook | None:
+    r = db.one("SELECT * FROM webhooks WHERE id = ?", (hook_id,))
+    return Webhook(r["id"], r["name"], r["created_at"]) if r else None
+
+
+def all_hooks(db: Database) -> list[Webhook]:
+    return [Webhook(r["id"], r["name"], r["created_at"]) for r in db.all("SELECT * FROM webhooks ORDER BY name")]
+
+
+def remove(db: Database, secrets_dir: Path, name: str) -> Webhook:
+    """Delete a webhook, its secret file and its delivery records. Raises NotFound."""
+    hook = get(db, name)
+    with db.write() as c:
+        c.execute("DELETE FROM webhooks WHERE id = ?", (hook.id,))
+        c.execute("DELETE FROM webhook_deliveries WHERE webhook_id = ?", (hook.id,))
+    secret_path(secrets_dir, hook.id).unlink(missing_ok=True)
+    return hook
+
+
+# -- checking a delivery ------------------------------------------------------------------------------
+
+
+def authenticate(secret: str | None, body: bytes, headers: Mapping[str, str]) -> str:
+    """Check a delivery's credentials; returns the signature header value used ("" for bearer only).
+
+    Raises WebhookRefused(401) when none is present or any present one is wrong.
+    """
+    if not secret:
+        raise WebhookRefused(401, "this webhook has no secret on file; recreate it")
+    presented = False
+    signature = ""
+    for h in SIGNATURE_HEADERS:
+        value = headers.get(h)
+        if value is None:
+            continue
+        presented = True
+        m = _SIG_RE.match(value.strip())
+        expected = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+        if not m or not hmac.compare_digest(m.group(1).lower(), expected):
+            raise WebhookRefused(401, f"the {h} signature does not match the body")
+        signature = signature or value.strip().lower()
+    auth = headers.get("authorization")
+    if auth is not None:
+        presented = True
+        scheme, _, token = auth.strip().partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), secret.encode()):
+            raise WebhookRefused(401, "the bearer secret is wrong")
+    if not presented:
+        raise WebhookRefused(401, "the delivery is not signed (X-Palui-Signature or X-Hub-Signature-256: "
+                                  "sha256=<HMAC of the body>) and carries no bearer secret")
+    return signature
+
+
+def delivery_key(headers: Mapping[str, str], signature: str, body: bytes) -> str:
+    """The name of a delivery for replay protection: its delivery-id header, else the hash of the
+    signature and the body (a bearer delivery without a delivery id is named by its body)."""
+    for h in DELIVERY_HEADERS:
+        value = headers.get(h)
+        if value and value.strip():
+            return "id:" + hashlib.sha256(value.strip().encode("utf-8", "replace")).hexdigest()
+    return "sig:" + hashlib.sha256(signature.encode() + b"\n" + body).hexdigest()
+
+
+def event_name(headers: Mapping[str, str]) -> str | None:
+    """The sender's event name (``X-GitHub-Event``/``X-Palui-Event``), cut to a safe short word."""
+    for h in EVENT_HEADERS:
+        value = headers.get(h)
+        if value:
+            clean = re.sub(r"[^\w.-]", "", value)[:64]
+            return clean or None
+    return None
+
+
+def record(db: Database, hook_id: str, key: str, body: bytes, rate_per_minute: int,
+           now: float | None = None) -> dict[str, Any] | None:
+    """In one transaction: forget deliveries older than 24 h, answer a duplicate, check the rate,
+    record the new delivery.
+
+    Returns None for a new delivery, or the earlier delivery ``{"turn","received_at"}`` for a
+    duplicate. Raises WebhookRefused(429) when the webhook is over its rate.
+    """
+    now = time.time() if now is None else now
+    with db.write() as c:
+        c.execute("DELETE FROM webhook_deliveries WHERE received_at <= ?", (now - REPLAY_WINDOW_SECONDS,))
+        seen = c.execute("SELECT turn_id, received_at FROM webhook_deliveries WHERE webhook_id = ? AND delivery_key = ?",
+                         (hook_id, key)).fetchone()
+        if seen:
+            return {"turn": seen["turn_id"], "received_at": seen["received_at"]}
+        recent = c.execute("SELECT received_at FROM webhook_deliveries WHERE webhook_id = ? AND received_at > ?"
+                           " ORDER BY received_at", (hook_id, now - RATE_WINDOW_SECONDS)).fetchall()
+        if len(recent) >= rate_per_minute:
+            oldest = recent[len(recent) - rate_per_minute][0]
+            wait = max(1, int(oldest + RATE_WINDOW_SECONDS - now + 0.999))
+            raise WebhookRefused(429, f"this webhook is over its rate ({rate_per_minute} deliveries per minute); "
+                                      f"retry in {wait} s", retry_after=wait)
+        c.execute("INSERT INTO webhook_deliveries (webhook_id, delivery_key, body_sha256, body_bytes, received_at)"
+                  " VALUES (?,?,?,?,?)", (hook_id, key, hashlib.sha256(body).hexdigest(), len(body), now))
+    return None
+
+
+def attach_turn(db: Database, hook_id: str, key: str, turn_id: str) -> None:
+    with db.write() as c:
+        c.execute("UPDATE webhook_deliveries SET turn_id = ? WHERE webhook_id = ? AND delivery_key = ?",
+                  (turn_id, hook_id, key))
+
+
+def forget(db: Database, hook_id: str, key: str) -> None:
+    """Drop a delivery record whose turn could not be created (so a retry is not a duplicate)."""
+    with db.write() as c:
+        c.execute("DELETE FROM webhook_deliveries WHERE webhook_id = ? AND delivery_key = ?", (hook_id, key))
+
+
+def stats(db: Database, hook_id: str, now: float | None = None) -> dict[str, Any]:
+    """``{"deliveries_24h","last_delivery"}`` (epoch seconds or None)."""
+    now = time.time() if now is None else now
+    r = db.one("SELECT COUNT(*), MAX(received_at) FROM webhook_deliveries WHERE webhook_id = ? AND received_at > ?",
+               (hook_id, now - REPLAY_WINDOW_SECONDS))
+    return {"deliveries_24h": int(r[0]), "last_delivery": r[1]}
