@@ -6,9 +6,14 @@ Accepted model strings:
 - ``anthropic:MODEL`` — Anthropic (``ANTHROPIC_API_KEY``).
 - ``ollama:MODEL`` — a local Ollama server (``OLLAMA_BASE_URL``, default
   ``http://127.0.0.1:11434/v1``).
-- ``openai:MODEL@BASE_URL`` — any OpenAI-compatible server at BASE_URL (key from
-  ``OPENAI_API_KEY``, optional); ``anthropic:MODEL@BASE_URL`` likewise for the
-  Anthropic wire API.
+- ``openai:MODEL@BASE_URL`` — any OpenAI-compatible server at BASE_URL, e.g.
+  ``http://127.0.0.1:8000/v1`` (key from ``OPENAI_API_KEY``, optional);
+  ``anthropic:MODEL@BASE_URL`` likewise for the Anthropic Messages API (BASE_URL with
+  or without a trailing ``/v1``).
+
+Provider failures: 408/409/429/5xx/529 and failed connections are retried inside the
+turn's time budget (:func:`request`); other errors end the turn with the provider's own
+message, with the key redacted.
 - ``script:PATH`` — the replay model: a JSON script (see :class:`Script`).
 
 Only :func:`resolve_model` and :func:`request` are used by the turn runner, so the
@@ -70,28 +75,28 @@ def resolve_model(spec: str | None, env: dict[str, str] | None = None) -> ModelH
         return ModelHandle(spec, Script.load(Path(rest).expanduser()).model())
     name, _, base_url = rest.partition("@")
     if provider in ("openai", "ollama"):
-        from openai import AsyncOpenAI
-        from pydantic_ai.models.openai import OpenAIChatModel
-        from pydantic_ai.providers.openai import OpenAIProvider
-
         key = env.get("OPENAI_API_KEY")
         if provider == "ollama":
             base_url = base_url or env.get("OLLAMA_BASE_URL", "http://127.0.0.1:11434/v1")
             key = key or "ollama"
-        if not key and not base_url:
+        if not key and not base_url:  # checked before the (slow) SDK imports: a refusal comes at once
             raise ModelConfigError(f"model {spec!r} needs OPENAI_API_KEY in the environment. " + _SCRIPT_HINT)
+        from openai import AsyncOpenAI
+        from pydantic_ai.models.openai import OpenAIChatModel
+        from pydantic_ai.providers.openai import OpenAIProvider
+
         # Retries are ours (within the turn's time budget), so the SDK's are off.
         client = AsyncOpenAI(base_url=base_url or None, api_key=key or "none", max_retries=0)
         return ModelHandle(spec, OpenAIChatModel(name, provider=OpenAIProvider(openai_client=client)),
                            secrets=_secrets(key, base_url))
     if provider == "anthropic":
+        key = env.get("ANTHROPIC_API_KEY")
+        if not key and not base_url:
+            raise ModelConfigError(f"model {spec!r} needs ANTHROPIC_API_KEY in the environment. " + _SCRIPT_HINT)
         from anthropic import AsyncAnthropic
         from pydantic_ai.models.anthropic import AnthropicModel
         from pydantic_ai.providers.anthropic import AnthropicProvider
 
-        key = env.get("ANTHROPIC_API_KEY")
-        if not key and not base_url:
-            raise ModelConfigError(f"model {spec!r} needs ANTHROPIC_API_KEY in the environment. " + _SCRIPT_HINT)
         # The Anthropic SDK appends /v1/messages itself: accept a base URL written with /v1 too.
         base_url = base_url.rstrip("/").removesuffix("/v1") if base_url else base_url
         client = AsyncAnthropic(base_url=base_url or None, api_key=key or "none", max_retries=0)
