@@ -139,14 +139,18 @@ async def test_429_then_success_is_retried(svc, fake):
 async def test_anthropic_overloaded_is_retried_honouring_retry_after(svc, fake, monkeypatch):
     waits = []
     backoff = models._backoff
-    monkeypatch.setattr(models, "_backoff", lambda n, ra: waits.append((n, ra)) or backoff(n, ra))
+    def recording(n, retry_after):
+        waits.append((n, retry_after, backoff(n, retry_after)))
+        return waits[-1][2]
+
+    monkeypatch.setattr(models, "_backoff", recording)
     fake.error(529, retry_after="0").error(500, retry_after="0")
     fake.text("ok")
 
     r = await svc.send("hi", model=anthropic_model(fake))
 
     assert r["status"] == "done", r
-    assert waits == [(1, 0.0), (2, 0.0)]  # the provider's Retry-After, not our backoff
+    assert waits == [(1, 0.0, 0.0), (2, 0.0, 0.0)]  # waited the provider's Retry-After, not our backoff
     assert len(fake.requests) == 3
 
 
