@@ -1,0 +1,335 @@
+// Palui web page: the live parts, in plain JavaScript (no build step).
+// - chat: send a message to POST /api/turns with stream:true and show the NDJSON events as they arrive;
+//   chat commands go to /chat/command; turns that are running, queued or waiting are watched until they change;
+// - approval buttons: POST /api/approvals/{id}/approve|deny with stream:true, the resumed turn shown in the card;
+// - small things: the class dropdown submits on change, countdowns, confirmations, the add-server form.
+// Every state change sends the session's CSRF token (X-Palui-CSRF header), read from <meta name="palui-csrf">.
+"use strict";
+
+(function () {
+  document.documentElement.classList.add("js");
+  const meta = document.querySelector('meta[name="palui-csrf"]');
+  const CSRF = meta ? meta.content : "";
+  const LIVE = ["running", "queued", "awaiting_approval"];
+
+  function el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+
+  function fromHTML(html) {
+    const t = document.createElement("template");
+    t.innerHTML = html.trim(); // server-rendered, autoescaped HTML of this origin
+    return t.content.firstElementChild;
+  }
+
+  async function post(url, body) {
+    return fetch(url, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "X-Palui-CSRF": CSRF },
+      body: JSON.stringify(body || {}),
+      credentials: "same-origin",
+    });
+  }
+
+  async function errorText(resp) {
+    try { const j = await resp.json(); return j.error || resp.statusText; } catch (e) { return resp.status + " " + resp.statusText; }
+  }
+
+  // Read an NDJSON response body line by line as it arrives.
+  async function readNDJSON(resp, onEvent) {
+    const reader = resp.body.getReader();
+    const dec = new TextDecoder();
+    let buf = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += dec.decode(value, { stream: true });
+      let i;
+      while ((i = buf.indexOf("\n")) >= 0) {
+        const line = buf.slice(0, i).trim();
+        buf = buf.slice(i + 1);
+        if (line) onEvent(JSON.parse(line));
+      }
+    }
+    if (buf.trim()) onEvent(JSON.parse(buf));
+  }
+
+  function short(v, n) {
+    const s = typeof v === "string" ? v : JSON.stringify(v);
+    return s.length <= n ? s : s.slice(0, n - 1) + "…";
+  }
+
+  // One turn event as DOM (mirrors templates/_event.html; the server's version replaces it at the end).
+  function renderEvent(e) {
+    switch (e.type) {
+      case "step": {
+        const d = el("details", "step");
+        d.append(el("summary", null, "step " + e.step + " · " + (e.tools_offered || []).length + " tool(s) offered"));
+        const ul = el("ul", "offered");
+        (e.tools_offered || []).forEach((n) => { const li = el("li"); li.append(el("code", null, n)); ul.append(li); });
+        d.append(ul);
+        return d;
+      }
+      case "tool_call": {
+        const c = el("div", "call verdict-" + e.verdict + (e.is_error ? " is-error" : ""));
+        c.dataset.tool = e.tool;
+        const head = el("div", "call-head");
+        head.append(el("span", "verdict " + e.verdict, e.verdict), el("code", "tool", e.tool),
+                    el("code", "args-inline", short(e.args || {}, 160)));
+        if (e.untrusted_output) head.append(el("span", "tag untrusted", "untrusted output"));
+        c.append(head, el("div", "reason", e.reason));
+        if (e.result !== undefined && e.result !== null) {
+          const d = el("details", "result");
+          d.append(el("summary", null, e.is_error ? "error" : "result"), el("pre", null, e.result));
+          c.append(d);
+        }
+        return c;
+      }
+      case "tainted":
+        return el("div", "taint-event", "⚠ The conversation is now tainted by " + e.source);
+      case "approval": {
+        const holder = el("div", "approval-holder", "approval " + e.approval + " for " + e.tool + "…");
+        fetch("/approvals/" + encodeURIComponent(e.approval) + "/card", { credentials: "same-origin" })
+          .then((r) => (r.ok ? r.text() : Promise.reject(r.status)))
+          .then((html) => { const card = fromHTML(html); if (card) { holder.replaceWith(card); startCountdowns(card); } })
+          .catch(() => {});
+        return holder;
+      }
+      case "text":
+        return el("div", "bubble answer", e.text);
+      case "connector_error":
+        return el("div", "note warn", "Connector " + e.connector + " is not available: " + e.error);
+      case "paused":
+        return el("div", "note", "Paused: " + e.reason);
+      case "end":
+        if (e.status === "done") return null;
+        return el("div", "note end-" + e.status, "Turn " + e.status.replace("_", " ") +
+                  (e.budget ? ": " + e.budget : e.error ? ": " + e.error : ""));
+      default:
+        return null;
+    }
+  }
+
+  function resultLine(r) {
+    const words = {
+      done: "Turn finished.", awaiting_approval: "The turn waits for another approval.",
+      queued: "The turn is queued" + (r.queued_reason ? ": the " + r.queued_reason + " is reached" : "") +
+              (r.start_after ? "; it can start after " + r.start_after : "") + ".",
+      stopped: "The turn was stopped.", budget: "The turn ended: " + (r.budget || "a budget was reached") + ".",
+      error: "The turn failed: " + (r.error || "error") + ".", running: "The turn is running.",
+    };
+    const p = el("div", "result-line " + r.status, words[r.status] || r.status);
+    if (r.status === "done" && r.answer) p.append(el("div", "bubble answer", r.answer));
+    return p;
+  }
+
+  // -- turns: refresh from the server, watch live ones ------------------------------------------
+
+  async function refreshTurn(id, old) {
+    const r = await fetch("/chat/turns/" + encodeURIComponent(id), { credentials: "same-origin" });
+    if (!r.ok) return old;
+    const fresh = fromHTML(await r.text());
+    const cur = old && old.isConnected ? old : document.getElementById(id);
+    if (!fresh) return cur;
+    if (cur) cur.replaceWith(fresh); else { const t = document.getElementById("turns"); if (t) t.append(fresh); }
+    startCountdowns(fresh);
+    watch(fresh);
+    return fresh;
+  }
+
+  function watch(turnEl) {
+    if (!turnEl || !LIVE.includes(turnEl.dataset.status) || turnEl.dataset.watching) return;
+    turnEl.dataset.watching = "1";
+    const id = turnEl.dataset.turn;
+    const seen = turnEl.dataset.status + ":" + turnEl.dataset.events;
+    const tick = async () => {
+      if (!turnEl.isConnected) return;
+      try {
+        const r = await fetch("/api/turns/" + encodeURIComponent(id), { credentials: "same-origin" });
+        if (r.ok) {
+          const j = await r.json();
+          if (j.status + ":" + j.events.length !== seen) { await refreshTurn(id, turnEl); return; }
+        }
+      } catch (e) { /* the service may be restarting: keep watching */ }
+      setTimeout(tick, 1000);
+    };
+    setTimeout(tick, 1000);
+  }
+
+  // -- chat -----------------------------------------------------------------------------------------
+
+  function systemNote(text, isError) {
+    const turns = document.getElementById("turns");
+    const n = el("div", "system-note" + (isError ? " error" : ""), text);
+    turns.append(n);
+    n.scrollIntoView({ block: "end" });
+  }
+
+  function setConversation(id) {
+    const chat = document.getElementById("chat");
+    chat.dataset.conversation = id;
+    document.querySelectorAll('input[name="conversation"]').forEach((i) => { i.value = id; });
+    if (location.pathname !== "/chat/" + id) history.replaceState(null, "", "/chat/" + id);
+  }
+
+  async function runCommand(line) {
+    const chat = document.getElementById("chat");
+    const r = await post("/chat/command", { line: line, conversation: chat ? chat.dataset.conversation : "" });
+    if (!r.ok) { systemNote(await errorText(r), true); return; }
+    const j = await r.json();
+    if (j.redirect) { location.href = j.redirect; return; }
+    systemNote(j.text);
+    if (j.turn) { const t = document.getElementById(j.turn); if (t) await refreshTurn(j.turn, t); }
+  }
+
+  async function sendMessage(form) {
+    const box = form.querySelector("textarea");
+    const text = box.value.trim();
+    if (!text) return;
+    const button = form.querySelector("button[type=submit]");
+    box.value = "";
+    if (text.startsWith("/")) { await runCommand(text); return; }
+    const chat = document.getElementById("chat");
+    const turns = document.getElementById("turns");
+    const hello = turns.querySelector(".hello");
+    if (hello) hello.remove();
+    const turn = el("article", "turn streaming");
+    turn.dataset.status = "running";
+    const user = el("div", "msg user");
+    user.append(el("div", "bubble", text));
+    const agent = el("div", "msg agent");
+    const events = el("div", "events");
+    const meta = el("footer", "turn-meta");
+    meta.append(el("span", "status-word running", "running"));
+    agent.append(events, meta);
+    turn.append(user, agent);
+    turns.append(turn);
+    turn.scrollIntoView({ block: "end" });
+    button.disabled = true;
+    let result = null;
+    try {
+      const resp = await post("/api/turns", { message: text, conversation: chat.dataset.conversation || null, stream: true });
+      if (!resp.ok) {
+        events.append(el("div", "note error", await errorText(resp)));
+        meta.replaceChildren(el("span", "status-word error", "error"));
+        return;
+      }
+      await readNDJSON(resp, (e) => {
+        if (e.type === "result") { result = e; return; }
+        if (e.type === "tainted" && !agent.querySelector(".taint-mark")) {
+          agent.prepend(el("div", "taint-mark", "⚠ tainted by " + e.source));
+        }
+        const node = renderEvent(e);
+        if (node) { events.append(node); node.scrollIntoView({ block: "nearest" }); }
+      });
+    } catch (err) {
+      events.append(el("div", "note error", "The connection to the service broke: " + err));
+    } finally {
+      button.disabled = false;
+    }
+    if (result) {
+      turn.id = result.turn;
+      turn.dataset.turn = result.turn;
+      if (result.conversation && chat.dataset.conversation !== result.conversation) setConversation(result.conversation);
+      if (result.status === "queued") events.append(resultLine(result));
+      await refreshTurn(result.turn, turn);
+    }
+  }
+
+  // -- approvals --------------------------------------------------------------------------------------
+
+  async function answerApproval(form) {
+    const card = form.closest(".approval");
+    const id = card.dataset.approval;
+    const verb = form.dataset.verb;
+    const buttons = card.querySelector(".buttons");
+    buttons.querySelectorAll("button").forEach((b) => { b.disabled = true; });
+    const live = card.querySelector(".live");
+    const resp = await post("/api/approvals/" + encodeURIComponent(id) + "/" + verb, { stream: true });
+    if (!resp.ok) {
+      live.append(el("div", "note error", await errorText(resp)));
+      buttons.querySelectorAll("button").forEach((b) => { b.disabled = false; });
+      return;
+    }
+    buttons.remove();
+    card.classList.remove("status-pending");
+    card.classList.add("status-" + (verb === "approve" ? "approved" : "denied"));
+    const state = card.querySelector(".state");
+    state.className = "state " + (verb === "approve" ? "approved" : "denied");
+    state.textContent = verb === "approve" ? "approved" : "denied";
+    const left = card.querySelector(".left");
+    if (left) left.remove();
+    const badge = document.getElementById("pending-count");
+    if (badge) { const n = parseInt(badge.textContent, 10) - 1; if (n > 0) badge.textContent = n; else badge.remove(); }
+    let result = null;
+    await readNDJSON(resp, (e) => {
+      if (e.type === "result") { result = e; return; }
+      const node = renderEvent(e);
+      if (node) live.append(node);
+    });
+    if (result) live.append(resultLine(result));
+    const turnEl = card.closest("article.turn");
+    if (turnEl) await refreshTurn(turnEl.dataset.turn, turnEl);
+  }
+
+  // -- small things ------------------------------------------------------------------------------------
+
+  function startCountdowns(root) {
+    (root || document).querySelectorAll("[data-expires]").forEach((span) => {
+      if (span.dataset.ticking) return;
+      span.dataset.ticking = "1";
+      const end = Date.parse(span.dataset.expires);
+      const tick = () => {
+        const s = Math.floor((end - Date.now()) / 1000);
+        if (s <= 0) { span.textContent = "expired"; return; }
+        span.textContent = (s < 60 ? s + " s" : s < 3600 ? Math.floor(s / 60) + " min " + (s % 60) + " s"
+          : Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " min") + " left";
+        setTimeout(tick, 1000);
+      };
+      tick();
+    });
+  }
+
+  function transportFields(form) {
+    const chosen = form.querySelector('input[name="transport"]:checked');
+    form.querySelectorAll("[data-transport]").forEach((l) => { l.hidden = !chosen || l.dataset.transport !== chosen.value; });
+  }
+
+  document.addEventListener("submit", (ev) => {
+    const form = ev.target;
+    if (form.dataset.confirm && !window.confirm(form.dataset.confirm)) { ev.preventDefault(); return; }
+    if (form.id === "composer") { ev.preventDefault(); sendMessage(form); return; }
+    if (form.classList.contains("command")) {
+      ev.preventDefault();
+      runCommand(form.querySelector('input[name="message"]').value);
+      return;
+    }
+    if (form.classList.contains("answer")) { ev.preventDefault(); answerApproval(form); }
+  });
+
+  document.addEventListener("change", (ev) => {
+    const t = ev.target;
+    if (t.matches("select[data-autosubmit]")) t.form.requestSubmit();
+    if (t.matches('input[name="transport"]')) transportFields(t.form);
+  });
+
+  document.addEventListener("keydown", (ev) => {
+    // Enter sends, Shift+Enter makes a new line.
+    if (ev.target.matches("#composer textarea") && ev.key === "Enter" && !ev.shiftKey) {
+      ev.preventDefault();
+      ev.target.form.requestSubmit();
+    }
+  });
+
+  document.addEventListener("DOMContentLoaded", () => {
+    startCountdowns(document);
+    document.querySelectorAll("article.turn").forEach(watch);
+    const add = document.getElementById("add-server");
+    if (add) transportFields(add);
+    const turns = document.getElementById("turns");
+    if (turns && turns.lastElementChild && !location.hash) turns.lastElementChild.scrollIntoView({ block: "end" });
+  });
+})();

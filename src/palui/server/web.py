@@ -1,0 +1,112 @@
+"""The web page of ``palui serve`` (SPEC §8): login, chat, approvals, connector sheet, jobs,
+webhooks, status, audit, memories.
+
+Server-rendered pages (Jinja2, ``server/templates``) with a little plain JavaScript
+(``server/static``) for the live parts: the chat streams a turn's NDJSON events from
+``POST /api/turns``, approval buttons stream the resumed turn. Every page reads the
+same service API as the CLI (:class:`palui.service.Service`, through the app's
+runtime). The modules:
+
+- :mod:`web` (this one): the route table, login and logout;
+- :mod:`web_base`: templates, CSRF check on forms, flash messages, security headers;
+- :mod:`web_chat`, :mod:`web_approvals`, :mod:`web_connectors`, :mod:`web_triggers`,
+  :mod:`web_status`: one area of the page each.
+
+Access (the Guard in :mod:`palui.server.app` enforces it before any route here): the
+access token as ``Authorization: Bearer`` or the session cookie set by ``/login``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from palui.server.app import SESSION_COOKIE, session_value
+from palui.server.web_base import SECURITY_HEADERS, STATIC, action, redirect, render
+
+LOGIN_COOKIE = "palui_login"  # the login form's own CSRF nonce (no session exists yet)
+
+
+def _secure(request: Request) -> bool:
+    return request.url.scheme == "https" or request.headers.get("x-forwarded-proto") == "https"
+
+
+def _logged_in(request: Request, to: str = "/") -> Response:
+    resp = RedirectResponse(to, status_code=303, headers=SECURITY_HEADERS)
+    # A session cookie (no expiry): an HMAC of the token, never the token itself. Lax so
+    # the /login?token=… link printed by `palui serve` works when opened from another app;
+    # state changes still need the CSRF token, which a cross-site page cannot read.
+    resp.set_cookie(SESSION_COOKIE, session_value(request.app.state.token), path="/", httponly=True,
+                    samesite="lax", secure=_secure(request))
+    resp.delete_cookie(LOGIN_COOKIE, path="/login")
+    return resp
+
+
+def _login_page(request: Request, error: str | None = None, status_code: int = 200) -> Response:
+    nonce = secrets.token_urlsafe(24)
+    resp = render(request, "login.html", status_code=status_code, login_nonce=nonce, error=error,
+                  with_nav=False)
+    resp.set_cookie(LOGIN_COOKIE, nonce, path="/login", httponly=True, samesite="strict", secure=_secure(request))
+    return resp
+
+
+def _token_ok(request: Request, token: str) -> bool:
+    return bool(token) and hmac.compare_digest(token.strip(), request.app.state.token)
+
+
+async def login_get(request: Request) -> Response:
+    """``GET /login``: the token form; ``/login?token=…`` (the link ``palui serve`` prints) logs in
+    and redirects to ``/``, dropping the token from the address bar."""
+    token = request.query_params.get("token")
+    if token is not None:
+        if _token_ok(request, token):
+            return _logged_in(request)
+        return _login_page(request, "That access token is not this service's.", 403)
+    return _login_page(request)
+
+
+async def login_post(request: Request) -> Response:
+    """``POST /login`` with ``token`` and the form's ``csrf`` nonce (matched with its cookie)."""
+    from urllib.parse import parse_qsl
+
+    raw = await request.body()
+    form = dict(parse_qsl(raw[:65536].decode("utf-8", "replace"), keep_blank_values=True))
+    nonce = request.cookies.get(LOGIN_COOKIE, "")
+    if not nonce or not hmac.compare_digest(form.get("csrf", ""), nonce):
+        return _login_page(request, "The login form expired or was not sent by this page; try again.", 403)
+    if not _token_ok(request, form.get("token", "")):
+        return _login_page(request, "That access token is not this service's.", 403)
+    return _logged_in(request)
+
+
+@action
+async def logout(request: Request, form: dict[str, str]) -> Response:
+    """``POST /logout``: forget the session cookie."""
+    resp = redirect("/login")
+    resp.delete_cookie(SESSION_COOKIE, path="/")
+    return resp
+
+
+async def index(request: Request) -> Response:
+    return RedirectResponse("/chat", status_code=303, headers=SECURITY_HEADERS)
+
+
+def routes() -> list[BaseRoute]:
+    """Every route of the web page (the JSON API and webhooks are elsewhere)."""
+    from palui.server import web_approvals, web_chat, web_connectors, web_status, web_triggers
+
+    out: list[BaseRoute] = [
+        Route("/", index),
+        Route("/login", login_get, methods=["GET"]),
+        Route("/login", login_post, methods=["POST"]),
+        Route("/logout", logout, methods=["POST"]),
+        Mount("/static", app=StaticFiles(directory=str(STATIC)), name="static"),
+    ]
+    for mod in (web_chat, web_approvals, web_connectors, web_triggers, web_status):
+        out.extend(mod.routes())
+    return out

@@ -1,0 +1,67 @@
+"""The approvals page: pending calls with their exact arguments, class, reason and time left;
+untrusted argument values marked with their source; Approve / Deny; the history (SPEC §4, §5).
+
+The buttons are forms (CSRF field). The page's script sends them to
+``POST /api/approvals/{id}/approve|deny`` with ``stream: true`` instead and shows the
+resumed turn's events in the card until the turn finishes or pauses again.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from palui.errors import NotFound
+from palui.runner import approvals as approvals_mod
+from palui.server.web_base import action, page, redirect, render, render_fragment, svc_of
+from palui.server.web_chat import answer
+
+HISTORY = 100
+
+
+def _with_conversation(svc, items: list[dict]) -> list[dict]:
+    """Each approval plus ``conversation`` (the chat page that shows its turn)."""
+    out = []
+    for a in items:
+        row = svc.db.one("SELECT conversation_id FROM turns WHERE id = ?", (a["turn"],))
+        out.append({**a, "conversation": row["conversation_id"] if row else None})
+    return out
+
+
+@page
+async def approvals_page(request: Request) -> Response:
+    """``GET /approvals``: pending first (oldest first: they expire first), then the newest answered ones."""
+    svc = svc_of(request)
+    pending = _with_conversation(svc, svc.approvals("pending"))
+    done = [a for a in svc.approvals(None) if a["status"] != "pending"]
+    history = _with_conversation(svc, list(reversed(done))[:HISTORY])
+    return render(request, "approvals.html", approvals=pending, history=history)
+
+
+@page
+async def approval_card(request: Request) -> Response:
+    """``GET /approvals/{id}/card``: one approval's card (the chat page shows it inline)."""
+    svc = svc_of(request)
+    a = approvals_mod.get(svc.db, request.path_params["id"])
+    [a] = _with_conversation(svc, [a])
+    return render_fragment(request, "_approval_card.html", a=a, back="/approvals")
+
+
+@action
+async def answer_form(request: Request, form: dict[str, str]) -> Response:
+    """``POST /approvals/{id}/approve|deny`` (CSRF field): answer, resume the turn, go back."""
+    verb = request.path_params["action"]
+    if verb not in ("approve", "deny"):
+        raise NotFound(f"unknown action {verb!r}")
+    a = answer(request, request.path_params["id"], verb == "approve")
+    word = "Approved" if verb == "approve" else "Denied"
+    return redirect(form.get("back") or "/approvals", ("ok", f"{word} {a['id']} ({a['tool']}); the turn goes on."))
+
+
+def routes() -> list[Route]:
+    return [
+        Route("/approvals", approvals_page),
+        Route("/approvals/{id}/card", approval_card),
+        Route("/approvals/{id}/{action}", answer_form, methods=["POST"]),
+    ]

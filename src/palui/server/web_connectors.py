@@ -1,0 +1,232 @@
+"""The connector sheet (SPEC §2, §3, §7): connectors with their state and tools; per tool its
+class with the class's source, the on/off switch, the "changed — review" flag with the
+definition diff; "Enable all read tools"; adding an MCP server; trusted sources.
+
+Every change goes through the service API the CLI uses (``set_class``, ``reset_class``,
+``set_enabled``, ``review_tool``, ``enable_read``, ``set_trusted``, ``mcp_add_async``,
+``mcp_refresh_async``, ``mcp_set_enabled``, ``mcp_remove``). MCP env and header values
+are secrets: the page only ever shows their keys.
+"""
+
+from __future__ import annotations
+
+import difflib
+import shlex
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from palui.errors import NotFound, UsageError
+from palui.server.web_base import action, page, pretty_json, redirect, render, svc_of
+from palui.types import Origin
+
+CLASSES = ("read", "write", "destructive")
+SOURCE_WORDS = {"user": "set by you", "builtin": "built-in", "hints": "from the server's hints",
+                "unknown": "unknown — treated as destructive"}
+# The columns of the decision matrix (SPEC §3) shown per tool, as `palui policy explain` gives them.
+COLUMNS = (("chat", Origin.CHAT, False), ("chat, tainted", Origin.CHAT, True), ("job", Origin.JOB, False),
+           ("webhook", Origin.WEBHOOK, False))
+
+
+def diff_lines(old: Any, new: Any) -> list[tuple[str, str]]:
+    """A line diff of two values (text as is, anything else as indented JSON): ``[(kind, line)]``
+    with kind ``"-"``, ``"+"`` or ``" "``; empty when equal."""
+    def lines(v: Any) -> list[str]:
+        return (v if isinstance(v, str) else pretty_json(v)).splitlines() or [""]
+
+    a, b = lines(old), lines(new)
+    if a == b:
+        return []
+    out = []
+    for line in difflib.ndiff(a, b):
+        if line.startswith(("- ", "+ ", "  ")):
+            out.append((line[0], line[2:]))
+    return out
+
+
+def review_view(review: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What changed in a flagged tool: ``{"kind","parts":[(title, diff_lines)], …}``."""
+    if not review:
+        return None
+    prev = review.get("previous") or {}
+    parts = []
+    for key, title in (("description", "description"), ("input_schema", "input schema"),
+                       ("annotations", "annotations")):
+        d = diff_lines(prev.get(key), review.get(key))
+        if d:
+            parts.append((title, d))
+    return {"kind": review.get("kind", "changed"), "parts": parts,
+            "previous_user_class": review.get("previous_user_class")}
+
+
+def tool_view(svc, row) -> dict[str, Any]:
+    """A tool as the sheet shows it: the ``tools list --json`` fields, the matrix columns, the review."""
+    d = row.as_dict()
+    d["verdicts"] = [(label, svc.explain(row.name, origin, tainted)) for label, origin, tainted in COLUMNS]
+    d["review"] = review_view(row.review)
+    d["source_words"] = SOURCE_WORDS.get(d["class_source"], d["class_source"])
+    d["schema"] = row.input_schema
+    return d
+
+
+def connector_view(svc, cid: str) -> dict[str, Any]:
+    """One connector from :meth:`connectors` (with the live state). Raises NotFound."""
+    for c in svc.connectors():
+        if c["id"] == cid:
+            live = svc.hub.state(cid) if hasattr(svc, "hub") else None
+            if live and c["state"] != "disabled":
+                c["state"] = live
+            return c
+    raise NotFound(f"unknown connector {cid!r}")
+
+
+@page
+async def connectors_page(request: Request) -> Response:
+    """``GET /connectors``: every connector with its state and tool counts; the add-a-server form."""
+    svc = svc_of(request)
+    conns = [connector_view(svc, c["id"]) for c in svc.connectors()]
+    return render(request, "connectors.html", connectors=conns)
+
+
+@page
+async def sheet(request: Request) -> Response:
+    """``GET /connectors/{id}``: the connector sheet."""
+    svc = svc_of(request)
+    cid = request.path_params["id"]
+    conn = connector_view(svc, cid)
+    tools = [tool_view(svc, r) for r in svc.tools(cid)]
+    reads_off = sum(1 for t in tools if t["class"] == "read" and not t["enabled"] and not t["changed"])
+    return render(request, "connector.html", conn=conn, tools=tools, classes=CLASSES, reads_off=reads_off)
+
+
+# -- tools ------------------------------------------------------------------------------------
+
+
+def _sheet_of(svc, name: str) -> str:
+    return f"/connectors/{svc.tool(name).connector}#tool-{name}"
+
+
+@action
+async def tool_class(request: Request, form: dict[str, str]) -> Response:
+    """``POST /tools/{name}/class`` ``class=read|write|destructive|reset``."""
+    svc = svc_of(request)
+    name = request.path_params["name"]
+    word = form.get("class", "")
+    row = svc.reset_class(name) if word == "reset" else svc.set_class(name, word)
+    return redirect(_sheet_of(svc, name), ("ok", f"{name}: class {row.tool_class.value} ({row.class_source.value})."))
+
+
+@action
+async def tool_switch(request: Request, form: dict[str, str]) -> Response:
+    """``POST /tools/{name}/switch`` ``on=1|0``."""
+    svc = svc_of(request)
+    name = request.path_params["name"]
+    on = form.get("on") == "1"
+    svc.set_enabled([name], on)
+    return redirect(_sheet_of(svc, name), ("ok", f"{name} switched {'on' if on else 'off'}."))
+
+
+@action
+async def tool_review(request: Request, form: dict[str, str]) -> Response:
+    """``POST /tools/{name}/review``: accept the changed definition (``palui tools review``)."""
+    svc = svc_of(request)
+    name = request.path_params["name"]
+    row = svc.review_tool(name)
+    return redirect(_sheet_of(svc, name), ("ok", f"{name}: new definition accepted; it is "
+                                                 f"{'on' if row.enabled else 'off'}, class {row.tool_class.value}."))
+
+
+# -- connectors -------------------------------------------------------------------------------
+
+
+@action
+async def connector_action(request: Request, form: dict[str, str]) -> Response:
+    """``POST /connectors/{id}/enable-read|trust|untrust|refresh|enable|disable|remove``."""
+    svc = svc_of(request)
+    cid, verb = request.path_params["id"], request.path_params["action"]
+    here = f"/connectors/{cid}"
+    if verb == "enable-read":
+        names = [r.name for r in svc.enable_read(cid)]
+        text = (f"Switched on {len(names)} read tool(s): {', '.join(names)}." if names
+                else "No read tool was off (tools flagged for review stay off).")
+        return redirect(here, ("ok", text))
+    if verb in ("trust", "untrust"):
+        svc.set_trusted(cid, None, verb == "trust")
+        return redirect(here, ("ok", f"{cid} is {'now' if verb == 'trust' else 'no longer'} a trusted source: its "
+                                     f"results {'no longer' if verb == 'trust' else 'again'} taint a turn."))
+    if verb == "refresh":
+        r = await svc.mcp_refresh_async(cid)
+        flagged = r["changed"] + r["tightened"] + r["loosening_held"]
+        text = f"{cid}: {r['state']}; {len(r['added'])} new tool(s)"
+        text += f", flagged for review: {', '.join(flagged)}." if flagged else "."
+        return redirect(here, ("ok", text))
+    if verb in ("enable", "disable"):
+        svc.mcp_set_enabled(cid, verb == "enable")
+        return redirect(here, ("ok", f"{cid} {verb}d."))
+    if verb == "remove":
+        svc.mcp_remove(cid)
+        return redirect("/connectors", ("ok", f"{cid} removed, with its tools and secrets."))
+    raise NotFound(f"unknown action {verb!r}")
+
+
+def _pairs(text: str, what: str) -> dict[str, str]:
+    """``KEY=VALUE`` lines (values taken literally: they are secrets, never expanded or echoed)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"{what}: each line must be KEY=VALUE (line starting {key.strip()[:20]!r})")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def server_config(form: dict[str, str]):
+    """The :class:`ServerConfig` of the add form (stdio command line or URL). Raises UsageError."""
+    from palui.connectors.mcp.config import ServerConfig
+
+    transport = form.get("transport", "stdio")
+    timeout = float(form["timeout"]) if form.get("timeout", "").strip() else None
+    if transport == "http":
+        return ServerConfig("http", url=form.get("url", "").strip(), headers=_pairs(form.get("headers", ""), "headers"),
+                            timeout_seconds=timeout)
+    try:
+        argv = shlex.split(form.get("command", ""))
+    except ValueError as e:
+        raise UsageError(f"the command line cannot be read: {e}") from None
+    if not argv:
+        raise UsageError("a stdio MCP server needs a command line, e.g. npx -y @modelcontextprotocol/server-memory")
+    return ServerConfig("stdio", command=argv[0], args=tuple(argv[1:]), cwd=form.get("cwd", "").strip() or None,
+                        env=_pairs(form.get("env", ""), "environment"), timeout_seconds=timeout)
+
+
+@action
+async def add_server(request: Request, form: dict[str, str]) -> Response:
+    """``POST /connectors/add``: connect an MCP server once, store its tools (off), open its sheet."""
+    svc = svc_of(request)
+    if not hasattr(svc, "mcp_add_async"):
+        raise UsageError("MCP servers cannot be added in this build")
+    try:
+        config = server_config(form)
+    except ValueError as e:  # a bad timeout number
+        raise UsageError(f"timeout: {e}") from None
+    r = await svc.mcp_add_async(form.get("name", "").strip(), config, enable_read=form.get("enable_read") == "1")
+    text = f"{r['id']}: connected, {len(r['tools'])} tool(s)"
+    text += f", {len(r['enabled'])} read tool(s) switched on." if r["enabled"] else "; new tools start off."
+    return redirect(f"/connectors/{r['id']}", ("ok", text))
+
+
+def routes() -> list[Route]:
+    return [
+        Route("/connectors", connectors_page),
+        Route("/connectors/add", add_server, methods=["POST"]),
+        Route("/connectors/{id}", sheet),
+        Route("/connectors/{id}/{action}", connector_action, methods=["POST"]),
+        Route("/tools/{name}/class", tool_class, methods=["POST"]),
+        Route("/tools/{name}/switch", tool_switch, methods=["POST"]),
+        Route("/tools/{name}/review", tool_review, methods=["POST"]),
+    ]
+

@@ -1,0 +1,100 @@
+"""Jobs and webhooks pages (SPEC §8): list, add, remove, run a job now; a webhook's URL and
+secret shown once, on the page that answers its creation (never again: the list shows
+neither the secret nor a way to get it back).
+
+Everything goes through the service's TriggersAPI (``jobs``, ``add_job``, ``remove_job``,
+``start_job_now``, ``webhooks``, ``add_webhook``, ``remove_webhook``), as ``palui jobs``
+and ``palui webhooks`` do.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from palui.errors import UsageError
+from palui.server.web_base import action, page, redirect, render, runtime_of, svc_of
+from palui.types import TurnStatus
+
+
+def _conversation_of(svc, turn_id: str | None) -> str | None:
+    if not turn_id:
+        return None
+    row = svc.db.one("SELECT conversation_id FROM turns WHERE id = ?", (turn_id,))
+    return row["conversation_id"] if row else None
+
+
+@page
+async def jobs_page(request: Request) -> Response:
+    """``GET /jobs``: every job with its schedule, next and last run, tokens today against its cap."""
+    svc = svc_of(request)
+    jobs = [{**j, "conversation": _conversation_of(svc, j["last_turn"])} for j in svc.jobs()]
+    return render(request, "jobs.html", jobs=jobs, default_cap=svc.settings.get("caps.job_daily_tokens"))
+
+
+@action
+async def add_job(request: Request, form: dict[str, str]) -> Response:
+    """``POST /jobs/add`` ``name, cron, prompt[, token_cap][, tz]``."""
+    svc = svc_of(request)
+    cap_text = form.get("token_cap", "").strip()
+    try:
+        cap = int(cap_text) if cap_text else None
+    except ValueError:
+        raise UsageError(f"token cap must be a whole number of tokens, not {cap_text!r}") from None
+    j = svc.add_job(form.get("name", "").strip(), form.get("cron", "").strip(), form.get("prompt", ""),
+                    cap, form.get("tz", "").strip() or None)
+    return redirect("/jobs", ("ok", f"Job {j['name']} added ({j['cron']}, {j['tz']}); next run {j['next_run']}."))
+
+
+@action
+async def job_action(request: Request, form: dict[str, str]) -> Response:
+    """``POST /jobs/{name}/remove|run``: delete the job, or start one run now (outside the schedule)."""
+    svc, rt = svc_of(request), runtime_of(request)
+    name, verb = request.path_params["name"], request.path_params["action"]
+    if verb == "remove":
+        j = svc.remove_job(name)
+        return redirect("/jobs", ("ok", f"Job {j['name']} removed (its past results stay)."))
+    if verb == "run":
+        def launch(turn_id: str) -> str | None:
+            _task, cap = rt.start_turn(turn_id, (TurnStatus.QUEUED,))
+            return cap
+
+        tid = svc.start_job_now(name, launch)  # JobRefused (a PaluiError) when a cap refuses
+        conv = _conversation_of(svc, tid)
+        return redirect(f"/chat/{conv}#{tid}" if conv else "/jobs", ("ok", f"Job {name} started: turn {tid}."))
+    raise UsageError(f"unknown action {verb!r}")
+
+
+@page
+async def webhooks_page(request: Request) -> Response:
+    """``GET /webhooks``: every webhook with its URL and recent deliveries (never its secret)."""
+    svc = svc_of(request)
+    return render(request, "webhooks.html", hooks=svc.webhooks(), created=None)
+
+
+@action
+async def add_webhook(request: Request, form: dict[str, str]) -> Response:
+    """``POST /webhooks/add`` ``name``: answered with the page itself, showing the URL and the
+    secret this once (no redirect: the secret must not travel in a cookie or a URL)."""
+    svc = svc_of(request)
+    created = svc.add_webhook(form.get("name", "").strip())
+    return render(request, "webhooks.html", hooks=svc.webhooks(), created=created)
+
+
+@action
+async def remove_webhook(request: Request, form: dict[str, str]) -> Response:
+    """``POST /webhooks/{name}/remove``: delete the webhook and its secret."""
+    h = svc_of(request).remove_webhook(request.path_params["name"])
+    return redirect("/webhooks", ("ok", f"Webhook {h['name']} removed; deliveries to it now get 404."))
+
+
+def routes() -> list[Route]:
+    return [
+        Route("/jobs", jobs_page),
+        Route("/jobs/add", add_job, methods=["POST"]),
+        Route("/jobs/{name}/{action}", job_action, methods=["POST"]),
+        Route("/webhooks", webhooks_page),
+        Route("/webhooks/add", add_webhook, methods=["POST"]),
+        Route("/webhooks/{name}/remove", remove_webhook, methods=["POST"]),
+    ]
