@@ -80,8 +80,7 @@ async def svc(world):
                           env={"HOSTILE_SECRET": SECRET}, timeout_seconds=15)
     added = await s.mcp_add_async("Hostile", config)
     assert added["id"] == CID
-    s.hub = ConnectorHub(s)  # the service's live connectors, as a running service has them
-    yield s
+    yield s  # s.hub: the service's live connectors
     await s.hub.close()
     s.db.close()
 
@@ -438,6 +437,27 @@ async def test_start_failures_back_off_and_handshake_hangs_time_out(svc):
         assert time.monotonic() - started < 2.5
     finally:
         await mute.close()
+
+
+@in_module_loop
+async def test_hub_raises_for_a_server_that_cannot_start_and_backs_off(svc):
+    cid = "mcp-broken"
+    svc.register_tools(cid, [], name="broken", kind="mcp")
+    config = ServerConfig("stdio", command=sys.executable, args=("-c", "raise SystemExit(2)"))
+    with svc.db.write() as c:
+        c.execute("UPDATE connectors SET transport = 'stdio', config_json = ? WHERE id = ?",
+                  (json.dumps(config.public()), cid))
+    try:
+        for _ in range(2):  # the first failure is retried at once on the next use…
+            with pytest.raises(ConnectorError, match="during the MCP handshake"):
+                await svc.hub.get(cid)
+        assert svc.db.one("SELECT state FROM connectors WHERE id = ?", (cid,))["state"].startswith("error: ")
+        started = time.monotonic()
+        with pytest.raises(ConnectorError, match="next start attempt is in"):  # …then it waits
+            await svc.hub.get(cid)
+        assert time.monotonic() - started < 0.3
+    finally:
+        svc.mcp_remove(cid)
 
 
 def test_import_errors_name_the_variable_and_add_nothing(home, tmp_path):

@@ -54,20 +54,36 @@ def __getattr__(name: str) -> Any:
 async def create_connector(service: "Service", row: Mapping[str, Any]) -> "MCPConnector":
     """The live connector for a stored MCP ``connectors`` row; the hub calls it on first use.
 
-    Starts the server and syncs its tools (the rug-pull check of each connection).
-    A server that cannot start does **not** raise: the connector is returned in state
-    ``error: …``, its calls return error results, and the next use tries again
-    (with back-off). A disabled connector is returned without starting anything.
+    Starts the server and syncs its tools (the rug-pull check of each connection). A
+    disabled connector is returned without starting anything (state ``disabled``; its
+    calls are refused).
 
-    Raises ConnectorError only when the stored configuration itself is unusable.
+    Raises ConnectorError when the server cannot start (the row's state says why) or
+    the stored configuration is unusable. Failed starts are remembered for this
+    process, so asking again within the back-off (1 s, 2 s, 4 s… 60 s after repeated
+    failures) raises at once instead of starting the server again.
     """
-    from palui.connectors.mcp.connector import MCPConnector
+    import time
 
+    from palui.connectors.mcp.connector import MCPConnector, backoff_seconds
+
+    key = (str(service.settings.db_path), row["id"])
+    failures, last = _START_FAILURES.get(key, (0, 0.0))
+    wait = backoff_seconds(failures) - (time.monotonic() - last)
+    if wait > 0:
+        raise ConnectorError(f"{row['id']}: {row['state']}; the next start attempt is in {wait:.0f} s")
     config = config_from_row(service, row)
     connector = MCPConnector(service, row["id"], row["name"], config, enabled=bool(row["enabled"]))
     if connector.enabled:
+        connector.restore_failures(failures, last)
         try:
             await connector.start()
         except ConnectorError:
-            pass  # state() says why; call_tool returns it as an error result
+            _START_FAILURES[key] = connector.failures()
+            raise
+    _START_FAILURES.pop(key, None)
     return connector
+
+
+# (database file, connector id) -> (consecutive failures, monotonic time of the last one)
+_START_FAILURES: dict[tuple[str, str], tuple[int, float]] = {}

@@ -1,7 +1,8 @@
 """An MCP server as a :class:`Connector`: lifecycle, sync, limits, error results (SPEC §4, §7).
 
-Lifecycle. The server starts on first use and the session is reused across turns
-within the process. Every (re)connection lists the tools and syncs them into the store
+Lifecycle. The server starts on first use (the hub's ``create_connector``, which raises
+ConnectorError when it cannot start) and the session is reused across turns within the
+process. Every (re)connection lists the tools and syncs them into the store
 (``register_tools``: naming, prefill, duplicates, rug-pull rules), and so do ``refresh``
 and ``notifications/tools/list_changed``. After a crash the next use restarts the
 server; repeated failures wait before the next attempt (1 s, 2 s, 4 s… up to 60 s).
@@ -47,6 +48,7 @@ log = logging.getLogger(__name__)
 
 MAX_BACKOFF_SECONDS = 60.0
 _STATE_MAX = 300
+_CLOSING: set[asyncio.Task] = set()
 
 
 def backoff_seconds(failures: int) -> float:
@@ -116,6 +118,14 @@ class MCPConnector(Connector):
 
     def _redact(self, text: str) -> str:
         return redact(text, self.config.secret_values)
+
+    def failures(self) -> tuple[int, float]:
+        """``(consecutive failures, monotonic time of the last)`` for the back-off."""
+        return self._failures, self._last_failure
+
+    def restore_failures(self, failures: int, last: float) -> None:
+        """Carry the back-off over from an earlier connector of the same server in this process."""
+        self._failures, self._last_failure = failures, last
 
     # -- connecting -------------------------------------------------------------------------------------
 
@@ -190,9 +200,12 @@ class MCPConnector(Connector):
 
     def _close_later(self, session: MCPSession) -> None:
         # Stopping a server can take seconds; no call should wait for it. close() does.
+        # The module-level set keeps the task alive even if this connector is dropped
+        # (the event loop itself holds tasks only weakly).
         task = asyncio.get_running_loop().create_task(session.close())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        for holder in (self._background, _CLOSING):
+            holder.add(task)
+            task.add_done_callback(holder.discard)
 
     def _lost(self, why: str) -> None:
         """The connection broke: count a failure; the next use restarts the server."""
