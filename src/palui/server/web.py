@@ -48,7 +48,10 @@ def _logged_in(request: Request, to: str = "/") -> Response:
 
 
 def _login_page(request: Request, error: str | None = None, status_code: int = 200) -> Response:
-    nonce = secrets.token_urlsafe(24)
+    # Reuse the nonce the browser already holds: a second GET (another tab, a favicon request
+    # redirected here) must not invalidate a form that is already open.
+    held = request.cookies.get(LOGIN_COOKIE, "")
+    nonce = held if len(held) >= 32 else secrets.token_urlsafe(24)
     resp = render(request, "login.html", status_code=status_code, login_nonce=nonce, error=error,
                   with_nav=False)
     resp.set_cookie(LOGIN_COOKIE, nonce, path="/login", httponly=True, samesite="strict", secure=_secure(request))
