@@ -52,6 +52,8 @@ class Turn:
     stop_requested: bool
     created_at: float
     events: list[dict[str, Any]] = field(default_factory=list)
+    # How many messages / events the stored row holds: unchanged lists are not re-serialized.
+    saved_counts: tuple[int, int] = (-1, -1)
 
     @property
     def tokens(self) -> int:
@@ -69,7 +71,7 @@ def load(db: Database, turn_id: str) -> Turn | None:
     r = db.one("SELECT * FROM turns WHERE id = ?", (turn_id,))
     if r is None:
         return None
-    return Turn(
+    t = Turn(
         id=r["id"], conversation_id=r["conversation_id"], origin=Origin(r["origin"]), status=TurnStatus(r["status"]),
         input=r["input"], model=r["model"], messages=_adapter().validate_json(r["messages_json"]),
         offered=json.loads(r["offered_json"]) if r["offered_json"] else None,
@@ -78,26 +80,40 @@ def load(db: Database, turn_id: str) -> Turn | None:
         input_tokens=r["input_tokens"], output_tokens=r["output_tokens"], answer=r["answer"], error=r["error"],
         budget_hit=r["budget_hit"], job_id=r["job_id"], version=r["version"],
         stop_requested=bool(r["stop_requested"]), created_at=r["created_at"],
-        events=json.loads(r["events_json"] or "[]"),
+        events=[json.loads(e[0]) for e in db.all("SELECT event FROM turn_events WHERE turn_id = ? ORDER BY seq",
+                                                 (turn_id,))],
     )
+    t.saved_counts = (len(t.messages), len(t.events))
+    return t
 
 
 def save(db: Database, t: Turn) -> None:
-    """Persist the turn's progress (only while this process owns it)."""
+    """Persist the turn's progress (only while this process owns it).
+
+    The message list only grows; it is serialized again only when it did (a turn with
+    many tool calls would otherwise re-encode its history per call). Events are
+    appended to ``turn_events``.
+    """
+    cols = {
+        "status": t.status.value,
+        "offered_json": json.dumps(t.offered) if t.offered is not None else None,
+        "pending_json": json.dumps(t.pending) if t.pending is not None else None,
+        "tainted": int(t.tainted), "taint_source": t.taint_source, "steps": t.steps, "seconds": t.seconds,
+        "input_tokens": t.input_tokens, "output_tokens": t.output_tokens, "answer": t.answer, "error": t.error,
+        "budget_hit": t.budget_hit, "updated_at": time.time(),
+    }
+    counts = (len(t.messages), len(t.events))
+    if counts[0] != t.saved_counts[0]:
+        cols["messages_json"] = _adapter().dump_json(t.messages).decode()
     with db.write() as c:
-        c.execute(
-            "UPDATE turns SET status=?, messages_json=?, offered_json=?, pending_json=?, tainted=?, taint_source=?,"
-            " steps=?, seconds=?, input_tokens=?, output_tokens=?, answer=?, error=?, budget_hit=?, events_json=?,"
-            " updated_at=? WHERE id=?",
-            (t.status.value, _adapter().dump_json(t.messages).decode(),
-             json.dumps(t.offered) if t.offered is not None else None,
-             json.dumps(t.pending) if t.pending is not None else None, int(t.tainted), t.taint_source, t.steps,
-             t.seconds, t.input_tokens, t.output_tokens, t.answer, t.error, t.budget_hit,
-             json.dumps(t.events, default=str), time.time(), t.id),
-        )
+        c.execute(f"UPDATE turns SET {', '.join(k + ' = ?' for k in cols)} WHERE id = ?", (*cols.values(), t.id))
+        start = max(0, t.saved_counts[1])
+        c.executemany("INSERT OR IGNORE INTO turn_events (turn_id, seq, event) VALUES (?,?,?)",
+                      [(t.id, i, json.dumps(e, default=str)) for i, e in enumerate(t.events[start:], start)])
         if t.tainted:
             c.execute("UPDATE conversations SET tainted = 1, taint_source = COALESCE(taint_source, ?) WHERE id = ?",
                       (t.taint_source, t.conversation_id))
+    t.saved_counts = counts
 
 
 def claim(db: Database, turn_id: str, from_status: tuple[TurnStatus, ...]) -> bool:

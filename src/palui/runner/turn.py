@@ -266,6 +266,14 @@ class TurnRunner:
         enabled_conns = {r["id"] for r in self.db.all("SELECT id FROM connectors WHERE enabled = 1")}
         return {r.name: r for r in rows if r.connector in enabled_conns}
 
+    def _row(self, name: str) -> ToolRow | None:
+        """One tool as stored now (the call-time check reads it fresh), None if gone or its connector is off."""
+        r = tools_store.get_tool(self.db, name)
+        if r is None or not r.present:
+            return None
+        on = self.db.one("SELECT enabled FROM connectors WHERE id = ?", (r.connector,))
+        return r if on and on[0] else None
+
     async def _offer(self, t: Turn) -> list[str]:
         """The tools offered this turn, fixed at its start and stored (SPEC §6)."""
         if t.origin is Origin.WEBHOOK:
@@ -328,7 +336,7 @@ class TurnRunner:
                 ok, why = approvals.consume(self.db, call["approval"], call)
                 if why == "pending":
                     return True
-                row = self._rows().get(call["tool"])
+                row = self._row(call["tool"])
                 if not ok:
                     text = DENIED if why == "approval denied" else f"{DENIED} ({why})"
                     self._result(t, call, text, True)
@@ -347,8 +355,7 @@ class TurnRunner:
         return False
 
     async def _decide_and_run(self, t: Turn, call: dict[str, Any]) -> bool:
-        rows = self._rows()
-        row = rows.get(call["tool"])
+        row = self._row(call["tool"])
         if row is None or call["tool"] not in (t.offered or []):
             why = "not offered this turn" + ("" if row else ": unknown tool")
             if row is not None:
@@ -364,7 +371,7 @@ class TurnRunner:
                 self._refuse(t, call, row, "run", f"connector {row.connector} is not available: {str(e)[:200]}",
                              outcome="error")
                 return False
-            row = self._rows().get(call["tool"])  # the connection may have flagged it
+            row = self._row(call["tool"])  # the connection may have flagged it
             if row is None:
                 self._refuse(t, call, None, "unavailable", "the tool is no longer listed by its server")
                 return False

@@ -188,7 +188,12 @@ MIGRATIONS.append(
         5,
         "turn events and stop requests",
         """
-ALTER TABLE turns ADD COLUMN events_json TEXT NOT NULL DEFAULT '[]';
+CREATE TABLE turn_events (
+    turn_id  TEXT NOT NULL,
+    seq      INTEGER NOT NULL,                -- 0, 1, 2… within the turn, across resumes
+    event    TEXT NOT NULL,                   -- JSON: step, tool_call, approval, tainted, text, end…
+    PRIMARY KEY (turn_id, seq)
+);
 ALTER TABLE turns ADD COLUMN stop_requested INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE turns ADD COLUMN budget_hit TEXT;
 """,
