@@ -250,8 +250,7 @@ async def test_description_change_switches_the_tool_off(svc, conn, world):
     assert (t.enabled, t.changed, t.description) == (False, True, "Looks up a word.")
     assert "evil.example" in t.review["description"]
     assert any(f"Tool {CID}__rug changed" in n for n in notices(svc))
-    tools = {x["name"]: x for x in palui_json(world["home"], "tools", "list", "--json", "--connector", CID)}
-    assert tools[f"{CID}__rug"]["changed"] is True
+    assert t.as_dict()["changed"] is True  # what `palui tools list --json` shows
     again = await conn.refresh()  # the same change is not reported twice
     assert again.changed == []
     t = svc.review_tool(f"{CID}__rug")
@@ -295,8 +294,7 @@ async def test_crash_mid_call_then_restart_on_next_use(svc, conn, world):
     r = await conn.call_tool("echo", {"back": True})
     assert (r.is_error, r.text) == (False, 'echo: {"back": true}')
     assert conn.state() == "connected"
-    listed = palui_json(world["home"], "connectors", "list", "--json")
-    assert next(c for c in listed if c["id"] == CID)["state"] == "connected"
+    assert next(c for c in svc.connectors() if c["id"] == CID)["state"] == "connected"  # as `connectors list`
 
 
 @in_module_loop

@@ -197,4 +197,3 @@ def test_trusted_source_and_refresh_via_cli(world):
     assert tools["mcp-files__read_file"]["untrusted_output"] is True
     report = palui_json(home, "connectors", "refresh", "mcp-files", "--json")
     assert (report["state"], report["added"], report["changed"], report["removed"]) == ("connected", [], [], [])
-    assert palui(home, "connectors", "trust", "mcp-files", "--tool", "read_text_file", "--untrust").returncode == 0

@@ -102,7 +102,8 @@ class MCPConnector(Connector):
         if not self.enabled:
             return "disabled"
         if self._state == "connected" and (self._session is None or not self._session.alive):
-            self._set_state("error: the server exited; it restarts on next use")
+            self._set_state("error: the server exited; it restarts on next use" if self.config.transport == "stdio"
+                            else "error: the connection closed; it reconnects on next use")
         return self._state
 
     def _set_state(self, state: str) -> None:
@@ -213,7 +214,8 @@ class MCPConnector(Connector):
             self._session.mark_lost()
         self._failures += 1
         self._last_failure = time.monotonic()
-        self._set_state(f"error: {why}; it restarts on next use")
+        self._set_state(f"error: {why}; {'it reconnects' if self.config.transport == 'http' else 'it restarts'}"
+                        " on next use")
 
     # -- listing and sync ---------------------------------------------------------------------------------
 
@@ -309,6 +311,10 @@ class MCPConnector(Connector):
             if e.code == types.REQUEST_TIMEOUT:
                 return result(f"The tool did not answer within {self.timeout:g} s.", True)
             if e.code == types.CONNECTION_CLOSED:
+                if self.config.transport == "http":
+                    self._lost("the connection closed during a call")
+                    return result(f"The MCP server {self.id} closed the connection during the call; "
+                                  "Palui reconnects on next use.", True)
                 self._lost("the server exited during a call")
                 await session.stderr_settled(min(0.5, max(deadline - loop.time(), 0)))
                 tail = session.stderr_tail()
