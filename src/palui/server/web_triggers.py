@@ -9,6 +9,7 @@ and ``palui webhooks`` do.
 
 from __future__ import annotations
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -70,7 +71,7 @@ async def job_action(request: Request, form: dict[str, str]) -> Response:
 async def webhooks_page(request: Request) -> Response:
     """``GET /webhooks``: every webhook with its URL and recent deliveries (never its secret)."""
     svc = svc_of(request)
-    return render(request, "webhooks.html", hooks=svc.webhooks(), created=None)
+    return render(request, "webhooks.html", hooks=await run_in_threadpool(svc.webhooks), created=None)
 
 
 @action
@@ -78,8 +79,10 @@ async def add_webhook(request: Request, form: dict[str, str]) -> Response:
     """``POST /webhooks/add`` ``name``: answered with the page itself, showing the URL and the
     secret this once (no redirect: the secret must not travel in a cookie or a URL)."""
     svc = svc_of(request)
-    created = svc.add_webhook(form.get("name", "").strip())
-    return render(request, "webhooks.html", hooks=svc.webhooks(), created=created)
+    # In a worker thread: the webhook URL comes from looking up the live service, i.e. an HTTP
+    # request to this very process, which must not wait on its own event loop.
+    created = await run_in_threadpool(svc.add_webhook, form.get("name", "").strip())
+    return render(request, "webhooks.html", hooks=await run_in_threadpool(svc.webhooks), created=created)
 
 
 @action
