@@ -237,3 +237,15 @@ async def test_provider_key_is_redacted_from_error_messages(svc, fake, monkeypat
     assert "HTTP 401" in r["error"] and "Incorrect API key provided: [redacted]" in r["error"]
     assert key not in json.dumps(r) and key not in json.dumps(svc.inbox())
     assert fake.requests[0].headers["authorization"] == f"Bearer {key}"  # the key really went out
+
+
+async def test_anthropic_refused_call_is_marked_is_error(svc, fake):
+    svc.set_enabled(["recall__add_memory"], False)
+    fake.tool_call("recall__add_memory", {"text": "x"})
+    fake.text("ok")
+    r = await svc.send("save x", model=anthropic_model(fake))
+    assert r["status"] == "done"
+    second = fake.requests[1]
+    blocks = [b for m in second.body["messages"] if isinstance(m.get("content"), list)
+              for b in m["content"] if b.get("type") == "tool_result"]
+    assert blocks and blocks[-1]["is_error"] is True

@@ -330,6 +330,7 @@ class TurnRunner:
             if call["state"] == "sent":
                 # The process ended while this call was in flight: never run it twice.
                 self._result(t, call, "The call was interrupted before its result arrived; it may have run.", True)
+                call["outcome"] = "failed"
                 self._audit(t, call, None, "run", "interrupted while in flight", "cancelled; may have run")
                 continue
             if call["state"] == "asked":
@@ -340,6 +341,7 @@ class TurnRunner:
                 if not ok:
                     text = DENIED if why == "approval denied" else f"{DENIED} ({why})"
                     self._result(t, call, text, True)
+                    call["outcome"] = "denied"
                     self._audit(t, call, row, "ask", call.get("reason", ""), "denied" if why == "approval denied" else why)
                     continue
                 if row is None:
@@ -349,7 +351,10 @@ class TurnRunner:
                 continue
             if await self._decide_and_run(t, call):
                 return True
-        returns = [ToolReturnPart(tool_name=c["tool"], content=c["result"], tool_call_id=c["id"]) for c in t.pending]
+        # The outcome tells providers that mark failed results (Anthropic's is_error) which ones failed.
+        returns = [ToolReturnPart(tool_name=c["tool"], content=c["result"], tool_call_id=c["id"],
+                                  outcome=c.get("outcome") or ("failed" if c.get("is_error") else "success"))
+                   for c in t.pending]
         t.messages.append(ModelRequest(parts=returns))
         t.pending = None
         return False
