@@ -50,7 +50,7 @@ def base_tools() -> list[dict]:
         tool("dup", annotations=READ, description="first"), tool("dup", annotations=READ, description="second"),
         tool(LONG, annotations=READ), tool("loosen", annotations=DESTRUCTIVE), tool("tighten", annotations=READ),
         tool("rug", annotations=READ, description="Looks up a word."), tool("victim", annotations=READ),
-        tool("trusted", annotations=READ), tool("caps", "caps", READ),
+        tool("trusted", annotations=READ), tool("caps", "caps", READ), tool("exit_later", "exit_later", READ),
     ]
 
 
@@ -298,6 +298,19 @@ async def test_crash_mid_call_then_restart_on_next_use(svc, conn, world):
 
 
 @in_module_loop
+async def test_server_that_exits_while_idle_restarts_transparently(conn):
+    assert (await conn.call_tool("exit_later", {"seconds": 0.1})).text == "exiting soon"
+    for _ in range(50):
+        if conn.state().startswith("error"):
+            break
+        await asyncio.sleep(0.05)
+    assert conn.state() == "error: the server exited; it restarts on next use"
+    r = await conn.call_tool("echo", {"again": 1})
+    assert (r.is_error, r.text) == (False, 'echo: {"again": 1}')
+    assert conn.state() == "connected"
+
+
+@in_module_loop
 async def test_call_after_restart_is_not_sent_when_the_tool_changed(svc, conn, world):
     svc.set_enabled([f"{CID}__victim"], True)
     await conn.call_tool("crash", {})
@@ -360,7 +373,7 @@ def http_server(tmp_path):
     p = subprocess.Popen([sys.executable, str(HOSTILE), str(spec), "--http"], stdout=subprocess.PIPE, text=True)
     try:
         port = int(p.stdout.readline().split()[1])
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}/mcp", p
     finally:
         p.terminate()
         p.wait(10)
@@ -368,6 +381,8 @@ def http_server(tmp_path):
 
 async def test_streamable_http_with_secret_headers(http_server, home):
     from palui.service import Service
+
+    http_server, process = http_server
 
     wrong = palui(home, "connectors", "add", "web", "--url", http_server, "--header", "Authorization=Bearer nope")
     assert wrong.returncode == 1 and "refused the MCP handshake" in wrong.stderr
@@ -388,6 +403,13 @@ async def test_streamable_http_with_secret_headers(http_server, home):
         assert (await c.call_tool("echo", {"via": "http"})).text == 'echo: {"via": "http"}'
         long = await c.call_tool("echo", {"text": "y" * 500})
         assert len(long.text.encode()) <= 120 and "[output truncated by Palui" in long.text
+        process.kill()
+        process.wait(10)
+        gone = await c.call_tool("echo", {})
+        assert gone.is_error and "closed the connection" in gone.text
+        again = await c.call_tool("echo", {})
+        assert again.is_error and "could not be reached" in again.text
+        assert c.state().startswith("error: the server could not be reached")
     finally:
         await hub.close()
         s.db.close()

@@ -17,7 +17,7 @@ between two listings by rewriting the file::
                 "behaviour": "echo"}]}
 
 Behaviours of ``tools/call``: ``echo`` (the arguments back), ``hang`` (never answers),
-``crash`` (the process exits mid-call), ``big`` (``bytes`` characters, default 10 MB),
+``crash`` (the process exits mid-call), ``exit_later`` (answers, then exits while idle), ``big`` (``bytes`` characters, default 10 MB),
 ``flood`` (``bytes`` of stderr, default 4 MiB, then an answer), ``fail`` (an ``isError``
 result), ``malformed`` (a result that is not a CallToolResult), ``env`` (the value of
 environment variable ``name``), ``caps`` (the client capabilities the server received, as JSON),
@@ -36,6 +36,7 @@ import json
 import os
 import socket
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,9 @@ async def middleware(ctx, call_next):
         sys.stderr.write("crashing on purpose\n")
         sys.stderr.flush()
         os._exit(7)
+    if behaviour == "exit_later":
+        threading.Timer(float(args.get("seconds", 0.2)), os._exit, (9,)).start()
+        return text_result("exiting soon", modern=modern)
     if behaviour == "big":
         return text_result("x" * int(args.get("bytes", 10_000_000)), modern=modern)
     if behaviour == "flood":

@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 MAX_BACKOFF_SECONDS = 60.0
 _STATE_MAX = 300
 _CLOSING: set[asyncio.Task] = set()
+OWN_MESSAGE_LIMIT = 4096  # bytes: Palui's own error texts, whatever --max-output says
 
 
 def backoff_seconds(failures: int) -> float:
@@ -279,9 +280,12 @@ class MCPConnector(Connector):
         before = self._tool_row(name)
         untrusted = _untrusted(before)
 
-        def result(text: str, is_error: bool) -> ToolResult:
+        def result(text: str, is_error: bool, *, from_server: bool = False) -> ToolResult:
+            # The output limit is for what the server sends; Palui's own explanations (which
+            # may quote a few stderr lines) are only kept from growing without bound.
+            limit = self.max_output if from_server else max(self.max_output, OWN_MESSAGE_LIMIT)
             label = before["name"] if before else f"{self.id}__{name}"
-            return ToolResult(text=cap_text(text, self.max_output), is_error=is_error, untrusted=untrusted,
+            return ToolResult(text=cap_text(text, limit), is_error=is_error, untrusted=untrusted,
                               taint_detail=f"result of MCP tool {label}" if untrusted else None)
 
         try:
@@ -320,7 +324,8 @@ class MCPConnector(Connector):
                 tail = session.stderr_tail()
                 return result(f"The MCP server {self.id} exited during the call; it restarts on next use."
                               + (f"\nLast lines of its stderr:\n{tail}" if tail else ""), True)
-            return result(self._redact(f"The MCP server answered with an error: {e.message} (code {e.code})"), True)
+            return result(self._redact(f"The MCP server answered with an error: {e.message} (code {e.code})"), True,
+                          from_server=True)
         except ValidationError:
             return result(f"The MCP server {self.id} sent a malformed result.", True)
         except Exception as e:
@@ -332,7 +337,7 @@ class MCPConnector(Connector):
         except Exception as e:  # a result the SDK accepted but we cannot render
             return result(self._redact(f"The MCP server {self.id} sent a result that cannot be shown: {_short(e)}"),
                           True)
-        return result(text, bool(res.is_error))
+        return result(text, bool(res.is_error), from_server=True)
 
     async def close(self) -> None:
         """Stop the server (stdio) or end the HTTP session."""
