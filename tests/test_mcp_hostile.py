@@ -388,13 +388,13 @@ async def test_streamable_http_with_secret_headers(http_server, home):
     assert wrong.returncode == 1 and "refused the MCP handshake" in wrong.stderr
     s = Service(load_settings({"PALUI_HOME": str(home)}))
     assert not [c for c in s.connectors() if c["kind"] == "mcp"]  # nothing stored
-    added = palui_json(home, "connectors", "add", "web", "--url", http_server, "--timeout", "7.5",
+    added = palui_json(home, "connectors", "add", "web", "--url", http_server, "--timeout", "7.5", "--enable-read",
                        "--max-output", "120", "--header", "Authorization=Bearer ${TOK}", "--json", env={"TOK": SECRET})
-    assert (added["id"], added["transport"]) == ("mcp-web", "http")
+    assert (added["id"], added["transport"], added["enabled"]) == ("mcp-web", "http", ["mcp-web__echo"])
     web = next(c for c in s.connectors() if c["id"] == "mcp-web")
     assert web["config"]["headers"] == {"Authorization": "***"} and SECRET not in json.dumps(web)
-    assert {t.name: t.tool_class.value for t in s.tools("mcp-web")} == {"mcp-web__echo": "read",
-                                                                      "mcp-web__wipe": "destructive"}
+    assert {t.name: (t.tool_class.value, t.enabled) for t in s.tools("mcp-web")} == {
+        "mcp-web__echo": ("read", True), "mcp-web__wipe": ("destructive", False)}  # --enable-read: read tools only
     hub = ConnectorHub(s)
     try:
         c = await hub.get("mcp-web")
