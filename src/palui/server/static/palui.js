@@ -168,11 +168,26 @@
     n.scrollIntoView({ block: "end" });
   }
 
-  function setConversation(id) {
+  // The first message of a new conversation created it: give the page its address, title and list entry.
+  function setConversation(id, firstMessage) {
     const chat = document.getElementById("chat");
     chat.dataset.conversation = id;
     document.querySelectorAll('input[name="conversation"]').forEach((i) => { i.value = id; });
     if (location.pathname !== "/chat/" + id) history.replaceState(null, "", "/chat/" + id);
+    const title = document.getElementById("chat-title");
+    if (title) title.replaceChildren("Conversation ", el("code", null, id));
+    const list = document.getElementById("conversation-list");
+    if (list) {
+      const empty = list.querySelector(".empty");
+      if (empty) empty.remove();
+      list.querySelectorAll("li.current").forEach((li) => li.classList.remove("current"));
+      const li = el("li", "current");
+      const a = el("a");
+      a.href = "/chat/" + id;
+      a.append(el("span", "title", short(firstMessage, 48)), el("span", "meta", "just now · chat"));
+      li.append(a);
+      list.prepend(li);
+    }
   }
 
   async function runCommand(line) {
@@ -233,7 +248,9 @@
     if (result) {
       turn.id = result.turn;
       turn.dataset.turn = result.turn;
-      if (result.conversation && chat.dataset.conversation !== result.conversation) setConversation(result.conversation);
+      if (result.conversation && chat.dataset.conversation !== result.conversation) {
+        setConversation(result.conversation, text);
+      }
       if (result.status === "queued") events.append(resultLine(result));
       await refreshTurn(result.turn, turn);
     }
