@@ -123,7 +123,7 @@ class LiveService:
                         timeout, what=f"turn {turn_id} to reach {statuses}")
 
     def rows(self, sql: str, params: tuple = ()) -> list[tuple]:
-        con = sqlite3.connect(self.home / "palui.db", timeout=30)
+        con = sqlite3.connect(self.home / "palui.db", timeout=30, isolation_level=None)  # autocommit
         try:
             return con.execute(sql, params).fetchall()
         finally:
