@@ -158,6 +158,24 @@ def test_deny_a_pending_write_inline_in_the_chat(page, served, pages):
     assert any(r["tool"] == "recall__add_memory" and r["outcome"] == "denied" for r in audit)
 
 
+def test_stop_a_running_turn_then_new_starts_a_clean_conversation(page, served, pages):
+    served.script(calls(call("web__fetch_page", url=pages.url + "/slow")), text("never said"))
+    _, turn = send(page, served, "fetch the slow page")
+    expect(turn.locator("details.step")).to_have_count(1)  # the turn runs: the slow call is in flight
+    expect(turn).to_have_attribute("data-status", "running")
+    page.click("form.stop button")
+    expect(page.locator(".system-note").last).to_contain_text("Stopped t-")
+    turn = page.locator("article.turn").last
+    expect(turn.locator(".status-word")).to_have_text("stopped")
+    expect(turn.locator(".bubble.answer")).to_have_count(0)
+    audit = json.loads(served.cli("audit", "--json").stdout)
+    assert any(r["tool"] == "web__fetch_page" and r["outcome"] == "cancelled; may have run" for r in audit)
+    page.fill("#composer textarea", "/new")
+    page.press("#composer textarea", "Enter")
+    expect(page).to_have_url(re.compile(r"/chat$"))
+    expect(page.locator("#chat-title")).to_have_text("New conversation")
+
+
 def offered_in(turn) -> list[str]:
     return turn.locator("details.step").first.locator("ul.offered code").all_text_contents()
 

@@ -25,7 +25,6 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from palui.errors import NotFound, PaluiError
-from palui.policy.taint import string_values
 from palui.server.app import csrf_value
 
 HERE = Path(__file__).resolve().parent
@@ -132,11 +131,6 @@ def args_html(args: Any, marks: list[dict[str, Any]] | None) -> Markup:
         return text
 
     return Markup(walk(args, "", 0))
-
-
-def string_paths(args: Any) -> list[str]:
-    """The JSON paths of every string argument value (the ones SPEC §4 may mark)."""
-    return [p for p, _ in string_values(args)]
 
 
 def local_time(request: Request, value: Any, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:

@@ -109,7 +109,7 @@ def run_command(request: Request, cmd: chat_commands.Command, conversation: str 
 
     Raises PaluiError (unknown approval, already answered, …).
     """
-    svc, rt = svc_of(request), runtime_of(request)
+    svc = svc_of(request)
     if cmd.name == "/new":
         return {"text": "A new conversation starts with your next message.", "redirect": "/chat", "turn": None}
     if cmd.name == "/help":

@@ -226,6 +226,12 @@
     button.disabled = true;
     let result = null;
     try {
+      if (!chat.dataset.conversation) {
+        // Create the conversation first, so /stop and the address work while the first turn runs.
+        const c = await post("/api/conversations", {});
+        if (!c.ok) throw new Error(await errorText(c));
+        setConversation((await c.json()).conversation, text);
+      }
       const resp = await post("/api/turns", { message: text, conversation: chat.dataset.conversation || null, stream: true });
       if (!resp.ok) {
         events.append(el("div", "note error", await errorText(resp)));
@@ -241,7 +247,7 @@
         if (node) { events.append(node); node.scrollIntoView({ block: "nearest" }); }
       });
     } catch (err) {
-      events.append(el("div", "note error", "The connection to the service broke: " + err));
+      events.append(el("div", "note error", "The request failed: " + (err && err.message ? err.message : err)));
     } finally {
       button.disabled = false;
     }
