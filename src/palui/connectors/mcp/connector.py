@@ -177,7 +177,7 @@ class MCPConnector(Connector):
             await session.start(max(deadline - loop.time(), 0.001))
             raw = await session.list_tools(max(deadline - loop.time(), 0.001))
             self._sync(raw)
-        except BaseException as e:
+        except (Exception, asyncio.CancelledError) as e:
             self._failures += 1
             self._last_failure = time.monotonic()
             self._close_later(session)
@@ -262,11 +262,17 @@ class MCPConnector(Connector):
     # -- calls ----------------------------------------------------------------------------------------------
 
     def _tool_row(self, raw_name: str) -> dict[str, Any] | None:
-        r = self.service.db.one(
-            "SELECT t.name, t.definition_hash, t.user_class, t.base_class, t.enabled, t.changed, t.present,"
-            " t.trusted_source AS tool_trusted, t.untrusted_output, c.trusted_source AS connector_trusted"
-            " FROM tools t JOIN connectors c ON c.id = t.connector_id WHERE t.connector_id = ? AND t.raw_name = ?",
-            (self.id, raw_name))
+        """The stored flags of one tool; None when unknown or unreadable (then: untrusted, and
+        a restart refuses the call)."""
+        try:
+            r = self.service.db.one(
+                "SELECT t.name, t.definition_hash, t.user_class, t.base_class, t.enabled, t.changed, t.present,"
+                " t.trusted_source AS tool_trusted, t.untrusted_output, c.trusted_source AS connector_trusted"
+                " FROM tools t JOIN connectors c ON c.id = t.connector_id WHERE t.connector_id = ? AND t.raw_name = ?",
+                (self.id, raw_name))
+        except Exception as e:  # call_tool must not raise; fail closed instead
+            log.warning("%s: cannot read tool %r: %s", self.id, raw_name, e)
+            return None
         return dict(r) if r is not None else None
 
     async def call_tool(self, name: str, args: dict[str, Any], ctx: CallContext | None = None) -> ToolResult:
