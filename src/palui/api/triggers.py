@@ -175,8 +175,20 @@ class TriggersAPI(ServiceBase):
         public = self.settings.get("serve.public_url")
         if public:
             return public.rstrip("/")
-        from palui.server.discovery import find_service
+        import json
+        import os
 
+        from palui.server.discovery import find_service, info_path
+
+        try:
+            info = json.loads(info_path(self.settings).read_text())
+            if info.get("pid") == os.getpid():  # called inside the service: no HTTP call to itself
+                host = str(info["host"])
+                host = "127.0.0.1" if host in ("0.0.0.0", "", "localhost") else host
+                host = "[::1]" if host == "::" else (f"[{host}]" if ":" in host else host)
+                return f"http://{host}:{int(info['port'])}"
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
         live = find_service(self.settings, timeout=1.0)
         if live:
             return live.url
