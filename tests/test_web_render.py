@@ -163,3 +163,27 @@ def test_chat_commands_are_parsed_like_the_terminal_chat(client):
     r = client.post("/chat/command", json={"line": "/approve a-nope"}, headers=h)
     assert r.status_code == 400 and "unknown approval" in r.json()["error"]
     assert "runs in the last hour" in client.post("/chat/command", json={"line": "/status"}, headers=h).json()["text"]
+
+
+def test_adding_an_unreachable_mcp_server_stores_nothing_and_says_why(svc, client):
+    before = [c["id"] for c in svc.connectors()]
+    r = client.post("/connectors/add", data={"csrf": csrf_value("tok"), "back": "/connectors", "name": "remote",
+                                             "transport": "http", "url": "http://127.0.0.1:9/mcp",
+                                             "headers": "Authorization=Bearer sekrit-header-value"})
+    assert r.status_code == 303 and r.headers["location"] == "/connectors"
+    page = client.get("/connectors").text
+    assert 'class="flash error"' in page and "sekrit-header-value" not in page
+    assert [c["id"] for c in svc.connectors()] == before
+
+
+def test_audit_page_filters_by_decision_and_tainted(svc, client):
+    from palui.runner import audit
+
+    for tool, verdict, tainted in (("web__fetch_page", "run", False), ("recall__add_memory", "ask", True),
+                                   ("tasks__delete_task", "unavailable", False)):
+        audit.record(svc.db, turn_id="t-x", tool=tool, tool_class="read", class_source="builtin", origin="chat",
+                     tainted=tainted, verdict=verdict, reason=f"{verdict}: because", args_hash=None, outcome="ok")
+    html = client.get("/audit", params={"verdict": "ask", "tainted": "yes"}).text
+    assert 'data-tool="recall__add_memory"' in html and 'data-tool="web__fetch_page"' not in html
+    assert "1 call(s)" in html
+    assert client.get("/audit", params={"verdict": "allow"}).status_code == 400

@@ -271,9 +271,7 @@ def action(fn: Action) -> Callable[[Request], Awaitable[Response]]:
             return error_page(request, 400, str(e))
         try:
             return await fn(request, form)
-        except NotFound as e:
-            return redirect(form.get("back") or "/", ("error", str(e)))
-        except PaluiError as e:
+        except PaluiError as e:  # NotFound, UsageError, ApprovalError, ConnectorError…: said on the page
             return redirect(form.get("back") or "/", ("error", str(e)))
 
     wrapped.__name__ = fn.__name__
