@@ -186,3 +186,22 @@ def test_token_caps_job_cap_postpones_to_the_next_day_and_a_turn_crossing_the_da
         assert other["postponed_by"] == "daily token cap" and other["last_turn"] is None
         assert ts(other["next_run"]) == next_utc_midnight(base + 901)
         assert len(cap_notices(s)) == 2
+
+
+def test_a_job_turn_refused_by_its_own_cap_does_not_announce_a_global_pause(home):
+    """A job's own token cap concerns that job: no "Palui is paused" notice, status not paused."""
+    from palui.runner import caps
+    from palui.service import Service
+    from palui.triggers import jobs as jobs_mod
+
+    svc = Service()
+    svc.add_job("small", "@daily", "Check things.", token_cap=10)
+    job = jobs_mod.get(svc.db, "small")
+    caps.record_usage(svc.db, turn_id="earlier", job_id=job.id, tokens=10, tz=caps.zone(None))
+    tid = svc.start_job_turn(job)
+    assert svc.claim(tid) == (False, "job token cap")
+    assert [m for m in svc.inbox() if m["kind"] == "cap"] == []
+    assert svc.status()["paused"] is False
+    # A chat turn is not held back by the job's cap.
+    assert svc.claim(svc.start_turn("hello")) == (True, None)
+    svc.db.close()

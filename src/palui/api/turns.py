@@ -75,7 +75,8 @@ class TurnsAPI(ServiceBase):
             raise NotFound(f"unknown turn {turn_id!r}")
         if TurnStatus.QUEUED in from_status:
             claimed, cap = st.claim_new(self.db, turn_id, self._caps_verdict)
-            if cap:
+            if cap and cap != "job token cap":
+                # Only a global cap pauses Palui; a job over its own cap is that job's matter.
                 self._paused(cap)
             elif claimed:
                 self._unpaused()
