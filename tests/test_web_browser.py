@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 
 import pytest
 
 from support.httpserver import PageServer
+from support.mcp_servers import python_server
 from support.scripts import call, calls, text, write_script
 from support.webserve import Served, launch_browser
 
@@ -208,7 +208,7 @@ def test_add_an_mcp_server_and_enable_all_read_tools_on_its_sheet(page, served):
     form = page.locator("#add-server")
     form.locator('input[name="name"]').fill("time")
     form.locator('input[name="transport"][value="stdio"]').check()
-    form.locator('input[name="command"]').fill(f"{sys.executable} -m mcp_server_time --local-timezone UTC")
+    form.locator('input[name="command"]').fill(f"{python_server('mcp-server-time')} --local-timezone UTC")
     form.locator('textarea[name="env"]').fill("PALUI_TEST_SECRET=s3cret-value-xyz")
     form.locator("button[type=submit]").click()
     expect(page).to_have_url(re.compile(r"/connectors/mcp-time$"), timeout=30_000)
