@@ -71,7 +71,8 @@ async def test_tainting_call_and_write_in_same_response(web_svc, tmp_path):
     assert s.audit()[-1]["tool"] == "recall__add_memory"  # the search has not been decided yet
     r = await s.answer_approval(a["id"], False)
     assert r["status"] == "done"
-    assert tool_calls(r) == [("recall__search_memories", "run")]
+    assert tool_calls(r) == [("recall__add_memory", "ask"), ("recall__search_memories", "run")]
+    assert [e["result"] for e in r["events"] if e["type"] == "tool_call"][0] == "The person denied this action."
     assert memories(s) == []
 
 

@@ -343,6 +343,9 @@ class TurnRunner:
                     self._result(t, call, text, True)
                     call["outcome"] = "denied"
                     self._audit(t, call, row, "ask", call.get("reason", ""), "denied" if why == "approval denied" else why)
+                    self._emit(t, {"type": "tool_call", "tool": call["tool"], "args": call["args"], "verdict": "ask",
+                                   "reason": call.get("reason", ""), "result": text, "is_error": True,
+                                   "tainted": t.tainted, "denied": True})
                     continue
                 if row is None:
                     self._refuse(t, call, None, "unavailable", "the tool no longer exists")
