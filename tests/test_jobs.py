@@ -167,3 +167,49 @@ def test_jobs_cli_refuses_bad_input(cli):
     r = cli("jobs", "remove", "x")
     assert r.returncode == 1 and "unknown job" in r.stderr
     assert cli.json("jobs", "list", "--json") == []
+
+
+async def test_a_job_run_orphaned_by_a_killed_process_is_run_on_and_the_job_is_not_skipped_forever(
+        home, tmp_path, clock, monkeypatch):
+    """A run left ``running`` by a process that died (kill -9) would make every later tick skip the
+    job. The service's tick queues it again; it finishes; the next fire runs normally."""
+    import socket
+    import subprocess
+    import sys
+
+    from palui.server import hooks
+    from palui.server.runtime import Runtime
+    from palui.service import Service
+    from palui.triggers import jobs as jobs_mod
+
+    use_model(home, tmp_path, text("Recovered."))
+    path, env = clock
+    monkeypatch.setenv("PALUI_TEST_CLOCK", str(path))
+    base = (time.time() // 300) * 300
+    write_clock(path, base + 10)
+    svc = Service()
+    svc.add_job("orphaned", "*/5 * * * *", "Check.")
+    job = jobs_mod.get(svc.db, "orphaned")
+    tid = svc.start_job_turn(job)
+    assert svc.claim(tid) == (True, None)
+    gone = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True, check=True).stdout)
+    with svc.db.write() as c:  # as if a process that has since died had claimed it
+        c.execute("UPDATE turns SET owner = ? WHERE id = ?", (f"{socket.gethostname()}:{gone}", tid))
+
+    rt = Runtime(svc, tick_seconds=0.1)
+    hooks.setup(rt)
+    write_clock(path, base + 300)
+    await rt.tick(time.time())  # queues the orphan again and starts it; the due job waits for it (skipped)
+    assert tid in rt.tasks
+    result = await rt.tasks[tid]
+    assert result["status"] == "done" and result["answer"] == "Recovered."
+    assert svc.db.one("SELECT COUNT(*) FROM runs WHERE turn_id = ?", (tid,))[0] == 1  # not counted twice
+    write_clock(path, base + 600)
+    await rt.tick(time.time())
+    for t in list(rt.tasks.values()):
+        await t
+    rows = svc.db.all("SELECT id, status FROM turns WHERE job_id = ? ORDER BY created_at", (job.id,))
+    assert [(r["id"] == tid, r["status"]) for r in rows] == [(True, "done"), (False, "done")]
+    await svc.hub.close()
+    svc.db.close()

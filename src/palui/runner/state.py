@@ -150,6 +150,40 @@ def claim_new(db: Database, turn_id: str, limits_for, now: float | None = None) 
         return True, None
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def recover_orphans(db: Database, now: float | None = None) -> list[str]:
+    """Put turns left ``running`` by a process of this host that no longer exists (kill -9, a
+    crash, power loss) back to ``queued``, so the service runs them on. Returns their ids.
+
+    Only owners on this host whose pid is gone are touched (a live pid, even a reused one, is
+    left alone: conservative). The run was counted when it was first claimed, so admission
+    does not count it again; a tool call that was in flight is never re-run (the runner
+    answers it "interrupted … may have run", SPEC §5).
+    """
+    now = time.time() if now is None else now
+    me = socket.gethostname()
+    out = []
+    for r in db.all("SELECT id, owner FROM turns WHERE status = 'running'"):
+        host, _, pid = (r["owner"] or "").rpartition(":")
+        if host != me or not pid.isdigit() or int(pid) == os.getpid() or _pid_alive(int(pid)):
+            continue
+        with db.write() as c:
+            cur = c.execute("UPDATE turns SET status='queued', updated_at=? WHERE id=? AND status='running' AND owner=?",
+                            (now, r["id"], r["owner"]))
+            if cur.rowcount:
+                out.append(r["id"])
+    return out
+
+
 def stop_requested(db: Database, turn_id: str) -> bool:
     r = db.one("SELECT stop_requested FROM turns WHERE id = ?", (turn_id,))
     return bool(r and r[0])

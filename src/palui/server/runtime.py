@@ -1,7 +1,8 @@
 """The service's background work: running turns as tasks, the queue, resumes, tickers.
 
 One :class:`Runtime` per ``palui serve`` process. Every second (``tick_seconds``) it
-sweeps expired approvals, resumes turns whose approval was answered elsewhere, starts
+sweeps expired approvals, queues again turns left ``running`` by a process that is gone
+(kill -9), resumes turns whose approval was answered elsewhere, starts
 queued turns while the caps allow (SPEC §6), and calls the registered tickers (the job
 scheduler). On shutdown it drains: turns in flight stop at their next step boundary
 and stay resumable (they go back to ``queued`` and the next start picks them up).
@@ -15,6 +16,7 @@ import time
 from typing import Any, Awaitable, Callable
 
 from palui.runner import approvals
+from palui.runner import state
 from palui.types import TurnStatus
 
 log = logging.getLogger(__name__)
@@ -61,6 +63,8 @@ class Runtime:
 
     async def tick(self, now: float) -> None:
         approvals.sweep(self.svc.db, now)
+        for tid in state.recover_orphans(self.svc.db, now):
+            log.warning("turn %s was left running by a process that is gone: queued again", tid)
         for r in self.svc.db.all(
             "SELECT t.id FROM turns t WHERE t.status = 'awaiting_approval' AND NOT EXISTS"
             " (SELECT 1 FROM approvals a WHERE a.turn_id = t.id AND a.status = 'pending')"):
