@@ -1,0 +1,152 @@
+#!/usr/bin/env python
+"""The client command for the MCP conformance suite (``@modelcontextprotocol/conformance``).
+
+Usage (the suite appends the server URL and sets ``MCP_CONFORMANCE_SCENARIO``, and for
+some scenarios ``MCP_CONFORMANCE_CONTEXT``)::
+
+    python scripts/mcp_conformance_client.py [--timeout SECONDS] URL
+
+It drives Palui's own MCP stack, not a client of its own: an :class:`MCPConnector`
+(``palui.connectors.mcp``) over streamable HTTP, against a throw-away ``PALUI_HOME``.
+Connecting lists the tools and syncs them into that home's store (naming, classes,
+definition hashes, SPEC §2 and §7), exactly as ``palui connectors add --url`` does;
+the calls go through ``MCPConnector.call_tool`` (timeouts, output limit, error
+results), which is what the turn runner calls. Palui advertises no client
+capabilities (SPEC §7), so scenarios that need sampling, elicitation or roots are
+declined by the SDK, as designed, and Palui does no OAuth.
+
+What each scenario gets (``SCENARIOS`` below): connect, list, then the tool calls the
+scenario expects; the calls named in ``MCP_CONFORMANCE_CONTEXT["toolCalls"]`` are
+made as given. Scenarios not in the table get connect + list, the behaviour of the
+suite's own reference client for them.
+
+Exit status: 0 when the connection, the listing and every call that the scenario
+expects to succeed did; 1 otherwise (the reason on stderr). The suite judges the
+scenario by what the server saw; the exit status is the client's own view.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+CONNECTOR_ID = "mcp-conformance"
+
+Args = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to do for one scenario.
+
+    ``calls(tools)`` gets the stored tools (``{raw name: ToolRow}``, as the model would
+    see them) and returns ``[(raw tool name, arguments)]``. ``must_succeed`` is False
+    where Palui declines the scenario on purpose (no client capabilities, SPEC §7): the
+    call then returns an error or a declined result, and that is the expected outcome.
+    """
+
+    calls: Callable[[dict[str, Any]], list[tuple[str, Args]]] = field(default=lambda tools: [])
+    must_succeed: bool = True
+
+
+def _every_tool(tools: dict[str, Any]) -> list[tuple[str, Args]]:
+    return [(name, {}) for name in sorted(tools)]
+
+
+def _one(name: str, args: Args | None = None) -> Callable[[dict[str, Any]], list[tuple[str, Args]]]:
+    return lambda tools: [(name, dict(args or {}))]
+
+
+def _echo_schema(tools: dict[str, Any]) -> list[tuple[str, Args]]:
+    # The schema as Palui stored it (what the model is shown), not the SDK's parse of it:
+    # the scenario checks that no JSON Schema 2020-12 keyword is lost on the way.
+    focal = tools.get("json_schema_2020_12_tool")
+    if focal is None:
+        raise SystemExit("json-schema-2020-12-preservation: the server did not list json_schema_2020_12_tool")
+    return [("json_schema_2020_12_tool", {}), ("json_schema_echo", {"schema": focal.input_schema})]
+
+
+SCENARIOS: dict[str, Plan] = {
+    "initialize": Plan(),
+    "tools_call": Plan(_one("add_numbers", {"a": 5, "b": 3})),
+    "sse-retry": Plan(_one("test_reconnection")),
+    # Palui gives the SDK no elicitation callback (SPEC §7): the SDK answers the server's
+    # elicitation/create with an error, the tool reports it. Declined on purpose.
+    "elicitation-sep1034-client-defaults": Plan(_one("test_client_elicitation_defaults"), must_succeed=False),
+    # Multi-round-trip tools ask for elicitation input; Palui declines that (see above).
+    "sep-2322-client-request-state": Plan(_every_tool, must_succeed=False),
+    "http-standard-headers": Plan(_every_tool),
+    "json-schema-ref-no-deref": Plan(),
+    "json-schema-2020-12-preservation": Plan(_echo_schema),
+    "request-metadata": Plan(),
+    "http-invalid-tool-headers": Plan(_every_tool),
+}
+
+
+async def run(url: str, scenario: str, context: dict[str, Any], timeout: float) -> list[str]:
+    """Connect to ``url`` with Palui's MCP connector and play ``scenario``.
+
+    Returns the problems found (empty: success). The connector's own errors
+    (``ConnectorError`` on connect, error results on calls) become problems.
+    """
+    from palui.config import load_settings
+    from palui.connectors.mcp import MCPConnector
+    from palui.connectors.mcp.config import ServerConfig
+    from palui.errors import ConnectorError
+    from palui.service import Service
+
+    problems: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="palui-conformance-") as home:
+        svc = Service(load_settings({"PALUI_HOME": home}))
+        conn = MCPConnector(svc, CONNECTOR_ID, "conformance",
+                            ServerConfig("http", url=url, timeout_seconds=timeout))
+        try:
+            try:
+                await conn.start()  # connect + tools/list + sync into the store
+            except ConnectorError as e:
+                return [f"connect: {e}"]
+            print(f"connected: protocol {conn._session.protocol_version if conn._session else '?'}")
+            tools = {t.tool: t for t in svc.tools(CONNECTOR_ID) if t.present}
+            print(f"tools: {sorted(tools)}")
+            plan = SCENARIOS.get(scenario, Plan())
+            calls = [(c["name"], dict(c.get("arguments") or {})) for c in context.get("toolCalls") or []]
+            calls = calls or plan.calls(tools)
+            for name, args in calls:
+                result = await conn.call_tool(name, args)
+                print(f"call {name}: {'error' if result.is_error else 'ok'}: {result.text[:200]!r}")
+                if result.is_error and plan.must_succeed:
+                    problems.append(f"call {name}: {result.text}")
+        finally:
+            await conn.close()
+            svc.db.close()
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--timeout", type=float, default=20.0,
+                        help="per-call timeout of the connector, seconds (the suite gives up after 30 s)")
+    parser.add_argument("url", help="the scenario server's URL (the suite passes it last)")
+    ns = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    try:
+        context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    except ValueError:
+        context = {}
+    print(f"scenario: {scenario or '(none)'}")
+    problems = asyncio.run(run(ns.url, scenario, context if isinstance(context, dict) else {}, ns.timeout))
+    for p in problems:
+        print(f"problem: {p}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
