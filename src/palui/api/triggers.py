@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any, Callable, Mapping
 
 from palui.api.base import ServiceBase
-from palui.errors import UsageError
+from palui.errors import PaluiError
 from palui.runner import caps
 from palui.triggers import clock
 from palui.triggers import jobs as jobs_mod
@@ -162,7 +162,9 @@ class TriggersAPI(ServiceBase):
         (as ``palui run --json``). Raises NotFound, JobRefused."""
         def launch(tid: str) -> str | None:
             ok, cap = self.claim(tid)  # type: ignore[attr-defined]  # admits against the caps
-            return None if ok else (cap or "claim refused")
+            if not ok and not cap:  # the turn was created here a moment ago: no one else may hold it
+                raise PaluiError(f"turn {tid} of job {name!r} could not be claimed")
+            return cap
 
         tid = self.start_job_now(name, launch)
         return await self.run_claimed(tid, on_event)  # type: ignore[attr-defined]
