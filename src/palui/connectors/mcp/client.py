@@ -274,6 +274,7 @@ class MCPSession:
             if not isinstance(page, list) or not all(isinstance(t, dict) and isinstance(t.get("name"), str)
                                                      for t in page):
                 raise ConnectorError(f"{self.label}: the server sent a malformed tools/list result")
+            self._absorb(raw, complete=cursor is None and not raw.get("nextCursor"))
             tools.extend(page)
             cursor = raw.get("nextCursor")
             if not cursor:
@@ -293,6 +294,29 @@ class MCPSession:
                 kept.append(t)
             tools = kept
         return tools
+
+    def _absorb(self, raw: dict[str, Any], *, complete: bool) -> None:
+        """Give the SDK session the listing page Palui fetched raw, as its own ``list_tools`` would.
+
+        The session keeps per-tool state from the listings it sees: the ``x-mcp-header``
+        map that makes ``tools/call`` send ``Mcp-Param-*`` headers (2026-07-28) and the
+        output schemas it validates ``structuredContent`` against. A raw listing that
+        bypassed it left calls without those headers (a 2026-07-28 server rejects them
+        with HEADER_MISMATCH) and made the session fetch a listing of its own on the first
+        call, one Palui never compared with its hashes; after list_changed it kept
+        validating against the old output schemas. The SDK's ``Client.list_tools`` feeds
+        its cache hits through the same method.
+        """
+        if self._client is None:
+            return
+        try:
+            typed = types.ListToolsResult.model_validate(raw, by_name=False)
+        except ValidationError as e:
+            # The raw page passed the SDK's per-version check; if its generic model still
+            # refuses it, the session simply learns nothing from this page (as before).
+            log.debug("%s: tools/list page not absorbed by the SDK session: %s", self.label, e)
+            return
+        self._client.session._absorb_tool_listing(typed, complete=complete)
 
     async def call_tool(self, name: str, args: dict[str, Any], timeout: float) -> types.CallToolResult:
         """Call tool ``name`` with ``args``; the SDK gives up after ``timeout`` seconds (REQUEST_TIMEOUT)."""
