@@ -77,6 +77,7 @@ class MCPSession:
         self._stop = asyncio.Event()
         self._changed = asyncio.Event()
         self._lost = False
+        self._auth_refusal: tuple[int, str] | None = None  # (HTTP status, WWW-Authenticate) of a 401/403
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -133,7 +134,10 @@ class MCPSession:
         except ConnectorError:
             raise
         except BaseException as e:  # the SDK raises many kinds; the person gets one clear message
-            raise ConnectorError(self._describe(_explain_start_error(e, self.config))) from None
+            what = _explain_start_error(e, self.config)
+            if self._auth_refusal is not None:
+                what = _explain_auth_refusal(*self._auth_refusal)
+            raise ConnectorError(self._describe(what)) from None
 
     def _describe(self, what: str) -> str:
         msg = redact(f"{self.label}: the server {what}", self.config.secret_values)
@@ -194,8 +198,14 @@ class MCPSession:
             params = StdioServerParameters(command=cfg.command or "", args=list(cfg.args), env=dict(cfg.env) or None,
                                            cwd=cfg.cwd)
             return stdio_client(params, errlog=errlog)
-        http = httpx2.AsyncClient(headers=dict(cfg.headers),
-                                  timeout=httpx2.Timeout(30.0, read=300.0))
+        async def note_auth_refusal(response: httpx2.Response) -> None:
+            # The SDK turns any HTTP error into "Server returned an error response"; the
+            # status is what tells the person that the server wants authorization.
+            if response.status_code in (401, 403):
+                self._auth_refusal = (response.status_code, response.headers.get("www-authenticate", ""))
+
+        http = httpx2.AsyncClient(headers=dict(cfg.headers), timeout=httpx2.Timeout(30.0, read=300.0),
+                                  event_hooks={"response": [note_auth_refusal]})
         await stack.enter_async_context(http)
         return streamable_http_client(cfg.url or "", http_client=http)
 
@@ -323,6 +333,18 @@ class MCPSession:
         if self._client is None:
             raise MCPError(code=types.CONNECTION_CLOSED, message="Connection closed")
         return await self._client.call_tool(name, args, read_timeout_seconds=timeout)
+
+
+def _explain_auth_refusal(status: int, www_authenticate: str) -> str:
+    """Why an HTTP server refused the handshake with 401/403 (the caller redacts secrets)."""
+    challenge = " ".join(www_authenticate.split())[:200]
+    if status == 401:
+        what = "HTTP 401 Unauthorized: the server wants authorization"
+    else:
+        what = "HTTP 403 Forbidden: the server does not accept the credentials sent"
+    return (f"refused the MCP handshake: {what}" + (f" (WWW-Authenticate: {challenge})" if challenge else "")
+            + ". Palui does not run OAuth flows; a server that accepts a token can be given one with "
+              "--header 'Authorization=Bearer …'")
 
 
 def _explain_start_error(e: BaseException, cfg: ServerConfig) -> str:

@@ -1,0 +1,81 @@
+"""An HTTP MCP server that answers the handshake with 401/403 gets a start error that says so
+(the SDK reports only "Server returned an error response"), with the server's challenge, the
+way to give a token, and no secret header value. Palui does no OAuth (docs/mcp-conformance.md).
+"""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from palui.connectors.mcp import MCPConnector
+from palui.connectors.mcp.config import ServerConfig
+from palui.errors import ConnectorError
+
+SECRET = "sekrit-token-9876"
+CHALLENGE = 'Bearer resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource/mcp"'
+
+
+@pytest.fixture
+def refusing_server():
+    """An HTTP endpoint refusing every POST: 403 when an Authorization header came, else 401."""
+    seen: list[str | None] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            seen.append(self.headers.get("Authorization"))
+            status = 403 if self.headers.get("Authorization") else 401
+            body = b'{"error": "unauthorized"}'
+            self.send_response(status)
+            if status == 401:
+                self.send_header("WWW-Authenticate", CHALLENGE)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):  # noqa: N802
+            self.send_response(405)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/mcp", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+async def test_401_says_authorization_is_wanted(svc, refusing_server):
+    url, seen = refusing_server
+    conn = MCPConnector(svc, "mcp-locked", "locked", ServerConfig("http", url=url, timeout_seconds=10))
+    with pytest.raises(ConnectorError) as e:
+        await conn.start()
+    await conn.close()
+    text = str(e.value)
+    assert "refused the MCP handshake: HTTP 401 Unauthorized" in text, text
+    assert f"WWW-Authenticate: {CHALLENGE}" in text and "--header 'Authorization=Bearer" in text
+    assert conn.state().startswith("error: the server refused the MCP handshake: HTTP 401"), conn.state()
+    assert seen and seen[0] is None
+
+
+async def test_403_names_the_credentials_and_never_the_secret(svc, refusing_server):
+    url, seen = refusing_server
+    conn = MCPConnector(svc, "mcp-locked", "locked",
+                        ServerConfig("http", url=url, headers={"Authorization": "Bearer " + SECRET}, timeout_seconds=10))
+    with pytest.raises(ConnectorError) as e:
+        await conn.start()
+    await conn.close()
+    text = str(e.value)
+    assert "HTTP 403 Forbidden: the server does not accept the credentials sent" in text, text
+    assert SECRET not in text and SECRET not in conn.state()
+    assert seen and seen[0] == "Bearer " + SECRET
