@@ -7,6 +7,7 @@ and moves the scheduler's test clock (PALUI_TEST_CLOCK, a file) instead of waiti
 from __future__ import annotations
 
 import json
+import re
 import signal
 import time
 from datetime import datetime
@@ -147,26 +148,39 @@ def test_restart_with_a_job_approval_pending_then_approve_runs_the_write_once(ho
         assert s2.count("memories") == 1
 
 
-def test_jobs_cli_refuses_bad_input(cli):
+@pytest.mark.parametrize("kw,message", [
+    ({"cron": "* * * *"}, "five fields"),
+    ({"cron": "* * * * * *"}, "five fields"),
+    ({"cron": "0 0 31 2 *"}, "never fires"),
+    ({"cron": "@fortnightly"}, "unknown cron alias"),
+    ({"cron": "61 * * * *"}, "not valid"),
+    ({"tz": "Mars/Olympus"}, "unknown time zone"),
+    ({"name": "a/b"}, "job name"),
+    ({"name": "two\nlines"}, "job name"),
+    ({"prompt": "  "}, "--prompt"),
+    ({"token_cap": 0}, "--token-cap"),
+])
+def test_add_job_refuses_bad_input(svc, kw, message):
+    from palui.errors import UsageError
+
+    args = {"name": "x", "cron": "@daily", "prompt": "p", "token_cap": None, "tz": None, **kw}
+    with pytest.raises(UsageError, match=re.escape(message)):
+        svc.add_job(**args)
+    assert svc.jobs() == []
+
+
+def test_jobs_cli_exit_codes_zone_and_remove(cli):
     r = cli("jobs", "add", "x", "--cron", "* * * *", "--prompt", "p")
     assert r.returncode == 2 and "five fields" in r.stderr
-    r = cli("jobs", "add", "x", "--cron", "0 0 31 2 *", "--prompt", "p")
-    assert r.returncode == 2 and "never fires" in r.stderr
-    r = cli("jobs", "add", "x", "--cron", "@daily", "--prompt", "p", "--tz", "Mars/Olympus")
-    assert r.returncode == 2 and "unknown time zone" in r.stderr
-    r = cli("jobs", "add", "a/b", "--cron", "@daily", "--prompt", "p")
-    assert r.returncode == 2 and "job name" in r.stderr
-    r = cli("jobs", "add", "x", "--cron", "@daily", "--prompt", "p", "--token-cap", "0")
-    assert r.returncode == 2 and "--token-cap" in r.stderr
     assert cli("jobs", "add", "x", "--cron", "0 8 * * 1-5", "--prompt", "p", "--tz", "Europe/Paris").returncode == 0
     r = cli("jobs", "add", "x", "--cron", "@daily", "--prompt", "p")
     assert r.returncode == 2 and "already exists" in r.stderr
     [j] = cli.json("jobs", "list", "--json")
     assert j["tz"] == "Europe/Paris" and datetime.fromisoformat(j["next_run"]).hour == 8
+    assert datetime.fromisoformat(j["next_run"]).weekday() < 5
     assert cli("jobs", "remove", "x").returncode == 0
     r = cli("jobs", "remove", "x")
     assert r.returncode == 1 and "unknown job" in r.stderr
-    assert cli.json("jobs", "list", "--json") == []
 
 
 async def test_a_job_run_orphaned_by_a_killed_process_is_run_on_and_the_job_is_not_skipped_forever(
