@@ -119,6 +119,7 @@ class MCPSession:
         the server's last stderr lines added for stdio).
         """
         loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         ready: asyncio.Future[None] = loop.create_future()
         # After a timeout nobody awaits ``ready`` any more; its late exception is expected.
         ready.add_done_callback(lambda f: f.cancelled() or f.exception())
@@ -134,6 +135,10 @@ class MCPSession:
         except ConnectorError:
             raise
         except BaseException as e:  # the SDK raises many kinds; the person gets one clear message
+            if _connection_closed(e):
+                # The server exited: its last stderr lines say why, but the thread that
+                # drains them into the log may not have run yet (a busy machine).
+                await self.stderr_settled(min(0.5, max(deadline - loop.time(), 0.0)))
             what = _explain_start_error(e, self.config)
             if self._auth_refusal is not None:
                 what = _explain_auth_refusal(*self._auth_refusal)
@@ -333,6 +338,13 @@ class MCPSession:
         if self._client is None:
             raise MCPError(code=types.CONNECTION_CLOSED, message="Connection closed")
         return await self._client.call_tool(name, args, read_timeout_seconds=timeout)
+
+
+def _connection_closed(e: BaseException) -> bool:
+    """True for the SDK's "connection closed" error, also inside an exception group."""
+    if isinstance(e, BaseExceptionGroup):
+        return any(_connection_closed(inner) for inner in e.exceptions)
+    return isinstance(e, MCPError) and e.code == types.CONNECTION_CLOSED
 
 
 def _explain_auth_refusal(status: int, www_authenticate: str) -> str:

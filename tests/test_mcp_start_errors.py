@@ -1,16 +1,23 @@
-"""An HTTP MCP server that answers the handshake with 401/403 gets a start error that says so
-(the SDK reports only "Server returned an error response"), with the server's challenge, the
-way to give a token, and no secret header value. Palui does no OAuth (docs/mcp-conformance.md).
+"""Start errors that tell the person why.
+
+- An HTTP MCP server that answers the handshake with 401/403: the error says so (the SDK
+  reports only "Server returned an error response"), with the server's challenge, the way
+  to give a token, and no secret header value. Palui does no OAuth (docs/mcp-conformance.md).
+- A stdio server that exits during the handshake: its last stderr lines are in the error
+  even when the thread draining them into the log runs late (a busy machine).
 """
 
 from __future__ import annotations
 
+import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from palui.connectors.mcp import MCPConnector
+from palui.connectors.mcp import stderr as stderr_module
 from palui.connectors.mcp.config import ServerConfig
 from palui.errors import ConnectorError
 
@@ -79,3 +86,21 @@ async def test_403_names_the_credentials_and_never_the_secret(svc, refusing_serv
     assert "HTTP 403 Forbidden: the server does not accept the credentials sent" in text, text
     assert SECRET not in text and SECRET not in conn.state()
     assert seen and seen[0] == "Bearer " + SECRET
+
+
+async def test_exit_during_handshake_waits_for_a_late_stderr_drain(svc, monkeypatch):
+    drain = stderr_module.StderrCapture._drain
+
+    def late_drain(self, read_fd, stamp):
+        time.sleep(0.2)  # the drain thread is scheduled late, after the SDK saw the exit
+        drain(self, read_fd, stamp)
+
+    monkeypatch.setattr(stderr_module.StderrCapture, "_drain", late_drain)
+    script = "import sys; print('cannot open the database', file=sys.stderr); sys.exit(3)"
+    conn = MCPConnector(svc, "mcp-dies", "dies", ServerConfig("stdio", command=sys.executable, args=("-c", script),
+                                                              timeout_seconds=10))
+    with pytest.raises(ConnectorError) as e:
+        await conn.start()
+    await conn.close()
+    assert "exited (or closed the connection) during the MCP handshake" in str(e.value)
+    assert "Last lines of its stderr:\ncannot open the database" in str(e.value), str(e.value)
