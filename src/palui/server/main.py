@@ -7,7 +7,7 @@ import ipaddress
 import socket
 from typing import Callable
 
-from palui.errors import UsageError
+from palui.errors import PaluiError
 from palui.server import discovery
 
 
@@ -21,7 +21,7 @@ def is_loopback(host: str) -> bool:
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """Bind a listening socket (port 0 picks a free port). Raises UsageError when it cannot."""
+    """Bind a listening socket (port 0 picks a free port). Raises PaluiError when it cannot."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -29,7 +29,7 @@ def bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as e:
         sock.close()
-        raise UsageError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+        raise PaluiError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
     sock.listen(128)
     sock.set_inheritable(True)
     return sock
@@ -50,14 +50,21 @@ def serve(svc, host: str, port: int, echo: Callable[[str], None], tick_seconds: 
     settings = svc.settings
     other = discovery.find_service(settings)
     if other:
-        raise UsageError(f"a Palui service already runs on this PALUI_HOME (pid {other.pid}, {other.url})")
+        raise PaluiError(f"a Palui service already runs on this PALUI_HOME (pid {other.pid}, {other.url})")
     if not is_loopback(host) and not discovery.read_token(settings):
-        raise UsageError(f"refusing to listen on {host} (not loopback) before an access token exists: start "
+        raise PaluiError(f"refusing to listen on {host} (not loopback) before an access token exists: start "
                          "once with the default host to create it, and keep it safe")
     token, created = discovery.ensure_token(settings)
     sock = bind(host, port)
     real_port = sock.getsockname()[1]
+    # The model library takes ~2 s to import; do it now rather than inside the first turn,
+    # where it would block the event loop (and every request) while it loads.
+    import palui.runner.turn  # noqa: F401
+
     rt = Runtime(svc, tick_seconds=tick_seconds)
+    # uvicorn re-raises SIGTERM after its graceful shutdown, so a `finally` here may never run:
+    # remove serve.json at the end of the app's own shutdown instead.
+    rt.on_shutdown.append(lambda: discovery.clear_info(settings))
     app = create_app(svc, token, host, real_port, runtime=rt)
     discovery.write_info(settings, host, real_port)
     shown = f"[{host}]" if ":" in host else host
@@ -69,6 +76,12 @@ def serve(svc, host: str, port: int, echo: Callable[[str], None], tick_seconds: 
         echo(f"access token: stored in {discovery.token_path(settings)}")
     config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5, lifespan="on")
     server = uvicorn.Server(config)
+    # uvicorn restores the handlers it found and re-raises the signal after a graceful
+    # shutdown; with these no-op handlers in place the process then exits 0 (a clean stop).
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
     try:
         asyncio.run(server.serve(sockets=[sock]))
     finally:

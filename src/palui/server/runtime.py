@@ -35,6 +35,7 @@ class Runtime:
         self.tickers: list[Ticker] = []
         self.draining = False
         self._loop_task: asyncio.Task | None = None
+        self.on_shutdown: list[Callable[[], None]] = []  # run last, e.g. removing serve.json
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -52,6 +53,11 @@ class Runtime:
             for t in still:
                 t.cancel()
         await self.svc.hub.close()
+        for fn in self.on_shutdown:
+            try:
+                fn()
+            except Exception:
+                log.exception("shutdown hook failed")
 
     async def _loop(self) -> None:
         while not self.draining:
