@@ -21,8 +21,9 @@ made as given. Scenarios not in the table get connect + list, the behaviour of t
 suite's own reference client for them.
 
 Exit status: 0 when the connection, the listing and every call that the scenario
-expects to succeed did; 1 otherwise (the reason on stderr). The suite judges the
-scenario by what the server saw; the exit status is the client's own view.
+expects to succeed did; 1 otherwise (the reasons on stderr). The last stdout line says
+the same (``result: ok`` or ``result: failed: <first reason>``). The suite judges the
+scenario by what the server saw; this is the client's own view.
 """
 
 from __future__ import annotations
@@ -145,6 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     problems = asyncio.run(run(ns.url, scenario, context if isinstance(context, dict) else {}, ns.timeout))
     for p in problems:
         print(f"problem: {p}", file=sys.stderr)
+    # The last stdout line is the client's verdict; run_conformance.sh reads it (the suite
+    # does not report a client's exit status for every scenario).
+    print("result: failed: " + problems[0].splitlines()[0] if problems else "result: ok", flush=True)
     return 1 if problems else 0
 
 

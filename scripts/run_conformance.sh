@@ -18,6 +18,9 @@
 # Not part of .ci/run or pytest on purpose: it downloads Node 22 and takes minutes.
 # Results: SCRATCH_DIR/results.tsv (one row per run) and SCRATCH_DIR/runs/... (the
 # suite's checks.json, the client's stdout/stderr, the suite's own log per run).
+# Columns: result PASS/FAIL/SKIP (SKIP: the suite passed it but checked nothing), the
+# suite's checks by status (its INFO entries are not counted), and the client's own
+# verdict (its last stdout line: ok / failed).
 # Exit status: 0 when every run ended; the table says which passed.
 set -euo pipefail
 
@@ -29,7 +32,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --version) versions+=("$2"); shift 2 ;;
         --filter) filter="$2"; shift 2 ;;
-        -h|--help) sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "run_conformance.sh: unknown option $1" >&2; exit 2 ;;
         *) scratch="$1"; shift ;;
     esac
@@ -58,7 +61,35 @@ echo "node $("$node" --version), python $("$PYTHON" -c 'import sys; print(sys.ve
 
 client="$PYTHON $repo/scripts/mcp_conformance_client.py"
 results="$scratch/results.tsv"
-printf 'suite\tspec\tscenario\tresult\tchecks\tclient_exit\n' > "$results"
+printf 'suite\tspec\tscenario\tresult\tpassed\tfailed\twarnings\tskipped\tclient\n' > "$results"
+row='%-15s %-11s %-46s %-6s %6s %6s %6s %6s  %s\n'
+
+# summarize RUN_DIR SUITE_LOG -> "result passed failed warnings skipped client", from the
+# suite's checks.json (INFO entries are the server's own log) and the client's last line.
+summarize() {
+    "$PYTHON" - "$1" "$2" <<'PY'
+import json, sys
+from pathlib import Path
+run, log = Path(sys.argv[1]), Path(sys.argv[2]).read_text(errors="replace")
+try:
+    checks = json.loads((run / "checks.json").read_text())
+except (OSError, ValueError):
+    print("ERROR 0 0 0 0 no-checks.json"); sys.exit()
+n = {s: sum(c.get("status") == s for c in checks) for s in ("SUCCESS", "FAILURE", "WARNING", "SKIPPED")}
+if n["FAILURE"] or "OVERALL: FAILED" in log:
+    result = "FAIL"
+elif not (n["SUCCESS"] or n["WARNING"]):
+    result = "SKIP"  # the suite says PASSED, but nothing was checked
+else:
+    result = "PASS"
+try:
+    last = (run / "stdout.txt").read_text().strip().splitlines()[-1]
+except (OSError, IndexError):
+    last = ""
+client = last.split(": ", 1)[1].split(":")[0] if last.startswith("result: ") else "no-result"
+print(result, n["SUCCESS"], n["FAILURE"], n["WARNING"], n["SKIPPED"], client)
+PY
+}
 
 run_one() {  # run_one VERSION SPEC SCENARIO  (SPEC "-" = the suite's default)
     local version="$1" spec="$2" scenario="$3"
@@ -68,19 +99,14 @@ run_one() {  # run_one VERSION SPEC SCENARIO  (SPEC "-" = the suite's default)
     local args=(client --command "$client" --scenario "$scenario" -o "$out")
     [ "$spec" = "-" ] || args+=(--spec-version "$spec")
     mkdir -p "$out"
-    # The suite's exit status says pass/fail; its summary gives the numbers.
     "$node" "$cli" "${args[@]}" > "$log" 2>&1 || true
-    local checks result exit_note
-    checks="$(grep -Eo 'Passed: [0-9]+/[0-9]+' "$log" | tail -1 | sed 's/Passed: //')"
-    if grep -q 'OVERALL: PASSED' "$log"; then result=PASS
-    elif grep -q 'OVERALL: FAILED' "$log"; then result=FAIL
-    else result=ERROR
-    fi
-    if grep -q 'CLIENT EXITED WITH ERROR' "$log"; then exit_note="$(grep -Eo 'code [0-9]+' "$log" | head -1)"
-    else exit_note=0
-    fi
-    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$version" "$spec" "$scenario" "$result" "${checks:-?}" "$exit_note" >> "$results"
-    printf '%-15s %-11s %-48s %-5s %-7s %s\n' "$version" "$spec" "$scenario" "$result" "${checks:-?}" "$exit_note"
+    # The suite writes OUT/<scenario>-<timestamp>/{checks.json,stdout.txt,stderr.txt}.
+    local run
+    run="$(ls -td "$out/$scenario"-*/ 2>/dev/null | head -1)"
+    local fields
+    read -r -a fields <<< "$(summarize "${run:-/nonexistent}" "$log")"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$version" "$spec" "$scenario" "${fields[@]}" >> "$results"
+    printf "$row" "$version" "$spec" "$scenario" "${fields[@]}"
 }
 
 list_scenarios() {  # list_scenarios VERSION [both]: "NAME [spec versions]" lines -> names
@@ -94,7 +120,7 @@ list_scenarios() {  # list_scenarios VERSION [both]: "NAME [spec versions]" line
         | if [ -n "$filter" ]; then grep -E "$filter" || true; else cat; fi
 }
 
-printf '%-15s %-11s %-48s %-5s %-7s %s\n' suite spec scenario result checks client_exit
+printf "$row" suite spec scenario result passed failed warns skipped client
 for version in "${versions[@]}"; do
     if [ ! -f "$scratch/suite-$version/node_modules/@modelcontextprotocol/conformance/dist/index.js" ]; then
         echo "installing @modelcontextprotocol/conformance@$version into $scratch/suite-$version" >&2
@@ -113,5 +139,5 @@ for version in "${versions[@]}"; do
 done
 
 echo >&2
-awk -F'\t' 'NR > 1 { n++; if ($4 == "PASS") p++ } END { printf "%d of %d runs passed\n", p, n }' "$results" >&2
+awk -F'\t' 'NR > 1 { n++; c[$4]++ } END { printf "%d runs: %d PASS, %d FAIL, %d SKIP, %d ERROR\n", n, c["PASS"], c["FAIL"], c["SKIP"], c["ERROR"] }' "$results" >&2
 echo "results: $results; logs and checks.json under $scratch/runs" >&2
