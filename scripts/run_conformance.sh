@@ -100,9 +100,10 @@ run_one() {  # run_one VERSION SPEC SCENARIO  (SPEC "-" = the suite's default)
     [ "$spec" = "-" ] || args+=(--spec-version "$spec")
     mkdir -p "$out"
     "$node" "$cli" "${args[@]}" > "$log" 2>&1 || true
-    # The suite writes OUT/<scenario>-<timestamp>/{checks.json,stdout.txt,stderr.txt}.
+    # The suite writes OUT/<scenario>-<ISO timestamp>/{checks.json,stdout.txt,stderr.txt};
+    # the date in the pattern keeps auth/dpop from matching auth/dpop-nonce's runs.
     local run
-    run="$(ls -td "$out/$scenario"-*/ 2>/dev/null | head -1)"
+    run="$(ls -td "$out/$scenario"-[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T*/ 2>/dev/null | head -1)"
     local fields
     read -r -a fields <<< "$(summarize "${run:-/nonexistent}" "$log")"
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$version" "$spec" "$scenario" "${fields[@]}" >> "$results"
