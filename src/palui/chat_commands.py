@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 COMMANDS = {
-    "/stop": "abort the running turn (or the one waiting for approval) and cancel its approvals",
+    "/stop": "stop the conversation's turn (running, waiting or queued), cancel its approvals; in the terminal Ctrl-C stops a running turn",
     "/status": "model, tokens today and caps, runs in the last hour, connectors, approvals, pause",
     "/approve": "/approve ID — allow one pending call, exactly as shown",
     "/deny": "/deny ID — refuse one pending call; the model is told",

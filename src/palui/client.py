@@ -41,32 +41,43 @@ class ServiceClient:
         raise PaluiError(f"the service answered {r.status_code}: {msg}")
 
     def get(self, path: str, **params: Any) -> Any:
-        r = self.http.get(path, params={k: v for k, v in params.items() if v is not None})
+        try:
+            r = self.http.get(path, params={k: v for k, v in params.items() if v is not None})
+        except httpx.TransportError as e:
+            raise PaluiError(f"cannot reach the service at {self.info.url}: {type(e).__name__}") from None
         self._raise(r)
         return r.json()
 
     def post(self, path: str, data: dict[str, Any] | None = None) -> Any:
-        r = self.http.post(path, json=data or {})
+        try:
+            r = self.http.post(path, json=data or {})
+        except httpx.TransportError as e:
+            raise PaluiError(f"cannot reach the service at {self.info.url}: {type(e).__name__}") from None
         self._raise(r)
         return r.json()
 
     def stream(self, path: str, data: dict[str, Any], on_event: EventSink | None) -> dict[str, Any]:
         """POST with ``stream: true``; call ``on_event`` per event; return the final result."""
         result: dict[str, Any] | None = None
-        with self.http.stream("POST", path, json={**data, "stream": True}) as r:
-            if r.status_code >= 400:
-                r.read()
-                self._raise(r)
-            for line in r.iter_lines():
-                if not line.strip():
-                    continue
-                ev = json.loads(line)
-                if ev.get("type") == "result":
-                    result = {k: v for k, v in ev.items() if k != "type"}
-                elif on_event:
-                    on_event(ev)
+        try:
+            with self.http.stream("POST", path, json={**data, "stream": True}) as r:
+                if r.status_code >= 400:
+                    r.read()
+                    self._raise(r)
+                for line in r.iter_lines():
+                    if not line.strip():
+                        continue
+                    ev = json.loads(line)
+                    if ev.get("type") == "result":
+                        result = {k: v for k, v in ev.items() if k != "type"}
+                    elif on_event:
+                        on_event(ev)
+        except (httpx.TransportError, ValueError) as e:
+            raise PaluiError(f"the connection to the service broke while the turn ran ({type(e).__name__}); "
+                             "the turn is kept: see palui inbox, palui audit or palui approvals list") from None
         if result is None:
-            raise PaluiError("the service closed the stream before the turn's result")
+            raise PaluiError("the service stopped before the turn's result; the turn is kept and resumes when the "
+                             "service starts again: see palui inbox, palui audit")
         return result
 
     def run(self, message: str, *, conversation: str | None, model: str | None,

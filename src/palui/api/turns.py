@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -177,22 +178,47 @@ class TurnsAPI(ServiceBase):
             rows = self.db.all("SELECT * FROM approvals ORDER BY created_at")
         return [approvals.as_dict(r) for r in rows]
 
+    def approval(self, approval_id: str) -> dict[str, Any]:
+        """One approval (``palui approvals show``). Raises NotFound."""
+        approvals.sweep(self.db)
+        return approvals.get(self.db, approval_id)
+
     async def answer_approval(self, approval_id: str, approve: bool,
                               on_event: EventSink | None = None) -> dict[str, Any]:
         """Approve or deny, then resume the turn here if no other process does (SPEC §5).
 
+        An approval that expired counts as a denial: the turn goes on (here, if no other
+        process takes it) and the answer is still refused with ApprovalError.
+
         Raises NotFound, ApprovalError (expired, already answered, cancelled).
         """
-        a = approvals.answer(self.db, approval_id, approve)
+        try:
+            a = approvals.answer(self.db, approval_id, approve)
+        except ApprovalError:
+            row = self.db.one("SELECT turn_id, status FROM approvals WHERE id = ?", (approval_id,))
+            if row is not None and row["status"] == "expired":
+                r = await self.run_turn(row["turn_id"], on_event, from_status=RESUMABLE)
+                raise ApprovalError(f"approval {approval_id} expired, which counts as a denial; the turn went on"
+                                    f" ({r['status']}{': ' + r['answer'] if r.get('answer') else ''})") from None
+            raise
         return await self.run_turn(a["turn"], on_event, from_status=RESUMABLE)
 
     async def resume_ready(self, on_event: EventSink | None = None) -> list[dict[str, Any]]:
-        """Resume turns whose approval was answered or expired but that no process resumed."""
+        """Resume turns that no process is running but that can go on: their approval was
+        answered or expired, or the process running them died (kill -9, a crash). Used where
+        no service runs (the service does this on every tick)."""
         approvals.sweep(self.db)
-        rows = self.db.all(
-            "SELECT t.id FROM turns t WHERE t.status = 'awaiting_approval' AND NOT EXISTS"
-            " (SELECT 1 FROM approvals a WHERE a.turn_id = t.id AND a.status = 'pending')")
-        return [await self.run_turn(r["id"], on_event, from_status=RESUMABLE) for r in rows]
+        st.recover_orphans(self.db)
+        out = []
+        for r in self.db.all(
+                "SELECT t.id FROM turns t WHERE t.status = 'awaiting_approval' AND NOT EXISTS"
+                " (SELECT 1 FROM approvals a WHERE a.turn_id = t.id AND a.status = 'pending')"):
+            out.append(await self.run_turn(r["id"], on_event, from_status=RESUMABLE))
+        # Recovered orphans are queued and already counted as runs: take them up again.
+        for r in self.db.all("SELECT t.id FROM turns t WHERE t.status = 'queued' AND EXISTS"
+                             " (SELECT 1 FROM runs x WHERE x.turn_id = t.id) ORDER BY t.created_at"):
+            out.append(await self.run_turn(r["id"], on_event))
+        return out
 
     # -- stop ------------------------------------------------------------------------------------------
 
@@ -204,27 +230,41 @@ class TurnsAPI(ServiceBase):
         turn ids acted on.
         """
         if turn:
-            rows = self.db.all("SELECT id, status FROM turns WHERE id = ?", (turn,))
+            rows = self.db.all("SELECT * FROM turns WHERE id = ?", (turn,))
         elif conversation:
-            rows = self.db.all("SELECT id, status FROM turns WHERE conversation_id = ? AND status IN"
+            rows = self.db.all("SELECT * FROM turns WHERE conversation_id = ? AND status IN"
                                " ('running','awaiting_approval','queued')", (conversation,))
         else:
             raise UsageError("stop needs a conversation or a turn")
+        if turn and not rows:
+            raise NotFound(f"unknown turn {turn!r}")
         acted = []
         now = time.time()
         for r in rows:
+            orphan = r["status"] == "running" and not st.owner_alive(r["owner"])
             with self.db.write() as c:
-                if r["status"] in ("awaiting_approval", "queued"):
+                if r["status"] in ("awaiting_approval", "queued") or orphan:
+                    # Nobody runs it (paused, queued, or its process died): stop it here.
                     cur = c.execute("UPDATE turns SET status='stopped', error='stopped by the person', pending_json=NULL,"
-                                    " updated_at=? WHERE id=? AND status IN ('awaiting_approval','queued')", (now, r["id"]))
+                                    " updated_at=? WHERE id=? AND status=? AND version=?",
+                                    (now, r["id"], r["status"], r["version"]))
                     if cur.rowcount:
                         c.execute("UPDATE approvals SET status='cancelled', answered_at=? WHERE turn_id=? AND"
                                   " status='pending'", (now, r["id"]))
                         acted.append(r["id"])
-                        continue
-                cur = c.execute("UPDATE turns SET stop_requested=1 WHERE id=? AND status='running'", (r["id"],))
-                if cur.rowcount:
-                    acted.append(r["id"])
+                        in_flight = [x for x in json.loads(r["pending_json"] or "[]") if x.get("state") == "sent"]
+                    else:
+                        in_flight = []
+                else:
+                    in_flight = []
+                    cur = c.execute("UPDATE turns SET stop_requested=1 WHERE id=? AND status='running'", (r["id"],))
+                    if cur.rowcount:
+                        acted.append(r["id"])
+            for call in in_flight:
+                audit.record(self.db, turn_id=r["id"], tool=call["tool"], tool_class=None, class_source=None,
+                             origin=r["origin"], tainted=bool(r["tainted"]), verdict="run",
+                             reason="stopped after the process running the call ended",
+                             args_hash=approvals.args_hash(call["args"]), outcome="cancelled; may have run")
         return acted
 
     # -- status and audit ------------------------------------------------------------------------------

@@ -23,8 +23,32 @@ for _name in COMMAND_MODULES:
     importlib.import_module(f"palui.cli.{_name}")
 
 
+def _setup_process() -> None:
+    """Private files by default (the database holds memories, pages, the audit), and library
+    log records (the MCP SDK logs parse errors of hostile servers with tracebacks) go to
+    ``<data dir>/logs/palui.log`` instead of the terminal."""
+    import logging
+    import os
+
+    os.umask(0o077)
+    try:
+        from palui.config import paths
+
+        _home, data_dir, _cfg = paths()
+        logs = data_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        handler: logging.Handler = logging.FileHandler(logs / "palui.log", encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    except OSError:
+        handler = logging.NullHandler()
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+
+
 def main() -> None:
     """Console entry point: maps Palui errors to exit codes (1 error, 2 bad usage)."""
+    _setup_process()
     try:
         app()  # standalone: click prints usage errors and exits 2
     except UsageError as e:

@@ -111,7 +111,7 @@ class ChatSession:
             self.task = None
 
     async def show(self, r: dict) -> None:
-        render.outcome(r)
+        render.outcome(r, in_chat=True)
         pending = r.get("pending_approvals") or []
         while r.get("status") == "awaiting_approval" and pending:
             a = pending[0]
@@ -134,7 +134,7 @@ class ChatSession:
         except PaluiError as e:
             typer.echo(f"palui: {e}")
             return {"status": "error"}
-        render.outcome(r)
+        render.outcome(r, in_chat=True)
         return r
 
     async def command(self, line: str) -> bool:
@@ -150,7 +150,9 @@ class ChatSession:
         if cmd.name == "/help":
             typer.echo(help_text())
         elif cmd.name == "/status":
-            print_status(self.backend.status())
+            s = self.backend.status()
+            s["model"] = self.model  # the model this chat uses, which --model may have set
+            print_status(s)
         elif cmd.name == "/new":
             self.conversation = self.backend.new_conversation()
             typer.echo(f"new conversation {self.conversation}")
@@ -171,7 +173,7 @@ class ChatSession:
             pass
         typer.echo(f"Palui chat — model {self.model}, conversation {self.conversation}. /help for commands.")
         for r in await self.backend.resume_ready():
-            render.outcome(r)
+            render.outcome(r, in_chat=True)
         try:
             while True:
                 line = await self.ask("you> ")

@@ -15,7 +15,7 @@ app = typer.Typer(help="Palui: a personal AI agent whose tools are governed.", n
                   add_completion=False, pretty_exceptions_enable=False)
 connectors_app = typer.Typer(help="Sources of tools: built-in connectors and MCP servers.", no_args_is_help=True)
 tools_app = typer.Typer(help="Tools: classes, switches, review.", no_args_is_help=True)
-policy_app = typer.Typer(help="The decision matrix (SPEC §3).", no_args_is_help=True)
+policy_app = typer.Typer(help="The decision matrix: why a tool runs, asks or is not offered.", no_args_is_help=True)
 app.add_typer(connectors_app, name="connectors")
 app.add_typer(tools_app, name="tools")
 app.add_typer(policy_app, name="policy")

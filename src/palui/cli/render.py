@@ -16,6 +16,12 @@ def short(value: Any, n: int = 160) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
+def exact(value: Any, n: int) -> str:
+    """JSON of ``value`` exactly (whitespace kept), cut after ``n`` characters with a pointer to the rest."""
+    s = json.dumps(value, ensure_ascii=False)
+    return s if len(s) <= n else s[:n] + f"… ({len(s) - n} more characters: palui approvals show ID)"
+
+
 def event(e: dict[str, Any], err: bool = False) -> None:
     """Print one turn event as it happens."""
     kind = e.get("type")
@@ -36,12 +42,12 @@ def event(e: dict[str, Any], err: bool = False) -> None:
         pass  # the answer is printed once at the end
 
 
-def outcome(r: dict[str, Any]) -> None:
-    """Print a turn's result: the answer and how it ended."""
+def outcome(r: dict[str, Any], in_chat: bool = False) -> None:
+    """Print a turn's result: the answer and how it ended (the chat asks for approvals itself)."""
     if r.get("answer"):
         typer.echo(r["answer"])
     status = r["status"]
-    if status == "awaiting_approval":
+    if status == "awaiting_approval" and not in_chat:
         ids = ", ".join(a["id"] for a in r.get("pending_approvals", []))
         typer.echo(f"[waiting for your approval: {ids}; answer with palui approvals approve|deny ID]")
     elif status == "budget":

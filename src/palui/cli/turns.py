@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Optional
 
 import typer
@@ -11,7 +12,7 @@ from palui.cli import render
 from palui.cli.common import app, emit_json, fail, service, table
 from palui.errors import ModelConfigError
 
-approvals_app = typer.Typer(help="Pending approvals: list, approve, deny (SPEC §5).", no_args_is_help=True)
+approvals_app = typer.Typer(help="Pending approvals: list, show, approve, deny.", no_args_is_help=True)
 app.add_typer(approvals_app, name="approvals")
 
 EXIT = {"done": 0, "awaiting_approval": 0, "queued": 0}
@@ -48,13 +49,25 @@ def live_service(svc):
     return ServiceClient(info)
 
 
-def check_model(model: Optional[str], svc) -> str:
+def check_model(model: Optional[str], svc, as_json: bool = False) -> str:
+    """The model string to use, checked now (a clear error before anything is stored).
+
+    A ``script:`` path is made absolute here, so a live service (another working
+    directory) reads the same file.
+    """
     from palui.models import resolve_model  # the model library is slow to import: only here
 
     spec = model or svc.settings.model
+    if spec and spec.startswith("script:"):
+        import os
+
+        spec = "script:" + os.path.abspath(os.path.expanduser(spec[len("script:"):]))
     try:
         resolve_model(spec)
     except ModelConfigError as e:
+        if as_json:
+            emit_json({"status": "error", "answer": None, "error": str(e), "events": [], "usage": None})
+            raise typer.Exit(1)
         fail(str(e))
     return spec
 
@@ -66,7 +79,7 @@ def run_cmd(message: str = typer.Argument(..., help="The message for the agent."
             as_json: bool = typer.Option(False, "--json", help="Print the result as JSON.")) -> None:
     """Run one turn non-interactively and print the answer."""
     svc = service()
-    spec = check_model(model, svc)
+    spec = check_model(model, svc, as_json)
     on_event = None if as_json else (lambda e: render.event(e, err=False))
     client = live_service(svc)
     if client:
@@ -91,10 +104,26 @@ def approvals_list(all_: bool = typer.Option(False, "--all", help="Include answe
         typer.echo("no pending approvals" if not all_ else "no approvals")
         return
     for a in rows:
-        typer.echo(f"{a['id']}  {a['status']:<9} {a['tool']} ({a['class']}) {render.short(a['args'], 80)}")
+        typer.echo(f"{a['id']}  {a['status']:<9} {a['tool']} ({a['class']}) {render.exact(a['args'], 200)}")
         typer.echo(f"    {a['reason']}; expires {a['expires_at']}")
         for m in a["untrusted_args"]:
             typer.echo(f"    ! {m['path']} = {m['value']!r} came from untrusted content: {m['source']}")
+
+
+@approvals_app.command("show")
+def approvals_show(approval_id: str, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """One approval with its exact arguments, in full."""
+    a = service().approval(approval_id)
+    if as_json:
+        return emit_json(a)
+    typer.echo(f"approval {a['id']} ({a['status']}), turn {a['turn']}, origin {a['origin']}")
+    typer.echo(f"tool: {a['tool']} ({a['class']}, class from {a['class_source']})")
+    typer.echo(f"why: {a['reason']}")
+    typer.echo(f"created {a['created_at']}, expires {a['expires_at']}")
+    typer.echo("arguments (exact):")
+    typer.echo(json.dumps(a["args"], indent=2, ensure_ascii=False))
+    for m in a["untrusted_args"]:
+        typer.echo(f"! {m['path']} = {m['value']!r} came from untrusted content: {m['source']}")
 
 
 def _answer(approval_id: str, approve: bool, as_json: bool) -> None:
@@ -173,7 +202,7 @@ def inbox_cmd(limit: int = typer.Option(50, "--limit"), as_json: bool = typer.Op
 @app.command("stop")
 def stop_cmd(conversation: Optional[str] = typer.Option(None, "--conversation", help="Stop this conversation's turn."),
              turn: Optional[str] = typer.Option(None, "--turn", help="Stop this turn.")) -> None:
-    """``/stop`` from another terminal: stop a running, waiting or queued turn and cancel its approvals."""
+    """Stop a running, waiting or queued turn from another terminal, and cancel its approvals."""
     if not conversation and not turn:
         fail("give --conversation ID or --turn ID", 2)
     ids = service().stop(conversation=conversation, turn=turn)

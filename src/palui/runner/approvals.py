@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from palui.connectors.registry import canonical_json
-from palui.errors import ApprovalError, NotFound
+from palui.errors import ApprovalError, NotFound, UsageError
 from palui.policy.taint import untrusted_args
 from palui.runner.state import new_id
 from palui.store.db import Database
@@ -86,19 +86,25 @@ def answer(db: Database, aid: str, approve: bool, now: float | None = None) -> d
     """
     now = time.time() if now is None else now
     if not isinstance(aid, str) or not aid.strip():
-        raise ApprovalError("an approval answer needs an approval id (see: palui approvals list)")
+        raise UsageError("an approval answer needs an approval id (see: palui approvals list)")
     with db.write() as c:
         r = c.execute("SELECT * FROM approvals WHERE id = ?", (aid,)).fetchone()
         if r is None:
             raise NotFound(f"unknown approval {aid!r} (see: palui approvals list)")
-        if r["status"] == "pending" and r["expires_at"] <= now:
+        expired = r["status"] == "pending" and r["expires_at"] <= now
+        if expired:
+            # Committed before refusing: expiry is a denial the turn can go on with.
             c.execute("UPDATE approvals SET status='expired', answered_at=? WHERE id=?", (now, aid))
-            raise ApprovalError(f"approval {aid} expired; the call is treated as denied")
-        if r["status"] != "pending":
+        elif r["status"] == "expired":
+            raise ApprovalError(f"approval {aid} expired; the call was treated as denied")
+        elif r["status"] != "pending":
             raise ApprovalError(f"approval {aid} is already {r['status']}; an approval is answered once")
-        status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DENIED
-        c.execute("UPDATE approvals SET status=?, answered_at=? WHERE id=? AND status='pending'",
-                  (status.value, now, aid))
+        else:
+            status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DENIED
+            c.execute("UPDATE approvals SET status=?, answered_at=? WHERE id=? AND status='pending'",
+                      (status.value, now, aid))
+    if expired:
+        raise ApprovalError(f"approval {aid} expired; the call is treated as denied")
     return get(db, aid)
 
 

@@ -160,6 +160,14 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def owner_alive(owner: str | None) -> bool:
+    """Is the process named ``host:pid`` alive? Owners on other hosts count as alive (we cannot tell)."""
+    host, _, pid = (owner or "").rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True
+    return int(pid) == os.getpid() or _pid_alive(int(pid))
+
+
 def recover_orphans(db: Database, now: float | None = None) -> list[str]:
     """Put turns left ``running`` by a process of this host that no longer exists (kill -9, a
     crash, power loss) back to ``queued``, so the service runs them on. Returns their ids.
