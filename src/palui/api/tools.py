@@ -8,6 +8,7 @@ from palui.api.base import ServiceBase
 from palui.connectors.base import ToolSpec
 from palui.connectors.builtin import BUILTIN_TOOLS
 from palui.connectors.registry import SyncReport, accept_review, sync_tools
+from palui.connectors.review import review_changes, review_fingerprint
 from palui.errors import NotFound, UsageError
 from palui.policy.classify import parse_class
 from palui.policy.matrix import decide
@@ -122,14 +123,55 @@ class ToolsAPI(ServiceBase):
                           (r.connector, r.tool))
         return [self.tool(r.name) for r in targets]
 
-    def review_tool(self, name: str) -> ToolRow:
-        """Accept a changed tool's new definition (``palui tools review``). Raises UsageError if not flagged."""
+    def tool_details(self, name: str) -> dict[str, Any]:
+        """``palui tools show``: a tool's stored definition and, when flagged, the change that waits.
+
+        Returns the :meth:`ToolRow.as_dict` fields plus ``"input_schema"``, ``"definition_hash"``
+        and ``"pending"``: None, or ``{"kind": "changed"|"loosened"|"tightened", "fingerprint",
+        "was_enabled", "previous_user_class", "description", "input_schema", "annotations",
+        "previous": {"description","input_schema","annotations"}, "changes": [{"field","title",
+        "previous","new","diff"}]}`` with unified diffs (:func:`palui.connectors.review.review_changes`).
+        Pass ``fingerprint`` to :meth:`review_tool` to accept exactly this change. Raises NotFound.
+        """
         row = self.tool(name)
-        if not row.changed:
-            raise UsageError(f"{name} is not flagged for review")
+        out = row.as_dict()
+        out["input_schema"] = row.input_schema
+        out["definition_hash"] = row.definition_hash
+        out["pending"] = None
+        if row.changed:
+            raw = self.db.one("SELECT review_json FROM tools WHERE connector_id = ? AND raw_name = ?",
+                              (row.connector, row.tool))
+            review = row.review or {}
+            out["pending"] = {
+                "kind": review.get("kind", "changed"),
+                "fingerprint": review_fingerprint(raw["review_json"] if raw else None),
+                "was_enabled": review.get("was_enabled"),
+                "previous_user_class": review.get("previous_user_class"),
+                "description": review.get("description"),
+                "input_schema": review.get("input_schema"),
+                "annotations": review.get("annotations"),
+                "previous": review.get("previous") or {},
+                "changes": review_changes(review),
+            }
+        return out
+
+    def review_tool(self, name: str, expected: str | None = None) -> ToolRow:
+        """Accept a changed tool's pending definition (``palui tools review``, SPEC §7).
+
+        ``expected`` is the ``pending["fingerprint"]`` of :meth:`tool_details` the person
+        looked at: when given, a pending change that was replaced in between (the server
+        changed again) is refused instead of accepted unseen. Raises NotFound, UsageError
+        (not flagged, or the pending change is no longer the one shown).
+        """
+        row = self.tool(name)
         with self.db.write() as c:
             r = c.execute("SELECT * FROM tools WHERE connector_id = ? AND raw_name = ?",
                           (row.connector, row.tool)).fetchone()
+            if r is None or not r["changed"]:
+                raise UsageError(f"{name} is not flagged for review")
+            if expected is not None and review_fingerprint(r["review_json"]) != expected:
+                raise UsageError(f"the pending change of {name} was replaced while you looked at it; "
+                                 f"nothing accepted: review it again (palui tools review {name})")
             accept_review(c, r)
         return self.tool(name)
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from typing import Optional
 
 import typer
 
 from palui.cli.common import connectors_app, emit_json, fail, policy_app, service, table, tools_app
+from palui.connectors.review import visible
+from palui.errors import UsageError
 from palui.types import Origin
 
 
@@ -74,10 +78,76 @@ def tools_enable_read(connector: Optional[str] = typer.Argument(None)) -> None:
     typer.echo(f"{len(rows)} read tool(s) switched on")
 
 
+KIND_WORDS = {
+    "changed": "the server changed the description or input schema; the tool is off until you accept",
+    "loosened": "the server asks for a looser class; the tool keeps its stricter class until you accept",
+    "tightened": "the server's hints tightened the class past your choice; the stricter class applies",
+}
+
+
+def _json_block(value) -> list[str]:
+    if value is None:
+        return ["    (none)"]
+    return ["    " + visible(line) for line in json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True).split("\n")]
+
+
+def _print_pending(d: dict) -> None:
+    """The pending change of a flagged tool: what kind, then a unified diff per changed part."""
+    p = d["pending"]
+    typer.echo(f"Pending change ({p['kind']}): {KIND_WORDS.get(p['kind'], 'changed since you accepted it')}.")
+    if p.get("previous_user_class"):
+        typer.echo(f"  (your class was {p['previous_user_class']})")
+    if p["kind"] == "changed":
+        typer.echo(f"  Accepting switches it {'back on' if p.get('was_enabled') else 'nowhere: it stays off'}.")
+    if not p["changes"]:
+        typer.echo("  No difference from the accepted definition: the server went back to it after a change.")
+    for part in p["changes"]:
+        typer.echo(part["diff"])
+
+
+@tools_app.command("show")
+def tools_show(name: str, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Show a tool's stored definition and, if flagged, the pending change as a diff."""
+    d = service().tool_details(name)
+    if as_json:
+        return emit_json(d)
+    flags = [w for w, on in (("changed — review", d["changed"]), ("untrusted output", d["untrusted_output"]),
+                             ("trusted source", d["trusted_source"]), ("no longer listed", not d["present"])) if on]
+    typer.echo(d["name"])
+    typer.echo(f"  connector:    {d['connector']}")
+    typer.echo(f"  raw name:     {visible(d['tool'])}")
+    typer.echo(f"  class:        {d['class']} ({d['class_source']})")
+    typer.echo(f"  switch:       {'on' if d['enabled'] else 'off'}")
+    typer.echo(f"  flags:        {', '.join(flags) or '-'}")
+    typer.echo("  description:")
+    typer.echo("\n".join("    " + visible(line) for line in d["description"].split("\n")))
+    typer.echo("  input schema:")
+    typer.echo("\n".join(_json_block(d["input_schema"])))
+    typer.echo("  annotations (raw, as sent):")
+    typer.echo("\n".join(_json_block(d["annotations"])))
+    if d["pending"]:
+        typer.echo("")
+        _print_pending(d)
+
+
 @tools_app.command("review")
-def tools_review(name: str) -> None:
-    """Accept a changed tool's new definition."""
-    r = service().review_tool(name)
+def tools_review(name: str,
+                 yes: bool = typer.Option(False, "--yes", "-y",
+                                          help="Accept without asking (after printing the diff).")) -> None:
+    """Show a changed tool's pending definition as a diff, then accept it if you confirm (SPEC §7)."""
+    svc = service()
+    d = svc.tool_details(name)
+    if not d["pending"]:
+        raise UsageError(f"{name} is not flagged for review")
+    _print_pending(d)
+    if not yes:
+        if not sys.stdin.isatty():
+            fail(f"not accepted: stdin is not a terminal; re-run with --yes to accept this definition "
+                 f"(palui tools review {name} --yes)")
+        if not typer.confirm("Accept this definition?", default=False):
+            fail(f"not accepted; {name} stays flagged" + (" and off" if not d["enabled"] else ""))
+    # The fingerprint binds the acceptance to the change printed above (SPEC §7: no unseen definition).
+    r = svc.review_tool(name, expected=d["pending"]["fingerprint"])
     typer.echo(f"{r.name}: reviewed; class {r.tool_class.value} ({r.class_source.value}), "
                f"{'on' if r.enabled else 'off'}")
 
