@@ -6,7 +6,9 @@ import re
 from typing import Any, Iterable
 
 MIN_LEN = 4
+MIN_TOKEN = 8  # a word inside a longer value is marked from this length on (IBANs, e-mails, URLs)
 _WS = re.compile(r"\s+")
+_EDGE = "\"'()[]{}<>.,;:!?"
 
 
 def normalize(text: str) -> str:
@@ -37,7 +39,10 @@ def untrusted_args(args: Any, untrusted: Iterable[tuple[str, str]]) -> list[dict
             e.g. ``("web__fetch_page at step 2", "<page text>")``.
 
     Returns:
-        ``[{"path", "value", "source"}]``, one per marked value (first source that has it).
+        ``[{"path", "value", "match", "source"}]``, one per marked value (first source that
+        has it). ``match`` is the part found: the whole value (SPEC §4), or else a word of
+        ``MIN_TOKEN``+ characters inside it — so "Pay to IBAN DE89…" is marked when the
+        page had the IBAN (a hijacked argument is rarely the page's text verbatim).
     """
     sources = [(src, normalize(text)) for src, text in untrusted]
     marks: list[dict[str, str]] = []
@@ -45,8 +50,13 @@ def untrusted_args(args: Any, untrusted: Iterable[tuple[str, str]]) -> list[dict
         needle = normalize(value)
         if len(needle) < MIN_LEN:
             continue
-        for src, hay in sources:
-            if needle in hay:
-                marks.append({"path": path, "value": value, "source": src})
-                break
+        hit = next(((src, needle) for src, hay in sources if needle in hay), None)
+        if hit is None:
+            words = {w.strip(_EDGE) for w in needle.split(" ")}
+            for word in sorted((w for w in words if len(w) >= MIN_TOKEN), key=len, reverse=True):
+                hit = next(((src, word) for src, hay in sources if word in hay), None)
+                if hit:
+                    break
+        if hit:
+            marks.append({"path": path, "value": value, "match": hit[1], "source": hit[0]})
     return marks
