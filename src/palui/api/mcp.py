@@ -9,6 +9,8 @@ What is stored where:
 - ``<secrets dir>/<id>.json`` (mode 0600): env and header values.
 - ``<data dir>/logs/<id>.stderr.log`` (+ ``.1``): the server's stderr, 1 MiB at most.
 
+A relative stdio command path is stored absolute (:func:`absolute_paths`).
+
 ``add`` connects once and lists the tools before anything is stored: a server that
 cannot start leaves nothing behind but its stderr log, and the error says why.
 Methods that talk to a server have an ``*_async`` form for callers inside an event
@@ -18,6 +20,7 @@ loop; the plain form runs its own loop (the CLI).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import time
@@ -52,6 +55,30 @@ def _report_dict(cid: str, report: SyncReport | None) -> dict[str, Any]:
     r = report or SyncReport()
     return {"id": cid, "added": r.added, "changed": r.changed, "tightened": r.tightened,
             "loosening_held": r.loosening_held, "removed": r.removed, "refused_duplicates": r.refused_duplicates}
+
+
+def absolute_paths(config: ServerConfig, base: str) -> ServerConfig:
+    """``config`` with a relative stdio command path and working directory made absolute.
+
+    A command containing ``/`` that is not absolute (``.venv/bin/mcp-server-time``) is resolved
+    the way the process start would resolve it: against ``cwd`` when one is given, else against
+    ``base`` (the current directory for ``add``, the file's directory for ``import``). A
+    relative ``cwd`` is resolved against ``base``. A leading ``~`` is expanded. Bare names
+    (``npx``) are left to ``PATH``, arguments are left as they are. No symlink is followed
+    (a venv's ``bin/python`` must stay the venv's). Without this, a server added from one
+    directory fails "command not found" in every process started from another.
+    """
+    if config.transport != "stdio" or not config.command:
+        return config
+    cwd = config.cwd
+    if cwd:
+        cwd = os.path.abspath(os.path.join(base, os.path.expanduser(cwd)))
+    command = os.path.expanduser(config.command) if config.command.startswith("~") else config.command
+    if "/" in command and not os.path.isabs(command):
+        command = os.path.abspath(os.path.join(cwd or base, command))
+    if (command, cwd) == (config.command, config.cwd):
+        return config
+    return dataclasses.replace(config, command=command, cwd=cwd)
 
 
 class MCPAPI(ServiceBase):
@@ -126,6 +153,7 @@ class MCPAPI(ServiceBase):
         """
         if not name.strip():
             raise UsageError("a connector needs a name")
+        config = absolute_paths(config, os.getcwd())
         taken = {r["id"] for r in self.db.all("SELECT id FROM connectors")}
         cid = connector_id(name, taken)
         with self.db.write() as c:
@@ -181,6 +209,9 @@ class MCPAPI(ServiceBase):
         except ValueError as e:
             raise UsageError(f"{p}: not valid JSON: {e}") from None
         servers = parse_mcp_servers(data, os.environ if environ is None else environ, source=str(p))
+        # Relative paths in the file mean: relative to the file (it may be read from anywhere).
+        base = os.path.abspath(p.parent)
+        servers = [(n, absolute_paths(c, base)) for n, c in servers]
         # Servers start side by side (a few at a time): each add computes its id and inserts
         # its row without an await in between, so concurrent adds cannot take the same id.
         gate = asyncio.Semaphore(IMPORT_CONCURRENCY)
