@@ -237,5 +237,61 @@ CREATE INDEX webhook_deliveries_time ON webhook_deliveries(webhook_id, received_
 """,
     )
 )
+# Memory and task ids are never given out twice: with a plain INTEGER PRIMARY KEY, SQLite
+# reuses the highest id after a delete, so an approval still waiting for
+# recall__forget_memory {"id": 1} could delete a newer memory that got id 1. The tables are
+# rebuilt with AUTOINCREMENT (rows and ids kept); the FTS5 index over memories is rebuilt
+# and its triggers created again on the new table. Ids deleted above the highest surviving
+# one before this migration may still be given out once more (SQLite kept no record of them).
+MIGRATIONS.append(
+    (
+        6,
+        "memory and task ids never reused (AUTOINCREMENT)",
+        """
+DROP TRIGGER memories_ai;
+DROP TRIGGER memories_ad;
+DROP TRIGGER memories_au;
+CREATE TABLE memories_new (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    text        TEXT NOT NULL,
+    provenance  TEXT NOT NULL,                -- trusted | untrusted
+    source      TEXT,                         -- what wrote it (turn, tool, taint source)
+    turn_id     TEXT,
+    created_at  REAL NOT NULL
+);
+INSERT INTO memories_new (id, text, provenance, source, turn_id, created_at)
+    SELECT id, text, provenance, source, turn_id, created_at FROM memories ORDER BY id;
+DROP TABLE memories;
+ALTER TABLE memories_new RENAME TO memories;
+CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+    INSERT INTO memories_fts(rowid, text) VALUES (new.id, new.text);
+END;
+CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, text) VALUES ('delete', old.id, old.text);
+END;
+CREATE TRIGGER memories_au AFTER UPDATE OF text ON memories BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, text) VALUES ('delete', old.id, old.text);
+    INSERT INTO memories_fts(rowid, text) VALUES (new.id, new.text);
+END;
+INSERT INTO memories_fts(memories_fts) VALUES('rebuild');
+CREATE TABLE tasks_new (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    title       TEXT NOT NULL,
+    notes       TEXT NOT NULL DEFAULT '',
+    status      TEXT NOT NULL DEFAULT 'open', -- open | done
+    due         TEXT,
+    provenance  TEXT NOT NULL,
+    source      TEXT,
+    turn_id     TEXT,
+    created_at  REAL NOT NULL,
+    updated_at  REAL NOT NULL
+);
+INSERT INTO tasks_new (id, title, notes, status, due, provenance, source, turn_id, created_at, updated_at)
+    SELECT id, title, notes, status, due, provenance, source, turn_id, created_at, updated_at FROM tasks ORDER BY id;
+DROP TABLE tasks;
+ALTER TABLE tasks_new RENAME TO tasks;
+""",
+    )
+)
 # Migration numbers are handed out to parallel work and may be appended out of order: keep the list sorted.
 MIGRATIONS.sort(key=lambda m: m[0])
