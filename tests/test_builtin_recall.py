@@ -146,3 +146,14 @@ async def test_forgetting_an_untrusted_memory_echoes_it_as_untrusted(svc):
 async def test_bad_arguments_are_error_results(svc, name, args):
     r = await call(RecallConnector(), name, args, ctx(svc))
     assert r.is_error and r.text
+
+
+async def test_memory_text_has_a_size_limit(svc):
+    recall = RecallConnector()
+    r = await call(recall, "add_memory", {"text": "x" * 5_000_000}, ctx(svc))  # the trial's 5 MB memory
+    assert r.is_error and "5,000,000 characters, the limit is 8,192" in r.text
+    r = await call(recall, "add_memory", {"text": "y" * 8193}, ctx(svc))
+    assert r.is_error and "the limit is 8,192" in r.text
+    assert svc.db.one("SELECT COUNT(*) FROM memories")[0] == 0
+    r = await call(recall, "add_memory", {"text": "z" * 8192}, ctx(svc))
+    assert not r.is_error and svc.db.one("SELECT length(text) FROM memories")[0] == 8192

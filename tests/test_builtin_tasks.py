@@ -91,3 +91,24 @@ async def test_due_accepts_iso_dates_and_date_times(svc):
     r = await call(tasks, "create_task", {"title": "earlier", "due": " 2026-04-30 "}, ctx(svc))
     assert not r.is_error
     assert (await call(tasks, "list_tasks", {}, ctx(svc))).text.splitlines()[0].startswith("[2]")
+
+
+@pytest.mark.parametrize("name,args,limit", [
+    ("create_task", {"title": "x" * 501}, "500"),
+    ("create_task", {"title": "ok", "notes": "n" * 8193}, "8,192"),
+    ("update_task", {"id": 1, "title": "t" * 501}, "500"),
+    ("update_task", {"id": 1, "notes": "n" * 5_000_000}, "8,192"),
+])
+async def test_task_text_has_a_size_limit(svc, name, args, limit):
+    tasks = TasksConnector()
+    await call(tasks, "create_task", {"title": "keep", "notes": "as is"}, ctx(svc))
+    r = await call(tasks, name, args, ctx(svc))
+    assert r.is_error and f"the limit is {limit}" in r.text
+    assert svc.db.one("SELECT COUNT(*), title, notes FROM tasks")[:] == (1, "keep", "as is")
+
+
+async def test_task_text_at_the_limit_is_stored(svc):
+    tasks = TasksConnector()
+    r = await call(tasks, "create_task", {"title": "t" * 500, "notes": "n" * 8192}, ctx(svc))
+    assert not r.is_error
+    assert svc.db.one("SELECT length(title), length(notes) FROM tasks")[:] == (500, 8192)

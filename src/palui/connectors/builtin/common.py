@@ -41,8 +41,13 @@ def int_arg(args: dict[str, Any], key: str, default: int | None = None, *, lo: i
     return value
 
 
-def str_arg(args: dict[str, Any], key: str, *, required: bool = True, allow_empty: bool = False) -> str | None:
-    """A string argument; None when optional and absent. Raises ArgError."""
+def str_arg(args: dict[str, Any], key: str, *, required: bool = True, allow_empty: bool = False,
+            max_chars: int | None = None) -> str | None:
+    """A string argument; None when optional and absent.
+
+    ``max_chars`` bounds its length in characters (what is stored, SPEC §7: a model must
+    not fill the database with one call). Raises ArgError naming the limit.
+    """
     value = args.get(key)
     if value is None:
         if required:
@@ -50,6 +55,9 @@ def str_arg(args: dict[str, Any], key: str, *, required: bool = True, allow_empt
         return None
     if not isinstance(value, str):
         raise ArgError(f"argument '{key}' must be a string")
+    if max_chars is not None and len(value) > max_chars:
+        raise ArgError(f"argument '{key}' is too long: {len(value):,} characters, the limit is {max_chars:,}; "
+                       f"shorten it")
     if required and not allow_empty and not value.strip():
         raise ArgError(f"argument '{key}' must not be empty")
     return value

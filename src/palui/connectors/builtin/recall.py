@@ -16,6 +16,8 @@ from palui.connectors.builtin.common import ArgError, int_arg, result, str_arg, 
 from palui.store import memories as store
 from palui.types import ToolClass
 
+MAX_MEMORY_CHARS = 8192  # characters of one memory's text
+
 TOOLS = [
     ToolSpec(
         name="search_memories",
@@ -36,7 +38,8 @@ TOOLS = [
         description="Save a memory (a fact or note worth remembering for the person).",
         input_schema={
             "type": "object",
-            "properties": {"text": {"type": "string", "description": "The memory to save."}},
+            "properties": {"text": {"type": "string", "description": "The memory to save.",
+                                    "maxLength": MAX_MEMORY_CHARS}},
             "required": ["text"],
         },
         declared_class=ToolClass.WRITE,
@@ -91,7 +94,7 @@ class RecallConnector(Connector):
         return result(text, rows, "memory", lambda m: m["text"])
 
     def _add(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
-        text = str_arg(args, "text").strip()
+        text = str_arg(args, "text", max_chars=MAX_MEMORY_CHARS).strip()
         provenance, source = write_provenance(ctx)
         mid = store.add_memory(ctx.db, text, provenance, source, ctx.turn_id)
         # The text is not echoed: the model wrote it, and a bare id carries no stored content.

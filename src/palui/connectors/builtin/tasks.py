@@ -16,6 +16,9 @@ from palui.connectors.builtin.common import ArgError, int_arg, result, str_arg, 
 from palui.store import memories as store
 from palui.types import ToolClass
 
+MAX_TITLE_CHARS = 500    # characters of a task's title
+MAX_NOTES_CHARS = 8192   # characters of a task's notes
+
 TOOLS = [
     ToolSpec(
         name="list_tasks",
@@ -33,8 +36,8 @@ TOOLS = [
         input_schema={
             "type": "object",
             "properties": {
-                "title": {"type": "string"},
-                "notes": {"type": "string"},
+                "title": {"type": "string", "maxLength": MAX_TITLE_CHARS},
+                "notes": {"type": "string", "maxLength": MAX_NOTES_CHARS},
                 "due": {"type": "string", "description": "Due date, ISO 8601 (optional)."},
             },
             "required": ["title"],
@@ -49,8 +52,8 @@ TOOLS = [
             "type": "object",
             "properties": {
                 "id": {"type": "integer"},
-                "title": {"type": "string"},
-                "notes": {"type": "string"},
+                "title": {"type": "string", "maxLength": MAX_TITLE_CHARS},
+                "notes": {"type": "string", "maxLength": MAX_NOTES_CHARS},
                 "due": {"type": "string"},
                 "status": {"type": "string", "enum": ["open", "done"]},
             },
@@ -106,8 +109,8 @@ class TasksConnector(Connector):
         return result(text, rows, "task", task_text)
 
     def _create(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
-        title = str_arg(args, "title").strip()
-        notes = str_arg(args, "notes", required=False) or ""
+        title = str_arg(args, "title", max_chars=MAX_TITLE_CHARS).strip()
+        notes = str_arg(args, "notes", required=False, max_chars=MAX_NOTES_CHARS) or ""
         due = _due(args)
         provenance, source = write_provenance(ctx)
         row = store.create_task(ctx.db, title, notes, due, provenance, source, ctx.turn_id)
@@ -116,12 +119,12 @@ class TasksConnector(Connector):
     def _update(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         tid = int_arg(args, "id")
         changes: dict[str, Any] = {}
-        title = str_arg(args, "title", required=False)
+        title = str_arg(args, "title", required=False, max_chars=MAX_TITLE_CHARS)
         if title is not None:
             if not title.strip():
                 raise ArgError("argument 'title' must not be empty")
             changes["title"] = title.strip()
-        notes = str_arg(args, "notes", required=False)
+        notes = str_arg(args, "notes", required=False, max_chars=MAX_NOTES_CHARS)
         if notes is not None:
             changes["notes"] = notes
         if "due" in args:
