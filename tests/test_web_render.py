@@ -120,7 +120,13 @@ def test_connector_sheet_shows_class_sources_switches_and_a_changed_tool_with_it
     # the switch of the flagged tool is off and cannot be switched on before review
     r = client.post("/tools/mcp-notes__search/switch", data={"on": "1", "csrf": csrf_value("tok")})
     assert r.status_code == 303 and not svc.tool("mcp-notes__search").enabled
-    r = client.post("/tools/mcp-notes__search/review", data={"csrf": csrf_value("tok")})
+    # a review that does not name the change the page showed accepts nothing
+    client.post("/tools/mcp-notes__search/review", data={"csrf": csrf_value("tok")})
+    assert svc.tool("mcp-notes__search").changed
+    import re
+
+    fingerprint = re.search(r'name="fingerprint" value="([0-9a-f]{64})"', html).group(1)
+    r = client.post("/tools/mcp-notes__search/review", data={"csrf": csrf_value("tok"), "fingerprint": fingerprint})
     assert r.status_code == 303
     t = svc.tool("mcp-notes__search")
     assert not t.changed and t.enabled  # it was on before the change: review gives the switch back

@@ -105,7 +105,8 @@ async def tool_action(request, rt):
     elif action in ("enable", "disable"):
         [row] = svc.set_enabled([name], action == "enable")
     elif action == "review":
-        row = svc.review_tool(name)
+        # The caller names the pending change it showed (``tools/{name}`` details' fingerprint).
+        row = svc.review_tool(name, expected=data.get("fingerprint") or "missing")
     else:
         raise NotFound(f"unknown action {action!r}")
     return JSONResponse(row.as_dict())

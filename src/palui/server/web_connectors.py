@@ -66,6 +66,9 @@ def tool_view(svc, row) -> dict[str, Any]:
     d = row.as_dict()
     d["verdicts"] = [(label, svc.explain(row.name, origin, tainted)) for label, origin, tainted in COLUMNS]
     d["review"] = review_view(row.review)
+    if row.changed:
+        # The form sends back which pending change it showed: a newer one is never accepted unseen.
+        d["review_fingerprint"] = (svc.tool_details(row.name).get("pending") or {}).get("fingerprint")
     d["source_words"] = SOURCE_WORDS.get(d["class_source"], d["class_source"])
     d["schema"] = row.input_schema
     return d
@@ -133,7 +136,7 @@ async def tool_review(request: Request, form: dict[str, str]) -> Response:
     """``POST /tools/{name}/review``: accept the changed definition (``palui tools review``)."""
     svc = svc_of(request)
     name = request.path_params["name"]
-    row = svc.review_tool(name)
+    row = svc.review_tool(name, expected=form.get("fingerprint") or "missing")
     return redirect(_sheet_of(svc, name), ("ok", f"{name}: new definition accepted; it is "
                                                  f"{'on' if row.enabled else 'off'}, class {row.tool_class.value}."))
 

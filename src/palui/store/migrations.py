@@ -1,6 +1,8 @@
 """Numbered schema migrations, applied in order and recorded in ``schema_migrations``.
 
-Append new migrations at the end; never edit one that has shipped.
+Append new migrations at the end; never edit one that has shipped. Numbers 2 and 3
+were never used and stay unused: a new migration takes a number above the highest one
+(they run in number order, and each is recorded once).
 """
 
 from __future__ import annotations
