@@ -7,6 +7,7 @@ Arguments come from a language model, so every value is checked; a bad one becom
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any, Callable, Iterable
 
 from palui.connectors.base import CallContext, ToolResult
@@ -88,3 +89,18 @@ def result(text: str, items: Iterable[dict[str, Any]], kind: str, item_text: Cal
     verb = "has" if len(bad) == 1 else "have"
     return ToolResult(text=text, is_error=is_error, untrusted=True, untrusted_texts=[item_text(i) for i in bad],
                       taint_detail=f"{noun} {ids} {verb} untrusted provenance")
+
+
+def dispatch(connector: str, handlers: dict[str, Callable[[dict[str, Any], CallContext], ToolResult]],
+             name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+    """Run the handler of tool ``name``. Bad arguments, database errors and unknown tools come
+    back as ``is_error`` results (never raised: SPEC §7, a tool never crashes a turn)."""
+    handler = handlers.get(name)
+    if handler is None:
+        return ToolResult(text=f"{connector} has no tool {name!r}", is_error=True, untrusted=False)
+    try:
+        return handler(args, ctx)
+    except ArgError as e:
+        return ToolResult(text=f"{connector}.{name}: {e}", is_error=True, untrusted=False)
+    except sqlite3.Error as e:  # e.g. the database is locked for longer than the busy timeout
+        return ToolResult(text=f"{connector}.{name} failed: database error: {e}", is_error=True, untrusted=False)

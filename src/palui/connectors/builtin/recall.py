@@ -8,11 +8,10 @@ can reach FTS5 as query syntax.
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 from palui.connectors.base import CallContext, Connector, ToolResult, ToolSpec
-from palui.connectors.builtin.common import ArgError, int_arg, result, str_arg, write_provenance
+from palui.connectors.builtin.common import dispatch, int_arg, result, str_arg, write_provenance
 from palui.store import memories as store
 from palui.types import ToolClass
 
@@ -69,18 +68,7 @@ class RecallConnector(Connector):
 
     async def call_tool(self, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         """Run one tool. Bad arguments and unknown ids come back as ``is_error`` results."""
-        try:
-            if name == "search_memories":
-                return self._search(args, ctx)
-            if name == "add_memory":
-                return self._add(args, ctx)
-            if name == "forget_memory":
-                return self._forget(args, ctx)
-        except ArgError as e:
-            return ToolResult(text=f"recall.{name}: {e}", is_error=True, untrusted=False)
-        except sqlite3.Error as e:  # e.g. the database is locked for longer than the busy timeout
-            return ToolResult(text=f"recall.{name} failed: database error: {e}", is_error=True, untrusted=False)
-        return ToolResult(text=f"recall has no tool {name!r}", is_error=True, untrusted=False)
+        return dispatch("recall", {"search_memories": self._search, "add_memory": self._add, "forget_memory": self._forget}, name, args, ctx)
 
     def _search(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         query = str_arg(args, "query", required=False) or ""

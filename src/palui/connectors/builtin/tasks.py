@@ -7,12 +7,11 @@ untrusted, any other result is not.
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import date, datetime
 from typing import Any
 
 from palui.connectors.base import CallContext, Connector, ToolResult, ToolSpec
-from palui.connectors.builtin.common import ArgError, int_arg, result, str_arg, write_provenance
+from palui.connectors.builtin.common import ArgError, dispatch, int_arg, result, str_arg, write_provenance
 from palui.store import memories as store
 from palui.types import ToolClass
 
@@ -82,20 +81,7 @@ class TasksConnector(Connector):
 
     async def call_tool(self, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         """Run one tool. Bad arguments and unknown ids come back as ``is_error`` results."""
-        try:
-            if name == "list_tasks":
-                return self._list(args, ctx)
-            if name == "create_task":
-                return self._create(args, ctx)
-            if name == "update_task":
-                return self._update(args, ctx)
-            if name == "delete_task":
-                return self._delete(args, ctx)
-        except ArgError as e:
-            return ToolResult(text=f"tasks.{name}: {e}", is_error=True, untrusted=False)
-        except sqlite3.Error as e:  # e.g. the database is locked for longer than the busy timeout
-            return ToolResult(text=f"tasks.{name} failed: database error: {e}", is_error=True, untrusted=False)
-        return ToolResult(text=f"tasks has no tool {name!r}", is_error=True, untrusted=False)
+        return dispatch("tasks", {"list_tasks": self._list, "create_task": self._create, "update_task": self._update, "delete_task": self._delete}, name, args, ctx)
 
     def _list(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         status = str_arg(args, "status", required=False) or "open"
