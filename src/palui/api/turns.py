@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from palui.api.base import ServiceBase
 from palui.connectors.hub import ConnectorHub

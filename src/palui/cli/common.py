@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
 from palui import __version__
 from palui.errors import ConfigError
-from palui.types import Origin
 
 app = typer.Typer(help="Palui: a personal AI agent whose tools are governed.", no_args_is_help=True,
                   add_completion=False, pretty_exceptions_enable=False)

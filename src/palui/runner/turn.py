@@ -10,7 +10,6 @@ answers. Every call is audited with its verdict and reason.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable
@@ -18,7 +17,6 @@ from typing import TYPE_CHECKING, Any, Callable
 from pydantic_ai.exceptions import ModelAPIError
 from pydantic_ai.messages import (
     ModelRequest,
-    ModelResponse,
     SystemPromptPart,
     TextPart,
     ToolCallPart,
