@@ -30,3 +30,83 @@ def test_non_loopback_needs_an_existing_token(cli, home):
     r = cli("serve", "--host", "0.0.0.0", "--port", "0")
     assert r.returncode == 1 and "access token" in r.stderr
     assert not (home / "access_token").exists()
+
+
+def test_simultaneous_starts_give_one_service(home):
+    import os
+    import subprocess
+    import sys
+    import time
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PALUI_")}
+    env["PALUI_HOME"] = str(home)
+    procs = [subprocess.Popen([sys.executable, "-m", "palui", "serve", "--port", "0"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    try:
+        time.sleep(8)
+        running = [p for p in procs if p.poll() is None]
+        assert len(running) == 1
+        refused = [p for p in procs if p.poll() is not None]
+        assert all(p.returncode == 1 and "already runs" in p.stderr.read() for p in refused)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+                p.wait(timeout=30)
+
+
+def test_bad_port_and_failed_bind_leave_no_token(cli, home):
+    import socket
+
+    r = cli("serve", "--port", "70000")
+    assert r.returncode == 2 and "0-65535" in r.stderr
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        r = cli("serve", "--port", str(s.getsockname()[1]))
+    assert r.returncode == 1 and "cannot listen" in r.stderr
+    assert not (home / "access_token").exists()  # the first real start will print the login link
+
+
+def test_health_is_public_and_the_token_is_never_sent_to_a_stranger(cli, home, tmp_path):
+    import json
+    import os
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    import httpx
+
+    with ServiceProcess(home) as srv:
+        h = httpx.get(srv.url + "/api/health")
+        assert h.status_code == 200 and h.json() == {"ok": True, "service": "palui", "pid": srv.proc.pid}
+        assert httpx.get(srv.url + "/api/status", headers={"Host": "LOCALHOST:" + srv.url.rsplit(":", 1)[1],
+                                                           "Authorization": f"Bearer {srv.token}"}).status_code == 200
+    seen: list[str] = []
+
+    class Stranger(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            seen.append(self.headers.get("Authorization") or "")
+            body = json.dumps({"ok": True, "service": "palui", "pid": 1}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_POST = do_GET
+
+        def log_message(self, *a):
+            pass
+
+    stranger = ThreadingHTTPServer(("127.0.0.1", 0), Stranger)
+    threading.Thread(target=stranger.serve_forever, daemon=True).start()
+    try:
+        # a stale serve.json: a live pid (this test's), but the port is someone else's
+        (home / "serve.json").write_text(json.dumps({"pid": os.getpid(), "host": "127.0.0.1",
+                                                     "port": stranger.server_address[1]}))
+        model = tmp_path / "s.json"
+        model.write_text('{"steps": [{"text": "local"}]}')
+        r = cli("run", "--model", f"script:{model}", "hello")
+        assert r.returncode == 0 and "local" in r.stdout  # ran in-process
+        assert seen and not any(seen)  # asked who it is, never sent the token
+    finally:
+        stranger.shutdown()

@@ -65,7 +65,7 @@ def endpoint(fn):
 async def health(request, rt):
     import os
 
-    return JSONResponse({"ok": True, "pid": os.getpid()})
+    return JSONResponse({"ok": True, "service": "palui", "pid": os.getpid()})
 
 
 @endpoint

@@ -28,6 +28,7 @@ SESSION_COOKIE = "palui_session"
 # Route modules added by other parts of the service, if present: each has routes() -> list[Route].
 EXTRA_ROUTE_MODULES = ["palui.server.hooks", "palui.server.web"]
 PUBLIC_PREFIXES = ("/hooks/", "/login", "/static/")
+PUBLIC_PATHS = ("/api/health",)  # says only "a Palui service, this pid": lets the CLI check before sending the token
 
 
 def allowed_hosts(host: str, port: int, public_url: str | None) -> set[str]:
@@ -38,11 +39,13 @@ def allowed_hosts(host: str, port: int, public_url: str | None) -> set[str]:
     out = {f"{n}:{port}" for n in names}
     if public_url:
         u = urlsplit(public_url)
-        if u.netloc:
-            out.add(u.netloc)
-            if u.port is None and u.hostname:
-                out.add(u.hostname)
-    return out
+        if u.hostname:
+            default = {"https": 443, "http": 80}.get(u.scheme)
+            hostname = f"[{u.hostname}]" if ":" in u.hostname else u.hostname
+            out.add(f"{hostname}:{u.port or default}")
+            if u.port is None or u.port == default:
+                out.add(hostname)  # proxies send the default port or none
+    return {h.lower() for h in out}
 
 
 class Guard:
@@ -68,7 +71,7 @@ class Guard:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        if headers.get("host", "") not in self.hosts:
+        if headers.get("host", "").lower() not in self.hosts:
             return await JSONResponse({"error": "unknown Host header"}, status_code=400)(scope, receive, send)
         path = scope["path"]
         unsafe = scope["method"] not in ("GET", "HEAD", "OPTIONS")
@@ -81,7 +84,7 @@ class Guard:
             # script sends the CSRF token in a header, which a cross-site form cannot set.
             if not hmac.compare_digest(headers.get("x-palui-csrf", ""), csrf_value(self.token)):
                 return await JSONResponse({"error": "missing or wrong CSRF token"}, status_code=403)(scope, receive, send)
-        if path.startswith(PUBLIC_PREFIXES) or how:
+        if path.startswith(PUBLIC_PREFIXES) or path in PUBLIC_PATHS or how:
             return await self.app(scope, receive, send)
         if path.startswith("/api/"):
             resp: Response = JSONResponse({"error": "the access token is required"}, status_code=401)

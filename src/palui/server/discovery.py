@@ -89,8 +89,26 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def take_lock(settings: Settings):
+    """An exclusive, non-blocking lock on ``serve.lock`` (an open file; closing releases it), or None
+    when another process holds it."""
+    import fcntl
+
+    path = settings.data_dir / "serve.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    f = open(path, "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.close()
+        return None
+    return f
+
+
 def find_service(settings: Settings, timeout: float = 2.0) -> ServiceInfo | None:
-    """The service running on this ``PALUI_HOME``, if its process lives and it answers ``/api/health``."""
+    """The service running on this ``PALUI_HOME``, if its process lives and answers ``/api/health``
+    with the pid of ``serve.json`` — checked before the token is sent, so a stale file pointing at
+    someone else's port never receives it."""
     try:
         data = json.loads(info_path(settings).read_text())
         pid, host, port = int(data["pid"]), str(data["host"]), int(data["port"])
@@ -102,8 +120,11 @@ def find_service(settings: Settings, timeout: float = 2.0) -> ServiceInfo | None
     connect_host = "127.0.0.1" if host in ("0.0.0.0", "", "localhost") else ("[::1]" if host in ("::", "::1") else host)
     url = f"http://{connect_host}:{port}"
     try:
-        r = httpx.get(url + "/api/health", headers={"Authorization": f"Bearer {token}"}, timeout=timeout)
-    except httpx.HTTPError:
+        r = httpx.get(url + "/api/health", timeout=timeout)  # public: no token sent yet
+        if r.status_code != 200 or r.json().get("service") != "palui" or r.json().get("pid") != pid:
+            return None
+        r = httpx.get(url + "/api/status", headers={"Authorization": f"Bearer {token}"}, timeout=timeout)
+    except (httpx.HTTPError, ValueError, AttributeError):
         return None
     if r.status_code != 200:
         return None

@@ -7,7 +7,7 @@ import ipaddress
 import socket
 from typing import Callable
 
-from palui.errors import PaluiError
+from palui.errors import PaluiError, UsageError
 from palui.server import discovery
 
 
@@ -27,9 +27,9 @@ def bind(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
-    except OSError as e:
+    except (OSError, OverflowError) as e:
         sock.close()
-        raise PaluiError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+        raise PaluiError(f"cannot listen on {host}:{port}: {getattr(e, 'strerror', None) or e}") from None
     sock.listen(128)
     sock.set_inheritable(True)
     return sock
@@ -48,14 +48,20 @@ def serve(svc, host: str, port: int, echo: Callable[[str], None], tick_seconds: 
     from palui.server.runtime import Runtime
 
     settings = svc.settings
-    other = discovery.find_service(settings)
-    if other:
-        raise PaluiError(f"a Palui service already runs on this PALUI_HOME (pid {other.pid}, {other.url})")
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port {port}: a port is 0-65535 (0 picks a free one)")
+    # One service per PALUI_HOME (SPEC §8): an exclusive lock held for the process's life,
+    # so two services started at the same moment cannot both run.
+    lock = discovery.take_lock(settings)
+    if lock is None:
+        other = discovery.find_service(settings)
+        where = f" (pid {other.pid}, {other.url})" if other else ""
+        raise PaluiError(f"a Palui service already runs on this PALUI_HOME{where}")
     if not is_loopback(host) and not discovery.read_token(settings):
         raise PaluiError(f"refusing to listen on {host} (not loopback) before an access token exists: start "
                          "once with the default host to create it, and keep it safe")
-    token, created = discovery.ensure_token(settings)
     sock = bind(host, port)
+    token, created = discovery.ensure_token(settings)  # after a successful bind: a failed start shows nothing
     real_port = sock.getsockname()[1]
     # The model library takes ~2 s to import; do it now rather than inside the first turn,
     # where it would block the event loop (and every request) while it loads.
@@ -74,8 +80,14 @@ def serve(svc, host: str, port: int, echo: Callable[[str], None], tick_seconds: 
         echo(f"open http://{shown}:{real_port}/login?token={token}")
     else:
         echo(f"access token: stored in {discovery.token_path(settings)}")
-    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5, lifespan="on")
-    server = uvicorn.Server(config)
+    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=10, lifespan="on")
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame):  # drain at once: turns pause at their next step boundary
+            rt.draining = True
+            super().handle_exit(sig, frame)
+
+    server = Server(config)
     # uvicorn restores the handlers it found and re-raises the signal after a graceful
     # shutdown; with these no-op handlers in place the process then exits 0 (a clean stop).
     import signal
@@ -87,3 +99,4 @@ def serve(svc, host: str, port: int, echo: Callable[[str], None], tick_seconds: 
     finally:
         discovery.clear_info(settings)
         sock.close()
+        lock.close()
