@@ -48,3 +48,16 @@ def test_chat_goes_through_live_service(cli, tmp_path, home):
         r = cli("run", "--json", "--model", model, "again")
         assert r.returncode == 0 and '"status": "done"' in r.stdout
         assert turns(home)[-1][2].endswith(f":{srv.proc.pid}")
+
+
+def test_with_a_live_service_its_model_applies(cli, tmp_path, home):
+    model = write_script(tmp_path / "s.json", text("From the service's model."))
+    with ServiceProcess(home, env={"PALUI_MODEL": model}):
+        r = cli("run", "hello")  # no model in the CLI's own configuration
+        assert r.returncode == 0, r.stderr
+        assert "From the service's model." in r.stdout
+        r = cli("status", "--json")
+        assert r.returncode == 0 and model in r.stdout
+        r = cli("chat", input="hi\n/quit\n")
+        assert r.returncode == 0, r.stderr
+        assert "From the service's model." in r.stdout

@@ -201,8 +201,14 @@ def chat_cmd(model: Optional[str] = typer.Option(None, "--model", help="Model st
              conversation: Optional[str] = typer.Option(None, "--conversation", help="Continue this conversation.")) -> None:
     """Talk to Palui in the terminal. Commands: /stop /status /approve ID /deny ID /new /help /quit."""
     svc = service()
-    spec = check_model(model, svc)
     client = live_service(svc)
+    spec = check_model(model, svc, remote=client is not None)
     backend = RemoteBackend(client) if client else LocalBackend(svc)
+    if spec is None:  # the live service's own model
+        spec = backend.status().get("model")
+        if not spec:
+            from palui.models import NO_MODEL_HELP
+
+            raise PaluiError("the running service has no model configured. " + NO_MODEL_HELP)
     asyncio.run(ChatSession(backend, spec, conversation).loop())
     sys.exit(0)

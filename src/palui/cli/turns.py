@@ -49,14 +49,17 @@ def live_service(svc):
     return ServiceClient(info)
 
 
-def check_model(model: Optional[str], svc, as_json: bool = False) -> str:
+def check_model(model: Optional[str], svc, as_json: bool = False, remote: bool = False) -> Optional[str]:
     """The model string to use, checked now (a clear error before anything is stored).
 
     A ``script:`` path is made absolute here, so a live service (another working
-    directory) reads the same file.
+    directory) reads the same file. With a live service (``remote``) and no ``--model``,
+    the service's own configured model applies: returns None.
     """
     from palui.models import resolve_model  # the model library is slow to import: only here
 
+    if remote and not model:
+        return None
     spec = model or svc.settings.model
     if spec and spec.startswith("script:"):
         import os
@@ -79,9 +82,9 @@ def run_cmd(message: str = typer.Argument(..., help="The message for the agent."
             as_json: bool = typer.Option(False, "--json", help="Print the result as JSON.")) -> None:
     """Run one turn non-interactively and print the answer."""
     svc = service()
-    spec = check_model(model, svc, as_json)
-    on_event = None if as_json else (lambda e: render.event(e, err=False))
     client = live_service(svc)
+    spec = check_model(model, svc, as_json, remote=client is not None)
+    on_event = None if as_json else (lambda e: render.event(e, err=False))
     if client:
         r = client.run(message, conversation=conversation, model=spec, on_event=on_event)
     else:
@@ -156,7 +159,9 @@ def approvals_deny(approval_id: str, as_json: bool = typer.Option(False, "--json
 @app.command("status")
 def status_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Model, tokens today against the caps, runs in the last hour, pause, connectors, approvals."""
-    s = service().status()
+    svc = service()
+    client = live_service(svc)
+    s = client.get("/api/status") if client else svc.status()  # the service's view when one runs
     if as_json:
         return emit_json(s)
     print_status(s)
