@@ -229,6 +229,8 @@ async def test_stop_during_slow_tool_ends_turn_promptly(home, tmp_path):
         assert time.monotonic() - t0 < 5
         assert r["status"] == "stopped"
         assert s.audit()[-1]["outcome"] == "cancelled; may have run"
+        [ev] = [e for e in r["events"] if e["type"] == "tool_call"]  # every front end sees the cut-short call
+        assert ev["tool"] == "web__fetch_page" and ev.get("cancelled")
 
 
 async def test_job_and_webhook_columns(svc, tmp_path):
@@ -281,6 +283,7 @@ async def test_turn_of_a_dead_process_is_stopped_or_resumed_never_rerunning_the_
     assert svc.stop(turn=tid) == [tid]
     assert svc.turn_result(tid)["status"] == "stopped"
     assert svc.audit()[-1]["outcome"] == "cancelled; may have run"
+    assert svc.audit()[-1]["class"] == "write"
     # resume: the next chat start (no service) takes it up; the call is answered "interrupted", not re-run
     tid = svc.start_turn("two", model=model)
     from pydantic_ai.messages import ModelResponse, ToolCallPart

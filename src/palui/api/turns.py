@@ -178,6 +178,12 @@ class TurnsAPI(ServiceBase):
             rows = self.db.all("SELECT * FROM approvals ORDER BY created_at")
         return [approvals.as_dict(r) for r in rows]
 
+    def tool_or_none(self, name: str):
+        """The stored tool named ``name`` or None (audit rows name its class when it still exists)."""
+        from palui.store import tools as tools_store
+
+        return tools_store.get_tool(self.db, name)
+
     def approval(self, approval_id: str) -> dict[str, Any]:
         """One approval (``palui approvals show``). Raises NotFound."""
         approvals.sweep(self.db)
@@ -261,7 +267,10 @@ class TurnsAPI(ServiceBase):
                     if cur.rowcount:
                         acted.append(r["id"])
             for call in in_flight:
-                audit.record(self.db, turn_id=r["id"], tool=call["tool"], tool_class=None, class_source=None,
+                tool = self.tool_or_none(call["tool"])
+                audit.record(self.db, turn_id=r["id"], tool=call["tool"],
+                             tool_class=tool.tool_class.value if tool else None,
+                             class_source=tool.class_source.value if tool else None,
                              origin=r["origin"], tainted=bool(r["tainted"]), verdict="run",
                              reason="stopped after the process running the call ended",
                              args_hash=approvals.args_hash(call["args"]), outcome="cancelled; may have run")

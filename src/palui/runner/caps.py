@@ -101,10 +101,12 @@ def window_frees_at(db: Database, limit: int, now: float | None = None) -> str |
 def inflight_cap(db: Database, settings, job_id: str | None, job_cap: int | None) -> str | None:
     """The token cap a running turn has crossed, if any (checked at each step boundary, SPEC §6)."""
     tz = zone(settings.get("caps.timezone"))
-    if tokens_today(db, tz) >= int(settings.get("caps.daily_tokens")):
-        return f"daily token cap reached ({settings.get('caps.daily_tokens')} tokens)"
+    used = tokens_today(db, tz)
+    if used >= int(settings.get("caps.daily_tokens")):
+        return f"daily token cap reached ({used} tokens used today; the cap is {settings.get('caps.daily_tokens')})"
     if job_id:
         cap = job_cap or int(settings.get("caps.job_daily_tokens"))
-        if tokens_today(db, tz, job_id) >= cap:
-            return f"job token cap reached ({cap} tokens today)"
+        used = tokens_today(db, tz, job_id)
+        if used >= cap:
+            return f"job token cap reached ({used} tokens used today; the job's cap is {cap})"
     return None

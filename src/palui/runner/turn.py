@@ -329,7 +329,8 @@ class TurnRunner:
                 # The process ended while this call was in flight: never run it twice.
                 self._result(t, call, "The call was interrupted before its result arrived; it may have run.", True)
                 call["outcome"] = "failed"
-                self._audit(t, call, None, "run", "interrupted while in flight", "cancelled; may have run")
+                self._audit(t, call, self._row(call["tool"]), "run", "interrupted while in flight",
+                            "cancelled; may have run")
                 continue
             if call["state"] == "asked":
                 ok, why = approvals.consume(self.db, call["approval"], call)
@@ -436,6 +437,9 @@ class TurnRunner:
             self._audit(t, call, row, verdict, reason, "cancelled; may have run",
                         (time.monotonic() - started) * 1000)
             call["state"] = "done"
+            self._emit(t, {"type": "tool_call", "tool": row.name, "args": call["args"], "verdict": verdict,
+                           "reason": reason, "result": "Stopped while the call was in flight; it may have run.",
+                           "is_error": True, "tainted": t.tainted, "cancelled": True})
             raise
         except Exception as e:  # a connector bug must not crash the turn
             result = ToolResult(f"Error: {type(e).__name__}: {str(e)[:500]}", is_error=True)
