@@ -227,3 +227,22 @@ async def test_a_job_run_orphaned_by_a_killed_process_is_run_on_and_the_job_is_n
     assert [(r["id"] == tid, r["status"]) for r in rows] == [(True, "done"), (False, "done")]
     await svc.hub.close()
     svc.db.close()
+
+
+async def test_removing_a_job_cancels_its_waiting_approval(svc, tmp_path):
+    from support.scripts import call, calls, text, write_script
+
+    from palui.errors import ApprovalError
+    from palui.types import Origin
+
+    model = write_script(tmp_path / "s.json", calls(call("recall__add_memory", text="from the job")), text("ok"))
+    svc.add_job("nightly", cron="0 3 * * *", prompt="save it")
+    job = svc.db.one("SELECT id FROM jobs WHERE name = 'nightly'")["id"]
+    tid = svc.start_turn("save it", origin=Origin.JOB, job_id=job, model=model)
+    r = await svc.run_turn(tid)
+    [a] = r["pending_approvals"]
+    svc.remove_job("nightly")
+    assert svc.turn_result(tid)["status"] == "stopped"
+    with pytest.raises(ApprovalError, match="cancelled"):
+        await svc.answer_approval(a["id"], True)
+    assert svc.memories() == []

@@ -54,8 +54,13 @@ class TriggersAPI(ServiceBase):
         return self.job_dict(jobs_mod.get(self.db, name))
 
     def remove_job(self, name: str) -> dict[str, Any]:
-        """Delete a job (its past turns stay). Raises NotFound."""
-        return self.job_dict(jobs_mod.remove(self.db, name))
+        """Delete a job (its past turns stay). Its turns still waiting (for an approval, or queued)
+        are stopped and their approvals cancelled: a removed job does nothing more. Raises NotFound."""
+        job = jobs_mod.remove(self.db, name)
+        for r in self.db.all("SELECT id FROM turns WHERE job_id = ? AND status IN ('awaiting_approval', 'queued',"
+                             " 'running')", (job.id,)):
+            self.stop(turn=r["id"])  # type: ignore[attr-defined]
+        return self.job_dict(job)
 
     def _job_zone(self, job: Job):
         return jobs_mod.zone_for(job.tz, self.settings.get("caps.timezone"))
