@@ -193,3 +193,25 @@ def test_audit_page_filters_by_decision_and_tainted(svc, client):
     assert 'data-tool="recall__add_memory"' in html and 'data-tool="web__fetch_page"' not in html
     assert "1 call(s)" in html
     assert client.get("/audit", params={"verdict": "allow"}).status_code == 400
+
+
+def test_an_mcp_url_is_shown_without_its_password_and_query_values(svc, client):
+    import json
+    import time
+
+    # Stored the old way (the real URL in the database): the sheet and the list still hide its secrets.
+    public = {"transport": "http", "url": "http://user:URLPASS-1@127.0.0.1:9/mcp?api_key=QSECRET-1",
+              "header_keys": []}
+    with svc.db.write() as c:
+        c.execute("INSERT INTO connectors (id, kind, name, transport, config_json, state, created_at)"
+                  " VALUES ('mcp-hosted', 'mcp', 'hosted', 'http', ?, 'connected', ?)", (json.dumps(public), time.time()))
+    for path in ("/connectors/mcp-hosted", "/connectors"):
+        html = client.get(path).text
+        assert "URLPASS-1" not in html and "QSECRET-1" not in html, path
+    assert "http://user:***@127.0.0.1:9/mcp?api_key=***" in client.get("/connectors/mcp-hosted").text
+    r = client.post("/connectors/add", data={"csrf": csrf_value("tok"), "back": "/connectors", "name": "gone",
+                                             "transport": "http", "url": "http://u:URLPASS-2@127.0.0.1:9/m?k=QSECRET-2",
+                                             "timeout": "5"})
+    page = client.get(r.headers["location"]).text
+    assert 'class="flash error"' in page and "http://u:***@127.0.0.1:9/m?k=***" in page
+    assert "URLPASS-2" not in page and "QSECRET-2" not in page

@@ -3,16 +3,18 @@
 What is stored where:
 
 - ``connectors`` row: id ``mcp-<slug>``, the name, transport, ``config_json`` (command,
-  args, cwd or URL, the *keys* of env and headers, per-connector timeout and output
-  limit), ``state`` (last known: ``connected`` / ``connecting`` / ``error: …``),
+  args, cwd or the URL with its password and query values as ``***``, the *keys* of env
+  and headers, per-connector timeout and output limit), ``state`` (last known: ``connected`` / ``connecting`` / ``error: …``),
   ``enabled``, ``trusted_source``.
-- ``<secrets dir>/<id>.json`` (mode 0600): env and header values.
-- ``<data dir>/logs/<id>.stderr.log`` (+ ``.1``): the server's stderr, 1 MiB at most.
+- ``<secrets dir>/<id>.json`` (mode 0600): env and header values, the real URL.
+- ``<data dir>/logs/<id>.stderr.log`` (+ ``.1``): the server's stderr, secrets redacted,
+  1 MiB at most.
 
 A relative stdio command path is stored absolute (:func:`absolute_paths`).
 
 ``add`` connects once and lists the tools before anything is stored: a server that
-cannot start leaves nothing behind but its stderr log, and the error says why.
+cannot start leaves nothing behind but its (redacted) stderr log, kept for diagnosis, and
+the error says why.
 Methods that talk to a server have an ``*_async`` form for callers inside an event
 loop; the plain form runs its own loop (the CLI).
 """
@@ -29,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Coroutine, Mapping, TypeVar
 
 from palui.api.base import ServiceBase
 from palui.connectors.mcp import config_from_row
-from palui.connectors.mcp.config import ServerConfig, delete_secrets, parse_mcp_servers, write_secrets
+from palui.connectors.mcp.config import ServerConfig, delete_secrets, display_url, parse_mcp_servers, write_secrets
 from palui.connectors.mcp.stderr import log_path
 from palui.connectors.naming import connector_id
 from palui.connectors.registry import SyncReport
@@ -106,7 +108,8 @@ class MCPAPI(ServiceBase):
         return conn if isinstance(conn, MCPConnector) else None
 
     def mcp_config(self, cid: str) -> dict[str, Any]:
-        """An MCP connector's configuration with secret values redacted.
+        """An MCP connector's configuration with secret values redacted (the URL's password and
+        query values too, SPEC §10).
 
         ``{"id","name","transport","command","args","cwd","url","env":{KEY:"***"},
         "headers":{KEY:"***"},"timeout_seconds","max_output_bytes","state","enabled",
@@ -118,7 +121,7 @@ class MCPAPI(ServiceBase):
         return {
             "id": cid, "name": row["name"], "transport": row["transport"],
             "command": public.get("command"), "args": public.get("args") or [], "cwd": public.get("cwd"),
-            "url": public.get("url"),
+            "url": display_url(public["url"]) if public.get("url") else None,
             "env": {k: "***" for k in public.get("env_keys") or []},
             "headers": {k: "***" for k in public.get("header_keys") or []},
             "timeout_seconds": public.get("timeout_seconds") or self.settings.get("mcp.call_timeout_seconds"),
@@ -148,7 +151,8 @@ class MCPAPI(ServiceBase):
         on the read ones). Returns ``{"id","name","transport","state","tools","enabled",
         "refused_duplicates",…}``.
 
-        Raises ConnectorError (server cannot start or list; nothing is stored),
+        Raises ConnectorError (server cannot start or list; nothing is stored but the
+        redacted stderr log),
         NamingError (no usable id), UsageError.
         """
         if not name.strip():

@@ -5,7 +5,8 @@ definition diff; "Enable all read tools"; adding an MCP server; trusted sources.
 Every change goes through the service API the CLI uses (``set_class``, ``reset_class``,
 ``set_enabled``, ``review_tool``, ``enable_read``, ``set_trusted``, ``mcp_add_async``,
 ``mcp_refresh_async``, ``mcp_set_enabled``, ``mcp_remove``). MCP env and header values
-are secrets: the page only ever shows their keys.
+are secrets: the page only ever shows their keys; an MCP URL is shown as ``mcp_config``
+gives it, password and query values as ``***``.
 """
 
 from __future__ import annotations

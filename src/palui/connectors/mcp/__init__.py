@@ -15,8 +15,12 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Mapping
 
-from palui.connectors.mcp.config import ServerConfig, read_secrets
+import logging
+
+from palui.connectors.mcp.config import ServerConfig, display_url, read_secrets, write_secrets
 from palui.errors import ConnectorError
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from palui.connectors.mcp.connector import MCPConnector
@@ -36,11 +40,27 @@ def config_from_row(service: "Service", row: Mapping[str, Any]) -> ServerConfig:
         raise ConnectorError(f"the stored configuration of {row['id']} is damaged") from None
     secrets = read_secrets(service.settings.secrets_dir, row["id"])
     try:
-        return ServerConfig.from_stored(public, secrets)
+        config = ServerConfig.from_stored(public, secrets)
     except ConnectorError as e:
         raise ConnectorError(f"{row['id']}: {e}") from None
     except Exception as e:
         raise ConnectorError(f"the stored configuration of {row['id']} is unusable: {e}") from None
+    url = public.get("url")
+    if isinstance(url, str) and "url" not in secrets and display_url(url) != url:
+        _move_url_to_secrets(service, row["id"], config)
+    return config
+
+
+def _move_url_to_secrets(service: "Service", cid: str, config: ServerConfig) -> None:
+    """A connector stored before URL passwords and query values were secrets (SPEC §10): move its
+    URL into the secrets file and keep only the redacted one in the database. Best effort: the
+    connector works either way."""
+    try:
+        write_secrets(service.settings.secrets_dir, cid, config.secrets())
+        with service.db.write() as c:
+            c.execute("UPDATE connectors SET config_json = ? WHERE id = ?", (json.dumps(config.public()), cid))
+    except Exception as e:
+        log.warning("%s: could not move the URL's secrets out of the database: %s", cid, type(e).__name__)
 
 
 def __getattr__(name: str) -> Any:

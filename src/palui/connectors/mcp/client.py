@@ -70,7 +70,8 @@ class MCPSession:
                  on_tools_changed: Callable[[], Awaitable[None]] | None = None, label: str = "MCP server") -> None:
         self.config = config
         self.label = label
-        self._stderr = StderrCapture(stderr_log) if (stderr_log is not None and config.transport == "stdio") else None
+        self._stderr = (StderrCapture(stderr_log, secrets=config.secret_values)
+                        if (stderr_log is not None and config.transport == "stdio") else None)
         self._on_tools_changed = on_tools_changed
         self._client: Client | None = None
         self._task: asyncio.Task | None = None
@@ -374,7 +375,7 @@ def _explain_start_error(e: BaseException, cfg: ServerConfig) -> str:
     if isinstance(e, ValidationError):
         return "sent a malformed answer to the MCP handshake"
     if isinstance(e, httpx2.HTTPError) or type(e).__module__.startswith("httpx"):
-        return f"could not be reached at {cfg.url}: {type(e).__name__}: {e}"
+        return f"could not be reached at {cfg.display_url}: {type(e).__name__}: {e}"
     if isinstance(e, BaseExceptionGroup):
         inner = e.exceptions[0] if e.exceptions else e
         return _explain_start_error(inner, cfg)

@@ -1,10 +1,12 @@
 """How to reach one MCP server, where its secrets live, and the ``mcpServers`` import (SPEC §7, §10).
 
 A server is reached over stdio (``command`` + ``args``, optional ``cwd``) or streamable
-HTTP (``url``). Its environment values and HTTP header values are **secrets**: they are
-kept out of the database (``connectors.config_json`` stores only their keys) in
-``<secrets dir>/<connector id>.json``, a file of mode 0600 in a directory of mode 0700,
-and every error message that could carry them goes through :func:`redact`.
+HTTP (``url``). Its environment values, HTTP header values and the URL's password and
+query-string values (hosted servers often carry their key there) are **secrets**: they are
+kept out of the database (``connectors.config_json`` stores only the keys, and the URL as
+:func:`display_url` shows it) in ``<secrets dir>/<connector id>.json``, a file of mode 0600
+in a directory of mode 0700, and every error message and stderr log that could carry them
+goes through :func:`redact`.
 
 The import format is the common one::
 
@@ -22,6 +24,7 @@ import json
 import os
 import re
 import tempfile
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -63,7 +66,8 @@ class ServerConfig:
             raise UsageError("a stdio MCP server needs a command (palui connectors add NAME -- COMMAND ARGS…)")
         if self.transport == "http":
             if not self.url or not re.match(r"^https?://", self.url):
-                raise UsageError(f"an MCP server URL must start with http:// or https:// (got {self.url!r})")
+                shown = display_url(self.url) if self.url else self.url
+                raise UsageError(f"an MCP server URL must start with http:// or https:// (got {shown!r})")
         if self.timeout_seconds is not None and not self.timeout_seconds > 0:
             raise UsageError("--timeout must be greater than 0 seconds")
         if self.max_output_bytes is not None and not self.max_output_bytes > 0:
@@ -71,35 +75,49 @@ class ServerConfig:
 
     @property
     def secret_values(self) -> list[str]:
-        """Every secret value (env and header values), for :func:`redact`."""
-        return list(self.env.values()) + list(self.headers.values())
+        """Every secret value (env and header values, the URL's password and query values), for :func:`redact`."""
+        return list(self.env.values()) + list(self.headers.values()) + url_secrets(self.url)
+
+    @property
+    def display_url(self) -> str | None:
+        """The URL as it may be shown: password and query values as ``***`` (:func:`display_url`)."""
+        return display_url(self.url) if self.url else self.url
 
     def public(self) -> dict[str, Any]:
-        """The ``connectors.config_json`` shape: everything but secret values (keys only)."""
+        """The ``connectors.config_json`` shape: everything but secret values (keys only, the URL as
+        :func:`display_url` shows it; ``url_secret`` says the real one is in the secrets file)."""
         out: dict[str, Any] = {"transport": self.transport}
         if self.transport == "stdio":
             out.update(command=self.command, args=list(self.args), cwd=self.cwd, env_keys=sorted(self.env))
         else:
-            out.update(url=self.url, header_keys=sorted(self.headers))
+            out.update(url=self.display_url, url_secret=self.display_url != self.url, header_keys=sorted(self.headers))
         out["timeout_seconds"] = self.timeout_seconds
         out["max_output_bytes"] = self.max_output_bytes
         return out
 
-    def secrets(self) -> dict[str, dict[str, str]]:
-        """The secrets file shape: ``{"env": {...}, "headers": {...}}``."""
-        return {"env": dict(self.env), "headers": dict(self.headers)}
+    def secrets(self) -> dict[str, Any]:
+        """The secrets file shape: ``{"env": {...}, "headers": {...}}``, plus ``"url"`` (the real URL) for HTTP."""
+        out: dict[str, Any] = {"env": dict(self.env), "headers": dict(self.headers)}
+        if self.transport == "http":
+            out["url"] = self.url
+        return out
 
     @classmethod
     def from_stored(cls, public: Mapping[str, Any], secrets: Mapping[str, Any]) -> "ServerConfig":
         """Rebuild a config from ``connectors.config_json`` and the secrets file content.
 
+        The URL is the secrets file's ``"url"``; a connector stored before URLs were
+        secrets has none there and keeps the one in ``config_json``.
         Raises ConnectorError when a stored key has no secret value any more (the
         secrets file was removed or edited by hand).
         """
         env = dict(secrets.get("env") or {})
         headers = dict(secrets.get("headers") or {})
+        url = secrets.get("url") if isinstance(secrets.get("url"), str) else None
         missing = [k for k in public.get("env_keys") or [] if k not in env]
         missing += [k for k in public.get("header_keys") or [] if k not in headers]
+        if public.get("url_secret") and url is None:
+            missing.append("the URL")
         if missing:
             raise ConnectorError(
                 f"the secrets file lacks the value of {', '.join(sorted(missing))}; remove and add the connector again"
@@ -107,7 +125,7 @@ class ServerConfig:
         return cls(
             transport=public.get("transport") or ("http" if public.get("url") else "stdio"),
             command=public.get("command"), args=tuple(public.get("args") or ()), cwd=public.get("cwd"),
-            url=public.get("url"), env=env, headers=headers,
+            url=url or public.get("url"), env=env, headers=headers,
             timeout_seconds=public.get("timeout_seconds"), max_output_bytes=public.get("max_output_bytes"),
         )
 
@@ -153,6 +171,47 @@ def read_secrets(secrets_dir: Path, connector_id: str) -> dict[str, Any]:
 
 def delete_secrets(secrets_dir: Path, connector_id: str) -> None:
     secrets_path(secrets_dir, connector_id).unlink(missing_ok=True)
+
+
+def url_secrets(url: str | None) -> list[str]:
+    """The secret parts of a URL: its password and every query-string value, each as written
+    and percent-decoded (an error message may quote either form). ``[]`` for None."""
+    if not url:
+        return []
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return [url]  # unparseable: the whole URL is treated as the secret
+    raw: list[str] = []
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo = netloc.rpartition("@")[0]
+        if ":" in userinfo:
+            raw.append(userinfo.partition(":")[2])
+    for pair in re.split(r"[&;]", parts.query):
+        if "=" in pair:
+            raw.append(pair.partition("=")[2])
+    out: list[str] = []
+    for v in raw:
+        out += [v, urllib.parse.unquote(v), urllib.parse.unquote_plus(v)]
+    return [v for v in dict.fromkeys(out) if v]
+
+
+def display_url(url: str) -> str:
+    """``url`` with its password and query-string values replaced by ``***`` (SPEC §10):
+    ``http://user:pw@host/mcp?api_key=k&v`` → ``http://user:***@host/mcp?api_key=***&v``.
+    An URL that cannot be parsed is shown as ``***``."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return "***"
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, hostport = netloc.rpartition("@")
+        if ":" in userinfo:
+            netloc = f"{userinfo.partition(':')[0]}:***@{hostport}"
+    query = re.sub(r"=[^&;]*", "=***", parts.query)  # every value; "&" and the rare ";" separate pairs
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:

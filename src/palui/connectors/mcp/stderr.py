@@ -5,6 +5,12 @@ server flooding stderr never blocks on a full pipe. The log is
 ``<data dir>/logs/<connector id>.stderr.log``; when it reaches half the cap it becomes
 ``….stderr.log.1`` (replacing the previous one) and a fresh file starts, so the two
 files together stay under the cap (default 1 MiB) and the newest output is kept.
+
+A server may print its environment: every secret value of the connector is replaced by
+``***`` (:func:`~palui.connectors.mcp.config.redact`, SPEC §10) before anything reaches
+the file. Output is redacted line by line, so a secret split across two pipe reads is
+still caught; a line longer than 64 KiB is written in pieces that keep back enough of
+their end (the longest secret's length) to catch a secret crossing the cut.
 """
 
 from __future__ import annotations
@@ -13,10 +19,58 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import IO
+from typing import IO, Iterable
+
+from palui.connectors.mcp.config import MIN_REDACT_LEN, redact
 
 DEFAULT_CAP_BYTES = 1024 * 1024
 _CHUNK = 64 * 1024
+_MAX_LINE = 64 * 1024  # bytes held back waiting for a newline before a piece is written anyway
+
+
+class Redactor:
+    """Turns a byte stream into the same stream with every secret value replaced by ``***``.
+
+    :meth:`feed` returns the bytes that are safe to write now; :meth:`finish` the rest at
+    end-of-file. Bytes are decoded with ``surrogateescape``, so any output (not only UTF-8)
+    passes through unchanged apart from the secrets.
+
+    Args:
+        secrets: the secret values (those shorter than 4 characters are left, as in ``redact``).
+    """
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self.secrets = [s for s in dict.fromkeys(secrets) if s and len(s) >= MIN_REDACT_LEN]
+        # A secret crossing a forced cut has at most len(secret) - 1 bytes before it.
+        self._keep = max((len(s.encode("utf-8", "surrogateescape")) for s in self.secrets), default=1) - 1
+        self._pending = b""
+
+    def _redact(self, data: bytes) -> bytes:
+        if not self.secrets:
+            return data
+        text = data.decode("utf-8", "surrogateescape")
+        return redact(text, self.secrets).encode("utf-8", "surrogateescape")
+
+    def feed(self, chunk: bytes) -> bytes:
+        """Add ``chunk``; return the redacted bytes that can be written now."""
+        if not self.secrets:
+            return chunk
+        data = self._pending + chunk
+        cut = data.rfind(b"\n") + 1
+        done, self._pending = data[:cut], data[cut:]
+        out = self._redact(done)
+        if len(self._pending) > _MAX_LINE:
+            # A very long line: redact what is there, write all but the tail that may hold
+            # the beginning of a secret whose end has not arrived yet.
+            piece = self._redact(self._pending)
+            split = len(piece) - self._keep
+            out, self._pending = out + piece[:split], piece[split:]
+        return out
+
+    def finish(self) -> bytes:
+        """The redacted rest (end-of-file)."""
+        rest, self._pending = self._pending, b""
+        return self._redact(rest)
 
 
 def log_path(data_dir: Path, connector_id: str) -> Path:
@@ -40,11 +94,13 @@ class StderrCapture:
     Args:
         path: the log file; its directory is created.
         cap_bytes: the most the log and its one rotated predecessor hold together.
+        secrets: the connector's secret values, replaced by ``***`` before writing (SPEC §10).
     """
 
-    def __init__(self, path: Path, cap_bytes: int = DEFAULT_CAP_BYTES) -> None:
+    def __init__(self, path: Path, cap_bytes: int = DEFAULT_CAP_BYTES, secrets: Iterable[str] = ()) -> None:
         self.path = path
         self.cap_bytes = cap_bytes
+        self.secrets = list(secrets)
         self.exited = threading.Event()
         self._write_end: IO[str] | None = None
         self._thread: threading.Thread | None = None
@@ -72,14 +128,18 @@ class StderrCapture:
     def _drain(self, read_fd: int, stamp: str) -> None:
         half = max(self.cap_bytes // 2, 1)
         out = None
+        redactor = Redactor(self.secrets)
         try:
             out = _open_log(self.path)
             out.write(f"--- server started {stamp} ---\n".encode())
             size = out.tell()
-            while True:
-                chunk = os.read(read_fd, _CHUNK)
+            at_end = False
+            while not at_end:
+                raw = os.read(read_fd, _CHUNK)
+                at_end = not raw
+                chunk = redactor.finish() if at_end else redactor.feed(raw)
                 if not chunk:
-                    break
+                    continue
                 if size + len(chunk) > half:
                     out.close()
                     os.replace(self.path, self.path.with_name(self.path.name + ".1"))
