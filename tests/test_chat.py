@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from support.scripts import call, calls, text, write_script
-from support.service import ServiceProcess
+from support.live_service import LiveService
 
 
 def turns(home):
@@ -38,7 +38,7 @@ def test_chat_commands_and_inline_approval(cli, tmp_path, home):
 
 def test_chat_goes_through_live_service(cli, tmp_path, home):
     model = write_script(tmp_path / "s.json", calls(call("recall__add_memory", text="via service")), text("Stored."))
-    with ServiceProcess(home) as srv:
+    with LiveService(home) as srv:
         r = cli("chat", "--model", model, input="remember this\n/quit\n")
         assert r.returncode == 0, r.stderr
         assert "Stored." in r.stdout
@@ -52,7 +52,7 @@ def test_chat_goes_through_live_service(cli, tmp_path, home):
 
 def test_with_a_live_service_its_model_applies(cli, tmp_path, home):
     model = write_script(tmp_path / "s.json", text("From the service's model."))
-    with ServiceProcess(home, env={"PALUI_MODEL": model}):
+    with LiveService(home, env={"PALUI_MODEL": model}):
         r = cli("run", "hello")  # no model in the CLI's own configuration
         assert r.returncode == 0, r.stderr
         assert "From the service's model." in r.stdout

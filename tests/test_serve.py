@@ -5,16 +5,16 @@ from __future__ import annotations
 import os
 import stat
 
-from support.service import ServiceProcess
+from support.live_service import LiveService
 
 
 def test_token_required_one_service_per_home_and_clean_sigterm(cli, home):
-    srv = ServiceProcess(home).start()
+    srv = LiveService(home).start()
     try:
         import httpx
 
         assert httpx.get(srv.url + "/api/status").status_code == 401
-        assert srv.client.get("/api/status").json()["paused"] is False
+        assert srv.http.get("/api/status").json()["paused"] is False
         assert stat.S_IMODE(os.stat(home / "access_token").st_mode) == 0o600
         assert stat.S_IMODE(os.stat(home / "serve.json").st_mode) == 0o600
         r = cli("serve", "--port", "0")
@@ -76,7 +76,7 @@ def test_health_is_public_and_the_token_is_never_sent_to_a_stranger(cli, home, t
 
     import httpx
 
-    with ServiceProcess(home) as srv:
+    with LiveService(home) as srv:
         h = httpx.get(srv.url + "/api/health")
         assert h.status_code == 200 and h.json() == {"ok": True, "service": "palui", "pid": srv.proc.pid}
         assert httpx.get(srv.url + "/api/status", headers={"Host": "LOCALHOST:" + srv.url.rsplit(":", 1)[1],

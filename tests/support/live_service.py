@@ -64,7 +64,7 @@ class LiveService:
         info = wait_for(ready, timeout, what="serve.json")
         self.url = f"http://127.0.0.1:{info['port']}"
         self.port = int(info["port"])
-        token = (self.home / "access_token").read_text().strip()
+        token = self.token = (self.home / "access_token").read_text().strip()
         self.http = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
         wait_for(lambda: self._healthy(), timeout, what="/api/health")
         return self
