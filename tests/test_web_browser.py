@@ -101,6 +101,7 @@ def test_chat_streams_the_answer_and_shows_the_tool_call_with_its_decision(page,
     expect(tool.locator(".verdict")).to_have_text("run")
     expect(tool.locator(".reason")).to_contain_text("write tool")
     expect(turn.locator(".status-word")).to_have_text("done")
+    expect(page.locator("form.stop")).to_be_hidden()  # Stop shows only while a turn runs or waits
     expect(turn.locator("details.step").first).to_contain_text("tool(s) offered")
     expect(page).to_have_url(re.compile(r"/chat/c-[0-9a-f]+$"))  # the new conversation got its address
     # The page is the same service as the CLI: the memory is there.
@@ -163,17 +164,20 @@ def test_stop_a_running_turn_then_new_starts_a_clean_conversation(page, served, 
     _, turn = send(page, served, "fetch the slow page")
     expect(turn.locator("details.step")).to_have_count(1)  # the turn runs: the slow call is in flight
     expect(turn).to_have_attribute("data-status", "running")
+    expect(page.locator("form.stop")).to_be_visible()
     page.click("form.stop button")
     expect(page.locator(".system-note").last).to_contain_text("Stopped t-")
     turn = page.locator("article.turn").last
     expect(turn.locator(".status-word")).to_have_text("stopped")
     expect(turn.locator(".bubble.answer")).to_have_count(0)
+    expect(page.locator("form.stop")).to_be_hidden()
     audit = json.loads(served.cli("audit", "--json").stdout)
     assert any(r["tool"] == "web__fetch_page" and r["outcome"] == "cancelled; may have run" for r in audit)
     page.fill("#composer textarea", "/new")
     page.press("#composer textarea", "Enter")
     expect(page).to_have_url(re.compile(r"/chat$"))
     expect(page.locator("#chat-title")).to_have_text("New conversation")
+    expect(page.locator("form.stop")).to_be_hidden()
 
 
 def offered_in(turn) -> list[str]:

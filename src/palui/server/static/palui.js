@@ -137,6 +137,7 @@
     if (cur) cur.replaceWith(fresh); else { const t = document.getElementById("turns"); if (t) t.append(fresh); }
     startCountdowns(fresh);
     watch(fresh);
+    updateStop();
     return fresh;
   }
 
@@ -160,6 +161,15 @@
   }
 
   // -- chat -----------------------------------------------------------------------------------------
+
+  // Show Stop only while a turn of this conversation is running, waiting for approval or queued.
+  function updateStop() {
+    const stop = document.getElementById("stop-form");
+    if (!stop) return;
+    const live = Array.from(document.querySelectorAll("#turns article.turn"))
+      .some((t) => LIVE.includes(t.dataset.status));
+    stop.hidden = !live;
+  }
 
   function systemNote(text, isError) {
     const turns = document.getElementById("turns");
@@ -222,6 +232,7 @@
     agent.append(events, meta);
     turn.append(user, agent);
     turns.append(turn);
+    updateStop();
     turn.scrollIntoView({ block: "end" });
     button.disabled = true;
     let result = null;
@@ -236,6 +247,7 @@
       if (!resp.ok) {
         events.append(el("div", "note error", await errorText(resp)));
         meta.replaceChildren(el("span", "status-word error", "error"));
+        turn.dataset.status = "error";
         return;
       }
       await readNDJSON(resp, (e) => {
@@ -250,6 +262,7 @@
       events.append(el("div", "note error", "The request failed: " + (err && err.message ? err.message : err)));
     } finally {
       button.disabled = false;
+      if (!result) { turn.dataset.status = "error"; updateStop(); }
     }
     if (result) {
       turn.id = result.turn;
@@ -350,6 +363,7 @@
   document.addEventListener("DOMContentLoaded", () => {
     startCountdowns(document);
     document.querySelectorAll("article.turn").forEach(watch);
+    updateStop();
     const add = document.getElementById("add-server");
     if (add) transportFields(add);
     const turns = document.getElementById("turns");
