@@ -131,6 +131,7 @@ def test_approve_a_pending_write_on_the_approvals_page_and_see_the_turn_finish(p
     card.locator("button.approve").click()
     expect(card.locator(".result-line")).to_contain_text("Turn finished")
     expect(card.locator(".live")).to_contain_text("Noted the IBAN.")
+    expect(card.locator(".live").get_by_text("Noted the IBAN.")).to_have_count(1)  # the answer once, not twice
     expect(card.locator(".state")).to_have_text("approved")
 
     page.reload()
@@ -138,6 +139,8 @@ def test_approve_a_pending_write_on_the_approvals_page_and_see_the_turn_finish(p
     expect(page.locator("#history")).to_contain_text("approved")
     page.goto(chat_url)
     expect(page.locator("article.turn").last.locator(".status-word")).to_have_text("done")
+    approved = page.locator("article.turn").last.locator('.call[data-tool="recall__add_memory"] .verdict')
+    expect(approved).to_have_text("approved · ran")  # the outcome, not the orange "ask" of the question
     mems = json.loads(served.cli("memories", "list", "--json").stdout)
     assert [m["provenance"] for m in mems if m["text"] == f"IBAN {IBAN}"] == ["untrusted"]
 
@@ -152,6 +155,7 @@ def test_deny_a_pending_write_inline_in_the_chat(page, served, pages):
     turn = page.locator("article.turn").last
     expect(turn.locator(".status-word")).to_have_text("done")
     expect(turn.locator(".approval .state")).to_have_text("denied")
+    expect(turn.locator('.call[data-tool="recall__add_memory"] .verdict')).to_have_text("denied")
     expect(turn.locator(".bubble.answer").last).to_have_text("Understood: not saved.")
     mems = json.loads(served.cli("memories", "list", "--json").stdout)
     assert "deny this one" not in [m["text"] for m in mems]

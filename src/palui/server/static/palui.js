@@ -62,6 +62,15 @@
     return s.length <= n ? s : s.slice(0, n - 1) + "…";
   }
 
+  // An "ask" call that has an outcome shows the outcome (mirrors templates/_event.html): [css class, words].
+  function callBadge(e) {
+    if (e.verdict !== "ask") return [e.verdict, e.verdict];
+    if (e.denied) return ["denied", "denied"];
+    if (e.cancelled) return ["cancelled", "cancelled"];
+    if (e.result !== undefined && e.result !== null) return ["approved", e.is_error ? "approved · failed" : "approved · ran"];
+    return ["ask", "ask"];
+  }
+
   // One turn event as DOM (mirrors templates/_event.html; the server's version replaces it at the end).
   function renderEvent(e) {
     switch (e.type) {
@@ -74,10 +83,14 @@
         return d;
       }
       case "tool_call": {
-        const c = el("div", "call verdict-" + e.verdict + (e.is_error ? " is-error" : ""));
+        const [cls, word] = callBadge(e);
+        const c = el("div", "call verdict-" + cls + (e.is_error ? " is-error" : ""));
         c.dataset.tool = e.tool;
+        c.dataset.verdict = e.verdict;
         const head = el("div", "call-head");
-        head.append(el("span", "verdict " + e.verdict, e.verdict), el("code", "tool", e.tool),
+        const badge = el("span", "verdict " + cls, word);
+        badge.title = "decision: " + e.verdict;
+        head.append(badge, el("code", "tool", e.tool),
                     el("code", "args-inline", short(e.args || {}, 160)));
         if (e.untrusted_output) head.append(el("span", "tag untrusted", "untrusted output"));
         c.append(head, el("div", "reason", e.reason));
@@ -113,7 +126,8 @@
     }
   }
 
-  function resultLine(r) {
+  // answerShown: the streamed events already showed the answer as text, so it is not repeated here.
+  function resultLine(r, answerShown) {
     const words = {
       done: "Turn finished.", awaiting_approval: "The turn waits for another approval.",
       queued: "The turn is queued" + (r.queued_reason ? ": the " + r.queued_reason + " is reached" : "") +
@@ -122,7 +136,7 @@
       error: "The turn failed: " + (r.error || "error") + ".", running: "The turn is running.",
     };
     const p = el("div", "result-line " + r.status, words[r.status] || r.status);
-    if (r.status === "done" && r.answer) p.append(el("div", "bubble answer", r.answer));
+    if (r.status === "done" && r.answer && !answerShown) p.append(el("div", "bubble answer", r.answer));
     return p;
   }
 
@@ -301,12 +315,14 @@
     const badge = document.getElementById("pending-count");
     if (badge) { const n = parseInt(badge.textContent, 10) - 1; if (n > 0) badge.textContent = n; else badge.remove(); }
     let result = null;
+    let answerShown = false;
     await readNDJSON(resp, (e) => {
       if (e.type === "result") { result = e; return; }
+      if (e.type === "text") answerShown = true;
       const node = renderEvent(e);
       if (node) live.append(node);
     });
-    if (result) live.append(resultLine(result));
+    if (result) live.append(resultLine(result, answerShown));
     const turnEl = card.closest("article.turn");
     if (turnEl) await refreshTurn(turnEl.dataset.turn, turnEl);
   }
