@@ -117,6 +117,7 @@ def test_approve_a_pending_write_on_the_approvals_page_and_see_the_turn_finish(p
     inline = turn.locator(".approval")
     expect(inline.locator(".state")).to_have_text("needs your approval")
     expect(inline.locator("button.approve")).to_be_visible()
+    expect(page.locator("#pending-count")).to_have_text("1")  # the nav badge counted the streamed approval
     aid = inline.get_attribute("data-approval")
     chat_url = page.url
 
@@ -177,6 +178,11 @@ def test_stop_a_running_turn_then_new_starts_a_clean_conversation(page, served, 
     expect(page.locator("form.stop")).to_be_hidden()
     audit = json.loads(served.cli("audit", "--json").stdout)
     assert any(r["tool"] == "web__fetch_page" and r["outcome"] == "cancelled; may have run" for r in audit)
+    page.fill("#composer textarea", "/bogus")
+    page.press("#composer textarea", "Enter")
+    err = page.locator(".system-note.error").last
+    expect(err).to_contain_text("unknown command")
+    expect(err).to_have_css("background-color", "rgb(253, 236, 236)")  # styled as an error, not a plain note
     page.fill("#composer textarea", "/new")
     page.press("#composer textarea", "Enter")
     expect(page).to_have_url(re.compile(r"/chat$"))
@@ -271,6 +277,8 @@ def test_jobs_and_webhooks_pages(page, served):
     turn = page.locator("article.turn").last
     expect(turn.locator(".status-word")).to_have_text("done")
     expect(turn.locator(".bubble.answer")).to_have_text("Morning brief: nothing due.")
+    expect(turn.locator(".msg.trigger .origin-label")).to_have_text("scheduled job")  # not the person's bubble
+    expect(turn.locator(".msg.user")).to_have_count(0)
     page.goto(served.url + "/jobs")
     expect(page.locator('tr[data-job="brief"]')).to_contain_text("done")
     page.once("dialog", lambda d: d.accept())

@@ -215,3 +215,16 @@ def test_an_mcp_url_is_shown_without_its_password_and_query_values(svc, client):
     page = client.get(r.headers["location"]).text
     assert 'class="flash error"' in page and "http://u:***@127.0.0.1:9/m?k=***" in page
     assert "URLPASS-2" not in page and "QSECRET-2" not in page
+
+
+def test_job_and_webhook_turns_are_labelled_not_drawn_as_the_persons_message(svc, client):
+    from palui.types import Origin
+
+    chat = svc.start_turn("my own words", origin=Origin.CHAT)
+    job = svc.start_turn("Summarise my day", origin=Origin.JOB)
+    hook = svc.start_turn('{"action": "opened"}', origin=Origin.WEBHOOK)
+    html = {t: client.get(f"/chat/turns/{t}").text for t in (chat, job, hook)}
+    assert 'class="msg user"' in html[chat] and "origin-label" not in html[chat]
+    assert 'class="msg user"' not in html[job] and "scheduled job" in html[job] and "origin-job" in html[job]
+    assert 'class="msg user"' not in html[hook] and "webhook payload" in html[hook]
+    assert "&#34;action&#34;" in html[hook] or "&quot;action&quot;" in html[hook]  # the payload, escaped

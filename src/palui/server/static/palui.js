@@ -62,6 +62,21 @@
     return s.length <= n ? s : s.slice(0, n - 1) + "…";
   }
 
+  // The nav's Approvals count: +1 when an approval event streams in, -1 when one is answered here.
+  function pendingBadge(delta) {
+    let badge = document.getElementById("pending-count");
+    const n = (badge ? parseInt(badge.textContent, 10) || 0 : 0) + delta;
+    if (n <= 0) { if (badge) badge.remove(); return; }
+    if (!badge) {
+      const link = document.querySelector('header.top nav a[href="/approvals"]');
+      if (!link) return;
+      badge = el("span", "badge");
+      badge.id = "pending-count";
+      link.append(" ", badge);
+    }
+    badge.textContent = String(n);
+  }
+
   // An "ask" call that has an outcome shows the outcome (mirrors templates/_event.html): [css class, words].
   function callBadge(e) {
     if (e.verdict !== "ask") return [e.verdict, e.verdict];
@@ -104,6 +119,7 @@
       case "tainted":
         return el("div", "taint-event", "⚠ The conversation is now tainted by " + e.source);
       case "approval": {
+        pendingBadge(+1);
         const holder = el("div", "approval-holder", "approval " + e.approval + " for " + e.tool + "…");
         fetch("/approvals/" + encodeURIComponent(e.approval) + "/card", { credentials: "same-origin" })
           .then((r) => (r.ok ? r.text() : Promise.reject(r.status)))
@@ -188,6 +204,7 @@
   function systemNote(text, isError) {
     const turns = document.getElementById("turns");
     const n = el("div", "system-note" + (isError ? " error" : ""), text);
+    if (isError) n.setAttribute("role", "alert");
     turns.append(n);
     n.scrollIntoView({ block: "end" });
   }
@@ -312,8 +329,7 @@
     state.textContent = verb === "approve" ? "approved" : "denied";
     const left = card.querySelector(".left");
     if (left) left.remove();
-    const badge = document.getElementById("pending-count");
-    if (badge) { const n = parseInt(badge.textContent, 10) - 1; if (n > 0) badge.textContent = n; else badge.remove(); }
+    pendingBadge(-1);
     let result = null;
     let answerShown = false;
     await readNDJSON(resp, (e) => {
