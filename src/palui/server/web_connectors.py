@@ -11,7 +11,6 @@ gives it, password and query values as ``***``.
 
 from __future__ import annotations
 
-import difflib
 import shlex
 from typing import Any
 
@@ -20,7 +19,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from palui.errors import NotFound, UsageError
-from palui.server.web_base import action, page, pretty_json, redirect, render, svc_of
+from palui.connectors.review import review_view  # one rendering of a pending change, CLI and page
+from palui.server.web_base import action, page, redirect, render, svc_of
 from palui.types import Origin
 
 CLASSES = ("read", "write", "destructive")
@@ -29,37 +29,6 @@ SOURCE_WORDS = {"user": "set by you", "builtin": "built-in", "hints": "from the 
 # The columns of the decision matrix (SPEC §3) shown per tool, as `palui policy explain` gives them.
 COLUMNS = (("chat", Origin.CHAT, False), ("chat, tainted", Origin.CHAT, True), ("job", Origin.JOB, False),
            ("webhook", Origin.WEBHOOK, False))
-
-
-def diff_lines(old: Any, new: Any) -> list[tuple[str, str]]:
-    """A line diff of two values (text as is, anything else as indented JSON): ``[(kind, line)]``
-    with kind ``"-"``, ``"+"`` or ``" "``; empty when equal."""
-    def lines(v: Any) -> list[str]:
-        return (v if isinstance(v, str) else pretty_json(v)).splitlines() or [""]
-
-    a, b = lines(old), lines(new)
-    if a == b:
-        return []
-    out = []
-    for line in difflib.ndiff(a, b):
-        if line.startswith(("- ", "+ ", "  ")):
-            out.append((line[0], line[2:]))
-    return out
-
-
-def review_view(review: dict[str, Any] | None) -> dict[str, Any] | None:
-    """What changed in a flagged tool: ``{"kind","parts":[(title, diff_lines)], …}``."""
-    if not review:
-        return None
-    prev = review.get("previous") or {}
-    parts = []
-    for key, title in (("description", "description"), ("input_schema", "input schema"),
-                       ("annotations", "annotations")):
-        d = diff_lines(prev.get(key), review.get(key))
-        if d:
-            parts.append((title, d))
-    return {"kind": review.get("kind", "changed"), "parts": parts,
-            "previous_user_class": review.get("previous_user_class")}
 
 
 def tool_view(svc, row) -> dict[str, Any]:
