@@ -8,7 +8,7 @@ import typer
 
 from palui.cli import render
 from palui.cli.common import app, emit_json, service, table
-from palui.cli.turns import exit_code, live_service, run_async
+from palui.cli.turns import finish_turn, live_service, run_async
 
 jobs_app = typer.Typer(help="Scheduled jobs: prompts run on a cron schedule by the service.", no_args_is_help=True)
 webhooks_app = typer.Typer(help="Inbound webhooks: signed deliveries summarised with no tools.", no_args_is_help=True)
@@ -73,11 +73,7 @@ def jobs_run(name: str = typer.Argument(..., help="The job's name."),
         r = client.stream(f"/api/jobs/{quote(name, safe='')}/run", {}, on_event)
     else:
         r = run_async(svc, svc.run_job(name, on_event))
-    if as_json:
-        emit_json(r)
-    else:
-        render.outcome(r)
-    raise typer.Exit(exit_code(r["status"]))
+    finish_turn(r, as_json)
 
 
 @webhooks_app.command("add")

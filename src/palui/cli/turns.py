@@ -23,6 +23,15 @@ def exit_code(status: str) -> int:
     return EXIT.get(status, 1)
 
 
+def finish_turn(r: dict, as_json: bool) -> None:
+    """Print a turn's result (JSON, or the answer and how it ended) and exit with its status code."""
+    if as_json:
+        emit_json(r)
+    else:
+        render.outcome(r)
+    raise typer.Exit(exit_code(r["status"]))
+
+
 async def _close(svc) -> None:
     await svc.hub.close()
 
@@ -89,11 +98,7 @@ def run_cmd(message: str = typer.Argument(..., help="The message for the agent."
         r = client.run(message, conversation=conversation, model=spec, on_event=on_event)
     else:
         r = run_async(svc, svc.send(message, conversation=conversation, model=spec, on_event=on_event))
-    if as_json:
-        emit_json(r)
-    else:
-        render.outcome(r)
-    raise typer.Exit(exit_code(r["status"]))
+    finish_turn(r, as_json)
 
 
 @approvals_app.command("list")
