@@ -55,6 +55,7 @@ class TurnRunner(CallsMixin):
         self.settings = service.settings
         self.on_event = on_event
         self.run_events: list[dict[str, Any]] = []
+        self._history: list | None = None  # earlier turns' messages: fixed while this turn runs
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -240,7 +241,9 @@ class TurnRunner(CallsMixin):
         )
         if t.origin is Origin.WEBHOOK:
             system += " Summarise the webhook payload for the person; you have no tools."
-        hist = st.history(self.db, t.conversation_id, t.created_at)
+        if self._history is None:  # read and decoded once per run, not once per model step
+            self._history = st.history(self.db, t.conversation_id, t.created_at)
+        hist = self._history
         return [ModelRequest(parts=[SystemPromptPart(system)]), *hist, *t.messages]
 
     # -- offering tools -------------------------------------------------------------------------
