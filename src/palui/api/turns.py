@@ -216,10 +216,8 @@ class TurnsAPI(ServiceBase):
         approvals.sweep(self.db)
         st.recover_orphans(self.db)
         out = []
-        for r in self.db.all(
-                "SELECT t.id FROM turns t WHERE t.status = 'awaiting_approval' AND NOT EXISTS"
-                " (SELECT 1 FROM approvals a WHERE a.turn_id = t.id AND a.status = 'pending')"):
-            out.append(await self.run_turn(r["id"], on_event, from_status=RESUMABLE))
+        for tid in st.answered_turn_ids(self.db):
+            out.append(await self.run_turn(tid, on_event, from_status=RESUMABLE))
         # Recovered orphans are queued and already counted as runs: take them up again.
         for r in self.db.all("SELECT t.id FROM turns t WHERE t.status = 'queued' AND EXISTS"
                              " (SELECT 1 FROM runs x WHERE x.turn_id = t.id) ORDER BY t.created_at"):

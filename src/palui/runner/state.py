@@ -192,6 +192,14 @@ def recover_orphans(db: Database, now: float | None = None) -> list[str]:
     return out
 
 
+def answered_turn_ids(db: Database) -> list[str]:
+    """Turns paused for an approval that is no longer pending (answered, expired, cancelled):
+    ready to go on, in whichever process claims them."""
+    return [r["id"] for r in db.all(
+        "SELECT t.id FROM turns t WHERE t.status = 'awaiting_approval' AND NOT EXISTS"
+        " (SELECT 1 FROM approvals a WHERE a.turn_id = t.id AND a.status = 'pending')")]
+
+
 def stop_requested(db: Database, turn_id: str) -> bool:
     r = db.one("SELECT stop_requested FROM turns WHERE id = ?", (turn_id,))
     return bool(r and r[0])

@@ -71,10 +71,8 @@ class Runtime:
         approvals.sweep(self.svc.db, now)
         for tid in state.recover_orphans(self.svc.db, now):
             log.warning("turn %s was left running by a process that is gone: queued again", tid)
-        for r in self.svc.db.all(
-            "SELECT t.id FROM turns t WHERE t.status = 'awaiting_approval' AND NOT EXISTS"
-            " (SELECT 1 FROM approvals a WHERE a.turn_id = t.id AND a.status = 'pending')"):
-            self.start_turn(r["id"], (TurnStatus.AWAITING_APPROVAL,))
+        for tid in state.answered_turn_ids(self.svc.db):
+            self.start_turn(tid, (TurnStatus.AWAITING_APPROVAL,))
         for r in self.svc.db.all("SELECT id FROM turns WHERE status = 'queued' ORDER BY created_at"):
             if r["id"] in self.tasks:
                 continue
