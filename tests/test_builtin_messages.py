@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from palui import channel
+from palui import delivery as channel
 from palui.connectors.base import CallContext
 from palui.connectors.builtin.messages import MessagesConnector
 from palui.types import Origin
@@ -66,9 +66,12 @@ def closed_port_target() -> str:
 
 
 def ctx(svc, **settings) -> CallContext:
+    from palui.service.notifier import Notifier
+
     values = {**svc.settings.values, **{k.replace("__", "."): v for k, v in settings.items()}}
+    changed = dataclasses.replace(svc.settings, values=values)
     return CallContext(turn_id="t1", conversation_id="c1", origin=Origin.CHAT, tainted=False, taint_source=None,
-                       step=2, db=svc.db, settings=dataclasses.replace(svc.settings, values=values))
+                       step=2, db=svc.db, settings=changed, notifier=Notifier(svc.db, changed))
 
 
 async def send(svc, args, **settings):

@@ -191,8 +191,6 @@ async def test_a_job_run_orphaned_by_a_killed_process_is_run_on_and_the_job_is_n
     import subprocess
     import sys
 
-    from palui.server import hooks
-    from palui.server.runtime import Runtime
     from palui.service import Service
     from palui.triggers import jobs as jobs_mod
 
@@ -211,8 +209,8 @@ async def test_a_job_run_orphaned_by_a_killed_process_is_run_on_and_the_job_is_n
     with svc.db.write() as c:  # as if a process that has since died had claimed it
         c.execute("UPDATE turns SET owner = ? WHERE id = ?", (f"{socket.gethostname()}:{gone}", tid))
 
-    rt = Runtime(svc, tick_seconds=0.1)
-    hooks.setup(rt)
+    rt = svc.runtime
+    rt.install_tickers()
     write_clock(path, base + 300)
     await rt.tick(time.time())  # queues the orphan again and starts it; the due job waits for it (skipped)
     assert tid in rt.tasks
@@ -244,5 +242,5 @@ async def test_removing_a_job_cancels_its_waiting_approval(svc, tmp_path):
     svc.remove_job("nightly")
     assert svc.turn_result(tid)["status"] == "stopped"
     with pytest.raises(ApprovalError, match="cancelled"):
-        await svc.answer_approval(a["id"], True)
+        await svc.answer_and_resume(a["id"], True, "cli")
     assert svc.memories() == []

@@ -322,7 +322,7 @@ async def test_names_are_stable_across_restarts(svc, conn, world):
 
     before = sorted((t.tool, t.name) for t in svc.tools(CID))
     other = Service(load_settings({"PALUI_HOME": str(world["home"])}))  # another process's view
-    hub = ConnectorHub(other)
+    hub = ConnectorHub(other.hub.env)
     try:
         c2 = await hub.get(CID)
         assert c2 is not conn and c2.state() == "connected"

@@ -34,7 +34,7 @@ NO_CAPABILITIES = {"sampling", "elicitation", "roots"}
 async def test_legacy_era_and_list_changed(svc, tmp_path):
     spec = hostile_spec(tmp_path / "legacy.json", [tool("old", annotations=READ), tool("mutate", "mutate", WRITE),
                                                    tool("caps", "caps", READ)], legacy=True)
-    conn = MCPConnector(svc, "mcp-legacy", "Legacy", ServerConfig("stdio", command=sys.executable,
+    conn = MCPConnector(svc.hub.env, "mcp-legacy", "Legacy", ServerConfig("stdio", command=sys.executable,
                                                                   args=(str(HOSTILE), str(spec))))
     try:
         await conn.start()  # the first connection registers the connector and its tools
@@ -83,7 +83,7 @@ async def test_streamable_http_with_secret_headers(http_server, home):
     assert web["config"]["headers"] == {"Authorization": "***"} and SECRET not in json.dumps(web)
     assert {t.name: (t.tool_class.value, t.enabled) for t in s.tools("mcp-web")} == {
         "mcp-web__echo": ("read", True), "mcp-web__wipe": ("destructive", False)}  # --enable-read: read tools only
-    hub = ConnectorHub(s)
+    hub = ConnectorHub(s.hub.env)
     try:
         c = await hub.get("mcp-web")
         assert c.state() == "connected"
@@ -120,7 +120,7 @@ def test_server_that_cannot_start_stores_nothing(home):
 
 
 async def test_start_failures_back_off_and_handshake_hangs_time_out(svc):
-    dead = MCPConnector(svc, "mcp-dead", "dead", ServerConfig("stdio", command=sys.executable,
+    dead = MCPConnector(svc.hub.env, "mcp-dead", "dead", ServerConfig("stdio", command=sys.executable,
                                                                 args=("-c", "raise SystemExit(1)")))
     try:
         with pytest.raises(ConnectorError, match="during the MCP handshake"):
@@ -134,7 +134,7 @@ async def test_start_failures_back_off_and_handshake_hangs_time_out(svc):
         assert time.monotonic() - started < 0.5
     finally:
         await dead.close()
-    mute = MCPConnector(svc, "mcp-mute", "mute", ServerConfig("stdio", command=sys.executable,
+    mute = MCPConnector(svc.hub.env, "mcp-mute", "mute", ServerConfig("stdio", command=sys.executable,
                                                                 args=("-c", "import sys; sys.stdin.read()"),
                                                                 timeout_seconds=1.0))
     try:

@@ -64,7 +64,7 @@ def refusing_server():
 
 async def test_401_says_authorization_is_wanted(svc, refusing_server):
     url, seen = refusing_server
-    conn = MCPConnector(svc, "mcp-locked", "locked", ServerConfig("http", url=url, timeout_seconds=10))
+    conn = MCPConnector(svc.hub.env, "mcp-locked", "locked", ServerConfig("http", url=url, timeout_seconds=10))
     with pytest.raises(ConnectorError) as e:
         await conn.start()
     await conn.close()
@@ -77,7 +77,7 @@ async def test_401_says_authorization_is_wanted(svc, refusing_server):
 
 async def test_403_names_the_credentials_and_never_the_secret(svc, refusing_server):
     url, seen = refusing_server
-    conn = MCPConnector(svc, "mcp-locked", "locked",
+    conn = MCPConnector(svc.hub.env, "mcp-locked", "locked",
                         ServerConfig("http", url=url, headers={"Authorization": "Bearer " + SECRET}, timeout_seconds=10))
     with pytest.raises(ConnectorError) as e:
         await conn.start()
@@ -97,7 +97,7 @@ async def test_exit_during_handshake_waits_for_a_late_stderr_drain(svc, monkeypa
 
     monkeypatch.setattr(stderr_module.StderrCapture, "_drain", late_drain)
     script = "import sys; print('cannot open the database', file=sys.stderr); sys.exit(3)"
-    conn = MCPConnector(svc, "mcp-dies", "dies", ServerConfig("stdio", command=sys.executable, args=("-c", script),
+    conn = MCPConnector(svc.hub.env, "mcp-dies", "dies", ServerConfig("stdio", command=sys.executable, args=("-c", script),
                                                               timeout_seconds=10))
     with pytest.raises(ConnectorError) as e:
         await conn.start()

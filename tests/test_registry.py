@@ -280,7 +280,7 @@ def test_review_accepts_only_the_change_the_person_saw(svc):
 
 
 def test_review_diffs_show_hidden_characters():
-    from palui.connectors.review import review_changes, unified_diff
+    from palui.text.review import review_changes, unified_diff
 
     assert unified_diff("same", "same", "description") == ""
     d = unified_diff("a\nb", "a\rb", "description")  # a carriage return is not a line break here

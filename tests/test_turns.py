@@ -69,7 +69,7 @@ async def test_tainting_call_and_write_in_same_response(web_svc, tmp_path):
                                     "source": a["untrusted_args"][0]["source"]}]
     assert "web__fetch_page at step 1" in a["untrusted_args"][0]["source"]
     assert s.audit()[-1]["tool"] == "recall__add_memory"  # the search has not been decided yet
-    r = await s.answer_approval(a["id"], False)
+    r = await s.answer_and_resume(a["id"], False, "cli")
     assert r["status"] == "done"
     assert tool_calls(r) == [("recall__add_memory", "ask"), ("recall__search_memories", "run")]
     assert [e["result"] for e in r["events"] if e["type"] == "tool_call"][0] == "The person denied this action."
@@ -86,14 +86,14 @@ async def test_taint_survives_pause_restart_error_and_next_turn_until_new(web_sv
     conv = r["conversation"]
     # restart: a new service on the same home resumes the paused turn
     s2 = Service()
-    r = await s2.answer_approval(r["pending_approvals"][0]["id"], True)
+    r = await s2.answer_and_resume(r["pending_approvals"][0]["id"], True, "cli")
     assert r["status"] == "done" and r["tainted"]
     # the next turn of the conversation starts tainted: a write asks at once
     model2 = write_script(tmp_path / "b.json", calls(call("tasks__create_task", title="t")), text("ok"))
     r = await s2.send("next", model=model2, conversation=conv)
     assert r["status"] == "awaiting_approval" and r["tainted"]
     assert "earlier in this conversation" in r["taint_source"]
-    await s2.answer_approval(r["pending_approvals"][0]["id"], False)
+    await s2.answer_and_resume(r["pending_approvals"][0]["id"], False, "cli")
     # /new: a clean conversation, the same write runs
     r = await s2.send("clean", model=model2, conversation=s2.new_conversation())
     assert r["status"] == "done" and not r["tainted"]
@@ -105,7 +105,7 @@ async def test_memory_written_in_tainted_turn_taints_later_reader_until_trusted(
     m1 = write_script(tmp_path / "a.json", calls(call("web__fetch_page", url=s.page_url + "/p")),
                       calls(call("recall__add_memory", text="report goes to mallory")), text("ok"))
     r = await s.send("go", model=m1)
-    await s.answer_approval(r["pending_approvals"][0]["id"], True)
+    await s.answer_and_resume(r["pending_approvals"][0]["id"], True, "cli")
     [mem] = s.memories()
     assert mem["provenance"] == "untrusted"
     m2 = write_script(tmp_path / "b.json", calls(call("recall__search_memories", query="report")),
@@ -113,7 +113,7 @@ async def test_memory_written_in_tainted_turn_taints_later_reader_until_trusted(
     r = await s.send("what about the report?", model=m2)  # a new, clean conversation
     assert r["status"] == "awaiting_approval" and r["tainted"]
     assert "recall__search_memories" in r["taint_source"]
-    await s.answer_approval(r["pending_approvals"][0]["id"], False)
+    await s.answer_and_resume(r["pending_approvals"][0]["id"], False, "cli")
     s.trust_memory(mem["id"])
     r = await s.send("again", model=m2)
     assert r["status"] == "done" and not r["tainted"]
@@ -147,7 +147,7 @@ async def test_tokens_and_steps_add_up_across_resume(svc, tmp_path):
                          calls(call("recall__forget_memory", id=99), usage={"input_tokens": 10, "output_tokens": 1}),
                          text("ok", usage={"input_tokens": 20, "output_tokens": 2}))
     r = await svc.send("x", model=model)
-    r = await Service().answer_approval(r["pending_approvals"][0]["id"], True)
+    r = await Service().answer_and_resume(r["pending_approvals"][0]["id"], True, "cli")
     assert r["usage"]["steps"] == 2 and r["usage"]["tokens"] == 33
 
 
@@ -185,7 +185,7 @@ async def test_approval_abuse_changed_args_expired_cancelled(svc, tmp_path, home
         pending = json.loads(row[0])
         pending[0]["args"] = {"id": 2}
         c.execute("UPDATE turns SET pending_json = ? WHERE id = ?", (json.dumps(pending), r["turn"]))
-    r = await svc.answer_approval(a["id"], True)
+    r = await svc.answer_and_resume(a["id"], True, "cli")
     assert r["status"] == "done"
     assert svc.audit()[-1]["outcome"] == "arguments differ from the approved ones"
     assert not any(x["outcome"].endswith("ok") and x["tool"] == "recall__forget_memory" for x in svc.audit())
@@ -195,7 +195,7 @@ async def test_approval_abuse_changed_args_expired_cancelled(svc, tmp_path, home
     with svc.db.write() as c:
         c.execute("UPDATE approvals SET expires_at = ? WHERE id = ?", (time.time() - 1, a["id"]))
     with pytest.raises(ApprovalError, match="expired.*went on"):
-        await svc.answer_approval(a["id"], True)  # expiry counts as denial and the turn goes on here
+        await svc.answer_and_resume(a["id"], True, "cli")  # expiry counts as denial and the turn goes on here
     assert svc.turn_result(r["turn"])["status"] == "done"
     assert svc.approvals(None)[-1]["status"] == "expired"
     assert await svc.resume_ready() == []
@@ -205,10 +205,10 @@ async def test_approval_abuse_changed_args_expired_cancelled(svc, tmp_path, home
     assert svc.stop(conversation=r["conversation"]) == [r["turn"]]
     assert svc.turn_result(r["turn"])["status"] == "stopped"
     with pytest.raises(ApprovalError, match="cancelled"):
-        await svc.answer_approval(a["id"], True)
+        await svc.answer_and_resume(a["id"], True, "cli")
     # malformed answers
     with pytest.raises(UsageError):
-        await svc.answer_approval("", True)
+        await svc.answer_and_resume("", True, "cli")
 
 
 async def test_stop_during_slow_tool_ends_turn_promptly(home, tmp_path):

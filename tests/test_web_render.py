@@ -10,10 +10,10 @@ from starlette.testclient import TestClient
 
 from palui.connectors.base import ToolSpec
 from palui.server.app import create_app, csrf_value, session_value
-from palui.server.web_base import args_html, duration_words, safe_local
-from palui.connectors.review import diff_lines, review_view
-from palui.server.web_connectors import server_config
-from palui.server.web_status import audit_filters, filter_audit, meter_step
+from palui.web.base import args_html, duration_words, safe_local
+from palui.text.review import diff_lines, review_view
+from palui.web.connectors import server_config
+from palui.web.status import audit_filters, filter_audit, meter_step
 from palui.errors import UsageError
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from palui.errors import ModelConfigError
+from palui.errors import NO_MODEL_HELP, ModelConfigError
 
 if TYPE_CHECKING:  # the model library takes ~1.7 s to import: modules import it when a model is used
     from pydantic_ai.exceptions import ModelAPIError
@@ -38,12 +38,6 @@ if TYPE_CHECKING:  # the model library takes ~1.7 s to import: modules import it
     from pydantic_ai.models import Model
     from pydantic_ai.settings import ModelSettings
     from pydantic_ai.tools import ToolDefinition
-
-NO_MODEL_HELP = (
-    "No model is configured. Set one in palui.toml (model = \"openai:gpt-4.1-mini\") or with PALUI_MODEL "
-    "or --model, and the provider's key (OPENAI_API_KEY, ANTHROPIC_API_KEY). To try Palui without a provider, "
-    "use the replay model: --model script:PATH (see the README, 'The script: model')."
-)
 
 ANTHROPIC_MAX_TOKENS = 4096
 
@@ -54,8 +48,8 @@ class ModelHandle:
     the secret values (provider key, a password in the base URL) to redact from messages (SPEC §10)."""
 
     spec: str
-    model: "Model"
-    settings: "ModelSettings | None" = None
+    model: Model
+    settings: ModelSettings | None = None
     secrets: tuple[str, ...] = ()
 
 
@@ -120,8 +114,8 @@ CONNECT_RETRIES = 2
 MAX_RETRIES = 6
 
 
-async def request(handle: ModelHandle, messages: "list[ModelMessage]", tools: "list[ToolDefinition]",
-                  deadline_seconds: float) -> "ModelResponse":
+async def request(handle: ModelHandle, messages: list[ModelMessage], tools: list[ToolDefinition],
+                  deadline_seconds: float) -> ModelResponse:
     """One model request, retrying transient provider failures within ``deadline_seconds`` (SPEC §9).
 
     Retried with exponential backoff and jitter (0.5 s doubling, at most 8 s, or the
@@ -146,7 +140,7 @@ async def request(handle: ModelHandle, messages: "list[ModelMessage]", tools: "l
     while True:
         left = end - loop.time()
         if left <= 0:
-            raise asyncio.TimeoutError()
+            raise TimeoutError()
         try:
             return await asyncio.wait_for(
                 model_request(handle.model, messages, model_settings=handle.settings,
@@ -176,7 +170,7 @@ def _backoff(attempt: int, retry_after: float | None) -> float:
     return min(8.0, 0.5 * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
 
 
-def _clear(handle: ModelHandle, e: "ModelAPIError", attempts: int, note: str = "") -> "ModelAPIError":
+def _clear(handle: ModelHandle, e: ModelAPIError, attempts: int, note: str = "") -> ModelAPIError:
     """The same failure with a message for the person: what happened and the provider's own words."""
     from pydantic_ai.exceptions import ModelAPIError, ModelHTTPError
 
@@ -218,7 +212,7 @@ class Script:
     steps: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
-    def load(cls, path: Path) -> "Script":
+    def load(cls, path: Path) -> Script:
         """Read and check a script. Raises ModelConfigError naming the file and the problem."""
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -249,12 +243,12 @@ class Script:
                 raise ModelConfigError(f"{where}: \"usage\" must be {{\"input_tokens\": N, \"output_tokens\": M}}")
         return cls(path=path, steps=data["steps"])
 
-    def model(self) -> "Model":
+    def model(self) -> Model:
         from pydantic_ai.models.function import FunctionModel
 
         return FunctionModel(self._respond, model_name=f"script:{self.path.name}")
 
-    async def _respond(self, messages: "list[ModelMessage]", info: Any) -> "ModelResponse":
+    async def _respond(self, messages: list[ModelMessage], info: Any) -> ModelResponse:
         from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
         from pydantic_ai.usage import RequestUsage
 
@@ -279,7 +273,7 @@ class Script:
                                                              output_tokens=usage.get("output_tokens", 0)))
 
 
-def responses_in_current_turn(messages: "list[ModelMessage]") -> int:
+def responses_in_current_turn(messages: list[ModelMessage]) -> int:
     """How many model responses follow the last request that carries the person's (or trigger's) prompt."""
     from pydantic_ai.messages import ModelRequest, ModelResponse, UserPromptPart
 

@@ -1,9 +1,10 @@
-"""Shared value types: tool classes, origins, verdicts and the Decision record (SPEC §1-§3)."""
+"""Shared value types: tool classes, origins, verdicts, the Decision record, channel notices (SPEC §1-§3)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Protocol
 
 
 class ToolClass(str, Enum):
@@ -18,7 +19,7 @@ class ToolClass(str, Enum):
         return _RANK[self]
 
     @staticmethod
-    def stricter(a: "ToolClass", b: "ToolClass") -> "ToolClass":
+    def stricter(a: ToolClass, b: ToolClass) -> ToolClass:
         """Return the stricter of two classes."""
         return a if a.rank >= b.rank else b
 
@@ -91,3 +92,29 @@ class ApprovalStatus(str, Enum):
     DENIED = "denied"
     EXPIRED = "expired"
     CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True)
+class Notice:
+    """One message on the person's channel (SPEC §1), as the notifier hands it to subscribers.
+
+    ``kind`` is one of answer, approval, job, webhook, cap, notice, message; ``inbox_id`` the
+    inbox row written first; ``time`` epoch seconds. ``approval_id`` is set for approval
+    requests (a channel shows buttons for it).
+    """
+
+    inbox_id: int
+    kind: str
+    text: str
+    time: float
+    turn_id: str | None = None
+    conversation_id: str | None = None
+    approval_id: str | None = None
+
+
+class Notify(Protocol):
+    """Puts a message on the person's channel: what the runner and the connectors are given
+    instead of the service (docs/architecture.md). Never raises for a delivery failure."""
+
+    def __call__(self, kind: str, text: str, *, turn_id: str | None = None,
+                 conversation_id: str | None = None, approval_id: str | None = None) -> None: ...

@@ -9,15 +9,14 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-from typing import Optional
 
 import typer
 
-from palui.chat_commands import CommandError, help_text, parse
 from palui.cli import render
 from palui.cli.common import app, service
 from palui.cli.turns import check_model, live_service, print_status
-from palui.errors import PaluiError
+from palui.errors import NO_MODEL_HELP, PaluiError
+from palui.text.commands import CommandError, help_text, parse
 
 
 class LocalBackend:
@@ -30,7 +29,7 @@ class LocalBackend:
         return await self.svc.send(text, conversation=conversation, model=model, on_event=render.event)
 
     async def answer(self, aid, approve):
-        return await self.svc.answer_approval(aid, approve, on_event=render.event)
+        return await self.svc.answer_and_resume(aid, approve, "cli", on_event=render.event)
 
     async def resume_ready(self):
         return await self.svc.resume_ready(on_event=render.event)
@@ -45,7 +44,7 @@ class LocalBackend:
         return self.svc.new_conversation()
 
     async def close(self):
-        await self.svc.hub.close()
+        await self.svc.close()
 
 
 class RemoteBackend:
@@ -78,7 +77,7 @@ class RemoteBackend:
 
 
 class ChatSession:
-    def __init__(self, backend, model: str, conversation: Optional[str]) -> None:
+    def __init__(self, backend, model: str, conversation: str | None) -> None:
         self.backend = backend
         self.model = model
         self.conversation = conversation or backend.new_conversation()
@@ -197,8 +196,10 @@ class ChatSession:
 
 
 @app.command("chat")
-def chat_cmd(model: Optional[str] = typer.Option(None, "--model", help="Model string, e.g. script:demo.json."),
-             conversation: Optional[str] = typer.Option(None, "--conversation", help="Continue this conversation.")) -> None:
+def chat_cmd(
+    model: str | None = typer.Option(None, "--model", help="Model string, e.g. script:demo.json."),
+    conversation: str | None = typer.Option(None, "--conversation", help="Continue this conversation."),
+) -> None:
     """Talk to Palui in the terminal. Commands: /stop /status /approve ID /deny ID /new /help /quit."""
     svc = service()
     client = live_service(svc)
@@ -207,8 +208,6 @@ def chat_cmd(model: Optional[str] = typer.Option(None, "--model", help="Model st
     if spec is None:  # the live service's own model
         spec = backend.status().get("model")
         if not spec:
-            from palui.models import NO_MODEL_HELP
-
             raise PaluiError("the running service has no model configured. " + NO_MODEL_HELP)
     asyncio.run(ChatSession(backend, spec, conversation).loop())
     sys.exit(0)

@@ -39,11 +39,14 @@ def emit_json(value: Any) -> None:
 
 
 def table(rows: list[list[str]], headers: list[str]) -> None:
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)] if rows else [len(h) for h in headers]
-    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
+    if rows:
+        widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=False)]
+    else:
+        widths = [len(h) for h in headers]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
     typer.echo(line.rstrip())
     for r in rows:
-        typer.echo("  ".join(str(x).ljust(w) for x, w in zip(r, widths)).rstrip())
+        typer.echo("  ".join(str(x).ljust(w) for x, w in zip(r, widths, strict=False)).rstrip())
 
 
 def _version(value: bool) -> None:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 import typer
 
 from palui.cli.common import connectors_app, emit_json, service
-from palui.connectors.mcp.config import ServerConfig, parse_pairs
 from palui.errors import UsageError
+from palui.text.mcp_config import ServerConfig, parse_pairs
 
 
 def _print_report(r: dict) -> None:
@@ -23,16 +22,16 @@ def _print_report(r: dict) -> None:
 @connectors_app.command("add")
 def connectors_add(
     name: str = typer.Argument(..., help="A name for the server; the id becomes mcp-<slug>."),
-    command: Optional[list[str]] = typer.Argument(None, metavar="-- COMMAND [ARGS…]",
+    command: list[str] | None = typer.Argument(None, metavar="-- COMMAND [ARGS…]",
                                                   help="The stdio server's command line, after --."),
-    url: Optional[str] = typer.Option(None, "--url", help="A streamable HTTP server's URL (instead of a command)."),
+    url: str | None = typer.Option(None, "--url", help="A streamable HTTP server's URL (instead of a command)."),
     env: list[str] = typer.Option([], "--env", metavar="KEY[=VALUE]",
                                   help="Environment for a stdio server (a secret). KEY alone takes $KEY."),
     header: list[str] = typer.Option([], "--header", metavar="KEY=VALUE", help="HTTP header (a secret)."),
-    cwd: Optional[str] = typer.Option(None, "--cwd", help="Working directory of a stdio server."),
+    cwd: str | None = typer.Option(None, "--cwd", help="Working directory of a stdio server."),
     enable_read: bool = typer.Option(False, "--enable-read", help="Switch on its read tools at once."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", metavar="S", help="Per-call timeout in seconds."),
-    max_output: Optional[int] = typer.Option(None, "--max-output", metavar="BYTES", help="Output size limit in bytes."),
+    timeout: float | None = typer.Option(None, "--timeout", metavar="S", help="Per-call timeout in seconds."),
+    max_output: int | None = typer.Option(None, "--max-output", metavar="BYTES", help="Output size limit in bytes."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Connect an MCP server, list its tools and store them (switched off)."""
@@ -98,7 +97,7 @@ def connectors_refresh(cid: str = typer.Argument(..., metavar="ID"),
 
 @connectors_app.command("trust")
 def connectors_trust(cid: str = typer.Argument(..., metavar="ID"),
-                     tool: Optional[str] = typer.Option(None, "--tool", help="Only this tool (its name or raw name)."),
+                     tool: str | None = typer.Option(None, "--tool", help="Only this tool (its name or raw name)."),
                      untrust: bool = typer.Option(False, "--untrust", help="Remove the mark again.")) -> None:
     """Mark a connector (or one tool) a trusted source: its output no longer taints turns."""
     svc = service()

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from palui.runner.approvals import approval_prompt
+from palui.text.prompts import approval_prompt
 
 
 def short(value: Any, n: int = 160) -> str:

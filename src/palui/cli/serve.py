@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from palui.cli.common import app, service
 
 
 @app.command("serve")
-def serve_cmd(host: Optional[str] = typer.Option(None, "--host", help="Address to listen on (default serve.host, 127.0.0.1)."),
-              port: Optional[int] = typer.Option(None, "--port", help="Port (default serve.port, 8765; 0 picks a free one).")) -> None:
+def serve_cmd(
+    host: str | None = typer.Option(None, "--host", help="Address to listen on (default serve.host, 127.0.0.1)."),
+    port: int | None = typer.Option(None, "--port", help="Port (default serve.port, 8765; 0 picks a free one)."),
+) -> None:
     """Run the service: scheduler, webhooks, the JSON API and the web page. Stops cleanly on SIGTERM/SIGINT."""
     from palui.server.main import serve
 
     svc = service()
-    serve(svc, host or svc.settings.get("serve.host"), svc.settings.get("serve.port") if port is None else port,
-          typer.echo, tick_seconds=float(__import__("os").environ.get("PALUI_TICK_SECONDS", "1")))
+    serve(
+        svc,
+        host or svc.settings.get("serve.host"),
+        svc.settings.get("serve.port") if port is None else port,
+        typer.echo,
+        tick_seconds=float(__import__("os").environ.get("PALUI_TICK_SECONDS", "1")),
+    )

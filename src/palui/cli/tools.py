@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Optional
 
 import typer
 
 from palui.cli.common import connectors_app, emit_json, fail, policy_app, service, table, tools_app
-from palui.connectors.review import visible
 from palui.errors import UsageError
+from palui.text.review import visible
 from palui.types import Origin
-
 
 # -- connectors -----------------------------------------------------------------------------
 
@@ -30,7 +28,7 @@ def connectors_list(as_json: bool = typer.Option(False, "--json", help="Print JS
 # -- tools ----------------------------------------------------------------------------------
 
 @tools_app.command("list")
-def tools_list(connector: Optional[str] = typer.Option(None, "--connector", help="Only this connector's tools."),
+def tools_list(connector: str | None = typer.Option(None, "--connector", help="Only this connector's tools."),
                as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List tools: model-visible name, class and its source, switch, flags."""
     rows = service().tools(connector)
@@ -70,7 +68,7 @@ def tools_disable(names: list[str]) -> None:
 
 
 @tools_app.command("enable-read")
-def tools_enable_read(connector: Optional[str] = typer.Argument(None)) -> None:
+def tools_enable_read(connector: str | None = typer.Argument(None)) -> None:
     """Switch on every read tool (of CONNECTOR, or of all), except tools flagged changed."""
     rows = service().enable_read(connector)
     for r in rows:
@@ -88,7 +86,9 @@ KIND_WORDS = {
 def _json_block(value) -> list[str]:
     if value is None:
         return ["    (none)"]
-    return ["    " + visible(line) for line in json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True).split("\n")]
+    return [
+        "    " + visible(line) for line in json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True).split("\n")
+    ]
 
 
 def _print_pending(d: dict) -> None:
@@ -111,8 +111,16 @@ def tools_show(name: str, as_json: bool = typer.Option(False, "--json", help="Pr
     d = service().tool_details(name)
     if as_json:
         return emit_json(d)
-    flags = [w for w, on in (("changed — review", d["changed"]), ("untrusted output", d["untrusted_output"]),
-                             ("trusted source", d["trusted_source"]), ("no longer listed", not d["present"])) if on]
+    flags = [
+        w
+        for w, on in (
+            ("changed — review", d["changed"]),
+            ("untrusted output", d["untrusted_output"]),
+            ("trusted source", d["trusted_source"]),
+            ("no longer listed", not d["present"]),
+        )
+        if on
+    ]
     typer.echo(d["name"])
     typer.echo(f"  connector:    {d['connector']}")
     typer.echo(f"  raw name:     {visible(d['tool'])}")
@@ -131,9 +139,9 @@ def tools_show(name: str, as_json: bool = typer.Option(False, "--json", help="Pr
 
 
 @tools_app.command("review")
-def tools_review(name: str,
-                 yes: bool = typer.Option(False, "--yes", "-y",
-                                          help="Accept without asking (after printing the diff).")) -> None:
+def tools_review(
+    name: str, yes: bool = typer.Option(False, "--yes", "-y", help="Accept without asking (after printing the diff).")
+) -> None:
     """Show a changed tool's pending definition as a diff, then accept it if you confirm (SPEC §7)."""
     svc = service()
     d = svc.tool_details(name)
@@ -142,23 +150,29 @@ def tools_review(name: str,
     _print_pending(d)
     if not yes:
         if not sys.stdin.isatty():
-            fail(f"not accepted: stdin is not a terminal; re-run with --yes to accept this definition "
-                 f"(palui tools review {name} --yes)")
+            fail(
+                f"not accepted: stdin is not a terminal; re-run with --yes to accept this definition "
+                f"(palui tools review {name} --yes)"
+            )
         if not typer.confirm("Accept this definition?", default=False):
             fail(f"not accepted; {name} stays flagged" + (" and off" if not d["enabled"] else ""))
     # The fingerprint binds the acceptance to the change printed above (SPEC §7: no unseen definition).
     r = svc.review_tool(name, expected=d["pending"]["fingerprint"])
-    typer.echo(f"{r.name}: reviewed; class {r.tool_class.value} ({r.class_source.value}), "
-               f"{'on' if r.enabled else 'off'}")
+    typer.echo(
+        f"{r.name}: reviewed; class {r.tool_class.value} ({r.class_source.value}), {'on' if r.enabled else 'off'}"
+    )
 
 
 # -- policy ---------------------------------------------------------------------------------
 
+
 @policy_app.command("explain")
-def policy_explain(name: str,
-                   origin: str = typer.Option("chat", "--origin", help="chat, job or webhook"),
-                   tainted: bool = typer.Option(False, "--tainted", help="Decide as in a tainted turn."),
-                   as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def policy_explain(
+    name: str,
+    origin: str = typer.Option("chat", "--origin", help="chat, job or webhook"),
+    tainted: bool = typer.Option(False, "--tainted", help="Decide as in a tainted turn."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
     """Print the verdict and reason for a tool in a situation (SPEC §3)."""
     try:
         o = Origin(origin)
@@ -168,7 +182,7 @@ def policy_explain(name: str,
     if as_json:
         return emit_json(result)
     typer.echo(f"{result['verdict']}: {result['reason'].split(': ', 1)[-1]}")
-    typer.echo(f"  tool {result['tool']}, class {result['class']} ({result['class_source']}), "
-               f"origin {result['origin']}, {'tainted' if tainted else 'untainted'}")
-
-
+    typer.echo(
+        f"  tool {result['tool']}, class {result['class']} ({result['class_source']}), "
+        f"origin {result['origin']}, {'tainted' if tainted else 'untainted'}"
+    )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from palui.cli import render
@@ -22,14 +20,21 @@ def _short(text: str, n: int = 50) -> str:
 
 
 @jobs_app.command("add")
-def jobs_add(name: str = typer.Argument(..., help="A name for the job."),
-             cron: str = typer.Option(..., "--cron", help="Five-field cron expression, e.g. \"0 8 * * *\", or @daily."),
-             prompt: str = typer.Option(..., "--prompt", help="The message the job sends to the agent."),
-             token_cap: Optional[int] = typer.Option(None, "--token-cap", metavar="N",
-                                                     help="This job's daily token cap (default caps.job_daily_tokens)."),
-             tz: Optional[str] = typer.Option(None, "--tz", metavar="ZONE",
-                                              help="Time zone of the cron expression (default caps.timezone, else the system zone)."),
-             as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def jobs_add(
+    name: str = typer.Argument(..., help="A name for the job."),
+    cron: str = typer.Option(..., "--cron", help='Five-field cron expression, e.g. "0 8 * * *", or @daily.'),
+    prompt: str = typer.Option(..., "--prompt", help="The message the job sends to the agent."),
+    token_cap: int | None = typer.Option(
+        None, "--token-cap", metavar="N", help="This job's daily token cap (default caps.job_daily_tokens)."
+    ),
+    tz: str | None = typer.Option(
+        None,
+        "--tz",
+        metavar="ZONE",
+        help="Time zone of the cron expression (default caps.timezone, else the system zone).",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
     """Add a scheduled job. It runs while `palui serve` runs; runs missed meanwhile are coalesced into one."""
     j = service().add_job(name, cron, prompt, token_cap, tz)
     if as_json:
@@ -46,11 +51,23 @@ def jobs_list(as_json: bool = typer.Option(False, "--json", help="Print JSON."))
     if not rows:
         typer.echo("no jobs")
         return
-    table([[j["name"], j["cron"], j["tz"], (j["next_run"] or "")[:16].replace("T", " ")
-            + (f" (postponed: {j['postponed_by']})" if j["postponed_by"] else ""),
-            (j["last_run"] or "-")[:16].replace("T", " "), j["last_status"] or "-",
-            f"{j['tokens_today']}/{j['token_cap']}", _short(j["prompt"])] for j in rows],
-          ["NAME", "CRON", "ZONE", "NEXT RUN", "LAST RUN", "LAST", "TOKENS", "PROMPT"])
+    table(
+        [
+            [
+                j["name"],
+                j["cron"],
+                j["tz"],
+                (j["next_run"] or "")[:16].replace("T", " ")
+                + (f" (postponed: {j['postponed_by']})" if j["postponed_by"] else ""),
+                (j["last_run"] or "-")[:16].replace("T", " "),
+                j["last_status"] or "-",
+                f"{j['tokens_today']}/{j['token_cap']}",
+                _short(j["prompt"]),
+            ]
+            for j in rows
+        ],
+        ["NAME", "CRON", "ZONE", "NEXT RUN", "LAST RUN", "LAST", "TOKENS", "PROMPT"],
+    )
 
 
 @jobs_app.command("remove")
@@ -61,8 +78,10 @@ def jobs_remove(name: str = typer.Argument(..., help="The job's name.")) -> None
 
 
 @jobs_app.command("run")
-def jobs_run(name: str = typer.Argument(..., help="The job's name."),
-             as_json: bool = typer.Option(False, "--json", help="Print the turn result as JSON.")) -> None:
+def jobs_run(
+    name: str = typer.Argument(..., help="The job's name."),
+    as_json: bool = typer.Option(False, "--json", help="Print the turn result as JSON."),
+) -> None:
     """Run a job now (through the live service when one runs on this PALUI_HOME, else here)."""
     svc = service()
     on_event = None if as_json else (lambda e: render.event(e, err=False))
@@ -82,9 +101,12 @@ def webhooks_add(name: str = typer.Argument(..., help="A name for the webhook.")
     h = service().add_webhook(name)
     typer.echo(f"url: {h['url']}")
     typer.echo(f"secret: {h['secret']}")
-    typer.echo("Sign each delivery with HMAC-SHA256 of the body (header X-Palui-Signature: sha256=<hex>, or "
-               "GitHub's X-Hub-Signature-256), or send the secret as 'Authorization: Bearer <secret>'. "
-               "The secret is not shown again.", err=True)
+    typer.echo(
+        "Sign each delivery with HMAC-SHA256 of the body (header X-Palui-Signature: sha256=<hex>, or "
+        "GitHub's X-Hub-Signature-256), or send the secret as 'Authorization: Bearer <secret>'. "
+        "The secret is not shown again.",
+        err=True,
+    )
 
 
 @webhooks_app.command("list")
@@ -96,8 +118,13 @@ def webhooks_list(as_json: bool = typer.Option(False, "--json", help="Print JSON
     if not rows:
         typer.echo("no webhooks")
         return
-    table([[h["name"], h["url"], str(h["deliveries_24h"]), (h["last_delivery"] or "-")[:19].replace("T", " ")]
-           for h in rows], ["NAME", "URL", "DELIVERIES 24H", "LAST (UTC)"])
+    table(
+        [
+            [h["name"], h["url"], str(h["deliveries_24h"]), (h["last_delivery"] or "-")[:19].replace("T", " ")]
+            for h in rows
+        ],
+        ["NAME", "URL", "DELIVERIES 24H", "LAST (UTC)"],
+    )
 
 
 @webhooks_app.command("remove")

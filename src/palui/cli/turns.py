@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Optional
 
 import typer
 
@@ -32,16 +31,12 @@ def finish_turn(r: dict, as_json: bool) -> None:
     raise typer.Exit(exit_code(r["status"]))
 
 
-async def _close(svc) -> None:
-    await svc.hub.close()
-
-
 def run_async(svc, coro):
     async def wrapper():
         try:
             return await coro
         finally:
-            await _close(svc)
+            await svc.close()
 
     return asyncio.run(wrapper())
 
@@ -53,41 +48,34 @@ def live_service(svc):
     info = find_service(svc.settings)
     if info is None:
         return None
-    from palui.client import ServiceClient
+    from palui.cli.client import ServiceClient
 
     return ServiceClient(info)
 
 
-def check_model(model: Optional[str], svc, as_json: bool = False, remote: bool = False) -> Optional[str]:
+def check_model(model: str | None, svc, as_json: bool = False, remote: bool = False) -> str | None:
     """The model string to use, checked now (a clear error before anything is stored).
 
     A ``script:`` path is made absolute here, so a live service (another working
     directory) reads the same file. With a live service (``remote``) and no ``--model``,
     the service's own configured model applies: returns None.
     """
-    from palui.models import resolve_model  # the model library is slow to import: only here
-
     if remote and not model:
         return None
-    spec = model or svc.settings.model
-    if spec and spec.startswith("script:"):
-        import os
-
-        spec = "script:" + os.path.abspath(os.path.expanduser(spec[len("script:"):]))
     try:
-        resolve_model(spec)
+        spec = svc.check_model(model)
     except ModelConfigError as e:
         if as_json:
             emit_json({"status": "error", "answer": None, "error": str(e), "events": [], "usage": None})
-            raise typer.Exit(1)
+            raise typer.Exit(1) from None
         fail(str(e))
     return spec
 
 
 @app.command("run")
 def run_cmd(message: str = typer.Argument(..., help="The message for the agent."),
-            model: Optional[str] = typer.Option(None, "--model", help="Model string, e.g. script:demo.json."),
-            conversation: Optional[str] = typer.Option(None, "--conversation", help="Continue this conversation."),
+            model: str | None = typer.Option(None, "--model", help="Model string, e.g. script:demo.json."),
+            conversation: str | None = typer.Option(None, "--conversation", help="Continue this conversation."),
             as_json: bool = typer.Option(False, "--json", help="Print the result as JSON.")) -> None:
     """Run one turn non-interactively and print the answer."""
     svc = service()
@@ -141,7 +129,7 @@ def _answer(approval_id: str, approve: bool, as_json: bool) -> None:
     if client:
         r = client.answer(approval_id, approve, on_event)
     else:
-        r = run_async(svc, svc.answer_approval(approval_id, approve, on_event=on_event))
+        r = run_async(svc, svc.answer_and_resume(approval_id, approve, "cli", on_event=on_event))
     if as_json:
         emit_json(r)
     else:
@@ -185,7 +173,7 @@ def print_status(s: dict) -> None:
 
 
 @app.command("audit")
-def audit_cmd(turn: Optional[str] = typer.Option(None, "--turn", help="Only this turn's calls."),
+def audit_cmd(turn: str | None = typer.Option(None, "--turn", help="Only this turn's calls."),
               limit: int = typer.Option(200, "--limit", help="At most this many rows (newest)."),
               as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """The tool-call log: decision, reason and outcome of every call."""
@@ -210,8 +198,8 @@ def inbox_cmd(limit: int = typer.Option(50, "--limit"), as_json: bool = typer.Op
 
 
 @app.command("stop")
-def stop_cmd(conversation: Optional[str] = typer.Option(None, "--conversation", help="Stop this conversation's turn."),
-             turn: Optional[str] = typer.Option(None, "--turn", help="Stop this turn.")) -> None:
+def stop_cmd(conversation: str | None = typer.Option(None, "--conversation", help="Stop this conversation's turn."),
+             turn: str | None = typer.Option(None, "--turn", help="Stop this turn.")) -> None:
     """Stop a running, waiting or queued turn from another terminal, and cancel its approvals."""
     if not conversation and not turn:
         fail("give --conversation ID or --turn ID", 2)

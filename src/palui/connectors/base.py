@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from palui.types import Origin, ToolClass
+from palui.types import Notify, Origin, ToolClass
 
 if TYPE_CHECKING:
     from palui.config import Settings
@@ -68,8 +68,30 @@ class CallContext:
     tainted: bool
     taint_source: str | None
     step: int
-    db: "Database"
-    settings: "Settings"
+    db: Database
+    settings: Settings
+    notifier: PersonChannel | None = None
+
+
+class PersonChannel(Notify):
+    """The person's channel as a connector sees it (SPEC §1): :class:`~palui.types.Notify` plus a
+    delivery that waits, for ``messages__send_message``, which reports what was delivered."""
+
+    async def send_now(self, kind: str, text: str, *, turn_id: str | None = None,
+                       conversation_id: str | None = None) -> list[str]:
+        """Write the inbox, deliver to every target and wait; returns one secret-free failure text
+        per target that did not accept it (never raises)."""
+        ...
+
+
+@dataclass(frozen=True)
+class ConnectorEnv:
+    """What connectors (and the hub that creates them) may use: the database, the settings and
+    the person's channel. Never the service (docs/architecture.md: who may import whom)."""
+
+    db: Database
+    settings: Settings
+    notify: Notify
 
 
 class Connector(ABC):
@@ -86,7 +108,7 @@ class Connector(ABC):
     async def call_tool(self, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         """Execute the raw tool ``name`` with ``args``. Errors are returned as ``is_error`` results."""
 
-    async def close(self) -> None:
+    async def close(self) -> None:  # noqa: B027  (optional hook: most connectors hold nothing to release)
         """Release resources (processes, sessions). Default: nothing."""
 
     def state(self) -> str:

@@ -8,21 +8,21 @@ server, list its tools and sync the listing into the store (rug-pull check).
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
-from palui.connectors.base import Connector
+from palui.connectors.base import Connector, ConnectorEnv
 from palui.connectors.builtin import builtin_connectors
 from palui.errors import NotFound
 
-if TYPE_CHECKING:
-    from palui.service import Service
-
 
 class ConnectorHub:
-    """Maps connector ids to live :class:`Connector` s for one service instance."""
+    """Maps connector ids to live :class:`Connector` s for one process (one ``PALUI_HOME``).
 
-    def __init__(self, service: "Service") -> None:
-        self.service = service
+    Args:
+        env: the database, settings and notifier the connectors it creates receive.
+    """
+
+    def __init__(self, env: ConnectorEnv) -> None:
+        self.env = env
         self._live: dict[str, Connector] = {c.id: c for c in builtin_connectors()}
         self._lock = asyncio.Lock()
 
@@ -36,14 +36,14 @@ class ConnectorHub:
         async with self._lock:
             if cid in self._live:
                 return self._live[cid]
-            row = self.service.db.one("SELECT * FROM connectors WHERE id = ?", (cid,))
+            row = self.env.db.one("SELECT * FROM connectors WHERE id = ?", (cid,))
             if row is None:
                 raise NotFound(f"unknown connector {cid!r}")
             if row["kind"] != "mcp":
                 raise NotFound(f"connector {cid!r} has no implementation")
             from palui.connectors.mcp import create_connector  # written by the MCP layer
 
-            conn = await create_connector(self.service, row)
+            conn = await create_connector(self.env, row)
             self._live[cid] = conn
             return conn
 
@@ -56,8 +56,13 @@ class ConnectorHub:
         return self._live.pop(cid, None)
 
     def state(self, cid: str) -> str | None:
+        """The live state of ``cid`` in this process, None when it is not live here."""
         c = self._live.get(cid)
         return c.state() if c else None
+
+    def live(self, cid: str) -> Connector | None:
+        """The connector live in this process, or None (nothing is started)."""
+        return self._live.get(cid)
 
     async def close(self) -> None:
         for c in list(self._live.values()):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from typing import Collection
+from collections.abc import Collection
 
 from palui.errors import NamingError
 

@@ -13,9 +13,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from palui.connectors.base import ToolSpec
+from palui.connectors.base import ConnectorEnv, ToolSpec
 from palui.connectors.naming import visible_name
 from palui.policy.classify import prefill_class
+from palui.store import tools as tools_store
 from palui.store.db import Database
 from palui.types import ClassSource, ToolClass
 
@@ -59,8 +60,13 @@ class SyncReport:
         """Messages for the person's channel (SPEC §7: the person is told)."""
         out = [f"Tool {n} changed its description or input schema: switched off, review it (palui tools review {n})."
                for n in self.changed]
-        out += [f"Tool {n} tightened its class past your choice: the stricter class applies, review it." for n in self.tightened]
-        out += [f"Tool {n} asks for a looser class: it keeps its class until you review it." for n in self.loosening_held]
+        out += [
+            f"Tool {n} tightened its class past your choice: the stricter class applies, review it."
+            for n in self.tightened
+        ]
+        out += [
+            f"Tool {n} asks for a looser class: it keeps its class until you review it." for n in self.loosening_held
+        ]
         out += [f"A server listed two tools named {r!r}: both refused." for r in self.refused_duplicates]
         return out
 
@@ -102,15 +108,28 @@ def sync_tools(db: Database, connector_id: str, specs: list[ToolSpec], *, builti
                     "INSERT INTO tools (connector_id, raw_name, name, description, input_schema, annotations,"
                     " definition_hash, base_class, base_source, enabled, untrusted_output, created_at, updated_at)"
                     " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (connector_id, spec.name, name, spec.description, canonical_json(spec.input_schema), ann_json,
-                     new_hash, hints.value if hints else None, source, 1 if builtin else 0,
-                     1 if spec.untrusted_output else 0, now, now),
+                    (
+                        connector_id,
+                        spec.name,
+                        name,
+                        spec.description,
+                        canonical_json(spec.input_schema),
+                        ann_json,
+                        new_hash,
+                        hints.value if hints else None,
+                        source,
+                        1 if builtin else 0,
+                        1 if spec.untrusted_output else 0,
+                        now,
+                        now,
+                    ),
                 )
                 report.added.append(name)
                 continue
             if not row["present"]:
-                c.execute("UPDATE tools SET present = 1 WHERE connector_id = ? AND raw_name = ?",
-                          (connector_id, spec.name))
+                c.execute(
+                    "UPDATE tools SET present = 1 WHERE connector_id = ? AND raw_name = ?", (connector_id, spec.name)
+                )
             if row["definition_hash"] == new_hash and not _stale_review(row, new_hash):
                 continue
             if builtin:
@@ -118,8 +137,17 @@ def sync_tools(db: Database, connector_id: str, specs: list[ToolSpec], *, builti
                 c.execute(
                     "UPDATE tools SET description=?, input_schema=?, definition_hash=?, base_class=?, base_source=?,"
                     " untrusted_output=?, updated_at=? WHERE connector_id=? AND raw_name=?",
-                    (spec.description, canonical_json(spec.input_schema), new_hash, hints.value if hints else None,
-                     source, 1 if spec.untrusted_output else 0, now, connector_id, spec.name),
+                    (
+                        spec.description,
+                        canonical_json(spec.input_schema),
+                        new_hash,
+                        hints.value if hints else None,
+                        source,
+                        1 if spec.untrusted_output else 0,
+                        now,
+                        connector_id,
+                        spec.name,
+                    ),
                 )
                 continue
             _apply_mcp_change(c, row, spec, new_hash, hints, ann_json, now, report)
@@ -127,6 +155,21 @@ def sync_tools(db: Database, connector_id: str, specs: list[ToolSpec], *, builti
             if raw not in listed and row["present"]:
                 c.execute("UPDATE tools SET present = 0 WHERE connector_id = ? AND raw_name = ?", (connector_id, raw))
                 report.removed.append(row["name"])
+    return report
+
+
+def register_listing(
+    env: ConnectorEnv, connector_id: str, specs: list[ToolSpec], *, name: str | None = None, kind: str = "mcp"
+) -> SyncReport:
+    """Store a connector's listing (creating the connector row if needed), SPEC §2 and §7, and tell
+    the person what they must know (a tool flagged for review, a class tightened). Returns what changed.
+
+    Used by MCP connectors on every connection and by the service for built-ins and tests.
+    """
+    tools_store.ensure_connector(env.db, connector_id, kind, name or connector_id)
+    report = sync_tools(env.db, connector_id, specs, builtin=(kind == "builtin"))
+    for text in report.needs_telling:
+        env.notify("notice", text)
     return report
 
 
@@ -151,8 +194,9 @@ def _stale_review(row, new_hash: str) -> bool:
     return review.get("kind") in ("changed", "loosened") and review.get("definition_hash") != new_hash
 
 
-def _apply_mcp_change(c, row, spec: ToolSpec, new_hash: str, hints: ToolClass | None, ann_json: str | None,
-                      now: float, report: SyncReport) -> None:
+def _apply_mcp_change(
+    c, row, spec: ToolSpec, new_hash: str, hints: ToolClass | None, ann_json: str | None, now: float, report: SyncReport
+) -> None:
     """Apply the rug-pull rules to a known MCP tool whose listing differs from the stored
     (accepted) definition, or from the definition its pending review holds (SPEC §7).
 
@@ -184,8 +228,11 @@ def _apply_mcp_change(c, row, spec: ToolSpec, new_hash: str, hints: ToolClass | 
         review["kind"] = "changed"
         # The switch to give back after review: the real switch, unless an earlier change turned it off.
         review["was_enabled"] = bool(pending.get("was_enabled", False)) if kind == "changed" else bool(row["enabled"])
-        c.execute("UPDATE tools SET enabled = 0, changed = 1, review_json = ?, updated_at = ?"
-                  " WHERE connector_id = ? AND raw_name = ?", (canonical_json(review), now, *key))
+        c.execute(
+            "UPDATE tools SET enabled = 0, changed = 1, review_json = ?, updated_at = ?"
+            " WHERE connector_id = ? AND raw_name = ?",
+            (canonical_json(review), now, *key),
+        )
         if content_changed:
             report.changed.append(row["name"])
         return
@@ -200,25 +247,33 @@ def _apply_mcp_change(c, row, spec: ToolSpec, new_hash: str, hints: ToolClass | 
     user = ToolClass(row["user_class"]) if row["user_class"] else None
     if new_eff.rank > old_eff.rank or (new_eff == old_eff and hints != old_base):
         # Tightening (or unknown <-> destructive at equal strictness) applies by itself.
-        c.execute("UPDATE tools SET annotations=?, definition_hash=?, base_class=?, base_source=?, updated_at=?"
-                  " WHERE connector_id=? AND raw_name=?",
-                  (ann_json, new_hash, hints.value if hints else None, "hints" if hints else None, now, *key))
+        c.execute(
+            "UPDATE tools SET annotations=?, definition_hash=?, base_class=?, base_source=?, updated_at=?"
+            " WHERE connector_id=? AND raw_name=?",
+            (ann_json, new_hash, hints.value if hints else None, "hints" if hints else None, now, *key),
+        )
         if user is not None and new_eff.rank > user.rank:
             review["kind"] = "tightened"
             review["previous_user_class"] = user.value
-            c.execute("UPDATE tools SET user_class = NULL, changed = 1, review_json = ? WHERE connector_id=? AND raw_name=?",
-                      (canonical_json(review), *key))
+            c.execute(
+                "UPDATE tools SET user_class = NULL, changed = 1, review_json = ? WHERE connector_id=? AND raw_name=?",
+                (canonical_json(review), *key),
+            )
             report.tightened.append(row["name"])
         return
     if new_eff.rank < old_eff.rank:
         review["kind"] = "loosened"
-        c.execute("UPDATE tools SET changed = 1, review_json = ?, updated_at = ? WHERE connector_id=? AND raw_name=?",
-                  (canonical_json(review), now, *key))
+        c.execute(
+            "UPDATE tools SET changed = 1, review_json = ?, updated_at = ? WHERE connector_id=? AND raw_name=?",
+            (canonical_json(review), now, *key),
+        )
         report.loosening_held.append(row["name"])
         return
     # Same class, different raw annotations (e.g. a title): take them.
-    c.execute("UPDATE tools SET annotations=?, definition_hash=?, updated_at=? WHERE connector_id=? AND raw_name=?",
-              (ann_json, new_hash, now, *key))
+    c.execute(
+        "UPDATE tools SET annotations=?, definition_hash=?, updated_at=? WHERE connector_id=? AND raw_name=?",
+        (ann_json, new_hash, now, *key),
+    )
 
 
 def accept_review(c, row) -> None:
@@ -235,9 +290,16 @@ def accept_review(c, row) -> None:
         c.execute(
             "UPDATE tools SET description=?, input_schema=?, annotations=?, definition_hash=?, base_class=?,"
             " base_source=?, updated_at=? WHERE connector_id=? AND raw_name=?",
-            (review["description"], canonical_json(review["input_schema"]),
-             canonical_json(ann) if ann is not None else None, review["definition_hash"],
-             hints.value if hints else None, "hints" if hints else None, now, *key),
+            (
+                review["description"],
+                canonical_json(review["input_schema"]),
+                canonical_json(ann) if ann is not None else None,
+                review["definition_hash"],
+                hints.value if hints else None,
+                "hints" if hints else None,
+                now,
+                *key,
+            ),
         )
         user = ToolClass(row["user_class"]) if row["user_class"] else None
         if user is not None and (hints or ToolClass.DESTRUCTIVE).rank > user.rank:
@@ -248,5 +310,7 @@ def accept_review(c, row) -> None:
     enabled = 1 if review.get("kind") == "changed" and review.get("was_enabled") else row["enabled"]
     if review.get("kind") == "changed" and not review.get("was_enabled"):
         enabled = 0
-    c.execute("UPDATE tools SET changed = 0, review_json = NULL, enabled = ? WHERE connector_id=? AND raw_name=?",
-              (enabled, *key))
+    c.execute(
+        "UPDATE tools SET changed = 0, review_json = NULL, enabled = ? WHERE connector_id=? AND raw_name=?",
+        (enabled, *key),
+    )

@@ -30,7 +30,11 @@ def admit(limits: CapLimits, *, runs_last_hour: int, tokens_today: int, job_toke
     """
     if tokens_today >= limits.daily_tokens:
         return CapVerdict(False, "daily token cap")
-    if job_tokens_today is not None and limits.job_daily_tokens is not None and job_tokens_today >= limits.job_daily_tokens:
+    if (
+        job_tokens_today is not None
+        and limits.job_daily_tokens is not None
+        and job_tokens_today >= limits.job_daily_tokens
+    ):
         return CapVerdict(False, "job token cap")
     if runs_last_hour >= limits.runs_per_hour:
         return CapVerdict(False, "runs per hour cap")

@@ -5,7 +5,8 @@ Pure functions; no I/O.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from palui.types import ClassSource, ToolClass
 

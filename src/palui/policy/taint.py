@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 MIN_LEN = 4
 MIN_TOKEN = 8  # a word inside a longer value is marked from this length on (IBANs, e-mails, URLs)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from datetime import UTC
 from typing import Any
 
 from palui.connectors.registry import canonical_json
@@ -53,13 +54,15 @@ def as_dict(r) -> dict[str, Any]:
         "reason": r["reason"], "status": r["status"], "created_at": _iso(r["created_at"]),
         "expires_at": _iso(r["expires_at"]), "untrusted_args": json.loads(r["untrusted_args"]),
         "tool_call_id": r["tool_call_id"], "args_hash": r["args_hash"], "used": bool(r["used"]),
+        "answered_via": r["answered_via"], "cancel_reason": r["cancel_reason"],
+        "answered_at": _iso(r["answered_at"]) if r["answered_at"] else None,
     }
 
 
 def _iso(t: float) -> str:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return datetime.fromtimestamp(t, timezone.utc).isoformat()
+    return datetime.fromtimestamp(t, UTC).isoformat()
 
 
 def get(db: Database, aid: str) -> dict[str, Any]:
@@ -73,16 +76,21 @@ def sweep(db: Database, now: float | None = None) -> int:
     """Mark pending approvals past their expiry ``expired`` (SPEC §5: expiry counts as denial)."""
     now = time.time() if now is None else now
     with db.write() as c:
-        return c.execute("UPDATE approvals SET status='expired', answered_at=? WHERE status='pending' AND expires_at <= ?",
-                         (now, now)).rowcount
+        return c.execute(
+            "UPDATE approvals SET status='expired', answered_at=? WHERE status='pending' AND expires_at <= ?",
+            (now, now),
+        ).rowcount
 
 
-def answer(db: Database, aid: str, approve: bool, now: float | None = None) -> dict[str, Any]:
-    """Record the person's answer. Only a pending, unexpired approval can be answered.
+def answer(db: Database, aid: str, approve: bool, via: str, now: float | None = None, refusal=None) -> dict[str, Any]:
+    """Record the person's answer, given on front end or channel ``via``. Only a pending, unexpired
+    approval can be answered. ``refusal(row)`` re-decides an approve (SPEC §5): a reason it returns
+    cancels the approval instead (in the same transaction).
 
     Raises:
         NotFound: no such approval.
-        ApprovalError: it expired, was already answered (replay) or cancelled.
+        ApprovalError: it expired, was already answered (replay) or cancelled (``turn_id`` is set
+            when the turn can go on with the refusal as the call's result).
     """
     now = time.time() if now is None else now
     if not isinstance(aid, str) or not aid.strip():
@@ -92,19 +100,34 @@ def answer(db: Database, aid: str, approve: bool, now: float | None = None) -> d
         if r is None:
             raise NotFound(f"unknown approval {aid!r} (see: palui approvals list)")
         expired = r["status"] == "pending" and r["expires_at"] <= now
+        why = refusal(r) if (approve and refusal is not None and r["status"] == "pending" and not expired) else None
         if expired:
             # Committed before refusing: expiry is a denial the turn can go on with.
-            c.execute("UPDATE approvals SET status='expired', answered_at=? WHERE id=?", (now, aid))
+            c.execute(
+                "UPDATE approvals SET status='expired', answered_at=?, answered_via=? WHERE id=?", (now, via, aid)
+            )
+        elif why:
+            # Re-decided: committed before refusing, the turn goes on with the refusal as the result.
+            c.execute(
+                "UPDATE approvals SET status='cancelled', cancel_reason=?, answered_at=?, answered_via=? WHERE id=?",
+                (why, now, via, aid),
+            )
         elif r["status"] == "expired":
             raise ApprovalError(f"approval {aid} expired; the call was treated as denied")
+        elif r["status"] == "cancelled":
+            raise ApprovalError(f"approval {aid} cancelled: {r['cancel_reason'] or 'the turn was stopped'}")
         elif r["status"] != "pending":
             raise ApprovalError(f"approval {aid} is already {r['status']}; an approval is answered once")
         else:
             status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DENIED
-            c.execute("UPDATE approvals SET status=?, answered_at=? WHERE id=? AND status='pending'",
-                      (status.value, now, aid))
+            c.execute(
+                "UPDATE approvals SET status=?, answered_at=?, answered_via=? WHERE id=? AND status='pending'",
+                (status.value, now, via, aid),
+            )
     if expired:
-        raise ApprovalError(f"approval {aid} expired; the call is treated as denied")
+        raise ApprovalError(f"approval {aid} expired, which counts as a denial; the turn goes on", r["turn_id"])
+    if why:
+        raise ApprovalError(f"approval {aid} cancelled: {why}", r["turn_id"])
     return get(db, aid)
 
 
@@ -125,6 +148,8 @@ def consume(db: Database, aid: str, call: dict[str, Any], now: float | None = No
                 c.execute("UPDATE approvals SET status='expired', answered_at=? WHERE id=?", (now, aid))
                 return False, "approval expired"
             return False, "pending"
+        if r["status"] == "cancelled" and r["cancel_reason"]:
+            return False, f"cancelled: {r['cancel_reason']}"
         if r["status"] != "approved":
             return False, f"approval {r['status']}"
         if r["used"]:
@@ -137,19 +162,12 @@ def consume(db: Database, aid: str, call: dict[str, Any], now: float | None = No
     return True, "approved"
 
 
-def cancel_for_turn(db: Database, turn_id: str, now: float | None = None) -> int:
+def cancel_for_turn(db: Database, turn_id: str, now: float | None = None, reason: str = "the turn was stopped") -> int:
     """Cancel a turn's pending approvals (``/stop``)."""
     now = time.time() if now is None else now
     with db.write() as c:
-        return c.execute("UPDATE approvals SET status='cancelled', answered_at=? WHERE turn_id=? AND status='pending'",
-                         (now, turn_id)).rowcount
-
-
-def approval_prompt(a: dict[str, Any]) -> str:
-    """The approval request as told on the person's channel (SPEC §4, §5)."""
-    lines = [f"Approval {a['id']}: {a['tool']} ({a['class']}) wants to run — {a['reason']}",
-             f"  arguments: {json.dumps(a['args'], ensure_ascii=False)}"]
-    for m in a["untrusted_args"]:
-        lines.append(f"  ! {m['path']} = {m['value']!r} came from untrusted content: {m['source']}")
-    lines.append(f"  answer with /approve {a['id']} or /deny {a['id']} (expires {a['expires_at']})")
-    return "\n".join(lines)
+        return c.execute(
+            "UPDATE approvals SET status='cancelled', cancel_reason=?, answered_at=? WHERE turn_id=? AND"
+            " status='pending'",
+            (reason, now, turn_id),
+        ).rowcount

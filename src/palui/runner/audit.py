@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from palui.store.db import Database
@@ -32,7 +32,7 @@ def rows(db: Database, turn_id: str | None = None, limit: int = 500) -> list[dic
         params = (turn_id,)
     sql = f"SELECT * FROM ({sql} ORDER BY id DESC LIMIT {int(limit)}) ORDER BY id"
     return [{
-        "time": datetime.fromtimestamp(r["time"], timezone.utc).isoformat(), "turn": r["turn_id"], "tool": r["tool"],
+        "time": datetime.fromtimestamp(r["time"], UTC).isoformat(), "turn": r["turn_id"], "tool": r["tool"],
         "class": r["class"], "class_source": r["class_source"], "origin": r["origin"], "tainted": bool(r["tainted"]),
         "verdict": r["verdict"], "reason": r["reason"], "args_hash": r["args_hash"], "outcome": r["outcome"],
         "duration_ms": r["duration_ms"],

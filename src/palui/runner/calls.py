@@ -1,6 +1,6 @@
 """Deciding and running the tool calls of one model response, in order (SPEC §3-§5).
 
-Part of :class:`palui.runner.turn.TurnRunner` (a mixin: it uses the runner's ``svc``,
+Part of :class:`palui.runner.turn.TurnRunner` (a mixin: it uses the runner's ``deps``,
 ``db``, ``settings``, ``_row``, ``_save``, ``_emit``, ``_time_left`` and ``_guarded``).
 Each call is checked against the policy at call time, refused (off, unavailable, not
 offered), held for an approval, or executed; its output's taint is recorded, and every
@@ -17,11 +17,11 @@ from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
 from palui.connectors.base import CallContext, ToolResult
 from palui.policy.matrix import decide
-from palui.runner import approvals, audit
-from palui.runner.approvals import approval_prompt
+from palui.runner import approvals, audit, redecide
 from palui.runner import state as st
 from palui.runner.state import Turn
 from palui.store.tools import ToolRow
+from palui.text.prompts import approval_prompt
 from palui.types import Origin, Verdict
 
 DENIED = "The person denied this action."
@@ -55,14 +55,31 @@ class CallsMixin:
                 if why == "pending":
                     return True
                 row = self._row(call["tool"])
+                if not ok and why.startswith("cancelled: "):
+                    # Re-decided when it was answered (SPEC §5): the model is told why it did not run.
+                    self._refuse(t, call, row, "ask", why.removeprefix("cancelled: "), outcome="cancelled")
+                    continue
                 if not ok:
                     text = DENIED if why == "approval denied" else f"{DENIED} ({why})"
                     self._result(t, call, text, True)
                     call["outcome"] = "denied"
-                    self._audit(t, call, row, "ask", call.get("reason", ""), "denied" if why == "approval denied" else why)
-                    self._emit(t, {"type": "tool_call", "tool": call["tool"], "args": call["args"], "verdict": "ask",
-                                   "reason": call.get("reason", ""), "result": text, "is_error": True,
-                                   "tainted": t.tainted, "denied": True})
+                    self._audit(
+                        t, call, row, "ask", call.get("reason", ""), "denied" if why == "approval denied" else why
+                    )
+                    self._emit(
+                        t,
+                        {
+                            "type": "tool_call",
+                            "tool": call["tool"],
+                            "args": call["args"],
+                            "verdict": "ask",
+                            "reason": call.get("reason", ""),
+                            "result": text,
+                            "is_error": True,
+                            "tainted": t.tainted,
+                            "denied": True,
+                        },
+                    )
                     continue
                 if row is None:
                     self._refuse(t, call, None, "unavailable", "the tool no longer exists")
@@ -72,9 +89,15 @@ class CallsMixin:
             if await self._decide_and_run(t, call):
                 return True
         # The outcome tells providers that mark failed results (Anthropic's is_error) which ones failed.
-        returns = [ToolReturnPart(tool_name=c["tool"], content=c["result"], tool_call_id=c["id"],
-                                  outcome=c.get("outcome") or ("failed" if c.get("is_error") else "success"))
-                   for c in t.pending]
+        returns = [
+            ToolReturnPart(
+                tool_name=c["tool"],
+                content=c["result"],
+                tool_call_id=c["id"],
+                outcome=c.get("outcome") or ("failed" if c.get("is_error") else "success"),
+            )
+            for c in t.pending
+        ]
         t.messages.append(ModelRequest(parts=returns))
         t.pending = None
         return False
@@ -91,10 +114,13 @@ class CallsMixin:
             return False
         if not self._is_builtin(row):
             try:
-                await asyncio.wait_for(self.svc.hub.get(row.connector), timeout=max(1.0, min(CONNECT_TIMEOUT, self._time_left(t))))
+                await asyncio.wait_for(
+                    self.deps.hub.get(row.connector), timeout=max(1.0, min(CONNECT_TIMEOUT, self._time_left(t)))
+                )
             except Exception as e:
-                self._refuse(t, call, row, "run", f"connector {row.connector} is not available: {str(e)[:200]}",
-                             outcome="error")
+                self._refuse(
+                    t, call, row, "run", f"connector {row.connector} is not available: {str(e)[:200]}", outcome="error"
+                )
                 return False
             row = self._row(call["tool"])  # the connection may have flagged it
             if row is None:
@@ -109,70 +135,154 @@ class CallsMixin:
             self._audit(t, call, row, d.verdict.value, d.reason, "error: bad arguments")
             return False
         if d.verdict is Verdict.ASK:
-            expiry = self.settings.get("approvals.job_expiry_seconds" if t.origin is Origin.JOB
-                                       else "approvals.chat_expiry_seconds")
-            a = approvals.create(self.db, turn_id=t.id, conversation_id=t.conversation_id, call=call,
-                                 tool_class=row.tool_class.value, class_source=row.class_source.value,
-                                 origin=t.origin.value, reason=d.reason, expiry_seconds=float(expiry))
+            expiry = self.settings.get(
+                "approvals.job_expiry_seconds" if t.origin is Origin.JOB else "approvals.chat_expiry_seconds"
+            )
+            a = approvals.create(
+                self.db,
+                turn_id=t.id,
+                conversation_id=t.conversation_id,
+                call=call,
+                tool_class=row.tool_class.value,
+                class_source=row.class_source.value,
+                origin=t.origin.value,
+                reason=d.reason,
+                expiry_seconds=float(expiry),
+            )
             call["state"] = "asked"
             call["approval"] = a["id"]
             call["reason"] = d.reason
             self._audit(t, call, row, "ask", d.reason, "asked")
-            self._emit(t, {"type": "approval", "approval": a["id"], "tool": row.name, "args": call["args"],
-                           "class": row.tool_class.value, "class_source": row.class_source.value,
-                           "verdict": "ask", "reason": d.reason, "untrusted_args": a["untrusted_args"],
-                           "expires_at": a["expires_at"]})
-            self.svc.notify("approval", approval_prompt(a), turn_id=t.id, conversation_id=t.conversation_id)
+            self._emit(
+                t,
+                {
+                    "type": "approval",
+                    "approval": a["id"],
+                    "tool": row.name,
+                    "args": call["args"],
+                    "class": row.tool_class.value,
+                    "class_source": row.class_source.value,
+                    "verdict": "ask",
+                    "reason": d.reason,
+                    "untrusted_args": a["untrusted_args"],
+                    "expires_at": a["expires_at"],
+                },
+            )
+            self.deps.notify(
+                "approval", approval_prompt(a), turn_id=t.id, conversation_id=t.conversation_id, approval_id=a["id"]
+            )
             return True
         await self._execute(t, call, row, "run", d.reason)
         return False
 
-    def _refuse(self, t: Turn, call: dict[str, Any], row: ToolRow | None, verdict: str, reason: str,
-                outcome: str = "refused") -> None:
-        self._result(t, call, f"Error: the tool {call['tool']!r} cannot be called: {reason}.", True)
+    def _refuse(
+        self, t: Turn, call: dict[str, Any], row: ToolRow | None, verdict: str, reason: str, outcome: str = "refused"
+    ) -> None:
+        if outcome == "cancelled":
+            text = f"Error: the call was not run: {reason}."
+        else:
+            text = f"Error: the tool {call['tool']!r} cannot be called: {reason}."
+        self._result(t, call, text, True)
         self._audit(t, call, row, verdict, reason, outcome)
-        self._emit(t, {"type": "tool_call", "tool": call["tool"], "args": call["args"], "verdict": verdict,
-                       "reason": reason, "result": call["result"], "is_error": True, "tainted": t.tainted})
+        self._emit(
+            t,
+            {
+                "type": "tool_call",
+                "tool": call["tool"],
+                "args": call["args"],
+                "verdict": verdict,
+                "reason": reason,
+                "result": call["result"],
+                "is_error": True,
+                "tainted": t.tainted,
+            },
+        )
 
     def _result(self, t: Turn, call: dict[str, Any], text: str, is_error: bool) -> None:
         call["result"] = text
         call["is_error"] = is_error
         call["state"] = "done"
 
-    async def _execute(self, t: Turn, call: dict[str, Any], row: ToolRow, verdict: str, reason: str,
-                       approved: bool = False) -> None:
-        conn = await self.svc.hub.get(row.connector)
+    async def _execute(
+        self, t: Turn, call: dict[str, Any], row: ToolRow, verdict: str, reason: str, approved: bool = False
+    ) -> None:
+        conn = await self.deps.hub.get(row.connector)
+        if approved:
+            # Decided again immediately before the call is sent (SPEC §5): connecting may have flagged it.
+            why = redecide.refusal(self.db, call["tool"], t.origin.value, t.tainted, t.taint_source)
+            if why:
+                redecide.cancel(self.db, call["approval"], why, from_status=("approved",))
+                self.deps.notify(
+                    "notice",
+                    f"Approval {call['approval']} ({call['tool']}) was cancelled: {why}.",
+                    turn_id=t.id,
+                    conversation_id=t.conversation_id,
+                    approval_id=call["approval"],
+                )
+                return self._refuse(t, call, row, verdict, why, outcome="cancelled")
         call["state"] = "sent"
         self._save(t)  # durable marker: a crash from here on never re-runs the call
-        ctx = CallContext(turn_id=t.id, conversation_id=t.conversation_id, origin=t.origin, tainted=t.tainted,
-                          taint_source=t.taint_source, step=t.steps, db=self.db, settings=self.settings)
+        ctx = CallContext(
+            turn_id=t.id,
+            conversation_id=t.conversation_id,
+            origin=t.origin,
+            tainted=t.tainted,
+            taint_source=t.taint_source,
+            step=t.steps,
+            db=self.db,
+            settings=self.settings,
+            notifier=self.deps.notify,
+        )
         started = time.monotonic()
         try:
             result = await self._guarded(t, conn.call_tool(row.tool, call["args"], ctx), max(0.1, self._time_left(t)))
-        except asyncio.TimeoutError:
+        except TimeoutError:
             result = ToolResult("Error: the call ran out of the turn's time budget.", is_error=True)
         except (asyncio.CancelledError, StopRequested):
-            self._audit(t, call, row, verdict, reason, "cancelled; may have run",
-                        (time.monotonic() - started) * 1000)
+            self._audit(t, call, row, verdict, reason, "cancelled; may have run", (time.monotonic() - started) * 1000)
             call["state"] = "done"
-            self._emit(t, {"type": "tool_call", "tool": row.name, "args": call["args"], "verdict": verdict,
-                           "reason": reason, "result": "Stopped while the call was in flight; it may have run.",
-                           "is_error": True, "tainted": t.tainted, "cancelled": True})
+            self._emit(
+                t,
+                {
+                    "type": "tool_call",
+                    "tool": row.name,
+                    "args": call["args"],
+                    "verdict": verdict,
+                    "reason": reason,
+                    "result": "Stopped while the call was in flight; it may have run.",
+                    "is_error": True,
+                    "tainted": t.tainted,
+                    "cancelled": True,
+                },
+            )
             raise
         except Exception as e:  # a connector bug must not crash the turn
             result = ToolResult(f"Error: {type(e).__name__}: {str(e)[:500]}", is_error=True)
         duration = (time.monotonic() - started) * 1000
-        untrusted = (result.untrusted if result.untrusted is not None else row.untrusted_output)
+        untrusted = result.untrusted if result.untrusted is not None else row.untrusted_output
         untrusted = bool(untrusted) and not (row.trusted_source or row.connector_trusted)
         if untrusted:
-            self._taint(t, f"{row.name} at step {t.steps}", result.untrusted_texts or [result.text],
-                        result.taint_detail)
+            self._taint(
+                t, f"{row.name} at step {t.steps}", result.untrusted_texts or [result.text], result.taint_detail
+            )
         self._result(t, call, result.text, result.is_error)
         outcome = ("approved; " if approved else "") + ("error" if result.is_error else "ok")
         self._audit(t, call, row, verdict, reason, outcome, duration)
-        self._emit(t, {"type": "tool_call", "tool": row.name, "args": call["args"], "verdict": verdict,
-                       "reason": reason, "result": result.text[:4000], "is_error": result.is_error,
-                       "tainted": t.tainted, "untrusted_output": untrusted, "duration_ms": round(duration, 1)})
+        self._emit(
+            t,
+            {
+                "type": "tool_call",
+                "tool": row.name,
+                "args": call["args"],
+                "verdict": verdict,
+                "reason": reason,
+                "result": result.text[:4000],
+                "is_error": result.is_error,
+                "tainted": t.tainted,
+                "untrusted_output": untrusted,
+                "duration_ms": round(duration, 1),
+            },
+        )
 
     def _taint(self, t: Turn, source: str, texts: list[str], detail: str | None) -> None:
         if not t.tainted:
@@ -181,14 +291,37 @@ class CallsMixin:
             self._emit(t, {"type": "tainted", "source": t.taint_source})
         with self.db.write() as c:
             for text in texts:
-                c.execute("INSERT INTO untrusted_content (conversation_id, turn_id, source, text, created_at)"
-                          " VALUES (?,?,?,?,?)", (t.conversation_id, t.id, source, text[:MAX_UNTRUSTED_CHARS], time.time()))
-            c.execute("UPDATE conversations SET tainted = 1, taint_source = COALESCE(taint_source, ?) WHERE id = ?",
-                      (t.taint_source, t.conversation_id))
+                c.execute(
+                    "INSERT INTO untrusted_content (conversation_id, turn_id, source, text, created_at)"
+                    " VALUES (?,?,?,?,?)",
+                    (t.conversation_id, t.id, source, text[:MAX_UNTRUSTED_CHARS], time.time()),
+                )
+            c.execute(
+                "UPDATE conversations SET tainted = 1, taint_source = COALESCE(taint_source, ?) WHERE id = ?",
+                (t.taint_source, t.conversation_id),
+            )
 
-    def _audit(self, t: Turn, call: dict[str, Any], row: ToolRow | None, verdict: str, reason: str, outcome: str,
-               duration_ms: float | None = None) -> None:
-        audit.record(self.db, turn_id=t.id, tool=call["tool"], tool_class=row.tool_class.value if row else None,
-                     class_source=row.class_source.value if row else None, origin=t.origin.value, tainted=t.tainted,
-                     verdict=verdict, reason=reason, args_hash=approvals.args_hash(call["args"]), outcome=outcome,
-                     duration_ms=duration_ms)
+    def _audit(
+        self,
+        t: Turn,
+        call: dict[str, Any],
+        row: ToolRow | None,
+        verdict: str,
+        reason: str,
+        outcome: str,
+        duration_ms: float | None = None,
+    ) -> None:
+        audit.record(
+            self.db,
+            turn_id=t.id,
+            tool=call["tool"],
+            tool_class=row.tool_class.value if row else None,
+            class_source=row.class_source.value if row else None,
+            origin=t.origin.value,
+            tainted=t.tainted,
+            verdict=verdict,
+            reason=reason,
+            args_hash=approvals.args_hash(call["args"]),
+            outcome=outcome,
+            duration_ms=duration_ms,
+        )

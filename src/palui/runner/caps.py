@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
-from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from palui.store.db import Database
@@ -23,7 +23,7 @@ def day(now: float, tz: ZoneInfo | None) -> str:
     return datetime.fromtimestamp(now, tz).astimezone(tz).strftime("%Y-%m-%d")
 
 
-def limits(settings) -> "CapLimits":
+def limits(settings) -> CapLimits:
     from palui.policy.caps import CapLimits
 
     return CapLimits(daily_tokens=int(settings.get("caps.daily_tokens")),
@@ -89,13 +89,12 @@ def next_day(tz: ZoneInfo | None, now: float | None = None) -> str:
 
 def window_frees_at(db: Database, limit: int, now: float | None = None) -> str | None:
     """ISO time when the sliding hour has room for one more run."""
-    from datetime import timezone
 
     now = time.time() if now is None else now
     rows = db.all("SELECT time FROM runs WHERE time > ? ORDER BY time DESC LIMIT 1 OFFSET ?", (now - 3600, limit - 1))
     if not rows:
         return None
-    return datetime.fromtimestamp(rows[0][0] + 3600, timezone.utc).isoformat()
+    return datetime.fromtimestamp(rows[0][0] + 3600, UTC).isoformat()
 
 
 def inflight_cap(db: Database, settings, job_id: str | None, job_cap: int | None) -> str | None:

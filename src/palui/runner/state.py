@@ -35,7 +35,7 @@ class Turn:
     status: TurnStatus
     input: str
     model: str | None
-    messages: list["ModelMessage"]
+    messages: list[ModelMessage]
     offered: list[str] | None
     pending: list[dict[str, Any]] | None
     tainted: bool
@@ -121,33 +121,95 @@ def claim(db: Database, turn_id: str, from_status: tuple[TurnStatus, ...]) -> bo
     marks = ",".join("?" for _ in from_status)
     with db.write() as c:
         cur = c.execute(
-            f"UPDATE turns SET status='running', owner=?, version=version+1, updated_at=? WHERE id=? AND status IN ({marks})",
+            f"UPDATE turns SET status='running', owner=?, version=version+1, updated_at=? WHERE id=?"
+            f" AND status IN ({marks})",
             (OWNER, time.time(), turn_id, *[s.value for s in from_status]),
         )
         return cur.rowcount == 1
 
 
-def claim_new(db: Database, turn_id: str, limits_for, now: float | None = None) -> tuple[bool, str | None]:
+@dataclass(frozen=True)
+class Claim:
+    """The outcome of a claim: ``claimed`` by this process, or why not: ``cap`` (the cap that keeps
+    a new turn queued), ``behind`` (the earlier live turn of its conversation it waits for).
+    ``paused_now`` names the global cap whose pause this claim started (tell the person once)."""
+
+    claimed: bool
+    cap: str | None = None
+    behind: str | None = None
+    paused_now: str | None = None
+
+
+GLOBAL_CAPS = ("daily token cap", "runs per hour cap")
+LIVE_STATUSES = ("running", "awaiting_approval", "queued")
+
+
+def _live_before(c, turn_id: str, conversation_id: str):
+    return c.execute(
+        "SELECT id, status FROM turns WHERE conversation_id = ? AND rowid < (SELECT rowid FROM turns"
+        " WHERE id = ?) AND status IN ('running','awaiting_approval','queued') ORDER BY rowid LIMIT 1",
+        (conversation_id, turn_id),
+    ).fetchone()
+
+
+def live_turn_before(db: Database, turn_id: str):
+    """The earliest live (running, awaiting approval, queued) turn of ``turn_id``'s conversation
+    created before it, or None: the turn it waits behind (SPEC §8: one turn at a time)."""
+    r = db.one("SELECT conversation_id FROM turns WHERE id = ?", (turn_id,))
+    return _live_before(db._connect(), turn_id, r["conversation_id"]) if r else None
+
+
+def set_pause_in_tx(c, cap: str | None) -> bool:
+    """Record (``cap``) or clear (None) the global pause on connection ``c``, inside the caller's
+    transaction. True when a new pause starts (the person is told once per pause, SPEC §6)."""
+    r = c.execute("SELECT value FROM kv WHERE key = 'pause'").fetchone()
+    if cap is None:
+        if r is not None:
+            c.execute("DELETE FROM kv WHERE key = 'pause'")
+        return False
+    if r is not None and r[0] == cap:
+        return False
+    c.execute("INSERT OR REPLACE INTO kv (key, value) VALUES ('pause', ?)", (cap,))
+    return True
+
+
+def set_pause(db: Database, cap: str) -> bool:
+    """:func:`set_pause_in_tx` in a transaction of its own (a job postponed by a global cap)."""
+    with db.write() as c:
+        return set_pause_in_tx(c, cap)
+
+
+def claim_new(db: Database, turn_id: str, limits_for, now: float | None = None) -> Claim:
     """Admit a queued turn as a new run and claim it, in one transaction (SPEC §6: caps hold
-    under concurrency, two turns racing for the last slot cannot both start).
+    under concurrency, two turns racing for the last slot cannot both start; SPEC §8: a
+    conversation runs one turn at a time, oldest first).
 
     ``limits_for(c, turn_row, now)`` returns a :class:`~palui.policy.caps.CapVerdict` from
-    counters read inside the same transaction. Returns (claimed, cap hit or None).
+    counters read inside the same transaction. The global pause is set or cleared in the same
+    transaction, so exactly one claim starts each pause. Returns a :class:`Claim`.
     """
     now = time.time() if now is None else now
     with db.write() as c:
         row = c.execute("SELECT * FROM turns WHERE id = ? AND status = 'queued'", (turn_id,)).fetchone()
         if row is None:
-            return False, None
+            return Claim(False)
+        ahead = _live_before(c, turn_id, row["conversation_id"])
+        if ahead is not None:
+            return Claim(False, behind=ahead["id"])
         counted = c.execute("SELECT 1 FROM runs WHERE turn_id = ?", (turn_id,)).fetchone() is not None
         if not counted:
             verdict = limits_for(c, row, now)
             if not verdict.ok:
-                return False, verdict.cap
+                # Only a global cap pauses Palui; a job over its own cap is that job's matter.
+                started = set_pause_in_tx(c, verdict.cap) if verdict.cap in GLOBAL_CAPS else False
+                return Claim(False, cap=verdict.cap, paused_now=verdict.cap if started else None)
             c.execute("INSERT INTO runs (time, turn_id, origin) VALUES (?,?,?)", (now, turn_id, row["origin"]))
-        c.execute("UPDATE turns SET status='running', owner=?, version=version+1, updated_at=? WHERE id=?",
-                  (OWNER, now, turn_id))
-        return True, None
+            set_pause_in_tx(c, None)
+        c.execute(
+            "UPDATE turns SET status='running', owner=?, version=version+1, updated_at=? WHERE id=?",
+            (OWNER, now, turn_id),
+        )
+        return Claim(True)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -185,8 +247,10 @@ def recover_orphans(db: Database, now: float | None = None) -> list[str]:
         if host != me or not pid.isdigit() or int(pid) == os.getpid() or _pid_alive(int(pid)):
             continue
         with db.write() as c:
-            cur = c.execute("UPDATE turns SET status='queued', updated_at=? WHERE id=? AND status='running' AND owner=?",
-                            (now, r["id"], r["owner"]))
+            cur = c.execute(
+                "UPDATE turns SET status='queued', updated_at=? WHERE id=? AND status='running' AND owner=?",
+                (now, r["id"], r["owner"]),
+            )
             if cur.rowcount:
                 out.append(r["id"])
     return out
@@ -195,9 +259,13 @@ def recover_orphans(db: Database, now: float | None = None) -> list[str]:
 def answered_turn_ids(db: Database) -> list[str]:
     """Turns paused for an approval that is no longer pending (answered, expired, cancelled):
     ready to go on, in whichever process claims them."""
-    return [r["id"] for r in db.all(
-        "SELECT t.id FROM turns t WHERE t.status = 'awaiting_approval' AND NOT EXISTS"
-        " (SELECT 1 FROM approvals a WHERE a.turn_id = t.id AND a.status = 'pending')")]
+    return [
+        r["id"]
+        for r in db.all(
+            "SELECT t.id FROM turns t WHERE t.status = 'awaiting_approval' AND NOT EXISTS"
+            " (SELECT 1 FROM approvals a WHERE a.turn_id = t.id AND a.status = 'pending')"
+        )
+    ]
 
 
 def stop_requested(db: Database, turn_id: str) -> bool:
@@ -205,16 +273,18 @@ def stop_requested(db: Database, turn_id: str) -> bool:
     return bool(r and r[0])
 
 
-def history(db: Database, conversation_id: str, before: float, max_chars: int = 120_000) -> list["ModelMessage"]:
+def history(db: Database, conversation_id: str, before: float, max_chars: int = 120_000) -> list[ModelMessage]:
     """Model messages of the conversation's earlier turns, oldest first, trimmed to ``max_chars``.
 
     Whole turns are dropped from the oldest end (SPEC §9); taint is kept on the
     conversation row, so trimming never clears it (SPEC §4). A trailing model response
     whose tool calls were never answered (a stopped turn) is dropped.
     """
-    rows = db.all("SELECT messages_json FROM turns WHERE conversation_id = ? AND created_at < ? ORDER BY created_at",
-                  (conversation_id, before))
-    chunks: list[list["ModelMessage"]] = []
+    rows = db.all(
+        "SELECT messages_json FROM turns WHERE conversation_id = ? AND created_at < ? ORDER BY created_at",
+        (conversation_id, before),
+    )
+    chunks: list[list[ModelMessage]] = []
     total = 0
     for r in reversed(rows):
         size = len(r["messages_json"])
@@ -223,13 +293,13 @@ def history(db: Database, conversation_id: str, before: float, max_chars: int = 
         total += size
         msgs = _adapter().validate_json(r["messages_json"])
         chunks.append(_answered_only(msgs))
-    out: list["ModelMessage"] = []
+    out: list[ModelMessage] = []
     for ch in reversed(chunks):
         out.extend(ch)
     return out
 
 
-def _answered_only(msgs: list["ModelMessage"]) -> list["ModelMessage"]:
+def _answered_only(msgs: list[ModelMessage]) -> list[ModelMessage]:
     from pydantic_ai.messages import ModelResponse, ToolCallPart
 
     while msgs and isinstance(msgs[-1], ModelResponse) and any(isinstance(p, ToolCallPart) for p in msgs[-1].parts):

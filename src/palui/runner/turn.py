@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any
 
 from pydantic_ai.exceptions import ModelAPIError
 from pydantic_ai.messages import ModelRequest, SystemPromptPart, TextPart, ToolCallPart
@@ -23,15 +24,13 @@ from palui.models import ModelHandle, request, resolve_model
 from palui.policy.budget import Candidate, select
 from palui.policy.matrix import decide
 from palui.runner import approvals, caps
-from palui.runner.calls import CONNECT_TIMEOUT, CallsMixin, StopRequested
 from palui.runner import state as st
+from palui.runner.calls import CONNECT_TIMEOUT, CallsMixin, StopRequested
+from palui.runner.deps import RunnerDeps
 from palui.runner.state import Turn
 from palui.store import tools as tools_store
 from palui.store.tools import ToolRow
 from palui.types import Origin, TurnStatus
-
-if TYPE_CHECKING:
-    from palui.service import Service
 
 STOP_POLL = 0.25  # seconds between checks for a stop requested by another process
 
@@ -42,17 +41,17 @@ class TurnRunner(CallsMixin):
     """Runs one claimed turn until it is done, paused, stopped or out of budget.
 
     Args:
-        service: the service (settings, database, connector hub).
+        deps: what the runner may touch (:class:`~palui.runner.deps.RunnerDeps`).
         on_event: called with each event dict as it happens (``step``, ``tool_call``,
             ``approval``, ``answer``…); events are also stored with the turn.
     """
 
-    def __init__(self, service: "Service", on_event: EventSink | None = None,
+    def __init__(self, deps: RunnerDeps, on_event: EventSink | None = None,
                  drain: Callable[[], bool] | None = None) -> None:
-        self.svc = service
+        self.deps = deps
         self.drain = drain or (lambda: False)
-        self.db = service.db
-        self.settings = service.settings
+        self.db = deps.db
+        self.settings = deps.settings
         self.on_event = on_event
         self.run_events: list[dict[str, Any]] = []
         self._history: list | None = None  # earlier turns' messages: fixed while this turn runs
@@ -116,7 +115,7 @@ class TurnRunner(CallsMixin):
         self._save(t)
         if status in (TurnStatus.DONE, TurnStatus.BUDGET, TurnStatus.ERROR):
             kind = {Origin.CHAT: "answer", Origin.JOB: "job", Origin.WEBHOOK: "webhook"}[t.origin]
-            self.svc.notify(kind, self._channel_text(t), turn_id=t.id, conversation_id=t.conversation_id)
+            self.deps.notify(kind, self._channel_text(t), turn_id=t.id, conversation_id=t.conversation_id)
 
     def _channel_text(self, t: Turn) -> str:
         head = {Origin.JOB: "Job result", Origin.WEBHOOK: "Webhook summary", Origin.CHAT: "Answer"}[t.origin]
@@ -164,14 +163,14 @@ class TurnRunner(CallsMixin):
             if left <= 0:
                 return self._budget_end(t, f"time budget reached ({self.settings.get('budgets.seconds')} s)")
             tz = caps.zone(self.settings.get("caps.timezone"))
-            cap = caps.inflight_cap(self.db, self.settings, t.job_id, self.svc.job_token_cap(t.job_id))
+            cap = caps.inflight_cap(self.db, self.settings, t.job_id, self.deps.job_token_cap(t.job_id))
             if cap:
                 return self._budget_end(t, cap)
             defs = self._definitions(t)
             self._emit(t, {"type": "step", "step": t.steps + 1, "tools_offered": [d.name for d in defs]})
             try:
                 response = await self._guarded(t, request(handle, self._messages(t), defs, left), left)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return self._budget_end(t, f"time budget reached ({self.settings.get('budgets.seconds')} s)")
             t.steps += 1
             t.input_tokens += response.usage.input_tokens or 0
@@ -202,7 +201,7 @@ class TurnRunner(CallsMixin):
             while True:
                 left = end - loop.time()
                 if left <= 0:
-                    raise asyncio.TimeoutError()
+                    raise TimeoutError()
                 done, _ = await asyncio.wait({task}, timeout=min(STOP_POLL, left))
                 if done:
                     return task.result()
@@ -270,7 +269,8 @@ class TurnRunner(CallsMixin):
         for cid in mcp:
             try:
                 # Connecting syncs the listing: a changed tool is switched off before we offer it.
-                await asyncio.wait_for(self.svc.hub.get(cid), timeout=min(CONNECT_TIMEOUT, max(1.0, self._time_left(t))))
+                limit = min(CONNECT_TIMEOUT, max(1.0, self._time_left(t)))
+                await asyncio.wait_for(self.deps.hub.get(cid), timeout=limit)
             except Exception as e:
                 self._emit(t, {"type": "connector_error", "connector": cid, "error": str(e)[:300]})
         rows = self._rows()
@@ -281,8 +281,9 @@ class TurnRunner(CallsMixin):
                 continue
             d = decide(r.tool_class, r.enabled, t.origin, t.tainted, t.taint_source)
             if d.offered:
-                candidates.append(Candidate(r.name, r.connector, self._is_builtin(r),
-                                            f"{r.connector} {r.tool} {r.description}"))
+                candidates.append(
+                    Candidate(r.name, r.connector, self._is_builtin(r), f"{r.connector} {r.tool} {r.description}")
+                )
         chosen = select(candidates, t.input, int(self.settings.get("budgets.tools")))
         return [c.name for c in chosen]
 
@@ -301,6 +302,5 @@ class TurnRunner(CallsMixin):
             if not d.offered:  # switched off or reclassed since the start: never offered again
                 continue
             schema = r.input_schema if isinstance(r.input_schema, dict) and r.input_schema else {"type": "object"}
-            out.append(ToolDefinition(name=r.name, description=r.description or r.tool,
-                                      parameters_json_schema=schema))
+            out.append(ToolDefinition(name=r.name, description=r.description or r.tool, parameters_json_schema=schema))
         return out

@@ -9,7 +9,6 @@ service's (DNS rebinding) gets 400.
 from __future__ import annotations
 
 import hmac
-import importlib
 import logging
 from contextlib import asynccontextmanager
 from typing import Any
@@ -19,14 +18,11 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from palui.server import api
-from palui.server.runtime import Runtime
+from palui.server import hooks, routes
 
 log = logging.getLogger(__name__)
 
 SESSION_COOKIE = "palui_session"
-# Route modules added by other parts of the service, if present: each has routes() -> list[Route].
-EXTRA_ROUTE_MODULES = ["palui.server.hooks", "palui.server.web"]
 PUBLIC_PREFIXES = ("/hooks/", "/login", "/static/")
 PUBLIC_PATHS = ("/api/health",)  # says only "a Palui service, this pid": lets the CLI check before sending the token
 
@@ -83,7 +79,9 @@ class Guard:
             # A cookie alone is not enough for a state change over the API (CSRF): the page's
             # script sends the CSRF token in a header, which a cross-site form cannot set.
             if not hmac.compare_digest(headers.get("x-palui-csrf", ""), csrf_value(self.token)):
-                return await JSONResponse({"error": "missing or wrong CSRF token"}, status_code=403)(scope, receive, send)
+                return await JSONResponse({"error": "missing or wrong CSRF token"}, status_code=403)(
+                    scope, receive, send
+                )
         if path.startswith(PUBLIC_PREFIXES) or path in PUBLIC_PATHS or how:
             return await self.app(scope, receive, send)
         if path.startswith("/api/"):
@@ -103,32 +101,26 @@ def csrf_value(token: str) -> str:
     return hmac.new(token.encode(), b"palui-csrf", "sha256").hexdigest()
 
 
-def create_app(svc: Any, token: str, host: str = "127.0.0.1", port: int = 8765,
-               runtime: Runtime | None = None) -> Starlette:
-    """The ASGI app for one service. ``svc`` is the :class:`~palui.service.Service`."""
-    rt = runtime or Runtime(svc)
-    routes = api.routes()
-    for name in EXTRA_ROUTE_MODULES:
-        try:
-            mod = importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name != name:
-                raise
-            continue
-        routes.extend(mod.routes())
-        if hasattr(mod, "setup"):
-            mod.setup(rt)
+def create_app(
+    svc: Any, token: str, host: str = "127.0.0.1", port: int = 8765, tick_seconds: float | None = None
+) -> Starlette:
+    """The ASGI app for one service (``svc`` is the :class:`~palui.service.Service`): the JSON
+    routes, the webhook route and the web pages behind the :class:`Guard`. Its lifespan starts and
+    drains the service's runtime (the tick, the job scheduler)."""
+    from palui import web
+
+    all_routes = [*routes.routes(), *hooks.routes(), *web.routes()]
 
     @asynccontextmanager
     async def lifespan(app):
-        await rt.start()
+        await svc.start_background(tick_seconds)
         try:
             yield
         finally:
-            await rt.shutdown()
+            await svc.stop_background()
 
-    app = Starlette(routes=routes, lifespan=lifespan)
-    app.state.runtime = rt
+    app = Starlette(routes=all_routes, lifespan=lifespan)
+    app.state.svc = svc
     app.state.token = token
     hosts = allowed_hosts(host, port, svc.settings.get("serve.public_url"))
     guarded = Guard(app, token, hosts)

@@ -1,4 +1,6 @@
-"""The service's trigger routes and the job scheduler (SPEC §8).
+"""The service's trigger routes: inbound webhooks, jobs run now, job and webhook listings (SPEC §8).
+
+A front end: it reaches Palui only through the service (``request.app.state.svc``).
 
 Routes:
 
@@ -11,8 +13,6 @@ Routes:
 - ``POST /api/jobs/{name}/run`` ``{"stream"}`` — run a job now (``palui jobs run``): the turn
   result, or with ``stream`` NDJSON events ending with ``{"type":"result",…}``; 400 with
   ``{"error"}`` when a cap refuses the run.
-
-:func:`setup` registers the scheduler's tick in the runtime.
 """
 
 from __future__ import annotations
@@ -23,11 +23,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from palui.server.api import _stream_or_wait, body, endpoint
-from palui.triggers import clock
-from palui.triggers import webhooks as wh
-from palui.triggers.scheduler import Scheduler
-from palui.types import TurnStatus
+from palui.errors import WebhookRefused
+from palui.server.routes import _stream_or_wait, body, endpoint
 
 
 async def read_limited(request: Request, limit: int) -> bytes:
@@ -37,65 +34,65 @@ async def read_limited(request: Request, limit: int) -> bytes:
     """
     declared = request.headers.get("content-length")
     if declared is not None and declared.strip().isdigit() and int(declared) > limit:
-        raise wh.WebhookRefused(413, f"the body is over {limit} bytes")
+        raise WebhookRefused(413, f"the body is over {limit} bytes")
     buf = bytearray()
     async for chunk in request.stream():
         buf.extend(chunk)
         if len(buf) > limit:
-            raise wh.WebhookRefused(413, f"the body is over {limit} bytes")
+            raise WebhookRefused(413, f"the body is over {limit} bytes")
     return bytes(buf)
 
 
 async def receive(request: Request) -> Response:
-    rt = request.app.state.runtime
+    svc = request.app.state.svc
     hook_id = request.path_params["hook"]
     try:
-        if wh.by_id(rt.svc.db, hook_id) is None:  # before reading the body
-            raise wh.WebhookRefused(404, "unknown webhook")
-        raw = await read_limited(request, wh.MAX_BODY_BYTES)
-        result = rt.svc.receive_webhook(hook_id, raw, request.headers)
-    except wh.WebhookRefused as e:
+        if not svc.webhook_exists(hook_id):  # before reading the body
+            raise WebhookRefused(404, "unknown webhook")
+        raw = await read_limited(request, svc.WEBHOOK_MAX_BODY_BYTES)
+        result = svc.receive_webhook(hook_id, raw, request.headers)
+    except WebhookRefused as e:
         headers = {"Retry-After": str(e.retry_after)} if e.retry_after else None
         return JSONResponse({"error": str(e)}, status_code=e.status, headers=headers)
     if result["status"] == "duplicate":
         return JSONResponse(result, status_code=200)
-    task, cap = rt.start_turn(result["turn"], (TurnStatus.QUEUED,))
-    out: dict[str, Any] = {**result, "turn_status": "running" if task else "queued"}
-    if cap:
-        out["queued_reason"] = cap
+    launched = svc.launch(result["turn"])
+    running = launched.task is not None and not (launched.cap or launched.behind)
+    out: dict[str, Any] = {**result, "turn_status": "running" if running else "queued"}
+    if launched.cap:
+        out["queued_reason"] = launched.cap
     return JSONResponse(out, status_code=202)
 
 
 @endpoint
-async def list_jobs(request, rt):
-    return JSONResponse(rt.svc.jobs())
+async def list_jobs(request, svc):
+    return JSONResponse(svc.jobs())
 
 
 @endpoint
-async def list_webhooks(request, rt):
-    return JSONResponse(rt.svc.webhooks())
+async def list_webhooks(request, svc):
+    return JSONResponse(svc.webhooks())
 
 
 @endpoint
-async def run_job(request, rt):
+async def run_job(request, svc):
     data = await body(request)
     stream = bool(data.get("stream"))
-    held: dict[str, Any] = {"task": None, "q": None}
+    held: dict[str, Any] = {"launched": None, "q": None}
 
     def launch(turn_id: str) -> str | None:
         if stream:
-            held["q"] = rt.subscribe(turn_id)
-        task, cap = rt.start_turn(turn_id, (TurnStatus.QUEUED,))
-        held["task"], held["turn"] = task, turn_id
-        return cap
+            held["q"] = svc.subscribe(turn_id)
+        held["launched"], held["turn"] = svc.launch(turn_id), turn_id
+        return held["launched"].cap
 
     try:
-        tid = rt.svc.start_job_now(request.path_params["name"], launch)
+        tid = svc.start_job_now(request.path_params["name"], launch)
     except BaseException:
         if held["q"] is not None:
-            rt.unsubscribe(held["turn"], held["q"])
+            svc.unsubscribe(held["turn"], held["q"])
         raise
-    return await _stream_or_wait(rt, tid, held["task"], stream, None, held["q"])
+    return await _stream_or_wait(svc, tid, held["launched"], stream, held["q"])
 
 
 def routes() -> list[Route]:
@@ -106,8 +103,3 @@ def routes() -> list[Route]:
         Route("/api/webhooks", list_webhooks),
     ]
 
-
-def setup(runtime) -> None:
-    """Register the job scheduler's tick. A bad ``PALUI_TEST_CLOCK`` refuses to start (ConfigError)."""
-    clock.now()
-    runtime.tickers.append(Scheduler(runtime).tick)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-from typing import Callable
+from collections.abc import Callable
 
 from palui.errors import PaluiError, UsageError
 from palui.server import discovery
@@ -45,7 +45,6 @@ def serve(svc, host: str, port: int, echo: Callable[[str], None], tick_seconds: 
     import uvicorn
 
     from palui.server.app import create_app
-    from palui.server.runtime import Runtime
 
     settings = svc.settings
     if not 0 <= port <= 65535:
@@ -65,13 +64,12 @@ def serve(svc, host: str, port: int, echo: Callable[[str], None], tick_seconds: 
     real_port = sock.getsockname()[1]
     # The model library takes ~2 s to import; do it now rather than inside the first turn,
     # where it would block the event loop (and every request) while it loads.
-    import palui.runner.turn  # noqa: F401
+    svc.preload()
 
-    rt = Runtime(svc, tick_seconds=tick_seconds)
     # uvicorn re-raises SIGTERM after its graceful shutdown, so a `finally` here may never run:
     # remove serve.json at the end of the app's own shutdown instead.
-    rt.on_shutdown.append(lambda: discovery.clear_info(settings))
-    app = create_app(svc, token, host, real_port, runtime=rt)
+    svc.on_shutdown(lambda: discovery.clear_info(settings))
+    app = create_app(svc, token, host, real_port, tick_seconds=tick_seconds)
     discovery.write_info(settings, host, real_port)
     shown = f"[{host}]" if ":" in host else host
     echo(f"Palui service on http://{shown}:{real_port} (pid from {discovery.info_path(settings)})")
@@ -84,7 +82,7 @@ def serve(svc, host: str, port: int, echo: Callable[[str], None], tick_seconds: 
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig, frame):  # drain at once: turns pause at their next step boundary
-            rt.draining = True
+            svc.begin_drain()
             super().handle_exit(sig, frame)
 
     server = Server(config)

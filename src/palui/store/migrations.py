@@ -295,5 +295,18 @@ ALTER TABLE tasks_new RENAME TO tasks;
 """,
     )
 )
+MIGRATIONS.append(
+    (
+        7,
+        "one turn at a time per conversation (turns.queued_behind), approvals answered_via and cancel_reason,"
+        " runs by turn",
+        """
+ALTER TABLE turns ADD COLUMN queued_behind TEXT;        -- the live turn of the conversation it waited behind
+ALTER TABLE approvals ADD COLUMN answered_via TEXT;     -- cli | web | api | a channel's name
+ALTER TABLE approvals ADD COLUMN cancel_reason TEXT;    -- why it was cancelled (/stop, re-decided, …)
+CREATE INDEX runs_turn ON runs(turn_id);
+""",
+    )
+)
 # Migration numbers are handed out to parallel work and may be appended out of order: keep the list sorted.
 MIGRATIONS.sort(key=lambda m: m[0])

@@ -113,7 +113,8 @@ def ensure_connector(db: Database, cid: str, kind: str, name: str, *, transport:
 def list_connectors(db: Database) -> list[dict[str, Any]]:
     rows = db.all(
         "SELECT c.*, (SELECT COUNT(*) FROM tools t WHERE t.connector_id = c.id AND t.present = 1) AS tools,"
-        " (SELECT COUNT(*) FROM tools t WHERE t.connector_id = c.id AND t.present = 1 AND t.enabled = 1) AS enabled_tools"
+        " (SELECT COUNT(*) FROM tools t WHERE t.connector_id = c.id AND t.present = 1 AND t.enabled = 1)"
+        " AS enabled_tools"
         " FROM connectors c ORDER BY c.kind = 'mcp', c.id"
     )
     return [dict(r) for r in rows]

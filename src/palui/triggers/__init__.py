@@ -2,6 +2,7 @@
 
 - :mod:`palui.triggers.clock` — the scheduler's clock (real, or the test clock ``PALUI_TEST_CLOCK``).
 - :mod:`palui.triggers.jobs` — cron expressions, next runs, the ``jobs`` table.
-- :mod:`palui.triggers.scheduler` — the service's ticker that starts due jobs.
 - :mod:`palui.triggers.webhooks` — webhook secrets, signature checks, replay store, rate limit.
+
+The scheduler that starts due jobs is part of the service: :mod:`palui.service.scheduler`.
 """

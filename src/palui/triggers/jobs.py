@@ -21,7 +21,7 @@ from datetime import datetime, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from palui.errors import NotFound, PaluiError, UsageError
+from palui.errors import NotFound, UsageError
 from palui.runner.state import new_id
 from palui.store.db import Database
 
@@ -31,17 +31,8 @@ MISSED_COUNT_LIMIT = 1000
 MAX_NAME = 64
 MAX_PROMPT = 20_000
 # Letters, digits, space, dot, dash, underscore: a name is also a URL path segment (/api/jobs/NAME/run).
-NAME_RE = re.compile(r"\A\w[\w .-]{0,%d}\Z" % (MAX_NAME - 1))
+NAME_RE = re.compile(rf"\A\w[\w .-]{{0,{MAX_NAME - 1}}}\Z")
 
-
-class JobRefused(PaluiError):
-    """A job run was not started because a cap refused it (SPEC §6). ``cap`` names the cap,
-    ``until`` is the epoch time the run is postponed to."""
-
-    def __init__(self, message: str, cap: str, until: float | None) -> None:
-        super().__init__(message)
-        self.cap = cap
-        self.until = until
 
 
 @dataclass(frozen=True)
@@ -62,7 +53,7 @@ class Job:
     created_at: float
 
     @classmethod
-    def from_row(cls, r) -> "Job":
+    def from_row(cls, r) -> Job:
         return cls(**{k: r[k] for k in cls.__dataclass_fields__})
 
 

@@ -30,11 +30,12 @@ import re
 import secrets
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from palui.errors import NotFound, PaluiError, UsageError
+from palui.errors import NotFound, UsageError, WebhookRefused
 from palui.store.db import Database
 
 MAX_BODY_BYTES = 262_144
@@ -46,15 +47,6 @@ EVENT_HEADERS = ("x-palui-event", "x-github-event")
 NAME_RE = re.compile(r"\A\w[\w .-]{0,63}\Z")
 _SIG_RE = re.compile(r"\Asha256=([0-9a-fA-F]{64})\Z")
 
-
-class WebhookRefused(PaluiError):
-    """A delivery refused with an HTTP ``status`` (401, 404, 413, 429); the message says why
-    without echoing any credential."""
-
-    def __init__(self, status: int, message: str, retry_after: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
@@ -212,26 +204,38 @@ def record(db: Database, hook_id: str, key: str, body: bytes, rate_per_minute: i
     now = time.time() if now is None else now
     with db.write() as c:
         c.execute("DELETE FROM webhook_deliveries WHERE received_at <= ?", (now - REPLAY_WINDOW_SECONDS,))
-        seen = c.execute("SELECT turn_id, received_at FROM webhook_deliveries WHERE webhook_id = ? AND delivery_key = ?",
-                         (hook_id, key)).fetchone()
+        seen = c.execute(
+            "SELECT turn_id, received_at FROM webhook_deliveries WHERE webhook_id = ? AND delivery_key = ?",
+            (hook_id, key),
+        ).fetchone()
         if seen:
             return {"turn": seen["turn_id"], "received_at": seen["received_at"]}
-        recent = c.execute("SELECT received_at FROM webhook_deliveries WHERE webhook_id = ? AND received_at > ?"
-                           " ORDER BY received_at", (hook_id, now - RATE_WINDOW_SECONDS)).fetchall()
+        recent = c.execute(
+            "SELECT received_at FROM webhook_deliveries WHERE webhook_id = ? AND received_at > ? ORDER BY received_at",
+            (hook_id, now - RATE_WINDOW_SECONDS),
+        ).fetchall()
         if len(recent) >= rate_per_minute:
             oldest = recent[len(recent) - rate_per_minute][0]
             wait = max(1, int(oldest + RATE_WINDOW_SECONDS - now + 0.999))
-            raise WebhookRefused(429, f"this webhook is over its rate ({rate_per_minute} deliveries per minute); "
-                                      f"retry in {wait} s", retry_after=wait)
-        c.execute("INSERT INTO webhook_deliveries (webhook_id, delivery_key, body_sha256, body_bytes, received_at)"
-                  " VALUES (?,?,?,?,?)", (hook_id, key, hashlib.sha256(body).hexdigest(), len(body), now))
+            raise WebhookRefused(
+                429,
+                f"this webhook is over its rate ({rate_per_minute} deliveries per minute); retry in {wait} s",
+                retry_after=wait,
+            )
+        c.execute(
+            "INSERT INTO webhook_deliveries (webhook_id, delivery_key, body_sha256, body_bytes, received_at)"
+            " VALUES (?,?,?,?,?)",
+            (hook_id, key, hashlib.sha256(body).hexdigest(), len(body), now),
+        )
     return None
 
 
 def attach_turn(db: Database, hook_id: str, key: str, turn_id: str) -> None:
     with db.write() as c:
-        c.execute("UPDATE webhook_deliveries SET turn_id = ? WHERE webhook_id = ? AND delivery_key = ?",
-                  (turn_id, hook_id, key))
+        c.execute(
+            "UPDATE webhook_deliveries SET turn_id = ? WHERE webhook_id = ? AND delivery_key = ?",
+            (turn_id, hook_id, key),
+        )
 
 
 def forget(db: Database, hook_id: str, key: str) -> None:
@@ -243,6 +247,8 @@ def forget(db: Database, hook_id: str, key: str) -> None:
 def stats(db: Database, hook_id: str, now: float | None = None) -> dict[str, Any]:
     """``{"deliveries_24h","last_delivery"}`` (epoch seconds or None)."""
     now = time.time() if now is None else now
-    r = db.one("SELECT COUNT(*), MAX(received_at) FROM webhook_deliveries WHERE webhook_id = ? AND received_at > ?",
-               (hook_id, now - REPLAY_WINDOW_SECONDS))
+    r = db.one(
+        "SELECT COUNT(*), MAX(received_at) FROM webhook_deliveries WHERE webhook_id = ? AND received_at > ?",
+        (hook_id, now - REPLAY_WINDOW_SECONDS),
+    )
     return {"deliveries_24h": int(r[0]), "last_delivery": r[1]}

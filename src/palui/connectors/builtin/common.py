@@ -8,7 +8,8 @@ Arguments come from a language model, so every value is checked; a bad one becom
 from __future__ import annotations
 
 import sqlite3
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from palui.connectors.base import CallContext, ToolResult
 from palui.store.memories import TRUSTED, UNTRUSTED

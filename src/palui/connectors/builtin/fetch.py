@@ -22,8 +22,13 @@ from dataclasses import dataclass
 import httpx
 
 from palui import __version__
-from palui.connectors.builtin.netguard import AddressPolicy, AddressRefused, Resolver, checked_addresses, \
-    system_resolver
+from palui.connectors.builtin.netguard import (
+    AddressPolicy,
+    AddressRefused,
+    Resolver,
+    checked_addresses,
+    system_resolver,
+)
 
 MAX_REDIRECTS = 5
 _REDIRECTS = {301, 302, 303, 307, 308}
@@ -39,7 +44,7 @@ class FetchError(Exception):
     ``str(e)`` is a message for the model; ``status`` is the HTTP status when one was received.
     """
 
-    def __init__(self, message: str, status: int | None = None, page: "Page | None" = None) -> None:
+    def __init__(self, message: str, status: int | None = None, page: Page | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.page = page

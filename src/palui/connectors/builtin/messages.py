@@ -1,7 +1,8 @@
 """The ``messages`` connector: ``send_message`` to the person's channel or a contact (SPEC §7).
 
-Without ``to`` the text goes to the person's channel: the inbox (kind ``message``)
-and then the ``notify.apprise`` targets. With ``to`` it goes to the contact of that
+Without ``to`` the text goes to the person's channel: the inbox (kind ``message``), then the
+``notify.apprise`` targets and the paired chat channels, through the notifier the turn passes
+in its :class:`~palui.connectors.base.CallContext`. With ``to`` it goes to the contact of that
 name in ``messages.contacts`` (an apprise URL). Results never show a URL (they hold
 secrets) and are trusted: they only say where the text went.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from palui import channel
+from palui import delivery
 from palui.connectors.base import CallContext, Connector, ToolResult, ToolSpec
 from palui.types import ToolClass
 
@@ -58,9 +59,12 @@ class MessagesConnector(Connector):
         return await self._to_contact(to.strip(), text, ctx)
 
     async def _to_person(self, text: str, ctx: CallContext) -> ToolResult:
-        channel.write_inbox(ctx.db, "message", text, turn_id=ctx.turn_id, conversation_id=ctx.conversation_id)
+        if ctx.notifier is None:  # fail closed: a turn always passes the person's channel
+            return ToolResult(text="send_message: the person's channel is not available in this process",
+                              is_error=True, untrusted=False)
         urls = ctx.settings.get("notify.apprise")
-        failures = await channel.deliver_async(urls, text, title=channel.title_for("message"))
+        failures = await ctx.notifier.send_now("message", text, turn_id=ctx.turn_id,
+                                               conversation_id=ctx.conversation_id)
         out = "Sent to the person's inbox."
         if urls:
             delivered = len(urls) - len(failures)
@@ -82,7 +86,7 @@ class MessagesConnector(Connector):
             known = ", ".join(sorted(contacts)) if contacts else "none are configured (messages.contacts)"
             return ToolResult(text=f"send_message: unknown contact {to!r}; known contacts: {known}",
                               is_error=True, untrusted=False)
-        failures = await channel.deliver_async([url], text, title=channel.TITLE)
+        failures = await delivery.deliver_async([url], text, title=delivery.TITLE)
         if failures:
             return ToolResult(text=f"send_message: could not deliver to {to}: {failures[0]}", is_error=True,
                               untrusted=False)

@@ -17,11 +17,11 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-from typing import Awaitable, Callable, Union
+from collections.abc import Awaitable, Callable
 
-IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 #: ``policy(ip) -> None`` (allowed) or a short reason ("loopback", "private", …).
-AddressPolicy = Callable[[IPAddress], Union[str, None]]
+AddressPolicy = Callable[[IPAddress], str | None]
 #: ``resolver(host, port) -> [address strings]``; raises OSError when the name does not resolve.
 Resolver = Callable[[str, int], Awaitable[list[str]]]
 
@@ -116,7 +116,7 @@ async def checked_addresses(host: str, port: int, policy: AddressPolicy,
             except ValueError:
                 raise AddressRefused(f"host {host!r} resolved to something that is not an IP address") from None
         if not addrs:
-            raise AddressRefused(f"host {host!r} resolves to no address")
+            raise AddressRefused(f"host {host!r} resolves to no address") from None
     for ip in addrs:
         reason = policy(ip)
         if reason:

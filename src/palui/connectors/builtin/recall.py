@@ -68,7 +68,13 @@ class RecallConnector(Connector):
 
     async def call_tool(self, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         """Run one tool. Bad arguments and unknown ids come back as ``is_error`` results."""
-        return dispatch("recall", {"search_memories": self._search, "add_memory": self._add, "forget_memory": self._forget}, name, args, ctx)
+        return dispatch(
+            "recall",
+            {"search_memories": self._search, "add_memory": self._add, "forget_memory": self._forget},
+            name,
+            args,
+            ctx,
+        )
 
     def _search(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         query = str_arg(args, "query", required=False) or ""
@@ -92,8 +98,9 @@ class RecallConnector(Connector):
         mid = int_arg(args, "id")
         row = store.delete_memory(ctx.db, mid)
         if row is None:
-            return ToolResult(text=f"No memory with id {mid} (search_memories lists ids).", is_error=True,
-                              untrusted=False)
+            return ToolResult(
+                text=f"No memory with id {mid} (search_memories lists ids).", is_error=True, untrusted=False
+            )
         return result(f"Forgot memory {_line(row)}", [row], "memory", lambda m: m["text"])
 
 

@@ -81,7 +81,18 @@ class TasksConnector(Connector):
 
     async def call_tool(self, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         """Run one tool. Bad arguments and unknown ids come back as ``is_error`` results."""
-        return dispatch("tasks", {"list_tasks": self._list, "create_task": self._create, "update_task": self._update, "delete_task": self._delete}, name, args, ctx)
+        return dispatch(
+            "tasks",
+            {
+                "list_tasks": self._list,
+                "create_task": self._create,
+                "update_task": self._update,
+                "delete_task": self._delete,
+            },
+            name,
+            args,
+            ctx,
+        )
 
     def _list(self, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         status = str_arg(args, "status", required=False) or "open"
@@ -146,8 +157,7 @@ def _due(args: dict[str, Any]) -> str | None:
     try:
         parse(due)
     except ValueError:
-        raise ArgError(f"argument 'due' must be an ISO 8601 date like 2026-05-01 (or date-time), not {due!r}") \
-            from None
+        raise ArgError(f"argument 'due' must be an ISO 8601 date like 2026-05-01 (or date-time), not {due!r}") from None
     return due
 
 

@@ -13,9 +13,9 @@ a server start fast.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Mapping
-
 import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from palui.connectors.mcp.config import ServerConfig, display_url, read_secrets, write_secrets
 from palui.errors import ConnectorError
@@ -23,13 +23,13 @@ from palui.errors import ConnectorError
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
+    from palui.connectors.base import ConnectorEnv
     from palui.connectors.mcp.connector import MCPConnector
-    from palui.service import Service
 
 __all__ = ["MCPConnector", "ServerConfig", "config_from_row", "create_connector"]
 
 
-def config_from_row(service: "Service", row: Mapping[str, Any]) -> ServerConfig:
+def config_from_row(env: ConnectorEnv, row: Mapping[str, Any]) -> ServerConfig:
     """The :class:`ServerConfig` of a stored ``connectors`` row, secrets read from their file.
 
     Raises ConnectorError when the stored config or the secrets file is damaged.
@@ -38,7 +38,7 @@ def config_from_row(service: "Service", row: Mapping[str, Any]) -> ServerConfig:
         public = json.loads(row["config_json"] or "{}")
     except ValueError:
         raise ConnectorError(f"the stored configuration of {row['id']} is damaged") from None
-    secrets = read_secrets(service.settings.secrets_dir, row["id"])
+    secrets = read_secrets(env.settings.secrets_dir, row["id"])
     try:
         config = ServerConfig.from_stored(public, secrets)
     except ConnectorError as e:
@@ -47,17 +47,17 @@ def config_from_row(service: "Service", row: Mapping[str, Any]) -> ServerConfig:
         raise ConnectorError(f"the stored configuration of {row['id']} is unusable: {e}") from None
     url = public.get("url")
     if isinstance(url, str) and "url" not in secrets and display_url(url) != url:
-        _move_url_to_secrets(service, row["id"], config)
+        _move_url_to_secrets(env, row["id"], config)
     return config
 
 
-def _move_url_to_secrets(service: "Service", cid: str, config: ServerConfig) -> None:
+def _move_url_to_secrets(env: ConnectorEnv, cid: str, config: ServerConfig) -> None:
     """A connector stored before URL passwords and query values were secrets (SPEC §10): move its
     URL into the secrets file and keep only the redacted one in the database. Best effort: the
     connector works either way."""
     try:
-        write_secrets(service.settings.secrets_dir, cid, config.secrets())
-        with service.db.write() as c:
+        write_secrets(env.settings.secrets_dir, cid, config.secrets())
+        with env.db.write() as c:
             c.execute("UPDATE connectors SET config_json = ? WHERE id = ?", (json.dumps(config.public()), cid))
     except Exception as e:
         log.warning("%s: could not move the URL's secrets out of the database: %s", cid, type(e).__name__)
@@ -71,7 +71,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
-async def create_connector(service: "Service", row: Mapping[str, Any]) -> "MCPConnector":
+async def create_connector(env: ConnectorEnv, row: Mapping[str, Any]) -> MCPConnector:
     """The live connector for a stored MCP ``connectors`` row; the hub calls it on first use.
 
     Starts the server and syncs its tools (the rug-pull check of each connection). A
@@ -87,13 +87,13 @@ async def create_connector(service: "Service", row: Mapping[str, Any]) -> "MCPCo
 
     from palui.connectors.mcp.connector import MCPConnector, backoff_seconds
 
-    key = (str(service.settings.db_path), row["id"])
+    key = (str(env.settings.db_path), row["id"])
     failures, last = _START_FAILURES.get(key, (0, 0.0))
     wait = backoff_seconds(failures) - (time.monotonic() - last)
     if wait > 0:
         raise ConnectorError(f"{row['id']}: {row['state']}; the next start attempt is in {wait:.0f} s")
-    config = config_from_row(service, row)
-    connector = MCPConnector(service, row["id"], row["name"], config, enabled=bool(row["enabled"]))
+    config = config_from_row(env, row)
+    connector = MCPConnector(env, row["id"], row["name"], config, enabled=bool(row["enabled"]))
     if connector.enabled:
         connector.restore_failures(failures, last)
         try:

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import httpx2
 import mcp_types as types

@@ -38,11 +38,11 @@ from palui.connectors.mcp.client import MCPSession
 from palui.connectors.mcp.config import ServerConfig, redact
 from palui.connectors.mcp.results import cap_text, render_result, spec_from_raw
 from palui.connectors.mcp.stderr import log_path
-from palui.connectors.registry import SyncReport
+from palui.connectors.registry import SyncReport, register_listing
 from palui.errors import ConnectorError
 
 if TYPE_CHECKING:
-    from palui.service import Service
+    from palui.connectors.base import ConnectorEnv
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class MCPConnector(Connector):
     """One MCP server instance (``mcp-<slug>``) as a connector.
 
     Args:
-        service: the service (store, settings, ``register_tools``).
+        env: the database, settings and notifier (:class:`~palui.connectors.base.ConnectorEnv`).
         connector_id: ``mcp-<slug>``.
         name: the name the person gave.
         config: how to reach the server (secrets included).
@@ -75,14 +75,14 @@ class MCPConnector(Connector):
 
     kind = "mcp"
 
-    def __init__(self, service: "Service", connector_id: str, name: str, config: ServerConfig,
+    def __init__(self, env: ConnectorEnv, connector_id: str, name: str, config: ServerConfig,
                  enabled: bool = True) -> None:
-        self.service = service
+        self.env = env
         self.id = connector_id
         self.name = name
         self.config = config
         self.enabled = enabled
-        settings = service.settings
+        settings = env.settings
         self.timeout = float(config.timeout_seconds or settings.get("mcp.call_timeout_seconds"))
         self.max_output = int(config.max_output_bytes or settings.get("mcp.max_output_bytes"))
         self._session: MCPSession | None = None
@@ -113,7 +113,7 @@ class MCPConnector(Connector):
             return
         self._state = state
         try:
-            with self.service.db.write() as c:
+            with self.env.db.write() as c:
                 c.execute("UPDATE connectors SET state = ? WHERE id = ?", (state, self.id))
         except Exception as e:  # a busy database must not turn a call into a crash
             log.warning("%s: could not store state: %s", self.id, e)
@@ -171,7 +171,7 @@ class MCPConnector(Connector):
         """Start the server and sync its listing, both before ``deadline`` (event-loop time)."""
         loop = asyncio.get_running_loop()
         self._set_state("connecting")
-        session = MCPSession(self.config, stderr_log=log_path(self.service.settings.data_dir, self.id),
+        session = MCPSession(self.config, stderr_log=log_path(self.env.settings.data_dir, self.id),
                              on_tools_changed=self._on_tools_changed, label=self.id)
         try:
             await session.start(max(deadline - loop.time(), 0.001))
@@ -222,7 +222,7 @@ class MCPConnector(Connector):
 
     def _sync(self, raw_tools: list[dict[str, Any]]) -> SyncReport:
         specs = [spec_from_raw(t) for t in raw_tools]
-        report = self.service.register_tools(self.id, specs, name=self.name, kind="mcp")
+        report = register_listing(self.env, self.id, specs, name=self.name, kind="mcp")
         self._dupes = set(report.refused_duplicates)
         self._listed = {s.name for s in specs} - self._dupes
         self.last_report = report
@@ -265,7 +265,7 @@ class MCPConnector(Connector):
         """The stored flags of one tool; None when unknown or unreadable (then: untrusted, and
         a restart refuses the call)."""
         try:
-            r = self.service.db.one(
+            r = self.env.db.one(
                 "SELECT t.name, t.definition_hash, t.user_class, t.base_class, t.enabled, t.changed, t.present,"
                 " t.trusted_source AS tool_trusted, t.untrusted_output, c.trusted_source AS connector_trusted"
                 " FROM tools t JOIN connectors c ON c.id = t.connector_id WHERE t.connector_id = ? AND t.raw_name = ?",

@@ -18,8 +18,9 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import IO, Iterable
+from typing import IO
 
 from palui.connectors.mcp.config import MIN_REDACT_LEN, redact
 

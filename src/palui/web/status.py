@@ -18,7 +18,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from palui.errors import NotFound, UsageError
-from palui.server.web_base import _zone, action, page, parse_time, redirect, render, svc_of
+from palui.web.base import _zone, action, page, parse_time, redirect, render, svc_of
 
 VERDICTS = ("run", "ask", "unavailable", "off")
 ORIGINS = ("chat", "job", "webhook")

@@ -4,7 +4,7 @@ A message is sent by the page's script to ``POST /api/turns`` with ``stream: tru
 and the NDJSON events are shown as they arrive; without the script the form posts
 to ``/chat/send`` and the page shows the turn when it is done. Chat commands
 (``/stop``, ``/new``, ``/status``, ``/approve ID``, ``/deny ID``, ``/help``) are
-parsed by :mod:`palui.chat_commands`, the terminal chat's parser, and never reach
+parsed by :mod:`palui.text.commands`, the terminal chat's parser, and never reach
 the model.
 """
 
@@ -16,63 +16,22 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from palui import chat_commands
-from palui.errors import NotFound, PaluiError, UsageError
-from palui.runner import approvals as approvals_mod
-from palui.server.web_base import (SECURITY_HEADERS, CSRFRefused, action, page, read_form, redirect, render,
-                                   render_fragment, runtime_of, svc_of)
+from palui.errors import ApprovalError, PaluiError, UsageError
+from palui.text import commands as chat_commands
 from palui.types import TurnStatus
+from palui.web.base import (
+    SECURITY_HEADERS,
+    CSRFRefused,
+    action,
+    page,
+    read_form,
+    redirect,
+    render,
+    render_fragment,
+    svc_of,
+)
 
 LIVE = ("running", "queued", "awaiting_approval")
-
-
-# -- reading conversations --------------------------------------------------------------------
-# The service API has no conversation listing yet (the CLI never lists them): these two
-# read-only queries are the page's own; everything about a turn comes from turn_result().
-
-
-def conversations(svc, limit: int = 50) -> list[dict[str, Any]]:
-    """Newest first: ``[{"id","origin","tainted","taint_source","title","last","turns"}]`` (times in epoch s)."""
-    rows = svc.db.all(
-        "SELECT c.id, c.origin, c.tainted, c.taint_source, c.created_at,"
-        " (SELECT input FROM turns t WHERE t.conversation_id = c.id ORDER BY t.created_at LIMIT 1) AS title,"
-        " (SELECT MAX(created_at) FROM turns t WHERE t.conversation_id = c.id) AS last,"
-        " (SELECT COUNT(*) FROM turns t WHERE t.conversation_id = c.id) AS turns"
-        " FROM conversations c ORDER BY COALESCE(last, c.created_at) DESC LIMIT ?", (limit,))
-    return [dict(r) for r in rows]
-
-
-def conversation(svc, cid: str) -> dict[str, Any]:
-    """One conversation with its turns (each :meth:`turn_result` plus ``input`` and ``created_at``).
-
-    Raises NotFound.
-    """
-    c = svc.db.one("SELECT * FROM conversations WHERE id = ?", (cid,))
-    if c is None:
-        raise NotFound(f"unknown conversation {cid!r}")
-    turns = [turn_view(svc, r["id"]) for r in
-             svc.db.all("SELECT id FROM turns WHERE conversation_id = ? ORDER BY created_at", (cid,))]
-    return {"id": c["id"], "origin": c["origin"], "tainted": bool(c["tainted"]), "taint_source": c["taint_source"],
-            "turns": turns}
-
-
-def turn_view(svc, turn_id: str) -> dict[str, Any]:
-    """A turn as the page shows it: :meth:`turn_result`, its input, and each approval's current state."""
-    r = svc.turn_result(turn_id)
-    row = svc.db.one("SELECT input, created_at FROM turns WHERE id = ?", (turn_id,))
-    r["input"] = row["input"]
-    r["created_at"] = row["created_at"]
-    states: dict[str, dict[str, Any]] = {}
-    for e in r["events"]:
-        if e.get("type") == "approval":
-            try:
-                states[e["approval"]] = approvals_mod.get(svc.db, e["approval"])
-            except NotFound:
-                pass
-    r["approvals"] = states
-    if r["status"] == "queued":
-        r["pause"] = svc.pause_state()
-    return r
 
 
 # -- pages ----------------------------------------------------------------------------------------
@@ -83,8 +42,8 @@ async def chat_page(request: Request) -> Response:
     """``GET /chat`` (a new conversation starts with the first message) and ``GET /chat/{conversation}``."""
     svc = svc_of(request)
     cid = request.path_params.get("conversation")
-    conv = conversation(svc, cid) if cid else None
-    return render(request, "chat.html", conversations=conversations(svc), conv=conv, model=svc.settings.model,
+    conv = svc.conversation(cid) if cid else None
+    return render(request, "chat.html", conversations=svc.conversations(), conv=conv, model=svc.settings.model,
                   live=LIVE)
 
 
@@ -97,7 +56,7 @@ async def new_chat(request: Request) -> Response:
 async def turn_fragment(request: Request) -> Response:
     """``GET /chat/turns/{turn}``: one turn's HTML, swapped in by the page's script when it changes."""
     svc = svc_of(request)
-    t = turn_view(svc, request.path_params["turn"])
+    t = svc.turn_detail(request.path_params["turn"])
     return render_fragment(request, "_turn.html", turn=t, live=LIVE)
 
 
@@ -117,7 +76,7 @@ def run_command(request: Request, cmd: chat_commands.Command, conversation: str 
     if cmd.name == "/quit":
         return {"text": "/quit is for the terminal chat; close the tab to leave.", "redirect": None, "turn": None}
     if cmd.name == "/status":
-        from palui.server.web_status import status_text
+        from palui.web.status import status_text
 
         return {"text": status_text(svc.status()), "redirect": None, "turn": None}
     if cmd.name == "/stop":
@@ -133,13 +92,20 @@ def run_command(request: Request, cmd: chat_commands.Command, conversation: str 
 
 
 def answer(request: Request, approval_id: str, approve: bool) -> dict[str, Any]:
-    """Record the person's answer and resume the turn in this service (SPEC §5). Returns the approval.
+    """Answer through the service's one door (``answered_via = "web"``) and resume the turn in this
+    service (SPEC §5). Returns the approval.
 
-    Raises NotFound, ApprovalError.
+    Raises NotFound, ApprovalError (the same refusals as every front end; a turn that can go on
+    with the refusal is resumed first).
     """
-    svc, rt = svc_of(request), runtime_of(request)
-    a = approvals_mod.answer(svc.db, approval_id, approve)
-    rt.start_turn(a["turn"], (TurnStatus.AWAITING_APPROVAL,))
+    svc = svc_of(request)
+    try:
+        a = svc.answer_approval(approval_id, approve, via="web")
+    except ApprovalError as e:
+        if e.turn_id:
+            svc.launch(e.turn_id, (TurnStatus.AWAITING_APPROVAL,))
+        raise
+    svc.launch(a["turn"], (TurnStatus.AWAITING_APPROVAL,))
     return a
 
 
@@ -165,7 +131,7 @@ async def command(request: Request) -> Response:
 @action
 async def send(request: Request, form: dict[str, str]) -> Response:
     """``POST /chat/send`` (the form without the script): a command, or a message that starts a turn."""
-    svc, rt = svc_of(request), runtime_of(request)
+    svc = svc_of(request)
     conv = form.get("conversation") or None
     back = f"/chat/{conv}" if conv else "/chat"
     line = form.get("message", "")
@@ -178,12 +144,9 @@ async def send(request: Request, form: dict[str, str]) -> Response:
         return redirect(out["redirect"] or back, ("ok", out["text"]))
     if not line.strip():
         return redirect(back, ("error", "Type a message first."))
-    from palui.models import resolve_model
-
-    model = svc.settings.model
-    resolve_model(model)  # a clear error before anything is stored
+    model = svc.check_model(svc.settings.model)  # a clear error before anything is stored
     tid = svc.start_turn(line, conversation=conv, model=model)
-    rt.start_turn(tid, (TurnStatus.QUEUED,))
+    svc.launch(tid)
     conv = svc.turn_result(tid, [])["conversation"]
     return redirect(f"/chat/{conv}#{tid}")
 

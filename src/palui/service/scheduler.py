@@ -1,4 +1,4 @@
-"""The job scheduler: a ticker of the service (SPEC §6, §8).
+"""The job scheduler: a ticker of the service runtime (SPEC §6, §8).
 
 Every tick (``PALUI_TICK_SECONDS``, default 1 s) it reads the scheduler clock
 (:mod:`palui.triggers.clock`) and, for each job whose ``next_run`` has come, in order:
@@ -26,13 +26,13 @@ from palui.triggers import jobs as jobs_mod
 from palui.triggers.jobs import Job
 
 if TYPE_CHECKING:
-    from palui.api.triggers import Launch
     from palui.service import Service
+    from palui.service.triggers import Launch
 
 log = logging.getLogger(__name__)
 
 
-def run_due(svc: "Service", launch: "Launch", now: float | None = None) -> list[str]:
+def run_due(svc: Service, launch: Launch, now: float | None = None) -> list[str]:
     """Handle every due job once. ``launch(turn_id)`` starts a created turn and returns the cap
     that refused it (or None). Returns the ids of the turns started."""
     now = clock.now() if now is None else now
@@ -48,7 +48,7 @@ def run_due(svc: "Service", launch: "Launch", now: float | None = None) -> list[
     return started
 
 
-def _fire(svc: "Service", job: Job, launch: "Launch", now: float) -> str | None:
+def _fire(svc: Service, job: Job, launch: Launch, now: float) -> str | None:
     tz = jobs_mod.zone_for(job.tz, svc.settings.get("caps.timezone"))
     following = jobs_mod.next_after(job.cron, now, tz)
     waiting = jobs_mod.waiting_turn(svc.db, job.id)
@@ -81,19 +81,16 @@ def _fire(svc: "Service", job: Job, launch: "Launch", now: float) -> str | None:
 
 
 class Scheduler:
-    """The service's job ticker: register ``scheduler.tick`` in ``runtime.tickers``."""
+    """The service's job ticker (the runtime registers ``scheduler.tick`` at ``palui serve`` start)."""
 
-    def __init__(self, runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, svc: Service) -> None:
+        self.svc = svc
 
     def _launch(self, turn_id: str) -> str | None:
-        from palui.types import TurnStatus
-
-        _task, cap = self.runtime.start_turn(turn_id, (TurnStatus.QUEUED,))
-        return cap
+        return self.svc.launch(turn_id).cap
 
     async def tick(self, _now: float) -> None:
         """Start due jobs (the runtime's real-time ``_now`` is ignored: jobs use the scheduler clock)."""
-        if self.runtime.draining:
+        if self.svc.runtime.draining:
             return
-        run_due(self.runtime.svc, self._launch, clock.now())
+        run_due(self.svc, self._launch, clock.now())

@@ -1,16 +1,17 @@
 """The web page of ``palui serve`` (SPEC §8): login, chat, approvals, connector sheet, jobs,
 webhooks, status, audit, memories.
 
-Server-rendered pages (Jinja2, ``server/templates``) with a little plain JavaScript
-(``server/static``) for the live parts: the chat streams a turn's NDJSON events from
+Server-rendered pages (Jinja2, ``web/templates``) with a little plain JavaScript
+(``web/static``) for the live parts: the chat streams a turn's NDJSON events from
 ``POST /api/turns``, approval buttons stream the resumed turn. Every page reads the
-same service API as the CLI (:class:`palui.service.Service`, through the app's
-runtime). The modules:
+same service API as the CLI (:class:`palui.service.Service`, the app's ``state.svc``): the
+web pages are a front end and import nothing of Palui but the service, ``palui.text``,
+``palui.types`` and ``palui.errors``. The modules:
 
-- :mod:`web` (this one): the route table, login and logout;
-- :mod:`web_base`: templates, CSRF check on forms, flash messages, security headers;
-- :mod:`web_chat`, :mod:`web_approvals`, :mod:`web_connectors`, :mod:`web_triggers`,
-  :mod:`web_status`: one area of the page each.
+- :mod:`palui.web` (this one): the route table, login and logout;
+- :mod:`.base`: templates, CSRF check on forms, flash messages, security headers;
+- :mod:`.chat`, :mod:`.approvals`, :mod:`.connectors`, :mod:`.triggers`, :mod:`.status`: one
+  area of the page each.
 
 Access (the Guard in :mod:`palui.server.app` enforces it before any route here): the
 access token as ``Authorization: Bearer`` or the session cookie set by ``/login``.
@@ -27,7 +28,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from palui.server.app import SESSION_COOKIE, session_value
-from palui.server.web_base import SECURITY_HEADERS, STATIC, action, redirect, render
+from palui.web.base import SECURITY_HEADERS, STATIC, action, redirect, render
 
 LOGIN_COOKIE = "palui_login"  # the login form's own CSRF nonce (no session exists yet)
 
@@ -101,7 +102,7 @@ async def index(request: Request) -> Response:
 
 def routes() -> list[BaseRoute]:
     """Every route of the web page (the JSON API and webhooks are elsewhere)."""
-    from palui.server import web_approvals, web_chat, web_connectors, web_status, web_triggers
+    from palui.web import approvals, chat, connectors, status, triggers
 
     out: list[BaseRoute] = [
         Route("/", index),
@@ -110,6 +111,6 @@ def routes() -> list[BaseRoute]:
         Route("/logout", logout, methods=["POST"]),
         Mount("/static", app=StaticFiles(directory=str(STATIC)), name="static"),
     ]
-    for mod in (web_chat, web_approvals, web_connectors, web_triggers, web_status):
+    for mod in (chat, approvals, connectors, triggers, status):
         out.extend(mod.routes())
     return out

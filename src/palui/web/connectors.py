@@ -19,9 +19,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from palui.errors import NotFound, UsageError
-from palui.connectors.review import review_view  # one rendering of a pending change, CLI and page
-from palui.server.web_base import action, page, redirect, render, svc_of
+from palui.text.mcp_config import ServerConfig
+from palui.text.review import review_view  # one rendering of a pending change, CLI and page
 from palui.types import Origin
+from palui.web.base import action, page, redirect, render, svc_of
 
 CLASSES = ("read", "write", "destructive")
 SOURCE_WORDS = {"user": "set by you", "builtin": "built-in", "hints": "from the server's hints",
@@ -45,12 +46,9 @@ def tool_view(svc, row) -> dict[str, Any]:
 
 
 def connector_view(svc, cid: str) -> dict[str, Any]:
-    """One connector from :meth:`connectors` (with the live state). Raises NotFound."""
+    """One connector from :meth:`connectors` (with its live state). Raises NotFound."""
     for c in svc.connectors():
         if c["id"] == cid:
-            live = svc.hub.state(cid) if hasattr(svc, "hub") else None
-            if live and c["state"] != "disabled":
-                c["state"] = live
             return c
     raise NotFound(f"unknown connector {cid!r}")
 
@@ -159,8 +157,6 @@ def _pairs(text: str, what: str) -> dict[str, str]:
 
 def server_config(form: dict[str, str]):
     """The :class:`ServerConfig` of the add form (stdio command line or URL). Raises UsageError."""
-    from palui.connectors.mcp.config import ServerConfig
-
     transport = form.get("transport", "stdio")
     timeout = float(form["timeout"]) if form.get("timeout", "").strip() else None
     if transport == "http":
@@ -180,8 +176,6 @@ def server_config(form: dict[str, str]):
 async def add_server(request: Request, form: dict[str, str]) -> Response:
     """``POST /connectors/add``: connect an MCP server once, store its tools (off), open its sheet."""
     svc = svc_of(request)
-    if not hasattr(svc, "mcp_add_async"):
-        raise UsageError("MCP servers cannot be added in this build")
     try:
         config = server_config(form)
     except ValueError as e:  # a bad timeout number

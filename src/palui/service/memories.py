@@ -6,18 +6,18 @@ trusted sets its provenance to ``trusted``: later reads of it no longer taint a 
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
-from palui.api.base import ServiceBase
 from palui.errors import NotFound, UsageError
+from palui.service.core import ServiceCore
 from palui.store import memories as store
 
 TASK_FILTERS = ("open", "done", "all")
 
 
 def _iso(t: float | None) -> str | None:
-    return datetime.fromtimestamp(t, timezone.utc).isoformat() if t is not None else None
+    return datetime.fromtimestamp(t, UTC).isoformat() if t is not None else None
 
 
 def memory_dict(m: dict[str, Any]) -> dict[str, Any]:
@@ -33,7 +33,7 @@ def task_dict(t: dict[str, Any]) -> dict[str, Any]:
             "updated_at": _iso(t["updated_at"]), "turn": t["turn_id"]}
 
 
-class MemoriesAPI(ServiceBase):
+class MemoriesPart(ServiceCore):
     """Memories and tasks as the person sees them."""
 
     def memories(self, limit: int = 100) -> list[dict[str, Any]]:

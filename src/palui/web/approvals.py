@@ -13,29 +13,19 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from palui.errors import NotFound
-from palui.runner import approvals as approvals_mod
-from palui.server.web_base import action, page, redirect, render, render_fragment, svc_of
-from palui.server.web_chat import answer
+from palui.web.base import action, page, redirect, render, render_fragment, svc_of
+from palui.web.chat import answer
 
 HISTORY = 100
-
-
-def _with_conversation(svc, items: list[dict]) -> list[dict]:
-    """Each approval plus ``conversation`` (the chat page that shows its turn)."""
-    out = []
-    for a in items:
-        row = svc.db.one("SELECT conversation_id FROM turns WHERE id = ?", (a["turn"],))
-        out.append({**a, "conversation": row["conversation_id"] if row else None})
-    return out
 
 
 @page
 async def approvals_page(request: Request) -> Response:
     """``GET /approvals``: pending first (oldest first: they expire first), then the newest answered ones."""
     svc = svc_of(request)
-    pending = _with_conversation(svc, svc.approvals("pending"))
+    pending = svc.approvals("pending")
     done = [a for a in svc.approvals(None) if a["status"] != "pending"]
-    history = _with_conversation(svc, list(reversed(done))[:HISTORY])
+    history = list(reversed(done))[:HISTORY]
     return render(request, "approvals.html", approvals=pending, history=history)
 
 
@@ -43,8 +33,7 @@ async def approvals_page(request: Request) -> Response:
 async def approval_card(request: Request) -> Response:
     """``GET /approvals/{id}/card``: one approval's card (the chat page shows it inline)."""
     svc = svc_of(request)
-    a = approvals_mod.get(svc.db, request.path_params["id"])
-    [a] = _with_conversation(svc, [a])
+    a = svc.approval(request.path_params["id"])
     return render_fragment(request, "_approval_card.html", a=a, back="/approvals")
 
 

@@ -4,22 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from palui.api.base import ServiceBase
 from palui.connectors.base import ToolSpec
 from palui.connectors.builtin import BUILTIN_TOOLS
-from palui.connectors.registry import SyncReport, accept_review, sync_tools
-from palui.connectors.review import review_changes, review_fingerprint
+from palui.connectors.registry import SyncReport, accept_review, register_listing, sync_tools
 from palui.errors import NotFound, UsageError
 from palui.policy.classify import parse_class
 from palui.policy.matrix import decide
+from palui.service.core import ServiceCore
 from palui.store import tools as tools_store
 from palui.store.tools import ToolRow
+from palui.text.review import review_changes, review_fingerprint
 from palui.types import Origin, ToolClass
 
 BUILTIN_NAMES = {"recall": "Memories", "tasks": "Tasks", "web": "Web pages", "messages": "Messages"}
 
 
-class ToolsAPI(ServiceBase):
+class ToolsPart(ServiceCore):
     """Connectors and tools as the person sees and steers them."""
 
     def _setup(self) -> None:
@@ -69,11 +69,7 @@ class ToolsAPI(ServiceBase):
         Used by MCP connectors on every connection, and by tests to add tools with
         raw annotations. Returns what changed.
         """
-        tools_store.ensure_connector(self.db, connector_id, kind, name or connector_id)
-        report = sync_tools(self.db, connector_id, specs, builtin=(kind == "builtin"))
-        for text in report.needs_telling:
-            self.notify("notice", text)
-        return report
+        return register_listing(self.hub.env, connector_id, specs, name=name, kind=kind)
 
     def set_class(self, name: str, word: str) -> ToolRow:
         """Set the person's class for a tool (SPEC §2). Raises NotFound, UsageError."""
@@ -130,7 +126,7 @@ class ToolsAPI(ServiceBase):
         and ``"pending"``: None, or ``{"kind": "changed"|"loosened"|"tightened", "fingerprint",
         "was_enabled", "previous_user_class", "description", "input_schema", "annotations",
         "previous": {"description","input_schema","annotations"}, "changes": [{"field","title",
-        "previous","new","diff"}]}`` with unified diffs (:func:`palui.connectors.review.review_changes`).
+        "previous","new","diff"}]}`` with unified diffs (:func:`palui.text.review.review_changes`).
         Pass ``fingerprint`` to :meth:`review_tool` to accept exactly this change. Raises NotFound.
         """
         row = self.tool(name)

@@ -1,4 +1,6 @@
-"""The JSON API the CLI and the web page use (every route needs the access token, SPEC §8).
+"""The JSON routes of ``palui serve`` that the CLI and the web page use (every route needs the access token, SPEC §8).
+
+A front end: it reaches Palui only through the service (``request.app.state.svc``).
 
 Routes (all JSON; errors are ``{"error": "…"}`` with 400/404/409):
 
@@ -23,7 +25,6 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from palui.errors import ApprovalError, NotFound, PaluiError, UsageError
-from palui.runner import approvals as approvals_mod
 from palui.types import TurnStatus
 
 
@@ -53,7 +54,7 @@ async def body(request: Request) -> dict[str, Any]:
 def endpoint(fn):
     async def wrapped(request: Request) -> Response:
         try:
-            return await fn(request, request.app.state.runtime)
+            return await fn(request, request.app.state.svc)
         except PaluiError as e:
             return error_response(e)
 
@@ -62,42 +63,41 @@ def endpoint(fn):
 
 
 @endpoint
-async def health(request, rt):
+async def health(request, svc):
     import os
 
     return JSONResponse({"ok": True, "service": "palui", "pid": os.getpid()})
 
 
 @endpoint
-async def status(request, rt):
-    return JSONResponse(rt.svc.status())
+async def status(request, svc):
+    return JSONResponse(svc.status())
 
 
 @endpoint
-async def inbox(request, rt):
-    return JSONResponse(rt.svc.inbox(int(request.query_params.get("limit", 100))))
+async def inbox(request, svc):
+    return JSONResponse(svc.inbox(int(request.query_params.get("limit", 100))))
 
 
 @endpoint
-async def audit(request, rt):
-    return JSONResponse(rt.svc.audit(request.query_params.get("turn"), int(request.query_params.get("limit", 500))))
+async def audit(request, svc):
+    return JSONResponse(svc.audit(request.query_params.get("turn"), int(request.query_params.get("limit", 500))))
 
 
 @endpoint
-async def connectors(request, rt):
-    return JSONResponse(rt.svc.connectors())
+async def connectors(request, svc):
+    return JSONResponse(svc.connectors())
 
 
 @endpoint
-async def tools(request, rt):
-    return JSONResponse([t.as_dict() for t in rt.svc.tools(request.query_params.get("connector"))])
+async def tools(request, svc):
+    return JSONResponse([t.as_dict() for t in svc.tools(request.query_params.get("connector"))])
 
 
 @endpoint
-async def tool_action(request, rt):
+async def tool_action(request, svc):
     name, action = request.path_params["name"], request.path_params["action"]
     data = await body(request)
-    svc = rt.svc
     if action == "class":
         row = svc.set_class(name, str(data.get("class", "")))
     elif action == "reset":
@@ -113,33 +113,36 @@ async def tool_action(request, rt):
 
 
 @endpoint
-async def enable_read(request, rt):
+async def enable_read(request, svc):
     data = await body(request)
-    return JSONResponse([t.as_dict() for t in rt.svc.enable_read(data.get("connector"))])
+    return JSONResponse([t.as_dict() for t in svc.enable_read(data.get("connector"))])
 
 
 @endpoint
-async def new_conversation(request, rt):
-    return JSONResponse({"conversation": rt.svc.new_conversation()})
+async def new_conversation(request, svc):
+    return JSONResponse({"conversation": svc.new_conversation()})
 
 
-async def _stream_or_wait(rt, turn_id: str, task, stream: bool, refused: str | None,
-                          q: asyncio.Queue | None = None) -> Response:
-    if refused or task is None:
+async def _stream_or_wait(svc, turn_id: str, launched, stream: bool, q: asyncio.Queue | None = None) -> Response:
+    """The response for a launched turn: its result when it is not running here (queued behind a
+    cap or another turn, or held by another process), else its events (``stream``) or its result."""
+    task = launched.task if launched is not None else None
+    if task is None or launched.cap or launched.behind:
         if q is not None:
-            rt.unsubscribe(turn_id, q)
-        result = rt.svc.turn_result(turn_id, [])
-        if refused:
-            result["queued_reason"] = refused
-            result["start_after"] = rt.svc.pause_state().get("paused_until")
+            svc.unsubscribe(turn_id, q)
+        result = svc.turn_result(turn_id, [])
+        if launched is not None and launched.cap:
+            result["queued_reason"] = launched.cap
+            result["start_after"] = svc.pause_state().get("paused_until")
         if stream:
             return StreamingResponse(iter([json.dumps({"type": "result", **result}) + "\n"]),
                                      media_type="application/x-ndjson")
         return JSONResponse(result)
     if not stream:
-        result = await asyncio.shield(task)
-        return JSONResponse(result)
-    q = q if q is not None else rt.subscribe(turn_id)
+        if q is not None:
+            svc.unsubscribe(turn_id, q)
+        return JSONResponse(await asyncio.shield(task))
+    q = q if q is not None else svc.subscribe(turn_id)
 
     async def lines():
         try:
@@ -151,53 +154,57 @@ async def _stream_or_wait(rt, turn_id: str, task, stream: bool, refused: str | N
             result = await asyncio.shield(task)
             yield json.dumps({"type": "result", **result}, default=str) + "\n"
         finally:
-            rt.unsubscribe(turn_id, q)
+            svc.unsubscribe(turn_id, q)
 
     return StreamingResponse(lines(), media_type="application/x-ndjson")
 
 
 @endpoint
-async def start_turn(request, rt):
+async def start_turn(request, svc):
     data = await body(request)
     message = data.get("message")
     if not isinstance(message, str) or not message.strip():
         raise UsageError("\"message\" must be a non-empty string")
-    from palui.models import resolve_model
-
-    model = data.get("model") or rt.svc.settings.model
-    resolve_model(model)  # a clear error before anything is stored
-    tid = rt.svc.start_turn(message, conversation=data.get("conversation"), model=model)
-    q = rt.subscribe(tid) if data.get("stream") else None
-    task, cap = rt.start_turn(tid, (TurnStatus.QUEUED,))
-    return await _stream_or_wait(rt, tid, task, bool(data.get("stream")), cap, q)
+    model = svc.check_model(data.get("model") or svc.settings.model)  # a clear error before anything is stored
+    tid = svc.start_turn(message, conversation=data.get("conversation"), model=model)
+    q = svc.subscribe(tid) if data.get("stream") else None
+    launched = svc.launch(tid)
+    return await _stream_or_wait(svc, tid, launched, bool(data.get("stream")), q)
 
 
 @endpoint
-async def get_turn(request, rt):
-    return JSONResponse(rt.svc.turn_result(request.path_params["turn"]))
+async def get_turn(request, svc):
+    return JSONResponse(svc.turn_result(request.path_params["turn"]))
 
 
 @endpoint
-async def stop(request, rt):
+async def stop(request, svc):
     data = await body(request)
-    return JSONResponse({"stopped": rt.svc.stop(conversation=data.get("conversation"), turn=data.get("turn"))})
+    return JSONResponse({"stopped": svc.stop(conversation=data.get("conversation"), turn=data.get("turn"))})
 
 
 @endpoint
-async def list_approvals(request, rt):
-    return JSONResponse(rt.svc.approvals(None if request.query_params.get("all") else "pending"))
+async def list_approvals(request, svc):
+    return JSONResponse(svc.approvals(None if request.query_params.get("all") else "pending"))
 
 
 @endpoint
-async def answer_approval(request, rt):
+async def answer_approval(request, svc):
+    """Answer through the service's one door (``answered_via = "api"``), then resume the turn here:
+    its events stream back with ``stream``. A refusal is 409 with the door's message."""
     aid, action = request.path_params["id"], request.path_params["action"]
     if action not in ("approve", "deny"):
         raise NotFound(f"unknown action {action!r}")
     data = await body(request)
-    a = approvals_mod.answer(rt.svc.db, aid, action == "approve")
-    q = rt.subscribe(a["turn"]) if data.get("stream") else None
-    task, _ = rt.start_turn(a["turn"], (TurnStatus.AWAITING_APPROVAL,))
-    return await _stream_or_wait(rt, a["turn"], task, bool(data.get("stream")), None, q)
+    try:
+        a = svc.answer_approval(aid, action == "approve", via="api")
+    except ApprovalError as e:
+        if e.turn_id:
+            svc.launch(e.turn_id, (TurnStatus.AWAITING_APPROVAL,))  # the turn goes on with the refusal
+        raise
+    q = svc.subscribe(a["turn"]) if data.get("stream") else None
+    launched = svc.launch(a["turn"], (TurnStatus.AWAITING_APPROVAL,))
+    return await _stream_or_wait(svc, a["turn"], launched, bool(data.get("stream")), q)
 
 
 def routes() -> list[Route]:

@@ -1,9 +1,8 @@
 """Delivering a text to apprise targets: the person's extra channel targets and contacts (SPEC §1, §7).
 
-The person's channel is the Palui inbox (SQLite) plus the apprise URLs in
-``notify.apprise``. The inbox write always comes first and never waits for, or fails
-because of, a delivery here: deliveries are best effort, failures are logged and
-returned, never raised.
+The person's channel is the Palui inbox (SQLite), the paired chat channels and the apprise
+URLs in ``notify.apprise`` (:mod:`palui.service.notifier` writes the inbox first). Deliveries
+here are best effort: failures are logged and returned, never raised.
 
 apprise is blocking, so :func:`deliver` runs in the caller's thread (use it from a
 thread or through :func:`deliver_async`), and :func:`deliver_in_background` starts a
@@ -19,8 +18,6 @@ import logging
 import threading
 import time
 import warnings
-
-from palui.store.db import Database
 
 log = logging.getLogger("palui.channel")
 
@@ -113,18 +110,6 @@ def wait_for_deliveries(timeout: float = DELIVERY_TIMEOUT_SECONDS) -> bool:
         if time.monotonic() >= deadline:
             with _pending_lock:
                 return not _pending
-
-
-def write_inbox(db: Database, kind: str, text: str, *, turn_id: str | None = None,
-                conversation_id: str | None = None) -> int:
-    """Insert one inbox message through the one write path; returns its id.
-
-    ``kind`` is one of answer, approval, job, webhook, cap, notice, message.
-    """
-    with db.write() as c:
-        cur = c.execute("INSERT INTO inbox (time, kind, text, turn_id, conversation_id) VALUES (?,?,?,?,?)",
-                        (time.time(), kind, text, turn_id, conversation_id))
-        return int(cur.lastrowid)
 
 
 def title_for(kind: str) -> str:

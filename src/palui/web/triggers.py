@@ -15,22 +15,14 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from palui.errors import UsageError
-from palui.server.web_base import action, page, redirect, render, runtime_of, svc_of
-from palui.types import TurnStatus
-
-
-def _conversation_of(svc, turn_id: str | None) -> str | None:
-    if not turn_id:
-        return None
-    row = svc.db.one("SELECT conversation_id FROM turns WHERE id = ?", (turn_id,))
-    return row["conversation_id"] if row else None
+from palui.web.base import action, page, redirect, render, svc_of
 
 
 @page
 async def jobs_page(request: Request) -> Response:
     """``GET /jobs``: every job with its schedule, next and last run, tokens today against its cap."""
     svc = svc_of(request)
-    jobs = [{**j, "conversation": _conversation_of(svc, j["last_turn"])} for j in svc.jobs()]
+    jobs = [{**j, "conversation": svc.conversation_of(j["last_turn"])} for j in svc.jobs()]
     return render(request, "jobs.html", jobs=jobs, default_cap=svc.settings.get("caps.job_daily_tokens"))
 
 
@@ -51,18 +43,17 @@ async def add_job(request: Request, form: dict[str, str]) -> Response:
 @action
 async def job_action(request: Request, form: dict[str, str]) -> Response:
     """``POST /jobs/{name}/remove|run``: delete the job, or start one run now (outside the schedule)."""
-    svc, rt = svc_of(request), runtime_of(request)
+    svc = svc_of(request)
     name, verb = request.path_params["name"], request.path_params["action"]
     if verb == "remove":
         j = svc.remove_job(name)
         return redirect("/jobs", ("ok", f"Job {j['name']} removed (its past results stay)."))
     if verb == "run":
         def launch(turn_id: str) -> str | None:
-            _task, cap = rt.start_turn(turn_id, (TurnStatus.QUEUED,))
-            return cap
+            return svc.launch(turn_id).cap
 
         tid = svc.start_job_now(name, launch)  # JobRefused (a PaluiError) when a cap refuses
-        conv = _conversation_of(svc, tid)
+        conv = svc.conversation_of(tid)
         return redirect(f"/chat/{conv}#{tid}" if conv else "/jobs", ("ok", f"Job {name} started: turn {tid}."))
     raise UsageError(f"unknown action {verb!r}")
 

@@ -4,8 +4,8 @@ What is stored where:
 
 - ``connectors`` row: id ``mcp-<slug>``, the name, transport, ``config_json`` (command,
   args, cwd or the URL with its password and query values as ``***``, the *keys* of env
-  and headers, per-connector timeout and output limit), ``state`` (last known: ``connected`` / ``connecting`` / ``error: …``),
-  ``enabled``, ``trusted_source``.
+  and headers, per-connector timeout and output limit), ``state`` (last known: ``connected`` /
+  ``connecting`` / ``error: …``), ``enabled``, ``trusted_source``.
 - ``<secrets dir>/<id>.json`` (mode 0600): env and header values, the real URL.
 - ``<data dir>/logs/<id>.stderr.log`` (+ ``.1``): the server's stderr, secrets redacted,
   1 MiB at most.
@@ -26,16 +26,17 @@ import dataclasses
 import json
 import os
 import time
+from collections.abc import Coroutine, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Coroutine, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from palui.api.base import ServiceBase
 from palui.connectors.mcp import config_from_row
 from palui.connectors.mcp.config import ServerConfig, delete_secrets, display_url, parse_mcp_servers, write_secrets
 from palui.connectors.mcp.stderr import log_path
 from palui.connectors.naming import connector_id
 from palui.connectors.registry import SyncReport
 from palui.errors import NotFound, PaluiError, UsageError
+from palui.service.tools import ToolsPart
 
 if TYPE_CHECKING:
     from palui.connectors.mcp.connector import MCPConnector
@@ -55,8 +56,15 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
 
 def _report_dict(cid: str, report: SyncReport | None) -> dict[str, Any]:
     r = report or SyncReport()
-    return {"id": cid, "added": r.added, "changed": r.changed, "tightened": r.tightened,
-            "loosening_held": r.loosening_held, "removed": r.removed, "refused_duplicates": r.refused_duplicates}
+    return {
+        "id": cid,
+        "added": r.added,
+        "changed": r.changed,
+        "tightened": r.tightened,
+        "loosening_held": r.loosening_held,
+        "removed": r.removed,
+        "refused_duplicates": r.refused_duplicates,
+    }
 
 
 def absolute_paths(config: ServerConfig, base: str) -> ServerConfig:
@@ -83,7 +91,7 @@ def absolute_paths(config: ServerConfig, base: str) -> ServerConfig:
     return dataclasses.replace(config, command=command, cwd=cwd)
 
 
-class MCPAPI(ServiceBase):
+class MCPPart(ToolsPart):
     """MCP servers as connectors."""
 
     # -- reading ----------------------------------------------------------------------------------
@@ -96,11 +104,9 @@ class MCPAPI(ServiceBase):
             raise UsageError(f"{cid} is a built-in connector, not an MCP server")
         return row
 
-    def _live_mcp(self, cid: str) -> "MCPConnector | None":
-        """The connector live in this process's hub (if the service has one and it holds ``cid``)."""
-        hub = getattr(self, "hub", None)
-        live = getattr(hub, "_live", None)
-        conn = live.get(cid) if isinstance(live, dict) else None
+    def _live_mcp(self, cid: str) -> MCPConnector | None:
+        """The connector live in this process's hub, if it holds ``cid``."""
+        conn = self.hub.live(cid)
         if conn is None:
             return None  # no SDK import for a process that never started a server
         from palui.connectors.mcp.connector import MCPConnector
@@ -119,8 +125,12 @@ class MCPAPI(ServiceBase):
         public = json.loads(row["config_json"] or "{}")
         live = self._live_mcp(cid)
         return {
-            "id": cid, "name": row["name"], "transport": row["transport"],
-            "command": public.get("command"), "args": public.get("args") or [], "cwd": public.get("cwd"),
+            "id": cid,
+            "name": row["name"],
+            "transport": row["transport"],
+            "command": public.get("command"),
+            "args": public.get("args") or [],
+            "cwd": public.get("cwd"),
             "url": display_url(public["url"]) if public.get("url") else None,
             "env": {k: "***" for k in public.get("env_keys") or []},
             "headers": {k: "***" for k in public.get("header_keys") or []},
@@ -135,13 +145,15 @@ class MCPAPI(ServiceBase):
     def connectors(self) -> list[dict[str, Any]]:
         """Connectors (see ToolsAPI.connectors); MCP ones also carry ``"config"`` (secrets redacted)
         and, when live in this process, their live state."""
-        out = super().connectors()  # type: ignore[misc]  # ToolsAPI, later in the MRO of Service
+        out = super().connectors()
         for c in out:
             if c.get("kind") == "mcp":
                 cfg = self.mcp_config(c["id"])
                 c["state"] = cfg["state"]
-                c["config"] = {k: cfg[k] for k in ("command", "args", "cwd", "url", "env", "headers",
-                                                    "timeout_seconds", "max_output_bytes")}
+                c["config"] = {
+                    k: cfg[k]
+                    for k in ("command", "args", "cwd", "url", "env", "headers", "timeout_seconds", "max_output_bytes")
+                }
         return out
 
     # -- adding -------------------------------------------------------------------------------------
@@ -168,7 +180,7 @@ class MCPAPI(ServiceBase):
             )
         from palui.connectors.mcp.connector import MCPConnector
 
-        connector = MCPConnector(self, cid, name, config)  # type: ignore[arg-type]
+        connector = MCPConnector(self.hub.env, cid, name, config)
         try:
             try:
                 await connector.start()
@@ -180,19 +192,25 @@ class MCPAPI(ServiceBase):
                 c.execute("DELETE FROM connectors WHERE id = ?", (cid,))
             delete_secrets(self.settings.secrets_dir, cid)
             raise
-        enabled = [r.name for r in self.enable_read(cid)] if enable_read else []  # type: ignore[attr-defined]
+        enabled = [r.name for r in self.enable_read(cid)] if enable_read else []
         report = connector.last_report
         result = _report_dict(cid, report)
-        result.update(name=name, transport=config.transport, state="connected",
-                      tools=[t.name for t in self.tools(cid)], enabled=enabled)  # type: ignore[attr-defined]
+        result.update(
+            name=name,
+            transport=config.transport,
+            state="connected",
+            tools=[t.name for t in self.tools(cid)],
+            enabled=enabled,
+        )
         return result
 
     def mcp_add(self, name: str, config: ServerConfig, *, enable_read: bool = False) -> dict[str, Any]:
         """Synchronous :meth:`mcp_add_async` (runs its own event loop)."""
         return _run(self.mcp_add_async(name, config, enable_read=enable_read))
 
-    async def mcp_import_async(self, path: Path | str, *, environ: Mapping[str, str] | None = None,
-                               enable_read: bool = False) -> list[dict[str, Any]]:
+    async def mcp_import_async(
+        self, path: Path | str, *, environ: Mapping[str, str] | None = None, enable_read: bool = False
+    ) -> list[dict[str, Any]]:
         """Import an ``mcpServers`` JSON file (``${VAR}`` from ``environ``, default the process environment).
 
         The whole file is checked first (a bad entry or a missing variable adds
@@ -223,8 +241,12 @@ class MCPAPI(ServiceBase):
         async def one(name: str, cfg: ServerConfig) -> dict[str, Any]:
             existing = self.db.one("SELECT id FROM connectors WHERE kind = 'mcp' AND name = ?", (name,))
             if existing is not None:
-                return {"name": name, "status": "skipped", "id": existing["id"],
-                        "message": f"a connector named {name!r} exists already ({existing['id']})"}
+                return {
+                    "name": name,
+                    "status": "skipped",
+                    "id": existing["id"],
+                    "message": f"a connector named {name!r} exists already ({existing['id']})",
+                }
             async with gate:
                 try:
                     added = await self.mcp_add_async(name, cfg, enable_read=enable_read)
@@ -234,8 +256,9 @@ class MCPAPI(ServiceBase):
 
         return list(await asyncio.gather(*(one(n, c) for n, c in servers)))
 
-    def mcp_import(self, path: Path | str, *, environ: Mapping[str, str] | None = None,
-                   enable_read: bool = False) -> list[dict[str, Any]]:
+    def mcp_import(
+        self, path: Path | str, *, environ: Mapping[str, str] | None = None, enable_read: bool = False
+    ) -> list[dict[str, Any]]:
         """Synchronous :meth:`mcp_import_async`."""
         return _run(self.mcp_import_async(path, environ=environ, enable_read=enable_read))
 
@@ -257,7 +280,7 @@ class MCPAPI(ServiceBase):
             return {**_report_dict(cid, report), "state": live.state()}
         from palui.connectors.mcp.connector import MCPConnector
 
-        connector = MCPConnector(self, cid, row["name"], config_from_row(self, row))  # type: ignore[arg-type]
+        connector = MCPConnector(self.hub.env, cid, row["name"], config_from_row(self.hub.env, row))
         try:
             report = await connector.refresh()
             state = connector.state()
@@ -278,7 +301,7 @@ class MCPAPI(ServiceBase):
         self._mcp_row(cid)
         live = self._live_mcp(cid)
         if live is not None:
-            self.hub.forget(cid)  # type: ignore[attr-defined]
+            self.hub.forget(cid)
             try:
                 asyncio.get_running_loop().create_task(live.close())
             except RuntimeError:
@@ -304,9 +327,10 @@ class MCPAPI(ServiceBase):
 
     def resolve_tool(self, connector: str, tool: str) -> str:
         """The model-visible name of ``tool`` (visible or raw name) of ``connector``. Raises NotFound."""
-        row = self.db.one("SELECT name FROM tools WHERE connector_id = ? AND (name = ? OR raw_name = ?)"
-                          " ORDER BY name = ? DESC", (connector, tool, tool, tool))
+        row = self.db.one(
+            "SELECT name FROM tools WHERE connector_id = ? AND (name = ? OR raw_name = ?) ORDER BY name = ? DESC",
+            (connector, tool, tool, tool),
+        )
         if row is None:
             raise NotFound(f"{connector} has no tool {tool!r} (see: palui tools list --connector {connector})")
         return row["name"]
-

@@ -1,6 +1,6 @@
 """Shared pieces of the web page: templates, the CSRF check on forms, flash messages, headers.
 
-Every page is rendered server-side from ``server/templates`` (Jinja2, autoescaped).
+Every page is rendered server-side from ``web/templates`` (Jinja2, autoescaped).
 Every state change from the page is a POST that carries the session's CSRF token,
 either as the hidden form field ``csrf`` or as the ``X-Palui-CSRF`` header (the
 page's scripts); a POST without it gets 403 and changes nothing. The token is
@@ -14,9 +14,10 @@ import base64
 import hmac
 import json
 import time
-from datetime import datetime, timezone
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 from urllib.parse import parse_qsl
 
 import jinja2
@@ -54,9 +55,7 @@ class CSRFRefused(PaluiError):
 
 
 def _zone(request: Request):
-    from palui.runner import caps
-
-    return caps.zone(request.app.state.runtime.svc.settings.get("caps.timezone"))
+    return request.app.state.svc.timezone()
 
 
 def parse_time(value: Any) -> datetime | None:
@@ -65,9 +64,9 @@ def parse_time(value: Any) -> datetime | None:
         return None
     try:
         if isinstance(value, (int, float)):
-            return datetime.fromtimestamp(float(value), timezone.utc)
+            return datetime.fromtimestamp(float(value), UTC)
         d = datetime.fromisoformat(str(value))
-        return d if d.tzinfo else d.replace(tzinfo=timezone.utc)
+        return d if d.tzinfo else d.replace(tzinfo=UTC)
     except (ValueError, OverflowError, OSError):
         return None
 
@@ -163,11 +162,11 @@ def csrf_token(request: Request) -> str:
 
 
 def pending_count(request: Request) -> int:
-    return len(request.app.state.runtime.svc.approvals("pending"))
+    return len(request.app.state.svc.approvals("pending"))
 
 
 def render(request: Request, template: str, status_code: int = 200, **ctx: Any) -> HTMLResponse:
-    """Render a page (``template`` under ``server/templates``) with the shared context:
+    """Render a page (``template`` under ``web/templates``) with the shared context:
     ``csrf``, ``flash``, ``pending`` (approvals waiting), ``path``, ``when`` (a time formatter)."""
     flash = read_flash(request)
     base = {
@@ -297,8 +296,4 @@ def page(fn: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Aw
 
 def svc_of(request: Request):
     """The :class:`~palui.service.Service` behind this app."""
-    return request.app.state.runtime.svc
-
-
-def runtime_of(request: Request):
-    return request.app.state.runtime
+    return request.app.state.svc

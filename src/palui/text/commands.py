@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 COMMANDS = {
-    "/stop": "stop the conversation's turn (running, waiting or queued), cancel its approvals; in the terminal Ctrl-C stops a running turn",
+    "/stop": ("stop the conversation's turn (running, waiting or queued), cancel its approvals; "
+              "in the terminal Ctrl-C stops a running turn"),
     "/status": "model, tokens today and caps, runs in the last hour, connectors, approvals, pause",
     "/approve": "/approve ID — allow one pending call, exactly as shown",
     "/deny": "/deny ID — refuse one pending call; the model is told",

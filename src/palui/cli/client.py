@@ -7,7 +7,8 @@ renderers as the in-process path, so output does not depend on where the turn ra
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import httpx
 

@@ -1,1 +1,0 @@
-"""Parts of the one service API, one concept per module, combined in :mod:`palui.service`."""

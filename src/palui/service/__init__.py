@@ -1,0 +1,42 @@
+"""The service: the one API every front end (CLI, HTTP routes, web pages, chat channels) uses.
+
+Front ends parse and print; everything else happens here or below (docs/architecture.md).
+The service is composed of parts, one concept per module, each a class that builds on
+:class:`~palui.service.core.ServiceCore` and on the parts it uses (a part may call only what
+it inherits)::
+
+    ServiceCore   settings, database, notifier, connector hub, turn runtime   (core.py)
+    ├── ToolsPart      connectors, tools, classes, switches, review, explain   (tools.py)
+    │   ├── MCPPart    MCP servers: add, import, refresh, remove, enable       (mcp_connectors.py)
+    │   └── TurnsPart  start, launch, run, resume, stop, status, audit         (turns.py)
+    │       ├── ApprovalsPart  the one door for answers, re-decision           (approvals.py)
+    │       └── TriggersPart   jobs and webhooks                               (triggers.py)
+    └── MemoriesPart   memories and tasks                                      (memories.py)
+
+Mixins rather than delegation so that the API stays one flat object (``svc.tools()``,
+``svc.answer_approval(…)``) for front ends and tests, while each module stays small and a
+reader sees from a part's base classes what it may use. Methods raise
+:class:`~palui.errors.PaluiError` subclasses with messages fit for the person.
+"""
+
+from __future__ import annotations
+
+from palui.service.approvals import ApprovalsPart
+from palui.service.mcp_connectors import MCPPart
+from palui.service.memories import MemoriesPart
+from palui.service.triggers import TriggersPart
+from palui.service.turns import Launched
+
+
+class Service(TriggersPart, ApprovalsPart, MCPPart, MemoriesPart):
+    """Palui's service API over one ``PALUI_HOME`` (settings + database).
+
+    Args:
+        settings: validated settings; ``None`` loads them from the environment.
+
+    Raises:
+        ConfigError: the configuration is invalid (Palui refuses to start).
+    """
+
+
+__all__ = ["Launched", "Service"]

@@ -1,0 +1,87 @@
+"""Service part: the one door for answering approvals (SPEC §5).
+
+Every front end (the CLI, the HTTP API, the web page, each chat channel) answers through
+:meth:`ApprovalsPart.answer_approval`: it records the answer and where it was given
+(``answered_via``), re-decides an approve from the tool's current state and the turn's origin
+and taint, and raises the refusals (expired, cancelled, re-decided, already answered) the same
+way for all of them. It never runs the turn: the service's tick resumes it, or a CLI process
+calls :meth:`TurnsPart.resume_turn` (:meth:`answer_and_resume` does both, for in-process use).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from palui.errors import ApprovalError, UsageError
+from palui.runner import approvals, redecide
+from palui.service.turns import EventSink, TurnsPart
+
+#: Where an answer may come from: a front end, or a chat channel's name (``telegram``, ``matrix-home``).
+VIA = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
+
+
+class ApprovalsPart(TurnsPart):
+    """Listing, answering and re-deciding approvals."""
+
+    def approvals(self, status: str | None = "pending") -> list[dict[str, Any]]:
+        """Approvals, oldest first (``status=None`` lists all); pending ones are re-decided first, so a
+        tool switched off meanwhile no longer shows an approval that could run (SPEC §5)."""
+        approvals.sweep(self.db)
+        redecide.cancel_refused(self.db, self.notifier)
+        sql = "SELECT a.*, t.conversation_id FROM approvals a LEFT JOIN turns t ON t.id = a.turn_id"
+        if status:
+            rows = self.db.all(sql + " WHERE a.status = ? ORDER BY a.created_at", (status,))
+        else:
+            rows = self.db.all(sql + " ORDER BY a.created_at")
+        return [{**approvals.as_dict(r), "conversation": r["conversation_id"]} for r in rows]
+
+    def approval(self, approval_id: str) -> dict[str, Any]:
+        """One approval (``palui approvals show``), with its ``conversation``. Raises NotFound."""
+        approvals.sweep(self.db)
+        a = approvals.get(self.db, approval_id)
+        return {**a, "conversation": self.conversation_of(a["turn"])}
+
+    def answer_approval(self, approval_id: str, approve: bool, via: str) -> dict[str, Any]:
+        """Approve or deny one pending approval, answered on ``via`` (``cli``, ``web``, ``api`` or a
+        channel's name). Returns the approval as :meth:`approval` does. Never runs the turn.
+
+        An approve is decided again (:mod:`palui.runner.redecide`): a tool switched off, flagged
+        for review, removed, or now ``unavailable``/``off`` for the turn cancels the approval with
+        that reason and the person is told.
+
+        Raises:
+            UsageError: no approval id, or an unknown ``via``.
+            NotFound: no such approval.
+            ApprovalError: expired (a denial: the turn goes on), cancelled (by ``/stop`` or just now by the
+                re-decision: the turn goes on with the reason as the call's result), already answered.
+                ``e.turn_id`` names the turn when it can go on.
+        """
+        if not isinstance(via, str) or not VIA.match(via):
+            raise UsageError(f"unknown answer channel {via!r}")
+        try:
+            approvals.answer(self.db, approval_id, approve, via,
+                             refusal=lambda row: redecide.approval_refusal(self.db, row))
+        except ApprovalError as e:
+            if e.turn_id and "cancelled" in str(e):
+                a = approvals.get(self.db, approval_id)
+                self.notify("notice", f"Approval {approval_id} ({a['tool']}) was cancelled: {a['cancel_reason']}.",
+                            turn_id=a["turn"], approval_id=approval_id)
+            raise
+        return self.approval(approval_id)
+
+    async def answer_and_resume(self, approval_id: str, approve: bool, via: str,
+                                on_event: EventSink | None = None) -> dict[str, Any]:
+        """:meth:`answer_approval`, then resume the turn here (the CLI without a live service).
+        Returns the turn result. A refusal that lets the turn go on resumes it first and is then
+        raised, saying how the turn went on."""
+        try:
+            a = self.answer_approval(approval_id, approve, via)
+        except ApprovalError as e:
+            if not e.turn_id:
+                raise
+            r = await self.resume_turn(e.turn_id, on_event)
+            went = f"{r['status']}{': ' + r['answer'] if r.get('answer') else ''}"
+            said = str(e).removesuffix("; the turn goes on")
+            raise ApprovalError(f"{said}; the turn went on ({went})", e.turn_id) from None
+        return await self.resume_turn(a["turn"], on_event)

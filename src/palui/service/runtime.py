@@ -1,0 +1,157 @@
+"""The service's turn tasks and, under ``palui serve``, its background tick.
+
+Part of the service, not a front end. One :class:`Runtime` per service object. Every turn
+this process runs is an asyncio task registered here (:meth:`Runtime.launch`), so a front
+end can follow its events (:meth:`subscribe`) and the drain at shutdown can wait for it.
+
+With :meth:`start` (``palui serve``), every second (``tick_seconds``) it sweeps expired
+approvals, queues again turns left ``running`` by a process that is gone (kill -9), resumes
+turns whose approval was answered anywhere, starts queued turns while the caps and the
+one-turn-per-conversation rule allow (SPEC §6, §8), and calls the tickers (the job
+scheduler). On shutdown it drains: turns in flight stop at their next step boundary and stay
+resumable (they go back to ``queued`` and the next start picks them up).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from palui.runner import approvals, state
+from palui.types import TurnStatus
+
+if TYPE_CHECKING:
+    from palui.service import Service
+    from palui.service.core import ServiceCore
+
+log = logging.getLogger(__name__)
+
+Ticker = Callable[[float], Awaitable[None]]
+EventSink = Callable[[dict[str, Any]], None]
+
+
+class Runtime:
+    """Turn tasks of one service (and its tick under ``palui serve``)."""
+
+    def __init__(self, svc: ServiceCore, tick_seconds: float = 1.0) -> None:
+        self._svc = svc
+        self.tick_seconds = tick_seconds
+        self.tasks: dict[str, asyncio.Task] = {}
+        self.listeners: dict[str, list[asyncio.Queue[dict[str, Any] | None]]] = {}
+        self.tickers: list[Ticker] = []
+        self.draining = False
+        self._loop_task: asyncio.Task | None = None
+        self.on_shutdown: list[Callable[[], None]] = []  # run last, e.g. removing serve.json
+
+    @property
+    def svc(self) -> Service:
+        return self._svc  # type: ignore[return-value]  # the core is always the whole Service here
+
+    # -- lifecycle (palui serve) ---------------------------------------------------------------
+
+    async def start(self, tick_seconds: float | None = None) -> None:
+        """Start the tick loop. Raises ConfigError for a bad ``PALUI_TEST_CLOCK``."""
+        if tick_seconds is not None:
+            self.tick_seconds = tick_seconds
+        self.install_tickers()
+        self._loop_task = asyncio.create_task(self._loop())
+
+    def install_tickers(self) -> None:
+        """Register the job scheduler's tick (once). Raises ConfigError for a bad ``PALUI_TEST_CLOCK``."""
+        from palui.service.scheduler import Scheduler
+        from palui.triggers import clock
+
+        clock.now()  # a bad test clock refuses to start
+        if not self.tickers:
+            self.tickers.append(Scheduler(self.svc).tick)
+
+    async def shutdown(self, grace_seconds: float = 30.0) -> None:
+        """Drain: no new work; turns in flight pause at their next step boundary."""
+        self.draining = True
+        if self._loop_task:
+            self._loop_task.cancel()
+        pending = [t for t in self.tasks.values() if not t.done()]
+        if pending:
+            _done, still = await asyncio.wait(pending, timeout=grace_seconds)
+            for t in still:
+                t.cancel()
+        await self.svc.close()
+        for fn in self.on_shutdown:
+            try:
+                fn()
+            except Exception:
+                log.exception("shutdown hook failed")
+
+    async def _loop(self) -> None:
+        while not self.draining:
+            try:
+                await self.tick(time.time())
+            except Exception:  # one bad tick must not stop the service
+                log.exception("service tick failed")
+            await asyncio.sleep(self.tick_seconds)
+
+    async def tick(self, now: float) -> None:
+        """One round of background work (see the module docstring)."""
+        db = self.svc.db
+        approvals.sweep(db, now)
+        for tid in state.recover_orphans(db, now):
+            log.warning("turn %s was left running by a process that is gone: queued again", tid)
+        for tid in state.answered_turn_ids(db):
+            self.svc.launch(tid, (TurnStatus.AWAITING_APPROVAL,))
+        for r in db.all("SELECT id FROM turns WHERE status = 'queued' ORDER BY rowid"):
+            if r["id"] in self.tasks:
+                continue
+            launched = self.svc.launch(r["id"], (TurnStatus.QUEUED,))
+            if launched.cap:
+                break  # a cap holds: later turns wait too (FIFO)
+        for ticker in list(self.tickers):
+            try:
+                await ticker(now)
+            except Exception:
+                log.exception("ticker failed")
+
+    # -- turn tasks ------------------------------------------------------------------------------
+
+    def _fanout(self, turn_id: str, extra: EventSink | None) -> EventSink:
+        def send(event: dict[str, Any]) -> None:
+            for q in self.listeners.get(turn_id, []):
+                q.put_nowait(event)
+            if extra is not None:
+                extra(event)
+
+        return send
+
+    def launch(self, turn_id: str, on_event: EventSink | None = None) -> asyncio.Task | None:
+        """Run a turn this process has already claimed, in a task of the running loop.
+        Returns None while draining (the turn stays claimable by the next start)."""
+        if self.draining:
+            return None
+
+        async def go() -> dict[str, Any]:
+            try:
+                return await self.svc.run_claimed(turn_id, self._fanout(turn_id, on_event),
+                                                  drain=lambda: self.draining)
+            finally:
+                for q in self.listeners.get(turn_id, []):
+                    q.put_nowait(None)
+
+        task = asyncio.create_task(go())
+        self.tasks[turn_id] = task
+        task.add_done_callback(lambda _t: self.tasks.pop(turn_id, None) if self.tasks.get(turn_id) is _t else None)
+        return task
+
+    def subscribe(self, turn_id: str) -> asyncio.Queue[dict[str, Any] | None]:
+        """A queue that receives the turn's events as they happen, then ``None`` when its task ends."""
+        q: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self.listeners.setdefault(turn_id, []).append(q)
+        return q
+
+    def unsubscribe(self, turn_id: str, q: asyncio.Queue[dict[str, Any] | None]) -> None:
+        qs = self.listeners.get(turn_id, [])
+        if q in qs:
+            qs.remove(q)
+        if not qs:
+            self.listeners.pop(turn_id, None)

@@ -1,0 +1,494 @@
+"""Service part: starting, running and stopping turns; status, pause, audit, conversations (SPEC §3-§6, §8, §11).
+
+The doors every front end and the runtime's tick go through:
+
+- :meth:`TurnsPart.start_turn` creates a turn (status ``queued``). A conversation runs one
+  turn at a time (SPEC §8): a message that arrives while a turn of its conversation is
+  running, queued or awaiting approval waits as the next turn (``queued_behind``).
+- :meth:`TurnsPart.launch` is the one method that starts a stored turn: it claims it (a new
+  turn is admitted by the caps and the one-turn rule in the same transaction) and runs it in
+  a task of this process's runtime. :meth:`run_turn` is launch-and-wait.
+- :meth:`TurnsPart.stop` is the one method that stops a conversation's or a turn's work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from palui.errors import NotFound, UsageError
+from palui.runner import approvals, audit, caps
+from palui.runner import state as st
+from palui.runner.deps import RunnerDeps
+from palui.service.tools import ToolsPart
+from palui.types import Origin, TurnStatus
+
+EventSink = Callable[[dict[str, Any]], None]
+
+RESUMABLE = (TurnStatus.AWAITING_APPROVAL,)
+LIVE = ("running", "awaiting_approval", "queued")
+_LIVE_WORDS = {"running": "the running turn", "awaiting_approval": "the turn waiting for approval",
+               "queued": "the queued turn"}
+
+
+@dataclass(frozen=True)
+class Launched:
+    """What :meth:`TurnsPart.launch` did: ``task`` runs the turn here (None when not started);
+    ``cap`` names the cap that keeps a new turn queued; ``behind`` the earlier turn of the
+    conversation it waits for."""
+
+    task: asyncio.Task[dict[str, Any]] | None
+    cap: str | None = None
+    behind: str | None = None
+
+
+class TurnsPart(ToolsPart):
+    """Running, pausing, resuming and stopping governed turns."""
+
+    def _setup(self) -> None:
+        super()._setup()
+        approvals.sweep(self.db)  # SPEC §5: expired approvals are swept on every start
+
+    def runner_deps(self) -> RunnerDeps:
+        """The narrow seam the runner receives (never the service itself)."""
+        return RunnerDeps(db=self.db, settings=self.settings, hub=self.hub, notify=self.notifier,
+                          job_token_cap=self.job_token_cap)
+
+    def preload(self) -> None:
+        """Import the turn runner and the model library now (about 2 s), not inside the first turn
+        where it would block the event loop (``palui serve`` calls it before serving)."""
+        import palui.runner.turn  # noqa: F401
+
+    # -- creating turns --------------------------------------------------------------------------
+
+    def new_conversation(self, origin: Origin = Origin.CHAT) -> str:
+        """A new, clean conversation (SPEC §4: ``/new`` clears taint). Returns its id."""
+        cid = st.new_id("c")
+        with self.db.write() as c:
+            c.execute(
+                "INSERT INTO conversations (id, origin, created_at) VALUES (?,?,?)", (cid, origin.value, time.time())
+            )
+        return cid
+
+    def check_model(self, spec: str | None) -> str | None:
+        """``spec`` (or the configured model when None) checked now, before anything is stored.
+
+        A ``script:`` path is made absolute, so a live service (another working directory)
+        reads the same file. Returns the model string to store. Raises ModelConfigError.
+        """
+        import os
+
+        from palui.models import resolve_model  # the model library is slow to import: only here
+
+        spec = spec or self.settings.model
+        if spec and spec.startswith("script:"):
+            spec = "script:" + os.path.abspath(os.path.expanduser(spec[len("script:") :]))
+        resolve_model(spec)
+        return spec
+
+    def start_turn(
+        self,
+        text: str,
+        *,
+        origin: Origin = Origin.CHAT,
+        conversation: str | None = None,
+        model: str | None = None,
+        job_id: str | None = None,
+        webhook_id: str | None = None,
+    ) -> str:
+        """Create a turn (status ``queued``; it counts as a run when it is admitted). Returns the turn id.
+
+        The turn starts tainted when its conversation is (SPEC §4: taint is sticky), and
+        a webhook turn starts tainted by its payload. When the conversation has a live turn,
+        the new one waits behind it (:meth:`turn_result` says ``queued_behind``).
+        Raises UsageError (empty message), NotFound (unknown conversation).
+        """
+        if not isinstance(text, str) or not text.strip():
+            raise UsageError("a turn needs a non-empty message")
+        if conversation is None:
+            conversation = self.new_conversation(origin)
+        conv = self.db.one("SELECT * FROM conversations WHERE id = ?", (conversation,))
+        if conv is None:
+            raise NotFound(f"unknown conversation {conversation!r}")
+        model = model or self.settings.model
+        tid = st.new_id("t")
+        now = time.time()
+        tainted, source = bool(conv["tainted"]), conv["taint_source"]
+        if tainted:
+            source = f"earlier in this conversation: {source}"
+        with self.db.write() as c:
+            ahead = c.execute(
+                "SELECT id FROM turns WHERE conversation_id = ? AND status IN"
+                " ('running','awaiting_approval','queued') ORDER BY rowid DESC LIMIT 1",
+                (conversation,),
+            ).fetchone()
+            c.execute(
+                "INSERT INTO turns (id, conversation_id, origin, status, input, model, tainted, taint_source, job_id,"
+                " webhook_id, queued_behind, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    tid,
+                    conversation,
+                    origin.value,
+                    TurnStatus.QUEUED.value,
+                    text,
+                    model,
+                    int(tainted),
+                    source,
+                    job_id,
+                    webhook_id,
+                    ahead[0] if ahead else None,
+                    now,
+                    now,
+                ),
+            )
+        from pydantic_ai.messages import ModelRequest, UserPromptPart
+
+        t = st.load(self.db, tid)
+        assert t is not None
+        t.messages = [ModelRequest(parts=[UserPromptPart(text)])]
+        st.save(self.db, t)
+        return tid
+
+    # -- claiming and running --------------------------------------------------------------------
+
+    def claim(
+        self, turn_id: str, from_status: tuple[TurnStatus, ...] = (TurnStatus.QUEUED,)
+    ) -> tuple[bool, str | None]:
+        """Claim a turn for this process without running it: ``(claimed, cap that refused or None)``
+        (see :meth:`claim_turn`). Raises NotFound."""
+        got = self.claim_turn(turn_id, from_status)
+        return got.claimed, got.cap
+
+    def claim_turn(self, turn_id: str, from_status: tuple[TurnStatus, ...] = (TurnStatus.QUEUED,)) -> st.Claim:
+        """Claim a turn for this process (compare-and-set, SPEC §5). A queued turn is admitted by the
+        caps and the one-turn-per-conversation rule in the same transaction (SPEC §6, §8), and the
+        pause state changes in that transaction too (the person is told once per pause).
+        Raises NotFound."""
+        if self.db.one("SELECT 1 FROM turns WHERE id = ?", (turn_id,)) is None:
+            raise NotFound(f"unknown turn {turn_id!r}")
+        if TurnStatus.QUEUED in from_status:
+            got = st.claim_new(self.db, turn_id, self._caps_verdict)
+            if got.paused_now:
+                self._tell_paused(got.paused_now)
+            if got.claimed or got.cap or got.behind or from_status == (TurnStatus.QUEUED,):
+                return got
+        others = tuple(s for s in from_status if s is not TurnStatus.QUEUED)
+        return st.Claim(claimed=bool(others) and st.claim(self.db, turn_id, others))
+
+    def launch(
+        self,
+        turn_id: str,
+        from_status: tuple[TurnStatus, ...] = (TurnStatus.QUEUED,),
+        on_event: EventSink | None = None,
+    ) -> Launched:
+        """Start a stored turn: claim it and run it in a task of this process (the one start door;
+        the runtime's tick, the HTTP routes, the web page and the CLI all call it). Needs a running
+        event loop. Returns :class:`Launched`; a turn another process holds is left alone."""
+        got = self.claim_turn(turn_id, from_status)
+        if not got.claimed:
+            return Launched(self.runtime.tasks.get(turn_id), got.cap, got.behind)
+        return Launched(self.runtime.launch(turn_id, on_event))
+
+    async def run_claimed(
+        self, turn_id: str, on_event: EventSink | None = None, drain: Callable[[], bool] | None = None
+    ) -> dict[str, Any]:
+        """Run a turn this process has claimed until it is done, paused or stopped (the runtime's task body)."""
+        from palui.runner.turn import TurnRunner  # imports the model library (slow): only when a turn runs
+
+        runner = TurnRunner(self.runner_deps(), on_event, drain=drain)
+        await runner.run(turn_id)
+        return self.turn_result(turn_id, runner.run_events)
+
+    async def run_turn(
+        self,
+        turn_id: str,
+        on_event: EventSink | None = None,
+        from_status: tuple[TurnStatus, ...] = (TurnStatus.QUEUED,),
+    ) -> dict[str, Any]:
+        """Launch a turn and wait for it here. Returns :meth:`turn_result`.
+
+        If the caps refuse a queued turn, it stays queued: the result has status ``queued``,
+        ``queued_reason`` (the cap) and ``start_after`` (ISO time). A turn waiting behind
+        another of its conversation is ``queued`` with ``queued_behind``. If another process
+        holds the turn, returns its current state without running it.
+        """
+        launched = self.launch(turn_id, from_status, on_event)
+        if launched.task is not None and launched.cap is None and launched.behind is None:
+            return await launched.task
+        result = self.turn_result(turn_id, [])
+        if launched.cap:
+            result["queued_reason"] = launched.cap
+            result["start_after"] = self.pause_state().get("paused_until") or caps.next_day(self.timezone())
+        return result
+
+    async def send(
+        self,
+        text: str,
+        *,
+        conversation: str | None = None,
+        model: str | None = None,
+        origin: Origin = Origin.CHAT,
+        on_event: EventSink | None = None,
+    ) -> dict[str, Any]:
+        """Start a turn and run it here: the ``palui run`` path."""
+        tid = self.start_turn(text, origin=origin, conversation=conversation, model=model)
+        return await self.run_turn(tid, on_event)
+
+    async def resume_turn(self, turn_id: str, on_event: EventSink | None = None) -> dict[str, Any]:
+        """Go on with a turn paused for an approval that is no longer pending, here (the CLI's way;
+        a live service's tick does it by itself). Returns :meth:`turn_result`."""
+        return await self.run_turn(turn_id, on_event, from_status=RESUMABLE)
+
+    async def resume_ready(self, on_event: EventSink | None = None) -> list[dict[str, Any]]:
+        """Resume turns that no process is running but that can go on: their approval was
+        answered or expired, the process running them died (kill -9, a crash), or the turn they
+        waited behind has ended. Used where no service runs (the service does this on every tick)."""
+        approvals.sweep(self.db)
+        st.recover_orphans(self.db)
+        out = []
+        for tid in st.answered_turn_ids(self.db):
+            out.append(await self.run_turn(tid, on_event, from_status=RESUMABLE))
+        # Recovered orphans (already counted as runs) and turns that waited behind another.
+        for r in self.db.all(
+            "SELECT t.id FROM turns t WHERE t.status = 'queued' AND (t.queued_behind IS NOT NULL"
+            " OR EXISTS (SELECT 1 FROM runs x WHERE x.turn_id = t.id)) ORDER BY t.rowid"
+        ):
+            result = await self.run_turn(r["id"], on_event)
+            if result["status"] != "queued":
+                out.append(result)
+        return out
+
+    def _caps_verdict(self, c, turn_row, now):
+        return caps.verdict_in_tx(c, turn_row, now, self.settings, self.job_token_cap(turn_row["job_id"]))
+
+    def job_token_cap(self, job_id: str | None) -> int | None:
+        """A job's own daily token cap (``--token-cap``), or None for the ``caps.job_daily_tokens`` default."""
+        if not job_id:
+            return None
+        r = self.db.one("SELECT token_cap FROM jobs WHERE id = ?", (job_id,))
+        return int(r[0]) if r and r[0] else None
+
+    def _tell_paused(self, cap: str) -> None:
+        """Tell the person once per pause (SPEC §6): called only by the claim that paused."""
+        until = self.pause_state().get("paused_until")
+        self.notify(
+            "cap", f"Palui is paused: the {cap} is reached. New turns wait" + (f" until {until}." if until else ".")
+        )
+
+    # -- results and conversations ----------------------------------------------------------------
+
+    def turn_result(self, turn_id: str, events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """The ``palui run --json`` shape: ``{"status","answer","conversation","turn","events","usage",…}``.
+
+        A queued turn waiting behind another of its conversation has ``queued_behind`` (that
+        turn's id) and ``queued_reason`` ("queued behind the running turn t-…; /stop cancels it").
+        """
+        t = st.load(self.db, turn_id)
+        if t is None:
+            raise NotFound(f"unknown turn {turn_id!r}")
+        pending = [
+            approvals.as_dict(r)
+            for r in self.db.all("SELECT * FROM approvals WHERE turn_id = ? AND status = 'pending'", (turn_id,))
+        ]
+        out = {
+            "status": t.status.value if t.status is not TurnStatus.RUNNING else "running",
+            "answer": t.answer,
+            "conversation": t.conversation_id,
+            "turn": t.id,
+            "origin": t.origin.value,
+            "events": events if events is not None else t.events,
+            "usage": {
+                "steps": t.steps,
+                "seconds": round(t.seconds, 3),
+                "input_tokens": t.input_tokens,
+                "output_tokens": t.output_tokens,
+                "tokens": t.tokens,
+            },
+            "tainted": t.tainted,
+            "taint_source": t.taint_source,
+            "error": t.error,
+            "budget": t.budget_hit,
+            "pending_approvals": pending,
+        }
+        if t.status is TurnStatus.QUEUED:
+            ahead = st.live_turn_before(self.db, turn_id)
+            if ahead is not None:
+                out["queued_behind"] = ahead["id"]
+                out["queued_reason"] = (
+                    f"queued behind {_LIVE_WORDS.get(ahead['status'], 'another turn')} {ahead['id']}; /stop cancels it"
+                )
+        return out
+
+    def turn_detail(self, turn_id: str) -> dict[str, Any]:
+        """:meth:`turn_result` plus ``input``, ``created_at`` (epoch s), ``approvals`` (each approval
+        the turn asked for, by id, in its current state) and, for a queued turn, ``pause``."""
+        r = self.turn_result(turn_id)
+        row = self.db.one("SELECT input, created_at FROM turns WHERE id = ?", (turn_id,))
+        r["input"] = row["input"]
+        r["created_at"] = row["created_at"]
+        states: dict[str, dict[str, Any]] = {}
+        for e in r["events"]:
+            if e.get("type") == "approval":
+                try:
+                    states[e["approval"]] = approvals.get(self.db, e["approval"])
+                except NotFound:
+                    pass
+        r["approvals"] = states
+        if r["status"] == "queued":
+            r["pause"] = self.pause_state()
+        return r
+
+    def conversations(self, limit: int = 50) -> list[dict[str, Any]]:
+        """Newest first: ``[{"id","origin","tainted","taint_source","title","last","turns","created_at"}]``
+        (``title`` is the first turn's input; times in epoch s)."""
+        rows = self.db.all(
+            "SELECT c.id, c.origin, c.tainted, c.taint_source, c.created_at,"
+            " (SELECT input FROM turns t WHERE t.conversation_id = c.id ORDER BY t.created_at LIMIT 1) AS title,"
+            " (SELECT MAX(created_at) FROM turns t WHERE t.conversation_id = c.id) AS last,"
+            " (SELECT COUNT(*) FROM turns t WHERE t.conversation_id = c.id) AS turns"
+            " FROM conversations c ORDER BY COALESCE(last, c.created_at) DESC LIMIT ?",
+            (limit,),
+        )
+        return [dict(r) for r in rows]
+
+    def conversation(self, cid: str) -> dict[str, Any]:
+        """One conversation with its turns (each :meth:`turn_detail`). Raises NotFound."""
+        c = self.db.one("SELECT * FROM conversations WHERE id = ?", (cid,))
+        if c is None:
+            raise NotFound(f"unknown conversation {cid!r}")
+        turns = [
+            self.turn_detail(r["id"])
+            for r in self.db.all("SELECT id FROM turns WHERE conversation_id = ? ORDER BY created_at", (cid,))
+        ]
+        return {
+            "id": c["id"],
+            "origin": c["origin"],
+            "tainted": bool(c["tainted"]),
+            "taint_source": c["taint_source"],
+            "turns": turns,
+        }
+
+    def conversation_of(self, turn_id: str | None) -> str | None:
+        """The conversation of a turn (None for an unknown turn or None)."""
+        if not turn_id:
+            return None
+        row = self.db.one("SELECT conversation_id FROM turns WHERE id = ?", (turn_id,))
+        return row["conversation_id"] if row else None
+
+    # -- stop ------------------------------------------------------------------------------------------
+
+    def stop(self, conversation: str | None = None, turn: str | None = None) -> list[str]:
+        """``/stop``: cancel the conversation's running, awaiting-approval or queued turns (SPEC §5).
+
+        A running turn (in any process) is asked to stop at its next boundary; a paused
+        or queued one is stopped now and its pending approvals cancelled. Returns the
+        turn ids acted on. Raises UsageError (neither given), NotFound (unknown turn).
+        """
+        if turn:
+            rows = self.db.all("SELECT * FROM turns WHERE id = ?", (turn,))
+        elif conversation:
+            rows = self.db.all(
+                "SELECT * FROM turns WHERE conversation_id = ? AND status IN ('running','awaiting_approval','queued')",
+                (conversation,),
+            )
+        else:
+            raise UsageError("stop needs a conversation or a turn")
+        if turn and not rows:
+            raise NotFound(f"unknown turn {turn!r}")
+        acted = []
+        now = time.time()
+        for r in rows:
+            orphan = r["status"] == "running" and not st.owner_alive(r["owner"])
+            in_flight: list[dict[str, Any]] = []
+            with self.db.write() as c:
+                if r["status"] in ("awaiting_approval", "queued") or orphan:
+                    # Nobody runs it (paused, queued, or its process died): stop it here.
+                    cur = c.execute(
+                        "UPDATE turns SET status='stopped', error='stopped by the person', pending_json=NULL,"
+                        " updated_at=? WHERE id=? AND status=? AND version=?",
+                        (now, r["id"], r["status"], r["version"]),
+                    )
+                    if cur.rowcount:
+                        c.execute(
+                            "UPDATE approvals SET status='cancelled', cancel_reason='the turn was stopped',"
+                            " answered_at=? WHERE turn_id=? AND status='pending'",
+                            (now, r["id"]),
+                        )
+                        acted.append(r["id"])
+                        in_flight = [x for x in json.loads(r["pending_json"] or "[]") if x.get("state") == "sent"]
+                else:
+                    cur = c.execute("UPDATE turns SET stop_requested=1 WHERE id=? AND status='running'", (r["id"],))
+                    if cur.rowcount:
+                        acted.append(r["id"])
+            for call in in_flight:
+                tool = self.tool_or_none(call["tool"])
+                audit.record(
+                    self.db,
+                    turn_id=r["id"],
+                    tool=call["tool"],
+                    tool_class=tool.tool_class.value if tool else None,
+                    class_source=tool.class_source.value if tool else None,
+                    origin=r["origin"],
+                    tainted=bool(r["tainted"]),
+                    verdict="run",
+                    reason="stopped after the process running the call ended",
+                    args_hash=approvals.args_hash(call["args"]),
+                    outcome="cancelled; may have run",
+                )
+        return acted
+
+    def tool_or_none(self, name: str):
+        """The stored tool named ``name`` or None (audit rows name its class when it still exists)."""
+        from palui.store import tools as tools_store
+
+        return tools_store.get_tool(self.db, name)
+
+    # -- status and audit ------------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        """``{"model","tokens_today","caps","runs_last_hour","paused","paused_reason","paused_until",
+        "connectors","pending_approvals"}`` (SPEC §8 /status)."""
+        approvals.sweep(self.db)
+        conns = []
+        for c in self.connectors():
+            live = self.hub.state(c["id"])
+            conns.append(
+                {"id": c["id"], "state": live or c["state"], "tools": c["tools"], "enabled_tools": c["enabled_tools"]}
+            )
+        pause = self.pause_state()
+        return {
+            "model": self.settings.model,
+            "tokens_today": caps.tokens_today(self.db, self.timezone()),
+            "caps": {
+                "daily_tokens": self.settings.get("caps.daily_tokens"),
+                "job_daily_tokens": self.settings.get("caps.job_daily_tokens"),
+                "runs_per_hour": self.settings.get("caps.runs_per_hour"),
+                "timezone": self.settings.get("caps.timezone") or "system",
+            },
+            "runs_last_hour": caps.runs_last_hour(self.db),
+            **pause,
+            "connectors": conns,
+            "pending_approvals": len(self.db.all("SELECT 1 FROM approvals WHERE status = 'pending'")),
+        }
+
+    def pause_state(self) -> dict[str, Any]:
+        """Whether a global cap pauses new turns: ``{"paused","paused_reason","paused_until"}``."""
+        tz = self.timezone()
+        if caps.tokens_today(self.db, tz) >= int(self.settings.get("caps.daily_tokens")):
+            return {"paused": True, "paused_reason": "daily token cap", "paused_until": caps.next_day(tz)}
+        runs = caps.runs_last_hour(self.db)
+        if runs >= int(self.settings.get("caps.runs_per_hour")):
+            return {
+                "paused": True,
+                "paused_reason": "runs per hour cap",
+                "paused_until": caps.window_frees_at(self.db, int(self.settings.get("caps.runs_per_hour"))),
+            }
+        return {"paused": False, "paused_reason": None, "paused_until": None}
+
+    def audit(self, turn: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
+        """Audit rows oldest first (SPEC §10): see :func:`palui.runner.audit.rows`."""
+        return audit.rows(self.db, turn, limit)

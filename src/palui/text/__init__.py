@@ -1,0 +1,10 @@
+"""Pure text helpers shared by the front ends and the service (no I/O anywhere in this package).
+
+- :mod:`.commands`: chat commands (``/stop``, ``/approve ID``…), parsed the same on every front end;
+- :mod:`.prompts`: the approval request as told on the person's channel;
+- :mod:`.review`: diffs of a tool's pending definition change;
+- :mod:`.mcp_config`: an MCP server's configuration, ``KEY=VALUE`` pairs, URL redaction.
+
+Front ends may import this package, :mod:`palui.types`, :mod:`palui.errors` and the
+service API, nothing else of Palui (docs/architecture.md; ``tests/test_architecture.py``).
+"""

@@ -1,0 +1,146 @@
+"""The import contract (docs/architecture.md, "who may import whom"), checked over every module's AST.
+
+Imports inside functions and under ``TYPE_CHECKING`` count, and so do ``importlib.import_module``
+and ``__import__`` calls with a constant name: a reader's circle is a circle.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PKG = SRC / "palui"
+
+FRONT_ENDS = ("palui.cli", "palui.server", "palui.web", "palui.channels")
+# What a front end may import of Palui: the service API, the shared words, the shared text
+# helpers, the settings, and front-end code itself.
+FRONT_END_ALLOWED = ("palui.service", "palui.types", "palui.errors", "palui.text", "palui.config", *FRONT_ENDS)
+FRONT_END_FORBIDDEN = ("palui.runner", "palui.store", "palui.models", "palui.connectors", "palui.triggers")
+# The service's internals a front end must not reach through an attribute either.
+FRONT_END_FORBIDDEN_ATTRIBUTES = ("db", "hub", "runtime", "notifier")
+SERVICE_SIDE = ("palui.service", *FRONT_ENDS)
+POLICY_STDLIB = {"__future__", "math", "re", "collections", "dataclasses", "typing", "unicodedata"}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def is_package(path: Path) -> bool:
+    return path.name == "__init__.py"
+
+
+def exists(name: str) -> bool:
+    p = SRC.joinpath(*name.split("."))
+    return p.with_suffix(".py").exists() or (p / "__init__.py").exists()
+
+
+def imports(path: Path) -> list[tuple[int, str]]:
+    """(line, absolute module name) of every import in ``path``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    me = module_name(path)
+    base = me if is_package(path) else me.rpartition(".")[0]
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parent = base
+                for _ in range(node.level - 1):
+                    parent = parent.rpartition(".")[0]
+                mod = f"{parent}.{node.module}" if node.module else parent
+            else:
+                mod = node.module or ""
+            for a in node.names:
+                sub = f"{mod}.{a.name}"
+                out.append((node.lineno, sub if exists(sub) else mod))
+        elif isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if name in ("import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant):
+                out.append((node.lineno, str(node.args[0].value)))
+    return out
+
+
+def within(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+MODULES = sorted(PKG.rglob("*.py"))
+
+
+def test_the_contract_sees_every_package():
+    names = {module_name(p) for p in MODULES}
+    for pkg in ("palui.cli", "palui.server", "palui.web", "palui.runner", "palui.connectors", "palui.service",
+                "palui.policy", "palui.text"):
+        assert pkg in names
+    # the checker resolves relative and from-imports to modules
+    assert "palui.service.tools" in {m for _, m in imports(PKG / "service" / "mcp_connectors.py")}
+
+
+def front_end_violations(path: Path) -> list[tuple[int, str]]:
+    bad = [(line, m) for line, m in imports(path)
+           if within(m, ("palui",)) and m != "palui" and (within(m, FRONT_END_FORBIDDEN)
+                                                          or not within(m, FRONT_END_ALLOWED))]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    bad += [(n.lineno, f".{n.attr}") for n in ast.walk(tree)
+            if isinstance(n, ast.Attribute) and n.attr in FRONT_END_FORBIDDEN_ATTRIBUTES]
+    return bad
+
+
+@pytest.mark.parametrize("path", [p for p in MODULES if within(module_name(p), FRONT_ENDS)],
+                         ids=lambda p: module_name(p))
+def test_front_ends_reach_palui_only_through_the_service(path):
+    bad = front_end_violations(path)
+    assert not bad, f"{module_name(path)} reaches internals (imports or service attributes): {bad}"
+
+
+@pytest.mark.parametrize("path", [p for p in MODULES if within(module_name(p), ("palui.runner", "palui.connectors",
+                                                                                "palui.policy", "palui.store",
+                                                                                "palui.triggers", "palui.text"))],
+                         ids=lambda p: module_name(p))
+def test_below_the_service_nothing_imports_the_service_or_a_front_end(path):
+    bad = [(line, m) for line, m in imports(path) if within(m, SERVICE_SIDE)]
+    assert not bad, f"{module_name(path)} imports the service or a front end: {bad}"
+
+
+@pytest.mark.parametrize("path", [p for p in MODULES if within(module_name(p), ("palui.policy",))],
+                         ids=lambda p: module_name(p))
+def test_the_policy_is_pure(path):
+    """No I/O, no clock (SPEC §3): only the shared words and a few pure standard modules."""
+    for line, m in imports(path):
+        if within(m, ("palui",)):
+            assert within(m, ("palui.types", "palui.errors", "palui.policy", "palui.text")), (line, m)
+        else:
+            assert m.split(".")[0] in POLICY_STDLIB, f"{module_name(path)}:{line} imports {m}"
+
+
+@pytest.mark.parametrize("path", [p for p in MODULES if within(module_name(p), ("palui.text",))],
+                         ids=lambda p: module_name(p))
+def test_the_shared_text_helpers_are_pure(path):
+    for line, m in imports(path):
+        if within(m, ("palui",)):
+            assert within(m, ("palui.types", "palui.errors", "palui.text")), (line, m)
+        else:
+            assert m.split(".")[0] in POLICY_STDLIB | {"json", "difflib", "hashlib", "urllib", "bisect"}, (line, m)
+
+
+def test_a_violation_is_caught():
+    """The checker itself: a web module importing the store under TYPE_CHECKING, or using ``svc.db``, fails."""
+    probe = PKG / "web" / "_contract_probe.py"  # imports resolve against the real tree
+    try:
+        probe.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from palui.store import db\n")
+        assert front_end_violations(probe) == [(3, "palui.store.db")]
+        probe.write_text("def f(svc):\n    return svc.db.all('x')\n")
+        assert front_end_violations(probe) == [(2, ".db")]
+        probe.write_text("import importlib\nimportlib.import_module('palui.runner.turn')\n")
+        assert front_end_violations(probe) == [(2, "palui.runner.turn")]
+    finally:
+        probe.unlink()
