@@ -7,6 +7,7 @@ and ``__import__`` calls with a constant name: a reader's circle is a circle.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,15 @@ def test_a_violation_is_caught():
         assert front_end_violations(probe) == [(2, "palui.runner.turn")]
     finally:
         probe.unlink()
+
+
+def test_every_type_ignore_names_its_code_and_a_reason():
+    """mypy runs with ``warn_unused_ignores``; an ignore must say which error and why (issue 9)."""
+    pattern = re.compile(r"#\s*type:\s*ignore(\[[a-z-]+(,\s*[a-z-]+)*\])?(.*)$")
+    bad = []
+    for path in MODULES:
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            m = pattern.search(line)
+            if m and (not m.group(1) or not re.match(r"\s*#\s*\S.{5,}", m.group(3))):
+                bad.append(f"{module_name(path)}:{n}: {line.strip()}")
+    assert not bad, bad

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import os
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -178,10 +179,9 @@ def _flatten(where: str, table: dict[str, Any], prefix: str = "") -> dict[str, A
     return out
 
 
-def paths(env: dict[str, str] | None = None) -> tuple[Path, Path, Path]:
+def paths(env: Mapping[str, str] | None = None) -> tuple[Path, Path, Path]:
     """(home, data_dir, config_file) for this environment."""
-    env = os.environ if env is None else env
-    home = env.get("PALUI_HOME")
+    home = (os.environ if env is None else env).get("PALUI_HOME")
     if home:
         h = Path(home).expanduser().resolve()
         return h, h, h / "palui.toml"

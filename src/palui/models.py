@@ -93,8 +93,8 @@ def resolve_model(spec: str | None, env: dict[str, str] | None = None) -> ModelH
 
         # The Anthropic SDK appends /v1/messages itself: accept a base URL written with /v1 too.
         base_url = base_url.rstrip("/").removesuffix("/v1") if base_url else base_url
-        client = AsyncAnthropic(base_url=base_url or None, api_key=key or "none", max_retries=0)
-        return ModelHandle(spec, AnthropicModel(name, provider=AnthropicProvider(anthropic_client=client)),
+        anthropic_client = AsyncAnthropic(base_url=base_url or None, api_key=key or "none", max_retries=0)
+        return ModelHandle(spec, AnthropicModel(name, provider=AnthropicProvider(anthropic_client=anthropic_client)),
                            {"max_tokens": ANTHROPIC_MAX_TOKENS}, secrets=_secrets(key, base_url))
     raise ModelConfigError(f"model {spec!r}: unknown provider {provider!r} (use openai:, anthropic:, ollama:, script:)")
 
@@ -137,6 +137,7 @@ async def request(handle: ModelHandle, messages: list[ModelMessage], tools: list
     end = loop.time() + deadline_seconds
     attempt = 0
     params = ModelRequestParameters(function_tools=tools, allow_text_output=True)
+    last: ModelAPIError | None = None
     while True:
         left = end - loop.time()
         if left <= 0:
@@ -157,7 +158,7 @@ async def request(handle: ModelHandle, messages: list[ModelMessage], tools: list
             if attempt > CONNECT_RETRIES:
                 raise _clear(handle, e, attempt) from e
             delay, last = _backoff(attempt, None), e
-        if loop.time() + delay >= end:
+        if loop.time() + delay >= end and last is not None:
             # Say what kept failing rather than only that time ran out.
             raise _clear(handle, last, attempt, "; no time left in the turn's budget to retry") from last
         await asyncio.sleep(delay)
@@ -174,8 +175,9 @@ def _clear(handle: ModelHandle, e: ModelAPIError, attempts: int, note: str = "")
     """The same failure with a message for the person: what happened and the provider's own words."""
     from pydantic_ai.exceptions import ModelAPIError, ModelHTTPError
 
-    body = e.body if isinstance(e.body, dict) else {}
-    inner = body.get("error") if isinstance(body.get("error"), dict) else body
+    body: dict[str, Any] = e.body if isinstance(e.body, dict) else {}
+    error = body.get("error")
+    inner: dict[str, Any] = error if isinstance(error, dict) else body
     said = inner.get("message") if isinstance(inner.get("message"), str) else (str(e.body)[:500] if e.body else "")
     tries = f" after {attempts} attempts" if attempts > 1 else ""
     if isinstance(e, ModelHTTPError):
@@ -204,7 +206,9 @@ class Script:
     Each model request takes the step whose index is the number of model responses
     already in the current turn (so a turn resumed after an approval, even in another
     process, continues where it paused). A step has ``text``, ``tool_calls`` or both;
-    ``usage`` is optional (default: an estimate of about 4 characters per token).
+    ``usage`` is optional (default: an estimate of about 4 characters per token);
+    ``delay_seconds`` (0-600, optional) makes the step answer that much later, as a slow
+    provider would (benchmarks and tests of a running turn; ``/stop`` cancels the wait).
     Running out of steps ends the turn with a message saying so.
     """
 
@@ -241,6 +245,9 @@ class Script:
                         for k in ("input_tokens", "output_tokens"))
             ):
                 raise ModelConfigError(f"{where}: \"usage\" must be {{\"input_tokens\": N, \"output_tokens\": M}}")
+            delay = step.get("delay_seconds", 0)
+            if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not 0 <= delay <= 600:
+                raise ModelConfigError(f"{where}: \"delay_seconds\" must be a number of seconds from 0 to 600")
         return cls(path=path, steps=data["steps"])
 
     def model(self) -> Model:
@@ -258,6 +265,8 @@ class Script:
                     f"turn asked for step {index + 1}. The turn ends here.")
             return ModelResponse(parts=[TextPart(text)], usage=RequestUsage(input_tokens=0, output_tokens=0))
         step = self.steps[index]
+        if step.get("delay_seconds"):
+            await asyncio.sleep(float(step["delay_seconds"]))
         parts: list[Any] = []
         if step.get("text"):
             parts.append(TextPart(step["text"]))

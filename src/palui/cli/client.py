@@ -86,7 +86,8 @@ class ServiceClient:
         return self.stream("/api/turns", {"message": message, "conversation": conversation, "model": model}, on_event)
 
     def answer(self, approval_id: str, approve: bool, on_event: EventSink | None) -> dict[str, Any]:
-        return self.stream(f"/api/approvals/{approval_id}/{'approve' if approve else 'deny'}", {}, on_event)
+        return self.stream(f"/api/approvals/{approval_id}/{'approve' if approve else 'deny'}", {"via": "cli"},
+                           on_event)
 
     def close(self) -> None:
         self.http.close()

@@ -45,6 +45,7 @@ def connectors_add(
         config = ServerConfig("http", url=url, headers=parse_pairs(header, "--header", os.environ),
                               timeout_seconds=timeout, max_output_bytes=max_output)
     else:
+        command = command or [""]  # not empty: checked above
         config = ServerConfig("stdio", command=command[0], args=tuple(command[1:]), cwd=cwd,
                               env=parse_pairs(env, "--env", os.environ),
                               timeout_seconds=timeout, max_output_bytes=max_output)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from palui.types import Notify, Origin, ToolClass
 
@@ -73,7 +73,7 @@ class CallContext:
     notifier: PersonChannel | None = None
 
 
-class PersonChannel(Notify):
+class PersonChannel(Notify, Protocol):
     """The person's channel as a connector sees it (SPEC §1): :class:`~palui.types.Notify` plus a
     delivery that waits, for ``messages__send_message``, which reports what was delivered."""
 

@@ -43,7 +43,7 @@ class ConnectorHub:
                 raise NotFound(f"connector {cid!r} has no implementation")
             from palui.connectors.mcp import create_connector  # written by the MCP layer
 
-            conn = await create_connector(self.env, row)
+            conn = await create_connector(self.env, dict(row))
             self._live[cid] = conn
             return conn
 

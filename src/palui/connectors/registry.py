@@ -208,7 +208,7 @@ def _apply_mcp_change(
     if kind in ("changed", "loosened") and pending.get("definition_hash") == new_hash:
         return  # already held for review, and the person was told
     old_content = _content_hash(row["description"], json.loads(row["input_schema"]))
-    review = {
+    review: dict[str, Any] = {
         "description": spec.description,
         "input_schema": spec.input_schema,
         "annotations": spec.annotations,

@@ -20,6 +20,9 @@ from palui.runner.state import new_id
 from palui.store.db import Database
 from palui.types import ApprovalStatus
 
+#: The cancel reason of an approval whose turn was stopped (``/stop``, a removed job).
+STOPPED = "the turn was stopped"
+
 
 def args_hash(args: Any) -> str:
     """SHA-256 of the canonical JSON of a call's arguments."""
@@ -113,9 +116,12 @@ def answer(db: Database, aid: str, approve: bool, via: str, now: float | None = 
                 (why, now, via, aid),
             )
         elif r["status"] == "expired":
-            raise ApprovalError(f"approval {aid} expired; the call was treated as denied")
+            c.execute("UPDATE approvals SET answered_via=COALESCE(answered_via, ?) WHERE id=?", (via, aid))
+            expired = True  # the same refusal whether the sweep or this answer found it expired
         elif r["status"] == "cancelled":
-            raise ApprovalError(f"approval {aid} cancelled: {r['cancel_reason'] or 'the turn was stopped'}")
+            why_then = r["cancel_reason"] or STOPPED
+            # Cancelled by a re-decision, the turn goes on with it; cancelled by /stop, the turn ended.
+            raise ApprovalError(f"approval {aid} cancelled: {why_then}", None if why_then == STOPPED else r["turn_id"])
         elif r["status"] != "pending":
             raise ApprovalError(f"approval {aid} is already {r['status']}; an approval is answered once")
         else:
@@ -162,7 +168,7 @@ def consume(db: Database, aid: str, call: dict[str, Any], now: float | None = No
     return True, "approved"
 
 
-def cancel_for_turn(db: Database, turn_id: str, now: float | None = None, reason: str = "the turn was stopped") -> int:
+def cancel_for_turn(db: Database, turn_id: str, now: float | None = None, reason: str = STOPPED) -> int:
     """Cancel a turn's pending approvals (``/stop``)."""
     now = time.time() if now is None else now
     with db.write() as c:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
@@ -24,6 +25,12 @@ from palui.store.tools import ToolRow
 from palui.text.prompts import approval_prompt
 from palui.types import Origin, Verdict
 
+if TYPE_CHECKING:
+    from palui.config import Settings
+    from palui.runner.deps import RunnerDeps
+    from palui.store.db import Database
+
+T = TypeVar("T")
 DENIED = "The person denied this action."
 MAX_UNTRUSTED_CHARS = 1_000_000  # characters of one untrusted output kept for approval marking
 CONNECT_TIMEOUT = 30.0  # seconds to start an MCP connector before a turn gives up on it
@@ -34,7 +41,30 @@ class StopRequested(Exception):
 
 
 class CallsMixin:
-    """The call half of the turn runner."""
+    """The call half of the turn runner. It uses these of :class:`~palui.runner.turn.TurnRunner`:"""
+
+    deps: RunnerDeps
+    db: Database
+    settings: Settings
+
+    def _row(self, name: str) -> ToolRow | None:
+        raise NotImplementedError
+
+    def _emit(self, t: Turn, event: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _save(self, t: Turn) -> None:
+        raise NotImplementedError
+
+    def _time_left(self, t: Turn) -> float:
+        raise NotImplementedError
+
+    async def _guarded(self, t: Turn, coro: Awaitable[T], timeout: float) -> T:
+        raise NotImplementedError
+
+    @staticmethod
+    def _is_builtin(r: ToolRow) -> bool:
+        raise NotImplementedError
 
     async def _process_pending(self, t: Turn) -> bool:
         """Decide and run the held calls in order. True if the turn must pause for an approval."""
@@ -96,7 +126,7 @@ class CallsMixin:
                 tool_call_id=c["id"],
                 outcome=c.get("outcome") or ("failed" if c.get("is_error") else "success"),
             )
-            for c in t.pending
+            for c in t.pending or []
         ]
         t.messages.append(ModelRequest(parts=returns))
         t.pending = None

@@ -66,15 +66,15 @@ def record_usage(db: Database, *, turn_id: str, job_id: str | None, tokens: int,
 def tokens_today(db: Database, tz: ZoneInfo | None, job_id: str | None = None, now: float | None = None) -> int:
     now = time.time() if now is None else now
     if job_id is None:
-        r = db.one("SELECT COALESCE(SUM(tokens), 0) FROM usage WHERE day = ?", (day(now, tz),))
+        r = db.row("SELECT COALESCE(SUM(tokens), 0) FROM usage WHERE day = ?", (day(now, tz),))
     else:
-        r = db.one("SELECT COALESCE(SUM(tokens), 0) FROM usage WHERE day = ? AND job_id = ?", (day(now, tz), job_id))
+        r = db.row("SELECT COALESCE(SUM(tokens), 0) FROM usage WHERE day = ? AND job_id = ?", (day(now, tz), job_id))
     return int(r[0])
 
 
 def runs_last_hour(db: Database, now: float | None = None) -> int:
     now = time.time() if now is None else now
-    return int(db.one("SELECT COUNT(*) FROM runs WHERE time > ?", (now - 3600,))[0])
+    return int(db.row("SELECT COUNT(*) FROM runs WHERE time > ?", (now - 3600,))[0])
 
 
 def next_day(tz: ZoneInfo | None, now: float | None = None) -> str:

@@ -54,6 +54,7 @@ class TurnRunner(CallsMixin):
         self.settings = deps.settings
         self.on_event = on_event
         self.run_events: list[dict[str, Any]] = []
+        self._t0 = time.monotonic()  # start of the current stretch of counted time (reset at each run)
         self._history: list | None = None  # earlier turns' messages: fixed while this turn runs
 
     # -- helpers ----------------------------------------------------------------------------

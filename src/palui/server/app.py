@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse, RedirectResponse, Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from palui.server import hooks, routes
 
@@ -47,8 +47,9 @@ def allowed_hosts(host: str, port: int, public_url: str | None) -> set[str]:
 class Guard:
     """ASGI middleware: Host check (DNS rebinding) then the access token."""
 
-    def __init__(self, app: ASGIApp, token: str, hosts: set[str]) -> None:
+    def __init__(self, app: Starlette, token: str, hosts: set[str]) -> None:
         self.app = app
+        self.state = app.state
         self.token = token
         self.hosts = hosts
 
@@ -103,7 +104,7 @@ def csrf_value(token: str) -> str:
 
 def create_app(
     svc: Any, token: str, host: str = "127.0.0.1", port: int = 8765, tick_seconds: float | None = None
-) -> Starlette:
+) -> Guard:
     """The ASGI app for one service (``svc`` is the :class:`~palui.service.Service`): the JSON
     routes, the webhook route and the web pages behind the :class:`Guard`. Its lifespan starts and
     drains the service's runtime (the tick, the job scheduler)."""
@@ -123,6 +124,4 @@ def create_app(
     app.state.svc = svc
     app.state.token = token
     hosts = allowed_hosts(host, port, svc.settings.get("serve.public_url"))
-    guarded = Guard(app, token, hosts)
-    guarded.state = app.state  # type: ignore[attr-defined]
-    return guarded  # type: ignore[return-value]
+    return Guard(app, token, hosts)

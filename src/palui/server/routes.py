@@ -190,14 +190,17 @@ async def list_approvals(request, svc):
 
 @endpoint
 async def answer_approval(request, svc):
-    """Answer through the service's one door (``answered_via = "api"``), then resume the turn here:
+    """Answer through the service's one door (``answered_via`` ``"api"``, or ``"cli"`` when the body
+    says ``{"via": "cli"}``), then resume the turn here:
     its events stream back with ``stream``. A refusal is 409 with the door's message."""
     aid, action = request.path_params["id"], request.path_params["action"]
     if action not in ("approve", "deny"):
         raise NotFound(f"unknown action {action!r}")
     data = await body(request)
+    # The CLI's client says it is the CLI (the person's token either way); anything else is "api".
+    via = "cli" if data.get("via") == "cli" else "api"
     try:
-        a = svc.answer_approval(aid, action == "approve", via="api")
+        a = svc.answer_approval(aid, action == "approve", via=via)
     except ApprovalError as e:
         if e.turn_id:
             svc.launch(e.turn_id, (TurnStatus.AWAITING_APPROVAL,))  # the turn goes on with the refusal

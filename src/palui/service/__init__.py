@@ -5,13 +5,15 @@ The service is composed of parts, one concept per module, each a class that buil
 :class:`~palui.service.core.ServiceCore` and on the parts it uses (a part may call only what
 it inherits)::
 
-    ServiceCore   settings, database, notifier, connector hub, turn runtime   (core.py)
-    ├── ToolsPart      connectors, tools, classes, switches, review, explain   (tools.py)
-    │   ├── MCPPart    MCP servers: add, import, refresh, remove, enable       (mcp_connectors.py)
-    │   └── TurnsPart  start, launch, run, resume, stop, status, audit         (turns.py)
-    │       ├── ApprovalsPart  the one door for answers, re-decision           (approvals.py)
-    │       └── TriggersPart   jobs and webhooks                               (triggers.py)
-    └── MemoriesPart   memories and tasks                                      (memories.py)
+    ServiceCore   settings, database, notifier, connector hub, turn runtime      (core.py)
+    ├── ToolsPart        connectors, tools, classes, switches, review, explain    (tools.py)
+    │   ├── MCPPart      MCP servers: add, import, refresh, remove, enable        (mcp_connectors.py)
+    │   └── StatusPart   /status, the pause state, the audit log                  (status.py)
+    │       └── TurnsPart  start, launch, run, resume, stop                       (turns.py)
+    │           ├── ConversationsPart  conversations and turns as shown           (conversations.py)
+    │           │   └── ApprovalsPart  the one door for answers, re-decision      (approvals.py)
+    │           └── TriggersPart       jobs and webhooks                          (triggers.py)
+    └── MemoriesPart     memories and tasks                                       (memories.py)
 
 Mixins rather than delegation so that the API stays one flat object (``svc.tools()``,
 ``svc.answer_approval(…)``) for front ends and tests, while each module stays small and a

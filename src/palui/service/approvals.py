@@ -15,13 +15,14 @@ from typing import Any
 
 from palui.errors import ApprovalError, UsageError
 from palui.runner import approvals, redecide
-from palui.service.turns import EventSink, TurnsPart
+from palui.service.conversations import ConversationsPart
+from palui.service.turns import EventSink
 
 #: Where an answer may come from: a front end, or a chat channel's name (``telegram``, ``matrix-home``).
 VIA = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 
 
-class ApprovalsPart(TurnsPart):
+class ApprovalsPart(ConversationsPart):
     """Listing, answering and re-deciding approvals."""
 
     def approvals(self, status: str | None = "pending") -> list[dict[str, Any]]:

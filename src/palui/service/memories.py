@@ -53,7 +53,10 @@ class MemoriesPart(ServiceCore):
         """Mark a memory trusted: reading it no longer taints a turn (SPEC §4). Raises NotFound."""
         if not store.trust_memory(self.db, memory_id):
             raise NotFound(f"no memory with id {memory_id} (see: palui memories list)")
-        return memory_dict(store.get_memory(self.db, memory_id))
+        row = store.get_memory(self.db, memory_id)
+        if row is None:  # forgotten in between
+            raise NotFound(f"no memory with id {memory_id} (see: palui memories list)")
+        return memory_dict(row)
 
     def tasks(self, status: str = "open") -> list[dict[str, Any]]:
         """Tasks with ``status`` open, done or all (see :func:`task_dict`). Raises UsageError for another word."""
@@ -72,4 +75,7 @@ class MemoriesPart(ServiceCore):
         """Mark a task trusted: reading it no longer taints a turn (SPEC §4). Raises NotFound."""
         if not store.trust_task(self.db, task_id):
             raise NotFound(f"no task with id {task_id} (see: palui tasks list --status all)")
-        return task_dict(store.get_task(self.db, task_id))
+        row = store.get_task(self.db, task_id)
+        if row is None:  # deleted in between
+            raise NotFound(f"no task with id {task_id} (see: palui tasks list --status all)")
+        return task_dict(row)

@@ -48,7 +48,7 @@ class Runtime:
 
     @property
     def svc(self) -> Service:
-        return self._svc  # type: ignore[return-value]  # the core is always the whole Service here
+        return self._svc  # type: ignore[return-value]  # the core that made the runtime is always a Service
 
     # -- lifecycle (palui serve) ---------------------------------------------------------------
 

@@ -158,13 +158,11 @@ class TriggersPart(TurnsPart):
         """
         job = jobs_mod.get(self.db, name)
         cap = self.job_cap(job)
-        tid = None
         if cap is None:
             tid = self.start_job_turn(job)
             cap = launch(tid)
-        if cap is None:
-            return tid  # type: ignore[return-value]
-        if tid:
+            if cap is None:
+                return tid
             self._not_started(tid, f"not started: the {cap} is reached")
         if cap in GLOBAL_CAPS:
             self._pause(cap)

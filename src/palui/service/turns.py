@@ -24,7 +24,7 @@ from palui.errors import NotFound, UsageError
 from palui.runner import approvals, audit, caps
 from palui.runner import state as st
 from palui.runner.deps import RunnerDeps
-from palui.service.tools import ToolsPart
+from palui.service.status import StatusPart
 from palui.types import Origin, TurnStatus
 
 EventSink = Callable[[dict[str, Any]], None]
@@ -46,7 +46,7 @@ class Launched:
     behind: str | None = None
 
 
-class TurnsPart(ToolsPart):
+class TurnsPart(StatusPart):
     """Running, pausing, resuming and stopping governed turns."""
 
     def _setup(self) -> None:
@@ -279,7 +279,7 @@ class TurnsPart(ToolsPart):
             "cap", f"Palui is paused: the {cap} is reached. New turns wait" + (f" until {until}." if until else ".")
         )
 
-    # -- results and conversations ----------------------------------------------------------------
+    # -- results --------------------------------------------------------------------------------
 
     def turn_result(self, turn_id: str, events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """The ``palui run --json`` shape: ``{"status","answer","conversation","turn","events","usage",…}``.
@@ -323,62 +323,6 @@ class TurnsPart(ToolsPart):
                 )
         return out
 
-    def turn_detail(self, turn_id: str) -> dict[str, Any]:
-        """:meth:`turn_result` plus ``input``, ``created_at`` (epoch s), ``approvals`` (each approval
-        the turn asked for, by id, in its current state) and, for a queued turn, ``pause``."""
-        r = self.turn_result(turn_id)
-        row = self.db.one("SELECT input, created_at FROM turns WHERE id = ?", (turn_id,))
-        r["input"] = row["input"]
-        r["created_at"] = row["created_at"]
-        states: dict[str, dict[str, Any]] = {}
-        for e in r["events"]:
-            if e.get("type") == "approval":
-                try:
-                    states[e["approval"]] = approvals.get(self.db, e["approval"])
-                except NotFound:
-                    pass
-        r["approvals"] = states
-        if r["status"] == "queued":
-            r["pause"] = self.pause_state()
-        return r
-
-    def conversations(self, limit: int = 50) -> list[dict[str, Any]]:
-        """Newest first: ``[{"id","origin","tainted","taint_source","title","last","turns","created_at"}]``
-        (``title`` is the first turn's input; times in epoch s)."""
-        rows = self.db.all(
-            "SELECT c.id, c.origin, c.tainted, c.taint_source, c.created_at,"
-            " (SELECT input FROM turns t WHERE t.conversation_id = c.id ORDER BY t.created_at LIMIT 1) AS title,"
-            " (SELECT MAX(created_at) FROM turns t WHERE t.conversation_id = c.id) AS last,"
-            " (SELECT COUNT(*) FROM turns t WHERE t.conversation_id = c.id) AS turns"
-            " FROM conversations c ORDER BY COALESCE(last, c.created_at) DESC LIMIT ?",
-            (limit,),
-        )
-        return [dict(r) for r in rows]
-
-    def conversation(self, cid: str) -> dict[str, Any]:
-        """One conversation with its turns (each :meth:`turn_detail`). Raises NotFound."""
-        c = self.db.one("SELECT * FROM conversations WHERE id = ?", (cid,))
-        if c is None:
-            raise NotFound(f"unknown conversation {cid!r}")
-        turns = [
-            self.turn_detail(r["id"])
-            for r in self.db.all("SELECT id FROM turns WHERE conversation_id = ? ORDER BY created_at", (cid,))
-        ]
-        return {
-            "id": c["id"],
-            "origin": c["origin"],
-            "tainted": bool(c["tainted"]),
-            "taint_source": c["taint_source"],
-            "turns": turns,
-        }
-
-    def conversation_of(self, turn_id: str | None) -> str | None:
-        """The conversation of a turn (None for an unknown turn or None)."""
-        if not turn_id:
-            return None
-        row = self.db.one("SELECT conversation_id FROM turns WHERE id = ?", (turn_id,))
-        return row["conversation_id"] if row else None
-
     # -- stop ------------------------------------------------------------------------------------------
 
     def stop(self, conversation: str | None = None, turn: str | None = None) -> list[str]:
@@ -414,9 +358,9 @@ class TurnsPart(ToolsPart):
                     )
                     if cur.rowcount:
                         c.execute(
-                            "UPDATE approvals SET status='cancelled', cancel_reason='the turn was stopped',"
-                            " answered_at=? WHERE turn_id=? AND status='pending'",
-                            (now, r["id"]),
+                            "UPDATE approvals SET status='cancelled', cancel_reason=?, answered_at=?"
+                            " WHERE turn_id=? AND status='pending'",
+                            (approvals.STOPPED, now, r["id"]),
                         )
                         acted.append(r["id"])
                         in_flight = [x for x in json.loads(r["pending_json"] or "[]") if x.get("state") == "sent"]
@@ -446,49 +390,3 @@ class TurnsPart(ToolsPart):
         from palui.store import tools as tools_store
 
         return tools_store.get_tool(self.db, name)
-
-    # -- status and audit ------------------------------------------------------------------------------
-
-    def status(self) -> dict[str, Any]:
-        """``{"model","tokens_today","caps","runs_last_hour","paused","paused_reason","paused_until",
-        "connectors","pending_approvals"}`` (SPEC §8 /status)."""
-        approvals.sweep(self.db)
-        conns = []
-        for c in self.connectors():
-            live = self.hub.state(c["id"])
-            conns.append(
-                {"id": c["id"], "state": live or c["state"], "tools": c["tools"], "enabled_tools": c["enabled_tools"]}
-            )
-        pause = self.pause_state()
-        return {
-            "model": self.settings.model,
-            "tokens_today": caps.tokens_today(self.db, self.timezone()),
-            "caps": {
-                "daily_tokens": self.settings.get("caps.daily_tokens"),
-                "job_daily_tokens": self.settings.get("caps.job_daily_tokens"),
-                "runs_per_hour": self.settings.get("caps.runs_per_hour"),
-                "timezone": self.settings.get("caps.timezone") or "system",
-            },
-            "runs_last_hour": caps.runs_last_hour(self.db),
-            **pause,
-            "connectors": conns,
-            "pending_approvals": len(self.db.all("SELECT 1 FROM approvals WHERE status = 'pending'")),
-        }
-
-    def pause_state(self) -> dict[str, Any]:
-        """Whether a global cap pauses new turns: ``{"paused","paused_reason","paused_until"}``."""
-        tz = self.timezone()
-        if caps.tokens_today(self.db, tz) >= int(self.settings.get("caps.daily_tokens")):
-            return {"paused": True, "paused_reason": "daily token cap", "paused_until": caps.next_day(tz)}
-        runs = caps.runs_last_hour(self.db)
-        if runs >= int(self.settings.get("caps.runs_per_hour")):
-            return {
-                "paused": True,
-                "paused_reason": "runs per hour cap",
-                "paused_until": caps.window_frees_at(self.db, int(self.settings.get("caps.runs_per_hour"))),
-            }
-        return {"paused": False, "paused_reason": None, "paused_until": None}
-
-    def audit(self, turn: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
-        """Audit rows oldest first (SPEC §10): see :func:`palui.runner.audit.rows`."""
-        return audit.rows(self.db, turn, limit)

@@ -79,6 +79,13 @@ class Database:
     def one(self, sql: str, params: tuple | dict = ()) -> sqlite3.Row | None:
         return self._connect().execute(sql, params).fetchone()
 
+    def row(self, sql: str, params: tuple | dict = ()) -> sqlite3.Row:
+        """The first row of a query that always yields one (an aggregate such as ``COUNT(*)``)."""
+        r = self.one(sql, params)
+        if r is None:
+            raise LookupError(f"the query yielded no row: {sql[:80]}")
+        return r
+
     def all(self, sql: str, params: tuple | dict = ()) -> list[sqlite3.Row]:
         return self._connect().execute(sql, params).fetchall()
 

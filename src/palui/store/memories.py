@@ -48,7 +48,7 @@ def add_memory(db: Database, text: str, provenance: str, source: str | None, tur
     with db.write() as c:
         cur = c.execute("INSERT INTO memories (text, provenance, source, turn_id, created_at) VALUES (?,?,?,?,?)",
                         (text, provenance, source, turn_id, time.time()))
-        return int(cur.lastrowid)
+        return int(cur.lastrowid or 0)
 
 
 def get_memory(db: Database, memory_id: int) -> dict[str, Any] | None:

@@ -17,7 +17,7 @@ import os
 import re
 import time
 from dataclasses import dataclass
-from datetime import datetime, tzinfo
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -72,7 +72,7 @@ def system_zone() -> tzinfo:
         with open("/etc/localtime", "rb") as f:
             return ZoneInfo.from_file(f)
     except (OSError, ValueError):
-        return datetime.now().astimezone().tzinfo  # a fixed offset: the best left
+        return datetime.now().astimezone().tzinfo or UTC  # a fixed offset: the best left
 
 
 def zone_for(tz: str | None, caps_timezone: str | None) -> tzinfo:

@@ -247,7 +247,7 @@ def forget(db: Database, hook_id: str, key: str) -> None:
 def stats(db: Database, hook_id: str, now: float | None = None) -> dict[str, Any]:
     """``{"deliveries_24h","last_delivery"}`` (epoch seconds or None)."""
     now = time.time() if now is None else now
-    r = db.one(
+    r = db.row(
         "SELECT COUNT(*), MAX(received_at) FROM webhook_deliveries WHERE webhook_id = ? AND received_at > ?",
         (hook_id, now - REPLAY_WINDOW_SECONDS),
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Literal, overload
 
 from palui.connectors.base import CallContext, ToolResult
 from palui.store.memories import TRUSTED, UNTRUSTED
@@ -43,6 +43,12 @@ def int_arg(args: dict[str, Any], key: str, default: int | None = None, *, lo: i
     return value
 
 
+@overload
+def str_arg(args: dict[str, Any], key: str, *, required: Literal[True] = ..., allow_empty: bool = ...,
+            max_chars: int | None = ...) -> str: ...
+@overload
+def str_arg(args: dict[str, Any], key: str, *, required: bool, allow_empty: bool = ...,
+            max_chars: int | None = ...) -> str | None: ...
 def str_arg(args: dict[str, Any], key: str, *, required: bool = True, allow_empty: bool = False,
             max_chars: int | None = None) -> str | None:
     """A string argument; None when optional and absent.

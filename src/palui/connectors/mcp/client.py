@@ -28,7 +28,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO, cast
 
 import httpx2
 import mcp_types as types
@@ -204,7 +204,7 @@ class MCPSession:
                 stack.callback(errlog.close)
             params = StdioServerParameters(command=cfg.command or "", args=list(cfg.args), env=dict(cfg.env) or None,
                                            cwd=cfg.cwd)
-            return stdio_client(params, errlog=errlog)
+            return stdio_client(params, errlog=cast(TextIO, errlog))
         async def note_auth_refusal(response: httpx2.Response) -> None:
             # The SDK turns any HTTP error into "Server returned an error response"; the
             # status is what tells the person that the server wants authorization.

@@ -1,0 +1,72 @@
+"""Service part: conversations and their turns as a front end shows them (the web chat, ``palui conversations``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from palui.errors import NotFound
+from palui.runner import approvals
+from palui.service.turns import TurnsPart
+
+
+class ConversationsPart(TurnsPart):
+    """Reading conversations (writes happen through :class:`TurnsPart`)."""
+
+    def turn_detail(self, turn_id: str) -> dict[str, Any]:
+        """:meth:`turn_result` plus ``input``, ``created_at`` (epoch s), ``approvals`` (each approval
+        the turn asked for, by id, in its current state) and, for a queued turn, ``pause``."""
+        r = self.turn_result(turn_id)
+        row = self.db.one("SELECT input, created_at FROM turns WHERE id = ?", (turn_id,))
+        if row is None:
+            raise NotFound(f"unknown turn {turn_id!r}")
+        r["input"] = row["input"]
+        r["created_at"] = row["created_at"]
+        states: dict[str, dict[str, Any]] = {}
+        for e in r["events"]:
+            if e.get("type") == "approval":
+                try:
+                    states[e["approval"]] = approvals.get(self.db, e["approval"])
+                except NotFound:
+                    pass
+        r["approvals"] = states
+        if r["status"] == "queued":
+            r["pause"] = self.pause_state()
+        return r
+
+    def conversations(self, limit: int = 50) -> list[dict[str, Any]]:
+        """Newest first: ``[{"id","origin","tainted","taint_source","title","last","turns","created_at"}]``
+        (``title`` is the first turn's input; times in epoch s)."""
+        rows = self.db.all(
+            "SELECT c.id, c.origin, c.tainted, c.taint_source, c.created_at,"
+            " (SELECT input FROM turns t WHERE t.conversation_id = c.id ORDER BY t.created_at LIMIT 1) AS title,"
+            " (SELECT MAX(created_at) FROM turns t WHERE t.conversation_id = c.id) AS last,"
+            " (SELECT COUNT(*) FROM turns t WHERE t.conversation_id = c.id) AS turns"
+            " FROM conversations c ORDER BY COALESCE(last, c.created_at) DESC LIMIT ?",
+            (limit,),
+        )
+        return [dict(r) for r in rows]
+
+    def conversation(self, cid: str) -> dict[str, Any]:
+        """One conversation with its turns (each :meth:`turn_detail`). Raises NotFound."""
+        c = self.db.one("SELECT * FROM conversations WHERE id = ?", (cid,))
+        if c is None:
+            raise NotFound(f"unknown conversation {cid!r}")
+        turns = [
+            self.turn_detail(r["id"])
+            for r in self.db.all("SELECT id FROM turns WHERE conversation_id = ? ORDER BY created_at", (cid,))
+        ]
+        return {
+            "id": c["id"],
+            "origin": c["origin"],
+            "tainted": bool(c["tainted"]),
+            "taint_source": c["taint_source"],
+            "turns": turns,
+        }
+
+    def conversation_of(self, turn_id: str | None) -> str | None:
+        """The conversation of a turn (None for an unknown turn or None)."""
+        if not turn_id:
+            return None
+        row = self.db.one("SELECT conversation_id FROM turns WHERE id = ?", (turn_id,))
+        return row["conversation_id"] if row else None
+

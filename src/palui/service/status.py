@@ -1,0 +1,56 @@
+"""Service part: ``/status``, the pause state and the audit log (SPEC §6, §8, §10)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from palui.runner import approvals, audit, caps
+from palui.service.tools import ToolsPart
+
+
+class StatusPart(ToolsPart):
+    """What the person sees of the whole: status, pause, audit."""
+
+    def status(self) -> dict[str, Any]:
+        """``{"model","tokens_today","caps","runs_last_hour","paused","paused_reason","paused_until",
+        "connectors","pending_approvals"}`` (SPEC §8 /status)."""
+        approvals.sweep(self.db)
+        conns = []
+        for c in self.connectors():
+            live = self.hub.state(c["id"])
+            conns.append(
+                {"id": c["id"], "state": live or c["state"], "tools": c["tools"], "enabled_tools": c["enabled_tools"]}
+            )
+        pause = self.pause_state()
+        return {
+            "model": self.settings.model,
+            "tokens_today": caps.tokens_today(self.db, self.timezone()),
+            "caps": {
+                "daily_tokens": self.settings.get("caps.daily_tokens"),
+                "job_daily_tokens": self.settings.get("caps.job_daily_tokens"),
+                "runs_per_hour": self.settings.get("caps.runs_per_hour"),
+                "timezone": self.settings.get("caps.timezone") or "system",
+            },
+            "runs_last_hour": caps.runs_last_hour(self.db),
+            **pause,
+            "connectors": conns,
+            "pending_approvals": len(self.db.all("SELECT 1 FROM approvals WHERE status = 'pending'")),
+        }
+
+    def pause_state(self) -> dict[str, Any]:
+        """Whether a global cap pauses new turns: ``{"paused","paused_reason","paused_until"}``."""
+        tz = self.timezone()
+        if caps.tokens_today(self.db, tz) >= int(self.settings.get("caps.daily_tokens")):
+            return {"paused": True, "paused_reason": "daily token cap", "paused_until": caps.next_day(tz)}
+        runs = caps.runs_last_hour(self.db)
+        if runs >= int(self.settings.get("caps.runs_per_hour")):
+            return {
+                "paused": True,
+                "paused_reason": "runs per hour cap",
+                "paused_until": caps.window_frees_at(self.db, int(self.settings.get("caps.runs_per_hour"))),
+            }
+        return {"paused": False, "paused_reason": None, "paused_until": None}
+
+    def audit(self, turn: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
+        """Audit rows oldest first (SPEC §10): see :func:`palui.runner.audit.rows`."""
+        return audit.rows(self.db, turn, limit)
