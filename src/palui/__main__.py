@@ -1,3 +1,5 @@
+"""``python -m palui``: the command line (:mod:`palui.cli`)."""
+
 from palui.cli import main
 
 main()

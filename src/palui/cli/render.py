@@ -56,6 +56,8 @@ def outcome(r: dict[str, Any], in_chat: bool = False) -> None:
         typer.echo(f"[turn failed: {r.get('error')}]", err=True)
     elif status == "stopped":
         typer.echo("[turn stopped]")
+    elif status == "queued" and r.get("queued_behind"):
+        typer.echo(f"[{r['queued_reason']}]")
     elif status == "queued":
         when = f"; it can start after {r['start_after']}" if r.get("start_after") else ""
         typer.echo(f"[queued: the {r.get('queued_reason') or 'a cap'} is reached{when}]")

@@ -146,7 +146,8 @@
   function resultLine(r, answerShown) {
     const words = {
       done: "Turn finished.", awaiting_approval: "The turn waits for another approval.",
-      queued: "The turn is queued" + (r.queued_reason ? ": the " + r.queued_reason + " is reached" : "") +
+      queued: r.queued_behind ? "The message is " + r.queued_reason + "." :
+              "The turn is queued" + (r.queued_reason ? ": the " + r.queued_reason + " is reached" : "") +
               (r.start_after ? "; it can start after " + r.start_after : "") + ".",
       stopped: "The turn was stopped.", budget: "The turn ended: " + (r.budget || "a budget was reached") + ".",
       error: "The turn failed: " + (r.error || "error") + ".", running: "The turn is running.",
