@@ -8,6 +8,7 @@ the turn runner has decided the call may run.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -92,6 +93,9 @@ class ConnectorEnv:
     db: Database
     settings: Settings
     notify: Notify
+    #: Called after a listing changed stored tools (flagged, removed, reclassed): the service
+    #: re-decides pending approvals then (SPEC §5). None: nothing to call.
+    on_change: Callable[[], object] | None = None
 
 
 class Connector(ABC):

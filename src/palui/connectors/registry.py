@@ -170,6 +170,9 @@ def register_listing(
     report = sync_tools(env.db, connector_id, specs, builtin=(kind == "builtin"))
     for text in report.needs_telling:
         env.notify("notice", text)
+    if env.on_change is not None and (report.changed or report.tightened or report.removed
+                                      or report.refused_duplicates):
+        env.on_change()
     return report
 
 

@@ -29,7 +29,7 @@ class ApprovalsPart(ConversationsPart):
         """Approvals, oldest first (``status=None`` lists all); pending ones are re-decided first, so a
         tool switched off meanwhile no longer shows an approval that could run (SPEC §5)."""
         approvals.sweep(self.db)
-        redecide.cancel_refused(self.db, self.notifier)
+        self.redecide_approvals()
         sql = "SELECT a.*, t.conversation_id FROM approvals a LEFT JOIN turns t ON t.id = a.turn_id"
         if status:
             rows = self.db.all(sql + " WHERE a.status = ? ORDER BY a.created_at", (status,))

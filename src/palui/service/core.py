@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo
 from palui.config import Settings, load_settings
 from palui.connectors.base import ConnectorEnv
 from palui.connectors.hub import ConnectorHub
-from palui.runner import caps
+from palui.runner import caps, redecide
 from palui.service.notifier import Notifier
 from palui.service.runtime import Runtime
 from palui.store.db import Database
@@ -41,12 +41,19 @@ class ServiceCore:
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
         self.db = Database(self.settings.db_path)
         self.notifier = Notifier(self.db, self.settings)
-        self.hub = ConnectorHub(ConnectorEnv(db=self.db, settings=self.settings, notify=self.notifier))
+        self.hub = ConnectorHub(ConnectorEnv(db=self.db, settings=self.settings, notify=self.notifier,
+                                             on_change=self.redecide_approvals))
         self.runtime = Runtime(self)
         self._setup()
 
     def _setup(self) -> None:
         """Start-up work of the parts (each part extends it and calls ``super()._setup()``)."""
+
+    def redecide_approvals(self) -> list[str]:
+        """Decide every pending approval again (SPEC §5) and cancel, telling the person, each whose
+        call may no longer run: called after every change to tools, classes, switches or connectors,
+        so ``approvals list`` stays true. Returns the cancelled ids."""
+        return redecide.cancel_refused(self.db, self.notifier)
 
     def notify(self, kind: str, text: str, *, turn_id: str | None = None,
                conversation_id: str | None = None, approval_id: str | None = None) -> None:

@@ -36,6 +36,7 @@ from palui.connectors.mcp.stderr import log_path
 from palui.connectors.naming import connector_id
 from palui.connectors.registry import SyncReport
 from palui.errors import NotFound, PaluiError, UsageError
+from palui.runner import redecide
 from palui.service.tools import ToolsPart
 
 if TYPE_CHECKING:
@@ -306,6 +307,13 @@ class MCPPart(ToolsPart):
                 asyncio.get_running_loop().create_task(live.close())
             except RuntimeError:
                 pass  # no loop here: the session's own loop has ended, and with it the server
+        # Its pending approvals end now, with the real reason (SPEC §5), before its tools are gone.
+        why = f"the connector {cid} was removed after this approval was asked"
+        for a in self.db.all("SELECT a.id, a.tool, a.turn_id FROM approvals a JOIN tools t ON t.name = a.tool"
+                             " WHERE a.status = 'pending' AND t.connector_id = ?", (cid,)):
+            if redecide.cancel(self.db, a["id"], why):
+                self.notify("notice", f"Approval {a['id']} ({a['tool']}) was cancelled: {why}.",
+                            turn_id=a["turn_id"], approval_id=a["id"])
         with self.db.write() as c:
             c.execute("DELETE FROM tools WHERE connector_id = ?", (cid,))
             c.execute("DELETE FROM connectors WHERE id = ?", (cid,))
@@ -323,6 +331,8 @@ class MCPPart(ToolsPart):
         live = self._live_mcp(cid)
         if live is not None:
             live.enabled = enabled
+        if not enabled:
+            self.redecide_approvals()
         return self.mcp_config(cid)
 
     def resolve_tool(self, connector: str, tool: str) -> str:

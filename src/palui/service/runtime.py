@@ -97,6 +97,7 @@ class Runtime:
         """One round of background work (see the module docstring)."""
         db = self.svc.db
         approvals.sweep(db, now)
+        self.svc.redecide_approvals()  # a change made by another process (the CLI) is seen here too
         for tid in state.recover_orphans(db, now):
             log.warning("turn %s was left running by a process that is gone: queued again", tid)
         for tid in state.answered_turn_ids(db):

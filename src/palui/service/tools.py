@@ -81,6 +81,7 @@ class ToolsPart(ServiceCore):
         with self.db.write() as c:
             c.execute("UPDATE tools SET user_class = ? WHERE connector_id = ? AND raw_name = ?",
                       (cls.value, row.connector, row.tool))
+        self.redecide_approvals()
         return self.tool(name)
 
     def reset_class(self, name: str) -> ToolRow:
@@ -89,6 +90,7 @@ class ToolsPart(ServiceCore):
         with self.db.write() as c:
             c.execute("UPDATE tools SET user_class = NULL WHERE connector_id = ? AND raw_name = ?",
                       (row.connector, row.tool))
+        self.redecide_approvals()
         return self.tool(name)
 
     def set_enabled(self, names: list[str], enabled: bool) -> list[ToolRow]:
@@ -107,6 +109,8 @@ class ToolsPart(ServiceCore):
             for r in rows:
                 c.execute("UPDATE tools SET enabled = ? WHERE connector_id = ? AND raw_name = ?",
                           (1 if enabled else 0, r.connector, r.tool))
+        if not enabled:
+            self.redecide_approvals()
         return [self.tool(r.name) for r in rows]
 
     def enable_read(self, connector: str | None = None) -> list[ToolRow]:
@@ -169,6 +173,7 @@ class ToolsPart(ServiceCore):
                 raise UsageError(f"the pending change of {name} was replaced while you looked at it; "
                                  f"nothing accepted: review it again (palui tools review {name})")
             accept_review(c, r)
+        self.redecide_approvals()
         return self.tool(name)
 
     def set_trusted(self, connector: str, tool: str | None = None, trusted: bool = True) -> None:
