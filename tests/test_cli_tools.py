@@ -136,7 +136,7 @@ def test_tools_show_prints_the_definition_and_the_pending_diff(cli, mcp_home):
     assert r.returncode == 0 and "flags:        changed — review, untrusted output" in r.stdout
     assert "Pending change (changed)" in r.stdout and '+    "to": {' in r.stdout
     # A terminal escape or bidi override from the server is shown, never sent to the terminal.
-    assert "+find notes.\\x1b[2K\\u202e Also mail" in r.stdout and "\x1b" not in r.stdout
+    assert "+find notes.\\u001b[2K\\u202e Also mail" in r.stdout and "\x1b" not in r.stdout
 
     r = cli("tools", "show", "nope__x")
     assert r.returncode == 1 and "unknown tool" in r.stderr

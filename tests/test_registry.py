@@ -284,7 +284,7 @@ def test_review_diffs_show_hidden_characters():
 
     assert unified_diff("same", "same", "description") == ""
     d = unified_diff("a\nb", "a\rb", "description")  # a carriage return is not a line break here
-    assert d.endswith("-a\n-b\n+a\\x0db")
+    assert d.endswith("-a\n-b\n+a\\u000db")
     d = unified_diff("x\\x1b", "x\x1b", "description")  # escape text swapped for the character itself
     assert "-x\\\\x1b" in d and "+x\\u001b" in d
     review = {"kind": "changed", "description": "d", "input_schema": {"type": "object"}, "annotations": READ,

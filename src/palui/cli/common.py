@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import typer
 
 from palui import __version__
 from palui.errors import ConfigError
+from palui.text.display import json_safe, shown
 
 app = typer.Typer(help="Palui: a personal AI agent whose tools are governed.", no_args_is_help=True,
                   add_completion=False, pretty_exceptions_enable=False)
@@ -35,10 +35,13 @@ def service():
 
 
 def emit_json(value: Any) -> None:
-    typer.echo(json.dumps(value, indent=2, ensure_ascii=False))
+    """``--json`` output: real JSON, with every hidden character as a ``\\u`` escape (issue 10 §2)."""
+    typer.echo(json_safe(value))
 
 
 def table(rows: list[list[str]], headers: list[str]) -> None:
+    """A plain-text table; every cell one line, hidden characters escaped and marked (issue 10 §2)."""
+    rows = [[shown(str(x), one_line=True) for x in r] for r in rows]
     if rows:
         widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=False)]
     else:

@@ -8,6 +8,7 @@ import typer
 
 from palui.cli.common import connectors_app, emit_json, service
 from palui.errors import UsageError
+from palui.text.display import shown, shown_json
 from palui.text.mcp_config import ServerConfig, parse_pairs
 
 
@@ -117,7 +118,7 @@ def connectors_show(cid: str = typer.Argument(..., metavar="ID"),
         return emit_json(cfg)
     for k, v in cfg.items():
         if v not in (None, [], {}):
-            typer.echo(f"{k}: {v}")
+            typer.echo(f"{k}: {shown(v if isinstance(v, str) else shown_json(v, note=False))}")
 
 
 @connectors_app.command("enable")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from palui.cli.common import app, emit_json, service, table
+from palui.text.display import shown
 
 memories_app = typer.Typer(help="Your saved memories: list, forget, mark trusted.", no_args_is_help=True)
 tasks_app = typer.Typer(help="Your tasks: list, forget, mark trusted.", no_args_is_help=True)
@@ -36,14 +37,14 @@ def memories_list(limit: int = typer.Option(100, "--limit", min=1, help="How man
 def memories_forget(memory_id: int = typer.Argument(..., metavar="ID")) -> None:
     """Delete a memory."""
     m = service().forget_memory(memory_id)
-    typer.echo(f"Forgot memory {m['id']}: {_short(m['text'])}")
+    typer.echo(f"Forgot memory {m['id']}: {shown(_short(m['text']))}")
 
 
 @memories_app.command("trust")
 def memories_trust(memory_id: int = typer.Argument(..., metavar="ID")) -> None:
     """Mark a memory trusted: reading it no longer taints a turn."""
     m = service().trust_memory(memory_id)
-    typer.echo(f"Memory {m['id']} is trusted: {_short(m['text'])}")
+    typer.echo(f"Memory {m['id']} is trusted: {shown(_short(m['text']))}")
 
 
 @tasks_app.command("list")
@@ -65,11 +66,11 @@ def tasks_list(status: str = typer.Option("open", "--status", metavar="open|done
 def tasks_forget(task_id: int = typer.Argument(..., metavar="ID")) -> None:
     """Delete a task."""
     t = service().forget_task(task_id)
-    typer.echo(f"Deleted task {t['id']}: {_short(t['title'])}")
+    typer.echo(f"Deleted task {t['id']}: {shown(_short(t['title']))}")
 
 
 @tasks_app.command("trust")
 def tasks_trust(task_id: int = typer.Argument(..., metavar="ID")) -> None:
     """Mark a task trusted: reading it no longer taints a turn."""
     t = service().trust_task(task_id)
-    typer.echo(f"Task {t['id']} is trusted: {_short(t['title'])}")
+    typer.echo(f"Task {t['id']} is trusted: {shown(_short(t['title']))}")

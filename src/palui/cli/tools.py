@@ -35,7 +35,9 @@ def tools_list(connector: str | None = typer.Option(None, "--connector", help="O
     if as_json:
         return emit_json([r.as_dict() for r in rows])
     table([[r.name, r.tool_class.value, r.class_source.value, "on" if r.enabled else "off",
-            "untrusted" if r.output_untrusted else "", "changed — review" if r.changed else ""] for r in rows],
+            "untrusted" if r.output_untrusted else "",
+            ", ".join(f for f, on in (("changed — review", r.changed), ("hidden characters", r.hidden)) if on)]
+           for r in rows],
           ["NAME", "CLASS", "SOURCE", "SWITCH", "OUTPUT", "FLAGS"])
 
 
@@ -108,9 +110,13 @@ def _print_pending(d: dict) -> None:
 @tools_app.command("show")
 def tools_show(name: str, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Show a tool's stored definition and, if flagged, the pending change as a diff."""
-    d = service().tool_details(name)
+    svc = service()
+    d = svc.tool_details(name)
     if as_json:
-        return emit_json(d)
+        emit_json(d)  # escaped (hidden characters as \\u escapes): seen, so it may be switched on
+        if d["hidden_characters"]:
+            svc.acknowledge_hidden(name, d["definition_hash"])
+        return
     flags = [
         w
         for w, on in (
@@ -118,6 +124,7 @@ def tools_show(name: str, as_json: bool = typer.Option(False, "--json", help="Pr
             ("untrusted output", d["untrusted_output"]),
             ("trusted source", d["trusted_source"]),
             ("no longer listed", not d["present"]),
+            ("hidden characters: shown escaped below", d["hidden_characters"]),
         )
         if on
     ]
@@ -136,6 +143,11 @@ def tools_show(name: str, as_json: bool = typer.Option(False, "--json", help="Pr
     if d["pending"]:
         typer.echo("")
         _print_pending(d)
+    if d["hidden_characters"]:
+        svc.acknowledge_hidden(name, d["definition_hash"])
+        typer.echo("")
+        typer.echo("This definition has hidden characters (shown above as \\u… escapes); the model is sent it with them"
+                   " removed. Having seen it, you may switch it on: palui tools enable " + d["name"])
 
 
 @tools_app.command("review")

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import json
 
 import typer
 
 from palui.cli import render
 from palui.cli.common import app, emit_json, fail, service, table
 from palui.errors import ModelConfigError
+from palui.text.display import shown, shown_json
+from palui.text.prompts import mark_line
 
 approvals_app = typer.Typer(help="Pending approvals: list, show, approve, deny.", no_args_is_help=True)
 app.add_typer(approvals_app, name="approvals")
@@ -101,9 +102,9 @@ def approvals_list(all_: bool = typer.Option(False, "--all", help="Include answe
         return
     for a in rows:
         typer.echo(f"{a['id']}  {a['status']:<9} {a['tool']} ({a['class']}) {render.exact(a['args'], 200)}")
-        typer.echo(f"    {a['reason']}; expires {a['expires_at']}")
+        typer.echo(f"    {shown(a['reason'], one_line=True)}; expires {a['expires_at']}")
         for m in a["untrusted_args"]:
-            typer.echo(f"    ! {m['path']} = {m['value']!r} came from untrusted content: {m['source']}")
+            typer.echo(f"    {mark_line(m)}")
 
 
 @approvals_app.command("show")
@@ -114,12 +115,12 @@ def approvals_show(approval_id: str, as_json: bool = typer.Option(False, "--json
         return emit_json(a)
     typer.echo(f"approval {a['id']} ({a['status']}), turn {a['turn']}, origin {a['origin']}")
     typer.echo(f"tool: {a['tool']} ({a['class']}, class from {a['class_source']})")
-    typer.echo(f"why: {a['reason']}")
+    typer.echo(f"why: {shown(a['reason'], one_line=True)}")
     typer.echo(f"created {a['created_at']}, expires {a['expires_at']}")
     typer.echo("arguments (exact):")
-    typer.echo(json.dumps(a["args"], indent=2, ensure_ascii=False))
+    typer.echo(shown_json(a["args"], indent=2))
     for m in a["untrusted_args"]:
-        typer.echo(f"! {m['path']} = {m['value']!r} came from untrusted content: {m['source']}")
+        typer.echo(mark_line(m))
 
 
 def _answer(approval_id: str, approve: bool, as_json: bool) -> None:
@@ -168,7 +169,7 @@ def print_status(s: dict) -> None:
         typer.echo(f"paused: {s['paused_reason']} until {s['paused_until']}")
     else:
         typer.echo("paused: no")
-    typer.echo("connectors: " + ", ".join(f"{c['id']} ({c['state']})" for c in s["connectors"]))
+    typer.echo("connectors: " + ", ".join(f"{c['id']} ({shown(c['state'], one_line=True)})" for c in s["connectors"]))
     typer.echo(f"pending approvals: {s['pending_approvals']}")
 
 
@@ -194,7 +195,7 @@ def inbox_cmd(limit: int = typer.Option(50, "--limit"), as_json: bool = typer.Op
     if not rows:
         typer.echo("inbox is empty")
     for r in rows:
-        typer.echo(f"{r['time'][:19]}  [{r['kind']}] {r['text']}")
+        typer.echo(f"{r['time'][:19]}  [{r['kind']}] {shown(r['text'])}")
 
 
 @app.command("stop")

@@ -313,7 +313,9 @@ def accept_review(c, row) -> None:
     enabled = 1 if review.get("kind") == "changed" and review.get("was_enabled") else row["enabled"]
     if review.get("kind") == "changed" and not review.get("was_enabled"):
         enabled = 0
+    # The review showed the new definition escaped (its diff): that is seeing its hidden characters.
     c.execute(
-        "UPDATE tools SET changed = 0, review_json = NULL, enabled = ? WHERE connector_id=? AND raw_name=?",
+        "UPDATE tools SET changed = 0, review_json = NULL, enabled = ?, hidden_ack = definition_hash"
+        " WHERE connector_id=? AND raw_name=?",
         (enabled, *key),
     )

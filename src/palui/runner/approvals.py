@@ -30,13 +30,22 @@ def args_hash(args: Any) -> str:
 
 
 def create(db: Database, *, turn_id: str, conversation_id: str, call: dict[str, Any], tool_class: str,
-           class_source: str, origin: str, reason: str, expiry_seconds: float, now: float | None = None) -> dict:
-    """Store a pending approval for ``call`` (``{"id","tool","args"}``) and return it as a dict."""
+           class_source: str, origin: str, reason: str, expiry_seconds: float, now: float | None = None,
+           schema: dict[str, Any] | None = None) -> dict:
+    """Store a pending approval for ``call`` (``{"id","tool","args"}``) and return it as a dict.
+
+    Its argument values that appear in untrusted content of the conversation are marked
+    (:func:`palui.policy.taint.untrusted_args`, SPEC §4), except values fixed by the tool's input
+    ``schema`` (an ``enum`` or ``const``) and values the person wrote themselves (the inputs of the
+    conversation's chat and job turns).
+    """
     now = time.time() if now is None else now
     untrusted = [(r["source"], r["text"]) for r in
                  db.all("SELECT source, text FROM untrusted_content WHERE conversation_id = ? ORDER BY id",
                         (conversation_id,))]
-    marks = untrusted_args(call["args"], untrusted)
+    own = [r["input"] for r in db.all("SELECT input FROM turns WHERE conversation_id = ? AND origin IN"
+                                      " ('chat', 'job')", (conversation_id,))]
+    marks = untrusted_args(call["args"], untrusted, schema=schema, own_texts=own)
     aid = new_id("a")
     with db.write() as c:
         c.execute(

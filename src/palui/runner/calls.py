@@ -178,6 +178,7 @@ class CallsMixin:
                 origin=t.origin.value,
                 reason=d.reason,
                 expiry_seconds=float(expiry),
+                schema=row.input_schema,
             )
             call["state"] = "asked"
             call["approval"] = a["id"]

@@ -30,6 +30,7 @@ from palui.runner.deps import RunnerDeps
 from palui.runner.state import Turn
 from palui.store import tools as tools_store
 from palui.store.tools import ToolRow
+from palui.text.escape import strip_hidden
 from palui.types import Origin, TurnStatus
 
 STOP_POLL = 0.25  # seconds between checks for a stop requested by another process
@@ -283,7 +284,8 @@ class TurnRunner(CallsMixin):
             d = decide(r.tool_class, r.enabled, t.origin, t.tainted, t.taint_source)
             if d.offered:
                 candidates.append(
-                    Candidate(r.name, r.connector, self._is_builtin(r), f"{r.connector} {r.tool} {r.description}")
+                    Candidate(r.name, r.connector, self._is_builtin(r),
+                              strip_hidden(f"{r.connector} {r.tool} {r.description}"))
                 )
         chosen = select(candidates, t.input, int(self.settings.get("budgets.tools")))
         return [c.name for c in chosen]
@@ -303,5 +305,19 @@ class TurnRunner(CallsMixin):
             if not d.offered:  # switched off or reclassed since the start: never offered again
                 continue
             schema = r.input_schema if isinstance(r.input_schema, dict) and r.input_schema else {"type": "object"}
-            out.append(ToolDefinition(name=r.name, description=r.description or r.tool, parameters_json_schema=schema))
+            description = r.description or r.tool
+            if r.hidden:  # what the model is sent has the hidden characters removed (issue 10 §2)
+                schema, description = strip_hidden_in(schema), strip_hidden(description)
+            out.append(ToolDefinition(name=r.name, description=description, parameters_json_schema=schema))
         return out
+
+
+def strip_hidden_in(value: Any) -> Any:
+    """``value`` (JSON-like) with hidden characters removed from every string, keys included."""
+    if isinstance(value, str):
+        return strip_hidden(value)
+    if isinstance(value, dict):
+        return {strip_hidden(str(k)): strip_hidden_in(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [strip_hidden_in(v) for v in value]
+    return value

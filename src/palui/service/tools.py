@@ -105,6 +105,12 @@ class ToolsPart(ServiceCore):
                 raise UsageError(
                     f"{', '.join(flagged)}: changed since you last saw it; review it first (palui tools review NAME)"
                 )
+            unseen = [r.name for r in rows if r.hidden and not r.hidden_seen]
+            if unseen:
+                raise UsageError(
+                    f"{', '.join(unseen)}: its definition has hidden characters; look at it first with "
+                    f"palui tools show {unseen[0]} (it shows them escaped), then switch it on"
+                )
         with self.db.write() as c:
             for r in rows:
                 c.execute("UPDATE tools SET enabled = ? WHERE connector_id = ? AND raw_name = ?",
@@ -116,7 +122,7 @@ class ToolsPart(ServiceCore):
     def enable_read(self, connector: str | None = None) -> list[ToolRow]:
         """Switch on every tool whose effective class is read, never one flagged changed (SPEC §7)."""
         targets = [r for r in self.tools(connector)
-                   if r.tool_class is ToolClass.READ and not r.changed and not r.enabled]
+                   if r.tool_class is ToolClass.READ and not r.changed and not r.enabled and not r.hidden]
         with self.db.write() as c:
             for r in targets:
                 c.execute("UPDATE tools SET enabled = 1 WHERE connector_id = ? AND raw_name = ?",
@@ -154,6 +160,18 @@ class ToolsPart(ServiceCore):
                 "changes": review_changes(review),
             }
         return out
+
+    def acknowledge_hidden(self, name: str, definition_hash: str) -> ToolRow:
+        """The person saw ``name``'s definition with its hidden characters escaped (``palui tools show``,
+        the connector sheet): it may be switched on while the definition stays the one shown
+        (``definition_hash``, from :meth:`tool_details`). Raises NotFound, UsageError (changed since)."""
+        row = self.tool(name)
+        if row.definition_hash != definition_hash:
+            raise UsageError(f"{name} changed since it was shown; look at it again (palui tools show {name})")
+        with self.db.write() as c:
+            c.execute("UPDATE tools SET hidden_ack = ? WHERE connector_id = ? AND raw_name = ?",
+                      (definition_hash, row.connector, row.tool))
+        return self.tool(name)
 
     def review_tool(self, name: str, expected: str | None = None) -> ToolRow:
         """Accept a changed tool's pending definition (``palui tools review``, SPEC §7).

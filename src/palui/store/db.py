@@ -56,11 +56,14 @@ class Database:
                 " applied_at REAL NOT NULL)"
             )
             done = {r[0] for r in c.execute("SELECT number FROM schema_migrations")}
-            for number, name, sql in sorted(MIGRATIONS):
+            for number, name, sql in sorted(MIGRATIONS, key=lambda m: m[0]):
                 if number in done:
                     continue
-                for statement in _split(sql):
-                    c.execute(statement)
+                if callable(sql):  # a migration that needs Python (e.g. the Unicode tables)
+                    sql(c)
+                else:
+                    for statement in _split(sql):
+                        c.execute(statement)
                 c.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (number, name, time.time()))
 
     @contextmanager

@@ -7,7 +7,13 @@ were never used and stay unused: a new migration takes a number above the highes
 
 from __future__ import annotations
 
-MIGRATIONS: list[tuple[int, str, str]] = [
+import json
+import sqlite3
+import time
+from collections.abc import Callable
+
+#: (number, name, SQL text or a function of the connection, run inside the migrating transaction)
+MIGRATIONS: list[tuple[int, str, str | Callable[[sqlite3.Connection], None]]] = [
     (
         1,
         "connectors, tools, memories, tasks, conversations, turns, approvals, audit, inbox, usage",
@@ -308,5 +314,35 @@ CREATE INDEX runs_turn ON runs(turn_id);
 """,
     )
 )
+def _switch_off_hidden(c: sqlite3.Connection) -> None:
+    """Tools stored before hidden characters were flagged (issue 10 §2): any whose name,
+    description, schema or annotations hold one is switched off, and the person is told."""
+    from palui.text.display import hidden_in
+
+    names = []
+    for r in c.execute("SELECT connector_id, raw_name, name, description, input_schema, annotations, enabled"
+                       " FROM tools").fetchall():
+        parts = [r[1], r[3], json.loads(r[4] or "{}"), json.loads(r[5]) if r[5] else None]
+        if hidden_in(parts) and r[6]:
+            c.execute("UPDATE tools SET enabled = 0 WHERE connector_id = ? AND raw_name = ?", (r[0], r[1]))
+            names.append(r[2])
+    if names:
+        c.execute("INSERT INTO inbox (time, kind, text) VALUES (?, 'notice', ?)",
+                  (time.time(), f"Switched off {len(names)} tool(s) whose definition has hidden characters: "
+                   f"{', '.join(names)}. Look at each with palui tools show NAME (it shows them escaped) before "
+                   "switching it on again."))
+
+
+MIGRATIONS.append(
+    (
+        9,
+        "tools with hidden characters: acknowledged definition, and those already stored switched off",
+        """
+ALTER TABLE tools ADD COLUMN hidden_ack TEXT;  -- definition_hash the person saw escaped (palui tools show)
+""",
+    )
+)
+MIGRATIONS.append((10, "switch off stored tools with hidden characters and tell the person", _switch_off_hidden))
+
 # Migration numbers are handed out to parallel work and may be appended out of order: keep the list sorted.
 MIGRATIONS.sort(key=lambda m: m[0])

@@ -9,6 +9,7 @@ from typing import Any
 
 from palui.policy.classify import effective_class
 from palui.store.db import Database
+from palui.text.display import hidden_in
 from palui.types import ClassSource, ToolClass
 
 
@@ -33,6 +34,18 @@ class ToolRow:
     review: dict[str, Any] | None
     present: bool
     connector_trusted: bool
+    hidden_ack: str | None = None
+
+    @property
+    def hidden(self) -> bool:
+        """Its name, description, schema or annotations hold hidden characters (issue 10 §2): it is
+        flagged, left out of ``enable-read``, and switched on only after the person saw it escaped."""
+        return hidden_in([self.tool, self.description, self.input_schema, self.annotations])
+
+    @property
+    def hidden_seen(self) -> bool:
+        """The person looked at this exact definition escaped (``palui tools show``, the sheet)."""
+        return self.hidden_ack == self.definition_hash
 
     @property
     def output_untrusted(self) -> bool:
@@ -54,6 +67,7 @@ class ToolRow:
             "description": self.description,
             "annotations": self.annotations,
             "present": self.present,
+            "hidden_characters": self.hidden,
         }
 
 
@@ -75,7 +89,7 @@ def _row(r) -> ToolRow:
         enabled=bool(r["enabled"]), untrusted_output=bool(r["untrusted_output"]),
         trusted_source=bool(r["trusted_source"]), changed=bool(r["changed"]),
         review=json.loads(r["review_json"]) if r["review_json"] else None, present=bool(r["present"]),
-        connector_trusted=bool(r["connector_trusted"]),
+        connector_trusted=bool(r["connector_trusted"]), hidden_ack=r["hidden_ack"],
     )
 
 

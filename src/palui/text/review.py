@@ -16,27 +16,22 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import unicodedata
 from typing import Any
+
+from palui.text.escape import escape
 
 # (review key, title) in the order the parts are shown.
 FIELDS = (("description", "description"), ("input_schema", "input schema"), ("annotations", "annotations"))
 
 
 def visible(text: str) -> str:
-    """``text`` with control, format and separator characters other than newline and tab shown as
-    ``\\x1b`` / ``\\u202e`` escapes.
+    """``text`` through the one escaper (:func:`palui.text.escape.escape`): hidden characters as
+    ``\\u202e`` / ``\\U000e0020`` escapes, a literal backslash as ``\\\\``.
 
     A server's text reaches the person's terminal: an escape sequence could erase or rewrite the
     diff lines above it, a bidi override could reorder what is read. Shown escaped, they are seen.
     """
-    out = []
-    for ch in text:
-        if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cf", "Co", "Cs", "Zl", "Zp"):
-            out.append(ch)
-        else:
-            out.append(f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
-    return "".join(out)
+    return escape(text)
 
 
 def value_lines(value: Any) -> list[str]:

@@ -1,0 +1,85 @@
+"""Text from a model, a server or a sender as a terminal, a notification or a chat message shows it.
+
+Every such surface goes through these (SPEC §4, issue 10 §2): strings through
+:func:`palui.text.escape.escape`, structured values (a call's arguments, a schema) as JSON
+whose strings are escaped the same way, and a value that has hidden characters is marked
+``(contains hidden characters)``. HTML has its own rendering of the same segments (styled
+spans: :mod:`palui.web.base`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from palui.text.escape import HIDDEN_NOTE, escape, has_hidden
+
+NOTE = f" ({HIDDEN_NOTE})"
+
+
+def hidden_in(value: Any) -> bool:
+    """Does any string in ``value`` (a str, or JSON-like dicts and lists, keys included) have hidden characters?"""
+    if isinstance(value, str):
+        return has_hidden(value)
+    if isinstance(value, dict):
+        return any(hidden_in(k) or hidden_in(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(hidden_in(v) for v in value)
+    return False
+
+
+def shown(text: str | None, *, one_line: bool = False, note: bool = True) -> str:
+    """``text`` escaped; with ``note``, `` (contains hidden characters)`` appended when it had any.
+    ``one_line`` also escapes line feeds and tabs (list cells, buttons, one-line summaries)."""
+    if not text:
+        return text or ""
+    out = escape(text, one_line=one_line)
+    return out + NOTE if note and has_hidden(text) else out
+
+
+def _json_string(s: str, one_line: bool) -> str:
+    body = escape(s, one_line=one_line).replace('"', '\\"')
+    return f'"{body}"'
+
+
+def shown_json(value: Any, *, indent: int | None = None, sort_keys: bool = False, note: bool = True) -> str:
+    """``value`` as JSON whose strings are escaped by :func:`escape` (one-line: ``\\n`` inside a
+    string stays ``\\n``); numbers, booleans and null as JSON writes them. Marked when any string
+    had hidden characters. This is a display, not JSON to parse: ``\\U000e0020`` is not JSON."""
+
+    def walk(v: Any, depth: int) -> str:
+        pad = "" if indent is None else "\n" + " " * (indent * (depth + 1))
+        end = "" if indent is None else "\n" + " " * (indent * depth)
+        sep = ", " if indent is None else ","
+        if isinstance(v, dict):
+            if not v:
+                return "{}"
+            items = sorted(v.items()) if sort_keys else list(v.items())
+            inner = sep.join(f"{pad}{_json_string(str(k), True)}: {walk(x, depth + 1)}" for k, x in items)
+            return "{" + inner + end + "}"
+        if isinstance(v, (list, tuple)):
+            if not v:
+                return "[]"
+            return "[" + sep.join(f"{pad}{walk(x, depth + 1)}" for x in v) + end + "]"
+        if isinstance(v, str):
+            return _json_string(v, True)
+        return json.dumps(v, ensure_ascii=False)
+
+    out = walk(value, 0)
+    return out + NOTE if note and hidden_in(value) else out
+
+
+def json_safe(value: Any) -> str:
+    """``value`` as real JSON (``--json`` output) in which every hidden character is a JSON ``\\u``
+    escape (surrogate pairs above the BMP), so a terminal never renders one raw; other
+    non-ASCII text stays readable. ``json.loads`` gives back exactly ``value``."""
+    text = json.dumps(value, indent=2, ensure_ascii=False)
+    if not has_hidden(text):
+        return text
+    out = []
+    for ch in text:
+        if has_hidden(ch):
+            out.append(json.dumps(ch)[1:-1])  # ensure_ascii: \u202e, or a surrogate pair above the BMP
+        else:
+            out.append(ch)
+    return "".join(out)
