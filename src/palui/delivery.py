@@ -79,9 +79,16 @@ async def deliver_async(urls: list[str], text: str, *, title: str = TITLE) -> li
 
 
 def deliver_in_background(urls: list[str], text: str, *, title: str = TITLE) -> threading.Thread | None:
-    """Start :func:`deliver` in a new thread and return it (None when there are no URLs)."""
+    """Start :func:`deliver` in a new thread and return it (None when there are no URLs).
+
+    apprise (and the thread pool it uses) is imported here, in the calling thread: a short-lived
+    CLI process whose main thread ends first could not import it in the delivery thread any more
+    ("can't register atexit after shutdown") and the delivery would be lost.
+    """
     if not urls:
         return None
+    _apprise()
+    import concurrent.futures.thread  # noqa: F401  (registers its atexit hook while that is still allowed)
 
     def run() -> None:
         try:

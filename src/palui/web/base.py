@@ -27,6 +27,8 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from palui.errors import NotFound, PaluiError
 from palui.server.app import csrf_value
+from palui.text.display import hidden_in
+from palui.web.shown import NOTE_HTML, finalize, json_html, quoted, shown_html, shown_one_line
 
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE / "templates"
@@ -113,7 +115,7 @@ def args_html(args: Any, marks: list[dict[str, Any]] | None) -> Markup:
         if isinstance(v, dict):
             if not v:
                 return "{}"
-            items = [f'{pad}  {escape(json.dumps(k, ensure_ascii=False))}: '
+            items = [f'{pad}  {quoted(str(k))}: '
                      f'{walk(x, f"{path}.{k}" if path else str(k), indent + 1)}' for k, x in sorted(v.items())]
             return "{\n" + ",\n".join(items) + f"\n{pad}}}"
         if isinstance(v, list):
@@ -121,7 +123,7 @@ def args_html(args: Any, marks: list[dict[str, Any]] | None) -> Markup:
                 return "[]"
             items = [f"{pad}  {walk(x, f'{path}[{i}]', indent + 1)}" for i, x in enumerate(v)]
             return "[\n" + ",\n".join(items) + f"\n{pad}]"
-        text = str(escape(json.dumps(v, ensure_ascii=False)))
+        text = quoted(v) if isinstance(v, str) else str(escape(json.dumps(v, ensure_ascii=False)))
         p = path or "$"
         if isinstance(v, str) and p in flagged:
             src = escape(flagged[p])
@@ -129,7 +131,8 @@ def args_html(args: Any, marks: list[dict[str, Any]] | None) -> Markup:
                     f'<span class="untrusted-src"> ← from {src}</span>')
         return text
 
-    return Markup(walk(args, "", 0))
+    out = Markup(walk(args, "", 0))
+    return out + NOTE_HTML if hidden_in(args) else out
 
 
 def local_time(request: Request, value: Any, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
@@ -149,7 +152,11 @@ _env = jinja2.Environment(
     undefined=jinja2.StrictUndefined,  # a missing value is a bug the tests should see
     trim_blocks=True,
     lstrip_blocks=True,
+    finalize=finalize,  # no hidden character reaches the page raw, whatever the template forgets
 )
+_env.filters["shown"] = shown_html
+_env.filters["shown1"] = shown_one_line
+_env.filters["json_shown"] = json_html
 _env.filters["pretty_json"] = pretty_json
 _env.filters["compact"] = compact_json
 _env.filters["duration"] = duration_words

@@ -42,6 +42,7 @@ def tool_view(svc, row) -> dict[str, Any]:
         d["review_fingerprint"] = (svc.tool_details(row.name).get("pending") or {}).get("fingerprint")
     d["source_words"] = SOURCE_WORDS.get(d["class_source"], d["class_source"])
     d["schema"] = row.input_schema
+    d["definition_hash"] = row.definition_hash  # a hidden-characters tool's switch names what the sheet showed
     return d
 
 
@@ -68,7 +69,8 @@ async def sheet(request: Request) -> Response:
     cid = request.path_params["id"]
     conn = connector_view(svc, cid)
     tools = [tool_view(svc, r) for r in svc.tools(cid)]
-    reads_off = sum(1 for t in tools if t["class"] == "read" and not t["enabled"] and not t["changed"])
+    reads_off = sum(1 for t in tools if t["class"] == "read" and not t["enabled"] and not t["changed"]
+                    and not t["hidden_characters"])
     return render(request, "connector.html", conn=conn, tools=tools, classes=CLASSES, reads_off=reads_off)
 
 
@@ -95,6 +97,9 @@ async def tool_switch(request: Request, form: dict[str, str]) -> Response:
     svc = svc_of(request)
     name = request.path_params["name"]
     on = form.get("on") == "1"
+    if on and form.get("seen"):
+        # The sheet showed this definition with its hidden characters escaped (issue 10 §2).
+        svc.acknowledge_hidden(name, form["seen"])
     svc.set_enabled([name], on)
     return redirect(_sheet_of(svc, name), ("ok", f"{name} switched {'on' if on else 'off'}."))
 

@@ -12,10 +12,32 @@
   const CSRF = meta ? meta.content : "";
   const LIVE = ["running", "queued", "awaiting_approval"];
 
+  // Text from a model, a server or a sender: hidden characters as styled escapes, exactly as the
+  // server renders them (palui.text.escape; hidden.js is generated from the same table).
+  function shownInto(e, text, oneLine) {
+    const T = window.PaluiText;
+    const s = String(text);
+    if (!T) { e.textContent = s; return e; }
+    for (const [kind, seg] of T.segments(s, oneLine)) {
+      if (kind === "text") { e.append(document.createTextNode(seg)); continue; }
+      const span = document.createElement("span");
+      span.className = kind === "escape" ? "hidden-char" : kind === "space_run" ? "space-run" : "backslash";
+      span.textContent = seg;
+      e.append(span);
+    }
+    if (T.hasHidden(s)) {
+      const note = document.createElement("span");
+      note.className = "hidden-note";
+      note.textContent = T.NOTE;
+      e.append(" ", note);
+    }
+    return e;
+  }
+
   function el(tag, cls, text) {
     const e = document.createElement(tag);
     if (cls) e.className = cls;
-    if (text !== undefined && text !== null) e.textContent = String(text);
+    if (text !== undefined && text !== null) shownInto(e, text, false);
     return e;
   }
 
