@@ -157,3 +157,17 @@ async def test_memory_text_has_a_size_limit(svc):
     assert svc.db.one("SELECT COUNT(*) FROM memories")[0] == 0
     r = await call(recall, "add_memory", {"text": "z" * 8192}, ctx(svc))
     assert not r.is_error and svc.db.one("SELECT length(text) FROM memories")[0] == 8192
+
+
+async def test_arguments_outside_the_schema_are_refused_and_nothing_is_saved(svc):
+    """Issue 10 §5: ``{"text": "a", "extra": 1}`` saved the memory; now an error result names the key."""
+    from palui.connectors.base import CallContext
+    from palui.connectors.builtin.recall import RecallConnector
+    from palui.types import Origin
+
+    ctx = CallContext(turn_id="t1", conversation_id="c1", origin=Origin.CHAT, tainted=False, taint_source=None,
+                      step=1, db=svc.db, settings=svc.settings)
+    r = await RecallConnector().call_tool("add_memory", {"text": "a", "extra": 1}, ctx)
+    assert r.is_error and "unexpected argument 'extra'" in r.text and "add_memory takes: text" in r.text
+    assert svc.memories() == []
+    assert svc.tool("recall__add_memory").input_schema["additionalProperties"] is False

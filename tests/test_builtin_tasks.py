@@ -112,3 +112,17 @@ async def test_task_text_at_the_limit_is_stored(svc):
     r = await call(tasks, "create_task", {"title": "t" * 500, "notes": "n" * 8192}, ctx(svc))
     assert not r.is_error
     assert svc.db.one("SELECT length(title), length(notes) FROM tasks")[:] == (500, 8192)
+
+
+async def test_every_builtin_tool_refuses_unexpected_arguments_through_a_turn(svc, tmp_path):
+    """Through a scripted turn: each built-in tool given an extra key answers an error naming it."""
+    from support.scripts import call, calls, text, write_script
+
+    bad = [call("recall__add_memory", text="a", extra=1), call("tasks__create_task", title="t", color="red"),
+           call("tasks__list_tasks", everything=True), call("messages__send_message", text="hi", cc="x"),
+           call("web__fetch_page", url="http://127.0.0.1:1/", method="POST")]
+    r = await svc.send("go", model=write_script(tmp_path / "s.json", calls(*bad), text("ok")))
+    results = {e["tool"]: e["result"] for e in r["events"] if e["type"] == "tool_call"}
+    for c, key in zip(bad, ["extra", "color", "everything", "cc", "method"], strict=True):
+        assert f"unexpected argument '{key}'" in results[c["tool"]], results[c["tool"]]
+    assert svc.memories() == [] and svc.tasks("all") == [] and not [m for m in svc.inbox() if m["kind"] == "message"]

@@ -84,6 +84,14 @@ def get(db: Database, aid: str) -> dict[str, Any]:
     return as_dict(r)
 
 
+def status(db: Database, aid: str) -> str | None:
+    """An approval's status word, None when there is no such approval."""
+    r = db.one("SELECT status, expires_at FROM approvals WHERE id = ?", (aid,))
+    if r is None:
+        return None
+    return "expired" if r["status"] == "pending" and r["expires_at"] <= time.time() else r["status"]
+
+
 def sweep(db: Database, now: float | None = None) -> int:
     """Mark pending approvals past their expiry ``expired`` (SPEC §5: expiry counts as denial)."""
     now = time.time() if now is None else now

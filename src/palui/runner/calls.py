@@ -80,6 +80,11 @@ class CallsMixin:
                 self._audit(t, call, self._row(call["tool"]), "run", "interrupted while in flight",
                             "cancelled; may have run")
                 continue
+            if self._time_left(t) <= 0 and (call["state"] != "asked" or
+                                            approvals.status(self.db, call["approval"]) == "approved"):
+                # SPEC §6 / issue 10 §5: after the time budget is spent, no call reaches a connector.
+                self._not_dispatched(t, call)
+                continue
             if call["state"] == "asked":
                 ok, why = approvals.consume(self.db, call["approval"], call)
                 if why == "pending":
@@ -205,6 +210,19 @@ class CallsMixin:
             return True
         await self._execute(t, call, row, "run", d.reason)
         return False
+
+    def _not_dispatched(self, t: Turn, call: dict[str, Any]) -> None:
+        """Answer a call the time budget left no room for: never sent, audited as not dispatched."""
+        row = self._row(call["tool"])
+        verdict = "ask" if call["state"] == "asked" else "run"
+        if row is not None and call["state"] != "asked":
+            verdict = decide(row.tool_class, row.enabled, t.origin, t.tainted, t.taint_source).verdict.value
+        text = "Error: not run: the turn's time budget ran out."
+        self._result(t, call, text, True)
+        self._audit(t, call, row, verdict, "not dispatched: the turn's time budget ran out", "not run: time budget")
+        self._emit(t, {"type": "tool_call", "tool": call["tool"], "args": call["args"], "verdict": verdict,
+                       "reason": "the turn's time budget ran out", "result": text, "is_error": True,
+                       "tainted": t.tainted, "not_dispatched": True})
 
     def _refuse(
         self, t: Turn, call: dict[str, Any], row: ToolRow | None, verdict: str, reason: str, outcome: str = "refused"

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from palui.connectors.base import Connector, ToolSpec
 from palui.connectors.builtin import messages, recall, tasks, web
+from palui.connectors.builtin.common import strict
 
+# As stored and offered: each schema says additionalProperties false, which the connectors enforce.
 BUILTIN_TOOLS: dict[str, list[ToolSpec]] = {
-    "recall": recall.TOOLS,
-    "tasks": tasks.TOOLS,
-    "web": web.TOOLS,
-    "messages": messages.TOOLS,
+    "recall": strict(recall.TOOLS),
+    "tasks": strict(tasks.TOOLS),
+    "web": strict(web.TOOLS),
+    "messages": strict(messages.TOOLS),
 }
 
 

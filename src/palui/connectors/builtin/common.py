@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, overload
 
-from palui.connectors.base import CallContext, ToolResult
+from palui.connectors.base import CallContext, Connector, ToolResult, ToolSpec
 from palui.store.memories import TRUSTED, UNTRUSTED
 
 
@@ -111,3 +111,36 @@ def dispatch(connector: str, handlers: dict[str, Callable[[dict[str, Any], CallC
         return ToolResult(text=f"{connector}.{name}: {e}", is_error=True, untrusted=False)
     except sqlite3.Error as e:  # e.g. the database is locked for longer than the busy timeout
         return ToolResult(text=f"{connector}.{name} failed: database error: {e}", is_error=True, untrusted=False)
+
+
+class BuiltinConnector(Connector):
+    """A built-in connector: lists its declared ``TOOLS`` and refuses arguments outside a tool's
+    schema before the tool runs (issue 10 §5: ``{"text": "a", "extra": 1}`` must not save a memory).
+    Subclasses implement :meth:`call_checked`."""
+
+    tools: list[ToolSpec] = []
+    untrusted_errors = False  # whether this connector's own error results are untrusted (web: yes)
+
+    async def list_tools(self) -> list[ToolSpec]:
+        return list(self.tools)
+
+    async def call_tool(self, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+        spec = next((t for t in self.tools if t.name == name), None)
+        if spec is not None:
+            allowed = set(spec.input_schema.get("properties") or {})
+            extra = sorted(str(k) for k in args if k not in allowed)
+            if extra:
+                takes = ", ".join(sorted(allowed)) or "no arguments"
+                return ToolResult(text=f"{name}: unexpected argument {', '.join(repr(k) for k in extra)}"
+                                       f" ({name} takes: {takes})", is_error=True, untrusted=self.untrusted_errors)
+        return await self.call_checked(name, args, ctx)
+
+    async def call_checked(self, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+        """Run tool ``name`` with arguments that are all in its schema. Never raises."""
+        raise NotImplementedError
+
+
+def strict(tools: list[ToolSpec]) -> list[ToolSpec]:
+    """``tools`` with ``additionalProperties: false`` in each input schema, so the model is told too."""
+    return [ToolSpec(t.name, t.description, {**t.input_schema, "additionalProperties": False}, t.annotations,
+                     t.declared_class, t.untrusted_output) for t in tools]

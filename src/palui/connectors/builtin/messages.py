@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from palui import delivery
-from palui.connectors.base import CallContext, Connector, ToolResult, ToolSpec
+from palui.connectors.base import CallContext, ToolResult, ToolSpec
+from palui.connectors.builtin.common import BuiltinConnector
 from palui.types import ToolClass
 
 TOOLS = [
@@ -35,15 +36,14 @@ TOOLS = [
 ]
 
 
-class MessagesConnector(Connector):
+class MessagesConnector(BuiltinConnector):
     """``send_message`` [write]."""
 
     id = "messages"
 
-    async def list_tools(self) -> list[ToolSpec]:
-        return list(TOOLS)
+    tools = TOOLS
 
-    async def call_tool(self, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+    async def call_checked(self, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         """Send ``args["text"]``; unknown contacts and failed contact deliveries are ``is_error`` results."""
         if name != "send_message":
             return ToolResult(text=f"messages has no tool {name!r}", is_error=True, untrusted=False)

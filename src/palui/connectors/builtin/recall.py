@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from palui.connectors.base import CallContext, Connector, ToolResult, ToolSpec
-from palui.connectors.builtin.common import dispatch, int_arg, result, str_arg, write_provenance
+from palui.connectors.base import CallContext, ToolResult, ToolSpec
+from palui.connectors.builtin.common import BuiltinConnector, dispatch, int_arg, result, str_arg, write_provenance
 from palui.store import memories as store
 from palui.types import ToolClass
 
@@ -58,15 +58,14 @@ TOOLS = [
 ]
 
 
-class RecallConnector(Connector):
+class RecallConnector(BuiltinConnector):
     """Memories: ``search_memories`` [read], ``add_memory`` [write], ``forget_memory`` [destructive]."""
 
     id = "recall"
 
-    async def list_tools(self) -> list[ToolSpec]:
-        return list(TOOLS)
+    tools = TOOLS
 
-    async def call_tool(self, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+    async def call_checked(self, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         """Run one tool. Bad arguments and unknown ids come back as ``is_error`` results."""
         return dispatch(
             "recall",

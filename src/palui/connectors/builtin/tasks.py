@@ -10,8 +10,16 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any
 
-from palui.connectors.base import CallContext, Connector, ToolResult, ToolSpec
-from palui.connectors.builtin.common import ArgError, dispatch, int_arg, result, str_arg, write_provenance
+from palui.connectors.base import CallContext, ToolResult, ToolSpec
+from palui.connectors.builtin.common import (
+    ArgError,
+    BuiltinConnector,
+    dispatch,
+    int_arg,
+    result,
+    str_arg,
+    write_provenance,
+)
 from palui.store import memories as store
 from palui.types import ToolClass
 
@@ -71,15 +79,14 @@ TOOLS = [
 ]
 
 
-class TasksConnector(Connector):
+class TasksConnector(BuiltinConnector):
     """Tasks: ``list_tasks`` [read], ``create_task`` / ``update_task`` [write], ``delete_task`` [destructive]."""
 
     id = "tasks"
 
-    async def list_tools(self) -> list[ToolSpec]:
-        return list(TOOLS)
+    tools = TOOLS
 
-    async def call_tool(self, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+    async def call_checked(self, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         """Run one tool. Bad arguments and unknown ids come back as ``is_error`` results."""
         return dispatch(
             "tasks",

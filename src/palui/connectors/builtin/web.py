@@ -11,8 +11,9 @@ from __future__ import annotations
 import ssl
 from typing import Any
 
-from palui.connectors.base import CallContext, Connector, ToolResult, ToolSpec
+from palui.connectors.base import CallContext, ToolResult, ToolSpec
 from palui.connectors.builtin import extract
+from palui.connectors.builtin.common import BuiltinConnector
 from palui.connectors.builtin.fetch import FetchError, Page, fetch
 from palui.connectors.builtin.netguard import AddressPolicy, Resolver, address_refusal, allow_all, system_resolver
 from palui.types import ToolClass
@@ -43,7 +44,7 @@ def _is_textual(media_type: str) -> bool:
             or media_type.endswith(("+json", "+xml")))
 
 
-class WebConnector(Connector):
+class WebConnector(BuiltinConnector):
     """``fetch_page`` [read, untrusted output].
 
     Args:
@@ -60,10 +61,10 @@ class WebConnector(Connector):
         self._resolver = resolver
         self._verify = verify
 
-    async def list_tools(self) -> list[ToolSpec]:
-        return list(TOOLS)
+    tools = TOOLS
+    untrusted_errors = True
 
-    async def call_tool(self, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
+    async def call_checked(self, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         """Fetch ``args["url"]``. Never raises: every failure is an ``is_error`` result, untrusted."""
         if name != "fetch_page":
             return ToolResult(text=f"web has no tool {name!r}", is_error=True, untrusted=True)
