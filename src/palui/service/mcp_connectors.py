@@ -1,4 +1,4 @@
-"""Service API part: MCP connectors (add, import, remove, refresh, enable, show), SPEC §7.
+"""Service part: MCP connectors (add, import, remove, refresh, enable, show), SPEC §7.
 
 What is stored where:
 

@@ -1,4 +1,4 @@
-"""Service API part: the person's memories and tasks (SPEC §7: list, forget, trust; SPEC §4 provenance).
+"""Service part: the person's memories and tasks (SPEC §7: list, forget, trust; SPEC §4 provenance).
 
 Times in the returned dicts are ISO 8601 strings in UTC. Marking a memory or task
 trusted sets its provenance to ``trusted``: later reads of it no longer taint a turn.

@@ -1,4 +1,4 @@
-"""Service API part: connectors, tools, classes, switches, review, policy explain (SPEC §2, §3, §7)."""
+"""Service part: connectors, tools, classes, switches, review, policy explain (SPEC §2, §3, §7)."""
 
 from __future__ import annotations
 

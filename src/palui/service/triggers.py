@@ -1,4 +1,4 @@
-"""Service API part: scheduled jobs and inbound webhooks (SPEC §6, §8).
+"""Service part: scheduled jobs and inbound webhooks (SPEC §6, §8).
 
 Jobs run as turns of origin ``job`` (reads run, writes ask with the 24 h job expiry,
 destructive tools are not offered — the runner and the policy do that). A job run

@@ -1,4 +1,4 @@
-"""Service part: starting, running and stopping turns; status, pause, audit, conversations (SPEC §3-§6, §8, §11).
+"""Service part: starting, running, resuming and stopping turns, one at a time per conversation (SPEC §3-§8).
 
 The doors every front end and the runtime's tick go through:
 
