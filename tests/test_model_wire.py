@@ -226,16 +226,25 @@ async def test_anthropic_without_key_or_base_url_ends_in_error_mentioning_script
     assert "ANTHROPIC_API_KEY" in r["error"] and "script:" in r["error"]
 
 
-async def test_provider_key_is_redacted_from_error_messages(svc, fake, monkeypatch):
-    key = "sk-test-0123456789abcdef"
-    monkeypatch.setenv("OPENAI_API_KEY", key)
-    fake.error(401, message=f"Incorrect API key provided: {key}.")
+async def test_provider_key_is_redacted_from_error_messages(home, fake, monkeypatch):
+    from palui.service import Service
 
-    r = await svc.send("hi", model=openai_model(fake))
+    key = "sk-test-0123456789abcdef"
+    monkeypatch.setenv("LOCAL_KEY", key)  # a base URL gets a key only when its [models.NAME] table names one
+    (home / "palui.toml").write_text(f'[models.local]\nmodel = "openai:gpt-test"\nbase_url = "{fake.openai_url}"\n'
+                                     'api_key_env = "LOCAL_KEY"\n', encoding="utf-8")
+    svc = Service()
+    fake.error(401, message=f"Incorrect API key provided: {key}.")
+    try:
+        r = await svc.send("hi", model="@local")
+        inbox = svc.inbox()
+    finally:
+        svc.db.close()
 
     assert r["status"] == "error"
-    assert "HTTP 401" in r["error"] and "Incorrect API key provided: [redacted]" in r["error"]
-    assert key not in json.dumps(r) and key not in json.dumps(svc.inbox())
+    assert "@local: the provider refused the request (HTTP 401)" in r["error"]
+    assert "Incorrect API key provided: [redacted]" in r["error"]
+    assert key not in json.dumps(r) and key not in json.dumps(inbox)
     assert fake.requests[0].headers["authorization"] == f"Bearer {key}"  # the key really went out
 
 

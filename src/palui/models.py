@@ -2,19 +2,21 @@
 
 Accepted model strings:
 
-- ``openai:MODEL`` — OpenAI (``OPENAI_API_KEY``).
-- ``anthropic:MODEL`` — Anthropic (``ANTHROPIC_API_KEY``).
-- ``ollama:MODEL`` — a local Ollama server (``OLLAMA_BASE_URL``, default
-  ``http://127.0.0.1:11434/v1``).
+- ``openai:MODEL`` — OpenAI (``OPENAI_API_KEY``, sent only to ``https://api.openai.com/v1``).
+- ``anthropic:MODEL`` — Anthropic (``ANTHROPIC_API_KEY``, sent only to ``https://api.anthropic.com``).
+- ``ollama:MODEL`` — an Ollama server (``OLLAMA_BASE_URL``, default
+  ``http://127.0.0.1:11434/v1``); no key.
 - ``openai:MODEL@BASE_URL`` — any OpenAI-compatible server at BASE_URL, e.g.
-  ``http://127.0.0.1:8000/v1`` (key from ``OPENAI_API_KEY``, optional);
-  ``anthropic:MODEL@BASE_URL`` likewise for the Anthropic Messages API (BASE_URL with
-  or without a trailing ``/v1``).
-
-Provider failures: 408/409/429/5xx/529 and failed connections are retried inside the
-turn's time budget (:func:`request`); other errors end the turn with the provider's own
-message, with the key redacted.
+  ``http://127.0.0.1:8000/v1``; no key. ``anthropic:MODEL@BASE_URL`` likewise for the
+  Anthropic Messages API (BASE_URL with or without a trailing ``/v1``).
+- ``@NAME`` — the ``[models.NAME]`` table of the configuration (``model``, ``base_url``,
+  ``api_key_env``): the only way to send a key to a base URL (issue 10 §4).
 - ``script:PATH`` — the replay model: a JSON script (see :class:`Script`).
+
+Which key goes where is decided in :mod:`palui.providers` (its table); this module is the
+import point. Provider failures: 408/409/429/5xx/529 and failed connections are retried
+inside the turn's time budget (:func:`request`); other errors end the turn with the
+provider's own message, the key redacted and the model named as written.
 
 Only :func:`resolve_model` and :func:`request` are used by the turn runner, so the
 model library stays behind this module.
@@ -26,11 +28,14 @@ import asyncio
 import json
 import os
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from palui import providers
 from palui.errors import NO_MODEL_HELP, ModelConfigError
+from palui.providers import ANTHROPIC_MAX_TOKENS
 
 if TYPE_CHECKING:  # the model library takes ~1.7 s to import: modules import it when a model is used
     from pydantic_ai.exceptions import ModelAPIError
@@ -39,13 +44,15 @@ if TYPE_CHECKING:  # the model library takes ~1.7 s to import: modules import it
     from pydantic_ai.settings import ModelSettings
     from pydantic_ai.tools import ToolDefinition
 
-ANTHROPIC_MAX_TOKENS = 4096
+    from palui.config import ModelEntry
+
+__all__ = ["ANTHROPIC_MAX_TOKENS", "ModelHandle", "Script", "request", "resolve_model", "responses_in_current_turn"]
 
 
 @dataclass
 class ModelHandle:
     """A resolved model: the library's model object, its settings, the string it came from, and
-    the secret values (provider key, a password in the base URL) to redact from messages (SPEC §10)."""
+    the secret values (the key sent, a password in the base URL) to redact from messages (SPEC §10)."""
 
     spec: str
     model: Model
@@ -53,61 +60,30 @@ class ModelHandle:
     secrets: tuple[str, ...] = ()
 
 
-def resolve_model(spec: str | None, env: dict[str, str] | None = None) -> ModelHandle:
+def resolve_model(spec: str | None, env: Mapping[str, str] | None = None,
+                  models: Mapping[str, ModelEntry] | None = None) -> ModelHandle:
     """Turn a model string into a :class:`ModelHandle`.
 
+    ``env`` is the environment the keys come from (default ``os.environ``); ``models`` the
+    configuration's ``[models.NAME]`` tables (``Settings.models``) that ``@NAME`` names.
+
     Raises:
-        ModelConfigError: no model, an unknown provider, a missing key, or a bad script.
+        ModelConfigError: no model, an unknown provider or ``@NAME``, a bad base URL, a
+            missing key, or a bad script.
     """
     env = dict(os.environ if env is None else env)
     if not spec:
         raise ModelConfigError(NO_MODEL_HELP)
     provider, _, rest = spec.partition(":")
-    if not rest:
-        raise ModelConfigError(f"model {spec!r}: expected PROVIDER:MODEL (openai:, anthropic:, ollama:, script:)")
+    if not spec.startswith("@") and not rest:
+        raise ModelConfigError(f"model {providers.public_spec(spec)!r}: expected PROVIDER:MODEL "
+                               "(openai:, anthropic:, ollama:, script:) or @NAME")
     if provider == "script":
         return ModelHandle(spec, Script.load(Path(rest).expanduser()).model())
-    name, _, base_url = rest.partition("@")
-    if provider in ("openai", "ollama"):
-        key = env.get("OPENAI_API_KEY")
-        if provider == "ollama":
-            base_url = base_url or env.get("OLLAMA_BASE_URL", "http://127.0.0.1:11434/v1")
-            key = key or "ollama"
-        if not key and not base_url:  # checked before the (slow) SDK imports: a refusal comes at once
-            raise ModelConfigError(f"model {spec!r} needs OPENAI_API_KEY in the environment. " + _SCRIPT_HINT)
-        from openai import AsyncOpenAI
-        from pydantic_ai.models.openai import OpenAIChatModel
-        from pydantic_ai.providers.openai import OpenAIProvider
+    r = providers.route(spec, env, models or {})  # checked before the (slow) SDK imports: a refusal comes at once
+    model, settings = providers.build(r, env)
+    return ModelHandle(spec, model, settings, secrets=providers.secrets(r))
 
-        # Retries are ours (within the turn's time budget), so the SDK's are off.
-        client = AsyncOpenAI(base_url=base_url or None, api_key=key or "none", max_retries=0)
-        return ModelHandle(spec, OpenAIChatModel(name, provider=OpenAIProvider(openai_client=client)),
-                           secrets=_secrets(key, base_url))
-    if provider == "anthropic":
-        key = env.get("ANTHROPIC_API_KEY")
-        if not key and not base_url:
-            raise ModelConfigError(f"model {spec!r} needs ANTHROPIC_API_KEY in the environment. " + _SCRIPT_HINT)
-        from anthropic import AsyncAnthropic
-        from pydantic_ai.models.anthropic import AnthropicModel
-        from pydantic_ai.providers.anthropic import AnthropicProvider
-
-        # The Anthropic SDK appends /v1/messages itself: accept a base URL written with /v1 too.
-        base_url = base_url.rstrip("/").removesuffix("/v1") if base_url else base_url
-        anthropic_client = AsyncAnthropic(base_url=base_url or None, api_key=key or "none", max_retries=0)
-        return ModelHandle(spec, AnthropicModel(name, provider=AnthropicProvider(anthropic_client=anthropic_client)),
-                           {"max_tokens": ANTHROPIC_MAX_TOKENS}, secrets=_secrets(key, base_url))
-    raise ModelConfigError(f"model {spec!r}: unknown provider {provider!r} (use openai:, anthropic:, ollama:, script:)")
-
-
-def _secrets(key: str | None, base_url: str | None) -> tuple[str, ...]:
-    from urllib.parse import urlsplit
-
-    password = urlsplit(base_url).password if base_url else None
-    # Very short values would blank out ordinary words of a message.
-    return tuple(v for v in (key, password) if v and len(v) >= 6)
-
-
-_SCRIPT_HINT = "Without a provider key you can use the replay model: --model script:PATH (see the README)."
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
 CONNECT_RETRIES = 2
@@ -182,13 +158,15 @@ def _clear(handle: ModelHandle, e: ModelAPIError, attempts: int, note: str = "")
     tries = f" after {attempts} attempts" if attempts > 1 else ""
     if isinstance(e, ModelHTTPError):
         kind = "kept failing" if e.status_code in RETRY_STATUS else "refused the request"
-        msg = f"{handle.spec}: the provider {kind} (HTTP {e.status_code}){tries}"
+        msg = f"the provider {kind} (HTTP {e.status_code}){tries}"
     else:
-        msg = f"{handle.spec}: cannot reach the provider{tries}: {e.message}"
+        msg = f"cannot reach the provider{tries}: {e.message}"
     text = (f"{msg}: {said}" if said else msg) + note
     for secret in handle.secrets:
         text = text.replace(secret, "[redacted]")
-    return ModelAPIError(e.model_name, text)
+    # The model is named as written (a URL's password masked), outside the redaction: a short
+    # key that is also a word of the model string cannot turn it into "[redacted]:llama3".
+    return ModelAPIError(e.model_name, f"{providers.public_spec(handle.spec)}: {text}")
 
 
 # -- the script: replay model ---------------------------------------------------------------

@@ -90,7 +90,7 @@ class TurnRunner(CallsMixin):
         assert t is not None
         self._t0 = time.monotonic()
         try:
-            handle = resolve_model(t.model)
+            handle = resolve_model(t.model, models=self.deps.settings.models)
             await self._loop(t, handle)
         except StopRequested:
             self._finish_stopped(t, "stopped by the person")

@@ -78,7 +78,9 @@ class TurnsPart(StatusPart):
         """``spec`` (or the configured model when None) checked now, before anything is stored.
 
         A ``script:`` path is made absolute, so a live service (another working directory)
-        reads the same file. Returns the model string to store. Raises ModelConfigError.
+        reads the same file; ``@NAME`` is checked against this service's ``[models.NAME]``
+        tables and stored as written (SPEC §9, issue 10 §4). Returns the model string to
+        store. Raises ModelConfigError.
         """
         import os
 
@@ -87,7 +89,7 @@ class TurnsPart(StatusPart):
         spec = spec or self.settings.model
         if spec and spec.startswith("script:"):
             spec = "script:" + os.path.abspath(os.path.expanduser(spec[len("script:") :]))
-        resolve_model(spec)
+        resolve_model(spec, models=self.settings.models)
         return spec
 
     def start_turn(
