@@ -4,6 +4,7 @@ foreign Host header → 400; secrets never rendered back except once at creation
 
 from __future__ import annotations
 
+import base64
 import re
 
 import httpx
@@ -138,8 +139,10 @@ def test_a_webhook_secret_is_shown_once(browser, served):
     assert r.status_code == 200
     secret = re.search(r'id="created-secret">([^<]+)<', r.text).group(1)
     assert len(secret) >= 20
+    whsec = re.search(r'id="created-whsec">(whsec_[A-Za-z0-9+/=]+)<', r.text).group(1)  # Standard Webhooks form
+    assert base64.b64decode(whsec[len("whsec_"):]) == secret.encode()
     listing = browser.get("/webhooks")
-    assert "ci" in listing.text and secret not in listing.text
+    assert "ci" in listing.text and secret not in listing.text and whsec not in listing.text
     assert secret not in browser.get("/status").text
     r = browser.post("/webhooks/ci/remove", data={"csrf": csrf})
     assert r.status_code == 303

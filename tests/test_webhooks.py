@@ -61,7 +61,7 @@ def add_hook(s: LiveService, name: str, via_cli: bool = False) -> tuple[str, str
     r = palui(s, "webhooks", "add", name)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert len(lines) == 2, r.stdout
+    assert len(lines) == 3, r.stdout  # url, secret, and the secret as Standard Webhooks' whsec_ (issue 10 §3)
     m_url = re.fullmatch(r"url: (http://127\.0\.0\.1:(\d+)/hooks/([0-9a-f]+))", lines[0])
     m_secret = re.fullmatch(r"secret: (\S{20,})", lines[1])
     assert m_url and m_secret, r.stdout

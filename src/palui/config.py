@@ -45,6 +45,9 @@ _SCHEMA: dict[str, tuple[str, Any]] = {
     "caps.daily_tokens": ("int+", 1_000_000),
     "caps.job_daily_tokens": ("int+", 200_000),
     "caps.runs_per_hour": ("int+", 60),
+    # Webhook turns' share of caps.runs_per_hour (issue 10 §3); None (unset) means
+    # max(1, runs_per_hour // 3), see _resolve_derived.
+    "caps.webhook_runs_per_hour": ("int+?", None),
     "caps.timezone": ("str?", None),
     "approvals.chat_expiry_seconds": ("num+", 1800),
     "approvals.job_expiry_seconds": ("num+", 86400),
@@ -150,6 +153,10 @@ def _check(where: str, key: str, kind: str, value: Any, *, from_env: bool = Fals
         if isinstance(value, str) and value.lower() in ("true", "1", "yes", "false", "0", "no"):
             return value.lower() in ("true", "1", "yes")
         raise bad("must be true or false")
+    if kind == "int+?":
+        if value is None or (from_env and isinstance(value, str) and not value.strip()):
+            return None
+        kind = "int+"
     if kind in ("int+", "port"):
         if isinstance(value, str):
             try:
@@ -355,6 +362,7 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
             raise ConfigError(f"environment variable {name}: unknown key '{key}'")
         where_set[key] = f"environment variable {name}"
         values[key] = _check(where_set[key], key, _SCHEMA[key][0], value, from_env=True)
+    _resolve_derived(values, where_set)
     if values["caps.timezone"]:
         from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -367,6 +375,25 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
                     models=tables.entries())
 
 
+def _resolve_derived(values: dict[str, Any], where_set: Mapping[str, str]) -> None:
+    """Keys whose default depends on another key, resolved in ``values``; raises ConfigError.
+
+    ``caps.webhook_runs_per_hour`` (issue 10 §3): unset → ``max(1, caps.runs_per_hour // 3)``; a
+    configured value above ``caps.runs_per_hour`` is refused (a share cannot exceed the whole).
+    """
+    rph = int(values["caps.runs_per_hour"])
+    share = values["caps.webhook_runs_per_hour"]
+    if share is None:
+        values["caps.webhook_runs_per_hour"] = max(1, rph // 3)
+    elif share > rph:
+        raise ConfigError(f"{where_set.get('caps.webhook_runs_per_hour', 'configuration')}: key "
+                          f"'caps.webhook_runs_per_hour': must be at most caps.runs_per_hour ({rph}), the share of "
+                          f"the hourly runs webhook turns may take (got {share})")
+
+
 def documented_keys() -> dict[str, Any]:
-    """Every configuration key with its default (the README documents each one)."""
-    return {k: d for k, (_, d) in _SCHEMA.items()}
+    """Every configuration key with its default (the README documents each one); derived defaults
+    are shown as they resolve with the other defaults (``caps.webhook_runs_per_hour`` = 20)."""
+    values = {k: d for k, (_, d) in _SCHEMA.items()}
+    _resolve_derived(values, {})
+    return values

@@ -97,13 +97,18 @@ def jobs_run(
 
 @webhooks_app.command("add")
 def webhooks_add(name: str = typer.Argument(..., help="A name for the webhook.")) -> None:
-    """Create a webhook; prints its URL and its secret (shown this once only)."""
+    """Create a webhook; prints its URL and its secret, also as a Standard Webhooks `whsec_` secret
+    (shown this once only)."""
     h = service().add_webhook(name)
     typer.echo(f"url: {h['url']}")
     typer.echo(f"secret: {h['secret']}")
+    typer.echo(f"standard webhooks secret: {h['whsec']}")
     typer.echo(
         "Sign each delivery with HMAC-SHA256 of the body (header X-Palui-Signature: sha256=<hex>, or "
-        "GitHub's X-Hub-Signature-256), or send the secret as 'Authorization: Bearer <secret>'. "
+        "GitHub's X-Hub-Signature-256), or as Standard Webhooks (webhook-id, webhook-timestamp, "
+        "webhook-signature; give the sender the whsec_ secret), or send the secret as "
+        "'Authorization: Bearer <secret>'. Identical bodies signed over the body alone are processed "
+        "once per 24 h: a sender that repeats bodies should use Standard Webhooks. "
         "The secret is not shown again.",
         err=True,
     )

@@ -24,16 +24,20 @@ def day(now: float, tz: ZoneInfo | None) -> str:
 
 
 def limits(settings) -> CapLimits:
+    """The configured caps (``caps.*``; ``caps.webhook_runs_per_hour`` is already resolved by the
+    configuration to ``max(1, runs_per_hour // 3)`` when unset, issue 10 §3)."""
     from palui.policy.caps import CapLimits
 
     return CapLimits(daily_tokens=int(settings.get("caps.daily_tokens")),
                      job_daily_tokens=int(settings.get("caps.job_daily_tokens")),
-                     runs_per_hour=int(settings.get("caps.runs_per_hour")))
+                     runs_per_hour=int(settings.get("caps.runs_per_hour")),
+                     webhook_runs_per_hour=int(settings.get("caps.webhook_runs_per_hour")))
 
 
 def verdict_in_tx(c, turn_row, now: float, settings, job_cap: int | None = None):
-    """The caps verdict for starting ``turn_row`` now, from counters read on connection ``c``
-    (inside the admitting transaction)."""
+    """The caps verdict for starting ``turn_row`` (a mapping with ``origin`` and ``job_id``) now,
+    from counters read on connection ``c`` (inside the admitting transaction, SPEC §6). A webhook
+    turn is also held to the webhook share: webhook runs in the sliding hour (issue 10 §3)."""
     from dataclasses import replace
 
     from palui.policy.caps import admit
@@ -42,14 +46,18 @@ def verdict_in_tx(c, turn_row, now: float, settings, job_cap: int | None = None)
     today = day(now, tz)
     tokens = c.execute("SELECT COALESCE(SUM(tokens), 0) FROM usage WHERE day = ?", (today,)).fetchone()[0]
     runs = c.execute("SELECT COUNT(*) FROM runs WHERE time > ?", (now - 3600,)).fetchone()[0]
-    job_tokens = None
+    job_tokens = webhook_runs = None
     lim = limits(settings)
     if turn_row["job_id"]:
         job_tokens = c.execute("SELECT COALESCE(SUM(tokens), 0) FROM usage WHERE day = ? AND job_id = ?",
                                (today, turn_row["job_id"])).fetchone()[0]
         if job_cap is not None:
             lim = replace(lim, job_daily_tokens=job_cap)
-    return admit(lim, runs_last_hour=runs, tokens_today=tokens, job_tokens_today=job_tokens)
+    if turn_row["origin"] == "webhook":
+        webhook_runs = c.execute("SELECT COUNT(*) FROM runs WHERE time > ? AND origin = 'webhook'",
+                                 (now - 3600,)).fetchone()[0]
+    return admit(lim, runs_last_hour=runs, tokens_today=tokens, job_tokens_today=job_tokens,
+                 webhook_runs_last_hour=webhook_runs)
 
 
 def record_usage(db: Database, *, turn_id: str, job_id: str | None, tokens: int, tz: ZoneInfo | None,
@@ -72,9 +80,12 @@ def tokens_today(db: Database, tz: ZoneInfo | None, job_id: str | None = None, n
     return int(r[0])
 
 
-def runs_last_hour(db: Database, now: float | None = None) -> int:
+def runs_last_hour(db: Database, now: float | None = None, origin: str | None = None) -> int:
+    """Turn starts in the sliding hour (of ``origin`` only, when given)."""
     now = time.time() if now is None else now
-    return int(db.row("SELECT COUNT(*) FROM runs WHERE time > ?", (now - 3600,))[0])
+    if origin is None:
+        return int(db.row("SELECT COUNT(*) FROM runs WHERE time > ?", (now - 3600,))[0])
+    return int(db.row("SELECT COUNT(*) FROM runs WHERE time > ? AND origin = ?", (now - 3600, origin))[0])
 
 
 def next_day(tz: ZoneInfo | None, now: float | None = None) -> str:
@@ -87,11 +98,17 @@ def next_day(tz: ZoneInfo | None, now: float | None = None) -> str:
     return midnight.isoformat()
 
 
-def window_frees_at(db: Database, limit: int, now: float | None = None) -> str | None:
-    """ISO time when the sliding hour has room for one more run."""
+def window_frees_at(db: Database, limit: int, now: float | None = None, origin: str | None = None) -> str | None:
+    """ISO time when the sliding hour has room for one more run (of ``origin`` only, when given:
+    the webhook share), or None when it has room now."""
 
     now = time.time() if now is None else now
-    rows = db.all("SELECT time FROM runs WHERE time > ? ORDER BY time DESC LIMIT 1 OFFSET ?", (now - 3600, limit - 1))
+    if origin is None:
+        rows = db.all("SELECT time FROM runs WHERE time > ? ORDER BY time DESC LIMIT 1 OFFSET ?",
+                      (now - 3600, limit - 1))
+    else:
+        rows = db.all("SELECT time FROM runs WHERE time > ? AND origin = ? ORDER BY time DESC LIMIT 1 OFFSET ?",
+                      (now - 3600, origin, limit - 1))
     if not rows:
         return None
     return datetime.fromtimestamp(rows[0][0] + 3600, UTC).isoformat()

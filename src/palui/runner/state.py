@@ -10,6 +10,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from palui.policy.caps import GLOBAL_CAPS as GLOBAL_CAPS  # re-exported: the caps that pause every new turn
+from palui.policy.caps import WEBHOOK_RUNS_PER_HOUR
 from palui.store.db import Database
 from palui.types import Origin, TurnStatus
 
@@ -132,7 +134,8 @@ def claim(db: Database, turn_id: str, from_status: tuple[TurnStatus, ...]) -> bo
 class Claim:
     """The outcome of a claim: ``claimed`` by this process, or why not: ``cap`` (the cap that keeps
     a new turn queued), ``behind`` (the earlier live turn of its conversation it waits for).
-    ``paused_now`` names the global cap whose pause this claim started (tell the person once)."""
+    ``paused_now`` names the global cap whose pause this claim started, or the webhook share whose
+    hold it started (tell the person once)."""
 
     claimed: bool
     cap: str | None = None
@@ -140,7 +143,8 @@ class Claim:
     paused_now: str | None = None
 
 
-GLOBAL_CAPS = ("daily token cap", "runs per hour cap")
+PAUSE_KEY = "pause"  # kv key of the global pause (SPEC §6)
+WEBHOOK_HOLD_KEY = "webhook_hold"  # kv key of the webhook share's hold (issue 10 §3): webhook turns only
 LIVE_STATUSES = ("running", "awaiting_approval", "queued")
 
 
@@ -159,17 +163,18 @@ def live_turn_before(db: Database, turn_id: str):
     return _live_before(db._connect(), turn_id, r["conversation_id"]) if r else None
 
 
-def set_pause_in_tx(c, cap: str | None) -> bool:
+def set_pause_in_tx(c, cap: str | None, key: str = PAUSE_KEY) -> bool:
     """Record (``cap``) or clear (None) the global pause on connection ``c``, inside the caller's
-    transaction. True when a new pause starts (the person is told once per pause, SPEC §6)."""
-    r = c.execute("SELECT value FROM kv WHERE key = 'pause'").fetchone()
+    transaction. True when a new pause starts (the person is told once per pause, SPEC §6).
+    ``key`` :data:`WEBHOOK_HOLD_KEY` records the webhook share's hold instead (issue 10 §3)."""
+    r = c.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
     if cap is None:
         if r is not None:
-            c.execute("DELETE FROM kv WHERE key = 'pause'")
+            c.execute("DELETE FROM kv WHERE key = ?", (key,))
         return False
     if r is not None and r[0] == cap:
         return False
-    c.execute("INSERT OR REPLACE INTO kv (key, value) VALUES ('pause', ?)", (cap,))
+    c.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", (key, cap))
     return True
 
 
@@ -186,7 +191,10 @@ def claim_new(db: Database, turn_id: str, limits_for, now: float | None = None) 
 
     ``limits_for(c, turn_row, now)`` returns a :class:`~palui.policy.caps.CapVerdict` from
     counters read inside the same transaction. The global pause is set or cleared in the same
-    transaction, so exactly one claim starts each pause. Returns a :class:`Claim`.
+    transaction, so exactly one claim starts each pause. The webhook share (issue 10 §3) is not
+    a global pause: a webhook turn over it stays queued and only the webhook hold is recorded (one
+    notice per hold, cleared when a webhook turn is admitted again); chat and job turns are
+    admitted as before. Returns a :class:`Claim`.
     """
     now = time.time() if now is None else now
     with db.write() as c:
@@ -200,11 +208,18 @@ def claim_new(db: Database, turn_id: str, limits_for, now: float | None = None) 
         if not counted:
             verdict = limits_for(c, row, now)
             if not verdict.ok:
-                # Only a global cap pauses Palui; a job over its own cap is that job's matter.
-                started = set_pause_in_tx(c, verdict.cap) if verdict.cap in GLOBAL_CAPS else False
+                # Only a global cap pauses Palui; a job over its own cap is that job's matter, and
+                # the webhook share holds webhook turns only.
+                started = False
+                if verdict.cap in GLOBAL_CAPS:
+                    started = set_pause_in_tx(c, verdict.cap)
+                elif verdict.cap == WEBHOOK_RUNS_PER_HOUR:
+                    started = set_pause_in_tx(c, verdict.cap, WEBHOOK_HOLD_KEY)
                 return Claim(False, cap=verdict.cap, paused_now=verdict.cap if started else None)
             c.execute("INSERT INTO runs (time, turn_id, origin) VALUES (?,?,?)", (now, turn_id, row["origin"]))
             set_pause_in_tx(c, None)
+            if row["origin"] == Origin.WEBHOOK.value:
+                set_pause_in_tx(c, None, WEBHOOK_HOLD_KEY)
         c.execute(
             "UPDATE turns SET status='running', owner=?, version=version+1, updated_at=? WHERE id=?",
             (OWNER, now, turn_id),

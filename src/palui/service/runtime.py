@@ -7,7 +7,8 @@ end can follow its events (:meth:`subscribe`) and the drain at shutdown can wait
 With :meth:`start` (``palui serve``), every second (``tick_seconds``) it sweeps expired
 approvals, queues again turns left ``running`` by a process that is gone (kill -9), resumes
 turns whose approval was answered anywhere, starts queued turns while the caps and the
-one-turn-per-conversation rule allow (SPEC §6, §8), and calls the tickers (the job
+one-turn-per-conversation rule allow (SPEC §6, §8; FIFO per kind of cap, so webhook turns held
+by their share never block a chat turn, issue 10 §3), and calls the tickers (the job
 scheduler). On shutdown it drains: turns in flight stop at their next step boundary and stay
 resumable (they go back to ``queued`` and the next start picks them up).
 """
@@ -20,8 +21,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from palui.policy.caps import JOB_TOKENS, WEBHOOK_RUNS_PER_HOUR
 from palui.runner import approvals, state
-from palui.types import TurnStatus
+from palui.types import Origin, TurnStatus
 
 if TYPE_CHECKING:
     from palui.service import Service
@@ -102,17 +104,32 @@ class Runtime:
             log.warning("turn %s was left running by a process that is gone: queued again", tid)
         for tid in state.answered_turn_ids(db):
             self.svc.launch(tid, (TurnStatus.AWAITING_APPROVAL,))
-        for r in db.all("SELECT id FROM turns WHERE status = 'queued' ORDER BY rowid"):
-            if r["id"] in self.tasks:
-                continue
-            launched = self.svc.launch(r["id"], (TurnStatus.QUEUED,))
-            if launched.cap:
-                break  # a cap holds: later turns wait too (FIFO)
+        self._start_queued(db)
         for ticker in list(self.tickers):
             try:
                 await ticker(now)
             except Exception:
                 log.exception("ticker failed")
+
+    def _start_queued(self, db) -> None:
+        """Start queued turns oldest first, FIFO per kind of cap (SPEC §6; issue 10 §3): a global cap
+        (daily tokens, runs per hour) holds every later turn; the webhook share holds only later
+        webhook turns, and a job's own token cap only that job's turns, so a flood of held webhook
+        turns never blocks a chat message or a job queued behind it."""
+        webhooks_held = False
+        jobs_held: set[str] = set()
+        for r in db.all("SELECT id, origin, job_id FROM turns WHERE status = 'queued' ORDER BY rowid"):
+            if r["id"] in self.tasks or r["job_id"] in jobs_held:
+                continue
+            if webhooks_held and r["origin"] == Origin.WEBHOOK.value:
+                continue
+            launched = self.svc.launch(r["id"], (TurnStatus.QUEUED,))
+            if launched.cap == WEBHOOK_RUNS_PER_HOUR:
+                webhooks_held = True
+            elif launched.cap == JOB_TOKENS and r["job_id"]:
+                jobs_held.add(r["job_id"])
+            elif launched.cap:
+                break  # a global cap holds: later turns wait too (FIFO)
 
     # -- turn tasks ------------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from palui.runner import approvals, audit, caps
 from palui.service.tools import ToolsPart
+from palui.types import Origin
 
 
 class StatusPart(ToolsPart):
@@ -13,7 +14,8 @@ class StatusPart(ToolsPart):
 
     def status(self) -> dict[str, Any]:
         """``{"model","tokens_today","caps","runs_last_hour","paused","paused_reason","paused_until",
-        "connectors","pending_approvals"}`` (SPEC §8 /status)."""
+        "webhook_runs_last_hour","webhooks_held","webhooks_held_until","connectors","pending_approvals"}``
+        (SPEC §8 /status; the webhook share, issue 10 §3)."""
         approvals.sweep(self.db)
         conns = []
         for c in self.connectors():
@@ -29,10 +31,12 @@ class StatusPart(ToolsPart):
                 "daily_tokens": self.settings.get("caps.daily_tokens"),
                 "job_daily_tokens": self.settings.get("caps.job_daily_tokens"),
                 "runs_per_hour": self.settings.get("caps.runs_per_hour"),
+                "webhook_runs_per_hour": self.settings.get("caps.webhook_runs_per_hour"),
                 "timezone": self.settings.get("caps.timezone") or "system",
             },
             "runs_last_hour": caps.runs_last_hour(self.db),
             **pause,
+            **self.webhook_share_state(),
             "connectors": conns,
             "pending_approvals": len(self.db.all("SELECT 1 FROM approvals WHERE status = 'pending'")),
         }
@@ -50,6 +54,24 @@ class StatusPart(ToolsPart):
                 "paused_until": caps.window_frees_at(self.db, int(self.settings.get("caps.runs_per_hour"))),
             }
         return {"paused": False, "paused_reason": None, "paused_until": None}
+
+    def webhook_share_state(self) -> dict[str, Any]:
+        """The webhook share of the hourly runs (issue 10 §3), not a global pause:
+        ``{"webhook_runs_last_hour","webhooks_held","webhooks_held_until"}`` (ISO time or None)."""
+        share = int(self.settings.get("caps.webhook_runs_per_hour"))
+        used = caps.runs_last_hour(self.db, origin=Origin.WEBHOOK.value)
+        held = used >= share
+        return {"webhook_runs_last_hour": used, "webhooks_held": held,
+                "webhooks_held_until": caps.window_frees_at(self.db, share, origin=Origin.WEBHOOK.value)
+                if held else None}
+
+    def tell_webhooks_held(self) -> None:
+        """Tell the person once per hold of the webhook share (called only by the claim that started it)."""
+        share = int(self.settings.get("caps.webhook_runs_per_hour"))
+        until = self.webhook_share_state()["webhooks_held_until"]
+        self.notify("cap", f"Webhook deliveries are held: webhook turns used their share of the hourly runs "
+                           f"(caps.webhook_runs_per_hour = {share}). New webhook turns wait"
+                           + (f" until {until}" if until else "") + "; your own messages and jobs go on.")
 
     def audit(self, turn: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
         """Audit rows oldest first (SPEC §10): see :func:`palui.runner.audit.rows`."""

@@ -22,7 +22,7 @@ from palui.errors import JobRefused, PaluiError, WebhookRefused
 from palui.runner import caps
 from palui.runner import state as st
 from palui.service.turns import TurnsPart
-from palui.triggers import clock
+from palui.triggers import clock, signing
 from palui.triggers import jobs as jobs_mod
 from palui.triggers import webhooks as wh
 from palui.triggers.jobs import Job
@@ -98,7 +98,7 @@ class TriggersPart(TurnsPart):
         ``"runs per hour cap"``), or None. Read-only; the admitting claim checks again."""
         now = time.time() if now is None else now
         with self.db.write() as c:  # the same counters the admitting transaction reads
-            v = self._caps_verdict(c, {"job_id": job.id}, now)
+            v = self._caps_verdict(c, {"job_id": job.id, "origin": Origin.JOB.value}, now)
         return None if v.ok else v.cap
 
     def cap_frees_at(self, cap: str, now: float) -> float:
@@ -212,10 +212,12 @@ class TriggersPart(TurnsPart):
         return f"http://{host}:{self.settings.get('serve.port')}"
 
     def add_webhook(self, name: str) -> dict[str, Any]:
-        """Create a webhook: ``{"id","name","url","secret"}``. The secret is returned only here.
-        Raises UsageError (bad or taken name)."""
+        """Create a webhook: ``{"id","name","url","secret","whsec"}``; ``whsec`` is the same secret as
+        Standard Webhooks senders take it (``whsec_<base64 of the secret bytes>``, issue 10 §3).
+        The secret is returned only here. Raises UsageError (bad or taken name)."""
         hook, secret = wh.add(self.db, self.settings.secrets_dir, name)
-        return {"id": hook.id, "name": hook.name, "url": f"{self.webhook_base_url()}/hooks/{hook.id}", "secret": secret}
+        return {"id": hook.id, "name": hook.name, "url": f"{self.webhook_base_url()}/hooks/{hook.id}",
+                "secret": secret, "whsec": signing.whsec(secret)}
 
     def webhooks(self) -> list[dict[str, Any]]:
         """``[{"id","name","url","created_at","deliveries_24h","last_delivery"}]``; never the secret."""
@@ -244,24 +246,29 @@ class TriggersPart(TurnsPart):
     def receive_webhook(self, hook_id: str, body: bytes, headers: Mapping[str, str],
                         now: float | None = None) -> dict[str, Any]:
         """Check one delivery (module :mod:`palui.triggers.webhooks` gives the order) and create its
-        queued turn. Returns ``{"status": "accepted"|"duplicate", "turn"}``; the caller launches an
-        accepted turn. Raises WebhookRefused (404, 413, 401, 429) having stored nothing."""
+        queued turn. ``headers`` have lower-case names; ``now`` (epoch seconds, default the real
+        clock) is the delivery's arrival, for the Standard Webhooks timestamp window and the 24 h
+        replay window. A duplicate is a delivery whose signature-and-body hash or delivery id was
+        seen within 24 h (issue 10 §3). Returns ``{"status": "accepted"|"duplicate", "turn"}``; the
+        caller launches an accepted turn. Raises WebhookRefused (404, 413, 401, 429) having stored
+        nothing."""
         hook = wh.by_id(self.db, hook_id)
         if hook is None:
             raise WebhookRefused(404, "unknown webhook")
         if len(body) > wh.MAX_BODY_BYTES:
             raise WebhookRefused(413, f"the body is over {wh.MAX_BODY_BYTES} bytes")
-        signature = wh.authenticate(wh.read_secret(self.settings.secrets_dir, hook.id), body, headers)
-        key = wh.delivery_key(headers, signature, body)
-        seen = wh.record(self.db, hook.id, key, body, int(self.settings.get("webhooks.rate_per_minute")), now)
+        now = time.time() if now is None else now
+        auth = signing.authenticate(wh.read_secret(self.settings.secrets_dir, hook.id), body, headers, now)
+        keys = wh.delivery_key(headers, auth, body)
+        seen = wh.record(self.db, hook.id, keys, body, int(self.settings.get("webhooks.rate_per_minute")), now)
         if seen is not None:
             return {"status": "duplicate", "turn": seen["turn"]}
         try:
             tid = self._webhook_turn(hook, body, wh.event_name(headers))
         except BaseException:
-            wh.forget(self.db, hook.id, key)  # a retry of this delivery must not count as a duplicate
+            wh.forget(self.db, hook.id, keys)  # a retry of this delivery must not count as a duplicate
             raise
-        wh.attach_turn(self.db, hook.id, key, tid)
+        wh.attach_turn(self.db, hook.id, keys, tid)
         return {"status": "accepted", "turn": tid}
 
     def _webhook_turn(self, hook: wh.Webhook, body: bytes, event: str | None) -> str:

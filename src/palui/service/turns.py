@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from palui.errors import NotFound, UsageError
+from palui.policy.caps import WEBHOOK_RUNS_PER_HOUR
 from palui.runner import approvals, audit, caps
 from palui.runner import state as st
 from palui.runner.deps import RunnerDeps
@@ -275,7 +276,10 @@ class TurnsPart(StatusPart):
         return int(r[0]) if r and r[0] else None
 
     def _tell_paused(self, cap: str) -> None:
-        """Tell the person once per pause (SPEC §6): called only by the claim that paused."""
+        """Tell the person once per pause (SPEC §6): called only by the claim that paused. The
+        webhook share's hold (issue 10 §3) is told once per hold, and says chat turns go on."""
+        if cap == WEBHOOK_RUNS_PER_HOUR:
+            return self.tell_webhooks_held()
         until = self.pause_state().get("paused_until")
         self.notify(
             "cap", f"Palui is paused: the {cap} is reached. New turns wait" + (f" until {until}." if until else ".")

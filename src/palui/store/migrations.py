@@ -344,5 +344,24 @@ ALTER TABLE tools ADD COLUMN hidden_ack TEXT;  -- definition_hash the person saw
 )
 MIGRATIONS.append((10, "switch off stored tools with hidden characters and tell the person", _switch_off_hidden))
 
+# Issue 10 §3: a delivery is a duplicate when the hash of its signature and body was seen, or its
+# delivery id was; the two keys get their own columns (delivery_key stays the row's name). Rows
+# stored before are named by one of the two, which is copied into its column (they expire in 24 h).
+# runs(origin, time) counts the webhook share of the hourly runs.
+MIGRATIONS.append(
+    (
+        8,
+        "webhook deliveries keyed by signature and body and by delivery id; runs by origin",
+        """
+ALTER TABLE webhook_deliveries ADD COLUMN content_key TEXT;  -- 'sig:' sha256 of signature + body (NULL: Std Webhooks)
+ALTER TABLE webhook_deliveries ADD COLUMN delivery_id TEXT;  -- 'id:' sha256 of the delivery id, NULL when none was sent
+UPDATE webhook_deliveries SET content_key = delivery_key WHERE delivery_key LIKE 'sig:%';
+UPDATE webhook_deliveries SET delivery_id = delivery_key WHERE delivery_key LIKE 'id:%';
+CREATE INDEX webhook_deliveries_content ON webhook_deliveries(webhook_id, content_key);
+CREATE INDEX webhook_deliveries_id ON webhook_deliveries(webhook_id, delivery_id);
+CREATE INDEX runs_origin_time ON runs(origin, time);
+""",
+    )
+)
 # Migration numbers are handed out to parallel work and may be appended out of order: keep the list sorted.
 MIGRATIONS.sort(key=lambda m: m[0])

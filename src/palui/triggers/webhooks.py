@@ -1,18 +1,17 @@
-"""Inbound webhooks: secrets, authentication, replay store and rate limit (SPEC §8).
+"""Inbound webhooks: secrets, the replay store and the rate limit (SPEC §8; issue 10 §3).
 
 A request to ``POST /hooks/<id>`` is checked in this order, and a refused request
 stores nothing:
 
 1. unknown ``<id>`` → 404;
 2. body over :data:`MAX_BODY_BYTES` (262,144 bytes, counted while reading) → 413;
-3. authentication → 401. Accepted credentials: ``X-Palui-Signature: sha256=<hex>`` or
-   GitHub's ``X-Hub-Signature-256: sha256=<hex>`` (HMAC-SHA256 of the raw body keyed
-   with the secret), or ``Authorization: Bearer <secret>`` (the weaker mode: the secret
-   travels with every request). Every credential present must be valid, and at least
-   one must be present;
-4. a delivery seen in the last 24 h → answered ``duplicate`` (200), nothing started.
-   The delivery is named by its ``X-Palui-Delivery`` / ``X-GitHub-Delivery`` header,
-   else by the hash of the signature and the body;
+3. authentication → 401 (:mod:`palui.triggers.signing`: ``X-Palui-Signature`` /
+   ``X-Hub-Signature-256`` HMAC of the body, Standard Webhooks ``webhook-id`` /
+   ``webhook-timestamp`` / ``webhook-signature``, or ``Authorization: Bearer <secret>``);
+4. a delivery seen in the last 24 h → answered ``duplicate`` (200), nothing started
+   (:func:`delivery_key`: the hash of its signature and body was seen, or its delivery id was;
+   an unsigned delivery-id header never makes a seen body new; for Standard Webhooks the
+   signed ``webhook-id`` alone decides);
 5. more than ``webhooks.rate_per_minute`` accepted deliveries of this webhook in the
    last 60 s → 429 (after authentication, so a stranger cannot use up a webhook's rate).
 
@@ -24,7 +23,6 @@ secret itself, so it cannot be stored as a hash.
 from __future__ import annotations
 
 import hashlib
-import hmac
 import os
 import re
 import secrets
@@ -37,16 +35,16 @@ from typing import Any
 
 from palui.errors import NotFound, UsageError, WebhookRefused
 from palui.store.db import Database
+from palui.triggers.signing import STANDARD_SCHEME, Authenticated
+from palui.triggers.signing import authenticate as authenticate  # re-exported: the check of step 3
 
 MAX_BODY_BYTES = 262_144
 REPLAY_WINDOW_SECONDS = 86_400
 RATE_WINDOW_SECONDS = 60
-SIGNATURE_HEADERS = ("x-palui-signature", "x-hub-signature-256")
-DELIVERY_HEADERS = ("x-palui-delivery", "x-github-delivery")
+#: Delivery-id headers a sender may add next to a body signature or a bearer secret: not signed.
+DELIVERY_HEADERS = ("x-palui-delivery", "x-github-delivery", "webhook-id")
 EVENT_HEADERS = ("x-palui-event", "x-github-event")
 NAME_RE = re.compile(r"\A\w[\w .-]{0,63}\Z")
-_SIG_RE = re.compile(r"\Asha256=([0-9a-fA-F]{64})\Z")
-
 
 
 @dataclass(frozen=True)
@@ -142,45 +140,45 @@ def remove(db: Database, secrets_dir: Path, name: str) -> Webhook:
 # -- checking a delivery ------------------------------------------------------------------------------
 
 
-def authenticate(secret: str | None, body: bytes, headers: Mapping[str, str]) -> str:
-    """Check a delivery's credentials; returns the signature header value used ("" for bearer only).
+@dataclass(frozen=True)
+class DeliveryKeys:
+    """What names a delivery for replay protection (issue 10 §3), each ``None`` when absent:
 
-    Raises WebhookRefused(401) when none is present or any present one is wrong.
+    - ``content``: ``"sig:" + sha256(signature + "\\n" + body)`` (hex), for deliveries signed over
+      the body alone or sent with the bearer secret (then the signature is "");
+    - ``delivery_id``: ``"id:" + sha256(id)`` (hex) of the sender's delivery id: the signed
+      ``webhook-id`` of a Standard Webhooks delivery, else an unsigned delivery-id header.
+
+    A delivery is a duplicate when either key was seen within 24 h. A Standard Webhooks delivery
+    has no ``content`` key: its id is signed, so the id alone decides (a sender may send the same
+    body twice under two ids).
     """
-    if not secret:
-        raise WebhookRefused(401, "this webhook has no secret on file; recreate it")
-    presented = False
-    signature = ""
-    for h in SIGNATURE_HEADERS:
-        value = headers.get(h)
-        if value is None:
-            continue
-        presented = True
-        m = _SIG_RE.match(value.strip())
-        expected = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-        if not m or not hmac.compare_digest(m.group(1).lower(), expected):
-            raise WebhookRefused(401, f"the {h} signature does not match the body")
-        signature = signature or value.strip().lower()
-    auth = headers.get("authorization")
-    if auth is not None:
-        presented = True
-        scheme, _, token = auth.strip().partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), secret.encode()):
-            raise WebhookRefused(401, "the bearer secret is wrong")
-    if not presented:
-        raise WebhookRefused(401, "the delivery is not signed (X-Palui-Signature or X-Hub-Signature-256: "
-                                  "sha256=<HMAC of the body>) and carries no bearer secret")
-    return signature
+
+    content: str | None
+    delivery_id: str | None
+
+    @property
+    def row(self) -> str:
+        """The name of the delivery's row (``webhook_deliveries.delivery_key``)."""
+        name = self.content or self.delivery_id
+        assert name is not None  # every delivery has one of the two
+        return name
 
 
-def delivery_key(headers: Mapping[str, str], signature: str, body: bytes) -> str:
-    """The name of a delivery for replay protection: its delivery-id header, else the hash of the
-    signature and the body (a bearer delivery without a delivery id is named by its body)."""
+def _hash_id(value: str) -> str:
+    return "id:" + hashlib.sha256(value.strip().encode("utf-8", "replace")).hexdigest()
+
+
+def delivery_key(headers: Mapping[str, str], auth: Authenticated, body: bytes) -> DeliveryKeys:
+    """The keys of a delivery that passed :func:`authenticate` (see :class:`DeliveryKeys`)."""
+    if auth.scheme == STANDARD_SCHEME and auth.delivery_id is not None:
+        return DeliveryKeys(content=None, delivery_id=_hash_id(auth.delivery_id))
+    content = "sig:" + hashlib.sha256(auth.signature.encode() + b"\n" + body).hexdigest()
     for h in DELIVERY_HEADERS:
         value = headers.get(h)
         if value and value.strip():
-            return "id:" + hashlib.sha256(value.strip().encode("utf-8", "replace")).hexdigest()
-    return "sig:" + hashlib.sha256(signature.encode() + b"\n" + body).hexdigest()
+            return DeliveryKeys(content=content, delivery_id=_hash_id(value))
+    return DeliveryKeys(content=content, delivery_id=None)
 
 
 def event_name(headers: Mapping[str, str]) -> str | None:
@@ -193,10 +191,10 @@ def event_name(headers: Mapping[str, str]) -> str | None:
     return None
 
 
-def record(db: Database, hook_id: str, key: str, body: bytes, rate_per_minute: int,
+def record(db: Database, hook_id: str, keys: DeliveryKeys, body: bytes, rate_per_minute: int,
            now: float | None = None) -> dict[str, Any] | None:
-    """In one transaction: forget deliveries older than 24 h, answer a duplicate, check the rate,
-    record the new delivery.
+    """In one transaction: forget deliveries older than 24 h, answer a duplicate (either of
+    ``keys`` seen, issue 10 §3), check the rate, record the new delivery under both keys.
 
     Returns None for a new delivery, or the earlier delivery ``{"turn","received_at"}`` for a
     duplicate. Raises WebhookRefused(429) when the webhook is over its rate.
@@ -205,8 +203,9 @@ def record(db: Database, hook_id: str, key: str, body: bytes, rate_per_minute: i
     with db.write() as c:
         c.execute("DELETE FROM webhook_deliveries WHERE received_at <= ?", (now - REPLAY_WINDOW_SECONDS,))
         seen = c.execute(
-            "SELECT turn_id, received_at FROM webhook_deliveries WHERE webhook_id = ? AND delivery_key = ?",
-            (hook_id, key),
+            "SELECT turn_id, received_at FROM webhook_deliveries WHERE webhook_id = ?"
+            " AND (content_key = ? OR delivery_id = ?) ORDER BY received_at LIMIT 1",
+            (hook_id, keys.content, keys.delivery_id),
         ).fetchone()
         if seen:
             return {"turn": seen["turn_id"], "received_at": seen["received_at"]}
@@ -223,25 +222,25 @@ def record(db: Database, hook_id: str, key: str, body: bytes, rate_per_minute: i
                 retry_after=wait,
             )
         c.execute(
-            "INSERT INTO webhook_deliveries (webhook_id, delivery_key, body_sha256, body_bytes, received_at)"
-            " VALUES (?,?,?,?,?)",
-            (hook_id, key, hashlib.sha256(body).hexdigest(), len(body), now),
+            "INSERT INTO webhook_deliveries (webhook_id, delivery_key, content_key, delivery_id, body_sha256,"
+            " body_bytes, received_at) VALUES (?,?,?,?,?,?,?)",
+            (hook_id, keys.row, keys.content, keys.delivery_id, hashlib.sha256(body).hexdigest(), len(body), now),
         )
     return None
 
 
-def attach_turn(db: Database, hook_id: str, key: str, turn_id: str) -> None:
+def attach_turn(db: Database, hook_id: str, keys: DeliveryKeys, turn_id: str) -> None:
     with db.write() as c:
         c.execute(
             "UPDATE webhook_deliveries SET turn_id = ? WHERE webhook_id = ? AND delivery_key = ?",
-            (turn_id, hook_id, key),
+            (turn_id, hook_id, keys.row),
         )
 
 
-def forget(db: Database, hook_id: str, key: str) -> None:
+def forget(db: Database, hook_id: str, keys: DeliveryKeys) -> None:
     """Drop a delivery record whose turn could not be created (so a retry is not a duplicate)."""
     with db.write() as c:
-        c.execute("DELETE FROM webhook_deliveries WHERE webhook_id = ? AND delivery_key = ?", (hook_id, key))
+        c.execute("DELETE FROM webhook_deliveries WHERE webhook_id = ? AND delivery_key = ?", (hook_id, keys.row))
 
 
 def stats(db: Database, hook_id: str, now: float | None = None) -> dict[str, Any]:
