@@ -34,7 +34,9 @@ from palui.errors import ConfigError
 
 # Environment variables that are not configuration keys. (Any other PALUI_* variable must
 # name a key: a misspelt or unsupported one refuses to start rather than being ignored.)
-_NON_KEY_ENV = {"PALUI_HOME", "PALUI_TEST_CLOCK", "PALUI_TICK_SECONDS"}
+# The channel secrets are read only by `palui channels add` (issue 13), never stored as settings.
+_NON_KEY_ENV = {"PALUI_HOME", "PALUI_TEST_CLOCK", "PALUI_TICK_SECONDS", "PALUI_TELEGRAM_TOKEN",
+                "PALUI_MATRIX_PASSWORD", "PALUI_MATRIX_TOKEN"}
 
 # key -> (type, default, check). Types: int, float, bool, str, list[str], "str|None".
 _SCHEMA: dict[str, tuple[str, Any]] = {

@@ -13,8 +13,10 @@ def serve_cmd(
     port: int | None = typer.Option(None, "--port", help="Port (default serve.port, 8765; 0 picks a free one)."),
 ) -> None:
     """Run the service: scheduler, webhooks, the JSON API and the web page. Stops cleanly on SIGTERM/SIGINT."""
+    from palui import channels
     from palui.server.main import serve
 
+    channels.register()  # the chat channels run with the service (issue 13)
     svc = service()
     serve(
         svc,

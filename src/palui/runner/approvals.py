@@ -68,6 +68,7 @@ def as_dict(r) -> dict[str, Any]:
         "tool_call_id": r["tool_call_id"], "args_hash": r["args_hash"], "used": bool(r["used"]),
         "answered_via": r["answered_via"], "cancel_reason": r["cancel_reason"],
         "answered_at": _iso(r["answered_at"]) if r["answered_at"] else None,
+        "deny_reason": r["deny_reason"] if "deny_reason" in r.keys() else None,
     }
 
 
@@ -102,10 +103,12 @@ def sweep(db: Database, now: float | None = None) -> int:
         ).rowcount
 
 
-def answer(db: Database, aid: str, approve: bool, via: str, now: float | None = None, refusal=None) -> dict[str, Any]:
+def answer(db: Database, aid: str, approve: bool, via: str, now: float | None = None, refusal=None,
+           reason: str | None = None) -> dict[str, Any]:
     """Record the person's answer, given on front end or channel ``via``. Only a pending, unexpired
-    approval can be answered. ``refusal(row)`` re-decides an approve (SPEC §5): a reason it returns
-    cancels the approval instead (in the same transaction).
+    approval can be answered. ``reason`` (a denial's, the person's own words) is what the model is
+    told. ``refusal(row)`` re-decides an approve (SPEC §5): a reason it returns cancels the approval
+    instead (in the same transaction).
 
     Raises:
         NotFound: no such approval.
@@ -144,8 +147,9 @@ def answer(db: Database, aid: str, approve: bool, via: str, now: float | None = 
         else:
             status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DENIED
             c.execute(
-                "UPDATE approvals SET status=?, answered_at=?, answered_via=? WHERE id=? AND status='pending'",
-                (status.value, now, via, aid),
+                "UPDATE approvals SET status=?, answered_at=?, answered_via=?, deny_reason=? WHERE id=?"
+                " AND status='pending'",
+                (status.value, now, via, None if approve else (reason or None), aid),
             )
     if expired:
         raise ApprovalError(f"approval {aid} expired, which counts as a denial; the turn goes on", r["turn_id"])
@@ -183,6 +187,12 @@ def consume(db: Database, aid: str, call: dict[str, Any], now: float | None = No
         if cur.rowcount != 1:
             return False, "approval already used (replay refused)"
     return True, "approved"
+
+
+def deny_reason(db: Database, aid: str) -> str | None:
+    """The person's reason for denying ``aid`` (``/deny ID REASON``), or None."""
+    r = db.one("SELECT deny_reason FROM approvals WHERE id = ?", (aid,))
+    return r["deny_reason"] if r is not None else None
 
 
 def cancel_for_turn(db: Database, turn_id: str, now: float | None = None, reason: str = STOPPED) -> int:

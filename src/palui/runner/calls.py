@@ -96,6 +96,9 @@ class CallsMixin:
                     continue
                 if not ok:
                     text = DENIED if why == "approval denied" else f"{DENIED} ({why})"
+                    said = approvals.deny_reason(self.db, call["approval"]) if why == "approval denied" else None
+                    if said:  # the person's reason goes to the model as the denial (SPEC §8 /deny ID [reason])
+                        text = f"{DENIED[:-1]}: {said}"
                     self._result(t, call, text, True)
                     call["outcome"] = "denied"
                     self._audit(

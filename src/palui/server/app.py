@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import hmac
 import logging
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -21,6 +22,11 @@ from starlette.types import Receive, Scope, Send
 from palui.server import hooks, routes
 
 log = logging.getLogger(__name__)
+
+#: Entered after the service's background starts and left before it drains (``palui serve`` only):
+#: each is called with the service. Chat channels register here (:func:`palui.channels.register`);
+#: the server imports none of them.
+SERVE_HOOKS: list[Callable[[Any], AbstractAsyncContextManager[Any]]] = []
 
 SESSION_COOKIE = "palui_session"
 PUBLIC_PREFIXES = ("/hooks/", "/login", "/static/")
@@ -116,7 +122,10 @@ def create_app(
     async def lifespan(app):
         await svc.start_background(tick_seconds)
         try:
-            yield
+            async with AsyncExitStack() as hooks:
+                for hook in SERVE_HOOKS:
+                    await hooks.enter_async_context(hook(svc))
+                yield
         finally:
             await svc.stop_background()
 

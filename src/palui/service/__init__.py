@@ -12,6 +12,8 @@ it inherits)::
     │       └── TurnsPart  start, launch, run, resume, stop                       (turns.py)
     │           ├── ConversationsPart  conversations and turns as shown           (conversations.py)
     │           │   └── ApprovalsPart  the one door for answers, re-decision      (approvals.py)
+    │           │       └── ChannelsPart  chat channels: list, pairing, state      (channels.py)
+    │           │           └── ChannelUpdatesPart  updates once, chats, sent      (channel_updates.py)
     │           └── TriggersPart       jobs and webhooks                          (triggers.py)
     └── MemoriesPart     memories and tasks                                       (memories.py)
 
@@ -23,14 +25,14 @@ reader sees from a part's base classes what it may use. Methods raise
 
 from __future__ import annotations
 
-from palui.service.approvals import ApprovalsPart
+from palui.service.channel_updates import ChannelUpdatesPart
 from palui.service.mcp_connectors import MCPPart
 from palui.service.memories import MemoriesPart
 from palui.service.triggers import TriggersPart
 from palui.service.turns import Launched
 
 
-class Service(TriggersPart, ApprovalsPart, MCPPart, MemoriesPart):
+class Service(TriggersPart, ChannelUpdatesPart, MCPPart, MemoriesPart):
     """Palui's service API over one ``PALUI_HOME`` (settings + database).
 
     Args:

@@ -43,9 +43,11 @@ class ApprovalsPart(ConversationsPart):
         a = approvals.get(self.db, approval_id)
         return {**a, "conversation": self.conversation_of(a["turn"])}
 
-    def answer_approval(self, approval_id: str, approve: bool, via: str) -> dict[str, Any]:
+    def answer_approval(self, approval_id: str, approve: bool, via: str, reason: str | None = None) -> dict[str, Any]:
         """Approve or deny one pending approval, answered on ``via`` (``cli``, ``web``, ``api`` or a
         channel's name). Returns the approval as :meth:`approval` does. Never runs the turn.
+        ``reason`` (a denial's, at most 1,000 characters: ``/deny ID REASON``) is told to the model
+        as the denial (SPEC §8).
 
         An approve is decided again (:mod:`palui.runner.redecide`): a tool switched off, flagged
         for review, removed, or now ``unavailable``/``off`` for the turn cancels the approval with
@@ -61,8 +63,10 @@ class ApprovalsPart(ConversationsPart):
         if not isinstance(via, str) or not VIA.match(via):
             raise UsageError(f"unknown answer channel {via!r}")
         try:
+            if reason is not None and len(reason) > 1000:
+                raise UsageError("a denial's reason is at most 1,000 characters")
             approvals.answer(self.db, approval_id, approve, via,
-                             refusal=lambda row: redecide.approval_refusal(self.db, row))
+                             refusal=lambda row: redecide.approval_refusal(self.db, row), reason=reason)
         except ApprovalError as e:
             if e.turn_id and "cancelled" in str(e):
                 a = approvals.get(self.db, approval_id)

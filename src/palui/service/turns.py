@@ -102,8 +102,13 @@ class TurnsPart(StatusPart):
         model: str | None = None,
         job_id: str | None = None,
         webhook_id: str | None = None,
+        prompt: str | None = None,
     ) -> str:
         """Create a turn (status ``queued``; it counts as a run when it is admitted). Returns the turn id.
+
+        ``prompt`` is what the model is given when it is not ``text`` itself: a chat channel adds
+        quoted, untrusted content (a forwarded message) while ``text``, the turn's input, stays the
+        person's own words (approval marks never treat the quoted text as theirs, SPEC §4).
 
         The turn starts tainted when its conversation is (SPEC §4: taint is sticky), and
         a webhook turn starts tainted by its payload. When the conversation has a live turn,
@@ -152,7 +157,7 @@ class TurnsPart(StatusPart):
 
         t = st.load(self.db, tid)
         assert t is not None
-        t.messages = [ModelRequest(parts=[UserPromptPart(text)])]
+        t.messages = [ModelRequest(parts=[UserPromptPart(prompt or text)])]
         st.save(self.db, t)
         return tid
 

@@ -7,6 +7,7 @@ transaction: it takes SQLite's write lock up front, so read-modify-write sequenc
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 import threading
 import time
@@ -17,6 +18,7 @@ from pathlib import Path
 from palui.store.migrations import MIGRATIONS
 
 BUSY_TIMEOUT_MS = 30_000
+_savepoints = itertools.count(1)
 
 
 class Database:
@@ -68,8 +70,26 @@ class Database:
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
-        """The one write path: a ``BEGIN IMMEDIATE`` transaction, committed on success."""
+        """The one write path: a ``BEGIN IMMEDIATE`` transaction, committed on success.
+
+        A write opened inside another write of the same thread is a savepoint of the outer
+        transaction: it commits with it, and its own failure rolls back only its changes. A chat
+        channel records an update's id and the turn or answer it caused this way, in one
+        transaction (issue 13: each update is processed once). The body of a write never awaits.
+        """
         conn = self._connect()
+        if conn.in_transaction:
+            name = f"nested_{next(_savepoints)}"
+            conn.execute(f"SAVEPOINT {name}")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute(f"ROLLBACK TO {name}")
+                conn.execute(f"RELEASE {name}")
+                raise
+            else:
+                conn.execute(f"RELEASE {name}")
+            return
         conn.execute("BEGIN IMMEDIATE")
         try:
             yield conn

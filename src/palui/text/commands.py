@@ -14,7 +14,7 @@ COMMANDS = {
               "in the terminal Ctrl-C stops a running turn"),
     "/status": "model, tokens today and caps, runs in the last hour, connectors, approvals, pause",
     "/approve": "/approve ID — allow one pending call, exactly as shown",
-    "/deny": "/deny ID — refuse one pending call; the model is told",
+    "/deny": "/deny ID [reason] — refuse one pending call; the model is told (with your reason)",
     "/new": "start a clean conversation (clears taint)",
     "/help": "this list",
     "/quit": "leave the chat (terminal only)",
@@ -23,8 +23,12 @@ COMMANDS = {
 
 @dataclass(frozen=True)
 class Command:
+    """``arg`` is the command's argument (the approval id of ``/approve`` and ``/deny``);
+    ``reason`` the rest of a ``/deny ID REASON`` line (the person's words for the model)."""
+
     name: str
     arg: str
+    reason: str = ""
 
 
 class CommandError(ValueError):
@@ -43,11 +47,15 @@ def parse(line: str) -> Command | None:
         name = "/quit"
     if name not in COMMANDS:
         raise CommandError(f"unknown command {name} (try /help)")
+    reason = ""
+    if name == "/deny" and " " in arg:
+        arg, _, reason = arg.partition(" ")
+        reason = reason.strip()
     if name in ("/approve", "/deny") and (not arg or " " in arg):
         raise CommandError(f"{name} needs exactly one approval id, e.g. {name} a-1234567890")
     if name not in ("/approve", "/deny") and arg:
         raise CommandError(f"{name} takes no argument")
-    return Command(name, arg)
+    return Command(name, arg, reason)
 
 
 def help_text() -> str:

@@ -35,6 +35,9 @@ def status_text(s: dict[str, Any]) -> str:
              (f"paused: {s['paused_reason']} until {s['paused_until']}" if s["paused"] else "not paused"),
              f"pending approvals: {s['pending_approvals']}",
              "connectors: " + ", ".join(f"{c['id']} {c['state']}" for c in s["connectors"])]
+    for ch in s.get("channels", []):  # chat channels (issue 13): state and the last delivery failure
+        failure = f"; last delivery failure: {ch['last_failure']}" if ch.get("last_failure") else ""
+        lines.append(f"channel {ch['name']}: {ch['state']}{failure}")
     return "\n".join(lines)
 
 

@@ -1,0 +1,35 @@
+"""Chat channels: talk to Palui, and answer its approvals, from Telegram and Matrix (issue 13).
+
+Channels are front ends (docs/architecture.md): they import of Palui only the service, the
+shared words and text helpers, and reach the service only through its public methods. The
+service never imports a channel: :func:`register` adds the channels to ``palui serve``'s
+start-up hooks (``palui.server.app.SERVE_HOOKS``), and the serve command calls it.
+
+- :mod:`.base` — what every channel shares: only the person, whose words, commands, approvals,
+  the ordered outbox with retries;
+- :mod:`.manager` — running the stored channels inside ``palui serve``;
+- :mod:`.telegram` (+ :mod:`.telegram_poll`), :mod:`.matrix` — one module per platform;
+- :mod:`.views` — the texts shown (approval messages, answers, outcomes), :mod:`.text` —
+  splitting and Matrix reply rules, :mod:`.redaction` — secrets out of logs and errors.
+
+What a new channel (Slack, Signal…) implements: docs/channels.md.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+
+def _hook(svc: Any) -> AbstractAsyncContextManager[Any]:
+    from palui.channels.manager import ChannelManager
+
+    return ChannelManager(svc)
+
+
+def register() -> None:
+    """Run the stored chat channels with ``palui serve`` (idempotent)."""
+    from palui.server.app import SERVE_HOOKS
+
+    if _hook not in SERVE_HOOKS:
+        SERVE_HOOKS.append(_hook)

@@ -1,0 +1,277 @@
+"""The Telegram channel (issue 13): a bot, through python-telegram-bot's low-level ``Bot``.
+
+Receiving is :class:`~palui.channels.telegram_poll.TelegramPoller` (each update once). Each
+update becomes an :class:`~palui.channels.base.Inbound`:
+
+- the person's words are the message's ``text`` (or ``caption``), except for a forward
+  (``forward_origin``), whose text is someone else's: it is quoted, untrusted, and the person's
+  words are empty;
+- ``reply_to_message`` (or the selected ``quote`` of it) and ``external_reply`` are quoted:
+  untrusted unless the person wrote it, or it is Palui's answer in this conversation
+  (:meth:`Channel.reply_quote`);
+- a button press (``callback_query``) carries its ``callback_data``; edits are not read (the
+  person is told so).
+
+Sending uses HTML parse mode: every text is split on line boundaries at 4,096 UTF-16 code units
+of *visible* text first, then HTML-escaped, so tool output can never break the markup.
+The API base is ``https://api.telegram.org`` unless a channel was added with ``--api-base``
+(loopback only: the tests' fake Bot API).
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import os
+from typing import Any
+
+os.environ.setdefault("PTB_TIMEDELTA", "1")  # RetryAfter.retry_after as a timedelta, without a warning
+
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Message, Update  # noqa: E402
+from telegram.error import BadRequest, Forbidden, InvalidToken, NetworkError, RetryAfter, TimedOut  # noqa: E402
+from telegram.request import HTTPXRequest  # noqa: E402
+
+from palui.channels import views  # noqa: E402
+from palui.channels.base import Channel, Inbound, Quoted  # noqa: E402
+from palui.channels.redaction import Redactor  # noqa: E402
+from palui.channels.telegram_poll import (  # noqa: E402
+    TelegramPoller,
+    TokenRejected,
+    call_with_retry,
+    retry_after_seconds,
+)
+from palui.channels.text import TELEGRAM_TEXT_LIMIT, split_message, utf16_len  # noqa: E402
+from palui.errors import PaluiError  # noqa: E402
+
+log = logging.getLogger("palui.channels.telegram")
+DEFAULT_API = "https://api.telegram.org"
+
+
+def make_bot(token: str, api_base: str | None) -> Bot:
+    """A ``telegram.Bot`` on ``api_base`` (default Telegram's), with a pool big enough for the long
+    poll and concurrent sends."""
+    base = (api_base or DEFAULT_API).rstrip("/")
+    request = HTTPXRequest(connection_pool_size=8, read_timeout=15, connect_timeout=10)
+    return Bot(token, base_url=f"{base}/bot", base_file_url=f"{base}/file/bot", request=request,
+               get_updates_request=HTTPXRequest(connection_pool_size=1))
+
+
+async def check_token(token: str, api_base: str | None, redact: Redactor) -> dict[str, Any]:
+    """``getMe`` with ``token``: ``{"id","username"}``. Raises PaluiError with a token-free message
+    (PTB's own ``InvalidToken`` text holds the token)."""
+    bot = make_bot(token, api_base)
+    try:
+        me = await bot.get_me()
+    except InvalidToken:
+        raise PaluiError("Telegram rejected the bot token (check it with @BotFather)") from None
+    except (TimedOut, NetworkError) as e:
+        raise PaluiError(f"Telegram is unreachable: {redact(str(e))}") from None
+    finally:
+        try:
+            await bot.shutdown()
+        except Exception:  # noqa: BLE001 - closing a client that never connected
+            pass
+    return {"id": me.id, "username": me.username}
+
+
+def _origin_name(origin: Any) -> str:
+    """Who wrote a forwarded message, from its ``forward_origin``."""
+    user = getattr(origin, "sender_user", None)
+    if user is not None:
+        return f"{user.full_name} (@{user.username}, {user.id})" if user.username else f"{user.full_name} ({user.id})"
+    if getattr(origin, "sender_user_name", None):
+        return str(origin.sender_user_name)
+    chat = getattr(origin, "sender_chat", None) or getattr(origin, "chat", None)
+    if chat is not None:
+        return f"{chat.title or chat.username or 'a chat'} ({chat.id})"
+    return "someone"
+
+
+def _user_name(user: Any) -> str:
+    return f"@{user.username}" if user.username else (user.full_name or str(user.id))
+
+
+class TelegramChannel(Channel):
+    """A paired Telegram bot (see the module docstring)."""
+
+    kind = "telegram"
+    title = "Telegram"
+    text_limit = TELEGRAM_TEXT_LIMIT
+    how_to_answer = "Press Approve or Deny below (or send /approve {id} or /deny {id} REASON)."
+
+    def __init__(self, svc: Any, name: str, redact: Redactor) -> None:
+        super().__init__(svc, name, redact)
+        ch = svc.channel(name)
+        self.token = str(svc.channel_secrets(name).get("token") or "")
+        redact.add(self.token)
+        self.bot = make_bot(self.token, ch["config"].get("api_base"))
+        self.poll_timeout = int(ch["config"].get("poll_timeout", 30))
+
+    @staticmethod
+    def measure(text: str) -> int:
+        return utf16_len(text)
+
+    # -- receiving ------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        poller = TelegramPoller(self.bot, on_update=self._on_update, on_malformed=self._on_malformed,
+                                on_state=self._on_state, next_offset=self.svc.channel_next_offset(self.name),
+                                redact=self.redact, poll_timeout=self.poll_timeout)
+        try:
+            await poller.run()
+        except TokenRejected:
+            return  # the state says so; nothing to do until the person gives a new token
+        finally:
+            try:
+                await self.bot.shutdown()
+            except Exception:  # noqa: BLE001 - closing the HTTP pools only
+                pass
+
+    def _on_state(self, state: str) -> None:
+        if state == "connected" and not self.svc.channel(self.name)["person_id"]:
+            state = "unpaired"
+        self.set_state(state)
+
+    def _on_malformed(self, update_id: int, reason: str) -> None:
+        log.warning("%s: dropped malformed update %s: %s", self.name, update_id, reason)
+        self.svc.channel_mark(self.name, str(update_id), "malformed", seq=update_id)
+
+    def _on_update(self, update: Update) -> None:
+        inb = self.inbound(update)
+        if inb is None:
+            self.svc.channel_mark(self.name, str(update.update_id), "ignored", seq=update.update_id)
+            return
+        self.receive(inb)
+
+    def inbound(self, update: Update) -> Inbound | None:
+        """The update as an :class:`Inbound`, or None when Palui has nothing to do with it."""
+        key, seq = str(update.update_id), update.update_id
+        cq = update.callback_query
+        if cq is not None:
+            msg = cq.message
+            chat = msg.chat if msg is not None else None
+            return Inbound(key=key, seq=seq, chat=str(chat.id if chat else cq.from_user.id),
+                           sender=str(cq.from_user.id), sender_name=_user_name(cq.from_user),
+                           private=bool(chat and chat.type == "private"), press=cq.data or "",
+                           press_id=cq.id, target=str(msg.message_id) if msg is not None else None)
+        if update.edited_message is not None:
+            m = update.edited_message
+            if m.from_user is None:
+                return None
+            return Inbound(key=key, seq=seq, chat=str(m.chat.id), sender=str(m.from_user.id),
+                           sender_name=_user_name(m.from_user), private=m.chat.type == "private")
+        m = update.message
+        if m is None or m.from_user is None:
+            return None
+        return self._message(key, seq, m)
+
+    def _message(self, key: str, seq: int, m: Message) -> Inbound:
+        assert m.from_user is not None
+        chat = str(m.chat.id)
+        words = m.text or m.caption or ""
+        quoted: list[Quoted] = []
+        if m.forward_origin is not None:
+            if words:
+                quoted.append(Quoted(words, _origin_name(m.forward_origin), "forwarded"))
+            words = ""
+        person = self.svc.channel(self.name)["person_id"]
+        rt = m.reply_to_message
+        selected = m.quote.text if m.quote is not None else None
+        if rt is not None:
+            author = rt.from_user
+            text = selected or rt.text or rt.caption or ""
+            q = self.reply_quote(chat, str(rt.message_id), text,
+                                 by_palui=bool(author and author.id == self.bot.id),
+                                 by_person=bool(author and str(author.id) == person),
+                                 author=_user_name(author) + f" ({author.id})" if author else "someone")
+            if q is not None:
+                quoted.append(q)
+        elif m.external_reply is not None:
+            origin = _origin_name(m.external_reply.origin)
+            text = selected or "(a message from another chat; its text was not shared)"
+            quoted.append(Quoted(text, origin, "replied to"))
+        target = str(rt.message_id) if rt is not None else None
+        return Inbound(key=key, seq=seq, chat=chat, sender=str(m.from_user.id), sender_name=_user_name(m.from_user),
+                       private=m.chat.type == "private", text=words, quoted=quoted, target=target)
+
+    def receive(self, inb: Inbound) -> bool:
+        if not inb.text and not inb.quoted and inb.press is None:
+            return self._nothing_to_read(inb)  # an edit, a sticker, a photo without caption
+        return super().receive(inb)
+
+    def _nothing_to_read(self, inb: Inbound) -> bool:
+        with self.svc.channel_update(self.name, inb.key, inb.seq) as fresh:
+            if not fresh:
+                return False
+            if self._is_person(inb) and inb.private:
+                self.reply(inb.chat, "Palui reads text messages (and captions) only; edits are not read: send "
+                           "a new message instead.")
+        return True
+
+    # -- sending -------------------------------------------------------------------------------------
+
+    def retry_delay(self, exc: BaseException) -> float | None:
+        if isinstance(exc, RetryAfter):
+            return retry_after_seconds(exc)
+        if isinstance(exc, (BadRequest, Forbidden, InvalidToken)):
+            return None
+        if isinstance(exc, (TimedOut, NetworkError)):
+            return 0.0
+        return super().retry_delay(exc)
+
+    async def send(self, chat: str, text: str, *, reply_to: str | None = None,
+                   markup: InlineKeyboardMarkup | None = None) -> list[str]:
+        refs = []
+        parts = split_message(text, TELEGRAM_TEXT_LIMIT, utf16_len)
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            body = html.escape(part, quote=False) if part.strip() else "(empty)"
+            msg = await call_with_retry(lambda b=body, lst=last: self.bot.send_message(
+                int(chat), b, parse_mode="HTML", reply_markup=markup if lst else None))
+            refs.append(str(msg.message_id))
+        return refs
+
+    async def send_approval(self, chat: str, view: views.ApprovalView, a: dict[str, Any]) -> str:
+        markup = InlineKeyboardMarkup([[
+            InlineKeyboardButton("Approve", callback_data=views.callback_data(a, True)),
+            InlineKeyboardButton("Deny", callback_data=views.callback_data(a, False)),
+        ]])
+        refs = await self.send(chat, view.text, markup=markup)
+        return refs[-1]
+
+    async def edit(self, chat: str, ref: str, text: str) -> None:
+        try:
+            await call_with_retry(lambda: self.bot.edit_message_text(html.escape(text, quote=False), chat_id=int(chat),
+                                                                     message_id=int(ref), parse_mode="HTML"))
+        except BadRequest as e:
+            if "not modified" not in str(e).lower():
+                raise
+
+    async def typing(self, chat: str) -> None:
+        await self.bot.send_chat_action(int(chat), "typing")
+
+    async def answer_press(self, press_id: str, text: str) -> None:
+        await self.bot.answer_callback_query(press_id, text=text)
+
+
+async def test_channel(c: dict[str, Any], secret: dict[str, Any], redact: Redactor) -> str:
+    """``palui channels test``: getMe, and a test message to the person when paired. Returns what
+    happened. Raises PaluiError (token rejected, unreachable), with no token in the message."""
+    token = str(secret.get("token") or "")
+    me = await check_token(token, c["config"].get("api_base"), redact)
+    out = f"ok: Telegram answers as @{me['username']} ({me['id']})"
+    if c["person_chat"]:
+        bot = make_bot(token, c["config"].get("api_base"))
+        try:
+            await bot.send_message(int(c["person_chat"]), "Palui test message: this channel works.")
+        except Exception as e:  # noqa: BLE001 - reported, redacted
+            raise PaluiError(f"getMe worked, but sending to the person failed: {redact(str(e))}") from None
+        finally:
+            try:
+                await bot.shutdown()
+            except Exception:  # noqa: BLE001
+                pass
+        out += f"; a test message was sent to {c['person']}"
+    else:
+        out += "; not paired yet (palui channels pair " + c["name"] + ")"
+    return out

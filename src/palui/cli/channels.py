@@ -1,0 +1,186 @@
+"""``palui channels …``: chat channels (Telegram, Matrix) run by ``palui serve`` (issue 13; docs/channels.md).
+
+Secrets never come from the command line: a bot token, Matrix password or access token is read
+from a file (``--token-file``/``--password-file``, ``-`` for standard input), from its variable
+(``PALUI_TELEGRAM_TOKEN``, ``PALUI_MATRIX_PASSWORD``, ``PALUI_MATRIX_TOKEN``; read only here), or
+from a hidden prompt at a terminal. A Matrix password is used once to log in and never stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from palui.cli.common import app, emit_json, fail, service, table
+from palui.errors import UsageError
+from palui.text.display import shown
+
+channels_app = typer.Typer(help="Chat channels: talk to Palui and answer approvals from Telegram or Matrix.",
+                           no_args_is_help=True)
+app.add_typer(channels_app, name="channels")
+
+
+def read_secret(what: str, variable: str, file: Path | None) -> str | None:
+    """A secret from ``file`` (``-``: standard input), else ``variable``, else a hidden prompt at a
+    terminal; None when none of them gives one."""
+    if file is not None:
+        text = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
+        return text.strip() or None
+    if os.environ.get(variable):
+        return os.environ[variable].strip()
+    if sys.stdin.isatty():
+        return typer.prompt(what, hide_input=True).strip() or None
+    return None
+
+
+def _loopback_url(url: str) -> bool:
+    from urllib.parse import urlsplit
+
+    from palui.server.main import is_loopback
+
+    return is_loopback(urlsplit(url).hostname or "")
+
+
+def _check_url(url: str, what: str) -> str:
+    from urllib.parse import urlsplit
+
+    u = urlsplit(url)
+    if u.scheme not in ("https", "http") or not u.hostname:
+        raise UsageError(f"{what} must be an https:// URL, not {url!r}")
+    if u.scheme == "http" and not _loopback_url(url):
+        raise UsageError(f"{what} {url} is not https: refused (plain http only on loopback)")
+    return url.rstrip("/")
+
+
+@channels_app.command("add")
+def channels_add(
+    kind: str = typer.Argument(..., metavar="KIND", help="telegram or matrix"),
+    name: str | None = typer.Option(None, "--name", help="A name for the channel (default: the kind)."),
+    token_file: Path | None = typer.Option(None, "--token-file", help="File with the bot token or Matrix access "
+                                           "token ('-': standard input)."),
+    password_file: Path | None = typer.Option(None, "--password-file", help="File with the Matrix password."),
+    homeserver: str | None = typer.Option(None, "--homeserver", help="Matrix: the homeserver's URL (https)."),
+    user: str | None = typer.Option(None, "--user", help="Matrix: Palui's account, e.g. @palui:example.org."),
+    api_base: str | None = typer.Option(None, "--api-base", hidden=True,
+                                        help="Telegram Bot API base URL (loopback only: for tests)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Add a channel (unpaired; pair it with `palui channels pair NAME`). Secrets: never on the command line."""
+    from palui.channels.redaction import Redactor
+
+    redact = Redactor()
+    svc = service()
+    if kind == "telegram":
+        from palui.channels.telegram import check_token
+
+        if api_base is not None and not _loopback_url(_check_url(api_base, "--api-base")):
+            raise UsageError("--api-base is for a local test Bot API: loopback addresses only")
+        token = read_secret("Bot token (from @BotFather)", "PALUI_TELEGRAM_TOKEN", token_file)
+        if not token:
+            fail("no bot token: give it with --token-file FILE or PALUI_TELEGRAM_TOKEN (never on the command line)", 2)
+        assert token is not None
+        redact.add(token)
+        me = asyncio.run(check_token(token, api_base, redact))
+        config: dict[str, Any] = {"bot_id": me["id"], "bot_username": me["username"]}
+        if api_base:
+            config["api_base"] = api_base.rstrip("/")
+        ch = svc.add_channel("telegram", name, {"token": token}, config)
+        who = f"@{me['username']}"
+    elif kind == "matrix":
+        from palui.channels.matrix import login, whoami
+
+        if not homeserver or not user:
+            fail("a Matrix channel needs --homeserver URL and --user @palui:example.org", 2)
+        assert homeserver is not None and user is not None
+        hs = _check_url(homeserver, "--homeserver")
+        if token_file is not None or os.environ.get("PALUI_MATRIX_TOKEN"):
+            token = read_secret("Access token", "PALUI_MATRIX_TOKEN", token_file)
+            assert token is not None
+            redact.add(token)
+            found = asyncio.run(whoami(hs, user, token, redact))
+            secret, device = token, found["device_id"]
+        else:
+            password = read_secret(f"Password of {user}", "PALUI_MATRIX_PASSWORD", password_file)
+            if not password:
+                fail("no password: give it with --password-file FILE, PALUI_MATRIX_PASSWORD or PALUI_MATRIX_TOKEN "
+                     "(never on the command line)", 2)
+            assert password is not None
+            redact.add(password)
+            got = asyncio.run(login(hs, user, password, redact))
+            secret, device = got["access_token"], got["device_id"]
+        ch = svc.add_channel("matrix", name, {"access_token": secret},
+                             {"homeserver": hs, "user_id": user, "device_id": device})
+        who = user
+    else:
+        raise UsageError(f"unknown channel kind {kind!r} (telegram or matrix)")
+    if as_json:
+        return emit_json(ch)
+    typer.echo(f"channel {ch['name']} added ({kind}, {who}); state: unpaired")
+    typer.echo(f"next: palui channels pair {ch['name']}   (palui serve runs the channel)")
+
+
+@channels_app.command("list")
+def channels_list(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """List channels: kind, state (connected, unpaired, error: …), the person, groups, last delivery failure."""
+    rows = service().channels()
+    if as_json:
+        return emit_json([{k: v for k, v in c.items() if k != "config"} | {"account": _account(c)} for c in rows])
+    if not rows:
+        typer.echo("no channels (palui channels add telegram|matrix)")
+        return
+    table([[c["name"], c["kind"], _account(c), c["state"], c["person"] or ("pairing…" if c["pairing"] else "-"),
+            "on" if c["allow_groups"] else "off", c["last_failure"] or ""] for c in rows],
+          ["name", "kind", "account", "state", "person", "groups", "last failure"])
+
+
+def _account(c: dict[str, Any]) -> str:
+    cfg = c["config"]
+    return f"@{cfg['bot_username']}" if cfg.get("bot_username") else str(cfg.get("user_id") or "")
+
+
+@channels_app.command("remove")
+def channels_remove(name: str = typer.Argument(...)) -> None:
+    """Remove a channel and its secrets (a running service stops it within seconds)."""
+    c = service().remove_channel(name)
+    typer.echo(f"channel {c['name']} removed")
+
+
+@channels_app.command("pair")
+def channels_pair(name: str = typer.Argument(...)) -> None:
+    """Print a one-time pairing code (10 minutes, 5 tries). Send /pair CODE to Palui in a private chat."""
+    p = service().pair_code(name)
+    if p["paired_with"]:
+        typer.echo(f"{name} is paired with {shown(p['paired_with'], one_line=True)}; the first right /pair replaces "
+                   "them")
+    typer.echo(f"pairing code: {p['code']}  (valid until {p['expires_at'][:19].replace('T', ' ')} UTC, 5 tries)")
+    typer.echo(f"send this to Palui in a private chat: /pair {p['code']}")
+
+
+@channels_app.command("groups")
+def channels_groups(name: str = typer.Argument(...), setting: str = typer.Argument(..., metavar="on|off")) -> None:
+    """Allow group chats and rooms with other members (only your messages start turns; others' are untrusted)."""
+    if setting not in ("on", "off"):
+        raise UsageError("groups takes on or off")
+    c = service().set_channel_groups(name, setting == "on")
+    typer.echo(f"{c['name']}: group chats {'allowed' if c['allow_groups'] else 'refused'}")
+
+
+@channels_app.command("test")
+def channels_test(name: str = typer.Argument(...)) -> None:
+    """Check the channel's credentials and reachability; send a test message to the person when paired."""
+    from palui.channels.redaction import Redactor
+
+    svc = service()
+    c = svc.channel(name)
+    secret = svc.channel_secrets(name)
+    redact = Redactor(str(v) for v in secret.values())
+    if c["kind"] == "telegram":
+        from palui.channels.telegram import test_channel
+    else:
+        from palui.channels.matrix import test_channel  # type: ignore[no-redef]  # the same signature per kind
+    typer.echo(asyncio.run(test_channel(c, secret, redact)))

@@ -1,0 +1,208 @@
+"""Service part: the chat channels the person paired (issue 13, SPEC §1 and §8).
+
+A channel (Telegram, Matrix, :mod:`palui.channels`) is a front end: it talks to its platform and
+calls the service. What must survive a restart lives here, in the ``channels`` tables (migration
+15): each channel's kind, settings and state, the person it is paired with, the one-time pairing
+code, and the senders that were ignored. Secrets (the bot token, the Matrix access token) are in
+``<secrets dir>/channel-<name>.json`` (mode 0600), never in the database.
+
+Pairing (issue 13 "Only the person"): ``pair_code`` makes a code of 8 characters from a
+32-letter alphabet, valid 10 minutes, void after 5 wrong tries; only its SHA-256 is stored. The
+first account that sends ``/pair CODE`` in a private chat becomes the person on that channel, and
+the person is told on the inbox and every channel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import secrets
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from palui.connectors.mcp.config import delete_secrets, read_secrets, write_secrets
+from palui.errors import NotFound, UsageError
+from palui.service.approvals import ApprovalsPart
+
+KINDS = ("telegram", "matrix")
+#: A channel's name: also its ``answered_via`` word (:data:`palui.service.approvals.VIA`).
+NAME = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
+#: Crockford's base32: 32 letters and digits, without I, L, O and U (no 1/I, 0/O confusion).
+PAIR_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+PAIR_LENGTH = 8
+PAIR_SECONDS = 600.0
+PAIR_TRIES = 5
+STRANGER_LOG_SECONDS = 86400.0
+TITLES = {"telegram": "Telegram", "matrix": "Matrix"}
+
+
+def _iso(t: float | None) -> str | None:
+    return datetime.fromtimestamp(t, UTC).isoformat() if t else None
+
+
+def _code_hash(code: str) -> str:
+    return hashlib.sha256(code.strip().upper().encode()).hexdigest()
+
+
+class ChannelsPart(ApprovalsPart):
+    """Adding, listing, pairing and removing chat channels; their state for ``/status``."""
+
+    # -- the list -----------------------------------------------------------------------------------
+
+    def add_channel(self, kind: str, name: str | None, secret: dict[str, str],
+                    config: dict[str, Any]) -> dict[str, Any]:
+        """Store a new channel (unpaired) and its secrets (0600 file). ``name`` defaults to ``kind``.
+        Returns :meth:`channel`. Raises UsageError (unknown kind, bad or taken name)."""
+        if kind not in KINDS:
+            raise UsageError(f"unknown channel kind {kind!r} (one of: {', '.join(KINDS)})")
+        name = name or kind
+        if not NAME.match(name):
+            raise UsageError(f"bad channel name {name!r}: lower-case letters, digits and -, starting with a letter")
+        if name in ("cli", "web", "api"):
+            raise UsageError(f"{name!r} names a front end; choose another channel name")
+        if self.db.one("SELECT 1 FROM channels WHERE name = ?", (name,)):
+            raise UsageError(f"a channel named {name!r} exists (palui channels remove {name}, or --name)")
+        write_secrets(self.settings.secrets_dir, f"channel-{name}", secret)
+        with self.db.write() as c:
+            c.execute("INSERT INTO channels (name, kind, config_json, state, state_at, created_at)"
+                      " VALUES (?,?,?,?,?,?)",
+                      (name, kind, json.dumps(config, sort_keys=True), "unpaired", time.time(), time.time()))
+        return self.channel(name)
+
+    def _row(self, name: str):
+        r = self.db.one("SELECT * FROM channels WHERE name = ?", (name,))
+        if r is None:
+            raise NotFound(f"unknown channel {name!r} (see: palui channels list)")
+        return r
+
+    def channel(self, name: str) -> dict[str, Any]:
+        """``{"name","kind","state","person","person_id","person_chat","paired_at","allow_groups","config",
+        "pairing","last_failure","last_failure_at"}`` (times ISO 8601 UTC; ``pairing``: a code is live).
+        Raises NotFound."""
+        r = self._row(name)
+        code = self.db.one("SELECT expires_at, tries_left FROM channel_pairing WHERE channel = ?", (name,))
+        return {
+            "name": r["name"], "kind": r["kind"], "state": r["state"], "person": r["person_name"],
+            "person_id": r["person_id"], "person_chat": r["person_chat"], "paired_at": _iso(r["paired_at"]),
+            "allow_groups": bool(r["allow_groups"]), "config": json.loads(r["config_json"]),
+            "pairing": bool(code and code["expires_at"] > time.time() and code["tries_left"] > 0),
+            "last_failure": r["last_failure"], "last_failure_at": _iso(r["last_failure_at"]),
+        }
+
+    def channels(self) -> list[dict[str, Any]]:
+        """Every channel, by name (see :meth:`channel`)."""
+        return [self.channel(r["name"]) for r in self.db.all("SELECT name FROM channels ORDER BY name")]
+
+    def remove_channel(self, name: str) -> dict[str, Any]:
+        """Forget a channel: its row, pairing, processed updates, chats, sent messages and secrets file.
+        A running service stops it within a few seconds. Raises NotFound."""
+        ch = self.channel(name)
+        with self.db.write() as c:
+            for table in ("channel_pairing", "channel_updates", "channel_cursors", "channel_chats",
+                          "channel_messages", "channel_strangers"):
+                c.execute(f"DELETE FROM {table} WHERE channel = ?", (name,))
+            c.execute("DELETE FROM channels WHERE name = ?", (name,))
+        delete_secrets(self.settings.secrets_dir, f"channel-{name}")
+        return ch
+
+    def channel_secrets(self, name: str) -> dict[str, Any]:
+        """The channel's secrets (``token`` for Telegram; ``access_token`` for Matrix). Raises NotFound."""
+        self._row(name)
+        return read_secrets(self.settings.secrets_dir, f"channel-{name}")
+
+    def set_channel_groups(self, name: str, allow: bool) -> dict[str, Any]:
+        """Allow (or refuse again) group chats and rooms with other members; in them only the person's
+        messages start turns, and other members' messages are untrusted content. Raises NotFound."""
+        self._row(name)
+        with self.db.write() as c:
+            c.execute("UPDATE channels SET allow_groups = ? WHERE name = ?", (int(allow), name))
+        return self.channel(name)
+
+    def update_channel_config(self, name: str, **values: Any) -> None:
+        """Merge ``values`` into the channel's stored settings (not secrets). Raises NotFound."""
+        r = self._row(name)
+        config = {**json.loads(r["config_json"]), **values}
+        with self.db.write() as c:
+            c.execute("UPDATE channels SET config_json = ? WHERE name = ?", (json.dumps(config, sort_keys=True), name))
+
+    # -- state -------------------------------------------------------------------------------------
+
+    def set_channel_state(self, name: str, state: str) -> None:
+        """The channel's state as its running loop sees it: ``connected``, ``unpaired``, ``error: …``
+        (already redacted). Unknown names are ignored (the channel was just removed)."""
+        with self.db.write() as c:
+            c.execute("UPDATE channels SET state = ?, state_at = ? WHERE name = ? AND state IS NOT ?",
+                      (state, time.time(), name, state))
+
+    def channel_failure(self, name: str, text: str | None) -> None:
+        """Record (or clear, with None) the last delivery failure, redacted; ``/status`` shows it."""
+        with self.db.write() as c:
+            c.execute("UPDATE channels SET last_failure = ?, last_failure_at = ? WHERE name = ?",
+                      (text, time.time() if text else None, name))
+
+    def status(self) -> dict[str, Any]:
+        """:meth:`StatusPart.status` plus ``channels``: ``[{"name","kind","state","person","last_failure"}]``."""
+        out = super().status()
+        out["channels"] = [{"name": c["name"], "kind": c["kind"], "state": c["state"], "person": c["person"],
+                            "last_failure": c["last_failure"]} for c in self.channels()]
+        return out
+
+    # -- pairing -----------------------------------------------------------------------------------
+
+    def pair_code(self, name: str) -> dict[str, Any]:
+        """A new one-time pairing code (replacing any live one): ``{"code","expires_at","paired_with"}``.
+        On a paired channel the first right ``/pair CODE`` replaces the person (re-pairing is explicit:
+        only this command makes a code). Raises NotFound."""
+        ch = self.channel(name)
+        code = "".join(secrets.choice(PAIR_ALPHABET) for _ in range(PAIR_LENGTH))
+        expires = time.time() + PAIR_SECONDS
+        with self.db.write() as c:
+            c.execute("INSERT INTO channel_pairing (channel, code_hash, expires_at, tries_left) VALUES (?,?,?,?)"
+                      " ON CONFLICT (channel) DO UPDATE SET code_hash = excluded.code_hash,"
+                      " expires_at = excluded.expires_at, tries_left = excluded.tries_left",
+                      (name, _code_hash(code), expires, PAIR_TRIES))
+        return {"code": code, "expires_at": _iso(expires), "paired_with": ch["person"]}
+
+    def pairing_open(self, name: str) -> bool:
+        """Is a pairing code live (Matrix accepts invites from anyone only then)?"""
+        r = self.db.one("SELECT expires_at, tries_left FROM channel_pairing WHERE channel = ?", (name,))
+        return bool(r and r["expires_at"] > time.time() and r["tries_left"] > 0)
+
+    def try_pair(self, name: str, code: str, person_id: str, person_name: str, chat: str) -> bool:
+        """``/pair CODE`` from ``person_id`` in the private chat ``chat``. True when the code is right:
+        the sender becomes the person and is told everywhere. A wrong code counts a try (the fifth
+        voids the code) and returns False: the caller sends no reply."""
+        with self.db.write() as c:
+            r = c.execute("SELECT * FROM channel_pairing WHERE channel = ?", (name,)).fetchone()
+            if r is None or r["expires_at"] <= time.time() or r["tries_left"] <= 0:
+                return False
+            if not hmac.compare_digest(r["code_hash"], _code_hash(code)):
+                if r["tries_left"] <= 1:
+                    c.execute("DELETE FROM channel_pairing WHERE channel = ?", (name,))
+                else:
+                    c.execute("UPDATE channel_pairing SET tries_left = tries_left - 1 WHERE channel = ?", (name,))
+                return False
+            c.execute("DELETE FROM channel_pairing WHERE channel = ?", (name,))
+            c.execute("UPDATE channels SET person_id = ?, person_name = ?, person_chat = ?, paired_at = ?,"
+                      " state = 'connected', state_at = ? WHERE name = ?",
+                      (person_id, person_name, chat, time.time(), time.time(), name))
+            kind = c.execute("SELECT kind FROM channels WHERE name = ?", (name,)).fetchone()["kind"]
+        title = TITLES.get(kind, kind) + ("" if name == kind else f" ({name})")
+        self.notify("notice", f"{title} paired with {person_name} ({person_id}).")
+        return True
+
+    def note_stranger(self, name: str, sender: str) -> bool:
+        """A sender who is not the person wrote: True when it should be logged now (at most once a day
+        per sender, issue 13: "logged with its id at most once a day")."""
+        now = time.time()
+        with self.db.write() as c:
+            r = c.execute("SELECT logged_at FROM channel_strangers WHERE channel = ? AND sender = ?",
+                          (name, sender)).fetchone()
+            if r is not None and now - r["logged_at"] < STRANGER_LOG_SECONDS:
+                return False
+            c.execute("INSERT INTO channel_strangers (channel, sender, logged_at) VALUES (?,?,?) ON CONFLICT"
+                      " (channel, sender) DO UPDATE SET logged_at = excluded.logged_at", (name, sender, now))
+        return True

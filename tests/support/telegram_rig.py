@@ -1,0 +1,99 @@
+"""A real ``palui serve`` with a Telegram channel pointed at the fake Bot API, for the channel tests.
+
+The service is a subprocess (:class:`LiveService`); the fake runs in the test process on
+127.0.0.1; the channel is added through the real CLI (token from ``PALUI_TELEGRAM_TOKEN``). The
+model is ``script:`` from a file the test rewrites between turns (each turn reads it when it runs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from support.fake_telegram import Call, FakeTelegram, QueuedUpdate
+from support.live_service import LiveService, wait_for
+
+PERSON = 111
+STRANGER = 222
+
+
+def visible(call: Call) -> str:
+    """The text a sendMessage/editMessageText shows (HTML entities unescaped, tags dropped)."""
+    from support.fake_telegram import visible_text
+
+    return visible_text(call.params.get("text", ""), call.params.get("parse_mode"))
+
+
+class TelegramRig:
+    """``fake`` + ``svc`` (LiveService) + helpers. ``toml`` adds palui.toml lines."""
+
+    def __init__(self, home: Path, fake: FakeTelegram, toml: str = "") -> None:
+        self.home = home
+        self.fake = fake
+        self.script = home / "script.json"
+        self.set_script({"text": "ok"})
+        (home / "palui.toml").write_text(f'model = "script:{self.script}"\n{toml}', encoding="utf-8")
+        fake.user(PERSON, first_name="Alice", username="alice")
+        fake.user(STRANGER, first_name="Mallory", username="mallory")
+        self.svc = LiveService(home)
+
+    def set_script(self, *steps: dict[str, Any]) -> None:
+        tmp = self.script.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"steps": list(steps)}), encoding="utf-8")
+        os.replace(tmp, self.script)
+
+    def cli(self, *args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+        e = {k: v for k, v in os.environ.items() if not k.startswith("PALUI_")}
+        e.update({"PALUI_HOME": str(self.home), **(env or {})})
+        return subprocess.run([sys.executable, "-m", "palui", *args], capture_output=True, text=True, env=e,
+                              timeout=timeout)
+
+    def add_channel(self) -> None:
+        r = self.cli("channels", "add", "telegram", "--api-base", self.fake.url,
+                     env={"PALUI_TELEGRAM_TOKEN": self.fake.token})
+        assert r.returncode == 0, r.stderr
+        assert self.fake.token not in r.stdout + r.stderr
+
+    def start(self) -> TelegramRig:
+        self.svc.start()
+        wait_for(lambda: self.state() in ("unpaired", "connected"), 20, what="the channel to connect")
+        return self
+
+    def state(self) -> str:
+        rows = self.svc.rows("SELECT state FROM channels WHERE name = 'telegram'")
+        return rows[0][0] if rows else ""
+
+    def pair(self) -> None:
+        r = self.cli("channels", "pair", "telegram")
+        assert r.returncode == 0, r.stderr
+        code = r.stdout.split("pairing code: ")[1].split()[0]
+        up = self.fake.push_message(PERSON, PERSON, f"/pair {code}")
+        self.fake.wait_for(lambda c: c.method == "sendMessage" and "paired with" in visible(c), 10, after=up)
+
+    def say(self, text: str | None, user: int = PERSON, chat: int | None = None, **extra: Any) -> QueuedUpdate:
+        return self.fake.push_message(user, PERSON if chat is None else chat, text, **extra)
+
+    def processed(self, up: QueuedUpdate, timeout: float = 10) -> str:
+        """Wait until the service recorded the update; returns its outcome."""
+        def outcome():
+            rows = self.svc.rows("SELECT outcome FROM channel_updates WHERE channel = 'telegram' AND key = ?",
+                                 (str(up.update_id),))
+            return rows[0][0] if rows else None
+        return wait_for(outcome, timeout, what=f"update {up.update_id} to be recorded")
+
+    def reply_after(self, up: QueuedUpdate | int, pred=None, timeout: float = 15) -> Call:
+        return self.fake.wait_for(lambda c: c.method == "sendMessage" and c.ok and (pred is None or pred(c)),
+                                  timeout, after=up)
+
+    def last_turn(self) -> dict[str, Any]:
+        tid = self.svc.rows("SELECT id FROM turns ORDER BY rowid DESC LIMIT 1")[0][0]
+        return self.svc.turn(tid)
+
+    def stop(self) -> None:
+        self.svc.stop()
+        time.sleep(0)
