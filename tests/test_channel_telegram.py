@@ -19,7 +19,7 @@ import pytest
 
 from support.fake_telegram import FakeTelegram, button_data
 from support.live_service import wait_for
-from support.telegram_rig import PERSON, STRANGER, TelegramRig, visible
+from support.telegram_rig import PERSON, STRANGER, TelegramRig, approval_row, visible
 
 pytestmark = pytest.mark.slow
 
@@ -59,8 +59,7 @@ def test_pairing_strangers_and_a_chat_turn(rig: TelegramRig):
     assert paired.params["chat_id"] == PERSON
     assert visible(paired) == "Telegram paired with @alice (111)."
     assert not [c for c in fake.sent_messages() if c.params["chat_id"] == STRANGER], "a wrong code got a reply"
-    assert "Telegram paired with @alice (111)." in [m["text"] for m in rig.svc.get("/api/inbox")["inbox"]] \
-        if "inbox" in rig.svc.get("/api/inbox") else True
+    assert "Telegram paired with @alice (111)." in [m["text"] for m in rig.svc.get("/api/inbox")]
     listed = json.loads(rig.cli("channels", "list", "--json").stdout)
     assert listed[0]["state"] == "connected" and listed[0]["person"] == "@alice"
     # The code is spent: the stranger cannot pair with it now.
@@ -112,3 +111,209 @@ def test_forwarded_and_replied_text_is_untrusted(rig: TelegramRig):
     up = rig.say("thanks", reply_to_message=mine)
     rig.reply_after(up, lambda c: visible(c) == "noted")
     assert not rig.last_turn()["tainted"]
+
+
+FORGET = {"tool_calls": [{"tool": "recall__forget_memory", "args": {"id": 1}}]}
+
+
+def _approval_message(rig: TelegramRig, up):
+    return rig.reply_after(up, lambda c: bool(button_data(c)))
+
+
+def test_approval_by_button_and_refused_presses(rig: TelegramRig):
+    rig.pair()
+    fake = rig.fake
+    rig.set_script(FORGET, {"text": "forgotten"})
+    up = rig.say("forget memory 1")
+    msg = _approval_message(rig, up)
+    text = visible(msg)
+    aid = rig.svc.rows("SELECT id FROM approvals WHERE status = 'pending'")[0][0]
+    assert text.startswith(f"Approval {aid}: recall__forget_memory wants to run")
+    assert "class: destructive (builtin)" in text and '"id": 1' in text
+    assert "expires " in text and ", in 30 min" in text and "Press Approve or Deny" in text
+    yes, no = button_data(msg)
+    assert yes.startswith(f"ap:{aid}:") and yes.endswith(":y") and no.endswith(":n")
+    assert len(yes.encode()) <= 64
+    mid = msg.result["message_id"]
+    # A press by another user: ignored, nothing answered.
+    press = fake.push_callback(STRANGER, mid, yes, chat_id=PERSON)
+    rig.processed(press)
+    assert approval_row(rig.svc, aid)["status"] == "pending"
+    assert not [c for c in fake.calls[press.calls_mark:] if c.method == "answerCallbackQuery"]
+    # A forged fingerprint, and a forged approval id: refused with a clear answer.
+    forged = fake.push_callback(PERSON, mid, f"ap:{aid}:0123456789abcdef:y")
+    ans = fake.wait_for(lambda c: c.method == "answerCallbackQuery", 10, after=forged)
+    assert "does not match" in ans.params["text"]
+    ghost = fake.push_callback(PERSON, mid, "ap:a-0000000000:0123456789abcdef:y")
+    ans = fake.wait_for(lambda c: c.method == "answerCallbackQuery", 10, after=ghost)
+    assert "there is no approval a-0000000000" in ans.params["text"]
+    assert approval_row(rig.svc, aid)["status"] == "pending"
+    # The person's press approves through the one door; the message is edited, the turn goes on.
+    press = fake.push_callback(PERSON, mid, yes)
+    ans = fake.wait_for(lambda c: c.method == "answerCallbackQuery", 10, after=press)
+    assert ans.params["text"].startswith(f"Approved {aid}")
+    a = approval_row(rig.svc, aid)
+    assert a["status"] == "approved" and a["answered_via"] == "telegram"
+    edit = fake.wait_for(lambda c: c.method == "editMessageText" and c.params["message_id"] == mid, 10, after=press)
+    assert visible(edit) == f"Approval {aid} (recall__forget_memory): approved here."
+    assert "reply_markup" not in edit.params  # the buttons are gone
+    done = rig.reply_after(press, lambda c: "forgotten" in visible(c))
+    assert "· recall__forget_memory: ask" in visible(done)
+    # A press on the answered approval is refused.
+    late = fake.push_callback(PERSON, mid, yes)
+    ans = fake.wait_for(lambda c: c.method == "answerCallbackQuery", 10, after=late)
+    assert "already approved" in ans.params["text"]
+
+
+def test_answered_in_the_terminal_denied_with_a_reason(rig: TelegramRig):
+    rig.pair()
+    fake = rig.fake
+    rig.set_script(FORGET, {"text": "ok then"})
+    up = rig.say("forget memory 1")
+    msg = _approval_message(rig, up)
+    aid = button_data(msg)[0].split(":")[1]
+    r = rig.cli("approvals", "approve", aid)
+    assert r.returncode == 0, r.stderr
+    edit = fake.wait_for(lambda c: c.method == "editMessageText", 10, after=up)
+    assert visible(edit) == f"Approval {aid} (recall__forget_memory): approved in the terminal."
+    rig.reply_after(up, lambda c: "ok then" in visible(c))  # the answer may come before the edit
+    # /deny ID REASON: the reason goes to the model as the denial.
+    up = rig.say("forget memory 1 again")
+    msg = _approval_message(rig, up)
+    aid = button_data(msg)[0].split(":")[1]
+    up = rig.say(f"/deny {aid} not today, it is my favourite")
+    said = rig.reply_after(up, lambda c: c.params.get("reply_markup") is None and "Denied" in visible(c))
+    assert visible(said).startswith(f"Denied {aid}")
+    rig.reply_after(up, lambda c: "ok then" in visible(c))
+    t = rig.last_turn()
+    denial = [e for e in t["events"] if e.get("type") == "tool_call" and e.get("denied")]
+    assert denial and denial[0]["result"] == "The person denied this action: not today, it is my favourite"
+    assert approval_row(rig.svc, aid)["deny_reason"] == "not today, it is my favourite"
+
+
+def test_an_expired_approval_is_edited_and_its_button_refused(home, fake):
+    rig = TelegramRig(home, fake, toml="[approvals]\nchat_expiry_seconds = 3\n")
+    rig.add_channel()
+    rig.start()
+    try:
+        rig.pair()
+        rig.set_script(FORGET, {"text": "after"})
+        up = rig.say("forget memory 1")
+        msg = _approval_message(rig, up)
+        assert ", in 1 min" in visible(msg)
+        mid = msg.result["message_id"]
+        aid = button_data(msg)[0].split(":")[1]
+        edit = fake.wait_for(lambda c: c.method == "editMessageText" and c.params["message_id"] == mid, 15, after=up)
+        assert visible(edit) == f"Approval {aid} (recall__forget_memory): expired — denied."
+        press = fake.push_callback(PERSON, mid, button_data(msg)[0])
+        ans = fake.wait_for(lambda c: c.method == "answerCallbackQuery", 10, after=press)
+        assert "expired" in ans.params["text"]
+    finally:
+        rig.stop()
+
+
+def test_long_answer_split_429_job_result_and_a_malformed_update(rig: TelegramRig):
+    rig.pair()
+    fake = rig.fake
+    long = "\n".join(f"{i:03d} " + "y" * 95 for i in range(60))  # 6,000 characters on 60 lines
+    assert len(long) == 5999
+    rig.set_script({"text": long})
+    up = rig.say("a long one please")
+    first = rig.reply_after(up, lambda c: visible(c).startswith("000 "))
+    second = rig.reply_after(first.index + 1)
+    assert len(visible(first)) <= 4096 and visible(first).endswith("\n")  # split on a line boundary
+    assert visible(first) + visible(second) == long  # nothing cut
+    # 429: the reply waits the retry_after Telegram asked for, then arrives.
+    rig.set_script({"text": "after the flood"})
+    fake.rate_limit_next("sendMessage", retry_after=1)
+    up = rig.say("quick")
+    limited = fake.wait_for(lambda c: c.method == "sendMessage" and c.status == 429, 10, after=up)
+    ok = rig.reply_after(up, lambda c: visible(c) == "after the flood")
+    assert ok.received_at - limited.received_at >= 0.95
+    # A malformed update is recorded and skipped; the next one is handled.
+    bad = fake.push_update({"message": {"text": "no chat, no date, no id"}})
+    assert rig.processed(bad) == "malformed"
+    up = rig.say("still there?")
+    rig.reply_after(up, lambda c: visible(c) == "after the flood")
+    # A job result goes to the person's chat (not part of its conversation).
+    r = rig.cli("jobs", "add", "morning", "--cron", "0 8 * * *", "--prompt", "summarise my day")
+    assert r.returncode == 0, r.stderr
+    rig.set_script({"text": "Your day: <nothing> & more"})
+    mark = fake.mark()
+    r = rig.cli("jobs", "run", "morning")
+    assert r.returncode == 0, r.stderr
+    job = rig.reply_after(mark, lambda c: "Your day" in visible(c))
+    assert visible(job).startswith("Job result (turn t-") and visible(job).endswith("Your day: <nothing> & more")
+    # A reply to the job result quotes it as untrusted text.
+    rig.set_script({"text": "ok"})
+    up = rig.say("why?", reply_to_message=fake.sent_message(PERSON, job.result["message_id"]))
+    rig.reply_after(up, lambda c: visible(c) == "ok")
+    t = rig.last_turn()
+    assert t["tainted"] and "Palui (a job delivered to this chat" in t["taint_source"]
+    status = rig.cli("status")
+    assert "channel telegram: connected" in status.stdout
+
+
+def test_stop_during_a_slow_tool_within_a_second(home, fake):
+    from support.httpserver import PageServer
+
+    with PageServer({}, slow_seconds=20) as pages:
+        rig = TelegramRig(home, fake, toml="[web]\nallow_private = true\n")
+        rig.add_channel()
+        rig.start()
+        try:
+            rig.pair()
+            rig.set_script({"tool_calls": [{"tool": "web__fetch_page", "args": {"url": f"{pages.url}/slow"}}]},
+                           {"text": "fetched"})
+            rig.say("fetch the slow page")
+            wait_for(lambda: any(h.startswith("/slow") for h in pages.hits), 15, what="the slow fetch to start")
+            tid = rig.svc.rows("SELECT id FROM turns ORDER BY rowid DESC LIMIT 1")[0][0]
+            assert rig.svc.turn(tid)["status"] == "running"
+            stop = rig.say("/stop")
+            said = rig.reply_after(stop, lambda c: "Stopped" in visible(c))
+            assert visible(said) == f"Stopped {tid}."
+            wait_for(lambda: rig.svc.turn(tid)["status"] == "stopped", 5, what="the turn to stop")
+            ended = time.perf_counter()
+            assert said.received_at - stop.queued_at < 1.0
+            assert ended - stop.queued_at < 1.5  # the turn itself ended, not only the reply
+        finally:
+            rig.stop()
+
+
+def test_kill_and_restart_never_replays_an_update(home, fake):
+    rig = TelegramRig(home, fake)
+    rig.add_channel()
+    rig.start()
+    try:
+        rig.pair()
+        rig.set_script({"text": "slow answer", "delay_seconds": 3})
+        up = rig.say("take your time")
+        rig.processed(up)
+        tid = rig.svc.rows("SELECT id FROM turns ORDER BY rowid DESC LIMIT 1")[0][0]
+        rig.svc.stop(signal.SIGKILL)
+        rig.set_script({"text": "slow answer"})
+        rig.start()
+        rig.reply_after(up, lambda c: visible(c) == "slow answer", timeout=20)
+        time.sleep(1.5)  # a replay would have started a second turn by now
+        assert rig.svc.count("turns", "origin = 'chat'") == 1
+        assert rig.svc.turn(tid)["status"] == "done"
+        answers = [c for c in fake.sent_messages(PERSON) if visible(c) == "slow answer"]
+        assert len(answers) == 1
+        assert fake.updates[-1].update_id == up.update_id and up.confirmed_at is not None
+    finally:
+        rig.stop()
+
+
+def test_a_wrong_bot_token_is_refused_without_showing_it(home, fake):
+    from support.fake_telegram import make_token
+
+    rig = TelegramRig(home, fake)
+    wrong = make_token(7000000099)
+    r = rig.cli("channels", "add", "telegram", "--api-base", fake.url, env={"PALUI_TELEGRAM_TOKEN": wrong})
+    assert r.returncode == 1
+    assert "Telegram rejected the bot token" in r.stderr
+    assert wrong not in r.stdout + r.stderr and wrong.split(":")[1] not in r.stderr
+    assert json.loads(rig.cli("channels", "list", "--json").stdout) == []
+    # No token at all, without a terminal: a usage error naming where a token may come from.
+    r = rig.cli("channels", "add", "telegram", "--api-base", fake.url)
+    assert r.returncode == 2 and "PALUI_TELEGRAM_TOKEN" in r.stderr

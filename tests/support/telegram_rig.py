@@ -97,3 +97,16 @@ class TelegramRig:
     def stop(self) -> None:
         self.svc.stop()
         time.sleep(0)
+
+
+def approval_row(svc: LiveService, aid: str) -> dict[str, Any]:
+    """An approval as stored (status, answered_via, deny_reason…)."""
+    import sqlite3
+
+    con = sqlite3.connect(svc.home / "palui.db", timeout=30, isolation_level=None)
+    con.row_factory = sqlite3.Row
+    try:
+        r = con.execute("SELECT * FROM approvals WHERE id = ?", (aid,)).fetchone()
+        return dict(r) if r else {}
+    finally:
+        con.close()

@@ -171,6 +171,9 @@ def print_status(s: dict) -> None:
         typer.echo("paused: no")
     typer.echo("connectors: " + ", ".join(f"{c['id']} ({shown(c['state'], one_line=True)})" for c in s["connectors"]))
     typer.echo(f"pending approvals: {s['pending_approvals']}")
+    for ch in s.get("channels", []):  # chat channels (issue 13)
+        failure = f"; last delivery failure: {shown(ch['last_failure'], one_line=True)}" if ch["last_failure"] else ""
+        typer.echo(f"channel {ch['name']}: {shown(ch['state'], one_line=True)}{failure}")
 
 
 @app.command("audit")
