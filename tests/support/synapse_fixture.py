@@ -44,7 +44,6 @@ __all__ = ["DEFAULT_SYNAPSE_PYTHON", "SYNAPSE_VERSION", "MatrixUser", "SynapseEr
 SYNAPSE_VERSION = "1.163.2"
 DEFAULT_SYNAPSE_PYTHON = Path.home() / ".cache" / "palui-tests" / f"synapse-{SYNAPSE_VERSION}" / "bin" / "python"
 """Where ``install_synapse.sh`` puts it by default."""
-_LOCAL_SYNAPSE_PYTHON = Path(__file__).resolve().parent / "synapse-venv" / "bin" / "python"
 
 
 class SynapseError(RuntimeError):
@@ -64,13 +63,11 @@ class MatrixUser:
 
 
 def synapse_python(python: str | Path | None = None) -> Path:
-    """The Synapse venv's interpreter: ``python``, else ``$SYNAPSE_PYTHON``, else
-    install_synapse.sh's default, else a ``synapse-venv`` beside this file."""
+    """The Synapse venv's interpreter: ``python``, else ``$SYNAPSE_PYTHON``, else where
+    install_synapse.sh puts it by default (the path it prints)."""
     if python or os.environ.get("SYNAPSE_PYTHON"):
         return Path(python or os.environ["SYNAPSE_PYTHON"])
-    if DEFAULT_SYNAPSE_PYTHON.exists() or not _LOCAL_SYNAPSE_PYTHON.exists():
-        return DEFAULT_SYNAPSE_PYTHON
-    return _LOCAL_SYNAPSE_PYTHON
+    return DEFAULT_SYNAPSE_PYTHON
 
 
 def free_port(host: str = "127.0.0.1") -> int:

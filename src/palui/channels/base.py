@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import logging
 import random
 import time
@@ -143,7 +144,9 @@ class Channel:
 
     def retry_delay(self, exc: BaseException) -> float | None:
         """Seconds before retrying a failed delivery, None to give it up (a bad request)."""
-        return exc.delay if isinstance(exc, Retry) else None
+        if isinstance(exc, Retry):
+            return exc.delay if exc.delay is not None else 0.0  # 0: the outbox's backoff
+        return None
 
     # -- receiving ----------------------------------------------------------------------------------
 
@@ -441,8 +444,8 @@ class Channel:
             if not self.svc.close_sent(m["id"]):
                 continue
             text = views.outcome_text(a, self.name, TITLES) if a else f"Approval {m['approval_id']}: gone."
-            chat, ref = m["chat_id"], m["ref"]
-            self.enqueue(f"edit of approval {m['approval_id']}", lambda c=chat, r=ref, t=text: self.edit(c, r, t))
+            self.enqueue(f"edit of approval {m['approval_id']}", functools.partial(self.edit, m["chat_id"], m["ref"],
+                                                                                  text))
 
 
 TITLES = {"telegram": "Telegram", "matrix": "Matrix"}

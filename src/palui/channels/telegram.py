@@ -160,10 +160,10 @@ class TelegramChannel(Channel):
                 return None
             return Inbound(key=key, seq=seq, chat=str(m.chat.id), sender=str(m.from_user.id),
                            sender_name=_user_name(m.from_user), private=m.chat.type == "private")
-        m = update.message
-        if m is None or m.from_user is None:
+        new = update.message
+        if new is None or new.from_user is None:
             return None
-        return self._message(key, seq, m)
+        return self._message(key, seq, new)
 
     def _message(self, key: str, seq: int, m: Message) -> Inbound:
         assert m.from_user is not None
@@ -226,8 +226,10 @@ class TelegramChannel(Channel):
         for i, part in enumerate(parts):
             last = i == len(parts) - 1
             body = html.escape(part, quote=False) if part.strip() else "(empty)"
-            msg = await call_with_retry(lambda b=body, lst=last: self.bot.send_message(
-                int(chat), b, parse_mode="HTML", reply_markup=markup if lst else None))
+
+            async def one(b: str = body, keys: InlineKeyboardMarkup | None = markup if last else None) -> Message:
+                return await self.bot.send_message(int(chat), b, parse_mode="HTML", reply_markup=keys)
+            msg = await call_with_retry(one)
             refs.append(str(msg.message_id))
         return refs
 

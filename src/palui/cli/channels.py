@@ -182,5 +182,5 @@ def channels_test(name: str = typer.Argument(...)) -> None:
     if c["kind"] == "telegram":
         from palui.channels.telegram import test_channel
     else:
-        from palui.channels.matrix import test_channel  # type: ignore[no-redef]  # the same signature per kind
+        from palui.channels.matrix import test_channel
     typer.echo(asyncio.run(test_channel(c, secret, redact)))

@@ -1,0 +1,297 @@
+"""The Matrix channel (issue 13): an account on any homeserver, through matrix-nio (no e2e extra).
+
+``palui channels add matrix`` logs in once with the password and stores the access token and the
+device id (never the password). The service then syncs with the stored ``since`` token
+(:meth:`Service.channel_cursor`): the timeline of the very first sync is history and is not
+answered; every later timeline event is handled once (its event id is recorded in the same
+transaction as its work) and the token is stored after the whole batch.
+
+- **Invites** are joined only while a pairing code is live, or from the person once paired.
+- **Whose words.** A reply (``m.in_reply_to``) carries a quote fallback (``> <@x> …`` lines)
+  that is stripped from the person's words; the replied-to event is fetched and quoted — trusted
+  only when the person wrote it, skipped when it is Palui's answer in this conversation. In a
+  room with other members (only when the person allowed groups), their messages are untrusted
+  context. Forwards in Matrix are plain copies: they look like the person's own words.
+- **Approvals** are answered with a reaction ✅ / ❌ (with or without U+FE0F) on the approval
+  message, or a reply ``/approve`` / ``/deny [reason]`` to it (the id may be left out).
+- **Encrypted rooms** cannot be read (no olm here): Palui sends one unencrypted notice, leaves,
+  and the state says ``error: encrypted room`` until the person writes in an unencrypted room.
+
+Bodies are plain text (``m.text``; no ``formatted_body``, so nothing can break markup), split on
+line boundaries at 32 KiB of UTF-8. Edits are sent as ``m.replace`` events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import aiohttp
+from nio import (
+    AsyncClient,
+    AsyncClientConfig,
+    InviteMemberEvent,
+    LoginResponse,
+    MegolmEvent,
+    ReactionEvent,
+    RoomGetEventResponse,
+    RoomMessageNotice,
+    RoomMessageText,
+    RoomSendResponse,
+    SyncError,
+    SyncResponse,
+    WhoamiResponse,
+)
+
+from palui.channels import views
+from palui.channels.base import Channel, Inbound, Retry
+from palui.channels.redaction import Redactor
+from palui.channels.telegram_poll import Backoff
+from palui.channels.text import (
+    MATRIX_BODY_LIMIT,
+    is_edit,
+    reaction_verdict,
+    reply_target,
+    split_message,
+    strip_reply_fallback,
+    utf8_len,
+)
+from palui.errors import PaluiError
+
+log = logging.getLogger("palui.channels.matrix")
+ENCRYPTED_NOTICE = ("This room is encrypted; Palui cannot read it yet: create the chat with encryption off "
+                    "(in Element: start a new direct chat and turn off 'Enable end-to-end encryption').")
+NETWORK_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
+
+
+def client_config(max_timeouts: int = 2) -> AsyncClientConfig:
+    """nio's config for Palui: no encryption (no olm), Palui stores the sync token itself, and a
+    refused connection fails after ``max_timeouts`` tries (nio's default retries forever)."""
+    return AsyncClientConfig(encryption_enabled=False, store_sync_tokens=False, max_timeouts=max_timeouts,
+                             max_limit_exceeded=0, request_timeout=45)
+
+
+def _unreachable(homeserver: str, e: BaseException, redact: Redactor) -> PaluiError:
+    return PaluiError(f"the homeserver {homeserver} is unreachable: {redact(type(e).__name__ + ': ' + str(e))}")
+
+
+async def login(homeserver: str, user: str, password: str, redact: Redactor) -> dict[str, str]:
+    """Log in once with a password: ``{"user_id","device_id","access_token"}``. Raises PaluiError
+    (wrong password, unreachable homeserver), without the password."""
+    client = AsyncClient(homeserver, user, config=client_config())
+    try:
+        resp = await client.login(password, device_name="Palui")
+    except NETWORK_ERRORS as e:
+        raise _unreachable(homeserver, e, redact) from None
+    finally:
+        await client.close()
+    if not isinstance(resp, LoginResponse):
+        raise PaluiError(f"Matrix login as {user} failed: {redact(str(resp.message))} ({resp.status_code})")
+    redact.add(resp.access_token)
+    return {"user_id": resp.user_id, "device_id": resp.device_id, "access_token": resp.access_token}
+
+
+async def whoami(homeserver: str, user: str, token: str, redact: Redactor) -> dict[str, str]:
+    """Check an access token: ``{"user_id","device_id"}``. Raises PaluiError."""
+    client = AsyncClient(homeserver, user, config=client_config())
+    client.access_token = token
+    try:
+        resp = await client.whoami()
+    except NETWORK_ERRORS as e:
+        raise _unreachable(homeserver, e, redact) from None
+    finally:
+        await client.close()
+    if not isinstance(resp, WhoamiResponse):
+        raise PaluiError(f"the homeserver refused the access token: {redact(str(getattr(resp, 'message', resp)))}")
+    if resp.user_id != user:
+        raise PaluiError(f"the access token is {resp.user_id}'s, not {user}'s")
+    return {"user_id": resp.user_id, "device_id": resp.device_id or ""}
+
+
+async def test_channel(c: dict[str, Any], secret: dict[str, Any], redact: Redactor) -> str:
+    """``palui channels test``: whoami, and a test message to the person when paired."""
+    cfg = c["config"]
+    found = await whoami(cfg["homeserver"], cfg["user_id"], str(secret.get("access_token") or ""), redact)
+    out = f"ok: {cfg['homeserver']} answers as {found['user_id']} (device {found['device_id']})"
+    if c["person_chat"]:
+        client = _restored(cfg, str(secret.get("access_token") or ""))
+        try:
+            resp = await client.room_send(c["person_chat"], "m.room.message",
+                                          {"msgtype": "m.notice", "body": "Palui test message: this channel works."})
+        finally:
+            await client.close()
+        if not isinstance(resp, RoomSendResponse):
+            raise PaluiError(f"whoami worked, but sending to the person failed: {redact(str(resp))}")
+        return out + f"; a test message was sent to {c['person']}"
+    return out + f"; not paired yet (palui channels pair {c['name']})"
+
+
+def _restored(cfg: dict[str, Any], token: str) -> AsyncClient:
+    client = AsyncClient(cfg["homeserver"], cfg["user_id"], device_id=cfg.get("device_id"), config=client_config())
+    client.restore_login(cfg["user_id"], cfg.get("device_id") or "", token)
+    return client
+
+
+class MatrixChannel(Channel):
+    """A Matrix account run by the service (see the module docstring)."""
+
+    kind = "matrix"
+    title = "Matrix"
+    text_limit = MATRIX_BODY_LIMIT
+    how_to_answer = ("React \u2705 to approve or \u274c to deny (or reply /approve, or /deny REASON, to this "
+                     "message; or send /approve {id} or /deny {id} REASON).")
+
+    def __init__(self, svc: Any, name: str, redact: Redactor) -> None:
+        super().__init__(svc, name, redact)
+        self.cfg = svc.channel(name)["config"]
+        token = str(svc.channel_secrets(name).get("access_token") or "")
+        redact.add(token)
+        self.client = _restored(self.cfg, token)
+        self.me = self.cfg["user_id"]
+        self.encrypted = False
+        self.poll_ms = int(self.cfg.get("poll_ms", 30_000))
+
+    @staticmethod
+    def measure(text: str) -> int:
+        return utf8_len(text)
+
+    # -- receiving ------------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        backoff = Backoff()
+        try:
+            since = self.svc.channel_cursor(self.name)
+            while True:
+                try:
+                    resp = await self.client.sync(timeout=0 if since is None else self.poll_ms, since=since,
+                                                  full_state=since is None)
+                except NETWORK_ERRORS as e:
+                    self.set_state(f"error: the homeserver is unreachable: {type(e).__name__}: {e}")
+                    await asyncio.sleep(backoff.next_delay())
+                    continue
+                if isinstance(resp, SyncError):
+                    self.set_state(f"error: sync failed: {resp.message} ({resp.status_code})")
+                    await asyncio.sleep(backoff.next_delay())
+                    continue
+                backoff.reset()
+                await self._batch(resp, history=since is None)
+                self.svc.set_channel_cursor(self.name, resp.next_batch)
+                since = resp.next_batch
+                self._state()
+        finally:
+            await self.client.close()
+
+    def _state(self) -> None:
+        if self.encrypted:
+            self.set_state("error: encrypted room")
+        else:
+            self.set_state("connected" if self.svc.channel(self.name)["person_id"] else "unpaired")
+
+    async def _batch(self, resp: SyncResponse, history: bool) -> None:
+        ch = self.svc.channel(self.name)
+        for room_id, invite in resp.rooms.invite.items():
+            inviter = next((e.sender for e in invite.invite_state if isinstance(e, InviteMemberEvent)
+                            and e.state_key == self.me and e.membership == "invite"), None)
+            if self.svc.pairing_open(self.name) or (ch["person_id"] and inviter == ch["person_id"]):
+                await self.client.join(room_id)
+            elif self.svc.note_stranger(self.name, f"invite:{inviter}"):
+                log.warning("%s: ignored an invite to %s from %s (not the person, no pairing code live)",
+                            self.name, room_id, inviter)
+        for room_id, info in resp.rooms.join.items():
+            room = self.client.rooms.get(room_id)
+            if room is not None and room.encrypted:
+                await self._encrypted(room_id)
+                continue
+            if history:
+                continue  # the first sync's timeline was sent before Palui listened: not answered
+            others = ({*room.users, *room.invited_users} - {self.me}) if room is not None else set()
+            for event in info.timeline.events:
+                if getattr(event, "sender", None) == self.me or not getattr(event, "event_id", None):
+                    continue
+                inb = await self._inbound(room_id, event, private=len(others) <= 1)
+                if inb is not None:
+                    self.receive(inb)
+
+    async def _encrypted(self, room_id: str) -> None:
+        self.encrypted = True
+        if self.svc.channel_mark(self.name, f"notice:{room_id}", "encrypted room"):
+            log.warning("%s: room %s is encrypted: told the person, leaving it", self.name, room_id)
+            try:
+                await self.client.room_send(room_id, "m.room.message", {"msgtype": "m.notice",
+                                                                         "body": ENCRYPTED_NOTICE})
+            finally:
+                await self.client.room_leave(room_id)
+
+    async def _inbound(self, room_id: str, event: Any, private: bool) -> Inbound | None:
+        sender = event.sender
+        base: dict[str, Any] = {"key": event.event_id, "chat": room_id, "sender": sender, "sender_name": sender,
+                                "private": private}
+        if isinstance(event, MegolmEvent):
+            await self._encrypted(room_id)
+            return None
+        if isinstance(event, ReactionEvent):
+            verdict = reaction_verdict(event.key)
+            if verdict is None:
+                return None
+            return Inbound(**base, reaction=verdict, target=event.reacts_to)
+        if not isinstance(event, (RoomMessageText, RoomMessageNotice)):
+            return None
+        content = event.source.get("content", {})
+        if is_edit(content):
+            return Inbound(**base)  # the channel says edits are not read
+        if private and sender == self.svc.channel(self.name)["person_id"]:
+            self.encrypted = False  # the person writes in an unencrypted room: the channel works again
+        target = reply_target(content)
+        words = strip_reply_fallback(event.body) if target else event.body
+        quoted = []
+        if target:
+            got = await self.client.room_get_event(room_id, target)
+            if isinstance(got, RoomGetEventResponse):
+                who = got.event.sender
+                person = self.svc.channel(self.name)["person_id"]
+                body = getattr(got.event, "body", "") or ""
+                q = self.reply_quote(room_id, target, strip_reply_fallback(body), by_palui=who == self.me,
+                                     by_person=who == person, author=who)
+                if q is not None:
+                    quoted.append(q)
+        return Inbound(**base, text=words, quoted=quoted, target=target)
+
+    def receive(self, inb: Inbound) -> bool:
+        if not inb.text and not inb.quoted and inb.reaction is None:
+            with self.svc.channel_update(self.name, inb.key) as fresh:
+                if fresh and self._is_person(inb) and inb.private:
+                    self.reply(inb.chat, "Edits are not read: send a new message instead.")
+            return True
+        return super().receive(inb)
+
+    # -- sending ---------------------------------------------------------------------------------------
+
+    async def _send(self, room_id: str, content: dict[str, Any]) -> str:
+        try:
+            resp = await self.client.room_send(room_id, "m.room.message", content)
+        except NETWORK_ERRORS as e:
+            raise Retry(f"the homeserver is unreachable: {type(e).__name__}") from None
+        if isinstance(resp, RoomSendResponse):
+            return str(resp.event_id)
+        if resp.status_code == "M_LIMIT_EXCEEDED":
+            wait = (resp.retry_after_ms or 1000) / 1000
+            raise Retry(f"rate limited by the homeserver for {wait:.1f} s", wait)
+        raise RuntimeError(f"the homeserver refused the message: {resp.message} ({resp.status_code})")
+
+    async def send(self, chat: str, text: str, *, reply_to: str | None = None) -> list[str]:
+        refs = []
+        for part in split_message(text, MATRIX_BODY_LIMIT, utf8_len):
+            refs.append(await self._send(chat, {"msgtype": "m.text", "body": part or "(empty)"}))
+        return refs
+
+    async def send_approval(self, chat: str, view: views.ApprovalView, a: dict[str, Any]) -> str:
+        return (await self.send(chat, view.text))[-1]
+
+    async def edit(self, chat: str, ref: str, text: str) -> None:
+        await self._send(chat, {"msgtype": "m.text", "body": f"* {text}",
+                                "m.new_content": {"msgtype": "m.text", "body": text},
+                                "m.relates_to": {"rel_type": "m.replace", "event_id": ref}})
+
+    async def typing(self, chat: str) -> None:
+        await self.client.room_typing(chat, True, timeout=5000)

@@ -1,0 +1,184 @@
+"""Matrix test rig: a real Synapse (session fixture), the person and others as nio clients in the
+test, and a real ``palui serve`` whose Matrix channel was added through the CLI.
+
+Synapse runs from its own venv (tests/support/install_synapse.sh, which ``.ci/run`` calls). Not
+installed: the Matrix tests are skipped with the reason — except under CI (``CI`` set), where
+they fail, so a CI that forgot to install it cannot pass by skipping.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nio import AsyncClient, AsyncClientConfig, RoomCreateError, RoomPreset, RoomSendResponse, SyncResponse
+
+from support.live_service import LiveService, wait_for
+from support.synapse_fixture import MatrixUser, SynapseError, SynapseServer, synapse_python
+
+_numbers = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def synapse(tmp_path_factory: pytest.TempPathFactory):
+    if not synapse_python().exists():
+        message = (f"Synapse is not installed at {synapse_python()}: run bash tests/support/install_synapse.sh "
+                   "(or set SYNAPSE_PYTHON)")
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    hs = SynapseServer.create(tmp_path_factory.mktemp("synapse"))
+    try:
+        hs.start()
+    except SynapseError as e:
+        pytest.fail(str(e))
+    yield hs
+    hs.stop()
+
+
+def register(hs: SynapseServer, name: str) -> MatrixUser:
+    local = f"{name}-{next(_numbers)}-{os.getpid()}"
+    return hs.register(local, f"pw-{local}", displayname=name)
+
+
+class Peer:
+    """A human's Matrix client, synced on demand (no background task: the test may block)."""
+
+    def __init__(self, hs: SynapseServer, user: MatrixUser) -> None:
+        self.user = user
+        self.client = AsyncClient(hs.url, user.user_id,
+                                  config=AsyncClientConfig(encryption_enabled=False, store_sync_tokens=False,
+                                                           max_timeouts=3))
+        self.client.restore_login(user.user_id, user.device_id, user.access_token)
+        self.events: list[tuple[str, Any]] = []
+        self.since: str | None = None
+
+    async def start(self) -> Peer:
+        first = await self.client.sync(timeout=0)
+        assert isinstance(first, SyncResponse), first
+        self.since = first.next_batch
+        return self
+
+    async def sync(self, timeout_ms: int = 500) -> None:
+        resp = await self.client.sync(timeout=timeout_ms, since=self.since)
+        if isinstance(resp, SyncResponse):
+            self.since = resp.next_batch
+            for room_id, info in resp.rooms.join.items():
+                self.events += [(room_id, e) for e in info.timeline.events]
+
+    async def wait_for(self, pred: Callable[[str, Any], bool], timeout: float = 20.0, start: int = 0) -> Any:
+        import time
+
+        end = time.monotonic() + timeout
+        seen = start
+        while True:
+            for room, e in self.events[seen:]:
+                if pred(room, e):
+                    return e
+            seen = len(self.events)
+            if time.monotonic() > end:
+                raise AssertionError(f"no matching event within {timeout} s; saw: "
+                                     f"{[getattr(e, 'body', type(e).__name__) for _, e in self.events[start:]]}")
+            await self.sync(1000)
+
+    def mark(self) -> int:
+        return len(self.events)
+
+    async def palui_said(self, room: str, pred: Callable[[str], bool], palui: str, timeout: float = 20.0,
+                         start: int = 0) -> Any:
+        return await self.wait_for(lambda r, e: r == room and getattr(e, "sender", "") == palui
+                                   and pred(getattr(e, "body", "") or ""), timeout, start)
+
+    async def send(self, room: str, body: str, **extra: Any) -> str:
+        resp = await self.client.room_send(room, "m.room.message", {"msgtype": "m.text", "body": body, **extra})
+        assert isinstance(resp, RoomSendResponse), resp
+        return str(resp.event_id)
+
+    async def reply(self, room: str, event_id: str, quoted_sender: str, quoted: str, body: str) -> str:
+        """A reply with the (deprecated, still sent by clients) quote fallback in the body."""
+        fallback = f"> <{quoted_sender}> {quoted}\n\n{body}"
+        return await self.send(room, fallback, **{"m.relates_to": {"m.in_reply_to": {"event_id": event_id}}})
+
+    async def react(self, room: str, event_id: str, key: str) -> str:
+        resp = await self.client.room_send(room, "m.reaction", {
+            "m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": key}})
+        assert isinstance(resp, RoomSendResponse), resp
+        return str(resp.event_id)
+
+    async def room(self, *invite: str, encrypted: bool = False) -> str:
+        state = [{"type": "m.room.encryption", "state_key": "",
+                  "content": {"algorithm": "m.megolm.v1.aes-sha2"}}] if encrypted else []
+        resp = await self.client.room_create(is_direct=len(invite) == 1, preset=RoomPreset.trusted_private_chat,
+                                             invite=list(invite), initial_state=state)
+        assert not isinstance(resp, RoomCreateError), resp
+        return str(resp.room_id)
+
+    async def join(self, room: str) -> None:
+        await self.client.join(room)
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+class MatrixRig:
+    """The service with a Matrix channel for ``palui`` (a registered account) on ``hs``."""
+
+    def __init__(self, home: Path, hs: SynapseServer, toml: str = "") -> None:
+        self.home = home
+        self.hs = hs
+        self.palui = register(hs, "palui")
+        self.script = home / "script.json"
+        self.set_script({"text": "ok"})
+        (home / "palui.toml").write_text(f'model = "script:{self.script}"\n{toml}', encoding="utf-8")
+        self.svc = LiveService(home)
+
+    def set_script(self, *steps: dict[str, Any]) -> None:
+        tmp = self.script.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"steps": list(steps)}), encoding="utf-8")
+        os.replace(tmp, self.script)
+
+    def cli(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        e = {k: v for k, v in os.environ.items() if not k.startswith("PALUI_")}
+        e.update({"PALUI_HOME": str(self.home), **(env or {})})
+        return subprocess.run([sys.executable, "-m", "palui", *args], capture_output=True, text=True, env=e,
+                              timeout=60)
+
+    def add_channel(self) -> None:
+        r = self.cli("channels", "add", "matrix", "--homeserver", self.hs.url, "--user", self.palui.user_id,
+                     env={"PALUI_MATRIX_PASSWORD": self.palui.password})
+        assert r.returncode == 0, r.stderr
+        assert self.palui.password not in r.stdout + r.stderr
+
+    def start(self) -> MatrixRig:
+        self.svc.start()
+        wait_for(lambda: self.state() in ("unpaired", "connected"), 30, what="the Matrix channel to sync")
+        return self
+
+    def state(self) -> str:
+        rows = self.svc.rows("SELECT state FROM channels WHERE name = 'matrix'")
+        return rows[0][0] if rows else ""
+
+    def code(self) -> str:
+        r = self.cli("channels", "pair", "matrix")
+        assert r.returncode == 0, r.stderr
+        return r.stdout.split("pairing code: ")[1].split()[0]
+
+    def last_turn(self) -> dict[str, Any]:
+        tid = self.svc.rows("SELECT id FROM turns ORDER BY rowid DESC LIMIT 1")[0][0]
+        return self.svc.turn(tid)
+
+    async def pair(self, person: Peer) -> str:
+        """The person invites Palui to a direct chat and sends /pair CODE there. Returns the room."""
+        code = self.code()
+        room = await person.room(self.palui.user_id)
+        mark = person.mark()
+        await person.send(room, f"/pair {code}")
+        await person.palui_said(room, lambda b: "paired with" in b, self.palui.user_id, start=mark)
+        return room
