@@ -21,6 +21,30 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 
+def is_loopback_url(url: str) -> bool:
+    """Does ``url`` point at this machine (127.0.0.0/8, ::1, localhost)?"""
+    from urllib.parse import urlsplit
+
+    from palui.server.main import is_loopback
+
+    return is_loopback(urlsplit(url).hostname or "")
+
+
+def check_url(url: str, what: str) -> str:
+    """``url`` without a trailing ``/`` when it is https (or plain http on loopback, for local
+    homeservers and tests); else UsageError (issue 13: a non-https homeserver is refused)."""
+    from urllib.parse import urlsplit
+
+    from palui.errors import UsageError
+
+    u = urlsplit(url)
+    if u.scheme not in ("https", "http") or not u.hostname:
+        raise UsageError(f"{what} must be an https:// URL, not {url!r}")
+    if u.scheme == "http" and not is_loopback_url(url):
+        raise UsageError(f"{what} {url} is not https: refused (plain http only on loopback)")
+    return url.rstrip("/")
+
+
 def _hook(svc: Any) -> AbstractAsyncContextManager[Any]:
     from palui.channels.manager import ChannelManager
 

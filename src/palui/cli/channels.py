@@ -16,6 +16,8 @@ from typing import Any
 
 import typer
 
+from palui.channels import check_url as _check_url
+from palui.channels import is_loopback_url as _loopback_url
 from palui.cli.common import app, emit_json, fail, service, table
 from palui.errors import UsageError
 from palui.text.display import shown
@@ -36,25 +38,6 @@ def read_secret(what: str, variable: str, file: Path | None) -> str | None:
     if sys.stdin.isatty():
         return typer.prompt(what, hide_input=True).strip() or None
     return None
-
-
-def _loopback_url(url: str) -> bool:
-    from urllib.parse import urlsplit
-
-    from palui.server.main import is_loopback
-
-    return is_loopback(urlsplit(url).hostname or "")
-
-
-def _check_url(url: str, what: str) -> str:
-    from urllib.parse import urlsplit
-
-    u = urlsplit(url)
-    if u.scheme not in ("https", "http") or not u.hostname:
-        raise UsageError(f"{what} must be an https:// URL, not {url!r}")
-    if u.scheme == "http" and not _loopback_url(url):
-        raise UsageError(f"{what} {url} is not https: refused (plain http only on loopback)")
-    return url.rstrip("/")
 
 
 @channels_app.command("add")

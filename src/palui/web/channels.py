@@ -1,0 +1,104 @@
+"""The chat channels page (issue 13): each channel's state (``connected``, ``unpaired``, ``error: …``),
+the person it is paired with, and the actions of ``palui channels``: add (Telegram bot token;
+Matrix homeserver, user and password — used once to log in, never stored), pair (the one-time
+code is shown on the page that answers, never in a URL or cookie), test, groups on/off, remove.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from palui.errors import UsageError
+from palui.web.base import action, page, redirect, render, svc_of
+
+
+@page
+async def channels_page(request: Request) -> Response:
+    """``GET /channels``: every channel with its state, person, groups switch, last delivery failure."""
+    return render(request, "channels.html", channels=svc_of(request).channels(), code=None, tested=None)
+
+
+@action
+async def add_channel(request: Request, form: dict[str, str]) -> Response:
+    """``POST /channels/add`` ``kind, name?, token`` (Telegram) or ``homeserver, user, password|token`` (Matrix)."""
+    from palui.channels import check_url as _check_url
+    from palui.channels import is_loopback_url
+    from palui.channels.redaction import Redactor
+
+    svc = svc_of(request)
+    kind, name = form.get("kind", ""), form.get("name", "").strip() or None
+    redact = Redactor()
+    if kind == "telegram":
+        from palui.channels.telegram import check_token
+
+        token = form.get("token", "").strip()
+        if not token:
+            raise UsageError("paste the bot token from @BotFather")
+        api_base = form.get("api_base", "").strip() or None  # a local test Bot API only, as `--api-base`
+        if api_base and not is_loopback_url(_check_url(api_base, "the Bot API base")):
+            raise UsageError("a Bot API base other than Telegram's must be on loopback (tests)")
+        redact.add(token)
+        me = await check_token(token, api_base, redact)
+        config = {"bot_id": me["id"], "bot_username": me["username"], **({"api_base": api_base} if api_base else {})}
+        ch = svc.add_channel("telegram", name, {"token": token}, config)
+    elif kind == "matrix":
+        from palui.channels.matrix import login, whoami
+
+        hs = _check_url(form.get("homeserver", "").strip(), "the homeserver")
+        user = form.get("user", "").strip()
+        if form.get("token", "").strip():
+            token = form["token"].strip()
+            redact.add(token)
+            found = await whoami(hs, user, token, redact)
+            secret, device = token, found["device_id"]
+        else:
+            password = form.get("password", "")
+            if not password:
+                raise UsageError("give the account's password (used once to log in, never stored) or an access token")
+            redact.add(password)
+            got = await login(hs, user, password, redact)
+            secret, device = got["access_token"], got["device_id"]
+        ch = svc.add_channel("matrix", name, {"access_token": secret},
+                             {"homeserver": hs, "user_id": user, "device_id": device})
+    else:
+        raise UsageError("choose telegram or matrix")
+    return redirect("/channels", ("ok", f"Channel {ch['name']} added; pair it to start talking."))
+
+
+@action
+async def channel_action(request: Request, form: dict[str, str]) -> Response:
+    """``POST /channels/{name}/pair|test|groups-on|groups-off|remove``."""
+    svc = svc_of(request)
+    name, verb = request.path_params["name"], request.path_params["action"]
+    if verb == "pair":
+        p = svc.pair_code(name)
+        return render(request, "channels.html", channels=svc.channels(), code={"name": name, **p}, tested=None)
+    if verb == "test":
+        from palui.channels.redaction import Redactor
+
+        c, secret = svc.channel(name), svc.channel_secrets(name)
+        redact = Redactor(str(v) for v in secret.values())
+        if c["kind"] == "telegram":
+            from palui.channels.telegram import test_channel
+        else:
+            from palui.channels.matrix import test_channel
+        out = await test_channel(c, secret, redact)
+        return redirect("/channels", ("ok", out))
+    if verb in ("groups-on", "groups-off"):
+        c = svc.set_channel_groups(name, verb == "groups-on")
+        word = "allowed" if c["allow_groups"] else "refused"
+        return redirect("/channels", ("ok", f"{c['name']}: group chats {word}."))
+    if verb == "remove":
+        c = svc.remove_channel(name)
+        return redirect("/channels", ("ok", f"Channel {c['name']} removed."))
+    raise UsageError(f"unknown action {verb!r}")
+
+
+def routes() -> list[Route]:
+    return [
+        Route("/channels", channels_page),
+        Route("/channels/add", add_channel, methods=["POST"]),
+        Route("/channels/{name}/{action}", channel_action, methods=["POST"]),
+    ]
