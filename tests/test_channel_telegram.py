@@ -317,3 +317,23 @@ def test_a_wrong_bot_token_is_refused_without_showing_it(home, fake):
     # No token at all, without a terminal: a usage error naming where a token may come from.
     r = rig.cli("channels", "add", "telegram", "--api-base", fake.url)
     assert r.returncode == 2 and "PALUI_TELEGRAM_TOKEN" in r.stderr
+
+
+def test_telegram_down_never_blocks_a_turn_and_the_failure_shows_in_status(rig: TelegramRig):
+    rig.pair()
+    fake = rig.fake
+    r = rig.cli("jobs", "add", "ping", "--cron", "0 8 * * *", "--prompt", "ping")
+    assert r.returncode == 0, r.stderr
+    rig.set_script({"text": "pong from the job"})
+    fake.stop()
+    r = rig.cli("jobs", "run", "ping")
+    assert r.returncode == 0 and "pong from the job" in r.stdout  # the turn is not blocked by the channel
+    assert any("pong from the job" in m["text"] for m in rig.svc.get("/api/inbox"))  # the inbox copy is there
+    status = wait_for(lambda: (lambda s: s if "last delivery failure: job notice" in s else None)(
+        rig.cli("status").stdout), 30, what="the delivery failure in /status")
+    assert "channel telegram: error: Telegram is unreachable" in status
+    mark = fake.mark()
+    fake.start()
+    job = rig.reply_after(mark, lambda c: "pong from the job" in visible(c), timeout=40)
+    assert visible(job).endswith("pong from the job")
+    wait_for(lambda: "last delivery failure" not in rig.cli("status").stdout, 15, what="the failure to clear")

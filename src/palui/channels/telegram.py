@@ -229,7 +229,7 @@ class TelegramChannel(Channel):
 
             async def one(b: str = body, keys: InlineKeyboardMarkup | None = markup if last else None) -> Message:
                 return await self.bot.send_message(int(chat), b, parse_mode="HTML", reply_markup=keys)
-            msg = await call_with_retry(one)
+            msg = await call_with_retry(one, attempts=3)  # longer outages: the outbox retries
             refs.append(str(msg.message_id))
         return refs
 
