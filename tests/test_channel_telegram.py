@@ -158,7 +158,7 @@ def test_approval_by_button_and_refused_presses(rig: TelegramRig):
     assert visible(edit) == f"Approval {aid} (recall__forget_memory): approved here."
     assert "reply_markup" not in edit.params  # the buttons are gone
     done = rig.reply_after(press, lambda c: "forgotten" in visible(c))
-    assert "· recall__forget_memory: ask" in visible(done)
+    assert visible(done).startswith("· recall__forget_memory: ask → approved → error")  # no memory 1 here
     # A press on the answered approval is refused.
     late = fake.push_callback(PERSON, mid, yes)
     ans = fake.wait_for(lambda c: c.method == "answerCallbackQuery", 10, after=late)
@@ -337,3 +337,22 @@ def test_telegram_down_never_blocks_a_turn_and_the_failure_shows_in_status(rig: 
     job = rig.reply_after(mark, lambda c: "pong from the job" in visible(c), timeout=40)
     assert visible(job).endswith("pong from the job")
     wait_for(lambda: "last delivery failure" not in rig.cli("status").stdout, 15, what="the failure to clear")
+
+
+def test_long_arguments_go_first_as_numbered_messages_and_the_buttons_come_last(rig: TelegramRig):
+    rig.pair()
+    fake = rig.fake
+    notes = "\n".join(f"item {i}: " + "n" * 70 for i in range(90))  # ~7,000 characters
+    rig.set_script({"tool_calls": [{"tool": "tasks__create_task", "args": {"title": "pay", "notes": notes}}]},
+                   {"text": "created"})
+    origin = {"type": "hidden_user", "sender_user_name": "Eve", "date": 1}
+    up = rig.say("make a task of this", forward_origin=origin)  # tainted: the write tool asks
+    buttons = rig.reply_after(up, lambda c: bool(button_data(c)))
+    parts = [c for c in fake.sent_messages(PERSON)[:-1] if c.index > up.calls_mark and
+             visible(c).startswith("Arguments of approval ")]
+    assert len(parts) >= 2 and parts[-1].index < buttons.index
+    assert all(len(visible(c)) <= 4096 for c in [*parts, buttons])
+    assert visible(parts[0]).startswith(f"Arguments of approval {button_data(buttons)[0].split(':')[1]} (part 1 of ")
+    shown_args = "".join(visible(c).split("):\n", 1)[1] for c in parts)
+    assert shown_args.count("item ") == 90 and "item 89: " in shown_args  # nothing cut
+    assert f"arguments: in the {len(parts)} numbered messages above" in visible(buttons)

@@ -17,7 +17,6 @@ Every text from a model, a server or a sender goes through :mod:`palui.text.disp
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -126,20 +125,19 @@ def outcome_text(a: dict[str, Any], channel: str, titles: dict[str, str]) -> str
 
 
 def tool_line(e: dict[str, Any]) -> str | None:
-    """One line for a tool-call event of a turn (``· recall__add_memory: run``), or None."""
-    if e.get("type") == "tool_call":
-        if e.get("denied"):
-            outcome = "denied"
-        elif e.get("is_error"):
-            outcome = "error"
-        else:
-            outcome = "ok"
-        verdict = e.get("verdict", "")
-        return f"· {shown(str(e.get('tool')), one_line=True)}: {verdict} → {outcome}" + (
-            " (tainted)" if e.get("tainted") else "")
-    if e.get("type") == "approval":
-        return f"· {shown(str(e.get('tool')), one_line=True)}: ask → waiting for approval {e.get('approval')}"
-    return None
+    """One line for a tool-call event of a finished turn: ``· recall__add_memory: run → ok``,
+    ``· recall__forget_memory: ask → approved → ok`` / ``ask → denied`` (tainted turns say so)."""
+    if e.get("type") != "tool_call":
+        return None  # "approval" events: the approval message itself showed it
+    verdict = str(e.get("verdict", ""))
+    if e.get("denied"):
+        outcome = "denied"
+    else:
+        outcome = "error" if e.get("is_error") else "ok"
+        if verdict == "ask":
+            outcome = f"approved → {outcome}"
+    return f"· {shown(str(e.get('tool')), one_line=True)}: {verdict} → {outcome}" + (
+        " (tainted)" if e.get("tainted") else "")
 
 
 def answer_text(r: dict[str, Any]) -> str:
@@ -160,9 +158,3 @@ def answer_text(r: dict[str, Any]) -> str:
 def notice_text(kind: str, text: str) -> str:
     """A notice for the person (job result, webhook summary, pause, review flag, a message), escaped."""
     return shown(text)
-
-
-def args_summary(args: Any, width: int = 200) -> str:
-    """Short one-line JSON of arguments (for logs and compact lines)."""
-    s = json.dumps(args, ensure_ascii=False, sort_keys=True)
-    return shown(s if len(s) <= width else s[: width - 1] + "…", one_line=True)
