@@ -80,6 +80,23 @@ def test_pairing_strangers_and_a_chat_turn(rig: TelegramRig):
     assert any(c.method == "sendChatAction" and c.params["action"] == "typing" for c in fake.calls[up.calls_mark:])
     t = rig.last_turn()
     assert t["status"] == "done" and t["origin"] == "chat" and not t["tainted"]
+    # Commands are Palui's, never the model's.
+    up = rig.say("/status")
+    status = rig.reply_after(up, lambda c: "tokens today" in visible(c))
+    assert "channel telegram: connected" in visible(status)
+    up = rig.say("/aprove a-1")
+    assert "unknown command /aprove" in visible(rig.reply_after(up))
+    # A group chat is refused (ignored) until the person allows groups.
+    turns_before = rig.svc.count("turns")
+    up = rig.say("hello group", chat=-100123)
+    assert rig.processed(up) == "done"
+    assert rig.svc.count("turns") == turns_before
+    assert not [c for c in fake.sent_messages() if c.params["chat_id"] == -100123]
+    # channels test: getMe, and a test message to the person.
+    mark = fake.mark()
+    r = rig.cli("channels", "test", "telegram")
+    assert r.returncode == 0 and r.stdout.startswith("ok: Telegram answers as @") and "@alice" in r.stdout
+    assert visible(rig.reply_after(mark)) == "Palui test message: this channel works."
 
 
 def test_forwarded_and_replied_text_is_untrusted(rig: TelegramRig):

@@ -129,6 +129,24 @@ def test_redaction_of_tokens_known_and_shaped():
     assert out.count("[REDACTED]") == 4  # a known secret URL-quoted too
 
 
+def test_every_log_record_is_redacted_when_it_is_made(caplog):
+    import logging
+
+    from palui.channels.redaction import install_record_redaction, quiet_library_loggers
+
+    token = "7000000001:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw2"
+    install_record_redaction(Redactor([token]))
+    quiet_library_loggers()
+    assert logging.getLogger("httpx").level == logging.WARNING  # its INFO request lines carry the URL
+    with caplog.at_level(logging.WARNING):
+        logging.getLogger("telegram.ext").warning("The token `%s` was rejected by the server.", token)
+        try:
+            raise ValueError(f"https://api.telegram.org/bot{token}/getMe")
+        except ValueError:
+            logging.getLogger("palui.channels").exception("failed")
+    assert token not in caplog.text and "AAHdqTcv" not in caplog.text and caplog.text.count("[REDACTED]") >= 2
+
+
 def test_pairing_code_shape_tries_and_expiry(svc):
     svc.add_channel("telegram", None, {"token": "t"}, {})
     with pytest.raises(UsageError):
