@@ -25,74 +25,28 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import functools
 import logging
-import random
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Any
 
 from palui.channels import views
+from palui.channels.outbox import TITLES, Outbox
+from palui.channels.platform import ChannelPlatform, Inbound, Job, Quoted, Retry
 from palui.channels.redaction import Redactor
 from palui.errors import ApprovalError, PaluiError
 from palui.text import commands
 from palui.text.display import shown
 from palui.types import TurnStatus
 
+__all__ = ["TITLES", "Channel", "ChannelPlatform", "Inbound", "Quoted", "Retry", "status_text"]
+
 log = logging.getLogger("palui.channels")
 
-Job = Callable[[], Awaitable[Any]]
 ROOM_CONTEXT = 20  # other members' messages kept per enabled group chat, as untrusted context
-DELIVERY_GIVE_UP_SECONDS = 900.0  # a delivery failing this long is dropped (the inbox has it)
 
 
-@dataclass
-class Quoted:
-    """Text in a message that is not the person's own words: ``how`` is "forwarded", "replied to",
-    "quoted" or "written in the room"; ``trusted`` only for the person's or Palui's own answers."""
-
-    text: str
-    author: str
-    how: str
-    trusted: bool = False
-
-
-@dataclass
-class Inbound:
-    """One platform update, as a channel hands it to :meth:`Channel.receive`.
-
-    ``key`` is the platform's id (Telegram ``update_id``, Matrix event id), ``seq`` its number
-    where it has one. ``text`` holds only what the person typed; ``target`` the message replied
-    or reacted to. A button press has ``press`` (its data) and ``press_id``; a reaction
-    ``reaction`` ("approve" / "deny").
-    """
-
-    key: str
-    chat: str
-    sender: str
-    sender_name: str
-    private: bool
-    seq: int | None = None
-    text: str = ""
-    quoted: list[Quoted] = field(default_factory=list)
-    target: str | None = None
-    press: str | None = None
-    press_id: str | None = None
-    reaction: str | None = None
-
-
-class Retry(Exception):
-    """A delivery that may succeed later: ``delay`` seconds to wait (None: the outbox's backoff)."""
-
-    def __init__(self, message: str, delay: float | None = None) -> None:
-        super().__init__(message)
-        self.delay = delay
-
-
-class Channel:
-    """A running chat channel of one stored channel row (see the module docstring).
+class Channel(Outbox):
+    """A running chat channel (see the module docstring): receiving, commands and answers.
 
     Args:
         svc: the service (:class:`palui.service.Service`); only its public methods are used.
@@ -100,68 +54,9 @@ class Channel:
         redact: the process-wide redactor, which knows this channel's secrets.
     """
 
-    kind: ClassVar[str] = ""
-    title: ClassVar[str] = ""
-    text_limit: ClassVar[int] = 4096
-    how_to_answer: ClassVar[str] = ""
-
     def __init__(self, svc: Any, name: str, redact: Redactor) -> None:
-        self.svc = svc
-        self.name = name
-        self.redact = redact
-        self.outbox: asyncio.Queue[tuple[str, Job]] = asyncio.Queue()
-        self.tasks: set[asyncio.Task[Any]] = set()
+        super().__init__(svc, name, redact)
         self.room_context: dict[str, collections.deque[Quoted]] = {}
-        self.typing_chats: set[str] = set()
-
-    @staticmethod
-    def measure(text: str) -> int:
-        return len(text)
-
-    # -- the platform half (subclasses) ------------------------------------------------------------
-
-    async def run(self) -> None:
-        """Receive until cancelled, reconnecting by itself; call :meth:`receive` per update."""
-        raise NotImplementedError
-
-    async def send(self, chat: str, text: str, *, reply_to: str | None = None) -> list[str]:
-        """Send ``text`` (already escaped for display, plain), split at the limit; return message refs."""
-        raise NotImplementedError
-
-    async def send_approval(self, chat: str, view: views.ApprovalView, a: dict[str, Any]) -> str:
-        """Send the approval message with its buttons (or reaction hint); return its ref."""
-        raise NotImplementedError
-
-    async def edit(self, chat: str, ref: str, text: str) -> None:
-        """Replace a sent message's text (and drop its buttons)."""
-        raise NotImplementedError
-
-    async def typing(self, chat: str) -> None:
-        """Show "typing…" once (Telegram's lasts 5 s)."""
-
-    async def answer_press(self, press_id: str, text: str) -> None:
-        """Acknowledge a button press with a short text (Telegram's answerCallbackQuery)."""
-
-    def retry_delay(self, exc: BaseException) -> float | None:
-        """Seconds before retrying a failed delivery, None to give it up (a bad request)."""
-        if isinstance(exc, Retry):
-            return exc.delay if exc.delay is not None else 0.0  # 0: the outbox's backoff
-        return None
-
-    # -- receiving ----------------------------------------------------------------------------------
-
-    def set_state(self, state: str) -> None:
-        self.svc.set_channel_state(self.name, self.redact(state))
-
-    def spawn(self, job: Job) -> None:
-        task = asyncio.ensure_future(job())
-        self.tasks.add(task)
-        task.add_done_callback(self._done)
-
-    def _done(self, task: asyncio.Task[Any]) -> None:
-        self.tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("%s: %s", self.name, self.redact(f"{type(task.exception()).__name__}: {task.exception()}"))
 
     def receive(self, inb: Inbound) -> bool:
         """Handle one update exactly once (see the module docstring). Returns False when it was seen
@@ -213,12 +108,6 @@ class Channel:
         return self._text(inb, words)
 
     # -- commands and messages ------------------------------------------------------------------------
-
-    def reply(self, chat: str, text: str, kind: str = "reply") -> None:
-        async def go() -> None:
-            refs = await self.send(chat, text)
-            self.svc.record_sent(self.name, chat, refs, kind)
-        self.enqueue(f"{kind} to {chat}", go)
 
     def _text(self, inb: Inbound, words: str) -> list[Job]:
         target = self.svc.sent_message(self.name, inb.chat, inb.target) if inb.target else None
@@ -362,93 +251,6 @@ class Channel:
                        "nothing was answered.")
             return []
         return self._answer(inb.chat, approval_id, approve, None, press_id)
-
-    # -- sending ------------------------------------------------------------------------------------------
-
-    def enqueue(self, what: str, job: Job) -> None:
-        """Queue a delivery (never blocks; thread-safe callers use the manager's loop)."""
-        self.outbox.put_nowait((what, job))
-
-    async def deliver_loop(self) -> None:
-        """Send the outbox in order; retry a failing delivery with backoff, give it up after 15 min."""
-        while True:
-            what, job = await self.outbox.get()
-            first, attempt = time.monotonic(), 0
-            while True:
-                try:
-                    await job()
-                    if attempt:
-                        self.svc.channel_failure(self.name, None)
-                    break
-                except asyncio.CancelledError:
-                    raise
-                except Exception as e:
-                    text = self.redact(f"{what}: {type(e).__name__}: {e}")
-                    self.svc.channel_failure(self.name, text)
-                    delay = self.retry_delay(e)
-                    if delay is None or time.monotonic() - first > DELIVERY_GIVE_UP_SECONDS:
-                        log.error("%s: delivery given up: %s", self.name, text)
-                        break
-                    attempt += 1
-                    delay = delay if delay > 0 else min(60.0, 0.5 * 2 ** attempt) * random.uniform(0.8, 1.2)
-                    log.warning("%s: delivery failed, retrying in %.1f s: %s", self.name, delay, text)
-                    await asyncio.sleep(delay)
-
-    def deliver_notice(self, notice: Any) -> None:
-        """A message on the person's channel (:class:`palui.types.Notice`) for this channel's person."""
-        ch = self.svc.channel(self.name)
-        if not ch["person_chat"]:
-            return
-        chat = ch["person_chat"]
-        if notice.kind == "approval" and notice.approval_id:
-            aid = notice.approval_id
-            self.enqueue(f"approval {aid}", lambda: self._send_approval(chat, aid))
-            return
-        if notice.kind == "answer":
-            return  # answers go to the chat whose conversation it is (the manager routes them)
-        text = views.notice_text(notice.kind, notice.text)
-
-        async def go() -> None:
-            refs = await self.send(chat, text)
-            self.svc.record_sent(self.name, chat, refs, notice.kind, turn_id=notice.turn_id,
-                                 conversation_id=notice.conversation_id)
-        self.enqueue(f"{notice.kind} notice", go)
-
-    def deliver_answer(self, chat: str, turn_id: str) -> None:
-        """The finished turn's reply to the chat it came from: one line per tool call, then the answer."""
-        async def go() -> None:
-            r = self.svc.turn_result(turn_id)
-            refs = await self.send(chat, views.answer_text(r))
-            self.svc.record_sent(self.name, chat, refs, "answer", turn_id=turn_id, conversation_id=r["conversation"])
-        self.enqueue(f"answer of {turn_id}", go)
-
-    async def _send_approval(self, chat: str, approval_id: str) -> None:
-        a = self.svc.approval_or_none(approval_id)
-        if a is None or a["status"] != "pending":
-            return  # answered (or gone) before it could be shown
-        view = views.approval_view(a, now=datetime.now(UTC), zone=self.svc.timezone(), limit=self.text_limit,
-                                   measure=self.measure, how_to_answer=self.how_to_answer.format(id=a["id"]))
-        for part in view.before:
-            refs = await self.send(chat, part)
-            self.svc.record_sent(self.name, chat, refs, "approval-args", turn_id=a["turn"], approval_id=a["id"])
-        ref = await self.send_approval(chat, view, a)
-        self.svc.record_sent(self.name, chat, [ref], "approval", turn_id=a["turn"], approval_id=a["id"],
-                             conversation_id=a.get("conversation"), fingerprint=view.fingerprint, state="shown")
-
-    async def refresh_approvals(self) -> None:
-        """Edit approval messages whose approval was answered elsewhere, expired or was cancelled."""
-        for m in self.svc.shown_approvals(self.name):
-            a = self.svc.approval_or_none(m["approval_id"])
-            if a is not None and a["status"] == "pending":
-                continue
-            if not self.svc.close_sent(m["id"]):
-                continue
-            text = views.outcome_text(a, self.name, TITLES) if a else f"Approval {m['approval_id']}: gone."
-            self.enqueue(f"edit of approval {m['approval_id']}", functools.partial(self.edit, m["chat_id"], m["ref"],
-                                                                                  text))
-
-
-TITLES = {"telegram": "Telegram", "matrix": "Matrix"}
 
 
 def status_text(s: dict[str, Any]) -> str:

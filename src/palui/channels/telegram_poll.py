@@ -19,7 +19,6 @@ restart resumes from one past the highest recorded id; an update seen before is 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dtm
 import logging
 import random
@@ -37,7 +36,6 @@ from telegram.error import (
     InvalidToken,
     NetworkError,
     RetryAfter,
-    TelegramError,
     TimedOut,
 )
 
@@ -190,18 +188,4 @@ class TelegramPoller:
             log.error("update %s failed: %s", update_id, self.redact(f"{type(exc).__name__}: {exc}"))
 
 
-def scrubbed(exc: BaseException, redact: Redactor) -> str:
-    """An exception's ``Type: message``, redacted."""
-    return redact(f"{type(exc).__name__}: {exc}")
-
-
-@contextlib.contextmanager
-def no_ptb_warnings() -> Any:
-    """PTB warns about its own defaults in places Palui cannot change; keep them out of logs."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", category=UserWarning)
-        yield
-
-
-__all__ = ["ALLOWED_UPDATES", "Backoff", "TelegramError", "TelegramPoller", "TokenRejected", "call_with_retry",
-           "retry_after_seconds", "scrubbed"]
+__all__ = ["ALLOWED_UPDATES", "Backoff", "TelegramPoller", "TokenRejected", "call_with_retry", "retry_after_seconds"]
