@@ -92,6 +92,7 @@ async def test_pair_chat_approve_by_reaction_and_reply_deny_and_stop(rig: Matrix
     aid = ask.body.split()[1].rstrip(":")
     assert "class: destructive (builtin)" in ask.body and "React \u2705 to approve" in ask.body
     assert "expires " in ask.body and ", in 30 min" in ask.body
+    _recorded(rig, ask.event_id)
     await person.react(room, ask.event_id, "\u2705\ufe0f")
     await person.palui_said(room, lambda b: "forgotten" in b, palui, start=mark)
     a = _approval(rig, aid)
@@ -106,6 +107,7 @@ async def test_pair_chat_approve_by_reaction_and_reply_deny_and_stop(rig: Matrix
     await person.send(room, "forget memory 1 again")
     ask = await person.palui_said(room, lambda b: b.startswith("Approval a-"), palui, start=mark)
     aid = ask.body.split()[1].rstrip(":")
+    _recorded(rig, ask.event_id)
     await person.reply(room, ask.event_id, palui, "Approval …", "/approve")
     await person.palui_said(room, lambda b: "done by reply" in b, palui, start=mark)
     assert _approval(rig, aid)["status"] == "approved"
@@ -115,6 +117,7 @@ async def test_pair_chat_approve_by_reaction_and_reply_deny_and_stop(rig: Matrix
     await person.send(room, "and once more")
     ask = await person.palui_said(room, lambda b: b.startswith("Approval a-"), palui, start=mark)
     aid = ask.body.split()[1].rstrip(":")
+    _recorded(rig, ask.event_id)
     await person.reply(room, ask.event_id, palui, "Approval …", "/deny keep it please")
     await person.palui_said(room, lambda b: "understood" in b, palui, start=mark)
     a = _approval(rig, aid)
@@ -200,6 +203,12 @@ class _Cli:
         e.update({"PALUI_HOME": str(self.home), **(env or {})})
         return subprocess.run([sys.executable, "-m", "palui", *args], capture_output=True, text=True, env=e,
                               timeout=60)
+
+
+def _recorded(rig: MatrixRig, event_id: str) -> None:
+    """Wait until Palui recorded the message it sent (it does once the homeserver answered the send;
+    the person's client may see the event a moment earlier, and a human is never that quick)."""
+    wait_for(lambda: rig.svc.count("channel_messages", "ref = ?", (event_id,)), 10, what="the sent message's record")
 
 
 def _said_by(peer: Peer, sender: str, start: int) -> list:

@@ -125,6 +125,10 @@ def test_forwarded_and_replied_text_is_untrusted(rig: TelegramRig):
     up = rig.say("hello")
     ours = rig.reply_after(up, lambda c: visible(c) == "noted")
     mine = fake.sent_message(PERSON, ours.result["message_id"])
+    # Palui records what it sent once Telegram answered the send; a reply to a message it has no
+    # record of yet counts as untrusted (fail closed), so wait for the record like a person would.
+    wait_for(lambda: rig.svc.count("channel_messages", "ref = ? AND kind = 'answer'", (str(mine["message_id"]),)),
+             10, what="the answer to be recorded")
     up = rig.say("thanks", reply_to_message=mine)
     rig.reply_after(up, lambda c: visible(c) == "noted")
     assert not rig.last_turn()["tainted"]
@@ -263,6 +267,8 @@ def test_long_answer_split_429_job_result_and_a_malformed_update(rig: TelegramRi
     assert visible(job).startswith("Job result (turn t-") and visible(job).endswith("Your day: <nothing> & more")
     # A reply to the job result quotes it as untrusted text.
     rig.set_script({"text": "ok"})
+    wait_for(lambda: rig.svc.count("channel_messages", "ref = ? AND kind = 'job'", (str(job.result["message_id"]),)),
+             10, what="the job result to be recorded")
     up = rig.say("why?", reply_to_message=fake.sent_message(PERSON, job.result["message_id"]))
     rig.reply_after(up, lambda c: visible(c) == "ok")
     t = rig.last_turn()
@@ -373,3 +379,16 @@ def test_long_arguments_go_first_as_numbered_messages_and_the_buttons_come_last(
     shown_args = "".join(visible(c).split("):\n", 1)[1] for c in parts)
     assert shown_args.count("item ") == 90 and "item 89: " in shown_args  # nothing cut
     assert f"arguments: in the {len(parts)} numbered messages above" in visible(buttons)
+
+
+def test_typing_is_resent_every_four_seconds_while_the_turn_runs(rig: TelegramRig):
+    rig.pair()
+    fake = rig.fake
+    rig.set_script({"text": "thought about it", "delay_seconds": 8.5})
+    up = rig.say("think slowly")
+    answer = rig.reply_after(up, lambda c: visible(c) == "thought about it", timeout=30)
+    typing = [c for c in fake.calls[up.calls_mark:answer.index] if c.method == "sendChatAction"]
+    assert len(typing) == 3, [round(c.received_at - up.queued_at, 2) for c in typing]
+    gaps = [b.received_at - a.received_at for a, b in zip(typing, typing[1:])]
+    assert all(3.7 <= g <= 4.8 for g in gaps), gaps
+    assert not [c for c in fake.calls[answer.index:] if c.method == "sendChatAction"]  # stops with the turn

@@ -84,9 +84,10 @@ class Channel(Outbox):
     def _decide(self, inb: Inbound) -> list[Job]:
         ch = self.svc.channel(self.name)
         words = inb.text.strip()
-        if words.lower().startswith("/pair"):
+        head, _, rest = words.partition(" ")
+        if head.lower() == "/pair":
             if inb.private and not inb.press:
-                self.svc.try_pair(self.name, words[5:].strip(), inb.sender, inb.sender_name, inb.chat)
+                self.svc.try_pair(self.name, rest.strip(), inb.sender, inb.sender_name, inb.chat)
             return []  # right: the pairing notice answers, everywhere; wrong: no reply at all
         if ch["person_id"] != inb.sender:
             if ch["allow_groups"] and not inb.private and ch["person_id"] and words:
@@ -162,8 +163,7 @@ class Channel(Outbox):
         end = time.monotonic() + float(self.svc.settings.get("budgets.seconds")) + 30
         next_typing = 0.0
         while time.monotonic() < end:
-            status = self.svc.turn_result(turn_id, [])["status"]
-            if status not in ("running", "queued"):
+            if self.svc.turn_status(turn_id) not in ("running", "queued"):
                 return
             if time.monotonic() >= next_typing:
                 with contextlib.suppress(Exception):  # cosmetic: a failure is not worth a retry

@@ -186,6 +186,11 @@ class ChannelUpdatesPart(ChannelsPart):
             return c.execute("UPDATE channel_messages SET state = 'closed' WHERE id = ? AND state = 'shown'",
                              (message_id,)).rowcount == 1
 
+    def turn_status(self, turn_id: str) -> str | None:
+        """A turn's status word only (cheap: the typing indicator asks four times a second)."""
+        r = self.db.one("SELECT status FROM turns WHERE id = ?", (turn_id,))
+        return None if r is None else str(r[0])
+
     def approval_or_none(self, approval_id: str) -> dict[str, Any] | None:
         """:meth:`approval`, or None for an unknown id (a forged button)."""
         try:
