@@ -237,3 +237,16 @@ async def test_a_telegram_update_delivered_twice_makes_one_turn(svc):
     assert svc.channel_next_offset("telegram") == 42
     for task in list(ch.tasks):
         task.cancel()
+
+
+def test_the_channel_secret_variables_never_make_a_command_refuse_to_start(cli, home):
+    from palui.config import load_settings
+    from palui.errors import ConfigError
+
+    env = {"PALUI_HOME": str(home), "PALUI_TELEGRAM_TOKEN": "1:x", "PALUI_MATRIX_PASSWORD": "pw",
+           "PALUI_MATRIX_TOKEN": "syt_x"}
+    load_settings(env)  # no ConfigError
+    with pytest.raises(ConfigError, match="PALUI_TELEGRAM_TOKN"):
+        load_settings({**env, "PALUI_TELEGRAM_TOKN": "typo"})
+    r = cli("tools", "list", env={k: v for k, v in env.items() if k != "PALUI_HOME"})
+    assert r.returncode == 0, r.stderr
