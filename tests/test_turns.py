@@ -151,6 +151,10 @@ async def test_tokens_and_steps_add_up_across_resume(svc, tmp_path):
     assert r["usage"]["steps"] == 2 and r["usage"]["tokens"] == 33
 
 
+def offered_at_first_step(r):
+    return next(e for e in r["events"] if e["type"] == "step")["tools_offered"]
+
+
 async def test_forty_tools_offer_at_most_thirty_by_relevance(svc, tmp_path):
     def specs(prefix, words, n):
         return [ToolSpec(name=f"{prefix}_{i}", description=f"{words} tool number {i}", input_schema={"type": "object"},
@@ -162,17 +166,41 @@ async def test_forty_tools_offer_at_most_thirty_by_relevance(svc, tmp_path):
         svc.register_tools(cid, tools)
         svc.hub.attach(StaticConnector(cid, tools))
     svc.enable_read()
-    assert len([t for t in svc.tools() if t.enabled]) == 9 + 31 - 0
+    enabled = sorted(t.name for t in svc.tools() if t.enabled)
+    assert len(enabled) == 9 + 31
     model = write_script(tmp_path / "s.json", text("ok"))
     r1 = await svc.send("will it rain tomorrow? weather forecast please", model=model)
-    offered = r1["events"][0]["tools_offered"]
+    offered = offered_at_first_step(r1)
     assert len(offered) <= 30
     assert all(n in offered for n in [t.name for t in svc.tools("mcp-weather")])  # most relevant, whole
-    assert sum(n.startswith("recall__") or n.startswith("web__") for n in offered) == 4  # built-ins always
+    # Built-in and MCP connectors are ranked together (SPEC §6); what was left out is listed once.
+    [left] = [e for e in r1["events"] if e["type"] == "tools_left_out"]
+    assert left["reason"] == "left out by budgets.tools (30)"
+    assert sorted(left["tools"]) == sorted(set(enabled) - set(offered)) and left["tools"]
+    for connector in {n.split("__")[0] for n in offered}:  # taken whole
+        assert all(t.name in offered for t in svc.tools(connector) if t.enabled)
     r2 = await svc.send("will it rain tomorrow? weather forecast please", model=model)
-    assert r2["events"][0]["tools_offered"] == offered  # deterministic
+    assert offered_at_first_step(r2) == offered  # deterministic
     r3 = await svc.send("show the last git commit on this branch", model=model)
-    assert all(n in r3["events"][0]["tools_offered"] for n in [t.name for t in svc.tools("mcp-git")])
+    assert all(n in offered_at_first_step(r3) for n in [t.name for t in svc.tools("mcp-git")])
+    r4 = await svc.send("search my memories and recall what I saved", model=model)
+    assert all(n in offered_at_first_step(r4) for n in ["recall__search_memories", "recall__add_memory"])
+
+
+async def test_everything_enabled_is_offered_when_it_fits(svc, tmp_path):
+    tools = [ToolSpec(name=f"lookup_{i}", description="look something up", input_schema={"type": "object"},
+                      annotations={"readOnlyHint": True}) for i in range(21)]
+    svc.register_tools("mcp-lookup", tools)
+    svc.enable_read()
+    model = write_script(tmp_path / "s.json", text("ok"))
+    r = await svc.send("unrelated words entirely", model=model)
+    assert sorted(offered_at_first_step(r)) == sorted(t.name for t in svc.tools() if t.enabled)
+    assert len(offered_at_first_step(r)) == 30
+    assert not [e for e in r["events"] if e["type"] == "tools_left_out"]
+    svc.set_enabled(["web__fetch_page"], False)  # switched off: not offered, and not "left out" either
+    r = await svc.send("unrelated words entirely", model=model)
+    assert "web__fetch_page" not in offered_at_first_step(r)
+    assert not [e for e in r["events"] if e["type"] == "tools_left_out"]
 
 
 async def test_approval_abuse_changed_args_expired_cancelled(svc, tmp_path, home):

@@ -79,6 +79,8 @@ def sync_tools(db: Database, connector_id: str, specs: list[ToolSpec], *, builti
     changed are switched off and flagged "changed — review"; annotation changes
     tighten the class by themselves, a loosening waits for review. Tools listed
     twice are refused, both of them. Tools no longer listed are marked absent.
+
+    Linear in the listing (issue 11): the names already taken are read once, not per new tool.
     """
     report = SyncReport()
     counts: dict[str, int] = {}
@@ -91,6 +93,7 @@ def sync_tools(db: Database, connector_id: str, specs: list[ToolSpec], *, builti
     now = time.time()
     with db.write() as c:
         existing = {r["raw_name"]: r for r in c.execute("SELECT * FROM tools WHERE connector_id = ?", (connector_id,))}
+        taken: set[str] | None = None  # every stored name, read once (only when a tool is new) and kept up to date
         listed = set()
         for spec in specs:
             if spec.name in dupes:
@@ -102,8 +105,10 @@ def sync_tools(db: Database, connector_id: str, specs: list[ToolSpec], *, builti
             row = existing.get(spec.name)
             ann_json = canonical_json(spec.annotations) if spec.annotations is not None else None
             if row is None:
-                taken = {r[0] for r in c.execute("SELECT name FROM tools")}
+                if taken is None:
+                    taken = {r[0] for r in c.execute("SELECT name FROM tools")}
                 name = visible_name(connector_id, spec.name, taken)
+                taken.add(name)
                 c.execute(
                     "INSERT INTO tools (connector_id, raw_name, name, description, input_schema, annotations,"
                     " definition_hash, base_class, base_source, enabled, untrusted_output, created_at, updated_at)"

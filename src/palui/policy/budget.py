@@ -1,11 +1,16 @@
 """The per-turn tool budget: which tools to offer when more than ~30 are allowed (SPEC §6). Pure.
 
-Built-in connectors are always offered. MCP connectors are ranked by BM25 relevance of
-their connector and tool names and descriptions to the turn's input, and taken whole,
-most relevant first, while they fit (a connector that does not fit the room left is
-skipped and the next one tried); a single connector with more tools than the whole
-budget is cut by ranking its tools. Ties break by connector id (then tool name), so the
-choice is deterministic.
+When every candidate fits the budget, all are offered. Otherwise connectors, built-in and MCP
+alike, are ranked by BM25 relevance of their connector id and tool names and descriptions to
+the turn's input, and taken whole, most relevant first, while they fit (a connector that does
+not fit the room left is skipped and the next one tried); a single connector with more tools
+than the whole budget is cut by ranking its tools. Ties break by connector id (then tool
+name), so the choice is deterministic.
+
+Ranking works from a :class:`RankIndex` (each tool's term counts and length, built once by
+:func:`rank_index`; the runner keeps one per catalog version), so a choice costs in proportion to
+the candidates and the query's matches, not to re-reading every description. Scores are
+computed over exactly the candidates given, whatever the index also holds.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 _TOKEN = re.compile(r"[a-z0-9]+")
+K1, B = 1.5, 0.75
 
 
 def tokens(text: str) -> list[str]:
@@ -33,59 +39,114 @@ class Candidate:
     text: str
 
 
-def bm25_scores(query: str, docs: list[str], k1: float = 1.5, b: float = 0.75) -> list[float]:
-    """BM25 score of each document for ``query`` (Okapi BM25, idf with +1 smoothing)."""
-    q = tokens(query)
-    toks = [tokens(d) for d in docs]
-    if not docs:
-        return []
-    avg = sum(len(t) for t in toks) / len(toks) or 1.0
-    df: Counter[str] = Counter()
-    for t in toks:
-        df.update(set(t))
-    n = len(docs)
-    scores = []
-    for t in toks:
-        tf = Counter(t)
+@dataclass(frozen=True)
+class RankIndex:
+    """Term counts of tool texts and connector ids: ``terms[name]`` (term -> count), ``length[name]``
+    (tokens), ``postings[term]`` (names whose text has it), the same for connector ids in
+    ``conn_terms`` / ``conn_length``."""
+
+    terms: dict[str, Counter[str]]
+    length: dict[str, int]
+    postings: dict[str, tuple[str, ...]]
+    conn_terms: dict[str, Counter[str]]
+    conn_length: dict[str, int]
+
+
+def rank_index(candidates: list[Candidate]) -> RankIndex:
+    """Tokenize every candidate's text once (and every connector id) for :func:`select`."""
+    terms = {c.name: Counter(tokens(c.text)) for c in candidates}
+    post: dict[str, list[str]] = {}
+    for name, tf in terms.items():
+        for term in tf:
+            post.setdefault(term, []).append(name)
+    conns = {c.connector for c in candidates}
+    conn_terms = {cid: Counter(tokens(cid)) for cid in conns}
+    return RankIndex(terms, {n: sum(tf.values()) for n, tf in terms.items()},
+                     {t: tuple(v) for t, v in post.items()}, conn_terms,
+                     {cid: sum(tf.values()) for cid, tf in conn_terms.items()})
+
+
+def _bm25(query: list[str], tf: dict[str, dict[str, int]], length: dict[str, int]) -> dict[str, float]:
+    """Okapi BM25 (idf with +1 smoothing) of each document for ``query`` (terms, repeats counted):
+    ``tf[doc][term]`` holds only the query's terms; ``length[doc]`` is every document's length."""
+    n = len(length)
+    if not n:
+        return {}
+    avg = sum(length.values()) / n or 1.0
+    df: Counter[str] = Counter(term for counts in tf.values() for term in counts)
+    scores = dict.fromkeys(length, 0.0)
+    for doc, counts in tf.items():
         s = 0.0
-        for term in q:
-            if term not in tf:
-                continue
-            idf = math.log(1 + (n - df[term] + 0.5) / (df[term] + 0.5))
-            s += idf * tf[term] * (k1 + 1) / (tf[term] + k1 * (1 - b + b * len(t) / avg))
-        scores.append(s)
+        for term in query:
+            f = counts.get(term)
+            if f:
+                idf = math.log(1 + (n - df[term] + 0.5) / (df[term] + 0.5))
+                s += idf * f * (K1 + 1) / (f + K1 * (1 - B + B * length[doc] / avg))
+        scores[doc] = s
     return scores
 
 
-def select(candidates: list[Candidate], query: str, limit: int) -> list[Candidate]:
-    """Choose at most ``limit`` tools (built-ins always in), per the rule in the module docstring.
+def bm25_scores(query: str, docs: list[str], k1: float = K1, b: float = B) -> list[float]:
+    """BM25 score of each document for ``query`` (Okapi BM25, idf with +1 smoothing)."""
+    toks = [Counter(tokens(d)) for d in docs]
+    q = tokens(query)
+    qs = set(q)
+    names = [str(i) for i in range(len(docs))]
+    tf = {n: {t: c[t] for t in qs if t in c} for n, c in zip(names, toks, strict=True)}
+    scores = _bm25(q, tf, {n: sum(c.values()) for n, c in zip(names, toks, strict=True)})
+    return [scores[n] for n in names]
 
-    Returns the chosen candidates in a stable order (connector id, then name).
+
+def select(candidates: list[Candidate], query: str, limit: int, *, index: RankIndex | None = None) -> list[Candidate]:
+    """Choose at most ``limit`` tools, per the rule in the module docstring.
+
+    ``index`` must cover every candidate (built by :func:`rank_index` over them or a superset); without
+    one it is built here. Returns the chosen candidates in a stable order (connector id, then name).
     """
-    builtin = [c for c in candidates if c.builtin]
-    rest = [c for c in candidates if not c.builtin]
-    chosen = list(builtin)
-    room = limit - len(chosen)
+    if len(candidates) <= limit:
+        return sorted(candidates, key=lambda c: (c.connector, c.name))
+    idx = index if index is not None else rank_index(candidates)
+    q = tokens(query)
+    qs = set(q)
     by_conn: dict[str, list[Candidate]] = {}
-    for c in rest:
+    for c in candidates:
         by_conn.setdefault(c.connector, []).append(c)
-    conn_ids = sorted(by_conn)
-    conn_docs = [" ".join(c.text for c in by_conn[cid]) + " " + cid for cid in conn_ids]
-    conn_scores = bm25_scores(query, conn_docs)
-    order = sorted(range(len(conn_ids)), key=lambda i: (-conn_scores[i], conn_ids[i]))
-    whole_room = room
-    for i in order:
+    names = {c.name: c for c in candidates}
+    # A connector's document: its candidates' texts and its id. Only query terms need counting.
+    conn_len = {cid: idx.conn_length[cid] + sum(idx.length[c.name] for c in tools) for cid, tools in by_conn.items()}
+    conn_tf: dict[str, dict[str, int]] = {}
+    for term in qs:
+        for name in idx.postings.get(term, ()):
+            hit = names.get(name)
+            if hit is not None:
+                counts = conn_tf.setdefault(hit.connector, {})
+                counts[term] = counts.get(term, 0) + idx.terms[name][term]
+        for cid in by_conn:
+            f = idx.conn_terms[cid].get(term)
+            if f:
+                counts = conn_tf.setdefault(cid, {})
+                counts[term] = counts.get(term, 0) + f
+    conn_scores = _bm25(q, conn_tf, conn_len)
+    chosen: list[Candidate] = []
+    room = limit
+    for cid in sorted(by_conn, key=lambda i: (-conn_scores[i], i)):
         if room <= 0:
             break
-        tools = by_conn[conn_ids[i]]
+        tools = by_conn[cid]
         if len(tools) <= room:
             chosen.extend(tools)
             room -= len(tools)
-        elif len(tools) > whole_room:
+        elif len(tools) > limit:
             # A connector that could never fit whole is cut by ranking its tools.
-            scores = bm25_scores(query, [t.text for t in tools])
-            ranked = sorted(range(len(tools)), key=lambda j: (-scores[j], tools[j].name))
-            chosen.extend(tools[j] for j in ranked[:room])
+            mine = {t.name for t in tools}
+            tf: dict[str, dict[str, int]] = {}
+            for term in qs:
+                for name in idx.postings.get(term, ()):
+                    if name in mine:
+                        tf.setdefault(name, {})[term] = idx.terms[name][term]
+            scores = _bm25(q, tf, {t.name: idx.length[t.name] for t in tools})
+            ranked = sorted(tools, key=lambda t: (-scores[t.name], t.name))
+            chosen.extend(ranked[:room])
             room = 0
         # else: it would fit an empty budget but not the room left; skip it, smaller ones may fit.
     return sorted(chosen, key=lambda c: (c.connector, c.name))

@@ -1,4 +1,11 @@
-"""Usage and run counters behind the global caps (SPEC §6). Writes go through ``db.write``."""
+"""Usage and run counters behind the global caps (SPEC §6). Writes go through ``db.write``.
+
+Every read here costs the same whatever the history (issue 11): tokens come from the running
+totals in ``usage_days`` and turn starts from the per-minute counts in ``run_minutes``, both kept
+by triggers inside the transaction that writes the ``usage`` or ``runs`` row they count
+(migration 11), so they are exactly as current as the rows, also inside the admitting
+transaction of :func:`palui.runner.state.claim_new`.
+"""
 
 from __future__ import annotations
 
@@ -44,13 +51,12 @@ def verdict_in_tx(c, turn_row, now: float, settings, job_cap: int | None = None)
 
     tz = zone(settings.get("caps.timezone"))
     today = day(now, tz)
-    tokens = c.execute("SELECT COALESCE(SUM(tokens), 0) FROM usage WHERE day = ?", (today,)).fetchone()[0]
-    runs = c.execute("SELECT COUNT(*) FROM runs WHERE time > ?", (now - 3600,)).fetchone()[0]
+    tokens = _tokens(c, today, "")
+    runs = _runs_since(c, now - 3600)
     job_tokens = webhook_runs = None
     lim = limits(settings)
     if turn_row["job_id"]:
-        job_tokens = c.execute("SELECT COALESCE(SUM(tokens), 0) FROM usage WHERE day = ? AND job_id = ?",
-                               (today, turn_row["job_id"])).fetchone()[0]
+        job_tokens = _tokens(c, today, turn_row["job_id"])
         if job_cap is not None:
             lim = replace(lim, job_daily_tokens=job_cap)
     if turn_row["origin"] == "webhook":
@@ -60,9 +66,27 @@ def verdict_in_tx(c, turn_row, now: float, settings, job_cap: int | None = None)
                  webhook_runs_last_hour=webhook_runs)
 
 
+def _tokens(c, today: str, job_id: str) -> int:
+    """Tokens counted on ``today`` for every turn (``job_id`` ``""``) or for one job: one counter row."""
+    r = c.execute("SELECT tokens FROM usage_days WHERE day = ? AND job_id = ?", (today, job_id)).fetchone()
+    return int(r[0]) if r else 0
+
+
+def _runs_since(c, start: float) -> int:
+    """Turn starts with ``time > start`` (epoch seconds), exactly: the whole minutes after the one
+    holding ``start`` from their counters (at most 61 rows for the sliding hour), plus the rows of
+    that first minute counted one by one. The minute of a time is computed by SQLite as the
+    triggers compute it, so a run on a minute's edge is never counted twice or missed."""
+    first = c.execute("SELECT CAST(? / 60 AS INTEGER)", (start,)).fetchone()[0]
+    whole = c.execute("SELECT COALESCE(SUM(runs), 0) FROM run_minutes WHERE minute > ?", (first,)).fetchone()[0]
+    edge = c.execute("SELECT COUNT(*) FROM runs WHERE time > ? AND time < ? AND CAST(time / 60 AS INTEGER) = ?",
+                     (start, start + 61, first)).fetchone()[0]
+    return int(whole) + int(edge)
+
+
 def record_usage(db: Database, *, turn_id: str, job_id: str | None, tokens: int, tz: ZoneInfo | None,
                  now: float | None = None) -> None:
-    """Count ``tokens`` (input + output) against today."""
+    """Count ``tokens`` (input + output) against today (the counters follow in the same transaction)."""
     now = time.time() if now is None else now
     if tokens <= 0:
         return
@@ -72,19 +96,19 @@ def record_usage(db: Database, *, turn_id: str, job_id: str | None, tokens: int,
 
 
 def tokens_today(db: Database, tz: ZoneInfo | None, job_id: str | None = None, now: float | None = None) -> int:
+    """Tokens counted today in ``tz`` (all turns, or one job's): one counter row, whatever the history."""
     now = time.time() if now is None else now
-    if job_id is None:
-        r = db.row("SELECT COALESCE(SUM(tokens), 0) FROM usage WHERE day = ?", (day(now, tz),))
-    else:
-        r = db.row("SELECT COALESCE(SUM(tokens), 0) FROM usage WHERE day = ? AND job_id = ?", (day(now, tz), job_id))
-    return int(r[0])
+    with db.read() as c:
+        return _tokens(c, day(now, tz), job_id or "")
 
 
 def runs_last_hour(db: Database, now: float | None = None, origin: str | None = None) -> int:
-    """Turn starts in the sliding hour (of ``origin`` only, when given)."""
+    """Turn starts in the sliding hour before ``now`` (SPEC §6): of every origin from the per-minute
+    counters; of one ``origin`` (the webhook share) by its index, bounded by that share's cap."""
     now = time.time() if now is None else now
     if origin is None:
-        return int(db.row("SELECT COUNT(*) FROM runs WHERE time > ?", (now - 3600,))[0])
+        with db.read() as c:
+            return _runs_since(c, now - 3600)
     return int(db.row("SELECT COUNT(*) FROM runs WHERE time > ? AND origin = ?", (now - 3600, origin))[0])
 
 

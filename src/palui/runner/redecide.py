@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from palui.policy.matrix import decide
-from palui.store import tools as tools_store
+from palui.store import catalog
 from palui.store.db import Database
 from palui.types import Notify, Origin, Verdict
 
@@ -24,13 +24,10 @@ def refusal(db: Database, tool: str, origin: str, tainted: bool, taint_source: s
     The reason completes "the call was refused: …", e.g. "the tool was switched off after this
     approval was asked".
     """
-    row = tools_store.get_tool(db, tool)
+    row = catalog.tool_now(db, tool)  # the catalog version and the row in one read (issue 11)
     if row is None or not row.present:
         return "the tool was removed by its server after this approval was asked"
-    conn = db.one("SELECT enabled FROM connectors WHERE id = ?", (row.connector,))
-    if conn is None:
-        return f"the connector {row.connector} was removed after this approval was asked"
-    if not conn[0]:
+    if not row.connector_enabled:
         return f"the connector {row.connector} was disabled after this approval was asked"
     if row.changed:
         return "the tool's definition changed after this approval was asked (flagged \"changed — review\")"

@@ -288,26 +288,41 @@ def stop_requested(db: Database, turn_id: str) -> bool:
     return bool(r and r[0])
 
 
+HISTORY_CACHE = 512  # earlier turns whose decoded messages one process keeps (per database)
+
+
 def history(db: Database, conversation_id: str, before: float, max_chars: int = 120_000) -> list[ModelMessage]:
     """Model messages of the conversation's earlier turns, oldest first, trimmed to ``max_chars``.
 
     Whole turns are dropped from the oldest end (SPEC §9); taint is kept on the
     conversation row, so trimming never clears it (SPEC §4). A trailing model response
     whose tool calls were never answered (a stopped turn) is dropped.
+
+    Read newest first and only as far as the trimming keeps (issue 11): the cost follows
+    what is sent, not the conversation's length. An earlier turn's decoded messages are
+    kept per process (at most ``HISTORY_CACHE`` turns), keyed by its id and the length of
+    its stored JSON (a turn's messages only grow), so a long conversation is not decoded
+    again at every turn.
     """
-    rows = db.all(
-        "SELECT messages_json FROM turns WHERE conversation_id = ? AND created_at < ? ORDER BY created_at",
-        (conversation_id, before),
-    )
+    cache: dict[tuple[str, int], list[ModelMessage]] = db.memo.setdefault("history", {})
     chunks: list[list[ModelMessage]] = []
     total = 0
-    for r in reversed(rows):
-        size = len(r["messages_json"])
-        if total + size > max_chars and chunks:
-            break
-        total += size
-        msgs = _adapter().validate_json(r["messages_json"])
-        chunks.append(_answered_only(msgs))
+    with db.read() as c:
+        rows = c.execute("SELECT id, messages_json FROM turns WHERE conversation_id = ? AND created_at < ?"
+                         " ORDER BY created_at DESC", (conversation_id, before))
+        for tid, raw in rows:
+            size = len(raw)
+            if total + size > max_chars and chunks:
+                break
+            total += size
+            key = (tid, size)
+            msgs = cache.pop(key, None)  # popped and put back: the dict's order is the recency
+            if msgs is None:
+                msgs = _answered_only(_adapter().validate_json(raw))
+            cache[key] = msgs
+            chunks.append(msgs)
+    while len(cache) > HISTORY_CACHE:
+        del cache[next(iter(cache))]
     out: list[ModelMessage] = []
     for ch in reversed(chunks):
         out.extend(ch)

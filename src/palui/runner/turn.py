@@ -21,16 +21,13 @@ from pydantic_ai.tools import ToolDefinition
 
 from palui.errors import PaluiError
 from palui.models import ModelHandle, request, resolve_model
-from palui.policy.budget import Candidate, select
-from palui.policy.matrix import decide
-from palui.runner import approvals, caps
+from palui.runner import approvals, caps, offer
 from palui.runner import state as st
-from palui.runner.calls import CONNECT_TIMEOUT, CallsMixin, StopRequested
+from palui.runner.calls import CallsMixin, StopRequested
 from palui.runner.deps import RunnerDeps
 from palui.runner.state import Turn
-from palui.store import tools as tools_store
+from palui.store import catalog
 from palui.store.tools import ToolRow
-from palui.text.escape import strip_hidden
 from palui.types import Origin, TurnStatus
 
 STOP_POLL = 0.25  # seconds between checks for a stop requested by another process
@@ -249,75 +246,27 @@ class TurnRunner(CallsMixin):
 
     # -- offering tools -------------------------------------------------------------------------
 
-    def _rows(self) -> dict[str, ToolRow]:
-        rows = tools_store.list_tools(self.db, present_only=True)
-        enabled_conns = {r["id"] for r in self.db.all("SELECT id FROM connectors WHERE enabled = 1")}
-        return {r.name: r for r in rows if r.connector in enabled_conns}
-
     def _row(self, name: str) -> ToolRow | None:
-        """One tool as stored now (the call-time check reads it fresh), None if gone or its connector is off."""
-        r = tools_store.get_tool(self.db, name)
-        if r is None or not r.present:
-            return None
-        on = self.db.one("SELECT enabled FROM connectors WHERE id = ?", (r.connector,))
-        return r if on and on[0] else None
+        """One tool as stored now, for the call-time check: the catalog version and the row are read
+        in one statement (:func:`~palui.store.catalog.tool_now`), so a switch-off made by another
+        process is seen before the call. None if gone, no longer listed or its connector is off."""
+        r = catalog.tool_now(self.db, name)
+        return r if r is not None and r.usable else None
 
     async def _offer(self, t: Turn) -> list[str]:
-        """The tools offered this turn, fixed at its start and stored (SPEC §6)."""
-        if t.origin is Origin.WEBHOOK:
-            return []
-        rows = self._rows()
-        mcp = sorted({r.connector for r in rows.values() if r.enabled and not self._is_builtin(r)})
-        for cid in mcp:
-            try:
-                # Connecting syncs the listing: a changed tool is switched off before we offer it.
-                limit = min(CONNECT_TIMEOUT, max(1.0, self._time_left(t)))
-                await asyncio.wait_for(self.deps.hub.get(cid), timeout=limit)
-            except Exception as e:
-                self._emit(t, {"type": "connector_error", "connector": cid, "error": str(e)[:300]})
-        rows = self._rows()
-        failed = {e["connector"] for e in t.events if e.get("type") == "connector_error"}
-        candidates = []
-        for r in rows.values():
-            if r.connector in failed:
-                continue
-            d = decide(r.tool_class, r.enabled, t.origin, t.tainted, t.taint_source)
-            if d.offered:
-                candidates.append(
-                    Candidate(r.name, r.connector, self._is_builtin(r),
-                              strip_hidden(f"{r.connector} {r.tool} {r.description}"))
-                )
-        chosen = select(candidates, t.input, int(self.settings.get("budgets.tools")))
-        return [c.name for c in chosen]
+        """The tools offered this turn, fixed at its start and stored (SPEC §6), from the stored,
+        pinned definitions: no server is started to offer its tools. Emits ``tools_left_out``
+        when the budget left enabled, allowed tools out."""
+        limit = int(self.settings.get("budgets.tools"))
+        chosen = offer.choose(catalog.snapshot(self.db), t.origin, t.tainted, t.input, limit)
+        if chosen.left_out:
+            self._emit(t, {"type": "tools_left_out", "tools": chosen.left_out,
+                           "reason": f"left out by budgets.tools ({limit})"})
+        return chosen.offered
 
     @staticmethod
     def _is_builtin(r: ToolRow) -> bool:
-        return r.connector in ("recall", "tasks", "web", "messages")
+        return offer.is_builtin(r)
 
     def _definitions(self, t: Turn) -> list[ToolDefinition]:
-        rows = self._rows()
-        out = []
-        for name in t.offered or []:
-            r = rows.get(name)
-            if r is None:
-                continue
-            d = decide(r.tool_class, r.enabled, t.origin, t.tainted, t.taint_source)
-            if not d.offered:  # switched off or reclassed since the start: never offered again
-                continue
-            schema = r.input_schema if isinstance(r.input_schema, dict) and r.input_schema else {"type": "object"}
-            description = r.description or r.tool
-            if r.hidden:  # what the model is sent has the hidden characters removed (issue 10 §2)
-                schema, description = strip_hidden_in(schema), strip_hidden(description)
-            out.append(ToolDefinition(name=r.name, description=description, parameters_json_schema=schema))
-        return out
-
-
-def strip_hidden_in(value: Any) -> Any:
-    """``value`` (JSON-like) with hidden characters removed from every string, keys included."""
-    if isinstance(value, str):
-        return strip_hidden(value)
-    if isinstance(value, dict):
-        return {strip_hidden(str(k)): strip_hidden_in(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [strip_hidden_in(v) for v in value]
-    return value
+        return offer.definitions(catalog.snapshot(self.db), t.offered or [], t.origin, t.tainted)

@@ -35,13 +35,16 @@ class ConversationsPart(TurnsPart):
 
     def conversations(self, limit: int = 50) -> list[dict[str, Any]]:
         """Newest first: ``[{"id","origin","tainted","taint_source","title","last","turns","created_at"}]``
-        (``title`` is the first turn's input; times in epoch s)."""
+        (``title`` is the first turn's input; times in epoch s).
+
+        Ordered by the stored ``last_at`` (kept by trigger on every new turn, migration 12) through its
+        index, so only the ``limit`` conversations shown are read, whatever the history (issue 11)."""
         rows = self.db.all(
             "SELECT c.id, c.origin, c.tainted, c.taint_source, c.created_at,"
             " (SELECT input FROM turns t WHERE t.conversation_id = c.id ORDER BY t.created_at LIMIT 1) AS title,"
             " (SELECT MAX(created_at) FROM turns t WHERE t.conversation_id = c.id) AS last,"
             " (SELECT COUNT(*) FROM turns t WHERE t.conversation_id = c.id) AS turns"
-            " FROM conversations c ORDER BY COALESCE(last, c.created_at) DESC LIMIT ?",
+            " FROM conversations c ORDER BY c.last_at DESC LIMIT ?",
             (limit,),
         )
         return [dict(r) for r in rows]

@@ -119,8 +119,10 @@ class MCPPart(ToolsPart):
         query values too, SPEC §10).
 
         ``{"id","name","transport","command","args","cwd","url","env":{KEY:"***"},
-        "headers":{KEY:"***"},"timeout_seconds","max_output_bytes","state","enabled",
-        "secrets_file","stderr_log"}``; the timeout and limit are the effective ones.
+        "headers":{KEY:"***"},"timeout_seconds","max_output_bytes","state","last_state","enabled",
+        "secrets_file","stderr_log"}``; the timeout and limit are the effective ones. ``state`` is the
+        live state in this process, ``idle`` when it was not started here (SPEC §7); ``last_state`` is
+        the last one stored by any process (``connected``, ``error: …``).
         """
         row = self._mcp_row(cid)
         public = json.loads(row["config_json"] or "{}")
@@ -137,20 +139,23 @@ class MCPPart(ToolsPart):
             "headers": {k: "***" for k in public.get("header_keys") or []},
             "timeout_seconds": public.get("timeout_seconds") or self.settings.get("mcp.call_timeout_seconds"),
             "max_output_bytes": public.get("max_output_bytes") or self.settings.get("mcp.max_output_bytes"),
-            "state": "disabled" if not row["enabled"] else (live.state() if live else row["state"]),
+            # SPEC §7: a connector not started in this process is idle (it starts when a turn calls one of its tools).
+            "state": "disabled" if not row["enabled"] else (live.state() if live else "idle"),
+            "last_state": row["state"],
             "enabled": bool(row["enabled"]),
             "secrets_file": str(self.settings.secrets_dir / f"{cid}.json"),
             "stderr_log": str(log_path(self.settings.data_dir, cid)) if row["transport"] == "stdio" else None,
         }
 
     def connectors(self) -> list[dict[str, Any]]:
-        """Connectors (see ToolsAPI.connectors); MCP ones also carry ``"config"`` (secrets redacted)
-        and, when live in this process, their live state."""
+        """Connectors (see ToolsAPI.connectors); MCP ones also carry ``"config"`` (secrets redacted),
+        their state in this process (``idle`` when not started here, SPEC §7) and ``"last_state"``."""
         out = super().connectors()
         for c in out:
             if c.get("kind") == "mcp":
                 cfg = self.mcp_config(c["id"])
                 c["state"] = cfg["state"]
+                c["last_state"] = cfg["last_state"]
                 c["config"] = {
                     k: cfg[k]
                     for k in ("command", "args", "cwd", "url", "env", "headers", "timeout_seconds", "max_output_bytes")

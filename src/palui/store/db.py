@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from palui.store.migrations import MIGRATIONS
 
@@ -36,6 +37,9 @@ class Database:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
+        #: Per-process caches of what was read from this database, each checked against a stored
+        #: version before use (the tool catalog, decoded history): never a source of truth.
+        self.memo: dict[str, Any] = {}
         self._migrate()
 
     def _connect(self) -> sqlite3.Connection:
@@ -98,6 +102,21 @@ class Database:
             raise
         else:
             conn.execute("COMMIT")
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """One consistent read of several statements: a deferred transaction (WAL gives it one
+        snapshot from its first SELECT), always rolled back, so nothing is ever written through it.
+        Inside a transaction already open on this thread (a :meth:`write`), it simply joins it."""
+        conn = self._connect()
+        if conn.in_transaction:
+            yield conn
+            return
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            conn.execute("ROLLBACK")
 
     def one(self, sql: str, params: tuple | dict = ()) -> sqlite3.Row | None:
         return self._connect().execute(sql, params).fetchone()

@@ -35,6 +35,13 @@ class ToolRow:
     present: bool
     connector_trusted: bool
     hidden_ack: str | None = None
+    base_class: ToolClass | None = None  # the builtin declaration or hints prefill, before the person's choice
+    connector_enabled: bool = True
+
+    @property
+    def usable(self) -> bool:
+        """Still listed by its server and its connector is enabled: the tool can be offered and called."""
+        return self.present and self.connector_enabled
 
     @property
     def hidden(self) -> bool:
@@ -72,11 +79,13 @@ class ToolRow:
 
 
 _SELECT = (
-    "SELECT t.*, c.trusted_source AS connector_trusted FROM tools t JOIN connectors c ON c.id = t.connector_id"
+    "SELECT t.*, c.trusted_source AS connector_trusted, c.enabled AS connector_enabled"
+    " FROM tools t JOIN connectors c ON c.id = t.connector_id"
 )
 
 
 def _row(r) -> ToolRow:
+    """A :class:`ToolRow` from a row of ``_SELECT`` (its JSON columns parsed, the class made effective)."""
     user = ToolClass(r["user_class"]) if r["user_class"] else None
     base = ToolClass(r["base_class"]) if r["base_class"] else None
     src = ClassSource(r["base_source"]) if r["base_source"] else None
@@ -89,7 +98,8 @@ def _row(r) -> ToolRow:
         enabled=bool(r["enabled"]), untrusted_output=bool(r["untrusted_output"]),
         trusted_source=bool(r["trusted_source"]), changed=bool(r["changed"]),
         review=json.loads(r["review_json"]) if r["review_json"] else None, present=bool(r["present"]),
-        connector_trusted=bool(r["connector_trusted"]), hidden_ack=r["hidden_ack"],
+        connector_trusted=bool(r["connector_trusted"]), hidden_ack=r["hidden_ack"], base_class=base,
+        connector_enabled=bool(r["connector_enabled"]),
     )
 
 

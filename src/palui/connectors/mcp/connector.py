@@ -40,6 +40,7 @@ from palui.connectors.mcp.results import cap_text, render_result, spec_from_raw
 from palui.connectors.mcp.stderr import log_path
 from palui.connectors.registry import SyncReport, register_listing
 from palui.errors import ConnectorError
+from palui.store import catalog
 
 if TYPE_CHECKING:
     from palui.connectors.base import ConnectorEnv
@@ -265,15 +266,17 @@ class MCPConnector(Connector):
         """The stored flags of one tool; None when unknown or unreadable (then: untrusted, and
         a restart refuses the call)."""
         try:
-            r = self.env.db.one(
-                "SELECT t.name, t.definition_hash, t.user_class, t.base_class, t.enabled, t.changed, t.present,"
-                " t.trusted_source AS tool_trusted, t.untrusted_output, c.trusted_source AS connector_trusted"
-                " FROM tools t JOIN connectors c ON c.id = t.connector_id WHERE t.connector_id = ? AND t.raw_name = ?",
-                (self.id, raw_name))
+            # The catalog version and the row in one read; the parsed row is reused while the version holds.
+            r = catalog.tool_now(self.env.db, connector=self.id, raw_name=raw_name)
         except Exception as e:  # call_tool must not raise; fail closed instead
             log.warning("%s: cannot read tool %r: %s", self.id, raw_name, e)
             return None
-        return dict(r) if r is not None else None
+        if r is None:
+            return None
+        return {"name": r.name, "definition_hash": r.definition_hash, "user_class": r.user_class,
+                "base_class": r.base_class, "enabled": r.enabled, "changed": r.changed, "present": r.present,
+                "tool_trusted": r.trusted_source, "untrusted_output": r.untrusted_output,
+                "connector_trusted": r.connector_trusted}
 
     async def call_tool(self, name: str, args: dict[str, Any], ctx: CallContext | None = None) -> ToolResult:
         """Call the server's tool ``name`` (its raw name) with ``args``.
