@@ -181,7 +181,7 @@ async def offer_and_select(svc, model: str, rounds: int) -> None:
     print(f"  offered {len(offered)}: {', '.join(sorted({n.split('__')[0] for n in offered}))}")
     cands = [budget.Candidate(r.name, r.connector, r.connector in ("recall", "tasks", "web", "messages"),
                               f"{r.connector} {r.tool} {r.description}") for r in svc.tools() if r.enabled]
-    index = budget.index(cands) if hasattr(budget, "index") else None
+    index = budget.rank_index(cands) if hasattr(budget, "rank_index") else None
 
     async def sel() -> None:
         if index is None:
@@ -193,7 +193,7 @@ async def offer_and_select(svc, model: str, rounds: int) -> None:
     table("select() (pure; the index is built once per catalog version)", rows, f"select() over {len(cands)} tools")
     if index is not None:
         t0 = time.process_time()
-        budget.index(cands)
+        budget.rank_index(cands)
         print(f"  building the ranking index once: {(time.process_time() - t0) * 1000:.2f} ms CPU")
 
 

@@ -41,29 +41,38 @@ class Candidate:
 
 @dataclass(frozen=True)
 class RankIndex:
-    """Term counts of tool texts and connector ids: ``terms[name]`` (term -> count), ``length[name]``
-    (tokens), ``postings[term]`` (names whose text has it), the same for connector ids in
-    ``conn_terms`` / ``conn_length``."""
+    """A candidate list tokenized for ranking (:func:`rank_index`): per tool its connector, its term
+    counts (``terms[name]``) and length; ``postings[term]``: the tools whose text has the term; per connector
+    its candidates (``by_connector``, in list order), the term counts of its id and the length of its
+    whole document (every candidate's text and its id)."""
 
+    candidates: tuple[Candidate, ...]
+    connector: dict[str, str]
     terms: dict[str, Counter[str]]
     length: dict[str, int]
     postings: dict[str, tuple[str, ...]]
+    by_connector: dict[str, tuple[Candidate, ...]]
     conn_terms: dict[str, Counter[str]]
     conn_length: dict[str, int]
 
 
 def rank_index(candidates: list[Candidate]) -> RankIndex:
-    """Tokenize every candidate's text once (and every connector id) for :func:`select`."""
+    """Tokenize every candidate's text (and every connector id) once, for :func:`select`."""
     terms = {c.name: Counter(tokens(c.text)) for c in candidates}
+    length = {n: sum(tf.values()) for n, tf in terms.items()}
     post: dict[str, list[str]] = {}
     for name, tf in terms.items():
         for term in tf:
             post.setdefault(term, []).append(name)
-    conns = {c.connector for c in candidates}
-    conn_terms = {cid: Counter(tokens(cid)) for cid in conns}
-    return RankIndex(terms, {n: sum(tf.values()) for n, tf in terms.items()},
-                     {t: tuple(v) for t, v in post.items()}, conn_terms,
-                     {cid: sum(tf.values()) for cid, tf in conn_terms.items()})
+    by_conn: dict[str, list[Candidate]] = {}
+    for c in candidates:
+        by_conn.setdefault(c.connector, []).append(c)
+    conn_terms = {cid: Counter(tokens(cid)) for cid in by_conn}
+    conn_length = {cid: sum(conn_terms[cid].values()) + sum(length[c.name] for c in tools)
+                   for cid, tools in by_conn.items()}
+    return RankIndex(tuple(candidates), {c.name: c.connector for c in candidates}, terms, length,
+                     {t: tuple(v) for t, v in post.items()}, {cid: tuple(v) for cid, v in by_conn.items()},
+                     conn_terms, conn_length)
 
 
 def _bm25(query: list[str], tf: dict[str, dict[str, int]], length: dict[str, int]) -> dict[str, float]:
@@ -98,41 +107,36 @@ def bm25_scores(query: str, docs: list[str], k1: float = K1, b: float = B) -> li
 
 
 def select(candidates: list[Candidate], query: str, limit: int, *, index: RankIndex | None = None) -> list[Candidate]:
-    """Choose at most ``limit`` tools, per the rule in the module docstring.
+    """Choose at most ``limit`` of ``candidates``, per the rule in the module docstring.
 
-    ``index`` must cover every candidate (built by :func:`rank_index` over them or a superset); without
-    one it is built here. Returns the chosen candidates in a stable order (connector id, then name).
+    ``index`` is :func:`rank_index` of exactly these candidates, when the caller keeps one (the
+    runner does, per catalog version and situation); without it, it is built here. Returns the
+    chosen candidates in a stable order (connector id, then name).
     """
     if len(candidates) <= limit:
         return sorted(candidates, key=lambda c: (c.connector, c.name))
     idx = index if index is not None else rank_index(candidates)
     q = tokens(query)
     qs = set(q)
-    by_conn: dict[str, list[Candidate]] = {}
-    for c in candidates:
-        by_conn.setdefault(c.connector, []).append(c)
-    names = {c.name: c for c in candidates}
-    # A connector's document: its candidates' texts and its id. Only query terms need counting.
-    conn_len = {cid: idx.conn_length[cid] + sum(idx.length[c.name] for c in tools) for cid, tools in by_conn.items()}
+    # A connector's document: its candidates' texts and its id. Only the query's terms need counting.
     conn_tf: dict[str, dict[str, int]] = {}
     for term in qs:
         for name in idx.postings.get(term, ()):
-            hit = names.get(name)
-            if hit is not None:
-                counts = conn_tf.setdefault(hit.connector, {})
-                counts[term] = counts.get(term, 0) + idx.terms[name][term]
-        for cid in by_conn:
-            f = idx.conn_terms[cid].get(term)
+            cid = idx.connector[name]
+            counts = conn_tf.setdefault(cid, {})
+            counts[term] = counts.get(term, 0) + idx.terms[name][term]
+        for cid, tf in idx.conn_terms.items():
+            f = tf.get(term)
             if f:
                 counts = conn_tf.setdefault(cid, {})
                 counts[term] = counts.get(term, 0) + f
-    conn_scores = _bm25(q, conn_tf, conn_len)
+    conn_scores = _bm25(q, conn_tf, idx.conn_length)
     chosen: list[Candidate] = []
     room = limit
-    for cid in sorted(by_conn, key=lambda i: (-conn_scores[i], i)):
+    for cid in sorted(idx.by_connector, key=lambda i: (-conn_scores[i], i)):
         if room <= 0:
             break
-        tools = by_conn[cid]
+        tools = idx.by_connector[cid]
         if len(tools) <= room:
             chosen.extend(tools)
             room -= len(tools)
@@ -150,3 +154,4 @@ def select(candidates: list[Candidate], query: str, limit: int, *, index: RankIn
             room = 0
         # else: it would fit an empty budget but not the room left; skip it, smaller ones may fit.
     return sorted(chosen, key=lambda c: (c.connector, c.name))
+

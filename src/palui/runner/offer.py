@@ -61,25 +61,33 @@ def _candidate(snap: Snapshot, r: ToolRow) -> Candidate:
     return c
 
 
-def _index(snap: Snapshot) -> RankIndex:
-    idx = snap.memo.get("rank_index")
+def _index(snap: Snapshot, origin: Origin, tainted: bool) -> RankIndex:
+    key = ("rank_index", origin, tainted)
+    idx = snap.memo.get(key)
     if idx is None:
-        idx = snap.memo["rank_index"] = rank_index([_candidate(snap, r) for r in snap.usable()])
+        idx = snap.memo[key] = rank_index(candidates(snap, origin, tainted))
     return idx
 
 
 def choose(snap: Snapshot, origin: Origin, tainted: bool, query: str, limit: int) -> Offer:
     """What a turn with this ``origin``, taint and input is offered, at most ``limit`` tools (SPEC §6).
 
-    A webhook turn is offered nothing (SPEC §3). Built-in and MCP connectors are ranked together.
+    A webhook turn is offered nothing (SPEC §3). Built-in and MCP connectors are ranked together;
+    when every candidate fits, all are offered.
     """
     if origin is Origin.WEBHOOK:
         return Offer([], [])
     cands = candidates(snap, origin, tainted)
-    chosen = select(cands, query, limit, index=_index(snap) if len(cands) > limit else None)
+    if len(cands) <= limit:
+        return Offer([c.name for c in select(cands, query, limit)], [])
+    chosen = select(cands, query, limit, index=_index(snap, origin, tainted))
     names = [c.name for c in chosen]
     taken = set(names)
-    return Offer(names, sorted(c.name for c in cands if c.name not in taken))
+    key = ("names", origin, tainted)
+    every = snap.memo.get(key)
+    if every is None:
+        every = snap.memo[key] = sorted(c.name for c in cands)
+    return Offer(names, [n for n in every if n not in taken])
 
 
 def definitions(snap: Snapshot, names: list[str], origin: Origin, tainted: bool) -> list[ToolDefinition]:
