@@ -22,13 +22,10 @@ from __future__ import annotations
 import math
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import platformdirs
 
 from palui.errors import ConfigError
 
@@ -323,6 +320,8 @@ def paths(env: Mapping[str, str] | None = None) -> tuple[Path, Path, Path]:
     if home:
         h = Path(home).expanduser().resolve()
         return h, h, h / "palui.toml"
+    import platformdirs  # only without PALUI_HOME (issue 11: every command pays for its imports)
+
     cfg = Path(platformdirs.user_config_dir("palui"))
     data = Path(platformdirs.user_data_dir("palui"))
     return data, data, cfg / "palui.toml"
@@ -341,6 +340,8 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
     where_set: dict[str, str] = {}  # key -> the file or variable that set it (for later errors)
     tables = _Tables()  # [models.NAME]
     if config_file.exists():
+        import tomllib
+
         where = str(config_file)
         try:
             raw = tomllib.loads(config_file.read_text(encoding="utf-8"))

@@ -13,7 +13,6 @@ its position and scheme, never by its URL.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import time
@@ -75,6 +74,8 @@ async def deliver_async(urls: list[str], text: str, *, title: str = TITLE) -> li
     """:func:`deliver` in a worker thread, so the event loop keeps running."""
     if not urls:
         return []
+    import asyncio
+
     return await asyncio.to_thread(deliver, urls, text, title=title)
 
 

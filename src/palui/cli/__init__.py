@@ -19,8 +19,26 @@ from palui.errors import PaluiError, UsageError
 # while it is being written; every module listed here exists on main).
 COMMAND_MODULES = ["tools", "mcp", "memories", "turns", "chat", "serve", "triggers", "channels", "unit"]
 
-for _name in COMMAND_MODULES:
-    importlib.import_module(f"palui.cli.{_name}")
+# The modules that define each top-level command or group (issue 11: a command imports only what it
+# needs; Typer also builds only those commands). A name not listed here, ``palui --help`` and
+# ``palui`` alone load every module, so a new command works before it is listed.
+# tests/test_cli_start.py checks that each entry gives the same commands as loading everything.
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "tools": ("tools",), "policy": ("tools",), "connectors": ("tools", "mcp"),
+    "memories": ("memories",), "tasks": ("memories",),
+    "run": ("turns",), "approvals": ("turns",), "stop": ("turns",), "status": ("turns",), "inbox": ("turns",),
+    "audit": ("turns",), "chat": ("chat",), "serve": ("serve",), "jobs": ("triggers",), "webhooks": ("triggers",),
+}
+
+
+def load_commands(argv: list[str] | None = None) -> list[str]:
+    """Import the command modules ``argv`` (the arguments after ``palui``) needs; every one when
+    ``argv`` is None or names no known command. Returns the modules imported."""
+    first = next((a for a in argv if not a.startswith("-")), None) if argv is not None else None
+    names = [n for n in COMMAND_MODULES if n in COMMANDS.get(first or "", ())] or COMMAND_MODULES
+    for name in names:
+        importlib.import_module(f"palui.cli.{name}")
+    return names
 
 
 def _setup_process() -> None:
@@ -49,6 +67,7 @@ def _setup_process() -> None:
 def main() -> None:
     """Console entry point: maps Palui errors to exit codes (1 error, 2 bad usage)."""
     _setup_process()
+    load_commands(sys.argv[1:])
     try:
         app()  # standalone: click prints usage errors and exits 2
     except UsageError as e:

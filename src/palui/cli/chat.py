@@ -6,9 +6,8 @@ by the next. Ctrl-C during a turn stops it (like ``/stop``); Ctrl-D or ``/quit``
 
 from __future__ import annotations
 
-import asyncio
-import signal
 import sys
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -17,6 +16,9 @@ from palui.cli.common import app, service
 from palui.cli.turns import check_model, live_service, print_status
 from palui.errors import NO_MODEL_HELP, PaluiError
 from palui.text.commands import CommandError, help_text, parse
+
+if TYPE_CHECKING:  # asyncio is imported where it is used: `palui --help` does not pay for it (issue 11)
+    import asyncio
 
 
 class LocalBackend:
@@ -54,10 +56,14 @@ class RemoteBackend:
         self.client = client
 
     async def send(self, text, conversation, model):
+        import asyncio
+
         return await asyncio.to_thread(self.client.run, text, conversation=conversation, model=model,
                                        on_event=render.event)
 
     async def answer(self, aid, approve):
+        import asyncio
+
         return await asyncio.to_thread(self.client.answer, aid, approve, render.event)
 
     async def resume_ready(self):
@@ -84,6 +90,8 @@ class ChatSession:
         self.task: asyncio.Task | None = None
 
     async def ask(self, prompt: str) -> str | None:
+        import asyncio
+
         try:
             return await asyncio.to_thread(input, prompt)
         except EOFError:
@@ -96,6 +104,8 @@ class ChatSession:
             typer.echo("\n(/quit or Ctrl-D to leave)")
 
     async def turn(self, coro) -> dict:
+        import asyncio
+
         self.task = asyncio.ensure_future(coro)
         try:
             return await self.task
@@ -165,6 +175,9 @@ class ChatSession:
         return True
 
     async def loop(self) -> None:
+        import asyncio
+        import signal
+
         loop = asyncio.get_running_loop()
         try:
             loop.add_signal_handler(signal.SIGINT, self.on_sigint)
@@ -209,5 +222,7 @@ def chat_cmd(
         spec = backend.status().get("model")
         if not spec:
             raise PaluiError("the running service has no model configured. " + NO_MODEL_HELP)
+    import asyncio
+
     asyncio.run(ChatSession(backend, spec, conversation).loop())
     sys.exit(0)

@@ -1,4 +1,10 @@
-"""Shared pieces of the command line: the Typer apps, output helpers, the service handle."""
+"""Shared pieces of the command line: the Typer apps, output helpers, the service handle.
+
+Start cost (issue 11, docs/decisions.md): every command pays for what the CLI imports before
+it runs, so command modules import only Typer and these helpers at the top and everything else
+inside the command. Help is Typer's plain Click formatting (``rich_markup_mode=None``), not the
+rich formatter; every command group is made by :func:`group`, so none turns rich back on.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +13,22 @@ from typing import Any
 import typer
 
 from palui import __version__
+from palui.cli import lazy_params
 from palui.errors import ConfigError
 from palui.text.display import json_safe, shown
 
-app = typer.Typer(help="Palui: a personal AI agent whose tools are governed.", no_args_is_help=True,
-                  add_completion=False, pretty_exceptions_enable=False)
-connectors_app = typer.Typer(help="Sources of tools: built-in connectors and MCP servers.", no_args_is_help=True)
-tools_app = typer.Typer(help="Tools: classes, switches, review.", no_args_is_help=True)
-policy_app = typer.Typer(help="The decision matrix: why a tool runs, asks or is not offered.", no_args_is_help=True)
+lazy_params.install()
+
+
+def group(help: str, **kw: Any) -> typer.Typer:
+    """A command group with plain Click help (no rich: importing it cost more than most commands)."""
+    return typer.Typer(help=help, no_args_is_help=True, rich_markup_mode=None, pretty_exceptions_enable=False, **kw)
+
+
+app = group("Palui: a personal AI agent whose tools are governed.", add_completion=False)
+connectors_app = group("Sources of tools: built-in connectors and MCP servers.")
+tools_app = group("Tools: classes, switches, review.")
+policy_app = group("The decision matrix: why a tool runs, asks or is not offered.")
 app.add_typer(connectors_app, name="connectors")
 app.add_typer(tools_app, name="tools")
 app.add_typer(policy_app, name="policy")

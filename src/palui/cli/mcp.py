@@ -9,7 +9,6 @@ import typer
 from palui.cli.common import connectors_app, emit_json, service
 from palui.errors import UsageError
 from palui.text.display import shown, shown_json
-from palui.text.mcp_config import ServerConfig, parse_pairs
 
 
 def _print_report(r: dict) -> None:
@@ -42,6 +41,8 @@ def connectors_add(
         raise UsageError("--env and --cwd are for stdio servers; an HTTP server takes --header")
     if command and header:
         raise UsageError("--header is for HTTP servers; a stdio server takes --env")
+    from palui.text.mcp_config import ServerConfig, parse_pairs
+
     if url:
         config = ServerConfig("http", url=url, headers=parse_pairs(header, "--header", os.environ),
                               timeout_seconds=timeout, max_output_bytes=max_output)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import typer
 
-from palui.cli.common import app, emit_json, service, table
+from palui.cli.common import app, emit_json, group, service, table
 from palui.text.display import shown
 
-memories_app = typer.Typer(help="Your saved memories: list, forget, mark trusted.", no_args_is_help=True)
-tasks_app = typer.Typer(help="Your tasks: list, forget, mark trusted.", no_args_is_help=True)
+memories_app = group("Your saved memories: list, forget, mark trusted.")
+tasks_app = group("Your tasks: list, forget, mark trusted.")
 app.add_typer(memories_app, name="memories")
 app.add_typer(tasks_app, name="tasks")
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import typer
 
 from palui.cli import render
-from palui.cli.common import app, emit_json, service, table
+from palui.cli.common import app, emit_json, group, service, table
 from palui.cli.turns import finish_turn, live_service, run_async
 
-jobs_app = typer.Typer(help="Scheduled jobs: prompts run on a cron schedule by the service.", no_args_is_help=True)
-webhooks_app = typer.Typer(help="Inbound webhooks: signed deliveries summarised with no tools.", no_args_is_help=True)
+jobs_app = group("Scheduled jobs: prompts run on a cron schedule by the service.")
+webhooks_app = group("Inbound webhooks: signed deliveries summarised with no tools.")
 app.add_typer(jobs_app, name="jobs")
 app.add_typer(webhooks_app, name="webhooks")
 

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import typer
 
 from palui.cli import render
-from palui.cli.common import app, emit_json, fail, service, table
+from palui.cli.common import app, emit_json, fail, group, service, table
 from palui.errors import ModelConfigError
 from palui.text.display import shown, shown_json
 from palui.text.prompts import mark_line
 
-approvals_app = typer.Typer(help="Pending approvals: list, show, approve, deny.", no_args_is_help=True)
+approvals_app = group("Pending approvals: list, show, approve, deny.")
 app.add_typer(approvals_app, name="approvals")
 
 EXIT = {"done": 0, "awaiting_approval": 0, "queued": 0}
@@ -33,6 +31,8 @@ def finish_turn(r: dict, as_json: bool) -> None:
 
 
 def run_async(svc, coro):
+    import asyncio  # here, not at the top: only commands that run a loop pay for it (issue 11)
+
     async def wrapper():
         try:
             return await coro

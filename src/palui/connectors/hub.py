@@ -7,11 +7,14 @@ server, list its tools and sync the listing into the store (rug-pull check).
 
 from __future__ import annotations
 
-import asyncio
+from typing import TYPE_CHECKING
 
 from palui.connectors.base import Connector, ConnectorEnv
 from palui.connectors.builtin import builtin_connectors
 from palui.errors import NotFound
+
+if TYPE_CHECKING:
+    import asyncio
 
 
 class ConnectorHub:
@@ -24,7 +27,7 @@ class ConnectorHub:
     def __init__(self, env: ConnectorEnv) -> None:
         self.env = env
         self._live: dict[str, Connector] = {c.id: c for c in builtin_connectors()}
-        self._lock = asyncio.Lock()
+        self._lock: asyncio.Lock | None = None  # made by the first get (inside the event loop)
 
     async def get(self, cid: str) -> Connector:
         """The live connector ``cid``; MCP connectors are created (and connected) on first use.
@@ -33,6 +36,10 @@ class ConnectorHub:
         """
         if cid in self._live:
             return self._live[cid]
+        if self._lock is None:
+            import asyncio
+
+            self._lock = asyncio.Lock()
         async with self._lock:
             if cid in self._live:
                 return self._live[cid]

@@ -143,12 +143,12 @@ def select(candidates: list[Candidate], query: str, limit: int, *, index: RankIn
         elif len(tools) > limit:
             # A connector that could never fit whole is cut by ranking its tools.
             mine = {t.name for t in tools}
-            tf: dict[str, dict[str, int]] = {}
+            tool_tf: dict[str, dict[str, int]] = {}
             for term in qs:
                 for name in idx.postings.get(term, ()):
                     if name in mine:
-                        tf.setdefault(name, {})[term] = idx.terms[name][term]
-            scores = _bm25(q, tf, {t.name: idx.length[t.name] for t in tools})
+                        tool_tf.setdefault(name, {})[term] = idx.terms[name][term]
+            scores = _bm25(q, tool_tf, {t.name: idx.length[t.name] for t in tools})
             ranked = sorted(tools, key=lambda t: (-scores[t.name], t.name))
             chosen.extend(ranked[:room])
             room = 0

@@ -15,7 +15,6 @@ from typing import Any
 
 from palui.connectors.registry import canonical_json
 from palui.errors import ApprovalError, NotFound, UsageError
-from palui.policy.taint import untrusted_args
 from palui.runner.state import new_id
 from palui.store.db import Database
 from palui.types import ApprovalStatus
@@ -45,6 +44,8 @@ def create(db: Database, *, turn_id: str, conversation_id: str, call: dict[str, 
                         (conversation_id,))]
     own = [r["input"] for r in db.all("SELECT input FROM turns WHERE conversation_id = ? AND origin IN"
                                       " ('chat', 'job')", (conversation_id,))]
+    from palui.policy.taint import untrusted_args  # only when an approval is made (issue 11: start cost)
+
     marks = untrusted_args(call["args"], untrusted, schema=schema, own_texts=own)
     aid = new_id("a")
     with db.write() as c:

@@ -12,17 +12,22 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
-from zoneinfo import ZoneInfo
 
 from palui.store.db import Database
 
 if TYPE_CHECKING:
+    from zoneinfo import ZoneInfo
+
     from palui.policy.caps import CapLimits
 
 
 def zone(name: str | None) -> ZoneInfo | None:
     """The caps time zone (None = the system zone)."""
-    return ZoneInfo(name) if name else None
+    if not name:
+        return None
+    from zoneinfo import ZoneInfo
+
+    return ZoneInfo(name)
 
 
 def day(now: float, tz: ZoneInfo | None) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -18,7 +17,16 @@ from palui.types import Origin, TurnStatus
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
 
-OWNER = f"{socket.gethostname()}:{os.getpid()}"
+def _hostname() -> str:
+    """This host's name, as ``socket.gethostname()`` gives it (without importing socket where ``os.uname`` exists)."""
+    if hasattr(os, "uname"):
+        return os.uname().nodename
+    import socket
+
+    return socket.gethostname()
+
+
+OWNER = f"{_hostname()}:{os.getpid()}"
 
 
 def new_id(prefix: str) -> str:
@@ -240,7 +248,7 @@ def _pid_alive(pid: int) -> bool:
 def owner_alive(owner: str | None) -> bool:
     """Is the process named ``host:pid`` alive? Owners on other hosts count as alive (we cannot tell)."""
     host, _, pid = (owner or "").rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
+    if host != _hostname() or not pid.isdigit():
         return True
     return int(pid) == os.getpid() or _pid_alive(int(pid))
 
@@ -255,7 +263,7 @@ def recover_orphans(db: Database, now: float | None = None) -> list[str]:
     answers it "interrupted … may have run", SPEC §5).
     """
     now = time.time() if now is None else now
-    me = socket.gethostname()
+    me = _hostname()
     out = []
     for r in db.all("SELECT id, owner FROM turns WHERE status = 'running'"):
         host, _, pid = (r["owner"] or "").rpartition(":")

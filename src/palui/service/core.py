@@ -8,11 +8,9 @@ runner and the connectors only through the narrow objects made here: the
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
-from zoneinfo import ZoneInfo
+from typing import TYPE_CHECKING, Any
 
 from palui.config import Settings, load_settings
 from palui.connectors.base import ConnectorEnv
@@ -22,6 +20,10 @@ from palui.service.notifier import Notifier
 from palui.service.runtime import Runtime
 from palui.store.db import Database
 from palui.types import Notice
+
+if TYPE_CHECKING:
+    import asyncio
+    from zoneinfo import ZoneInfo
 
 
 class ServiceCore:

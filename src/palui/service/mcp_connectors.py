@@ -21,7 +21,6 @@ loop; the plain form runs its own loop (the CLI).
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import os
@@ -47,6 +46,8 @@ IMPORT_CONCURRENCY = 4
 
 
 def _run(coro: Coroutine[Any, Any, T]) -> T:
+    import asyncio  # only the commands that talk to a server run an event loop (issue 11)
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -242,6 +243,8 @@ class MCPPart(ToolsPart):
         servers = [(n, absolute_paths(c, base)) for n, c in servers]
         # Servers start side by side (a few at a time): each add computes its id and inserts
         # its row without an await in between, so concurrent adds cannot take the same id.
+        import asyncio
+
         gate = asyncio.Semaphore(IMPORT_CONCURRENCY)
 
         async def one(name: str, cfg: ServerConfig) -> dict[str, Any]:
@@ -308,6 +311,8 @@ class MCPPart(ToolsPart):
         live = self._live_mcp(cid)
         if live is not None:
             self.hub.forget(cid)
+            import asyncio
+
             try:
                 asyncio.get_running_loop().create_task(live.close())
             except RuntimeError:

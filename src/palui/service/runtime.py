@@ -15,7 +15,6 @@ resumable (they go back to ``queued`` and the next start picks them up).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -26,6 +25,8 @@ from palui.runner import approvals, state
 from palui.types import Origin, TurnStatus
 
 if TYPE_CHECKING:
+    import asyncio
+
     from palui.service import Service
     from palui.service.core import ServiceCore
 
@@ -58,6 +59,8 @@ class Runtime:
         """Start the tick loop. Raises ConfigError for a bad ``PALUI_TEST_CLOCK``."""
         if tick_seconds is not None:
             self.tick_seconds = tick_seconds
+        import asyncio  # (only a process that runs turns needs the event loop's module)
+
         self.install_tickers()
         self._loop_task = asyncio.create_task(self._loop())
 
@@ -72,6 +75,8 @@ class Runtime:
 
     async def shutdown(self, grace_seconds: float = 30.0) -> None:
         """Drain: no new work; turns in flight pause at their next step boundary."""
+        import asyncio
+
         self.draining = True
         if self._loop_task:
             self._loop_task.cancel()
@@ -88,6 +93,8 @@ class Runtime:
                 log.exception("shutdown hook failed")
 
     async def _loop(self) -> None:
+        import asyncio
+
         while not self.draining:
             try:
                 await self.tick(time.time())
@@ -147,6 +154,7 @@ class Runtime:
         Returns None while draining (the turn stays claimable by the next start)."""
         if self.draining:
             return None
+        import asyncio
 
         async def go() -> dict[str, Any]:
             try:
@@ -163,6 +171,8 @@ class Runtime:
 
     def subscribe(self, turn_id: str) -> asyncio.Queue[dict[str, Any] | None]:
         """A queue that receives the turn's events as they happen, then ``None`` when its task ends."""
+        import asyncio
+
         q: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         self.listeners.setdefault(turn_id, []).append(q)
         return q

@@ -13,12 +13,11 @@ The doors every front end and the runtime's tick go through:
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from palui.errors import NotFound, UsageError
 from palui.policy.caps import WEBHOOK_RUNS_PER_HOUR
@@ -27,6 +26,9 @@ from palui.runner import state as st
 from palui.runner.deps import RunnerDeps
 from palui.service.status import StatusPart
 from palui.types import Origin, TurnStatus
+
+if TYPE_CHECKING:
+    import asyncio
 
 EventSink = Callable[[dict[str, Any]], None]
 

@@ -80,29 +80,51 @@ def _hidden_pattern(extra_bmp: str = "") -> str:
             f"|(?=[\\U00010000-\\U0010ffff])(?:[{_class(huge)}]+|{_span(rest)}{_search_tree(rest)})")
 
 
-_HIDDEN = re.compile(_hidden_pattern())
 _LAYOUT_CLASS = "\\n\\t"  # line feed and tab, escaped in one-line views only
 _LAYOUT = {"\n": "\\n", "\t": "\\t"}
 _RUN = f"[{_SPACE_SEPARATORS}]{{{MIN_SPACE_RUN},}}"
-_RENDER_MULTI = re.compile(f"(?P<backslash>\\\\+)|(?P<space_run>{_RUN})|(?P<escape>{_hidden_pattern()})")
-_RENDER_ONE_LINE = re.compile(
-    f"(?P<backslash>\\\\+)|(?P<space_run>{_RUN})|(?P<escape>{_hidden_pattern(_LAYOUT_CLASS)})"
-)
 _WS = re.compile(r"\s+")
-
-# Most text has nothing to render: one scan for a character that could start a match (a single
-# character class scans fast), and a substring search for a run of plain spaces.
-_BMP_HIDDEN_CLASS = _class([(a, min(b, 0xFFFF)) for a, b in HIDDEN_RANGES if a <= 0xFFFF])
-_TRIGGER = f"\\\\{_SPACE_SEPARATORS.replace(' ', '')}{_BMP_HIDDEN_CLASS}\\U00010000-\\U0010ffff"
-_TRIGGER_MULTI = re.compile(f"[{_TRIGGER}]")
-_TRIGGER_ONE_LINE = re.compile(f"[{_TRIGGER}{_LAYOUT_CLASS}]")
 _SPACES = " " * MIN_SPACE_RUN
-_MAYBE_HIDDEN = re.compile(f"[{_BMP_HIDDEN_CLASS}\\U00010000-\\U0010ffff]")
+
+
+_COMPILED: dict[str, re.Pattern[str]] = {}
+
+
+def _patterns() -> dict[str, re.Pattern[str]]:
+    """The regexes, compiled on first use: a few hundred ranges take tens of milliseconds to compile,
+    which every command would otherwise pay at start (issue 11), most of them for ASCII text only."""
+    if not _COMPILED:
+        _COMPILED.update(_compile())
+    return _COMPILED
+
+
+def _compile() -> dict[str, re.Pattern[str]]:
+    bmp_hidden = _class([(a, min(b, 0xFFFF)) for a, b in HIDDEN_RANGES if a <= 0xFFFF])
+    # Most text has nothing to render: one scan for a character that could start a match (a single
+    # character class scans fast), and a substring search for a run of plain spaces.
+    trigger = f"\\\\{_SPACE_SEPARATORS.replace(' ', '')}{bmp_hidden}\\U00010000-\\U0010ffff"
+    return {
+        "hidden": re.compile(_hidden_pattern()),
+        "render_multi": re.compile(f"(?P<backslash>\\\\+)|(?P<space_run>{_RUN})|(?P<escape>{_hidden_pattern()})"),
+        "render_one_line": re.compile(
+            f"(?P<backslash>\\\\+)|(?P<space_run>{_RUN})|(?P<escape>{_hidden_pattern(_LAYOUT_CLASS)})"),
+        "trigger_multi": re.compile(f"[{trigger}]"),
+        "trigger_one_line": re.compile(f"[{trigger}{_LAYOUT_CLASS}]"),
+        "maybe_hidden": re.compile(f"[{bmp_hidden}\\U00010000-\\U0010ffff]"),
+    }
+
+
+def _ascii_plain(s: str) -> bool:
+    """Printable ASCII holds no hidden code point (they are all controls there); a fast answer for most text."""
+    return s.isascii() and s.isprintable()
 
 
 def _plain(s: str, one_line: bool) -> bool:
     """Whether ``s`` renders as itself."""
-    return (_TRIGGER_ONE_LINE if one_line else _TRIGGER_MULTI).search(s) is None and _SPACES not in s
+    if _ascii_plain(s):
+        return "\\" not in s and _SPACES not in s
+    p = _patterns()
+    return (p["trigger_one_line"] if one_line else p["trigger_multi"]).search(s) is None and _SPACES not in s
 
 
 def is_hidden(ch: str) -> bool:
@@ -118,7 +140,10 @@ def is_hidden(ch: str) -> bool:
 def has_hidden(s: str) -> bool:
     """Whether ``s`` has at least one hidden code point: then a surface shows :data:`HIDDEN_NOTE` next to
     it (SPEC §4, issue 10)."""
-    return _MAYBE_HIDDEN.search(s) is not None and _HIDDEN.search(s) is not None
+    if _ascii_plain(s):
+        return False
+    p = _patterns()
+    return p["maybe_hidden"].search(s) is not None and p["hidden"].search(s) is not None
 
 
 def _escape_char(ch: str) -> str:
@@ -159,7 +184,7 @@ def escape(s: str, *, one_line: bool = False) -> str:
     """
     if _plain(s, one_line):
         return s
-    return (_RENDER_ONE_LINE if one_line else _RENDER_MULTI).sub(_render, s)
+    return _patterns()["render_one_line" if one_line else "render_multi"].sub(_render, s)
 
 
 def segments(s: str, *, one_line: bool = False) -> list[tuple[str, str]]:
@@ -178,7 +203,7 @@ def segments(s: str, *, one_line: bool = False) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     escapes: list[str] = []  # a run of hidden code points can come as several matches (BMP, astral)
     pos = 0
-    for m in (_RENDER_ONE_LINE if one_line else _RENDER_MULTI).finditer(s):
+    for m in _patterns()["render_one_line" if one_line else "render_multi"].finditer(s):
         start, kind = m.start(), m.lastgroup or "escape"
         if escapes and (start > pos or kind != "escape"):
             out.append(("escape", "".join(escapes)))
@@ -203,7 +228,10 @@ def strip_hidden(s: str) -> str:
     What the model is sent of a tool definition with hidden characters: the person reviews the escaped
     text, the model never gets instructions the person could not see.
     """
-    return _HIDDEN.sub("", s) if _MAYBE_HIDDEN.search(s) else s
+    if _ascii_plain(s):
+        return s
+    p = _patterns()
+    return p["hidden"].sub("", s) if p["maybe_hidden"].search(s) else s
 
 
 def normalize_for_marks(s: str) -> str:

@@ -19,7 +19,6 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from palui.errors import NotFound, UsageError
 from palui.runner.state import new_id
@@ -62,6 +61,8 @@ class Job:
 
 def system_zone() -> tzinfo:
     """The system's time zone with its daylight-saving rules (``TZ``, else ``/etc/localtime``)."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # (zoneinfo is imported when a zone is needed)
+
     name = os.environ.get("TZ", "").lstrip(":")
     if name:
         try:
@@ -78,13 +79,19 @@ def system_zone() -> tzinfo:
 def zone_for(tz: str | None, caps_timezone: str | None) -> tzinfo:
     """The zone a job's cron expression is read in."""
     name = tz or caps_timezone
-    return ZoneInfo(name) if name else system_zone()
+    if not name:
+        return system_zone()
+    from zoneinfo import ZoneInfo
+
+    return ZoneInfo(name)
 
 
 def check_zone(tz: str | None) -> str | None:
     """Validate a ``--tz`` value. Raises UsageError for an unknown zone."""
     if tz is None or tz == "":
         return None
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
     try:
         ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError, OSError):
@@ -112,6 +119,8 @@ def check_cron(expr: str) -> str:
                          "day-of-week (e.g. \"0 8 * * *\")")
     if not croniter.is_valid(norm):
         raise UsageError(f"cron expression {expr!r} is not valid")
+    from zoneinfo import ZoneInfo
+
     next_after(norm, time.time(), ZoneInfo("UTC"))  # never fires → UsageError
     return norm
 

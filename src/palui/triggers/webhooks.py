@@ -25,8 +25,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import secrets
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -68,6 +66,8 @@ def _write_secret(secrets_dir: Path, hook_id: str, secret: str) -> None:
     d.mkdir(parents=True, exist_ok=True)
     os.chmod(secrets_dir, 0o700)
     os.chmod(d, 0o700)
+    import tempfile  # here, like secrets below: commands that never touch a webhook skip them (issue 11)
+
     fd, tmp = tempfile.mkstemp(prefix=f".{hook_id}.", dir=d)  # mode 0600 from the start
     try:
         with os.fdopen(fd, "w") as f:
@@ -99,6 +99,8 @@ def add(db: Database, secrets_dir: Path, name: str) -> tuple[Webhook, str]:
     name = (name or "").strip()
     if not NAME_RE.match(name):
         raise UsageError("a webhook name must be 1-64 letters, digits, spaces, dots, dashes or underscores")
+    import secrets
+
     hook_id = secrets.token_hex(12)
     secret = secrets.token_urlsafe(32)
     with db.write() as c:

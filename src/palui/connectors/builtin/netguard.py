@@ -14,9 +14,7 @@ and the connection (rebinding) cannot swap in a private address.
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
-import socket
 from collections.abc import Awaitable, Callable
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -82,6 +80,9 @@ def allow_all(ip: IPAddress) -> None:
 
 async def system_resolver(host: str, port: int) -> list[str]:
     """Resolve ``host`` with the system resolver (``getaddrinfo``); address strings in its order."""
+    import asyncio
+    import socket
+
     infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     out: list[str] = []
     for *_, sockaddr in infos:

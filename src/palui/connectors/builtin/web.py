@@ -8,15 +8,17 @@ as they are; other content types are described, not shown.
 
 from __future__ import annotations
 
-import ssl
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from palui.connectors.base import CallContext, ToolResult, ToolSpec
-from palui.connectors.builtin import extract
 from palui.connectors.builtin.common import BuiltinConnector
-from palui.connectors.builtin.fetch import FetchError, Page, fetch
 from palui.connectors.builtin.netguard import AddressPolicy, Resolver, address_refusal, allow_all, system_resolver
 from palui.types import ToolClass
+
+if TYPE_CHECKING:
+    import ssl
+
+    from palui.connectors.builtin.fetch import Page
 
 TOOLS = [
     ToolSpec(
@@ -73,6 +75,10 @@ class WebConnector(BuiltinConnector):
             return ToolResult(text="fetch_page: missing argument 'url' (an http or https URL)", is_error=True,
                               untrusted=True)
         url = url.strip()
+        # httpx (with what it pulls in) is imported by the first fetch, not by every command that
+        # lists the built-in tools (issue 11).
+        from palui.connectors.builtin.fetch import FetchError, fetch
+
         s = ctx.settings
         policy = self._policy or (allow_all if s.get("web.allow_private") else address_refusal)
         try:
@@ -92,6 +98,8 @@ class WebConnector(BuiltinConnector):
 
 def render(page: Page) -> str:
     """What the model sees of a page: URL, title, a truncation note, then the text (or a description)."""
+    from palui.connectors.builtin import extract  # html.parser and friends: only when a page is shown
+
     media = page.media_type
     kind = "html" if media in _HTML else "text" if _is_textual(media) else ""
     if not media:

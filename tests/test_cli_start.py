@@ -1,0 +1,90 @@
+"""What a CLI command imports before it runs (issue 11): the start cost, held by what it imports.
+
+Timing is not asserted here (bench/cli_start.py measures it); what is asserted is the cause:
+``palui --help`` and ``palui tools list`` import neither rich (Typer's rich help is off),
+pydantic (Typer's coercion is built only for values that need it), httpx, asyncio nor the
+model library; each entry of the CLI's command map loads the same commands as loading every
+module; and option values still reach the commands converted as Typer converts them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("rich", "pydantic", "pydantic_ai", "httpx", "asyncio", "mcp", "starlette", "uvicorn", "apprise")
+
+PROBE = """
+import atexit, json, sys
+atexit.register(lambda: print("MODULES " + json.dumps(sorted({m.split(".")[0] for m in sys.modules})), file=sys.stderr))
+sys.argv = ["palui", *json.loads(sys.argv[1])]
+from palui.cli import main
+main()
+"""
+
+
+def imported(home, *args: str) -> set[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PALUI_")}
+    env["PALUI_HOME"] = str(home)
+    r = subprocess.run([sys.executable, "-c", PROBE, json.dumps(args)], capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    line = next(x for x in r.stderr.splitlines() if x.startswith("MODULES "))
+    return set(json.loads(line.removeprefix("MODULES ")))
+
+
+@pytest.mark.parametrize("args", [("--help",), ("tools", "list"), ("tools", "list", "--json"), ("connectors", "list")])
+def test_light_commands_import_nothing_heavy(home, args):
+    assert not imported(home, *args) & set(HEAVY)
+
+
+def test_the_probe_sees_a_heavy_import(home, tmp_path):
+    # `palui run` needs the model library: the probe must notice it (else the test above could not fail).
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"steps": [{"text": "ok"}]}))
+    assert {"pydantic_ai", "asyncio"} <= imported(home, "run", "hi", "--model", f"script:{script}")
+
+
+SUBCOMMANDS = """
+import json, sys
+import typer.main
+from palui import cli
+cli.load_commands(json.loads(sys.argv[1]))
+group = typer.main.get_command(cli.app)
+out = {}
+for name, cmd in group.commands.items():
+    out[name] = sorted(getattr(cmd, "commands", {}) or ["(command)"])
+print(json.dumps(out))
+"""
+
+
+def commands(argv) -> dict[str, list[str]]:
+    r = subprocess.run([sys.executable, "-c", SUBCOMMANDS, json.dumps(argv)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_each_command_map_entry_loads_what_loading_everything_does():
+    from palui.cli import COMMANDS
+
+    everything = commands(None)
+    assert set(COMMANDS) <= set(everything), set(COMMANDS) - set(everything)
+    for name in COMMANDS:
+        assert commands([name, "--help"])[name] == everything[name], name
+
+
+def test_option_values_are_converted_as_before(cli):
+    listed = cli.json("tools", "list", "--connector", "recall", "--json")
+    assert {t["connector"] for t in listed} == {"recall"}
+    r = cli("jobs", "add", "daily", "--cron", "0 8 * * *", "--prompt", "hi", "--token-cap", "lots")
+    assert r.returncode == 2 and "token-cap" in r.stderr  # an int option is still checked by Typer
+    r = cli("jobs", "add", "daily", "--cron", "0 8 * * *", "--prompt", "hi", "--token-cap", "500")
+    assert r.returncode == 0, r.stderr
+    assert cli.json("jobs", "list", "--json")[0]["token_cap"] == 500
+    r = cli("tool", "list")  # not a command: every module is loaded and click says so
+    assert r.returncode == 2 and "No such command 'tool'" in r.stderr
