@@ -110,3 +110,36 @@ def test_health_is_public_and_the_token_is_never_sent_to_a_stranger(cli, home, t
         assert seen and not any(seen)  # asked who it is, never sent the token
     finally:
         stranger.shutdown()
+
+
+async def test_accepted_connections_have_tcp_nodelay():
+    """Issue 11: the service's listening socket makes every accepted connection TCP_NODELAY (no ~40 ms
+    Nagle wait per response on a kept-alive connection). Checked on the server side of a real
+    connection accepted by asyncio, from the socket ``palui serve`` binds and, for contrast, from a
+    socket made the old way (protocol 0), whose connections asyncio leaves with Nagle on."""
+    import asyncio
+    import socket
+
+    from palui.server.main import bind
+
+    async def nodelay_of_accepted(listening: socket.socket) -> int:
+        got: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        async def handler(reader, writer):
+            got.set_result(writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+
+        server = await asyncio.start_server(handler, sock=listening)
+        _, writer = await asyncio.open_connection("127.0.0.1", listening.getsockname()[1])
+        try:
+            return await asyncio.wait_for(got, 10)
+        finally:
+            writer.close()
+            server.close()
+            await server.wait_closed()
+
+    old_way = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    old_way.bind(("127.0.0.1", 0))
+    old_way.listen()
+    assert await nodelay_of_accepted(old_way) == 0
+    assert await nodelay_of_accepted(bind("127.0.0.1", 0)) != 0
