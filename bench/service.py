@@ -2,7 +2,8 @@
 
 Each turn: the ``script:`` model asks for one read tool call (``recall__search_memories``),
 the tool runs, the model answers (the turn of ``turn_overhead.py``). Two ways, batch by
-batch, alternating, on one PALUI_HOME (caps lifted):
+batch, alternating, each on a PALUI_HOME of its own with the same settings (caps lifted) and
+memories, so the live service's tick never takes the in-process side's queued turns:
 
 - http:       a real ``palui serve --port 0`` process; N concurrent ``POST /api/turns``
               (one ``httpx.AsyncClient``, bearer token), each waiting for the turn's result.
@@ -37,9 +38,9 @@ SCRIPT = {"steps": [
 ]}
 
 
-def start_service(home) -> tuple[subprocess.Popen, str, str]:
+def start_service(home, env: dict[str, str]) -> tuple[subprocess.Popen, str, str]:
     proc = subprocess.Popen([sys.executable, "-m", "palui", "serve", "--port", "0"], cwd=ROOT,
-                            env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+                            env={**env, "PYTHONPATH": str(ROOT / "src")},
                             stdout=subprocess.DEVNULL, stderr=open(home / "serve.log", "wb"))
     info_file = home / "serve.json"
     deadline = time.monotonic() + 60
@@ -58,21 +59,31 @@ def start_service(home) -> tuple[subprocess.Popen, str, str]:
 
 
 async def main(n: int, rounds: int) -> None:
-    home = fresh_home()
-    path = home / "bench-script.json"
-    path.write_text(json.dumps(SCRIPT))
-    model = f"script:{path}"
-    (home / "palui.toml").write_text(f'model = "{model}"\n')
-
     import httpx
 
+    from palui.config import load_settings
     from palui.service import Service
     from palui.store import memories
 
-    svc = Service()
-    for text in ("buy milk", "dentist on Tuesday", "call Ana about the flat", "oat milk, not cow's milk"):
-        memories.add_memory(svc.db, text, memories.TRUSTED, "bench", None)
-    proc, url, token = start_service(home)
+    # Two homes with the same settings and memories: the live service's tick starts every queued turn
+    # of its own home, so on a shared home it could take the in-process side's turns (queued for the
+    # moment between Service.start_turn and its claim) and abort the batch.
+    homes = {}
+    for side in ("http", "in-process"):
+        home = fresh_home()
+        path = home / "bench-script.json"
+        path.write_text(json.dumps(SCRIPT))
+        model = f"script:{path}"
+        (home / "palui.toml").write_text(f'model = "{model}"\n')
+        env = {k: v for k, v in os.environ.items() if k.startswith("PALUI_")}
+        s = Service(load_settings({**env, "PALUI_HOME": str(home)}))
+        for text in ("buy milk", "dentist on Tuesday", "call Ana about the flat", "oat milk, not cow's milk"):
+            memories.add_memory(s.db, text, memories.TRUSTED, "bench", None)
+        homes[side] = (home, model, s, dict(os.environ))
+    home, _, served, env = homes["http"]
+    served.db.close()
+    _, model, svc, _ = homes["in-process"]
+    proc, url, token = start_service(home, env)
 
     async def timed(coro) -> float:
         t0 = time.perf_counter()
@@ -119,8 +130,9 @@ async def main(n: int, rounds: int) -> None:
     for name, v in rate.items():
         print(f"  {name:<32}{statistics.median(v):>10.1f}{min(v):>10.1f}{max(v):>10.1f}")
     h, p = latency["http (POST /api/turns)"], latency["in-process (Service.send)"]
+    ratio = statistics.median(rate["http (POST /api/turns)"]) / statistics.median(rate["in-process (Service.send)"])
     print(f"  service overhead per turn: p50 {pct(h, 50) - pct(p, 50):+.1f} ms, p99 {pct(h, 99) - pct(p, 99):+.1f} ms;"
-          f" throughput ratio http/in-process {statistics.median(rate['http (POST /api/turns)']) / statistics.median(rate['in-process (Service.send)']):.2f}")
+          f" throughput ratio http/in-process {ratio:.2f}")
     svc.db.close()
 
 
