@@ -131,6 +131,7 @@ async def test_hot_path_statements_never_scan_a_growing_table(svc, tmp_path, hom
     text_all = "\n".join(sqls)
     # The recording holds the hot path (else this test could not fail).
     for needle in ("INSERT INTO turns", "FROM usage_days", "run_minutes", "INSERT INTO audit", "INSERT INTO approvals",
+                   "DELETE FROM inbox",
                    "FROM approvals", "status = 'queued'", "INSERT INTO runs", "FROM conversations"):
         assert needle in text_all, f"not recorded: {needle}"
     bad = {s: t for s in sqls if (t := scans(conn, s))}

@@ -61,6 +61,7 @@ _SCHEMA: dict[str, tuple[str, Any]] = {
     "notify.apprise": ("strlist", []),
     "messages.contacts": ("strdict", {}),  # contact name -> apprise URL (messages__send_message "to")
     "webhooks.rate_per_minute": ("int+", 10),  # accepted deliveries per webhook per sliding minute (SPEC §8)
+    "retention.days": ("int+", 90),  # untrusted content, inbox, webhook deliveries older than this are pruned (§10)
 }
 
 

@@ -17,7 +17,8 @@ from palui.errors import PaluiError, UsageError
 
 # Command modules, registered in this order (a missing optional module is skipped only
 # while it is being written; every module listed here exists on main).
-COMMAND_MODULES = ["tools", "mcp", "memories", "turns", "chat", "serve", "triggers", "channels", "unit"]
+COMMAND_MODULES = ["tools", "mcp", "memories", "turns", "chat", "serve", "triggers", "channels", "unit",
+                   "maintenance"]
 
 # The modules that define each top-level command or group (issue 11: a command imports only what it
 # needs; Typer also builds only those commands). A name not listed here, ``palui --help`` and
@@ -28,6 +29,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "memories": ("memories",), "tasks": ("memories",),
     "run": ("turns",), "approvals": ("turns",), "stop": ("turns",), "status": ("turns",), "inbox": ("turns",),
     "audit": ("turns",), "chat": ("chat",), "serve": ("serve",), "jobs": ("triggers",), "webhooks": ("triggers",),
+    "prune": ("maintenance",), "backup": ("maintenance",),
 }
 
 

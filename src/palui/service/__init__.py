@@ -15,7 +15,8 @@ it inherits)::
     │           │       └── ChannelsPart  chat channels: list, pairing, state      (channels.py)
     │           │           └── ChannelUpdatesPart  updates once, chats, sent      (channel_updates.py)
     │           └── TriggersPart       jobs and webhooks                          (triggers.py)
-    └── MemoriesPart     memories and tasks                                       (memories.py)
+    ├── MemoriesPart     memories and tasks                                       (memories.py)
+    └── MaintenancePart  retention (pruning) and backups                           (maintenance.py)
 
 Mixins rather than delegation so that the API stays one flat object (``svc.tools()``,
 ``svc.answer_approval(…)``) for front ends and tests, while each module stays small and a
@@ -26,13 +27,14 @@ reader sees from a part's base classes what it may use. Methods raise
 from __future__ import annotations
 
 from palui.service.channel_updates import ChannelUpdatesPart
+from palui.service.maintenance import MaintenancePart
 from palui.service.mcp_connectors import MCPPart
 from palui.service.memories import MemoriesPart
 from palui.service.triggers import TriggersPart
 from palui.service.turns import Launched
 
 
-class Service(TriggersPart, ChannelUpdatesPart, MCPPart, MemoriesPart):
+class Service(TriggersPart, ChannelUpdatesPart, MCPPart, MemoriesPart, MaintenancePart):
     """Palui's service API over one ``PALUI_HOME`` (settings + database).
 
     Args:

@@ -8,9 +8,10 @@ With :meth:`start` (``palui serve``), every second (``tick_seconds``) it sweeps 
 approvals, queues again turns left ``running`` by a process that is gone (kill -9), resumes
 turns whose approval was answered anywhere, starts queued turns while the caps and the
 one-turn-per-conversation rule allow (SPEC §6, §8; FIFO per kind of cap, so webhook turns held
-by their share never block a chat turn, issue 10 §3), and calls the tickers (the job
-scheduler). On shutdown it drains: turns in flight stop at their next step boundary and stay
-resumable (they go back to ``queued`` and the next start picks them up).
+by their share never block a chat turn, issue 10 §3), prunes a small batch of what
+``retention.days`` no longer keeps, and calls the tickers (the job scheduler). On shutdown it
+drains: turns in flight stop at their next step boundary and stay resumable (they go back to
+``queued`` and the next start picks them up).
 """
 
 from __future__ import annotations
@@ -112,6 +113,7 @@ class Runtime:
         for tid in state.answered_turn_ids(db):
             self.svc.launch(tid, (TurnStatus.AWAITING_APPROVAL,))
         self._start_queued(db)
+        self.svc.prune_expired(now)  # retention.days, a small batch per tick (issue 11)
         for ticker in list(self.tickers):
             try:
                 await ticker(now)

@@ -131,6 +131,41 @@ class Database:
     def all(self, sql: str, params: tuple | dict = ()) -> list[sqlite3.Row]:
         return self._connect().execute(sql, params).fetchall()
 
+    def backup(self, target: Path | str) -> Path:
+        """Copy the whole database into the new file ``target`` with SQLite's online backup API: a
+        consistent snapshot, safe while other connections and processes read and write (WAL), which
+        never wait for it. Written to a temporary file beside ``target`` (mode 0600) and renamed into
+        place once complete and checked (``PRAGMA quick_check``). Returns ``target``.
+
+        Raises FileExistsError when ``target`` exists, OSError when it cannot be written, and
+        sqlite3.DatabaseError when the copy does not check.
+        """
+        import os
+
+        target = Path(target)
+        if target.exists():
+            raise FileExistsError(str(target))
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.partial")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+        try:
+            dst = sqlite3.connect(tmp)
+            try:
+                self._connect().backup(dst)  # one step: the pages of one snapshot
+                ok = dst.execute("PRAGMA quick_check").fetchone()[0]
+                if ok != "ok":
+                    raise sqlite3.DatabaseError(f"the copy does not check: {ok}")
+                dst.execute("PRAGMA journal_mode = DELETE")  # one self-contained file
+            finally:
+                dst.close()
+            if target.exists():
+                raise FileExistsError(str(target))
+            os.replace(tmp, target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return target
+
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
         if conn is not None:

@@ -1,0 +1,68 @@
+"""Service part: keeping the database bounded and copying it (SPEC §10 ``retention.days``, issue 11).
+
+- :meth:`MaintenancePart.prune_expired` is called by the service's tick: a small batch per table
+  of what ``retention.days`` (default 90) no longer keeps.
+- :meth:`MaintenancePart.prune` is ``palui prune --before DATE``: everything older, at once.
+- :meth:`MaintenancePart.backup` is ``palui backup FILE``: SQLite's online backup, safe while the
+  service runs.
+
+What is pruned and what is kept is :mod:`palui.store.retention`'s rule.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+from palui.errors import PaluiError, UsageError
+from palui.service.core import ServiceCore
+from palui.store import retention
+
+DAY = 86400.0
+
+
+class MaintenancePart(ServiceCore):
+    """Retention and backups."""
+
+    def prune_expired(self, now: float | None = None) -> dict[str, int]:
+        """One small batch (per table) of rows older than ``retention.days``: the tick's share."""
+        now = time.time() if now is None else now
+        return retention.prune(self.db, now - float(self.settings.get("retention.days")) * DAY)
+
+    def prune(self, before: str) -> dict[str, Any]:
+        """Delete untrusted content, inbox messages and webhook deliveries older than ``before``
+        (``YYYY-MM-DD``, midnight in ``caps.timezone``, or an ISO 8601 time). Audit rows are kept.
+        Returns ``{"before": ISO time, "deleted": {table: rows}}``. Raises UsageError for a bad date."""
+        when = self._parse_before(before)
+        deleted = retention.prune(self.db, when.timestamp(), batch=None)
+        return {"before": when.isoformat(), "deleted": deleted}
+
+    def _parse_before(self, text: str) -> datetime:
+        tz = self.timezone()
+        try:
+            if len(text.strip()) == 10:
+                d = date.fromisoformat(text.strip())
+                when = datetime(d.year, d.month, d.day, tzinfo=tz)
+            else:
+                when = datetime.fromisoformat(text.strip())
+        except ValueError:
+            raise UsageError(f"--before {text!r}: give a date (YYYY-MM-DD) or an ISO 8601 time") from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=tz) if tz is not None else when.astimezone()
+        return when.astimezone(tz) if tz is not None else when.astimezone()
+
+    def backup(self, target: str | Path) -> dict[str, Any]:
+        """Copy the database into the new file ``target`` (mode 0600) while everything keeps running.
+        Returns ``{"file", "bytes"}``. Raises PaluiError when the file exists or cannot be written."""
+        import sqlite3
+
+        path = Path(target).expanduser()
+        try:
+            self.db.backup(path)
+        except FileExistsError:
+            raise PaluiError(f"{path} exists already: give a new file name") from None
+        except (OSError, sqlite3.Error) as e:
+            raise PaluiError(f"cannot write the backup to {path}: {e}") from None
+        return {"file": str(path.resolve()), "bytes": path.stat().st_size}

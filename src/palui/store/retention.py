@@ -1,0 +1,44 @@
+"""What is kept and for how long (SPEC §10 ``retention.days``, issue 11): untrusted content, the inbox
+and webhook deliveries are pruned; the audit log, turns and approvals are kept.
+
+Rows are deleted oldest first in batches through the time index of each table, so one batch costs
+the same however much is stored, and the service's tick can prune a little every second without
+holding the write lock for long. Untrusted content of a conversation that has a live turn
+(running, awaiting approval or queued) is kept: a later call of that turn may still ask, and its
+approval prompt marks argument values found in it (SPEC §4). Every delete goes through
+:meth:`~palui.store.db.Database.write`.
+"""
+
+from __future__ import annotations
+
+from palui.store.db import Database
+
+#: (table, time column, the extra condition on a row that may go)
+PRUNED: tuple[tuple[str, str, str], ...] = (
+    ("untrusted_content", "created_at",
+     "conversation_id NOT IN (SELECT conversation_id FROM turns WHERE status IN"
+     " ('running','awaiting_approval','queued'))"),
+    ("inbox", "time", "1"),
+    ("webhook_deliveries", "received_at", "1"),
+)
+BATCH = 500  # rows per table per tick
+
+
+def prune(db: Database, before: float, batch: int | None = BATCH) -> dict[str, int]:
+    """Delete pruned rows older than ``before`` (epoch seconds): at most ``batch`` rows per table, or
+    every one when ``batch`` is None (in batches of :data:`BATCH`, each its own transaction).
+    Returns the rows deleted per table."""
+    out = {}
+    for table, col, keep in PRUNED:
+        total = 0
+        while True:
+            n = BATCH if batch is None else batch
+            with db.write() as c:
+                deleted = c.execute(
+                    f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE {col} < ? AND {keep}"
+                    f" ORDER BY {col} LIMIT ?)", (before, n)).rowcount
+            total += deleted
+            if batch is not None or deleted < n:
+                break
+        out[table] = total
+    return out
