@@ -47,4 +47,4 @@ def report(title: str, unit: str, rows: dict[str, list[float]], baseline: str) -
     for name, v in rows.items():
         p50, p99, mean = pct(v, 50), pct(v, 99), statistics.fmean(v)
         print(f"  {name:<32}{p50:>8.3f}{unit:>2}{p99:>8.3f}{unit:>2}{mean:>8.3f}{unit:>2}"
-              f"   {p50 / b50:>6.1f}x{p99 / b99:>6.1f}x")
+              f"   {p50 / b50:>6.2f}x{p99 / b99:>6.2f}x")

@@ -86,7 +86,9 @@ def tool_now(db: Database, name: str | None = None, *, connector: str | None = N
     if r is None:
         return None
     cached: Snapshot | None = db.memo.get(_KEY)
-    if cached is not None and cached.version == r["catalog_version"]:
+    if cached is None:
+        cached = snapshot(db)  # the first check in this process reads the catalog once
+    if cached.version == r["catalog_version"]:
         hit = cached.tools.get(r["name"])
         if hit is not None:
             return hit
