@@ -279,7 +279,8 @@ def part_process(rounds: int) -> None:
         homes[label] = (home, model)
 
     def run(home: Path, model: str) -> float:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PALUI_")}
+        # As a person's shell runs it: bytecode caches written (PYTHONDONTWRITEBYTECODE dropped).
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PALUI_") and k != "PYTHONDONTWRITEBYTECODE"}
         env.update({"PALUI_HOME": str(home), **LIFTED, "PYTHONPATH": str(ROOT / "src")})
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         r = subprocess.run([sys.executable, "-m", "palui", "run", QUESTION, "--model", model, "--json"],
