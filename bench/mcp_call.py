@@ -1,11 +1,15 @@
 """A governed MCP tool call against a direct ``mcp`` SDK call, with mcp-server-time over stdio.
 
-Two server processes of ``python -m mcp_server_time`` run side by side: one behind Palui
-(added with ``Service.mcp_add_async``, its read tools switched on), one held by a plain
-SDK ``ClientSession``. Alternating call by call in one process, it measures:
+Three server processes of ``python -m mcp_server_time`` run side by side: one behind Palui
+(added with ``Service.mcp_add_async``, its read tools switched on), one held by the SDK's
+``Client`` and one by a plain SDK ``ClientSession``. Alternating call by call in one process, it measures:
 
-- call level: ``ClientSession.call_tool`` (baseline) vs Palui's connector
-  ``MCPConnector.call_tool`` (timeouts, output cap, result rendering, taint flags);
+- call level: Palui's connector ``MCPConnector.call_tool`` (the stored flags read with the
+  catalog version, timeouts, output cap, result rendering, taint flags) against two baselines:
+  the SDK's ``Client.call_tool`` with ``mode="auto"`` (what Palui's session uses: the same
+  protocol era, 2026-07-28 for mcp-server-time; the ratio is Palui's own cost), and a bare
+  ``ClientSession.call_tool`` after ``initialize`` (the 2025-11-25 handshake era: the ratio
+  adds the cost of the newer era's client path);
 - turn level: a whole governed turn (``Service.send``, ``script:`` model: one MCP call,
   then an answer) vs a hand loop of the same two ``model_request`` calls and a direct
   ``ClientSession.call_tool`` (baseline).
@@ -68,12 +72,19 @@ async def main(calls: int, warmup: int, python: str) -> None:
     params = ModelRequestParameters(function_tools=defs, allow_text_output=True)
 
     params_direct = StdioServerParameters(command=python, args=["-m", "mcp_server_time"])
+    from mcp import Client
+
     with open("/dev/null", "w") as devnull:
-        async with stdio_client(params_direct, errlog=devnull) as (read, write), ClientSession(read, write) as session:
+        async with (stdio_client(params_direct, errlog=devnull) as (read, write), ClientSession(read, write) as session,
+                    Client(stdio_client(params_direct, errlog=devnull), mode="auto") as client):
             await session.initialize()
 
             async def direct_call() -> None:
                 r = await session.call_tool("get_current_time", ARGS)
+                assert not r.is_error, r
+
+            async def client_call() -> None:
+                r = await client.call_tool("get_current_time", ARGS)
                 assert not r.is_error, r
 
             async def palui_call() -> None:
@@ -103,9 +114,10 @@ async def main(calls: int, warmup: int, python: str) -> None:
                     messages.append(ModelRequest(parts=returns))
 
             for title, ways, base in (
-                ("MCP call: get_current_time over stdio",
-                 {"palui MCPConnector.call_tool": palui_call, "direct ClientSession.call_tool": direct_call},
-                 "direct ClientSession.call_tool"),
+                ("MCP call: get_current_time over stdio (vs the SDK's Client in the same protocol era)",
+                 {"palui MCPConnector.call_tool": palui_call, "direct Client.call_tool (auto era)": client_call,
+                  "direct ClientSession.call_tool": direct_call},
+                 "direct Client.call_tool (auto era)"),
                 ("turn with one MCP call + answer, script: model",
                  {"palui (Service.send)": palui_turn, "baseline (hand loop)": baseline_turn},
                  "baseline (hand loop)"),
