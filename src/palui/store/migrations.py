@@ -12,6 +12,8 @@ import sqlite3
 import time
 from collections.abc import Callable
 
+from palui.store.migrations_costs import COST_MIGRATIONS
+
 #: (number, name, SQL text or a function of the connection, run inside the migrating transaction)
 MIGRATIONS: list[tuple[int, str, str | Callable[[sqlite3.Connection], None]]] = [
     (
@@ -438,116 +440,8 @@ ALTER TABLE approvals ADD COLUMN deny_reason TEXT;  -- /deny ID REASON: what the
     )
 )
 
-# Issue 11: every per-turn cost independent of history. The caps read running counters kept by
-# triggers in the transaction that writes the usage or run they count (so every writer keeps them
-# true, tests and tools included): tokens per day (all turns: job_id '', and per job) and turn starts
-# per minute (the sliding hour is the whole minutes inside it plus the exact rows of its first minute).
-MIGRATIONS.append(
-    (
-        11,
-        "cap counters: tokens per day and job, turn starts per minute, kept by triggers",
-        """
-CREATE TABLE usage_days (
-    day     TEXT NOT NULL,                     -- YYYY-MM-DD in the caps time zone, as usage.day
-    job_id  TEXT NOT NULL DEFAULT '',          -- '' counts every turn; a job id counts that job's turns
-    tokens  INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (day, job_id)
-) WITHOUT ROWID;
-INSERT INTO usage_days (day, job_id, tokens) SELECT day, '', SUM(tokens) FROM usage GROUP BY day;
-INSERT INTO usage_days (day, job_id, tokens)
-    SELECT day, job_id, SUM(tokens) FROM usage WHERE job_id IS NOT NULL AND job_id != '' GROUP BY day, job_id;
-CREATE TRIGGER usage_days_ai AFTER INSERT ON usage BEGIN
-    INSERT OR IGNORE INTO usage_days (day, job_id) VALUES (new.day, '');
-    UPDATE usage_days SET tokens = tokens + new.tokens WHERE day = new.day AND job_id = '';
-    INSERT OR IGNORE INTO usage_days (day, job_id) SELECT new.day, new.job_id WHERE new.job_id != '';
-    UPDATE usage_days SET tokens = tokens + new.tokens WHERE day = new.day AND job_id = new.job_id
-        AND new.job_id != '';
-END;
-CREATE TRIGGER usage_days_ad AFTER DELETE ON usage BEGIN
-    UPDATE usage_days SET tokens = tokens - old.tokens WHERE day = old.day AND job_id = '';
-    UPDATE usage_days SET tokens = tokens - old.tokens WHERE day = old.day AND job_id = old.job_id
-        AND old.job_id != '';
-END;
-CREATE TRIGGER usage_days_au AFTER UPDATE OF day, job_id, tokens ON usage BEGIN
-    UPDATE usage_days SET tokens = tokens - old.tokens WHERE day = old.day AND job_id = '';
-    UPDATE usage_days SET tokens = tokens - old.tokens WHERE day = old.day AND job_id = old.job_id
-        AND old.job_id != '';
-    INSERT OR IGNORE INTO usage_days (day, job_id) VALUES (new.day, '');
-    UPDATE usage_days SET tokens = tokens + new.tokens WHERE day = new.day AND job_id = '';
-    INSERT OR IGNORE INTO usage_days (day, job_id) SELECT new.day, new.job_id WHERE new.job_id != '';
-    UPDATE usage_days SET tokens = tokens + new.tokens WHERE day = new.day AND job_id = new.job_id
-        AND new.job_id != '';
-END;
-CREATE TABLE run_minutes (
-    minute  INTEGER PRIMARY KEY,               -- CAST(runs.time / 60 AS INTEGER)
-    runs    INTEGER NOT NULL DEFAULT 0
-);
-INSERT INTO run_minutes (minute, runs) SELECT CAST(time / 60 AS INTEGER), COUNT(*) FROM runs GROUP BY 1;
-CREATE TRIGGER run_minutes_ai AFTER INSERT ON runs BEGIN
-    INSERT OR IGNORE INTO run_minutes (minute) VALUES (CAST(new.time / 60 AS INTEGER));
-    UPDATE run_minutes SET runs = runs + 1 WHERE minute = CAST(new.time / 60 AS INTEGER);
-END;
-CREATE TRIGGER run_minutes_ad AFTER DELETE ON runs BEGIN
-    UPDATE run_minutes SET runs = runs - 1 WHERE minute = CAST(old.time / 60 AS INTEGER);
-END;
-CREATE TRIGGER run_minutes_au AFTER UPDATE OF time ON runs BEGIN
-    UPDATE run_minutes SET runs = runs - 1 WHERE minute = CAST(old.time / 60 AS INTEGER);
-    INSERT OR IGNORE INTO run_minutes (minute) VALUES (CAST(new.time / 60 AS INTEGER));
-    UPDATE run_minutes SET runs = runs + 1 WHERE minute = CAST(new.time / 60 AS INTEGER);
-END;
-""",
-    )
-)
-# Issue 11: an index for every query on the hot path (tests/test_sql_plans.py holds it), and the
-# conversation list ordered by a stored last-activity time instead of computing it for every row.
-MIGRATIONS.append(
-    (
-        12,
-        "hot-path indexes; conversations.last_at; indexes for retention",
-        """
-CREATE INDEX approvals_turn ON approvals(turn_id, status);
-CREATE INDEX turns_conversation_status ON turns(conversation_id, status);
-CREATE INDEX turns_job ON turns(job_id, status) WHERE job_id IS NOT NULL;
-ALTER TABLE conversations ADD COLUMN last_at REAL;   -- the newest turn's start (or its own creation)
-UPDATE conversations SET last_at = COALESCE(
-    (SELECT MAX(t.created_at) FROM turns t WHERE t.conversation_id = conversations.id), created_at);
-CREATE INDEX conversations_last ON conversations(last_at);
-CREATE TRIGGER conversations_last_ai AFTER INSERT ON conversations WHEN new.last_at IS NULL BEGIN
-    UPDATE conversations SET last_at = new.created_at WHERE id = new.id;
-END;
-CREATE TRIGGER conversations_last_turn AFTER INSERT ON turns BEGIN
-    UPDATE conversations SET last_at = new.created_at
-        WHERE id = new.conversation_id AND (last_at IS NULL OR last_at < new.created_at);
-END;
-CREATE INDEX inbox_time ON inbox(time);
-CREATE INDEX untrusted_time ON untrusted_content(created_at);
-CREATE INDEX webhook_deliveries_received ON webhook_deliveries(received_at);
-""",
-    )
-)
-# Issue 11: tool rows are cached per process and checked against this version, which every write
-# to tools (and to a connector's switch, trust or kind) bumps by trigger in its own transaction.
-MIGRATIONS.append(
-    (
-        13,
-        "catalog version, bumped by every tool write",
-        """
-CREATE TABLE catalog (
-    id       INTEGER PRIMARY KEY CHECK (id = 1),
-    version  INTEGER NOT NULL
-);
-INSERT INTO catalog (id, version) VALUES (1, 1);
-CREATE TRIGGER catalog_tools_ai AFTER INSERT ON tools BEGIN UPDATE catalog SET version = version + 1; END;
-CREATE TRIGGER catalog_tools_au AFTER UPDATE ON tools BEGIN UPDATE catalog SET version = version + 1; END;
-CREATE TRIGGER catalog_tools_ad AFTER DELETE ON tools BEGIN UPDATE catalog SET version = version + 1; END;
-CREATE TRIGGER catalog_connectors_ai AFTER INSERT ON connectors BEGIN UPDATE catalog SET version = version + 1; END;
-CREATE TRIGGER catalog_connectors_au AFTER UPDATE OF id, kind, enabled, trusted_source ON connectors BEGIN
-    UPDATE catalog SET version = version + 1;
-END;
-CREATE TRIGGER catalog_connectors_ad AFTER DELETE ON connectors BEGIN UPDATE catalog SET version = version + 1; END;
-""",
-    )
-)
+# Issue 11 (numbers 11-14): cap counters, hot-path indexes, the catalog version.
+MIGRATIONS.extend(COST_MIGRATIONS)
 
 # Migration numbers are handed out to parallel work and may be appended out of order: keep the list sorted.
 MIGRATIONS.sort(key=lambda m: m[0])
