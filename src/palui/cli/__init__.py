@@ -29,7 +29,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "memories": ("memories",), "tasks": ("memories",),
     "run": ("turns",), "approvals": ("turns",), "stop": ("turns",), "status": ("turns",), "inbox": ("turns",),
     "audit": ("turns",), "chat": ("chat",), "serve": ("serve",), "jobs": ("triggers",), "webhooks": ("triggers",),
-    "prune": ("maintenance",), "backup": ("maintenance",),
+    "prune": ("maintenance",), "backup": ("maintenance",), "channels": ("channels",), "service": ("unit",),
 }
 
 

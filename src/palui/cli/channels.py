@@ -8,7 +8,6 @@ from a hidden prompt at a terminal. A Matrix password is used once to log in and
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from pathlib import Path
@@ -18,12 +17,11 @@ import typer
 
 from palui.channels import check_url as _check_url
 from palui.channels import is_loopback_url as _loopback_url
-from palui.cli.common import app, emit_json, fail, service, table
+from palui.cli.common import app, emit_json, fail, group, service, table
 from palui.errors import UsageError
 from palui.text.display import shown
 
-channels_app = typer.Typer(help="Chat channels: talk to Palui and answer approvals from Telegram or Matrix.",
-                           no_args_is_help=True)
+channels_app = group("Chat channels: talk to Palui and answer approvals from Telegram or Matrix.")
 app.add_typer(channels_app, name="channels")
 
 
@@ -68,6 +66,8 @@ def channels_add(
             fail("no bot token: give it with --token-file FILE or PALUI_TELEGRAM_TOKEN (never on the command line)", 2)
         assert token is not None
         redact.add(token)
+        import asyncio  # where used: `palui --help` does not pay for it (issue 11)
+
         me = asyncio.run(check_token(token, api_base, redact))
         config: dict[str, Any] = {"bot_id": me["id"], "bot_username": me["username"]}
         if api_base:
@@ -75,6 +75,8 @@ def channels_add(
         ch = svc.add_channel("telegram", name, {"token": token}, config)
         who = f"@{me['username']}"
     elif kind == "matrix":
+        import asyncio
+
         from palui.channels.matrix import login, whoami
 
         if not homeserver or not user:
@@ -166,4 +168,6 @@ def channels_test(name: str = typer.Argument(...)) -> None:
         from palui.channels.telegram import test_channel
     else:
         from palui.channels.matrix import test_channel
+    import asyncio
+
     typer.echo(asyncio.run(test_channel(c, secret, redact)))

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import platform
-import plistlib
 import shutil
 import subprocess
 import sys
@@ -21,11 +20,11 @@ from pathlib import Path
 
 import typer
 
-from palui.cli.common import app
+from palui.cli.common import app, group
 from palui.config import paths
 from palui.errors import PaluiError, UsageError
 
-service_app = typer.Typer(help="Run palui serve at login (systemd user unit, launchd agent).", no_args_is_help=True)
+service_app = group("Run palui serve at login (systemd user unit, launchd agent).")
 app.add_typer(service_app, name="service")
 
 UNIT_NAME = "palui.service"
@@ -77,6 +76,8 @@ def launchd_plist(python: str, home: str | None, data_dir: Path) -> bytes:
     }
     if home:
         plist["EnvironmentVariables"] = {"PALUI_HOME": home}
+    import plistlib  # (xml.parsers.expat: only for a launchd agent)
+
     return plistlib.dumps(plist)
 
 
