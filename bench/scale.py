@@ -176,7 +176,19 @@ async def offer_and_select(svc, model: str, rounds: int) -> None:
         nonlocal offered
         offered = await runner._offer(t)
 
-    rows = await round_robin({"offering step, 1,000 tools": offer}, rounds * 3, 3)
+    flip = next(r.name for r in svc.tools() if r.connector == "mcp-bench-039")
+
+    async def offer_cold() -> float:
+        # Switching one tool on or off changes the catalog (the version moves) and this situation's
+        # candidates: the next offer re-reads the catalog and rebuilds what is derived from it, once.
+        with svc.db.write() as c:
+            c.execute("UPDATE tools SET enabled = 1 - enabled WHERE name = ?", (flip,))
+        t0 = time.process_time()
+        await offer()
+        return time.process_time() - t0
+
+    rows = await round_robin({"offering step, 1,000 tools": offer,
+                              "the same right after a switch changed": offer_cold}, rounds * 3, 3)
     table("the offering step (TurnRunner._offer) over 1,000 enabled tools", rows, "offering step, 1,000 tools")
     print(f"  offered {len(offered)}: {', '.join(sorted({n.split('__')[0] for n in offered}))}")
     cands = [budget.Candidate(r.name, r.connector, r.connector in ("recall", "tasks", "web", "messages"),

@@ -56,9 +56,20 @@ class RankIndex:
     conn_length: dict[str, int]
 
 
-def rank_index(candidates: list[Candidate]) -> RankIndex:
-    """Tokenize every candidate's text (and every connector id) once, for :func:`select`."""
-    terms = {c.name: Counter(tokens(c.text)) for c in candidates}
+def rank_index(candidates: list[Candidate], known: dict[str, Counter[str]] | None = None) -> RankIndex:
+    """Tokenize every candidate's text (and every connector id) once, for :func:`select`.
+
+    ``known`` maps texts to their term counts from an earlier index (the caller's to keep): a text
+    found there is not tokenized again, and every text tokenized here is added to it.
+    """
+    terms = {}
+    for c in candidates:
+        tf = known.get(c.text) if known is not None else None
+        if tf is None:
+            tf = Counter(tokens(c.text))
+            if known is not None:
+                known[c.text] = tf
+        terms[c.name] = tf
     length = {n: sum(tf.values()) for n, tf in terms.items()}
     post: dict[str, list[str]] = {}
     for name, tf in terms.items():

@@ -41,46 +41,67 @@ def is_builtin(r: ToolRow) -> bool:
     return r.connector in BUILTIN
 
 
-def candidates(snap: Snapshot, origin: Origin, tainted: bool) -> list[Candidate]:
-    """The usable tools the policy offers in this situation (switched on, allowed by the matrix)."""
+def candidates(snap: Snapshot, origin: Origin, tainted: bool, carry: dict[Any, Any] | None = None) -> list[Candidate]:
+    """The usable tools the policy offers in this situation (switched on, allowed by the matrix).
+    ``carry`` (see :func:`choose`) keeps each tool's candidate while its parsed row is the same object."""
     key = ("candidates", origin, tainted)
     out = snap.memo.get(key)
     if out is None:
-        out = snap.memo[key] = [_candidate(snap, r) for r in snap.usable()
-                                if decide(r.tool_class, r.enabled, origin, tainted, None).offered]
+        made: dict[str, tuple[ToolRow, Candidate]] = {} if carry is None else carry.setdefault("candidates", {})
+        offered: dict[tuple[Any, bool], bool] = {}  # the verdict depends on class and switch only, here
+        out = []
+        for r in snap.usable():
+            k = (r.tool_class, r.enabled)
+            if k not in offered:
+                offered[k] = decide(r.tool_class, r.enabled, origin, tainted, None).offered
+            if offered[k]:
+                hit = made.get(r.name)
+                if hit is None or hit[0] is not r:
+                    hit = made[r.name] = (r, _candidate(r))
+                out.append(hit[1])
+        snap.memo[key] = out
     return out
 
 
-def _candidate(snap: Snapshot, r: ToolRow) -> Candidate:
-    key = ("candidate", r.name)
-    c = snap.memo.get(key)
-    if c is None:
-        # Ranking uses the text with hidden characters removed, as the model is sent it (issue 10 §2).
-        c = snap.memo[key] = Candidate(r.name, r.connector, is_builtin(r), strip_hidden(f"{r.connector} {r.tool} "
-                                                                                          f"{r.description}"))
-    return c
+def _candidate(r: ToolRow) -> Candidate:
+    # Ranking uses the text with hidden characters removed, as the model is sent it (issue 10 §2).
+    return Candidate(r.name, r.connector, is_builtin(r), strip_hidden(f"{r.connector} {r.tool} {r.description}"))
 
 
-def _index(snap: Snapshot, origin: Origin, tainted: bool) -> RankIndex:
+def _index(snap: Snapshot, origin: Origin, tainted: bool, carry: dict[Any, Any]) -> RankIndex:
+    """The ranking index of this situation's candidates. ``carry`` (kept by the caller across catalog
+    versions) holds tokenized texts and the last index per situation, reused when a new version left
+    this situation's candidates exactly as they were (a change to another tool, a class that keeps
+    its verdict)."""
     key = ("rank_index", origin, tainted)
     idx = snap.memo.get(key)
     if idx is None:
-        idx = snap.memo[key] = rank_index(candidates(snap, origin, tainted))
+        cands = candidates(snap, origin, tainted, carry)
+        sig = tuple(cands)  # the same candidate objects while their rows are unchanged: compared by identity
+        prior = carry.get(key)
+        if prior is not None and prior[0] == sig:
+            idx = prior[1]
+        else:
+            idx = rank_index(cands, carry.setdefault("texts", {}))
+            carry[key] = (sig, idx)
+        snap.memo[key] = idx
     return idx
 
 
-def choose(snap: Snapshot, origin: Origin, tainted: bool, query: str, limit: int) -> Offer:
+def choose(snap: Snapshot, origin: Origin, tainted: bool, query: str, limit: int,
+           carry: dict[Any, Any] | None = None) -> Offer:
     """What a turn with this ``origin``, taint and input is offered, at most ``limit`` tools (SPEC §6).
 
     A webhook turn is offered nothing (SPEC §3). Built-in and MCP connectors are ranked together;
-    when every candidate fits, all are offered.
+    when every candidate fits, all are offered. ``carry`` is the caller's dict kept from one catalog
+    version to the next (tokenized texts, the last ranking index per situation).
     """
     if origin is Origin.WEBHOOK:
         return Offer([], [])
-    cands = candidates(snap, origin, tainted)
+    cands = candidates(snap, origin, tainted, carry)
     if len(cands) <= limit:
         return Offer([c.name for c in select(cands, query, limit)], [])
-    chosen = select(cands, query, limit, index=_index(snap, origin, tainted))
+    chosen = select(cands, query, limit, index=_index(snap, origin, tainted, {} if carry is None else carry))
     names = [c.name for c in chosen]
     taken = set(names)
     key = ("names", origin, tainted)

@@ -258,7 +258,11 @@ class TurnRunner(CallsMixin):
         pinned definitions: no server is started to offer its tools. Emits ``tools_left_out``
         when the budget left enabled, allowed tools out."""
         limit = int(self.settings.get("budgets.tools"))
-        chosen = offer.choose(catalog.snapshot(self.db), t.origin, t.tainted, t.input, limit)
+        snap = catalog.snapshot(self.db)
+        carry = self.db.memo.setdefault("offer", {})  # kept across catalog versions (see offer.choose)
+        if len(carry.get("texts", ())) > 4 * max(1, len(snap.tools)):
+            carry.clear()  # texts of tools long gone
+        chosen = offer.choose(snap, t.origin, t.tainted, t.input, limit, carry)
         if chosen.left_out:
             self._emit(t, {"type": "tools_left_out", "tools": chosen.left_out,
                            "reason": f"left out by budgets.tools ({limit})"})

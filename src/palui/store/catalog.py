@@ -58,14 +58,25 @@ def version(db: Database) -> int:
 
 def snapshot(db: Database) -> Snapshot:
     """The catalog as stored now: the cached snapshot if its version is still the stored one, else
-    every tool row read again (with the version, in one read transaction) and cached."""
+    every tool row read again (with the version, in one read transaction) and cached.
+
+    A row whose stored columns are exactly those of the previous snapshot keeps its parsed
+    :class:`ToolRow` (its JSON is not parsed again): after one tool changes, only that tool is.
+    """
     cached: Snapshot | None = db.memo.get(_KEY)
     if cached is not None and cached.version == version(db):
         return cached
+    before: dict[str, tuple] = cached.memo.get("raw", {}) if cached is not None else {}
+    rows, raw = [], {}
     with db.read() as c:
         v = int(c.execute("SELECT version FROM catalog").fetchone()[0])
-        rows = [_row(r) for r in c.execute(_SELECT + " ORDER BY t.connector_id, t.raw_name")]
-    snap = Snapshot(v, {r.name: r for r in rows}, {(r.connector, r.tool): r.name for r in rows})
+        for r in c.execute(_SELECT + " ORDER BY t.connector_id, t.raw_name"):
+            values = tuple(r)
+            name = r["name"]
+            same = cached is not None and before.get(name) == values
+            rows.append(cached.tools[name] if same and cached is not None else _row(r))
+            raw[name] = values
+    snap = Snapshot(v, {r.name: r for r in rows}, {(r.connector, r.tool): r.name for r in rows}, {"raw": raw})
     db.memo[_KEY] = snap
     return snap
 
