@@ -16,11 +16,21 @@ from palui.text.prompts import approval_prompt
 
 def short(value: Any, n: int = 160) -> str:
     """One line of at most about ``n`` characters: hidden characters escaped (and marked), runs of
-    whitespace collapsed; cut with "…" (before escaping, so an escape is never cut in half)."""
+    whitespace collapsed; cut with "…" (before escaping, so an escape is never cut in half) at a
+    space where one is near, so a hint's key or command is never cut in half (issue 12)."""
     s = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return shown(cut_words(s, n), one_line=True, note=False) + (NOTE if hidden_in(value) else "")
+
+
+def cut_words(s: str, n: int) -> str:
+    """``s`` with runs of spaces collapsed, cut to at most ``n`` characters with "…": at the last space
+    before the limit when that keeps at least half of it, else at the limit."""
     s = " ".join(s.split(" "))
-    cut = s if len(s) <= n else s[: n - 1] + "…"
-    return shown(cut, one_line=True, note=False) + (NOTE if hidden_in(value) else "")
+    if len(s) <= n:
+        return s
+    head = s[: n - 1]
+    space = head.rfind(" ")
+    return (head[:space] if space >= n // 2 else head) + "…"
 
 
 def exact(value: Any, n: int) -> str:

@@ -36,6 +36,16 @@ MAX_UNTRUSTED_CHARS = 1_000_000  # characters of one untrusted output kept for a
 CONNECT_TIMEOUT = 30.0  # seconds to start an MCP connector before a turn gives up on it
 
 
+def left_out_by_budget(t: Turn, name: str, budget: int) -> bool:
+    """Whether the tool ``name``, on and allowed at the turn's start, was left out of the offered set by
+    ``budgets.tools`` (SPEC §6). The turn's ``tools_left_out`` event says so; a turn stored before that
+    event existed counts an offered set as full as the budget."""
+    for e in t.events:
+        if e.get("type") == "tools_left_out":
+            return name in (e.get("tools") or [])
+    return len(t.offered or []) >= budget
+
+
 class StopRequested(Exception):
     """``/stop`` was asked for this turn (by any process)."""
 
@@ -51,6 +61,9 @@ class CallsMixin:
         raise NotImplementedError
 
     def _emit(self, t: Turn, event: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _live(self, t: Turn, event: dict[str, Any]) -> None:
         raise NotImplementedError
 
     def _save(self, t: Turn) -> None:
@@ -140,14 +153,23 @@ class CallsMixin:
         t.pending = None
         return False
 
+    def _not_offered_reason(self, t: Turn, row: ToolRow | None, name: str) -> str:
+        """Why a call to a tool that was not offered this turn is refused, as one sentence with the fix
+        (SPEC §3; issue 12: a switched-on tool left out by the tool budget says so)."""
+        if row is None:
+            return "no tool has this name"
+        d = decide(row.tool_class, row.enabled, t.origin, t.tainted, t.taint_source)
+        if not d.offered:
+            return d.reason
+        budget = int(self.settings.get("budgets.tools"))
+        if left_out_by_budget(t, name, budget):
+            return f"left out by budgets.tools ({budget}): raise it or switch tools off"
+        return "it was switched on or reclassed after this turn started: it is offered from the next turn"
+
     async def _decide_and_run(self, t: Turn, call: dict[str, Any]) -> bool:
         row = self._row(call["tool"])
         if row is None or call["tool"] not in (t.offered or []):
-            why = "not offered this turn" + ("" if row else ": unknown tool")
-            if row is not None:
-                d = decide(row.tool_class, row.enabled, t.origin, t.tainted, t.taint_source)
-                if not d.offered:
-                    why = f"not offered this turn ({d.reason})"
+            why = self._not_offered_reason(t, row, call["tool"])
             self._refuse(t, call, row, "off" if row is not None and not row.enabled else "unavailable", why)
             return False
         if not self._is_builtin(row):
@@ -274,6 +296,7 @@ class CallsMixin:
                 return self._refuse(t, call, row, verdict, why, outcome="cancelled")
         call["state"] = "sent"
         self._save(t)  # durable marker: a crash from here on never re-runs the call
+        self._live(t, {"type": "tool_start", "tool": row.name, "args": call["args"]})
         ctx = CallContext(
             turn_id=t.id,
             conversation_id=t.conversation_id,
@@ -339,7 +362,7 @@ class CallsMixin:
     def _taint(self, t: Turn, source: str, texts: list[str], detail: str | None) -> None:
         if not t.tainted:
             t.tainted = True
-            t.taint_source = source + (f" ({detail})" if detail else "")
+            t.taint_source = source + (f", {detail}" if detail else "")  # one sentence: no nested parentheses
             self._emit(t, {"type": "tainted", "source": t.taint_source})
         with self.db.write() as c:
             for text in texts:

@@ -61,14 +61,30 @@ class TurnRunner(CallsMixin):
     # -- helpers ----------------------------------------------------------------------------
 
     def _emit(self, t: Turn, event: dict[str, Any]) -> None:
-        event = {"time": time.time(), **event}
+        """Store ``event`` with the turn (its ``seq`` is its index there) and hand it to the front end."""
+        event = {"time": time.time(), "seq": len(t.events), **event}
         t.events.append(event)
         self.run_events.append(event)
+        self._live(t, event)
+
+    def _live(self, t: Turn, event: dict[str, Any]) -> None:
+        """Hand ``event`` to the front end only, not stored: the pieces of streamed text
+        (``text_delta``, ``text_discarded``) and ``tool_start`` (issue 12). The stored events
+        (``text``, ``tool_call``) carry the same facts when complete."""
         if self.on_event:
             try:
-                self.on_event(event)
+                self.on_event(event if "time" in event else {"time": time.time(), **event})
             except Exception:  # a front end's printing problem must not break the turn
                 pass
+
+    def _on_request_event(self, t: Turn, event: dict[str, Any]) -> None:
+        """What the model request reports while it runs (:data:`palui.models.StreamSink`): text pieces
+        and discards go to the front end only; a provider retry is stored too."""
+        event = {**event, "step": t.steps + 1}
+        if event["type"] == "retry":
+            self._emit(t, event)
+        else:
+            self._live(t, event)
 
     def _time_left(self, t: Turn) -> float:
         return float(self.settings.get("budgets.seconds")) - (t.seconds + (time.monotonic() - self._t0))
@@ -171,7 +187,9 @@ class TurnRunner(CallsMixin):
             defs = self._definitions(t)
             self._emit(t, {"type": "step", "step": t.steps + 1, "tools_offered": [d.name for d in defs]})
             try:
-                response = await self._guarded(t, request(handle, self._messages(t), defs, left), left)
+                response = await self._guarded(
+                    t, request(handle, self._messages(t), defs, left, lambda e: self._on_request_event(t, e)), left
+                )
             except TimeoutError:
                 return self._budget_end(t, f"time budget reached ({self.settings.get('budgets.seconds')} s)")
             t.steps += 1

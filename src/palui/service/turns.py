@@ -127,7 +127,7 @@ class TurnsPart(StatusPart):
         now = time.time()
         tainted, source = bool(conv["tainted"]), conv["taint_source"]
         if tainted:
-            source = f"earlier in this conversation: {source}"
+            source = f"{source}, earlier in this conversation"
         with self.db.write() as c:
             ahead = c.execute(
                 "SELECT id FROM turns WHERE conversation_id = ? AND status IN"

@@ -127,6 +127,9 @@ async def connector_action(request: Request, form: dict[str, str]) -> Response:
         names = [r.name for r in svc.enable_read(cid)]
         text = (f"Switched on {len(names)} read tool(s): {', '.join(names)}." if names
                 else "No read tool was off (tools flagged for review stay off).")
+        warning = svc.tool_budget_warning()
+        if warning:
+            return redirect(here, ("error", f"{text} Warning: {warning}."))
         return redirect(here, ("ok", text))
     if verb in ("trust", "untrust"):
         svc.set_trusted(cid, None, verb == "trust")
@@ -137,6 +140,8 @@ async def connector_action(request: Request, form: dict[str, str]) -> Response:
         flagged = r["changed"] + r["tightened"] + r["loosening_held"]
         text = f"{cid}: {r['state']}; {len(r['added'])} new tool(s)"
         text += f", flagged for review: {', '.join(flagged)}." if flagged else "."
+        for c in r.get("class_tightened", []):
+            text += f" The server tightened {c['tool']} from {c['from']} to {c['to']}."
         return redirect(here, ("ok", text))
     if verb in ("enable", "disable"):
         svc.mcp_set_enabled(cid, verb == "enable")
