@@ -84,15 +84,15 @@ def jobs_run(
 ) -> None:
     """Run a job now (through the live service when one runs on this PALUI_HOME, else here)."""
     svc = service()
-    on_event = None if as_json else (lambda e: render.event(e, err=False))
+    printer = None if as_json else render.Printer()
     client = live_service(svc)
     if client:
         from urllib.parse import quote
 
-        r = client.stream(f"/api/jobs/{quote(name, safe='')}/run", {}, on_event)
+        r = client.stream(f"/api/jobs/{quote(name, safe='')}/run", {}, printer)
     else:
-        r = run_async(svc, svc.run_job(name, on_event))
-    finish_turn(r, as_json)
+        r = run_async(svc, svc.run_job(name, printer))
+    finish_turn(r, as_json, printer)
 
 
 @webhooks_app.command("add")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import typer
 
@@ -11,6 +12,7 @@ from palui.cli.common import app, emit_json, fail, service, table
 from palui.errors import ModelConfigError
 from palui.text.display import shown, shown_json
 from palui.text.prompts import mark_line
+from palui.text.when import expiry, local
 
 approvals_app = typer.Typer(help="Pending approvals: list, show, approve, deny.", no_args_is_help=True)
 app.add_typer(approvals_app, name="approvals")
@@ -23,10 +25,13 @@ def exit_code(status: str) -> int:
     return EXIT.get(status, 1)
 
 
-def finish_turn(r: dict, as_json: bool) -> None:
-    """Print a turn's result (JSON, or the answer and how it ended) and exit with its status code."""
+def finish_turn(r: dict, as_json: bool, printer: render.Printer | None = None) -> None:
+    """Print a turn's result (JSON, or how it ended after ``printer`` showed its events; without one,
+    the answer too) and exit with its status code."""
     if as_json:
         emit_json(r)
+    elif printer is not None:
+        printer.outcome(r)
     else:
         render.outcome(r)
     raise typer.Exit(exit_code(r["status"]))
@@ -82,27 +87,32 @@ def run_cmd(message: str = typer.Argument(..., help="The message for the agent."
     svc = service()
     client = live_service(svc)
     spec = check_model(model, svc, as_json, remote=client is not None)
-    on_event = None if as_json else (lambda e: render.event(e, err=False))
+    printer = None if as_json else render.Printer()
     if client:
-        r = client.run(message, conversation=conversation, model=spec, on_event=on_event)
+        r = client.run(message, conversation=conversation, model=spec, on_event=printer, channel="cli")
     else:
-        r = run_async(svc, svc.send(message, conversation=conversation, model=spec, on_event=on_event))
-    finish_turn(r, as_json)
+        r = run_async(svc, svc.send(message, conversation=conversation, model=spec, on_event=printer,
+                                    channel="cli"))
+    finish_turn(r, as_json, printer)
 
 
 @approvals_app.command("list")
 def approvals_list(all_: bool = typer.Option(False, "--all", help="Include answered, expired and cancelled."),
                    as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List pending approvals (with --all, every approval)."""
-    rows = service().approvals(None if all_ else "pending")
+    svc = service()
+    rows = svc.approvals(None if all_ else "pending")
     if as_json:
         return emit_json(rows)
     if not rows:
         typer.echo("no pending approvals" if not all_ else "no approvals")
         return
+    tz, now = svc.timezone(), time.time()
     for a in rows:
         typer.echo(f"{a['id']}  {a['status']:<9} {a['tool']} ({a['class']}) {render.exact(a['args'], 200)}")
-        typer.echo(f"    {shown(a['reason'], one_line=True)}; expires {a['expires_at']}")
+        when = expiry(a["expires_at"], now, tz) if a["status"] == "pending" else f"answered via {a['answered_via']}" \
+            if a["answered_via"] else f"expiry was {local(a['expires_at'], tz)}"
+        typer.echo(f"    {shown(a['reason'], one_line=True)}; {when}")
         for m in a["untrusted_args"]:
             typer.echo(f"    {mark_line(m)}")
 
@@ -125,17 +135,16 @@ def approvals_show(approval_id: str, as_json: bool = typer.Option(False, "--json
 
 def _answer(approval_id: str, approve: bool, as_json: bool) -> None:
     svc = service()
-    on_event = None if as_json else (lambda e: render.event(e))
+    printer = None if as_json else render.Printer(header=f"{approval_id}: {'approved' if approve else 'denied'}")
     client = live_service(svc)
     if client:
-        r = client.answer(approval_id, approve, on_event)
+        r = client.answer(approval_id, approve, printer)
     else:
-        r = run_async(svc, svc.answer_and_resume(approval_id, approve, "cli", on_event=on_event))
+        r = run_async(svc, svc.answer_and_resume(approval_id, approve, "cli", on_event=printer))
     if as_json:
         emit_json(r)
-    else:
-        typer.echo(f"{approval_id}: {'approved' if approve else 'denied'}")
-        render.outcome(r)
+    elif printer is not None:
+        printer.outcome(r)
 
 
 @approvals_app.command("approve")
@@ -162,18 +171,22 @@ def status_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON.")
 
 
 def print_status(s: dict) -> None:
-    typer.echo(f"model: {s['model'] or '(none configured)'}")
-    typer.echo(f"tokens today: {s['tokens_today']} of {s['caps']['daily_tokens']}")
-    typer.echo(f"runs in the last hour: {s['runs_last_hour']} of {s['caps']['runs_per_hour']}")
-    if s["paused"]:
-        typer.echo(f"paused: {s['paused_reason']} until {s['paused_until']}")
-    else:
-        typer.echo("paused: no")
-    typer.echo("connectors: " + ", ".join(f"{c['id']} ({shown(c['state'], one_line=True)})" for c in s["connectors"]))
-    typer.echo(f"pending approvals: {s['pending_approvals']}")
+    for line in status_lines(s):
+        typer.echo(line)
+
+
+def status_lines(s: dict) -> list[str]:
+    """``/status`` as lines (SPEC §8): model, tokens and caps, runs, pause, connectors, approvals."""
+    out = [f"model: {s['model'] or '(none configured)'}",
+           f"tokens today: {s['tokens_today']} of {s['caps']['daily_tokens']}",
+           f"runs in the last hour: {s['runs_last_hour']} of {s['caps']['runs_per_hour']}",
+           f"paused: {s['paused_reason']} until {s['paused_until']}" if s["paused"] else "paused: no",
+           "connectors: " + ", ".join(f"{c['id']} ({shown(c['state'], one_line=True)})" for c in s["connectors"]),
+           f"pending approvals: {s['pending_approvals']}"]
     for ch in s.get("channels", []):  # chat channels (issue 13)
         failure = f"; last delivery failure: {shown(ch['last_failure'], one_line=True)}" if ch["last_failure"] else ""
-        typer.echo(f"channel {ch['name']}: {shown(ch['state'], one_line=True)}{failure}")
+        out.append(f"channel {ch['name']}: {shown(ch['state'], one_line=True)}{failure}")
+    return out
 
 
 @app.command("audit")

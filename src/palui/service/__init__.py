@@ -12,8 +12,9 @@ it inherits)::
     │       └── TurnsPart  start, launch, run, resume, stop                       (turns.py)
     │           ├── ConversationsPart  conversations and turns as shown           (conversations.py)
     │           │   └── ApprovalsPart  the one door for answers, re-decision      (approvals.py)
-    │           │       └── ChannelsPart  chat channels: list, pairing, state      (channels.py)
-    │           │           └── ChannelUpdatesPart  updates once, chats, sent      (channel_updates.py)
+    │           │       ├── ChannelsPart  chat channels: list, pairing, state      (channels.py)
+    │           │       │   └── ChannelUpdatesPart  updates once, chats, sent      (channel_updates.py)
+    │           │       └── LivePart   following a turn, waiting for an answer    (live.py)
     │           └── TriggersPart       jobs and webhooks                          (triggers.py)
     └── MemoriesPart     memories and tasks                                       (memories.py)
 
@@ -26,13 +27,14 @@ reader sees from a part's base classes what it may use. Methods raise
 from __future__ import annotations
 
 from palui.service.channel_updates import ChannelUpdatesPart
+from palui.service.live import LivePart
 from palui.service.mcp_connectors import MCPPart
 from palui.service.memories import MemoriesPart
 from palui.service.triggers import TriggersPart
 from palui.service.turns import Launched
 
 
-class Service(TriggersPart, ChannelUpdatesPart, MCPPart, MemoriesPart):
+class Service(TriggersPart, ChannelUpdatesPart, LivePart, MCPPart, MemoriesPart):
     """Palui's service API over one ``PALUI_HOME`` (settings + database).
 
     Args:

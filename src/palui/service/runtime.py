@@ -43,6 +43,9 @@ class Runtime:
         self.tick_seconds = tick_seconds
         self.tasks: dict[str, asyncio.Task] = {}
         self.listeners: dict[str, list[asyncio.Queue[dict[str, Any] | None]]] = {}
+        # The stored events (those with a ``seq``) each running task has sent so far: a late subscriber
+        # gets them first, so it misses none that are not yet saved (:meth:`subscribe_from`).
+        self.backlog: dict[str, list[dict[str, Any]]] = {}
         self.tickers: list[Ticker] = []
         self.draining = False
         self._loop_task: asyncio.Task | None = None
@@ -135,6 +138,8 @@ class Runtime:
 
     def _fanout(self, turn_id: str, extra: EventSink | None) -> EventSink:
         def send(event: dict[str, Any]) -> None:
+            if "seq" in event:
+                self.backlog.setdefault(turn_id, []).append(event)
             for q in self.listeners.get(turn_id, []):
                 q.put_nowait(event)
             if extra is not None:
@@ -153,6 +158,7 @@ class Runtime:
                 return await self.svc.run_claimed(turn_id, self._fanout(turn_id, on_event),
                                                   drain=lambda: self.draining)
             finally:
+                self.backlog.pop(turn_id, None)
                 for q in self.listeners.get(turn_id, []):
                     q.put_nowait(None)
 
@@ -166,6 +172,11 @@ class Runtime:
         q: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         self.listeners.setdefault(turn_id, []).append(q)
         return q
+
+    def subscribe_from(self, turn_id: str) -> tuple[list[dict[str, Any]], asyncio.Queue[dict[str, Any] | None]]:
+        """(the stored events the turn's running task has sent so far, a queue of what follows); taken
+        together, with no await between, so nothing falls in the gap."""
+        return list(self.backlog.get(turn_id, [])), self.subscribe(turn_id)
 
     def unsubscribe(self, turn_id: str, q: asyncio.Queue[dict[str, Any] | None]) -> None:
         qs = self.listeners.get(turn_id, [])

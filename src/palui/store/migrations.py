@@ -437,6 +437,19 @@ ALTER TABLE approvals ADD COLUMN deny_reason TEXT;  -- /deny ID REASON: what the
 """,
     )
 )
+MIGRATIONS.append(
+    (
+        30,
+        "conversations remember the channel they were started on (issue 12: palui conversations, chat --resume)",
+        """
+ALTER TABLE conversations ADD COLUMN channel TEXT;  -- terminal | cli | web | api | job | webhook | a chat app's name
+UPDATE conversations SET channel = origin WHERE origin IN ('job', 'webhook');
+UPDATE conversations SET channel = (SELECT cc.channel FROM channel_chats cc WHERE cc.conversation_id = conversations.id
+                                    LIMIT 1)
+ WHERE channel IS NULL AND id IN (SELECT conversation_id FROM channel_chats);
+""",
+    )
+)
 
 # Migration numbers are handed out to parallel work and may be appended out of order: keep the list sorted.
 MIGRATIONS.sort(key=lambda m: m[0])

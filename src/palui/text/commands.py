@@ -13,6 +13,7 @@ COMMANDS = {
     "/stop": ("stop the conversation's turn (running, waiting or queued), cancel its approvals; "
               "in the terminal Ctrl-C stops a running turn"),
     "/status": "model, tokens today and caps, runs in the last hour, connectors, approvals, pause",
+    "/why": "each tool call of the latest turn with the reason for its decision",
     "/approve": "/approve ID — allow one pending call, exactly as shown",
     "/deny": "/deny ID [reason] — refuse one pending call; the model is told (with your reason)",
     "/new": "start a clean conversation (clears taint)",

@@ -293,11 +293,11 @@
     try {
       if (!chat.dataset.conversation) {
         // Create the conversation first, so /stop and the address work while the first turn runs.
-        const c = await post("/api/conversations", {});
+        const c = await post("/api/conversations", { channel: "web" });
         if (!c.ok) throw new Error(await errorText(c));
         setConversation((await c.json()).conversation, text);
       }
-      const resp = await post("/api/turns", { message: text, conversation: chat.dataset.conversation || null, stream: true });
+      const resp = await post("/api/turns", { message: text, conversation: chat.dataset.conversation || null, channel: "web", stream: true });
       if (!resp.ok) {
         events.append(el("div", "note error", await errorText(resp)));
         meta.replaceChildren(el("span", "status-word error", "error"));
