@@ -336,9 +336,11 @@ class CallsMixin:
         duration = (time.monotonic() - started) * 1000
         untrusted = result.untrusted if result.untrusted is not None else row.untrusted_output
         untrusted = bool(untrusted) and not (row.trusted_source or row.connector_trusted)
+        newly_tainted = untrusted and not t.tainted
         if untrusted:
             self._taint(
-                t, f"{row.name} at step {t.steps}", result.untrusted_texts or [result.text], result.taint_detail
+                t, f"{row.name} at step {t.steps}", result.untrusted_texts or [result.text], result.taint_detail,
+                announce=False,
             )
         self._result(t, call, result.text, result.is_error)
         outcome = ("approved; " if approved else "") + ("error" if result.is_error else "ok")
@@ -358,12 +360,15 @@ class CallsMixin:
                 "duration_ms": round(duration, 1),
             },
         )
+        if newly_tainted:  # after the call's own line: events in the order they happened (issue 12)
+            self._emit(t, {"type": "tainted", "source": t.taint_source})
 
-    def _taint(self, t: Turn, source: str, texts: list[str], detail: str | None) -> None:
+    def _taint(self, t: Turn, source: str, texts: list[str], detail: str | None, announce: bool = True) -> None:
         if not t.tainted:
             t.tainted = True
             t.taint_source = source + (f", {detail}" if detail else "")  # one sentence: no nested parentheses
-            self._emit(t, {"type": "tainted", "source": t.taint_source})
+            if announce:
+                self._emit(t, {"type": "tainted", "source": t.taint_source})
         with self.db.write() as c:
             for text in texts:
                 c.execute(
