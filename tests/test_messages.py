@@ -41,6 +41,12 @@ def test_configuration_types_are_named_in_words(home, toml, words):
     assert "boolean, list or table" not in str(e.value)  # the old catch-all wording
 
 
+def test_every_kind_of_value_is_named_in_words():
+    from palui.config import _KIND_WORDS, _SCHEMA
+
+    assert {kind for kind, _ in _SCHEMA.values()} <= set(_KIND_WORDS)
+
+
 def test_the_wrong_type_of_a_secret_list_does_not_echo_it(home):
     (home / "palui.toml").write_text('[notify]\napprise = "tgram://SECRET-TOKEN/1"')
     with pytest.raises(ConfigError) as e:

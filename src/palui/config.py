@@ -132,6 +132,7 @@ _TEXT_KINDS = {"str?", "str"}
 # What each kind of value is, in words (issue 12: "a whole number", not "a number, boolean, list or table").
 _KIND_WORDS = {
     "str?": "text", "str": "non-empty text", "bool": "true or false", "int+": "a whole number",
+    "int+?": "a whole number",
     "port": "a port number (1-65535)", "num+": "a number", "strlist": "a list of strings",
     "strdict": 'a table of name = "text"',
 }
@@ -143,8 +144,8 @@ def _example(key: str, kind: str) -> str:
     leaf = key.rpartition(".")[2]
     if kind == "bool":
         value = "true" if not default else "false"
-    elif kind in ("int+", "port", "num+"):
-        value = str(default)
+    elif kind in ("int+", "int+?", "port", "num+"):
+        value = str(default) if default is not None else "5"
     elif kind == "strlist":
         value = '["json://localhost"]'
     else:
@@ -167,7 +168,8 @@ def _check(where: str, key: str, kind: str, value: Any, *, from_env: bool = Fals
 
     if not from_env and isinstance(value, str) and kind not in _TEXT_KINDS:
         shown = "" if kind in _SECRET_KINDS else f" {value!r}"
-        raise ConfigError(f"{where}: key '{key}' has the wrong type: it must be {_KIND_WORDS[kind]}, not the quoted "
+        words = _KIND_WORDS.get(kind, "of another type")
+        raise ConfigError(f"{where}: key '{key}' has the wrong type: it must be {words}, not the quoted "
                           f"string{shown}; write it without quotes, e.g. {_example(key, kind)}")
 
     if kind == "str?":
