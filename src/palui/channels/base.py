@@ -182,6 +182,8 @@ class Channel(Outbox):
             self.reply(chat, "A new conversation starts with your next message.")
         elif cmd.name == "/status":
             self.reply(chat, status_text(self.svc.status()))
+        elif cmd.name == "/why":
+            self.reply(chat, self._why(self.svc.channel_conversation(self.name, chat)))
         elif cmd.name == "/stop":
             conv = self.svc.channel_conversation(self.name, chat)
             stopped = self.svc.stop(conversation=conv)
@@ -190,6 +192,16 @@ class Channel(Outbox):
         else:
             return self._answer(chat, cmd.arg, cmd.name == "/approve", cmd.reason or None, press_id=None)
         return []
+
+    def _why(self, conversation: str) -> str:
+        """``/why`` (issue 12): each tool call of the conversation's latest turn that made any, with its reason."""
+        for t in reversed(self.svc.conversation(conversation)["turns"]):
+            calls = [e for e in t["events"] if e.get("type") == "tool_call"]
+            if calls:
+                lines = [f"{i}. {shown(e['tool'], one_line=True)}: {shown(e.get('reason', ''), one_line=True)}"
+                         for i, e in enumerate(calls, 1)]
+                return "\n".join([f"Tool calls of turn {t['turn']}:", *lines])
+        return "No tool calls yet in this conversation."
 
     def _answer(self, chat: str, approval_id: str, approve: bool, reason: str | None,
                 press_id: str | None) -> list[Job]:
