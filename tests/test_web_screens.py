@@ -79,7 +79,8 @@ def inside(page, locator) -> None:
     """The element is visible and lies within the screen's width."""
     expect(locator).to_be_visible()
     box = locator.bounding_box()
-    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= page.viewport_size["width"] + 0.5, box
+    assert box is not None, "the element went away while it was measured"
+    assert box["x"] >= 0 and box["x"] + box["width"] <= page.viewport_size["width"] + 0.5, box
 
 
 def test_an_approval_card_fits_the_screen_with_its_buttons_and_full_arguments(screen, served, pages):
@@ -88,6 +89,8 @@ def test_an_approval_card_fits_the_screen_with_its_buttons_and_full_arguments(sc
                   calls(call("tasks__create_task", title=TITLE, notes=NOTES)), text("Made the task."))
     send(page, served, "read the invoice and make a task to pay it")
     turn = page.locator("article.turn").last
+    # The turn as the server renders it once the stream ended (the page swaps the streamed one for it).
+    expect(turn.locator(".status-word")).to_have_text("awaiting approval")
     card = turn.locator(".approval")
     expect(card.locator(".state")).to_have_text("needs your approval")
     no_horizontal_scroll(page)
@@ -109,7 +112,7 @@ def test_an_approval_card_fits_the_screen_with_its_buttons_and_full_arguments(sc
     # The approvals page fits too.
     served.script(calls(call("tasks__delete_task", id=1)), text("Deleted."))
     send(page, served, "delete task 1")
-    expect(page.locator("article.turn").last.locator(".approval .state")).to_have_text("needs your approval")
+    expect(page.locator("article.turn").last.locator(".status-word")).to_have_text("awaiting approval")
     page.goto(served.url + "/approvals")
     card = page.locator(".approval").first
     no_horizontal_scroll(page)
