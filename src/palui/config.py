@@ -44,6 +44,8 @@ _SCHEMA: dict[str, tuple[str, Any]] = {
     "budgets.steps": ("int+", 12),
     "budgets.seconds": ("num+", 120),
     "budgets.tools": ("int+", 30),
+    "budgets.repeat_calls": ("int0", 3),  # the N-th identical call in a turn ends it (issue 15 §3); 0: off
+    "budgets.error_streak": ("int0", 4),  # N refused/denied/failed calls in a row end the turn; 0: off
     "caps.daily_tokens": ("int+", 1_000_000),
     "caps.job_daily_tokens": ("int+", 200_000),
     "caps.runs_per_hour": ("int+", 60),
@@ -192,7 +194,7 @@ def _check(where: str, key: str, kind: str, value: Any, *, from_env: bool = Fals
         if value is None or (from_env and isinstance(value, str) and not value.strip()):
             return None
         kind = "int+"
-    if kind in ("int+", "port"):
+    if kind in ("int+", "port", "int0"):
         if isinstance(value, str):
             try:
                 value = int(value.replace("_", ""))
@@ -200,7 +202,9 @@ def _check(where: str, key: str, kind: str, value: Any, *, from_env: bool = Fals
                 raise bad("must be a whole number") from None
         if isinstance(value, bool) or not isinstance(value, int):
             raise bad("must be a whole number")
-        if value <= 0:
+        if kind == "int0" and value < 0:
+            raise bad("must be 0 (off) or a whole number greater than 0")
+        if kind != "int0" and value <= 0:
             raise bad("must be greater than 0")
         if kind == "port" and value > 65535:
             raise bad("must be a port number (1-65535)")

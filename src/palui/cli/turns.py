@@ -1,4 +1,7 @@
-"""``palui run``, ``palui approvals …``, ``palui status``, ``palui audit``, ``palui inbox`` (SPEC §5, §8, §11)."""
+"""``palui run``, ``palui approvals …``, ``palui status``, ``palui inbox`` (SPEC §5, §8, §11).
+
+``palui audit`` is in :mod:`palui.cli.audit`.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import time
 import typer
 
 from palui.cli import render
-from palui.cli.common import app, emit_json, fail, service, table
+from palui.cli.common import app, emit_json, fail, service
 from palui.errors import ModelConfigError
 from palui.text.display import shown, shown_json
 from palui.text.prompts import mark_line
@@ -186,20 +189,9 @@ def status_lines(s: dict) -> list[str]:
     for ch in s.get("channels", []):  # chat channels (issue 13)
         failure = f"; last delivery failure: {shown(ch['last_failure'], one_line=True)}" if ch["last_failure"] else ""
         out.append(f"channel {ch['name']}: {shown(ch['state'], one_line=True)}{failure}")
+    head = s.get("audit_head")
+    out.append(f"audit head: row {head['id']}, hash {head['hash']}" if head else "audit head: no rows yet")
     return out
-
-
-@app.command("audit")
-def audit_cmd(turn: str | None = typer.Option(None, "--turn", help="Only this turn's calls."),
-              limit: int = typer.Option(200, "--limit", help="At most this many rows (newest)."),
-              as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """The tool-call log: decision, reason and outcome of every call."""
-    rows = service().audit(turn, limit)
-    if as_json:
-        return emit_json(rows)
-    table([[r["time"][:19], r["turn"] or "", r["tool"], r["class"] or "?", r["verdict"],
-            "tainted" if r["tainted"] else "", r["outcome"], render.short(r["reason"], 70)] for r in rows],
-          ["TIME", "TURN", "TOOL", "CLASS", "VERDICT", "TAINT", "OUTCOME", "REASON"])
 
 
 @app.command("inbox")

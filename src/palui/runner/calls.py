@@ -20,6 +20,7 @@ from palui.connectors.base import CallContext, ToolResult
 from palui.policy.matrix import decide
 from palui.runner import approvals, audit, redecide
 from palui.runner import state as st
+from palui.runner.loops import LoopsMixin
 from palui.runner.state import Turn
 from palui.store.tools import ToolRow
 from palui.text.prompts import approval_prompt
@@ -50,7 +51,7 @@ class StopRequested(Exception):
     """``/stop`` was asked for this turn (by any process)."""
 
 
-class CallsMixin:
+class CallsMixin(LoopsMixin):
     """The call half of the turn runner. It uses these of :class:`~palui.runner.turn.TurnRunner`:"""
 
     deps: RunnerDeps
@@ -98,6 +99,9 @@ class CallsMixin:
                 # SPEC §6 / issue 10 §5: after the time budget is spent, no call reaches a connector.
                 self._not_dispatched(t, call)
                 continue
+            if why := self._loop_reason(t, call):
+                self._not_run(t, call, why)  # issue 15 §3: a looping turn ends; the model is not asked again
+                continue
             if call["state"] == "asked":
                 ok, why = approvals.consume(self.db, call["approval"], call)
                 if why == "pending":
@@ -139,6 +143,8 @@ class CallsMixin:
                 continue
             if await self._decide_and_run(t, call):
                 return True
+        if not self._loop_stop and self._time_left(t) > 0:  # out of time: the time budget is what ended it
+            self._loop_stop = self._streak_reason(t)
         # The outcome tells providers that mark failed results (Anthropic's is_error) which ones failed.
         returns = [
             ToolReturnPart(

@@ -174,6 +174,8 @@ class TurnRunner(CallsMixin):
                     t.status = TurnStatus.AWAITING_APPROVAL
                     return self._save(t)
                 self._save(t)
+                if self._loop_stop:  # issue 15 §3: the turn ends; the model is not asked again
+                    return self._budget_end(t, self._loop_stop)
             # Step boundary: budgets and caps.
             if t.steps >= int(self.settings.get("budgets.steps")):
                 return self._budget_end(t, f"step budget reached ({self.settings.get('budgets.steps')} model steps)")

@@ -9,6 +9,7 @@ it inherits)::
     ├── ToolsPart        connectors, tools, classes, switches, review, explain    (tools.py)
     │   ├── MCPPart      MCP servers: add, import, refresh, remove, enable        (mcp_connectors.py)
     │   └── StatusPart   /status, the pause state, the audit log                  (status.py)
+    │       ├── AuditLogPart  the hash-chained audit: verify, export, daily head  (audit_log.py)
     │       └── TurnsPart  start, launch, run, resume, stop                       (turns.py)
     │           ├── ConversationsPart  conversations and turns as shown           (conversations.py)
     │           │   └── ApprovalsPart  the one door for answers, re-decision      (approvals.py)
@@ -26,6 +27,7 @@ reader sees from a part's base classes what it may use. Methods raise
 
 from __future__ import annotations
 
+from palui.service.audit_log import AuditLogPart
 from palui.service.channel_updates import ChannelUpdatesPart
 from palui.service.live import LivePart
 from palui.service.mcp_connectors import MCPPart
@@ -34,7 +36,7 @@ from palui.service.triggers import TriggersPart
 from palui.service.turns import Launched
 
 
-class Service(TriggersPart, ChannelUpdatesPart, LivePart, MCPPart, MemoriesPart):
+class Service(TriggersPart, ChannelUpdatesPart, MCPPart, MemoriesPart, AuditLogPart, LivePart):
     """Palui's service API over one ``PALUI_HOME`` (settings + database).
 
     Args:

@@ -65,13 +65,16 @@ class Runtime:
         self._loop_task = asyncio.create_task(self._loop())
 
     def install_tickers(self) -> None:
-        """Register the job scheduler's tick (once). Raises ConfigError for a bad ``PALUI_TEST_CLOCK``."""
+        """Register the job scheduler's tick and the daily post of the audit head (once). Raises
+        ConfigError for a bad ``PALUI_TEST_CLOCK``."""
+        from palui.service.audit_log import AuditHeadPost
         from palui.service.scheduler import Scheduler
         from palui.triggers import clock
 
         clock.now()  # a bad test clock refuses to start
         if not self.tickers:
             self.tickers.append(Scheduler(self.svc).tick)
+            self.tickers.append(AuditHeadPost(self.svc).tick)
 
     async def shutdown(self, grace_seconds: float = 30.0) -> None:
         """Drain: no new work; turns in flight pause at their next step boundary."""

@@ -450,6 +450,24 @@ UPDATE conversations SET channel = (SELECT cc.channel FROM channel_chats cc WHER
 """,
     )
 )
+def _chain_audit(c: sqlite3.Connection) -> None:
+    """Rows written before the audit was hash-chained are chained once, in id order (issue 15 §2)."""
+    from palui.store.audit_chain import chain_existing
+
+    chain_existing(c)
+
+
+MIGRATIONS.append(
+    (
+        25,
+        "audit rows carry a hash over their content and the previous row's hash",
+        """
+ALTER TABLE audit ADD COLUMN prev_hash TEXT;  -- the previous row's hash (GENESIS for the first row)
+ALTER TABLE audit ADD COLUMN hash TEXT;       -- SHA-256 over prev_hash and the row (store/audit_chain.py)
+""",
+    )
+)
+MIGRATIONS.append((26, "chain the audit rows written before the chain, and write the audit_head file", _chain_audit))
 
 # Migration numbers are handed out to parallel work and may be appended out of order: keep the list sorted.
 MIGRATIONS.sort(key=lambda m: m[0])

@@ -38,6 +38,8 @@ def status_text(s: dict[str, Any]) -> str:
     for ch in s.get("channels", []):  # chat channels (issue 13): state and the last delivery failure
         failure = f"; last delivery failure: {ch['last_failure']}" if ch.get("last_failure") else ""
         lines.append(f"channel {ch['name']}: {ch['state']}{failure}")
+    head = s.get("audit_head")
+    lines.append(f"audit head: row {head['id']}, hash {head['hash']}" if head else "audit head: no rows yet")
     return "\n".join(lines)
 
 
