@@ -65,6 +65,7 @@ _SCHEMA: dict[str, tuple[str, Any]] = {
     "serve.public_url": ("str?", None),
     "notify.apprise": ("strlist", []),
     "messages.contacts": ("strdict", {}),  # contact name -> apprise URL (messages__send_message "to")
+    "policy.check_file": ("str?", None),  # a policy snapshot (CSV) checked at palui serve start (issue 15 §4)
     "webhooks.rate_per_minute": ("int+", 10),  # accepted deliveries per webhook per sliding minute (SPEC §8)
 }
 

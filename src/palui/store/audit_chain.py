@@ -9,10 +9,10 @@ Each audit row carries ``prev_hash`` (the previous row's ``hash``; the first row
 
 The row id is part of what is hashed, so renumbering rows shows too. The chain's head (the
 last row's id and hash) is also written to the file ``audit_head`` beside the database (mode
-0600, ``{"id": N, "hash": "…"}``) inside the inserting transaction, while SQLite's write lock is
-held, so two processes never write it out of order. A new row's id is one past the larger of
-the table's last id and the head's id: after the last rows were deleted, a later row leaves a
-gap that :func:`verify` names, instead of reusing the deleted ids.
+0600, ``{"id": N, "hash": "…"}`` padded to a fixed length) inside the inserting transaction,
+while SQLite's write lock is held, so two processes never write it out of order. A new row's id
+is one past the larger of the table's last id and the head's id: after the last rows were
+deleted, a later row leaves a gap that :func:`verify` names, instead of reusing the deleted ids.
 
 What :func:`verify` shows: a row whose content was changed (its hash no longer matches), a row
 inserted (with no hash, or one the next row does not link to), rows deleted (a gap in the ids,
@@ -39,6 +39,7 @@ GENESIS = "0" * 64
 CHAINED = ("id", "time", "turn_id", "tool", "class", "class_source", "origin", "tainted", "verdict", "reason",
            "args_hash", "outcome", "duration_ms")
 HEAD_FILE = "audit_head"
+HEAD_BYTES = 128  # the head file's fixed length
 _dumps = json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
 
 
@@ -73,14 +74,22 @@ def read_head(path: Path) -> Head | None:
 
 
 def write_head(path: Path, head: Head) -> None:
-    """Replace ``path`` with ``head`` (a new file of mode 0600 renamed over the old one)."""
-    tmp = path.with_name(f".{HEAD_FILE}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    """Write ``head`` into ``path`` (created with mode 0600).
+
+    The record has a fixed length (:data:`HEAD_BYTES`, JSON padded with spaces) and is written in place
+    with one ``pwrite``: no truncation and no rename, which on ext4 would each flush the file to disk
+    and cost a millisecond per audit row (bench/audit.py). Writers are serialised by SQLite's write
+    lock; a crash in the middle of this one small write can leave an unreadable head, which
+    ``palui audit verify`` reports."""
+    data = _dumps({"id": head.id, "hash": head.hash}).ljust(HEAD_BYTES - 1).encode() + b"\n"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
     try:
-        os.write(fd, _dumps({"id": head.id, "hash": head.hash}).encode() + b"\n")
+        os.fchmod(fd, 0o600)
+        if os.fstat(fd).st_size > HEAD_BYTES:
+            os.ftruncate(fd, HEAD_BYTES)
+        os.pwrite(fd, data, 0)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
 
 
 def _known_head(path: Path) -> Head | None:
