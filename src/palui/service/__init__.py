@@ -9,6 +9,7 @@ it inherits)::
     ├── ToolsPart        connectors, tools, classes, switches, review, explain    (tools.py)
     │   ├── MCPPart      MCP servers: add, import, refresh, remove, enable        (mcp_connectors.py)
     │   ├── PolicyPinPart  policy snapshot and check, policy.check_file at start  (policy_pin.py)
+    │   ├── SuggestionsPart  classes suggested for unknown tools                  (suggestions.py)
     │   └── StatusPart   /status, the pause state, the audit log                  (status.py)
     │       ├── AuditLogPart  the hash-chained audit: verify, export, daily head  (audit_log.py)
     │       └── TurnsPart  start, launch, run, resume, stop                       (turns.py)
@@ -34,11 +35,13 @@ from palui.service.live import LivePart
 from palui.service.mcp_connectors import MCPPart
 from palui.service.memories import MemoriesPart
 from palui.service.policy_pin import PolicyPinPart
+from palui.service.suggestions import SuggestionsPart
 from palui.service.triggers import TriggersPart
 from palui.service.turns import Launched
 
 
-class Service(TriggersPart, ChannelUpdatesPart, MCPPart, MemoriesPart, AuditLogPart, PolicyPinPart, LivePart):
+class Service(TriggersPart, ChannelUpdatesPart, MCPPart, MemoriesPart, AuditLogPart, PolicyPinPart, SuggestionsPart,
+              LivePart):
     """Palui's service API over one ``PALUI_HOME`` (settings + database).
 
     Args:

@@ -71,7 +71,13 @@ async def sheet(request: Request) -> Response:
     tools = [tool_view(svc, r) for r in svc.tools(cid)]
     reads_off = sum(1 for t in tools if t["class"] == "read" and not t["enabled"] and not t["changed"]
                     and not t["hidden_characters"])
-    return render(request, "connector.html", conn=conn, tools=tools, classes=CLASSES, reads_off=reads_off)
+    # Issue 15 §5: a class suggested for each unknown tool; nothing changes until the person accepts.
+    suggestions = {s["name"]: s for s in svc.suggest_classes(cid)}
+    for t in tools:
+        t["suggested"] = suggestions.get(t["name"])
+    bulk = [s for s in suggestions.values() if s["suggestion"] in ("write", "destructive")]
+    return render(request, "connector.html", conn=conn, tools=tools, classes=CLASSES, reads_off=reads_off,
+                  bulk=bulk)
 
 
 # -- tools ------------------------------------------------------------------------------------
@@ -102,6 +108,29 @@ async def tool_switch(request: Request, form: dict[str, str]) -> Response:
         svc.acknowledge_hidden(name, form["seen"])
     svc.set_enabled([name], on)
     return redirect(_sheet_of(svc, name), ("ok", f"{name} switched {'on' if on else 'off'}."))
+
+
+@action
+async def tool_suggestion(request: Request, form: dict[str, str]) -> Response:
+    """``POST /tools/{name}/suggestion`` ``class=``: accept one tool's suggested class (the only way for
+    ``read``), as the sheet showed it."""
+    svc = svc_of(request)
+    name = request.path_params["name"]
+    s = svc.accept_suggestion(name, form.get("class", ""))
+    return redirect(_sheet_of(svc, name), ("ok", f"{name}: class {s['suggestion']} (set by you)."))
+
+
+@action
+async def accept_suggestions(request: Request, form: dict[str, str]) -> Response:
+    """``POST /connectors/{id}/suggestions``: accept the write and destructive suggestions the sheet showed
+    (fields ``s:<tool name>`` = the class shown); a read suggestion is never taken in bulk."""
+    svc = svc_of(request)
+    cid = request.path_params["id"]
+    shown = {k.removeprefix("s:"): v for k, v in form.items() if k.startswith("s:")}
+    done = svc.accept_suggestions(cid, shown)
+    text = (f"Accepted {len(done)} suggested class(es): " + ", ".join(f"{s['name']} {s['suggestion']}" for s in done)
+            + "." if done else "No suggestion was accepted (none left as shown).")
+    return redirect(f"/connectors/{cid}", ("ok", text))
 
 
 @action
@@ -201,9 +230,11 @@ def routes() -> list[Route]:
         Route("/connectors", connectors_page),
         Route("/connectors/add", add_server, methods=["POST"]),
         Route("/connectors/{id}", sheet),
+        Route("/connectors/{id}/suggestions", accept_suggestions, methods=["POST"]),
         Route("/connectors/{id}/{action}", connector_action, methods=["POST"]),
         Route("/tools/{name}/class", tool_class, methods=["POST"]),
         Route("/tools/{name}/switch", tool_switch, methods=["POST"]),
         Route("/tools/{name}/review", tool_review, methods=["POST"]),
+        Route("/tools/{name}/suggestion", tool_suggestion, methods=["POST"]),
     ]
 
