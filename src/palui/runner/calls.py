@@ -21,6 +21,7 @@ from palui.policy.matrix import decide
 from palui.runner import approvals, audit, redecide
 from palui.runner import state as st
 from palui.runner.loops import LoopsMixin
+from palui.runner.outside import OutsideMixin
 from palui.runner.state import Turn
 from palui.store.tools import ToolRow
 from palui.text.prompts import approval_prompt
@@ -51,7 +52,7 @@ class StopRequested(Exception):
     """``/stop`` was asked for this turn (by any process)."""
 
 
-class CallsMixin(LoopsMixin):
+class CallsMixin(LoopsMixin, OutsideMixin):
     """The call half of the turn runner. It uses these of :class:`~palui.runner.turn.TurnRunner`:"""
 
     deps: RunnerDeps
@@ -200,6 +201,7 @@ class CallsMixin(LoopsMixin):
             self._result(t, call, f"Error: {call['bad_args']}", True)
             self._audit(t, call, row, d.verdict.value, d.reason, "error: bad arguments")
             return False
+        d = self._rule_of_two(t, call, row, d)  # issue 15 §6: a read that reaches outside may ask
         if d.verdict is Verdict.ASK:
             expiry = self.settings.get(
                 "approvals.job_expiry_seconds" if t.origin is Origin.JOB else "approvals.chat_expiry_seconds"

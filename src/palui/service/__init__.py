@@ -10,6 +10,7 @@ it inherits)::
     │   ├── MCPPart      MCP servers: add, import, refresh, remove, enable        (mcp_connectors.py)
     │   ├── PolicyPinPart  policy snapshot and check, policy.check_file at start  (policy_pin.py)
     │   ├── SuggestionsPart  classes suggested for unknown tools                  (suggestions.py)
+    │   ├── OutsidePart  Rule of Two flags: reaches outside, private connectors   (outside.py)
     │   └── StatusPart   /status, the pause state, the audit log                  (status.py)
     │       ├── AuditLogPart  the hash-chained audit: verify, export, daily head  (audit_log.py)
     │       └── TurnsPart  start, launch, run, resume, stop                       (turns.py)
@@ -34,6 +35,7 @@ from palui.service.channel_updates import ChannelUpdatesPart
 from palui.service.live import LivePart
 from palui.service.mcp_connectors import MCPPart
 from palui.service.memories import MemoriesPart
+from palui.service.outside import OutsidePart
 from palui.service.policy_pin import PolicyPinPart
 from palui.service.suggestions import SuggestionsPart
 from palui.service.triggers import TriggersPart
@@ -41,7 +43,7 @@ from palui.service.turns import Launched
 
 
 class Service(TriggersPart, ChannelUpdatesPart, MCPPart, MemoriesPart, AuditLogPart, PolicyPinPart, SuggestionsPart,
-              LivePart):
+              LivePart, OutsidePart):
     """Palui's service API over one ``PALUI_HOME`` (settings + database).
 
     Args:

@@ -34,13 +34,14 @@ class ToolsPart(ServiceCore):
             sync_tools(self.db, cid, specs, builtin=True)
 
     def connectors(self) -> list[dict[str, Any]]:
-        """Connectors: ``[{"id","kind","name","transport","state","trusted_source","tools","enabled_tools"}]``."""
+        """Connectors: ``[{"id","kind","name","transport","state","trusted_source","private","tools",
+        "enabled_tools"}]`` (``private``: its results are the person's private data, issue 15 §6)."""
         out = []
         for r in tools_store.list_connectors(self.db):
             out.append({
                 "id": r["id"], "kind": r["kind"], "name": r["name"], "transport": r["transport"],
                 "state": r["state"] if r["enabled"] else "disabled",
-                "trusted_source": bool(r["trusted_source"]), "tools": r["tools"],
+                "trusted_source": bool(r["trusted_source"]), "private": bool(r["private"]), "tools": r["tools"],
                 "enabled_tools": r["enabled_tools"],
             })
         return out

@@ -469,5 +469,16 @@ ALTER TABLE audit ADD COLUMN hash TEXT;       -- SHA-256 over prev_hash and the 
 )
 MIGRATIONS.append((26, "chain the audit rows written before the chain, and write the audit_head file", _chain_audit))
 
+MIGRATIONS.append(
+    (
+        27,
+        "Rule of Two: a tool the person flags as reaching outside, a connector whose results are private",
+        """
+ALTER TABLE tools ADD COLUMN reaches_outside INTEGER NOT NULL DEFAULT 0;  -- the person's "reaches outside" flag
+ALTER TABLE connectors ADD COLUMN private INTEGER NOT NULL DEFAULT 0;     -- its results are the person's private data
+""",
+    )
+)
+
 # Migration numbers are handed out to parallel work and may be appended out of order: keep the list sorted.
 MIGRATIONS.sort(key=lambda m: m[0])
