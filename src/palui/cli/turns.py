@@ -191,6 +191,8 @@ def status_lines(s: dict) -> list[str]:
         out.append(f"channel {ch['name']}: {shown(ch['state'], one_line=True)}{failure}")
     head = s.get("audit_head")
     out.append(f"audit head: row {head['id']}, hash {head['hash']}" if head else "audit head: no rows yet")
+    if s.get("jobs_paused"):
+        out.append("jobs: paused by the emergency brake (palui jobs resume)")
     return out
 
 
@@ -208,9 +210,19 @@ def inbox_cmd(limit: int = typer.Option(50, "--limit"), as_json: bool = typer.Op
 
 @app.command("stop")
 def stop_cmd(conversation: str | None = typer.Option(None, "--conversation", help="Stop this conversation's turn."),
-             turn: str | None = typer.Option(None, "--turn", help="Stop this turn.")) -> None:
+             turn: str | None = typer.Option(None, "--turn", help="Stop this turn."),
+             every: bool = typer.Option(False, "--all", help="The emergency brake: stop every running, waiting or "
+                                                             "queued turn and pause the jobs until palui jobs "
+                                                             "resume.")) -> None:
     """Stop a running, waiting or queued turn from another terminal, and cancel its approvals."""
+    if every:
+        if conversation or turn:
+            fail("--all stops everything: give it alone", 2)
+        r = service().stop_all("cli")
+        typer.echo((f"stopped {', '.join(r['stopped'])}" if r["stopped"] else "no turn was running, waiting or queued")
+                   + "; jobs paused until palui jobs resume")
+        return
     if not conversation and not turn:
-        fail("give --conversation ID or --turn ID", 2)
+        fail("give --conversation ID, --turn ID or --all", 2)
     ids = service().stop(conversation=conversation, turn=turn)
     typer.echo(f"stopped {', '.join(ids)}" if ids else "nothing to stop")

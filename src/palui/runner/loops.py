@@ -92,7 +92,7 @@ class LoopsMixin:
         return seen.count(call_key(call["tool"], call["args"])) + 1
 
     def _outcomes(self, t: Turn) -> list[str]:
-        out = [p.outcome for m in t.messages if isinstance(m, ModelRequest) for p in m.parts
+        out: list[str] = [p.outcome for m in t.messages if isinstance(m, ModelRequest) for p in m.parts
                if isinstance(p, ToolReturnPart)]
         out += [c.get("outcome") or ("failed" if c.get("is_error") else "success")
                 for c in t.pending or [] if c.get("state") == "done"]

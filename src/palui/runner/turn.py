@@ -269,10 +269,10 @@ class TurnRunner(CallsMixin):
 
     # -- offering tools -------------------------------------------------------------------------
 
-    def _rows(self) -> dict[str, ToolRow]:
+    def _rows(self, scope: list[str] | None = None) -> dict[str, ToolRow]:
         rows = tools_store.list_tools(self.db, present_only=True)
         enabled_conns = {r["id"] for r in self.db.all("SELECT id FROM connectors WHERE enabled = 1")}
-        return {r.name: r for r in rows if r.connector in enabled_conns}
+        return {r.name: r for r in rows if r.connector in enabled_conns and (scope is None or r.connector in scope)}
 
     def _row(self, name: str) -> ToolRow | None:
         """One tool as stored now (the call-time check reads it fresh), None if gone or its connector is off."""
@@ -286,7 +286,10 @@ class TurnRunner(CallsMixin):
         """The tools offered this turn, fixed at its start and stored (SPEC §6)."""
         if t.origin is Origin.WEBHOOK:
             return []
-        rows = self._rows()
+        scope = self.deps.job_connectors(t.job_id)
+        if scope is not None:  # issue 15 §7: a job limited to some connectors; cut before ranking
+            self._emit(t, {"type": "scope", "connectors": scope})
+        rows = self._rows(scope)
         mcp = sorted({r.connector for r in rows.values() if r.enabled and not self._is_builtin(r)})
         for cid in mcp:
             try:
@@ -295,7 +298,7 @@ class TurnRunner(CallsMixin):
                 await asyncio.wait_for(self.deps.hub.get(cid), timeout=limit)
             except Exception as e:
                 self._emit(t, {"type": "connector_error", "connector": cid, "error": str(e)[:300]})
-        rows = self._rows()
+        rows = self._rows(scope)
         failed = {e["connector"] for e in t.events if e.get("type") == "connector_error"}
         candidates = []
         for r in rows.values():

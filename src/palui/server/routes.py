@@ -15,7 +15,7 @@ Routes (all JSON; errors are ``{"error": "…"}`` with 400/404/409):
   events, and ``{"type":"result",…}`` last
 - ``GET /api/turns/{id}``, ``GET /api/turns/{id}/events?after=N`` (NDJSON: the turn's events from index
   N on, live pieces included, until it settles; ``{"type":"result",…}`` last), ``POST /api/stop``
-  ``{"conversation"|"turn"}``
+  ``{"conversation"|"turn"}``, or ``{"all": true}`` (every turn, jobs paused: ``{"stopped","jobs_paused"}``)
 - ``GET /api/approvals?all=1``, ``GET /api/approvals/{id}``, ``GET /api/approvals/{id}/wait?timeout=S``
   (returns once it is not pending, or after S seconds, at most 60), ``POST /api/approvals/{id}/approve|deny``
   (``{"stream"}``; ``{"wait": false}`` answers, resumes the turn here and returns the approval at once)
@@ -237,6 +237,8 @@ async def get_turn(request, svc):
 @endpoint
 async def stop(request, svc):
     data = await body(request)
+    if data.get("all") is True:  # the emergency brake (issue 15 §7)
+        return JSONResponse(svc.stop_all("api"))
     return JSONResponse({"stopped": svc.stop(conversation=data.get("conversation"), turn=data.get("turn"))})
 
 

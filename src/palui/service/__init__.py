@@ -20,6 +20,7 @@ it inherits)::
     │           │       │   └── ChannelUpdatesPart  updates once, chats, sent      (channel_updates.py)
     │           │       └── LivePart   following a turn, waiting for an answer    (live.py)
     │           └── TriggersPart       jobs and webhooks                          (triggers.py)
+    │               └── BrakePart      stop everything, pause/resume jobs         (brake.py)
     └── MemoriesPart     memories and tasks                                       (memories.py)
 
 Mixins rather than delegation so that the API stays one flat object (``svc.tools()``,
@@ -31,6 +32,7 @@ reader sees from a part's base classes what it may use. Methods raise
 from __future__ import annotations
 
 from palui.service.audit_log import AuditLogPart
+from palui.service.brake import BrakePart
 from palui.service.channel_updates import ChannelUpdatesPart
 from palui.service.live import LivePart
 from palui.service.mcp_connectors import MCPPart
@@ -38,11 +40,10 @@ from palui.service.memories import MemoriesPart
 from palui.service.outside import OutsidePart
 from palui.service.policy_pin import PolicyPinPart
 from palui.service.suggestions import SuggestionsPart
-from palui.service.triggers import TriggersPart
 from palui.service.turns import Launched
 
 
-class Service(TriggersPart, ChannelUpdatesPart, MCPPart, MemoriesPart, AuditLogPart, PolicyPinPart, SuggestionsPart,
+class Service(BrakePart, ChannelUpdatesPart, MCPPart, MemoriesPart, AuditLogPart, PolicyPinPart, SuggestionsPart,
               LivePart, OutsidePart):
     """Palui's service API over one ``PALUI_HOME`` (settings + database).
 

@@ -60,7 +60,7 @@ class TurnsPart(StatusPart):
     def runner_deps(self) -> RunnerDeps:
         """The narrow seam the runner receives (never the service itself)."""
         return RunnerDeps(db=self.db, settings=self.settings, hub=self.hub, notify=self.notifier,
-                          job_token_cap=self.job_token_cap)
+                          job_token_cap=self.job_token_cap, job_connectors=self.job_connectors)
 
     def preload(self) -> None:
         """Import the turn runner and the model library now (about 2 s), not inside the first turn
@@ -303,6 +303,13 @@ class TurnsPart(StatusPart):
             return None
         r = self.db.one("SELECT token_cap FROM jobs WHERE id = ?", (job_id,))
         return int(r[0]) if r and r[0] else None
+
+    def job_connectors(self, job_id: str | None) -> list[str] | None:
+        """The connectors a job is limited to (``palui jobs add --connector``), None for all or no job."""
+        if not job_id:
+            return None
+        r = self.db.one("SELECT connectors FROM jobs WHERE id = ?", (job_id,))
+        return json.loads(r[0]) if r and r[0] else None
 
     def _tell_paused(self, cap: str) -> None:
         """Tell the person once per pause (SPEC §6): called only by the claim that paused. The

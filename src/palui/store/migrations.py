@@ -480,5 +480,15 @@ ALTER TABLE connectors ADD COLUMN private INTEGER NOT NULL DEFAULT 0;     -- its
     )
 )
 
+MIGRATIONS.append(
+    (
+        28,
+        "a job limited to some connectors",
+        """
+ALTER TABLE jobs ADD COLUMN connectors TEXT;  -- JSON list of connector ids its turns are offered; NULL: all
+""",
+    )
+)
+
 # Migration numbers are handed out to parallel work and may be appended out of order: keep the list sorted.
 MIGRATIONS.sort(key=lambda m: m[0])

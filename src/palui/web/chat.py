@@ -82,6 +82,12 @@ def run_command(request: Request, cmd: chat_commands.Command, conversation: str 
         from palui.web.status import status_text
 
         return {"text": status_text(svc.status()), "redirect": None, "turn": None}
+    if cmd.name == "/stop" and cmd.arg == "all":
+        r = svc.stop_all("web")
+        ids = r["stopped"]
+        text = (f"Stopped {', '.join(ids)}." if ids else "No turn was running.") + " Jobs are paused until you " \
+            "resume them (palui jobs resume)."
+        return {"text": text, "redirect": None, "turn": None}
     if cmd.name == "/stop":
         if not conversation:
             return {"text": "Nothing to stop: this conversation has no turn yet.", "redirect": None, "turn": None}

@@ -40,6 +40,8 @@ def status_text(s: dict[str, Any]) -> str:
         lines.append(f"channel {ch['name']}: {ch['state']}{failure}")
     head = s.get("audit_head")
     lines.append(f"audit head: row {head['id']}, hash {head['hash']}" if head else "audit head: no rows yet")
+    if s.get("jobs_paused"):
+        lines.append("jobs: paused by the emergency brake (palui jobs resume)")
     return "\n".join(lines)
 
 

@@ -54,6 +54,10 @@ class LocalBackend:
     async def stop(self, conversation: str) -> list[str]:
         return self.svc.stop(conversation=conversation)
 
+    async def stop_all(self) -> list[str]:
+        """The emergency brake (issue 15 §7): every turn stopped, the jobs paused."""
+        return self.svc.stop_all("cli")["stopped"]
+
     async def status(self) -> dict[str, Any]:
         return self.svc.status()
 
@@ -104,6 +108,10 @@ class RemoteBackend:
 
     async def stop(self, conversation: str) -> list[str]:
         return (await self.client.post("/api/stop", {"conversation": conversation}))["stopped"]
+
+    async def stop_all(self) -> list[str]:
+        """The emergency brake (issue 15 §7), in the live service."""
+        return (await self.client.post("/api/stop", {"all": True}))["stopped"]
 
     async def status(self) -> dict[str, Any]:
         return await self.client.get("/api/status")

@@ -230,6 +230,10 @@ class ChatSession:
             else:
                 self.conversation = await self.call(lambda b: b.new_conversation())
                 self.screen.line(f"new conversation {self.conversation}")
+        elif cmd.name == "/stop" and cmd.arg == "all":  # the emergency brake (issue 15 §7)
+            ids = await self.call(lambda b: b.stop_all())
+            self.screen.line((f"stopped {', '.join(ids)}" if ids else "nothing was running")
+                             + "; jobs paused until palui jobs resume")
         elif cmd.name == "/stop":
             ids = await self.call(lambda b: b.stop(self.conversation))
             self.screen.line(f"stopped {', '.join(ids)}" if ids else "nothing to stop")
