@@ -17,8 +17,8 @@ from palui.errors import PaluiError, UsageError
 
 # Command modules, registered in this order (a missing optional module is skipped only
 # while it is being written; every module listed here exists on main).
-COMMAND_MODULES = ["tools", "policy", "suggest", "outside", "mcp", "memories", "turns", "audit", "chat", "serve",
-                   "triggers", "channels", "unit", "conversations"]
+COMMAND_MODULES = ["tools", "policy", "suggest", "outside", "mcp", "memories", "turns", "audit", "report", "chat",
+                   "serve", "triggers", "channels", "unit", "conversations"]
 
 for _name in COMMAND_MODULES:
     importlib.import_module(f"palui.cli.{_name}")

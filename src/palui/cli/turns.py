@@ -193,7 +193,17 @@ def status_lines(s: dict) -> list[str]:
     out.append(f"audit head: row {head['id']}, hash {head['hash']}" if head else "audit head: no rows yet")
     if s.get("jobs_paused"):
         out.append("jobs: paused by the emergency brake (palui jobs resume)")
+    g = s.get("governance")
+    if g:
+        out.append(governance_line(g))
     return out
+
+
+def governance_line(g: dict) -> str:
+    """The ``/status`` governance section in one line (issue 15 §1)."""
+    median = f"; median answer {g['median_answer_seconds']:.0f} s" if g["median_answer_seconds"] is not None else ""
+    return (f"asks in the last {g['days']} days: {g['asks']} (approved {g['approved']}, denied {g['denied']}, "
+            f"expired {g['expired']}, cancelled {g['cancelled']}){median}; more: palui report")
 
 
 @app.command("inbox")

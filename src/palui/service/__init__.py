@@ -13,6 +13,7 @@ it inherits)::
     │   ├── OutsidePart  Rule of Two flags: reaches outside, private connectors   (outside.py)
     │   └── StatusPart   /status, the pause state, the audit log                  (status.py)
     │       ├── AuditLogPart  the hash-chained audit: verify, export, daily head  (audit_log.py)
+    │       ├── ReportPart  the governance report and its suggestions             (report.py)
     │       └── TurnsPart  start, launch, run, resume, stop                       (turns.py)
     │           ├── ConversationsPart  conversations and turns as shown           (conversations.py)
     │           │   └── ApprovalsPart  the one door for answers, re-decision      (approvals.py)
@@ -39,12 +40,13 @@ from palui.service.mcp_connectors import MCPPart
 from palui.service.memories import MemoriesPart
 from palui.service.outside import OutsidePart
 from palui.service.policy_pin import PolicyPinPart
+from palui.service.report import ReportPart
 from palui.service.suggestions import SuggestionsPart
 from palui.service.turns import Launched
 
 
 class Service(BrakePart, ChannelUpdatesPart, MCPPart, MemoriesPart, AuditLogPart, PolicyPinPart, SuggestionsPart,
-              LivePart, OutsidePart):
+              LivePart, OutsidePart, ReportPart):
     """Palui's service API over one ``PALUI_HOME`` (settings + database).
 
     Args:

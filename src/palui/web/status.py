@@ -42,6 +42,11 @@ def status_text(s: dict[str, Any]) -> str:
     lines.append(f"audit head: row {head['id']}, hash {head['hash']}" if head else "audit head: no rows yet")
     if s.get("jobs_paused"):
         lines.append("jobs: paused by the emergency brake (palui jobs resume)")
+    g = s.get("governance")
+    if g:
+        median = f"; median answer {g['median_answer_seconds']:.0f} s" if g["median_answer_seconds"] is not None else ""
+        lines.append(f"asks in the last {g['days']} days: {g['asks']} (approved {g['approved']}, denied "
+                     f"{g['denied']}, expired {g['expired']}, cancelled {g['cancelled']}){median}; more: /governance")
     return "\n".join(lines)
 
 
