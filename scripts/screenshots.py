@@ -175,8 +175,16 @@ def main() -> None:
             expect(page.locator("#created-secret")).to_be_visible()
             shot(page, "webhooks")
 
+            # Three conversations read the time server's results (untrusted until trusted): the Governance page
+            # suggests trusting it (issue 15 §1).
+            for zone in ("Europe/Paris", "Asia/Tokyo", "America/Lima"):
+                write_script(script, calls(call("mcp-time__get_current_time", timezone=zone), usage=USAGE),
+                             text(f"It is morning in {zone}.", usage=USAGE))
+                send(page, served, f"what time is it in {zone}?", "done")
             page.goto(served.url + "/audit")
             shot(page, "audit")
+            page.goto(served.url + "/governance")
+            shot(page, "governance")
             page.goto(served.url + "/memories")
             shot(page, "memories")
             page.goto(served.url + "/status")

@@ -34,20 +34,22 @@ def report_cmd(days: int = typer.Option(7, "--days", metavar="N", help="The last
     typer.echo(f"caused by: taint {c['taint']}, class {c['class']}, job {c['job']}, the Rule of Two {c['outside']}"
                + (f", other {c['other']}" if c["other"] else ""))
     if a["top_tools"]:
-        typer.echo("asked most: " + ", ".join(f"{t['tool']} {t['asks']} ({t['approved']} approved, {t['denied']} "
-                                               f"denied)" for t in a["top_tools"][:5]))
+        typer.echo("asked most: " + shown(", ".join(f"{t['tool']} {t['asks']} ({t['approved']} approved, "
+                                                     f"{t['denied']} denied)" for t in a["top_tools"][:5]),
+                                           one_line=True))
     j = r["job_turns_waited"]
     typer.echo(f"job turns that waited for you: {j['turns']} ({j['asks']} ask(s), {j['expired']} expired; median "
                f"wait {_secs(j['median_wait_seconds'])})")
     n = r["not_offered"]
     typer.echo(f"calls refused as not offered: {n['total']}" + (
-        " (" + ", ".join(f"{t['tool']} {t['refused']}" for t in n["by_tool"][:5]) + ")" if n["by_tool"] else ""))
+        " (" + shown(", ".join(f"{t['tool']} {t['refused']}" for t in n["by_tool"][:5]), one_line=True) + ")"
+        if n["by_tool"] else ""))
     if r["tainted_conversations"]:
-        typer.echo("conversations tainted, per connector: " + ", ".join(
-            f"{t['connector']} {t['conversations']}" for t in r["tainted_conversations"]))
+        typer.echo("conversations tainted, per connector: " + shown(", ".join(
+            f"{t['connector']} {t['conversations']}" for t in r["tainted_conversations"]), one_line=True))
     if r["suggestions"]:
         typer.echo("\nSuggestions (nothing changes until you run one):")
         for s in r["suggestions"]:
-            typer.echo(f"- {shown(s['text'], one_line=True)}\n    {s['command']}")
+            typer.echo(f"- {shown(s['text'], one_line=True)}\n    {shown(s['command'], one_line=True)}")
     else:
         typer.echo("\nNo suggestions.")
