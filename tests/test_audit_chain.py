@@ -221,3 +221,26 @@ def test_rows_written_before_the_chain_are_chained_by_the_migration(home):
                  verdict="run", reason="r", args_hash=None, outcome="ok", duration_ms=5)
     assert audit.verify(d)["rows"] == 4 and audit.verify(d)["ok"]
     d.close()
+
+
+@pytest.mark.slow
+def test_the_service_posts_the_head_to_the_persons_channel_once_a_day(cli, logged, home, tmp_path):
+    import time
+
+    from support.live_service import LiveService, wait_for, write_clock
+
+    clock = tmp_path / "clock"
+    write_clock(clock, time.time())
+    head = rows(logged)[-1][-1]
+
+    def posts(s):
+        return [m["text"] for m in s.get("/api/inbox") if m["text"].startswith("Audit head on")]
+
+    with LiveService(home, {"PALUI_TEST_CLOCK": str(clock)}) as s:
+        [first] = wait_for(lambda: posts(s), what="the daily post")
+        assert f"row 6, hash {head}" in first and f"palui audit verify --head {head}" in first
+        time.sleep(1.0)  # several ticks later: still one post today
+        assert len(posts(s)) == 1
+        write_clock(clock, time.time() + 86_400)
+        later = wait_for(lambda: posts(s) if len(posts(s)) == 2 else None, what="the next day's post")
+        assert later[0] == first

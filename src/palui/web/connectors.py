@@ -148,7 +148,7 @@ async def tool_review(request: Request, form: dict[str, str]) -> Response:
 
 @action
 async def connector_action(request: Request, form: dict[str, str]) -> Response:
-    """``POST /connectors/{id}/enable-read|trust|untrust|refresh|enable|disable|remove``."""
+    """``POST /connectors/{id}/enable-read|trust|untrust|private|unprivate|refresh|enable|disable|remove``."""
     svc = svc_of(request)
     cid, verb = request.path_params["id"], request.path_params["action"]
     here = f"/connectors/{cid}"
@@ -164,6 +164,10 @@ async def connector_action(request: Request, form: dict[str, str]) -> Response:
         svc.set_trusted(cid, None, verb == "trust")
         return redirect(here, ("ok", f"{cid} is {'now' if verb == 'trust' else 'no longer'} a trusted source: its "
                                      f"results {'no longer' if verb == 'trust' else 'again'} taint a turn."))
+    if verb in ("private", "unprivate"):
+        svc.set_private(cid, verb == "private")
+        return redirect(here, ("ok", f"{cid}: its results are {'now' if verb == 'private' else 'no longer'} counted as "
+                                     "your private data (Rule of Two)."))
     if verb == "refresh":
         r = await svc.mcp_refresh_async(cid)
         flagged = r["changed"] + r["tightened"] + r["loosening_held"]
