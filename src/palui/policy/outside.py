@@ -5,7 +5,8 @@ chose, with the data in the URL. So in a tainted turn a call to a tool that reac
 (``web__fetch_page``, an MCP tool with ``openWorldHint: true``, a tool the person flagged) asks when
 
 1. an argument carries an address or host that appears in untrusted content of the conversation but
-   not in the person's own messages (the attacker picks the destination), or
+   not in the person's own messages, nor was reached by an earlier call of the conversation that this
+   rule let run (the attacker picks the destination), or
 2. an argument carries text from the person's private stores (memories, tasks, results of connectors
    the person marked private) seen in this conversation, and that text is neither in the person's own
    messages nor in untrusted content (private data going out).
@@ -57,13 +58,17 @@ class OutsideFacts:
     ``own``: the person's own messages (chat and job inputs of the conversation);
     ``private``: (source, text) of private-store results the model saw (``"recall__search_memories at step 1"``);
     ``private_connectors``: the connectors whose results are private (an MCP connector marked private is
-    untrusted too: its own results do not make its text "already written by others").
+    untrusted too: its own results do not make its text "already written by others");
+    ``reached``: the arguments (as JSON text) of earlier calls of this conversation to tools that reach
+    outside and ran: their hosts were let through by this rule (or reached before any taint, or approved by
+    the person), so reaching them again does not ask (a page's own ``URL:`` line names the host it came from).
     """
 
     untrusted: Sequence[tuple[str, str]]
     own: Sequence[str]
     private: Sequence[tuple[str, str]]
     private_connectors: frozenset[str] = frozenset()
+    reached: Sequence[str] = ()
 
 
 def reaches_outside(name: str, annotations: Any, flagged: bool) -> bool:
@@ -152,10 +157,11 @@ def rule_of_two(tool: str, args: Any, facts: OutsideFacts) -> str | None:
     text = " ".join(values)
     own = [_norm(t) for t in facts.own]
     own_hosts = {h for t in own for h in hosts(t)}
+    known = own_hosts | {h for t in facts.reached for h in hosts(_norm(t))}
     untrusted = [(src, _norm(t)) for src, t in facts.untrusted]
     verb = "fetching" if tool == "web__fetch_page" else "reaching"
     for host in hosts(text):
-        if any(p in own_hosts for p in _parents(host)):
+        if any(p in known for p in _parents(host)):
             continue
         src = next((s for s, t in untrusted if _appears_in(host, t)), None)
         if src is not None:

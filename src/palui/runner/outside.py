@@ -3,7 +3,8 @@
 Part of the turn runner (a mixin of :class:`~palui.runner.calls.CallsMixin`). Only a call the matrix
 lets ``run`` is looked at, and only in a tainted turn and for a tool that reaches outside: then the
 conversation's untrusted content (the ``untrusted_content`` table), the person's own messages (the
-inputs of its chat and job turns) and the private-store results the model saw (this turn's messages
+inputs of its chat and job turns), the arguments of its earlier outside calls that ran, and the
+private-store results the model saw (this turn's messages
 and the earlier turns' history the model is sent: ``recall``, ``tasks`` and connectors the person
 marked private) are handed to the pure rule. A reason turns the verdict into ``ask``; the approval
 that follows is an ordinary one (re-decided by the matrix, which still says ``run``, so an approved
@@ -12,12 +13,14 @@ call is never refused for it).
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
-from pydantic_ai.messages import ModelRequest, ModelResponse, ToolReturnPart
+from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
 
 from palui.policy.outside import OutsideFacts, rule_of_two
 from palui.runner import state as st
+from palui.store import tools as tools_store
 from palui.types import Decision, Verdict
 
 if TYPE_CHECKING:
@@ -69,4 +72,31 @@ class OutsideMixin:
             self._history = st.history(self.db, t.conversation_id, t.created_at)
         seen = private_results(self._history, private, "earlier in this conversation")
         seen += private_results(t.messages, private)
-        return OutsideFacts(untrusted=untrusted, own=own, private=seen, private_connectors=frozenset(private))
+        return OutsideFacts(untrusted=untrusted, own=own, private=seen, private_connectors=frozenset(private),
+                            reached=self._reached(t))
+
+    def _reached(self, t: Turn) -> list[str]:
+        """The arguments of this conversation's earlier calls to tools that reach outside and ran: in the
+        history the model is sent, this turn's messages, and the calls of this response done so far."""
+        ok: dict[str, bool] = {}
+        calls: list[tuple[str, str, Any]] = []  # (call id, tool, args)
+        for m in [*(self._history or []), *t.messages]:
+            for p in m.parts:
+                if isinstance(p, ToolCallPart):
+                    calls.append((p.tool_call_id, p.tool_name, p.args))
+                elif isinstance(p, ToolReturnPart):
+                    ok[p.tool_call_id] = p.outcome == "success"
+        for c in t.pending or []:
+            if c.get("state") == "done":
+                ok[c["id"]] = not c.get("is_error")
+        outside: dict[str, bool] = {}
+        out = []
+        for cid, tool, args in calls:
+            if not ok.get(cid):
+                continue
+            if tool not in outside:
+                row = tools_store.get_tool(self.db, tool)
+                outside[tool] = bool(row and row.reaches_outside)
+            if outside[tool]:
+                out.append(args if isinstance(args, str) else json.dumps(args))
+        return out
