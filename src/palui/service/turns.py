@@ -306,9 +306,7 @@ class TurnsPart(StatusPart):
 
     def job_connectors(self, job_id: str | None) -> list[str] | None:
         """The connectors a job is limited to (``palui jobs add --connector``), None for all or no job."""
-        if not job_id:
-            return None
-        r = self.db.one("SELECT connectors FROM jobs WHERE id = ?", (job_id,))
+        r = self.db.one("SELECT connectors FROM jobs WHERE id = ?", (job_id,)) if job_id else None
         return json.loads(r[0]) if r and r[0] else None
 
     def _tell_paused(self, cap: str) -> None:
