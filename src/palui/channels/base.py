@@ -184,6 +184,10 @@ class Channel(Outbox):
             self.reply(chat, status_text(self.svc.status()))
         elif cmd.name == "/why":
             self.reply(chat, self._why(self.svc.channel_conversation(self.name, chat)))
+        elif cmd.name == "/stop" and cmd.arg == "all":  # the emergency brake (issue 15 §7)
+            stopped = self.svc.stop_all(self.name)["stopped"]
+            self.reply(chat, (f"Stopped {', '.join(stopped)}." if stopped else "No turn was running.")
+                       + " Jobs are paused until palui jobs resume.")
         elif cmd.name == "/stop":
             conv = self.svc.channel_conversation(self.name, chat)
             stopped = self.svc.stop(conversation=conv)
