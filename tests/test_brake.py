@@ -171,6 +171,10 @@ def test_stop_all_from_a_telegram_chat(home, tmp_path):
             assert visible(said) == f"Stopped {other['turn']}. Jobs are paused until palui jobs resume."
             assert rig.svc.turn(other["turn"])["status"] == "stopped"
             assert rig.svc.get("/api/status")["jobs_paused"]["by"] == "telegram"
+            up = rig.say("/status")  # the channel's /status has issue 15's lines too
+            status = visible(rig.reply_after(up, lambda c: "tokens today" in visible(c)))
+            assert "jobs: paused by the emergency brake" in status and "asks in the last 7 days: 1" in status
+            assert "audit head: row " in status
         finally:
             rig.stop()
         assert not fake.errors

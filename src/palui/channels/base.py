@@ -36,6 +36,7 @@ from palui.channels.redaction import Redactor
 from palui.errors import ApprovalError, PaluiError
 from palui.text import commands
 from palui.text.display import shown
+from palui.text.status import governance_lines
 from palui.types import TurnStatus
 
 __all__ = ["TITLES", "Channel", "ChannelPlatform", "Inbound", "Quoted", "Retry", "status_text"]
@@ -281,4 +282,4 @@ def status_text(s: dict[str, Any]) -> str:
     for ch in s.get("channels", []):
         failure = f"; last delivery failure: {ch['last_failure']}" if ch.get("last_failure") else ""
         lines.append(f"channel {ch['name']}: {ch['state']}{failure}")
-    return "\n".join(lines)
+    return "\n".join(lines + governance_lines(s))

@@ -15,6 +15,7 @@ from palui.cli.common import app, emit_json, fail, service
 from palui.errors import ModelConfigError
 from palui.text.display import shown, shown_json
 from palui.text.prompts import mark_line
+from palui.text.status import governance_lines
 from palui.text.when import expiry, local
 
 approvals_app = typer.Typer(help="Pending approvals: list, show, approve, deny.", no_args_is_help=True)
@@ -189,21 +190,8 @@ def status_lines(s: dict) -> list[str]:
     for ch in s.get("channels", []):  # chat channels (issue 13)
         failure = f"; last delivery failure: {shown(ch['last_failure'], one_line=True)}" if ch["last_failure"] else ""
         out.append(f"channel {ch['name']}: {shown(ch['state'], one_line=True)}{failure}")
-    head = s.get("audit_head")
-    out.append(f"audit head: row {head['id']}, hash {head['hash']}" if head else "audit head: no rows yet")
-    if s.get("jobs_paused"):
-        out.append("jobs: paused by the emergency brake (palui jobs resume)")
-    g = s.get("governance")
-    if g:
-        out.append(governance_line(g))
+    out.extend(governance_lines(s))
     return out
-
-
-def governance_line(g: dict) -> str:
-    """The ``/status`` governance section in one line (issue 15 §1)."""
-    median = f"; median answer {g['median_answer_seconds']:.0f} s" if g["median_answer_seconds"] is not None else ""
-    return (f"asks in the last {g['days']} days: {g['asks']} (approved {g['approved']}, denied {g['denied']}, "
-            f"expired {g['expired']}, cancelled {g['cancelled']}){median}; more: palui report")
 
 
 @app.command("inbox")

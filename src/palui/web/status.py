@@ -18,6 +18,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from palui.errors import NotFound, UsageError
+from palui.text.status import governance_lines
 from palui.web.base import _zone, action, page, parse_time, redirect, render, svc_of
 
 VERDICTS = ("run", "ask", "unavailable", "off")
@@ -38,15 +39,7 @@ def status_text(s: dict[str, Any]) -> str:
     for ch in s.get("channels", []):  # chat channels (issue 13): state and the last delivery failure
         failure = f"; last delivery failure: {ch['last_failure']}" if ch.get("last_failure") else ""
         lines.append(f"channel {ch['name']}: {ch['state']}{failure}")
-    head = s.get("audit_head")
-    lines.append(f"audit head: row {head['id']}, hash {head['hash']}" if head else "audit head: no rows yet")
-    if s.get("jobs_paused"):
-        lines.append("jobs: paused by the emergency brake (palui jobs resume)")
-    g = s.get("governance")
-    if g:
-        median = f"; median answer {g['median_answer_seconds']:.0f} s" if g["median_answer_seconds"] is not None else ""
-        lines.append(f"asks in the last {g['days']} days: {g['asks']} (approved {g['approved']}, denied "
-                     f"{g['denied']}, expired {g['expired']}, cancelled {g['cancelled']}){median}; more: /governance")
+    lines += governance_lines(s, more="/governance")
     return "\n".join(lines)
 
 
