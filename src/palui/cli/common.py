@@ -22,7 +22,8 @@ lazy_params.install()
 
 def group(help: str, **kw: Any) -> typer.Typer:
     """A command group with plain Click help (no rich: importing it cost more than most commands)."""
-    return typer.Typer(help=help, no_args_is_help=True, rich_markup_mode=None, pretty_exceptions_enable=False, **kw)
+    return typer.Typer(**{"help": help, "no_args_is_help": True, "rich_markup_mode": None,
+                          "pretty_exceptions_enable": False, **kw})
 
 
 app = group("Palui: a personal AI agent whose tools are governed.", add_completion=False)

@@ -89,18 +89,27 @@ def _index(snap: Snapshot, origin: Origin, tainted: bool, carry: dict[Any, Any])
 
 
 def choose(snap: Snapshot, origin: Origin, tainted: bool, query: str, limit: int,
-           carry: dict[Any, Any] | None = None) -> Offer:
+           carry: dict[Any, Any] | None = None, *, scope: list[str] | None = None) -> Offer:
     """What a turn with this ``origin``, taint and input is offered, at most ``limit`` tools (SPEC §6).
 
     A webhook turn is offered nothing (SPEC §3). Built-in and MCP connectors are ranked together;
     when every candidate fits, all are offered. ``carry`` is the caller's dict kept from one catalog
-    version to the next (tokenized texts, the last ranking index per situation).
+    version to the next (tokenized texts, the last ranking index per situation). ``scope`` (a job
+    limited to some connectors, issue 15 §7) keeps only those connectors' tools, before ranking;
+    such a list is ranked with an index of its own, built for the turn (job turns are rare).
     """
     if origin is Origin.WEBHOOK:
         return Offer([], [])
     cands = candidates(snap, origin, tainted, carry)
+    if scope is not None:
+        keep = set(scope)
+        cands = [c for c in cands if c.connector in keep]
     if len(cands) <= limit:
         return Offer([c.name for c in select(cands, query, limit)], [])
+    if scope is not None:
+        chosen = select(cands, query, limit, index=rank_index(cands, None if carry is None else carry.get("texts")))
+        taken = {c.name for c in chosen}
+        return Offer([c.name for c in chosen], sorted(c.name for c in cands if c.name not in taken))
     chosen = select(cands, query, limit, index=_index(snap, origin, tainted, {} if carry is None else carry))
     names = [c.name for c in chosen]
     taken = set(names)

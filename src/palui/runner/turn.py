@@ -58,14 +58,30 @@ class TurnRunner(CallsMixin):
     # -- helpers ----------------------------------------------------------------------------
 
     def _emit(self, t: Turn, event: dict[str, Any]) -> None:
-        event = {"time": time.time(), **event}
+        """Store ``event`` with the turn (its ``seq`` is its index there) and hand it to the front end."""
+        event = {"time": time.time(), "seq": len(t.events), **event}
         t.events.append(event)
         self.run_events.append(event)
+        self._live(t, event)
+
+    def _live(self, t: Turn, event: dict[str, Any]) -> None:
+        """Hand ``event`` to the front end only, not stored: the pieces of streamed text
+        (``text_delta``, ``text_discarded``) and ``tool_start`` (issue 12). The stored events
+        (``text``, ``tool_call``) carry the same facts when complete."""
         if self.on_event:
             try:
-                self.on_event(event)
+                self.on_event(event if "time" in event else {"time": time.time(), **event})
             except Exception:  # a front end's printing problem must not break the turn
                 pass
+
+    def _on_request_event(self, t: Turn, event: dict[str, Any]) -> None:
+        """What the model request reports while it runs (:data:`palui.models.StreamSink`): text pieces
+        and discards go to the front end only; a provider retry is stored too."""
+        event = {**event, "step": t.steps + 1}
+        if event["type"] == "retry":
+            self._emit(t, event)
+        else:
+            self._live(t, event)
 
     def _time_left(self, t: Turn) -> float:
         return float(self.settings.get("budgets.seconds")) - (t.seconds + (time.monotonic() - self._t0))
@@ -155,6 +171,8 @@ class TurnRunner(CallsMixin):
                     t.status = TurnStatus.AWAITING_APPROVAL
                     return self._save(t)
                 self._save(t)
+                if self._loop_stop:  # issue 15 §3: the turn ends; the model is not asked again
+                    return self._budget_end(t, self._loop_stop)
             # Step boundary: budgets and caps.
             if t.steps >= int(self.settings.get("budgets.steps")):
                 return self._budget_end(t, f"step budget reached ({self.settings.get('budgets.steps')} model steps)")
@@ -168,7 +186,9 @@ class TurnRunner(CallsMixin):
             defs = self._definitions(t)
             self._emit(t, {"type": "step", "step": t.steps + 1, "tools_offered": [d.name for d in defs]})
             try:
-                response = await self._guarded(t, request(handle, self._messages(t), defs, left), left)
+                response = await self._guarded(
+                    t, request(handle, self._messages(t), defs, left, lambda e: self._on_request_event(t, e)), left
+                )
             except TimeoutError:
                 return self._budget_end(t, f"time budget reached ({self.settings.get('budgets.seconds')} s)")
             t.steps += 1
@@ -255,14 +275,18 @@ class TurnRunner(CallsMixin):
 
     async def _offer(self, t: Turn) -> list[str]:
         """The tools offered this turn, fixed at its start and stored (SPEC §6), from the stored,
-        pinned definitions: no server is started to offer its tools. Emits ``tools_left_out``
-        when the budget left enabled, allowed tools out."""
+        pinned definitions: no server is started to offer its tools. A job limited to some
+        connectors (issue 15 §7) is cut to them before ranking (a ``scope`` event says which).
+        Emits ``tools_left_out`` when the budget left enabled, allowed tools out."""
         limit = int(self.settings.get("budgets.tools"))
+        scope = None if t.origin is Origin.WEBHOOK else self.deps.job_connectors(t.job_id)
+        if scope is not None:
+            self._emit(t, {"type": "scope", "connectors": scope})
         snap = catalog.snapshot(self.db)
         carry = self.db.memo.setdefault("offer", {})  # kept across catalog versions (see offer.choose)
         if len(carry.get("texts", ())) > 4 * max(1, len(snap.tools)):
             carry.clear()  # texts of tools long gone
-        chosen = offer.choose(snap, t.origin, t.tainted, t.input, limit, carry)
+        chosen = offer.choose(snap, t.origin, t.tainted, t.input, limit, carry, scope=scope)
         if chosen.left_out:
             self._emit(t, {"type": "tools_left_out", "tools": chosen.left_out,
                            "reason": f"left out by budgets.tools ({limit})"})

@@ -12,7 +12,9 @@ import sqlite3
 import time
 from collections.abc import Callable
 
+from palui.store.migrations_channels import CHANNEL_MIGRATIONS
 from palui.store.migrations_costs import COST_MIGRATIONS
+from palui.store.migrations_governance import GOVERNANCE_MIGRATIONS
 
 #: (number, name, SQL text or a function of the connection, run inside the migrating transaction)
 MIGRATIONS: list[tuple[int, str, str | Callable[[sqlite3.Connection], None]]] = [
@@ -368,80 +370,25 @@ CREATE INDEX runs_origin_time ON runs(origin, time);
 
 MIGRATIONS.append(
     (
-        15,
-        "chat channels (issue 13): channels, pairing codes, processed updates, cursors, chats, sent messages,"
-        " strangers; the person's reason for a denial",
+        30,
+        "conversations remember the channel they were started on (issue 12: palui conversations, chat --resume)",
         """
-CREATE TABLE channels (
-    name           TEXT PRIMARY KEY,            -- telegram, matrix, or the --name given
-    kind           TEXT NOT NULL,               -- telegram | matrix
-    config_json    TEXT NOT NULL DEFAULT '{}',  -- homeserver, user id, device id, api base; secrets live in files
-    person_id      TEXT,                        -- the paired account (Telegram user id, Matrix user id)
-    person_name    TEXT,
-    person_chat    TEXT,                        -- the private chat / room where the person paired
-    paired_at      REAL,
-    allow_groups   INTEGER NOT NULL DEFAULT 0,  -- group chats and rooms with other members
-    state          TEXT NOT NULL DEFAULT 'unpaired',
-    state_at       REAL,
-    last_failure   TEXT,                        -- the last delivery failure (redacted), shown in /status
-    last_failure_at REAL,
-    created_at     REAL NOT NULL
-);
-CREATE TABLE channel_pairing (
-    channel    TEXT PRIMARY KEY,
-    code_hash  TEXT NOT NULL,                   -- SHA-256 of the one-time code
-    expires_at REAL NOT NULL,
-    tries_left INTEGER NOT NULL
-);
-CREATE TABLE channel_updates (
-    channel TEXT NOT NULL,
-    key     TEXT NOT NULL,                      -- Telegram update_id, Matrix event id, or a notice key
-    seq     INTEGER,                            -- the numeric id where there is one (Telegram's offset)
-    outcome TEXT NOT NULL,                      -- done | failed: … | malformed | ignored
-    seen_at REAL NOT NULL,
-    PRIMARY KEY (channel, key)
-);
-CREATE INDEX channel_updates_seq ON channel_updates(channel, seq);
-CREATE TABLE channel_cursors (
-    channel TEXT PRIMARY KEY,
-    cursor  TEXT NOT NULL,                      -- Matrix next_batch
-    at      REAL NOT NULL
-);
-CREATE TABLE channel_chats (
-    channel         TEXT NOT NULL,
-    chat_id         TEXT NOT NULL,
-    conversation_id TEXT NOT NULL,              -- the chat's current conversation (/new starts another)
-    updated_at      REAL NOT NULL,
-    PRIMARY KEY (channel, chat_id)
-);
-CREATE TABLE channel_messages (
-    id              INTEGER PRIMARY KEY,
-    channel         TEXT NOT NULL,
-    chat_id         TEXT NOT NULL,
-    ref             TEXT NOT NULL,              -- Telegram message_id, Matrix event id
-    kind            TEXT NOT NULL,              -- answer | approval | approval-args | job | webhook | notice | …
-    turn_id         TEXT,
-    conversation_id TEXT,
-    approval_id     TEXT,
-    fingerprint     TEXT,                       -- of the approval as shown (issue 13)
-    state           TEXT NOT NULL DEFAULT 'sent', -- sent | shown (approval buttons live) | closed
-    created_at      REAL NOT NULL
-);
-CREATE INDEX channel_messages_ref ON channel_messages(channel, chat_id, ref);
-CREATE INDEX channel_messages_approval ON channel_messages(approval_id);
-CREATE TABLE channel_strangers (
-    channel   TEXT NOT NULL,
-    sender    TEXT NOT NULL,
-    logged_at REAL NOT NULL,                    -- logged at most once a day
-    PRIMARY KEY (channel, sender)
-);
-ALTER TABLE approvals ADD COLUMN deny_reason TEXT;  -- /deny ID REASON: what the model is told
+ALTER TABLE conversations ADD COLUMN channel TEXT;  -- terminal | cli | web | api | job | webhook | a chat app's name
+UPDATE conversations SET channel = origin WHERE origin IN ('job', 'webhook');
+UPDATE conversations SET channel = (SELECT cc.channel FROM channel_chats cc WHERE cc.conversation_id = conversations.id
+                                    LIMIT 1)
+ WHERE channel IS NULL AND id IN (SELECT conversation_id FROM channel_chats);
 """,
     )
 )
 
+
 # Issue 11 (numbers 11-14): cap counters, hot-path indexes, the catalog version.
 MIGRATIONS.extend(COST_MIGRATIONS)
+# Issue 13 (15-19): the chat channels.
+MIGRATIONS.extend(CHANNEL_MIGRATIONS)
+# Issue 15 (25-29): the audit chain, the Rule of Two, jobs limited to connectors.
+MIGRATIONS.extend(GOVERNANCE_MIGRATIONS)
 
 # Migration numbers are handed out to parallel work and may be appended out of order: keep the list sorted.
 MIGRATIONS.sort(key=lambda m: m[0])

@@ -1,4 +1,4 @@
-"""Migrations 11-13 (issue 11): every per-turn cost independent of history and catalog size.
+"""Migrations 11-14 (issue 11): every per-turn cost independent of history and catalog size.
 
 Appended to :data:`palui.store.migrations.MIGRATIONS`; like every migration, never edited once shipped.
 """
@@ -120,3 +120,6 @@ CREATE TRIGGER catalog_connectors_ad AFTER DELETE ON connectors BEGIN UPDATE cat
 """,
     )
 )
+# Issue 11 with issue 15: /status counts the last 7 days' asks on every call (store/report.py), and the
+# report reads approvals by creation time: an index, so that read follows the window, not the history.
+COST_MIGRATIONS.append((14, "approvals by creation time", "CREATE INDEX approvals_created ON approvals(created_at);"))

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from palui.policy.classify import effective_class
+from palui.policy.outside import reaches_outside
 from palui.store.db import Database
 from palui.text.display import hidden_in
 from palui.types import ClassSource, ToolClass
@@ -37,11 +38,19 @@ class ToolRow:
     hidden_ack: str | None = None
     base_class: ToolClass | None = None  # the builtin declaration or hints prefill, before the person's choice
     connector_enabled: bool = True
+    outside_flag: bool = False  # the person flagged it "reaches outside" (issue 15 §6)
+    connector_private: bool = False  # its connector's results are the person's private data (issue 15 §6)
 
     @property
     def usable(self) -> bool:
         """Still listed by its server and its connector is enabled: the tool can be offered and called."""
         return self.present and self.connector_enabled
+
+    @property
+    def reaches_outside(self) -> bool:
+        """``web__fetch_page``, ``openWorldHint: true`` or the person's flag (issue 15 §6; see
+        :func:`palui.policy.outside.reaches_outside`)."""
+        return reaches_outside(self.name, self.annotations, self.outside_flag)
 
     @property
     def hidden(self) -> bool:
@@ -75,12 +84,14 @@ class ToolRow:
             "annotations": self.annotations,
             "present": self.present,
             "hidden_characters": self.hidden,
+            "reaches_outside": self.reaches_outside,
+            "reaches_outside_flag": self.outside_flag,
         }
 
 
 _SELECT = (
-    "SELECT t.*, c.trusted_source AS connector_trusted, c.enabled AS connector_enabled"
-    " FROM tools t JOIN connectors c ON c.id = t.connector_id"
+    "SELECT t.*, c.trusted_source AS connector_trusted, c.enabled AS connector_enabled,"
+    " c.private AS connector_private FROM tools t JOIN connectors c ON c.id = t.connector_id"
 )
 
 
@@ -99,7 +110,8 @@ def _row(r) -> ToolRow:
         trusted_source=bool(r["trusted_source"]), changed=bool(r["changed"]),
         review=json.loads(r["review_json"]) if r["review_json"] else None, present=bool(r["present"]),
         connector_trusted=bool(r["connector_trusted"]), hidden_ack=r["hidden_ack"], base_class=base,
-        connector_enabled=bool(r["connector_enabled"]),
+        connector_enabled=bool(r["connector_enabled"]), outside_flag=bool(r["reaches_outside"]),
+        connector_private=bool(r["connector_private"]),
     )
 
 
