@@ -18,6 +18,8 @@ def test_every_tool_write_bumps_the_version_and_only_those(svc):
         ("UPDATE tools SET enabled = 0 WHERE name = 'recall__add_memory'", True),
         ("UPDATE connectors SET trusted_source = 1 WHERE id = 'tasks'", True),
         ("UPDATE connectors SET enabled = 0 WHERE id = 'web'", True),
+        ("UPDATE connectors SET private = 1 WHERE id = 'tasks'", True),  # the Rule of Two reads it (migration 29)
+        ("UPDATE tools SET reaches_outside = 1 WHERE name = 'recall__search_memories'", True),
         ("DELETE FROM tools WHERE name = 'web__fetch_page'", True),
         ("UPDATE connectors SET state = 'connected' WHERE id = 'recall'", False),  # every connection writes it
         ("INSERT INTO inbox (time, kind, text) VALUES (0, 'notice', 'x')", False),
@@ -48,6 +50,9 @@ def test_tool_now_sees_another_process_at_once(svc):
     assert not catalog.tool_now(svc.db, "recall__search_memories").enabled
     assert not catalog.tool_now(svc.db, connector="recall", raw_name="search_memories").enabled
     assert catalog.tool_now(svc.db, "nope__nothing") is None
+    catalog.snapshot(svc.db)  # cached again, at the version after the switch-off
+    other.set_private("tasks")  # issue 15 §6: a private mark is seen before the next call too
+    assert catalog.tool_now(svc.db, "tasks__list_tasks").connector_private
     other.db.close()
 
 
