@@ -209,3 +209,17 @@ def test_the_sheet_shows_reaching_outside_and_marks_a_connector_private(svc):
         assert "Results are not private" in c.get("/connectors/mcp-n").text
         assert c.post("/connectors/mcp-n/unprivate", data={"csrf": csrf_value("tok")}).status_code == 303
         assert [x["private"] for x in svc.connectors() if x["id"] == "mcp-n"] == [False]
+
+
+def test_a_later_turn_fetching_an_address_from_an_earlier_page_asks_though_call_ids_repeat(cli, tmp_path, web):
+    # Both turns' scripts name their first call s1c1: the first turn's result must not count as the second
+    # turn's call having run (its host was "reached"), or the injected address would be fetched unasked.
+    port = web.url.rsplit(":", 1)[1]
+    first = run(cli, tmp_path, f"what does {web.url}/page say?", calls(fetch(f"{web.url}/page")), text("sunny"))
+    assert first["status"] == "done" and first["tainted"]
+    model = write_script(tmp_path / "s2.json", calls(fetch(f"http://localhost:{port}/collect?d=secret")), text("ok"))
+    out = json.loads(cli("run", "--json", "--model", model, "--conversation", first["conversation"], "go on").stdout)
+    assert out["status"] == "awaiting_approval", json.dumps(out)[:2000]
+    assert out["pending_approvals"][0]["reason"] == ("ask: Rule of Two: fetching an address that came from untrusted "
+                                                     "content: web__fetch_page at step 1 (localhost)")
+    assert not any(h.startswith("/collect") for h in web.hits)

@@ -20,7 +20,7 @@ from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, Tool
 
 from palui.policy.outside import OutsideFacts, rule_of_two
 from palui.runner import state as st
-from palui.store import tools as tools_store
+from palui.store import catalog
 from palui.types import Decision, Verdict
 
 if TYPE_CHECKING:
@@ -77,26 +77,29 @@ class OutsideMixin:
 
     def _reached(self, t: Turn) -> list[str]:
         """The arguments of this conversation's earlier calls to tools that reach outside and ran: in the
-        history the model is sent, this turn's messages, and the calls of this response done so far."""
-        ok: dict[str, bool] = {}
-        calls: list[tuple[str, str, Any]] = []  # (call id, tool, args)
+        history the model is sent, this turn's messages, and the calls of this response done so far.
+
+        A result answers a call of the model response just before it: call ids are matched within that
+        pair only, since ids repeat across turns (``s1c1`` of the script: model, a local model's
+        ``call_0``), and an earlier turn's result must never vouch for this turn's call."""
+        asked: dict[str, tuple[str, Any]] = {}  # the latest response's calls not answered yet, by id
+        ran: list[tuple[str, Any]] = []
         for m in [*(self._history or []), *t.messages]:
-            for p in m.parts:
-                if isinstance(p, ToolCallPart):
-                    calls.append((p.tool_call_id, p.tool_name, p.args))
-                elif isinstance(p, ToolReturnPart):
-                    ok[p.tool_call_id] = p.outcome == "success"
-        for c in t.pending or []:
-            if c.get("state") == "done":
-                ok[c["id"]] = not c.get("is_error")
-        outside: dict[str, bool] = {}
-        out = []
-        for cid, tool, args in calls:
-            if not ok.get(cid):
+            if isinstance(m, ModelResponse):
+                asked = {p.tool_call_id: (p.tool_name, p.args) for p in m.parts if isinstance(p, ToolCallPart)}
                 continue
-            if tool not in outside:
-                row = tools_store.get_tool(self.db, tool)
-                outside[tool] = bool(row and row.reaches_outside)
-            if outside[tool]:
+            for p in m.parts:
+                if isinstance(p, ToolReturnPart) and p.tool_call_id in asked:
+                    tool_args = asked.pop(p.tool_call_id)
+                    if p.outcome == "success":
+                        ran.append(tool_args)
+        for c in t.pending or []:
+            if c.get("state") == "done" and not c.get("is_error") and c["id"] in asked:
+                ran.append(asked.pop(c["id"]))
+        snap = catalog.snapshot(self.db)
+        out = []
+        for tool, args in ran:
+            row = snap.tools.get(tool)
+            if row is not None and row.reaches_outside:
                 out.append(args if isinstance(args, str) else json.dumps(args))
         return out
