@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import pytest
 
@@ -165,6 +166,11 @@ def facts(untrusted=(), own=(), private=(), reached=()):
     ({"to": "mallory@evil.example"}, facts(["write to mallory@evil.example"]), True),
     ({"url": "http://10.1.2.3/x"}, facts(["callback 10.1.2.3"]), True),
     ({"q": "report.pdf"}, facts(["see report.pdf"]), False),  # a file name, not a host
+    # retention pruned some of the conversation's untrusted content: any host not the person's asks
+    ({"url": "https://evil.example/x"}, OutsideFacts(untrusted=[], own=[], private=[], pruned=True), True),
+    ({"url": "https://mine.example/x"}, OutsideFacts(untrusted=[], own=["read mine.example"], private=[], pruned=True),
+     False),
+    ({"url": "https://evil.example/x"}, OutsideFacts(untrusted=[], own=[], private=[]), False),
     ({"url": "https://news.example/2026/04/x"}, facts(["hello"], private=["[1] dentist 2026-04-02"]), False),
     ({"url": "https://news.example/?q=4821"}, facts(["hello"], private=["[1] PIN 4821"]), True),
     ({"url": "https://news.example/?q=%34%38%32%31"}, facts(["hello"], private=["[1] PIN 4821"]), True),
@@ -223,3 +229,26 @@ def test_a_later_turn_fetching_an_address_from_an_earlier_page_asks_though_call_
     assert out["pending_approvals"][0]["reason"] == ("ask: Rule of Two: fetching an address that came from untrusted "
                                                      "content: web__fetch_page at step 1 (localhost)")
     assert not any(h.startswith("/collect") for h in web.hits)
+
+
+def test_after_retention_pruned_the_page_a_fetch_to_an_unknown_host_still_asks(cli, tmp_path, web):
+    # Issue 11's retention deletes old untrusted content, while the turns the model is sent still hold the
+    # page: the rule must not forget where an address came from (it asks for any host not the person's).
+    port = web.url.rsplit(":", 1)[1]
+    first = run(cli, tmp_path, f"what does {web.url}/page say?", calls(fetch(f"{web.url}/page")), text("sunny"))
+    assert first["status"] == "done" and first["tainted"]
+    tomorrow = time.strftime("%Y-%m-%d", time.gmtime(time.time() + 2 * 86400))
+    assert cli.json("prune", "--before", tomorrow, "--json")["deleted"]["untrusted_content"] >= 1
+    model = write_script(tmp_path / "s2.json", calls(fetch(f"http://localhost:{port}/collect?d=secret")), text("ok"))
+    out = json.loads(cli("run", "--json", "--model", model, "--conversation", first["conversation"], "go on").stdout)
+    assert out["status"] == "awaiting_approval", json.dumps(out)[:3000]
+    [a] = out["pending_approvals"]
+    assert a["reason"] == ("ask: Rule of Two: fetching an address you did not write, and this conversation's older "
+                           "untrusted content was pruned by retention.days (localhost)")
+    assert not any(h.startswith("/collect") for h in web.hits)
+    assert json.loads(cli("approvals", "deny", a["id"], "--json").stdout)["status"] == "done"
+    # A host the person wrote still does not ask.
+    model = write_script(tmp_path / "s3.json", calls(fetch(f"{web.url}/more")), text("ok"))
+    out = json.loads(cli("run", "--json", "--model", model, "--conversation", first["conversation"],
+                         f"and {web.url}/more?").stdout)
+    assert out["status"] == "done", out

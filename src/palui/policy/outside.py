@@ -11,6 +11,10 @@ chose, with the data in the URL. So in a tainted turn a call to a tool that reac
    the person marked private) seen in this conversation, and that text is neither in the person's own
    messages nor in untrusted content (private data going out).
 
+When retention (``retention.days``, issue 11) deleted some of the conversation's untrusted content, the
+rule no longer sees every address that content named, while the turns the model is sent still hold it:
+then every address that is not the person's, nor reached earlier, asks (it fails closed).
+
 Hosts are taken from URLs (``scheme://host``), e-mail addresses and bare domain names (``a.example``;
 a last label that is a common file extension such as ``.pdf`` or ``.json`` is not a domain) in every
 string argument, after URL-decoding. A host *appears in* untrusted content when it, a parent domain of
@@ -61,7 +65,8 @@ class OutsideFacts:
     untrusted too: its own results do not make its text "already written by others");
     ``reached``: the arguments (as JSON text) of earlier calls of this conversation to tools that reach
     outside and ran: their hosts were let through by this rule (or reached before any taint, or approved by
-    the person), so reaching them again does not ask (a page's own ``URL:`` line names the host it came from).
+    the person), so reaching them again does not ask (a page's own ``URL:`` line names the host it came from);
+    ``pruned``: retention deleted some of the conversation's untrusted content, so ``untrusted`` is not all of it.
     """
 
     untrusted: Sequence[tuple[str, str]]
@@ -69,6 +74,7 @@ class OutsideFacts:
     private: Sequence[tuple[str, str]]
     private_connectors: frozenset[str] = frozenset()
     reached: Sequence[str] = ()
+    pruned: bool = False
 
 
 def reaches_outside(name: str, annotations: Any, flagged: bool) -> bool:
@@ -166,6 +172,9 @@ def rule_of_two(tool: str, args: Any, facts: OutsideFacts) -> str | None:
         src = next((s for s, t in untrusted if _appears_in(host, t)), None)
         if src is not None:
             return f"Rule of Two: {verb} an address that came from untrusted content: {src} ({host})"
+        if facts.pruned:
+            return (f"Rule of Two: {verb} an address you did not write, and this conversation's older untrusted "
+                    f"content was pruned by retention.days ({host})")
     if not facts.private:
         return None
     public = [t for src, t in untrusted if src.split("__", 1)[0] not in facts.private_connectors]

@@ -2,9 +2,9 @@
 
 Part of the turn runner (a mixin of :class:`~palui.runner.calls.CallsMixin`). Only a call the matrix
 lets ``run`` is looked at, and only in a tainted turn and for a tool that reaches outside: then the
-conversation's untrusted content (the ``untrusted_content`` table), the person's own messages (the
-inputs of its chat and job turns), the arguments of its earlier outside calls that ran, and the
-private-store results the model saw (this turn's messages
+conversation's untrusted content (the ``untrusted_content`` table, and whether retention pruned some
+of it), the person's own messages (the inputs of its chat and job turns), the arguments of its
+earlier outside calls that ran, and the private-store results the model saw (this turn's messages
 and the earlier turns' history the model is sent: ``recall``, ``tasks`` and connectors the person
 marked private) are handed to the pure rule. A reason turns the verdict into ``ask``; the approval
 that follows is an ordinary one (re-decided by the matrix, which still says ``run``, so an approved
@@ -72,8 +72,9 @@ class OutsideMixin:
             self._history = st.history(self.db, t.conversation_id, t.created_at)
         seen = private_results(self._history, private, "earlier in this conversation")
         seen += private_results(t.messages, private)
+        pruned = self.db.one("SELECT untrusted_pruned_at FROM conversations WHERE id = ?", (t.conversation_id,))
         return OutsideFacts(untrusted=untrusted, own=own, private=seen, private_connectors=frozenset(private),
-                            reached=self._reached(t))
+                            reached=self._reached(t), pruned=bool(pruned and pruned[0] is not None))
 
     def _reached(self, t: Turn) -> list[str]:
         """The arguments of this conversation's earlier calls to tools that reach outside and ran: in the

@@ -122,4 +122,15 @@ CREATE TRIGGER catalog_connectors_ad AFTER DELETE ON connectors BEGIN UPDATE cat
 )
 # Issue 11 with issue 15: /status counts the last 7 days' asks on every call (store/report.py), and the
 # report reads approvals by creation time: an index, so that read follows the window, not the history.
-COST_MIGRATIONS.append((14, "approvals by creation time", "CREATE INDEX approvals_created ON approvals(created_at);"))
+# Retention marks a conversation whose untrusted content it deleted, so the Rule of Two knows that it no
+# longer sees every address that content named (store/retention.py, runner/outside.py).
+COST_MIGRATIONS.append(
+    (
+        14,
+        "approvals by creation time; conversations whose untrusted content retention pruned",
+        """
+CREATE INDEX approvals_created ON approvals(created_at);
+ALTER TABLE conversations ADD COLUMN untrusted_pruned_at REAL;  -- when retention last deleted its untrusted content
+""",
+    )
+)

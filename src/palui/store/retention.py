@@ -5,11 +5,16 @@ Rows are deleted oldest first in batches through the time index of each table, s
 the same however much is stored, and the service's tick can prune a little every second without
 holding the write lock for long. Untrusted content of a conversation that has a live turn
 (running, awaiting approval or queued) is kept: a later call of that turn may still ask, and its
-approval prompt marks argument values found in it (SPEC §4). Every delete goes through
+approval prompt marks argument values found in it (SPEC §4). A conversation whose untrusted content
+is deleted is marked (``conversations.untrusted_pruned_at``, in the same transaction): the turns the
+model is sent still hold that content, so the Rule of Two, which no longer sees the addresses it
+named, asks for every address the person did not write (issue 15 §6). Every delete goes through
 :meth:`~palui.store.db.Database.write`.
 """
 
 from __future__ import annotations
+
+import time
 
 from palui.store.db import Database
 
@@ -29,14 +34,17 @@ def prune(db: Database, before: float, batch: int | None = BATCH) -> dict[str, i
     every one when ``batch`` is None (in batches of :data:`BATCH`, each its own transaction).
     Returns the rows deleted per table."""
     out = {}
+    now = time.time()
     for table, col, keep in PRUNED:
         total = 0
         while True:
             n = BATCH if batch is None else batch
             with db.write() as c:
-                deleted = c.execute(
-                    f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE {col} < ? AND {keep}"
-                    f" ORDER BY {col} LIMIT ?)", (before, n)).rowcount
+                chosen = f"SELECT rowid FROM {table} WHERE {col} < ? AND {keep} ORDER BY {col} LIMIT ?"
+                if table == "untrusted_content":
+                    c.execute("UPDATE conversations SET untrusted_pruned_at = ? WHERE id IN"
+                              f" (SELECT conversation_id FROM {table} WHERE rowid IN ({chosen}))", (now, before, n))
+                deleted = c.execute(f"DELETE FROM {table} WHERE rowid IN ({chosen})", (before, n)).rowcount
             total += deleted
             if batch is not None or deleted < n:
                 break
