@@ -4,7 +4,8 @@ Part of :class:`palui.runner.turn.TurnRunner` (a mixin: it uses the runner's ``d
 ``db``, ``settings``, ``_row``, ``_save``, ``_emit``, ``_time_left`` and ``_guarded``).
 Each call is checked against the policy at call time, refused (off, unavailable, not
 offered), held for an approval, or executed; its output's taint is recorded, and every
-outcome is audited.
+outcome is audited. A server's questions during a call go to the person
+(:mod:`palui.runner.eliciting`).
 """
 
 from __future__ import annotations
@@ -16,14 +17,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
-from palui.connectors.base import CallContext, ToolResult
+from palui.connectors.base import CallContext, Resume, ToolResult
 from palui.policy.matrix import decide
 from palui.runner import approvals, audit, redecide
+from palui.runner import elicitations as questions
 from palui.runner import state as st
+from palui.runner.eliciting import ElicitMixin
 from palui.runner.state import Turn
 from palui.store.tools import ToolRow
 from palui.text.prompts import approval_prompt
-from palui.types import Origin, Verdict
+from palui.types import NEEDS_TASKS, Origin, Verdict
 
 if TYPE_CHECKING:
     from palui.config import Settings
@@ -40,7 +43,7 @@ class StopRequested(Exception):
     """``/stop`` was asked for this turn (by any process)."""
 
 
-class CallsMixin:
+class CallsMixin(ElicitMixin):
     """The call half of the turn runner. It uses these of :class:`~palui.runner.turn.TurnRunner`:"""
 
     deps: RunnerDeps
@@ -77,8 +80,13 @@ class CallsMixin:
                 # The process ended while this call was in flight: never run it twice.
                 self._result(t, call, "The call was interrupted before its result arrived; it may have run.", True)
                 call["outcome"] = "failed"
+                questions.cancel_for_call(self.db, t.id, call["id"], "the process ended while the question waited")
                 self._audit(t, call, self._row(call["tool"]), "run", "interrupted while in flight",
                             "cancelled; may have run")
+                continue
+            if call["state"] == "eliciting":  # a 2026-07-28 call waiting for the person's answers
+                if await self._resume_elicited(t, call):
+                    return True
                 continue
             if self._time_left(t) <= 0 and (call["state"] != "asked" or
                                             approvals.status(self.db, call["approval"]) == "approved"):
@@ -122,7 +130,8 @@ class CallsMixin:
                 if row is None:
                     self._refuse(t, call, None, "unavailable", "the tool no longer exists")
                     continue
-                await self._execute(t, call, row, "ask", call.get("reason", ""), approved=True)
+                if await self._execute(t, call, row, "ask", call.get("reason", ""), approved=True):
+                    return True
                 continue
             if await self._decide_and_run(t, call):
                 return True
@@ -168,6 +177,9 @@ class CallsMixin:
         if d.verdict in (Verdict.OFF, Verdict.UNAVAILABLE):
             self._refuse(t, call, row, d.verdict.value, d.reason)
             return False
+        if row.needs_tasks:  # issue 14: never offered; a call to it never reaches the server
+            self._refuse(t, call, row, "unavailable", f"the tool {NEEDS_TASKS}")
+            return False
         if call.get("bad_args"):
             self._result(t, call, f"Error: {call['bad_args']}", True)
             self._audit(t, call, row, d.verdict.value, d.reason, "error: bad arguments")
@@ -211,8 +223,7 @@ class CallsMixin:
                 "approval", approval_prompt(a), turn_id=t.id, conversation_id=t.conversation_id, approval_id=a["id"]
             )
             return True
-        await self._execute(t, call, row, "run", d.reason)
-        return False
+        return await self._execute(t, call, row, "run", d.reason)
 
     def _not_dispatched(self, t: Turn, call: dict[str, Any]) -> None:
         """Answer a call the time budget left no room for: never sent, audited as not dispatched."""
@@ -256,8 +267,11 @@ class CallsMixin:
         call["state"] = "done"
 
     async def _execute(
-        self, t: Turn, call: dict[str, Any], row: ToolRow, verdict: str, reason: str, approved: bool = False
-    ) -> None:
+        self, t: Turn, call: dict[str, Any], row: ToolRow, verdict: str, reason: str, approved: bool = False,
+        resume: Resume | None = None,
+    ) -> bool:
+        """Send the call and record its result. True when the turn pauses because the server asked the
+        person questions (2026-07-28); ``resume`` carries the answers when the call is sent again."""
         conn = await self.deps.hub.get(row.connector)
         if approved:
             # Decided again immediately before the call is sent (SPEC §5): connecting may have flagged it.
@@ -271,7 +285,8 @@ class CallsMixin:
                     conversation_id=t.conversation_id,
                     approval_id=call["approval"],
                 )
-                return self._refuse(t, call, row, verdict, why, outcome="cancelled")
+                self._refuse(t, call, row, verdict, why, outcome="cancelled")
+                return False
         call["state"] = "sent"
         self._save(t)  # durable marker: a crash from here on never re-runs the call
         ctx = CallContext(
@@ -284,6 +299,8 @@ class CallsMixin:
             db=self.db,
             settings=self.settings,
             notifier=self.deps.notify,
+            ask=self._asker(t, call, row),
+            resume=resume,
         )
         started = time.monotonic()
         try:
@@ -310,6 +327,9 @@ class CallsMixin:
             raise
         except Exception as e:  # a connector bug must not crash the turn
             result = ToolResult(f"Error: {type(e).__name__}: {str(e)[:500]}", is_error=True)
+        if result.input_required is not None:
+            return await self._input_required(t, call, row, result.input_required, verdict, reason)
+        call.pop("elicit", None)
         duration = (time.monotonic() - started) * 1000
         untrusted = result.untrusted if result.untrusted is not None else row.untrusted_output
         untrusted = bool(untrusted) and not (row.trusted_source or row.connector_trusted)
@@ -335,6 +355,7 @@ class CallsMixin:
                 "duration_ms": round(duration, 1),
             },
         )
+        return False
 
     def _taint(self, t: Turn, source: str, texts: list[str], detail: str | None) -> None:
         if not t.tainted:

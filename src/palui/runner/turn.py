@@ -71,11 +71,13 @@ class TurnRunner(CallsMixin):
                 pass
 
     def _time_left(self, t: Turn) -> float:
-        return float(self.settings.get("budgets.seconds")) - (t.seconds + (time.monotonic() - self._t0))
+        # Time spent waiting for the person's answer to a server's question is not counted (SPEC §6).
+        counted = time.monotonic() - self._t0 - self._peek_paused()
+        return float(self.settings.get("budgets.seconds")) - (t.seconds + counted)
 
     def _sync_seconds(self, t: Turn) -> None:
         now = time.monotonic()
-        t.seconds += now - self._t0
+        t.seconds += now - self._t0 - self._take_paused()
         self._t0 = now
 
     def _save(self, t: Turn) -> None:
@@ -199,9 +201,10 @@ class TurnRunner(CallsMixin):
         task = asyncio.ensure_future(coro)
         loop = asyncio.get_running_loop()
         end = loop.time() + timeout
+        paused0 = self._paused_total()  # a wait for the person inside the call moves the end (SPEC §7)
         try:
             while True:
-                left = end - loop.time()
+                left = end + (self._paused_total() - paused0) - loop.time()
                 if left <= 0:
                     raise TimeoutError()
                 done, _ = await asyncio.wait({task}, timeout=min(STOP_POLL, left))
@@ -279,7 +282,7 @@ class TurnRunner(CallsMixin):
         failed = {e["connector"] for e in t.events if e.get("type") == "connector_error"}
         candidates = []
         for r in rows.values():
-            if r.connector in failed:
+            if r.connector in failed or r.needs_tasks:  # issue 14: a tool that needs MCP tasks is not offered
                 continue
             d = decide(r.tool_class, r.enabled, t.origin, t.tainted, t.taint_source)
             if d.offered:

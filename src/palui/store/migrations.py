@@ -434,6 +434,48 @@ CREATE TABLE channel_strangers (
     PRIMARY KEY (channel, sender)
 );
 ALTER TABLE approvals ADD COLUMN deny_reason TEXT;  -- /deny ID REASON: what the model is told
+# Issue 14: a server's question to the person (MCP elicitation) waits where approvals wait (SPEC §7).
+MIGRATIONS.append(
+    (
+        20,
+        "elicitations: questions of MCP servers to the person, durable like approvals",
+        """
+CREATE TABLE elicitations (
+    id            TEXT PRIMARY KEY,            -- e-<hex>
+    turn_id       TEXT NOT NULL REFERENCES turns(id),
+    tool_call_id  TEXT NOT NULL,               -- the model's call during which the server asked
+    tool          TEXT NOT NULL,               -- model-visible name of that call's tool
+    connector_id  TEXT NOT NULL,
+    era           TEXT NOT NULL,               -- input_required (2026-07-28, durable) | in_call (older era)
+    round         INTEGER NOT NULL DEFAULT 1,  -- input-required round of the call
+    request_key   TEXT NOT NULL,               -- the input-request key, or the server's JSON-RPC request id
+    mode          TEXT NOT NULL,               -- form | url
+    message       TEXT NOT NULL,               -- the server's words
+    schema_json   TEXT,                        -- form: the requested schema as sent
+    url           TEXT,                        -- url mode: the page the server wants opened
+    server_ref    TEXT,                        -- url mode: the server's elicitationId
+    origin        TEXT NOT NULL,               -- the turn's origin (chat | job)
+    status        TEXT NOT NULL,               -- pending | accepted | declined | cancelled | expired
+    content_json  TEXT,                        -- an accepted form's answer until it is sent, then cleared
+    reason        TEXT,                        -- why Palui declined or cancelled it without the person
+    answered_via  TEXT,                        -- cli | web | api | a channel's name | palui
+    owner         TEXT,                        -- in_call: the process holding the open call (host:pid)
+    sent          INTEGER NOT NULL DEFAULT 0,  -- the reply went to the server
+    created_at    REAL NOT NULL,
+    expires_at    REAL NOT NULL,
+    answered_at   REAL
+);
+CREATE INDEX elicitations_turn ON elicitations(turn_id, status);
+CREATE INDEX elicitations_status ON elicitations(status);
+""",
+    )
+)
+MIGRATIONS.append(
+    (
+        21,
+        "tools.task_support: MCP execution.taskSupport (a required tool is not offered)",
+        """
+ALTER TABLE tools ADD COLUMN task_support TEXT;  -- forbidden | optional | required | NULL (absent)
 """,
     )
 )

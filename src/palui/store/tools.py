@@ -35,6 +35,13 @@ class ToolRow:
     present: bool
     connector_trusted: bool
     hidden_ack: str | None = None
+    task_support: str | None = None
+
+    @property
+    def needs_tasks(self) -> bool:
+        """Its server says it runs only as an MCP task (``execution.taskSupport: "required"``,
+        MCP 2025-11-25 "Tasks"): Palui does not do tasks, so it is never offered and never called."""
+        return self.task_support == "required"
 
     @property
     def hidden(self) -> bool:
@@ -68,6 +75,7 @@ class ToolRow:
             "annotations": self.annotations,
             "present": self.present,
             "hidden_characters": self.hidden,
+            "needs_tasks": self.needs_tasks,
         }
 
 
@@ -90,6 +98,7 @@ def _row(r) -> ToolRow:
         trusted_source=bool(r["trusted_source"]), changed=bool(r["changed"]),
         review=json.loads(r["review_json"]) if r["review_json"] else None, present=bool(r["present"]),
         connector_trusted=bool(r["connector_trusted"]), hidden_ack=r["hidden_ack"],
+        task_support=r["task_support"],
     )
 
 

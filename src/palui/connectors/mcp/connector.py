@@ -20,6 +20,15 @@ included, is untrusted unless the tool or the connector is marked a trusted sour
 A call that had to (re)start the server is refused, and never sent, when that
 connection's sync changed the tool (switched off, flagged, new class, no longer listed
 or listed twice): the turn's decision was taken on the old definition.
+
+Questions (elicitation, SPEC §7): a server's question during a call goes to ``CallContext.ask``
+(older connections), and the call's timeout stops while the person answers; on 2026-07-28 the
+call returns ``ToolResult.input_required`` and is sent again with ``CallContext.resume``.
+
+Sign-in (OAuth, issue 14): a connector made for a turn never waits for a browser. When its server
+needs a sign-in that a refresh cannot give, the state becomes ``error: sign in again`` (the person
+is told once), and until someone signs in (``palui connectors login``, the sheet) the connector
+refuses at once instead of asking the server again.
 """
 
 from __future__ import annotations
@@ -36,6 +45,8 @@ from pydantic import ValidationError
 from palui.connectors.base import CallContext, Connector, ToolResult, ToolSpec
 from palui.connectors.mcp.client import MCPSession
 from palui.connectors.mcp.config import ServerConfig, redact
+from palui.connectors.mcp.elicit import input_required
+from palui.connectors.mcp.oauth import OAuthSetup, SignInHandler
 from palui.connectors.mcp.results import cap_text, render_result, spec_from_raw
 from palui.connectors.mcp.stderr import log_path
 from palui.connectors.registry import SyncReport, register_listing
@@ -50,6 +61,7 @@ MAX_BACKOFF_SECONDS = 60.0
 _STATE_MAX = 300
 _CLOSING: set[asyncio.Task] = set()
 OWN_MESSAGE_LIMIT = 4096  # bytes: Palui's own error texts, whatever --max-output says
+SIGN_IN_AGAIN = "error: sign in again"
 
 
 def backoff_seconds(failures: int) -> float:
@@ -71,12 +83,14 @@ class MCPConnector(Connector):
         name: the name the person gave.
         config: how to reach the server (secrets included).
         enabled: False for a disabled connector (state ``disabled``; calls refused).
+        sign_in: how a sign-in reaches Palui (:mod:`.oauth.signin`); None: nobody can sign in now
+            (a turn, a job), so a needed sign-in is an error at once.
     """
 
     kind = "mcp"
 
     def __init__(self, env: ConnectorEnv, connector_id: str, name: str, config: ServerConfig,
-                 enabled: bool = True) -> None:
+                 enabled: bool = True, sign_in: SignInHandler | None = None) -> None:
         self.env = env
         self.id = connector_id
         self.name = name
@@ -95,6 +109,7 @@ class MCPConnector(Connector):
         self._dupes: set[str] = set()
         self._background: set[asyncio.Task] = set()  # sessions being shut down
         self.last_report: SyncReport | None = None
+        self.sign_in = sign_in
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -143,6 +158,9 @@ class MCPConnector(Connector):
         """
         if not self.enabled:
             raise ConnectorError(f"connector {self.id} is disabled")
+        if self.sign_in is None and self._stored_state() == SIGN_IN_AGAIN:
+            raise ConnectorError(f"{self.id}: sign in again: palui connectors login {self.id} (or “Sign in” on its "
+                                 "sheet); its tools are not offered meanwhile")
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
             # A session belongs to the event loop it was started in; a new loop (a new
@@ -172,7 +190,7 @@ class MCPConnector(Connector):
         loop = asyncio.get_running_loop()
         self._set_state("connecting")
         session = MCPSession(self.config, stderr_log=log_path(self.env.settings.data_dir, self.id),
-                             on_tools_changed=self._on_tools_changed, label=self.id)
+                             on_tools_changed=self._on_tools_changed, label=self.id, oauth=self._oauth())
         try:
             await session.start(max(deadline - loop.time(), 0.001))
             raw = await session.list_tools(max(deadline - loop.time(), 0.001))
@@ -181,6 +199,10 @@ class MCPConnector(Connector):
             self._failures += 1
             self._last_failure = time.monotonic()
             self._close_later(session)
+            if session.sign_in_needed:
+                self._needs_sign_in()
+                raise ConnectorError(str(e) if isinstance(e, ConnectorError) else
+                                     f"{self.id}: sign in again: palui connectors login {self.id}") from None
             if isinstance(e, ConnectorError):
                 message = str(e)
             elif isinstance(e, asyncio.CancelledError):
@@ -194,6 +216,39 @@ class MCPConnector(Connector):
         self._session = session
         self._set_state("connected")
         return session
+
+    def _oauth(self) -> OAuthSetup | None:
+        if self.config.transport != "http":
+            return None
+        from palui.connectors.mcp.oauth.signin import NoInteraction
+
+        settings = self.env.settings
+        host, port, public = settings.get("serve.host"), settings.get("serve.port"), settings.get("serve.public_url")
+        web = (public.rstrip("/") if public else f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}")
+        return OAuthSetup(settings.secrets_dir, self.id, self.sign_in or NoInteraction(),
+                          client_metadata_url=settings.get("mcp.oauth.client_metadata_url"),
+                          extra_redirect_uris=(f"{web}/oauth/callback",))
+
+    def _stored_state(self) -> str | None:
+        try:
+            r = self.env.db.one("SELECT state FROM connectors WHERE id = ?", (self.id,))
+        except Exception:  # the state is a hint here; a busy database must not stop a call
+            return None
+        return r["state"] if r else None
+
+    def _needs_sign_in(self) -> None:
+        """State ``error: sign in again``; the person is told once (the first process to record it tells)."""
+        self._state = SIGN_IN_AGAIN
+        try:
+            with self.env.db.write() as c:
+                changed = c.execute("UPDATE connectors SET state = ? WHERE id = ? AND state IS NOT ?",
+                                    (SIGN_IN_AGAIN, self.id, SIGN_IN_AGAIN)).rowcount
+        except Exception as e:  # a busy database must not turn a call into a crash
+            log.warning("%s: could not store state: %s", self.id, e)
+            return
+        if changed:
+            self.env.notify("notice", f"{self.name} ({self.id}) needs you to sign in again: run palui connectors "
+                            f"login {self.id}, or use “Sign in” on its sheet. Its tools are not offered until then.")
 
     def _discard_session(self) -> None:
         session, self._session = self._session, None
@@ -311,15 +366,23 @@ class MCPConnector(Connector):
         if remaining <= 0:
             return result(f"The tool did not answer within {self.timeout:g} s.", True)
         try:
-            # The SDK's own read timeout sends the server a cancellation; the outer
-            # bound is the guarantee, should anything inside not honour it.
-            async with asyncio.timeout(remaining + 0.5):
-                res = await session.call_tool(name, args, timeout=remaining)
+            # Cancelling the call (the timeout) makes the SDK send the server a cancellation.
+            async with asyncio.timeout(remaining) as clock:
+                res = await session.call_tool(name, args, ask=ctx.ask if ctx else None,
+                                              resume=ctx.resume if ctx else None, on_wait=_stopper(clock))
         except TimeoutError:
             return result(f"The tool did not answer within {self.timeout:g} s.", True)
         except MCPError as e:
             if e.code == types.REQUEST_TIMEOUT:
                 return result(f"The tool did not answer within {self.timeout:g} s.", True)
+            if ctx is not None and ctx.resume is not None and _state_refused(e):
+                return result("The server could not resume the call (it no longer accepts the state of its "
+                              "question): ask again.", True)
+            if e.code == types.CONNECTION_CLOSED and session.sign_in_needed:
+                self._lost("the server needs a new sign-in")
+                self._needs_sign_in()
+                return result(f"The MCP server {self.id} needs you to sign in again (palui connectors login "
+                              f"{self.id}); the call was not finished.", True)
             if e.code == types.CONNECTION_CLOSED:
                 if self.config.transport == "http":
                     self._lost("the connection closed during a call")
@@ -338,6 +401,8 @@ class MCPConnector(Connector):
             return result(self._redact(f"The call failed: {_short(e)}"), True)
         if self._failures:
             self._failures = 0
+        if isinstance(res, types.InputRequiredResult):
+            return ToolResult(text="", untrusted=untrusted, input_required=input_required(res))
         try:
             text = render_result(res)
         except Exception as e:  # a result the SDK accepted but we cannot render
@@ -355,6 +420,31 @@ class MCPConnector(Connector):
             self._close_later(session)
         if self._background:
             await asyncio.wait(set(self._background), timeout=10)
+
+
+def _stopper(clock: asyncio.Timeout):
+    """``on_wait`` for a call's clock: it stops while a question waits for the person, then goes on
+    with the time that was left (SPEC §7: the per-call timeout does not run meanwhile)."""
+    left: list[float] = []
+
+    def on_wait(waiting: bool) -> None:
+        now = asyncio.get_running_loop().time()
+        if waiting:
+            when = clock.when()
+            left.append(max(when - now, 0.0) if when is not None else 0.0)
+            clock.reschedule(None)
+        elif left:
+            clock.reschedule(now + left.pop())
+
+    return on_wait
+
+
+def _state_refused(e: MCPError) -> bool:
+    """The server refused the ``requestState`` of a retried call (MCP 2026-07-28: -32602, reason
+    ``invalid_request_state``)."""
+    data = e.data if isinstance(getattr(e, "data", None), dict) else {}
+    return e.code == types.INVALID_PARAMS and (data.get("reason") == "invalid_request_state"
+                                               or "requeststate" in (e.message or "").lower())
 
 
 def _untrusted(row: dict[str, Any] | None) -> bool:
