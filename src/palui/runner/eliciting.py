@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 from palui.connectors.base import Ask, InputRequired, Question, Reply, Resume
 from palui.runner import audit, redecide
 from palui.runner import elicitations as store
-from palui.runner import state as st
 from palui.text.elicitation import question_text, schema_problem
 from palui.types import Origin
 
@@ -163,14 +162,12 @@ class ElicitMixin:
         return ask
 
     async def _wait_for(self, t: Turn, eid: str) -> Reply:
-        """The person's reply to ``eid`` (polled: it may be given in another process). A stop cancels it."""
+        """The person's reply to ``eid`` (polled: it may be given in another process). ``/stop`` cancels
+        the call itself (the turn's guard) and the question with it (``cancel`` is sent)."""
         while True:
             reply = store.reply_of(self.db, eid)
             if reply is not None:
                 return reply
-            if st.stop_requested(self.db, t.id):
-                store.cancel_for_turn(self.db, t.id)
-                return Reply("cancel")
             await asyncio.sleep(POLL_SECONDS)
 
     # -- 2026-07-28: input-required results, durable across restarts -----------------------------------------

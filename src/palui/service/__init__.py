@@ -11,9 +11,10 @@ it inherits)::
     │   └── StatusPart   /status, the pause state, the audit log                  (status.py)
     │       └── TurnsPart  start, launch, run, resume, stop                       (turns.py)
     │           ├── ConversationsPart  conversations and turns as shown           (conversations.py)
-    │           │   └── ApprovalsPart  the one door for answers, re-decision      (approvals.py)
-    │           │       └── ChannelsPart  chat channels: list, pairing, state      (channels.py)
-    │           │           └── ChannelUpdatesPart  updates once, chats, sent      (channel_updates.py)
+    │           │   └── ElicitationsPart  the one door for a server's questions   (elicitations.py)
+    │           │       └── ApprovalsPart  the one door for answers, re-decision  (approvals.py)
+    │           │           └── ChannelsPart  chat channels: list, pairing, state  (channels.py)
+    │           │               └── ChannelUpdatesPart  updates once, chats, sent (channel_updates.py)
     │           └── TriggersPart       jobs and webhooks                          (triggers.py)
     └── MemoriesPart     memories and tasks                                       (memories.py)
 

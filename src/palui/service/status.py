@@ -14,8 +14,9 @@ class StatusPart(ToolsPart):
 
     def status(self) -> dict[str, Any]:
         """``{"model","tokens_today","caps","runs_last_hour","paused","paused_reason","paused_until",
-        "webhook_runs_last_hour","webhooks_held","webhooks_held_until","connectors","pending_approvals"}``
-        (SPEC §8 /status; the webhook share, issue 10 §3)."""
+        "webhook_runs_last_hour","webhooks_held","webhooks_held_until","connectors","pending_approvals",
+        "pending_elicitations"}`` (SPEC §8 /status; the webhook share, issue 10 §3; a connector that needs
+        a sign-in says ``error: sign in again``)."""
         approvals.sweep(self.db)
         conns = []
         for c in self.connectors():
@@ -39,6 +40,7 @@ class StatusPart(ToolsPart):
             **self.webhook_share_state(),
             "connectors": conns,
             "pending_approvals": len(self.db.all("SELECT 1 FROM approvals WHERE status = 'pending'")),
+            "pending_elicitations": len(self.db.all("SELECT 1 FROM elicitations WHERE status = 'pending'")),
         }
 
     def pause_state(self) -> dict[str, Any]:
