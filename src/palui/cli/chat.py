@@ -14,9 +14,10 @@ import typer
 
 from palui.cli import render
 from palui.cli.common import app, service
-from palui.cli.turns import check_model, live_service, print_status
+from palui.cli.turns import check_model, live_service, print_status, questions_for
 from palui.errors import NO_MODEL_HELP, PaluiError
-from palui.text.commands import CommandError, help_text, parse
+from palui.text.commands import CommandError, answer_args, help_text, parse
+from palui.text.elicitation import parse_pairs
 
 
 class LocalBackend:
@@ -24,12 +25,23 @@ class LocalBackend:
 
     def __init__(self, svc) -> None:
         self.svc = svc
+        self.questions = questions_for(svc, None)
+
+    def on_event(self, e):
+        render.event(e)
+        self.questions.on_event(e)
 
     async def send(self, text, conversation, model):
-        return await self.svc.send(text, conversation=conversation, model=model, on_event=render.event)
+        return await self.svc.send(text, conversation=conversation, model=model, on_event=self.on_event)
 
     async def answer(self, aid, approve):
-        return await self.svc.answer_and_resume(aid, approve, "cli", on_event=render.event)
+        return await self.svc.answer_and_resume(aid, approve, "cli", on_event=self.on_event)
+
+    def elicitation(self, eid):
+        return self.svc.elicitation(eid)
+
+    async def answer_elicitation(self, eid, action, content):
+        return await self.svc.answer_elicitation_and_resume(eid, action, content, "cli", on_event=self.on_event)
 
     async def resume_ready(self):
         return await self.svc.resume_ready(on_event=render.event)
@@ -52,13 +64,24 @@ class RemoteBackend:
 
     def __init__(self, client) -> None:
         self.client = client
+        self.questions = questions_for(None, client)
+
+    def on_event(self, e):
+        render.event(e)
+        self.questions.on_event(e)  # in the stream's thread: a blocking prompt is fine there
 
     async def send(self, text, conversation, model):
         return await asyncio.to_thread(self.client.run, text, conversation=conversation, model=model,
-                                       on_event=render.event)
+                                       on_event=self.on_event)
 
     async def answer(self, aid, approve):
-        return await asyncio.to_thread(self.client.answer, aid, approve, render.event)
+        return await asyncio.to_thread(self.client.answer, aid, approve, self.on_event)
+
+    def elicitation(self, eid):
+        return self.client.get(f"/api/elicitations/{eid}")
+
+    async def answer_elicitation(self, eid, action, content):
+        return await asyncio.to_thread(self.client.answer_elicitation, eid, action, content, self.on_event)
 
     async def resume_ready(self):
         return []  # the service resumes answered turns itself
@@ -111,6 +134,9 @@ class ChatSession:
 
     async def show(self, r: dict) -> None:
         render.outcome(r, in_chat=True)
+        if r.get("pending_elicitations"):  # a 2026-07-28 server's questions: asked here (SPEC §7)
+            r = await self.backend.questions.settle(r, self.backend.answer_elicitation)
+            render.outcome(r, in_chat=True)
         pending = r.get("pending_approvals") or []
         while r.get("status") == "awaiting_approval" and pending:
             a = pending[0]
@@ -162,6 +188,18 @@ class ChatSession:
             r = await self.answer(cmd.arg, cmd.name == "/approve")
             if r.get("status") == "awaiting_approval":
                 await self.show(r)
+        elif cmd.name == "/answer":
+            try:
+                eid, pairs = answer_args(cmd.arg)
+                q = self.backend.elicitation(eid)
+                content = parse_pairs(q["schema"], pairs) if q["mode"] == "form" else None
+                r = await self.turn(self.backend.answer_elicitation(eid, "accept", content))
+            except (PaluiError, CommandError, ValueError) as err:
+                typer.echo(f"palui: {err}")
+                return True
+            render.outcome(r, in_chat=True)
+            if r.get("status") == "awaiting_approval":
+                await self.show(r)
         return True
 
     async def loop(self) -> None:
@@ -200,7 +238,7 @@ def chat_cmd(
     model: str | None = typer.Option(None, "--model", help="Model string, e.g. script:demo.json."),
     conversation: str | None = typer.Option(None, "--conversation", help="Continue this conversation."),
 ) -> None:
-    """Talk to Palui in the terminal. Commands: /stop /status /approve ID /deny ID /new /help /quit."""
+    """Talk to Palui in the terminal. Commands: /stop /status /approve ID /deny ID /answer ID … /new /help /quit."""
     svc = service()
     client = live_service(svc)
     spec = check_model(model, svc, remote=client is not None)

@@ -44,6 +44,12 @@ def event(e: dict[str, Any], err: bool = False) -> None:
                                     "reason": e["reason"], "args": e["args"],
                                     "untrusted_args": e.get("untrusted_args", []),
                                     "expires_at": e.get("expires_at", "")}), err=err)
+    elif kind == "elicitation" and e.get("status") != "pending":
+        typer.echo(f"  [question] {e['connector']} asked «{short(e.get('message', ''), 200)}»: declined by Palui "
+                   f"({short(e.get('reason') or '', 300)})", err=err)
+    elif kind == "elicitation_answer":
+        typer.echo(f"  [question] {e['elicitation']}: {e['action']}"
+                   + (f" (fields: {', '.join(e['fields'])})" if e.get("fields") else ""), err=err)
     elif kind == "connector_error":
         typer.echo(f"  [connector] {e['connector']} is not available: {short(e['error'], 300)}", err=err)
     elif kind == "text":
@@ -57,7 +63,11 @@ def outcome(r: dict[str, Any], in_chat: bool = False) -> None:
     status = r["status"]
     if status == "awaiting_approval" and not in_chat:
         ids = ", ".join(a["id"] for a in r.get("pending_approvals", []))
-        typer.echo(f"[waiting for your approval: {ids}; answer with palui approvals approve|deny ID]")
+        if ids:
+            typer.echo(f"[waiting for your approval: {ids}; answer with palui approvals approve|deny ID]")
+        qs = ", ".join(q["id"] for q in r.get("pending_elicitations", []))
+        if qs:
+            typer.echo(f"[waiting for your answer to {qs}; answer with palui elicitations answer ID FIELD=VALUE…]")
     elif status == "budget":
         typer.echo(f"[turn ended: {shown(r.get('budget'), one_line=True)}]")
     elif status == "error":

@@ -231,7 +231,7 @@ async def answer_elicitation(request, svc):
     content = data.get("content")
     if content is not None and not isinstance(content, dict):
         raise UsageError("\"content\" must be an object of field: value")
-    via = "cli" if data.get("via") == "cli" else "api"
+    via = data.get("via") if data.get("via") in ("cli", "web") else "api"  # the web page's script says "web"
     try:
         e = svc.answer_elicitation(request.path_params["id"], str(data.get("action", "")), content, via=via)
     except ApprovalError as err:
