@@ -83,6 +83,9 @@ class CallsMixin(ElicitMixin):
                 questions.cancel_for_call(self.db, t.id, call["id"], "the process ended while the question waited")
                 self._audit(t, call, self._row(call["tool"]), "run", "interrupted while in flight",
                             "cancelled; may have run")
+                self._emit(t, {"type": "tool_call", "tool": call["tool"], "args": call["args"], "verdict": "run",
+                               "reason": "interrupted while in flight", "result": call["result"], "is_error": True,
+                               "tainted": t.tainted, "cancelled": True})
                 continue
             if call["state"] == "eliciting":  # a 2026-07-28 call waiting for the person's answers
                 if await self._resume_elicited(t, call):
@@ -157,6 +160,8 @@ class CallsMixin(ElicitMixin):
                 d = decide(row.tool_class, row.enabled, t.origin, t.tainted, t.taint_source)
                 if not d.offered:
                     why = f"not offered this turn ({d.reason})"
+                elif row.needs_tasks:
+                    why = f"not offered this turn (the tool {NEEDS_TASKS})"
             self._refuse(t, call, row, "off" if row is not None and not row.enabled else "unavailable", why)
             return False
         if not self._is_builtin(row):
