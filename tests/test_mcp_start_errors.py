@@ -76,8 +76,9 @@ async def test_401_in_a_turn_is_sign_in_again_at_once(svc, refusing_server):
         await conn.start()
     await conn.close()
     text = str(e.value)
-    assert "refused the MCP handshake: HTTP 401 Unauthorized: the server wants authorization" in text, text
-    assert f"WWW-Authenticate: {CHALLENGE}" in text and "palui connectors login mcp-locked" in text
+    assert "needs you to sign in again: palui connectors login mcp-locked" in text, text
+    assert "refused the MCP handshake: HTTP 401 Unauthorized: the server wants authorization" in text
+    assert f"WWW-Authenticate: {CHALLENGE}" in text
     assert conn.state() == "error: sign in again"
     assert seen == [None] and gets == []  # no discovery, no registration: nobody could finish a sign-in
     [notice] = [r["text"] for r in svc.inbox() if "sign in again" in r["text"]]

@@ -141,3 +141,15 @@ class SignIn:
     show: Callable[[str], Awaitable[None]]
     paste: Callable[[], Awaitable[str]] | None = None
     timeout: float = 300.0
+
+
+@dataclass(frozen=True)
+class OAuthClient:
+    """A client the person registered at the authorization server themselves (``--client-id``), for a
+    server without dynamic registration. ``client_secret`` comes from a prompt or a file, never the
+    command line; ``auth_method`` is ``client_secret_basic`` or ``client_secret_post`` (``none``
+    without a secret)."""
+
+    client_id: str
+    client_secret: str | None = None
+    auth_method: str = "client_secret_basic"

@@ -8,6 +8,7 @@ it inherits)::
     ServiceCore   settings, database, notifier, connector hub, turn runtime      (core.py)
     ├── ToolsPart        connectors, tools, classes, switches, review, explain    (tools.py)
     │   ├── MCPPart      MCP servers: add, import, refresh, remove, enable        (mcp_connectors.py)
+    │   │   └── MCPSignInPart  OAuth: login, logout, the web sheet's sign-in    (mcp_signin.py)
     │   └── StatusPart   /status, the pause state, the audit log                  (status.py)
     │       └── TurnsPart  start, launch, run, resume, stop                       (turns.py)
     │           ├── ConversationsPart  conversations and turns as shown           (conversations.py)
@@ -27,13 +28,13 @@ reader sees from a part's base classes what it may use. Methods raise
 from __future__ import annotations
 
 from palui.service.channel_updates import ChannelUpdatesPart
-from palui.service.mcp_connectors import MCPPart
+from palui.service.mcp_signin import MCPSignInPart
 from palui.service.memories import MemoriesPart
 from palui.service.triggers import TriggersPart
 from palui.service.turns import Launched
 
 
-class Service(TriggersPart, ChannelUpdatesPart, MCPPart, MemoriesPart):
+class Service(TriggersPart, ChannelUpdatesPart, MCPSignInPart, MemoriesPart):
     """Palui's service API over one ``PALUI_HOME`` (settings + database).
 
     Args:

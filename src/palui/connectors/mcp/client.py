@@ -163,10 +163,13 @@ class MCPSession:
                 # drains them into the log may not have run yet (a busy machine).
                 await self.stderr_settled(min(0.5, max(deadline - loop.time(), 0.0)))
             what = explain_start_error(e, self.config)
-            if self._auth_refusal is not None and (self.sign_in_needed or not what.startswith("wants a sign-in")):
+            if self.sign_in_needed:
+                what = (f"needs you to sign in again: palui connectors login {self.label} (or “Sign in” on its "
+                        "sheet)")
+                if self._auth_refusal is not None:
+                    what += "; " + explain_auth_refusal(self._auth_refusal, self.label, False).split(". ")[0]
+            elif self._auth_refusal is not None and not what.startswith("wants a sign-in"):
                 what = explain_auth_refusal(self._auth_refusal, self.label, self._oauth is not None)
-            elif self.sign_in_needed:
-                what = f"needs you to sign in again: palui connectors login {self.label}"
             raise ConnectorError(self._describe(what)) from None
 
     def _describe(self, what: str) -> str:

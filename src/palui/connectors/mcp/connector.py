@@ -147,8 +147,10 @@ class MCPConnector(Connector):
     # -- connecting -------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Connect now (used on first use by the hub, and by ``add``). Raises ConnectorError."""
-        await self._ensure(asyncio.get_running_loop().time() + self.timeout)
+        """Connect now (used on first use by the hub, and by ``add``/``login``). A connector the person
+        signs in with gets the sign-in's time too (5 minutes). Raises ConnectorError."""
+        extra = float(getattr(self.sign_in, "timeout", 0.0) or 0.0) if self.sign_in is not None else 0.0
+        await self._ensure(asyncio.get_running_loop().time() + self.timeout + extra)
 
     async def _ensure(self, deadline: float) -> tuple[MCPSession, bool]:
         """The live session, connecting if needed: ``(session, True)`` when this call (re)connected.
@@ -227,7 +229,7 @@ class MCPConnector(Connector):
         web = (public.rstrip("/") if public else f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}")
         return OAuthSetup(settings.secrets_dir, self.id, self.sign_in or NoInteraction(),
                           client_metadata_url=settings.get("mcp.oauth.client_metadata_url"),
-                          extra_redirect_uris=(f"{web}/oauth/callback",))
+                          extra_redirect_uris=(f"{web}/oauth/callback", "http://127.0.0.1/oauth/callback"))
 
     def _stored_state(self) -> str | None:
         try:

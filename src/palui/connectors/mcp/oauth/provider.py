@@ -165,6 +165,8 @@ class PaluiOAuthProvider(OAuthClientProvider):
     def _note_issuer(self) -> None:
         meta = self.context.oauth_metadata
         self.palui_storage.issuer_now = str(meta.issuer) if meta is not None else self.context.auth_server_url
+        info = self.context.client_info
+        self.palui_storage.client_id_now = info.client_id if info is not None else None
 
     async def _handle_token_response(self, response: httpx2.Response) -> None:
         self._note_issuer()

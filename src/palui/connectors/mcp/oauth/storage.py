@@ -1,7 +1,9 @@
 """Where OAuth secrets live: per-item files of mode 0600 under ``<secrets dir>/oauth/`` (SPEC §10).
 
-- ``clients/<issuer hash>.json`` — a client registration (dynamic registration or a Client ID
-  Metadata Document) per **issuer**, shared by every connector of that authorization server;
+- ``clients/<issuer hash>.json`` — the client registrations (dynamic registration or a Client ID
+  Metadata Document) made at one **issuer**, shared by every connector of that authorization server
+  (more than one when a later sign-in needed another redirect URI: each connector's tokens name
+  the client they were issued to);
 - ``clients/<connector id>.pre.json`` — a pre-registered client the person gave one connector
   (``--client-id``; the secret from a prompt or a file);
 - ``tokens/<connector id>.<resource hash>.json`` — one connector's tokens for one ``resource``
@@ -22,6 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from mcp.shared.auth import OAuthClientInformationFull, OAuthMetadata, OAuthToken, ProtectedResourceMetadata
 from mcp.shared.auth_utils import resource_url_from_server_url
@@ -60,6 +63,7 @@ class StoredTokens:
     received_at: float
     issuer: str | None
     resource: str
+    client_id: str | None = None
 
     @property
     def expires_at(self) -> float | None:
@@ -94,15 +98,22 @@ class OAuthFiles:
     def _pre_path(self, connector_id: str) -> Path:
         return self.root / "clients" / f"{connector_id}.pre.json"
 
-    def registration(self, issuer: str) -> OAuthClientInformationFull | None:
-        """The client registration made at ``issuer``, None when there is none (or it is unreadable)."""
+    def registrations(self, issuer: str) -> list[OAuthClientInformationFull]:
+        """The client registrations made at ``issuer``, oldest first (unreadable ones left out)."""
         data = _read(self._client_path(issuer))
-        if not data or data.get("issuer") != issuer:
-            return None
-        return _client(data.get("client_info"))
+        if not data or data.get("issuer") != issuer or not isinstance(data.get("registrations"), list):
+            return []
+        return [c for c in (_client(raw) for raw in data["registrations"]) if c is not None]
+
+    def registration(self, issuer: str, client_id: str | None = None) -> OAuthClientInformationFull | None:
+        """The registration at ``issuer`` with ``client_id`` (None: the newest), or None."""
+        found = [c for c in self.registrations(issuer) if client_id is None or c.client_id == client_id]
+        return found[-1] if found else None
 
     def save_registration(self, issuer: str, info: OAuthClientInformationFull) -> None:
-        _write(self._client_path(issuer), {"issuer": issuer, "client_info": info.model_dump(mode="json")})
+        kept = [c for c in self.registrations(issuer) if c.client_id != info.client_id]
+        _write(self._client_path(issuer), {"issuer": issuer, "registrations": [
+            c.model_dump(mode="json") for c in [*kept, info]]})
         if info.client_secret:
             remember_secret(info.client_secret)
 
@@ -129,7 +140,7 @@ class OAuthFiles:
         try:
             if data.get("token"):
                 stored = StoredTokens(OAuthToken.model_validate(data["token"]), float(data["received_at"]),
-                                      data.get("issuer"), resource)
+                                      data.get("issuer"), resource, data.get("client_id"))
                 remember_secret(stored.token.access_token)
                 if stored.token.refresh_token:
                     remember_secret(stored.token.refresh_token)
@@ -160,6 +171,7 @@ class OAuthFiles:
         _write(self._token_path(connector_id, resource), {
             "connector": connector_id, "resource": resource,
             "issuer": stored.issuer if stored else None, "received_at": stored.received_at if stored else None,
+            "client_id": stored.client_id if stored else None,
             "token": stored.token.model_dump(mode="json") if stored else None, "discovery": d})
 
     def drop_tokens(self, connector_id: str) -> None:
@@ -204,8 +216,11 @@ class ConnectorTokenStorage:
         self.files = files
         self.connector_id = connector_id
         self.resource = resource_url_from_server_url(server_url)
+        parts = urlsplit(server_url)
+        self.origin = f"{parts.scheme}://{parts.netloc}"  # the issuer of the 2025-03-26 path (no metadata)
         self.stored, self.discovery = files.tokens(connector_id, self.resource)
         self.issuer_now: str | None = None  # set by the provider from what it discovered
+        self.client_id_now: str | None = None  # the client the next tokens are issued to
 
     # -- the SDK's protocol ----------------------------------------------------------------------------
 
@@ -218,8 +233,9 @@ class ConnectorTokenStorage:
         return tok
 
     async def set_tokens(self, tokens: OAuthToken) -> None:
-        issuer = self.issuer_now or (self.stored.issuer if self.stored else None)
-        self.stored = StoredTokens(tokens.model_copy(), time.time(), issuer, self.resource)
+        issuer = self.issuer_now or (self.stored.issuer if self.stored else None) or self.origin
+        client_id = self.client_id_now or (self.stored.client_id if self.stored else None)
+        self.stored = StoredTokens(tokens.model_copy(), time.time(), issuer, self.resource, client_id)
         self.files.save_tokens(self.connector_id, self.resource, self.stored, self.discovery)
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
@@ -228,23 +244,23 @@ class ConnectorTokenStorage:
             return pre
         issuer = (self.stored.issuer if self.stored else None) or (
             str(self.discovery.oauth_metadata.issuer) if self.discovery and self.discovery.oauth_metadata else None)
-        return self.files.registration(issuer) if issuer else None
+        if not issuer:
+            return None
+        return self.files.registration(issuer, self.stored.client_id if self.stored else None)
 
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
         if self.files.pre_registered(self.connector_id) is not None:
             return  # the person's own client stays what they gave
-        issuer = client_info.issuer or self.issuer_now
-        if issuer:
-            self.files.save_registration(issuer, client_info)
+        self.files.save_registration(client_info.issuer or self.issuer_now or self.origin, client_info)
 
     # -- Palui's additions -------------------------------------------------------------------------------
 
     def shared_registration(self, issuer: str, redirect_uri: str) -> OAuthClientInformationFull | None:
-        """The registration another connector made at ``issuer``, if it allows ``redirect_uri``."""
-        info = self.files.registration(issuer)
-        if info is None or not redirect_allowed(info, redirect_uri):
-            return None
-        return info
+        """A registration made at ``issuer`` (by any connector) that allows ``redirect_uri``, newest first."""
+        for info in reversed(self.files.registrations(issuer)):
+            if redirect_allowed(info, redirect_uri):
+                return info
+        return None
 
     def set_discovery(self, discovery: Discovery) -> None:
         self.discovery = discovery
@@ -258,8 +274,6 @@ class ConnectorTokenStorage:
 
 def redirect_allowed(info: OAuthClientInformationFull, redirect_uri: str) -> bool:
     """``redirect_uri`` is registered, or a loopback one whose host and path are (any port, RFC 8252 §7.3)."""
-    from urllib.parse import urlsplit
-
     registered = [str(u) for u in info.redirect_uris or []]
     if redirect_uri in registered:
         return True
