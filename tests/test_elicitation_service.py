@@ -108,6 +108,35 @@ async def test_old_era_answer_with_both_clocks_stopped(make_svc, tmp_path):
     await svc.close()
 
 
+async def test_old_era_over_http_waits_past_the_call_timeout_and_the_notice_names_it(make_svc, tmp_path):
+    import subprocess
+
+    svc = make_svc(PALUI_MCP__CALL_TIMEOUT_SECONDS="2")
+    server = subprocess.Popen([sys.executable, str(SUPPORT / "elicit_old.py"), "--http"], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        port = server.stdout.readline().split()[1]  # type: ignore[union-attr]  # PIPE: stdout is set
+        r = await svc.mcp_add_async("old-http", ServerConfig("http", url=f"http://127.0.0.1:{port}/mcp"))
+        cid = r["id"]
+        svc.set_enabled([t.name for t in svc.tools(cid)], True)
+        svc.set_trusted(cid)
+        notices = []
+        svc.subscribe_notices(notices.append)
+        model = write_script(tmp_path / "s.json", calls(call(f"{cid}__book_table", date="Friday")), text("ok"))
+        turn = asyncio.create_task(svc.send("book", model=model))
+        [q] = await wait_question(svc)
+        [n] = [n for n in notices if n.kind == "elicitation"]
+        assert n.elicitation_id == q["id"] and q["id"] in n.text  # a channel gets the id for its buttons
+        await asyncio.sleep(3)  # past the call's timeout: it does not run while the question waits
+        svc.answer_elicitation(q["id"], "accept", {"confirm": False}, "api")
+        r = await turn
+        assert tool_result(r, f"{cid}__book_table").startswith('book_table(Friday): accept {"confirm": false')
+        await svc.close()
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
 @pytest.mark.parametrize("action", ["decline", "cancel"])
 async def test_old_era_decline_and_cancel(make_svc, tmp_path, action):
     svc = make_svc()

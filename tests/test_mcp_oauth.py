@@ -276,3 +276,26 @@ def test_web_sign_in_checks_the_session_cookie_and_the_state(home, oauth):
         sheet = page.get("/connectors/mcp-web").text
         assert "signed in" in sheet and 'id="sign-out"' in sheet
         assert_no_secret(oauth, everything_said(home, sheet))
+
+
+async def test_a_grant_ending_mid_session_and_a_job_never_signs_in(svc, oauth, tmp_path):
+    from palui.types import Origin
+
+    await svc.mcp_add_async("remote", ServerConfig("http", url=oauth.mcp_url(0)), sign_in=browser())
+    conn = await svc.hub.get("mcp-remote")
+    assert not (await conn.call_tool("whoami", {})).is_error  # connected, in a session
+    oauth.auth.expire_access_tokens()
+    oauth.auth.revoke_refresh_tokens()
+    r = await conn.call_tool("echo", {"text": "x"})
+    assert r.is_error and "needs you to sign in again (palui connectors login mcp-remote)" in r.text
+    assert conn.state() == "error: sign in again"
+    svc.set_enabled(["mcp-remote__echo"], True)
+    svc.set_class("mcp-remote__echo", "read")
+    authorizations = oauth.auth.count("authorize")
+    tid = svc.start_turn("nightly", origin=Origin.JOB,
+                         model=write_script(tmp_path / "s.json", calls(call("mcp-remote__echo", text="x")),
+                                            text("ok")))
+    r = await svc.run_turn(tid)
+    assert r["status"] == "done" and oauth.auth.count("authorize") == authorizations  # no sign-in from a job
+    assert [e for e in r["events"] if e["type"] == "tool_call"][0]["verdict"] == "unavailable"
+    await svc.close()

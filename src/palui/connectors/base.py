@@ -178,3 +178,8 @@ class Connector(ABC):
     def state(self) -> str:
         """``connected``, ``connecting``, ``error: …`` or ``disabled`` (SPEC §7)."""
         return "connected"
+
+    def blocked(self) -> str | None:
+        """Why this connector cannot be used until the person acts (an MCP server that needs a sign-in),
+        or None. The hub refuses a blocked connector, so its tools are not offered."""
+        return None

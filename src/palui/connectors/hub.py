@@ -11,7 +11,7 @@ import asyncio
 
 from palui.connectors.base import Connector, ConnectorEnv
 from palui.connectors.builtin import builtin_connectors
-from palui.errors import NotFound
+from palui.errors import ConnectorError, NotFound
 
 
 class ConnectorHub:
@@ -29,10 +29,15 @@ class ConnectorHub:
     async def get(self, cid: str) -> Connector:
         """The live connector ``cid``; MCP connectors are created (and connected) on first use.
 
-        Raises NotFound for an unknown id, ConnectorError when an MCP server cannot start.
+        Raises NotFound for an unknown id, ConnectorError when an MCP server cannot start or is
+        blocked until the person acts (``error: sign in again``).
         """
         if cid in self._live:
-            return self._live[cid]
+            conn = self._live[cid]
+            why = conn.blocked()
+            if why:
+                raise ConnectorError(why)
+            return conn
         async with self._lock:
             if cid in self._live:
                 return self._live[cid]

@@ -160,9 +160,9 @@ class MCPConnector(Connector):
         """
         if not self.enabled:
             raise ConnectorError(f"connector {self.id} is disabled")
-        if self.sign_in is None and self._stored_state() == SIGN_IN_AGAIN:
-            raise ConnectorError(f"{self.id}: sign in again: palui connectors login {self.id} (or “Sign in” on its "
-                                 "sheet); its tools are not offered meanwhile")
+        why = self.blocked()
+        if why:
+            raise ConnectorError(why)
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
             # A session belongs to the event loop it was started in; a new loop (a new
@@ -230,6 +230,14 @@ class MCPConnector(Connector):
         return OAuthSetup(settings.secrets_dir, self.id, self.sign_in or NoInteraction(),
                           client_metadata_url=settings.get("mcp.oauth.client_metadata_url"),
                           extra_redirect_uris=(f"{web}/oauth/callback", "http://127.0.0.1/oauth/callback"))
+
+    def blocked(self) -> str | None:
+        """``sign in again`` until someone signs in (any process: the stored state says so); never for
+        a connector the person signs in with."""
+        if self.sign_in is None and self.enabled and self._stored_state() == SIGN_IN_AGAIN:
+            return (f"{self.id}: sign in again: palui connectors login {self.id} (or “Sign in” on its sheet); its "
+                    "tools are not offered meanwhile")
+        return None
 
     def _stored_state(self) -> str | None:
         try:
