@@ -434,6 +434,10 @@ CREATE TABLE channel_strangers (
     PRIMARY KEY (channel, sender)
 );
 ALTER TABLE approvals ADD COLUMN deny_reason TEXT;  -- /deny ID REASON: what the model is told
+""",
+    )
+)
+
 # Issue 14: a server's question to the person (MCP elicitation) waits where approvals wait (SPEC §7).
 MIGRATIONS.append(
     (

@@ -15,7 +15,7 @@ COMMANDS = {
               "in the terminal Ctrl-C stops a running turn"),
     "/status": "model, tokens today and caps, runs in the last hour, connectors, approvals, pause",
     "/approve": "/approve ID — allow one pending call, exactly as shown",
-    "/deny": "/deny ID [reason] — refuse one pending call; the model is told (with your reason); or decline a server's question",
+    "/deny": "/deny ID [reason] — refuse one pending call (the model is told, with your reason), or decline a question",
     "/answer": "/answer ID field=value … — answer a server's question (a URL-mode one: /answer ID once opened)",
     "/new": "start a clean conversation (clears taint)",
     "/help": "this list",
