@@ -43,11 +43,20 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from palui.connectors.base import CallContext, Connector, ToolResult, ToolSpec
+from palui.connectors.mcp.calling import (
+    consume_exception,
+    definition_moved,
+    short_error,
+    state_refused,
+    stopper,
+    untrusted_result,
+)
 from palui.connectors.mcp.client import MCPSession
 from palui.connectors.mcp.config import ServerConfig, redact
 from palui.connectors.mcp.elicit import input_required
-from palui.connectors.mcp.oauth import OAuthSetup, SignInHandler
+from palui.connectors.mcp.oauth import SignInHandler
 from palui.connectors.mcp.results import cap_text, render_result, spec_from_raw
+from palui.connectors.mcp.signin_state import SignInState
 from palui.connectors.mcp.stderr import log_path
 from palui.connectors.registry import SyncReport, register_listing
 from palui.errors import ConnectorError
@@ -61,7 +70,6 @@ MAX_BACKOFF_SECONDS = 60.0
 _STATE_MAX = 300
 _CLOSING: set[asyncio.Task] = set()
 OWN_MESSAGE_LIMIT = 4096  # bytes: Palui's own error texts, whatever --max-output says
-SIGN_IN_AGAIN = "error: sign in again"
 
 
 def backoff_seconds(failures: int) -> float:
@@ -74,7 +82,7 @@ def backoff_seconds(failures: int) -> float:
     return min(2.0 ** (failures - 2), MAX_BACKOFF_SECONDS)
 
 
-class MCPConnector(Connector):
+class MCPConnector(SignInState, Connector):
     """One MCP server instance (``mcp-<slug>``) as a connector.
 
     Args:
@@ -178,7 +186,7 @@ class MCPConnector(Connector):
             if wait > 0:
                 raise ConnectorError(f"{self.id}: {self._state}; the next start attempt is in {wait:.0f} s")
             self._connect_task = asyncio.create_task(self._connect(deadline), name=f"connect:{self.id}")
-            self._connect_task.add_done_callback(_consume_exception)
+            self._connect_task.add_done_callback(consume_exception)
         remaining = deadline - loop.time()
         try:
             # A little grace, so that the attempt's own, more precise error wins the race.
@@ -210,7 +218,7 @@ class MCPConnector(Connector):
             elif isinstance(e, asyncio.CancelledError):
                 message = f"{self.id}: start-up was cancelled"
             else:
-                message = self._redact(f"{self.id}: listing the tools failed: {_short(e)}")
+                message = self._redact(f"{self.id}: listing the tools failed: {short_error(e)}")
             self._set_state(f"error: {message.splitlines()[0].removeprefix(self.id + ': ')}")
             if isinstance(e, asyncio.CancelledError):
                 raise
@@ -218,47 +226,6 @@ class MCPConnector(Connector):
         self._session = session
         self._set_state("connected")
         return session
-
-    def _oauth(self) -> OAuthSetup | None:
-        if self.config.transport != "http":
-            return None
-        from palui.connectors.mcp.oauth.signin import NoInteraction
-
-        settings = self.env.settings
-        host, port, public = settings.get("serve.host"), settings.get("serve.port"), settings.get("serve.public_url")
-        web = (public.rstrip("/") if public else f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}")
-        return OAuthSetup(settings.secrets_dir, self.id, self.sign_in or NoInteraction(),
-                          client_metadata_url=settings.get("mcp.oauth.client_metadata_url"),
-                          extra_redirect_uris=(f"{web}/oauth/callback", "http://127.0.0.1/oauth/callback"))
-
-    def blocked(self) -> str | None:
-        """``sign in again`` until someone signs in (any process: the stored state says so); never for
-        a connector the person signs in with."""
-        if self.sign_in is None and self.enabled and self._stored_state() == SIGN_IN_AGAIN:
-            return (f"{self.id}: sign in again: palui connectors login {self.id} (or “Sign in” on its sheet); its "
-                    "tools are not offered meanwhile")
-        return None
-
-    def _stored_state(self) -> str | None:
-        try:
-            r = self.env.db.one("SELECT state FROM connectors WHERE id = ?", (self.id,))
-        except Exception:  # the state is a hint here; a busy database must not stop a call
-            return None
-        return r["state"] if r else None
-
-    def _needs_sign_in(self) -> None:
-        """State ``error: sign in again``; the person is told once (the first process to record it tells)."""
-        self._state = SIGN_IN_AGAIN
-        try:
-            with self.env.db.write() as c:
-                changed = c.execute("UPDATE connectors SET state = ? WHERE id = ? AND state IS NOT ?",
-                                    (SIGN_IN_AGAIN, self.id, SIGN_IN_AGAIN)).rowcount
-        except Exception as e:  # a busy database must not turn a call into a crash
-            log.warning("%s: could not store state: %s", self.id, e)
-            return
-        if changed:
-            self.env.notify("notice", f"{self.name} ({self.id}) needs you to sign in again: run palui connectors "
-                            f"login {self.id}, or use “Sign in” on its sheet. Its tools are not offered until then.")
 
     def _discard_session(self) -> None:
         session, self._session = self._session, None
@@ -308,7 +275,7 @@ class MCPConnector(Connector):
         except ConnectorError:
             raise
         except Exception as e:
-            raise ConnectorError(self._redact(f"{self.id}: listing the tools failed: {_short(e)}")) from None
+            raise ConnectorError(self._redact(f"{self.id}: listing the tools failed: {short_error(e)}")) from None
         return [spec_from_raw(t) for t in raw]
 
     async def refresh(self) -> SyncReport:
@@ -322,7 +289,7 @@ class MCPConnector(Connector):
         except ConnectorError:
             raise
         except Exception as e:
-            raise ConnectorError(self._redact(f"{self.id}: listing the tools failed: {_short(e)}")) from None
+            raise ConnectorError(self._redact(f"{self.id}: listing the tools failed: {short_error(e)}")) from None
 
     # -- calls ----------------------------------------------------------------------------------------------
 
@@ -349,7 +316,7 @@ class MCPConnector(Connector):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
         before = self._tool_row(name)
-        untrusted = _untrusted(before)
+        untrusted = untrusted_result(before)
 
         def result(text: str, is_error: bool, *, from_server: bool = False) -> ToolResult:
             # The output limit is for what the server sends; Palui's own explanations (which
@@ -364,12 +331,12 @@ class MCPConnector(Connector):
         except ConnectorError as e:
             return result(self._redact(f"The tool could not run: {e}"), True)
         except Exception as e:  # defensive: call_tool must not raise
-            return result(self._redact(f"The tool could not run: {self.id}: {_short(e)}"), True)
+            return result(self._redact(f"The tool could not run: {self.id}: {short_error(e)}"), True)
         if name in self._dupes:
             return result(f"The tool could not run: {self.id} lists two tools named {name!r}; both are refused.", True)
         if name not in self._listed:
             return result(f"The tool could not run: {self.id} does not list a tool named {name!r}.", True)
-        if connected_now and _definition_moved(before, self._tool_row(name)):
+        if connected_now and definition_moved(before, self._tool_row(name)):
             return result(f"The call was not sent: {self.id} restarted and the tool's definition or class changed; "
                           "it is decided again on the next step.", True)
         remaining = deadline - loop.time()
@@ -379,13 +346,13 @@ class MCPConnector(Connector):
             # Cancelling the call (the timeout) makes the SDK send the server a cancellation.
             async with asyncio.timeout(remaining) as clock:
                 res = await session.call_tool(name, args, ask=ctx.ask if ctx else None,
-                                              resume=ctx.resume if ctx else None, on_wait=_stopper(clock))
+                                              resume=ctx.resume if ctx else None, on_wait=stopper(clock))
         except TimeoutError:
             return result(f"The tool did not answer within {self.timeout:g} s.", True)
         except MCPError as e:
             if e.code == types.REQUEST_TIMEOUT:
                 return result(f"The tool did not answer within {self.timeout:g} s.", True)
-            if ctx is not None and ctx.resume is not None and _state_refused(e):
+            if ctx is not None and ctx.resume is not None and state_refused(e):
                 return result("The server could not resume the call (it no longer accepts the state of its "
                               "question): ask again.", True)
             if e.code == types.CONNECTION_CLOSED and session.sign_in_needed:
@@ -408,7 +375,7 @@ class MCPConnector(Connector):
         except ValidationError:
             return result(f"The MCP server {self.id} sent a malformed result.", True)
         except Exception as e:
-            return result(self._redact(f"The call failed: {_short(e)}"), True)
+            return result(self._redact(f"The call failed: {short_error(e)}"), True)
         if self._failures:
             self._failures = 0
         if isinstance(res, types.InputRequiredResult):
@@ -416,8 +383,8 @@ class MCPConnector(Connector):
         try:
             text = render_result(res)
         except Exception as e:  # a result the SDK accepted but we cannot render
-            return result(self._redact(f"The MCP server {self.id} sent a result that cannot be shown: {_short(e)}"),
-                          True)
+            why = short_error(e)
+            return result(self._redact(f"The MCP server {self.id} sent a result that cannot be shown: {why}"), True)
         return result(text, bool(res.is_error), from_server=True)
 
     async def close(self) -> None:
@@ -430,56 +397,3 @@ class MCPConnector(Connector):
             self._close_later(session)
         if self._background:
             await asyncio.wait(set(self._background), timeout=10)
-
-
-def _stopper(clock: asyncio.Timeout):
-    """``on_wait`` for a call's clock: it stops while a question waits for the person, then goes on
-    with the time that was left (SPEC §7: the per-call timeout does not run meanwhile)."""
-    left: list[float] = []
-
-    def on_wait(waiting: bool) -> None:
-        now = asyncio.get_running_loop().time()
-        if waiting:
-            when = clock.when()
-            left.append(max(when - now, 0.0) if when is not None else 0.0)
-            clock.reschedule(None)
-        elif left:
-            clock.reschedule(now + left.pop())
-
-    return on_wait
-
-
-def _state_refused(e: MCPError) -> bool:
-    """The server refused the ``requestState`` of a retried call (MCP 2026-07-28: -32602, reason
-    ``invalid_request_state``)."""
-    data = e.data if isinstance(getattr(e, "data", None), dict) else {}
-    return e.code == types.INVALID_PARAMS and (data.get("reason") == "invalid_request_state"
-                                               or "requeststate" in (e.message or "").lower())
-
-
-def _untrusted(row: dict[str, Any] | None) -> bool:
-    """Taint of this tool's results (SPEC §4): untrusted unless tool or connector is a trusted source."""
-    if row is None:
-        return True
-    return bool(row["untrusted_output"]) and not (row["tool_trusted"] or row["connector_trusted"])
-
-
-def _definition_moved(before: dict[str, Any] | None, after: dict[str, Any] | None) -> bool:
-    if before is None or after is None:
-        return True
-    keys = ("definition_hash", "user_class", "base_class", "enabled", "changed", "present")
-    return any(before[k] != after[k] for k in keys)
-
-
-def _short(e: BaseException) -> str:
-    if isinstance(e, BaseExceptionGroup) and e.exceptions:
-        return _short(e.exceptions[0])
-    text = str(e).strip().splitlines()[0] if str(e).strip() else ""
-    return f"{type(e).__name__}: {text}"[:300] if text else type(e).__name__
-
-
-def _consume_exception(task: asyncio.Task) -> None:
-    # Callers that gave up waiting (their deadline passed) never read the exception.
-    if not task.cancelled():
-        task.exception()
-
