@@ -104,6 +104,19 @@ def main() -> None:
                          text("I made a task to pay the invoice by Friday.", usage=USAGE))
             send(page, served, f"read {web.url}/invoice and tell me what to pay", "awaiting approval")
             shot(page, "chat")
+            chat_url = page.url
+            # The same conversation on a phone (390×844) and at desktop width, for the README (issue 12).
+            shot(page, "chat-desktop", full=False)
+            phone = launch_browser(p, tmp / "profile-phone", viewport={"width": 390, "height": 844},
+                                   device_scale_factor=2, is_mobile=True, has_touch=True)
+            try:
+                small = phone.new_page()
+                small.goto(f"{served.url}/login?token={served.token}")
+                small.goto(chat_url)
+                small.locator("article.turn").last.locator(".approval").scroll_into_view_if_needed()
+                shot(small, "chat-phone", full=False)
+            finally:
+                phone.close()
 
             page.goto(served.url + "/approvals")
             shot(page, "approvals")
@@ -162,8 +175,16 @@ def main() -> None:
             expect(page.locator("#created-secret")).to_be_visible()
             shot(page, "webhooks")
 
+            # Three conversations read the time server's results (untrusted until trusted): the Governance page
+            # suggests trusting it (issue 15 §1).
+            for zone in ("Europe/Paris", "Asia/Tokyo", "America/Lima"):
+                write_script(script, calls(call("mcp-time__get_current_time", timezone=zone), usage=USAGE),
+                             text(f"It is morning in {zone}.", usage=USAGE))
+                send(page, served, f"what time is it in {zone}?", "done")
             page.goto(served.url + "/audit")
             shot(page, "audit")
+            page.goto(served.url + "/governance")
+            shot(page, "governance")
             page.goto(served.url + "/memories")
             shot(page, "memories")
             page.goto(served.url + "/status")

@@ -113,7 +113,7 @@ async def fetch(svc, url, connector=None, **settings):
     ("0.0.0.0", "unspecified"), ("::", "unspecified"),
     ("224.0.0.1", "multicast"), ("239.255.255.250", "multicast"), ("ff02::1", "multicast"),
     ("240.0.0.1", "reserved"), ("255.255.255.255", "reserved"),
-    ("100.64.0.1", "not a public address"),  # carrier-grade NAT
+    ("100.64.0.1", "not public"),  # carrier-grade NAT
     ("192.0.2.10", "private"), ("198.18.0.1", "private"), ("2001:db8::1", "private"),  # documentation, benchmark
     ("::ffff:127.0.0.1", "loopback"), ("::ffff:10.0.0.1", "private"), ("::ffff:169.254.169.254", "link-local"),
     ("64:ff9b::7f00:1", "loopback (inside 64:ff9b::7f00:1)"), ("64:ff9b::a00:1", "private (inside 64:ff9b::a00:1)"),

@@ -392,3 +392,14 @@ def test_typing_is_resent_every_four_seconds_while_the_turn_runs(rig: TelegramRi
     gaps = [b.received_at - a.received_at for a, b in zip(typing, typing[1:])]
     assert all(3.7 <= g <= 4.8 for g in gaps), gaps
     assert not [c for c in fake.calls[answer.index:] if c.method == "sendChatAction"]  # stops with the turn
+
+
+def test_why_in_a_channel_lists_the_reasons_of_the_latest_calls(rig: TelegramRig):
+    """``/why`` (issue 12) is a chat command everywhere: in a channel it lists each call's reason."""
+    rig.pair()
+    rig.set_script({"tool_calls": [{"tool": "tasks__list_tasks", "args": {}}]}, {"text": "Nothing open."})
+    up = rig.say("what is open?")
+    rig.reply_after(up, lambda c: "Nothing open." in visible(c))
+    up = rig.say("/why")
+    why = visible(rig.reply_after(up, lambda c: "Tool calls of turn" in visible(c)))
+    assert "1. tasks__list_tasks: run: read tool in a chat turn" in why

@@ -1,11 +1,26 @@
-"""``palui chat``: commands never reach the model, inline approvals, and the live-service path (SPEC §8)."""
+"""``palui chat`` (SPEC §8, issue 12): commands never reach the model, inline approvals, the
+live-service path, text typed while a turn runs, going back to a conversation, and what a chat start
+says. Driven through piped standard input (tests/support/chatdrive.py); the terminal itself is
+checked in tests/test_chat_live.py."""
 
 from __future__ import annotations
 
+import json
+import re
 import sqlite3
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pytest
+
+from palui.cli.client import AsyncServiceClient, ServiceGone
+from palui.server.discovery import ServiceInfo
+from support.chatdrive import PipedChat, TmuxChat
+from support.live_service import LiveService, wait_for
 from support.scripts import call, calls, text, write_script
-from support.live_service import LiveService
+
+BANNER = "/help for commands."
 
 
 def turns(home):
@@ -19,21 +34,97 @@ def turns(home):
 def test_chat_commands_and_inline_approval(cli, tmp_path, home):
     model = write_script(tmp_path / "s.json", calls(call("tasks__create_task", title="water plants")),
                          calls(call("tasks__delete_task", id=1)), text("Created and deleted."))
-    session = "\n".join(["/help", "/status", "/aprove x", "/approve", "make and remove a task", "y", "/new", "/quit"])
-    r = cli("chat", "--model", model, input=session + "\n")
-    assert r.returncode == 0, r.stderr
-    out = r.stdout
-    assert "/approve ID" in out  # /help
+    with PipedChat(home, "--model", model) as chat:
+        chat.wait_for(BANNER, 60)
+        for line in ["/help", "/status", "/aprove x", "/approve"]:
+            chat.send(line)
+        chat.wait_for("/approve needs exactly one approval id", 15)
+        chat.send("make and remove a task")
+        chat.wait_for("? [y/n]", 30)
+        chat.send("y")
+        chat.wait_for("Created and deleted.", 30)
+        chat.send("/why")
+        chat.wait_for("why: ask: destructive tool in a chat turn", 15)
+        chat.send("/new")
+        chat.wait_for("new conversation", 15)
+        chat.send("/quit")
+        assert chat.close() == 0
+        out = chat.output()
+    assert "/approve ID" in out and "/why" in out  # /help
     assert "tokens today:" in out  # /status
     assert "unknown command /aprove" in out
-    assert "/approve needs exactly one approval id" in out
-    assert "tasks__create_task" in out and "-> run" in out
-    assert "tasks__delete_task" in out and "ask: destructive tool in a chat turn" in out
-    assert "Created and deleted." in out
-    assert "new conversation" in out
+    assert '  ✓ tasks__create_task {"title": "water plants"} → ok' in out  # one compact line per call
+    assert "ask: destructive tool in a chat turn" in out  # in the approval question
+    assert '  ✓ tasks__delete_task {"id": 1} → approved · ok' in out
+    assert "why: run: write tool in an untainted chat turn" in out  # the reason, on demand
     # only the one message became a turn: commands and the inline answer never reached the model
     assert [t[0] for t in turns(home)] == ["make and remove a task"]
     assert cli.json("tasks", "list", "--status", "all", "--json") == []
+
+
+def test_a_y_typed_before_the_question_shows_is_not_an_answer(tmp_path, home):
+    model = write_script(tmp_path / "s.json", {"tool_calls": [call("tasks__delete_task", id=1)], "delay_seconds": 2},
+                         text("Went on."))
+    with PipedChat(home, "--model", model) as chat:
+        chat.wait_for(BANNER, 60)
+        chat.send("delete task 1")
+        chat.send("y")  # typed ahead, while the model still thinks
+        chat.wait_for("'y' was not sent: no approval question was showing when you typed it", 15)
+        chat.wait_for("? [y/n]", 30)
+        time.sleep(0.5)
+        con = sqlite3.connect(home / "palui.db")
+        assert con.execute("SELECT status FROM approvals").fetchall() == [("pending",)]  # not answered by it
+        con.close()
+        chat.send("n")
+        chat.wait_for("Went on.", 30)
+        chat.send("/quit")
+        assert chat.close() == 0
+    assert [t[0] for t in turns(home)] == ["delete task 1"]  # the 'y' never became a message
+
+
+def test_text_typed_while_a_turn_runs_waits_as_the_next_turn(tmp_path, home):
+    model = write_script(tmp_path / "s.json", {"text": "Answered.", "delay_seconds": 2})
+    with PipedChat(home, "--model", model) as chat:
+        chat.wait_for(BANNER, 60)
+        chat.send("first")
+        wait_for(lambda: any(t[1] == "running" for t in turns(home)), 30, what="the first turn to run")
+        chat.send("second")
+        chat.wait_for("your next turn: queued behind the running turn", 15)
+        [(_, _, _), (second, status, _)] = [(t[0], t[1], t[2]) for t in turns(home)]
+        assert (second, status) == ("second", "queued")  # stored at once: it is kept
+        chat.wait_for("[your next turn, t-", 30)
+        wait_for(lambda: chat.output().count("Answered.") == 2, 30, what="both answers")
+        chat.send("/quit")
+        assert chat.close() == 0
+    assert [(t[0], t[1]) for t in turns(home)] == [("first", "done"), ("second", "done")]
+
+
+def test_new_while_a_turn_runs_starts_after_it(tmp_path, home):
+    model = write_script(tmp_path / "s.json", {"text": "Answered.", "delay_seconds": 2})
+    with PipedChat(home, "--model", model) as chat:
+        chat.wait_for(BANNER, 60)
+        chat.send("first")
+        wait_for(lambda: any(t[1] == "running" for t in turns(home)), 30, what="the first turn to run")
+        chat.send("/new")
+        chat.send("in the new one")
+        chat.wait_for("kept here, not stored yet", 15)
+        chat.wait_for("new conversation", 30)
+        wait_for(lambda: chat.output().count("Answered.") == 2, 30, what="both answers")
+        chat.send("/quit")
+        assert chat.close() == 0
+    con = sqlite3.connect(home / "palui.db")
+    convs = con.execute("SELECT input, conversation_id FROM turns ORDER BY rowid").fetchall()
+    con.close()
+    assert [c[0] for c in convs] == ["first", "in the new one"] and convs[0][1] != convs[1][1]
+
+
+def test_input_ending_leaves_after_the_running_turn(tmp_path, home):
+    model = write_script(tmp_path / "s.json", {"text": "Still answered.", "delay_seconds": 1})
+    with PipedChat(home, "--model", model) as chat:
+        chat.wait_for(BANNER, 60)
+        chat.send("hello")
+        assert chat.close() == 0  # standard input ends at once: the chat finishes the turn first
+        assert "Still answered." in chat.output()
 
 
 def test_chat_goes_through_live_service(cli, tmp_path, home):
@@ -42,6 +133,7 @@ def test_chat_goes_through_live_service(cli, tmp_path, home):
         r = cli("chat", "--model", model, input="remember this\n/quit\n")
         assert r.returncode == 0, r.stderr
         assert "Stored." in r.stdout
+        assert r.stdout.count("Stored.") == 1  # streamed once, not printed again with the result
         [(inp, status, owner)] = turns(home)
         assert status == "done"
         assert owner.endswith(f":{srv.proc.pid}")  # the service process ran the turn
@@ -61,3 +153,129 @@ def test_with_a_live_service_its_model_applies(cli, tmp_path, home):
         r = cli("chat", input="hi\n/quit\n")
         assert r.returncode == 0, r.stderr
         assert "From the service's model." in r.stdout
+
+
+# -- going back to a conversation --------------------------------------------------------------------
+
+def test_resume_continues_the_newest_terminal_conversation_and_says_it_is_tainted(cli, tmp_path, home):
+    from support.httpserver import PageServer
+
+    with PageServer({"/offer": "<html><body>Pay IBAN DE89370400440532013000</body></html>"}) as pages:
+        (home / "palui.toml").write_text("[web]\nallow_private = true\n")
+        model = write_script(tmp_path / "s.json", calls(call("web__fetch_page", url=pages.url + "/offer")),
+                             text("Read it."))
+        r = cli("chat", "--model", model, input="read the offer\n/quit\n")
+        assert r.returncode == 0 and "Read it." in r.stdout
+    other = write_script(tmp_path / "t.json", text("Another answer."))
+    assert cli("run", "--model", other, "a palui run turn").returncode == 0  # channel cli, not terminal
+    [first, _] = sorted(cli.json("conversations", "list", "--json"), key=lambda c: c["created_at"])
+    assert first["channel"] == "terminal" and first["tainted"]
+    with PipedChat(home, "--model", model, "--resume") as chat:
+        chat.wait_for(BANNER, 60)
+        head = chat.output().splitlines()[0]
+        assert head.startswith(f"Palui chat — resumed conversation {first['id']} (tainted by web__fetch_page")
+        assert "writes ask first; /new starts clean" in head
+        chat.send("/quit")
+        assert chat.close() == 0
+    r = cli("chat", "--model", model, "--conversation", "c-nope", input="/quit\n")
+    assert r.returncode == 1 and "unknown conversation 'c-nope' (see: palui conversations list)" in r.stderr
+
+
+def test_conversations_list_and_show_with_their_channel(cli, tmp_path, home):
+    model = write_script(tmp_path / "s.json", text("Hello back."))
+    assert cli("run", "--model", model, "hello from run").returncode == 0
+    assert cli("chat", "--model", model, input="hello from chat\n/quit\n").returncode == 0
+    rows = cli.json("conversations", "list", "--json")
+    assert sorted(r["channel"] for r in rows) == ["cli", "terminal"]
+    assert {r["title"] for r in rows} == {"hello from run", "hello from chat"}
+    r = cli("conversations", "list")
+    assert r.returncode == 0 and "CHANNEL" in r.stdout and "terminal" in r.stdout and "cli" in r.stdout
+    chat_conv = next(c for c in rows if c["channel"] == "terminal")
+    r = cli("conversations", "show", chat_conv["id"])
+    assert r.returncode == 0, r.stderr
+    assert f"conversation {chat_conv['id']} · channel terminal" in r.stdout
+    assert "you: hello from chat" in r.stdout and "palui: Hello back." in r.stdout
+    assert f"palui chat --conversation {chat_conv['id']}" in r.stdout
+    shown = cli.json("conversations", "show", chat_conv["id"], "--json")
+    assert shown["channel"] == "terminal" and [t["input"] for t in shown["turns"]] == ["hello from chat"]
+    assert cli("conversations", "show", "c-nope").returncode == 1
+
+
+def test_a_chat_start_mentions_pending_approvals_and_labels_resumed_turns(cli, tmp_path, home):
+    model = write_script(tmp_path / "s.json", calls(call("tasks__delete_task", id=3)), text("Deleted it."))
+    r = cli("run", "--json", "--model", model, "delete task 3")
+    out = json.loads(r.stdout)
+    [a] = out["pending_approvals"]
+    with PipedChat(home, "--model", model) as chat:
+        chat.wait_for(BANNER, 60)
+        chat.wait_for(f"1 approval(s) pending:", 15)
+        assert re.search(rf"  {a['id']} tasks__delete_task \(conversation {out['conversation']}\), expires "
+                         r"\d\d:\d\d, in (29|30) min", chat.output()), chat.output()
+        chat.send("/quit")
+        assert chat.close() == 0
+    # Answered elsewhere and left waiting (no process resumed it): the next chat takes it up, labelled.
+    from palui.service import Service
+
+    svc = Service()
+    svc.answer_approval(a["id"], True, "api")
+    svc.db.close()
+    with PipedChat(home, "--model", model) as chat:
+        chat.wait_for(f"[resuming turn {out['turn']} of conversation {out['conversation']}: nobody else runs it]", 60)
+        chat.wait_for("Deleted it.", 30)
+        chat.send("/quit")
+        assert chat.close() == 0
+
+
+def test_ctrl_c_stops_a_running_turn_in_the_terminal(tmp_path, home):
+    model = write_script(tmp_path / "s.json", {"text": "Too late.", "delay_seconds": 30})
+    with TmuxChat(home, "--model", model) as chat:
+        chat.wait_for(BANNER, 60)
+        chat.send("take your time")
+        wait_for(lambda: any(t[1] == "running" for t in turns(home)), 30, what="the turn to run")
+        chat.keys("C-c")
+        chat.wait_for("[turn stopped]", 10)
+        chat.keys("C-d")
+        wait_for(lambda: chat.exit_code() == 0, 30, what="the chat to leave on Ctrl-D")
+
+
+# -- never "kept" unless stored ----------------------------------------------------------------------
+
+class _Breaking(BaseHTTPRequestHandler):
+    """A service that goes away mid-request: before or after saying the turn is stored."""
+
+    protocol_version = "HTTP/1.1"
+    say_stored = False
+
+    def do_POST(self):  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-ndjson")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        if self.say_stored:
+            line = json.dumps({"type": "turn", "turn": "t-stored", "conversation": "c-1"}).encode() + b"\n"
+            self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+            self.wfile.flush()
+        self.connection.shutdown(2)
+
+    def log_message(self, *a):
+        pass
+
+
+@pytest.mark.parametrize("say_stored", [False, True])
+async def test_a_broken_service_connection_says_kept_only_when_stored(say_stored):
+    handler = type("H", (_Breaking,), {"say_stored": say_stored})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    client = AsyncServiceClient(ServiceInfo(f"http://127.0.0.1:{server.server_address[1]}", "token", 1))
+    try:
+        with pytest.raises(ServiceGone) as e:
+            await client.stream("POST", "/api/turns", {"message": "hi", "stream": True}, None)
+    finally:
+        await client.close()
+        server.shutdown()
+    if say_stored:
+        assert e.value.turn == "t-stored" and "the turn t-stored is kept" in str(e.value)
+    else:
+        assert e.value.turn is None and "kept" not in str(e.value)
+        assert "it did not say it had stored anything" in str(e.value)

@@ -44,6 +44,8 @@ _SCHEMA: dict[str, tuple[str, Any]] = {
     "budgets.steps": ("int+", 12),
     "budgets.seconds": ("num+", 120),
     "budgets.tools": ("int+", 30),
+    "budgets.repeat_calls": ("int0", 3),  # the N-th identical call in a turn ends it (issue 15 §3); 0: off
+    "budgets.error_streak": ("int0", 4),  # N refused/denied/failed calls in a row end the turn; 0: off
     "caps.daily_tokens": ("int+", 1_000_000),
     "caps.job_daily_tokens": ("int+", 200_000),
     "caps.runs_per_hour": ("int+", 60),
@@ -65,6 +67,7 @@ _SCHEMA: dict[str, tuple[str, Any]] = {
     "serve.public_url": ("str?", None),
     "notify.apprise": ("strlist", []),
     "messages.contacts": ("strdict", {}),  # contact name -> apprise URL (messages__send_message "to")
+    "policy.check_file": ("str?", None),  # a policy snapshot (CSV) checked at palui serve start (issue 15 §4)
     "webhooks.rate_per_minute": ("int+", 10),  # accepted deliveries per webhook per sliding minute (SPEC §8)
 }
 
@@ -131,15 +134,48 @@ _SECRET_KINDS = {"strlist", "strdict"}
 _TEXT_KINDS = {"str?", "str"}
 
 
+# What each kind of value is, in words (issue 12: "a whole number", not "a number, boolean, list or table").
+_KIND_WORDS = {
+    "str?": "text", "str": "non-empty text", "bool": "true or false", "int+": "a whole number",
+    "int+?": "a whole number",
+    "port": "a port number (1-65535)", "num+": "a number", "strlist": "a list of strings",
+    "strdict": 'a table of name = "text"',
+}
+
+
+def _example(key: str, kind: str) -> str:
+    """How the key is written in palui.toml, e.g. ``daily_tokens = 1000000`` (under ``[caps]``)."""
+    default = _SCHEMA[key][1]
+    leaf = key.rpartition(".")[2]
+    if kind == "bool":
+        value = "true" if not default else "false"
+    elif kind in ("int+", "int+?", "port", "num+"):
+        value = str(default) if default is not None else "5"
+    elif kind == "strlist":
+        value = '["json://localhost"]'
+    else:
+        value = '"…"'
+    section = key.rpartition(".")[0]
+    return f"{leaf} = {value}" + (f" under [{section}]" if section else "")
+
+
 def _check(where: str, key: str, kind: str, value: Any, *, from_env: bool = False) -> Any:
     """Validate one value. Environment values are text and are parsed; a file value must
-    already have its TOML type (``port = "8765"`` is refused: fail closed on a type error)."""
+    already have its TOML type (``port = "8765"`` is refused: fail closed on a type error).
+
+    Messages name the type in words and say how to write the key (issue 12), e.g.
+    ``key 'caps.daily_tokens' has the wrong type: it must be a whole number, not the quoted
+    string 'lots'; write it without quotes, e.g. daily_tokens = 1000000 under [caps]``.
+    """
     def bad(what: str) -> ConfigError:
         got = "" if kind in _SECRET_KINDS else f" (got {value!r})"
         return ConfigError(f"{where}: key '{key}': {what}{got}")
 
     if not from_env and isinstance(value, str) and kind not in _TEXT_KINDS:
-        raise bad("has the wrong type: a quoted string where a number, boolean, list or table is expected")
+        shown = "" if kind in _SECRET_KINDS else f" {value!r}"
+        words = _KIND_WORDS.get(kind, "of another type")
+        raise ConfigError(f"{where}: key '{key}' has the wrong type: it must be {words}, not the quoted "
+                          f"string{shown}; write it without quotes, e.g. {_example(key, kind)}")
 
     if kind == "str?":
         if value is None or value == "":
@@ -161,7 +197,7 @@ def _check(where: str, key: str, kind: str, value: Any, *, from_env: bool = Fals
         if value is None or (from_env and isinstance(value, str) and not value.strip()):
             return None
         kind = "int+"
-    if kind in ("int+", "port"):
+    if kind in ("int+", "port", "int0"):
         if isinstance(value, str):
             try:
                 value = int(value.replace("_", ""))
@@ -169,7 +205,9 @@ def _check(where: str, key: str, kind: str, value: Any, *, from_env: bool = Fals
                 raise bad("must be a whole number") from None
         if isinstance(value, bool) or not isinstance(value, int):
             raise bad("must be a whole number")
-        if value <= 0:
+        if kind == "int0" and value < 0:
+            raise bad("must be 0 (off) or a whole number greater than 0")
+        if kind != "int0" and value <= 0:
             raise bad("must be greater than 0")
         if kind == "port" and value > 65535:
             raise bad("must be a port number (1-65535)")
@@ -192,6 +230,10 @@ def _check(where: str, key: str, kind: str, value: Any, *, from_env: bool = Fals
             value = [v.strip() for v in value.split(",") if v.strip()]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise bad("must be a list of strings")
+        if key in _APPRISE_KEYS:
+            for i, url in enumerate(value, 1):
+                if not apprise_syntax_ok(url):
+                    raise ConfigError(f"{where}: key '{key}': item {i} is not an apprise URL: {_APPRISE_HINT}")
         return value
     if kind == "strdict":
         # A TOML table of name = "string"; from the environment, a JSON object.
@@ -206,8 +248,26 @@ def _check(where: str, key: str, kind: str, value: Any, *, from_env: bool = Fals
         if not isinstance(value, dict) or not all(
                 isinstance(k, str) and k.strip() and isinstance(v, str) and v.strip() for k, v in value.items()):
             raise ConfigError(f"{where}: key '{key}': must be a table of name = \"text\" (non-empty names and values)")
+        if key in _APPRISE_KEYS:
+            for name, url in value.items():
+                if not apprise_syntax_ok(url):
+                    raise ConfigError(f"{where}: key '{key}': contact {name!r} is not an apprise URL: {_APPRISE_HINT}")
         return dict(value)
     raise AssertionError(kind)
+
+
+# Keys whose values are apprise URLs: checked at every start by their syntax alone (importing apprise
+# costs start-up time), fully by ``palui serve`` (:func:`palui.delivery.unknown_targets`).
+_APPRISE_KEYS = {"notify.apprise", "messages.contacts"}
+_APPRISE_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+._-]*://\S+$")
+_APPRISE_HINT = ("expected SCHEME://…, e.g. json://localhost or tgram://BOT_TOKEN/CHAT_ID (see apprise's list of "
+                 "services)")
+
+
+def apprise_syntax_ok(url: str) -> bool:
+    """Whether ``url`` looks like an apprise URL: ``scheme://rest``, no whitespace (no apprise import).
+    Whether apprise knows the scheme is checked by ``palui serve`` (issue 12)."""
+    return bool(_APPRISE_URL.match(url.strip()))
 
 
 def _flatten(where: str, table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -355,6 +415,7 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         for key, value in _flatten(where, raw).items():
             values[key] = _check(where, key, _SCHEMA[key][0], value)
             where_set[key] = where
+        values["model"] = _script_beside(values["model"], config_file.parent)
     for name, value in env.items():
         if not name.startswith("PALUI_") or name in _NON_KEY_ENV:
             continue
@@ -401,6 +462,15 @@ def _resolve_derived(values: dict[str, Any], where_set: Mapping[str, str]) -> No
         raise ConfigError(f"{where_set.get('caps.webhook_runs_per_hour', 'configuration')}: key "
                           f"'caps.webhook_runs_per_hour': must be at most caps.runs_per_hour ({rph}), the share of "
                           f"the hourly runs webhook turns may take (got {share})")
+
+
+def _script_beside(model: str | None, folder: Path) -> str | None:
+    """``script:PATH`` written in palui.toml is relative to that file's folder (issue 12), not to the
+    directory a command happens to run in. Other model strings, and absolute paths, are unchanged."""
+    if not model or not model.startswith("script:"):
+        return model
+    path = Path(model[len("script:"):]).expanduser()
+    return model if path.is_absolute() else f"script:{folder / path}"
 
 
 def documented_keys() -> dict[str, Any]:

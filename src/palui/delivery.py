@@ -48,6 +48,22 @@ def _apprise():
     return apprise
 
 
+def unknown_targets(urls: list[str]) -> list[int]:
+    """Positions (1-based) of the URLs apprise cannot use (an unknown service, a malformed URL).
+
+    The full check of ``palui serve`` (issue 12): every start checks the syntax only
+    (:func:`palui.config.apprise_syntax_ok`), since importing apprise costs start-up time.
+    """
+    bad = []
+    for position, url in enumerate(urls, 1):
+        try:
+            if not _apprise().Apprise().add(url):
+                bad.append(position)
+        except Exception:  # the exception text may quote the URL
+            bad.append(position)
+    return bad
+
+
 def deliver(urls: list[str], text: str, *, title: str = TITLE) -> list[str]:
     """Send ``text`` to each apprise URL, one after the other (blocking).
 

@@ -19,7 +19,9 @@ inside the turn's time budget (:func:`request`); other errors end the turn with 
 provider's own message, the key redacted and the model named as written.
 
 Only :func:`resolve_model` and :func:`request` are used by the turn runner, so the
-model library stays behind this module.
+model library stays behind this module. :func:`request` streams (the model library's streaming
+request, ``pydantic_ai.direct.model_request_stream``) and hands each piece of text to the caller
+as it arrives (issue 12); the ``script:`` model streams its text word by word.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ import asyncio
 import json
 import os
 import random
-from collections.abc import Mapping
+import re
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,10 +46,17 @@ if TYPE_CHECKING:  # the model library takes ~1.7 s to import: modules import it
     from pydantic_ai.models import Model
     from pydantic_ai.settings import ModelSettings
     from pydantic_ai.tools import ToolDefinition
+    from pydantic_ai.usage import RequestUsage
 
     from palui.config import ModelEntry
 
 __all__ = ["ANTHROPIC_MAX_TOKENS", "ModelHandle", "Script", "request", "resolve_model", "responses_in_current_turn"]
+
+#: Receives what a request reports while it runs: ``{"type": "text_delta", "text": str}`` per piece of
+#: text; ``{"type": "text_discarded", "reason": "retrying"}`` when the text streamed so far belongs to
+#: an attempt that failed and is retried; ``{"type": "retry", "attempt": n, "in_seconds": s,
+#: "reason": str}`` before each retry's wait.
+StreamSink = Callable[[dict[str, Any]], None]
 
 
 @dataclass
@@ -58,6 +68,8 @@ class ModelHandle:
     model: Model
     settings: ModelSettings | None = None
     secrets: tuple[str, ...] = ()
+    #: The replay model's own token counts (a streamed response only has the library's estimate).
+    usage_for: Callable[[list[ModelMessage]], RequestUsage] | None = None
 
 
 def resolve_model(spec: str | None, env: Mapping[str, str] | None = None,
@@ -79,7 +91,8 @@ def resolve_model(spec: str | None, env: Mapping[str, str] | None = None,
         raise ModelConfigError(f"model {providers.public_spec(spec)!r}: expected PROVIDER:MODEL "
                                "(openai:, anthropic:, ollama:, script:) or @NAME")
     if provider == "script":
-        return ModelHandle(spec, Script.load(Path(rest).expanduser()).model())
+        script = Script.load(Path(rest).expanduser())
+        return ModelHandle(spec, script.model(), usage_for=script.usage)
     r = providers.route(spec, env, models or {})  # checked before the (slow) SDK imports: a refusal comes at once
     model, settings = providers.build(r, env)
     return ModelHandle(spec, model, settings, secrets=providers.secrets(r))
@@ -91,13 +104,15 @@ MAX_RETRIES = 6
 
 
 async def request(handle: ModelHandle, messages: list[ModelMessage], tools: list[ToolDefinition],
-                  deadline_seconds: float) -> ModelResponse:
-    """One model request, retrying transient provider failures within ``deadline_seconds`` (SPEC §9).
+                  deadline_seconds: float, on_event: StreamSink | None = None) -> ModelResponse:
+    """One model request, streamed, retrying transient provider failures within ``deadline_seconds`` (SPEC §9).
 
-    Retried with exponential backoff and jitter (0.5 s doubling, at most 8 s, or the
-    provider's ``Retry-After`` when it sent one): HTTP 408/409/429/5xx/529 up to
-    ``MAX_RETRIES`` times, and a failed connection ``CONNECT_RETRIES`` times (few, so a
-    wrong base URL fails fast). A retry whose wait would reach the deadline is not made.
+    Each piece of text goes to ``on_event`` as it arrives (:data:`StreamSink`). Retried with
+    exponential backoff and jitter (0.5 s doubling, at most 8 s, or the provider's ``Retry-After``
+    when it sent one): HTTP 408/409/429/5xx/529 up to ``MAX_RETRIES`` times, and a failed
+    connection or a dropped stream ``CONNECT_RETRIES`` times (few, so a wrong base URL fails
+    fast). A retry whose wait would reach the deadline is not made. Text streamed by an attempt
+    that is retried is reported discarded; only the final response's text is returned.
 
     Raises:
         asyncio.TimeoutError: the time budget ran out during a request.
@@ -105,10 +120,10 @@ async def request(handle: ModelHandle, messages: list[ModelMessage], tools: list
             retry would pass the deadline), or could not be reached; the message says
             which, with the provider's own words.
     """
-    from pydantic_ai.direct import model_request
     from pydantic_ai.exceptions import ModelConnectionError, ModelHTTPError
     from pydantic_ai.models import ModelRequestParameters
 
+    emit = on_event or (lambda _e: None)
     loop = asyncio.get_running_loop()
     end = loop.time() + deadline_seconds
     attempt = 0
@@ -118,26 +133,50 @@ async def request(handle: ModelHandle, messages: list[ModelMessage], tools: list
         left = end - loop.time()
         if left <= 0:
             raise TimeoutError()
+        streamed = [False]
         try:
-            return await asyncio.wait_for(
-                model_request(handle.model, messages, model_settings=handle.settings,
-                              model_request_parameters=params),
-                timeout=left,
-            )
+            async with asyncio.timeout(left):
+                response = await _streamed(handle, messages, params, emit, streamed)
+            if handle.usage_for is not None:
+                response.usage = handle.usage_for(messages)
+            return response
         except ModelHTTPError as e:
             attempt += 1
             if e.status_code not in RETRY_STATUS or attempt > MAX_RETRIES:
                 raise _clear(handle, e, attempt) from e
-            delay, last = _backoff(attempt, e.retry_after), e
+            delay, last, why = _backoff(attempt, e.retry_after), e, f"HTTP {e.status_code}"
         except ModelConnectionError as e:
             attempt += 1
             if attempt > CONNECT_RETRIES:
                 raise _clear(handle, e, attempt) from e
-            delay, last = _backoff(attempt, None), e
+            delay, last, why = _backoff(attempt, None), e, "the connection failed"
+        if streamed[0]:
+            emit({"type": "text_discarded", "reason": "retrying"})
         if loop.time() + delay >= end and last is not None:
             # Say what kept failing rather than only that time ran out.
             raise _clear(handle, last, attempt, "; no time left in the turn's budget to retry") from last
+        emit({"type": "retry", "attempt": attempt, "in_seconds": round(delay, 1), "reason": why})
         await asyncio.sleep(delay)
+
+
+async def _streamed(handle: ModelHandle, messages: list[ModelMessage], params: Any, emit: StreamSink,
+                    streamed: list[bool]) -> ModelResponse:
+    """One attempt: the streaming request, each text piece to ``emit``; ``streamed[0]`` set once one went."""
+    from pydantic_ai.direct import model_request_stream
+    from pydantic_ai.messages import PartDeltaEvent, PartStartEvent, TextPart, TextPartDelta
+
+    async with model_request_stream(handle.model, messages, model_settings=handle.settings,
+                                    model_request_parameters=params) as stream:
+        async for event in stream:
+            piece = ""
+            if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+                piece = event.part.content
+            elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+                piece = event.delta.content_delta
+            if piece:
+                streamed[0] = True
+                emit({"type": "text_delta", "text": piece})
+        return stream.get()
 
 
 def _backoff(attempt: int, retry_after: float | None) -> float:
@@ -187,6 +226,8 @@ class Script:
     ``usage`` is optional (default: an estimate of about 4 characters per token);
     ``delay_seconds`` (0-600, optional) makes the step answer that much later, as a slow
     provider would (benchmarks and tests of a running turn; ``/stop`` cancels the wait).
+    The text streams word by word; ``stream_delay_seconds`` (0-10, optional) waits that long
+    before each word after the first, so a front end shows it arriving in pieces.
     Running out of steps ends the turn with a message saying so.
     """
 
@@ -226,23 +267,41 @@ class Script:
             delay = step.get("delay_seconds", 0)
             if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not 0 <= delay <= 600:
                 raise ModelConfigError(f"{where}: \"delay_seconds\" must be a number of seconds from 0 to 600")
+            pace = step.get("stream_delay_seconds", 0)
+            if isinstance(pace, bool) or not isinstance(pace, (int, float)) or not 0 <= pace <= 10:
+                raise ModelConfigError(f"{where}: \"stream_delay_seconds\" must be a number of seconds from 0 to 10")
         return cls(path=path, steps=data["steps"])
 
     def model(self) -> Model:
         from pydantic_ai.models.function import FunctionModel
 
-        return FunctionModel(self._respond, model_name=f"script:{self.path.name}")
+        return FunctionModel(self._respond, stream_function=self._stream, model_name=f"script:{self.path.name}")
 
-    async def _respond(self, messages: list[ModelMessage], info: Any) -> ModelResponse:
-        from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
-        from pydantic_ai.usage import RequestUsage
-
+    def _step(self, messages: list[ModelMessage]) -> tuple[int, dict[str, Any]]:
+        """(index, step) for this request; past the end, a text step saying the script ran out."""
         index = responses_in_current_turn(messages)
         if index >= len(self.steps):
             text = (f"[script {self.path.name}] out of steps: the script has {len(self.steps)} step(s) and this "
                     f"turn asked for step {index + 1}. The turn ends here.")
-            return ModelResponse(parts=[TextPart(text)], usage=RequestUsage(input_tokens=0, output_tokens=0))
-        step = self.steps[index]
+            return index, {"text": text, "usage": {"input_tokens": 0, "output_tokens": 0}}
+        return index, self.steps[index]
+
+    def usage(self, messages: list[ModelMessage]) -> RequestUsage:
+        """The step's ``usage``, or the estimate (about 4 characters per token)."""
+        from pydantic_ai.usage import RequestUsage
+
+        _index, step = self._step(messages)
+        usage = step.get("usage")
+        if usage is None:
+            prompt_chars = sum(len(str(p)) for m in messages for p in getattr(m, "parts", []))
+            usage = {"input_tokens": max(1, prompt_chars // 4),
+                     "output_tokens": max(1, len(json.dumps(step)) // 4)}
+        return RequestUsage(input_tokens=usage.get("input_tokens", 0), output_tokens=usage.get("output_tokens", 0))
+
+    async def _respond(self, messages: list[ModelMessage], info: Any) -> ModelResponse:
+        from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+
+        index, step = self._step(messages)
         if step.get("delay_seconds"):
             await asyncio.sleep(float(step["delay_seconds"]))
         parts: list[Any] = []
@@ -251,13 +310,29 @@ class Script:
         for j, call in enumerate(step.get("tool_calls", [])):
             parts.append(ToolCallPart(tool_name=call["tool"], args=call.get("args", {}),
                                       tool_call_id=f"s{index + 1}c{j + 1}"))
-        usage = step.get("usage")
-        if usage is None:
-            prompt_chars = sum(len(str(p)) for m in messages for p in getattr(m, "parts", []))
-            usage = {"input_tokens": max(1, prompt_chars // 4),
-                     "output_tokens": max(1, len(json.dumps(step)) // 4)}
-        return ModelResponse(parts=parts, usage=RequestUsage(input_tokens=usage.get("input_tokens", 0),
-                                                             output_tokens=usage.get("output_tokens", 0)))
+        return ModelResponse(parts=parts, usage=self.usage(messages))
+
+    async def _stream(self, messages: list[ModelMessage], info: Any) -> AsyncIterator[Any]:
+        """The step streamed: its text word by word (``stream_delay_seconds`` apart), then its calls."""
+        from pydantic_ai.models.function import DeltaToolCall
+
+        index, step = self._step(messages)
+        if step.get("delay_seconds"):
+            await asyncio.sleep(float(step["delay_seconds"]))
+        pace = float(step.get("stream_delay_seconds", 0))
+        for i, piece in enumerate(_WORDS.findall(step.get("text") or "")):
+            if i and pace:
+                await asyncio.sleep(pace)
+            yield piece
+        calls = step.get("tool_calls", [])
+        if calls:
+            yield {j: DeltaToolCall(name=call["tool"], json_args=json.dumps(call.get("args", {})),
+                                    tool_call_id=f"s{index + 1}c{j + 1}") for j, call in enumerate(calls)}
+        elif not step.get("text"):
+            yield ""  # a step with neither (never valid in a file, but the library needs one item)
+
+
+_WORDS = re.compile(r"\s*\S+\s*|\s+")
 
 
 def responses_in_current_turn(messages: list[ModelMessage]) -> int:

@@ -1,8 +1,10 @@
 """A fake model provider on 127.0.0.1: the OpenAI chat-completions and Anthropic Messages wire APIs.
 
-Non-streaming only. Serves ``POST /v1/chat/completions`` (OpenAI) and ``POST /v1/messages``
-(Anthropic) from a thread, answering from a queue of scripted replies; the same reply is
-rendered in whichever wire format the request came in. Every request body is recorded so
+Serves ``POST /v1/chat/completions`` (OpenAI) and ``POST /v1/messages`` (Anthropic) from a
+thread, answering from a queue of scripted replies; the same reply is rendered in whichever
+wire format the request came in, as one JSON body or, when the request says ``"stream": true``,
+as server-sent events (the text in ``chunks`` pieces, ``chunk_delay`` seconds apart;
+``cut_after=N`` drops the connection after N text pieces, as a provider whose stream breaks). Every request body is recorded so
 tests can assert what the model was offered (``tools``) and which tool results came back.
 
     with FakeLLM() as fake:
@@ -19,6 +21,7 @@ the fake answers 418, which is not retried, so a test that under-scripts fails l
 from __future__ import annotations
 
 import json
+import re
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -40,6 +43,9 @@ class Reply:
     message: str = ""
     delay: float = 0.0
     retry_after: str | None = None
+    chunks: list[str] | None = None  # how a streamed reply splits its text (default: word by word)
+    chunk_delay: float = 0.0
+    cut_after: int | None = None
 
 
 @dataclass
@@ -84,6 +90,8 @@ class FakeLLM:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # chunked streams; every JSON reply has a Content-Length
+
             def do_POST(self) -> None:  # noqa: N802 (http.server's name)
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 with fake._lock:
@@ -100,6 +108,9 @@ class FakeLLM:
                 else:
                     reply, payload = Reply(status=404), {"error": {"message": f"fake_llm: no route {self.path}"}}
                 got.response = payload
+                if reply.status == 200 and body.get("stream"):
+                    self._stream(reply, payload)
+                    return
                 data = json.dumps(payload).encode()
                 try:
                     self.send_response(reply.status)
@@ -111,6 +122,34 @@ class FakeLLM:
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (its time budget ran out): expected for slow replies
+
+            def _stream(self, reply: Reply, payload: dict[str, Any]) -> None:
+                events = _openai_sse(reply, payload) if self.path == OPENAI_PATH else _anthropic_sse(reply, payload)
+                # Chunked transfer encoding, so a connection dropped mid-stream is an error for the client
+                # (without it, the end of the connection would just end the body).
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    pieces = 0
+                    for kind, data in events:
+                        if kind == "text":
+                            if reply.cut_after is not None and pieces >= reply.cut_after:
+                                self.wfile.flush()
+                                self.connection.shutdown(2)  # a dropped stream, mid-answer
+                                return
+                            if pieces and reply.chunk_delay:
+                                fake._closing.wait(reply.chunk_delay)
+                            pieces += 1
+                        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                        self.wfile.flush()
+                    self.wfile.write(b"0\r\n\r\n")
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError, OSError):
+                    pass
+                self.close_connection = True
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -177,3 +216,64 @@ def _anthropic(r: Reply, req: dict[str, Any]) -> dict[str, Any]:
     return {"id": f"msg_{n}", "type": "message", "role": "assistant", "model": req.get("model", "fake"),
             "content": content, "stop_reason": "tool_use" if r.tool_calls else "end_turn", "stop_sequence": None,
             "usage": {"input_tokens": r.input_tokens, "output_tokens": r.output_tokens}}
+
+
+def _pieces(r: Reply) -> list[str]:
+    if r.chunks is not None:
+        return list(r.chunks)
+    return re.findall(r"\s*\S+\s*|\s+", r.text or "")
+
+
+def _sse(data: dict[str, Any], event: str | None = None) -> bytes:
+    head = f"event: {event}\n" if event else ""
+    return (head + "data: " + json.dumps(data) + "\n\n").encode()
+
+
+def _openai_sse(r: Reply, payload: dict[str, Any]) -> list[tuple[str, bytes]]:
+    """The chat-completions stream of ``payload``: ("text" | "meta", SSE bytes) items."""
+    base = {"id": payload["id"], "object": "chat.completion.chunk", "created": 0, "model": payload["model"]}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        return _sse({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+
+    out: list[tuple[str, bytes]] = [("meta", chunk({"role": "assistant", "content": ""}))]
+    out += [("text", chunk({"content": p})) for p in _pieces(r)]
+    message = payload["choices"][0]["message"]
+    for i, c in enumerate(message.get("tool_calls") or []):
+        out.append(("meta", chunk({"tool_calls": [{"index": i, "id": c["id"], "type": "function",
+                                                   "function": {"name": c["function"]["name"], "arguments": ""}}]})))
+        out.append(("meta", chunk({"tool_calls": [{"index": i, "function": {"arguments": c["function"]["arguments"]}}]})))
+    out.append(("meta", chunk({}, payload["choices"][0]["finish_reason"])))
+    out.append(("meta", _sse({**base, "choices": [], "usage": payload["usage"]})))
+    out.append(("meta", b"data: [DONE]\n\n"))
+    return out
+
+
+def _anthropic_sse(r: Reply, payload: dict[str, Any]) -> list[tuple[str, bytes]]:
+    """The Messages stream of ``payload``: ("text" | "meta", SSE bytes) items."""
+    start = {**payload, "content": [], "stop_reason": None,
+             "usage": {"input_tokens": payload["usage"]["input_tokens"], "output_tokens": 1}}
+    out: list[tuple[str, bytes]] = [("meta", _sse({"type": "message_start", "message": start}, "message_start"))]
+    index = 0
+    if r.text:
+        out.append(("meta", _sse({"type": "content_block_start", "index": 0,
+                                  "content_block": {"type": "text", "text": ""}}, "content_block_start")))
+        out += [("text", _sse({"type": "content_block_delta", "index": 0,
+                               "delta": {"type": "text_delta", "text": p}}, "content_block_delta")) for p in _pieces(r)]
+        out.append(("meta", _sse({"type": "content_block_stop", "index": 0}, "content_block_stop")))
+        index = 1
+    for block in payload["content"]:
+        if block["type"] != "tool_use":
+            continue
+        out.append(("meta", _sse({"type": "content_block_start", "index": index,
+                                  "content_block": {**block, "input": {}}}, "content_block_start")))
+        out.append(("meta", _sse({"type": "content_block_delta", "index": index,
+                                  "delta": {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}},
+                                 "content_block_delta")))
+        out.append(("meta", _sse({"type": "content_block_stop", "index": index}, "content_block_stop")))
+        index += 1
+    out.append(("meta", _sse({"type": "message_delta", "delta": {"stop_reason": payload["stop_reason"],
+                                                                  "stop_sequence": None},
+                              "usage": {"output_tokens": payload["usage"]["output_tokens"]}}, "message_delta")))
+    out.append(("meta", _sse({"type": "message_stop"}, "message_stop")))
+    return out

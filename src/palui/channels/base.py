@@ -36,6 +36,7 @@ from palui.channels.redaction import Redactor
 from palui.errors import ApprovalError, PaluiError
 from palui.text import commands
 from palui.text.display import shown
+from palui.text.status import governance_lines
 from palui.types import TurnStatus
 
 __all__ = ["TITLES", "Channel", "ChannelPlatform", "Inbound", "Quoted", "Retry", "status_text"]
@@ -182,6 +183,12 @@ class Channel(Outbox):
             self.reply(chat, "A new conversation starts with your next message.")
         elif cmd.name == "/status":
             self.reply(chat, status_text(self.svc.status()))
+        elif cmd.name == "/why":
+            self.reply(chat, self._why(self.svc.channel_conversation(self.name, chat)))
+        elif cmd.name == "/stop" and cmd.arg == "all":  # the emergency brake (issue 15 §7)
+            stopped = self.svc.stop_all(self.name)["stopped"]
+            self.reply(chat, (f"Stopped {', '.join(stopped)}." if stopped else "No turn was running.")
+                       + " Jobs are paused until palui jobs resume.")
         elif cmd.name == "/stop":
             conv = self.svc.channel_conversation(self.name, chat)
             stopped = self.svc.stop(conversation=conv)
@@ -212,6 +219,16 @@ class Channel(Outbox):
         self.reply(chat, f"Answered {q['id']} ({shown(q['connector'], one_line=True)}); the turn goes on.")
         turn = q["turn"]
         return [lambda: self._resume(turn)]
+
+    def _why(self, conversation: str) -> str:
+        """``/why`` (issue 12): each tool call of the conversation's latest turn that made any, with its reason."""
+        for t in reversed(self.svc.conversation(conversation)["turns"]):
+            calls = [e for e in t["events"] if e.get("type") == "tool_call"]
+            if calls:
+                lines = [f"{i}. {shown(e['tool'], one_line=True)}: {shown(e.get('reason', ''), one_line=True)}"
+                         for i, e in enumerate(calls, 1)]
+                return "\n".join([f"Tool calls of turn {t['turn']}:", *lines])
+        return "No tool calls yet in this conversation."
 
     def _answer(self, chat: str, approval_id: str, approve: bool, reason: str | None,
                 press_id: str | None) -> list[Job]:
@@ -287,4 +304,4 @@ def status_text(s: dict[str, Any]) -> str:
     for ch in s.get("channels", []):
         failure = f"; last delivery failure: {ch['last_failure']}" if ch.get("last_failure") else ""
         lines.append(f"channel {ch['name']}: {ch['state']}{failure}")
-    return "\n".join(lines)
+    return "\n".join(lines + governance_lines(s))

@@ -17,8 +17,8 @@ from palui.errors import PaluiError, UsageError
 
 # Command modules, registered in this order (a missing optional module is skipped only
 # while it is being written; every module listed here exists on main).
-COMMAND_MODULES = ["tools", "mcp", "signin", "memories", "turns", "chat", "serve", "triggers", "channels", "unit",
-                   "elicit"]
+COMMAND_MODULES = ["tools", "policy", "suggest", "outside", "mcp", "signin", "memories", "turns", "audit", "report",
+                   "chat", "serve", "triggers", "channels", "unit", "conversations", "elicit"]
 
 for _name in COMMAND_MODULES:
     importlib.import_module(f"palui.cli.{_name}")

@@ -18,6 +18,31 @@ from palui.server.discovery import ServiceInfo
 EventSink = Callable[[dict[str, Any]], None]
 
 
+def raise_for(r: httpx.Response) -> None:
+    """Raise the PaluiError a service's error answer stands for (404 NotFound, 409 ApprovalError, …)."""
+    if r.status_code < 400:
+        return
+    try:
+        msg = r.json().get("error", r.text)
+    except ValueError:
+        msg = r.text
+    if r.status_code == 404:
+        raise NotFound(msg)
+    if r.status_code == 409:
+        raise ApprovalError(msg)
+    if r.status_code == 400:
+        raise UsageError(msg) if "usage" in msg.lower() else PaluiError(msg)
+    raise PaluiError(f"the service answered {r.status_code}: {msg}")
+
+
+class ServiceGone(PaluiError):
+    """The live service went away during a request; ``turn`` names the turn it had stored, if it said so."""
+
+    def __init__(self, message: str, turn: str | None = None) -> None:
+        super().__init__(message)
+        self.turn = turn
+
+
 class ServiceClient:
     """Talks to one live service. Methods raise the same PaluiError subclasses as the service API."""
 
@@ -27,25 +52,13 @@ class ServiceClient:
                                  timeout=httpx.Timeout(timeout, connect=5.0))
 
     def _raise(self, r: httpx.Response) -> None:
-        if r.status_code < 400:
-            return
-        try:
-            msg = r.json().get("error", r.text)
-        except ValueError:
-            msg = r.text
-        if r.status_code == 404:
-            raise NotFound(msg)
-        if r.status_code == 409:
-            raise ApprovalError(msg)
-        if r.status_code == 400:
-            raise UsageError(msg) if "usage" in msg.lower() else PaluiError(msg)
-        raise PaluiError(f"the service answered {r.status_code}: {msg}")
+        raise_for(r)
 
     def get(self, path: str, **params: Any) -> Any:
         try:
             r = self.http.get(path, params={k: v for k, v in params.items() if v is not None})
         except httpx.TransportError as e:
-            raise PaluiError(f"cannot reach the service at {self.info.url}: {type(e).__name__}") from None
+            raise ServiceGone(f"cannot reach the service at {self.info.url}: {type(e).__name__}") from None
         self._raise(r)
         return r.json()
 
@@ -53,13 +66,17 @@ class ServiceClient:
         try:
             r = self.http.post(path, json=data or {})
         except httpx.TransportError as e:
-            raise PaluiError(f"cannot reach the service at {self.info.url}: {type(e).__name__}") from None
+            raise ServiceGone(f"cannot reach the service at {self.info.url}: {type(e).__name__}") from None
         self._raise(r)
         return r.json()
 
     def stream(self, path: str, data: dict[str, Any], on_event: EventSink | None) -> dict[str, Any]:
-        """POST with ``stream: true``; call ``on_event`` per event; return the final result."""
+        """POST with ``stream: true``; call ``on_event`` per event; return the final result.
+
+        The service's first line says the turn is stored (``{"type": "turn"}``); an error says
+        the turn is kept only when that line arrived (issue 12: never "kept" unless stored)."""
         result: dict[str, Any] | None = None
+        stored: str | None = None
         try:
             with self.http.stream("POST", path, json={**data, "stream": True}) as r:
                 if r.status_code >= 400:
@@ -71,19 +88,27 @@ class ServiceClient:
                     ev = json.loads(line)
                     if ev.get("type") == "result":
                         result = {k: v for k, v in ev.items() if k != "type"}
+                    elif ev.get("type") == "turn":
+                        stored = ev.get("turn")
                     elif on_event:
                         on_event(ev)
         except (httpx.TransportError, ValueError) as e:
-            raise PaluiError(f"the connection to the service broke while the turn ran ({type(e).__name__}); "
-                             "the turn is kept: see palui inbox, palui audit or palui approvals list") from None
+            raise ServiceGone(self._gone(stored, type(e).__name__), stored) from None
         if result is None:
-            raise PaluiError("the service stopped before the turn's result; the turn is kept and resumes when the "
-                             "service starts again: see palui inbox, palui audit")
+            raise ServiceGone(self._gone(stored, "no result"), stored)
         return result
 
+    def _gone(self, stored: str | None, why: str) -> str:
+        if stored:
+            return (f"the service at {self.info.url} went away while the turn ran ({why}); the turn {stored} is "
+                    "kept and goes on when a service or palui chat starts: see palui conversations show")
+        return (f"the service at {self.info.url} went away before it said the message was stored ({why}); "
+                "see palui conversations list before sending it again")
+
     def run(self, message: str, *, conversation: str | None, model: str | None,
-            on_event: EventSink | None) -> dict[str, Any]:
-        return self.stream("/api/turns", {"message": message, "conversation": conversation, "model": model}, on_event)
+            on_event: EventSink | None, channel: str = "cli") -> dict[str, Any]:
+        return self.stream("/api/turns", {"message": message, "conversation": conversation, "model": model,
+                                          "channel": channel}, on_event)
 
     def answer(self, approval_id: str, approve: bool, on_event: EventSink | None) -> dict[str, Any]:
         return self.stream(f"/api/approvals/{approval_id}/{'approve' if approve else 'deny'}", {"via": "cli"},
@@ -97,3 +122,65 @@ class ServiceClient:
 
     def close(self) -> None:
         self.http.close()
+
+
+class AsyncServiceClient:
+    """The same service API for an event loop (``palui chat``, which reads input while a turn runs).
+    Methods raise the PaluiError subclasses of the service, and :class:`ServiceGone` when the
+    service cannot be reached or goes away mid-request."""
+
+    def __init__(self, info: ServiceInfo) -> None:
+        self.info = info
+        self.http = httpx.AsyncClient(base_url=info.url, headers={"Authorization": f"Bearer {info.token}"},
+                                      timeout=httpx.Timeout(None, connect=5.0))
+
+    def _gone(self, e: Exception, stored: str | None = None) -> ServiceGone:
+        what = f"the turn {stored} is kept and goes on when a service or palui chat takes it up" if stored else \
+            "it did not say it had stored anything"
+        return ServiceGone(f"the service at {self.info.url} went away ({type(e).__name__}); {what}", stored)
+
+    async def get(self, path: str, **params: Any) -> Any:
+        try:
+            r = await self.http.get(path, params={k: v for k, v in params.items() if v is not None})
+        except httpx.TransportError as e:
+            raise self._gone(e) from None
+        raise_for(r)
+        return r.json()
+
+    async def post(self, path: str, data: dict[str, Any] | None = None) -> Any:
+        try:
+            r = await self.http.post(path, json=data or {})
+        except httpx.TransportError as e:
+            raise self._gone(e) from None
+        raise_for(r)
+        return r.json()
+
+    async def stream(self, method: str, path: str, data: dict[str, Any] | None,
+                     on_event: EventSink | None) -> dict[str, Any]:
+        """An NDJSON request: each event to ``on_event``, the final ``{"type": "result"}`` returned."""
+        stored: str | None = None
+        result: dict[str, Any] | None = None
+        try:
+            async with self.http.stream(method, path, json=data) as r:
+                if r.status_code >= 400:
+                    await r.aread()
+                    raise_for(r)
+                async for line in r.aiter_lines():
+                    if not line.strip():
+                        continue
+                    ev = json.loads(line)
+                    if ev.get("type") == "result":
+                        result = {k: v for k, v in ev.items() if k != "type"}
+                        continue
+                    if ev.get("type") == "turn":
+                        stored = ev.get("turn")
+                    if on_event:
+                        on_event(ev)
+        except (httpx.TransportError, ValueError) as e:
+            raise self._gone(e, stored) from None
+        if result is None:
+            raise self._gone(EOFError("no result"), stored)
+        return result
+
+    async def close(self) -> None:
+        await self.http.aclose()

@@ -217,15 +217,15 @@ def elicitations_answer(
             content = parse_pairs(e["schema"], pairs or []) if e["mode"] == "form" else None
         except ValueError as err:
             raise UsageError(str(err)) from None
-    on_event = None if as_json else (lambda ev: render.event(ev))
+    printer = None if as_json else render.Printer()
     client = live_service(svc)
     if client:
-        r = client.answer_elicitation(elicitation_id, action, content, on_event)
+        r = client.answer_elicitation(elicitation_id, action, content, printer)
     else:
-        r = run_async(svc, svc.answer_elicitation_and_resume(elicitation_id, action, content, "cli", on_event))
+        r = run_async(svc, svc.answer_elicitation_and_resume(elicitation_id, action, content, "cli", printer))
     if as_json:
         emit_json(r)
     else:
         typer.echo(f"{elicitation_id}: {action}")
-        if r.get("status") not in ("running", None):
-            render.outcome(r)
+        if r.get("status") not in ("running", None) and printer is not None:
+            printer.outcome(r)

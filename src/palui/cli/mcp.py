@@ -19,6 +19,8 @@ def _print_report(r: dict) -> None:
                        ("removed", "no longer listed"), ("refused_duplicates", "listed twice — both refused")):
         for name in r.get(key, []):
             typer.echo(f"  {name}: {label}")
+    for c in r.get("class_tightened", []):
+        typer.echo(f"  {c['tool']}: class tightened by the server from {c['from']} to {c['to']}")
 
 
 @connectors_app.command("add")
@@ -72,6 +74,9 @@ def connectors_add(
     _print_report({"refused_duplicates": result["refused_duplicates"]})
     if not enable_read:
         typer.echo(f"New tools start off: palui tools enable-read {result['id']}, or palui tools enable NAME")
+    warning = service().tool_budget_warning() if enable_read else None
+    if warning:
+        typer.echo(f"warning: {warning}", err=True)
 
 
 @connectors_app.command("import")

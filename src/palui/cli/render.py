@@ -1,7 +1,10 @@
-"""How turn events, approvals and results look in the terminal (used by ``run`` and ``chat``).
+"""How turn events, approvals and results look in the terminal (used by ``run``, ``approvals`` and ``chat``).
 
 Text from a model, a server or a sender is shown through :mod:`palui.text.display`: hidden
-characters escaped and marked (issue 10 §2)."""
+characters escaped and marked (issue 10 §2). Tool lines are compact (issue 12): one line per
+call, in the order the calls happened, with its outcome; the reason of a call that ran is
+shown on demand (``/why`` in the chat), the reason of a call that did not run is its outcome.
+"""
 
 from __future__ import annotations
 
@@ -10,17 +13,31 @@ from typing import Any
 
 import typer
 
-from palui.text.display import NOTE, hidden_in, shown, shown_json
+from palui.text.display import NOTE, StreamShown, hidden_in, shown, shown_json
 from palui.text.prompts import approval_prompt
+
+ARGS_CHARS = 100
+RESULT_CHARS = 100
+ERROR_CHARS = 300
 
 
 def short(value: Any, n: int = 160) -> str:
     """One line of at most about ``n`` characters: hidden characters escaped (and marked), runs of
-    whitespace collapsed; cut with "…" (before escaping, so an escape is never cut in half)."""
+    whitespace collapsed; cut with "…" (before escaping, so an escape is never cut in half) at a
+    space where one is near, so a hint's key or command is never cut in half (issue 12)."""
     s = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return shown(cut_words(s, n), one_line=True, note=False) + (NOTE if hidden_in(value) else "")
+
+
+def cut_words(s: str, n: int) -> str:
+    """``s`` with runs of spaces collapsed, cut to at most ``n`` characters with "…": at the last space
+    before the limit when that keeps at least half of it, else at the limit."""
     s = " ".join(s.split(" "))
-    cut = s if len(s) <= n else s[: n - 1] + "…"
-    return shown(cut, one_line=True, note=False) + (NOTE if hidden_in(value) else "")
+    if len(s) <= n:
+        return s
+    head = s[: n - 1]
+    space = head.rfind(" ")
+    return (head[:space] if space >= n // 2 else head) + "…"
 
 
 def exact(value: Any, n: int) -> str:
@@ -30,52 +47,148 @@ def exact(value: Any, n: int) -> str:
     return (s if len(s) <= n else s[:n] + f"… ({len(s) - n} more characters: palui approvals show ID)") + note
 
 
-def event(e: dict[str, Any], err: bool = False) -> None:
-    """Print one turn event as it happens."""
+def call_outcome(e: dict[str, Any]) -> tuple[str, str]:
+    """(mark, outcome words) of a ``tool_call`` event: ``("✓", "ok")``, ``("✗", "error: …")``,
+    ``("⊘", "not run: left out by budgets.tools (30): …")``, ``("✗", "denied")``…"""
+    verdict, result = e.get("verdict"), e.get("result") or ""
+    if e.get("denied"):
+        return "✗", "denied" + (f": {short(result, ERROR_CHARS)}" if result.startswith("The person denied") and
+                                 result != "The person denied this action." else "")
+    if e.get("cancelled"):
+        return "⊘", "stopped while it ran; it may have run"
+    if e.get("not_dispatched"):
+        return "⊘", f"not run: {short(e.get('reason', ''), ERROR_CHARS)}"
+    if verdict in ("off", "unavailable") or result.startswith("Error: the call was not run"):
+        return "⊘", f"not run: {short(e.get('reason', ''), ERROR_CHARS)}"
+    head = "approved · " if verdict == "ask" else ""
+    if e.get("is_error"):
+        return "✗", f"{head}error: {short(result.removeprefix('Error: '), ERROR_CHARS)}"
+    return "✓", f"{head}ok" + (f": {short(result, RESULT_CHARS)}" if result else "")
+
+
+def call_line(e: dict[str, Any]) -> str:
+    """One compact line for a ``tool_call`` event (issue 12)."""
+    mark, words = call_outcome(e)
+    return f"  {mark} {e['tool']} {short(e.get('args', {}), ARGS_CHARS)} → {words}"
+
+
+def left_out_line(e: dict[str, Any], limit: int = 5) -> str:
+    """A ``tools_left_out`` event on one line: the reason and the first few names."""
+    names = [str(n) for n in e.get("tools") or []]
+    more = f" +{len(names) - limit} more" if len(names) > limit else ""
+    return (f"  · {len(names)} tool(s) {shown(e.get('reason') or 'left out by budgets.tools', one_line=True)}: "
+            f"{shown(', '.join(names[:limit]), one_line=True)}{more}")
+
+
+def event_lines(e: dict[str, Any], *, expires: str | None = None) -> list[str]:
+    """The lines one stored turn event prints as it happens (streamed text pieces are not events here)."""
     kind = e.get("type")
     if kind == "tool_call":
-        mark = "error" if e.get("is_error") else "ok"
-        typer.echo(f"  [tool] {e['tool']} {short(e.get('args', {}), 100)} -> {e['verdict']} ({short(e['reason'], 300)})"
-                   f" -> {mark}: {short(e.get('result', ''))}", err=err)
-    elif kind == "tainted":
-        typer.echo(f"  [taint] this conversation is now tainted by {short(e['source'], 300)}", err=err)
-    elif kind == "approval":
-        typer.echo(approval_prompt({"id": e["approval"], "tool": e["tool"], "class": e.get("class", "?"),
-                                    "reason": e["reason"], "args": e["args"],
-                                    "untrusted_args": e.get("untrusted_args", []),
-                                    "expires_at": e.get("expires_at", "")}), err=err)
-    elif kind == "elicitation" and e.get("status") != "pending":
-        typer.echo(f"  [question] {e['connector']} asked «{short(e.get('message', ''), 200)}»: declined by Palui "
-                   f"({short(e.get('reason') or '', 300)})", err=err)
-    elif kind == "elicitation_answer":
-        typer.echo(f"  [question] {e['elicitation']}: {e['action']}"
-                   + (f" (fields: {', '.join(e['fields'])})" if e.get("fields") else ""), err=err)
-    elif kind == "connector_error":
-        typer.echo(f"  [connector] {e['connector']} is not available: {short(e['error'], 300)}", err=err)
-    elif kind == "text":
-        pass  # the answer is printed once at the end
+        return [call_line(e)]
+    if kind == "tainted":
+        return [f"  ⚠ this conversation is now tainted by {short(e['source'], 300)}: writes ask first"]
+    if kind == "approval":
+        return approval_prompt({"id": e["approval"], "tool": e["tool"], "class": e.get("class", "?"),
+                                "reason": e["reason"], "args": e["args"],
+                                "untrusted_args": e.get("untrusted_args", []),
+                                "expires_at": e.get("expires_at", "")}, expires=expires).split("\n")
+    if kind == "elicitation" and e.get("status") != "pending":
+        return [f"  ⊘ {shown(e['connector'], one_line=True)} asked «{short(e.get('message', ''), 200)}»: declined by"
+                f" Palui ({short(e.get('reason') or '', 300)})"]
+    if kind == "elicitation_answer":
+        return [f"  · question {e['elicitation']}: {e['action']}"
+                + (f" (fields: {shown(', '.join(e['fields']), one_line=True)})" if e.get("fields") else "")]
+    if kind == "connector_error":
+        return [f"  ⚠ connector {e['connector']} is not available: {short(e['error'], 300)}"]
+    if kind == "tools_left_out":
+        return [left_out_line(e)]
+    if kind == "retry":
+        return [f"  … retrying the provider in {e.get('in_seconds', 0)} s ({shown(e.get('reason'), one_line=True)})"]
+    if kind == "paused":
+        return [f"  [paused: {shown(e.get('reason'), one_line=True)}; the turn goes on at the next start]"]
+    return []
 
 
-def outcome(r: dict[str, Any], in_chat: bool = False) -> None:
-    """Print a turn's result: the answer and how it ended (the chat asks for approvals itself)."""
-    if r.get("answer"):
-        typer.echo(shown(r["answer"]))
+def outcome_lines(r: dict[str, Any], *, answer_shown: bool = False, in_chat: bool = False) -> list[str]:
+    """A turn's result: the answer (unless it was streamed already) and how it ended."""
+    out: list[str] = []
+    if r.get("answer") and not answer_shown:
+        out.append(shown(r["answer"]))
+    left = [e for e in r.get("events") or [] if e.get("type") == "tools_left_out" and e.get("tools")]
+    if left:
+        out.append(f"[{len(left[-1]['tools'])} tool(s) {shown(left[-1].get('reason'), one_line=True)}"
+                   + ("; /why lists them]" if in_chat else "]"))
     status = r["status"]
     if status == "awaiting_approval" and not in_chat:
         ids = ", ".join(a["id"] for a in r.get("pending_approvals", []))
         if ids:
-            typer.echo(f"[waiting for your approval: {ids}; answer with palui approvals approve|deny ID]")
+            out.append(f"[waiting for your approval: {ids}; answer with palui approvals approve|deny ID]")
         qs = ", ".join(q["id"] for q in r.get("pending_elicitations", []))
         if qs:
-            typer.echo(f"[waiting for your answer to {qs}; answer with palui elicitations answer ID FIELD=VALUE…]")
+            out.append(f"[waiting for your answer to {qs}; answer with palui elicitations answer ID FIELD=VALUE…]")
     elif status == "budget":
-        typer.echo(f"[turn ended: {shown(r.get('budget'), one_line=True)}]")
+        out.append(f"[turn ended: {shown(r.get('budget'), one_line=True)}]")
     elif status == "error":
-        typer.echo(f"[turn failed: {shown(r.get('error'), one_line=True)}]", err=True)
+        out.append(f"[turn failed: {shown(r.get('error'), one_line=True)}]")
     elif status == "stopped":
-        typer.echo("[turn stopped]")
+        out.append("[turn stopped]")
     elif status == "queued" and r.get("queued_behind"):
-        typer.echo(f"[{r['queued_reason']}]")
+        out.append(f"[{r['queued_reason']}]")
     elif status == "queued":
         when = f"; it can start after {r['start_after']}" if r.get("start_after") else ""
-        typer.echo(f"[queued: the {r.get('queued_reason') or 'a cap'} is reached{when}]")
+        out.append(f"[queued: the {r.get('queued_reason') or 'a cap'} is reached{when}]")
+    return out
+
+
+class Printer:
+    """Prints a turn as it happens for ``palui run`` and ``palui approvals approve|deny``: streamed text
+    piece by piece, compact tool lines, then the result (:meth:`outcome`)."""
+
+    def __init__(self, err: bool = False, header: str | None = None) -> None:
+        self.err = err
+        self.header = header  # printed once, before the first event or the outcome
+        self.stream: StreamShown | None = None
+
+    def _head(self) -> None:
+        if self.header is not None:
+            typer.echo(self.header, err=self.err)
+            self.header = None
+
+    def _end_stream(self, mark: str = "") -> None:
+        if self.stream is not None:
+            typer.echo(self.stream.end() + mark, err=self.err)
+            self.stream = None
+
+    def __call__(self, e: dict[str, Any]) -> None:
+        self._head()
+        kind = e.get("type")
+        if kind == "text_delta":
+            if self.stream is None:
+                self.stream = StreamShown()
+            typer.echo(self.stream.feed(e["text"]), nl=False, err=self.err)
+            return
+        if kind == "text_discarded":
+            self._end_stream(" [discarded (retrying)]")
+            return
+        if kind == "text":
+            if self.stream is None:  # not streamed (another process ran it): the whole text now
+                typer.echo(shown(e["text"]), err=self.err)
+            self._end_stream()
+            return
+        lines = event_lines(e)
+        if lines:
+            self._end_stream()
+        for line in lines:
+            typer.echo(line, err=self.err)
+
+    def outcome(self, r: dict[str, Any]) -> None:
+        self._head()
+        self._end_stream()
+        for line in outcome_lines(r, answer_shown=True):
+            typer.echo(line, err=r["status"] == "error")
+
+
+def outcome(r: dict[str, Any], in_chat: bool = False) -> None:
+    """Print a turn's result (the answer and how it ended) when no events were printed."""
+    for line in outcome_lines(r, in_chat=in_chat):
+        typer.echo(line, err=r["status"] == "error")

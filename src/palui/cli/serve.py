@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from palui.cli.common import app, service
+from palui.cli.common import app, fail, service
+from palui.errors import ConfigError
 
 
 @app.command("serve")
@@ -18,10 +19,13 @@ def serve_cmd(
 
     channels.register()  # the chat channels run with the service (issue 13)
     svc = service()
-    serve(
-        svc,
-        host or svc.settings.get("serve.host"),
-        svc.settings.get("serve.port") if port is None else port,
-        typer.echo,
-        tick_seconds=float(__import__("os").environ.get("PALUI_TICK_SECONDS", "1")),
-    )
+    try:
+        serve(
+            svc,
+            host or svc.settings.get("serve.host"),
+            svc.settings.get("serve.port") if port is None else port,
+            typer.echo,
+            tick_seconds=float(__import__("os").environ.get("PALUI_TICK_SECONDS", "1")),
+        )
+    except ConfigError as e:  # the full apprise check (every other start checks the syntax only)
+        fail(f"configuration error: {e}")

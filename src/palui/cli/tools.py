@@ -73,10 +73,14 @@ def tools_disable(names: list[str]) -> None:
 @tools_app.command("enable-read")
 def tools_enable_read(connector: str | None = typer.Argument(None)) -> None:
     """Switch on every read tool (of CONNECTOR, or of all), except tools flagged changed."""
-    rows = service().enable_read(connector)
+    svc = service()
+    rows = svc.enable_read(connector)
     for r in rows:
         typer.echo(f"{r.name}: on")
     typer.echo(f"{len(rows)} read tool(s) switched on")
+    warning = svc.tool_budget_warning()
+    if warning:
+        typer.echo(f"warning: {warning}", err=True)
 
 
 KIND_WORDS = {

@@ -33,13 +33,17 @@ def jobs_add(
         metavar="ZONE",
         help="Time zone of the cron expression (default caps.timezone, else the system zone).",
     ),
+    connector: list[str] = typer.Option(
+        [], "--connector", metavar="ID", help="Offer the job only this connector's tools (repeat for more)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Add a scheduled job. It runs while `palui serve` runs; runs missed meanwhile are coalesced into one."""
-    j = service().add_job(name, cron, prompt, token_cap, tz)
+    j = service().add_job(name, cron, prompt, token_cap, tz, connector or None)
     if as_json:
         return emit_json(j)
-    typer.echo(f"job {j['name']} added ({j['cron']}, {j['tz']}); next run {j['next_run']}")
+    scope = f"; only {', '.join(j['connectors'])}" if j["connectors"] else ""
+    typer.echo(f"job {j['name']} added ({j['cron']}, {j['tz']}{scope}); next run {j['next_run']}")
 
 
 @jobs_app.command("list")
@@ -62,12 +66,22 @@ def jobs_list(as_json: bool = typer.Option(False, "--json", help="Print JSON."))
                 (j["last_run"] or "-")[:16].replace("T", " "),
                 j["last_status"] or "-",
                 f"{j['tokens_today']}/{j['token_cap']}",
+                ",".join(j["connectors"]) if j["connectors"] else "all",
                 _short(j["prompt"]),
             ]
             for j in rows
         ],
-        ["NAME", "CRON", "ZONE", "NEXT RUN", "LAST RUN", "LAST", "TOKENS", "PROMPT"],
+        ["NAME", "CRON", "ZONE", "NEXT RUN", "LAST RUN", "LAST", "TOKENS", "CONNECTORS", "PROMPT"],
     )
+    if service().jobs_paused():
+        typer.echo("jobs are paused by the emergency brake (palui stop --all); palui jobs resume")
+
+
+@jobs_app.command("resume")
+def jobs_resume() -> None:
+    """Let the jobs run again after palui stop --all (each from its next scheduled time)."""
+    was = service().resume_jobs()
+    typer.echo("jobs resumed" if was else "jobs were not paused")
 
 
 @jobs_app.command("remove")
@@ -84,15 +98,15 @@ def jobs_run(
 ) -> None:
     """Run a job now (through the live service when one runs on this PALUI_HOME, else here)."""
     svc = service()
-    on_event = None if as_json else (lambda e: render.event(e, err=False))
+    printer = None if as_json else render.Printer()
     client = live_service(svc)
     if client:
         from urllib.parse import quote
 
-        r = client.stream(f"/api/jobs/{quote(name, safe='')}/run", {}, on_event)
+        r = client.stream(f"/api/jobs/{quote(name, safe='')}/run", {}, printer)
     else:
-        r = run_async(svc, svc.run_job(name, on_event))
-    finish_turn(r, as_json)
+        r = run_async(svc, svc.run_job(name, printer))
+    finish_turn(r, as_json, printer)
 
 
 @webhooks_app.command("add")

@@ -1,16 +1,22 @@
-"""``palui run``, ``palui approvals …``, ``palui status``, ``palui audit``, ``palui inbox`` (SPEC §5, §8, §11)."""
+"""``palui run``, ``palui approvals …``, ``palui status``, ``palui inbox`` (SPEC §5, §8, §11).
+
+``palui audit`` is in :mod:`palui.cli.audit`.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import time
 
 import typer
 
 from palui.cli import render
-from palui.cli.common import app, emit_json, fail, service, table
+from palui.cli.common import app, emit_json, fail, service
 from palui.errors import ModelConfigError
 from palui.text.display import shown, shown_json
 from palui.text.prompts import mark_line
+from palui.text.status import governance_lines
+from palui.text.when import expiry, local
 
 approvals_app = typer.Typer(help="Pending approvals: list, show, approve, deny.", no_args_is_help=True)
 app.add_typer(approvals_app, name="approvals")
@@ -23,10 +29,13 @@ def exit_code(status: str) -> int:
     return EXIT.get(status, 1)
 
 
-def finish_turn(r: dict, as_json: bool) -> None:
-    """Print a turn's result (JSON, or the answer and how it ended) and exit with its status code."""
+def finish_turn(r: dict, as_json: bool, printer: render.Printer | None = None) -> None:
+    """Print a turn's result (JSON, or how it ended after ``printer`` showed its events; without one,
+    the answer too) and exit with its status code."""
     if as_json:
         emit_json(r)
+    elif printer is not None:
+        printer.outcome(r)
     else:
         render.outcome(r)
     raise typer.Exit(exit_code(r["status"]))
@@ -82,25 +91,26 @@ def run_cmd(message: str = typer.Argument(..., help="The message for the agent."
     svc = service()
     client = live_service(svc)
     spec = check_model(model, svc, as_json, remote=client is not None)
+    printer = None if as_json else render.Printer()
     questions = questions_for(svc, client)
 
     def on_event(e: dict) -> None:
-        if not as_json:
-            render.event(e, err=False)
+        if printer:
+            printer(e)
         questions.on_event(e)  # a server's question inside an open call: asked on this terminal
 
     if client:
-        r = client.run(message, conversation=conversation, model=spec, on_event=on_event)
+        r = client.run(message, conversation=conversation, model=spec, on_event=on_event, channel="cli")
         r = asyncio.run(questions.settle(r, lambda i, a, c: asyncio.to_thread(client.answer_elicitation, i, a, c,
                                                                                 on_event)))
     else:
         async def go() -> dict:
-            r = await svc.send(message, conversation=conversation, model=spec, on_event=on_event)
+            r = await svc.send(message, conversation=conversation, model=spec, on_event=on_event, channel="cli")
             return await questions.settle(
                 r, lambda i, a, c: svc.answer_elicitation_and_resume(i, a, c, "cli", on_event))
 
         r = run_async(svc, go())
-    finish_turn(r, as_json)
+    finish_turn(r, as_json, printer)
 
 
 def questions_for(svc, client):
@@ -118,15 +128,19 @@ def questions_for(svc, client):
 def approvals_list(all_: bool = typer.Option(False, "--all", help="Include answered, expired and cancelled."),
                    as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List pending approvals (with --all, every approval)."""
-    rows = service().approvals(None if all_ else "pending")
+    svc = service()
+    rows = svc.approvals(None if all_ else "pending")
     if as_json:
         return emit_json(rows)
     if not rows:
         typer.echo("no pending approvals" if not all_ else "no approvals")
         return
+    tz, now = svc.timezone(), time.time()
     for a in rows:
         typer.echo(f"{a['id']}  {a['status']:<9} {a['tool']} ({a['class']}) {render.exact(a['args'], 200)}")
-        typer.echo(f"    {shown(a['reason'], one_line=True)}; expires {a['expires_at']}")
+        when = expiry(a["expires_at"], now, tz) if a["status"] == "pending" else f"answered via {a['answered_via']}" \
+            if a["answered_via"] else f"expiry was {local(a['expires_at'], tz)}"
+        typer.echo(f"    {shown(a['reason'], one_line=True)}; {when}")
         for m in a["untrusted_args"]:
             typer.echo(f"    {mark_line(m)}")
 
@@ -149,17 +163,16 @@ def approvals_show(approval_id: str, as_json: bool = typer.Option(False, "--json
 
 def _answer(approval_id: str, approve: bool, as_json: bool) -> None:
     svc = service()
-    on_event = None if as_json else (lambda e: render.event(e))
+    printer = None if as_json else render.Printer(header=f"{approval_id}: {'approved' if approve else 'denied'}")
     client = live_service(svc)
     if client:
-        r = client.answer(approval_id, approve, on_event)
+        r = client.answer(approval_id, approve, printer)
     else:
-        r = run_async(svc, svc.answer_and_resume(approval_id, approve, "cli", on_event=on_event))
+        r = run_async(svc, svc.answer_and_resume(approval_id, approve, "cli", on_event=printer))
     if as_json:
         emit_json(r)
-    else:
-        typer.echo(f"{approval_id}: {'approved' if approve else 'denied'}")
-        render.outcome(r)
+    elif printer is not None:
+        printer.outcome(r)
 
 
 @approvals_app.command("approve")
@@ -186,33 +199,25 @@ def status_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON.")
 
 
 def print_status(s: dict) -> None:
-    typer.echo(f"model: {s['model'] or '(none configured)'}")
-    typer.echo(f"tokens today: {s['tokens_today']} of {s['caps']['daily_tokens']}")
-    typer.echo(f"runs in the last hour: {s['runs_last_hour']} of {s['caps']['runs_per_hour']}")
-    if s["paused"]:
-        typer.echo(f"paused: {s['paused_reason']} until {s['paused_until']}")
-    else:
-        typer.echo("paused: no")
-    typer.echo("connectors: " + ", ".join(f"{c['id']} ({shown(c['state'], one_line=True)})" for c in s["connectors"]))
-    typer.echo(f"pending approvals: {s['pending_approvals']}")
+    for line in status_lines(s):
+        typer.echo(line)
+
+
+def status_lines(s: dict) -> list[str]:
+    """``/status`` as lines (SPEC §8): model, tokens and caps, runs, pause, connectors, approvals."""
+    out = [f"model: {s['model'] or '(none configured)'}",
+           f"tokens today: {s['tokens_today']} of {s['caps']['daily_tokens']}",
+           f"runs in the last hour: {s['runs_last_hour']} of {s['caps']['runs_per_hour']}",
+           f"paused: {s['paused_reason']} until {s['paused_until']}" if s["paused"] else "paused: no",
+           "connectors: " + ", ".join(f"{c['id']} ({shown(c['state'], one_line=True)})" for c in s["connectors"]),
+           f"pending approvals: {s['pending_approvals']}"]
     for ch in s.get("channels", []):  # chat channels (issue 13)
         failure = f"; last delivery failure: {shown(ch['last_failure'], one_line=True)}" if ch["last_failure"] else ""
-        typer.echo(f"channel {ch['name']}: {shown(ch['state'], one_line=True)}{failure}")
+        out.append(f"channel {ch['name']}: {shown(ch['state'], one_line=True)}{failure}")
     if s.get("pending_elicitations"):
-        typer.echo(f"questions from MCP servers waiting: {s['pending_elicitations']} (palui elicitations list)")
-
-
-@app.command("audit")
-def audit_cmd(turn: str | None = typer.Option(None, "--turn", help="Only this turn's calls."),
-              limit: int = typer.Option(200, "--limit", help="At most this many rows (newest)."),
-              as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """The tool-call log: decision, reason and outcome of every call."""
-    rows = service().audit(turn, limit)
-    if as_json:
-        return emit_json(rows)
-    table([[r["time"][:19], r["turn"] or "", r["tool"], r["class"] or "?", r["verdict"],
-            "tainted" if r["tainted"] else "", r["outcome"], render.short(r["reason"], 70)] for r in rows],
-          ["TIME", "TURN", "TOOL", "CLASS", "VERDICT", "TAINT", "OUTCOME", "REASON"])
+        out.append(f"questions from MCP servers waiting: {s['pending_elicitations']} (palui elicitations list)")
+    out.extend(governance_lines(s))
+    return out
 
 
 @app.command("inbox")
@@ -229,9 +234,19 @@ def inbox_cmd(limit: int = typer.Option(50, "--limit"), as_json: bool = typer.Op
 
 @app.command("stop")
 def stop_cmd(conversation: str | None = typer.Option(None, "--conversation", help="Stop this conversation's turn."),
-             turn: str | None = typer.Option(None, "--turn", help="Stop this turn.")) -> None:
+             turn: str | None = typer.Option(None, "--turn", help="Stop this turn."),
+             every: bool = typer.Option(False, "--all", help="The emergency brake: stop every running, waiting or "
+                                                             "queued turn and pause the jobs until palui jobs "
+                                                             "resume.")) -> None:
     """Stop a running, waiting or queued turn from another terminal, and cancel its approvals."""
+    if every:
+        if conversation or turn:
+            fail("--all stops everything: give it alone", 2)
+        r = service().stop_all("cli")
+        typer.echo((f"stopped {', '.join(r['stopped'])}" if r["stopped"] else "no turn was running, waiting or queued")
+                   + "; jobs paused until palui jobs resume")
+        return
     if not conversation and not turn:
-        fail("give --conversation ID or --turn ID", 2)
+        fail("give --conversation ID, --turn ID or --all", 2)
     ids = service().stop(conversation=conversation, turn=turn)
     typer.echo(f"stopped {', '.join(ids)}" if ids else "nothing to stop")

@@ -54,6 +54,9 @@ class SyncReport:
     loosening_held: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     refused_duplicates: list[str] = field(default_factory=list)
+    #: (name, previous class, new class) of tools whose server's hints made the effective class stricter
+    #: by themselves (SPEC §7: a tightening applies without review; issue 12: the person is told).
+    class_tightened: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def needs_telling(self) -> list[str]:
@@ -67,6 +70,9 @@ class SyncReport:
         out += [
             f"Tool {n} asks for a looser class: it keeps its class until you review it." for n in self.loosening_held
         ]
+        out += [f"Tool {n}'s server tightened its class from {old} to {new}: the stricter class applies now; "
+                f"palui policy explain {n} says what that means for each turn."
+                for n, old, new in self.class_tightened]
         out += [f"A server listed two tools named {r!r}: both refused." for r in self.refused_duplicates]
         return out
 
@@ -175,7 +181,7 @@ def register_listing(
     for text in report.needs_telling:
         env.notify("notice", text)
     if env.on_change is not None and (report.changed or report.tightened or report.removed
-                                      or report.refused_duplicates):
+                                      or report.refused_duplicates or report.class_tightened):
         env.on_change()
     return report
 
@@ -259,6 +265,8 @@ def _apply_mcp_change(
             " WHERE connector_id=? AND raw_name=?",
             (ann_json, new_hash, hints.value if hints else None, "hints" if hints else None, now, *key),
         )
+        if user is None and new_eff.rank > old_eff.rank:
+            report.class_tightened.append((row["name"], old_eff.value, new_eff.value))
         if user is not None and new_eff.rank > user.rank:
             review["kind"] = "tightened"
             review["previous_user_class"] = user.value

@@ -23,6 +23,8 @@ from palui.runner import approvals, audit, redecide
 from palui.runner import elicitations as questions
 from palui.runner import state as st
 from palui.runner.eliciting import ElicitMixin
+from palui.runner.loops import LoopsMixin
+from palui.runner.outside import OutsideMixin
 from palui.runner.state import Turn
 from palui.store.tools import ToolRow
 from palui.text.prompts import approval_prompt
@@ -39,11 +41,21 @@ MAX_UNTRUSTED_CHARS = 1_000_000  # characters of one untrusted output kept for a
 CONNECT_TIMEOUT = 30.0  # seconds to start an MCP connector before a turn gives up on it
 
 
+def left_out_by_budget(t: Turn, name: str, budget: int) -> bool:
+    """Whether the tool ``name``, on and allowed at the turn's start, was left out of the offered set by
+    ``budgets.tools`` (SPEC §6). The turn's ``tools_left_out`` event says so; a turn stored before that
+    event existed counts an offered set as full as the budget."""
+    for e in t.events:
+        if e.get("type") == "tools_left_out":
+            return name in (e.get("tools") or [])
+    return len(t.offered or []) >= budget
+
+
 class StopRequested(Exception):
     """``/stop`` was asked for this turn (by any process)."""
 
 
-class CallsMixin(ElicitMixin):
+class CallsMixin(ElicitMixin, LoopsMixin, OutsideMixin):
     """The call half of the turn runner. It uses these of :class:`~palui.runner.turn.TurnRunner`:"""
 
     deps: RunnerDeps
@@ -54,6 +66,9 @@ class CallsMixin(ElicitMixin):
         raise NotImplementedError
 
     def _emit(self, t: Turn, event: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _live(self, t: Turn, event: dict[str, Any]) -> None:
         raise NotImplementedError
 
     def _save(self, t: Turn) -> None:
@@ -95,6 +110,9 @@ class CallsMixin(ElicitMixin):
                                             approvals.status(self.db, call["approval"]) == "approved"):
                 # SPEC §6 / issue 10 §5: after the time budget is spent, no call reaches a connector.
                 self._not_dispatched(t, call)
+                continue
+            if why := self._loop_reason(t, call):
+                self._not_run(t, call, why)  # issue 15 §3: a looping turn ends; the model is not asked again
                 continue
             if call["state"] == "asked":
                 ok, why = approvals.consume(self.db, call["approval"], call)
@@ -138,6 +156,8 @@ class CallsMixin(ElicitMixin):
                 continue
             if await self._decide_and_run(t, call):
                 return True
+        if not self._loop_stop and self._time_left(t) > 0:  # out of time: the time budget is what ended it
+            self._loop_stop = self._streak_reason(t)
         # The outcome tells providers that mark failed results (Anthropic's is_error) which ones failed.
         returns = [
             ToolReturnPart(
@@ -152,16 +172,25 @@ class CallsMixin(ElicitMixin):
         t.pending = None
         return False
 
+    def _not_offered_reason(self, t: Turn, row: ToolRow | None, name: str) -> str:
+        """Why a call to a tool that was not offered this turn is refused, as one sentence with the fix
+        (SPEC §3; issue 12: a switched-on tool left out by the tool budget says so)."""
+        if row is None:
+            return "no tool has this name"
+        d = decide(row.tool_class, row.enabled, t.origin, t.tainted, t.taint_source)
+        if not d.offered:
+            return d.reason
+        if row.needs_tasks:
+            return f"the tool {NEEDS_TASKS}"
+        budget = int(self.settings.get("budgets.tools"))
+        if left_out_by_budget(t, name, budget):
+            return f"left out by budgets.tools ({budget}): raise it or switch tools off"
+        return "it was switched on or reclassed after this turn started: it is offered from the next turn"
+
     async def _decide_and_run(self, t: Turn, call: dict[str, Any]) -> bool:
         row = self._row(call["tool"])
         if row is None or call["tool"] not in (t.offered or []):
-            why = "not offered this turn" + ("" if row else ": unknown tool")
-            if row is not None:
-                d = decide(row.tool_class, row.enabled, t.origin, t.tainted, t.taint_source)
-                if not d.offered:
-                    why = f"not offered this turn ({d.reason})"
-                elif row.needs_tasks:
-                    why = f"not offered this turn (the tool {NEEDS_TASKS})"
+            why = self._not_offered_reason(t, row, call["tool"])
             self._refuse(t, call, row, "off" if row is not None and not row.enabled else "unavailable", why)
             return False
         if not self._is_builtin(row):
@@ -189,6 +218,7 @@ class CallsMixin(ElicitMixin):
             self._result(t, call, f"Error: {call['bad_args']}", True)
             self._audit(t, call, row, d.verdict.value, d.reason, "error: bad arguments")
             return False
+        d = self._rule_of_two(t, call, row, d)  # issue 15 §6: a read that reaches outside may ask
         if d.verdict is Verdict.ASK:
             expiry = self.settings.get(
                 "approvals.job_expiry_seconds" if t.origin is Origin.JOB else "approvals.chat_expiry_seconds"
@@ -294,6 +324,7 @@ class CallsMixin(ElicitMixin):
                 return False
         call["state"] = "sent"
         self._save(t)  # durable marker: a crash from here on never re-runs the call
+        self._live(t, {"type": "tool_start", "tool": row.name, "args": call["args"]})
         ctx = CallContext(
             turn_id=t.id,
             conversation_id=t.conversation_id,
@@ -338,9 +369,11 @@ class CallsMixin(ElicitMixin):
         duration = (time.monotonic() - started) * 1000
         untrusted = result.untrusted if result.untrusted is not None else row.untrusted_output
         untrusted = bool(untrusted) and not (row.trusted_source or row.connector_trusted)
+        newly_tainted = untrusted and not t.tainted
         if untrusted:
             self._taint(
-                t, f"{row.name} at step {t.steps}", result.untrusted_texts or [result.text], result.taint_detail
+                t, f"{row.name} at step {t.steps}", result.untrusted_texts or [result.text], result.taint_detail,
+                announce=False,
             )
         self._result(t, call, result.text, result.is_error)
         outcome = ("approved; " if approved else "") + ("error" if result.is_error else "ok")
@@ -360,13 +393,16 @@ class CallsMixin(ElicitMixin):
                 "duration_ms": round(duration, 1),
             },
         )
+        if newly_tainted:  # after the call's own line: events in the order they happened (issue 12)
+            self._emit(t, {"type": "tainted", "source": t.taint_source})
         return False
 
-    def _taint(self, t: Turn, source: str, texts: list[str], detail: str | None) -> None:
+    def _taint(self, t: Turn, source: str, texts: list[str], detail: str | None, announce: bool = True) -> None:
         if not t.tainted:
             t.tainted = True
-            t.taint_source = source + (f" ({detail})" if detail else "")
-            self._emit(t, {"type": "tainted", "source": t.taint_source})
+            t.taint_source = source + (f", {detail}" if detail else "")  # one sentence: no nested parentheses
+            if announce:
+                self._emit(t, {"type": "tainted", "source": t.taint_source})
         with self.db.write() as c:
             for text in texts:
                 c.execute(

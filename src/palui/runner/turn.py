@@ -61,14 +61,30 @@ class TurnRunner(CallsMixin):
     # -- helpers ----------------------------------------------------------------------------
 
     def _emit(self, t: Turn, event: dict[str, Any]) -> None:
-        event = {"time": time.time(), **event}
+        """Store ``event`` with the turn (its ``seq`` is its index there) and hand it to the front end."""
+        event = {"time": time.time(), "seq": len(t.events), **event}
         t.events.append(event)
         self.run_events.append(event)
+        self._live(t, event)
+
+    def _live(self, t: Turn, event: dict[str, Any]) -> None:
+        """Hand ``event`` to the front end only, not stored: the pieces of streamed text
+        (``text_delta``, ``text_discarded``) and ``tool_start`` (issue 12). The stored events
+        (``text``, ``tool_call``) carry the same facts when complete."""
         if self.on_event:
             try:
-                self.on_event(event)
+                self.on_event(event if "time" in event else {"time": time.time(), **event})
             except Exception:  # a front end's printing problem must not break the turn
                 pass
+
+    def _on_request_event(self, t: Turn, event: dict[str, Any]) -> None:
+        """What the model request reports while it runs (:data:`palui.models.StreamSink`): text pieces
+        and discards go to the front end only; a provider retry is stored too."""
+        event = {**event, "step": t.steps + 1}
+        if event["type"] == "retry":
+            self._emit(t, event)
+        else:
+            self._live(t, event)
 
     def _time_left(self, t: Turn) -> float:
         # Time spent waiting for the person's answer to a server's question is not counted (SPEC §6).
@@ -160,6 +176,8 @@ class TurnRunner(CallsMixin):
                     t.status = TurnStatus.AWAITING_APPROVAL
                     return self._save(t)
                 self._save(t)
+                if self._loop_stop:  # issue 15 §3: the turn ends; the model is not asked again
+                    return self._budget_end(t, self._loop_stop)
             # Step boundary: budgets and caps.
             if t.steps >= int(self.settings.get("budgets.steps")):
                 return self._budget_end(t, f"step budget reached ({self.settings.get('budgets.steps')} model steps)")
@@ -173,7 +191,9 @@ class TurnRunner(CallsMixin):
             defs = self._definitions(t)
             self._emit(t, {"type": "step", "step": t.steps + 1, "tools_offered": [d.name for d in defs]})
             try:
-                response = await self._guarded(t, request(handle, self._messages(t), defs, left), left)
+                response = await self._guarded(
+                    t, request(handle, self._messages(t), defs, left, lambda e: self._on_request_event(t, e)), left
+                )
             except TimeoutError:
                 return self._budget_end(t, f"time budget reached ({self.settings.get('budgets.seconds')} s)")
             t.steps += 1
@@ -252,10 +272,10 @@ class TurnRunner(CallsMixin):
 
     # -- offering tools -------------------------------------------------------------------------
 
-    def _rows(self) -> dict[str, ToolRow]:
+    def _rows(self, scope: list[str] | None = None) -> dict[str, ToolRow]:
         rows = tools_store.list_tools(self.db, present_only=True)
         enabled_conns = {r["id"] for r in self.db.all("SELECT id FROM connectors WHERE enabled = 1")}
-        return {r.name: r for r in rows if r.connector in enabled_conns}
+        return {r.name: r for r in rows if r.connector in enabled_conns and (scope is None or r.connector in scope)}
 
     def _row(self, name: str) -> ToolRow | None:
         """One tool as stored now (the call-time check reads it fresh), None if gone or its connector is off."""
@@ -269,7 +289,10 @@ class TurnRunner(CallsMixin):
         """The tools offered this turn, fixed at its start and stored (SPEC §6)."""
         if t.origin is Origin.WEBHOOK:
             return []
-        rows = self._rows()
+        scope = self.deps.job_connectors(t.job_id)
+        if scope is not None:  # issue 15 §7: a job limited to some connectors; cut before ranking
+            self._emit(t, {"type": "scope", "connectors": scope})
+        rows = self._rows(scope)
         mcp = sorted({r.connector for r in rows.values() if r.enabled and not self._is_builtin(r)})
         for cid in mcp:
             try:
@@ -278,7 +301,7 @@ class TurnRunner(CallsMixin):
                 await asyncio.wait_for(self.deps.hub.get(cid), timeout=limit)
             except Exception as e:
                 self._emit(t, {"type": "connector_error", "connector": cid, "error": str(e)[:300]})
-        rows = self._rows()
+        rows = self._rows(scope)
         failed = {e["connector"] for e in t.events if e.get("type") == "connector_error"}
         candidates = []
         for r in rows.values():

@@ -56,6 +56,8 @@ def serve(svc, host: str, port: int, echo: Callable[[str], None], tick_seconds: 
         other = discovery.find_service(settings)
         where = f" (pid {other.pid}, {other.url})" if other else ""
         raise PaluiError(f"a Palui service already runs on this PALUI_HOME{where}")
+    # The full check of the apprise URLs (every other start checks their syntax only, issue 12).
+    svc.check_delivery_targets()
     if not is_loopback(host) and not discovery.read_token(settings):
         raise PaluiError(f"refusing to listen on {host} (not loopback) before an access token exists: start "
                          "once with the default host to create it, and keep it safe")

@@ -7,13 +7,21 @@ Routes (all JSON; errors are ``{"error": "…"}`` with 400/404/409):
 - ``GET /api/health``, ``GET /api/status``, ``GET /api/inbox``, ``GET /api/audit?turn=``
 - ``GET /api/connectors``, ``GET /api/tools``, ``POST /api/tools/{name}/class`` ``{"class"}``,
   ``POST /api/tools/{name}/reset|enable|disable|review``, ``POST /api/tools/enable-read`` ``{"connector"}``
-- ``POST /api/conversations`` → ``{"conversation"}``
-- ``POST /api/turns`` ``{"message","conversation","model","stream"}`` → the turn result, or with
-  ``stream`` an NDJSON stream of events ending with ``{"type":"result",…}``
-- ``GET /api/turns/{id}``, ``POST /api/stop`` ``{"conversation"|"turn"}``
-- ``GET /api/approvals?all=1``, ``POST /api/approvals/{id}/approve|deny`` (``{"stream"}``)
+- ``POST /api/conversations`` ``{"channel"}`` → ``{"conversation"}``; ``GET /api/conversations?channel=``,
+  ``GET /api/conversations/{id}``
+- ``POST /api/turns`` ``{"message","conversation","model","channel","stream","start"}`` → the turn result
+  (with ``"start": false`` at once: stored, started by the tick when its turn comes), or with
+  ``stream`` an NDJSON stream: ``{"type":"turn","turn","conversation"}`` once the turn is stored, its
+  events, and ``{"type":"result",…}`` last
+- ``GET /api/turns/{id}``, ``GET /api/turns/{id}/events?after=N`` (NDJSON: the turn's events from index
+  N on, live pieces included, until it settles; ``{"type":"result",…}`` last), ``POST /api/stop``
+  ``{"conversation"|"turn"}``, or ``{"all": true}`` (every turn, jobs paused: ``{"stopped","jobs_paused"}``)
+- ``GET /api/approvals?all=1``, ``GET /api/approvals/{id}``, ``GET /api/approvals/{id}/wait?timeout=S``
+  (returns once it is not pending, or after S seconds, at most 60), ``POST /api/approvals/{id}/approve|deny``
+  (``{"stream"}``; ``{"wait": false}`` answers, resumes the turn here and returns the approval at once)
 - ``GET /api/elicitations?all=1``, ``GET /api/elicitations/{id}``, ``POST /api/elicitations/{id}/answer``
-  ``{"action": "accept"|"decline"|"cancel", "content": {…}, "stream"}`` (a server's question, SPEC §7)
+  ``{"action": "accept"|"decline"|"cancel", "content": {…}, "stream"}`` (a server's question, SPEC §7;
+  ``{"wait": false}`` answers, goes on with a paused turn here and returns the question at once)
 """
 
 from __future__ import annotations
@@ -122,7 +130,50 @@ async def enable_read(request, svc):
 
 @endpoint
 async def new_conversation(request, svc):
-    return JSONResponse({"conversation": svc.new_conversation()})
+    data = await body(request)
+    return JSONResponse({"conversation": svc.new_conversation(channel=data.get("channel") or "api")})
+
+
+@endpoint
+async def list_conversations(request, svc):
+    return JSONResponse(svc.conversations(int(request.query_params.get("limit", 50)),
+                                          channel=request.query_params.get("channel") or None))
+
+
+@endpoint
+async def get_conversation(request, svc):
+    return JSONResponse(svc.conversation(request.path_params["conversation"]))
+
+
+@endpoint
+async def follow_turn(request, svc):
+    """The turn's events from ``after`` on, as they happen, then its result (issue 12: a chat follows a
+    turn that continues after an answer given elsewhere, or a message that waited behind another)."""
+    tid = request.path_params["turn"]
+    try:
+        after = max(0, int(request.query_params.get("after", 0)))
+    except ValueError:
+        raise UsageError("after must be a whole number") from None
+    svc.turn_result(tid, [])  # an unknown turn is a 404 before the stream starts
+    q: asyncio.Queue = asyncio.Queue()
+
+    async def run() -> None:
+        try:
+            r = await svc.follow_turn(tid, after, q.put_nowait)
+            q.put_nowait({"type": "result", **r})
+        finally:
+            q.put_nowait(None)
+
+    task = asyncio.create_task(run())
+
+    async def lines():
+        try:
+            while (ev := await q.get()) is not None:
+                yield json.dumps(ev, default=str) + "\n"
+        finally:
+            task.cancel()  # done, or the client went away: stop following
+
+    return StreamingResponse(lines(), media_type="application/x-ndjson")
 
 
 async def _stream_or_wait(svc, turn_id: str, launched, stream: bool, q: asyncio.Queue | None = None) -> Response:
@@ -145,9 +196,12 @@ async def _stream_or_wait(svc, turn_id: str, launched, stream: bool, q: asyncio.
             svc.unsubscribe(turn_id, q)
         return JSONResponse(await asyncio.shield(task))
     q = q if q is not None else svc.subscribe(turn_id)
+    conversation = svc.conversation_of(turn_id)
 
     async def lines():
         try:
+            # First, that the turn is stored: a client that loses the connection after this knows it is kept.
+            yield json.dumps({"type": "turn", "turn": turn_id, "conversation": conversation}) + "\n"
             while True:
                 ev = await q.get()
                 if ev is None:
@@ -168,7 +222,11 @@ async def start_turn(request, svc):
     if not isinstance(message, str) or not message.strip():
         raise UsageError("\"message\" must be a non-empty string")
     model = svc.check_model(data.get("model") or svc.settings.model)  # a clear error before anything is stored
-    tid = svc.start_turn(message, conversation=data.get("conversation"), model=model)
+    tid = svc.start_turn(message, conversation=data.get("conversation"), model=model,
+                         channel=data.get("channel") or "api")
+    if data.get("start") is False:
+        # Stored only: the tick starts it when its conversation's earlier turns are done (SPEC §8).
+        return JSONResponse(svc.turn_result(tid, []))
     q = svc.subscribe(tid) if data.get("stream") else None
     launched = svc.launch(tid)
     return await _stream_or_wait(svc, tid, launched, bool(data.get("stream")), q)
@@ -182,12 +240,28 @@ async def get_turn(request, svc):
 @endpoint
 async def stop(request, svc):
     data = await body(request)
+    if data.get("all") is True:  # the emergency brake (issue 15 §7)
+        return JSONResponse(svc.stop_all("api"))
     return JSONResponse({"stopped": svc.stop(conversation=data.get("conversation"), turn=data.get("turn"))})
 
 
 @endpoint
 async def list_approvals(request, svc):
     return JSONResponse(svc.approvals(None if request.query_params.get("all") else "pending"))
+
+
+@endpoint
+async def get_approval(request, svc):
+    return JSONResponse(svc.approval(request.path_params["id"]))
+
+
+@endpoint
+async def wait_approval(request, svc):
+    try:
+        timeout = min(60.0, max(0.0, float(request.query_params.get("timeout", 25))))
+    except ValueError:
+        raise UsageError("timeout must be a number of seconds") from None
+    return JSONResponse(await svc.wait_approval(request.path_params["id"], timeout))
 
 
 @endpoint
@@ -207,6 +281,9 @@ async def answer_approval(request, svc):
         if e.turn_id:
             svc.launch(e.turn_id, (TurnStatus.AWAITING_APPROVAL,))  # the turn goes on with the refusal
         raise
+    if data.get("wait") is False:
+        svc.launch(a["turn"], (TurnStatus.AWAITING_APPROVAL,))
+        return JSONResponse(a)  # the caller follows the turn (GET /api/turns/{id}/events)
     q = svc.subscribe(a["turn"]) if data.get("stream") else None
     launched = svc.launch(a["turn"], (TurnStatus.AWAITING_APPROVAL,))
     return await _stream_or_wait(svc, a["turn"], launched, bool(data.get("stream")), q)
@@ -238,6 +315,10 @@ async def answer_elicitation(request, svc):
         if err.turn_id:
             svc.launch(err.turn_id, (TurnStatus.AWAITING_APPROVAL,))  # expired: a decline, the turn goes on
         raise
+    if data.get("wait") is False:  # as for approvals: the caller follows the turn itself
+        if e["era"] == "input_required":
+            svc.launch(e["turn"], (TurnStatus.AWAITING_APPROVAL,))
+        return JSONResponse(e)
     stream = bool(data.get("stream"))
     q = svc.subscribe(e["turn"]) if stream else None
     launched = svc.launch(e["turn"], (TurnStatus.AWAITING_APPROVAL,)) if e["era"] == "input_required" else None
@@ -255,10 +336,15 @@ def routes() -> list[Route]:
         Route("/api/tools/enable-read", enable_read, methods=["POST"]),
         Route("/api/tools/{name}/{action}", tool_action, methods=["POST"]),
         Route("/api/conversations", new_conversation, methods=["POST"]),
+        Route("/api/conversations", list_conversations, methods=["GET"]),
+        Route("/api/conversations/{conversation}", get_conversation),
         Route("/api/turns", start_turn, methods=["POST"]),
         Route("/api/turns/{turn}", get_turn),
+        Route("/api/turns/{turn}/events", follow_turn),
         Route("/api/stop", stop, methods=["POST"]),
         Route("/api/approvals", list_approvals),
+        Route("/api/approvals/{id}", get_approval),
+        Route("/api/approvals/{id}/wait", wait_approval),
         Route("/api/approvals/{id}/{action}", answer_approval, methods=["POST"]),
         Route("/api/elicitations", list_elicitations),
         Route("/api/elicitations/{id}", get_elicitation),

@@ -9,14 +9,21 @@ it inherits)::
     ├── ToolsPart        connectors, tools, classes, switches, review, explain    (tools.py)
     │   ├── MCPPart      MCP servers: add, import, refresh, remove, enable        (mcp_connectors.py)
     │   │   └── MCPSignInPart  OAuth: login, logout, the web sheet's sign-in    (mcp_signin.py)
+    │   ├── PolicyPinPart  policy snapshot and check, policy.check_file at start  (policy_pin.py)
+    │   ├── SuggestionsPart  classes suggested for unknown tools                  (suggestions.py)
+    │   ├── OutsidePart  Rule of Two flags: reaches outside, private connectors   (outside.py)
     │   └── StatusPart   /status, the pause state, the audit log                  (status.py)
+    │       ├── AuditLogPart  the hash-chained audit: verify, export, daily head  (audit_log.py)
+    │       ├── ReportPart  the governance report and its suggestions             (report.py)
     │       └── TurnsPart  start, launch, run, resume, stop                       (turns.py)
     │           ├── ConversationsPart  conversations and turns as shown           (conversations.py)
     │           │   └── ElicitationsPart  the one door for a server's questions   (elicitations.py)
     │           │       └── ApprovalsPart  the one door for answers, re-decision  (approvals.py)
-    │           │           └── ChannelsPart  chat channels: list, pairing, state  (channels.py)
-    │           │               └── ChannelUpdatesPart  updates once, chats, sent (channel_updates.py)
+    │           │           ├── ChannelsPart  chat channels: list, pairing, state  (channels.py)
+    │           │           │   └── ChannelUpdatesPart  updates once, chats, sent (channel_updates.py)
+    │           │           └── LivePart   following a turn, waiting for an answer (live.py)
     │           └── TriggersPart       jobs and webhooks                          (triggers.py)
+    │               └── BrakePart      stop everything, pause/resume jobs         (brake.py)
     └── MemoriesPart     memories and tasks                                       (memories.py)
 
 Mixins rather than delegation so that the API stays one flat object (``svc.tools()``,
@@ -27,14 +34,21 @@ reader sees from a part's base classes what it may use. Methods raise
 
 from __future__ import annotations
 
+from palui.service.audit_log import AuditLogPart
+from palui.service.brake import BrakePart
 from palui.service.channel_updates import ChannelUpdatesPart
+from palui.service.live import LivePart
 from palui.service.mcp_signin import MCPSignInPart
 from palui.service.memories import MemoriesPart
-from palui.service.triggers import TriggersPart
+from palui.service.outside import OutsidePart
+from palui.service.policy_pin import PolicyPinPart
+from palui.service.report import ReportPart
+from palui.service.suggestions import SuggestionsPart
 from palui.service.turns import Launched
 
 
-class Service(TriggersPart, ChannelUpdatesPart, MCPSignInPart, MemoriesPart):
+class Service(BrakePart, ChannelUpdatesPart, MCPSignInPart, MemoriesPart, AuditLogPart, PolicyPinPart, SuggestionsPart,
+              LivePart, OutsidePart, ReportPart):
     """Palui's service API over one ``PALUI_HOME`` (settings + database).
 
     Args:

@@ -23,6 +23,7 @@ from typing import Any
 
 from palui.errors import NotFound, UsageError
 from palui.service.channels import TITLES, ChannelsPart
+from palui.service.turns import CHANNEL
 from palui.types import Origin
 
 UPDATE_KEEP_SECONDS = 7 * 86400.0  # Telegram keeps unconfirmed updates 24 h: a week of keys is plenty
@@ -100,7 +101,7 @@ class ChannelUpdatesPart(ChannelsPart):
                           (name, chat)).fetchone()
             if r is not None and not new:
                 return str(r[0])
-            cid = self.new_conversation(Origin.CHAT)
+            cid = self.new_conversation(Origin.CHAT, channel=name if CHANNEL.match(name) else None)
             c.execute("INSERT INTO channel_chats (channel, chat_id, conversation_id, updated_at) VALUES (?,?,?,?)"
                       " ON CONFLICT (channel, chat_id) DO UPDATE SET conversation_id = excluded.conversation_id,"
                       " updated_at = excluded.updated_at", (name, chat, cid, time.time()))

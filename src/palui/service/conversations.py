@@ -37,18 +37,23 @@ class ConversationsPart(TurnsPart):
             r["pause"] = self.pause_state()
         return r
 
-    def conversations(self, limit: int = 50) -> list[dict[str, Any]]:
-        """Newest first: ``[{"id","origin","tainted","taint_source","title","last","turns","created_at"}]``
-        (``title`` is the first turn's input; times in epoch s)."""
+    def conversations(self, limit: int = 50, channel: str | None = None) -> list[dict[str, Any]]:
+        """Newest first: ``[{"id","origin","channel","tainted","taint_source","title","last","turns",
+        "live","created_at"}]`` (``title`` is the first turn's input; ``channel`` where it was started,
+        None when not recorded (before issue 12); ``live`` the number of turns running, waiting for
+        approval or queued; times in epoch s). ``channel`` keeps only those started there."""
+        where, params = ("WHERE c.channel = ?", (channel, limit)) if channel else ("", (limit,))
         rows = self.db.all(
-            "SELECT c.id, c.origin, c.tainted, c.taint_source, c.created_at,"
+            "SELECT c.id, c.origin, c.channel, c.tainted, c.taint_source, c.created_at,"
             " (SELECT input FROM turns t WHERE t.conversation_id = c.id ORDER BY t.created_at LIMIT 1) AS title,"
             " (SELECT MAX(created_at) FROM turns t WHERE t.conversation_id = c.id) AS last,"
-            " (SELECT COUNT(*) FROM turns t WHERE t.conversation_id = c.id) AS turns"
-            " FROM conversations c ORDER BY COALESCE(last, c.created_at) DESC LIMIT ?",
-            (limit,),
+            " (SELECT COUNT(*) FROM turns t WHERE t.conversation_id = c.id) AS turns,"
+            " (SELECT COUNT(*) FROM turns t WHERE t.conversation_id = c.id"
+            "  AND t.status IN ('running','awaiting_approval','queued')) AS live"
+            f" FROM conversations c {where} ORDER BY COALESCE(last, c.created_at) DESC LIMIT ?",
+            params,
         )
-        return [dict(r) for r in rows]
+        return [{**dict(r), "tainted": bool(r["tainted"])} for r in rows]
 
     def conversation(self, cid: str) -> dict[str, Any]:
         """One conversation with its turns (each :meth:`turn_detail`). Raises NotFound."""
@@ -62,6 +67,8 @@ class ConversationsPart(TurnsPart):
         return {
             "id": c["id"],
             "origin": c["origin"],
+            "channel": c["channel"],
+            "created_at": c["created_at"],
             "tainted": bool(c["tainted"]),
             "taint_source": c["taint_source"],
             "turns": turns,

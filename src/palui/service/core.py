@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo
 from palui.config import Settings, load_settings
 from palui.connectors.base import ConnectorEnv
 from palui.connectors.hub import ConnectorHub
+from palui.errors import ConfigError
 from palui.runner import caps, redecide
 from palui.service.notifier import Notifier
 from palui.service.runtime import Runtime
@@ -65,6 +66,23 @@ class ServiceCore:
         """
         self.notifier(kind, text, turn_id=turn_id, conversation_id=conversation_id, approval_id=approval_id,
                       elicitation_id=elicitation_id)
+
+    def check_delivery_targets(self) -> None:
+        """The full check of ``notify.apprise`` and ``messages.contacts`` that ``palui serve`` makes before
+        it starts (every other start checks their syntax only: importing apprise is slow). Raises
+        ConfigError naming the key and the item, never the URL (apprise URLs hold tokens)."""
+        from palui import delivery
+
+        fix = "is not a URL apprise can use: check the service name and the URL's parts in apprise's list of services"
+        where = self.settings.config_file
+        urls = list(self.settings.get("notify.apprise"))
+        for position in delivery.unknown_targets(urls):
+            scheme = urls[position - 1].split("://", 1)[0][:20]
+            raise ConfigError(f"{where}: key 'notify.apprise': item {position} (a {scheme}:// URL) {fix}")
+        contacts = dict(self.settings.get("messages.contacts"))
+        names = list(contacts)
+        for position in delivery.unknown_targets([contacts[n] for n in names]):
+            raise ConfigError(f"{where}: key 'messages.contacts': contact {names[position - 1]!r} {fix}")
 
     def inbox(self, limit: int = 100) -> list[dict[str, Any]]:
         """The newest ``limit`` messages, oldest first: ``[{"time","kind","text","turn"}]`` (ISO 8601 UTC)."""

@@ -66,6 +66,7 @@ def _report_dict(cid: str, report: SyncReport | None) -> dict[str, Any]:
         "loosening_held": r.loosening_held,
         "removed": r.removed,
         "refused_duplicates": r.refused_duplicates,
+        "class_tightened": [{"tool": n, "from": old, "to": new} for n, old, new in r.class_tightened],
     }
 
 

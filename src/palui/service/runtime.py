@@ -43,6 +43,9 @@ class Runtime:
         self.tick_seconds = tick_seconds
         self.tasks: dict[str, asyncio.Task] = {}
         self.listeners: dict[str, list[asyncio.Queue[dict[str, Any] | None]]] = {}
+        # The stored events (those with a ``seq``) each running task has sent so far: a late subscriber
+        # gets them first, so it misses none that are not yet saved (:meth:`subscribe_from`).
+        self.backlog: dict[str, list[dict[str, Any]]] = {}
         self.tickers: list[Ticker] = []
         self.draining = False
         self._loop_task: asyncio.Task | None = None
@@ -62,13 +65,16 @@ class Runtime:
         self._loop_task = asyncio.create_task(self._loop())
 
     def install_tickers(self) -> None:
-        """Register the job scheduler's tick (once). Raises ConfigError for a bad ``PALUI_TEST_CLOCK``."""
+        """Register the job scheduler's tick and the daily post of the audit head (once). Raises
+        ConfigError for a bad ``PALUI_TEST_CLOCK``."""
+        from palui.service.audit_log import AuditHeadPost
         from palui.service.scheduler import Scheduler
         from palui.triggers import clock
 
         clock.now()  # a bad test clock refuses to start
         if not self.tickers:
             self.tickers.append(Scheduler(self.svc).tick)
+            self.tickers.append(AuditHeadPost(self.svc).tick)
 
     async def shutdown(self, grace_seconds: float = 30.0) -> None:
         """Drain: no new work; turns in flight pause at their next step boundary."""
@@ -135,6 +141,8 @@ class Runtime:
 
     def _fanout(self, turn_id: str, extra: EventSink | None) -> EventSink:
         def send(event: dict[str, Any]) -> None:
+            if "seq" in event:
+                self.backlog.setdefault(turn_id, []).append(event)
             for q in self.listeners.get(turn_id, []):
                 q.put_nowait(event)
             if extra is not None:
@@ -153,6 +161,7 @@ class Runtime:
                 return await self.svc.run_claimed(turn_id, self._fanout(turn_id, on_event),
                                                   drain=lambda: self.draining)
             finally:
+                self.backlog.pop(turn_id, None)
                 for q in self.listeners.get(turn_id, []):
                     q.put_nowait(None)
 
@@ -166,6 +175,11 @@ class Runtime:
         q: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         self.listeners.setdefault(turn_id, []).append(q)
         return q
+
+    def subscribe_from(self, turn_id: str) -> tuple[list[dict[str, Any]], asyncio.Queue[dict[str, Any] | None]]:
+        """(the stored events the turn's running task has sent so far, a queue of what follows); taken
+        together, with no await between, so nothing falls in the gap."""
+        return list(self.backlog.get(turn_id, [])), self.subscribe(turn_id)
 
     def unsubscribe(self, turn_id: str, q: asyncio.Queue[dict[str, Any] | None]) -> None:
         qs = self.listeners.get(turn_id, [])

@@ -3,6 +3,9 @@
 Every tick (``PALUI_TICK_SECONDS``, default 1 s) it reads the scheduler clock
 (:mod:`palui.triggers.clock`) and, for each job whose ``next_run`` has come, in order:
 
+0. while the emergency brake holds the jobs (``palui stop --all``, issue 15 §7), **skip** the run:
+   the next run moves to the next cron fire, and the person is told once per pause;
+
 1. **skip** the run when an earlier run of the job is still in progress (awaiting an
    approval, running or queued): the next run moves to the next cron fire, and the
    person is told once per waiting turn;
@@ -37,7 +40,13 @@ def run_due(svc: Service, launch: Launch, now: float | None = None) -> list[str]
     that refused it (or None). Returns the ids of the turns started."""
     now = clock.now() if now is None else now
     started = []
+    paused = svc.jobs_paused() is not None  # issue 15 §7: the emergency brake holds every job
     for job in jobs_mod.due(svc.db, now):
+        if paused:
+            tz = jobs_mod.zone_for(job.tz, svc.settings.get("caps.timezone"))
+            if jobs_mod.move(svc.db, job, next_run=jobs_mod.next_after(job.cron, now, tz)):
+                svc.note_jobs_paused()
+            continue
         try:
             tid = _fire(svc, job, launch, now)
         except Exception:  # one broken job must not stop the others

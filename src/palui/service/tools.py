@@ -34,13 +34,14 @@ class ToolsPart(ServiceCore):
             sync_tools(self.db, cid, specs, builtin=True)
 
     def connectors(self) -> list[dict[str, Any]]:
-        """Connectors: ``[{"id","kind","name","transport","state","trusted_source","tools","enabled_tools"}]``."""
+        """Connectors: ``[{"id","kind","name","transport","state","trusted_source","private","tools",
+        "enabled_tools"}]`` (``private``: its results are the person's private data, issue 15 §6)."""
         out = []
         for r in tools_store.list_connectors(self.db):
             out.append({
                 "id": r["id"], "kind": r["kind"], "name": r["name"], "transport": r["transport"],
                 "state": r["state"] if r["enabled"] else "disabled",
-                "trusted_source": bool(r["trusted_source"]), "tools": r["tools"],
+                "trusted_source": bool(r["trusted_source"]), "private": bool(r["private"]), "tools": r["tools"],
                 "enabled_tools": r["enabled_tools"],
             })
         return out
@@ -128,6 +129,23 @@ class ToolsPart(ServiceCore):
                 c.execute("UPDATE tools SET enabled = 1 WHERE connector_id = ? AND raw_name = ?",
                           (r.connector, r.tool))
         return [self.tool(r.name) for r in targets]
+
+    def tools_on(self) -> int:
+        """How many tools are switched on (listed, of an enabled connector): the candidates of every
+        chat turn's offer before the policy and ``budgets.tools`` (SPEC §6)."""
+        rows = tools_store.list_tools(self.db, present_only=True)
+        on_connectors = {r["id"] for r in self.db.all("SELECT id FROM connectors WHERE enabled = 1")}
+        return sum(1 for r in rows if r.enabled and r.connector in on_connectors)
+
+    def tool_budget_warning(self) -> str | None:
+        """A warning when more tools are on than ``budgets.tools`` (issue 12): each turn then offers only
+        the most relevant ones, and a call to one left out is refused. None when all fit."""
+        on, budget = self.tools_on(), int(self.settings.get("budgets.tools"))
+        if on <= budget:
+            return None
+        return (f"{on} tools are on, more than budgets.tools ({budget}): each turn offers the {budget} most "
+                f"relevant and leaves the others out; raise budgets.tools in palui.toml or switch tools off "
+                f"(palui tools disable NAME)")
 
     def tool_details(self, name: str) -> dict[str, Any]:
         """``palui tools show``: a tool's stored definition and, when flagged, the change that waits.

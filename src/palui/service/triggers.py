@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from palui.errors import JobRefused, PaluiError, WebhookRefused
+from palui.errors import JobRefused, PaluiError, UsageError, WebhookRefused
 from palui.runner import caps
 from palui.runner import state as st
 from palui.service.turns import TurnsPart
@@ -43,11 +43,16 @@ class TriggersPart(TurnsPart):
     # -- jobs: the table ------------------------------------------------------------------------
 
     def add_job(self, name: str, cron: str, prompt: str, token_cap: int | None = None,
-                tz: str | None = None) -> dict[str, Any]:
+                tz: str | None = None, connectors: list[str] | None = None) -> dict[str, Any]:
         """Add a job; returns it as :meth:`job` does. Its first run is the first cron fire after now
-        (scheduler clock). Raises UsageError (bad name, cron, zone, cap; name taken)."""
+        (scheduler clock). ``connectors`` limits its turns to those connectors' tools (issue 15 §7).
+        Raises UsageError (bad name, cron, zone, cap; name taken; unknown connector)."""
+        scope = sorted(set(connectors)) if connectors else None
+        for cid in scope or []:
+            if not self.db.one("SELECT 1 FROM connectors WHERE id = ?", (cid,)):
+                raise UsageError(f"--connector {cid!r}: no such connector (see: palui connectors list)")
         job = jobs_mod.add(self.db, name=name, cron=cron, prompt=prompt, token_cap=token_cap, tz=tz,
-                           caps_timezone=self.settings.get("caps.timezone"), now=clock.now())
+                           caps_timezone=self.settings.get("caps.timezone"), now=clock.now(), connectors=scope)
         return self.job_dict(job)
 
     def jobs(self) -> list[dict[str, Any]]:
@@ -76,8 +81,9 @@ class TriggersPart(TurnsPart):
 
     def job_dict(self, job: Job) -> dict[str, Any]:
         """``{"id","name","cron","prompt","token_cap","tz","next_run","last_run","last_turn","last_status",
-        "postponed_by","tokens_today","created_at"}``; times ISO 8601 in the job's zone, ``token_cap``
-        is the effective cap (the job's own, else ``caps.job_daily_tokens``)."""
+        "postponed_by","tokens_today","created_at","connectors"}``; times ISO 8601 in the job's zone,
+        ``token_cap`` is the effective cap (the job's own, else ``caps.job_daily_tokens``), ``connectors``
+        the connectors it is limited to (None: all)."""
         last = self.db.one("SELECT status FROM turns WHERE id = ?", (job.last_turn_id,)) if job.last_turn_id else None
         return {
             "id": job.id, "name": job.name, "cron": job.cron, "prompt": job.prompt,
@@ -89,6 +95,7 @@ class TriggersPart(TurnsPart):
             "postponed_by": job.postponed_by,
             "tokens_today": caps.tokens_today(self.db, caps.zone(self.settings.get("caps.timezone")), job.id),
             "created_at": self.job_time(job.created_at, job),
+            "connectors": job.scope,
         }
 
     # -- jobs: caps and starting runs ---------------------------------------------------------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ from palui.types import Origin, TurnStatus
 EventSink = Callable[[dict[str, Any]], None]
 
 RESUMABLE = (TurnStatus.AWAITING_APPROVAL,)
+#: A channel's name: where a conversation was started or an answer given (``terminal``, ``web``, ``telegram``…).
+CHANNEL = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 LIVE = ("running", "awaiting_approval", "queued")
 _LIVE_WORDS = {"running": "the running turn", "awaiting_approval": "the turn waiting for approval",
                "queued": "the queued turn"}
@@ -57,7 +60,7 @@ class TurnsPart(StatusPart):
     def runner_deps(self) -> RunnerDeps:
         """The narrow seam the runner receives (never the service itself)."""
         return RunnerDeps(db=self.db, settings=self.settings, hub=self.hub, notify=self.notifier,
-                          job_token_cap=self.job_token_cap)
+                          job_token_cap=self.job_token_cap, job_connectors=self.job_connectors)
 
     def preload(self) -> None:
         """Import the turn runner and the model library now (about 2 s), not inside the first turn
@@ -66,12 +69,21 @@ class TurnsPart(StatusPart):
 
     # -- creating turns --------------------------------------------------------------------------
 
-    def new_conversation(self, origin: Origin = Origin.CHAT) -> str:
-        """A new, clean conversation (SPEC §4: ``/new`` clears taint). Returns its id."""
+    def new_conversation(self, origin: Origin = Origin.CHAT, channel: str | None = None) -> str:
+        """A new, clean conversation (SPEC §4: ``/new`` clears taint). Returns its id.
+
+        ``channel`` is where it was started: ``terminal`` (``palui chat``), ``cli`` (``palui run``),
+        ``web``, ``api``, or a chat app's name; a job's or webhook's conversation is on ``job`` /
+        ``webhook``. Raises UsageError for a channel that is not a short lower-case word."""
+        if channel is None and origin is not Origin.CHAT:
+            channel = origin.value
+        if channel is not None and not CHANNEL.match(channel):
+            raise UsageError(f"unknown channel {channel!r}")
         cid = st.new_id("c")
         with self.db.write() as c:
             c.execute(
-                "INSERT INTO conversations (id, origin, created_at) VALUES (?,?,?)", (cid, origin.value, time.time())
+                "INSERT INTO conversations (id, origin, channel, created_at) VALUES (?,?,?,?)",
+                (cid, origin.value, channel, time.time()),
             )
         return cid
 
@@ -103,6 +115,7 @@ class TurnsPart(StatusPart):
         job_id: str | None = None,
         webhook_id: str | None = None,
         prompt: str | None = None,
+        channel: str | None = None,
     ) -> str:
         """Create a turn (status ``queued``; it counts as a run when it is admitted). Returns the turn id.
 
@@ -112,13 +125,14 @@ class TurnsPart(StatusPart):
 
         The turn starts tainted when its conversation is (SPEC §4: taint is sticky), and
         a webhook turn starts tainted by its payload. When the conversation has a live turn,
-        the new one waits behind it (:meth:`turn_result` says ``queued_behind``).
-        Raises UsageError (empty message), NotFound (unknown conversation).
+        the new one waits behind it (:meth:`turn_result` says ``queued_behind``). Without a
+        ``conversation`` a new one is started on ``channel`` (:meth:`new_conversation`).
+        Raises UsageError (empty message, bad channel), NotFound (unknown conversation).
         """
         if not isinstance(text, str) or not text.strip():
             raise UsageError("a turn needs a non-empty message")
         if conversation is None:
-            conversation = self.new_conversation(origin)
+            conversation = self.new_conversation(origin, channel)
         conv = self.db.one("SELECT * FROM conversations WHERE id = ?", (conversation,))
         if conv is None:
             raise NotFound(f"unknown conversation {conversation!r}")
@@ -127,7 +141,7 @@ class TurnsPart(StatusPart):
         now = time.time()
         tainted, source = bool(conv["tainted"]), conv["taint_source"]
         if tainted:
-            source = f"earlier in this conversation: {source}"
+            source = f"{source}, earlier in this conversation"
         with self.db.write() as c:
             ahead = c.execute(
                 "SELECT id FROM turns WHERE conversation_id = ? AND status IN"
@@ -241,9 +255,10 @@ class TurnsPart(StatusPart):
         model: str | None = None,
         origin: Origin = Origin.CHAT,
         on_event: EventSink | None = None,
+        channel: str | None = None,
     ) -> dict[str, Any]:
         """Start a turn and run it here: the ``palui run`` path."""
-        tid = self.start_turn(text, origin=origin, conversation=conversation, model=model)
+        tid = self.start_turn(text, origin=origin, conversation=conversation, model=model, channel=channel)
         return await self.run_turn(tid, on_event)
 
     async def resume_turn(self, turn_id: str, on_event: EventSink | None = None) -> dict[str, Any]:
@@ -251,21 +266,30 @@ class TurnsPart(StatusPart):
         a live service's tick does it by itself). Returns :meth:`turn_result`."""
         return await self.run_turn(turn_id, on_event, from_status=RESUMABLE)
 
-    async def resume_ready(self, on_event: EventSink | None = None) -> list[dict[str, Any]]:
+    async def resume_ready(self, on_event: EventSink | None = None,
+                           on_turn: Callable[[str], EventSink | None] | None = None) -> list[dict[str, Any]]:
         """Resume turns that no process is running but that can go on: their approval was
         answered or expired, the process running them died (kill -9, a crash), or the turn they
-        waited behind has ended. Used where no service runs (the service does this on every tick)."""
+        waited behind has ended. Used where no service runs (the service does this on every tick).
+        ``on_turn(turn_id)``, when given, is called before each turn runs and returns that turn's
+        event sink (a chat labels them); otherwise every turn's events go to ``on_event``."""
         approvals.sweep(self.db)
         st.recover_orphans(self.db)
         out = []
+
+        def sink(tid: str) -> EventSink | None:
+            return on_turn(tid) if on_turn is not None else on_event
+
         for tid in st.answered_turn_ids(self.db):
-            out.append(await self.run_turn(tid, on_event, from_status=RESUMABLE))
+            out.append(await self.run_turn(tid, sink(tid), from_status=RESUMABLE))
         # Recovered orphans (already counted as runs) and turns that waited behind another.
         for r in self.db.all(
             "SELECT t.id FROM turns t WHERE t.status = 'queued' AND (t.queued_behind IS NOT NULL"
             " OR EXISTS (SELECT 1 FROM runs x WHERE x.turn_id = t.id)) ORDER BY t.rowid"
         ):
-            result = await self.run_turn(r["id"], on_event)
+            if st.live_turn_before(self.db, r["id"]) is not None:
+                continue  # still behind a live turn of its conversation: not ready
+            result = await self.run_turn(r["id"], sink(r["id"]))
             if result["status"] != "queued":
                 out.append(result)
         return out
@@ -279,6 +303,11 @@ class TurnsPart(StatusPart):
             return None
         r = self.db.one("SELECT token_cap FROM jobs WHERE id = ?", (job_id,))
         return int(r[0]) if r and r[0] else None
+
+    def job_connectors(self, job_id: str | None) -> list[str] | None:
+        """The connectors a job is limited to (``palui jobs add --connector``), None for all or no job."""
+        r = self.db.one("SELECT connectors FROM jobs WHERE id = ?", (job_id,)) if job_id else None
+        return json.loads(r[0]) if r and r[0] else None
 
     def _tell_paused(self, cap: str) -> None:
         """Tell the person once per pause (SPEC §6): called only by the claim that paused. The

@@ -437,6 +437,58 @@ ALTER TABLE approvals ADD COLUMN deny_reason TEXT;  -- /deny ID REASON: what the
 """,
     )
 )
+MIGRATIONS.append(
+    (
+        30,
+        "conversations remember the channel they were started on (issue 12: palui conversations, chat --resume)",
+        """
+ALTER TABLE conversations ADD COLUMN channel TEXT;  -- terminal | cli | web | api | job | webhook | a chat app's name
+UPDATE conversations SET channel = origin WHERE origin IN ('job', 'webhook');
+UPDATE conversations SET channel = (SELECT cc.channel FROM channel_chats cc WHERE cc.conversation_id = conversations.id
+                                    LIMIT 1)
+ WHERE channel IS NULL AND id IN (SELECT conversation_id FROM channel_chats);
+""",
+    )
+)
+def _chain_audit(c: sqlite3.Connection) -> None:
+    """Rows written before the audit was hash-chained are chained once, in id order (issue 15 §2)."""
+    from palui.store.audit_chain import chain_existing
+
+    chain_existing(c)
+
+
+MIGRATIONS.append(
+    (
+        25,
+        "audit rows carry a hash over their content and the previous row's hash",
+        """
+ALTER TABLE audit ADD COLUMN prev_hash TEXT;  -- the previous row's hash (GENESIS for the first row)
+ALTER TABLE audit ADD COLUMN hash TEXT;       -- SHA-256 over prev_hash and the row (store/audit_chain.py)
+""",
+    )
+)
+MIGRATIONS.append((26, "chain the audit rows written before the chain, and write the audit_head file", _chain_audit))
+
+MIGRATIONS.append(
+    (
+        27,
+        "Rule of Two: a tool the person flags as reaching outside, a connector whose results are private",
+        """
+ALTER TABLE tools ADD COLUMN reaches_outside INTEGER NOT NULL DEFAULT 0;  -- the person's "reaches outside" flag
+ALTER TABLE connectors ADD COLUMN private INTEGER NOT NULL DEFAULT 0;     -- its results are the person's private data
+""",
+    )
+)
+
+MIGRATIONS.append(
+    (
+        28,
+        "a job limited to some connectors",
+        """
+ALTER TABLE jobs ADD COLUMN connectors TEXT;  -- JSON list of connector ids its turns are offered; NULL: all
+""",
+    )
+)
 
 # Issue 14: a server's question to the person (MCP elicitation) waits where approvals wait (SPEC §7).
 MIGRATIONS.append(

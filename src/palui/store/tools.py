@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from palui.policy.classify import effective_class
+from palui.policy.outside import reaches_outside
 from palui.store.db import Database
 from palui.text.display import hidden_in
 from palui.types import ClassSource, ToolClass
@@ -36,6 +37,14 @@ class ToolRow:
     connector_trusted: bool
     hidden_ack: str | None = None
     task_support: str | None = None
+    outside_flag: bool = False  # the person flagged it "reaches outside" (issue 15 §6)
+    connector_private: bool = False  # its connector's results are the person's private data (issue 15 §6)
+
+    @property
+    def reaches_outside(self) -> bool:
+        """``web__fetch_page``, ``openWorldHint: true`` or the person's flag (issue 15 §6; see
+        :func:`palui.policy.outside.reaches_outside`)."""
+        return reaches_outside(self.name, self.annotations, self.outside_flag)
 
     @property
     def needs_tasks(self) -> bool:
@@ -75,12 +84,15 @@ class ToolRow:
             "annotations": self.annotations,
             "present": self.present,
             "hidden_characters": self.hidden,
+            "reaches_outside": self.reaches_outside,
+            "reaches_outside_flag": self.outside_flag,
             "needs_tasks": self.needs_tasks,
         }
 
 
 _SELECT = (
-    "SELECT t.*, c.trusted_source AS connector_trusted FROM tools t JOIN connectors c ON c.id = t.connector_id"
+    "SELECT t.*, c.trusted_source AS connector_trusted, c.private AS connector_private FROM tools t"
+    " JOIN connectors c ON c.id = t.connector_id"
 )
 
 
@@ -98,6 +110,7 @@ def _row(r) -> ToolRow:
         trusted_source=bool(r["trusted_source"]), changed=bool(r["changed"]),
         review=json.loads(r["review_json"]) if r["review_json"] else None, present=bool(r["present"]),
         connector_trusted=bool(r["connector_trusted"]), hidden_ack=r["hidden_ack"],
+        outside_flag=bool(r["reaches_outside"]), connector_private=bool(r["connector_private"]),
         task_support=r["task_support"],
     )
 

@@ -12,8 +12,10 @@ from dataclasses import dataclass
 
 COMMANDS = {
     "/stop": ("stop the conversation's turn (running, waiting or queued), cancel its approvals; "
-              "in the terminal Ctrl-C stops a running turn"),
+              "in the terminal Ctrl-C stops a running turn. /stop all — the emergency brake: stop every "
+              "turn of every conversation and pause the jobs until palui jobs resume"),
     "/status": "model, tokens today and caps, runs in the last hour, connectors, approvals, pause",
+    "/why": "each tool call of the latest turn with the reason for its decision",
     "/approve": "/approve ID — allow one pending call, exactly as shown",
     "/deny": "/deny ID [reason] — refuse one pending call (the model is told, with your reason), or decline a question",
     "/answer": "/answer ID field=value … — answer a server's question (a URL-mode one: /answer ID once opened)",
@@ -25,8 +27,9 @@ COMMANDS = {
 
 @dataclass(frozen=True)
 class Command:
-    """``arg`` is the command's argument (the approval id of ``/approve`` and ``/deny``);
-    ``reason`` the rest of a ``/deny ID REASON`` line (the person's words for the model)."""
+    """``arg`` is the command's argument (the approval id of ``/approve`` and ``/deny``; ``"all"`` for
+    ``/stop all``, the emergency brake of issue 15 §7); ``reason`` the rest of a ``/deny ID REASON`` line
+    (the person's words for the model)."""
 
     name: str
     arg: str
@@ -57,6 +60,11 @@ def parse(line: str) -> Command | None:
         raise CommandError(f"{name} needs exactly one approval id, e.g. {name} a-1234567890")
     if name == "/answer" and not arg:
         raise CommandError("/answer needs a question id and the answer, e.g. /answer e-1234567890 party_size=4")
+    if name == "/stop" and arg:
+        # Issue 15 §7: "/stop all" is the emergency brake; a front end checks ``Command.arg == "all"``.
+        if arg.lower() != "all":
+            raise CommandError("/stop takes no argument, or all (every turn, and the jobs paused)")
+        return Command(name, "all")
     if name not in ("/approve", "/deny", "/answer") and arg:
         raise CommandError(f"{name} takes no argument")
     return Command(name, arg, reason)

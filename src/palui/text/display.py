@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from palui.text.escape import HIDDEN_NOTE, escape, has_hidden
+from palui.text.escape import HIDDEN_NOTE, TRAILING_SPACES, escape, has_hidden
 
 NOTE = f" ({HIDDEN_NOTE})"
 
@@ -83,3 +83,33 @@ def json_safe(value: Any) -> str:
         else:
             out.append(ch)
     return "".join(out)
+
+
+class StreamShown:
+    """Streamed text shown piece by piece, exactly as :func:`shown` shows the whole (issue 12).
+
+    Escaping works per code point, so each piece can be shown as it arrives, except a run of
+    space separators, which becomes ``␠×N`` only when it is 8 or longer: a run at the end of
+    what arrived so far is held back until the run is complete (the next piece, or :meth:`end`).
+    ``"".join(feed(p) for p in pieces) + end() == shown("".join(pieces))``.
+    """
+
+    def __init__(self) -> None:
+        self._held = ""
+        self._hidden = False
+        self.text = ""  #: everything fed so far, raw
+
+    def feed(self, piece: str) -> str:
+        """The display text that ``piece`` completes (possibly empty)."""
+        self.text += piece
+        self._hidden = self._hidden or has_hidden(piece)
+        pending = self._held + piece
+        m = TRAILING_SPACES.search(pending)
+        cut = m.start() if m else len(pending)
+        self._held = pending[cut:]
+        return escape(pending[:cut])
+
+    def end(self) -> str:
+        """The rest, with `` (contains hidden characters)`` when any piece had one."""
+        rest, self._held = escape(self._held) if self._held else "", ""
+        return rest + (NOTE if self._hidden else "")

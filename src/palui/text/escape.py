@@ -30,7 +30,7 @@ from bisect import bisect_right
 from palui.text.hidden_table import HIDDEN_RANGES, UNICODE_VERSION
 
 __all__ = [
-    "HIDDEN_NOTE", "MIN_SPACE_RUN", "UNICODE_VERSION", "escape", "has_hidden", "is_hidden",
+    "HIDDEN_NOTE", "MIN_SPACE_RUN", "TRAILING_SPACES", "UNICODE_VERSION", "escape", "has_hidden", "is_hidden",
     "normalize_for_marks", "segments", "strip_hidden",
 ]
 
@@ -43,6 +43,9 @@ MIN_SPACE_RUN = 8
 # General_Category Zs (Unicode 14 through 17): the whitespace that is neither hidden nor a line feed or tab.
 _SPACE_SEPARATORS = "\u0020\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000"
 
+#: A run of space separators at the end of a text: a streamed piece holds it back until the run is
+#: complete, since 8 or more of them are shown as one ``␠×N`` (:class:`palui.text.display.StreamShown`).
+TRAILING_SPACES = re.compile(f"[{_SPACE_SEPARATORS}]+$")
 _STARTS = tuple(start for start, _ in HIDDEN_RANGES)
 _Ranges = list[tuple[int, int]]
 

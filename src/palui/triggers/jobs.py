@@ -13,6 +13,7 @@ every few seconds would eat the runs-per-hour cap.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -51,10 +52,16 @@ class Job:
     postponed_by: str | None
     skip_noted_turn: str | None
     created_at: float
+    connectors: str | None = None  # JSON list of the connector ids the job is limited to; None: all (issue 15 §7)
 
     @classmethod
     def from_row(cls, r) -> Job:
         return cls(**{k: r[k] for k in cls.__dataclass_fields__})
+
+    @property
+    def scope(self) -> list[str] | None:
+        """The connectors this job's turns are offered tools of, None for every connector."""
+        return json.loads(self.connectors) if self.connectors else None
 
 
 # -- zones and cron -------------------------------------------------------------------------------
@@ -146,7 +153,7 @@ def missed_between(expr: str, first: float, now: float, tz: tzinfo, limit: int =
 
 
 def add(db: Database, *, name: str, cron: str, prompt: str, token_cap: int | None, tz: str | None,
-        caps_timezone: str | None, now: float) -> Job:
+        caps_timezone: str | None, now: float, connectors: list[str] | None = None) -> Job:
     """Store a new job; its first run is the first fire after ``now``.
 
     Raises UsageError for a bad name, cron expression, zone, prompt or token cap, or a
@@ -168,8 +175,9 @@ def add(db: Database, *, name: str, cron: str, prompt: str, token_cap: int | Non
     with db.write() as c:
         if c.execute("SELECT 1 FROM jobs WHERE name = ?", (name,)).fetchone():
             raise UsageError(f"a job named {name!r} already exists (remove it first: palui jobs remove {name})")
-        c.execute("INSERT INTO jobs (id, name, cron, prompt, token_cap, tz, next_run, created_at)"
-                  " VALUES (?,?,?,?,?,?,?,?)", (jid, name, cron, prompt, token_cap, tz, first, time.time()))
+        c.execute("INSERT INTO jobs (id, name, cron, prompt, token_cap, tz, next_run, created_at, connectors)"
+                  " VALUES (?,?,?,?,?,?,?,?,?)", (jid, name, cron, prompt, token_cap, tz, first, time.time(),
+                                                  json.dumps(connectors) if connectors else None))
     return get(db, name)
 
 
@@ -218,3 +226,46 @@ def waiting_turn(db: Database, job_id: str) -> Any:
     return db.one("SELECT id, status FROM turns WHERE job_id = ? AND status IN"
                   " ('awaiting_approval','running','queued')"
                   " ORDER BY status = 'awaiting_approval' DESC, created_at LIMIT 1", (job_id,))
+
+
+# -- the emergency brake's pause (issue 15 §7) ----------------------------------------------------------
+
+PAUSE_KEY = "jobs_paused"
+
+
+def paused(db: Database) -> dict[str, Any] | None:
+    """``{"since","by","noted"}`` while ``palui stop --all`` holds the jobs, else None (a ``kv`` row, so
+    every process sees it)."""
+    r = db.one("SELECT value FROM kv WHERE key = ?", (PAUSE_KEY,))
+    return dict(json.loads(r[0])) if r else None
+
+
+def pause(db: Database, by: str, now: float) -> dict[str, Any]:
+    """Pause every job (a pause already in place is kept). Returns the pause."""
+    with db.write() as c:
+        r = c.execute("SELECT value FROM kv WHERE key = ?", (PAUSE_KEY,)).fetchone()
+        if r is not None:
+            return dict(json.loads(r[0]))
+        state: dict[str, Any] = {"since": now, "by": by, "noted": False}
+        c.execute("INSERT INTO kv (key, value) VALUES (?, ?)", (PAUSE_KEY, json.dumps(state)))
+    return state
+
+
+def resume(db: Database) -> bool:
+    """End the pause. True if the jobs were paused."""
+    with db.write() as c:
+        return c.execute("DELETE FROM kv WHERE key = ?", (PAUSE_KEY,)).rowcount == 1
+
+
+def claim_pause_note(db: Database) -> bool:
+    """True exactly once per pause: the caller tells the person that due runs are skipped."""
+    with db.write() as c:
+        r = c.execute("SELECT value FROM kv WHERE key = ?", (PAUSE_KEY,)).fetchone()
+        if r is None:
+            return False
+        state = json.loads(r[0])
+        if state.get("noted"):
+            return False
+        state["noted"] = True
+        c.execute("UPDATE kv SET value = ? WHERE key = ?", (json.dumps(state), PAUSE_KEY))
+    return True

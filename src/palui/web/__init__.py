@@ -1,5 +1,5 @@
 """The web page of ``palui serve`` (SPEC §8): login, chat, approvals, connector sheet, jobs,
-webhooks, status, audit, memories.
+webhooks, status, audit, memories, governance (issue 15 §1).
 
 Server-rendered pages (Jinja2, ``web/templates``) with a little plain JavaScript
 (``web/static``) for the live parts: the chat streams a turn's NDJSON events from
@@ -10,8 +10,8 @@ web pages are a front end and import nothing of Palui but the service, ``palui.t
 
 - :mod:`palui.web` (this one): the route table, login and logout;
 - :mod:`.base`: templates, CSRF check on forms, flash messages, security headers;
-- :mod:`.chat`, :mod:`.approvals`, :mod:`.connectors`, :mod:`.triggers`, :mod:`.status`: one
-  area of the page each.
+- :mod:`.chat`, :mod:`.approvals`, :mod:`.connectors`, :mod:`.triggers`, :mod:`.status`,
+  :mod:`.governance`: one area of the page each.
 
 Access (the Guard in :mod:`palui.server.app` enforces it before any route here): the
 access token as ``Authorization: Bearer`` or the session cookie set by ``/login``.
@@ -102,7 +102,7 @@ async def index(request: Request) -> Response:
 
 def routes() -> list[BaseRoute]:
     """Every route of the web page (the JSON API and webhooks are elsewhere)."""
-    from palui.web import approvals, channels, chat, connectors, elicitations, status, triggers
+    from palui.web import approvals, channels, chat, connectors, elicitations, governance, status, triggers
 
     out: list[BaseRoute] = [
         Route("/", index),
@@ -111,6 +111,6 @@ def routes() -> list[BaseRoute]:
         Route("/logout", logout, methods=["POST"]),
         Mount("/static", app=StaticFiles(directory=str(STATIC)), name="static"),
     ]
-    for mod in (chat, approvals, elicitations, connectors, triggers, channels, status):
+    for mod in (chat, approvals, elicitations, connectors, triggers, channels, status, governance):
         out.extend(mod.routes())
     return out

@@ -74,12 +74,21 @@ def run_command(request: Request, cmd: chat_commands.Command, conversation: str 
         return {"text": "A new conversation starts with your next message.", "redirect": "/chat", "turn": None}
     if cmd.name == "/help":
         return {"text": chat_commands.help_text(), "redirect": None, "turn": None}
+    if cmd.name == "/why":
+        return {"text": "Each call's reason is under it on this page (and in the audit log).", "redirect": None,
+                "turn": None}
     if cmd.name == "/quit":
         return {"text": "/quit is for the terminal chat; close the tab to leave.", "redirect": None, "turn": None}
     if cmd.name == "/status":
         from palui.web.status import status_text
 
         return {"text": status_text(svc.status()), "redirect": None, "turn": None}
+    if cmd.name == "/stop" and cmd.arg == "all":
+        r = svc.stop_all("web")
+        ids = r["stopped"]
+        text = (f"Stopped {', '.join(ids)}." if ids else "No turn was running.") + " Jobs are paused until you " \
+            "resume them (palui jobs resume)."
+        return {"text": text, "redirect": None, "turn": None}
     if cmd.name == "/stop":
         if not conversation:
             return {"text": "Nothing to stop: this conversation has no turn yet.", "redirect": None, "turn": None}
@@ -163,7 +172,7 @@ async def send(request: Request, form: dict[str, str]) -> Response:
     if not line.strip():
         return redirect(back, ("error", "Type a message first."))
     model = svc.check_model(svc.settings.model)  # a clear error before anything is stored
-    tid = svc.start_turn(line, conversation=conv, model=model)
+    tid = svc.start_turn(line, conversation=conv, model=model, channel="web")
     svc.launch(tid)
     conv = svc.turn_result(tid, [])["conversation"]
     return redirect(f"/chat/{conv}#{tid}")

@@ -72,7 +72,13 @@ async def sheet(request: Request) -> Response:
     tools = [tool_view(svc, r) for r in svc.tools(cid)]
     reads_off = sum(1 for t in tools if t["class"] == "read" and not t["enabled"] and not t["changed"]
                     and not t["hidden_characters"])
-    return render(request, "connector.html", conn=conn, tools=tools, classes=CLASSES, reads_off=reads_off)
+    # Issue 15 §5: a class suggested for each unknown tool; nothing changes until the person accepts.
+    suggestions = {s["name"]: s for s in svc.suggest_classes(cid)}
+    for t in tools:
+        t["suggested"] = suggestions.get(t["name"])
+    bulk = [s for s in suggestions.values() if s["suggestion"] in ("write", "destructive")]
+    return render(request, "connector.html", conn=conn, tools=tools, classes=CLASSES, reads_off=reads_off,
+                  bulk=bulk)
 
 
 # -- tools ------------------------------------------------------------------------------------
@@ -106,6 +112,29 @@ async def tool_switch(request: Request, form: dict[str, str]) -> Response:
 
 
 @action
+async def tool_suggestion(request: Request, form: dict[str, str]) -> Response:
+    """``POST /tools/{name}/suggestion`` ``class=``: accept one tool's suggested class (the only way for
+    ``read``), as the sheet showed it."""
+    svc = svc_of(request)
+    name = request.path_params["name"]
+    s = svc.accept_suggestion(name, form.get("class", ""))
+    return redirect(_sheet_of(svc, name), ("ok", f"{name}: class {s['suggestion']} (set by you)."))
+
+
+@action
+async def accept_suggestions(request: Request, form: dict[str, str]) -> Response:
+    """``POST /connectors/{id}/suggestions``: accept the write and destructive suggestions the sheet showed
+    (fields ``s:<tool name>`` = the class shown); a read suggestion is never taken in bulk."""
+    svc = svc_of(request)
+    cid = request.path_params["id"]
+    shown = {k.removeprefix("s:"): v for k, v in form.items() if k.startswith("s:")}
+    done = svc.accept_suggestions(cid, shown)
+    text = (f"Accepted {len(done)} suggested class(es): " + ", ".join(f"{s['name']} {s['suggestion']}" for s in done)
+            + "." if done else "No suggestion was accepted (none left as shown).")
+    return redirect(f"/connectors/{cid}", ("ok", text))
+
+
+@action
 async def tool_review(request: Request, form: dict[str, str]) -> Response:
     """``POST /tools/{name}/review``: accept the changed definition (``palui tools review``)."""
     svc = svc_of(request)
@@ -120,7 +149,7 @@ async def tool_review(request: Request, form: dict[str, str]) -> Response:
 
 @action
 async def connector_action(request: Request, form: dict[str, str]) -> Response:
-    """``POST /connectors/{id}/enable-read|trust|untrust|refresh|enable|disable|remove``."""
+    """``POST /connectors/{id}/enable-read|trust|untrust|private|unprivate|refresh|enable|disable|remove``."""
     svc = svc_of(request)
     cid, verb = request.path_params["id"], request.path_params["action"]
     here = f"/connectors/{cid}"
@@ -128,16 +157,25 @@ async def connector_action(request: Request, form: dict[str, str]) -> Response:
         names = [r.name for r in svc.enable_read(cid)]
         text = (f"Switched on {len(names)} read tool(s): {', '.join(names)}." if names
                 else "No read tool was off (tools flagged for review stay off).")
+        warning = svc.tool_budget_warning()
+        if warning:
+            return redirect(here, ("error", f"{text} Warning: {warning}."))
         return redirect(here, ("ok", text))
     if verb in ("trust", "untrust"):
         svc.set_trusted(cid, None, verb == "trust")
         return redirect(here, ("ok", f"{cid} is {'now' if verb == 'trust' else 'no longer'} a trusted source: its "
                                      f"results {'no longer' if verb == 'trust' else 'again'} taint a turn."))
+    if verb in ("private", "unprivate"):
+        svc.set_private(cid, verb == "private")
+        return redirect(here, ("ok", f"{cid}: its results are {'now' if verb == 'private' else 'no longer'} counted as "
+                                     "your private data (Rule of Two)."))
     if verb == "refresh":
         r = await svc.mcp_refresh_async(cid)
         flagged = r["changed"] + r["tightened"] + r["loosening_held"]
         text = f"{cid}: {r['state']}; {len(r['added'])} new tool(s)"
         text += f", flagged for review: {', '.join(flagged)}." if flagged else "."
+        for c in r.get("class_tightened", []):
+            text += f" The server tightened {c['tool']} from {c['from']} to {c['to']}."
         return redirect(here, ("ok", text))
     if verb in ("enable", "disable"):
         svc.mcp_set_enabled(cid, verb == "enable")
@@ -219,10 +257,12 @@ def routes() -> list[Route]:
         Route("/connectors", connectors_page),
         Route("/connectors/add", add_server, methods=["POST"]),
         Route("/connectors/{id}", sheet),
+        Route("/connectors/{id}/suggestions", accept_suggestions, methods=["POST"]),
         Route("/connectors/{id}/{action}", connector_action, methods=["POST"]),
         Route("/tools/{name}/class", tool_class, methods=["POST"]),
         Route("/tools/{name}/switch", tool_switch, methods=["POST"]),
         Route("/tools/{name}/review", tool_review, methods=["POST"]),
         Route("/oauth/callback", oauth_callback),
+        Route("/tools/{name}/suggestion", tool_suggestion, methods=["POST"]),
     ]
 

@@ -18,6 +18,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from palui.errors import NotFound, UsageError
+from palui.text.status import governance_lines
 from palui.web.base import _zone, action, page, parse_time, redirect, render, svc_of
 
 VERDICTS = ("run", "ask", "unavailable", "off")
@@ -38,6 +39,7 @@ def status_text(s: dict[str, Any]) -> str:
     for ch in s.get("channels", []):  # chat channels (issue 13): state and the last delivery failure
         failure = f"; last delivery failure: {ch['last_failure']}" if ch.get("last_failure") else ""
         lines.append(f"channel {ch['name']}: {ch['state']}{failure}")
+    lines += governance_lines(s, more="/governance")
     return "\n".join(lines)
 
 

@@ -23,20 +23,22 @@ async def jobs_page(request: Request) -> Response:
     """``GET /jobs``: every job with its schedule, next and last run, tokens today against its cap."""
     svc = svc_of(request)
     jobs = [{**j, "conversation": svc.conversation_of(j["last_turn"])} for j in svc.jobs()]
-    return render(request, "jobs.html", jobs=jobs, default_cap=svc.settings.get("caps.job_daily_tokens"))
+    return render(request, "jobs.html", jobs=jobs, default_cap=svc.settings.get("caps.job_daily_tokens"),
+                  paused=svc.jobs_paused())
 
 
 @action
 async def add_job(request: Request, form: dict[str, str]) -> Response:
-    """``POST /jobs/add`` ``name, cron, prompt[, token_cap][, tz]``."""
+    """``POST /jobs/add`` ``name, cron, prompt[, token_cap][, tz][, connectors]`` (comma-separated ids)."""
     svc = svc_of(request)
     cap_text = form.get("token_cap", "").strip()
     try:
         cap = int(cap_text) if cap_text else None
     except ValueError:
         raise UsageError(f"token cap must be a whole number of tokens, not {cap_text!r}") from None
+    scope = [c.strip() for c in form.get("connectors", "").split(",") if c.strip()]
     j = svc.add_job(form.get("name", "").strip(), form.get("cron", "").strip(), form.get("prompt", ""),
-                    cap, form.get("tz", "").strip() or None)
+                    cap, form.get("tz", "").strip() or None, scope or None)
     return redirect("/jobs", ("ok", f"Job {j['name']} added ({j['cron']}, {j['tz']}); next run {j['next_run']}."))
 
 

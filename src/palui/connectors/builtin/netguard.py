@@ -71,7 +71,7 @@ def address_refusal(ip: IPAddress) -> str | None:
     if ip.is_private:
         return "private"
     if not ip.is_global:
-        return "not a public address"
+        return "not public"
     return None
 
 
@@ -122,7 +122,7 @@ async def checked_addresses(host: str, port: int, policy: AddressPolicy,
         if reason:
             shown = host if str(ip) == host else f"{host} ({ip})"
             raise AddressRefused(
-                f"refused to fetch from {shown}: {reason} address. Private, loopback and link-local "
-                "addresses are refused unless the person sets web.allow_private = true"
+                f"refused to fetch from {shown}: the address is {reason}; private, loopback and link-local "
+                "addresses are refused unless web.allow_private = true is set in palui.toml"
             )
     return addrs

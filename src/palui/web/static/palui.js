@@ -1,5 +1,6 @@
 // Palui web page: the live parts, in plain JavaScript (no build step).
-// - chat: send a message to POST /api/turns with stream:true and show the NDJSON events as they arrive;
+// - chat: send a message to POST /api/turns with stream:true and show the NDJSON events as they arrive
+//   (the answer piece by piece as the model streams it, with a live status: thinking, calling TOOL, retrying);
 //   chat commands go to /chat/command; turns that are running, queued or waiting are watched until they change;
 // - approval buttons: POST /api/approvals/{id}/approve|deny with stream:true, the resumed turn shown in the card;
 // - a server's question (elicitation): its card's buttons POST /api/elicitations/{id}/answer with stream:true;
@@ -33,6 +34,76 @@
       e.append(" ", note);
     }
     return e;
+  }
+
+  // A run of space separators at the end of streamed text is held back until it is complete: 8 or more
+  // are shown as one ␠×N, which only the whole run can tell (palui.text.display.StreamShown).
+  const TRAILING_SPACES = /[\u0020\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]+$/;
+
+  // The answer being streamed: one bubble per model response, re-rendered from its raw text.
+  function streamInto(events, piece) {
+    let bubble = events.querySelector(".bubble.answer.streaming");
+    if (!bubble) {
+      bubble = el("div", "bubble answer streaming");
+      bubble.dataset.raw = "";
+      events.append(bubble);
+    }
+    bubble.dataset.raw += piece;
+    bubble.replaceChildren();
+    shownInto(bubble, bubble.dataset.raw.replace(TRAILING_SPACES, ""), false);
+    return bubble;
+  }
+
+  // The streamed text is complete (the stored "text" event): shown whole, with the whitespace-run rule.
+  function endStream(events, text) {
+    const bubble = events.querySelector(".bubble.answer.streaming");
+    if (!bubble) return null;
+    bubble.classList.remove("streaming");
+    bubble.replaceChildren();
+    shownInto(bubble, text !== undefined ? text : bubble.dataset.raw, false);
+    delete bubble.dataset.raw;
+    return bubble;
+  }
+
+  // Text streamed by an attempt that failed and is retried: kept, struck through and marked.
+  function discardStream(events) {
+    const bubble = events.querySelector(".bubble.answer.streaming");
+    if (!bubble) return;
+    bubble.classList.remove("streaming");
+    bubble.classList.add("discarded");
+    bubble.append(" ", el("span", "discard-mark", "discarded (retrying)"));
+    delete bubble.dataset.raw;
+  }
+
+  // What the running turn does now, in its footer: thinking, writing, calling TOOL, retrying in N s.
+  function liveStatus(meta, e) {
+    let s = meta.querySelector(".live-status");
+    if (!s) { s = el("span", "live-status"); meta.append(s); }
+    if (s.dataset.timer) { clearInterval(Number(s.dataset.timer)); delete s.dataset.timer; }
+    if (e.type === "step") s.textContent = "thinking · step " + e.step;
+    else if (e.type === "text_delta") s.textContent = "writing";
+    else if (e.type === "tool_start") { s.replaceChildren("calling "); s.append(el("code", null, e.tool)); }
+    else if (e.type === "tool_call") s.textContent = "thinking";
+    else if (e.type === "retry") {
+      const end = Date.now() + 1000 * (Number(e.in_seconds) || 0);
+      const why = String(e.reason || "");
+      const tick = () => {
+        s.textContent = "retrying the provider in " + Math.max(0, Math.round((end - Date.now()) / 1000)) + " s (" + why + ")";
+      };
+      tick();
+      s.dataset.timer = String(setInterval(tick, 500));
+    } else if (e.type === "approval") s.textContent = "waiting for approval " + e.approval;
+    else if (e.type === "end") s.remove();
+  }
+
+  // A turn's streamed event that the events list handles itself (pieces of text); true when handled.
+  function streamEvent(events, meta, e) {
+    if (["step", "text_delta", "tool_start", "tool_call", "retry", "approval", "end"].includes(e.type)) liveStatus(meta, e);
+    if (e.type === "text_delta") { const b = streamInto(events, e.text); b.scrollIntoView({ block: "nearest" }); return true; }
+    if (e.type === "text_discarded") { discardStream(events); return true; }
+    if (e.type === "text") return endStream(events, e.text) !== null;
+    if (e.type === "tool_start" || e.type === "turn") return true;
+    return false;
   }
 
   function el(tag, cls, text) {
@@ -167,6 +238,17 @@
         return el("div", "bubble answer", e.text);
       case "connector_error":
         return el("div", "note warn", "Connector " + e.connector + " is not available: " + e.error);
+      case "tools_left_out": {
+        const names = e.tools || [];
+        const d = el("details", "left-out");
+        d.append(el("summary", null, names.length + " tool(s) " + (e.reason || "left out by budgets.tools")));
+        const ul = el("ul", "offered");
+        names.forEach((n) => { const li = el("li"); li.append(el("code", null, n)); ul.append(li); });
+        d.append(ul);
+        return d;
+      }
+      case "retry":
+        return el("div", "note", "The provider failed (" + e.reason + "): retried after " + e.in_seconds + " s.");
       case "paused":
         return el("div", "note", "Paused: " + e.reason);
       case "end":
@@ -262,7 +344,7 @@
       const li = el("li", "current");
       const a = el("a");
       a.href = "/chat/" + id;
-      a.append(el("span", "title", short(firstMessage, 48)), el("span", "meta", "just now · chat"));
+      a.append(el("span", "title", short(firstMessage, 48)), el("span", "meta", "just now · web"));
       li.append(a);
       list.prepend(li);
     }
@@ -307,11 +389,11 @@
     try {
       if (!chat.dataset.conversation) {
         // Create the conversation first, so /stop and the address work while the first turn runs.
-        const c = await post("/api/conversations", {});
+        const c = await post("/api/conversations", { channel: "web" });
         if (!c.ok) throw new Error(await errorText(c));
         setConversation((await c.json()).conversation, text);
       }
-      const resp = await post("/api/turns", { message: text, conversation: chat.dataset.conversation || null, stream: true });
+      const resp = await post("/api/turns", { message: text, conversation: chat.dataset.conversation || null, channel: "web", stream: true });
       if (!resp.ok) {
         events.append(el("div", "note error", await errorText(resp)));
         meta.replaceChildren(el("span", "status-word error", "error"));
@@ -320,9 +402,11 @@
       }
       await readNDJSON(resp, (e) => {
         if (e.type === "result") { result = e; return; }
+        if (e.type === "turn") { turn.dataset.turn = e.turn; }
         if (e.type === "tainted" && !agent.querySelector(".taint-mark")) {
           agent.prepend(el("div", "taint-mark", "⚠ tainted by " + e.source));
         }
+        if (streamEvent(events, meta, e)) return;
         const node = renderEvent(e);
         if (node) { events.append(node); node.scrollIntoView({ block: "nearest" }); }
       });
@@ -369,12 +453,16 @@
     pendingBadge(-1);
     let result = null;
     let answerShown = false;
+    const liveMeta = el("div", "turn-meta live-meta");
+    live.append(liveMeta);
     await readNDJSON(resp, (e) => {
       if (e.type === "result") { result = e; return; }
       if (e.type === "text") answerShown = true;
+      if (streamEvent(live, liveMeta, e)) return;
       const node = renderEvent(e);
-      if (node) live.append(node);
+      if (node) live.insertBefore(node, liveMeta);
     });
+    liveMeta.remove();
     if (result) live.append(resultLine(result, answerShown));
     const turnEl = card.closest("article.turn");
     if (turnEl) await refreshTurn(turnEl.dataset.turn, turnEl);
@@ -498,6 +586,19 @@
       ev.target.form.requestSubmit();
     }
   });
+
+  // The conversation list folds away on a narrow screen (palui.css); this button opens it.
+  document.addEventListener("click", (ev) => {
+    const b = ev.target.closest("#conversations-toggle");
+    if (!b) return;
+    const aside = b.closest(".conversations");
+    const open = aside.classList.toggle("open");
+    b.setAttribute("aria-expanded", open ? "true" : "false");
+  });
+
+  // For the browser tests: the same renderer the stream uses, on events a test makes up.
+  window.PaluiChat = { renderEvent: renderEvent, streamInto: streamInto, endStream: endStream,
+                       discardStream: discardStream };
 
   document.addEventListener("DOMContentLoaded", () => {
     startCountdowns(document);

@@ -1,0 +1,62 @@
+"""``palui audit`` (the tool-call log, SPEC §10), ``palui audit verify`` and ``palui audit export`` (issue 15 §2)."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from palui.cli import render
+from palui.cli.common import app, emit_json, service, table
+from palui.text.display import shown
+
+audit_app = typer.Typer(help="The tool-call log: list it, verify its hash chain, export it.",
+                        invoke_without_command=True)
+app.add_typer(audit_app, name="audit")
+
+
+@audit_app.callback()
+def audit_list(ctx: typer.Context,
+               turn: str | None = typer.Option(None, "--turn", help="Only this turn's calls."),
+               limit: int = typer.Option(200, "--limit", help="At most this many rows (newest)."),
+               as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """The tool-call log: decision, reason and outcome of every call (``verify`` and ``export`` below)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    rows = service().audit(turn, limit)
+    if as_json:
+        return emit_json(rows)
+    table([[r["time"][:19], r["turn"] or "", r["tool"], r["class"] or "?", r["verdict"],
+            "tainted" if r["tainted"] else "", r["outcome"], render.short(r["reason"], 70)] for r in rows],
+          ["TIME", "TURN", "TOOL", "CLASS", "VERDICT", "TAINT", "OUTCOME", "REASON"])
+
+
+@audit_app.command("verify")
+def audit_verify(head: str | None = typer.Option(None, "--head", metavar="HASH",
+                                                 help="Check against a head you noted (its hash, or its first "
+                                                      "16+ hex digits) as well as the audit_head file."),
+                 as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Check the hash chain: names the first row changed, inserted or deleted (exit 1), or rows missing at the end."""
+    r = service().audit_verify(head)
+    if as_json:
+        emit_json(r)
+    elif r["ok"]:
+        last = r["last"]
+        against = "the noted head and " if head else ""
+        typer.echo(f"audit chain intact: {r['rows']} row(s)" + (
+            f", head row {last['id']} hash {last['hash']} (checked against {against}the audit_head file)"
+            if last and r["head_file"] else ", checked against the noted head" if last else ""))
+    else:
+        typer.echo(f"audit chain broken: {shown(r['problem']['message'], one_line=True)}", err=True)
+    raise typer.Exit(0 if r["ok"] else 1)
+
+
+@audit_app.command("export")
+def audit_export(jsonl: bool = typer.Option(True, "--jsonl", help="One JSON object per line (the only format)."),
+                 since: str | None = typer.Option(None, "--since", metavar="WHEN",
+                                                  help="Only rows from this date (YYYY-MM-DD, caps.timezone) or "
+                                                       "ISO time on.")) -> None:
+    """Write the audit rows with their hashes, oldest first, one JSON object per line (as hashed)."""
+    for row in service().audit_export(since):
+        # ensure_ascii: every hidden character of a reason is a \\u escape, never raw on a terminal.
+        typer.echo(json.dumps(row, ensure_ascii=True, separators=(",", ":")))

@@ -1,0 +1,79 @@
+"""``palui chat``: the terminal chat (SPEC §8, issue 12).
+
+Input stays live while a turn runs (``/stop``, ``/status`` act at once; other text waits as the
+next turn), answers stream in, approvals follow the truth wherever they are answered, and the chat
+survives the live service going away. The session is in :mod:`~palui.cli.chat.session`, the
+screens (a terminal through prompt_toolkit, or piped standard input) in
+:mod:`~palui.cli.chat.screen`, how a turn shows in :mod:`~palui.cli.chat.view`, and where turns run
+in :mod:`~palui.cli.chat.backends`.
+
+``--resume`` continues the newest conversation started in the terminal, ``--conversation ID`` any
+one (``palui conversations list`` shows them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+import typer
+
+from palui.cli.common import app, fail, service
+from palui.cli.turns import check_model
+from palui.errors import NO_MODEL_HELP, NotFound, PaluiError, UsageError
+
+
+def _conversation(svc: Any, conversation: str | None, resume: bool) -> tuple[str | None, dict[str, Any] | None]:
+    """(the conversation to continue, it as shown) or (None, None) for a new one."""
+    if conversation and resume:
+        raise UsageError("give --resume or --conversation ID, not both")
+    if resume:
+        newest = svc.conversations(1, channel="terminal")
+        if not newest:
+            typer.echo("(no earlier conversation started in the terminal: a new one starts)")
+            return None, None
+        conversation = newest[0]["id"]
+    if conversation:
+        try:
+            return conversation, svc.conversation(conversation)
+        except NotFound:
+            fail(f"unknown conversation {conversation!r} (see: palui conversations list)")
+    return None, None
+
+
+async def _main(svc: Any, info: Any, spec: str | None, conversation: str | None,
+                resumed: dict[str, Any] | None) -> None:
+    from palui.cli.chat.backends import LocalBackend, RemoteBackend
+    from palui.cli.chat.screen import make_screen
+    from palui.cli.chat.session import ChatSession
+
+    backend: LocalBackend | RemoteBackend = RemoteBackend(info, spec, svc.settings) if info else \
+        LocalBackend(svc, spec)
+    if spec is None:  # the live service's own model
+        spec = (await backend.status()).get("model")
+        if not spec:
+            await backend.close()
+            raise PaluiError("the running service has no model configured. " + NO_MODEL_HELP)
+        backend.model = None  # the service uses its own; this chat shows it
+    cid = conversation or await backend.new_conversation()
+    with make_screen() as screen:
+        await ChatSession(svc, backend, screen, spec, cid, resumed).run()
+
+
+@app.command("chat")
+def chat_cmd(
+    model: str | None = typer.Option(None, "--model", help="Model string, e.g. script:demo.json."),
+    conversation: str | None = typer.Option(None, "--conversation", metavar="ID",
+                                            help="Continue this conversation (palui conversations list)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the newest conversation started in the terminal."),
+) -> None:
+    """Talk to Palui in the terminal. Commands: /stop /status /why /approve /deny /answer ID /new /help /quit."""
+    from palui.server.discovery import find_service
+
+    svc = service()
+    info = find_service(svc.settings)
+    spec = check_model(model, svc, remote=info is not None)
+    cid, resumed = _conversation(svc, conversation, resume)
+    asyncio.run(_main(svc, info, spec, cid, resumed))
+    sys.exit(0)

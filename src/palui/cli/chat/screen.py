@@ -1,0 +1,233 @@
+"""Where ``palui chat`` reads and writes (issue 12): input is read while a turn runs.
+
+- :class:`TerminalScreen` (standard input and output are a terminal): prompt_toolkit keeps the
+  input line live under the output, with a line above it for the answer being streamed and a
+  status line (a spinner and what the turn is doing: thinking, calling TOOL, waiting for
+  approval, retrying the provider in N s).
+- :class:`PipedScreen` (scripts and tests): lines are read from standard input in a thread as they
+  arrive; streamed text is written piece by piece; approval questions are printed as lines.
+
+Both hand each entered line to the session as a :class:`Typed`, which records the approval the
+prompt was asking about when the line was entered: a ``y`` typed ahead, before the question was
+shown, never answers it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+PROMPT = "you> "
+
+
+@dataclass(frozen=True)
+class Typed:
+    """One entered line (``text`` None: the input ended), the approval the prompt asked about when it
+    was entered (``asking``), or Ctrl-C (``interrupt``)."""
+
+    text: str | None
+    asking: str | None = None
+    interrupt: bool = False
+
+
+Put = Callable[[Typed], None]
+
+
+class Screen:
+    """What the session writes to. ``asking`` is the approval id the prompt asks about (set by the session)."""
+
+    def __init__(self) -> None:
+        self.asking: str | None = None
+        self.prompt = PROMPT
+        self.status: str | None = None
+        self.status_since = 0.0
+        self.countdown_to: float | None = None
+
+    def line(self, text: str) -> None:
+        raise NotImplementedError
+
+    def stream(self, text: str) -> None:
+        """Display text (already escaped) of the answer being streamed; no line end implied."""
+        raise NotImplementedError
+
+    def end_stream(self, mark: str = "") -> None:
+        """The streamed text ended (``mark`` appended, e.g. `` [discarded (retrying)]``): end its line."""
+        raise NotImplementedError
+
+    def echo(self, text: str) -> None:
+        """Show an entered line again where the screen erased it."""
+
+    def set_prompt(self, text: str) -> None:
+        self.prompt = text
+
+    def set_status(self, text: str | None, countdown_to: float | None = None) -> None:
+        """What the turn is doing (None: nothing runs); ``countdown_to`` (epoch s) adds "N s" left."""
+        if text != self.status:
+            self.status_since = time.time()
+        self.status, self.countdown_to = text, countdown_to
+
+    def status_text(self) -> str:
+        if not self.status:
+            return ""
+        now = time.time()
+        frame = SPINNER[int(now * 8) % len(SPINNER)]
+        text = self.status
+        if self.countdown_to is not None:
+            text = text.replace("{left}", str(max(0, round(self.countdown_to - now))))
+        return f"{frame} {text} · {int(now - self.status_since)} s"
+
+    async def run_input(self, put: Put) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Screen:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+
+class PipedScreen(Screen):
+    """Standard input and output that are not a terminal."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._streaming = False
+
+    def _write(self, text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    def line(self, text: str) -> None:
+        if self._streaming:
+            self._write("\n")
+            self._streaming = False
+        self._write(text + "\n")
+
+    def stream(self, text: str) -> None:
+        if text:
+            self._streaming = True
+            self._write(text)
+
+    def end_stream(self, mark: str = "") -> None:
+        if self._streaming or mark:
+            self._write(mark + "\n")
+        self._streaming = False
+
+    def set_prompt(self, text: str) -> None:
+        if text != self.prompt and text != PROMPT:
+            self.line(text.rstrip())  # a script waiting for the question sees it
+        super().set_prompt(text)
+
+    async def run_input(self, put: Put) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            loop.add_signal_handler(signal.SIGINT, lambda: put(Typed("", interrupt=True)))
+        except (NotImplementedError, RuntimeError):
+            pass
+        done = asyncio.Event()
+
+        def read() -> None:
+            try:
+                for raw in sys.stdin:
+                    typed = Typed(raw.rstrip("\r\n"), self.asking)  # what was asked when it arrived
+                    loop.call_soon_threadsafe(put, typed)
+            except (OSError, ValueError):
+                pass
+            finally:
+                loop.call_soon_threadsafe(put, Typed(None))
+                loop.call_soon_threadsafe(done.set)
+
+        threading.Thread(target=read, name="palui-chat-input", daemon=True).start()
+        await done.wait()
+
+
+class TerminalScreen(Screen):
+    """A terminal, through prompt_toolkit (imported only here: it takes a noticeable time)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from prompt_toolkit import PromptSession
+
+        self.session: Any = PromptSession(erase_when_done=True, refresh_interval=0.25)
+        self.partial = ""  # the streamed line not yet finished
+        self._patch: Any = None
+
+    def __enter__(self) -> TerminalScreen:
+        from prompt_toolkit.patch_stdout import patch_stdout
+
+        self._patch = patch_stdout()
+        self._patch.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.partial:
+            print(self.partial)
+            self.partial = ""
+        if self._patch is not None:
+            self._patch.__exit__(*exc)
+
+    def _redraw(self) -> None:
+        app = self.session.app
+        if app.is_running:
+            app.invalidate()
+
+    def _message(self) -> str:
+        top = [s for s in (self.partial, self.status_text()) if s]
+        return "\n".join([*top, self.prompt])
+
+    def line(self, text: str) -> None:
+        if self.partial:
+            print(self.partial)
+            self.partial = ""
+        print(text)
+        self._redraw()
+
+    def stream(self, text: str) -> None:
+        self.partial += text
+        *done, self.partial = self.partial.split("\n")
+        for finished in done:
+            print(finished)
+        self._redraw()
+
+    def end_stream(self, mark: str = "") -> None:
+        if self.partial or mark:
+            print(self.partial + mark)
+        self.partial = ""
+        self._redraw()
+
+    def echo(self, text: str) -> None:
+        self.line(f"{PROMPT}{text}")
+
+    def set_prompt(self, text: str) -> None:
+        super().set_prompt(text)
+        self._redraw()
+
+    def set_status(self, text: str | None, countdown_to: float | None = None) -> None:
+        super().set_status(text, countdown_to)
+        self._redraw()
+
+    async def run_input(self, put: Put) -> None:
+        while True:
+            try:
+                text = await self.session.prompt_async(self._message)
+            except KeyboardInterrupt:
+                put(Typed("", interrupt=True))
+                continue
+            except EOFError:
+                put(Typed(None))
+                return
+            put(Typed(text, self.asking))
+
+
+def make_screen() -> Screen:
+    """A :class:`TerminalScreen` when standard input and output are a terminal, else a :class:`PipedScreen`."""
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        return TerminalScreen()
+    return PipedScreen()

@@ -1,0 +1,414 @@
+"""One ``palui chat`` session (SPEC §8, issue 12): a chat that stays live while a turn runs.
+
+Input is read all the time. While a turn runs, chat commands act at once (``/stop`` ends the turn
+within a second, ``/status`` answers at once) and other text is stored as the conversation's next
+turn, which waits behind the running one (SPEC §8: one turn at a time) and is shown when its turn
+comes. An approval's prompt ends when the approval is answered or cancelled anywhere (here, another
+terminal, the web page, a chat app, ``palui stop``); the chat says where, and the turn's
+continuation streams in. When the live service goes away, the chat says so and runs turns in this
+process from then on; a message is said to be kept only when it was stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from palui.cli.chat.backends import LocalBackend, RemoteBackend
+from palui.cli.chat.questions import QuestionsMixin
+from palui.cli.chat.screen import PROMPT, Screen, Typed
+from palui.cli.chat.view import View, via_words
+from palui.cli.client import ServiceGone
+from palui.cli.turns import status_lines
+from palui.errors import ApprovalError, PaluiError
+from palui.text.commands import Command, CommandError, help_text, parse
+from palui.text.display import shown
+from palui.text.when import expiry
+
+T = TypeVar("T")
+YES = ("y", "yes")
+NO = ("n", "no")
+WATCH_SECONDS = 1.0  # how often the chat checks that the live service still runs
+WAIT_SLICE = 25.0  # seconds of one wait for an approval's answer (a long poll through a service)
+
+
+class ChatSession(QuestionsMixin):
+    """The chat loop over a backend (this process or the live service) and a screen."""
+
+    def __init__(self, svc: Any, backend: LocalBackend | RemoteBackend, screen: Screen, model: str | None,
+                 conversation: str, resumed: dict[str, Any] | None = None) -> None:
+        self.svc = svc  # this process's service: the fallback, the person's zone
+        self.backend: LocalBackend | RemoteBackend = backend
+        self.screen = screen
+        self.view = View(screen, svc.timezone())
+        self.model = model
+        self.conversation = conversation
+        self.resumed = resumed
+        self.inbox: asyncio.Queue[Typed] = asyncio.Queue()
+        self.flow: asyncio.Task[None] | None = None
+        self.asking: dict[str, Any] | None = None  # the approval the prompt asks about
+        self.answer: asyncio.Future[bool] | None = None
+        self.queued: list[str] = []  # turns stored while another ran, followed in order
+        self.new_after = False  # /new typed while a turn ran: a new conversation when it ends
+        self.kept: list[str] = []  # lines typed after that /new, kept here until then
+        self.leaving = False
+        self._tasks: set[asyncio.Future[None]] = set()
+        self.waiting_questions: list[str] = []  # a paused turn's questions the chat waits for (issue 14)
+        self._shown_questions: set[str] = set()
+        self._answered_here: set[str] = set()
+        self.view.on_question = self.on_question
+
+    # -- the loop ----------------------------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        return self.flow is not None and not self.flow.done()
+
+    async def run(self) -> None:
+        reader = asyncio.create_task(self.screen.run_input(self.inbox.put_nowait))
+        watchdog = asyncio.create_task(self.watch_service())
+        try:
+            await self.start()
+            while True:
+                if self.leaving and (not self.busy or self.asking is not None or self.waiting_questions):
+                    break
+                try:
+                    typed = await asyncio.wait_for(self.inbox.get(), timeout=0.2)
+                except TimeoutError:
+                    continue
+                if typed.text is None:
+                    self.leave("input ended")
+                elif typed.interrupt:
+                    await self.interrupt()
+                else:
+                    await self.handle(typed)
+        finally:
+            reader.cancel()
+            watchdog.cancel()
+            if self.asking is not None:
+                self.screen.line(f"[approval {self.asking['id']} stays pending: palui approvals approve|deny "
+                                 f"{self.asking['id']}, or palui chat --conversation {self.conversation}]")
+            for eid in self.waiting_questions:
+                self.screen.line(f"[question {eid} stays pending: palui elicitations answer {eid} FIELD=VALUE…, "
+                                 f"or palui chat --conversation {self.conversation}]")
+            if self.flow is not None and not self.flow.done():
+                self.flow.cancel()
+                try:
+                    await self.flow
+                except (asyncio.CancelledError, Exception):
+                    pass
+            self.view.idle()
+            await self.backend.close()
+
+    def leave(self, why: str) -> None:
+        if self.busy and self.asking is None and not self.leaving:
+            self.screen.line(f"({why}: leaving when the running turn ends; /stop ends it now)")
+        self.leaving = True
+
+    async def call(self, op: Callable[[Any], Awaitable[T]]) -> T:
+        """``op(backend)``; if the live service went away, fall back to this process and do it here."""
+        try:
+            return await op(self.backend)
+        except ServiceGone as e:
+            await self.fall_back(e)
+            return await op(self.backend)
+
+    def say_error(self, e: Exception) -> None:
+        self.screen.line(f"palui: {shown(str(e), one_line=True)}")
+
+    # -- start -------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        where = "" if isinstance(self.backend, LocalBackend) else f", turns run in {self.backend.where}"
+        if self.resumed:
+            r = self.resumed
+            taint = (f" (tainted by {shown(r['taint_source'], one_line=True)}: writes ask first; /new starts clean)"
+                     if r["tainted"] else "")
+            self.screen.line(f"Palui chat — resumed conversation {r['id']}{taint}, {len(r['turns'])} turn(s) — "
+                             f"model {self.model}{where}. /help for commands.")
+        else:
+            self.screen.line(f"Palui chat — model {self.model}, conversation {self.conversation}{where}. "
+                             "/help for commands.")
+        try:
+            pending = await self.call(lambda b: b.approvals())
+        except PaluiError as e:
+            pending = []
+            self.say_error(e)
+        mine = [a for a in pending if a.get("conversation") == self.conversation]
+        if pending:
+            now = time.time()
+            self.screen.line(f"{len(pending)} approval(s) pending:")
+            for a in pending:
+                here = " (this conversation)" if a in mine else f" (conversation {a.get('conversation')})"
+                self.screen.line(f"  {a['id']} {a['tool']}{here}, {expiry(a['expires_at'], now, self.view.tz)}")
+            self.screen.line("  answer with /approve ID or /deny ID")
+        if isinstance(self.backend, LocalBackend):
+            # Without a service, this chat takes up turns nobody runs (SPEC §5), labelled as resumed.
+            for t in await self.svc.resume_ready(on_turn=self._resumed_turn):
+                self.view.outcome(t, label=f"[resumed turn {t['turn']}]")
+        live = [t for t in (self.resumed or {}).get("turns", []) if t["status"] in ("running", "queued",
+                                                                                      "awaiting_approval")]
+        if live:
+            self.flow = asyncio.create_task(self.converse(None, first=live[0]["turn"],
+                                                          rest=[t["turn"] for t in live[1:]]))
+
+    def _resumed_turn(self, turn_id: str) -> Callable[[dict[str, Any]], None]:
+        """The event sink of a turn this chat takes up at its start, after a line that says which it is."""
+        conv = self.svc.conversation_of(turn_id)
+        here = "this conversation" if conv == self.conversation else f"conversation {conv}"
+        self.screen.line(f"[resuming turn {turn_id} of {here}: nobody else runs it]")
+        return self.view.sink(turn_id)
+
+    # -- input -------------------------------------------------------------------------------------
+
+    async def handle(self, typed: Typed) -> None:
+        line = (typed.text or "").strip()
+        if not line:
+            return
+        try:
+            cmd = parse(line)
+        except CommandError as e:
+            self.say_error(e)
+            return
+        if cmd is not None:
+            await self.command(cmd)
+            return
+        word = line.lower()
+        if self.asking is not None and typed.asking == self.asking["id"] and word in YES + NO:
+            if self.answer is not None and not self.answer.done():
+                self.answer.set_result(word in YES)
+            return
+        if word in YES + NO and self.busy:
+            self.screen.line(f"('{shown(line, one_line=True)}' was not sent: no approval question was showing when "
+                             "you typed it; answer once it shows, or /approve ID)")
+            return
+        if self.leaving:
+            self.screen.line("(not sent: the chat is leaving)")
+            return
+        if self.new_after:
+            self.kept.append(line)
+            self.screen.line("[kept here, not stored yet: it goes to the new conversation when the running turn ends]")
+            return
+        self.screen.echo(line)
+        if not self.busy:
+            self.flow = asyncio.create_task(self.converse(line))
+            return
+        try:
+            r = await self.call(lambda b: b.submit(line, self.conversation))
+        except PaluiError as e:
+            self.say_error(e)
+            return
+        self.queued.append(r["turn"])
+        why = r.get("queued_reason") or "it starts when the running turn ends"
+        self.screen.line(f"[stored as turn {r['turn']}, your next turn: {why}]")
+
+    async def interrupt(self) -> None:
+        if self.busy:
+            await self.command(Command("/stop", ""))
+        else:
+            self.screen.line("(/quit or Ctrl-D to leave)")
+
+    async def command(self, cmd: Command) -> None:
+        try:
+            await self._command(cmd)
+        except PaluiError as e:
+            self.say_error(e)
+
+    async def _command(self, cmd: Command) -> None:
+        if cmd.name == "/quit":
+            self.leave("/quit")
+        elif cmd.name == "/help":
+            for line in help_text().split("\n"):
+                self.screen.line(line)
+        elif cmd.name == "/why":
+            for line in self.view.why_lines():
+                self.screen.line(line)
+        elif cmd.name == "/status":
+            s = await self.call(lambda b: b.status())
+            s["model"] = self.model  # the model this chat uses, which --model may have set
+            for line in status_lines(s):
+                self.screen.line(line)
+            self.screen.line(f"turns run in: {self.backend.where}")
+        elif cmd.name == "/new":
+            if self.busy:
+                self.new_after = True
+                self.screen.line("[a new conversation starts when the running turn ends; /stop ends it now]")
+            else:
+                self.conversation = await self.call(lambda b: b.new_conversation())
+                self.screen.line(f"new conversation {self.conversation}")
+        elif cmd.name == "/stop" and cmd.arg == "all":  # the emergency brake (issue 15 §7)
+            ids = await self.call(lambda b: b.stop_all())
+            self.screen.line((f"stopped {', '.join(ids)}" if ids else "nothing was running")
+                             + "; jobs paused until palui jobs resume")
+        elif cmd.name == "/stop":
+            ids = await self.call(lambda b: b.stop(self.conversation))
+            self.screen.line(f"stopped {', '.join(ids)}" if ids else "nothing to stop")
+        elif cmd.name == "/answer":
+            await self.answer_question(cmd.arg)
+        elif cmd.name in ("/approve", "/deny"):
+            approve = cmd.name == "/approve"
+            if cmd.arg.startswith("e-"):  # /deny ID declines a server's question (issue 14)
+                self._answered_here.add(cmd.arg)
+            if self.asking is not None and cmd.arg == self.asking["id"]:
+                if self.answer is not None and not self.answer.done():
+                    self.answer.set_result(approve)
+                return
+            a = await self.call(lambda b: b.answer(cmd.arg, approve))
+            self.screen.line(f"[{a['id']} {'approved' if approve else 'denied'}; its turn {a['turn']} goes on]")
+            if not self.busy and a.get("conversation") == self.conversation:
+                self.flow = asyncio.create_task(self.converse(None, first=a["turn"]))
+            elif isinstance(self.backend, LocalBackend) and a.get("conversation") != self.conversation:
+                self._background(self._resume_other(a["turn"]))
+
+    async def _resume_other(self, turn_id: str) -> None:
+        """A turn of another conversation answered here, without a service: it goes on in this process."""
+        try:
+            r = await self.backend.follow(turn_id, 10**9, lambda _e: None)  # its events are not this chat's
+            self.view.outcome(r, label=f"[turn {turn_id} of conversation {r['conversation']}]")
+        except PaluiError as e:
+            self.say_error(e)
+
+    # -- a turn, start to settled --------------------------------------------------------------------
+
+    async def converse(self, text: str | None, first: str | None = None, rest: list[str] | None = None) -> None:
+        """Send ``text`` (or follow the turn ``first``), see it through its approvals to its end, then
+        the turns stored meanwhile, in order."""
+        self.queued.extend(rest or [])
+        try:
+            r = await self.send(text) if text is not None else await self.follow(first or "")
+            await self.settle(r)
+            while self.queued:
+                tid = self.queued.pop(0)
+                self.screen.line(f"[your next turn, {tid}:]")
+                await self.settle(await self.follow(tid))
+        except PaluiError as e:
+            self.say_error(e)
+        finally:
+            self.view.idle()
+            if self.new_after:
+                self._background(self.start_kept())  # runs once this flow is done
+
+    def _background(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def start_kept(self) -> None:
+        """The /new typed while a turn ran, and what was typed after it."""
+        self.new_after = False
+        try:
+            self.conversation = await self.call(lambda b: b.new_conversation())
+        except PaluiError as e:
+            self.say_error(e)
+            return
+        self.screen.line(f"new conversation {self.conversation}")
+        kept, self.kept = self.kept, []
+        for line in kept:
+            await self.handle(Typed(line))
+
+    async def send(self, text: str) -> dict[str, Any]:
+        started = time.time()
+        sink = self.view.sink(None)
+        try:
+            return await self.backend.send(text, self.conversation, sink)
+        except ServiceGone as e:
+            await self.fall_back(e)
+            tid = e.turn or self._stored_turn(text, started)
+            if tid:
+                self.screen.line(f"[your message was stored as turn {tid}: it goes on here]")
+                return await self.follow(tid)
+            self.screen.line("[the service had not stored your message: it runs here now]")
+            return await self.backend.send(text, self.conversation, sink)
+
+    def _stored_turn(self, text: str, since: float) -> str | None:
+        """The turn of this conversation the service stored for ``text`` before it went away, if any."""
+        try:
+            turns = self.svc.conversation(self.conversation)["turns"]
+        except PaluiError:
+            return None
+        found = [t for t in turns if t["input"] == text and t["created_at"] >= since - 1]
+        return found[-1]["turn"] if found else None
+
+    async def follow(self, turn_id: str) -> dict[str, Any]:
+        sink = self.view.sink(turn_id)
+        return await self.call(lambda b: b.follow(turn_id, self.view.after.get(turn_id, 0), sink))
+
+    async def settle(self, r: dict[str, Any]) -> None:
+        """Follow ``r``'s turn through its approvals and any wait behind another turn, then show how it ended."""
+        while True:
+            if r["status"] == "awaiting_approval" and r.get("pending_approvals"):
+                r = await self.ask(r)
+            elif r["status"] == "awaiting_approval" and r.get("pending_elicitations"):
+                r = await self.wait_questions(r)
+            elif r["status"] in ("running", "awaiting_approval") or (r["status"] == "queued" and
+                                                                     r.get("queued_behind")):
+                r = await self.follow(r["turn"])
+            else:
+                break
+        self.view.outcome(r)
+
+    async def ask(self, r: dict[str, Any]) -> dict[str, Any]:
+        """Ask the person about the turn's pending approval until it is answered here or anywhere else."""
+        a = r["pending_approvals"][0]
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[bool] = loop.create_future()
+        self.asking, self.answer = a, answer
+        self.screen.asking = a["id"]
+        self.screen.set_prompt(f"approve {a['id']}? [y/n] ")
+        self.view.waiting(a)
+        elsewhere = asyncio.create_task(self.wait_elsewhere(a["id"]))
+        try:
+            either: list[asyncio.Future[Any]] = [answer, elsewhere]
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self.asking = self.answer = None
+            self.screen.asking = None
+            self.screen.set_prompt(PROMPT)
+        if answer.done():
+            elsewhere.cancel()
+            approve = answer.result()
+            try:
+                await self.call(lambda b: b.answer(a["id"], approve))
+                self.screen.line(f"[{a['id']} {'approved' if approve else 'denied'}: the turn goes on]")
+            except ApprovalError as e:  # answered, cancelled or expired meanwhile: the turn shows what happened
+                self.say_error(e)
+        else:
+            self.screen.line(self._answered_elsewhere(elsewhere.result()))
+        self.screen.set_status("the turn goes on")
+        return await self.follow(r["turn"])
+
+    async def wait_elsewhere(self, approval_id: str) -> dict[str, Any]:
+        while True:
+            a = await self.call(lambda b: b.wait_approval(approval_id, WAIT_SLICE))
+            if a["status"] != "pending":
+                return a
+
+    @staticmethod
+    def _answered_elsewhere(a: dict[str, Any]) -> str:
+        if a["status"] in ("approved", "denied"):
+            return f"[approval {a['id']} was {a['status']} on {via_words(a.get('answered_via'))}: the turn goes on]"
+        if a["status"] == "cancelled":
+            why = shown(a.get("cancel_reason") or "no reason given", one_line=True)
+            return f"[approval {a['id']} was cancelled: {why}]"
+        return f"[approval {a['id']} expired, which counts as a denial: the turn goes on]"
+
+    # -- the service -------------------------------------------------------------------------------
+
+    async def watch_service(self) -> None:
+        """Notice a live service that went away while the chat waits for input."""
+        while True:
+            await asyncio.sleep(WATCH_SECONDS)
+            if not self.backend.alive():
+                await self.fall_back(ServiceGone(f"{self.backend.where} is gone"))
+
+    async def fall_back(self, e: ServiceGone) -> None:
+        """From now on, turns run in this process (idempotent)."""
+        if isinstance(self.backend, LocalBackend):
+            return
+        old = self.backend
+        self.backend = LocalBackend(self.svc, self.model)
+        self.screen.line(f"[{old.where} went away: turns run in this process from now on; nothing you typed is "
+                         "lost]")
+        await old.close()

@@ -1,0 +1,62 @@
+"""``palui tools suggest CONNECTOR [--accept] [--accept-tool NAME]``: classes for unknown tools (issue 15 §5).
+
+The tool names and descriptions shown are the server's own words: printed escaped (palui.text.display).
+"""
+
+from __future__ import annotations
+
+import typer
+
+from palui.cli.common import emit_json, service, table, tools_app
+from palui.text.display import shown
+
+
+def _short(text: str, n: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+@tools_app.command("suggest")
+def tools_suggest(
+    connector: str = typer.Argument(..., metavar="CONNECTOR"),
+    accept: bool = typer.Option(False, "--accept", help="Accept every write and destructive suggestion (never read)."),
+    accept_tool: str | None = typer.Option(None, "--accept-tool", metavar="NAME",
+                                           help="Accept one tool's suggestion (the way to accept a read one)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Suggest a class for each unknown tool of CONNECTOR from its name and description; nothing changes
+    until you accept."""
+    svc = service()
+    if accept_tool:
+        rows = svc.suggest_classes(connector)
+        s = next((r for r in rows if r["name"] == accept_tool), None)
+        expected = s["suggestion"] if s else ""
+        got = svc.accept_suggestion(accept_tool, expected or "")
+        if as_json:
+            return emit_json([got])
+        typer.echo(f"{got['name']}: class {got['suggestion']} (user) — {shown(got['reason'], one_line=True)}")
+        return
+    if accept:
+        done = svc.accept_suggestions(connector)
+        if as_json:
+            return emit_json(done)
+        for s in done:
+            typer.echo(f"{s['name']}: class {s['suggestion']} (user) — {shown(s['reason'], one_line=True)}")
+        left = [r for r in svc.suggest_classes(connector) if r["suggestion"] == "read"]
+        typer.echo(f"{len(done)} suggestion(s) accepted" + (
+            f"; {len(left)} read suggestion(s) are accepted one at a time: palui tools suggest {connector} "
+            f"--accept-tool NAME" if left else ""))
+        return
+    rows = svc.suggest_classes(connector)
+    if as_json:
+        return emit_json(rows)
+    if not rows:
+        typer.echo(f"{connector} has no tool without a class")
+        return
+    table([[r["name"], r["suggestion"] or "(unknown)", r["reason"], _short(r["description"])] for r in rows],
+          ["NAME", "SUGGESTED", "WHY", "DESCRIPTION (the server's words)"])
+    bulk = sum(1 for r in rows if r["suggestion"] in ("write", "destructive"))
+    reads = sum(1 for r in rows if r["suggestion"] == "read")
+    typer.echo(f"Nothing is changed yet. palui tools suggest {connector} --accept takes the {bulk} write and "
+               f"destructive suggestion(s)" + (f"; accept each of the {reads} read suggestion(s) alone: palui "
+                                               f"tools suggest {connector} --accept-tool NAME" if reads else "") + ".")

@@ -1,0 +1,51 @@
+"""Service part: how much asking costs the person, and what to do about it (issue 15 §1).
+
+``palui report [--days N] [--json]``, the Governance web page and a section of ``/status`` read the same
+numbers (:mod:`palui.store.report`, from the tables Palui already keeps) and the same suggestions
+(:mod:`palui.policy.advice`, pure: each is a command the person may run; none loosens anything by itself,
+none proposes to loosen a destructive or unknown class).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from palui.errors import UsageError
+from palui.policy.advice import ConnectorFacts, ToolFacts, advise
+from palui.runner import approvals
+from palui.service.status import StatusPart
+from palui.store import report as report_store
+
+MAX_DAYS = 366
+
+
+class ReportPart(StatusPart):
+    """The governance report."""
+
+    def report(self, days: int = 7, now: float | None = None) -> dict[str, Any]:
+        """The report over the last ``days`` days (today included, days in ``caps.timezone``)::
+
+            {"days", "since", "turns", "runs", "calls",
+             "asks": {"total", "per_day": [{"day","asks"}], "approved", "denied", "expired", "cancelled",
+                      "pending", "median_answer_seconds", "answered_via": {via: n},
+                      "cancel_reasons": [{"reason","count"}],
+                      "by_cause": {"taint","class","job","outside","other"},
+                      "top_tools": [{"tool","asks","approved","denied","expired","cancelled","by_cause"}]},
+             "job_turns_waited": {"turns","asks","expired","median_wait_seconds"},
+             "not_offered": {"total", "by_tool": [{"tool","refused"}]},
+             "tainted_conversations": [{"connector","conversations"}],
+             "suggestions": [{"kind","text","command"}]}
+
+        Raises UsageError for ``days`` outside 1–366.
+        """
+        if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_DAYS:
+            raise UsageError(f"--days must be a whole number from 1 to {MAX_DAYS}")
+        now = time.time() if now is None else now
+        approvals.sweep(self.db)  # expired approvals count as expired, not pending
+        out = report_store.numbers(self.db, days, now, self.timezone())
+        tools = {r.name: ToolFacts(r.tool_class.value, r.class_source.value, r.enabled, r.connector, r.outside_flag)
+                 for r in self.tools()}
+        conns = {c["id"]: ConnectorFacts(c["kind"], c["trusted_source"]) for c in self.connectors()}
+        out["suggestions"] = advise(out, tools, conns)
+        return out

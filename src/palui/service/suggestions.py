@@ -1,0 +1,69 @@
+"""Service part: classes suggested for tools whose server sent no annotations (issue 15 §5).
+
+This is the one place classes are suggested for ``unknown`` tools (:mod:`palui.policy.suggest`).
+Nothing changes until the person accepts; an accepted suggestion is the person's own class (source
+``user``), set through :meth:`~palui.service.tools.ToolsPart.set_class` (so pending approvals are
+decided again). A bulk accept (``palui tools suggest CONNECTOR --accept``, the sheet's button) takes
+only ``write`` and ``destructive`` suggestions; a ``read`` suggestion is accepted one tool at a time.
+An acceptance names the class the person was shown: a tool whose suggestion changed since (its
+server changed its name or description) is skipped, never accepted unseen.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from palui.errors import UsageError
+from palui.policy.suggest import suggest
+from palui.service.tools import ToolsPart
+from palui.types import ClassSource, ToolClass
+
+BULK = (ToolClass.WRITE.value, ToolClass.DESTRUCTIVE.value)
+
+
+class SuggestionsPart(ToolsPart):
+    """Suggesting and accepting classes for unknown tools."""
+
+    def suggest_classes(self, connector: str) -> list[dict[str, Any]]:
+        """The connector's unknown tools with a suggestion each: ``[{"name","tool","description","suggestion",
+        "reason"}]``; ``suggestion`` is ``read``/``write``/``destructive`` or None (unsure: stays unknown).
+        ``tool`` and ``description`` are the server's own words (show them escaped). Raises NotFound."""
+        out = []
+        for r in self.tools(connector):
+            if r.class_source is not ClassSource.UNKNOWN:
+                continue
+            s = suggest(r.tool, r.description)
+            out.append({"name": r.name, "tool": r.tool, "description": r.description,
+                        "suggestion": s.tool_class.value if s.tool_class else None, "reason": s.reason})
+        return out
+
+    def accept_suggestions(self, connector: str, shown: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        """Accept the connector's ``write`` and ``destructive`` suggestions (never ``read``). With ``shown``
+        (tool name → the class the page showed), only those tools, and each only while its suggestion is
+        still that class. Returns the suggestions accepted. Raises NotFound."""
+        accepted = []
+        for s in self.suggest_classes(connector):
+            if s["suggestion"] not in BULK:
+                continue
+            if shown is not None and shown.get(s["name"]) != s["suggestion"]:
+                continue
+            self.set_class(s["name"], s["suggestion"])
+            accepted.append(s)
+        return accepted
+
+    def accept_suggestion(self, name: str, expected: str) -> dict[str, Any]:
+        """Accept one tool's suggestion — the only way to accept a ``read`` one. ``expected`` is the class
+        the person was shown. Raises NotFound, UsageError (the tool is not unknown, or its suggestion is not
+        ``expected`` now)."""
+        row = self.tool(name)
+        if row.class_source is not ClassSource.UNKNOWN:
+            raise UsageError(f"{name} already has a class ({row.tool_class.value}, {row.class_source.value}); "
+                             "palui tools set-class changes it")
+        s = suggest(row.tool, row.description)
+        now = s.tool_class.value if s.tool_class else None
+        if now is None or now != expected:
+            raise UsageError(f"{name}: the suggestion is {now or 'none (unsure)'} now, not {expected}; "
+                             f"look again (palui tools suggest {row.connector})")
+        self.set_class(name, now)
+        return {"name": name, "tool": row.tool, "description": row.description, "suggestion": now,
+                "reason": s.reason}

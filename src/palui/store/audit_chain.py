@@ -1,0 +1,194 @@
+"""The audit log's hash chain (issue 15 §2): a row nobody can quietly edit, insert or delete.
+
+Each audit row carries ``prev_hash`` (the previous row's ``hash``; the first row's is
+:data:`GENESIS`) and ``hash``::
+
+    hash = SHA-256 hex of ( prev_hash + "\\n" + canonical(row) )
+    canonical(row) = JSON array of the row's CHAINED columns, in that order,
+                     with ensure_ascii and separators (",", ":")
+
+The row id is part of what is hashed, so renumbering rows shows too. The chain's head (the
+last row's id and hash) is also written to the file ``audit_head`` beside the database (mode
+0600, ``{"id": N, "hash": "…"}`` padded to a fixed length) inside the inserting transaction,
+while SQLite's write lock is held, so two processes never write it out of order. A new row's id
+is one past the larger of the table's last id and the head's id: after the last rows were
+deleted, a later row leaves a gap that :func:`verify` names, instead of reusing the deleted ids.
+
+What :func:`verify` shows: a row whose content was changed (its hash no longer matches), a row
+inserted (with no hash, or one the next row does not link to), rows deleted (a gap in the ids,
+or rows missing at the end compared with the head), rows added after the head. What it cannot
+show: a rewrite by someone who also rewrites the head file (and, with ``--head``, cannot make
+the chain contain a hash the person noted elsewhere). A commit that fails after the head file
+was written (a full disk) makes the head one row ahead of the table: a false "missing at the
+end" that the person sees, never a silent gap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+GENESIS = "0" * 64
+#: The columns a row's hash covers, in this order.
+CHAINED = ("id", "time", "turn_id", "tool", "class", "class_source", "origin", "tainted", "verdict", "reason",
+           "args_hash", "outcome", "duration_ms")
+HEAD_FILE = "audit_head"
+HEAD_BYTES = 128  # the head file's fixed length
+_dumps = json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
+
+
+@dataclass(frozen=True)
+class Head:
+    """The chain's head: the last row's ``id`` and ``hash``."""
+
+    id: int
+    hash: str
+
+
+def row_hash(prev_hash: str, values: Sequence[Any]) -> str:
+    """The hash of a row whose CHAINED values are ``values`` (see the module docstring)."""
+    return hashlib.sha256(f"{prev_hash}\n{_dumps(list(values))}".encode()).hexdigest()
+
+
+def head_path(db_file: Path | str) -> Path:
+    """The ``audit_head`` file of the database at ``db_file`` (the same directory)."""
+    return Path(db_file).with_name(HEAD_FILE)
+
+
+def read_head(path: Path) -> Head | None:
+    """The head stored in ``path``; None when there is no file. Raises ValueError when it is not a head."""
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    data = json.loads(raw)
+    if not (isinstance(data, dict) and isinstance(data.get("id"), int) and isinstance(data.get("hash"), str)):
+        raise ValueError(f"{path} is not an audit head")
+    return Head(data["id"], data["hash"])
+
+
+def write_head(path: Path, head: Head) -> None:
+    """Write ``head`` into ``path`` (created with mode 0600).
+
+    The record has a fixed length (:data:`HEAD_BYTES`, JSON padded with spaces) and is written in place
+    with one ``pwrite``: no truncation and no rename, which on ext4 would each flush the file to disk
+    and cost a millisecond per audit row (bench/audit.py). Writers are serialised by SQLite's write
+    lock; a crash in the middle of this one small write can leave an unreadable head, which
+    ``palui audit verify`` reports."""
+    data = _dumps({"id": head.id, "hash": head.hash}).ljust(HEAD_BYTES - 1).encode() + b"\n"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        if os.fstat(fd).st_size > HEAD_BYTES:
+            os.ftruncate(fd, HEAD_BYTES)
+        os.pwrite(fd, data, 0)
+    finally:
+        os.close(fd)
+
+
+def _known_head(path: Path) -> Head | None:
+    try:
+        return read_head(path)
+    except (OSError, ValueError):
+        return None  # an unreadable head never stops the audit; verify reports it
+
+
+def append(c: sqlite3.Connection, values: dict[str, Any], head_file: Path) -> Head:
+    """Insert one audit row (``values`` has every CHAINED column but ``id``) chained to the last one,
+    on connection ``c`` inside the caller's write transaction, and write the head file. Returns the
+    new head."""
+    last = c.execute("SELECT id, hash FROM audit ORDER BY id DESC LIMIT 1").fetchone()
+    known = _known_head(head_file)
+    new_id = max(last[0] if last else 0, known.id if known else 0) + 1
+    prev = (last[1] if last else None) or GENESIS
+    row = [new_id, *(values[k] for k in CHAINED[1:])]
+    h = row_hash(prev, row)
+    c.execute(f"INSERT INTO audit ({', '.join(CHAINED)}, prev_hash, hash) VALUES ({', '.join('?' * 15)})",
+              (*row, prev, h))
+    head = Head(new_id, h)
+    write_head(head_file, head)
+    return head
+
+
+def chain_existing(c: sqlite3.Connection) -> None:
+    """Migration: chain the rows written before the chain existed, in id order, and write the head
+    file beside the database (rows that already have a hash are left as they are)."""
+    prev = GENESIS
+    last: Head | None = None
+    rows = c.execute(f"SELECT {', '.join(CHAINED)}, hash FROM audit ORDER BY id").fetchall()
+    for r in rows:
+        values = [r[i] for i in range(len(CHAINED))]
+        h = r[len(CHAINED)] or row_hash(prev, values)
+        if r[len(CHAINED)] is None:
+            c.execute("UPDATE audit SET prev_hash = ?, hash = ? WHERE id = ?", (prev, h, values[0]))
+        prev, last = h, Head(values[0], h)
+    db_file = next((r[2] for r in c.execute("PRAGMA database_list").fetchall() if r[1] == "main"), "")
+    if last is not None and db_file:
+        write_head(head_path(db_file), last)
+
+
+def _span(a: int, b: int) -> str:
+    return f"row {a}" if a == b else f"rows {a}–{b}"
+
+
+def verify(rows: Iterable[Sequence[Any]], head: Head | None, noted: str | None = None) -> dict[str, Any]:
+    """Check the chain over ``rows`` (tuples of the CHAINED values, then ``prev_hash`` and ``hash``, in id
+    order) against ``head`` (the head file's) and ``noted`` (a hash, or a prefix of 16+ hex digits, the
+    person noted, e.g. from ``/status`` or the daily post).
+
+    Returns ``{"ok", "rows", "last": {"id","hash"} | None, "problem": None | {"kind","row","message"}}``;
+    ``kind`` is ``changed``, ``inserted``, ``deleted``, ``missing_at_end``, ``after_head`` or
+    ``noted_not_found``. The first problem found is reported: the first row that was changed, inserted or
+    deleted, else a disagreement with the head.
+    """
+    n = 0
+    last_id, last_hash, before_last = 0, GENESIS, GENESIS
+    noted_at: int | None = None
+    noted = noted.lower() if noted else None
+    width = len(CHAINED)
+
+    def out(kind: str | None = None, row: int | None = None, message: str = "") -> dict[str, Any]:
+        problem = None if kind is None else {"kind": kind, "row": row, "message": message}
+        return {"ok": problem is None, "rows": n, "problem": problem,
+                "last": {"id": last_id, "hash": last_hash} if n else None}
+
+    for r in rows:
+        rid, stored_prev, stored = r[0], r[width], r[width + 1]
+        if stored is None or stored_prev is None:
+            return out("inserted", rid, f"row {rid} has no hash: it was inserted outside Palui's audit")
+        if rid != last_id + 1:
+            return out("deleted", last_id + 1, f"{_span(last_id + 1, rid - 1)} missing: deleted "
+                                               f"(row {rid} follows row {last_id})" if last_id else
+                       f"{_span(1, rid - 1)} missing: deleted (the log starts at row {rid})")
+        if stored_prev != last_hash:
+            if n >= 1 and stored_prev == before_last:
+                return out("inserted", last_id, f"row {last_id} was inserted: row {rid} links to the row before it")
+            if n == 0:
+                return out("changed", rid, f"row {rid} was changed: it does not start the chain")
+            return out("changed", last_id, f"row {last_id} was changed: row {rid} no longer links to it")
+        if row_hash(stored_prev, r[:width]) != stored:
+            return out("changed", rid, f"row {rid} was changed: its content does not match its hash")
+        before_last, last_hash, last_id = last_hash, stored, rid
+        n += 1
+        if noted and noted_at is None and stored.startswith(noted):
+            noted_at = rid
+    if head is not None:
+        if last_id < head.id:
+            return out("missing_at_end", last_id + 1,
+                       f"{_span(last_id + 1, head.id)} missing at the end: deleted (the head is row {head.id})")
+        if last_id > head.id:
+            return out("after_head", head.id + 1,
+                       f"{_span(head.id + 1, last_id)} inserted after the head (row {head.id})")
+        if last_hash != head.hash:
+            return out("changed", head.id, f"row {head.id} does not have the head's hash: the log was changed and "
+                                           "chained again at or before that row")
+    if noted and noted_at is None:
+        return out("noted_not_found", None, f"no row has the noted hash {noted}: a row at or before the one it "
+                                            "named was changed or deleted")
+    return out()

@@ -1,0 +1,128 @@
+"""How much asking costs the person (issue 15 §1): numbers read from the tables Palui already keeps.
+
+No second bookkeeping: ``approvals`` (asks, answers, ``answered_via``, ``cancel_reason``), ``audit``
+(calls refused as not offered, calls made), ``untrusted_content`` (which tool's results tainted which
+conversation), ``turns`` and ``runs``. Times are epoch seconds; a day is a date in the zone given
+(``caps.timezone``). Reads only.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter, defaultdict
+from datetime import datetime, timedelta, tzinfo
+from typing import Any
+
+from palui.store.db import Database
+
+NOT_OFFERED = "not offered this turn"
+
+
+def ask_cause(reason: str, tool_class: str, origin: str) -> str:
+    """Why an approval was asked: ``outside`` (the Rule of Two), ``job`` (a write in a scheduled job),
+    ``class`` (destructive or unknown: asks anyway), ``taint`` (a write in a tainted chat turn), else
+    ``other``. Read from the reason the matrix (SPEC §3) or the Rule of Two wrote."""
+    if "Rule of Two" in reason:
+        return "outside"
+    if origin == "job":
+        return "job"
+    if tool_class == "destructive":
+        return "class"
+    if "tainted turn" in reason:
+        return "taint"
+    return "other"
+
+
+def connector_of(source: str) -> str:
+    """The connector named by an untrusted-content source (``"mcp-time__get_time at step 2"`` →
+    ``mcp-time``; a webhook payload → ``webhook``)."""
+    if "__" in source:
+        return source.split("__", 1)[0]
+    return "webhook" if source.startswith("webhook") else source.split(" ", 1)[0]
+
+
+def window(days: int, now: float, tz: tzinfo | None) -> tuple[float, list[str]]:
+    """The start (epoch s) of the window of the last ``days`` days, today included, and its days (ISO dates)."""
+    today = datetime.fromtimestamp(now, tz).date()
+    first = today - timedelta(days=days - 1)
+    start = datetime(first.year, first.month, first.day, tzinfo=tz).timestamp() if tz else \
+        datetime(first.year, first.month, first.day).timestamp()
+    return start, [(first + timedelta(days=i)).isoformat() for i in range(days)]
+
+
+def _day(t: float, tz: tzinfo | None) -> str:
+    return datetime.fromtimestamp(t, tz).date().isoformat()
+
+
+def numbers(db: Database, days: int, now: float, tz: tzinfo | None) -> dict[str, Any]:
+    """Every number of ``palui report`` over the last ``days`` days (see :mod:`palui.service.report` for
+    the shape)."""
+    since, day_list = window(days, now, tz)
+    rows = db.all("SELECT a.*, t.job_id FROM approvals a LEFT JOIN turns t ON t.id = a.turn_id"
+                  " WHERE a.created_at >= ? ORDER BY a.created_at", (since,))
+    per_day = Counter(_day(r["created_at"], tz) for r in rows)
+    status = Counter(r["status"] for r in rows)
+    answered = [r["answered_at"] - r["created_at"] for r in rows
+                if r["status"] in ("approved", "denied") and r["answered_at"] is not None]
+    causes = Counter(ask_cause(r["reason"], r["class"], r["origin"]) for r in rows)
+    by_tool: dict[str, Counter[str]] = defaultdict(Counter)
+    for r in rows:
+        by_tool[r["tool"]]["asks"] += 1
+        by_tool[r["tool"]][r["status"]] += 1
+        by_tool[r["tool"]][ask_cause(r["reason"], r["class"], r["origin"])] += 1
+    top = sorted(by_tool.items(), key=lambda kv: (-kv[1]["asks"], kv[0]))
+    job_rows = [r for r in rows if r["origin"] == "job"]
+    job_waits = [r["answered_at"] - r["created_at"] for r in job_rows if r["answered_at"] is not None]
+    refused = db.all("SELECT tool, COUNT(*) AS n FROM audit WHERE time >= ? AND outcome = 'refused' AND reason LIKE ?"
+                     " GROUP BY tool ORDER BY n DESC, tool", (since, NOT_OFFERED + "%"))
+    tainted: dict[str, set[str]] = defaultdict(set)
+    for r in db.all("SELECT source, conversation_id FROM untrusted_content WHERE created_at >= ?", (since,)):
+        tainted[connector_of(r["source"])].add(r["conversation_id"])
+    calls = db.row("SELECT COUNT(*) FROM audit WHERE time >= ? AND outcome != 'asked'", (since,))[0]
+    turns = db.row("SELECT COUNT(*) FROM turns WHERE created_at >= ?", (since,))[0]
+    runs = db.row("SELECT COUNT(*) FROM runs WHERE time >= ?", (since,))[0]
+    cancel = Counter(r["cancel_reason"] or "cancelled" for r in rows if r["status"] == "cancelled")
+    return {
+        "days": days,
+        "since": datetime.fromtimestamp(since, tz).isoformat(),
+        "turns": turns,
+        "runs": runs,
+        "calls": calls,
+        "asks": {
+            "total": len(rows),
+            "per_day": [{"day": d, "asks": per_day.get(d, 0)} for d in day_list],
+            **{s: status.get(s, 0) for s in ("approved", "denied", "expired", "cancelled", "pending")},
+            "median_answer_seconds": round(statistics.median(answered), 1) if answered else None,
+            "answered_via": dict(sorted(Counter(r["answered_via"] for r in rows
+                                                if r["status"] in ("approved", "denied") and r["answered_via"])
+                                        .items())),
+            "cancel_reasons": [{"reason": k, "count": v} for k, v in cancel.most_common(5)],
+            "by_cause": {c: causes.get(c, 0) for c in ("taint", "class", "job", "outside", "other")},
+            "top_tools": [{"tool": name, "asks": c["asks"], "approved": c["approved"], "denied": c["denied"],
+                           "expired": c["expired"], "cancelled": c["cancelled"],
+                           "by_cause": {k: c[k] for k in ("taint", "class", "job", "outside", "other") if c[k]}}
+                          for name, c in top[:10]],
+        },
+        "job_turns_waited": {
+            "turns": len({r["turn_id"] for r in job_rows}),
+            "asks": len(job_rows),
+            "expired": sum(1 for r in job_rows if r["status"] == "expired"),
+            "median_wait_seconds": round(statistics.median(job_waits), 1) if job_waits else None,
+        },
+        "not_offered": {"total": sum(r["n"] for r in refused),
+                        "by_tool": [{"tool": r["tool"], "refused": r["n"]} for r in refused[:10]]},
+        "tainted_conversations": [{"connector": k, "conversations": len(v)}
+                                  for k, v in sorted(tainted.items(), key=lambda kv: (-len(kv[1]), kv[0]))],
+    }
+
+
+def summary(db: Database, days: int, now: float, tz: tzinfo | None) -> dict[str, Any]:
+    """The ``/status`` section: asks and their answers over the last ``days`` days (a few counts only)."""
+    since, _ = window(days, now, tz)
+    rows = db.all("SELECT status, created_at, answered_at FROM approvals WHERE created_at >= ?", (since,))
+    status = Counter(r["status"] for r in rows)
+    answered = [r["answered_at"] - r["created_at"] for r in rows
+                if r["status"] in ("approved", "denied") and r["answered_at"] is not None]
+    return {"days": days, "asks": len(rows),
+            **{s: status.get(s, 0) for s in ("approved", "denied", "expired", "cancelled")},
+            "median_answer_seconds": round(statistics.median(answered), 1) if answered else None}

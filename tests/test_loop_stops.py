@@ -1,0 +1,115 @@
+"""Loops end the turn, not just the tool (issue 15 §3), through the CLI: the third identical call or the
+fourth refused/denied/failed call in a row ends the turn with status ``budget`` and a reason naming the
+rule; the model is not asked again; the person is told; ``0`` turns a rule off."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from support.scripts import call, calls, text, write_script
+
+NEVER = "the model was asked again"
+
+
+def run(cli, tmp_path, *steps, env=None) -> tuple[int, dict]:
+    model = write_script(tmp_path / "s.json", *steps)
+    r = cli("run", "--json", "--model", model, "go", env=env)
+    return r.returncode, json.loads(r.stdout)
+
+
+def tool_events(out) -> list[tuple[str, str]]:
+    return [(e["tool"], e["result"]) for e in out["events"] if e["type"] == "tool_call"]
+
+
+def outcomes(cli, turn) -> list[str]:
+    return [r["outcome"] for r in cli.json("audit", "--json", "--turn", turn)]
+
+
+def test_the_third_identical_call_ends_the_turn_and_is_not_run(cli, tmp_path):
+    search = call("recall__search_memories", query="milk")
+    code, out = run(cli, tmp_path, calls(search), calls(search), calls(search), text(NEVER))
+    assert code == 1 and out["status"] == "budget"
+    assert out["budget"] == ("budgets.repeat_calls: recall__search_memories was called a 3rd time with the same "
+                             "arguments in this turn")
+    assert out["answer"] != NEVER and out["usage"]["steps"] == 3  # the model was not asked a 4th time
+    assert outcomes(cli, out["turn"]) == ["ok", "ok", "not run: loop stopped"]
+    assert tool_events(out)[-1][1].startswith("Error: not run: the turn ends here (budgets.repeat_calls")
+    inbox = cli.json("inbox", "--json")
+    assert inbox[-1]["text"].endswith("[stopped: " + out["budget"] + "]")
+    r = cli("run", "--model", write_script(tmp_path / "t.json", calls(search), calls(search), calls(search)), "go")
+    assert "[turn ended: budgets.repeat_calls: recall__search_memories was called a 3rd time" in r.stdout
+
+
+def test_identical_calls_in_one_response_stop_at_the_third_and_the_rest_is_not_run(cli, tmp_path):
+    add = call("recall__add_memory", text="same")
+    code, out = run(cli, tmp_path, calls(add, add, add, call("recall__search_memories", query="x")), text(NEVER))
+    assert out["status"] == "budget" and "budgets.repeat_calls" in out["budget"]
+    assert outcomes(cli, out["turn"]) == ["ok", "ok", "not run: loop stopped", "not run: loop stopped"]
+    assert [m["text"] for m in cli.json("memories", "list", "--json")] == ["same", "same"]
+
+
+def test_failed_calls_count_as_repeats_too(cli, tmp_path):
+    bad = call("tasks__update_task", id=999, title="x")  # a write that fails each time: no such task
+    code, out = run(cli, tmp_path, calls(bad), calls(bad), calls(bad), text(NEVER))
+    assert out["status"] == "budget" and out["budget"].startswith("budgets.repeat_calls: tasks__update_task was "
+                                                                  "called a 3rd time")
+    assert outcomes(cli, out["turn"]) == ["error", "error", "not run: loop stopped"]
+
+
+def test_different_arguments_are_different_calls(cli, tmp_path):
+    a, b = call("recall__search_memories", query="a"), call("recall__search_memories", query="b")
+    code, out = run(cli, tmp_path, calls(a), calls(b), calls(a), calls(b), text("done"))
+    assert code == 0 and out["status"] == "done"
+
+
+def test_repeat_calls_zero_turns_the_rule_off(cli, tmp_path):
+    search = call("recall__search_memories", query="milk")
+    code, out = run(cli, tmp_path, calls(search), calls(search), calls(search), calls(search), text("done"),
+                    env={"PALUI_BUDGETS__REPEAT_CALLS": "0"})
+    assert code == 0 and out["status"] == "done" and out["answer"] == "done"
+
+
+def test_four_refused_calls_in_a_row_end_the_turn(cli, tmp_path):
+    code, out = run(cli, tmp_path, calls(*[call("nope__tool", n=i) for i in range(3)]),
+                    calls(call("nope__tool", n=3), call("recall__search_memories", query="x")), text(NEVER))
+    assert out["status"] == "budget"
+    assert out["budget"] == ("budgets.error_streak: 4 calls in a row were refused, denied or failed "
+                             "(the last: nope__tool)")
+    assert outcomes(cli, out["turn"]) == ["refused"] * 4 + ["not run: loop stopped"]
+    assert out["usage"]["steps"] == 2
+
+
+def test_a_success_resets_the_streak(cli, tmp_path):
+    fail = [call("nope__tool", n=i) for i in range(6)]
+    ok = call("recall__search_memories", query="x")
+    code, out = run(cli, tmp_path, calls(*fail[:3]), calls(ok), calls(*fail[3:]), text("done"))
+    assert code == 0 and out["status"] == "done"
+
+
+def test_a_denial_counts_in_the_streak_across_the_pause(cli, tmp_path):
+    fails = [call("recall__forget_memory", id=900 + i) for i in range(3)]  # destructive: asks in chat
+    model = write_script(tmp_path / "s.json", calls(call("nope__a", n=1), call("nope__a", n=2), call("nope__a", n=3)),
+                         calls(fails[0]), text(NEVER))
+    out = json.loads(cli("run", "--json", "--model", model, "go").stdout)
+    assert out["status"] == "awaiting_approval"
+    aid = out["pending_approvals"][0]["id"]
+    r = cli("approvals", "deny", aid, "--json")
+    done = json.loads(r.stdout)
+    assert done["status"] == "budget" and done["budget"].startswith("budgets.error_streak: 4 calls in a row")
+    assert done["answer"] != NEVER
+
+
+def test_error_streak_zero_turns_the_rule_off(cli, tmp_path):
+    code, out = run(cli, tmp_path, calls(*[call("nope__tool", n=i) for i in range(6)]), text("done"),
+                    env={"PALUI_BUDGETS__ERROR_STREAK": "0"})
+    assert out["status"] == "done"
+
+
+@pytest.mark.parametrize("value,ok", [("0", True), ("5", True), ("-1", False), ("x", False)])
+def test_the_budget_keys_take_zero_or_more(cli, value, ok):
+    r = cli("status", env={"PALUI_BUDGETS__REPEAT_CALLS": value})
+    assert (r.returncode == 0) is ok, r.stderr
+    if not ok:
+        assert "budgets.repeat_calls" in r.stderr
