@@ -37,7 +37,7 @@ def test_a_job_limited_to_a_connector_is_offered_only_its_tools(cli, tmp_path, h
     assert offered and all(n.startswith("recall__") for n in offered)
     [refused] = cli.json("audit", "--json", "--turn", out["turn"])
     assert refused["tool"] == "tasks__list_tasks" and refused["outcome"] == "refused"
-    assert refused["reason"] == "not offered this turn"
+    assert refused["reason"] == "this job is limited to the connectors recall"
     r = cli("jobs", "add", "bad", "--cron", "0 8 * * *", "--prompt", "x", "--connector", "mcp-nope")
     assert r.returncode == 2 and "--connector 'mcp-nope': no such connector" in r.stderr
     assert cli.json("jobs", "list", "--json")[0]["name"] == "brief"  # nothing added

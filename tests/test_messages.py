@@ -127,7 +127,7 @@ def add_many(home, tmp_path, n: int = 5) -> str:
 @pytest.mark.slow
 def test_enable_read_warns_when_more_tools_are_on_than_the_budget(home, tmp_path):
     cid = add_many(home, tmp_path)
-    r = palui(home, "tools", "enable-read", cid, env={"PALUI_BUDGETS__TOOLS": "10"})
+    r = palui(home, "tools", "enable-read", cid, env=SMALL_BUDGET)
     assert r.returncode == 0, r.stderr
     assert "5 read tool(s) switched on" in r.stdout
     assert ("warning: 14 tools are on, more than budgets.tools (10): each turn offers the 10 most relevant and "
@@ -137,12 +137,15 @@ def test_enable_read_warns_when_more_tools_are_on_than_the_budget(home, tmp_path
     assert r.returncode == 0 and "warning" not in r.stderr
 
 
+# budgets.tools 10; the error streak off: the five refused calls in a row must not end the turn (issue 15 §3)
+SMALL_BUDGET = {"PALUI_BUDGETS__TOOLS": "10", "PALUI_BUDGETS__ERROR_STREAK": "0"}
+
 @pytest.mark.slow
 def test_a_call_to_a_tool_left_out_by_the_budget_says_how_to_fix_it(home, tmp_path):
     cid = add_many(home, tmp_path)
     assert palui(home, "tools", "enable-read", cid).returncode == 0
     model = write_script(tmp_path / "s.json", calls(*[call(f"{cid}__look_{i}") for i in range(5)]), text("Done."))
-    out = palui_json(home, "run", "--json", "--model", model, "look", env={"PALUI_BUDGETS__TOOLS": "10"})
+    out = palui_json(home, "run", "--json", "--model", model, "look", env=SMALL_BUDGET)
     offered = next(e for e in out["events"] if e["type"] == "step")["tools_offered"]
     refused = [e for e in out["events"] if e["type"] == "tool_call" and e["tool"] not in offered]
     assert refused, "the budget left no tool out: the test proves nothing"
@@ -152,7 +155,7 @@ def test_a_call_to_a_tool_left_out_by_the_budget_says_how_to_fix_it(home, tmp_pa
                                "raise it or switch tools off.")
     assert "not offered this turn" not in json.dumps(out)  # the old wording
     # The terminal shows it on the call's own line, whole.
-    r = palui(home, "run", "--model", model, "look", env={"PALUI_BUDGETS__TOOLS": "10"})
+    r = palui(home, "run", "--model", model, "look", env=SMALL_BUDGET)
     assert f"  ⊘ {refused[0]['tool']} {{}} → not run: left out by budgets.tools (10): raise it or switch tools off" \
         in r.stdout
 

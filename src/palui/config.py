@@ -137,7 +137,7 @@ _TEXT_KINDS = {"str?", "str"}
 # What each kind of value is, in words (issue 12: "a whole number", not "a number, boolean, list or table").
 _KIND_WORDS = {
     "str?": "text", "str": "non-empty text", "bool": "true or false", "int+": "a whole number",
-    "int+?": "a whole number",
+    "int+?": "a whole number", "int0": "a whole number (0: off)",
     "port": "a port number (1-65535)", "num+": "a number", "strlist": "a list of strings",
     "strdict": 'a table of name = "text"',
 }
@@ -149,7 +149,7 @@ def _example(key: str, kind: str) -> str:
     leaf = key.rpartition(".")[2]
     if kind == "bool":
         value = "true" if not default else "false"
-    elif kind in ("int+", "int+?", "port", "num+"):
+    elif kind in ("int+", "int+?", "int0", "port", "num+"):
         value = str(default) if default is not None else "5"
     elif kind == "strlist":
         value = '["json://localhost"]'

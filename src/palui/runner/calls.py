@@ -182,6 +182,9 @@ class CallsMixin(ElicitMixin, LoopsMixin, OutsideMixin):
             return d.reason
         if row.needs_tasks:
             return f"the tool {NEEDS_TASKS}"
+        scope = self.deps.job_connectors(t.job_id) if t.job_id else None
+        if scope is not None and row.connector not in scope:  # issue 15 §7: cut before ranking
+            return f"this job is limited to the connectors {', '.join(scope)}"
         budget = int(self.settings.get("budgets.tools"))
         if left_out_by_budget(t, name, budget):
             return f"left out by budgets.tools ({budget}): raise it or switch tools off"

@@ -15,7 +15,9 @@ from typing import Any
 
 from palui.store.db import Database
 
-NOT_OFFERED = "not offered this turn"
+# A call refused because the tool could not be offered (switched off, not offered in this situation, left
+# out by budgets.tools or a job's scope, gone): the runner's refusals carry these verdicts (runner/calls.py).
+NOT_OFFERED_VERDICTS = ("off", "unavailable")
 
 
 def ask_cause(reason: str, tool_class: str, origin: str) -> str:
@@ -73,8 +75,8 @@ def numbers(db: Database, days: int, now: float, tz: tzinfo | None) -> dict[str,
     top = sorted(by_tool.items(), key=lambda kv: (-kv[1]["asks"], kv[0]))
     job_rows = [r for r in rows if r["origin"] == "job"]
     job_waits = [r["answered_at"] - r["created_at"] for r in job_rows if r["answered_at"] is not None]
-    refused = db.all("SELECT tool, COUNT(*) AS n FROM audit WHERE time >= ? AND outcome = 'refused' AND reason LIKE ?"
-                     " GROUP BY tool ORDER BY n DESC, tool", (since, NOT_OFFERED + "%"))
+    refused = db.all("SELECT tool, COUNT(*) AS n FROM audit WHERE time >= ? AND outcome = 'refused'"
+                     " AND verdict IN (?, ?) GROUP BY tool ORDER BY n DESC, tool", (since, *NOT_OFFERED_VERDICTS))
     tainted: dict[str, set[str]] = defaultdict(set)
     for r in db.all("SELECT source, conversation_id FROM untrusted_content WHERE created_at >= ?", (since,)):
         tainted[connector_of(r["source"])].add(r["conversation_id"])
