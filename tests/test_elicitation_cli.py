@@ -2,7 +2,8 @@
 
 - ``palui run`` without a service asks on its own terminal (a pseudo-terminal here), both eras, and
   declines when there is no terminal.
-- ``palui chat`` asks a 2026-07-28 server's question on its terminal.
+- ``palui chat`` (the live chat) shows a question of either era with how to answer; ``/answer`` and
+  ``/deny`` go through the door; leaving keeps a paused turn's question pending.
 - A restart of the service while a 2026-07-28 question waits: the answer given after the restart
   (``palui elicitations answer`` through the new service) resumes the call with the stored request
   state; a server that no longer accepts the state ends the call "could not resume: ask again".
@@ -134,19 +135,69 @@ def test_palui_run_without_a_terminal_declines(cli, tmp_path, server):
     assert [x["outcome"] for x in audit] == ["elicitation decline"]
 
 
-def test_palui_chat_asks_and_answer_command(cli, home, tmp_path):
+@pytest.mark.parametrize("server", ["elicit_new.py", "elicit_old.py"])
+def test_palui_chat_shows_the_question_and_answer_works(cli, home, tmp_path, server):
+    """The live chat (issue 12) shows a question once, in the server's words, with how to answer; input
+    stays live; ``/answer`` with a value that does not fit is refused by field name and asked again,
+    a fitting one goes through the door (``answered_via`` cli) and the turn goes on."""
+    from support.chatdrive import PipedChat
+
+    cid = add(cli, "books", server)
+    model = write_script(tmp_path / "s.json", calls(call(f"{cid}__book_table", date="Friday")), text("Booked."))
+    with PipedChat(home, "--model", model) as chat:
+        chat.wait_for("/help for commands.", 60)
+        chat.send("book a table")
+        chat.wait_for("In the server's words:", 60)
+        chat.wait_for("answer with /answer e-", 10)
+        [q] = cli.json("elicitations", "list", "--json")
+        assert chat.output().count(f"Question {q['id']} from MCP server {cid}") == 1
+        chat.send("/status")  # input is live while the question waits
+        chat.wait_for("questions from MCP servers waiting: 1", 30)
+        chat.send(f"/answer {q['id']} confirm=yes party_size=twelve")
+        chat.wait_for("party_size", 30)
+        assert cli.json("elicitations", "show", q["id"], "--json")["status"] == "pending"
+        chat.send(f"/answer {q['id']} confirm=yes party_size=4")
+        chat.wait_for("Booked.", 60)
+    [q] = cli.json("elicitations", "list", "--all", "--json")
+    assert (q["status"], q["answered_via"]) == ("accepted", "cli")
+    done = [x for x in cli.json("audit", "--json") if x["tool"] == f"{cid}__book_table" and x["outcome"] == "ok"]
+    assert len(done) == 1, done
+
+
+def test_palui_chat_deny_declines_a_question(cli, home, tmp_path):
+    from support.chatdrive import PipedChat
+
+    cid = add(cli, "books", "elicit_new.py")
+    model = write_script(tmp_path / "s.json", calls(call(f"{cid}__book_table", date="Friday")), text("No table."))
+    with PipedChat(home, "--model", model) as chat:
+        chat.wait_for("/help for commands.", 60)
+        chat.send("book a table")
+        chat.wait_for("answer with /answer e-", 60)
+        [q] = cli.json("elicitations", "list", "--json")
+        chat.send(f"/deny {q['id']}")
+        chat.wait_for("No table.", 60)
+    [q] = cli.json("elicitations", "list", "--all", "--json")
+    assert (q["status"], q["answered_via"]) == ("declined", "cli")
+    calls_ = [e for e in cli.json("audit", "--json") if e["outcome"].startswith("elicitation")]
+    assert [e["outcome"] for e in calls_] == ["elicitation decline"]
+
+
+def test_palui_chat_leaves_while_a_paused_turns_question_waits(cli, home, tmp_path):
+    from support.chatdrive import PipedChat
+
     cid = add(cli, "books", "elicit_new.py")
     model = write_script(tmp_path / "s.json", calls(call(f"{cid}__book_table", date="Friday")), text("Booked."))
-    term = Terminal(home, "chat", "--model", model)
-    term.type("book a table")
-    term.expect("Answer it? [Y/n, c = cancel]")
-    term.type("n")  # declined on the terminal
-    term.type("/quit")
-    code, out = term.finish()
-    assert code == 0
-    assert "book_table(Friday): decline" in out
-    [q] = cli.json("elicitations", "list", "--all", "--json")
-    assert q["status"] == "declined" and q["answered_via"] == "cli"
+    with PipedChat(home, "--model", model) as chat:
+        chat.wait_for("/help for commands.", 60)
+        chat.send("book a table")
+        chat.wait_for("answer with /answer e-", 60)
+        [q] = cli.json("elicitations", "list", "--json")
+        assert chat.close() == 0  # end of input: the chat leaves, the question stays
+        assert f"[question {q['id']} stays pending: palui elicitations answer {q['id']}" in chat.output()
+    assert cli.json("elicitations", "show", q["id"], "--json")["status"] == "pending"
+    r = cli("elicitations", "answer", q["id"], "confirm=yes", "party_size=3", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["answer"] == "Booked."
 
 
 @pytest.mark.parametrize("key", [True, False], ids=["state-kept", "state-refused"])

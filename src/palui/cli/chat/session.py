@@ -103,7 +103,7 @@ class ChatSession(QuestionsMixin):
             await self.backend.close()
 
     def leave(self, why: str) -> None:
-        if self.busy and self.asking is None and not self.leaving:
+        if self.busy and self.asking is None and not self.waiting_questions and not self.leaving:
             self.screen.line(f"({why}: leaving when the running turn ends; /stop ends it now)")
         self.leaving = True
 
