@@ -186,7 +186,8 @@ async def test_expired_grant_is_sign_in_again_and_its_tools_are_not_offered(svc,
     assert "mcp-remote__echo" not in step["tools_offered"]
     assert [e for e in r["events"] if e["type"] == "connector_error"][0]["error"].count("sign in again")
     [ev] = [e for e in r["events"] if e["type"] == "tool_call"]
-    assert ev["verdict"] == "unavailable" and "not offered" in ev["result"]
+    assert ev["verdict"] == "unavailable" and "its connector mcp-remote is not available" in ev["result"]
+    assert "sign in again" in ev["result"]
     assert {c["id"]: c["state"] for c in svc.status()["connectors"]}["mcp-remote"] == "error: sign in again"
     asked = len(oauth.auth.events())
     r = await svc.send("echo again", model=write_script(tmp_path / "t.json", text("ok")))

@@ -185,6 +185,9 @@ class CallsMixin(ElicitMixin, LoopsMixin, OutsideMixin):
         scope = self.deps.job_connectors(t.job_id) if t.job_id else None
         if scope is not None and row.connector not in scope:  # issue 15 §7: cut before ranking
             return f"this job is limited to the connectors {', '.join(scope)}"
+        failed = [e for e in t.events if e.get("type") == "connector_error" and e.get("connector") == row.connector]
+        if failed:  # it did not start this turn (a sign-in needed, a server that failed): not offered
+            return f"its connector {row.connector} is not available: {failed[-1].get('error', '')}".rstrip(": ")
         budget = int(self.settings.get("budgets.tools"))
         if left_out_by_budget(t, name, budget):
             return f"left out by budgets.tools ({budget}): raise it or switch tools off"

@@ -38,8 +38,8 @@ class LivePart(ApprovalsPart):
     async def follow_turn(self, turn_id: str, after: int = 0, on_event: EventSink | None = None, *,
                           take_up: bool = False, poll: float = POLL_SECONDS) -> dict[str, Any]:
         """Hand the turn's events from index ``after`` on to ``on_event`` until it settles: it ended
-        (done, stopped, budget, error), waits for a pending approval or server's question, or (with ``take_up``) waits for
-        a cap. Returns :meth:`turn_result` then.
+        (done, stopped, budget, error), waits for a pending approval or server's question, or (with
+        ``take_up``) waits for a cap. Returns :meth:`turn_result` then.
 
         ``take_up`` is for a process without a live service (the CLI): a turn no process runs but
         that can go on is run here — queued and admitted by the caps and the one-turn rule, left
