@@ -11,9 +11,17 @@ It drives Palui's own MCP stack, not a client of its own: an :class:`MCPConnecto
 Connecting lists the tools and syncs them into that home's store (naming, classes,
 definition hashes, SPEC §2 and §7), exactly as ``palui connectors add --url`` does;
 the calls go through ``MCPConnector.call_tool`` (timeouts, output limit, error
-results), which is what the turn runner calls. Palui advertises no client
-capabilities (SPEC §7), so scenarios that need sampling, elicitation or roots are
-declined by the SDK, as designed, and Palui does no OAuth.
+results), which is what the turn runner calls.
+
+- OAuth: Palui's provider (the SDK's ``OAuthClientProvider`` plus refresh ahead, stored
+  discovery, registrations per issuer) with the headless sign-in (the suite's authorization
+  server consents at once: the authorization URL is fetched and its redirect read, no browser),
+  ``mcp.oauth.client_metadata_url`` set to the suite's Client ID Metadata Document URL, and the
+  ``client_id``/``client_secret`` of ``MCP_CONFORMANCE_CONTEXT`` as a client the person
+  registered (``palui connectors add --client-id``) for ``auth/pre-registration``.
+- Elicitation: the "person" accepts every form with the schema's defaults (SEP-1034), and
+  ``confirmed: true`` where asked, through ``CallContext.ask`` (older connections) or the
+  2026-07-28 retry with ``CallContext.resume`` (the runner's path); URL mode is declined.
 
 What each scenario gets (``SCENARIOS`` below): connect, list, then the tool calls the
 scenario expects; the calls named in ``MCP_CONFORMANCE_CONTEXT["toolCalls"]`` are
@@ -39,6 +47,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 CONNECTOR_ID = "mcp-conformance"
+CIMD_URL = "https://conformance-test.local/client-metadata.json"  # the suite's fixed document
+MAX_ROUNDS = 10
 
 Args = dict[str, Any]
 
@@ -78,10 +88,8 @@ SCENARIOS: dict[str, Plan] = {
     "initialize": Plan(),
     "tools_call": Plan(_one("add_numbers", {"a": 5, "b": 3})),
     "sse-retry": Plan(_one("test_reconnection")),
-    # Palui gives the SDK no elicitation callback (SPEC §7): the SDK answers the server's
-    # elicitation/create with an error, the tool reports it. Declined on purpose.
-    "elicitation-sep1034-client-defaults": Plan(_one("test_client_elicitation_defaults"), must_succeed=False),
-    # Multi-round-trip tools ask for elicitation input; Palui declines that (see above).
+    "elicitation-sep1034-client-defaults": Plan(_one("test_client_elicitation_defaults")),
+    # Multi-round-trip tools: one answers without resultType on purpose (a malformed result).
     "sep-2322-client-request-state": Plan(_every_tool, must_succeed=False),
     "http-standard-headers": Plan(_every_tool),
     "json-schema-ref-no-deref": Plan(),
@@ -91,6 +99,37 @@ SCENARIOS: dict[str, Plan] = {
 }
 
 
+async def accept_with_defaults(q: Any) -> Any:
+    """The conformance "person": a form accepted with its defaults (and ``confirmed: true``); URL mode declined."""
+    from palui.connectors.base import Reply
+    from palui.text.elicitation import apply_defaults, schema_problem
+
+    if q.mode != "form" or schema_problem(q.schema):
+        return Reply("decline")
+    props = (q.schema or {}).get("properties") or {}
+    return Reply("accept", apply_defaults(q.schema, {"confirmed": True} if "confirmed" in props else {}))
+
+
+async def call_answering(conn: Any, name: str, args: Args) -> Any:
+    """``conn.call_tool`` with the conformance person answering, in both eras (the runner's path)."""
+    from palui.connectors.base import CallContext, Resume
+    from palui.types import Origin
+
+    def ctx(resume: Resume | None = None) -> CallContext:
+        return CallContext(turn_id="t-conformance", conversation_id="c-conformance", origin=Origin.CHAT,
+                           tainted=False, taint_source=None, step=1, db=conn.env.db, settings=conn.env.settings,
+                           ask=accept_with_defaults, resume=resume)
+
+    result = await conn.call_tool(name, args, ctx())
+    for _ in range(MAX_ROUNDS):
+        if result.input_required is None:
+            return result
+        ir = result.input_required
+        replies = {q.key: await accept_with_defaults(q) for q in ir.questions}
+        result = await conn.call_tool(name, args, ctx(Resume(replies, ir.request_state)))
+    return result
+
+
 async def run(url: str, scenario: str, context: dict[str, Any], timeout: float) -> list[str]:
     """Connect to ``url`` with Palui's MCP connector and play ``scenario``.
 
@@ -98,16 +137,20 @@ async def run(url: str, scenario: str, context: dict[str, Any], timeout: float) 
     (``ConnectorError`` on connect, error results on calls) become problems.
     """
     from palui.config import load_settings
-    from palui.connectors.mcp import MCPConnector
     from palui.connectors.mcp.config import ServerConfig
+    from palui.connectors.mcp.connector import MCPConnector
+    from palui.connectors.mcp.oauth.signin import HeadlessSignIn
     from palui.errors import ConnectorError
     from palui.service import Service
+    from palui.types import OAuthClient
 
     problems: list[str] = []
     with tempfile.TemporaryDirectory(prefix="palui-conformance-") as home:
-        svc = Service(load_settings({"PALUI_HOME": home}))
-        conn = MCPConnector(svc, CONNECTOR_ID, "conformance",
-                            ServerConfig("http", url=url, timeout_seconds=timeout))
+        svc = Service(load_settings({"PALUI_HOME": home, "PALUI_MCP__OAUTH__CLIENT_METADATA_URL": CIMD_URL}))
+        if context.get("client_id") and scenario == "auth/pre-registration":
+            svc._save_client(CONNECTOR_ID, OAuthClient(context["client_id"], context.get("client_secret")))
+        conn = MCPConnector(svc.hub.env, CONNECTOR_ID, "conformance",
+                            ServerConfig("http", url=url, timeout_seconds=timeout), sign_in=HeadlessSignIn())
         try:
             try:
                 await conn.start()  # connect + tools/list + sync into the store
@@ -116,11 +159,11 @@ async def run(url: str, scenario: str, context: dict[str, Any], timeout: float) 
             print(f"connected: protocol {conn._session.protocol_version if conn._session else '?'}")
             tools = {t.tool: t for t in svc.tools(CONNECTOR_ID) if t.present}
             print(f"tools: {sorted(tools)}")
-            plan = SCENARIOS.get(scenario, Plan())
+            plan = SCENARIOS.get(scenario) or (Plan(_every_tool) if scenario.startswith("auth/") else Plan())
             calls = [(c["name"], dict(c.get("arguments") or {})) for c in context.get("toolCalls") or []]
             calls = calls or plan.calls(tools)
             for name, args in calls:
-                result = await conn.call_tool(name, args)
+                result = await call_answering(conn, name, args)
                 print(f"call {name}: {'error' if result.is_error else 'ok'}: {result.text[:200]!r}")
                 if result.is_error and plan.must_succeed:
                     problems.append(f"call {name}: {result.text}")

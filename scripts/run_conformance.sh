@@ -15,13 +15,20 @@
 #   PYTHON        the interpreter with Palui installed (default: .venv/bin/python of this
 #                 checkout, else python3).
 #
-# Not part of .ci/run or pytest on purpose: it downloads Node 22 and takes minutes.
+# .ci/run runs it (after pytest); it downloads Node 22 and the suites into SCRATCH_DIR.
 # Results: SCRATCH_DIR/results.tsv (one row per run) and SCRATCH_DIR/runs/... (the
 # suite's checks.json, the client's stdout/stderr, the suite's own log per run).
 # Columns: result PASS/FAIL/SKIP (SKIP: the suite passed it but checked nothing), the
 # suite's checks by status (its INFO entries are not counted), and the client's own
 # verdict (its last stdout line: ok / failed).
-# Exit status: 0 when every run ended; the table says which passed.
+# Every run is required to PASS except the allowed misses below (each with its reason,
+# docs/mcp-conformance.md): client-credentials, cross-app access, enterprise-managed
+# authorization and workload identity (no person in the flow), DPoP (not in the mcp
+# SDK), the skills extension (not implemented: its scenarios check nothing), and
+# 2025-03-26-oauth-metadata-backcompat on suite 0.1.16 (its fixture contradicts
+# metadata-issuer-mismatch; the 0.2 suite's fixed fixture passes).
+# Exit status: 0 when every required run passed, 1 when one did not (the last lines
+# name them), 2 for bad usage.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -139,6 +146,29 @@ for version in "${versions[@]}"; do
     esac
 done
 
+# allowed_miss SUITE SCENARIO -> 0 when a miss of that run is allowed (see the header)
+allowed_miss() {
+    case "$2" in
+        auth/client-credentials-*|auth/cross-app-access-*|auth/enterprise-managed-authorization|auth/wif-jwt-bearer) return 0 ;;
+        auth/dpop*|sep-2640-*) return 0 ;;
+        auth/2025-03-26-oauth-metadata-backcompat) [ "$1" = 0.1.16 ] ;;
+        *) return 1 ;;
+    esac
+}
+
 echo >&2
-awk -F'\t' 'NR > 1 { n++; c[$4]++ } END { printf "%d runs: %d PASS, %d FAIL, %d SKIP, %d ERROR\n", n, c["PASS"], c["FAIL"], c["SKIP"], c["ERROR"] }' "$results" >&2
+awk -F'\t' 'NR > 1 { n++; c[$4]++ } END { printf "%d runs: %d pass, %d fail, %d checked nothing\n", n, c["PASS"], c["FAIL"] + c["ERROR"], c["SKIP"] }' "$results" >&2
 echo "results: $results; logs and checks.json under $scratch/runs" >&2
+missed=()
+while IFS=$'\t' read -r suite spec scenario result _rest; do
+    [ "$suite" = suite ] && continue
+    [ "$result" = PASS ] && continue
+    [ "$spec" = "-" ] && spec="default spec"
+    allowed_miss "$suite" "$scenario" || missed+=("$suite ($spec) $scenario: $result")
+done < "$results"
+if [ ${#missed[@]} -gt 0 ]; then
+    echo "run_conformance.sh: ${#missed[@]} required run(s) did not pass:" >&2
+    printf '  %s\n' "${missed[@]}" >&2
+    exit 1
+fi
+echo "every required run passed" >&2

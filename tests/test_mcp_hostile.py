@@ -193,13 +193,11 @@ async def test_results_are_untrusted_unless_marked_trusted(svc, conn):
     assert (await conn.call_tool("echo", {})).untrusted is True
 
 
-NO_CAPABILITIES = {"sampling", "elicitation", "roots"}
-
-
 @in_module_loop
-async def test_no_client_capabilities_are_advertised(conn):
+async def test_only_elicitation_is_advertised(conn):
+    # SPEC §7: elicitation (the SDK advertises form and URL mode together); never sampling or roots.
     caps = json.loads((await conn.call_tool("caps", {})).text)
-    assert caps is not None and not NO_CAPABILITIES & set(caps), caps
+    assert caps == {"elicitation": {"form": {}, "url": {}}}, caps
 
 
 @in_module_loop

@@ -132,11 +132,14 @@ def test_raw_annotations_are_stored_as_sent(world):
     assert world["tools"]["mcp-files__write_file"]["annotations"]["destructiveHint"] is True
 
 
-def test_no_client_capabilities_advertised(world):
-    # server-everything lists four more tools only to clients advertising roots, sampling or elicitation.
+def test_only_elicitation_advertised(world):
+    # server-everything lists two more tools to a client advertising elicitation (issue 14), and the
+    # sampling and roots ones only to clients advertising those, which Palui never does.
     names = [n for n in world["tools"] if n.startswith("mcp-everything__")]
-    assert len(names) == 13
-    assert not [n for n in names if re.search(r"sampl|root|elicit", n)]
+    assert len(names) == 15
+    assert sorted(n for n in names if re.search(r"elicit", n)) == [
+        "mcp-everything__trigger-elicitation-request", "mcp-everything__trigger-url-elicitation"]
+    assert not [n for n in names if re.search(r"sampl|root", n)]
 
 
 @in_module_loop

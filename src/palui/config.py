@@ -57,6 +57,8 @@ _SCHEMA: dict[str, tuple[str, Any]] = {
     "web.timeout_seconds": ("num+", 20),
     "mcp.call_timeout_seconds": ("num+", 30),
     "mcp.max_output_bytes": ("int+", 262_144),
+    "mcp.max_elicitations_per_call": ("int+", 3),  # questions one call may put to the person (SPEC §7)
+    "mcp.oauth.client_metadata_url": ("str?", None),  # a public HTTPS Client ID Metadata Document; none: DCR
     "serve.host": ("str", "127.0.0.1"),
     "serve.port": ("port", 8765),
     "serve.public_url": ("str?", None),
@@ -436,6 +438,14 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         except (ZoneInfoNotFoundError, ValueError, OSError):  # "America" is a directory: OSError
             raise ConfigError(f"{where_set['caps.timezone']}: key 'caps.timezone': unknown time zone "
                               f"{values['caps.timezone']!r}") from None
+    cimd = values["mcp.oauth.client_metadata_url"]
+    if cimd:
+        from urllib.parse import urlsplit
+
+        u = urlsplit(cimd)
+        if u.scheme != "https" or not u.netloc or u.path in ("", "/"):
+            raise ConfigError(f"{where_set['mcp.oauth.client_metadata_url']}: key 'mcp.oauth.client_metadata_url': "
+                              "must be an https:// URL with a path (a Client ID Metadata Document)")
     return Settings(home=home, data_dir=data_dir, config_file=config_file, values=values,
                     models=tables.entries())
 

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
+
+#: Why a tool whose server says ``execution.taskSupport: "required"`` is never offered (issue 14).
+NEEDS_TASKS = "needs MCP tasks, not supported yet"
+SIGN_IN_AGAIN = "error: sign in again"  # a connector's stored state while it waits for a sign-in (issue 14)
+
+
+def sign_in_again(connector: str) -> str:
+    """What a connector waiting for a sign-in tells a turn and the person, with the fix (issue 14)."""
+    return (f"{connector}: sign in again: palui connectors login {connector} (or “Sign in” on its sheet); its "
+            "tools are not offered meanwhile")
 
 
 class ToolClass(str, Enum):
@@ -100,7 +111,9 @@ class Notice:
 
     ``kind`` is one of answer, approval, job, webhook, cap, notice, message; ``inbox_id`` the
     inbox row written first; ``time`` epoch seconds. ``approval_id`` is set for approval
-    requests (a channel shows buttons for it).
+    requests (a channel shows buttons for it). ``elicitation_id`` is set for a question an MCP
+    server asks the person (kind ``elicitation``, SPEC §7): a channel shows its enum and boolean
+    fields as buttons (``Service.elicitation(id)`` has them); ``text`` alone says how to answer.
     """
 
     inbox_id: int
@@ -110,6 +123,7 @@ class Notice:
     turn_id: str | None = None
     conversation_id: str | None = None
     approval_id: str | None = None
+    elicitation_id: str | None = None
 
 
 class Notify(Protocol):
@@ -117,4 +131,32 @@ class Notify(Protocol):
     instead of the service (docs/architecture.md). Never raises for a delivery failure."""
 
     def __call__(self, kind: str, text: str, *, turn_id: str | None = None,
-                 conversation_id: str | None = None, approval_id: str | None = None) -> None: ...
+                 conversation_id: str | None = None, approval_id: str | None = None,
+                 elicitation_id: str | None = None) -> None: ...
+
+
+@dataclass(frozen=True)
+class SignIn:
+    """How the person signs in to a remote MCP server (OAuth 2.1, SPEC §7): the front end's part.
+
+    ``show(url)`` shows or opens the authorization URL (a browser, or the URL printed); ``paste()``,
+    when given, returns the address the browser ended on, pasted by the person (a machine without a
+    browser). Palui listens on 127.0.0.1 for the redirect meanwhile; whichever comes first is used,
+    within ``timeout`` seconds.
+    """
+
+    show: Callable[[str], Awaitable[None]]
+    paste: Callable[[], Awaitable[str]] | None = None
+    timeout: float = 300.0
+
+
+@dataclass(frozen=True)
+class OAuthClient:
+    """A client the person registered at the authorization server themselves (``--client-id``), for a
+    server without dynamic registration. ``client_secret`` comes from a prompt or a file, never the
+    command line; ``auth_method`` is ``client_secret_basic`` or ``client_secret_post`` (``none``
+    without a secret)."""
+
+    client_id: str
+    client_secret: str | None = None
+    auth_method: str = "client_secret_basic"

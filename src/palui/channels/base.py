@@ -194,9 +194,31 @@ class Channel(Outbox):
             stopped = self.svc.stop(conversation=conv)
             self.reply(chat, f"Stopped {', '.join(stopped)}." if stopped else
                        "Nothing to stop: no turn is running or waiting.")
+        elif cmd.name == "/answer":
+            return self._answer_question(chat, cmd.arg)
         else:
             return self._answer(chat, cmd.arg, cmd.name == "/approve", cmd.reason or None, press_id=None)
         return []
+
+    def _answer_question(self, chat: str, arg: str) -> list[Job]:
+        """``/answer ID field=value …``: a server's question, through its one door (issue 14)."""
+        from palui.text.elicitation import parse_pairs
+
+        try:
+            qid, pairs = commands.answer_args(arg)
+            q = self.svc.elicitation(qid)
+            content = parse_pairs(q["schema"], pairs) if q["mode"] == "form" else None
+            q = self.svc.answer_elicitation(qid, "accept", content, via=self.name)
+        except ApprovalError as e:
+            self.reply(chat, str(e))
+            went = e.turn_id
+            return [lambda: self._resume(went)] if went else []
+        except (PaluiError, ValueError) as e:
+            self.reply(chat, str(e))
+            return []
+        self.reply(chat, f"Answered {q['id']} ({shown(q['connector'], one_line=True)}); the turn goes on.")
+        turn = q["turn"]
+        return [lambda: self._resume(turn)]
 
     def _why(self, conversation: str) -> str:
         """``/why`` (issue 12): each tool call of the conversation's latest turn that made any, with its reason."""

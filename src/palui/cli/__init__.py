@@ -17,20 +17,21 @@ from palui.errors import PaluiError, UsageError
 
 # Command modules, registered in this order (a missing optional module is skipped only
 # while it is being written; every module listed here exists on main).
-COMMAND_MODULES = ["tools", "policy", "suggest", "outside", "mcp", "memories", "turns", "audit", "report", "chat",
-                   "serve", "triggers", "channels", "unit", "conversations", "maintenance"]
+COMMAND_MODULES = ["tools", "policy", "suggest", "outside", "mcp", "signin", "memories", "turns", "audit", "report",
+                   "chat", "serve", "triggers", "channels", "unit", "conversations", "maintenance", "elicit"]
 
 # The modules that define each top-level command or group (issue 11: a command imports only what it
 # needs; Typer also builds only those commands). A name not listed here, ``palui --help`` and
 # ``palui`` alone load every module, so a new command works before it is listed.
 # tests/test_cli_start.py checks that each entry gives the same commands as loading everything.
 COMMANDS: dict[str, tuple[str, ...]] = {
-    "tools": ("tools", "suggest", "outside"), "policy": ("tools", "policy"), "connectors": ("tools", "mcp", "outside"),
+    "tools": ("tools", "suggest", "outside"), "policy": ("tools", "policy"), "connectors": ("tools", "mcp", "outside", "signin"),
     "memories": ("memories",), "tasks": ("memories",),
     "run": ("turns",), "approvals": ("turns",), "stop": ("turns",), "status": ("turns",), "inbox": ("turns",),
     "audit": ("audit",), "report": ("report",), "chat": ("chat",), "conversations": ("conversations",),
     "serve": ("serve",), "jobs": ("triggers",), "webhooks": ("triggers",),
     "prune": ("maintenance",), "backup": ("maintenance",), "channels": ("channels",), "service": ("unit",),
+    "elicitations": ("elicit",),
 }
 
 

@@ -114,6 +114,12 @@ class ServiceClient:
         return self.stream(f"/api/approvals/{approval_id}/{'approve' if approve else 'deny'}", {"via": "cli"},
                            on_event)
 
+    def answer_elicitation(self, elicitation_id: str, action: str, content: dict[str, Any] | None,
+                           on_event: EventSink | None) -> dict[str, Any]:
+        """Answer a server's question through the service; a turn it paused goes on there (streamed)."""
+        return self.stream(f"/api/elicitations/{elicitation_id}/answer",
+                           {"action": action, "content": content, "via": "cli"}, on_event)
+
     def close(self) -> None:
         self.http.close()
 

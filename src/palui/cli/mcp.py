@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import typer
 
@@ -34,15 +35,22 @@ def connectors_add(
     enable_read: bool = typer.Option(False, "--enable-read", help="Switch on its read tools at once."),
     timeout: float | None = typer.Option(None, "--timeout", metavar="S", help="Per-call timeout in seconds."),
     max_output: int | None = typer.Option(None, "--max-output", metavar="BYTES", help="Output size limit in bytes."),
+    client_id: str | None = typer.Option(None, "--client-id", help="OAuth: a client you registered yourself."),
+    client_secret_file: Path | None = typer.Option(None, "--client-secret-file", help="OAuth: its secret file."),
+    client_auth: str = typer.Option("basic", "--client-auth", help="OAuth: how the client authenticates (basic|post)."),
+    no_browser: bool = typer.Option(False, "--no-browser", help="OAuth: print the sign-in address, open no browser."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Connect an MCP server, list its tools and store them (switched off)."""
+    """Connect an MCP server, list its tools and store them (switched off). A remote server that wants
+    OAuth is signed in to on the way (a browser, or the address printed and the redirect pasted)."""
     if bool(url) == bool(command):
         raise UsageError("give either -- COMMAND [ARGS…] (stdio) or --url URL (streamable HTTP)")
     if url and (env or cwd):
         raise UsageError("--env and --cwd are for stdio servers; an HTTP server takes --header")
     if command and header:
         raise UsageError("--header is for HTTP servers; a stdio server takes --env")
+    if command and (client_id or client_secret_file):
+        raise UsageError("--client-id is for remote (HTTP) servers that sign in with OAuth")
     from palui.text.mcp_config import ServerConfig, parse_pairs
 
     if url:
@@ -53,7 +61,13 @@ def connectors_add(
         config = ServerConfig("stdio", command=command[0], args=tuple(command[1:]), cwd=cwd,
                               env=parse_pairs(env, "--env", os.environ),
                               timeout_seconds=timeout, max_output_bytes=max_output)
-    result = service().mcp_add(name, config, enable_read=enable_read)
+    sign_in = client = None
+    if url:
+        from palui.cli.signin import client_option, terminal_sign_in
+
+        client = client_option(client_id, client_secret_file, client_auth)
+        sign_in = terminal_sign_in(no_browser)
+    result = service().mcp_add(name, config, enable_read=enable_read, sign_in=sign_in, client=client)
     if as_json:
         return emit_json(result)
     typer.echo(f"{result['id']}: connected, {len(result['tools'])} tool(s), "

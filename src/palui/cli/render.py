@@ -92,6 +92,12 @@ def event_lines(e: dict[str, Any], *, expires: str | None = None) -> list[str]:
                                 "reason": e["reason"], "args": e["args"],
                                 "untrusted_args": e.get("untrusted_args", []),
                                 "expires_at": e.get("expires_at", "")}, expires=expires).split("\n")
+    if kind == "elicitation" and e.get("status") != "pending":
+        return [f"  ⊘ {shown(e['connector'], one_line=True)} asked «{short(e.get('message', ''), 200)}»: declined by"
+                f" Palui ({short(e.get('reason') or '', 300)})"]
+    if kind == "elicitation_answer":
+        return [f"  · question {e['elicitation']}: {e['action']}"
+                + (f" (fields: {shown(', '.join(e['fields']), one_line=True)})" if e.get("fields") else "")]
     if kind == "connector_error":
         return [f"  ⚠ connector {e['connector']} is not available: {short(e['error'], 300)}"]
     if kind == "tools_left_out":
@@ -115,7 +121,11 @@ def outcome_lines(r: dict[str, Any], *, answer_shown: bool = False, in_chat: boo
     status = r["status"]
     if status == "awaiting_approval" and not in_chat:
         ids = ", ".join(a["id"] for a in r.get("pending_approvals", []))
-        out.append(f"[waiting for your approval: {ids}; answer with palui approvals approve|deny ID]")
+        if ids:
+            out.append(f"[waiting for your approval: {ids}; answer with palui approvals approve|deny ID]")
+        qs = ", ".join(q["id"] for q in r.get("pending_elicitations", []))
+        if qs:
+            out.append(f"[waiting for your answer to {qs}; answer with palui elicitations answer ID FIELD=VALUE…]")
     elif status == "budget":
         out.append(f"[turn ended: {shown(r.get('budget'), one_line=True)}]")
     elif status == "error":

@@ -10,7 +10,7 @@ import typer
 from palui.cli.common import connectors_app, emit_json, fail, policy_app, service, table, tools_app
 from palui.errors import UsageError
 from palui.text.review import visible
-from palui.types import Origin
+from palui.types import NEEDS_TASKS, Origin
 
 # -- connectors -----------------------------------------------------------------------------
 
@@ -36,7 +36,8 @@ def tools_list(connector: str | None = typer.Option(None, "--connector", help="O
         return emit_json([r.as_dict() for r in rows])
     table([[r.name, r.tool_class.value, r.class_source.value, "on" if r.enabled else "off",
             "untrusted" if r.output_untrusted else "",
-            ", ".join(f for f, on in (("changed — review", r.changed), ("hidden characters", r.hidden)) if on)]
+            ", ".join(f for f, on in (("changed — review", r.changed), ("hidden characters", r.hidden),
+                                      (NEEDS_TASKS, r.needs_tasks)) if on)]
            for r in rows],
           ["NAME", "CLASS", "SOURCE", "SWITCH", "OUTPUT", "FLAGS"])
 
@@ -129,6 +130,7 @@ def tools_show(name: str, as_json: bool = typer.Option(False, "--json", help="Pr
             ("trusted source", d["trusted_source"]),
             ("no longer listed", not d["present"]),
             ("hidden characters: shown escaped below", d["hidden_characters"]),
+            (f"{NEEDS_TASKS} (never offered)", d.get("needs_tasks")),
         )
         if on
     ]

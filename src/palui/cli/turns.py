@@ -93,12 +93,36 @@ def run_cmd(message: str = typer.Argument(..., help="The message for the agent."
     client = live_service(svc)
     spec = check_model(model, svc, as_json, remote=client is not None)
     printer = None if as_json else render.Printer()
+    questions = questions_for(svc, client)
+
+    def on_event(e: dict) -> None:
+        if printer:
+            printer(e)
+        questions.on_event(e)  # a server's question inside an open call: asked on this terminal
+
     if client:
-        r = client.run(message, conversation=conversation, model=spec, on_event=printer, channel="cli")
+        r = client.run(message, conversation=conversation, model=spec, on_event=on_event, channel="cli")
+        r = asyncio.run(questions.settle(r, lambda i, a, c: asyncio.to_thread(client.answer_elicitation, i, a, c,
+                                                                                on_event)))
     else:
-        r = run_async(svc, svc.send(message, conversation=conversation, model=spec, on_event=printer,
-                                    channel="cli"))
+        async def go() -> dict:
+            r = await svc.send(message, conversation=conversation, model=spec, on_event=on_event, channel="cli")
+            return await questions.settle(
+                r, lambda i, a, c: svc.answer_elicitation_and_resume(i, a, c, "cli", on_event))
+
+        r = run_async(svc, go())
     finish_turn(r, as_json, printer)
+
+
+def questions_for(svc, client):
+    """The :class:`~palui.cli.elicit.TerminalQuestions` of this CLI: through the live service, or here."""
+    from palui.cli.elicit import TerminalQuestions
+
+    if client:
+        return TerminalQuestions(
+            lambda i, a, c: client.post(f"/api/elicitations/{i}/answer", {"action": a, "content": c, "via": "cli"}),
+            lambda i: client.get(f"/api/elicitations/{i}"), in_loop=False)
+    return TerminalQuestions(lambda i, a, c: svc.answer_elicitation(i, a, c, "cli"), svc.elicitation, in_loop=True)
 
 
 @approvals_app.command("list")
@@ -191,6 +215,8 @@ def status_lines(s: dict) -> list[str]:
     for ch in s.get("channels", []):  # chat channels (issue 13)
         failure = f"; last delivery failure: {shown(ch['last_failure'], one_line=True)}" if ch["last_failure"] else ""
         out.append(f"channel {ch['name']}: {shown(ch['state'], one_line=True)}{failure}")
+    if s.get("pending_elicitations"):
+        out.append(f"questions from MCP servers waiting: {s['pending_elicitations']} (palui elicitations list)")
     out.extend(governance_lines(s))
     return out
 

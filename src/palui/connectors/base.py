@@ -8,9 +8,9 @@ the turn runner has decided the call may run.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from palui.types import Notify, Origin, ToolClass
 
@@ -25,7 +25,9 @@ class ToolSpec:
 
     ``annotations`` is the raw MCP annotations JSON exactly as sent (None if absent);
     ``declared_class`` is set only by built-in connectors (class source ``builtin``);
-    ``untrusted_output`` is the default taint of its results (SPEC §4).
+    ``untrusted_output`` is the default taint of its results (SPEC §4). ``task_support`` is an
+    MCP tool's ``execution.taskSupport`` (``forbidden``/``optional``/``required``, None when
+    absent; MCP 2025-11-25 "Tasks"): a ``required`` tool is never offered (Palui does not do tasks).
     """
 
     name: str
@@ -34,6 +36,57 @@ class ToolSpec:
     annotations: dict[str, Any] | None = None
     declared_class: ToolClass | None = None
     untrusted_output: bool = True
+    task_support: str | None = None
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question an MCP server asks the person: an elicitation (MCP 2025-11-25 "Elicitation";
+    on 2026-07-28 an input request of an ``input_required`` result). Never shown to the model.
+
+    ``key`` is the input-request key (2026-07-28) or the JSON-RPC id of the server's request
+    (older connections); ``mode`` ``form`` (``schema`` is the requested schema, as sent) or ``url``
+    (``url``, and the server's ``elicitation_id``).
+    """
+
+    key: str
+    mode: Literal["form", "url"]
+    message: str
+    schema: dict[str, Any] | None = None
+    url: str | None = None
+    elicitation_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The answer sent back for a :class:`Question`: ``accept`` (with ``content`` for a form),
+    ``decline`` or ``cancel``."""
+
+    action: Literal["accept", "decline", "cancel"]
+    content: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class InputRequired:
+    """A 2026-07-28 ``tools/call`` that answered ``input_required``: the questions to put to the person
+    and the server's opaque ``request_state``, to be sent back with the answers (MCP 2026-07-28,
+    "Multi round-trip requests"). ``other`` are keys of input requests that are not elicitations
+    (sampling, roots: Palui offers neither)."""
+
+    questions: tuple[Question, ...]
+    request_state: str | None
+    other: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Resume:
+    """What a retried 2026-07-28 call sends: one :class:`Reply` per question key and the request state."""
+
+    replies: dict[str, Reply]
+    request_state: str | None
+
+
+Ask = Callable[[Question], Awaitable[Reply]]
 
 
 @dataclass
@@ -46,6 +99,8 @@ class ToolResult:
     source). ``untrusted_texts`` are the untrusted strings the result carried (used to
     mark approval arguments, SPEC §4); empty means "the whole text" when untrusted.
     ``taint_detail`` says why it is untrusted (e.g. "memory 4 has untrusted provenance").
+    ``input_required`` is set (and ``text`` empty) when a 2026-07-28 server needs answers from
+    the person before the call can finish: the runner asks and calls again with ``CallContext.resume``.
     """
 
     text: str
@@ -53,6 +108,7 @@ class ToolResult:
     untrusted: bool | None = None
     untrusted_texts: list[str] = field(default_factory=list)
     taint_detail: str | None = None
+    input_required: InputRequired | None = None
 
 
 @dataclass
@@ -60,7 +116,9 @@ class CallContext:
     """What a tool call may know about its turn.
 
     ``tainted`` is whether the turn is tainted *at the moment of the call*: writes
-    made during a tainted turn store ``untrusted`` provenance (SPEC §4).
+    made during a tainted turn store ``untrusted`` provenance (SPEC §4). ``ask`` puts a server's
+    question to the person while the call stays open (older MCP connections; None: every question
+    is declined); ``resume`` carries the answers of a 2026-07-28 retry (SPEC §7).
     """
 
     turn_id: str
@@ -72,6 +130,8 @@ class CallContext:
     db: Database
     settings: Settings
     notifier: PersonChannel | None = None
+    ask: Ask | None = None
+    resume: Resume | None = None
 
 
 class PersonChannel(Notify, Protocol):
@@ -118,3 +178,8 @@ class Connector(ABC):
     def state(self) -> str:
         """``connected``, ``connecting``, ``error: …`` or ``disabled`` (SPEC §7)."""
         return "connected"
+
+    def blocked(self) -> str | None:
+        """Why this connector cannot be used until the person acts (an MCP server that needs a sign-in),
+        or None. The hub refuses a blocked connector, so its tools are not offered."""
+        return None

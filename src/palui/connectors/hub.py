@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from palui.connectors.base import Connector, ConnectorEnv
 from palui.connectors.builtin import builtin_connectors
-from palui.errors import NotFound
+from palui.errors import ConnectorError, NotFound
 
 if TYPE_CHECKING:
     import asyncio
@@ -32,10 +32,15 @@ class ConnectorHub:
     async def get(self, cid: str) -> Connector:
         """The live connector ``cid``; MCP connectors are created (and connected) on first use.
 
-        Raises NotFound for an unknown id, ConnectorError when an MCP server cannot start.
+        Raises NotFound for an unknown id, ConnectorError when an MCP server cannot start or is
+        blocked until the person acts (``error: sign in again``).
         """
         if cid in self._live:
-            return self._live[cid]
+            conn = self._live[cid]
+            why = conn.blocked()
+            if why:
+                raise ConnectorError(why)
+            return conn
         if self._lock is None:
             import asyncio
 

@@ -162,6 +162,10 @@ def sync_tools(db: Database, connector_id: str, specs: list[ToolSpec], *, builti
                 )
                 continue
             _apply_mcp_change(c, row, spec, new_hash, hints, ann_json, now, report)
+        for spec in specs:
+            if spec.name not in dupes:  # not part of the definition (no review): execution.taskSupport
+                c.execute("UPDATE tools SET task_support = ? WHERE connector_id = ? AND raw_name = ?"
+                          " AND task_support IS NOT ?", (spec.task_support, connector_id, spec.name, spec.task_support))
         for raw, row in existing.items():
             if raw not in listed and row["present"]:
                 c.execute("UPDATE tools SET present = 0 WHERE connector_id = ? AND raw_name = ?", (connector_id, raw))

@@ -15,6 +15,8 @@ from typing import Any
 
 from palui.connectors.registry import canonical_json
 from palui.errors import ApprovalError, NotFound, UsageError
+from palui.policy.taint import untrusted_args
+from palui.runner import elicitations as questions
 from palui.runner.state import new_id
 from palui.store.db import Database
 from palui.types import ApprovalStatus
@@ -95,8 +97,10 @@ def status(db: Database, aid: str) -> str | None:
 
 
 def sweep(db: Database, now: float | None = None) -> int:
-    """Mark pending approvals past their expiry ``expired`` (SPEC §5: expiry counts as denial)."""
+    """Mark pending approvals past their expiry ``expired`` (SPEC §5: expiry counts as denial), and sweep
+    the questions of servers (:func:`palui.runner.elicitations.sweep`)."""
     now = time.time() if now is None else now
+    questions.sweep(db, now)  # a server's question to the person waits where approvals wait (SPEC §7)
     with db.write() as c:
         return c.execute(
             "UPDATE approvals SET status='expired', answered_at=? WHERE status='pending' AND expires_at <= ?",
@@ -197,8 +201,9 @@ def deny_reason(db: Database, aid: str) -> str | None:
 
 
 def cancel_for_turn(db: Database, turn_id: str, now: float | None = None, reason: str = STOPPED) -> int:
-    """Cancel a turn's pending approvals (``/stop``)."""
+    """Cancel a turn's pending approvals (``/stop``), and the questions servers asked it."""
     now = time.time() if now is None else now
+    questions.cancel_for_turn(db, turn_id, now=now)
     with db.write() as c:
         return c.execute(
             "UPDATE approvals SET status='cancelled', cancel_reason=?, answered_at=? WHERE turn_id=? AND"

@@ -4,7 +4,8 @@ Part of :class:`palui.runner.turn.TurnRunner` (a mixin: it uses the runner's ``d
 ``db``, ``settings``, ``_row``, ``_save``, ``_emit``, ``_time_left`` and ``_guarded``).
 Each call is checked against the policy at call time, refused (off, unavailable, not
 offered), held for an approval, or executed; its output's taint is recorded, and every
-outcome is audited.
+outcome is audited. A server's questions during a call go to the person
+(:mod:`palui.runner.eliciting`).
 """
 
 from __future__ import annotations
@@ -16,16 +17,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
-from palui.connectors.base import CallContext, ToolResult
+from palui.connectors.base import CallContext, Resume, ToolResult
 from palui.policy.matrix import decide
 from palui.runner import approvals, audit, redecide
+from palui.runner import elicitations as questions
 from palui.runner import state as st
+from palui.runner.eliciting import ElicitMixin
 from palui.runner.loops import LoopsMixin
 from palui.runner.outside import OutsideMixin
 from palui.runner.state import Turn
 from palui.store.tools import ToolRow
 from palui.text.prompts import approval_prompt
-from palui.types import Origin, Verdict
+from palui.types import NEEDS_TASKS, Origin, Verdict
 
 if TYPE_CHECKING:
     from palui.config import Settings
@@ -52,7 +55,7 @@ class StopRequested(Exception):
     """``/stop`` was asked for this turn (by any process)."""
 
 
-class CallsMixin(LoopsMixin, OutsideMixin):
+class CallsMixin(ElicitMixin, LoopsMixin, OutsideMixin):
     """The call half of the turn runner. It uses these of :class:`~palui.runner.turn.TurnRunner`:"""
 
     deps: RunnerDeps
@@ -92,8 +95,16 @@ class CallsMixin(LoopsMixin, OutsideMixin):
                 # The process ended while this call was in flight: never run it twice.
                 self._result(t, call, "The call was interrupted before its result arrived; it may have run.", True)
                 call["outcome"] = "failed"
+                questions.cancel_for_call(self.db, t.id, call["id"], "the process ended while the question waited")
                 self._audit(t, call, self._row(call["tool"]), "run", "interrupted while in flight",
                             "cancelled; may have run")
+                self._emit(t, {"type": "tool_call", "tool": call["tool"], "args": call["args"], "verdict": "run",
+                               "reason": "interrupted while in flight", "result": call["result"], "is_error": True,
+                               "tainted": t.tainted, "cancelled": True})
+                continue
+            if call["state"] == "eliciting":  # a 2026-07-28 call waiting for the person's answers
+                if await self._resume_elicited(t, call):
+                    return True
                 continue
             if self._time_left(t) <= 0 and (call["state"] != "asked" or
                                             approvals.status(self.db, call["approval"]) == "approved"):
@@ -140,7 +151,8 @@ class CallsMixin(LoopsMixin, OutsideMixin):
                 if row is None:
                     self._refuse(t, call, None, "unavailable", "the tool no longer exists")
                     continue
-                await self._execute(t, call, row, "ask", call.get("reason", ""), approved=True)
+                if await self._execute(t, call, row, "ask", call.get("reason", ""), approved=True):
+                    return True
                 continue
             if await self._decide_and_run(t, call):
                 return True
@@ -168,9 +180,14 @@ class CallsMixin(LoopsMixin, OutsideMixin):
         d = decide(row.tool_class, row.enabled, t.origin, t.tainted, t.taint_source)
         if not d.offered:
             return d.reason
+        if row.needs_tasks:
+            return f"the tool {NEEDS_TASKS}"
         scope = self.deps.job_connectors(t.job_id) if t.job_id else None
         if scope is not None and row.connector not in scope:  # issue 15 §7: cut before ranking
             return f"this job is limited to the connectors {', '.join(scope)}"
+        failed = [e for e in t.events if e.get("type") == "connector_error" and e.get("connector") == row.connector]
+        if failed:  # it did not start this turn (a sign-in needed, a server that failed): not offered
+            return f"its connector {row.connector} is not available: {failed[-1].get('error', '')}".rstrip(": ")
         budget = int(self.settings.get("budgets.tools"))
         if left_out_by_budget(t, name, budget):
             return f"left out by budgets.tools ({budget}): raise it or switch tools off"
@@ -199,6 +216,9 @@ class CallsMixin(LoopsMixin, OutsideMixin):
         d = decide(row.tool_class, row.enabled, t.origin, t.tainted, t.taint_source)
         if d.verdict in (Verdict.OFF, Verdict.UNAVAILABLE):
             self._refuse(t, call, row, d.verdict.value, d.reason)
+            return False
+        if row.needs_tasks:  # issue 14: never offered; a call to it never reaches the server
+            self._refuse(t, call, row, "unavailable", f"the tool {NEEDS_TASKS}")
             return False
         if call.get("bad_args"):
             self._result(t, call, f"Error: {call['bad_args']}", True)
@@ -244,8 +264,7 @@ class CallsMixin(LoopsMixin, OutsideMixin):
                 "approval", approval_prompt(a), turn_id=t.id, conversation_id=t.conversation_id, approval_id=a["id"]
             )
             return True
-        await self._execute(t, call, row, "run", d.reason)
-        return False
+        return await self._execute(t, call, row, "run", d.reason)
 
     def _not_dispatched(self, t: Turn, call: dict[str, Any]) -> None:
         """Answer a call the time budget left no room for: never sent, audited as not dispatched."""
@@ -289,8 +308,11 @@ class CallsMixin(LoopsMixin, OutsideMixin):
         call["state"] = "done"
 
     async def _execute(
-        self, t: Turn, call: dict[str, Any], row: ToolRow, verdict: str, reason: str, approved: bool = False
-    ) -> None:
+        self, t: Turn, call: dict[str, Any], row: ToolRow, verdict: str, reason: str, approved: bool = False,
+        resume: Resume | None = None,
+    ) -> bool:
+        """Send the call and record its result. True when the turn pauses because the server asked the
+        person questions (2026-07-28); ``resume`` carries the answers when the call is sent again."""
         conn = await self.deps.hub.get(row.connector)
         if approved:
             # Decided again immediately before the call is sent (SPEC §5): connecting may have flagged it.
@@ -304,7 +326,8 @@ class CallsMixin(LoopsMixin, OutsideMixin):
                     conversation_id=t.conversation_id,
                     approval_id=call["approval"],
                 )
-                return self._refuse(t, call, row, verdict, why, outcome="cancelled")
+                self._refuse(t, call, row, verdict, why, outcome="cancelled")
+                return False
         call["state"] = "sent"
         self._save(t)  # durable marker: a crash from here on never re-runs the call
         self._live(t, {"type": "tool_start", "tool": row.name, "args": call["args"]})
@@ -318,6 +341,8 @@ class CallsMixin(LoopsMixin, OutsideMixin):
             db=self.db,
             settings=self.settings,
             notifier=self.deps.notify,
+            ask=self._asker(t, call, row),
+            resume=resume,
         )
         started = time.monotonic()
         try:
@@ -344,6 +369,9 @@ class CallsMixin(LoopsMixin, OutsideMixin):
             raise
         except Exception as e:  # a connector bug must not crash the turn
             result = ToolResult(f"Error: {type(e).__name__}: {str(e)[:500]}", is_error=True)
+        if result.input_required is not None:
+            return await self._input_required(t, call, row, result.input_required, verdict, reason)
+        call.pop("elicit", None)
         duration = (time.monotonic() - started) * 1000
         untrusted = result.untrusted if result.untrusted is not None else row.untrusted_output
         untrusted = bool(untrusted) and not (row.trusted_source or row.connector_trusted)
@@ -373,6 +401,7 @@ class CallsMixin(LoopsMixin, OutsideMixin):
         )
         if newly_tainted:  # after the call's own line: events in the order they happened (issue 12)
             self._emit(t, {"type": "tainted", "source": t.taint_source})
+        return False
 
     def _taint(self, t: Turn, source: str, texts: list[str], detail: str | None, announce: bool = True) -> None:
         if not t.tainted:

@@ -51,6 +51,8 @@ def candidates(snap: Snapshot, origin: Origin, tainted: bool, carry: dict[Any, A
         offered: dict[tuple[Any, bool], bool] = {}  # the verdict depends on class and switch only, here
         out = []
         for r in snap.usable():
+            if r.needs_tasks or r.connector_signin:  # issue 14: never offered; a sign-in first
+                continue
             k = (r.tool_class, r.enabled)
             if k not in offered:
                 offered[k] = decide(r.tool_class, r.enabled, origin, tainted, None).offered
@@ -60,6 +62,16 @@ def candidates(snap: Snapshot, origin: Origin, tainted: bool, carry: dict[Any, A
                     hit = made[r.name] = (r, _candidate(r))
                 out.append(hit[1])
         snap.memo[key] = out
+    return out
+
+
+def waiting_for_sign_in(snap: Snapshot, scope: list[str] | None = None) -> list[str]:
+    """Connectors with switched-on tools that are not offered until the person signs in again (issue 14)."""
+    key = ("sign_in", None if scope is None else tuple(scope))
+    out = snap.memo.get(key)
+    if out is None:
+        out = snap.memo[key] = sorted({r.connector for r in snap.usable() if r.connector_signin and r.enabled
+                                       and (scope is None or r.connector in scope)})
     return out
 
 
@@ -126,7 +138,7 @@ def definitions(snap: Snapshot, names: list[str], origin: Origin, tainted: bool)
     out = []
     for name in names:
         r = snap.tools.get(name)
-        if r is None or not r.usable or not decide(r.tool_class, r.enabled, origin, tainted, None).offered:
+        if r is None or not r.usable or r.needs_tasks or r.connector_signin or not decide(r.tool_class, r.enabled, origin, tainted, None).offered:
             continue
         key = ("definition", name)
         d = snap.memo.get(key)

@@ -15,7 +15,7 @@ from typing import Any
 from palui.policy.matrix import decide
 from palui.store import catalog
 from palui.store.db import Database
-from palui.types import Notify, Origin, Verdict
+from palui.types import NEEDS_TASKS, Notify, Origin, Verdict
 
 
 def refusal(db: Database, tool: str, origin: str, tainted: bool, taint_source: str | None) -> str | None:
@@ -33,6 +33,8 @@ def refusal(db: Database, tool: str, origin: str, tainted: bool, taint_source: s
         return "the tool's definition changed after this approval was asked (flagged \"changed — review\")"
     if not row.enabled:
         return "the tool was switched off after this approval was asked"
+    if row.needs_tasks:
+        return f"the tool {NEEDS_TASKS}"
     d = decide(row.tool_class, row.enabled, Origin(origin), tainted, taint_source)
     if d.verdict in (Verdict.RUN, Verdict.ASK):
         return None

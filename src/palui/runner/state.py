@@ -280,13 +280,14 @@ def recover_orphans(db: Database, now: float | None = None) -> list[str]:
 
 
 def answered_turn_ids(db: Database) -> list[str]:
-    """Turns paused for an approval that is no longer pending (answered, expired, cancelled):
-    ready to go on, in whichever process claims them."""
+    """Turns paused for an approval (or a server's question) that is no longer pending (answered,
+    expired, cancelled): ready to go on, in whichever process claims them."""
     return [
         r["id"]
         for r in db.all(
             "SELECT t.id FROM turns t WHERE t.status = 'awaiting_approval' AND NOT EXISTS"
-            " (SELECT 1 FROM approvals a WHERE a.turn_id = t.id AND a.status = 'pending')"
+            " (SELECT 1 FROM approvals a WHERE a.turn_id = t.id AND a.status = 'pending') AND NOT EXISTS"
+            " (SELECT 1 FROM elicitations e WHERE e.turn_id = t.id AND e.status = 'pending')"
         )
     ]
 

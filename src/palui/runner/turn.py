@@ -28,7 +28,7 @@ from palui.runner.deps import RunnerDeps
 from palui.runner.state import Turn
 from palui.store import catalog
 from palui.store.tools import ToolRow
-from palui.types import Origin, TurnStatus
+from palui.types import Origin, TurnStatus, sign_in_again
 
 STOP_POLL = 0.25  # seconds between checks for a stop requested by another process
 
@@ -84,11 +84,13 @@ class TurnRunner(CallsMixin):
             self._live(t, event)
 
     def _time_left(self, t: Turn) -> float:
-        return float(self.settings.get("budgets.seconds")) - (t.seconds + (time.monotonic() - self._t0))
+        # Time spent waiting for the person's answer to a server's question is not counted (SPEC §6).
+        counted = time.monotonic() - self._t0 - self._peek_paused()
+        return float(self.settings.get("budgets.seconds")) - (t.seconds + counted)
 
     def _sync_seconds(self, t: Turn) -> None:
         now = time.monotonic()
-        t.seconds += now - self._t0
+        t.seconds += now - self._t0 - self._take_paused()
         self._t0 = now
 
     def _save(self, t: Turn) -> None:
@@ -216,9 +218,10 @@ class TurnRunner(CallsMixin):
         task = asyncio.ensure_future(coro)
         loop = asyncio.get_running_loop()
         end = loop.time() + timeout
+        paused0 = self._paused_total()  # a wait for the person inside the call moves the end (SPEC §7)
         try:
             while True:
-                left = end - loop.time()
+                left = end + (self._paused_total() - paused0) - loop.time()
                 if left <= 0:
                     raise TimeoutError()
                 done, _ = await asyncio.wait({task}, timeout=min(STOP_POLL, left))
@@ -287,6 +290,8 @@ class TurnRunner(CallsMixin):
         if len(carry.get("texts", ())) > 4 * max(1, len(snap.tools)):
             carry.clear()  # texts of tools long gone
         chosen = offer.choose(snap, t.origin, t.tainted, t.input, limit, carry, scope=scope)
+        for cid in offer.waiting_for_sign_in(snap, scope):  # issue 14: told in the turn, its tools not offered
+            self._emit(t, {"type": "connector_error", "connector": cid, "error": sign_in_again(cid)})
         if chosen.left_out:
             self._emit(t, {"type": "tools_left_out", "tools": chosen.left_out,
                            "reason": f"left out by budgets.tools ({limit})"})

@@ -19,6 +19,9 @@ Routes (all JSON; errors are ``{"error": "…"}`` with 400/404/409):
 - ``GET /api/approvals?all=1``, ``GET /api/approvals/{id}``, ``GET /api/approvals/{id}/wait?timeout=S``
   (returns once it is not pending, or after S seconds, at most 60), ``POST /api/approvals/{id}/approve|deny``
   (``{"stream"}``; ``{"wait": false}`` answers, resumes the turn here and returns the approval at once)
+- ``GET /api/elicitations?all=1``, ``GET /api/elicitations/{id}``, ``POST /api/elicitations/{id}/answer``
+  ``{"action": "accept"|"decline"|"cancel", "content": {…}, "stream"}`` (a server's question, SPEC §7;
+  ``{"wait": false}`` answers, goes on with a paused turn here and returns the question at once)
 """
 
 from __future__ import annotations
@@ -286,6 +289,42 @@ async def answer_approval(request, svc):
     return await _stream_or_wait(svc, a["turn"], launched, bool(data.get("stream")), q)
 
 
+@endpoint
+async def list_elicitations(request, svc):
+    return JSONResponse(svc.elicitations(None if request.query_params.get("all") else "pending"))
+
+
+@endpoint
+async def get_elicitation(request, svc):
+    return JSONResponse(svc.elicitation(request.path_params["id"]))
+
+
+@endpoint
+async def answer_elicitation(request, svc):
+    """Answer a server's question through the one door (``answered_via`` ``api``, or ``cli``), then go on
+    with a turn paused by a 2026-07-28 server here; an older-era turn is still running (its call sees
+    the answer): the result is its current state."""
+    data = await body(request)
+    content = data.get("content")
+    if content is not None and not isinstance(content, dict):
+        raise UsageError("\"content\" must be an object of field: value")
+    via = data.get("via") if data.get("via") in ("cli", "web") else "api"  # the web page's script says "web"
+    try:
+        e = svc.answer_elicitation(request.path_params["id"], str(data.get("action", "")), content, via=via)
+    except ApprovalError as err:
+        if err.turn_id:
+            svc.launch(err.turn_id, (TurnStatus.AWAITING_APPROVAL,))  # expired: a decline, the turn goes on
+        raise
+    if data.get("wait") is False:  # as for approvals: the caller follows the turn itself
+        if e["era"] == "input_required":
+            svc.launch(e["turn"], (TurnStatus.AWAITING_APPROVAL,))
+        return JSONResponse(e)
+    stream = bool(data.get("stream"))
+    q = svc.subscribe(e["turn"]) if stream else None
+    launched = svc.launch(e["turn"], (TurnStatus.AWAITING_APPROVAL,)) if e["era"] == "input_required" else None
+    return await _stream_or_wait(svc, e["turn"], launched, stream, q)
+
+
 def routes() -> list[Route]:
     return [
         Route("/api/health", health),
@@ -307,4 +346,7 @@ def routes() -> list[Route]:
         Route("/api/approvals/{id}", get_approval),
         Route("/api/approvals/{id}/wait", wait_approval),
         Route("/api/approvals/{id}/{action}", answer_approval, methods=["POST"]),
+        Route("/api/elicitations", list_elicitations),
+        Route("/api/elicitations/{id}", get_elicitation),
+        Route("/api/elicitations/{id}/answer", answer_elicitation, methods=["POST"]),
     ]

@@ -8,6 +8,7 @@ it inherits)::
     ServiceCore   settings, database, notifier, connector hub, turn runtime      (core.py)
     ├── ToolsPart        connectors, tools, classes, switches, review, explain    (tools.py)
     │   ├── MCPPart      MCP servers: add, import, refresh, remove, enable        (mcp_connectors.py)
+    │   │   └── MCPSignInPart  OAuth: login, logout, the web sheet's sign-in    (mcp_signin.py)
     │   ├── PolicyPinPart  policy snapshot and check, policy.check_file at start  (policy_pin.py)
     │   ├── SuggestionsPart  classes suggested for unknown tools                  (suggestions.py)
     │   ├── OutsidePart  Rule of Two flags: reaches outside, private connectors   (outside.py)
@@ -16,10 +17,11 @@ it inherits)::
     │       ├── ReportPart  the governance report and its suggestions             (report.py)
     │       └── TurnsPart  start, launch, run, resume, stop                       (turns.py)
     │           ├── ConversationsPart  conversations and turns as shown           (conversations.py)
-    │           │   └── ApprovalsPart  the one door for answers, re-decision      (approvals.py)
-    │           │       ├── ChannelsPart  chat channels: list, pairing, state      (channels.py)
-    │           │       │   └── ChannelUpdatesPart  updates once, chats, sent      (channel_updates.py)
-    │           │       └── LivePart   following a turn, waiting for an answer    (live.py)
+    │           │   └── ElicitationsPart  the one door for a server's questions   (elicitations.py)
+    │           │       └── ApprovalsPart  the one door for answers, re-decision  (approvals.py)
+    │           │           ├── ChannelsPart  chat channels: list, pairing, state  (channels.py)
+    │           │           │   └── ChannelUpdatesPart  updates once, chats, sent (channel_updates.py)
+    │           │           └── LivePart   following a turn, waiting for an answer (live.py)
     │           └── TriggersPart       jobs and webhooks                          (triggers.py)
     │               └── BrakePart      stop everything, pause/resume jobs         (brake.py)
     ├── MemoriesPart     memories and tasks                                       (memories.py)
@@ -38,7 +40,7 @@ from palui.service.brake import BrakePart
 from palui.service.channel_updates import ChannelUpdatesPart
 from palui.service.live import LivePart
 from palui.service.maintenance import MaintenancePart
-from palui.service.mcp_connectors import MCPPart
+from palui.service.mcp_signin import MCPSignInPart
 from palui.service.memories import MemoriesPart
 from palui.service.outside import OutsidePart
 from palui.service.policy_pin import PolicyPinPart
@@ -47,8 +49,8 @@ from palui.service.suggestions import SuggestionsPart
 from palui.service.turns import Launched
 
 
-class Service(BrakePart, ChannelUpdatesPart, MCPPart, MemoriesPart, MaintenancePart, AuditLogPart, PolicyPinPart,
-              SuggestionsPart, LivePart, OutsidePart, ReportPart):
+class Service(BrakePart, ChannelUpdatesPart, MCPSignInPart, MemoriesPart, MaintenancePart, AuditLogPart,
+              PolicyPinPart, SuggestionsPart, LivePart, OutsidePart, ReportPart):
     """Palui's service API over one ``PALUI_HOME`` (settings + database).
 
     Args:

@@ -15,14 +15,14 @@ from typing import Any
 
 from palui.errors import ApprovalError, UsageError
 from palui.runner import approvals, redecide
-from palui.service.conversations import ConversationsPart
+from palui.service.elicitations import ElicitationsPart
 from palui.service.turns import EventSink
 
 #: Where an answer may come from: a front end, or a chat channel's name (``telegram``, ``matrix-home``).
 VIA = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 
 
-class ApprovalsPart(ConversationsPart):
+class ApprovalsPart(ElicitationsPart):
     """Listing, answering and re-deciding approvals."""
 
     def approvals(self, status: str | None = "pending") -> list[dict[str, Any]]:
@@ -53,6 +53,9 @@ class ApprovalsPart(ConversationsPart):
         for review, removed, or now ``unavailable``/``off`` for the turn cancels the approval with
         that reason and the person is told.
 
+        An ``e-…`` id is a server's question (:meth:`answer_elicitation`): a deny declines it and the
+        question is returned; an approve is refused.
+
         Raises:
             UsageError: no approval id, or an unknown ``via``.
             NotFound: no such approval.
@@ -62,6 +65,12 @@ class ApprovalsPart(ConversationsPart):
         """
         if not isinstance(via, str) or not VIA.match(via):
             raise UsageError(f"unknown answer channel {via!r}")
+        if isinstance(approval_id, str) and approval_id.startswith("e-"):
+            # /deny ID works for a server's question too, on every front end and channel (SPEC §8).
+            if approve:
+                raise UsageError(f"{approval_id} is a question of an MCP server, not an approval: answer it with "
+                                 f"/answer {approval_id} field=value …")
+            return self.answer_elicitation(approval_id, "decline", None, via)
         try:
             if reason is not None and len(reason) > 1000:
                 raise UsageError("a denial's reason is at most 1,000 characters")
@@ -80,6 +89,8 @@ class ApprovalsPart(ConversationsPart):
         """:meth:`answer_approval`, then resume the turn here (the CLI without a live service).
         Returns the turn result. A refusal that lets the turn go on resumes it first and is then
         raised, saying how the turn went on."""
+        if approval_id.startswith("e-"):
+            return await self.answer_elicitation_and_resume(approval_id, "decline", None, via, on_event)
         try:
             a = self.answer_approval(approval_id, approve, via)
         except ApprovalError as e:

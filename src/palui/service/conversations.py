@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from palui.errors import NotFound
-from palui.runner import approvals
+from palui.runner import approvals, elicitations
 from palui.service.turns import TurnsPart
 
 
@@ -14,7 +14,8 @@ class ConversationsPart(TurnsPart):
 
     def turn_detail(self, turn_id: str) -> dict[str, Any]:
         """:meth:`turn_result` plus ``input``, ``created_at`` (epoch s), ``approvals`` (each approval
-        the turn asked for, by id, in its current state) and, for a queued turn, ``pause``."""
+        the turn asked for, by id, in its current state), ``elicitations`` (each question a server
+        asked during it, by id) and, for a queued turn, ``pause``."""
         r = self.turn_result(turn_id)
         row = self.db.one("SELECT input, created_at FROM turns WHERE id = ?", (turn_id,))
         if row is None:
@@ -29,6 +30,9 @@ class ConversationsPart(TurnsPart):
                 except NotFound:
                     pass
         r["approvals"] = states
+        asked = [e["elicitation"] for e in r["events"] if e.get("type") == "elicitation"]
+        r["elicitations"] = {q["id"]: {**q, "conversation": r["conversation"]}
+                             for q in elicitations.for_ids(self.db, asked)}
         if r["status"] == "queued":
             r["pause"] = self.pause_state()
         return r

@@ -59,13 +59,15 @@ class ServiceCore:
         return redecide.cancel_refused(self.db, self.notifier)
 
     def notify(self, kind: str, text: str, *, turn_id: str | None = None,
-               conversation_id: str | None = None, approval_id: str | None = None) -> None:
+               conversation_id: str | None = None, approval_id: str | None = None,
+               elicitation_id: str | None = None) -> None:
         """Put a message on the person's channel (SPEC §1): :class:`~palui.service.notifier.Notifier`.
 
-        ``kind`` is one of answer, approval, job, webhook, cap, notice, message. The inbox
-        write comes first; deliveries never raise.
+        ``kind`` is one of answer, approval, elicitation, job, webhook, cap, notice, message. The
+        inbox write comes first; deliveries never raise.
         """
-        self.notifier(kind, text, turn_id=turn_id, conversation_id=conversation_id, approval_id=approval_id)
+        self.notifier(kind, text, turn_id=turn_id, conversation_id=conversation_id, approval_id=approval_id,
+                      elicitation_id=elicitation_id)
 
     def check_delivery_targets(self) -> None:
         """The full check of ``notify.apprise`` and ``messages.contacts`` that ``palui serve`` makes before

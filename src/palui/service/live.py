@@ -40,8 +40,8 @@ class LivePart(ApprovalsPart):
     async def follow_turn(self, turn_id: str, after: int = 0, on_event: EventSink | None = None, *,
                           take_up: bool = False, poll: float = POLL_SECONDS) -> dict[str, Any]:
         """Hand the turn's events from index ``after`` on to ``on_event`` until it settles: it ended
-        (done, stopped, budget, error), waits for a pending approval, or (with ``take_up``) waits for
-        a cap. Returns :meth:`turn_result` then.
+        (done, stopped, budget, error), waits for a pending approval or server's question, or (with
+        ``take_up``) waits for a cap. Returns :meth:`turn_result` then.
 
         ``take_up`` is for a process without a live service (the CLI): a turn no process runs but
         that can go on is run here — queued and admitted by the caps and the one-turn rule, left
@@ -86,8 +86,10 @@ class LivePart(ApprovalsPart):
                 row = self.db.one("SELECT status, owner FROM turns WHERE id = ?", (turn_id,))
                 assert row is not None  # turns are never deleted
                 status = row["status"]
-                pending = status == "awaiting_approval" and self.db.one(
-                    "SELECT 1 FROM approvals WHERE turn_id = ? AND status = 'pending'", (turn_id,)) is not None
+                pending = status == "awaiting_approval" and self.db.one(  # an approval or a server's question
+                    "SELECT 1 FROM approvals WHERE turn_id = ? AND status = 'pending' UNION ALL"
+                    " SELECT 1 FROM elicitations WHERE turn_id = ? AND status = 'pending'",
+                    (turn_id, turn_id)) is not None
                 if status in SETTLED or pending:
                     return self.turn_result(turn_id)
                 if take_up:

@@ -37,6 +37,7 @@ from palui.connectors.registry import SyncReport
 from palui.errors import NotFound, PaluiError, UsageError
 from palui.runner import redecide
 from palui.service.tools import ToolsPart
+from palui.types import OAuthClient, SignIn
 
 if TYPE_CHECKING:
     from palui.connectors.mcp.connector import MCPConnector
@@ -146,8 +147,13 @@ class MCPPart(ToolsPart):
             "last_state": row["state"],
             "enabled": bool(row["enabled"]),
             "secrets_file": str(self.settings.secrets_dir / f"{cid}.json"),
+            "oauth": self.oauth_state(cid) if row["transport"] == "http" else None,
             "stderr_log": str(log_path(self.settings.data_dir, cid)) if row["transport"] == "stdio" else None,
         }
+
+    def oauth_state(self, cid: str) -> dict[str, Any]:
+        """Whether an HTTP connector holds tokens (:class:`palui.service.mcp_signin.MCPSignInPart`)."""
+        return {"signed_in": False, "issuer": None, "expires_at": None}
 
     def connectors(self) -> list[dict[str, Any]]:
         """Connectors (see ToolsAPI.connectors); MCP ones also carry ``"config"`` (secrets redacted),
@@ -160,20 +166,25 @@ class MCPPart(ToolsPart):
                 c["last_state"] = cfg["last_state"]
                 c["config"] = {
                     k: cfg[k]
-                    for k in ("command", "args", "cwd", "url", "env", "headers", "timeout_seconds", "max_output_bytes")
+                    for k in ("command", "args", "cwd", "url", "env", "headers", "timeout_seconds", "max_output_bytes",
+                              "oauth")
                 }
         return out
 
     # -- adding -------------------------------------------------------------------------------------
 
-    async def mcp_add_async(self, name: str, config: ServerConfig, *, enable_read: bool = False) -> dict[str, Any]:
+    async def mcp_add_async(self, name: str, config: ServerConfig, *, enable_read: bool = False,
+                            sign_in: SignIn | None = None, client: OAuthClient | None = None) -> dict[str, Any]:
         """Add an MCP server: connect once, list and store its tools (off; ``enable_read`` switches
         on the read ones). Returns ``{"id","name","transport","state","tools","enabled",
         "refused_duplicates",…}``.
 
-        Raises ConnectorError (server cannot start or list; nothing is stored but the
-        redacted stderr log),
-        NamingError (no usable id), UsageError.
+        An HTTP server that wants OAuth is signed in to on the way when ``sign_in`` is given (the
+        front end's part: showing the URL, a pasted address), with ``client`` when the person
+        registered one themselves; without ``sign_in`` the add fails saying how to sign in.
+
+        Raises ConnectorError (server cannot start or list, or the sign-in did not finish; nothing is
+        stored but the redacted stderr log), NamingError (no usable id), UsageError.
         """
         if not name.strip():
             raise UsageError("a connector needs a name")
@@ -186,35 +197,83 @@ class MCPPart(ToolsPart):
                 " VALUES (?, 'mcp', ?, ?, ?, 'connecting', ?)",
                 (cid, name, config.transport, json.dumps(config.public()), time.time()),
             )
-        from palui.connectors.mcp.connector import MCPConnector
-
-        connector = MCPConnector(self.hub.env, cid, name, config)
+        state = "connected"
+        report = None
         try:
+            self._save_client(cid, client)
             try:
-                await connector.start()
-            finally:
-                await connector.close()
+                report = (await self._connect_once(cid, name, config, sign_in)).last_report
+            except PaluiError:
+                # A server that wants a sign-in nobody can give now (the web form): kept without tools,
+                # "error: sign in again"; its sheet's "Sign in" (or palui connectors login) finishes it.
+                row = self.db.one("SELECT state FROM connectors WHERE id = ?", (cid,))
+                if sign_in is not None or row is None or row["state"] != "error: sign in again":
+                    raise
+                state = row["state"]
             write_secrets(self.settings.secrets_dir, cid, config.secrets())
         except BaseException:
             with self.db.write() as c:
                 c.execute("DELETE FROM connectors WHERE id = ?", (cid,))
             delete_secrets(self.settings.secrets_dir, cid)
+            self._forget_oauth(cid)
             raise
         enabled = [r.name for r in self.enable_read(cid)] if enable_read else []
-        report = connector.last_report
         result = _report_dict(cid, report)
         result.update(
             name=name,
             transport=config.transport,
-            state="connected",
-            tools=[t.name for t in self.tools(cid)],
+            state=state,
+            tools=[t.name for t in self.tools(cid)] if report is not None else [],
             enabled=enabled,
         )
         return result
 
-    def mcp_add(self, name: str, config: ServerConfig, *, enable_read: bool = False) -> dict[str, Any]:
+    def mcp_add(self, name: str, config: ServerConfig, *, enable_read: bool = False, sign_in: SignIn | None = None,
+                client: OAuthClient | None = None) -> dict[str, Any]:
         """Synchronous :meth:`mcp_add_async` (runs its own event loop)."""
-        return _run(self.mcp_add_async(name, config, enable_read=enable_read))
+        return _run(self.mcp_add_async(name, config, enable_read=enable_read, sign_in=sign_in, client=client))
+
+    async def _connect_once(self, cid: str, name: str, config: ServerConfig, sign_in: SignIn | None = None,
+                            handler: Any = None) -> MCPConnector:
+        """Connect (signing in when the server wants it and a way to sign in is given), sync the tools,
+        close. Returns the closed connector (its ``last_report``). Raises ConnectorError."""
+        from contextlib import AsyncExitStack
+
+        from palui.connectors.mcp.connector import MCPConnector
+        from palui.connectors.mcp.oauth.signin import LoopbackSignIn
+
+        async with AsyncExitStack() as stack:
+            if handler is None and sign_in is not None and config.transport == "http":
+                handler = await stack.enter_async_context(LoopbackSignIn(sign_in))
+            connector = MCPConnector(self.hub.env, cid, name, config, sign_in=handler)
+            try:
+                await connector.start()
+            finally:
+                await connector.close()
+        return connector
+
+    def _save_client(self, cid: str, client: OAuthClient | None) -> None:
+        """Store a client the person registered themselves (a 0600 file; the secret never in argv or the database)."""
+        if client is None:
+            return
+        from mcp.shared.auth import OAuthClientInformationFull
+
+        from palui.connectors.mcp.oauth import OAuthFiles
+
+        method = client.auth_method if client.client_secret else "none"
+        if method not in ("client_secret_basic", "client_secret_post", "none"):
+            raise UsageError(f"unknown client authentication {client.auth_method!r}: use basic or post")
+        info = OAuthClientInformationFull.model_validate({
+            "client_id": client.client_id, "client_secret": client.client_secret, "token_endpoint_auth_method": method,
+            "redirect_uris": ["http://127.0.0.1/oauth/callback"],
+            "grant_types": ["authorization_code", "refresh_token"]})
+        OAuthFiles(self.settings.secrets_dir).save_pre_registered(cid, info)
+
+    def _forget_oauth(self, cid: str) -> None:
+        if (self.settings.secrets_dir / "oauth").is_dir():
+            from palui.connectors.mcp.oauth import OAuthFiles
+
+            OAuthFiles(self.settings.secrets_dir).forget_connector(cid)
 
     async def mcp_import_async(
         self, path: Path | str, *, environ: Mapping[str, str] | None = None, enable_read: bool = False
@@ -329,6 +388,7 @@ class MCPPart(ToolsPart):
             c.execute("DELETE FROM tools WHERE connector_id = ?", (cid,))
             c.execute("DELETE FROM connectors WHERE id = ?", (cid,))
         delete_secrets(self.settings.secrets_dir, cid)
+        self._forget_oauth(cid)
         log = log_path(self.settings.data_dir, cid)
         for p in (log, log.with_name(log.name + ".1")):
             p.unlink(missing_ok=True)

@@ -54,14 +54,14 @@ class Notifier:
         return unsubscribe
 
     def _write(self, kind: str, text: str, turn_id: str | None, conversation_id: str | None,
-               approval_id: str | None) -> Notice:
+               approval_id: str | None, elicitation_id: str | None = None) -> Notice:
         now = time.time()
         with self.db.write() as c:
             cur = c.execute("INSERT INTO inbox (time, kind, text, turn_id, conversation_id) VALUES (?,?,?,?,?)",
                             (now, kind, text, turn_id, conversation_id))
             inbox_id = int(cur.lastrowid or 0)
         return Notice(inbox_id=inbox_id, kind=kind, text=text, time=now, turn_id=turn_id,
-                      conversation_id=conversation_id, approval_id=approval_id)
+                      conversation_id=conversation_id, approval_id=approval_id, elicitation_id=elicitation_id)
 
     def _fan_out(self, notice: Notice) -> None:
         with self._lock:
@@ -73,10 +73,10 @@ class Notifier:
                 log.exception("a channel subscriber failed")
 
     def __call__(self, kind: str, text: str, *, turn_id: str | None = None, conversation_id: str | None = None,
-                 approval_id: str | None = None) -> None:
-        """Put a message on the person's channel. ``kind`` is one of answer, approval, job, webhook,
-        cap, notice, message. Returns once the inbox row is written; never raises for a delivery."""
-        notice = self._write(kind, text, turn_id, conversation_id, approval_id)
+                 approval_id: str | None = None, elicitation_id: str | None = None) -> None:
+        """Put a message on the person's channel. ``kind`` is one of answer, approval, elicitation, job,
+        webhook, cap, notice, message. Returns once the inbox row is written; never raises for a delivery."""
+        notice = self._write(kind, text, turn_id, conversation_id, approval_id, elicitation_id)
         try:
             delivery.deliver_in_background(self.settings.get("notify.apprise"), text,
                                            title=delivery.title_for(kind))

@@ -18,7 +18,8 @@ class StatusPart(ToolsPart):
     def status(self) -> dict[str, Any]:
         """``{"model","tokens_today","caps","runs_last_hour","paused","paused_reason","paused_until",
         "webhook_runs_last_hour","webhooks_held","webhooks_held_until","connectors","pending_approvals",
-        "audit_head","jobs_paused","governance"}`` (SPEC §8 /status; the webhook share, issue 10 §3;
+        "pending_elicitations","audit_head","jobs_paused","governance"}`` (SPEC §8 /status; the webhook
+        share, issue 10 §3; a connector that needs a sign-in says ``error: sign in again``;
         ``governance`` counts the last 7 days' asks, issue 15 §1: ``{"days","asks","approved","denied",
         "expired","cancelled","median_answer_seconds"}``; ``audit_head`` is the
         last audit row's ``{"id","hash"}`` or None, issue 15 §2; ``jobs_paused`` ``{"since","by"}`` while the
@@ -46,6 +47,7 @@ class StatusPart(ToolsPart):
             **self.webhook_share_state(),
             "connectors": conns,
             "pending_approvals": len(self.db.all("SELECT 1 FROM approvals WHERE status = 'pending'")),
+            "pending_elicitations": len(self.db.all("SELECT 1 FROM elicitations WHERE status = 'pending'")),
             "audit_head": audit.head(self.db),
             "jobs_paused": jobs_mod.paused(self.db),
             "governance": report_store.summary(self.db, 7, time.time(), self.timezone()),

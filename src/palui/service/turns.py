@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from palui.errors import NotFound, UsageError
 from palui.policy.caps import WEBHOOK_RUNS_PER_HOUR
-from palui.runner import approvals, audit, caps
+from palui.runner import approvals, audit, caps, elicitations
 from palui.runner import state as st
 from palui.runner.deps import RunnerDeps
 from palui.service.status import StatusPart
@@ -355,6 +355,7 @@ class TurnsPart(StatusPart):
             "error": t.error,
             "budget": t.budget_hit,
             "pending_approvals": pending,
+            "pending_elicitations": elicitations.pending_for_turn(self.db, turn_id),
         }
         if t.status is TurnStatus.QUEUED:
             ahead = st.live_turn_before(self.db, turn_id)
@@ -404,6 +405,8 @@ class TurnsPart(StatusPart):
                             " WHERE turn_id=? AND status='pending'",
                             (approvals.STOPPED, now, r["id"]),
                         )
+                        c.execute("UPDATE elicitations SET status='cancelled', reason=?, answered_at=?"
+                                  " WHERE turn_id=? AND status='pending'", (approvals.STOPPED, now, r["id"]))
                         acted.append(r["id"])
                         in_flight = [x for x in json.loads(r["pending_json"] or "[]") if x.get("state") == "sent"]
                 else:

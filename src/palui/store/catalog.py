@@ -25,7 +25,7 @@ from palui.store.tools import _SELECT, ToolRow, _row
 
 _KEY = "catalog"
 _NOW = ("SELECT (SELECT version FROM catalog) AS catalog_version, t.*, c.trusted_source AS connector_trusted,"
-        " c.enabled AS connector_enabled, c.private AS connector_private"
+        " c.enabled AS connector_enabled, c.private AS connector_private, c.state AS connector_state"
         " FROM tools t JOIN connectors c ON c.id = t.connector_id")
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from palui.store.migrations_channels import CHANNEL_MIGRATIONS
 from palui.store.migrations_costs import COST_MIGRATIONS
 from palui.store.migrations_governance import GOVERNANCE_MIGRATIONS
+from palui.store.migrations_mcp import MCP_MIGRATIONS
 
 #: (number, name, SQL text or a function of the connection, run inside the migrating transaction)
 MIGRATIONS: list[tuple[int, str, str | Callable[[sqlite3.Connection], None]]] = [
@@ -389,6 +390,9 @@ MIGRATIONS.extend(COST_MIGRATIONS)
 MIGRATIONS.extend(CHANNEL_MIGRATIONS)
 # Issue 15 (25-29): the audit chain, the Rule of Two, jobs limited to connectors.
 MIGRATIONS.extend(GOVERNANCE_MIGRATIONS)
+
+# Issue 14 (20-24): questions from MCP servers, task support, the sign-in state in the catalog.
+MIGRATIONS.extend(MCP_MIGRATIONS)
 
 # Migration numbers are handed out to parallel work and may be appended out of order: keep the list sorted.
 MIGRATIONS.sort(key=lambda m: m[0])

@@ -11,7 +11,7 @@ from palui.policy.classify import effective_class
 from palui.policy.outside import reaches_outside
 from palui.store.db import Database
 from palui.text.display import hidden_in
-from palui.types import ClassSource, ToolClass
+from palui.types import SIGN_IN_AGAIN, ClassSource, ToolClass
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,8 @@ class ToolRow:
     hidden_ack: str | None = None
     base_class: ToolClass | None = None  # the builtin declaration or hints prefill, before the person's choice
     connector_enabled: bool = True
+    task_support: str | None = None
+    connector_signin: bool = False  # its connector waits for the person to sign in again (issue 14)
     outside_flag: bool = False  # the person flagged it "reaches outside" (issue 15 §6)
     connector_private: bool = False  # its connector's results are the person's private data (issue 15 §6)
 
@@ -51,6 +53,12 @@ class ToolRow:
         """``web__fetch_page``, ``openWorldHint: true`` or the person's flag (issue 15 §6; see
         :func:`palui.policy.outside.reaches_outside`)."""
         return reaches_outside(self.name, self.annotations, self.outside_flag)
+
+    @property
+    def needs_tasks(self) -> bool:
+        """Its server says it runs only as an MCP task (``execution.taskSupport: "required"``,
+        MCP 2025-11-25 "Tasks"): Palui does not do tasks, so it is never offered and never called."""
+        return self.task_support == "required"
 
     @property
     def hidden(self) -> bool:
@@ -86,12 +94,14 @@ class ToolRow:
             "hidden_characters": self.hidden,
             "reaches_outside": self.reaches_outside,
             "reaches_outside_flag": self.outside_flag,
+            "needs_tasks": self.needs_tasks,
         }
 
 
 _SELECT = (
     "SELECT t.*, c.trusted_source AS connector_trusted, c.enabled AS connector_enabled,"
-    " c.private AS connector_private FROM tools t JOIN connectors c ON c.id = t.connector_id"
+    " c.private AS connector_private, c.state AS connector_state"
+    " FROM tools t JOIN connectors c ON c.id = t.connector_id"
 )
 
 
@@ -112,6 +122,7 @@ def _row(r) -> ToolRow:
         connector_trusted=bool(r["connector_trusted"]), hidden_ack=r["hidden_ack"], base_class=base,
         connector_enabled=bool(r["connector_enabled"]), outside_flag=bool(r["reaches_outside"]),
         connector_private=bool(r["connector_private"]),
+        task_support=r["task_support"], connector_signin=r["connector_state"] == SIGN_IN_AGAIN,
     )
 
 

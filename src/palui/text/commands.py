@@ -7,6 +7,7 @@ mistyped ``/aprove`` never reaches the model.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 COMMANDS = {
@@ -16,7 +17,8 @@ COMMANDS = {
     "/status": "model, tokens today and caps, runs in the last hour, connectors, approvals, pause",
     "/why": "each tool call of the latest turn with the reason for its decision",
     "/approve": "/approve ID — allow one pending call, exactly as shown",
-    "/deny": "/deny ID [reason] — refuse one pending call; the model is told (with your reason)",
+    "/deny": "/deny ID [reason] — refuse one pending call (the model is told, with your reason), or decline a question",
+    "/answer": "/answer ID field=value … — answer a server's question (a URL-mode one: /answer ID once opened)",
     "/new": "start a clean conversation (clears taint)",
     "/help": "this list",
     "/quit": "leave the chat (terminal only)",
@@ -56,14 +58,25 @@ def parse(line: str) -> Command | None:
         reason = reason.strip()
     if name in ("/approve", "/deny") and (not arg or " " in arg):
         raise CommandError(f"{name} needs exactly one approval id, e.g. {name} a-1234567890")
+    if name == "/answer" and not arg:
+        raise CommandError("/answer needs a question id and the answer, e.g. /answer e-1234567890 party_size=4")
     if name == "/stop" and arg:
         # Issue 15 §7: "/stop all" is the emergency brake; a front end checks ``Command.arg == "all"``.
         if arg.lower() != "all":
             raise CommandError("/stop takes no argument, or all (every turn, and the jobs paused)")
         return Command(name, "all")
-    if name not in ("/approve", "/deny") and arg:
+    if name not in ("/approve", "/deny", "/answer") and arg:
         raise CommandError(f"{name} takes no argument")
     return Command(name, arg, reason)
+
+
+def answer_args(arg: str) -> tuple[str, list[str]]:
+    """``/answer``'s argument as ``(question id, ["field=value", …])``; values may be quoted
+    (``note="by the window"``). Raises CommandError for unbalanced quotes."""
+    if arg.count('"') % 2 or arg.count("'") % 2:
+        raise CommandError("/answer: a quote is not closed")
+    words = [re.sub(r"""(["'])(.*?)\1""", r"\2", w) for w in re.findall(r"""(?:[^\s"']+|"[^"]*"|'[^']*')+""", arg)]
+    return words[0], words[1:]
 
 
 def help_text() -> str:

@@ -102,7 +102,7 @@ async def index(request: Request) -> Response:
 
 def routes() -> list[BaseRoute]:
     """Every route of the web page (the JSON API and webhooks are elsewhere)."""
-    from palui.web import approvals, channels, chat, connectors, governance, status, triggers
+    from palui.web import approvals, channels, chat, connectors, elicitations, governance, status, triggers
 
     out: list[BaseRoute] = [
         Route("/", index),
@@ -111,6 +111,6 @@ def routes() -> list[BaseRoute]:
         Route("/logout", logout, methods=["POST"]),
         Mount("/static", app=StaticFiles(directory=str(STATIC)), name="static"),
     ]
-    for mod in (chat, approvals, connectors, triggers, channels, status, governance):
+    for mod in (chat, approvals, elicitations, connectors, triggers, channels, status, governance):
         out.extend(mod.routes())
     return out

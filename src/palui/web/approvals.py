@@ -1,5 +1,6 @@
 """The approvals page: pending calls with their exact arguments, class, reason and time left;
-untrusted argument values marked with their source; Approve / Deny; the history (SPEC §4, §5).
+untrusted argument values marked with their source; Approve / Deny; the questions MCP servers ask
+(SPEC §7, :mod:`palui.web.elicitations`); the history (SPEC §4, §5).
 
 The buttons are forms (CSRF field). The page's script sends them to
 ``POST /api/approvals/{id}/approve|deny`` with ``stream: true`` instead and shows the
@@ -26,7 +27,8 @@ async def approvals_page(request: Request) -> Response:
     pending = svc.approvals("pending")
     done = [a for a in svc.approvals(None) if a["status"] != "pending"]
     history = list(reversed(done))[:HISTORY]
-    return render(request, "approvals.html", approvals=pending, history=history)
+    return render(request, "approvals.html", approvals=pending, history=history,
+                  questions=svc.elicitations("pending"))
 
 
 @page

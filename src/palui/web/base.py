@@ -28,6 +28,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from palui.errors import NotFound, PaluiError
 from palui.server.app import csrf_value
 from palui.text.display import hidden_in
+from palui.text.elicitation import fields as question_fields
 from palui.web.shown import NOTE_HTML, finalize, json_html, quoted, shown_html, shown_one_line
 
 HERE = Path(__file__).resolve().parent
@@ -162,6 +163,7 @@ _env.filters["compact"] = compact_json
 _env.filters["duration"] = duration_words
 _env.globals["args_html"] = args_html
 _env.globals["seconds_left"] = seconds_left
+_env.globals["question_form"] = question_fields  # a server's question: its form fields (palui.text.elicitation)
 
 
 def csrf_token(request: Request) -> str:
@@ -169,7 +171,9 @@ def csrf_token(request: Request) -> str:
 
 
 def pending_count(request: Request) -> int:
-    return len(request.app.state.svc.approvals("pending"))
+    """What waits for the person: pending approvals and servers' questions (the nav's Approvals count)."""
+    svc = request.app.state.svc
+    return len(svc.approvals("pending")) + len(svc.elicitations("pending"))
 
 
 def render(request: Request, template: str, status_code: int = 200, **ctx: Any) -> HTMLResponse:

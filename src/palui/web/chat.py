@@ -18,6 +18,7 @@ from starlette.routing import Route
 
 from palui.errors import ApprovalError, PaluiError, UsageError
 from palui.text import commands as chat_commands
+from palui.text.elicitation import parse_pairs
 from palui.types import TurnStatus
 from palui.web.base import (
     SECURITY_HEADERS,
@@ -94,7 +95,24 @@ def run_command(request: Request, cmd: chat_commands.Command, conversation: str 
         stopped = svc.stop(conversation=conversation)
         text = f"Stopped {', '.join(stopped)}." if stopped else "Nothing to stop: no turn is running or waiting."
         return {"text": text, "redirect": None, "turn": stopped[0] if stopped else None}
-    # /approve ID, /deny ID
+    if cmd.name == "/answer":
+        from palui.web.elicitations import answer as answer_question
+
+        qid, pairs = chat_commands.answer_args(cmd.arg)
+        q = svc.elicitation(qid)
+        try:
+            content = parse_pairs(q["schema"], pairs) if q["mode"] == "form" else None
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        q = answer_question(request, qid, "accept", content)
+        return {"text": f"Answered {qid} ({q['connector']}); the turn goes on.", "redirect": None, "turn": q["turn"]}
+    # /approve ID, /deny ID (a question's id: declined)
+    if cmd.arg.startswith("e-") and cmd.name == "/deny":
+        from palui.web.elicitations import answer as answer_question
+
+        q = answer_question(request, cmd.arg, "decline", None)
+        text = f"Declined {cmd.arg} ({q['connector']}); the turn goes on."
+        return {"text": text, "redirect": None, "turn": q["turn"]}
     a = answer(request, cmd.arg, cmd.name == "/approve")
     word = "Approved" if a["status"] == "approved" else "Denied"
     return {"text": f"{word} {a['id']} ({a['tool']}); the turn goes on.", "redirect": None, "turn": a["turn"]}

@@ -4,9 +4,10 @@ definition diff; "Enable all read tools"; adding an MCP server; trusted sources.
 
 Every change goes through the service API the CLI uses (``set_class``, ``reset_class``,
 ``set_enabled``, ``review_tool``, ``enable_read``, ``set_trusted``, ``mcp_add_async``,
-``mcp_refresh_async``, ``mcp_set_enabled``, ``mcp_remove``). MCP env and header values
-are secrets: the page only ever shows their keys; an MCP URL is shown as ``mcp_config``
-gives it, password and query values as ``***``.
+``mcp_refresh_async``, ``mcp_set_enabled``, ``mcp_remove``, ``mcp_sign_in_web``, ``mcp_logout_async``).
+MCP env and header values are secrets: the page only ever shows their keys; an MCP URL is shown as
+``mcp_config`` gives it, password and query values as ``***``; OAuth tokens never reach the page
+("Sign in" sends the browser to the server's sign-in page, ``/oauth/callback`` brings it back).
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ import shlex
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from palui.errors import NotFound, UsageError
 from palui.text.mcp_config import ServerConfig
 from palui.text.review import review_view  # one rendering of a pending change, CLI and page
 from palui.types import Origin
-from palui.web.base import action, page, redirect, render, svc_of
+from palui.web.base import SECURITY_HEADERS, action, page, redirect, render, svc_of
 
 CLASSES = ("read", "write", "destructive")
 SOURCE_WORDS = {"user": "set by you", "builtin": "built-in", "hints": "from the server's hints",
@@ -182,7 +183,26 @@ async def connector_action(request: Request, form: dict[str, str]) -> Response:
     if verb == "remove":
         svc.mcp_remove(cid)
         return redirect("/connectors", ("ok", f"{cid} removed, with its tools and secrets."))
+    if verb == "sign-in":
+        public = svc.settings.get("serve.public_url")
+        base = public.rstrip("/") if public else f"{request.url.scheme}://{request.url.netloc}"
+        url = await svc.mcp_sign_in_web(cid, f"{base}/oauth/callback")
+        if url is None:
+            return redirect(here, ("ok", f"{cid}: connected; no sign-in was needed."))
+        # The authorization server's page (another origin): the browser comes back to /oauth/callback.
+        return RedirectResponse(url, status_code=303, headers=SECURITY_HEADERS)
+    if verb == "sign-out":
+        r = await svc.mcp_logout_async(cid)
+        return redirect(here, ("ok", f"{cid}: signed out; its tokens are deleted (revocation: {r['revocation']})."))
     raise NotFound(f"unknown action {verb!r}")
+
+
+@page
+async def oauth_callback(request: Request) -> Response:
+    """``GET /oauth/callback``: the authorization server sent the browser back. The Guard let it in only
+    with this service's session cookie; the ``state`` must be one of a sign-in this page started."""
+    r = await svc_of(request).mcp_sign_in_web_complete(str(request.url))
+    return redirect(f"/connectors/{r['id']}", ("ok", f"{r['id']}: signed in and connected."))
 
 
 def _pairs(text: str, what: str) -> dict[str, str]:
@@ -224,6 +244,9 @@ async def add_server(request: Request, form: dict[str, str]) -> Response:
     except ValueError as e:  # a bad timeout number
         raise UsageError(f"timeout: {e}") from None
     r = await svc.mcp_add_async(form.get("name", "").strip(), config, enable_read=form.get("enable_read") == "1")
+    if r["state"] == "error: sign in again":
+        return redirect(f"/connectors/{r['id']}", ("ok", f"{r['id']}: added; the server wants you to sign in: "
+                                                         "press “Sign in”."))
     text = f"{r['id']}: connected, {len(r['tools'])} tool(s)"
     text += f", {len(r['enabled'])} read tool(s) switched on." if r["enabled"] else "; new tools start off."
     return redirect(f"/connectors/{r['id']}", ("ok", text))
@@ -239,6 +262,7 @@ def routes() -> list[Route]:
         Route("/tools/{name}/class", tool_class, methods=["POST"]),
         Route("/tools/{name}/switch", tool_switch, methods=["POST"]),
         Route("/tools/{name}/review", tool_review, methods=["POST"]),
+        Route("/oauth/callback", oauth_callback),
         Route("/tools/{name}/suggestion", tool_suggestion, methods=["POST"]),
     ]
 

@@ -67,7 +67,7 @@ def chat_cmd(
                                             help="Continue this conversation (palui conversations list)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the newest conversation started in the terminal."),
 ) -> None:
-    """Talk to Palui in the terminal. Commands: /stop /status /why /approve ID /deny ID /new /help /quit."""
+    """Talk to Palui in the terminal. Commands: /stop /status /why /approve /deny /answer ID /new /help /quit."""
     from palui.server.discovery import find_service
 
     svc = service()

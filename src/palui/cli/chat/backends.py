@@ -51,6 +51,14 @@ class LocalBackend:
     async def approval(self, approval_id: str) -> dict[str, Any]:
         return self.svc.approval(approval_id)
 
+    async def elicitation(self, elicitation_id: str) -> dict[str, Any]:
+        return self.svc.elicitation(elicitation_id)
+
+    async def answer_elicitation(self, elicitation_id: str, action: str, content: dict[str, Any] | None
+                                 ) -> dict[str, Any]:
+        """A server's question answered through its door; the session follows (takes up) the turn."""
+        return self.svc.answer_elicitation(elicitation_id, action, content, VIA)
+
     async def stop(self, conversation: str) -> list[str]:
         return self.svc.stop(conversation=conversation)
 
@@ -105,6 +113,14 @@ class RemoteBackend:
 
     async def approval(self, approval_id: str) -> dict[str, Any]:
         return await self.client.get(f"/api/approvals/{approval_id}")
+
+    async def elicitation(self, elicitation_id: str) -> dict[str, Any]:
+        return await self.client.get(f"/api/elicitations/{elicitation_id}")
+
+    async def answer_elicitation(self, elicitation_id: str, action: str, content: dict[str, Any] | None
+                                 ) -> dict[str, Any]:
+        return await self.client.post(f"/api/elicitations/{elicitation_id}/answer",
+                                      {"action": action, "content": content, "via": VIA, "wait": False})
 
     async def stop(self, conversation: str) -> list[str]:
         return (await self.client.post("/api/stop", {"conversation": conversation}))["stopped"]

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from palui.cli.chat.backends import LocalBackend, RemoteBackend
+from palui.cli.chat.questions import QuestionsMixin
 from palui.cli.chat.screen import PROMPT, Screen, Typed
 from palui.cli.chat.view import View, via_words
 from palui.cli.client import ServiceGone
@@ -33,7 +34,7 @@ WATCH_SECONDS = 1.0  # how often the chat checks that the live service still run
 WAIT_SLICE = 25.0  # seconds of one wait for an approval's answer (a long poll through a service)
 
 
-class ChatSession:
+class ChatSession(QuestionsMixin):
     """The chat loop over a backend (this process or the live service) and a screen."""
 
     def __init__(self, svc: Any, backend: LocalBackend | RemoteBackend, screen: Screen, model: str | None,
@@ -54,6 +55,10 @@ class ChatSession:
         self.kept: list[str] = []  # lines typed after that /new, kept here until then
         self.leaving = False
         self._tasks: set[asyncio.Future[None]] = set()
+        self.waiting_questions: list[str] = []  # a paused turn's questions the chat waits for (issue 14)
+        self._shown_questions: set[str] = set()
+        self._answered_here: set[str] = set()
+        self.view.on_question = self.on_question
 
     # -- the loop ----------------------------------------------------------------------------------
 
@@ -67,7 +72,7 @@ class ChatSession:
         try:
             await self.start()
             while True:
-                if self.leaving and (not self.busy or self.asking is not None):
+                if self.leaving and (not self.busy or self.asking is not None or self.waiting_questions):
                     break
                 try:
                     typed = await asyncio.wait_for(self.inbox.get(), timeout=0.2)
@@ -85,6 +90,9 @@ class ChatSession:
             if self.asking is not None:
                 self.screen.line(f"[approval {self.asking['id']} stays pending: palui approvals approve|deny "
                                  f"{self.asking['id']}, or palui chat --conversation {self.conversation}]")
+            for eid in self.waiting_questions:
+                self.screen.line(f"[question {eid} stays pending: palui elicitations answer {eid} FIELD=VALUE…, "
+                                 f"or palui chat --conversation {self.conversation}]")
             if self.flow is not None and not self.flow.done():
                 self.flow.cancel()
                 try:
@@ -95,7 +103,7 @@ class ChatSession:
             await self.backend.close()
 
     def leave(self, why: str) -> None:
-        if self.busy and self.asking is None and not self.leaving:
+        if self.busy and self.asking is None and not self.waiting_questions and not self.leaving:
             self.screen.line(f"({why}: leaving when the running turn ends; /stop ends it now)")
         self.leaving = True
 
@@ -237,8 +245,12 @@ class ChatSession:
         elif cmd.name == "/stop":
             ids = await self.call(lambda b: b.stop(self.conversation))
             self.screen.line(f"stopped {', '.join(ids)}" if ids else "nothing to stop")
+        elif cmd.name == "/answer":
+            await self.answer_question(cmd.arg)
         elif cmd.name in ("/approve", "/deny"):
             approve = cmd.name == "/approve"
+            if cmd.arg.startswith("e-"):  # /deny ID declines a server's question (issue 14)
+                self._answered_here.add(cmd.arg)
             if self.asking is not None and cmd.arg == self.asking["id"]:
                 if self.answer is not None and not self.answer.done():
                     self.answer.set_result(approve)
@@ -328,6 +340,8 @@ class ChatSession:
         while True:
             if r["status"] == "awaiting_approval" and r.get("pending_approvals"):
                 r = await self.ask(r)
+            elif r["status"] == "awaiting_approval" and r.get("pending_elicitations"):
+                r = await self.wait_questions(r)
             elif r["status"] in ("running", "awaiting_approval") or (r["status"] == "queued" and
                                                                      r.get("queued_behind")):
                 r = await self.follow(r["turn"])

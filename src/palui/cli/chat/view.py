@@ -42,6 +42,7 @@ class View:
         self.stream: StreamShown | None = None
         self.last_text: dict[str, str] = {}  # turn id -> the last text shown in full (streamed or not)
         self.label: str | None = None
+        self.on_question: Callable[[dict[str, Any]], None] | None = None  # a pending server question (issue 14)
 
     # -- events ---------------------------------------------------------------------------------
 
@@ -103,6 +104,10 @@ class View:
             exp = expiry(e["expires_at"], now, self.tz) if e.get("expires_at") else None
             for line in render.event_lines(e, expires=exp):
                 self.screen.line(line)
+            return
+        if kind == "elicitation" and e.get("status") == "pending":
+            if self.on_question is not None:
+                self.on_question(e)
             return
         if kind == "end":
             self._end_stream()

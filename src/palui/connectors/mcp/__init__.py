@@ -4,7 +4,9 @@ Modules: :mod:`.config` (server configs, secrets files, ``mcpServers`` import),
 :mod:`.stderr` (capped stderr logs), :mod:`.client` (one SDK session: transports,
 protocol eras, raw ``tools/list``, list_changed), :mod:`.results` (raw listings and
 results at the boundary), :mod:`.connector` (the :class:`MCPConnector`: lifecycle,
-sync, limits, error results).
+sync, limits, error results), :mod:`.elicit` (a server's questions at the SDK boundary),
+:mod:`.refusals` (start errors, 401/403), :mod:`.oauth` (sign-in on the SDK's client auth),
+:mod:`.signin_state` (``error: sign in again``), :mod:`.calling` (small pieces of a call).
 
 The SDK is imported only when a connector is created, so commands that never talk to
 a server start fast.

@@ -5,9 +5,14 @@
   the secret headers).
 - Protocol eras: ``Client(mode="auto")`` probes ``server/discover`` (2026-07-28) and
   falls back to ``initialize`` for older servers.
-- No client capabilities: no sampling, elicitation or roots callback is given to the
-  SDK, so none is advertised (sampling would spend tokens outside every budget; roots
-  change what some servers expose).
+- Client capabilities: elicitation only (:mod:`.elicit`: a server's question goes to the
+  person, never the model). No sampling or roots callback is given to the SDK, so neither is
+  advertised (sampling would spend tokens outside every budget; roots change what some
+  servers expose).
+- OAuth (:mod:`.oauth`): the HTTP client carries the SDK's ``OAuthClientProvider`` (Palui's
+  subclass) unless the person gave an ``Authorization`` header. Its HTTP read timeout is off:
+  every request is bounded by its own clock (the handshake's start timeout, the per-call
+  timeout), which stops while a question waits for the person.
 - Raw ``tools/list``: the request goes through the SDK session (its protocol checks
   and its validation of the result still run), but the result is taken as the JSON
   object the server sent, not the SDK's model, which would turn ``"true"`` into True.
@@ -41,7 +46,17 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
 
 from palui import __version__
+from palui.connectors.base import Ask, Resume
 from palui.connectors.mcp.config import ServerConfig, redact
+from palui.connectors.mcp.elicit import CURRENT_CALL, CallSlot, elicitation_callback, input_responses
+from palui.connectors.mcp.oauth import OAuthSetup, uses_oauth
+from palui.connectors.mcp.refusals import (
+    AuthRefusal,
+    body_reason,
+    connection_closed,
+    explain_auth_refusal,
+    explain_start_error,
+)
 from palui.connectors.mcp.stderr import StderrCapture
 from palui.errors import ConnectorError
 
@@ -60,6 +75,7 @@ class MCPSession:
         stderr_log: where a stdio server's stderr goes (None: discarded).
         on_tools_changed: awaited after ``notifications/tools/list_changed``.
         label: the connector id, used in messages.
+        oauth: OAuth for an HTTP server (None: no OAuth, e.g. the tests' plain servers).
 
     :meth:`start` connects (raises ConnectorError); :meth:`list_tools` returns raw
     tool objects; :meth:`call_tool` returns the SDK's ``CallToolResult`` and raises
@@ -68,7 +84,8 @@ class MCPSession:
     """
 
     def __init__(self, config: ServerConfig, *, stderr_log: Path | None = None,
-                 on_tools_changed: Callable[[], Awaitable[None]] | None = None, label: str = "MCP server") -> None:
+                 on_tools_changed: Callable[[], Awaitable[None]] | None = None, label: str = "MCP server",
+                 oauth: OAuthSetup | None = None) -> None:
         self.config = config
         self.label = label
         self._stderr = (StderrCapture(stderr_log, secrets=config.secret_values)
@@ -79,7 +96,11 @@ class MCPSession:
         self._stop = asyncio.Event()
         self._changed = asyncio.Event()
         self._lost = False
-        self._auth_refusal: tuple[int, str] | None = None  # (HTTP status, WWW-Authenticate) of a 401/403
+        self._auth_refusal: AuthRefusal | None = None  # the last 401/403 the HTTP client saw
+        self._oauth = oauth if (oauth is not None and config.transport == "http" and uses_oauth(config.headers)) \
+            else None
+        self.sign_in_needed: str | None = None  # set when a sign-in is needed and nobody can do it now
+        self._slots: list[CallSlot] = []  # calls in flight that a question may belong to
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -137,13 +158,18 @@ class MCPSession:
         except ConnectorError:
             raise
         except BaseException as e:  # the SDK raises many kinds; the person gets one clear message
-            if _connection_closed(e):
+            if connection_closed(e):
                 # The server exited: its last stderr lines say why, but the thread that
                 # drains them into the log may not have run yet (a busy machine).
                 await self.stderr_settled(min(0.5, max(deadline - loop.time(), 0.0)))
-            what = _explain_start_error(e, self.config)
-            if self._auth_refusal is not None:
-                what = _explain_auth_refusal(*self._auth_refusal)
+            what = explain_start_error(e, self.config)
+            if self.sign_in_needed:
+                what = (f"needs you to sign in again: palui connectors login {self.label} (or “Sign in” on its "
+                        "sheet)")
+                if self._auth_refusal is not None:
+                    what += "; " + explain_auth_refusal(self._auth_refusal, self.label, False).split(". ")[0]
+            elif self._auth_refusal is not None and not what.startswith("wants a sign-in"):
+                what = explain_auth_refusal(self._auth_refusal, self.label, self._oauth is not None)
             raise ConnectorError(self._describe(what)) from None
 
     def _describe(self, what: str) -> str:
@@ -166,7 +192,8 @@ class MCPSession:
             async with AsyncExitStack() as stack:
                 transport = await self._transport(stack)
                 client = Client(transport, mode="auto", cache=None, message_handler=self._on_message,
-                                client_info=types.Implementation(name="palui", version=__version__))
+                                client_info=types.Implementation(name="palui", version=__version__),
+                                elicitation_callback=elicitation_callback(lambda: list(self._slots), self.label))
                 try:
                     await stack.enter_async_context(client)
                 finally:
@@ -207,14 +234,26 @@ class MCPSession:
             return stdio_client(params, errlog=cast(TextIO, errlog))
         async def note_auth_refusal(response: httpx2.Response) -> None:
             # The SDK turns any HTTP error into "Server returned an error response"; the
-            # status is what tells the person that the server wants authorization.
+            # status and the body's reason are what tell the person why.
             if response.status_code in (401, 403):
-                self._auth_refusal = (response.status_code, response.headers.get("www-authenticate", ""))
+                try:
+                    reason = body_reason(await response.aread(), response.headers.get("content-type", ""))
+                except httpx2.HTTPError:
+                    reason = ""
+                sent = "authorization" in {k.lower() for k in response.request.headers}
+                self._auth_refusal = AuthRefusal(response.status_code, response.headers.get("www-authenticate", ""),
+                                                 reason, sent)
+            elif response.status_code < 400 and response.request.method == "POST":
+                self._auth_refusal = None
 
-        http = httpx2.AsyncClient(headers=dict(cfg.headers), timeout=httpx2.Timeout(30.0, read=300.0),
-                                  event_hooks={"response": [note_auth_refusal]})
+        auth = self._oauth.provider(cfg.url or "", self._note_sign_in) if self._oauth is not None else None
+        http = httpx2.AsyncClient(headers=dict(cfg.headers), timeout=httpx2.Timeout(30.0, read=None),
+                                  event_hooks={"response": [note_auth_refusal]}, auth=auth)
         await stack.enter_async_context(http)
         return streamable_http_client(cfg.url or "", http_client=http)
+
+    def _note_sign_in(self, why: str) -> None:
+        self.sign_in_needed = why
 
     async def close(self) -> None:
         """End the session; a stdio server is stopped (stdin closed, then TERM, then KILL)."""
@@ -335,49 +374,32 @@ class MCPSession:
             return
         self._client.session._absorb_tool_listing(typed, complete=complete)
 
-    async def call_tool(self, name: str, args: dict[str, Any], timeout: float) -> types.CallToolResult:
-        """Call tool ``name`` with ``args``; the SDK gives up after ``timeout`` seconds (REQUEST_TIMEOUT)."""
+    @property
+    def modern(self) -> bool:
+        """The connection speaks 2026-07-28 (questions come back as ``input_required`` results)."""
+        return self.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    async def call_tool(self, name: str, args: dict[str, Any], *, ask: Ask | None = None,
+                        resume: Resume | None = None, on_wait: Callable[[bool], None] | None = None,
+                        ) -> types.CallToolResult | types.InputRequiredResult:
+        """Call tool ``name`` with ``args``. The caller bounds the time (its clock stops while ``ask``
+        waits for the person; ``on_wait`` is told). On 2026-07-28 the result may be an
+        ``InputRequiredResult``; ``resume`` sends the answers and the request state of such a result.
+        Raises what the SDK raises (MCPError, ValidationError…)."""
         if self._client is None:
             raise MCPError(code=types.CONNECTION_CLOSED, message="Connection closed")
-        return await self._client.call_tool(name, args, read_timeout_seconds=timeout)
-
-
-def _connection_closed(e: BaseException) -> bool:
-    """True for the SDK's "connection closed" error, also inside an exception group."""
-    if isinstance(e, BaseExceptionGroup):
-        return any(_connection_closed(inner) for inner in e.exceptions)
-    return isinstance(e, MCPError) and e.code == types.CONNECTION_CLOSED
-
-
-def _explain_auth_refusal(status: int, www_authenticate: str) -> str:
-    """Why an HTTP server refused the handshake with 401/403 (the caller redacts secrets)."""
-    challenge = " ".join(www_authenticate.split())[:200]
-    if status == 401:
-        what = "HTTP 401 Unauthorized: the server wants authorization"
-    else:
-        what = "HTTP 403 Forbidden: the server does not accept the credentials sent"
-    return (f"refused the MCP handshake: {what}" + (f" (WWW-Authenticate: {challenge})" if challenge else "")
-            + ". Palui does not run OAuth flows; a server that accepts a token can be given one with "
-              "--header 'Authorization=Bearer …'")
-
-
-def _explain_start_error(e: BaseException, cfg: ServerConfig) -> str:
-    """One sentence for why a server did not start (no secret values: the caller redacts)."""
-    if isinstance(e, FileNotFoundError):
-        return f"could not be started: command {cfg.command!r} not found"
-    if isinstance(e, PermissionError):
-        return f"could not be started: command {cfg.command!r} is not executable"
-    if isinstance(e, OSError) and cfg.transport == "stdio":
-        return f"could not be started: {e.strerror or e}"
-    if isinstance(e, MCPError):
-        if e.code == types.CONNECTION_CLOSED:
-            return "exited (or closed the connection) during the MCP handshake"
-        return f"refused the MCP handshake: {e.message} (code {e.code})"
-    if isinstance(e, ValidationError):
-        return "sent a malformed answer to the MCP handshake"
-    if isinstance(e, httpx2.HTTPError) or type(e).__module__.startswith("httpx"):
-        return f"could not be reached at {cfg.display_url}: {type(e).__name__}: {e}"
-    if isinstance(e, BaseExceptionGroup):
-        inner = e.exceptions[0] if e.exceptions else e
-        return _explain_start_error(inner, cfg)
-    return f"failed to start: {type(e).__name__}: {e}"
+        slot = CallSlot(ask, on_wait)
+        token = CURRENT_CALL.set(slot)
+        self._slots.append(slot)
+        try:
+            if self.modern:
+                extra: dict[str, Any] = {}
+                if resume is not None:
+                    extra["input_responses"] = input_responses(resume)
+                    if resume.request_state is not None:
+                        extra["request_state"] = resume.request_state
+                return await self._client.session.call_tool(name, args, allow_input_required=True, **extra)
+            return await self._client.call_tool(name, args)
+        finally:
+            self._slots.remove(slot)
+            CURRENT_CALL.reset(token)

@@ -20,6 +20,15 @@ included, is untrusted unless the tool or the connector is marked a trusted sour
 A call that had to (re)start the server is refused, and never sent, when that
 connection's sync changed the tool (switched off, flagged, new class, no longer listed
 or listed twice): the turn's decision was taken on the old definition.
+
+Questions (elicitation, SPEC §7): a server's question during a call goes to ``CallContext.ask``
+(older connections), and the call's timeout stops while the person answers; on 2026-07-28 the
+call returns ``ToolResult.input_required`` and is sent again with ``CallContext.resume``.
+
+Sign-in (OAuth, issue 14): a connector made for a turn never waits for a browser. When its server
+needs a sign-in that a refresh cannot give, the state becomes ``error: sign in again`` (the person
+is told once), and until someone signs in (``palui connectors login``, the sheet) the connector
+refuses at once instead of asking the server again.
 """
 
 from __future__ import annotations
@@ -34,9 +43,20 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from palui.connectors.base import CallContext, Connector, ToolResult, ToolSpec
+from palui.connectors.mcp.calling import (
+    consume_exception,
+    definition_moved,
+    short_error,
+    state_refused,
+    stopper,
+    untrusted_result,
+)
 from palui.connectors.mcp.client import MCPSession
 from palui.connectors.mcp.config import ServerConfig, redact
+from palui.connectors.mcp.elicit import input_required
+from palui.connectors.mcp.oauth import SignInHandler
 from palui.connectors.mcp.results import cap_text, render_result, spec_from_raw
+from palui.connectors.mcp.signin_state import SignInState
 from palui.connectors.mcp.stderr import log_path
 from palui.connectors.registry import SyncReport, register_listing
 from palui.errors import ConnectorError
@@ -63,7 +83,7 @@ def backoff_seconds(failures: int) -> float:
     return min(2.0 ** (failures - 2), MAX_BACKOFF_SECONDS)
 
 
-class MCPConnector(Connector):
+class MCPConnector(SignInState, Connector):
     """One MCP server instance (``mcp-<slug>``) as a connector.
 
     Args:
@@ -72,12 +92,14 @@ class MCPConnector(Connector):
         name: the name the person gave.
         config: how to reach the server (secrets included).
         enabled: False for a disabled connector (state ``disabled``; calls refused).
+        sign_in: how a sign-in reaches Palui (:mod:`.oauth.signin`); None: nobody can sign in now
+            (a turn, a job), so a needed sign-in is an error at once.
     """
 
     kind = "mcp"
 
     def __init__(self, env: ConnectorEnv, connector_id: str, name: str, config: ServerConfig,
-                 enabled: bool = True) -> None:
+                 enabled: bool = True, sign_in: SignInHandler | None = None) -> None:
         self.env = env
         self.id = connector_id
         self.name = name
@@ -96,6 +118,7 @@ class MCPConnector(Connector):
         self._dupes: set[str] = set()
         self._background: set[asyncio.Task] = set()  # sessions being shut down
         self.last_report: SyncReport | None = None
+        self.sign_in = sign_in
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -133,8 +156,10 @@ class MCPConnector(Connector):
     # -- connecting -------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Connect now (used on first use by the hub, and by ``add``). Raises ConnectorError."""
-        await self._ensure(asyncio.get_running_loop().time() + self.timeout)
+        """Connect now (used on first use by the hub, and by ``add``/``login``). A connector the person
+        signs in with gets the sign-in's time too (5 minutes). Raises ConnectorError."""
+        extra = float(getattr(self.sign_in, "timeout", 0.0) or 0.0) if self.sign_in is not None else 0.0
+        await self._ensure(asyncio.get_running_loop().time() + self.timeout + extra)
 
     async def _ensure(self, deadline: float) -> tuple[MCPSession, bool]:
         """The live session, connecting if needed: ``(session, True)`` when this call (re)connected.
@@ -144,6 +169,9 @@ class MCPConnector(Connector):
         """
         if not self.enabled:
             raise ConnectorError(f"connector {self.id} is disabled")
+        why = self.blocked()
+        if why:
+            raise ConnectorError(why)
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
             # A session belongs to the event loop it was started in; a new loop (a new
@@ -159,7 +187,7 @@ class MCPConnector(Connector):
             if wait > 0:
                 raise ConnectorError(f"{self.id}: {self._state}; the next start attempt is in {wait:.0f} s")
             self._connect_task = asyncio.create_task(self._connect(deadline), name=f"connect:{self.id}")
-            self._connect_task.add_done_callback(_consume_exception)
+            self._connect_task.add_done_callback(consume_exception)
         remaining = deadline - loop.time()
         try:
             # A little grace, so that the attempt's own, more precise error wins the race.
@@ -173,7 +201,7 @@ class MCPConnector(Connector):
         loop = asyncio.get_running_loop()
         self._set_state("connecting")
         session = MCPSession(self.config, stderr_log=log_path(self.env.settings.data_dir, self.id),
-                             on_tools_changed=self._on_tools_changed, label=self.id)
+                             on_tools_changed=self._on_tools_changed, label=self.id, oauth=self._oauth())
         try:
             await session.start(max(deadline - loop.time(), 0.001))
             raw = await session.list_tools(max(deadline - loop.time(), 0.001))
@@ -182,12 +210,16 @@ class MCPConnector(Connector):
             self._failures += 1
             self._last_failure = time.monotonic()
             self._close_later(session)
+            if session.sign_in_needed:
+                self._needs_sign_in()
+                raise ConnectorError(str(e) if isinstance(e, ConnectorError) else
+                                     f"{self.id}: sign in again: palui connectors login {self.id}") from None
             if isinstance(e, ConnectorError):
                 message = str(e)
             elif isinstance(e, asyncio.CancelledError):
                 message = f"{self.id}: start-up was cancelled"
             else:
-                message = self._redact(f"{self.id}: listing the tools failed: {_short(e)}")
+                message = self._redact(f"{self.id}: listing the tools failed: {short_error(e)}")
             self._set_state(f"error: {message.splitlines()[0].removeprefix(self.id + ': ')}")
             if isinstance(e, asyncio.CancelledError):
                 raise
@@ -244,7 +276,7 @@ class MCPConnector(Connector):
         except ConnectorError:
             raise
         except Exception as e:
-            raise ConnectorError(self._redact(f"{self.id}: listing the tools failed: {_short(e)}")) from None
+            raise ConnectorError(self._redact(f"{self.id}: listing the tools failed: {short_error(e)}")) from None
         return [spec_from_raw(t) for t in raw]
 
     async def refresh(self) -> SyncReport:
@@ -258,7 +290,7 @@ class MCPConnector(Connector):
         except ConnectorError:
             raise
         except Exception as e:
-            raise ConnectorError(self._redact(f"{self.id}: listing the tools failed: {_short(e)}")) from None
+            raise ConnectorError(self._redact(f"{self.id}: listing the tools failed: {short_error(e)}")) from None
 
     # -- calls ----------------------------------------------------------------------------------------------
 
@@ -287,7 +319,7 @@ class MCPConnector(Connector):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
         before = self._tool_row(name)
-        untrusted = _untrusted(before)
+        untrusted = untrusted_result(before)
 
         def result(text: str, is_error: bool, *, from_server: bool = False) -> ToolResult:
             # The output limit is for what the server sends; Palui's own explanations (which
@@ -302,27 +334,35 @@ class MCPConnector(Connector):
         except ConnectorError as e:
             return result(self._redact(f"The tool could not run: {e}"), True)
         except Exception as e:  # defensive: call_tool must not raise
-            return result(self._redact(f"The tool could not run: {self.id}: {_short(e)}"), True)
+            return result(self._redact(f"The tool could not run: {self.id}: {short_error(e)}"), True)
         if name in self._dupes:
             return result(f"The tool could not run: {self.id} lists two tools named {name!r}; both are refused.", True)
         if name not in self._listed:
             return result(f"The tool could not run: {self.id} does not list a tool named {name!r}.", True)
-        if connected_now and _definition_moved(before, self._tool_row(name)):
+        if connected_now and definition_moved(before, self._tool_row(name)):
             return result(f"The call was not sent: {self.id} restarted and the tool's definition or class changed; "
                           "it is decided again on the next step.", True)
         remaining = deadline - loop.time()
         if remaining <= 0:
             return result(f"The tool did not answer within {self.timeout:g} s.", True)
         try:
-            # The SDK's own read timeout sends the server a cancellation; the outer
-            # bound is the guarantee, should anything inside not honour it.
-            async with asyncio.timeout(remaining + 0.5):
-                res = await session.call_tool(name, args, timeout=remaining)
+            # Cancelling the call (the timeout) makes the SDK send the server a cancellation.
+            async with asyncio.timeout(remaining) as clock:
+                res = await session.call_tool(name, args, ask=ctx.ask if ctx else None,
+                                              resume=ctx.resume if ctx else None, on_wait=stopper(clock))
         except TimeoutError:
             return result(f"The tool did not answer within {self.timeout:g} s.", True)
         except MCPError as e:
             if e.code == types.REQUEST_TIMEOUT:
                 return result(f"The tool did not answer within {self.timeout:g} s.", True)
+            if ctx is not None and ctx.resume is not None and state_refused(e):
+                return result("The server could not resume the call (it no longer accepts the state of its "
+                              "question): ask again.", True)
+            if e.code == types.CONNECTION_CLOSED and session.sign_in_needed:
+                self._lost("the server needs a new sign-in")
+                self._needs_sign_in()
+                return result(f"The MCP server {self.id} needs you to sign in again (palui connectors login "
+                              f"{self.id}); the call was not finished.", True)
             if e.code == types.CONNECTION_CLOSED:
                 if self.config.transport == "http":
                     self._lost("the connection closed during a call")
@@ -338,14 +378,16 @@ class MCPConnector(Connector):
         except ValidationError:
             return result(f"The MCP server {self.id} sent a malformed result.", True)
         except Exception as e:
-            return result(self._redact(f"The call failed: {_short(e)}"), True)
+            return result(self._redact(f"The call failed: {short_error(e)}"), True)
         if self._failures:
             self._failures = 0
+        if isinstance(res, types.InputRequiredResult):
+            return ToolResult(text="", untrusted=untrusted, input_required=input_required(res))
         try:
             text = render_result(res)
         except Exception as e:  # a result the SDK accepted but we cannot render
-            return result(self._redact(f"The MCP server {self.id} sent a result that cannot be shown: {_short(e)}"),
-                          True)
+            why = short_error(e)
+            return result(self._redact(f"The MCP server {self.id} sent a result that cannot be shown: {why}"), True)
         return result(text, bool(res.is_error), from_server=True)
 
     async def close(self) -> None:
@@ -358,31 +400,3 @@ class MCPConnector(Connector):
             self._close_later(session)
         if self._background:
             await asyncio.wait(set(self._background), timeout=10)
-
-
-def _untrusted(row: dict[str, Any] | None) -> bool:
-    """Taint of this tool's results (SPEC §4): untrusted unless tool or connector is a trusted source."""
-    if row is None:
-        return True
-    return bool(row["untrusted_output"]) and not (row["tool_trusted"] or row["connector_trusted"])
-
-
-def _definition_moved(before: dict[str, Any] | None, after: dict[str, Any] | None) -> bool:
-    if before is None or after is None:
-        return True
-    keys = ("definition_hash", "user_class", "base_class", "enabled", "changed", "present")
-    return any(before[k] != after[k] for k in keys)
-
-
-def _short(e: BaseException) -> str:
-    if isinstance(e, BaseExceptionGroup) and e.exceptions:
-        return _short(e.exceptions[0])
-    text = str(e).strip().splitlines()[0] if str(e).strip() else ""
-    return f"{type(e).__name__}: {text}"[:300] if text else type(e).__name__
-
-
-def _consume_exception(task: asyncio.Task) -> None:
-    # Callers that gave up waiting (their deadline passed) never read the exception.
-    if not task.cancelled():
-        task.exception()
-

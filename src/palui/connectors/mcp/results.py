@@ -21,18 +21,22 @@ def spec_from_raw(tool: dict[str, Any]) -> ToolSpec:
     """A :class:`ToolSpec` from one raw ``tools/list`` entry.
 
     ``annotations`` is the raw ``annotations`` object as sent (None when the key is
-    absent or null); ``description`` defaults to ``""`` and ``inputSchema`` to ``{}``.
+    absent or null); ``description`` defaults to ``""`` and ``inputSchema`` to ``{}``;
+    ``task_support`` is ``execution.taskSupport`` when it is a string (MCP 2025-11-25 "Tasks").
     MCP tool output is untrusted by default (SPEC §4).
     """
     annotations = tool.get("annotations")
     schema = tool.get("inputSchema")
     description = tool.get("description")
+    execution = tool.get("execution")
+    task_support = execution.get("taskSupport") if isinstance(execution, dict) else None
     return ToolSpec(
         name=tool["name"],
         description=description if isinstance(description, str) else "",
         input_schema=schema if isinstance(schema, dict) else {},
         annotations=annotations if isinstance(annotations, dict) else None,
         untrusted_output=True,
+        task_support=task_support if isinstance(task_support, str) else None,
     )
 
 

@@ -3,6 +3,7 @@
 //   (the answer piece by piece as the model streams it, with a live status: thinking, calling TOOL, retrying);
 //   chat commands go to /chat/command; turns that are running, queued or waiting are watched until they change;
 // - approval buttons: POST /api/approvals/{id}/approve|deny with stream:true, the resumed turn shown in the card;
+// - a server's question (elicitation): its card's buttons POST /api/elicitations/{id}/answer with stream:true;
 // - small things: the class dropdown submits on change, countdowns, confirmations, the add-server form.
 // Every state change sends the session's CSRF token (X-Palui-CSRF header), read from <meta name="palui-csrf">.
 "use strict";
@@ -220,6 +221,19 @@
           .catch(() => {});
         return holder;
       }
+      case "elicitation": {
+        // A server's question: the server-rendered card (its words escaped there too).
+        if (e.status === "pending") pendingBadge(+1);
+        const holder = el("div", "question-holder", "question " + e.elicitation + " from " + e.connector + "…");
+        fetch("/elicitations/" + encodeURIComponent(e.elicitation) + "/card", { credentials: "same-origin" })
+          .then((r) => (r.ok ? r.text() : Promise.reject(r.status)))
+          .then((html) => { const card = fromHTML(html); if (card) { holder.replaceWith(card); startCountdowns(card); } })
+          .catch(() => {});
+        return holder;
+      }
+      case "elicitation_answer":
+        return el("div", "note", "Question " + e.elicitation + ": " + e.action +
+                  ((e.fields || []).length ? " (fields: " + e.fields.join(", ") + ")" : ""));
       case "text":
         return el("div", "bubble answer", e.text);
       case "connector_error":
@@ -454,6 +468,75 @@
     if (turnEl) await refreshTurn(turnEl.dataset.turn, turnEl);
   }
 
+  // -- a server's question ------------------------------------------------------------------------------
+
+  // The typed answer of a question's form (mirrors palui.text.elicitation.parse_value); empty fields are
+  // left out, so the server's defaults apply.
+  function questionContent(form) {
+    const content = {};
+    form.querySelectorAll("fieldset.field").forEach((fs) => {
+      const name = fs.dataset.name, kind = fs.dataset.kind;
+      if (kind === "choices") {
+        const chosen = Array.from(fs.querySelectorAll("input:checked")).map((i) => i.value);
+        if (chosen.length) content[name] = chosen;
+        return;
+      }
+      if (kind === "boolean" || kind === "choice") {
+        const picked = fs.querySelector("input:checked");
+        if (picked) content[name] = kind === "boolean" ? picked.value === "yes" : picked.value;
+        return;
+      }
+      const input = fs.querySelector("input");
+      const v = input ? input.value.trim() : "";
+      if (!v) return;
+      content[name] = kind === "integer" ? parseInt(v, 10) : kind === "number" ? parseFloat(v) : input.value;
+    });
+    return content;
+  }
+
+  async function answerQuestion(form, submitter) {
+    const card = form.closest(".question");
+    const id = card.dataset.question;
+    const action = submitter && submitter.value ? submitter.value : "accept";
+    const buttons = form.querySelectorAll("button");
+    buttons.forEach((b) => { b.disabled = true; });
+    const live = card.querySelector(".live");
+    const body = { action: action, content: action === "accept" ? questionContent(form) : null, stream: true,
+                   via: "web" };
+    const resp = await post("/api/elicitations/" + encodeURIComponent(id) + "/answer", body);
+    if (!resp.ok) {
+      live.append(el("div", "note error", await errorText(resp)));
+      buttons.forEach((b) => { b.disabled = false; });
+      return;
+    }
+    form.remove();
+    const word = { accept: "accepted", decline: "declined", cancel: "cancelled" }[action] || action;
+    card.classList.remove("status-pending");
+    card.classList.add("status-" + word);
+    const state = card.querySelector(".state");
+    state.className = "state " + word;
+    state.textContent = word;
+    const left = card.querySelector(".left");
+    if (left) left.remove();
+    pendingBadge(-1);
+    let result = null;
+    let answerShown = false;
+    await readNDJSON(resp, (e) => {
+      if (e.type === "result") { result = e; return; }
+      if (e.type === "text") answerShown = true;
+      const node = renderEvent(e);
+      if (node) live.append(node);
+    });
+    if (card.dataset.era === "in_call") {
+      // The call waited inside the open connection: it goes on in the turn already streaming here.
+      live.append(el("div", "note", "Sent to the server; the call goes on."));
+      return;
+    }
+    if (result) live.append(resultLine(result, answerShown));
+    const turnEl = card.closest("article.turn");
+    if (turnEl && turnEl.dataset.turn) await refreshTurn(turnEl.dataset.turn, turnEl);
+  }
+
   // -- small things ------------------------------------------------------------------------------------
 
   function startCountdowns(root) {
@@ -486,7 +569,8 @@
       runCommand(form.querySelector('input[name="message"]').value);
       return;
     }
-    if (form.classList.contains("answer")) { ev.preventDefault(); answerApproval(form); }
+    if (form.classList.contains("answer")) { ev.preventDefault(); answerApproval(form); return; }
+    if (form.classList.contains("question-form")) { ev.preventDefault(); answerQuestion(form, ev.submitter); }
   });
 
   document.addEventListener("change", (ev) => {

@@ -1,0 +1,121 @@
+"""A server's questions in ``palui chat`` (SPEC §7, issue 14, in the live chat of issue 12).
+
+A question (MCP elicitation) is shown once, in the server's words escaped and marked as theirs,
+with how to answer it: ``/answer ID field=value …`` (a URL-mode one: ``/answer ID`` once opened) or
+``/deny ID``. Input stays live meanwhile, as it does for approvals:
+
+- a question inside an open call (older MCP connections) arrives as a turn event while the turn
+  runs; the call waits with its clock stopped until the question is answered anywhere;
+- a 2026-07-28 server answers the call with its questions: the turn pauses, the chat shows them and
+  waits until none is pending (answered here, on another terminal, the web page, a chat app, or
+  expired), then the turn goes on (in this process without a service: taken up like an approval).
+
+Every answer goes through the service's one door (``answer_elicitation``, ``answered_via`` ``cli``).
+The chat leaves (``/quit``, end of input) while a paused turn's question waits, and says how to
+answer it later; an older-era question lives in its call, so leaving waits for that turn as for any
+running turn (``/stop`` ends it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from palui.cli.chat.view import via_words
+from palui.errors import ApprovalError, PaluiError
+from palui.text.commands import CommandError, answer_args
+from palui.text.display import shown
+from palui.text.elicitation import parse_pairs, question_text
+
+POLL_SECONDS = 1.0  # how often a paused turn's questions are looked at while the chat waits for them
+
+
+class QuestionsMixin:
+    """The question half of :class:`~palui.cli.chat.session.ChatSession`; it uses the session's
+    ``backend``, ``call``, ``screen``, ``view``, ``conversation``, ``busy``, ``follow`` and ``say_error``."""
+
+    backend: Any
+    screen: Any
+    view: Any
+    conversation: str
+    waiting_questions: list[str]
+    call: Callable[..., Awaitable[Any]]
+    follow: Callable[[str], Awaitable[dict[str, Any]]]
+    say_error: Callable[[Exception], None]
+    _background: Callable[[Awaitable[None]], None]
+    _shown_questions: set[str]
+    _answered_here: set[str]
+
+    def on_question(self, e: dict[str, Any]) -> None:
+        """A pending ``elicitation`` event of a turn this chat shows: the question, looked up and shown."""
+        if e.get("elicitation") and e["elicitation"] not in self._shown_questions:
+            self._background(self.show_question(e["elicitation"]))
+
+    async def show_question(self, eid: str, q: dict[str, Any] | None = None) -> None:
+        if eid in self._shown_questions:
+            return
+        self._shown_questions.add(eid)
+        try:
+            q = q if q is not None and "schema" in q else await self.call(lambda b: b.elicitation(eid))
+        except PaluiError as err:
+            self.say_error(err)
+            return
+        if q["status"] != "pending":
+            return
+        self.view.idle()
+        for line in question_text(q).split("\n"):
+            self.screen.line(line)
+        self.screen.set_status(f"waiting for your answer to {eid}")
+
+    async def answer_question(self, arg: str) -> None:
+        """``/answer ID field=value …`` through the one door."""
+        try:
+            eid, pairs = answer_args(arg)
+            q = await self.call(lambda b: b.elicitation(eid))
+            content = parse_pairs(q["schema"], pairs) if q["mode"] == "form" else None
+        except (CommandError, ValueError) as err:
+            self.say_error(err)
+            return
+        self._answered_here.add(eid)
+        try:
+            q = await self.call(lambda b: b.answer_elicitation(eid, "accept", content))
+        except ApprovalError as err:  # expired, cancelled or answered meanwhile: the turn shows what happened
+            self.say_error(err)
+            return
+        self.screen.line(f"[{q['id']} answered: the turn goes on]")
+        if q.get("conversation") != self.conversation and q["era"] == "input_required":
+            self._background(self._resume_elsewhere(q["turn"]))
+
+    async def _resume_elsewhere(self, turn_id: str) -> None:
+        """A paused turn of another conversation answered here: it goes on (here without a service)."""
+        try:
+            r = await self.backend.follow(turn_id, 10**9, lambda _e: None)
+            self.view.outcome(r, label=f"[turn {turn_id} of conversation {r['conversation']}]")
+        except PaluiError as err:
+            self.say_error(err)
+
+    async def wait_questions(self, r: dict[str, Any]) -> dict[str, Any]:
+        """A turn paused by a 2026-07-28 server's questions: show them, wait until none is pending
+        (answered anywhere, or expired: a decline), then follow the turn on."""
+        pending = list(r["pending_elicitations"])
+        for q in pending:
+            await self.show_question(q["id"], q)
+        self.waiting_questions = [q["id"] for q in pending]
+        try:
+            while self.waiting_questions:
+                await asyncio.sleep(POLL_SECONDS)
+                still = []
+                for eid in self.waiting_questions:
+                    q = await self.call(lambda b, eid=eid: b.elicitation(eid))
+                    if q["status"] == "pending":
+                        still.append(eid)
+                    elif eid not in self._answered_here:
+                        how = (f"{q['status']} on {shown(via_words(q['answered_via']), one_line=True)}"
+                               if q.get("answered_via") else q["status"])
+                        self.screen.line(f"[question {eid} was {how}: the turn goes on]")
+                self.waiting_questions = still
+        finally:
+            self.waiting_questions = []
+        self.screen.set_status("the turn goes on")
+        return await self.follow(r["turn"])

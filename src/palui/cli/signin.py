@@ -1,0 +1,126 @@
+"""``palui connectors login|logout`` and signing in on ``connectors add --url`` (OAuth 2.1, SPEC §7).
+
+The person signs in in a browser: Palui opens it when it can (``webbrowser``) and always prints
+the authorization URL; a listener on 127.0.0.1 takes the redirect. On a machine without a browser
+(or with ``--no-browser``), open the URL anywhere and paste the address the browser ended on: the
+first of the two that arrives is used (5 minutes at most). A client you registered yourself:
+``--client-id ID``, its secret from a prompt (hidden) or ``--client-secret-file FILE``, never the
+command line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import sys
+import threading
+import webbrowser
+from pathlib import Path
+
+import typer
+
+from palui.cli.common import connectors_app, emit_json, service
+from palui.errors import UsageError
+from palui.types import OAuthClient, SignIn
+
+
+def _read_pasted() -> asyncio.Future[str]:
+    """A future for the next non-empty line of stdin (read in a daemon thread: an unread prompt never
+    keeps the process alive); at the end of input it never resolves (the listener may still answer)."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[str] = loop.create_future()
+
+    def give(value: str) -> None:
+        if not fut.done():
+            fut.set_result(value)
+
+    def work() -> None:
+        try:
+            for line in sys.stdin:
+                if line.strip():
+                    loop.call_soon_threadsafe(give, line.strip())
+                    return
+        except (OSError, ValueError):
+            return
+
+    threading.Thread(target=work, daemon=True, name="palui-paste").start()
+    return fut
+
+
+def terminal_sign_in(no_browser: bool = False) -> SignIn:
+    """The :class:`~palui.types.SignIn` of this terminal (see the module docstring)."""
+
+    async def show(url: str) -> None:
+        opened = False
+        if not no_browser:
+            try:
+                webbrowser.get()
+                opened = webbrowser.open(url)
+            except webbrowser.Error:
+                opened = False
+        typer.echo("The server wants you to sign in. " + ("Your browser was opened at:" if opened
+                                                          else "Open this address in a browser:"))
+        typer.echo(f"  {url}")
+        typer.echo("Palui waits (5 minutes at most). If the browser cannot come back to this machine, paste the "
+                   "address it ended on here:", err=True)
+
+    async def paste() -> str:
+        return await _read_pasted()
+
+    return SignIn(show=show, paste=paste)
+
+
+def client_option(client_id: str | None, secret_file: Path | None, auth: str) -> OAuthClient | None:
+    """The client the person registered themselves: the secret from ``secret_file`` or a hidden prompt
+    (empty: a public client), never from the command line."""
+    if not client_id:
+        if secret_file is not None:
+            raise UsageError("--client-secret-file goes with --client-id")
+        return None
+    if auth not in ("basic", "post"):
+        raise UsageError("--client-auth is basic or post")
+    if secret_file is not None:
+        try:
+            secret = secret_file.read_text(encoding="utf-8").strip()
+        except OSError as e:
+            raise UsageError(f"--client-secret-file: cannot read {secret_file}: {e.strerror}") from None
+    elif sys.stdin.isatty():
+        secret = getpass.getpass(f"Client secret of {client_id} (empty for a public client): ").strip()
+    else:
+        secret = ""
+    return OAuthClient(client_id=client_id, client_secret=secret or None, auth_method=f"client_secret_{auth}")
+
+
+@connectors_app.command("login")
+def connectors_login(
+    cid: str = typer.Argument(..., metavar="ID"),
+    client_id: str | None = typer.Option(None, "--client-id", help="A client you registered at the server yourself."),
+    client_secret_file: Path | None = typer.Option(None, "--client-secret-file", help="Its secret, from this file."),
+    client_auth: str = typer.Option("basic", "--client-auth", help="How the client authenticates: basic or post."),
+    no_browser: bool = typer.Option(False, "--no-browser", help="Print the address instead of opening a browser."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Sign in to a remote MCP server (OAuth); its tools are offered again."""
+    svc = service()
+    client = client_option(client_id, client_secret_file, client_auth)
+
+    async def go() -> dict:
+        try:
+            return await svc.mcp_login_async(cid, terminal_sign_in(no_browser), client)
+        finally:
+            await svc.close()
+
+    r = asyncio.run(go())
+    if as_json:
+        return emit_json(r)
+    typer.echo(f"{cid}: signed in and connected" if r["signed_in"] else f"{cid}: connected (no sign-in was needed)")
+
+
+@connectors_app.command("logout")
+def connectors_logout(cid: str = typer.Argument(..., metavar="ID"),
+                      as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Sign out of a remote MCP server: its tokens are revoked (where the server offers it) and deleted."""
+    r = asyncio.run(service().mcp_logout_async(cid))
+    if as_json:
+        return emit_json(r)
+    typer.echo(f"{cid}: signed out (tokens deleted; revocation: {r['revocation']})")

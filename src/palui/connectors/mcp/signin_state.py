@@ -1,0 +1,76 @@
+"""An MCP connector's sign-in state (OAuth, issue 14): part of :class:`~palui.connectors.mcp.connector.MCPConnector`.
+
+A connector made for a turn or a job (``sign_in`` None) never waits for a browser: when its server
+needs a sign-in a refresh cannot give, the stored state becomes ``error: sign in again`` (the person
+is told once: the first process to store it tells), and until someone signs in (any process:
+``palui connectors login``, the sheet's "Sign in") it is :meth:`SignInState.blocked`, so the hub
+refuses it at once and its tools are not offered.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from palui.connectors.mcp.oauth import OAuthSetup, SignInHandler
+from palui.types import SIGN_IN_AGAIN, sign_in_again
+
+if TYPE_CHECKING:
+    from palui.connectors.base import ConnectorEnv
+    from palui.connectors.mcp.config import ServerConfig
+
+log = logging.getLogger("palui.connectors.mcp.connector")
+
+
+
+class SignInState:
+    """The sign-in half of the MCP connector. It uses these of the connector:"""
+
+    env: ConnectorEnv
+    id: str
+    name: str
+    config: ServerConfig
+    enabled: bool
+    sign_in: SignInHandler | None
+    _state: str
+
+    def _oauth(self) -> OAuthSetup | None:
+        if self.config.transport != "http":
+            return None
+        from palui.connectors.mcp.oauth.signin import NoInteraction
+
+        settings = self.env.settings
+        host, port, public = settings.get("serve.host"), settings.get("serve.port"), settings.get("serve.public_url")
+        web = (public.rstrip("/") if public else f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}")
+        return OAuthSetup(settings.secrets_dir, self.id, self.sign_in or NoInteraction(),
+                          client_metadata_url=settings.get("mcp.oauth.client_metadata_url"),
+                          extra_redirect_uris=(f"{web}/oauth/callback", "http://127.0.0.1/oauth/callback"))
+
+    def blocked(self) -> str | None:
+        """``sign in again`` until someone signs in (any process: the stored state says so); never for
+        a connector the person signs in with."""
+        if self.sign_in is None and self.enabled and self._stored_state() == SIGN_IN_AGAIN:
+            return sign_in_again(self.id)
+        return None
+
+    def _stored_state(self) -> str | None:
+        try:
+            r = self.env.db.one("SELECT state FROM connectors WHERE id = ?", (self.id,))
+        except Exception:  # the state is a hint here; a busy database must not stop a call
+            return None
+        return r["state"] if r else None
+
+    def _needs_sign_in(self) -> None:
+        """State ``error: sign in again``; the person is told once (the first process to record it tells)."""
+        self._state = SIGN_IN_AGAIN
+        try:
+            with self.env.db.write() as c:
+                changed = c.execute("UPDATE connectors SET state = ? WHERE id = ? AND state IS NOT ?",
+                                    (SIGN_IN_AGAIN, self.id, SIGN_IN_AGAIN)).rowcount
+        except Exception as e:  # a busy database must not turn a call into a crash
+            log.warning("%s: could not store state: %s", self.id, e)
+            return
+        if changed:
+            self.env.notify("notice", f"{self.name} ({self.id}) needs you to sign in again: run palui connectors "
+                            f"login {self.id}, or use “Sign in” on its sheet. Its tools are not offered until then.")
+

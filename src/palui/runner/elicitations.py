@@ -1,0 +1,204 @@
+"""Durable questions of MCP servers to the person (the ``elicitations`` table, SPEC §7).
+
+An elicitation waits where approvals wait: stored with its turn, answered once through the
+service's one door (:meth:`palui.service.Service.answer_elicitation`), expired after the approval
+expiry of its turn's origin (expiry is a decline), cancelled by ``/stop``. Its status is
+``pending``, ``accepted``, ``declined``, ``cancelled`` or ``expired``.
+
+Two eras (MCP 2026-07-28 "Multi round-trip requests" and the older server-to-client request):
+
+- ``input_required``: the server answered the call with questions and a request state; the turn
+  pauses (status ``awaiting_approval``) and the call is sent again with the answers, in whichever
+  process resumes the turn, also after a restart.
+- ``in_call``: the question arrived inside an open call; the process holding the call waits for
+  the answer (``owner``). If that process ends first, the question is cancelled.
+
+An accepted form's content is kept (``content_json``) only until the reply is sent, then cleared:
+the audit keeps the action and the field names, never values.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from palui.connectors.base import Question, Reply
+from palui.errors import ApprovalError, NotFound, UsageError
+from palui.runner.state import OWNER, new_id, owner_alive
+from palui.store.db import Database
+from palui.text.elicitation import fields, url_host
+
+PENDING = "pending"
+#: The status an answered action leaves; expiry is a decline on the wire.
+STATUS_OF = {"accept": "accepted", "decline": "declined", "cancel": "cancelled"}
+ACTION_OF = {"accepted": "accept", "declined": "decline", "cancelled": "cancel", "expired": "decline"}
+STOPPED = "the turn was stopped"
+
+
+def _iso(t: float | None) -> str | None:
+    return datetime.fromtimestamp(t, UTC).isoformat() if t else None
+
+
+def create(db: Database, *, turn_id: str, call_id: str, tool: str, connector: str, era: str, question: Question,
+           origin: str, expiry_seconds: float, round_no: int = 1, auto: Reply | None = None,
+           reason: str | None = None, now: float | None = None) -> dict[str, Any]:
+    """Store one question and return it (:func:`as_dict`). ``auto`` is Palui's own reply when it does
+    not ask the person (a schema it cannot show, too many questions, URL mode in a job): the row is
+    stored answered, with ``reason``, and ``answered_via`` ``palui``."""
+    now = time.time() if now is None else now
+    eid = new_id("e")
+    status = STATUS_OF[auto.action] if auto is not None else PENDING
+    with db.write() as c:
+        c.execute(
+            "INSERT INTO elicitations (id, turn_id, tool_call_id, tool, connector_id, era, round, request_key, mode,"
+            " message, schema_json, url, server_ref, origin, status, reason, answered_via, owner, created_at,"
+            " expires_at, answered_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (eid, turn_id, call_id, tool, connector, era, round_no, question.key, question.mode, question.message,
+             json.dumps(question.schema) if question.schema is not None else None, question.url,
+             question.elicitation_id, origin, status, reason, "palui" if auto is not None else None,
+             OWNER if era == "in_call" else None, now, now + expiry_seconds, now if auto is not None else None),
+        )
+    return get(db, eid)
+
+
+def as_dict(r: Any) -> dict[str, Any]:
+    """The ``Service.elicitation`` shape: ``{"id","turn","tool","connector","era","round","key","mode",
+    "message","schema","fields","url","url_host","elicitation_ref","origin","status","action","reason",
+    "answered_via","sent","created_at","expires_at","answered_at"}`` (times ISO 8601 UTC; ``fields`` are
+    the field names; ``action`` is what the server is (or will be) sent, None while pending)."""
+    schema = json.loads(r["schema_json"]) if r["schema_json"] else None
+    return {
+        "id": r["id"], "turn": r["turn_id"], "tool_call_id": r["tool_call_id"], "tool": r["tool"],
+        "connector": r["connector_id"], "era": r["era"], "round": r["round"], "key": r["request_key"],
+        "mode": r["mode"], "message": r["message"], "schema": schema, "fields": [f.name for f in fields(schema)],
+        "url": r["url"], "url_host": url_host(r["url"]), "elicitation_ref": r["server_ref"], "origin": r["origin"],
+        "status": r["status"], "action": ACTION_OF.get(r["status"]), "reason": r["reason"],
+        "answered_via": r["answered_via"], "sent": bool(r["sent"]), "created_at": _iso(r["created_at"]),
+        "expires_at": _iso(r["expires_at"]), "answered_at": _iso(r["answered_at"]),
+    }
+
+
+def get(db: Database, eid: str) -> dict[str, Any]:
+    """One elicitation. Raises NotFound."""
+    r = db.one("SELECT * FROM elicitations WHERE id = ?", (eid,))
+    if r is None:
+        raise NotFound(f"unknown question {eid!r} (see: palui elicitations list)")
+    return as_dict(r)
+
+
+def for_ids(db: Database, ids: list[str]) -> list[dict[str, Any]]:
+    """The elicitations ``ids``, in that order (unknown ids left out)."""
+    by_id = {r["id"]: as_dict(r) for r in db.all(
+        f"SELECT * FROM elicitations WHERE id IN ({','.join('?' for _ in ids)})", tuple(ids))} if ids else {}
+    return [by_id[i] for i in ids if i in by_id]
+
+
+def pending_for_turn(db: Database, turn_id: str) -> list[dict[str, Any]]:
+    return [as_dict(r) for r in db.all("SELECT * FROM elicitations WHERE turn_id = ? AND status = 'pending'"
+                                       " ORDER BY created_at", (turn_id,))]
+
+
+def listing(db: Database, status: str | None = PENDING) -> list[dict[str, Any]]:
+    """Elicitations oldest first (``status=None``: all)."""
+    if status:
+        rows = db.all("SELECT * FROM elicitations WHERE status = ? ORDER BY created_at", (status,))
+    else:
+        rows = db.all("SELECT * FROM elicitations ORDER BY created_at")
+    return [as_dict(r) for r in rows]
+
+
+def sweep(db: Database, now: float | None = None) -> int:
+    """Expire pending questions past their expiry (a decline, SPEC §5/§7); cancel ``in_call`` questions
+    whose process ended (the call went with it); clear answer content no live turn will send.
+    Returns how many questions changed."""
+    now = time.time() if now is None else now
+    with db.write() as c:
+        n = c.execute("UPDATE elicitations SET status='expired', answered_at=? WHERE status='pending'"
+                      " AND expires_at <= ?", (now, now)).rowcount
+        for r in c.execute("SELECT id, owner FROM elicitations WHERE status='pending' AND era='in_call'").fetchall():
+            if not owner_alive(r["owner"]):
+                n += c.execute("UPDATE elicitations SET status='cancelled', answered_at=?, reason=? WHERE id=?"
+                               " AND status='pending'", (now, "the process holding the call ended", r["id"])).rowcount
+        c.execute("UPDATE elicitations SET content_json=NULL WHERE content_json IS NOT NULL AND turn_id IN"
+                  " (SELECT id FROM turns WHERE status IN ('done','stopped','error','budget'))")
+    return n
+
+
+def answer(db: Database, eid: str, action: str, content: dict[str, Any] | None, via: str,
+           now: float | None = None) -> dict[str, Any]:
+    """Record the person's answer once (validated by the caller). Returns the elicitation.
+
+    Raises NotFound; ApprovalError when it expired (a decline; ``turn_id`` set: the turn goes on),
+    was cancelled or was already answered (the same refusals as an approval, SPEC §5).
+    """
+    now = time.time() if now is None else now
+    if action not in STATUS_OF:
+        raise UsageError(f"an answer is accept, decline or cancel (got {action!r})")
+    with db.write() as c:
+        r = c.execute("SELECT * FROM elicitations WHERE id = ?", (eid,)).fetchone()
+        if r is None:
+            raise NotFound(f"unknown question {eid!r} (see: palui elicitations list)")
+        expired = r["status"] == PENDING and r["expires_at"] <= now
+        if expired:
+            c.execute("UPDATE elicitations SET status='expired', answered_at=?, answered_via=? WHERE id=?",
+                      (now, via, eid))
+        elif r["status"] == PENDING:
+            c.execute("UPDATE elicitations SET status=?, content_json=?, answered_at=?, answered_via=? WHERE id=?"
+                      " AND status='pending'",
+                      (STATUS_OF[action], json.dumps(content) if action == "accept" and content is not None else None,
+                       now, via, eid))
+    if expired or (r["status"] == "expired"):
+        raise ApprovalError(f"question {eid} expired, which counts as a decline; the turn goes on", r["turn_id"])
+    if r["status"] == "cancelled" and r["reason"]:
+        raise ApprovalError(f"question {eid} was cancelled: {r['reason']}")
+    if r["status"] != PENDING:
+        raise ApprovalError(f"question {eid} is already {r['status']}; a question is answered once")
+    return get(db, eid)
+
+
+def reply_of(db: Database, eid: str, now: float | None = None) -> Reply | None:
+    """The reply to send for an answered (or expired) question; None while it is pending and unexpired.
+    An expired one is marked so and answered ``decline``."""
+    now = time.time() if now is None else now
+    r = db.one("SELECT status, content_json, expires_at, mode FROM elicitations WHERE id = ?", (eid,))
+    if r is None:
+        return Reply("decline")
+    if r["status"] == PENDING:
+        if r["expires_at"] > now:
+            return None
+        with db.write() as c:
+            c.execute("UPDATE elicitations SET status='expired', answered_at=? WHERE id=? AND status='pending'",
+                      (now, eid))
+        return Reply("decline")
+    action = ACTION_OF.get(r["status"], "decline")
+    if action == "accept" and r["mode"] == "form":
+        return Reply("accept", json.loads(r["content_json"]) if r["content_json"] else {})
+    return Reply(action)  # type: ignore[arg-type]  # ACTION_OF holds only the three actions
+
+
+def mark_sent(db: Database, ids: list[str]) -> None:
+    """The replies of ``ids`` went to the server: drop the answer content (values are never kept)."""
+    if ids:
+        with db.write() as c:
+            c.execute(f"UPDATE elicitations SET sent=1, content_json=NULL WHERE id IN ({','.join('?' for _ in ids)})",
+                      tuple(ids))
+
+
+def cancel_for_turn(db: Database, turn_id: str, reason: str = STOPPED, now: float | None = None) -> int:
+    """Cancel a turn's pending questions (``/stop``, a removed job)."""
+    now = time.time() if now is None else now
+    with db.write() as c:
+        return c.execute("UPDATE elicitations SET status='cancelled', reason=?, answered_at=? WHERE turn_id=?"
+                         " AND status='pending'", (reason, now, turn_id)).rowcount
+
+
+def cancel_for_call(db: Database, turn_id: str, call_id: str, reason: str, now: float | None = None) -> int:
+    """Cancel the pending questions of one call (its process ended while they waited) and drop answers."""
+    now = time.time() if now is None else now
+    with db.write() as c:
+        n = c.execute("UPDATE elicitations SET status='cancelled', reason=?, answered_at=? WHERE turn_id=?"
+                      " AND tool_call_id=? AND status='pending'", (reason, now, turn_id, call_id)).rowcount
+        c.execute("UPDATE elicitations SET content_json=NULL WHERE turn_id=? AND tool_call_id=?", (turn_id, call_id))
+    return n

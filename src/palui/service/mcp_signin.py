@@ -1,0 +1,143 @@
+"""Service part: signing in to remote MCP servers (OAuth 2.1, SPEC §7, issue 14).
+
+- :meth:`MCPSignInPart.mcp_login_async` — ``palui connectors login ID``: connect with the person
+  taking part (a loopback listener on 127.0.0.1 and, when the front end can read one, a pasted
+  redirect address), store the tokens, sync the tools.
+- :meth:`mcp_logout_async` — delete the connector's tokens, revoking them where the server offers it.
+- :meth:`mcp_sign_in_web` / :meth:`mcp_sign_in_web_complete` — the web sheet's "Sign in": the first
+  returns the authorization URL the page sends the browser to; ``/oauth/callback`` (after the page
+  checked the session cookie) hands the browser's address to the second, which checks the ``state``.
+
+Inside a turn nobody signs in: a connector that needs it is ``error: sign in again`` and refuses at
+once until one of these succeeds. Tokens live in 0600 files under the secrets directory
+(:mod:`palui.connectors.mcp.oauth.storage`), never in the database, a log line or a page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from palui.errors import ConnectorError, NotFound, UsageError
+from palui.service.mcp_connectors import MCPPart
+from palui.types import OAuthClient, SignIn
+
+WEB_SIGN_IN_WAIT = 30.0  # seconds the page waits for the authorization URL, or for the end of the sign-in
+
+
+class MCPSignInPart(MCPPart):
+    """OAuth sign-in and sign-out of MCP connectors."""
+
+    _web_sign_ins: dict[str, tuple[Any, asyncio.Task[dict[str, Any]]]]
+
+    def _setup(self) -> None:
+        super()._setup()
+        self._web_sign_ins = {}
+
+    def _http_row(self, cid: str):
+        row = self._mcp_row(cid)
+        if row["transport"] != "http":
+            raise UsageError(f"{cid} is a stdio server: only remote (HTTP) servers sign in")
+        return row
+
+    async def _sign_in(self, cid: str, *, sign_in: SignIn | None = None, handler: Any = None,
+                       client: OAuthClient | None = None) -> dict[str, Any]:
+        from palui.connectors.mcp import config_from_row
+
+        row = self._http_row(cid)
+        self._save_client(cid, client)
+        live = self.hub.forget(cid)  # the next use connects with the new tokens
+        if live is not None:
+            await live.close()
+        with self.db.write() as c:  # a new attempt: no longer "sign in again" (a failure sets it again)
+            c.execute("UPDATE connectors SET state = 'connecting' WHERE id = ?", (cid,))
+        try:
+            connector = await self._connect_once(cid, row["name"], config_from_row(self.hub.env, row), sign_in,
+                                                 handler)
+        except ConnectorError:
+            with self.db.write() as c:
+                c.execute("UPDATE connectors SET state = 'error: sign in again' WHERE id = ? AND state = 'connecting'",
+                          (cid,))
+            raise
+        self.redecide_approvals()
+        report = connector.last_report
+        return {"id": cid, "state": "connected", "signed_in": self.oauth_state(cid)["signed_in"],
+                "added": report.added if report else [], "changed": report.changed if report else []}
+
+    async def mcp_login_async(self, cid: str, sign_in: SignIn, client: OAuthClient | None = None) -> dict[str, Any]:
+        """Sign in to ``cid`` now (``palui connectors login``). Returns ``{"id","state","signed_in","added",
+        "changed"}``. Raises NotFound, UsageError (not an HTTP connector), ConnectorError (the sign-in or
+        the connection failed: the message says why, without secrets)."""
+        return await self._sign_in(cid, sign_in=sign_in, client=client)
+
+    async def mcp_logout_async(self, cid: str) -> dict[str, Any]:
+        """Forget ``cid``'s tokens, revoking them first where the server offers revocation (RFC 7009).
+        Returns ``{"id","revocation"}`` (``revoked``, ``refused by the server``, ``not offered by the
+        server``, ``no tokens``); its state becomes ``error: sign in again``."""
+        from palui.connectors.mcp import config_from_row
+        from palui.connectors.mcp.oauth.revoke import revoke_and_forget
+
+        row = self._http_row(cid)
+        live = self.hub.forget(cid)
+        if live is not None:
+            await live.close()
+        outcome = await revoke_and_forget(self.settings.secrets_dir, cid, config_from_row(self.hub.env, row).url or "")
+        with self.db.write() as c:
+            c.execute("UPDATE connectors SET state = 'error: sign in again' WHERE id = ?", (cid,))
+        return {"id": cid, "revocation": outcome}
+
+    def oauth_state(self, cid: str) -> dict[str, Any]:
+        """``{"signed_in","issuer","expires_at"}`` of an HTTP connector (no token, no client secret)."""
+        path = self.settings.secrets_dir / "oauth" / "tokens"
+        for p in sorted(path.glob(f"{cid}.*.json")) if path.is_dir() else []:
+            try:
+                data = json.loads(p.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            token = data.get("token") or {}
+            if data.get("connector") == cid and token.get("access_token"):
+                expires = (data["received_at"] + token["expires_in"]) if token.get("expires_in") else None
+                return {"signed_in": True, "issuer": data.get("issuer"), "expires_at": expires}
+        return {"signed_in": False, "issuer": None, "expires_at": None}
+
+    # -- the web sheet's "Sign in" ----------------------------------------------------------------------
+
+    async def mcp_sign_in_web(self, cid: str, callback_url: str) -> str | None:
+        """Start signing in to ``cid`` from the web page, whose ``/oauth/callback`` is ``callback_url``.
+        Returns the authorization URL to send the browser to, or None when the connection succeeded
+        without the person (a refresh did it). Raises ConnectorError (the connection failed first)."""
+        from palui.connectors.mcp.oauth.signin import WebSignIn
+
+        self._http_row(cid)
+        handler = WebSignIn(callback_url)
+        task = asyncio.ensure_future(self._sign_in(cid, handler=handler))
+        waits: set[asyncio.Future[Any]] = {task, handler.authorization_url}
+        done, _ = await asyncio.wait(waits, timeout=WEB_SIGN_IN_WAIT, return_when=asyncio.FIRST_COMPLETED)
+        if handler.authorization_url.done():
+            self._web_sign_ins = {s: v for s, v in self._web_sign_ins.items() if not v[1].done()}
+            self._web_sign_ins[handler.state or ""] = (handler, task)
+            return handler.authorization_url.result()
+        if task in done:
+            task.result()  # raises ConnectorError
+            return None
+        task.cancel()
+        raise ConnectorError(f"{cid}: the server did not start a sign-in within {WEB_SIGN_IN_WAIT:.0f} s")
+
+    async def mcp_sign_in_web_complete(self, callback_url: str) -> dict[str, Any]:
+        """The browser came back to ``/oauth/callback`` at ``callback_url``: hand it to the sign-in whose
+        ``state`` it carries and wait for it to finish. Returns :meth:`mcp_login_async`'s shape.
+        Raises NotFound (no sign-in of this page has that state: never started here, finished, or
+        expired), ConnectorError (the sign-in failed)."""
+        from urllib.parse import parse_qs, urlsplit
+
+        state = (parse_qs(urlsplit(callback_url).query).get("state") or [""])[0]
+        found = next(((h, t) for h, t in self._web_sign_ins.values() if h.matches(state) and not t.done()), None)
+        if found is None:
+            raise NotFound("this sign-in was not started by this page, or it finished or expired; start it again")
+        handler, task = found
+        handler.complete(callback_url)
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), WEB_SIGN_IN_WAIT)
+        finally:
+            self._web_sign_ins.pop(handler.state or "", None)

@@ -1,0 +1,71 @@
+"""Migrations 20-22 (issue 14): questions of MCP servers, task support, the sign-in state in the catalog.
+
+Appended to :data:`palui.store.migrations.MIGRATIONS`; like every migration, never edited once shipped.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+MCP_MIGRATIONS: list[tuple[int, str, str | Callable[[sqlite3.Connection], None]]] = []
+
+# Issue 14: a server's question to the person (MCP elicitation) waits where approvals wait (SPEC §7).
+MCP_MIGRATIONS.append(
+    (
+        20,
+        "elicitations: questions of MCP servers to the person, durable like approvals",
+        """
+CREATE TABLE elicitations (
+    id            TEXT PRIMARY KEY,            -- e-<hex>
+    turn_id       TEXT NOT NULL REFERENCES turns(id),
+    tool_call_id  TEXT NOT NULL,               -- the model's call during which the server asked
+    tool          TEXT NOT NULL,               -- model-visible name of that call's tool
+    connector_id  TEXT NOT NULL,
+    era           TEXT NOT NULL,               -- input_required (2026-07-28, durable) | in_call (older era)
+    round         INTEGER NOT NULL DEFAULT 1,  -- input-required round of the call
+    request_key   TEXT NOT NULL,               -- the input-request key, or the server's JSON-RPC request id
+    mode          TEXT NOT NULL,               -- form | url
+    message       TEXT NOT NULL,               -- the server's words
+    schema_json   TEXT,                        -- form: the requested schema as sent
+    url           TEXT,                        -- url mode: the page the server wants opened
+    server_ref    TEXT,                        -- url mode: the server's elicitationId
+    origin        TEXT NOT NULL,               -- the turn's origin (chat | job)
+    status        TEXT NOT NULL,               -- pending | accepted | declined | cancelled | expired
+    content_json  TEXT,                        -- an accepted form's answer until it is sent, then cleared
+    reason        TEXT,                        -- why Palui declined or cancelled it without the person
+    answered_via  TEXT,                        -- cli | web | api | a channel's name | palui
+    owner         TEXT,                        -- in_call: the process holding the open call (host:pid)
+    sent          INTEGER NOT NULL DEFAULT 0,  -- the reply went to the server
+    created_at    REAL NOT NULL,
+    expires_at    REAL NOT NULL,
+    answered_at   REAL
+);
+CREATE INDEX elicitations_turn ON elicitations(turn_id, status);
+CREATE INDEX elicitations_status ON elicitations(status);
+""",
+    )
+)
+MCP_MIGRATIONS.append(
+    (
+        21,
+        "tools.task_support: MCP execution.taskSupport (a required tool is not offered)",
+        """
+ALTER TABLE tools ADD COLUMN task_support TEXT;  -- forbidden | optional | required | NULL (absent)
+""",
+    )
+)
+# A connector that needs a sign-in (stored state "error: sign in again") is not offered (issue 14); the
+# offer reads the catalog snapshot (issue 11), so crossing into or out of that state bumps its version.
+# Other state changes (connected, idle, errors of a start) do not: they change nothing offered.
+MCP_MIGRATIONS.append(
+    (
+        22,
+        "the catalog version follows a connector's need for a sign-in",
+        """
+CREATE TRIGGER catalog_connectors_signin AFTER UPDATE OF state ON connectors
+WHEN (old.state IS 'error: sign in again') != (new.state IS 'error: sign in again')
+BEGIN UPDATE catalog SET version = version + 1; END;
+""",
+    )
+)

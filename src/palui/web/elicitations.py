@@ -1,0 +1,86 @@
+"""A server's question to the person on the web page (SPEC §7, issue 14): its card, answering it.
+
+The card shows the server's message (escaped, marked as the server's words), the requested fields
+(enum and boolean fields as buttons), or for URL mode the full URL and its host; buttons send the
+answer, decline or cancel. The page's script posts to ``POST /api/elicitations/{id}/answer`` with
+``stream: true`` and shows the turn going on; without the script the form posts here. Answers go
+through the service's one door (``answer_elicitation``, ``answered_via = "web"``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from palui.errors import ApprovalError, UsageError
+from palui.text.elicitation import fields, parse_value
+from palui.types import TurnStatus
+from palui.web.base import action, page, redirect, render_fragment, svc_of
+
+
+def card_context(q: dict[str, Any]) -> dict[str, Any]:
+    """What ``_elicitation_card.html`` needs besides the question: its form fields."""
+    return {"q": q, "form": fields(q.get("schema"))}
+
+
+@page
+async def question_card(request: Request) -> Response:
+    """``GET /elicitations/{id}/card``: one question's card (the chat page shows it inline)."""
+    q = svc_of(request).elicitation(request.path_params["id"])
+    return render_fragment(request, "_elicitation_card.html", back="/approvals", **card_context(q))
+
+
+def content_of(schema: dict[str, Any] | None, form: dict[str, str]) -> dict[str, Any]:
+    """A posted form as typed content: empty fields left out (their defaults apply), a multi-select's
+    boxes (``field.0``, ``field.1``…) joined. Raises UsageError naming the field."""
+    out: dict[str, Any] = {}
+    for f in fields(schema):
+        if f.kind == "choices":
+            chosen = [v for k, v in form.items() if k.startswith(f"{f.name}.")]
+            if chosen:
+                out[f.name] = chosen
+            continue
+        raw = form.get(f.name, "")
+        if raw.strip():
+            try:
+                out[f.name] = parse_value(f, raw)
+            except ValueError as e:
+                raise UsageError(str(e)) from None
+    return out
+
+
+def answer(request: Request, question_id: str, verb: str, content: dict[str, Any] | None) -> dict[str, Any]:
+    """Answer through the one door and, for a turn a 2026-07-28 server paused, go on with it here."""
+    svc = svc_of(request)
+    try:
+        q = svc.answer_elicitation(question_id, verb, content, via="web")
+    except ApprovalError as e:
+        if e.turn_id:
+            svc.launch(e.turn_id, (TurnStatus.AWAITING_APPROVAL,))
+        raise
+    if q["era"] == "input_required":
+        svc.launch(q["turn"], (TurnStatus.AWAITING_APPROVAL,))
+    return q
+
+
+@action
+async def answer_form(request: Request, form: dict[str, str]) -> Response:
+    """``POST /elicitations/{id}/answer`` (CSRF field; ``action`` = accept|decline|cancel): answer, go back."""
+    svc = svc_of(request)
+    qid = request.path_params["id"]
+    verb = form.get("action", "accept")
+    q = svc.elicitation(qid)
+    content = content_of(q["schema"], form) if verb == "accept" and q["mode"] == "form" else None
+    q = answer(request, qid, verb, content)
+    words = {"accept": "Answered", "decline": "Declined", "cancel": "Cancelled"}.get(verb, verb)
+    return redirect(form.get("back") or "/approvals", ("ok", f"{words} {qid} ({q['connector']}); the turn goes on."))
+
+
+def routes() -> list[Route]:
+    return [
+        Route("/elicitations/{id}/card", question_card),
+        Route("/elicitations/{id}/answer", answer_form, methods=["POST"]),
+    ]
