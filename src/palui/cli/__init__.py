@@ -25,7 +25,8 @@ COMMAND_MODULES = ["tools", "policy", "suggest", "outside", "mcp", "signin", "me
 # ``palui`` alone load every module, so a new command works before it is listed.
 # tests/test_cli_start.py checks that each entry gives the same commands as loading everything.
 COMMANDS: dict[str, tuple[str, ...]] = {
-    "tools": ("tools", "suggest", "outside"), "policy": ("tools", "policy"), "connectors": ("tools", "mcp", "outside", "signin"),
+    "tools": ("tools", "suggest", "outside"), "policy": ("tools", "policy"),
+    "connectors": ("tools", "mcp", "outside", "signin"),
     "memories": ("memories",), "tasks": ("memories",),
     "run": ("turns",), "approvals": ("turns",), "stop": ("turns",), "status": ("turns",), "inbox": ("turns",),
     "audit": ("audit",), "report": ("report",), "chat": ("chat",), "conversations": ("conversations",),

@@ -12,11 +12,9 @@ server's words); URL mode shows the full URL and its host and never opens it.
 
 from __future__ import annotations
 
-import asyncio
 import sys
-import threading
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -24,6 +22,9 @@ from palui.cli.common import app, emit_json, fail, service, table
 from palui.errors import PaluiError, UsageError
 from palui.text.display import shown
 from palui.text.elicitation import field_line, fields, parse_pairs, parse_value, question_text
+
+if TYPE_CHECKING:
+    import asyncio
 
 elicitations_app = typer.Typer(help="Questions MCP servers ask you: list, show, answer.", no_args_is_help=True)
 app.add_typer(elicitations_app, name="elicitations")
@@ -82,6 +83,9 @@ def ask_on_terminal(e: dict[str, Any]) -> Answer:
 async def ask_on_terminal_async(e: dict[str, Any]) -> Answer:
     """:func:`ask_on_terminal` in a daemon thread (the event loop goes on; an unanswered prompt never
     keeps the process alive)."""
+    import asyncio
+    import threading
+
     loop = asyncio.get_running_loop()
     done: asyncio.Future[Answer] = loop.create_future()
 
@@ -143,6 +147,8 @@ class TerminalQuestions:
         async def later() -> None:
             action, content = await ask_on_terminal_async(e) if has_terminal() else self.decide(e)
             self._give(e["id"], action, content)
+
+        import asyncio
 
         task = asyncio.get_running_loop().create_task(later())
         self.tasks.add(task)

@@ -10,12 +10,9 @@ command line.
 
 from __future__ import annotations
 
-import asyncio
-import getpass
 import sys
-import threading
-import webbrowser
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -23,10 +20,16 @@ from palui.cli.common import connectors_app, emit_json, service
 from palui.errors import UsageError
 from palui.types import OAuthClient, SignIn
 
+if TYPE_CHECKING:
+    import asyncio
+
 
 def _read_pasted() -> asyncio.Future[str]:
     """A future for the next non-empty line of stdin (read in a daemon thread: an unread prompt never
     keeps the process alive); at the end of input it never resolves (the listener may still answer)."""
+    import asyncio
+    import threading
+
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[str] = loop.create_future()
 
@@ -51,6 +54,8 @@ def terminal_sign_in(no_browser: bool = False) -> SignIn:
     """The :class:`~palui.types.SignIn` of this terminal (see the module docstring)."""
 
     async def show(url: str) -> None:
+        import webbrowser
+
         opened = False
         if not no_browser:
             try:
@@ -73,6 +78,8 @@ def terminal_sign_in(no_browser: bool = False) -> SignIn:
 def client_option(client_id: str | None, secret_file: Path | None, auth: str) -> OAuthClient | None:
     """The client the person registered themselves: the secret from ``secret_file`` or a hidden prompt
     (empty: a public client), never from the command line."""
+    import getpass
+
     if not client_id:
         if secret_file is not None:
             raise UsageError("--client-secret-file goes with --client-id")
@@ -101,6 +108,8 @@ def connectors_login(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Sign in to a remote MCP server (OAuth); its tools are offered again."""
+    import asyncio
+
     svc = service()
     client = client_option(client_id, client_secret_file, client_auth)
 
@@ -120,6 +129,8 @@ def connectors_login(
 def connectors_logout(cid: str = typer.Argument(..., metavar="ID"),
                       as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Sign out of a remote MCP server: its tokens are revoked (where the server offers it) and deleted."""
+    import asyncio
+
     r = asyncio.run(service().mcp_logout_async(cid))
     if as_json:
         return emit_json(r)

@@ -101,6 +101,8 @@ def run_cmd(message: str = typer.Argument(..., help="The message for the agent."
         questions.on_event(e)  # a server's question inside an open call: asked on this terminal
 
     if client:
+        import asyncio
+
         r = client.run(message, conversation=conversation, model=spec, on_event=on_event, channel="cli")
         r = asyncio.run(questions.settle(r, lambda i, a, c: asyncio.to_thread(client.answer_elicitation, i, a, c,
                                                                                 on_event)))

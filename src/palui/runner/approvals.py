@@ -15,7 +15,6 @@ from typing import Any
 
 from palui.connectors.registry import canonical_json
 from palui.errors import ApprovalError, NotFound, UsageError
-from palui.policy.taint import untrusted_args
 from palui.runner import elicitations as questions
 from palui.runner.state import new_id
 from palui.store.db import Database

@@ -138,7 +138,8 @@ def definitions(snap: Snapshot, names: list[str], origin: Origin, tainted: bool)
     out = []
     for name in names:
         r = snap.tools.get(name)
-        if r is None or not r.usable or r.needs_tasks or r.connector_signin or not decide(r.tool_class, r.enabled, origin, tainted, None).offered:
+        if r is None or not r.usable or r.needs_tasks or r.connector_signin or \
+                not decide(r.tool_class, r.enabled, origin, tainted, None).offered:
             continue
         key = ("definition", name)
         d = snap.memo.get(key)

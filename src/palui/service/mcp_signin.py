@@ -15,13 +15,15 @@ once until one of these succeeds. Tokens live in 0600 files under the secrets di
 
 from __future__ import annotations
 
-import asyncio
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from palui.errors import ConnectorError, NotFound, UsageError
 from palui.service.mcp_connectors import MCPPart
 from palui.types import OAuthClient, SignIn
+
+if TYPE_CHECKING:
+    import asyncio
 
 WEB_SIGN_IN_WAIT = 30.0  # seconds the page waits for the authorization URL, or for the end of the sign-in
 
@@ -107,6 +109,8 @@ class MCPSignInPart(MCPPart):
         """Start signing in to ``cid`` from the web page, whose ``/oauth/callback`` is ``callback_url``.
         Returns the authorization URL to send the browser to, or None when the connection succeeded
         without the person (a refresh did it). Raises ConnectorError (the connection failed first)."""
+        import asyncio
+
         from palui.connectors.mcp.oauth.signin import WebSignIn
 
         self._http_row(cid)
@@ -129,6 +133,7 @@ class MCPSignInPart(MCPPart):
         ``state`` it carries and wait for it to finish. Returns :meth:`mcp_login_async`'s shape.
         Raises NotFound (no sign-in of this page has that state: never started here, finished, or
         expired), ConnectorError (the sign-in failed)."""
+        import asyncio
         from urllib.parse import parse_qs, urlsplit
 
         state = (parse_qs(urlsplit(callback_url).query).get("state") or [""])[0]
