@@ -143,7 +143,8 @@ async def test_login_through_the_loopback_listener_and_logout_revokes(svc, oauth
     assert not svc.oauth_state("mcp-remote")["signed_in"]
     assert svc.mcp_config("mcp-remote")["state"] == "error: sign in again"
     r = await svc.mcp_login_async("mcp-remote", browser())
-    assert r["signed_in"] and svc.mcp_config("mcp-remote")["state"] == "connected"
+    cfg = svc.mcp_config("mcp-remote")  # issue 11: not kept live after the sign-in, so idle here
+    assert r["signed_in"] and cfg["state"] in ("connected", "idle") and cfg["last_state"] == "connected"
     assert oauth.auth.count("register") == 1  # the registration of this issuer was kept and used again
     await svc.close()
 
@@ -176,21 +177,26 @@ async def test_refresh_ahead_of_expiry_also_in_a_new_process(svc, oauth):
 
 
 async def test_expired_grant_is_sign_in_again_and_its_tools_are_not_offered(svc, oauth, tmp_path):
+    """Issue 11 offers from the catalog without starting servers: the first turn learns of the ended
+    grant when it calls the tool (refused with the fix); from then on the connector waits for a
+    sign-in, its tools are not offered and each turn says why, with no request to the server."""
     await svc.mcp_add_async("remote", ServerConfig("http", url=oauth.mcp_url(0)), sign_in=browser())
     svc.set_enabled(["mcp-remote__echo"], True)
     oauth.auth.expire_access_tokens()
     oauth.auth.revoke_refresh_tokens()
     model = write_script(tmp_path / "s.json", calls(call("mcp-remote__echo", text="x")), text("ok"))
     r = await svc.send("echo", model=model)
+    [ev] = [e for e in r["events"] if e["type"] == "tool_call"]
+    assert ev["is_error"] and "mcp-remote is not available" in ev["result"] and "sign in again" in ev["result"]
+    assert {c["id"]: c["state"] for c in svc.status()["connectors"]}["mcp-remote"] == "error: sign in again"
+    asked = len(oauth.auth.events())
+    r = await svc.send("echo again", model=write_script(tmp_path / "t.json", calls(call("mcp-remote__echo", text="y")),
+                                                        text("ok")))
     [step] = [e for e in r["events"] if e["type"] == "step"][:1]
     assert "mcp-remote__echo" not in step["tools_offered"]
     assert [e for e in r["events"] if e["type"] == "connector_error"][0]["error"].count("sign in again")
     [ev] = [e for e in r["events"] if e["type"] == "tool_call"]
     assert ev["verdict"] == "unavailable" and "its connector mcp-remote is not available" in ev["result"]
-    assert "sign in again" in ev["result"]
-    assert {c["id"]: c["state"] for c in svc.status()["connectors"]}["mcp-remote"] == "error: sign in again"
-    asked = len(oauth.auth.events())
-    r = await svc.send("echo again", model=write_script(tmp_path / "t.json", text("ok")))
     assert len(oauth.auth.events()) == asked  # no further request: it refuses at once until a sign-in
     told = [n for n in svc.inbox() if "sign in again" in n["text"]]
     assert len(told) == 1 and "palui connectors login mcp-remote" in told[0]["text"]  # told once

@@ -37,7 +37,7 @@ from palui.connectors.registry import SyncReport
 from palui.errors import NotFound, PaluiError, UsageError
 from palui.runner import redecide
 from palui.service.tools import ToolsPart
-from palui.types import OAuthClient, SignIn
+from palui.types import SIGN_IN_AGAIN, OAuthClient, SignIn
 
 if TYPE_CHECKING:
     from palui.connectors.mcp.connector import MCPConnector
@@ -124,7 +124,8 @@ class MCPPart(ToolsPart):
         ``{"id","name","transport","command","args","cwd","url","env":{KEY:"***"},
         "headers":{KEY:"***"},"timeout_seconds","max_output_bytes","state","last_state","enabled",
         "secrets_file","stderr_log"}``; the timeout and limit are the effective ones. ``state`` is the
-        live state in this process, ``idle`` when it was not started here (SPEC §7); ``last_state`` is
+        live state in this process, ``idle`` when it was not started here (SPEC §7) unless it waits for a
+        sign-in (``error: sign in again``, stored by any process); ``last_state`` is
         the last one stored by any process (``connected``, ``error: …``).
         """
         row = self._mcp_row(cid)
@@ -143,7 +144,9 @@ class MCPPart(ToolsPart):
             "timeout_seconds": public.get("timeout_seconds") or self.settings.get("mcp.call_timeout_seconds"),
             "max_output_bytes": public.get("max_output_bytes") or self.settings.get("mcp.max_output_bytes"),
             # SPEC §7: a connector not started in this process is idle (it starts when a turn calls one of its tools).
-            "state": "disabled" if not row["enabled"] else (live.state() if live else "idle"),
+            # A connector waiting for a sign-in says so wherever it is not live (issue 14).
+            "state": "disabled" if not row["enabled"] else (
+                live.state() if live else SIGN_IN_AGAIN if row["state"] == SIGN_IN_AGAIN else "idle"),
             "last_state": row["state"],
             "enabled": bool(row["enabled"]),
             "secrets_file": str(self.settings.secrets_dir / f"{cid}.json"),
