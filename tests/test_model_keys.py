@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from palui.config import MODEL_TABLE_KEYS, ModelEntry, load_settings
+from palui.config import ModelEntry, load_settings
+from palui.config_models import MODEL_TABLE_KEYS
 from palui.errors import ConfigError, ModelConfigError
 from support.fake_llm import FakeLLM
 
