@@ -19,12 +19,13 @@ from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
 from palui.connectors.base import CallContext, Resume, ToolResult
 from palui.policy.matrix import decide
-from palui.runner import approvals, audit, redecide
+from palui.runner import approvals, redecide
 from palui.runner import elicitations as questions
 from palui.runner import state as st
 from palui.runner.eliciting import ElicitMixin
 from palui.runner.loops import LoopsMixin
 from palui.runner.outside import OutsideMixin
+from palui.runner.records import RecordsMixin
 from palui.runner.state import Turn
 from palui.store.tools import ToolRow
 from palui.text.prompts import approval_prompt
@@ -37,25 +38,14 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 DENIED = "The person denied this action."
-MAX_UNTRUSTED_CHARS = 1_000_000  # characters of one untrusted output kept for approval marking
 CONNECT_TIMEOUT = 30.0  # seconds to start an MCP connector before a turn gives up on it
-
-
-def left_out_by_budget(t: Turn, name: str, budget: int) -> bool:
-    """Whether the tool ``name``, on and allowed at the turn's start, was left out of the offered set by
-    ``budgets.tools`` (SPEC §6). The turn's ``tools_left_out`` event says so; a turn stored before that
-    event existed counts an offered set as full as the budget."""
-    for e in t.events:
-        if e.get("type") == "tools_left_out":
-            return name in (e.get("tools") or [])
-    return len(t.offered or []) >= budget
 
 
 class StopRequested(Exception):
     """``/stop`` was asked for this turn (by any process)."""
 
 
-class CallsMixin(ElicitMixin, LoopsMixin, OutsideMixin):
+class CallsMixin(RecordsMixin, ElicitMixin, LoopsMixin, OutsideMixin):
     """The call half of the turn runner. It uses these of :class:`~palui.runner.turn.TurnRunner`:"""
 
     deps: RunnerDeps
@@ -172,27 +162,6 @@ class CallsMixin(ElicitMixin, LoopsMixin, OutsideMixin):
         t.pending = None
         return False
 
-    def _not_offered_reason(self, t: Turn, row: ToolRow | None, name: str) -> str:
-        """Why a call to a tool that was not offered this turn is refused, as one sentence with the fix
-        (SPEC §3; issue 12: a switched-on tool left out by the tool budget says so)."""
-        if row is None:
-            return "no tool has this name"
-        d = decide(row.tool_class, row.enabled, t.origin, t.tainted, t.taint_source)
-        if not d.offered:
-            return d.reason
-        if row.needs_tasks:
-            return f"the tool {NEEDS_TASKS}"
-        scope = self.deps.job_connectors(t.job_id) if t.job_id else None
-        if scope is not None and row.connector not in scope:  # issue 15 §7: cut before ranking
-            return f"this job is limited to the connectors {', '.join(scope)}"
-        failed = [e for e in t.events if e.get("type") == "connector_error" and e.get("connector") == row.connector]
-        if failed:  # it did not start this turn (a sign-in needed, a server that failed): not offered
-            return f"its connector {row.connector} is not available: {failed[-1].get('error', '')}".rstrip(": ")
-        budget = int(self.settings.get("budgets.tools"))
-        if left_out_by_budget(t, name, budget):
-            return f"left out by budgets.tools ({budget}): raise it or switch tools off"
-        return "it was switched on or reclassed after this turn started: it is offered from the next turn"
-
     async def _decide_and_run(self, t: Turn, call: dict[str, Any]) -> bool:
         row = self._row(call["tool"])
         if row is None or call["tool"] not in (t.offered or []):
@@ -265,47 +234,6 @@ class CallsMixin(ElicitMixin, LoopsMixin, OutsideMixin):
             )
             return True
         return await self._execute(t, call, row, "run", d.reason)
-
-    def _not_dispatched(self, t: Turn, call: dict[str, Any]) -> None:
-        """Answer a call the time budget left no room for: never sent, audited as not dispatched."""
-        row = self._row(call["tool"])
-        verdict = "ask" if call["state"] == "asked" else "run"
-        if row is not None and call["state"] != "asked":
-            verdict = decide(row.tool_class, row.enabled, t.origin, t.tainted, t.taint_source).verdict.value
-        text = "Error: not run: the turn's time budget ran out."
-        self._result(t, call, text, True)
-        self._audit(t, call, row, verdict, "not dispatched: the turn's time budget ran out", "not run: time budget")
-        self._emit(t, {"type": "tool_call", "tool": call["tool"], "args": call["args"], "verdict": verdict,
-                       "reason": "the turn's time budget ran out", "result": text, "is_error": True,
-                       "tainted": t.tainted, "not_dispatched": True})
-
-    def _refuse(
-        self, t: Turn, call: dict[str, Any], row: ToolRow | None, verdict: str, reason: str, outcome: str = "refused"
-    ) -> None:
-        if outcome == "cancelled":
-            text = f"Error: the call was not run: {reason}."
-        else:
-            text = f"Error: the tool {call['tool']!r} cannot be called: {reason}."
-        self._result(t, call, text, True)
-        self._audit(t, call, row, verdict, reason, outcome)
-        self._emit(
-            t,
-            {
-                "type": "tool_call",
-                "tool": call["tool"],
-                "args": call["args"],
-                "verdict": verdict,
-                "reason": reason,
-                "result": call["result"],
-                "is_error": True,
-                "tainted": t.tainted,
-            },
-        )
-
-    def _result(self, t: Turn, call: dict[str, Any], text: str, is_error: bool) -> None:
-        call["result"] = text
-        call["is_error"] = is_error
-        call["state"] = "done"
 
     async def _execute(
         self, t: Turn, call: dict[str, Any], row: ToolRow, verdict: str, reason: str, approved: bool = False,
@@ -402,46 +330,3 @@ class CallsMixin(ElicitMixin, LoopsMixin, OutsideMixin):
         if newly_tainted:  # after the call's own line: events in the order they happened (issue 12)
             self._emit(t, {"type": "tainted", "source": t.taint_source})
         return False
-
-    def _taint(self, t: Turn, source: str, texts: list[str], detail: str | None, announce: bool = True) -> None:
-        if not t.tainted:
-            t.tainted = True
-            t.taint_source = source + (f", {detail}" if detail else "")  # one sentence: no nested parentheses
-            if announce:
-                self._emit(t, {"type": "tainted", "source": t.taint_source})
-        with self.db.write() as c:
-            for text in texts:
-                c.execute(
-                    "INSERT INTO untrusted_content (conversation_id, turn_id, source, text, created_at)"
-                    " VALUES (?,?,?,?,?)",
-                    (t.conversation_id, t.id, source, text[:MAX_UNTRUSTED_CHARS], time.time()),
-                )
-            c.execute(
-                "UPDATE conversations SET tainted = 1, taint_source = COALESCE(taint_source, ?) WHERE id = ?",
-                (t.taint_source, t.conversation_id),
-            )
-
-    def _audit(
-        self,
-        t: Turn,
-        call: dict[str, Any],
-        row: ToolRow | None,
-        verdict: str,
-        reason: str,
-        outcome: str,
-        duration_ms: float | None = None,
-    ) -> None:
-        audit.record(
-            self.db,
-            turn_id=t.id,
-            tool=call["tool"],
-            tool_class=row.tool_class.value if row else None,
-            class_source=row.class_source.value if row else None,
-            origin=t.origin.value,
-            tainted=t.tainted,
-            verdict=verdict,
-            reason=reason,
-            args_hash=approvals.args_hash(call["args"]),
-            outcome=outcome,
-            duration_ms=duration_ms,
-        )
