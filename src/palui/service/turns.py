@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 from palui.errors import NotFound, UsageError
 from palui.policy.caps import WEBHOOK_RUNS_PER_HOUR
-from palui.runner import approvals, audit, caps, elicitations
+from palui.runner import approvals, caps
 from palui.runner import state as st
 from palui.runner.deps import RunnerDeps
+from palui.service import stopping, turn_shape
 from palui.service.status import StatusPart
 from palui.types import Origin, TurnStatus
 
@@ -37,8 +38,6 @@ RESUMABLE = (TurnStatus.AWAITING_APPROVAL,)
 #: A channel's name: where a conversation was started or an answer given (``terminal``, ``web``, ``telegram``…).
 CHANNEL = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 LIVE = ("running", "awaiting_approval", "queued")
-_LIVE_WORDS = {"running": "the running turn", "awaiting_approval": "the turn waiting for approval",
-               "queued": "the queued turn"}
 
 
 @dataclass(frozen=True)
@@ -324,47 +323,9 @@ class TurnsPart(StatusPart):
     # -- results --------------------------------------------------------------------------------
 
     def turn_result(self, turn_id: str, events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        """The ``palui run --json`` shape: ``{"status","answer","conversation","turn","events","usage",…}``.
-
-        A queued turn waiting behind another of its conversation has ``queued_behind`` (that
-        turn's id) and ``queued_reason`` ("queued behind the running turn t-…; /stop cancels it").
-        """
-        t = st.load(self.db, turn_id)
-        if t is None:
-            raise NotFound(f"unknown turn {turn_id!r}")
-        pending = [
-            approvals.as_dict(r)
-            for r in self.db.all("SELECT * FROM approvals WHERE turn_id = ? AND status = 'pending'", (turn_id,))
-        ]
-        out = {
-            "status": t.status.value if t.status is not TurnStatus.RUNNING else "running",
-            "answer": t.answer,
-            "conversation": t.conversation_id,
-            "turn": t.id,
-            "origin": t.origin.value,
-            "events": events if events is not None else t.events,
-            "usage": {
-                "steps": t.steps,
-                "seconds": round(t.seconds, 3),
-                "input_tokens": t.input_tokens,
-                "output_tokens": t.output_tokens,
-                "tokens": t.tokens,
-            },
-            "tainted": t.tainted,
-            "taint_source": t.taint_source,
-            "error": t.error,
-            "budget": t.budget_hit,
-            "pending_approvals": pending,
-            "pending_elicitations": elicitations.pending_for_turn(self.db, turn_id),
-        }
-        if t.status is TurnStatus.QUEUED:
-            ahead = st.live_turn_before(self.db, turn_id)
-            if ahead is not None:
-                out["queued_behind"] = ahead["id"]
-                out["queued_reason"] = (
-                    f"queued behind {_LIVE_WORDS.get(ahead['status'], 'another turn')} {ahead['id']}; /stop cancels it"
-                )
-        return out
+        """The ``palui run --json`` shape: ``{"status","answer","conversation","turn","events","usage",…}``
+        (see :func:`palui.service.turn_shape.turn_result`). Raises NotFound."""
+        return turn_shape.turn_result(self.db, turn_id, events)
 
     # -- stop ------------------------------------------------------------------------------------------
 
@@ -386,49 +347,7 @@ class TurnsPart(StatusPart):
             raise UsageError("stop needs a conversation or a turn")
         if turn and not rows:
             raise NotFound(f"unknown turn {turn!r}")
-        acted = []
-        now = time.time()
-        for r in rows:
-            orphan = r["status"] == "running" and not st.owner_alive(r["owner"])
-            in_flight: list[dict[str, Any]] = []
-            with self.db.write() as c:
-                if r["status"] in ("awaiting_approval", "queued") or orphan:
-                    # Nobody runs it (paused, queued, or its process died): stop it here.
-                    cur = c.execute(
-                        "UPDATE turns SET status='stopped', error='stopped by the person', pending_json=NULL,"
-                        " updated_at=? WHERE id=? AND status=? AND version=?",
-                        (now, r["id"], r["status"], r["version"]),
-                    )
-                    if cur.rowcount:
-                        c.execute(
-                            "UPDATE approvals SET status='cancelled', cancel_reason=?, answered_at=?"
-                            " WHERE turn_id=? AND status='pending'",
-                            (approvals.STOPPED, now, r["id"]),
-                        )
-                        c.execute("UPDATE elicitations SET status='cancelled', reason=?, answered_at=?"
-                                  " WHERE turn_id=? AND status='pending'", (approvals.STOPPED, now, r["id"]))
-                        acted.append(r["id"])
-                        in_flight = [x for x in json.loads(r["pending_json"] or "[]") if x.get("state") == "sent"]
-                else:
-                    cur = c.execute("UPDATE turns SET stop_requested=1 WHERE id=? AND status='running'", (r["id"],))
-                    if cur.rowcount:
-                        acted.append(r["id"])
-            for call in in_flight:
-                tool = self.tool_or_none(call["tool"])
-                audit.record(
-                    self.db,
-                    turn_id=r["id"],
-                    tool=call["tool"],
-                    tool_class=tool.tool_class.value if tool else None,
-                    class_source=tool.class_source.value if tool else None,
-                    origin=r["origin"],
-                    tainted=bool(r["tainted"]),
-                    verdict="run",
-                    reason="stopped after the process running the call ended",
-                    args_hash=approvals.args_hash(call["args"]),
-                    outcome="cancelled; may have run",
-                )
-        return acted
+        return stopping.stop_rows(self.db, rows, self.tool_or_none)
 
     def tool_or_none(self, name: str):
         """The stored tool named ``name`` or None (audit rows name its class when it still exists)."""

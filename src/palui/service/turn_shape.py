@@ -1,0 +1,60 @@
+"""The ``palui run --json`` shape of a turn (SPEC §11), as every front end shows it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from palui.errors import NotFound
+from palui.runner import approvals, elicitations
+from palui.runner import state as st
+from palui.store.db import Database
+from palui.types import TurnStatus
+
+_LIVE_WORDS = {"running": "the running turn", "awaiting_approval": "the turn waiting for approval",
+               "queued": "the queued turn"}
+
+
+def turn_result(db: Database, turn_id: str, events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """``{"status","answer","conversation","turn","origin","events","usage","tainted","taint_source","error",
+    "budget","pending_approvals","pending_elicitations"}``; ``events`` None: the stored ones.
+
+    A queued turn waiting behind another of its conversation has ``queued_behind`` (that
+    turn's id) and ``queued_reason`` ("queued behind the running turn t-…; /stop cancels it").
+    Raises NotFound.
+    """
+    t = st.load(db, turn_id)
+    if t is None:
+        raise NotFound(f"unknown turn {turn_id!r}")
+    pending = [
+        approvals.as_dict(r)
+        for r in db.all("SELECT * FROM approvals WHERE turn_id = ? AND status = 'pending'", (turn_id,))
+    ]
+    out = {
+        "status": t.status.value if t.status is not TurnStatus.RUNNING else "running",
+        "answer": t.answer,
+        "conversation": t.conversation_id,
+        "turn": t.id,
+        "origin": t.origin.value,
+        "events": events if events is not None else t.events,
+        "usage": {
+            "steps": t.steps,
+            "seconds": round(t.seconds, 3),
+            "input_tokens": t.input_tokens,
+            "output_tokens": t.output_tokens,
+            "tokens": t.tokens,
+        },
+        "tainted": t.tainted,
+        "taint_source": t.taint_source,
+        "error": t.error,
+        "budget": t.budget_hit,
+        "pending_approvals": pending,
+        "pending_elicitations": elicitations.pending_for_turn(db, turn_id),
+    }
+    if t.status is TurnStatus.QUEUED:
+        ahead = st.live_turn_before(db, turn_id)
+        if ahead is not None:
+            out["queued_behind"] = ahead["id"]
+            out["queued_reason"] = (
+                f"queued behind {_LIVE_WORDS.get(ahead['status'], 'another turn')} {ahead['id']}; /stop cancels it"
+            )
+    return out
