@@ -144,3 +144,33 @@ def test_a_queued_message_behind_a_waiting_turn_is_stopped_with_it(svc, tmp_path
     assert "the turn waiting for approval" in queued["queued_reason"]
     assert sorted(svc.stop(conversation=r["conversation"])) == sorted([r["turn"], tid])
     assert svc.turn_result(tid)["status"] == "stopped"
+
+
+def test_a_denial_reason_reaches_the_model_from_every_front_end(live, home):
+    """``/deny ID REASON`` (issue 13) on the JSON API, the web page's Deny form (its reason field), the web
+    chat and the terminal chat: stored with the approval and told to the model as the denial."""
+    from support.chatdrive import PipedChat
+
+    fresh = [new_approval(live) for _ in range(4)]
+    reasons = ["not via the API", "not from the sheet", "not in the web chat", "not from the terminal"]
+    r = live.http.post(f"/api/approvals/{fresh[0]['id']}/deny", json={"reason": reasons[0]})
+    assert r.status_code == 200, r.text
+    with httpx.Client(base_url=live.url, follow_redirects=False, timeout=20,
+                      cookies={"palui_session": session_value(live.token)}) as browser:
+        r = browser.post(f"/approvals/{fresh[1]['id']}/deny",
+                         data={"csrf": csrf_value(live.token), "back": "/approvals", "reason": reasons[1]})
+        assert r.status_code == 303 and flash_text(r)["kind"] == "ok"
+        r = browser.post("/chat/command", data={"line": f"/deny {fresh[2]['id']} {reasons[2]}"},
+                         headers={"X-Palui-CSRF": csrf_value(live.token)})
+        assert r.status_code == 200, r.text
+    with PipedChat(home) as chat:
+        chat.wait_for("/help for commands.", 60)
+        chat.send(f"/deny {fresh[3]['id']} {reasons[3]}")
+        chat.wait_for(f"[{fresh[3]['id']} denied", 30)
+    by_id = {a["id"]: a for a in live.get("/api/approvals", all=1)}
+    for a, why, via in zip(fresh, reasons, ["api", "web", "web", "cli"], strict=True):
+        assert (by_id[a["id"]]["status"], by_id[a["id"]]["deny_reason"], by_id[a["id"]]["answered_via"]) == \
+            ("denied", why, via)
+        t = live.wait_turn(a["turn"])
+        [denied] = [e for e in t["events"] if e["type"] == "tool_call"]
+        assert denied["result"] == f"The person denied this action: {why}"

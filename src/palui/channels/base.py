@@ -36,7 +36,7 @@ from palui.channels.redaction import Redactor
 from palui.errors import ApprovalError, PaluiError
 from palui.text import commands
 from palui.text.display import shown
-from palui.text.status import governance_lines
+from palui.text.status import status_lines
 from palui.types import TurnStatus
 
 __all__ = ["TITLES", "Channel", "ChannelPlatform", "Inbound", "Quoted", "Retry", "status_text"]
@@ -294,14 +294,4 @@ class Channel(Outbox):
 
 def status_text(s: dict[str, Any]) -> str:
     """``/status`` as a chat channel answers it (the same facts as the terminal's)."""
-    caps = s["caps"]
-    lines = [f"model: {s['model'] or 'none configured'}",
-             f"tokens today: {s['tokens_today']} of {caps['daily_tokens']}",
-             f"runs in the last hour: {s['runs_last_hour']} of {caps['runs_per_hour']}",
-             (f"paused: {s['paused_reason']} until {s['paused_until']}" if s["paused"] else "not paused"),
-             f"pending approvals: {s['pending_approvals']}",
-             "connectors: " + ", ".join(f"{c['id']} {shown(c['state'], one_line=True)}" for c in s["connectors"])]
-    for ch in s.get("channels", []):
-        failure = f"; last delivery failure: {ch['last_failure']}" if ch.get("last_failure") else ""
-        lines.append(f"channel {ch['name']}: {ch['state']}{failure}")
-    return "\n".join(lines + governance_lines(s))
+    return "\n".join(status_lines(s, questions="/answer ID field=value …"))

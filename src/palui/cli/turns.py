@@ -14,7 +14,7 @@ from palui.cli.common import app, emit_json, fail, group, service
 from palui.errors import ModelConfigError
 from palui.text.display import shown, shown_json
 from palui.text.prompts import mark_line
-from palui.text.status import governance_lines
+from palui.text.status import status_lines
 from palui.text.when import expiry, local
 
 approvals_app = group("Pending approvals: list, show, approve, deny.")
@@ -204,23 +204,6 @@ def status_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON.")
 def print_status(s: dict) -> None:
     for line in status_lines(s):
         typer.echo(line)
-
-
-def status_lines(s: dict) -> list[str]:
-    """``/status`` as lines (SPEC §8): model, tokens and caps, runs, pause, connectors, approvals."""
-    out = [f"model: {s['model'] or '(none configured)'}",
-           f"tokens today: {s['tokens_today']} of {s['caps']['daily_tokens']}",
-           f"runs in the last hour: {s['runs_last_hour']} of {s['caps']['runs_per_hour']}",
-           f"paused: {s['paused_reason']} until {s['paused_until']}" if s["paused"] else "paused: no",
-           "connectors: " + ", ".join(f"{c['id']} ({shown(c['state'], one_line=True)})" for c in s["connectors"]),
-           f"pending approvals: {s['pending_approvals']}"]
-    for ch in s.get("channels", []):  # chat channels (issue 13)
-        failure = f"; last delivery failure: {shown(ch['last_failure'], one_line=True)}" if ch["last_failure"] else ""
-        out.append(f"channel {ch['name']}: {shown(ch['state'], one_line=True)}{failure}")
-    if s.get("pending_elicitations"):
-        out.append(f"questions from MCP servers waiting: {s['pending_elicitations']} (palui elicitations list)")
-    out.extend(governance_lines(s))
-    return out
 
 
 @app.command("inbox")

@@ -276,7 +276,8 @@ async def answer_approval(request, svc):
     # The CLI's client says it is the CLI (the person's token either way); anything else is "api".
     via = "cli" if data.get("via") == "cli" else "api"
     try:
-        a = svc.answer_approval(aid, action == "approve", via=via)
+        reason = data.get("reason") if action == "deny" and isinstance(data.get("reason"), str) else None
+        a = svc.answer_approval(aid, action == "approve", via=via, reason=(reason or "").strip() or None)
     except ApprovalError as e:
         if e.turn_id:
             svc.launch(e.turn_id, (TurnStatus.AWAITING_APPROVAL,))  # the turn goes on with the refusal

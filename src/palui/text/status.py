@@ -1,8 +1,14 @@
-"""Issue 15's lines of ``/status``, the same on every surface (terminal, web chat, chat channels). Pure."""
+"""``/status`` as lines, the same on every surface (the terminal, the web chat, the chat channels). Pure.
+
+Every text that may come from elsewhere (a connector's or channel's state, a delivery failure) is shown
+escaped (:func:`palui.text.display.shown`).
+"""
 
 from __future__ import annotations
 
 from typing import Any
+
+from palui.text.display import shown
 
 
 def governance_lines(s: dict[str, Any], more: str = "palui report") -> list[str]:
@@ -21,3 +27,29 @@ def governance_lines(s: dict[str, Any], more: str = "palui report") -> list[str]
         out.append(f"asks in the last {g['days']} days: {g['asks']} (approved {g['approved']}, denied {g['denied']}, "
                    f"expired {g['expired']}, cancelled {g['cancelled']}){median}; more: {more}")
     return out
+
+
+def status_lines(s: dict[str, Any], more: str = "palui report", questions: str = "palui elicitations list"
+                 ) -> list[str]:
+    """:meth:`Service.status` as lines (SPEC §8 ``/status``): the model, tokens and runs against their caps,
+    the webhooks' share while it holds their turns (issue 10 §3), the pause, connectors, pending approvals
+    and questions, chat channels, then :func:`governance_lines`. ``more`` and ``questions`` say where the
+    whole report and the questions are on this surface."""
+    caps = s["caps"]
+    out = [f"model: {s['model'] or '(none configured)'}",
+           f"tokens today: {s['tokens_today']} of {caps['daily_tokens']}",
+           f"runs in the last hour: {s['runs_last_hour']} of {caps['runs_per_hour']}"]
+    if s.get("webhooks_held"):
+        out.append(f"webhook turns: held, {s.get('webhook_runs_last_hour')} of {caps.get('webhook_runs_per_hour')} "
+                   f"in the last hour (caps.webhook_runs_per_hour) until {s.get('webhooks_held_until')}")
+    out += [f"paused: {shown(s['paused_reason'], one_line=True)} until {s['paused_until']}" if s["paused"]
+            else "paused: no",
+            "connectors: " + ", ".join(f"{c['id']} ({shown(c['state'], one_line=True)})" for c in s["connectors"]),
+            f"pending approvals: {s['pending_approvals']}"]
+    if s.get("pending_elicitations"):
+        out.append(f"questions from MCP servers waiting: {s['pending_elicitations']} ({questions})")
+    for ch in s.get("channels", []):  # chat channels (issue 13)
+        failure = ch.get("last_failure")
+        failure = f"; last delivery failure: {shown(failure, one_line=True)}" if failure else ""
+        out.append(f"channel {ch['name']}: {shown(ch['state'], one_line=True)}{failure}")
+    return out + governance_lines(s, more)

@@ -45,7 +45,8 @@ async def answer_form(request: Request, form: dict[str, str]) -> Response:
     verb = request.path_params["action"]
     if verb not in ("approve", "deny"):
         raise NotFound(f"unknown action {verb!r}")
-    a = answer(request, request.path_params["id"], verb == "approve")
+    reason = (form.get("reason") or "").strip() or None if verb == "deny" else None
+    a = answer(request, request.path_params["id"], verb == "approve", reason)
     word = "Approved" if verb == "approve" else "Denied"
     return redirect(form.get("back") or "/approvals", ("ok", f"{word} {a['id']} ({a['tool']}); the turn goes on."))
 

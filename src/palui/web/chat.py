@@ -113,21 +113,21 @@ def run_command(request: Request, cmd: chat_commands.Command, conversation: str 
         q = answer_question(request, cmd.arg, "decline", None)
         text = f"Declined {cmd.arg} ({q['connector']}); the turn goes on."
         return {"text": text, "redirect": None, "turn": q["turn"]}
-    a = answer(request, cmd.arg, cmd.name == "/approve")
+    a = answer(request, cmd.arg, cmd.name == "/approve", cmd.reason or None)
     word = "Approved" if a["status"] == "approved" else "Denied"
     return {"text": f"{word} {a['id']} ({a['tool']}); the turn goes on.", "redirect": None, "turn": a["turn"]}
 
 
-def answer(request: Request, approval_id: str, approve: bool) -> dict[str, Any]:
+def answer(request: Request, approval_id: str, approve: bool, reason: str | None = None) -> dict[str, Any]:
     """Answer through the service's one door (``answered_via = "web"``) and resume the turn in this
-    service (SPEC §5). Returns the approval.
+    service (SPEC §5). ``reason``: a denial's, told to the model (``/deny ID REASON``). Returns the approval.
 
     Raises NotFound, ApprovalError (the same refusals as every front end; a turn that can go on
     with the refusal is resumed first).
     """
     svc = svc_of(request)
     try:
-        a = svc.answer_approval(approval_id, approve, via="web")
+        a = svc.answer_approval(approval_id, approve, via="web", reason=reason)
     except ApprovalError as e:
         if e.turn_id:
             svc.launch(e.turn_id, (TurnStatus.AWAITING_APPROVAL,))

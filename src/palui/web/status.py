@@ -18,7 +18,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from palui.errors import NotFound, UsageError
-from palui.text.status import governance_lines
+from palui.text.status import status_lines
 from palui.web.base import _zone, action, page, parse_time, redirect, render, svc_of
 
 VERDICTS = ("run", "ask", "unavailable", "off")
@@ -29,18 +29,7 @@ AUDIT_SHOWN = 500
 
 def status_text(s: dict[str, Any]) -> str:
     """The ``/status`` answer as plain text (the chat command prints it)."""
-    caps = s["caps"]
-    lines = [f"model: {s['model'] or 'none configured'}",
-             f"tokens today: {s['tokens_today']} of {caps['daily_tokens']}",
-             f"runs in the last hour: {s['runs_last_hour']} of {caps['runs_per_hour']}",
-             (f"paused: {s['paused_reason']} until {s['paused_until']}" if s["paused"] else "not paused"),
-             f"pending approvals: {s['pending_approvals']}",
-             "connectors: " + ", ".join(f"{c['id']} {c['state']}" for c in s["connectors"])]
-    for ch in s.get("channels", []):  # chat channels (issue 13): state and the last delivery failure
-        failure = f"; last delivery failure: {ch['last_failure']}" if ch.get("last_failure") else ""
-        lines.append(f"channel {ch['name']}: {ch['state']}{failure}")
-    lines += governance_lines(s, more="/governance")
-    return "\n".join(lines)
+    return "\n".join(status_lines(s, more="/governance", questions="/approvals"))
 
 
 def meter_step(n: int, cap: int) -> int:

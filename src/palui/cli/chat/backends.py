@@ -42,8 +42,8 @@ class LocalBackend:
     async def follow(self, turn_id: str, after: int, on_event: Sink) -> dict[str, Any]:
         return await self.svc.follow_turn(turn_id, after, on_event, take_up=True)
 
-    async def answer(self, approval_id: str, approve: bool) -> dict[str, Any]:
-        return self.svc.answer_approval(approval_id, approve, VIA)
+    async def answer(self, approval_id: str, approve: bool, reason: str | None = None) -> dict[str, Any]:
+        return self.svc.answer_approval(approval_id, approve, VIA, reason=reason)
 
     async def wait_approval(self, approval_id: str, timeout: float) -> dict[str, Any]:
         return await self.svc.wait_approval(approval_id, timeout)
@@ -104,9 +104,11 @@ class RemoteBackend:
     async def follow(self, turn_id: str, after: int, on_event: Sink) -> dict[str, Any]:
         return await self.client.stream("GET", f"/api/turns/{turn_id}/events?after={int(after)}", None, on_event)
 
-    async def answer(self, approval_id: str, approve: bool) -> dict[str, Any]:
-        return await self.client.post(f"/api/approvals/{approval_id}/{'approve' if approve else 'deny'}",
-                                      {"via": VIA, "wait": False})
+    async def answer(self, approval_id: str, approve: bool, reason: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"via": VIA, "wait": False}
+        if reason:
+            body["reason"] = reason
+        return await self.client.post(f"/api/approvals/{approval_id}/{'approve' if approve else 'deny'}", body)
 
     async def wait_approval(self, approval_id: str, timeout: float) -> dict[str, Any]:
         return await self.client.get(f"/api/approvals/{approval_id}/wait", timeout=timeout)

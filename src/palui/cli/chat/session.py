@@ -16,25 +16,25 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from palui.cli.chat.asking import AskingMixin
 from palui.cli.chat.backends import LocalBackend, RemoteBackend
 from palui.cli.chat.questions import QuestionsMixin
-from palui.cli.chat.screen import PROMPT, Screen, Typed
-from palui.cli.chat.view import View, via_words
+from palui.cli.chat.screen import Screen, Typed
+from palui.cli.chat.view import View
 from palui.cli.client import ServiceGone
-from palui.cli.turns import status_lines
-from palui.errors import ApprovalError, PaluiError
+from palui.errors import PaluiError
 from palui.text.commands import Command, CommandError, help_text, parse
 from palui.text.display import shown
+from palui.text.status import status_lines
 from palui.text.when import expiry
 
 T = TypeVar("T")
 YES = ("y", "yes")
 NO = ("n", "no")
 WATCH_SECONDS = 1.0  # how often the chat checks that the live service still runs
-WAIT_SLICE = 25.0  # seconds of one wait for an approval's answer (a long poll through a service)
 
 
-class ChatSession(QuestionsMixin):
+class ChatSession(AskingMixin, QuestionsMixin):
     """The chat loop over a backend (this process or the live service) and a screen."""
 
     def __init__(self, svc: Any, backend: LocalBackend | RemoteBackend, screen: Screen, model: str | None,
@@ -50,6 +50,7 @@ class ChatSession(QuestionsMixin):
         self.flow: asyncio.Task[None] | None = None
         self.asking: dict[str, Any] | None = None  # the approval the prompt asks about
         self.answer: asyncio.Future[bool] | None = None
+        self.answer_reason: str | None = None  # /deny ID REASON typed while its prompt showed
         self.queued: list[str] = []  # turns stored while another ran, followed in order
         self.new_after = False  # /new typed while a turn ran: a new conversation when it ends
         self.kept: list[str] = []  # lines typed after that /new, kept here until then
@@ -253,9 +254,10 @@ class ChatSession(QuestionsMixin):
                 self._answered_here.add(cmd.arg)
             if self.asking is not None and cmd.arg == self.asking["id"]:
                 if self.answer is not None and not self.answer.done():
+                    self.answer_reason = cmd.reason or None
                     self.answer.set_result(approve)
                 return
-            a = await self.call(lambda b: b.answer(cmd.arg, approve))
+            a = await self.call(lambda b: b.answer(cmd.arg, approve, cmd.reason or None))
             self.screen.line(f"[{a['id']} {'approved' if approve else 'denied'}; its turn {a['turn']} goes on]")
             if not self.busy and a.get("conversation") == self.conversation:
                 self.flow = asyncio.create_task(self.converse(None, first=a["turn"]))
@@ -348,51 +350,6 @@ class ChatSession(QuestionsMixin):
             else:
                 break
         self.view.outcome(r)
-
-    async def ask(self, r: dict[str, Any]) -> dict[str, Any]:
-        """Ask the person about the turn's pending approval until it is answered here or anywhere else."""
-        a = r["pending_approvals"][0]
-        loop = asyncio.get_running_loop()
-        answer: asyncio.Future[bool] = loop.create_future()
-        self.asking, self.answer = a, answer
-        self.screen.asking = a["id"]
-        self.screen.set_prompt(f"approve {a['id']}? [y/n] ")
-        self.view.waiting(a)
-        elsewhere = asyncio.create_task(self.wait_elsewhere(a["id"]))
-        try:
-            either: list[asyncio.Future[Any]] = [answer, elsewhere]
-            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            self.asking = self.answer = None
-            self.screen.asking = None
-            self.screen.set_prompt(PROMPT)
-        if answer.done():
-            elsewhere.cancel()
-            approve = answer.result()
-            try:
-                await self.call(lambda b: b.answer(a["id"], approve))
-                self.screen.line(f"[{a['id']} {'approved' if approve else 'denied'}: the turn goes on]")
-            except ApprovalError as e:  # answered, cancelled or expired meanwhile: the turn shows what happened
-                self.say_error(e)
-        else:
-            self.screen.line(self._answered_elsewhere(elsewhere.result()))
-        self.screen.set_status("the turn goes on")
-        return await self.follow(r["turn"])
-
-    async def wait_elsewhere(self, approval_id: str) -> dict[str, Any]:
-        while True:
-            a = await self.call(lambda b: b.wait_approval(approval_id, WAIT_SLICE))
-            if a["status"] != "pending":
-                return a
-
-    @staticmethod
-    def _answered_elsewhere(a: dict[str, Any]) -> str:
-        if a["status"] in ("approved", "denied"):
-            return f"[approval {a['id']} was {a['status']} on {via_words(a.get('answered_via'))}: the turn goes on]"
-        if a["status"] == "cancelled":
-            why = shown(a.get("cancel_reason") or "no reason given", one_line=True)
-            return f"[approval {a['id']} was cancelled: {why}]"
-        return f"[approval {a['id']} expired, which counts as a denial: the turn goes on]"
 
     # -- the service -------------------------------------------------------------------------------
 

@@ -436,7 +436,10 @@
     const buttons = card.querySelector(".buttons");
     buttons.querySelectorAll("button").forEach((b) => { b.disabled = true; });
     const live = card.querySelector(".live");
-    const resp = await post("/api/approvals/" + encodeURIComponent(id) + "/" + verb, { stream: true });
+    const reasonInput = form.querySelector("input[name=reason]");
+    const body = { stream: true };
+    if (verb === "deny" && reasonInput && reasonInput.value.trim()) body.reason = reasonInput.value.trim();
+    const resp = await post("/api/approvals/" + encodeURIComponent(id) + "/" + verb, body);
     if (!resp.ok) {
       live.append(el("div", "note error", await errorText(resp)));
       buttons.querySelectorAll("button").forEach((b) => { b.disabled = false; });

@@ -1,0 +1,77 @@
+"""An approval asked in ``palui chat`` (SPEC §8, issue 12): the prompt ``approve ID? [y/n]`` stays until
+the approval is answered here or anywhere else (another terminal, the web page, a chat app, ``palui
+stop``); the chat says where, then the turn's continuation streams in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from palui.cli.chat.screen import PROMPT
+from palui.cli.chat.view import via_words
+from palui.errors import ApprovalError
+from palui.text.display import shown
+
+WAIT_SLICE = 25.0  # seconds of one wait for an approval's answer (a long poll through a service)
+
+
+class AskingMixin:
+    """The approval half of :class:`~palui.cli.chat.session.ChatSession`; it uses the session's
+    ``screen``, ``view``, ``call``, ``follow`` and ``say_error``."""
+
+    screen: Any
+    view: Any
+    asking: dict[str, Any] | None
+    answer: asyncio.Future[bool] | None
+    answer_reason: str | None
+    call: Callable[..., Awaitable[Any]]
+    follow: Callable[[str], Awaitable[dict[str, Any]]]
+    say_error: Callable[[Exception], None]
+
+    async def ask(self, r: dict[str, Any]) -> dict[str, Any]:
+        """Ask the person about the turn's pending approval until it is answered here or anywhere else."""
+        a = r["pending_approvals"][0]
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[bool] = loop.create_future()
+        self.asking, self.answer = a, answer
+        self.screen.asking = a["id"]
+        self.screen.set_prompt(f"approve {a['id']}? [y/n] ")
+        self.view.waiting(a)
+        elsewhere = asyncio.create_task(self.wait_elsewhere(a["id"]))
+        try:
+            either: list[asyncio.Future[Any]] = [answer, elsewhere]
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self.asking = self.answer = None
+            self.screen.asking = None
+            self.screen.set_prompt(PROMPT)
+        if answer.done():
+            elsewhere.cancel()
+            approve, reason = answer.result(), self.answer_reason
+            self.answer_reason = None
+            try:
+                await self.call(lambda b: b.answer(a["id"], approve, reason))
+                self.screen.line(f"[{a['id']} {'approved' if approve else 'denied'}: the turn goes on]")
+            except ApprovalError as e:  # answered, cancelled or expired meanwhile: the turn shows what happened
+                self.say_error(e)
+        else:
+            self.screen.line(self._answered_elsewhere(elsewhere.result()))
+        self.screen.set_status("the turn goes on")
+        return await self.follow(r["turn"])
+
+    async def wait_elsewhere(self, approval_id: str) -> dict[str, Any]:
+        while True:
+            a = await self.call(lambda b: b.wait_approval(approval_id, WAIT_SLICE))
+            if a["status"] != "pending":
+                return a
+
+    @staticmethod
+    def _answered_elsewhere(a: dict[str, Any]) -> str:
+        if a["status"] in ("approved", "denied"):
+            return f"[approval {a['id']} was {a['status']} on {via_words(a.get('answered_via'))}: the turn goes on]"
+        if a["status"] == "cancelled":
+            why = shown(a.get("cancel_reason") or "no reason given", one_line=True)
+            return f"[approval {a['id']} was cancelled: {why}]"
+        return f"[approval {a['id']} expired, which counts as a denial: the turn goes on]"
