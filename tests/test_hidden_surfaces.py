@@ -149,3 +149,24 @@ def test_a_migration_switches_off_stored_tools_with_hidden_characters(home):
     con = sqlite3.connect(home / "palui.db")
     assert con.execute("SELECT COUNT(*) FROM schema_migrations WHERE number = 10").fetchone()[0] == 1
     con.close()
+
+
+def test_a_tool_name_the_model_invents_is_shown_escaped_in_the_terminal(cli, home, tmp_path):
+    """A refused call's tool name comes from the model: on the terminal (``palui run``, ``palui chat``
+    and its ``/why``) it is escaped and marked like every other hostile text, never an escape sequence
+    or a bidi override raw (a clear-screen or a reordered line)."""
+    from support.chatdrive import PipedChat
+
+    name = "evil\u202e__tool\x1b[2J\u200b"
+    model = write_script(tmp_path / "s.json", calls(call(name)), text("end"))
+    out = cli("run", "hi", "--model", model).stdout
+    with PipedChat(home, "--model", model) as chat:
+        chat.wait_for("/help for commands.", 60)
+        chat.send("hi")
+        chat.wait_for("end", 30)
+        chat.send("/why")
+        chat.wait_for("why:", 30)
+        seen = chat.output()
+    for shown_text in (out, seen):
+        assert not has_hidden(shown_text), repr(shown_text)
+        assert "evil\\u202e__tool\\u001b[2J\\u200b (contains hidden characters)" in shown_text

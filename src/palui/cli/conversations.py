@@ -63,7 +63,7 @@ def conversations_show(conversation: str = typer.Argument(..., metavar="ID"),
         if t["answer"]:
             typer.echo(f"  palui: {shown(t['answer'])}")
         for a in t["pending_approvals"]:
-            typer.echo(f"  waiting for approval {a['id']} ({a['tool']}); expires "
+            typer.echo(f"  waiting for approval {a['id']} ({shown(a['tool'], one_line=True)}); expires "
                        f"{relative(a['expires_at'], now, tz)}")
         if t.get("error"):
             typer.echo(f"  error: {shown(t['error'], one_line=True)}")

@@ -19,7 +19,7 @@ def _print_report(r: dict) -> None:
         for name in r.get(key, []):
             typer.echo(f"  {name}: {label}")
     for c in r.get("class_tightened", []):
-        typer.echo(f"  {c['tool']}: class tightened by the server from {c['from']} to {c['to']}")
+        typer.echo(f"  {shown(c['tool'], one_line=True)}: class tightened by the server from {c['from']} to {c['to']}")
 
 
 @connectors_app.command("add")

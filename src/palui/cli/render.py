@@ -69,7 +69,7 @@ def call_outcome(e: dict[str, Any]) -> tuple[str, str]:
 def call_line(e: dict[str, Any]) -> str:
     """One compact line for a ``tool_call`` event (issue 12)."""
     mark, words = call_outcome(e)
-    return f"  {mark} {e['tool']} {short(e.get('args', {}), ARGS_CHARS)} → {words}"
+    return f"  {mark} {short(e['tool'], 200)} {short(e.get('args', {}), ARGS_CHARS)} → {words}"
 
 
 def left_out_line(e: dict[str, Any], limit: int = 5) -> str:

@@ -201,6 +201,6 @@ def policy_explain(
         return emit_json(result)
     typer.echo(f"{result['verdict']}: {result['reason'].split(': ', 1)[-1]}")
     typer.echo(
-        f"  tool {result['tool']}, class {result['class']} ({result['class_source']}), "
+        f"  tool {visible(result['tool'])}, class {result['class']} ({result['class_source']}), "
         f"origin {result['origin']}, {'tainted' if tainted else 'untainted'}"
     )

@@ -140,7 +140,8 @@ def approvals_list(all_: bool = typer.Option(False, "--all", help="Include answe
         return
     tz, now = svc.timezone(), time.time()
     for a in rows:
-        typer.echo(f"{a['id']}  {a['status']:<9} {a['tool']} ({a['class']}) {render.exact(a['args'], 200)}")
+        tool = shown(a["tool"], one_line=True)
+        typer.echo(f"{a['id']}  {a['status']:<9} {tool} ({a['class']}) {render.exact(a['args'], 200)}")
         when = expiry(a["expires_at"], now, tz) if a["status"] == "pending" else f"answered via {a['answered_via']}" \
             if a["answered_via"] else f"expiry was {local(a['expires_at'], tz)}"
         typer.echo(f"    {shown(a['reason'], one_line=True)}; {when}")
@@ -155,7 +156,7 @@ def approvals_show(approval_id: str, as_json: bool = typer.Option(False, "--json
     if as_json:
         return emit_json(a)
     typer.echo(f"approval {a['id']} ({a['status']}), turn {a['turn']}, origin {a['origin']}")
-    typer.echo(f"tool: {a['tool']} ({a['class']}, class from {a['class_source']})")
+    typer.echo(f"tool: {shown(a['tool'], one_line=True)} ({a['class']}, class from {a['class_source']})")
     typer.echo(f"why: {shown(a['reason'], one_line=True)}")
     typer.echo(f"created {a['created_at']}, expires {a['expires_at']}")
     typer.echo("arguments (exact):")

@@ -143,7 +143,8 @@ class ChatSession(AskingMixin, QuestionsMixin):
             self.screen.line(f"{len(pending)} approval(s) pending:")
             for a in pending:
                 here = " (this conversation)" if a in mine else f" (conversation {a.get('conversation')})"
-                self.screen.line(f"  {a['id']} {a['tool']}{here}, {expiry(a['expires_at'], now, self.view.tz)}")
+                when = expiry(a["expires_at"], now, self.view.tz)
+                self.screen.line(f"  {a['id']} {shown(a['tool'], one_line=True)}{here}, {when}")
             self.screen.line("  answer with /approve ID or /deny ID")
         if isinstance(self.backend, LocalBackend):
             # Without a service, this chat takes up turns nobody runs (SPEC §5), labelled as resumed.

@@ -160,6 +160,6 @@ class View:
         out = [f"tool calls of turn {self._calls_turn}:"]
         for i, e in enumerate(self.calls, 1):
             mark, words = render.call_outcome(e)
-            out.append(f"  {i}. {mark} {e['tool']} → {words}")
+            out.append(f"  {i}. {mark} {render.short(e['tool'], 200)} → {words}")
             out.append(f"     why: {render.short(e.get('reason', ''), 400)}")
         return out
