@@ -146,13 +146,18 @@ def test_a_queued_message_behind_a_waiting_turn_is_stopped_with_it(svc, tmp_path
     assert svc.turn_result(tid)["status"] == "stopped"
 
 
-def test_a_denial_reason_reaches_the_model_from_every_front_end(live, home):
+def test_a_denial_reason_reaches_the_model_from_every_front_end(live, home, cli):
     """``/deny ID REASON`` (issue 13) on the JSON API, the web page's Deny form (its reason field), the web
-    chat and the terminal chat: stored with the approval and told to the model as the denial."""
+    chat, the terminal chat and ``palui approvals deny --reason``: stored with the approval and told to the
+    model as the denial. A reason that is not text is refused before anything is answered."""
     from support.chatdrive import PipedChat
 
-    fresh = [new_approval(live) for _ in range(4)]
-    reasons = ["not via the API", "not from the sheet", "not in the web chat", "not from the terminal"]
+    fresh = [new_approval(live) for _ in range(5)]
+    reasons = ["not via the API", "not from the sheet", "not in the web chat", "not from the terminal",
+               "not from the command line"]
+    r = live.http.post(f"/api/approvals/{fresh[0]['id']}/deny", json={"reason": 5})
+    assert r.status_code == 400 and "reason" in r.json()["error"]
+    assert live.get(f"/api/approvals/{fresh[0]['id']}")["status"] == "pending"
     r = live.http.post(f"/api/approvals/{fresh[0]['id']}/deny", json={"reason": reasons[0]})
     assert r.status_code == 200, r.text
     with httpx.Client(base_url=live.url, follow_redirects=False, timeout=20,
@@ -167,8 +172,10 @@ def test_a_denial_reason_reaches_the_model_from_every_front_end(live, home):
         chat.wait_for("/help for commands.", 60)
         chat.send(f"/deny {fresh[3]['id']} {reasons[3]}")
         chat.wait_for(f"[{fresh[3]['id']} denied", 30)
+    r = cli("approvals", "deny", fresh[4]["id"], "--reason", reasons[4])
+    assert r.returncode == 0, r.stderr
     by_id = {a["id"]: a for a in live.get("/api/approvals", all=1)}
-    for a, why, via in zip(fresh, reasons, ["api", "web", "web", "cli"], strict=True):
+    for a, why, via in zip(fresh, reasons, ["api", "web", "web", "cli", "cli"], strict=True):
         assert (by_id[a["id"]]["status"], by_id[a["id"]]["deny_reason"], by_id[a["id"]]["answered_via"]) == \
             ("denied", why, via)
         t = live.wait_turn(a["turn"])

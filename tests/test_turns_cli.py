@@ -156,3 +156,19 @@ def test_kill_9_while_approval_pending_then_approve_runs_exactly_once(cli, tmp_p
     ran = [a for a in cli.json("audit", "--json") if a["tool"] == "tasks__delete_task" and "ok" in a["outcome"]]
     assert len(ran) == 1
     assert cli("approvals", "approve", pending[0]["id"]).returncode == 1
+
+
+def test_answering_an_expired_approval_never_says_it_was_approved(cli, tmp_path, home):
+    """Without a service, ``palui approvals approve`` of an expired approval prints the refusal, not
+    "approved", before the turn goes on (found by a new-user trial), and exits 1."""
+    model = write_script(tmp_path / "s.json", calls(call("recall__forget_memory", id=1)), text("Went on."))
+    aid = cli.json("run", "forget memory 1", "--json", "--model", model)["pending_approvals"][0]["id"]
+    con = sqlite3.connect(home / "palui.db")
+    with con:
+        con.execute("UPDATE approvals SET expires_at = ? WHERE id = ?", (time.time() - 1, aid))
+    con.close()
+    r = cli("approvals", "approve", aid)
+    assert r.returncode == 1
+    assert f"{aid}: approved" not in r.stdout
+    assert r.stdout.startswith(f"{aid}: approval {aid} expired, which counts as a denial")
+    assert "Went on." in r.stdout

@@ -110,9 +110,10 @@ class ServiceClient:
         return self.stream("/api/turns", {"message": message, "conversation": conversation, "model": model,
                                           "channel": channel}, on_event)
 
-    def answer(self, approval_id: str, approve: bool, on_event: EventSink | None) -> dict[str, Any]:
-        return self.stream(f"/api/approvals/{approval_id}/{'approve' if approve else 'deny'}", {"via": "cli"},
-                           on_event)
+    def answer(self, approval_id: str, approve: bool, on_event: EventSink | None,
+               reason: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"via": "cli", **({"reason": reason} if reason else {})}
+        return self.stream(f"/api/approvals/{approval_id}/{'approve' if approve else 'deny'}", body, on_event)
 
     def answer_elicitation(self, elicitation_id: str, action: str, content: dict[str, Any] | None,
                            on_event: EventSink | None) -> dict[str, Any]:

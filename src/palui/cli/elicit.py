@@ -223,7 +223,7 @@ def elicitations_answer(
             content = parse_pairs(e["schema"], pairs or []) if e["mode"] == "form" else None
         except ValueError as err:
             raise UsageError(str(err)) from None
-    printer = None if as_json else render.Printer()
+    printer = None if as_json else render.Printer(tz=svc.timezone())
     client = live_service(svc)
     if client:
         r = client.answer_elicitation(elicitation_id, action, content, printer)

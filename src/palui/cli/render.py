@@ -144,8 +144,9 @@ class Printer:
     """Prints a turn as it happens for ``palui run`` and ``palui approvals approve|deny``: streamed text
     piece by piece, compact tool lines, then the result (:meth:`outcome`)."""
 
-    def __init__(self, err: bool = False, header: str | None = None) -> None:
+    def __init__(self, err: bool = False, header: str | None = None, tz: Any = None) -> None:
         self.err = err
+        self.tz = tz  # caps.timezone for approval expiries (None: the machine's zone)
         self.header = header  # printed once, before the first event or the outcome
         self.stream: StreamShown | None = None
 
@@ -175,7 +176,14 @@ class Printer:
                 typer.echo(shown(e["text"]), err=self.err)
             self._end_stream()
             return
-        lines = event_lines(e)
+        expires = None
+        if kind == "approval" and e.get("expires_at"):  # in the person's words, as the chat says it
+            import time
+
+            from palui.text.when import expiry
+
+            expires = expiry(e["expires_at"], time.time(), self.tz)
+        lines = event_lines(e, expires=expires)
         if lines:
             self._end_stream()
         for line in lines:

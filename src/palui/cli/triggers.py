@@ -98,7 +98,7 @@ def jobs_run(
 ) -> None:
     """Run a job now (through the live service when one runs on this PALUI_HOME, else here)."""
     svc = service()
-    printer = None if as_json else render.Printer()
+    printer = None if as_json else render.Printer(tz=svc.timezone())
     client = live_service(svc)
     if client:
         from urllib.parse import quote

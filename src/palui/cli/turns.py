@@ -92,7 +92,7 @@ def run_cmd(message: str = typer.Argument(..., help="The message for the agent."
     svc = service()
     client = live_service(svc)
     spec = check_model(model, svc, as_json, remote=client is not None)
-    printer = None if as_json else render.Printer()
+    printer = None if as_json else render.Printer(tz=svc.timezone())
     questions = questions_for(svc, client)
 
     def on_event(e: dict) -> None:
@@ -165,14 +165,21 @@ def approvals_show(approval_id: str, as_json: bool = typer.Option(False, "--json
         typer.echo(mark_line(m))
 
 
-def _answer(approval_id: str, approve: bool, as_json: bool) -> None:
+def _answer(approval_id: str, approve: bool, as_json: bool, reason: str | None = None) -> None:
     svc = service()
-    printer = None if as_json else render.Printer(header=f"{approval_id}: {'approved' if approve else 'denied'}")
+    printer = None if as_json else render.Printer(tz=svc.timezone())
     client = live_service(svc)
-    if client:
-        r = client.answer(approval_id, approve, printer)
+    if client:  # the service answers first: a refusal is an error before any event
+        if printer is not None:
+            printer.header = f"{approval_id}: {'approved' if approve else 'denied'}"
+        r = client.answer(approval_id, approve, printer, reason)
     else:
-        r = run_async(svc, svc.answer_and_resume(approval_id, approve, "cli", on_event=printer))
+        def answered(what: str) -> None:  # what the answer became, printed before the turn goes on
+            if printer is not None:
+                printer.header = f"{approval_id}: {shown(what, one_line=True)}"
+
+        r = run_async(svc, svc.answer_and_resume(approval_id, approve, "cli", on_event=printer, reason=reason,
+                                                 on_answered=answered))
     if as_json:
         emit_json(r)
     elif printer is not None:
@@ -186,9 +193,11 @@ def approvals_approve(approval_id: str, as_json: bool = typer.Option(False, "--j
 
 
 @approvals_app.command("deny")
-def approvals_deny(approval_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
-    """Deny one pending call; the turn resumes and the model is told."""
-    _answer(approval_id, False, as_json)
+def approvals_deny(approval_id: str,
+                   reason: str | None = typer.Option(None, "--reason", help="Why (told to the model, ≤1,000 chars)."),
+                   as_json: bool = typer.Option(False, "--json")) -> None:
+    """Deny one pending call; the turn resumes and the model is told (with --reason, why)."""
+    _answer(approval_id, False, as_json, (reason or "").strip() or None)
 
 
 @app.command("status")

@@ -276,7 +276,9 @@ async def answer_approval(request, svc):
     # The CLI's client says it is the CLI (the person's token either way); anything else is "api".
     via = "cli" if data.get("via") == "cli" else "api"
     try:
-        reason = data.get("reason") if action == "deny" and isinstance(data.get("reason"), str) else None
+        reason = data.get("reason") if action == "deny" else None
+        if reason is not None and not isinstance(reason, str):
+            raise UsageError('"reason" must be a string (why the person denies it)')
         a = svc.answer_approval(aid, action == "approve", via=via, reason=(reason or "").strip() or None)
     except ApprovalError as e:
         if e.turn_id:

@@ -11,6 +11,7 @@ calls :meth:`TurnsPart.resume_turn` (:meth:`answer_and_resume` does both, for in
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from palui.errors import ApprovalError, UsageError
@@ -85,19 +86,25 @@ class ApprovalsPart(ElicitationsPart):
         return self.approval(approval_id)
 
     async def answer_and_resume(self, approval_id: str, approve: bool, via: str,
-                                on_event: EventSink | None = None) -> dict[str, Any]:
-        """:meth:`answer_approval`, then resume the turn here (the CLI without a live service).
-        Returns the turn result. A refusal that lets the turn go on resumes it first and is then
-        raised, saying how the turn went on."""
+                                on_event: EventSink | None = None, reason: str | None = None,
+                                on_answered: Callable[[str], None] | None = None) -> dict[str, Any]:
+        """:meth:`answer_approval` (with a denial's ``reason``), then resume the turn here (the CLI
+        without a live service). Returns the turn result. ``on_answered`` is told, before the turn goes
+        on, what the answer became: ``approved``, ``denied``, or the refusal's sentence. A refusal that
+        lets the turn go on resumes it first and is then raised, saying how the turn went on."""
         if approval_id.startswith("e-"):
             return await self.answer_elicitation_and_resume(approval_id, "decline", None, via, on_event)
         try:
-            a = self.answer_approval(approval_id, approve, via)
+            a = self.answer_approval(approval_id, approve, via, reason=reason)
         except ApprovalError as e:
             if not e.turn_id:
                 raise
+            if on_answered is not None:
+                on_answered(str(e))
             r = await self.resume_turn(e.turn_id, on_event)
             went = f"{r['status']}{': ' + r['answer'] if r.get('answer') else ''}"
             said = str(e).removesuffix("; the turn goes on")
             raise ApprovalError(f"{said}; the turn went on ({went})", e.turn_id) from None
+        if on_answered is not None:
+            on_answered(a["status"])
         return await self.resume_turn(a["turn"], on_event)
