@@ -115,6 +115,8 @@ def test_a_tool_with_hidden_characters_is_flagged_kept_off_and_sent_stripped(ser
     assert tools["mcp-bank__search"]["hidden_characters"] and not tools["mcp-bank__pay"]["hidden_characters"]
     r = cli("tools", "enable-read", "mcp-bank")
     assert "0 read tool(s) switched on" in r.stdout  # a read tool, left out because of its hidden characters
+    assert "left off: mcp-bank__search: its definition holds hidden characters: see it escaped with palui tools " \
+        "show NAME, then palui tools enable NAME" in r.stdout  # named, with how (a new-user trial missed it)
     r = cli("tools", "enable", "mcp-bank__search")
     assert r.returncode == 2 and "hidden characters; look at it first with palui tools show mcp-bank__search" \
         in r.stderr

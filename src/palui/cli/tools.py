@@ -72,12 +72,19 @@ def tools_disable(names: list[str]) -> None:
 
 @tools_app.command("enable-read")
 def tools_enable_read(connector: str | None = typer.Argument(None)) -> None:
-    """Switch on every read tool (of CONNECTOR, or of all), except tools flagged changed."""
+    """Switch on every read tool (of CONNECTOR, or of all), except tools flagged changed or holding hidden
+    characters (named, with how to switch them on)."""
     svc = service()
     rows = svc.enable_read(connector)
     for r in rows:
         typer.echo(f"{r.name}: on")
     typer.echo(f"{len(rows)} read tool(s) switched on")
+    # Read tools it leaves off on purpose, named with why and how (docs/mcp.md; a new-user trial missed them).
+    for r in svc.tools(connector):
+        if r.tool_class.value == "read" and not r.enabled and (r.changed or r.hidden):
+            why = ("its definition holds hidden characters: see it escaped with palui tools show NAME, then "
+                   "palui tools enable NAME") if r.hidden else "it is flagged changed: palui tools review NAME"
+            typer.echo(f"left off: {visible(r.name)}: {why}")
     warning = svc.tool_budget_warning()
     if warning:
         typer.echo(f"warning: {warning}", err=True)
