@@ -135,3 +135,24 @@ def test_cli_refuses_to_start_on_bad_config(cli, home, toml, env, words):
     for w in words:
         assert w in r.stderr
     assert not (home / "palui.db").exists()  # refused before touching the database
+
+
+@pytest.mark.parametrize("where", ["file", "env"])
+def test_a_model_without_a_provider_is_refused_at_start(home, where):
+    """Every key is checked at start (README): ``model = "gpt-4"`` names no provider (found by a new-user
+    trial: it passed ``palui status`` and was refused only by ``palui run``). The value is not echoed."""
+    env = {"PALUI_HOME": str(home)}
+    if where == "file":
+        (home / "palui.toml").write_text('model = "gpt-4"\n')
+    else:
+        env["PALUI_MODEL"] = "gpt-4"
+    with pytest.raises(ConfigError) as e:
+        load_settings(env)
+    assert "key 'model': expected PROVIDER:MODEL" in str(e.value) and "gpt-4\"" not in str(e.value)
+    assert ("palui.toml" if where == "file" else "PALUI_MODEL") in str(e.value)
+    for ok in ("openai:gpt-4o", "@work", "script:demo.json", "llama3@http://127.0.0.1:11434/v1"):
+        if where == "file":
+            (home / "palui.toml").write_text(f'model = "{ok}"\n')
+        else:
+            env["PALUI_MODEL"] = ok
+        assert load_settings(env).get("model")

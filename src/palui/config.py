@@ -311,6 +311,12 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         where_set[key] = f"environment variable {name}"
         values[key] = _check(where_set[key], key, _SCHEMA[key][0], value, from_env=True)
     _resolve_derived(values, where_set)
+    model = values["model"]
+    if model and not model.startswith("@") and not model.partition(":")[2]:
+        # The form only (the provider, key and script are checked when a turn needs the model); the
+        # value is not echoed: a mistaken string may hold a key.
+        raise ConfigError(f"{where_set.get('model', 'configuration')}: key 'model': expected PROVIDER:MODEL "
+                          "(openai:, anthropic:, ollama:, script:) or @NAME, e.g. model = \"openai:gpt-4o\"")
     if values["caps.timezone"]:
         from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
