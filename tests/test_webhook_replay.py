@@ -26,6 +26,7 @@ import pytest
 
 from support.live_service import LiveService, wait_for
 from support.scripts import text, write_script
+from test_webhooks import AUDIT_HEAD_NOTICE
 
 pytestmark = pytest.mark.slow
 
@@ -79,7 +80,8 @@ def sw_headers(secret: str, msg_id: str, body: bytes, ts: int | None = None, *ex
 
 
 def counts(s: LiveService) -> dict[str, int]:
-    return {t: s.count(t) for t in TABLES}
+    """Rows a delivery could add (the daily audit-head notice left out: see test_webhooks.AUDIT_HEAD_NOTICE)."""
+    return {t: s.count(t, f"NOT ({AUDIT_HEAD_NOTICE})" if t == "inbox" else "1") for t in TABLES}
 
 
 def hook_turns(s: LiveService, url: str) -> int:
