@@ -44,6 +44,7 @@ class QuestionsMixin:
     follow: Callable[[str], Awaitable[dict[str, Any]]]
     say_error: Callable[[Exception], None]
     _background: Callable[[Awaitable[None]], None]
+    _resume_other: Callable[[str], Awaitable[None]]  # a turn of another conversation goes on
     _shown_questions: set[str]
     _answered_here: set[str]
 
@@ -85,15 +86,7 @@ class QuestionsMixin:
             return
         self.screen.line(f"[{q['id']} answered: the turn goes on]")
         if q.get("conversation") != self.conversation and q["era"] == "input_required":
-            self._background(self._resume_elsewhere(q["turn"]))
-
-    async def _resume_elsewhere(self, turn_id: str) -> None:
-        """A paused turn of another conversation answered here: it goes on (here without a service)."""
-        try:
-            r = await self.backend.follow(turn_id, 10**9, lambda _e: None)
-            self.view.outcome(r, label=f"[turn {turn_id} of conversation {r['conversation']}]")
-        except PaluiError as err:
-            self.say_error(err)
+            self._background(self._resume_other(q["turn"]))
 
     async def wait_questions(self, r: dict[str, Any]) -> dict[str, Any]:
         """A turn paused by a 2026-07-28 server's questions: show them, wait until none is pending
