@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from palui.cli.common import connectors_app, emit_json, fail, policy_app, service, table, tools_app
+from palui.cli.common import connectors_app, emit_json, fail, policy_app, service, table, tools_app, tools_service
 from palui.errors import UsageError
 from palui.text.review import visible
 from palui.types import NEEDS_TASKS, Origin
@@ -17,7 +17,7 @@ from palui.types import NEEDS_TASKS, Origin
 @connectors_app.command("list")
 def connectors_list(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List connectors with their state and tool counts."""
-    rows = service().connectors()
+    rows = tools_service().connectors()
     if as_json:
         return emit_json(rows)
     table([[r["id"], r["kind"], r["state"], f"{r['enabled_tools']}/{r['tools']}",
@@ -31,7 +31,7 @@ def connectors_list(as_json: bool = typer.Option(False, "--json", help="Print JS
 def tools_list(connector: str | None = typer.Option(None, "--connector", help="Only this connector's tools."),
                as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List tools: model-visible name, class and its source, switch, flags."""
-    rows = service().tools(connector)
+    rows = tools_service().tools(connector)
     if as_json:
         return emit_json([r.as_dict() for r in rows])
     table([[r.name, r.tool_class.value, r.class_source.value, "on" if r.enabled else "off",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +30,7 @@ OWNER = f"{_hostname()}:{os.getpid()}"
 
 def new_id(prefix: str) -> str:
     """A short random id such as ``t-3f9a1c2b7d``."""
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+    return f"{prefix}-{os.urandom(5).hex()}"
 
 
 @dataclass

@@ -35,30 +35,24 @@ reader sees from a part's base classes what it may use. Methods raise
 
 from __future__ import annotations
 
-from palui.service.audit_log import AuditLogPart
-from palui.service.brake import BrakePart
-from palui.service.channel_updates import ChannelUpdatesPart
-from palui.service.live import LivePart
-from palui.service.maintenance import MaintenancePart
-from palui.service.mcp_signin import MCPSignInPart
-from palui.service.memories import MemoriesPart
-from palui.service.outside import OutsidePart
-from palui.service.policy_pin import PolicyPinPart
-from palui.service.report import ReportPart
-from palui.service.suggestions import SuggestionsPart
-from palui.service.turns import Launched
+from typing import TYPE_CHECKING, Any
 
-
-class Service(BrakePart, ChannelUpdatesPart, MCPSignInPart, MemoriesPart, MaintenancePart, AuditLogPart,
-              PolicyPinPart, SuggestionsPart, LivePart, OutsidePart, ReportPart):
-    """Palui's service API over one ``PALUI_HOME`` (settings + database).
-
-    Args:
-        settings: validated settings; ``None`` loads them from the environment.
-
-    Raises:
-        ConfigError: the configuration is invalid (Palui refuses to start).
-    """
-
+if TYPE_CHECKING:
+    from palui.service.api import Service
+    from palui.service.turns import Launched
 
 __all__ = ["Launched", "Service"]
+
+
+def __getattr__(name: str) -> Any:
+    """``Service`` and ``Launched`` are imported on first use (PEP 562), so that importing one part
+    (``palui.service.tools``) does not import every part."""
+    if name == "Service":
+        from palui.service.api import Service
+
+        return Service
+    if name == "Launched":
+        from palui.service.turns import Launched
+
+        return Launched
+    raise AttributeError(f"module 'palui.service' has no attribute {name!r}")

@@ -22,7 +22,6 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from palui.policy.caps import JOB_TOKENS, WEBHOOK_RUNS_PER_HOUR
-from palui.runner import approvals, state
 from palui.types import Origin, TurnStatus
 
 if TYPE_CHECKING:
@@ -111,6 +110,8 @@ class Runtime:
 
     async def tick(self, now: float) -> None:
         """One round of background work (see the module docstring)."""
+        from palui.runner import approvals, state  # imported by the tick, not by every CLI start
+
         db = self.svc.db
         approvals.sweep(db, now)
         self.svc.redecide_approvals()  # a change made by another process (the CLI) is seen here too

@@ -13,7 +13,6 @@ diffs, the connector sheet shows the same lines with :func:`review_view`.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 from typing import Any
@@ -49,6 +48,8 @@ def diff_lines(old: Any, new: Any) -> list[tuple[str, str]]:
     a, b = value_lines(old), value_lines(new)
     if a == b:
         return []
+    import difflib  # issue 11: only where a review shows a diff
+
     return [(line[0], line[2:]) for line in difflib.ndiff(a, b) if line.startswith(("- ", "+ ", "  "))]
 
 
@@ -62,6 +63,8 @@ def unified_diff(old: Any, new: Any, title: str, context: int = 3) -> str:
     if a == b:
         # Only a control character was swapped for its escape text (or back): show every line fully escaped.
         a, b = [json.dumps(x)[1:-1] for x in raw_a], [json.dumps(x)[1:-1] for x in raw_b]
+    import difflib
+
     return "\n".join(difflib.unified_diff(a, b, f"previous {title}", f"new {title}", lineterm="", n=context))
 
 
