@@ -56,34 +56,84 @@ class RankIndex:
     conn_length: dict[str, int]
 
 
-def rank_index(candidates: list[Candidate], known: dict[str, Counter[str]] | None = None) -> RankIndex:
+def rank_index(candidates: list[Candidate], known: dict[str, Counter[str]] | None = None,
+               prior: RankIndex | None = None) -> RankIndex:
     """Tokenize every candidate's text (and every connector id) once, for :func:`select`.
 
     ``known`` maps texts to their term counts from an earlier index (the caller's to keep): a text
-    found there is not tokenized again, and every text tokenized here is added to it.
+    found there is not tokenized again, and every text tokenized here is added to it. ``prior`` is
+    an earlier index (of another candidate list): when the lists differ in a few candidates
+    (one tool switched, reclassed or changed), the new index is that one patched, costing in
+    proportion to the change rather than to the catalog; it indexes exactly what a build from
+    scratch would (a candidate equal to one of ``prior``'s keeps that one's term counts).
     """
-    terms = {}
-    for c in candidates:
-        tf = known.get(c.text) if known is not None else None
-        if tf is None:
-            tf = Counter(tokens(c.text))
-            if known is not None:
-                known[c.text] = tf
-        terms[c.name] = tf
+    if prior is not None:
+        patched = _patched(prior, candidates, known)
+        if patched is not None:
+            return patched
+    terms = {c.name: _counts(c.text, known) for c in candidates}
     length = {n: sum(tf.values()) for n, tf in terms.items()}
     post: dict[str, list[str]] = {}
     for name, tf in terms.items():
         for term in tf:
             post.setdefault(term, []).append(name)
+    return _by_connector(candidates, terms, length, {t: tuple(v) for t, v in post.items()})
+
+
+def _counts(text: str, known: dict[str, Counter[str]] | None) -> Counter[str]:
+    tf = known.get(text) if known is not None else None
+    if tf is None:
+        tf = Counter(tokens(text))
+        if known is not None:
+            known[text] = tf
+    return tf
+
+
+def _by_connector(candidates: list[Candidate], terms: dict[str, Counter[str]], length: dict[str, int],
+                  postings: dict[str, tuple[str, ...]]) -> RankIndex:
+    """The index from per-tool counts and postings: the per-connector parts are derived here (cheap)."""
     by_conn: dict[str, list[Candidate]] = {}
     for c in candidates:
         by_conn.setdefault(c.connector, []).append(c)
     conn_terms = {cid: Counter(tokens(cid)) for cid in by_conn}
     conn_length = {cid: sum(conn_terms[cid].values()) + sum(length[c.name] for c in tools)
                    for cid, tools in by_conn.items()}
-    return RankIndex(tuple(candidates), {c.name: c.connector for c in candidates}, terms, length,
-                     {t: tuple(v) for t, v in post.items()}, {cid: tuple(v) for cid, v in by_conn.items()},
-                     conn_terms, conn_length)
+    return RankIndex(tuple(candidates), {c.name: c.connector for c in candidates}, terms, length, postings,
+                     {cid: tuple(v) for cid, v in by_conn.items()}, conn_terms, conn_length)
+
+
+def _patched(prior: RankIndex, candidates: list[Candidate], known: dict[str, Counter[str]] | None) -> RankIndex | None:
+    """``prior`` patched to index ``candidates``, or None when the change is too large to be worth it
+    (more than 1 in 16 candidates, at least 8) or a name repeats (then a build from scratch decides)."""
+    old = {c.name: c for c in prior.candidates}
+    new = {c.name: c for c in candidates}
+    if len(new) != len(candidates) or len(old) != len(prior.candidates):
+        return None
+    gone = [n for n, c in old.items() if (x := new.get(n)) is not c and x != c]  # removed or changed
+    come = [c for c in candidates if (x := old.get(c.name)) is not c and x != c]  # added or changed
+    if len(gone) + len(come) > max(8, len(candidates) // 16):
+        return None
+    terms, length = dict(prior.terms), dict(prior.length)
+    dropped: dict[str, set[str]] = {}
+    for name in gone:
+        for term in terms.pop(name):
+            dropped.setdefault(term, set()).add(name)
+        del length[name]
+    added: dict[str, list[str]] = {}
+    for c in come:
+        tf = terms[c.name] = _counts(c.text, known)
+        length[c.name] = sum(tf.values())
+        for term in tf:
+            added.setdefault(term, []).append(c.name)
+    postings = dict(prior.postings)
+    for term in dropped.keys() | added.keys():
+        out = dropped.get(term, set())
+        names = [n for n in postings.get(term, ()) if n not in out] + added.get(term, [])
+        if names:
+            postings[term] = tuple(names)
+        else:
+            postings.pop(term, None)
+    return _by_connector(candidates, terms, length, postings)
 
 
 def _bm25(query: list[str], tf: dict[str, dict[str, int]], length: dict[str, int]) -> dict[str, float]:

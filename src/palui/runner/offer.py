@@ -84,7 +84,7 @@ def _index(snap: Snapshot, origin: Origin, tainted: bool, carry: dict[Any, Any])
     """The ranking index of this situation's candidates. ``carry`` (kept by the caller across catalog
     versions) holds tokenized texts and the last index per situation, reused when a new version left
     this situation's candidates exactly as they were (a change to another tool, a class that keeps
-    its verdict)."""
+    its verdict) and patched when a few of them changed."""
     key = ("rank_index", origin, tainted)
     idx = snap.memo.get(key)
     if idx is None:
@@ -93,8 +93,8 @@ def _index(snap: Snapshot, origin: Origin, tainted: bool, carry: dict[Any, Any])
         prior = carry.get(key)
         if prior is not None and prior[0] == sig:
             idx = prior[1]
-        else:
-            idx = rank_index(cands, carry.setdefault("texts", {}))
+        else:  # a few candidates changed: the last index is patched (policy.budget.rank_index)
+            idx = rank_index(cands, carry.setdefault("texts", {}), None if prior is None else prior[1])
             carry[key] = (sig, idx)
         snap.memo[key] = idx
     return idx

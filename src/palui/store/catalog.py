@@ -1,11 +1,13 @@
 """The tool catalog as this process last read it, checked against the stored catalog version (issue 11).
 
-Every write to ``tools``, and to a connector's id, kind, switch or trust, bumps
-``catalog.version`` by trigger inside the writing transaction (migration 13), so no write can
-forget it. A :class:`Snapshot` holds every stored tool parsed once (JSON columns, effective
+Every write to ``tools``, and to a connector's id, kind, switch, trust, private mark or sign-in
+state, bumps ``catalog.version`` by trigger inside the writing transaction (migrations 13, 22,
+25, 31), so no write can forget it. A :class:`Snapshot` holds every stored tool parsed once (JSON columns, effective
 class) as of one version; :func:`snapshot` returns the cached one while the stored version is
-unchanged (a one-row read) and otherwise reloads every row in one read transaction together
-with the version it belongs to. What is derived from a snapshot (the offer's candidates, the
+unchanged (a one-row read) and otherwise reads, in one read transaction together with the version
+they belong to, the rows written since (each row carries the version of its last write, migration
+31), or every row after a tool deletion or a connector change (connector columns are joined into
+every row). What is derived from a snapshot (the offer's candidates, the
 ranking index, tool definitions) is kept in its :attr:`Snapshot.memo` and so lives exactly
 as long as that version.
 
@@ -59,27 +61,54 @@ def version(db: Database) -> int:
 
 def snapshot(db: Database) -> Snapshot:
     """The catalog as stored now: the cached snapshot if its version is still the stored one, else
-    every tool row read again (with the version, in one read transaction) and cached.
+    read again (with the version, in one read transaction) and cached.
 
-    A row whose stored columns are exactly those of the previous snapshot keeps its parsed
-    :class:`ToolRow` (its JSON is not parsed again): after one tool changes, only that tool is.
+    With a cached snapshot and neither a tool deleted nor a connector changed since its version,
+    only the tool rows written since (``rev`` above its version, migration 31) are read and parsed
+    (:func:`_patched`); otherwise every row is read, and a row whose stored columns are exactly
+    those of the previous snapshot keeps its parsed :class:`ToolRow` (its JSON is not parsed again).
     """
     cached: Snapshot | None = db.memo.get(_KEY)
     if cached is not None and cached.version == version(db):
         return cached
-    before: dict[str, tuple] = cached.memo.get("raw", {}) if cached is not None else {}
-    rows, raw = [], {}
     with db.read() as c:
-        v = int(c.execute("SELECT version FROM catalog").fetchone()[0])
+        v, removed, connectors = c.execute("SELECT version, removed, connectors FROM catalog").fetchone()
+        if cached is not None and max(removed, connectors) <= cached.version:
+            written = c.execute(_SELECT + " WHERE t.rev > ?", (cached.version,)).fetchall()
+            if len(written) <= max(64, len(cached.tools) // 4):
+                snap = _patched(cached, int(v), written)
+                db.memo[_KEY] = snap
+                return snap
+        before: dict[str, tuple] = cached.memo.get("raw", {}) if cached is not None else {}
+        rows, raw = [], {}
         for r in c.execute(_SELECT + " ORDER BY t.connector_id, t.raw_name"):
             values = tuple(r)
             name = r["name"]
             same = cached is not None and before.get(name) == values
             rows.append(cached.tools[name] if same and cached is not None else _row(r))
             raw[name] = values
-    snap = Snapshot(v, {r.name: r for r in rows}, {(r.connector, r.tool): r.name for r in rows}, {"raw": raw})
+    snap = Snapshot(int(v), {r.name: r for r in rows}, {(r.connector, r.tool): r.name for r in rows}, {"raw": raw})
     db.memo[_KEY] = snap
     return snap
+
+
+def _patched(cached: Snapshot, v: int, written: list[Any]) -> Snapshot:
+    """A new snapshot at version ``v``: ``cached`` with the rows ``written`` since its version put in
+    (no tool was deleted and no connector changed in between). A written row replaces the row of
+    the same connector and raw name, whatever its model-visible name was; the old name goes first,
+    so that two rows trading names end up right."""
+    tools, by_raw, raw = dict(cached.tools), dict(cached.by_raw), dict(cached.memo.get("raw", {}))
+    parsed = [(_row(r), tuple(r)) for r in written]
+    for row, _ in parsed:
+        old = by_raw.pop((row.connector, row.tool), None)
+        if old is not None:
+            tools.pop(old, None)
+            raw.pop(old, None)
+    for row, values in parsed:
+        tools[row.name] = row
+        by_raw[(row.connector, row.tool)] = row.name
+        raw[row.name] = values
+    return Snapshot(v, tools, by_raw, {"raw": raw})
 
 
 def tool_now(db: Database, name: str | None = None, *, connector: str | None = None,

@@ -1,4 +1,4 @@
-"""Migrations 11-14 (issue 11): every per-turn cost independent of history and catalog size.
+"""Migrations 11-14 and 31 (issue 11): every per-turn cost independent of history and catalog size.
 
 Appended to :data:`palui.store.migrations.MIGRATIONS`; like every migration, never edited once shipped.
 """
@@ -131,6 +131,58 @@ COST_MIGRATIONS.append(
         """
 CREATE INDEX approvals_created ON approvals(created_at);
 ALTER TABLE conversations ADD COLUMN untrusted_pruned_at REAL;  -- when retention last deleted its untrusted content
+""",
+    )
+)
+# Issue 11: the first offer after one tool changed re-read every tool row (3 ms of its ~10 ms over 1,000
+# tools). Every tool row now carries the catalog version of its last write (``rev``, set by the same
+# triggers that bump the version), and the catalog the versions of the last tool deletion and the last
+# connector change, so a process with a cached snapshot reads only the rows written since
+# (store/catalog.py), and everything again after a deletion or a connector change. The triggers of
+# migrations 13, 22 and 25 are replaced with the same conditions and one more assignment each. A
+# trigger's own ``UPDATE tools SET rev`` changes ``rev``, so ``catalog_tools_au`` (``WHEN new.rev IS
+# old.rev``) does not count it again.
+COST_MIGRATIONS.append(
+    (
+        31,
+        "each tool row carries the catalog version of its last write; the catalog, of its last deletion and "
+        "connector change",
+        """
+ALTER TABLE tools ADD COLUMN rev INTEGER NOT NULL DEFAULT 0;          -- catalog version of the row's last write
+ALTER TABLE catalog ADD COLUMN removed INTEGER NOT NULL DEFAULT 0;    -- version of the last tool deletion
+ALTER TABLE catalog ADD COLUMN connectors INTEGER NOT NULL DEFAULT 0; -- version of the last connector change
+CREATE INDEX tools_rev ON tools(rev);
+UPDATE catalog SET version = version + 1, removed = version + 1, connectors = version + 1;
+DROP TRIGGER catalog_tools_ai;
+DROP TRIGGER catalog_tools_au;
+DROP TRIGGER catalog_tools_ad;
+DROP TRIGGER catalog_connectors_ai;
+DROP TRIGGER catalog_connectors_au;
+DROP TRIGGER catalog_connectors_ad;
+DROP TRIGGER catalog_connectors_signin;
+CREATE TRIGGER catalog_tools_ai AFTER INSERT ON tools BEGIN
+    UPDATE catalog SET version = version + 1;
+    UPDATE tools SET rev = (SELECT version FROM catalog) WHERE rowid = new.rowid;
+END;
+CREATE TRIGGER catalog_tools_au AFTER UPDATE ON tools WHEN new.rev IS old.rev BEGIN
+    UPDATE catalog SET version = version + 1;
+    UPDATE tools SET rev = (SELECT version FROM catalog) WHERE rowid = new.rowid;
+END;
+CREATE TRIGGER catalog_tools_ad AFTER DELETE ON tools BEGIN
+    UPDATE catalog SET version = version + 1, removed = version + 1;
+END;
+CREATE TRIGGER catalog_connectors_ai AFTER INSERT ON connectors BEGIN
+    UPDATE catalog SET version = version + 1, connectors = version + 1;
+END;
+CREATE TRIGGER catalog_connectors_au AFTER UPDATE OF id, kind, enabled, trusted_source, private ON connectors BEGIN
+    UPDATE catalog SET version = version + 1, connectors = version + 1;
+END;
+CREATE TRIGGER catalog_connectors_ad AFTER DELETE ON connectors BEGIN
+    UPDATE catalog SET version = version + 1, connectors = version + 1;
+END;
+CREATE TRIGGER catalog_connectors_signin AFTER UPDATE OF state ON connectors
+WHEN (old.state IS 'error: sign in again') != (new.state IS 'error: sign in again')
+BEGIN UPDATE catalog SET version = version + 1, connectors = version + 1; END;
 """,
     )
 )
