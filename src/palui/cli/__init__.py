@@ -2,7 +2,7 @@
 
 Exit codes (SPEC §11): 0 success (and turns ``done``/``awaiting_approval``/``queued``),
 1 errors, 2 bad usage. Each command group lives in its own module and registers on
-the apps of :mod:`palui.cli.common`.
+the Click groups of :mod:`palui.cli.common`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-import typer
+import click
 
 from palui.cli.common import app
 from palui.errors import PaluiError, UsageError
@@ -21,8 +21,8 @@ COMMAND_MODULES = ["tools", "policy", "suggest", "outside", "mcp", "signin", "me
                    "chat", "serve", "triggers", "channels", "unit", "conversations", "maintenance", "elicit"]
 
 # The modules that define each top-level command or group (issue 11: a command imports only what it
-# needs; Typer also builds only those commands). A name not listed here, ``palui --help`` and
-# ``palui`` alone load every module, so a new command works before it is listed.
+# needs). A name not listed here, ``palui --help`` and ``palui`` alone load every module, so a new
+# command works before it is listed.
 # tests/test_cli_start.py checks that each entry gives the same commands as loading everything.
 COMMANDS: dict[str, tuple[str, ...]] = {
     "tools": ("tools", "suggest", "outside"), "policy": ("tools", "policy"),
@@ -76,8 +76,8 @@ def main() -> None:
     try:
         app()  # standalone: click prints usage errors and exits 2
     except UsageError as e:
-        typer.echo(f"palui: {e}", err=True)
+        click.echo(f"palui: {e}", err=True)
         sys.exit(2)
     except PaluiError as e:
-        typer.echo(f"palui: {e}", err=True)
+        click.echo(f"palui: {e}", err=True)
         sys.exit(1)

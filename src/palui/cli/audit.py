@@ -4,22 +4,20 @@ from __future__ import annotations
 
 import json
 
-import typer
+import click
 
 from palui.cli import render
-from palui.cli.common import app, emit_json, group, service, table
+from palui.cli.common import app, emit_json, service, table
 from palui.text.display import shown
 
-audit_app = group("The tool-call log: list it, verify its hash chain, export it.", invoke_without_command=True,
-                  no_args_is_help=False)
-app.add_typer(audit_app, name="audit")
 
-
-@audit_app.callback()
-def audit_list(ctx: typer.Context,
-               turn: str | None = typer.Option(None, "--turn", help="Only this turn's calls."),
-               limit: int = typer.Option(200, "--limit", help="At most this many rows (newest)."),
-               as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+# ``palui audit`` alone lists the log (this group's callback); its help is the group's, not the docstring.
+@app.group("audit", help="The tool-call log: list it, verify its hash chain, export it.", invoke_without_command=True)
+@click.option("--turn", help="Only this turn's calls.")
+@click.option("--limit", type=int, default=200, help="At most this many rows (newest).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def audit_app(ctx: click.Context, turn: str | None, limit: int, as_json: bool) -> None:
     """The tool-call log: decision, reason and outcome of every call (``verify`` and ``export`` below)."""
     if ctx.invoked_subcommand is not None:
         return
@@ -32,10 +30,10 @@ def audit_list(ctx: typer.Context,
 
 
 @audit_app.command("verify")
-def audit_verify(head: str | None = typer.Option(None, "--head", metavar="HASH",
-                                                 help="Check against a head you noted (its hash, or its first "
-                                                      "16+ hex digits) as well as the audit_head file."),
-                 as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+@click.option("--head", metavar="HASH", help="Check against a head you noted (its hash, or its first 16+ hex digits) "
+                                             "as well as the audit_head file.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def audit_verify(head: str | None, as_json: bool) -> None:
     """Check the hash chain: names the first row changed, inserted or deleted (exit 1), or rows missing at the end."""
     r = service().audit_verify(head)
     if as_json:
@@ -43,20 +41,20 @@ def audit_verify(head: str | None = typer.Option(None, "--head", metavar="HASH",
     elif r["ok"]:
         last = r["last"]
         against = "the noted head and " if head else ""
-        typer.echo(f"audit chain intact: {r['rows']} row(s)" + (
+        click.echo(f"audit chain intact: {r['rows']} row(s)" + (
             f", head row {last['id']} hash {last['hash']} (checked against {against}the audit_head file)"
             if last and r["head_file"] else ", checked against the noted head" if last else ""))
     else:
-        typer.echo(f"audit chain broken: {shown(r['problem']['message'], one_line=True)}", err=True)
-    raise typer.Exit(0 if r["ok"] else 1)
+        click.echo(f"audit chain broken: {shown(r['problem']['message'], one_line=True)}", err=True)
+    raise click.exceptions.Exit(0 if r["ok"] else 1)
 
 
 @audit_app.command("export")
-def audit_export(jsonl: bool = typer.Option(True, "--jsonl", help="One JSON object per line (the only format)."),
-                 since: str | None = typer.Option(None, "--since", metavar="WHEN",
-                                                  help="Only rows from this date (YYYY-MM-DD, caps.timezone) or "
-                                                       "ISO time on.")) -> None:
+@click.option("--jsonl", is_flag=True, default=True, help="One JSON object per line (the only format).")
+@click.option("--since", metavar="WHEN",
+              help="Only rows from this date (YYYY-MM-DD, caps.timezone) or ISO time on.")
+def audit_export(jsonl: bool, since: str | None) -> None:
     """Write the audit rows with their hashes, oldest first, one JSON object per line (as hashed)."""
     for row in service().audit_export(since):
         # ensure_ascii: every hidden character of a reason is a \\u escape, never raw on a terminal.
-        typer.echo(json.dumps(row, ensure_ascii=True, separators=(",", ":")))
+        click.echo(json.dumps(row, ensure_ascii=True, separators=(",", ":")))

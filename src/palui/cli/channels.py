@@ -13,16 +13,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import typer
+import click
 
 from palui.channels import check_url as _check_url
 from palui.channels import is_loopback_url as _loopback_url
-from palui.cli.common import app, emit_json, fail, group, service, table
+from palui.cli.common import emit_json, fail, group, service, table
 from palui.errors import UsageError
 from palui.text.display import shown
 
-channels_app = group("Chat channels: talk to Palui and answer approvals from Telegram or Matrix.")
-app.add_typer(channels_app, name="channels")
+channels_app = group("channels", "Chat channels: talk to Palui and answer approvals from Telegram or Matrix.")
 
 
 def read_secret(what: str, variable: str, file: Path | None) -> str | None:
@@ -34,23 +33,22 @@ def read_secret(what: str, variable: str, file: Path | None) -> str | None:
     if os.environ.get(variable):
         return os.environ[variable].strip()
     if sys.stdin.isatty():
-        return typer.prompt(what, hide_input=True).strip() or None
+        return click.prompt(what, hide_input=True).strip() or None
     return None
 
 
 @channels_app.command("add")
-def channels_add(
-    kind: str = typer.Argument(..., metavar="KIND", help="telegram or matrix"),
-    name: str | None = typer.Option(None, "--name", help="A name for the channel (default: the kind)."),
-    token_file: Path | None = typer.Option(None, "--token-file", help="File with the bot token or Matrix access "
-                                           "token ('-': standard input)."),
-    password_file: Path | None = typer.Option(None, "--password-file", help="File with the Matrix password."),
-    homeserver: str | None = typer.Option(None, "--homeserver", help="Matrix: the homeserver's URL (https)."),
-    user: str | None = typer.Option(None, "--user", help="Matrix: Palui's account, e.g. @palui:example.org."),
-    api_base: str | None = typer.Option(None, "--api-base", hidden=True,
-                                        help="Telegram Bot API base URL (loopback only: for tests)."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-) -> None:
+@click.argument("kind", metavar="KIND", help="telegram or matrix")
+@click.option("--name", help="A name for the channel (default: the kind).")
+@click.option("--token-file", type=click.Path(path_type=Path),
+              help="File with the bot token or Matrix access token ('-': standard input).")
+@click.option("--password-file", type=click.Path(path_type=Path), help="File with the Matrix password.")
+@click.option("--homeserver", help="Matrix: the homeserver's URL (https).")
+@click.option("--user", help="Matrix: Palui's account, e.g. @palui:example.org.")
+@click.option("--api-base", hidden=True, help="Telegram Bot API base URL (loopback only: for tests).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def channels_add(kind: str, name: str | None, token_file: Path | None, password_file: Path | None,
+                 homeserver: str | None, user: str | None, api_base: str | None, as_json: bool) -> None:
     """Add a channel (unpaired; pair it with `palui channels pair NAME`). Secrets: never on the command line."""
     from palui.channels.redaction import Redactor
 
@@ -105,18 +103,19 @@ def channels_add(
         raise UsageError(f"unknown channel kind {kind!r} (telegram or matrix)")
     if as_json:
         return emit_json(ch)
-    typer.echo(f"channel {ch['name']} added ({kind}, {who}); state: unpaired")
-    typer.echo(f"next: palui channels pair {ch['name']}   (palui serve runs the channel)")
+    click.echo(f"channel {ch['name']} added ({kind}, {who}); state: unpaired")
+    click.echo(f"next: palui channels pair {ch['name']}   (palui serve runs the channel)")
 
 
 @channels_app.command("list")
-def channels_list(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def channels_list(as_json: bool) -> None:
     """List channels: kind, state (connected, unpaired, error: …), the person, groups, last delivery failure."""
     rows = service().channels()
     if as_json:
         return emit_json([{k: v for k, v in c.items() if k != "config"} | {"account": _account(c)} for c in rows])
     if not rows:
-        typer.echo("no channels (palui channels add telegram|matrix)")
+        click.echo("no channels (palui channels add telegram|matrix)")
         return
     table([[c["name"], c["kind"], _account(c), c["state"], c["person"] or ("pairing…" if c["pairing"] else "-"),
             "on" if c["allow_groups"] else "off", c["last_failure"] or ""] for c in rows],
@@ -129,34 +128,39 @@ def _account(c: dict[str, Any]) -> str:
 
 
 @channels_app.command("remove")
-def channels_remove(name: str = typer.Argument(...)) -> None:
+@click.argument("name")
+def channels_remove(name: str) -> None:
     """Remove a channel and its secrets (a running service stops it within seconds)."""
     c = service().remove_channel(name)
-    typer.echo(f"channel {c['name']} removed")
+    click.echo(f"channel {c['name']} removed")
 
 
 @channels_app.command("pair")
-def channels_pair(name: str = typer.Argument(...)) -> None:
+@click.argument("name")
+def channels_pair(name: str) -> None:
     """Print a one-time pairing code (10 minutes, 5 tries). Send /pair CODE to Palui in a private chat."""
     p = service().pair_code(name)
     if p["paired_with"]:
-        typer.echo(f"{name} is paired with {shown(p['paired_with'], one_line=True)}; the first right /pair replaces "
+        click.echo(f"{name} is paired with {shown(p['paired_with'], one_line=True)}; the first right /pair replaces "
                    "them")
-    typer.echo(f"pairing code: {p['code']}  (valid until {p['expires_at'][:19].replace('T', ' ')} UTC, 5 tries)")
-    typer.echo(f"send this to Palui in a private chat: /pair {p['code']}")
+    click.echo(f"pairing code: {p['code']}  (valid until {p['expires_at'][:19].replace('T', ' ')} UTC, 5 tries)")
+    click.echo(f"send this to Palui in a private chat: /pair {p['code']}")
 
 
 @channels_app.command("groups")
-def channels_groups(name: str = typer.Argument(...), setting: str = typer.Argument(..., metavar="on|off")) -> None:
+@click.argument("name")
+@click.argument("setting", metavar="on|off")
+def channels_groups(name: str, setting: str) -> None:
     """Allow group chats and rooms with other members (only your messages start turns; others' are untrusted)."""
     if setting not in ("on", "off"):
         raise UsageError("groups takes on or off")
     c = service().set_channel_groups(name, setting == "on")
-    typer.echo(f"{c['name']}: group chats {'allowed' if c['allow_groups'] else 'refused'}")
+    click.echo(f"{c['name']}: group chats {'allowed' if c['allow_groups'] else 'refused'}")
 
 
 @channels_app.command("test")
-def channels_test(name: str = typer.Argument(...)) -> None:
+@click.argument("name")
+def channels_test(name: str) -> None:
     """Check the channel's credentials and reachability; send a test message to the person when paired."""
     from palui.channels.redaction import Redactor
 
@@ -170,4 +174,4 @@ def channels_test(name: str = typer.Argument(...)) -> None:
         from palui.channels.matrix import test_channel
     import asyncio
 
-    typer.echo(asyncio.run(test_channel(c, secret, redact)))
+    click.echo(asyncio.run(test_channel(c, secret, redact)))

@@ -1,43 +1,62 @@
-"""Shared pieces of the command line: the Typer apps, output helpers, the service handle.
+"""Shared pieces of the command line: the Click groups, output helpers, the service handle.
 
 Start cost (issue 11, docs/decisions.md): every command pays for what the CLI imports before
-it runs, so command modules import only Typer and these helpers at the top and everything else
-inside the command. Help is Typer's plain Click formatting (``rich_markup_mode=None``), not the
-rich formatter; every command group is made by :func:`group`, so none turns rich back on.
+it runs, so command modules import only Click and these helpers at the top and everything else
+inside the command. The command line is plain Click (not Typer: importing Typer and building its
+commands from function signatures on every start cost more than most commands take).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import typer
+import click
 
 from palui import __version__
-from palui.cli import lazy_params
 from palui.errors import ConfigError
 from palui.text.display import json_safe, shown
 
-lazy_params.install()
+
+class Group(click.Group):
+    """A command group whose help lists its commands, then its groups, each in the order they were added
+    (as the command line always listed them), not alphabetically."""
+
+    group_class = type  # a group made with ``@some_group.group(...)`` is a Group too
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        items = self.commands.items()
+        return ([n for n, c in items if not isinstance(c, click.Group)]
+                + [n for n, c in items if isinstance(c, click.Group)])
 
 
-def group(help: str, **kw: Any) -> typer.Typer:
-    """A command group with plain Click help (no rich: importing it cost more than most commands)."""
-    return typer.Typer(**{"help": help, "no_args_is_help": True, "rich_markup_mode": None,
-                          "pretty_exceptions_enable": False, **kw})
+def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"palui {__version__}")
+        ctx.exit()
 
 
-app = group("Palui: a personal AI agent whose tools are governed.", add_completion=False)
-connectors_app = group("Sources of tools: built-in connectors and MCP servers.")
-tools_app = group("Tools: classes, switches, review.")
-policy_app = group("The decision matrix: why a tool runs, asks or is not offered.")
-app.add_typer(connectors_app, name="connectors")
-app.add_typer(tools_app, name="tools")
-app.add_typer(policy_app, name="policy")
+# ``show_default``: the help of every command shows option defaults (``[default: 100]``).
+app = Group("palui", help="Palui: a personal AI agent whose tools are governed.", no_args_is_help=True,
+            context_settings={"show_default": True},
+            params=[click.Option(["--version"], is_flag=True, expose_value=False, is_eager=True, callback=_version,
+                                 help="Print the version and exit.")])
+
+
+def group(name: str, help: str, **kw: Any) -> Group:
+    """A command group ``palui NAME``; alone (no command), it prints its help (exit 2, as bad usage)."""
+    g = Group(name, **{"help": help, "no_args_is_help": True, **kw})
+    app.add_command(g)
+    return g
+
+
+connectors_app = group("connectors", "Sources of tools: built-in connectors and MCP servers.")
+tools_app = group("tools", "Tools: classes, switches, review.")
+policy_app = group("policy", "The decision matrix: why a tool runs, asks or is not offered.")
 
 
 def fail(message: str, code: int = 1) -> None:
-    typer.echo(f"palui: {message}", err=True)
-    raise typer.Exit(code)
+    click.echo(f"palui: {message}", err=True)
+    raise click.exceptions.Exit(code)
 
 
 def service():
@@ -63,7 +82,7 @@ def tools_service():
 
 def emit_json(value: Any) -> None:
     """``--json`` output: real JSON, with every hidden character as a ``\\u`` escape (issue 10 §2)."""
-    typer.echo(json_safe(value))
+    click.echo(json_safe(value))
 
 
 def table(rows: list[list[str]], headers: list[str]) -> None:
@@ -74,20 +93,6 @@ def table(rows: list[list[str]], headers: list[str]) -> None:
     else:
         widths = [len(h) for h in headers]
     line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
-    typer.echo(line.rstrip())
+    click.echo(line.rstrip())
     for r in rows:
-        typer.echo("  ".join(str(x).ljust(w) for x, w in zip(r, widths, strict=False)).rstrip())
-
-
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"palui {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                      help="Print the version and exit.")) -> None:
-    """Palui: a personal AI agent whose tools are governed."""
-
-
+        click.echo("  ".join(str(x).ljust(w) for x, w in zip(r, widths, strict=False)).rstrip())

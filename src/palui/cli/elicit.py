@@ -16,9 +16,9 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-import typer
+import click
 
-from palui.cli.common import app, emit_json, fail, service, table
+from palui.cli.common import emit_json, fail, group, service, table
 from palui.errors import PaluiError, UsageError
 from palui.text.display import shown
 from palui.text.elicitation import field_line, fields, parse_pairs, parse_value, question_text
@@ -26,8 +26,7 @@ from palui.text.elicitation import field_line, fields, parse_pairs, parse_value,
 if TYPE_CHECKING:
     import asyncio
 
-elicitations_app = typer.Typer(help="Questions MCP servers ask you: list, show, answer.", no_args_is_help=True)
-app.add_typer(elicitations_app, name="elicitations")
+elicitations_app = group("elicitations", "Questions MCP servers ask you: list, show, answer.")
 
 Answer = tuple[str, dict[str, Any] | None]  # (action, content)
 
@@ -37,7 +36,7 @@ def has_terminal() -> bool:
 
 
 def _say(text: str) -> None:
-    typer.echo(text, err=True)
+    click.echo(text, err=True)
 
 
 def _read(prompt: str) -> str | None:
@@ -177,37 +176,40 @@ class TerminalQuestions:
 
 
 @elicitations_app.command("list")
-def elicitations_list(all_: bool = typer.Option(False, "--all", help="Include answered, expired and cancelled."),
-                      as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+@click.option("--all", "all_", is_flag=True, help="Include answered, expired and cancelled.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def elicitations_list(all_: bool, as_json: bool) -> None:
     """List the questions MCP servers asked you that wait for an answer (with --all, every one)."""
     rows = service().elicitations(None if all_ else "pending")
     if as_json:
         return emit_json(rows)
     if not rows:
-        typer.echo("no questions waiting" if not all_ else "no questions")
+        click.echo("no questions waiting" if not all_ else "no questions")
         return
     table([[e["id"], e["status"], e["connector"], e["mode"], e["message"][:80], e["expires_at"][:19]] for e in rows],
           ["ID", "STATUS", "CONNECTOR", "MODE", "MESSAGE (the server's words)", "EXPIRES"])
 
 
 @elicitations_app.command("show")
-def elicitations_show(elicitation_id: str, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+@click.argument("elicitation_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def elicitations_show(elicitation_id: str, as_json: bool) -> None:
     """One question with its fields (or its URL), in the server's words, escaped."""
     e = service().elicitation(elicitation_id)
     if as_json:
         return emit_json(e)
-    typer.echo(question_text(e))
-    typer.echo(f"status: {e['status']}" + (f" ({shown(e['reason'], one_line=True)})" if e["reason"] else ""))
+    click.echo(question_text(e))
+    click.echo(f"status: {e['status']}" + (f" ({shown(e['reason'], one_line=True)})" if e["reason"] else ""))
 
 
 @elicitations_app.command("answer")
-def elicitations_answer(
-    elicitation_id: str,
-    pairs: list[str] = typer.Argument(None, metavar="[FIELD=VALUE]...", help="The answer, field by field."),
-    decline: bool = typer.Option(False, "--decline", help="Decline the question."),
-    cancel: bool = typer.Option(False, "--cancel", help="Dismiss it without a choice."),
-    as_json: bool = typer.Option(False, "--json", help="Print the turn's result as JSON."),
-) -> None:
+@click.argument("elicitation_id")
+@click.argument("pairs", nargs=-1, required=False, metavar="[FIELD=VALUE]...", help="The answer, field by field.")
+@click.option("--decline", is_flag=True, help="Decline the question.")
+@click.option("--cancel", is_flag=True, help="Dismiss it without a choice.")
+@click.option("--json", "as_json", is_flag=True, help="Print the turn's result as JSON.")
+def elicitations_answer(elicitation_id: str, pairs: tuple[str, ...], decline: bool, cancel: bool,
+                        as_json: bool) -> None:
     """Answer a question (accept with FIELD=VALUE pairs; a URL-mode question: you opened the page)."""
     from palui.cli import render
     from palui.cli.turns import live_service, run_async
@@ -232,6 +234,6 @@ def elicitations_answer(
     if as_json:
         emit_json(r)
     else:
-        typer.echo(f"{elicitation_id}: {action}")
+        click.echo(f"{elicitation_id}: {action}")
         if r.get("status") not in ("running", None) and printer is not None:
             printer.outcome(r)

@@ -2,33 +2,31 @@
 
 from __future__ import annotations
 
-import typer
+import click
 
 from palui.cli.common import app, emit_json, service
 
 
 @app.command("prune")
-def prune_cmd(
-    before: str = typer.Option(..., "--before", metavar="DATE",
-                               help="Delete what is older: YYYY-MM-DD (midnight in caps.timezone) or an ISO time."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-) -> None:
+@click.option("--before", required=True, metavar="DATE",
+              help="Delete what is older: YYYY-MM-DD (midnight in caps.timezone) or an ISO time.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def prune_cmd(before: str, as_json: bool) -> None:
     """Delete untrusted content, inbox messages and webhook deliveries older than DATE (the audit is kept)."""
     r = service().prune(before)
     if as_json:
         return emit_json(r)
     d = r["deleted"]
-    typer.echo(f"before {r['before']}: deleted {d['untrusted_content']} untrusted content row(s), "
+    click.echo(f"before {r['before']}: deleted {d['untrusted_content']} untrusted content row(s), "
                f"{d['inbox']} inbox message(s), {d['webhook_deliveries']} webhook delivery record(s)")
 
 
 @app.command("backup")
-def backup_cmd(
-    file: str = typer.Argument(..., metavar="FILE", help="A new file for the copy (mode 0600)."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-) -> None:
+@click.argument("file", metavar="FILE", help="A new file for the copy (mode 0600).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def backup_cmd(file: str, as_json: bool) -> None:
     """Copy the database into FILE (SQLite's online backup: safe while the service runs)."""
     r = service().backup(file)
     if as_json:
         return emit_json(r)
-    typer.echo(f"backup written: {r['file']} ({r['bytes']} bytes)")
+    click.echo(f"backup written: {r['file']} ({r['bytes']} bytes)")

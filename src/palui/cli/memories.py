@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import typer
+import click
 
-from palui.cli.common import app, emit_json, group, service, table
+from palui.cli.common import emit_json, group, service, table
 from palui.text.display import shown
 
-memories_app = group("Your saved memories: list, forget, mark trusted.")
-tasks_app = group("Your tasks: list, forget, mark trusted.")
-app.add_typer(memories_app, name="memories")
-app.add_typer(tasks_app, name="tasks")
+memories_app = group("memories", "Your saved memories: list, forget, mark trusted.")
+tasks_app = group("tasks", "Your tasks: list, forget, mark trusted.")
 
 
 def _short(text: str, width: int = 60) -> str:
@@ -19,14 +17,15 @@ def _short(text: str, width: int = 60) -> str:
 
 
 @memories_app.command("list")
-def memories_list(limit: int = typer.Option(100, "--limit", min=1, help="How many, newest first."),
-                  as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+@click.option("--limit", type=click.IntRange(min=1), default=100, help="How many, newest first.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def memories_list(limit: int, as_json: bool) -> None:
     """List memories, newest first, with their provenance (untrusted ones taint the turns that read them)."""
     rows = service().memories(limit)
     if as_json:
         return emit_json(rows)
     if not rows:
-        typer.echo("No memories.")
+        click.echo("No memories.")
         return
     table([[str(m["id"]), m["provenance"], m["created_at"][:19].replace("T", " "), _short(m["text"]),
             m["source"] or ""] for m in rows],
@@ -34,28 +33,31 @@ def memories_list(limit: int = typer.Option(100, "--limit", min=1, help="How man
 
 
 @memories_app.command("forget")
-def memories_forget(memory_id: int = typer.Argument(..., metavar="ID")) -> None:
+@click.argument("memory_id", metavar="ID", type=int)
+def memories_forget(memory_id: int) -> None:
     """Delete a memory."""
     m = service().forget_memory(memory_id)
-    typer.echo(f"Forgot memory {m['id']}: {shown(_short(m['text']))}")
+    click.echo(f"Forgot memory {m['id']}: {shown(_short(m['text']))}")
 
 
 @memories_app.command("trust")
-def memories_trust(memory_id: int = typer.Argument(..., metavar="ID")) -> None:
+@click.argument("memory_id", metavar="ID", type=int)
+def memories_trust(memory_id: int) -> None:
     """Mark a memory trusted: reading it no longer taints a turn."""
     m = service().trust_memory(memory_id)
-    typer.echo(f"Memory {m['id']} is trusted: {shown(_short(m['text']))}")
+    click.echo(f"Memory {m['id']} is trusted: {shown(_short(m['text']))}")
 
 
 @tasks_app.command("list")
-def tasks_list(status: str = typer.Option("open", "--status", metavar="open|done|all", help="Which tasks."),
-               as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+@click.option("--status", default="open", metavar="open|done|all", help="Which tasks.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def tasks_list(status: str, as_json: bool) -> None:
     """List tasks with their provenance."""
     rows = service().tasks(status)
     if as_json:
         return emit_json(rows)
     if not rows:
-        typer.echo("No tasks." if status == "all" else f"No {status} tasks.")
+        click.echo("No tasks." if status == "all" else f"No {status} tasks.")
         return
     table([[str(t["id"]), t["status"], t["due"] or "", t["provenance"], _short(t["title"], 50),
             t["source"] or ""] for t in rows],
@@ -63,14 +65,16 @@ def tasks_list(status: str = typer.Option("open", "--status", metavar="open|done
 
 
 @tasks_app.command("forget")
-def tasks_forget(task_id: int = typer.Argument(..., metavar="ID")) -> None:
+@click.argument("task_id", metavar="ID", type=int)
+def tasks_forget(task_id: int) -> None:
     """Delete a task."""
     t = service().forget_task(task_id)
-    typer.echo(f"Deleted task {t['id']}: {shown(_short(t['title']))}")
+    click.echo(f"Deleted task {t['id']}: {shown(_short(t['title']))}")
 
 
 @tasks_app.command("trust")
-def tasks_trust(task_id: int = typer.Argument(..., metavar="ID")) -> None:
+@click.argument("task_id", metavar="ID", type=int)
+def tasks_trust(task_id: int) -> None:
     """Mark a task trusted: reading it no longer taints a turn."""
     t = service().trust_task(task_id)
-    typer.echo(f"Task {t['id']} is trusted: {shown(_short(t['title']))}")
+    click.echo(f"Task {t['id']} is trusted: {shown(_short(t['title']))}")

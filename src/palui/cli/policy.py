@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import typer
+import click
 
 from palui.cli.common import emit_json, fail, policy_app, service
 from palui.text.display import shown
@@ -16,13 +16,14 @@ from palui.text.display import shown
 @policy_app.command("snapshot")
 def policy_snapshot() -> None:
     """Write today's verdict of every tool, per origin and taint, as CSV (tool,origin,tainted,verdict)."""
-    typer.echo(service().policy_snapshot(), nl=False)
+    click.echo(service().policy_snapshot(), nl=False)
 
 
 @policy_app.command("check")
-def policy_check(file: Path = typer.Argument(..., metavar="FILE", help="A CSV file with the header "
-                                                                      "tool,origin,tainted,verdict."),
-                 as_json: bool = typer.Option(False, "--json", help="Print the mismatches as JSON.")) -> None:
+@click.argument("file", metavar="FILE", type=click.Path(path_type=Path),
+                help="A CSV file with the header tool,origin,tainted,verdict.")
+@click.option("--json", "as_json", is_flag=True, help="Print the mismatches as JSON.")
+def policy_check(file: Path, as_json: bool) -> None:
     """Check every row of FILE against the live configuration; print each mismatch with the current reason (exit 1)."""
     try:
         text = file.read_text(encoding="utf-8")
@@ -33,7 +34,7 @@ def policy_check(file: Path = typer.Argument(..., metavar="FILE", help="A CSV fi
         emit_json(found)
     else:
         for f in found:
-            typer.echo(f"{f['kind']}: {shown(f['message'], one_line=True)}")
+            click.echo(f"{f['kind']}: {shown(f['message'], one_line=True)}")
         rows = sum(1 for line in text.splitlines()[1:] if line.strip())
-        typer.echo(f"{len(found)} of {rows} row(s) do not hold" if found else f"all {rows} row(s) hold")
-    raise typer.Exit(1 if found else 0)
+        click.echo(f"{len(found)} of {rows} row(s) do not hold" if found else f"all {rows} row(s) hold")
+    raise click.exceptions.Exit(1 if found else 0)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import typer
+import click
 
 from palui.text.display import NOTE, StreamShown, hidden_in, shown, shown_json
 from palui.text.prompts import approval_prompt
@@ -152,12 +152,12 @@ class Printer:
 
     def _head(self) -> None:
         if self.header is not None:
-            typer.echo(self.header, err=self.err)
+            click.echo(self.header, err=self.err)
             self.header = None
 
     def _end_stream(self, mark: str = "") -> None:
         if self.stream is not None:
-            typer.echo(self.stream.end() + mark, err=self.err)
+            click.echo(self.stream.end() + mark, err=self.err)
             self.stream = None
 
     def __call__(self, e: dict[str, Any]) -> None:
@@ -166,14 +166,14 @@ class Printer:
         if kind == "text_delta":
             if self.stream is None:
                 self.stream = StreamShown()
-            typer.echo(self.stream.feed(e["text"]), nl=False, err=self.err)
+            click.echo(self.stream.feed(e["text"]), nl=False, err=self.err)
             return
         if kind == "text_discarded":
             self._end_stream(" [discarded (retrying)]")
             return
         if kind == "text":
             if self.stream is None:  # not streamed (another process ran it): the whole text now
-                typer.echo(shown(e["text"]), err=self.err)
+                click.echo(shown(e["text"]), err=self.err)
             self._end_stream()
             return
         expires = None
@@ -187,16 +187,16 @@ class Printer:
         if lines:
             self._end_stream()
         for line in lines:
-            typer.echo(line, err=self.err)
+            click.echo(line, err=self.err)
 
     def outcome(self, r: dict[str, Any]) -> None:
         self._head()
         self._end_stream()
         for line in outcome_lines(r, answer_shown=True):
-            typer.echo(line, err=r["status"] == "error")
+            click.echo(line, err=r["status"] == "error")
 
 
 def outcome(r: dict[str, Any], in_chat: bool = False) -> None:
     """Print a turn's result (the answer and how it ended) when no events were printed."""
     for line in outcome_lines(r, in_chat=in_chat):
-        typer.echo(line, err=r["status"] == "error")
+        click.echo(line, err=r["status"] == "error")

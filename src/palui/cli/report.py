@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import typer
+import click
 
 from palui.cli.common import app, emit_json, service
 from palui.text.display import shown
@@ -15,41 +15,42 @@ def _secs(s: float | None) -> str:
 
 
 @app.command("report")
-def report_cmd(days: int = typer.Option(7, "--days", metavar="N", help="The last N days, today included."),
-               as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+@click.option("--days", type=int, default=7, metavar="N", help="The last N days, today included.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def report_cmd(days: int, as_json: bool) -> None:
     """Asks per day and how they were answered, what caused them, the tools asked most, job turns that waited,
     calls refused as not offered, what tainted your conversations — and suggestions, one command each."""
     r = service().report(days)
     if as_json:
         return emit_json(r)
     a = r["asks"]
-    typer.echo(f"Governance, the last {r['days']} day(s) (since {r['since'][:10]}): {r['turns']} turn(s), "
+    click.echo(f"Governance, the last {r['days']} day(s) (since {r['since'][:10]}): {r['turns']} turn(s), "
                f"{r['calls']} tool call(s), {a['total']} ask(s)")
-    typer.echo("asks per day: " + "  ".join(f"{d['day'][5:]} {d['asks']}" for d in a["per_day"]))
-    typer.echo(f"answers: approved {a['approved']}, denied {a['denied']}, expired {a['expired']}, cancelled "
+    click.echo("asks per day: " + "  ".join(f"{d['day'][5:]} {d['asks']}" for d in a["per_day"]))
+    click.echo(f"answers: approved {a['approved']}, denied {a['denied']}, expired {a['expired']}, cancelled "
                f"{a['cancelled']}, pending {a['pending']}; median time to answer {_secs(a['median_answer_seconds'])}"
                + (" (" + ", ".join(f"{k} {v}" for k, v in a["answered_via"].items()) + ")" if a["answered_via"]
                   else ""))
     c = a["by_cause"]
-    typer.echo(f"caused by: taint {c['taint']}, class {c['class']}, job {c['job']}, the Rule of Two {c['outside']}"
+    click.echo(f"caused by: taint {c['taint']}, class {c['class']}, job {c['job']}, the Rule of Two {c['outside']}"
                + (f", other {c['other']}" if c["other"] else ""))
     if a["top_tools"]:
-        typer.echo("asked most: " + shown(", ".join(f"{t['tool']} {t['asks']} ({t['approved']} approved, "
+        click.echo("asked most: " + shown(", ".join(f"{t['tool']} {t['asks']} ({t['approved']} approved, "
                                                      f"{t['denied']} denied)" for t in a["top_tools"][:5]),
                                            one_line=True))
     j = r["job_turns_waited"]
-    typer.echo(f"job turns that waited for you: {j['turns']} ({j['asks']} ask(s), {j['expired']} expired; median "
+    click.echo(f"job turns that waited for you: {j['turns']} ({j['asks']} ask(s), {j['expired']} expired; median "
                f"wait {_secs(j['median_wait_seconds'])})")
     n = r["not_offered"]
-    typer.echo(f"calls refused as not offered: {n['total']}" + (
+    click.echo(f"calls refused as not offered: {n['total']}" + (
         " (" + shown(", ".join(f"{t['tool']} {t['refused']}" for t in n["by_tool"][:5]), one_line=True) + ")"
         if n["by_tool"] else ""))
     if r["tainted_conversations"]:
-        typer.echo("conversations tainted, per connector: " + shown(", ".join(
+        click.echo("conversations tainted, per connector: " + shown(", ".join(
             f"{t['connector']} {t['conversations']}" for t in r["tainted_conversations"]), one_line=True))
     if r["suggestions"]:
-        typer.echo("\nSuggestions (nothing changes until you run one):")
+        click.echo("\nSuggestions (nothing changes until you run one):")
         for s in r["suggestions"]:
-            typer.echo(f"- {shown(s['text'], one_line=True)}\n    {shown(s['command'], one_line=True)}")
+            click.echo(f"- {shown(s['text'], one_line=True)}\n    {shown(s['command'], one_line=True)}")
     else:
-        typer.echo("\nNo suggestions.")
+        click.echo("\nNo suggestions.")

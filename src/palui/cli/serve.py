@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import typer
+import click
 
 from palui.cli.common import app, fail, service
 from palui.errors import ConfigError
 
 
 @app.command("serve")
-def serve_cmd(
-    host: str | None = typer.Option(None, "--host", help="Address to listen on (default serve.host, 127.0.0.1)."),
-    port: int | None = typer.Option(None, "--port", help="Port (default serve.port, 8765; 0 picks a free one)."),
-) -> None:
+@click.option("--host", help="Address to listen on (default serve.host, 127.0.0.1).")
+@click.option("--port", type=int, help="Port (default serve.port, 8765; 0 picks a free one).")
+def serve_cmd(host: str | None, port: int | None) -> None:
     """Run the service: scheduler, webhooks, the JSON API and the web page. Stops cleanly on SIGTERM/SIGINT."""
     from palui import channels
     from palui.server.main import serve
@@ -24,7 +23,7 @@ def serve_cmd(
             svc,
             host or svc.settings.get("serve.host"),
             svc.settings.get("serve.port") if port is None else port,
-            typer.echo,
+            click.echo,
             tick_seconds=float(__import__("os").environ.get("PALUI_TICK_SECONDS", "1")),
         )
     except ConfigError as e:  # the full apprise check (every other start checks the syntax only)

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import typer
+import click
 
 from palui.cli.common import connectors_app, emit_json, service
 from palui.errors import UsageError
@@ -63,10 +63,10 @@ def terminal_sign_in(no_browser: bool = False) -> SignIn:
                 opened = webbrowser.open(url)
             except webbrowser.Error:
                 opened = False
-        typer.echo("The server wants you to sign in. " + ("Your browser was opened at:" if opened
+        click.echo("The server wants you to sign in. " + ("Your browser was opened at:" if opened
                                                           else "Open this address in a browser:"))
-        typer.echo(f"  {url}")
-        typer.echo("Palui waits (5 minutes at most). If the browser cannot come back to this machine, paste the "
+        click.echo(f"  {url}")
+        click.echo("Palui waits (5 minutes at most). If the browser cannot come back to this machine, paste the "
                    "address it ended on here:", err=True)
 
     async def paste() -> str:
@@ -99,14 +99,14 @@ def client_option(client_id: str | None, secret_file: Path | None, auth: str) ->
 
 
 @connectors_app.command("login")
-def connectors_login(
-    cid: str = typer.Argument(..., metavar="ID"),
-    client_id: str | None = typer.Option(None, "--client-id", help="A client you registered at the server yourself."),
-    client_secret_file: Path | None = typer.Option(None, "--client-secret-file", help="Its secret, from this file."),
-    client_auth: str = typer.Option("basic", "--client-auth", help="How the client authenticates: basic or post."),
-    no_browser: bool = typer.Option(False, "--no-browser", help="Print the address instead of opening a browser."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-) -> None:
+@click.argument("cid", metavar="ID")
+@click.option("--client-id", help="A client you registered at the server yourself.")
+@click.option("--client-secret-file", type=click.Path(path_type=Path), help="Its secret, from this file.")
+@click.option("--client-auth", default="basic", help="How the client authenticates: basic or post.")
+@click.option("--no-browser", is_flag=True, help="Print the address instead of opening a browser.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def connectors_login(cid: str, client_id: str | None, client_secret_file: Path | None, client_auth: str,
+                     no_browser: bool, as_json: bool) -> None:
     """Sign in to a remote MCP server (OAuth); its tools are offered again."""
     import asyncio
 
@@ -122,16 +122,17 @@ def connectors_login(
     r = asyncio.run(go())
     if as_json:
         return emit_json(r)
-    typer.echo(f"{cid}: signed in and connected" if r["signed_in"] else f"{cid}: connected (no sign-in was needed)")
+    click.echo(f"{cid}: signed in and connected" if r["signed_in"] else f"{cid}: connected (no sign-in was needed)")
 
 
 @connectors_app.command("logout")
-def connectors_logout(cid: str = typer.Argument(..., metavar="ID"),
-                      as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+@click.argument("cid", metavar="ID")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def connectors_logout(cid: str, as_json: bool) -> None:
     """Sign out of a remote MCP server: its tokens are revoked (where the server offers it) and deleted."""
     import asyncio
 
     r = asyncio.run(service().mcp_logout_async(cid))
     if as_json:
         return emit_json(r)
-    typer.echo(f"{cid}: signed out (tokens deleted; revocation: {r['revocation']})")
+    click.echo(f"{cid}: signed out (tokens deleted; revocation: {r['revocation']})")

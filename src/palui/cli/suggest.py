@@ -5,7 +5,7 @@ The tool names and descriptions shown are the server's own words: printed escape
 
 from __future__ import annotations
 
-import typer
+import click
 
 from palui.cli.common import emit_json, service, table, tools_app
 from palui.text.display import shown
@@ -17,13 +17,11 @@ def _short(text: str, n: int = 60) -> str:
 
 
 @tools_app.command("suggest")
-def tools_suggest(
-    connector: str = typer.Argument(..., metavar="CONNECTOR"),
-    accept: bool = typer.Option(False, "--accept", help="Accept every write and destructive suggestion (never read)."),
-    accept_tool: str | None = typer.Option(None, "--accept-tool", metavar="NAME",
-                                           help="Accept one tool's suggestion (the way to accept a read one)."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-) -> None:
+@click.argument("connector", metavar="CONNECTOR")
+@click.option("--accept", is_flag=True, help="Accept every write and destructive suggestion (never read).")
+@click.option("--accept-tool", metavar="NAME", help="Accept one tool's suggestion (the way to accept a read one).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def tools_suggest(connector: str, accept: bool, accept_tool: str | None, as_json: bool) -> None:
     """Suggest a class for each unknown tool of CONNECTOR from its name and description; nothing changes
     until you accept."""
     svc = service()
@@ -34,16 +32,16 @@ def tools_suggest(
         got = svc.accept_suggestion(accept_tool, expected or "")
         if as_json:
             return emit_json([got])
-        typer.echo(f"{got['name']}: class {got['suggestion']} (user) — {shown(got['reason'], one_line=True)}")
+        click.echo(f"{got['name']}: class {got['suggestion']} (user) — {shown(got['reason'], one_line=True)}")
         return
     if accept:
         done = svc.accept_suggestions(connector)
         if as_json:
             return emit_json(done)
         for s in done:
-            typer.echo(f"{s['name']}: class {s['suggestion']} (user) — {shown(s['reason'], one_line=True)}")
+            click.echo(f"{s['name']}: class {s['suggestion']} (user) — {shown(s['reason'], one_line=True)}")
         left = [r for r in svc.suggest_classes(connector) if r["suggestion"] == "read"]
-        typer.echo(f"{len(done)} suggestion(s) accepted" + (
+        click.echo(f"{len(done)} suggestion(s) accepted" + (
             f"; {len(left)} read suggestion(s) are accepted one at a time: palui tools suggest {connector} "
             f"--accept-tool NAME" if left else ""))
         return
@@ -51,12 +49,12 @@ def tools_suggest(
     if as_json:
         return emit_json(rows)
     if not rows:
-        typer.echo(f"{connector} has no tool without a class")
+        click.echo(f"{connector} has no tool without a class")
         return
     table([[r["name"], r["suggestion"] or "(unknown)", r["reason"], _short(r["description"])] for r in rows],
           ["NAME", "SUGGESTED", "WHY", "DESCRIPTION (the server's words)"])
     bulk = sum(1 for r in rows if r["suggestion"] in ("write", "destructive"))
     reads = sum(1 for r in rows if r["suggestion"] == "read")
-    typer.echo(f"Nothing is changed yet. palui tools suggest {connector} --accept takes the {bulk} write and "
+    click.echo(f"Nothing is changed yet. palui tools suggest {connector} --accept takes the {bulk} write and "
                f"destructive suggestion(s)" + (f"; accept each of the {reads} read suggestion(s) alone: palui "
                                                f"tools suggest {connector} --accept-tool NAME" if reads else "") + ".")

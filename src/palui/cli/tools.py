@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-import typer
+import click
 
 from palui.cli.common import connectors_app, emit_json, fail, policy_app, service, table, tools_app, tools_service
 from palui.errors import UsageError
@@ -15,7 +15,8 @@ from palui.types import NEEDS_TASKS, Origin
 # -- connectors -----------------------------------------------------------------------------
 
 @connectors_app.command("list")
-def connectors_list(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def connectors_list(as_json: bool) -> None:
     """List connectors with their state and tool counts."""
     rows = tools_service().connectors()
     if as_json:
@@ -28,8 +29,9 @@ def connectors_list(as_json: bool = typer.Option(False, "--json", help="Print JS
 # -- tools ----------------------------------------------------------------------------------
 
 @tools_app.command("list")
-def tools_list(connector: str | None = typer.Option(None, "--connector", help="Only this connector's tools."),
-               as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+@click.option("--connector", help="Only this connector's tools.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def tools_list(connector: str | None, as_json: bool) -> None:
     """List tools: model-visible name, class and its source, switch, flags."""
     rows = tools_service().tools(connector)
     if as_json:
@@ -43,51 +45,57 @@ def tools_list(connector: str | None = typer.Option(None, "--connector", help="O
 
 
 @tools_app.command("set-class")
-def tools_set_class(name: str, tool_class: str = typer.Argument(..., metavar="read|write|destructive")) -> None:
+@click.argument("name")
+@click.argument("tool_class", metavar="read|write|destructive")
+def tools_set_class(name: str, tool_class: str) -> None:
     """Set a tool's class (your choice beats builtin and hints)."""
     row = service().set_class(name, tool_class)
-    typer.echo(f"{row.name}: class {row.tool_class.value} (source {row.class_source.value})")
+    click.echo(f"{row.name}: class {row.tool_class.value} (source {row.class_source.value})")
 
 
 @tools_app.command("reset")
+@click.argument("name")
 def tools_reset(name: str) -> None:
     """Drop your class choice for a tool."""
     row = service().reset_class(name)
-    typer.echo(f"{row.name}: class {row.tool_class.value} (source {row.class_source.value})")
+    click.echo(f"{row.name}: class {row.tool_class.value} (source {row.class_source.value})")
 
 
 @tools_app.command("enable")
-def tools_enable(names: list[str]) -> None:
+@click.argument("names", nargs=-1, required=True)
+def tools_enable(names: tuple[str, ...]) -> None:
     """Switch tools on."""
-    for r in service().set_enabled(names, True):
-        typer.echo(f"{r.name}: on")
+    for r in service().set_enabled(list(names), True):
+        click.echo(f"{r.name}: on")
 
 
 @tools_app.command("disable")
-def tools_disable(names: list[str]) -> None:
+@click.argument("names", nargs=-1, required=True)
+def tools_disable(names: tuple[str, ...]) -> None:
     """Switch tools off (never offered to the model)."""
-    for r in service().set_enabled(names, False):
-        typer.echo(f"{r.name}: off")
+    for r in service().set_enabled(list(names), False):
+        click.echo(f"{r.name}: off")
 
 
 @tools_app.command("enable-read")
-def tools_enable_read(connector: str | None = typer.Argument(None)) -> None:
+@click.argument("connector", required=False)
+def tools_enable_read(connector: str | None) -> None:
     """Switch on every read tool (of CONNECTOR, or of all), except tools flagged changed or holding hidden
     characters (named, with how to switch them on)."""
     svc = service()
     rows = svc.enable_read(connector)
     for r in rows:
-        typer.echo(f"{r.name}: on")
-    typer.echo(f"{len(rows)} read tool(s) switched on")
+        click.echo(f"{r.name}: on")
+    click.echo(f"{len(rows)} read tool(s) switched on")
     # Read tools it leaves off on purpose, named with why and how (docs/mcp.md; a new-user trial missed them).
     for r in svc.tools(connector):
         if r.tool_class.value == "read" and not r.enabled and (r.changed or r.hidden):
             why = ("its definition holds hidden characters: see it escaped with palui tools show NAME, then "
                    "palui tools enable NAME") if r.hidden else "it is flagged changed: palui tools review NAME"
-            typer.echo(f"left off: {visible(r.name)}: {why}")
+            click.echo(f"left off: {visible(r.name)}: {why}")
     warning = svc.tool_budget_warning()
     if warning:
-        typer.echo(f"warning: {warning}", err=True)
+        click.echo(f"warning: {warning}", err=True)
 
 
 KIND_WORDS = {
@@ -108,19 +116,21 @@ def _json_block(value) -> list[str]:
 def _print_pending(d: dict) -> None:
     """The pending change of a flagged tool: what kind, then a unified diff per changed part."""
     p = d["pending"]
-    typer.echo(f"Pending change ({p['kind']}): {KIND_WORDS.get(p['kind'], 'changed since you accepted it')}.")
+    click.echo(f"Pending change ({p['kind']}): {KIND_WORDS.get(p['kind'], 'changed since you accepted it')}.")
     if p.get("previous_user_class"):
-        typer.echo(f"  (your class was {p['previous_user_class']})")
+        click.echo(f"  (your class was {p['previous_user_class']})")
     if p["kind"] == "changed":
-        typer.echo(f"  Accepting switches it {'back on' if p.get('was_enabled') else 'nowhere: it stays off'}.")
+        click.echo(f"  Accepting switches it {'back on' if p.get('was_enabled') else 'nowhere: it stays off'}.")
     if not p["changes"]:
-        typer.echo("  No difference from the accepted definition: the server went back to it after a change.")
+        click.echo("  No difference from the accepted definition: the server went back to it after a change.")
     for part in p["changes"]:
-        typer.echo(part["diff"])
+        click.echo(part["diff"])
 
 
 @tools_app.command("show")
-def tools_show(name: str, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def tools_show(name: str, as_json: bool) -> None:
     """Show a tool's stored definition and, if flagged, the pending change as a diff."""
     svc = service()
     d = svc.tool_details(name)
@@ -141,32 +151,32 @@ def tools_show(name: str, as_json: bool = typer.Option(False, "--json", help="Pr
         )
         if on
     ]
-    typer.echo(d["name"])
-    typer.echo(f"  connector:    {d['connector']}")
-    typer.echo(f"  raw name:     {visible(d['tool'])}")
-    typer.echo(f"  class:        {d['class']} ({d['class_source']})")
-    typer.echo(f"  switch:       {'on' if d['enabled'] else 'off'}")
-    typer.echo(f"  flags:        {', '.join(flags) or '-'}")
-    typer.echo("  description:")
-    typer.echo("\n".join("    " + visible(line) for line in d["description"].split("\n")))
-    typer.echo("  input schema:")
-    typer.echo("\n".join(_json_block(d["input_schema"])))
-    typer.echo("  annotations (raw, as sent):")
-    typer.echo("\n".join(_json_block(d["annotations"])))
+    click.echo(d["name"])
+    click.echo(f"  connector:    {d['connector']}")
+    click.echo(f"  raw name:     {visible(d['tool'])}")
+    click.echo(f"  class:        {d['class']} ({d['class_source']})")
+    click.echo(f"  switch:       {'on' if d['enabled'] else 'off'}")
+    click.echo(f"  flags:        {', '.join(flags) or '-'}")
+    click.echo("  description:")
+    click.echo("\n".join("    " + visible(line) for line in d["description"].split("\n")))
+    click.echo("  input schema:")
+    click.echo("\n".join(_json_block(d["input_schema"])))
+    click.echo("  annotations (raw, as sent):")
+    click.echo("\n".join(_json_block(d["annotations"])))
     if d["pending"]:
-        typer.echo("")
+        click.echo("")
         _print_pending(d)
     if d["hidden_characters"]:
         svc.acknowledge_hidden(name, d["definition_hash"])
-        typer.echo("")
-        typer.echo("This definition has hidden characters (shown above as \\u… escapes); the model is sent it with them"
+        click.echo("")
+        click.echo("This definition has hidden characters (shown above as \\u… escapes); the model is sent it with them"
                    " removed. Having seen it, you may switch it on: palui tools enable " + d["name"])
 
 
 @tools_app.command("review")
-def tools_review(
-    name: str, yes: bool = typer.Option(False, "--yes", "-y", help="Accept without asking (after printing the diff).")
-) -> None:
+@click.argument("name")
+@click.option("--yes", "-y", "yes", is_flag=True, help="Accept without asking (after printing the diff).")
+def tools_review(name: str, yes: bool) -> None:
     """Show a changed tool's pending definition as a diff, then accept it if you confirm (SPEC §7)."""
     svc = service()
     d = svc.tool_details(name)
@@ -179,11 +189,11 @@ def tools_review(
                 f"not accepted: stdin is not a terminal; re-run with --yes to accept this definition "
                 f"(palui tools review {name} --yes)"
             )
-        if not typer.confirm("Accept this definition?", default=False):
+        if not click.confirm("Accept this definition?", default=False):
             fail(f"not accepted; {name} stays flagged" + (" and off" if not d["enabled"] else ""))
     # The fingerprint binds the acceptance to the change printed above (SPEC §7: no unseen definition).
     r = svc.review_tool(name, expected=d["pending"]["fingerprint"])
-    typer.echo(
+    click.echo(
         f"{r.name}: reviewed; class {r.tool_class.value} ({r.class_source.value}), {'on' if r.enabled else 'off'}"
     )
 
@@ -192,12 +202,11 @@ def tools_review(
 
 
 @policy_app.command("explain")
-def policy_explain(
-    name: str,
-    origin: str = typer.Option("chat", "--origin", help="chat, job or webhook"),
-    tainted: bool = typer.Option(False, "--tainted", help="Decide as in a tainted turn."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-) -> None:
+@click.argument("name")
+@click.option("--origin", default="chat", help="chat, job or webhook")
+@click.option("--tainted", is_flag=True, help="Decide as in a tainted turn.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def policy_explain(name: str, origin: str, tainted: bool, as_json: bool) -> None:
     """Print the verdict and reason for a tool in a situation (SPEC §3)."""
     try:
         o = Origin(origin)
@@ -206,8 +215,8 @@ def policy_explain(
     result = service().explain(name, o, tainted, "the --tainted option" if tainted else None)
     if as_json:
         return emit_json(result)
-    typer.echo(f"{result['verdict']}: {result['reason'].split(': ', 1)[-1]}")
-    typer.echo(
+    click.echo(f"{result['verdict']}: {result['reason'].split(': ', 1)[-1]}")
+    click.echo(
         f"  tool {visible(result['tool'])}, class {result['class']} ({result['class_source']}), "
         f"origin {result['origin']}, {'tainted' if tainted else 'untainted'}"
     )

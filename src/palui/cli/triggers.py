@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import typer
+import click
 
 from palui.cli import render
-from palui.cli.common import app, emit_json, group, service, table
+from palui.cli.common import emit_json, group, service, table
 from palui.cli.turns import finish_turn, live_service, run_async
 
-jobs_app = group("Scheduled jobs: prompts run on a cron schedule by the service.")
-webhooks_app = group("Inbound webhooks: signed deliveries summarised with no tools.")
-app.add_typer(jobs_app, name="jobs")
-app.add_typer(webhooks_app, name="webhooks")
+jobs_app = group("jobs", "Scheduled jobs: prompts run on a cron schedule by the service.")
+webhooks_app = group("webhooks", "Inbound webhooks: signed deliveries summarised with no tools.")
 
 
 def _short(text: str, n: int = 50) -> str:
@@ -20,40 +18,34 @@ def _short(text: str, n: int = 50) -> str:
 
 
 @jobs_app.command("add")
-def jobs_add(
-    name: str = typer.Argument(..., help="A name for the job."),
-    cron: str = typer.Option(..., "--cron", help='Five-field cron expression, e.g. "0 8 * * *", or @daily.'),
-    prompt: str = typer.Option(..., "--prompt", help="The message the job sends to the agent."),
-    token_cap: int | None = typer.Option(
-        None, "--token-cap", metavar="N", help="This job's daily token cap (default caps.job_daily_tokens)."
-    ),
-    tz: str | None = typer.Option(
-        None,
-        "--tz",
-        metavar="ZONE",
-        help="Time zone of the cron expression (default caps.timezone, else the system zone).",
-    ),
-    connector: list[str] = typer.Option(
-        [], "--connector", metavar="ID", help="Offer the job only this connector's tools (repeat for more)."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-) -> None:
+@click.argument("name", help="A name for the job.")
+@click.option("--cron", required=True, help='Five-field cron expression, e.g. "0 8 * * *", or @daily.')
+@click.option("--prompt", required=True, help="The message the job sends to the agent.")
+@click.option("--token-cap", type=int, metavar="N", help="This job's daily token cap (default caps.job_daily_tokens).")
+@click.option("--tz", metavar="ZONE",
+              help="Time zone of the cron expression (default caps.timezone, else the system zone).")
+@click.option("--connector", multiple=True, metavar="ID",
+              help="Offer the job only this connector's tools (repeat for more).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def jobs_add(name: str, cron: str, prompt: str, token_cap: int | None, tz: str | None, connector: tuple[str, ...],
+             as_json: bool) -> None:
     """Add a scheduled job. It runs while `palui serve` runs; runs missed meanwhile are coalesced into one."""
-    j = service().add_job(name, cron, prompt, token_cap, tz, connector or None)
+    j = service().add_job(name, cron, prompt, token_cap, tz, list(connector) or None)
     if as_json:
         return emit_json(j)
     scope = f"; only {', '.join(j['connectors'])}" if j["connectors"] else ""
-    typer.echo(f"job {j['name']} added ({j['cron']}, {j['tz']}{scope}); next run {j['next_run']}")
+    click.echo(f"job {j['name']} added ({j['cron']}, {j['tz']}{scope}); next run {j['next_run']}")
 
 
 @jobs_app.command("list")
-def jobs_list(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def jobs_list(as_json: bool) -> None:
     """List jobs: schedule, next run, last run and its status, tokens today against the job's cap."""
     rows = service().jobs()
     if as_json:
         return emit_json(rows)
     if not rows:
-        typer.echo("no jobs")
+        click.echo("no jobs")
         return
     table(
         [
@@ -74,28 +66,28 @@ def jobs_list(as_json: bool = typer.Option(False, "--json", help="Print JSON."))
         ["NAME", "CRON", "ZONE", "NEXT RUN", "LAST RUN", "LAST", "TOKENS", "CONNECTORS", "PROMPT"],
     )
     if service().jobs_paused():
-        typer.echo("jobs are paused by the emergency brake (palui stop --all); palui jobs resume")
+        click.echo("jobs are paused by the emergency brake (palui stop --all); palui jobs resume")
 
 
 @jobs_app.command("resume")
 def jobs_resume() -> None:
     """Let the jobs run again after palui stop --all (each from its next scheduled time)."""
     was = service().resume_jobs()
-    typer.echo("jobs resumed" if was else "jobs were not paused")
+    click.echo("jobs resumed" if was else "jobs were not paused")
 
 
 @jobs_app.command("remove")
-def jobs_remove(name: str = typer.Argument(..., help="The job's name.")) -> None:
+@click.argument("name", help="The job's name.")
+def jobs_remove(name: str) -> None:
     """Delete a job (its past turns and results stay)."""
     j = service().remove_job(name)
-    typer.echo(f"job {j['name']} removed")
+    click.echo(f"job {j['name']} removed")
 
 
 @jobs_app.command("run")
-def jobs_run(
-    name: str = typer.Argument(..., help="The job's name."),
-    as_json: bool = typer.Option(False, "--json", help="Print the turn result as JSON."),
-) -> None:
+@click.argument("name", help="The job's name.")
+@click.option("--json", "as_json", is_flag=True, help="Print the turn result as JSON.")
+def jobs_run(name: str, as_json: bool) -> None:
     """Run a job now (through the live service when one runs on this PALUI_HOME, else here)."""
     svc = service()
     printer = None if as_json else render.Printer(tz=svc.timezone())
@@ -110,14 +102,15 @@ def jobs_run(
 
 
 @webhooks_app.command("add")
-def webhooks_add(name: str = typer.Argument(..., help="A name for the webhook.")) -> None:
+@click.argument("name", help="A name for the webhook.")
+def webhooks_add(name: str) -> None:
     """Create a webhook; prints its URL and its secret, also as a Standard Webhooks `whsec_` secret
     (shown this once only)."""
     h = service().add_webhook(name)
-    typer.echo(f"url: {h['url']}")
-    typer.echo(f"secret: {h['secret']}")
-    typer.echo(f"standard webhooks secret: {h['whsec']}")
-    typer.echo(
+    click.echo(f"url: {h['url']}")
+    click.echo(f"secret: {h['secret']}")
+    click.echo(f"standard webhooks secret: {h['whsec']}")
+    click.echo(
         "Sign each delivery with HMAC-SHA256 of the body (header X-Palui-Signature: sha256=<hex>, or "
         "GitHub's X-Hub-Signature-256), or as Standard Webhooks (webhook-id, webhook-timestamp, "
         "webhook-signature; give the sender the whsec_ secret), or send the secret as "
@@ -129,13 +122,14 @@ def webhooks_add(name: str = typer.Argument(..., help="A name for the webhook.")
 
 
 @webhooks_app.command("list")
-def webhooks_list(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def webhooks_list(as_json: bool) -> None:
     """List webhooks: name, URL, deliveries in the last 24 h (never the secret)."""
     rows = service().webhooks()
     if as_json:
         return emit_json(rows)
     if not rows:
-        typer.echo("no webhooks")
+        click.echo("no webhooks")
         return
     table(
         [
@@ -147,7 +141,8 @@ def webhooks_list(as_json: bool = typer.Option(False, "--json", help="Print JSON
 
 
 @webhooks_app.command("remove")
-def webhooks_remove(name: str = typer.Argument(..., help="The webhook's name.")) -> None:
+@click.argument("name", help="The webhook's name.")
+def webhooks_remove(name: str) -> None:
     """Delete a webhook and its secret: its URL answers 404 from now on."""
     h = service().remove_webhook(name)
-    typer.echo(f"webhook {h['name']} removed")
+    click.echo(f"webhook {h['name']} removed")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-import typer
+import click
 
 from palui.cli import render
 from palui.cli.common import app, emit_json, fail, group, service
@@ -17,8 +17,7 @@ from palui.text.prompts import mark_line
 from palui.text.status import status_lines
 from palui.text.when import expiry, local
 
-approvals_app = group("Pending approvals: list, show, approve, deny.")
-app.add_typer(approvals_app, name="approvals")
+approvals_app = group("approvals", "Pending approvals: list, show, approve, deny.")
 
 EXIT = {"done": 0, "awaiting_approval": 0, "queued": 0}
 
@@ -37,7 +36,7 @@ def finish_turn(r: dict, as_json: bool, printer: render.Printer | None = None) -
         printer.outcome(r)
     else:
         render.outcome(r)
-    raise typer.Exit(exit_code(r["status"]))
+    raise click.exceptions.Exit(exit_code(r["status"]))
 
 
 def run_async(svc, coro):
@@ -78,16 +77,17 @@ def check_model(model: str | None, svc, as_json: bool = False, remote: bool = Fa
     except ModelConfigError as e:
         if as_json:
             emit_json({"status": "error", "answer": None, "error": str(e), "events": [], "usage": None})
-            raise typer.Exit(1) from None
+            raise click.exceptions.Exit(1) from None
         fail(str(e))
     return spec
 
 
 @app.command("run")
-def run_cmd(message: str = typer.Argument(..., help="The message for the agent."),
-            model: str | None = typer.Option(None, "--model", help="Model string, e.g. script:demo.json."),
-            conversation: str | None = typer.Option(None, "--conversation", help="Continue this conversation."),
-            as_json: bool = typer.Option(False, "--json", help="Print the result as JSON.")) -> None:
+@click.argument("message", help="The message for the agent.")
+@click.option("--model", help="Model string, e.g. script:demo.json.")
+@click.option("--conversation", help="Continue this conversation.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def run_cmd(message: str, model: str | None, conversation: str | None, as_json: bool) -> None:
     """Run one turn non-interactively and print the answer."""
     svc = service()
     client = live_service(svc)
@@ -128,41 +128,44 @@ def questions_for(svc, client):
 
 
 @approvals_app.command("list")
-def approvals_list(all_: bool = typer.Option(False, "--all", help="Include answered, expired and cancelled."),
-                   as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+@click.option("--all", "all_", is_flag=True, help="Include answered, expired and cancelled.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def approvals_list(all_: bool, as_json: bool) -> None:
     """List pending approvals (with --all, every approval)."""
     svc = service()
     rows = svc.approvals(None if all_ else "pending")
     if as_json:
         return emit_json(rows)
     if not rows:
-        typer.echo("no pending approvals" if not all_ else "no approvals")
+        click.echo("no pending approvals" if not all_ else "no approvals")
         return
     tz, now = svc.timezone(), time.time()
     for a in rows:
         tool = shown(a["tool"], one_line=True)
-        typer.echo(f"{a['id']}  {a['status']:<9} {tool} ({a['class']}) {render.exact(a['args'], 200)}")
+        click.echo(f"{a['id']}  {a['status']:<9} {tool} ({a['class']}) {render.exact(a['args'], 200)}")
         when = expiry(a["expires_at"], now, tz) if a["status"] == "pending" else f"answered via {a['answered_via']}" \
             if a["answered_via"] else f"expiry was {local(a['expires_at'], tz)}"
-        typer.echo(f"    {shown(a['reason'], one_line=True)}; {when}")
+        click.echo(f"    {shown(a['reason'], one_line=True)}; {when}")
         for m in a["untrusted_args"]:
-            typer.echo(f"    {mark_line(m)}")
+            click.echo(f"    {mark_line(m)}")
 
 
 @approvals_app.command("show")
-def approvals_show(approval_id: str, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+@click.argument("approval_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def approvals_show(approval_id: str, as_json: bool) -> None:
     """One approval with its exact arguments, in full."""
     a = service().approval(approval_id)
     if as_json:
         return emit_json(a)
-    typer.echo(f"approval {a['id']} ({a['status']}), turn {a['turn']}, origin {a['origin']}")
-    typer.echo(f"tool: {shown(a['tool'], one_line=True)} ({a['class']}, class from {a['class_source']})")
-    typer.echo(f"why: {shown(a['reason'], one_line=True)}")
-    typer.echo(f"created {a['created_at']}, expires {a['expires_at']}")
-    typer.echo("arguments (exact):")
-    typer.echo(shown_json(a["args"], indent=2))
+    click.echo(f"approval {a['id']} ({a['status']}), turn {a['turn']}, origin {a['origin']}")
+    click.echo(f"tool: {shown(a['tool'], one_line=True)} ({a['class']}, class from {a['class_source']})")
+    click.echo(f"why: {shown(a['reason'], one_line=True)}")
+    click.echo(f"created {a['created_at']}, expires {a['expires_at']}")
+    click.echo("arguments (exact):")
+    click.echo(shown_json(a["args"], indent=2))
     for m in a["untrusted_args"]:
-        typer.echo(mark_line(m))
+        click.echo(mark_line(m))
 
 
 def _answer(approval_id: str, approve: bool, as_json: bool, reason: str | None = None) -> None:
@@ -187,21 +190,25 @@ def _answer(approval_id: str, approve: bool, as_json: bool, reason: str | None =
 
 
 @approvals_app.command("approve")
-def approvals_approve(approval_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+@click.argument("approval_id")
+@click.option("--json", "as_json", is_flag=True)
+def approvals_approve(approval_id: str, as_json: bool) -> None:
     """Approve one pending call; the turn resumes here. Refused (exit 1) if expired, answered or unknown."""
     _answer(approval_id, True, as_json)
 
 
 @approvals_app.command("deny")
-def approvals_deny(approval_id: str,
-                   reason: str | None = typer.Option(None, "--reason", help="Why (told to the model, ≤1,000 chars)."),
-                   as_json: bool = typer.Option(False, "--json")) -> None:
+@click.argument("approval_id")
+@click.option("--reason", help="Why (told to the model, ≤1,000 chars).")
+@click.option("--json", "as_json", is_flag=True)
+def approvals_deny(approval_id: str, reason: str | None, as_json: bool) -> None:
     """Deny one pending call; the turn resumes and the model is told (with --reason, why)."""
     _answer(approval_id, False, as_json, (reason or "").strip() or None)
 
 
 @app.command("status")
-def status_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def status_cmd(as_json: bool) -> None:
     """Model, tokens today against the caps, runs in the last hour, pause, connectors, approvals."""
     svc = service()
     client = live_service(svc)
@@ -213,36 +220,38 @@ def status_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON.")
 
 def print_status(s: dict) -> None:
     for line in status_lines(s):
-        typer.echo(line)
+        click.echo(line)
 
 
 @app.command("inbox")
-def inbox_cmd(limit: int = typer.Option(50, "--limit"), as_json: bool = typer.Option(False, "--json")) -> None:
+@click.option("--limit", type=int, default=50)
+@click.option("--json", "as_json", is_flag=True)
+def inbox_cmd(limit: int, as_json: bool) -> None:
     """The person's channel: answers, job results, webhook summaries, approval requests, notices."""
     rows = service().inbox(limit)
     if as_json:
         return emit_json(rows)
     if not rows:
-        typer.echo("inbox is empty")
+        click.echo("inbox is empty")
     for r in rows:
-        typer.echo(f"{r['time'][:19]}  [{r['kind']}] {shown(r['text'])}")
+        click.echo(f"{r['time'][:19]}  [{r['kind']}] {shown(r['text'])}")
 
 
 @app.command("stop")
-def stop_cmd(conversation: str | None = typer.Option(None, "--conversation", help="Stop this conversation's turn."),
-             turn: str | None = typer.Option(None, "--turn", help="Stop this turn."),
-             every: bool = typer.Option(False, "--all", help="The emergency brake: stop every running, waiting or "
-                                                             "queued turn and pause the jobs until palui jobs "
-                                                             "resume.")) -> None:
+@click.option("--conversation", help="Stop this conversation's turn.")
+@click.option("--turn", help="Stop this turn.")
+@click.option("--all", "every", is_flag=True, help="The emergency brake: stop every running, waiting or queued turn "
+                                                   "and pause the jobs until palui jobs resume.")
+def stop_cmd(conversation: str | None, turn: str | None, every: bool) -> None:
     """Stop a running, waiting or queued turn from another terminal, and cancel its approvals."""
     if every:
         if conversation or turn:
             fail("--all stops everything: give it alone", 2)
         r = service().stop_all("cli")
-        typer.echo((f"stopped {', '.join(r['stopped'])}" if r["stopped"] else "no turn was running, waiting or queued")
+        click.echo((f"stopped {', '.join(r['stopped'])}" if r["stopped"] else "no turn was running, waiting or queued")
                    + "; jobs paused until palui jobs resume")
         return
     if not conversation and not turn:
         fail("give --conversation ID, --turn ID or --all", 2)
     ids = service().stop(conversation=conversation, turn=turn)
-    typer.echo(f"stopped {', '.join(ids)}" if ids else "nothing to stop")
+    click.echo(f"stopped {', '.join(ids)}" if ids else "nothing to stop")

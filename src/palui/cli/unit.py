@@ -18,14 +18,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import typer
+import click
 
-from palui.cli.common import app, group
+from palui.cli.common import group
 from palui.config import paths
 from palui.errors import PaluiError, UsageError
 
-service_app = group("Run palui serve at login (systemd user unit, launchd agent).")
-app.add_typer(service_app, name="service")
+service_app = group("service", "Run palui serve at login (systemd user unit, launchd agent).")
 
 UNIT_NAME = "palui.service"
 LAUNCHD_LABEL = "org.palui.serve"
@@ -104,9 +103,10 @@ def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
 
 
 @service_app.command("install")
-def install(enable: bool = typer.Option(True, "--enable/--no-enable", help="Enable and start it now."),
-            system: str | None = typer.Option(None, "--platform", hidden=True, help="linux or macos (tests)."),
-            show: bool = typer.Option(False, "--print", help="Print the unit and write nothing.")) -> None:
+@click.option("--enable/--no-enable", "enable", default=True, help="Enable and start it now.")
+@click.option("--platform", "system", hidden=True, help="linux or macos (tests).")
+@click.option("--print", "show", is_flag=True, help="Print the unit and write nothing.")
+def install(enable: bool, system: str | None, show: bool) -> None:
     """Write (and enable) a systemd user unit or a launchd agent that runs `palui serve` at login."""
     kind = _kind(system)
     home = os.environ.get("PALUI_HOME")
@@ -114,12 +114,12 @@ def install(enable: bool = typer.Option(True, "--enable/--no-enable", help="Enab
     content = systemd_unit(sys.executable, home, data_dir).encode() if kind == "systemd" else \
         launchd_plist(sys.executable, home, data_dir)
     if show:
-        typer.echo(content.decode())
+        click.echo(content.decode())
         return
     path = unit_path(kind)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(content)
-    typer.echo(f"wrote {path}")
+    click.echo(f"wrote {path}")
     if enable:
         cmds = ([["systemctl", "--user", "daemon-reload"], ["systemctl", "--user", "enable", "--now", UNIT_NAME]]
                 if kind == "systemd" else [["launchctl", "load", "-w", str(path)]])
@@ -127,37 +127,39 @@ def install(enable: bool = typer.Option(True, "--enable/--no-enable", help="Enab
             r = _run(cmd)
             if r.returncode != 0:
                 raise PaluiError(f"{' '.join(cmd)} failed: {r.stderr.strip() or r.stdout.strip()}")
-        typer.echo("enabled and started: palui serve now runs at login and restarts on failure")
+        click.echo("enabled and started: palui serve now runs at login and restarts on failure")
     else:
-        typer.echo("not enabled (--no-enable): " + ("systemctl --user enable --now palui.service"
+        click.echo("not enabled (--no-enable): " + ("systemctl --user enable --now palui.service"
                                                     if kind == "systemd" else f"launchctl load -w {path}"))
     if kind == "systemd":
-        typer.echo("to keep it running after you log out: loginctl enable-linger $USER")
-        typer.echo(f"provider keys (OPENAI_API_KEY=…) go into {data_dir / 'service.env'} (mode 0600)")
+        click.echo("to keep it running after you log out: loginctl enable-linger $USER")
+        click.echo(f"provider keys (OPENAI_API_KEY=…) go into {data_dir / 'service.env'} (mode 0600)")
 
 
 @service_app.command("status")
-def status(system: str | None = typer.Option(None, "--platform", hidden=True)) -> None:
+@click.option("--platform", "system", hidden=True)
+def status(system: str | None) -> None:
     """Is the unit installed, enabled and running?"""
     kind = _kind(system)
     path = unit_path(kind)
     if not path.exists():
-        typer.echo(f"not installed ({path} does not exist): palui service install")
-        raise typer.Exit(1)
-    typer.echo(f"installed: {path}")
+        click.echo(f"not installed ({path} does not exist): palui service install")
+        raise click.exceptions.Exit(1)
+    click.echo(f"installed: {path}")
     cmd = (["systemctl", "--user", "status", "--no-pager", UNIT_NAME] if kind == "systemd"
            else ["launchctl", "list", LAUNCHD_LABEL])
     try:
         r = _run(cmd)
     except PaluiError as e:
-        typer.echo(str(e))
+        click.echo(str(e))
         return
-    typer.echo((r.stdout or r.stderr).rstrip())
+    click.echo((r.stdout or r.stderr).rstrip())
 
 
 @service_app.command("uninstall")
-def uninstall(system: str | None = typer.Option(None, "--platform", hidden=True),
-              stop: bool = typer.Option(True, "--stop/--no-stop", help="Stop and disable it first.")) -> None:
+@click.option("--platform", "system", hidden=True)
+@click.option("--stop/--no-stop", "stop", default=True, help="Stop and disable it first.")
+def uninstall(system: str | None, stop: bool) -> None:
     """Stop, disable and remove the unit."""
     kind = _kind(system)
     path = unit_path(kind)
@@ -168,11 +170,11 @@ def uninstall(system: str | None = typer.Option(None, "--platform", hidden=True)
             try:
                 _run(cmd)
             except PaluiError as e:
-                typer.echo(str(e))
+                click.echo(str(e))
     if path.exists():
         path.unlink()
-        typer.echo(f"removed {path}")
+        click.echo(f"removed {path}")
     else:
-        typer.echo(f"not installed ({path})")
+        click.echo(f"not installed ({path})")
     if kind == "systemd" and stop and shutil.which("systemctl"):
         subprocess.run(["systemctl", "--user", "daemon-reload"], capture_output=True, timeout=60)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-import typer
+import click
 
 from palui.cli.common import app, fail, service
 from palui.cli.turns import check_model
@@ -30,7 +30,7 @@ def _conversation(svc: Any, conversation: str | None, resume: bool) -> tuple[str
     if resume:
         newest = svc.conversations(1, channel="terminal")
         if not newest:
-            typer.echo("(no earlier conversation started in the terminal: a new one starts)")
+            click.echo("(no earlier conversation started in the terminal: a new one starts)")
             return None, None
         conversation = newest[0]["id"]
     if conversation:
@@ -61,12 +61,10 @@ async def _main(svc: Any, info: Any, spec: str | None, conversation: str | None,
 
 
 @app.command("chat")
-def chat_cmd(
-    model: str | None = typer.Option(None, "--model", help="Model string, e.g. script:demo.json."),
-    conversation: str | None = typer.Option(None, "--conversation", metavar="ID",
-                                            help="Continue this conversation (palui conversations list)."),
-    resume: bool = typer.Option(False, "--resume", help="Continue the newest conversation started in the terminal."),
-) -> None:
+@click.option("--model", help="Model string, e.g. script:demo.json.")
+@click.option("--conversation", metavar="ID", help="Continue this conversation (palui conversations list).")
+@click.option("--resume", is_flag=True, help="Continue the newest conversation started in the terminal.")
+def chat_cmd(model: str | None, conversation: str | None, resume: bool) -> None:
     """Talk to Palui in the terminal. Commands: /stop /status /why /approve /deny /answer ID /new /help /quit."""
     from palui.server.discovery import find_service
 
