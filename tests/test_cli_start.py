@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +89,17 @@ def test_option_values_are_converted_as_before(cli):
     assert cli.json("jobs", "list", "--json")[0]["token_cap"] == 500
     r = cli("tool", "list")  # not a command: every module is loaded and click says so
     assert r.returncode == 2 and "No such command 'tool'" in r.stderr
+
+
+def test_the_light_service_answers_as_the_full_one():
+    # `palui tools list` builds the tools part alone (issue 11): each method a front end calls on it must
+    # be the full service's own (one another part overrides, like connectors(), would answer differently).
+    from palui.service import Service
+    from palui.service.light import LIGHT_METHODS, ToolsService
+
+    for name in LIGHT_METHODS:
+        assert getattr(Service, name) is getattr(ToolsService, name), name
+    assert Service.connectors is not ToolsService.connectors  # what the check above guards against
+    src = (Path(__file__).parent.parent / "src" / "palui").rglob("*.py")
+    calls = {m for p in src for m in re.findall(r"tools_service\(\)\.(\w+)", p.read_text())}
+    assert calls and calls <= set(LIGHT_METHODS), calls

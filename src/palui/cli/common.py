@@ -71,7 +71,8 @@ def service():
 
 def tools_service():
     """The tools part alone (:class:`palui.service.light.ToolsService`), for commands that only read
-    the catalog: it starts with a third of the imports of :func:`service` (issue 11)."""
+    the catalog: it starts with a third of the imports of :func:`service` (issue 11). Call only
+    its ``LIGHT_METHODS`` (a method another part overrides answers differently here)."""
     from palui.service.light import ToolsService
 
     try:

@@ -18,7 +18,7 @@ from palui.types import NEEDS_TASKS, Origin
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def connectors_list(as_json: bool) -> None:
     """List connectors with their state and tool counts."""
-    rows = tools_service().connectors()
+    rows = service().connectors()
     if as_json:
         return emit_json(rows)
     table([[r["id"], r["kind"], r["state"], f"{r['enabled_tools']}/{r['tools']}",
