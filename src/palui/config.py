@@ -29,6 +29,7 @@ from typing import Any
 
 from palui.config_models import ModelEntry, Tables, env_model_field, file_model_tables
 from palui.errors import ConfigError
+from palui.home import paths as paths  # re-exported: where PALUI_HOME, the data and the config file are
 
 __all__ = ["ModelEntry", "Settings", "documented_keys", "load_settings", "paths"]
 
@@ -256,19 +257,6 @@ def _flatten(where: str, table: dict[str, Any], prefix: str = "") -> dict[str, A
                 raise ConfigError(f"{where}: unknown key '{key}'")
             out[key] = v
     return out
-
-
-def paths(env: Mapping[str, str] | None = None) -> tuple[Path, Path, Path]:
-    """(home, data_dir, config_file) for this environment."""
-    home = (os.environ if env is None else env).get("PALUI_HOME")
-    if home:
-        h = Path(home).expanduser().resolve()
-        return h, h, h / "palui.toml"
-    import platformdirs  # only without PALUI_HOME (issue 11: every command pays for its imports)
-
-    cfg = Path(platformdirs.user_config_dir("palui"))
-    data = Path(platformdirs.user_data_dir("palui"))
-    return data, data, cfg / "palui.toml"
 
 
 def load_settings(env: dict[str, str] | None = None) -> Settings:

@@ -55,7 +55,7 @@ def _setup_process() -> None:
 
     os.umask(0o077)
     try:
-        from palui.config import paths
+        from palui.home import paths
 
         _home, data_dir, _cfg = paths()
         logs = data_dir / "logs"

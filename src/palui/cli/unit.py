@@ -21,8 +21,8 @@ from pathlib import Path
 import click
 
 from palui.cli.common import group
-from palui.config import paths
 from palui.errors import PaluiError, UsageError
+from palui.home import paths
 
 service_app = group("service", "Run palui serve at login (systemd user unit, launchd agent).")
 

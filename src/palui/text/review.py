@@ -13,7 +13,6 @@ diffs, the connector sheet shows the same lines with :func:`review_view`.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
@@ -70,6 +69,8 @@ def unified_diff(old: Any, new: Any, title: str, context: int = 3) -> str:
 
 def review_fingerprint(review_json: str | None) -> str | None:
     """SHA-256 hex of the stored ``review_json`` text: names exactly the pending change a person saw."""
+    import hashlib  # issue 11: not on every CLI start
+
     return hashlib.sha256(review_json.encode()).hexdigest() if review_json else None
 
 
