@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from palui.cli.common import app
+from palui.cli.common import app, said
 from palui.errors import PaluiError, UsageError
 
 # Command modules, registered in this order (a missing optional module is skipped only
@@ -76,8 +76,9 @@ def main() -> None:
     try:
         app()  # standalone: click prints usage errors and exits 2
     except UsageError as e:
-        click.echo(f"palui: {e}", err=True)
+        click.echo(f"palui: {said(str(e))}", err=True)
         sys.exit(2)
     except PaluiError as e:
-        click.echo(f"palui: {e}", err=True)
+        click.echo(f"palui: {said(str(e))}", err=True)
         sys.exit(1)
+

@@ -7,14 +7,14 @@ import json
 import click
 
 from palui.cli import render
-from palui.cli.common import app, emit_json, service, table
+from palui.cli.common import LIMIT, app, emit_json, service, table
 from palui.text.display import shown
 
 
 # ``palui audit`` alone lists the log (this group's callback); its help is the group's, not the docstring.
 @app.group("audit", help="The tool-call log: list it, verify its hash chain, export it.", invoke_without_command=True)
 @click.option("--turn", help="Only this turn's calls.")
-@click.option("--limit", type=int, default=200, help="At most this many rows (newest).")
+@click.option("--limit", type=LIMIT, default=200, help="At most this many rows (newest).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def audit_app(ctx: click.Context, turn: str | None, limit: int, as_json: bool) -> None:

@@ -54,8 +54,24 @@ tools_app = group("tools", "Tools: classes, switches, review.")
 policy_app = group("policy", "The decision matrix: why a tool runs, asks or is not offered.")
 
 
+# Whole-number options and arguments, bounded so that a huge value is a usage error (exit 2), not an
+# overflow deep in SQLite (whose integers are 64-bit) or a negative LIMIT that means "no limit".
+LIMIT = click.IntRange(1, 1_000_000)  # --limit N: how many rows to show
+ROW_ID = click.IntRange(1, 2**63 - 1)  # a memory's or task's id
+WHOLE = click.IntRange(max=2**63 - 1)  # a number the service checks further (a token cap, a size)
+
+
+def said(message: str) -> str:
+    """An error message as printed: escaped (issue 10 §2) when it holds a raw control, bidi or other
+    hidden character (a path or name put in it as given); one without (every message whose names were
+    escaped where it was made) is printed as it is, so its escapes are not doubled."""
+    from palui.text.escape import has_hidden
+
+    return shown(message, note=False) if has_hidden(message) else message
+
+
 def fail(message: str, code: int = 1) -> None:
-    click.echo(f"palui: {message}", err=True)
+    click.echo(f"palui: {said(message)}", err=True)
     raise click.exceptions.Exit(code)
 
 

@@ -7,7 +7,7 @@ import time
 
 import click
 
-from palui.cli.common import emit_json, group, service, table
+from palui.cli.common import LIMIT, emit_json, group, service, table
 from palui.text.display import shown
 from palui.text.when import local, relative
 
@@ -20,7 +20,7 @@ def channel_word(channel: str | None) -> str:
 
 
 @conversations_app.command("list")
-@click.option("--limit", type=int, default=20, help="At most this many (newest first).")
+@click.option("--limit", type=LIMIT, default=20, help="At most this many (newest first).")
 @click.option("--channel", help="Only those started on this channel (terminal, cli, web, api, job, webhook, …).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def conversations_list(limit: int, channel: str | None, as_json: bool) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from palui.cli.common import app, emit_json, service
+from palui.text.display import shown
 
 
 @app.command("prune")
@@ -29,4 +30,4 @@ def backup_cmd(file: str, as_json: bool) -> None:
     r = service().backup(file)
     if as_json:
         return emit_json(r)
-    click.echo(f"backup written: {r['file']} ({r['bytes']} bytes)")
+    click.echo(f"backup written: {shown(r['file'], one_line=True)} ({r['bytes']} bytes)")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from palui.cli.common import connectors_app, emit_json, service
+from palui.cli.common import WHOLE, connectors_app, emit_json, service
 from palui.errors import UsageError
 from palui.text.display import shown, shown_json
 
@@ -33,7 +33,7 @@ def _print_report(r: dict) -> None:
 @click.option("--cwd", help="Working directory of a stdio server.")
 @click.option("--enable-read", is_flag=True, help="Switch on its read tools at once.")
 @click.option("--timeout", type=float, metavar="S", help="Per-call timeout in seconds.")
-@click.option("--max-output", type=int, metavar="BYTES", help="Output size limit in bytes.")
+@click.option("--max-output", type=WHOLE, metavar="BYTES", help="Output size limit in bytes.")
 @click.option("--client-id", help="OAuth: a client you registered yourself.")
 @click.option("--client-secret-file", type=click.Path(path_type=Path), help="OAuth: its secret file.")
 @click.option("--client-auth", default="basic", help="OAuth: how the client authenticates (basic|post).")

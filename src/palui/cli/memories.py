@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from palui.cli.common import emit_json, group, service, table
+from palui.cli.common import LIMIT, ROW_ID, emit_json, group, service, table
 from palui.text.display import shown
 
 memories_app = group("memories", "Your saved memories: list, forget, mark trusted.")
@@ -17,7 +17,7 @@ def _short(text: str, width: int = 60) -> str:
 
 
 @memories_app.command("list")
-@click.option("--limit", type=click.IntRange(min=1), default=100, help="How many, newest first.")
+@click.option("--limit", type=LIMIT, default=100, help="How many, newest first.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def memories_list(limit: int, as_json: bool) -> None:
     """List memories, newest first, with their provenance (untrusted ones taint the turns that read them)."""
@@ -33,7 +33,7 @@ def memories_list(limit: int, as_json: bool) -> None:
 
 
 @memories_app.command("forget")
-@click.argument("memory_id", metavar="ID", type=int)
+@click.argument("memory_id", metavar="ID", type=ROW_ID)
 def memories_forget(memory_id: int) -> None:
     """Delete a memory."""
     m = service().forget_memory(memory_id)
@@ -41,7 +41,7 @@ def memories_forget(memory_id: int) -> None:
 
 
 @memories_app.command("trust")
-@click.argument("memory_id", metavar="ID", type=int)
+@click.argument("memory_id", metavar="ID", type=ROW_ID)
 def memories_trust(memory_id: int) -> None:
     """Mark a memory trusted: reading it no longer taints a turn."""
     m = service().trust_memory(memory_id)
@@ -65,7 +65,7 @@ def tasks_list(status: str, as_json: bool) -> None:
 
 
 @tasks_app.command("forget")
-@click.argument("task_id", metavar="ID", type=int)
+@click.argument("task_id", metavar="ID", type=ROW_ID)
 def tasks_forget(task_id: int) -> None:
     """Delete a task."""
     t = service().forget_task(task_id)
@@ -73,7 +73,7 @@ def tasks_forget(task_id: int) -> None:
 
 
 @tasks_app.command("trust")
-@click.argument("task_id", metavar="ID", type=int)
+@click.argument("task_id", metavar="ID", type=ROW_ID)
 def tasks_trust(task_id: int) -> None:
     """Mark a task trusted: reading it no longer taints a turn."""
     t = service().trust_task(task_id)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from palui.cli import render
-from palui.cli.common import emit_json, group, service, table
+from palui.cli.common import WHOLE, emit_json, group, service, table
 from palui.cli.turns import finish_turn, live_service, run_async
 
 jobs_app = group("jobs", "Scheduled jobs: prompts run on a cron schedule by the service.")
@@ -21,7 +21,8 @@ def _short(text: str, n: int = 50) -> str:
 @click.argument("name", help="A name for the job.")
 @click.option("--cron", required=True, help='Five-field cron expression, e.g. "0 8 * * *", or @daily.')
 @click.option("--prompt", required=True, help="The message the job sends to the agent.")
-@click.option("--token-cap", type=int, metavar="N", help="This job's daily token cap (default caps.job_daily_tokens).")
+@click.option("--token-cap", type=WHOLE, metavar="N",
+              help="This job's daily token cap (default caps.job_daily_tokens).")
 @click.option("--tz", metavar="ZONE",
               help="Time zone of the cron expression (default caps.timezone, else the system zone).")
 @click.option("--connector", multiple=True, metavar="ID",

@@ -10,7 +10,7 @@ import time
 import click
 
 from palui.cli import render
-from palui.cli.common import app, emit_json, fail, group, service
+from palui.cli.common import LIMIT, app, emit_json, fail, group, service
 from palui.errors import ModelConfigError
 from palui.text.display import shown, shown_json
 from palui.text.prompts import mark_line
@@ -224,7 +224,7 @@ def print_status(s: dict) -> None:
 
 
 @app.command("inbox")
-@click.option("--limit", type=int, default=50)
+@click.option("--limit", type=LIMIT, default=50)
 @click.option("--json", "as_json", is_flag=True)
 def inbox_cmd(limit: int, as_json: bool) -> None:
     """The person's channel: answers, job results, webhook summaries, approval requests, notices."""

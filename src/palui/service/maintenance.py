@@ -19,6 +19,7 @@ from typing import Any
 from palui.errors import PaluiError, UsageError
 from palui.service.core import ServiceCore
 from palui.store import retention
+from palui.text.display import shown
 
 DAY = 86400.0
 
@@ -34,8 +35,12 @@ class MaintenancePart(ServiceCore):
     def prune(self, before: str) -> dict[str, Any]:
         """Delete untrusted content, inbox messages and webhook deliveries older than ``before``
         (``YYYY-MM-DD``, midnight in ``caps.timezone``, or an ISO 8601 time). Audit rows are kept.
-        Returns ``{"before": ISO time, "deleted": {table: rows}}``. Raises UsageError for a bad date."""
+        Returns ``{"before": ISO time, "deleted": {table: rows}}``. Raises UsageError for a bad date
+        or one later than now (a mistyped year must not delete everything: nothing is lost by a typo)."""
         when = self._parse_before(before)
+        if when.timestamp() > time.time():
+            raise UsageError(f"--before {before.strip()}: that is later than now; prune deletes what is older "
+                             "than a past date (every row older than today: --before today's date)")
         deleted = retention.prune(self.db, when.timestamp(), batch=None)
         return {"before": when.isoformat(), "deleted": deleted}
 
@@ -47,22 +52,28 @@ class MaintenancePart(ServiceCore):
                 when = datetime(d.year, d.month, d.day, tzinfo=tz)
             else:
                 when = datetime.fromisoformat(text.strip())
-        except ValueError:
-            raise UsageError(f"--before {text!r}: give a date (YYYY-MM-DD) or an ISO 8601 time") from None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=tz) if tz is not None else when.astimezone()
-        return when.astimezone(tz) if tz is not None else when.astimezone()
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=tz) if tz is not None else when.astimezone()
+            when = when.astimezone(tz) if tz is not None else when.astimezone()
+            when.timestamp()  # a year too early or late for the clock fails here, not in the delete
+        except (ValueError, OverflowError, OSError):
+            raise UsageError(f"--before {shown(text, one_line=True)}: give a date (YYYY-MM-DD) or an ISO 8601 "
+                             "time") from None
+        return when
 
     def backup(self, target: str | Path) -> dict[str, Any]:
         """Copy the database into the new file ``target`` (mode 0600) while everything keeps running.
         Returns ``{"file", "bytes"}``. Raises PaluiError when the file exists or cannot be written."""
         import sqlite3
 
+        if not str(target).strip():
+            raise UsageError("a backup needs a file name (palui backup FILE)")
         path = Path(target).expanduser()
         try:
             self.db.backup(path)
         except FileExistsError:
-            raise PaluiError(f"{path} exists already: give a new file name") from None
+            raise PaluiError(f"{shown(str(path), one_line=True)} exists already: give a new file name") from None
         except (OSError, sqlite3.Error) as e:
-            raise PaluiError(f"cannot write the backup to {path}: {e}") from None
+            raise PaluiError(f"cannot write the backup to {shown(str(path), one_line=True)}: "
+                             f"{shown(str(e), one_line=True)}") from None
         return {"file": str(path.resolve()), "bytes": path.stat().st_size}

@@ -14,7 +14,7 @@ from palui.service.core import ServiceCore
 from palui.store import tools as tools_store
 from palui.store.tools import ToolRow
 from palui.text.review import review_changes, review_fingerprint
-from palui.types import Origin, ToolClass
+from palui.types import Origin, ToolClass, Verdict
 
 BUILTIN_NAMES = {"recall": "Memories", "tasks": "Tasks", "web": "Web pages", "messages": "Messages"}
 
@@ -52,7 +52,7 @@ class ToolsPart(ServiceCore):
 
     def tools(self, connector: str | None = None) -> list[ToolRow]:
         """Stored tools still listed by their connector, with effective classes."""
-        if connector:
+        if connector is not None:  # an empty name is an unknown connector, never "every connector"
             self._connector_exists(connector)
         return tools_store.list_tools(self.db, connector, present_only=True)
 
@@ -232,9 +232,14 @@ class ToolsPart(ServiceCore):
         """``palui policy explain``: ``{"tool","class","class_source","origin","tainted","verdict","reason"}``."""
         row = self.tool(name)
         d = decide(row.tool_class, row.enabled, origin, tainted, taint_source)
+        verdict, reason, source = d.verdict.value, d.reason, d.source
+        if d.offered and not row.connector_enabled:  # the connector's switch is above the tool's
+            verdict, reason, source = (Verdict.OFF.value, f"its connector {row.connector} is disabled "
+                                       f"(palui connectors enable {row.connector})", "switch")
+        elif d.offered and not row.present:
+            verdict, reason, source = (Verdict.UNAVAILABLE.value, "its server no longer lists it", "switch")
         return {
             "tool": row.name, "class": row.tool_class.value, "class_source": row.class_source.value,
-            "origin": origin.value, "tainted": tainted, "verdict": d.verdict.value, "reason": d.reason,
-            "source": d.source,
+            "origin": origin.value, "tainted": tainted, "verdict": verdict, "reason": reason, "source": source,
         }
 

@@ -134,8 +134,9 @@ class Database:
     def backup(self, target: Path | str) -> Path:
         """Copy the whole database into the new file ``target`` with SQLite's online backup API: a
         consistent snapshot, safe while other connections and processes read and write (WAL), which
-        never wait for it. Written to a temporary file beside ``target`` (mode 0600) and renamed into
-        place once complete and checked (``PRAGMA quick_check``). Returns ``target``.
+        never wait for it. Written to a temporary file beside ``target`` (mode 0600) and linked into
+        place once complete and checked (``PRAGMA quick_check``): the link fails if anything
+        (a file, a symlink, another backup) took the name meanwhile, so nothing is replaced. Returns ``target``.
 
         Raises FileExistsError when ``target`` exists, OSError when it cannot be written, and
         sqlite3.DatabaseError when the copy does not check.
@@ -143,7 +144,7 @@ class Database:
         import os
 
         target = Path(target)
-        if target.exists():
+        if os.path.lexists(target):  # a dangling symlink too
             raise FileExistsError(str(target))
         tmp = target.with_name(f".{target.name}.{os.getpid()}.partial")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -158,12 +159,16 @@ class Database:
                 dst.execute("PRAGMA journal_mode = DELETE")  # one self-contained file
             finally:
                 dst.close()
-            if target.exists():
-                raise FileExistsError(str(target))
-            os.replace(tmp, target)
-        except BaseException:
+            try:
+                os.link(tmp, target)  # creates target, or fails if anything is there now: never replaces
+            except FileExistsError:
+                raise
+            except OSError:  # a file system without hard links: the check and rename of before
+                if os.path.lexists(target):
+                    raise FileExistsError(str(target)) from None
+                os.replace(tmp, target)
+        finally:
             tmp.unlink(missing_ok=True)
-            raise
         return target
 
     def close(self) -> None:

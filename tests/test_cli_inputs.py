@@ -1,0 +1,92 @@
+"""Hostile and mistaken input at the command line (found by a trial of the CLI as a user and an attacker
+would): a usage error exits 2 with a clear message, nothing is switched on, deleted or replaced by a
+mistake, and what is printed back holds no raw control or bidi character."""
+
+from __future__ import annotations
+
+import pytest
+
+HUGE = "9" * 25
+
+
+def test_an_empty_connector_name_is_an_unknown_connector_not_every_connector(cli):
+    before = cli.json("tools", "list", "--json")
+    r = cli("tools", "enable-read", "")
+    assert r.returncode == 1 and "unknown connector ''" in r.stderr, r.stderr
+    assert cli.json("tools", "list", "--json") == before  # nothing switched on
+    r = cli("tools", "list", "--connector", "")
+    assert r.returncode == 1 and "unknown connector ''" in r.stderr
+
+
+def test_a_backup_never_replaces_what_is_there(cli, tmp_path):
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "nowhere")  # dangling: it "does not exist", but the name is taken
+    r = cli("backup", str(link))
+    assert r.returncode == 1 and "exists already" in r.stderr, r.stderr
+    assert link.is_symlink() and not link.exists()
+    r = cli("backup", "")
+    assert r.returncode == 2 and "needs a file name" in r.stderr
+    out = tmp_path / "ok.db"
+    assert cli("backup", str(out)).returncode == 0 and out.is_file()
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]  # no temporary file left
+    r = cli("backup", str(out))
+    assert r.returncode == 1 and "exists already" in r.stderr
+
+
+def test_prune_refuses_a_date_after_now_and_a_year_out_of_range(cli, svc):
+    with svc.db.write() as c:  # an old inbox message: any past --before would delete it
+        c.execute("INSERT INTO inbox (time, kind, text) VALUES (1000, 'notice', 'old')")
+    count = "SELECT COUNT(*) FROM inbox"
+    n = svc.db.row(count)[0]
+    r = cli("prune", "--before", "9999-12-31")
+    assert r.returncode == 2 and "later than now" in r.stderr, r.stderr
+    assert svc.db.row(count)[0] == n  # nothing was deleted
+    for when in ("0001-01-01", "0000-01-01", "99999-01-01", "9999-12-31T23:59:59+14:00"):
+        r = cli("prune", "--before", when)
+        assert r.returncode in (0, 2) and "Traceback" not in r.stderr, (when, r.stderr)
+    assert svc.db.row(count)[0] == n
+    assert cli("prune", "--before", "2001-01-01").returncode == 0
+    assert svc.db.row(count)[0] == n - 1  # a past date still prunes
+
+
+@pytest.mark.parametrize("args", [
+    ("audit", "--limit", HUGE), ("audit", "--limit", "-5"), ("audit", "--limit", "0"),
+    ("conversations", "list", "--limit", HUGE), ("conversations", "list", "--limit", "-5"),
+    ("inbox", "--limit", HUGE), ("inbox", "--limit", "-1"), ("memories", "list", "--limit", HUGE),
+    ("memories", "forget", HUGE), ("tasks", "forget", HUGE),
+    ("jobs", "add", "j", "--cron", "@daily", "--prompt", "hi", "--token-cap", HUGE),
+    ("serve", "--port", "70000"),
+])
+def test_a_number_out_of_range_is_a_usage_error(cli, args):
+    r = cli(*args)
+    assert r.returncode == 2, (args, r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr and "Invalid value" in r.stderr, r.stderr
+
+
+def test_an_error_message_holding_hidden_characters_is_printed_escaped(cli, tmp_path):
+    hostile = f"script:{tmp_path}/x\x1b[2J\u202e.json"
+    r = cli("run", "hi", "--model", hostile)
+    assert r.returncode != 0
+    assert "\x1b" not in r.stderr and "\u202e" not in r.stderr, repr(r.stderr)
+    assert "\\u001b[2J\\u202e" in r.stderr, repr(r.stderr)
+    r = cli("backup", str(tmp_path / "no-such-dir" / "a\u202eb.db"))
+    assert r.returncode == 1 and "\u202e" not in r.stderr and "\\u202e" in r.stderr, repr(r.stderr)
+
+
+def test_an_escaped_name_in_a_message_is_not_escaped_twice(cli):
+    r = cli("tools", "show", "x\u202ey")
+    assert r.returncode == 1 and "\u202e" not in r.stderr
+    assert "\\\\u202e" not in r.stderr, repr(r.stderr)  # one backslash, as the service escaped it
+
+
+def test_policy_explain_says_off_when_the_connector_is_disabled(cli, svc):
+    assert cli.json("policy", "explain", "recall__search_memories", "--json")["verdict"] == "run"
+    with svc.db.write() as c:  # as `palui connectors disable` does for an MCP server (built-ins stay on)
+        c.execute("UPDATE connectors SET enabled = 0 WHERE id = 'recall'")
+    d = cli.json("policy", "explain", "recall__search_memories", "--json")
+    assert d["verdict"] == "off" and "connector recall is disabled" in d["reason"], d
+    with svc.db.write() as c:
+        c.execute("UPDATE connectors SET enabled = 1 WHERE id = 'recall'")
+        c.execute("UPDATE tools SET present = 0 WHERE name = 'recall__search_memories'")
+    d = svc.explain("recall__search_memories")  # (a new process would list the built-in tool again)
+    assert d["verdict"] == "unavailable" and "no longer lists it" in d["reason"], d
