@@ -39,7 +39,7 @@ def test_prune_refuses_a_date_after_now_and_a_year_out_of_range(cli, svc):
     count = "SELECT COUNT(*) FROM inbox"
     n = svc.db.row(count)[0]
     r = cli("prune", "--before", "9999-12-31")
-    assert r.returncode == 2 and "later than now" in r.stderr, r.stderr
+    assert r.returncode == 2 and "more than two days after now" in r.stderr, r.stderr
     assert svc.db.row(count)[0] == n  # nothing was deleted
     for when in ("0001-01-01", "0000-01-01", "99999-01-01", "9999-12-31T23:59:59+14:00"):
         r = cli("prune", "--before", when)
@@ -55,7 +55,6 @@ def test_prune_refuses_a_date_after_now_and_a_year_out_of_range(cli, svc):
     ("inbox", "--limit", HUGE), ("inbox", "--limit", "-1"), ("memories", "list", "--limit", HUGE),
     ("memories", "forget", HUGE), ("tasks", "forget", HUGE),
     ("jobs", "add", "j", "--cron", "@daily", "--prompt", "hi", "--token-cap", HUGE),
-    ("serve", "--port", "70000"),
 ])
 def test_a_number_out_of_range_is_a_usage_error(cli, args):
     r = cli(*args)

@@ -36,11 +36,12 @@ class MaintenancePart(ServiceCore):
         """Delete untrusted content, inbox messages and webhook deliveries older than ``before``
         (``YYYY-MM-DD``, midnight in ``caps.timezone``, or an ISO 8601 time). Audit rows are kept.
         Returns ``{"before": ISO time, "deleted": {table: rows}}``. Raises UsageError for a bad date
-        or one later than now (a mistyped year must not delete everything: nothing is lost by a typo)."""
+        or one more than two days after now (a mistyped year must not delete everything; tomorrow's
+        date, in any time zone, is how to delete everything stored so far)."""
         when = self._parse_before(before)
-        if when.timestamp() > time.time():
-            raise UsageError(f"--before {before.strip()}: that is later than now; prune deletes what is older "
-                             "than a past date (every row older than today: --before today's date)")
+        if when.timestamp() > time.time() + 2 * DAY:
+            raise UsageError(f"--before {before.strip()}: that is more than two days after now; prune deletes what "
+                             "is older than a date (everything stored so far: --before tomorrow's date)")
         deleted = retention.prune(self.db, when.timestamp(), batch=None)
         return {"before": when.isoformat(), "deleted": deleted}
 
