@@ -89,3 +89,20 @@ def test_policy_explain_says_off_when_the_connector_is_disabled(cli, svc):
         c.execute("UPDATE tools SET present = 0 WHERE name = 'recall__search_memories'")
     d = svc.explain("recall__search_memories")  # (a new process would list the built-in tool again)
     assert d["verdict"] == "unavailable" and "no longer lists it" in d["reason"], d
+
+
+def test_with_the_service_running_the_same_mistakes_give_the_same_exit_codes(home, cli, tmp_path):
+    # The CLI sends turns and answers through a running service (SPEC §8); its usage errors come back as
+    # HTTP 400 with "kind": "usage" and exit 2 as in-process, and a typed id is one path segment.
+    from support.live_service import LiveService
+
+    script = tmp_path / "s.json"
+    script.write_text('{"steps": [{"text": "ok"}]}')
+    mistakes = (("approvals", "approve", ""), ("run", "", "--model", f"script:{script}"))
+    in_process = {args: cli(*args).returncode for args in mistakes}
+    with LiveService(home):
+        for args, code in in_process.items():
+            r = cli(*args)
+            assert r.returncode == code == 2, (args, r.returncode, r.stderr)
+        r = cli("approvals", "approve", "../../turns/x/stop")  # one segment: no route, not POST /api/turns/x/stop
+        assert r.returncode == 1 and "Not Found" in r.stderr and "turn" not in r.stderr.lower(), r.stderr

@@ -18,14 +18,29 @@ from palui.server.discovery import ServiceInfo
 EventSink = Callable[[dict[str, Any]], None]
 
 
+def segment(value: str, what: str) -> str:
+    """``value`` (an id the person typed) as one URL path segment: percent-encoded, so ``/``, ``..``
+    or ``?`` in it cannot reach another route; an empty one is a usage error naming ``what``."""
+    from urllib.parse import quote
+
+    if not isinstance(value, str) or not value.strip():
+        raise UsageError(f"{what} is needed")
+    return quote(value, safe="")
+
+
 def raise_for(r: httpx.Response) -> None:
-    """Raise the PaluiError a service's error answer stands for (404 NotFound, 409 ApprovalError, …)."""
+    """Raise the PaluiError a service's error answer stands for (404 NotFound, 409 ApprovalError,
+    400 with ``"kind": "usage"`` UsageError, …), so an exit code does not depend on where it ran."""
     if r.status_code < 400:
         return
+    kind = None
     try:
-        msg = r.json().get("error", r.text)
-    except ValueError:
+        data = r.json()
+        msg, kind = data.get("error", r.text), data.get("kind")
+    except (ValueError, AttributeError):
         msg = r.text
+    if kind == "usage":
+        raise UsageError(msg)
     if r.status_code == 404:
         raise NotFound(msg)
     if r.status_code == 409:
@@ -113,12 +128,14 @@ class ServiceClient:
     def answer(self, approval_id: str, approve: bool, on_event: EventSink | None,
                reason: str | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"via": "cli", **({"reason": reason} if reason else {})}
-        return self.stream(f"/api/approvals/{approval_id}/{'approve' if approve else 'deny'}", body, on_event)
+        aid = segment(approval_id, "an approval id (see: palui approvals list)")
+        return self.stream(f"/api/approvals/{aid}/{'approve' if approve else 'deny'}", body, on_event)
 
     def answer_elicitation(self, elicitation_id: str, action: str, content: dict[str, Any] | None,
                            on_event: EventSink | None) -> dict[str, Any]:
         """Answer a server's question through the service; a turn it paused goes on there (streamed)."""
-        return self.stream(f"/api/elicitations/{elicitation_id}/answer",
+        eid = segment(elicitation_id, "a question id (see: palui elicitations list)")
+        return self.stream(f"/api/elicitations/{eid}/answer",
                            {"action": action, "content": content, "via": "cli"}, on_event)
 
     def close(self) -> None:

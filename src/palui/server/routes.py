@@ -43,8 +43,10 @@ def error_response(e: Exception) -> JSONResponse:
         return JSONResponse({"error": str(e)}, status_code=404)
     if isinstance(e, ApprovalError):
         return JSONResponse({"error": str(e)}, status_code=409)
-    if isinstance(e, (UsageError, PaluiError)):
-        return JSONResponse({"error": str(e)}, status_code=400)
+    if isinstance(e, UsageError):  # "kind" lets a client give the same exit code as in-process (2)
+        return JSONResponse({"error": str(e), "kind": "usage"}, status_code=400)
+    if isinstance(e, PaluiError):
+        return JSONResponse({"error": str(e), "kind": "error"}, status_code=400)
     raise e
 
 
