@@ -158,3 +158,11 @@ def test_same_tool_name_on_two_connectors(svc):
     svc.register_tools("mcp-b", [spec("search", DESTRUCTIVE)])
     assert svc.tool("mcp-a__search").tool_class is ToolClass.READ
     assert svc.tool("mcp-b__search").tool_class is ToolClass.DESTRUCTIVE
+
+
+def test_a_connector_name_longer_than_the_limit_is_refused():
+    from palui.connectors.naming import MAX_CONNECTOR_NAME as MAX
+
+    assert connector_id("x" * MAX, set()) == "mcp-" + "x" * 40  # the id is cut, the name kept
+    with pytest.raises(NamingError, match=f"at most {MAX} characters"):
+        connector_id("x" * (MAX + 1), set())

@@ -31,11 +31,17 @@ def slugify(name: str) -> str:
     return slug[:40].strip("-")
 
 
+MAX_CONNECTOR_NAME = 200  # characters of a connector's display name
+
+
 def connector_id(name: str, taken: Collection[str]) -> str:
     """A new MCP connector id ``mcp-<slug>``, made unique with ``-2``, ``-3``… (SPEC §7).
 
-    Raises NamingError when the name has no usable characters.
+    Raises NamingError when the name has no usable characters, or is longer than
+    ``MAX_CONNECTOR_NAME`` characters (a display name is shown in every list and sheet).
     """
+    if len(name) > MAX_CONNECTOR_NAME:
+        raise NamingError(f"a connector name is at most {MAX_CONNECTOR_NAME} characters (this one has {len(name)})")
     slug = slugify(name)
     if not slug:
         raise NamingError(f"connector name {name!r} has no letters or digits to make an id from")
