@@ -26,6 +26,10 @@ from palui.text.escape import strip_hidden
 from palui.types import Origin
 
 BUILTIN = ("recall", "tasks", "web", "messages")
+# A tool's description as the model is sent it, and as it is ranked, is at most this many characters
+# (a server's text is hostile: one description of a megabyte would fill every turn's context). The
+# stored description is kept whole: `palui tools show` and the review diff show all of it.
+DESCRIPTION_CHARS = 4_000
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,8 @@ def waiting_for_sign_in(snap: Snapshot, scope: list[str] | None = None) -> list[
 
 def _candidate(r: ToolRow) -> Candidate:
     # Ranking uses the text with hidden characters removed, as the model is sent it (issue 10 §2).
-    return Candidate(r.name, r.connector, is_builtin(r), strip_hidden(f"{r.connector} {r.tool} {r.description}"))
+    text = f"{r.connector} {r.tool} {r.description[:DESCRIPTION_CHARS]}"
+    return Candidate(r.name, r.connector, is_builtin(r), strip_hidden(text))
 
 
 def _index(snap: Snapshot, origin: Origin, tainted: bool, carry: dict[Any, Any]) -> RankIndex:
@@ -154,7 +159,15 @@ def _definition(r: ToolRow) -> ToolDefinition:
     description = r.description or r.tool
     if r.hidden:  # what the model is sent has the hidden characters removed (issue 10 §2)
         schema, description = strip_hidden_in(schema), strip_hidden(description)
-    return ToolDefinition(name=r.name, description=description, parameters_json_schema=schema)
+    return ToolDefinition(name=r.name, description=cut_description(description), parameters_json_schema=schema)
+
+
+def cut_description(text: str) -> str:
+    """``text`` when it has at most :data:`DESCRIPTION_CHARS` characters; otherwise its first ones and
+    a note saying how long it was (so the model knows it is cut)."""
+    if len(text) <= DESCRIPTION_CHARS:
+        return text
+    return f"{text[:DESCRIPTION_CHARS]} … [cut by Palui: the description has {len(text):,} characters]"
 
 
 def strip_hidden_in(value: Any) -> Any:
