@@ -79,10 +79,7 @@ def service():
     """The whole service (:class:`palui.service.Service`); a bad configuration exits 1 with its error."""
     from palui.service import Service
 
-    try:
-        return Service()
-    except ConfigError as e:
-        fail(f"configuration error: {e}")
+    return _started(Service)
 
 
 def tools_service():
@@ -91,8 +88,13 @@ def tools_service():
     its ``LIGHT_METHODS`` (a method another part overrides answers differently here)."""
     from palui.service.light import ToolsService
 
+    return _started(ToolsService)
+
+
+def _started(cls: Any) -> Any:
+    """``cls()`` (a service over this environment's PALUI_HOME); a bad configuration exits 1 with its error."""
     try:
-        return ToolsService()
+        return cls()
     except ConfigError as e:
         fail(f"configuration error: {e}")
 
