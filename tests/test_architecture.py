@@ -160,3 +160,87 @@ def test_every_type_ignore_names_its_code_and_a_reason():
             if m and (not m.group(1) or not re.match(r"\s*#\s*\S.{5,}", m.group(3))):
                 bad.append(f"{module_name(path)}:{n}: {line.strip()}")
     assert not bad, bad
+
+
+# -- circles and the service's direction -------------------------------------------------------------
+
+def import_graph() -> dict[str, set[str]]:
+    """Every module of ``palui`` → the ``palui`` modules it imports (lazy, ``TYPE_CHECKING`` and
+    ``import_module`` imports count: :func:`imports`)."""
+    graph = {module_name(p): {m for _, m in imports(p) if within(m, ("palui",))} for p in MODULES}
+    return {me: {m for m in edges if m in graph and m != me} for me, edges in graph.items()}
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, children = work[-1]
+            w = next(children, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                component = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    component.append(w)
+                    if w == v:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+# Circles that the recomposition (docs/decisions) is removing: each entry is a set of package
+# prefixes a remaining circle may lie within. Empty when the work is done.
+CIRCLES_BEING_REMOVED: list[tuple[str, ...]] = [
+    ("palui.service",),
+    ("palui.channels", "palui.server", "palui.web"),
+    ("palui.cli.elicit", "palui.cli.turns"),
+]
+
+
+def test_the_circle_finder_finds_circles():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circles():
+    """No module reaches itself through imports, lazy and ``TYPE_CHECKING`` ones included."""
+    left = [c for c in circles(import_graph())
+            if not any(all(within(m, allowed) for m in c) for allowed in CIRCLES_BEING_REMOVED)]
+    assert not left, left
+
+
+# Imports of a front end by the service that are being removed ((module, imported) pairs).
+SERVICE_FRONT_END_IMPORTS_BEING_REMOVED = {("palui.service.triggers", "palui.server.discovery")}
+
+
+@pytest.mark.parametrize("path", [p for p in MODULES if within(module_name(p), ("palui.service",))],
+                         ids=lambda p: module_name(p))
+def test_the_service_never_imports_a_front_end(path):
+    bad = [(line, m) for line, m in imports(path) if within(m, FRONT_ENDS)
+           and (module_name(path), m) not in SERVICE_FRONT_END_IMPORTS_BEING_REMOVED]
+    assert not bad, f"{module_name(path)} imports a front end: {bad}"
