@@ -118,16 +118,17 @@ def test_an_approval_stored_by_the_old_palui_resumes_its_turn(old_home, palui, f
     out = json.loads(r.stdout)
     assert (out["status"], out["turn"]) == ("done", paused["turn"]), out
     assert out["answer"] == "Forgot the locker code and added a task to get a new one."
-    made = [(e["tool"], e["is_error"]) for e in out["events"] if e["type"] == "tool_call"]
-    assert made == [("recall__forget_memory", False), ("tasks__create_task", False)], out["events"]
+    forgot = f"Forgot memory [{paused['memory']}] locker code 4711"
+    created = "Created task [2] (open) get a new locker code"
+    made = [(e["tool"], e["result"], e["is_error"]) for e in out["events"] if e["type"] == "tool_call"]
+    assert made == [("recall__forget_memory", forgot, False), ("tasks__create_task", created, False)], out["events"]
     # The model was sent the conversation as the old Palui stored it (the earlier turn's three
     # results), then both results of the paused response, in order.
     [request] = fake.requests
     assert [(x["id"], x["content"]) for x in request.tool_results] == [
         ("call_2_0", "Saved memory [1]."), ("call_2_1", "Saved memory [2]."),
         ("call_2_2", "Created task [1] (open) water the plants"),
-        (a["tool_call_id"], "Forgot memory [2] locker code 4711"),
-        ("call_8_1", "Created task [2] (open) get a new locker code")]
+        (a["tool_call_id"], forgot), ("call_8_1", created)]
     assert [m["text"] for m in palui.json("memories", "list", "--json")] == ["buys milk on Fridays"]
     tasks = sorted(t["title"] for t in palui.json("tasks", "list", "--json"))
     assert tasks == ["get a new locker code", "water the plants"]
