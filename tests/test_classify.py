@@ -31,7 +31,7 @@ PREFILL = [
     ("readOnly 1 (a number, not a boolean)", {"readOnlyHint": 1}, D),
     ("readOnly null", {"readOnlyHint": None}, D),
     # Annotations present but saying nothing about read/destructive: destructive from hints
-    # (the "no class" exception is only for no annotations at all; docs/decisions.md).
+    # (the "no class" exception is only for no annotations at all; docs/decisions/0001-annotations-that-say-nothing.md).
     ("title only", {"title": "x"}, D),
     ("unknown keys only", {"x-vendor": True}, D),
     ("idempotent + openWorld only", {"idempotentHint": True, "openWorldHint": False}, D),

@@ -1,6 +1,6 @@
 """Shared pieces of the command line: the Click groups, output helpers, the service handle.
 
-Start cost (issue 11, docs/decisions.md): every command pays for what the CLI imports before
+Start cost (issue 11, docs/decisions/0085-a-light-cli-start.md): every command pays for what the CLI imports before
 it runs, so command modules import only Click and these helpers at the top and everything else
 inside the command. The command line is plain Click (not Typer: importing Typer and building its
 commands from function signatures on every start cost more than most commands take).

@@ -1,8 +1,15 @@
 """Numbered schema migrations, applied in order and recorded in ``schema_migrations``.
 
-Append new migrations at the end; never edit one that has shipped. Numbers 2 and 3
-were never used and stay unused: a new migration takes a number above the highest one
-(they run in number order, and each is recorded once).
+:data:`MIGRATIONS` holds this module's migrations and those of the modules it includes, one per
+topic: ``migrations_costs`` (per-turn cost independent of history and catalog size: 11–14, 31),
+``migrations_channels`` (the chat channels: 15), ``migrations_mcp`` (questions from MCP servers,
+task support, the sign-in state: 20–22) and ``migrations_governance`` (the audit chain, the Rule of
+Two, job scopes: 25–29). They run in number order, each once; never edit one that has shipped.
+
+Unused numbers: 2, 3, 16–19, 23, 24. They were handed out to work that did not need them and stay
+unused, so that no database ever records them for something else. New migrations take numbers above
+31, in the order they land on main: the next one to land takes the highest number in use plus one,
+whichever branch wrote it first.
 """
 
 from __future__ import annotations
@@ -384,14 +391,14 @@ UPDATE conversations SET channel = (SELECT cc.channel FROM channel_chats cc WHER
 )
 
 
-# Issue 11 (numbers 11-14): cap counters, hot-path indexes, the catalog version.
+# Per-turn cost independent of history and catalog size (11-14, 31): cap counters, hot-path indexes, the catalog.
 MIGRATIONS.extend(COST_MIGRATIONS)
-# Issue 13 (15-19): the chat channels.
+# The chat channels (15).
 MIGRATIONS.extend(CHANNEL_MIGRATIONS)
-# Issue 15 (25-29): the audit chain, the Rule of Two, jobs limited to connectors.
+# Governance (25-29): the audit chain, the Rule of Two, jobs limited to connectors.
 MIGRATIONS.extend(GOVERNANCE_MIGRATIONS)
 
-# Issue 14 (20-24): questions from MCP servers, task support, the sign-in state in the catalog.
+# Remote MCP servers (20-22): questions from servers, task support, the sign-in state in the catalog.
 MIGRATIONS.extend(MCP_MIGRATIONS)
 
 # Migration numbers are handed out to parallel work and may be appended out of order: keep the list sorted.

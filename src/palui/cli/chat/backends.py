@@ -16,7 +16,8 @@ from palui.cli.client import AsyncServiceClient
 from palui.server.discovery import ServiceInfo, find_service
 
 Sink = Any  # Callable[[dict[str, Any]], None]
-VIA = "cli"  # answers from the terminal chat are the command line's (docs/decisions.md, one door)
+# answers from the terminal chat are the command line's (docs/decisions/0114-terminal-answers-are-cli.md, one door)
+VIA = "cli"
 CHANNEL = "terminal"  # conversations the terminal chat starts (palui chat --resume finds them)
 
 
