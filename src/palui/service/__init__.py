@@ -9,7 +9,7 @@ reference given to its ``__init__``. Built in this order, each part after the pa
 so the parts form a DAG and the modules import no circle::
 
     shared collaborators (collaborators.py): settings, database, Clock (clock.py), the person's channel
-      Notifier (notifier.py), Redecision (redecision.py, re-decides pending approvals), ConnectorHub
+      Notifier (notifier.py), Redecision (re-decides pending approvals: the lowest part), ConnectorHub
       (its on_change is Redecision's method: the hub, below the service, never sees a part)
 
     TurnTasks           the turn tasks of this process and their events      (turn_tasks.py)

@@ -15,7 +15,7 @@ from palui.service.brake import BrakePart
 from palui.service.channel_updates import ChannelUpdatesPart
 from palui.service.channels import ChannelsPart
 from palui.service.clock import Clock
-from palui.service.collaborators import Collaborators
+from palui.service.collaborators import Collaborators, Redecision
 from palui.service.conversations import ConversationsPart
 from palui.service.elicitations import ElicitationsPart
 from palui.service.forward import Forward
@@ -28,7 +28,6 @@ from palui.service.memories import MemoriesPart
 from palui.service.notifier import Notifier
 from palui.service.outside import OutsidePart
 from palui.service.policy_pin import PolicyPinPart
-from palui.service.redecision import Redecision
 from palui.service.report import ReportPart
 from palui.service.runtime import Runtime
 from palui.service.scheduler import Scheduler

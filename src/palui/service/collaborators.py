@@ -1,6 +1,12 @@
 """What every service over one ``PALUI_HOME`` shares, built once: settings, database, clock, the person's
 channel, the re-decision of approvals and the connector hub.
 
+:class:`Redecision` is the lowest part: pending approvals decided again after a change (spec §5), called
+by every part that changes tools, classes, switches or connectors, and by the connector hub's
+``on_change`` (the hub is below the service: it gets this method, never a part above). The decision
+itself is :mod:`palui.runner.redecide`; an approval whose call may no longer run is cancelled and the
+person told, so ``approvals list`` stays true.
+
 Both the full :class:`~palui.service.api.Service` and the light
 :class:`~palui.service.light.ToolsService` open their home here, so a light command starts exactly as
 the full service does (the settings check, the database and its migrations) and then builds fewer parts.
@@ -13,10 +19,29 @@ from dataclasses import dataclass
 from palui.config import Settings, load_settings
 from palui.connectors.base import ConnectorEnv
 from palui.connectors.hub import ConnectorHub
+from palui.runner import redecide
 from palui.service.clock import Clock
 from palui.service.notifier import Notifier
-from palui.service.redecision import Redecision
 from palui.store.db import Database
+
+
+class Redecision:
+    """Re-deciding pending approvals.
+
+    Args:
+        db: the database (approvals, tools, turns).
+        notifier: the person's channel, told of each cancellation.
+    """
+
+    def __init__(self, db: Database, notifier: Notifier) -> None:
+        self.db = db
+        self.notifier = notifier
+
+    def redecide_approvals(self) -> list[str]:
+        """Decide every pending approval again (spec §5) and cancel, telling the person, each whose
+        call may no longer run: called after every change to tools, classes, switches or connectors,
+        so ``approvals list`` stays true. Returns the cancelled ids."""
+        return redecide.cancel_refused(self.db, self.notifier)
 
 
 @dataclass(frozen=True)
