@@ -21,8 +21,10 @@ FRONT_ENDS = ("palui.cli", "palui.server", "palui.web", "palui.channels")
 FRONT_END_ALLOWED = ("palui.service", "palui.types", "palui.errors", "palui.text", "palui.config", "palui.home",
                      "palui.discovery", *FRONT_ENDS)
 FRONT_END_FORBIDDEN = ("palui.runner", "palui.store", "palui.models", "palui.connectors", "palui.triggers")
-# The service's internals a front end must not reach through an attribute either.
-FRONT_END_FORBIDDEN_ATTRIBUTES = ("db", "hub", "runtime", "notifier")
+# The service's internals a front end must not reach through an attribute either: its collaborators and
+# its parts (``svc.tools_part``, any ``*_part``); the facade's forwards are the door.
+FRONT_END_FORBIDDEN_ATTRIBUTES = ("db", "hub", "runtime", "notifier", "turn_tasks", "scheduler", "redecision")
+FRONT_END_FORBIDDEN_SUFFIX = "_part"
 SERVICE_SIDE = ("palui.service", *FRONT_ENDS)
 POLICY_STDLIB = {"__future__", "math", "re", "collections", "dataclasses", "typing", "unicodedata"}
 
@@ -93,7 +95,8 @@ def front_end_violations(path: Path) -> list[tuple[int, str]]:
                                                           or not within(m, FRONT_END_ALLOWED))]
     tree = ast.parse(path.read_text(encoding="utf-8"))
     bad += [(n.lineno, f".{n.attr}") for n in ast.walk(tree)
-            if isinstance(n, ast.Attribute) and n.attr in FRONT_END_FORBIDDEN_ATTRIBUTES]
+            if isinstance(n, ast.Attribute) and (n.attr in FRONT_END_FORBIDDEN_ATTRIBUTES
+                                                 or n.attr.endswith(FRONT_END_FORBIDDEN_SUFFIX))]
     return bad
 
 
@@ -145,6 +148,8 @@ def test_a_violation_is_caught():
         assert front_end_violations(probe) == [(3, "palui.store.db")]
         probe.write_text("def f(svc):\n    return svc.db.all('x')\n")
         assert front_end_violations(probe) == [(2, ".db")]
+        probe.write_text("def f(svc):\n    return svc.tools_part.tools()\n")
+        assert front_end_violations(probe) == [(2, ".tools_part")]
         probe.write_text("import importlib\nimportlib.import_module('palui.runner.turn')\n")
         assert front_end_violations(probe) == [(2, "palui.runner.turn")]
     finally:

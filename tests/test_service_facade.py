@@ -72,7 +72,7 @@ async def test_start_background_checks_the_policy_file_before_the_tick(svc, home
         checked_before_start.append(any("does not hold" in m["text"] for m in live.inbox()))
         await start(tick_seconds)
 
-    live.runtime.start = recording_start  # type: ignore[method-assign]
+    live.runtime.start = recording_start
     await live.start_background(tick_seconds=3600)
     try:
         assert checked_before_start == [True]

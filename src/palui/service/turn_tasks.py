@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # asyncio is imported where a task is made: light commands do not pay for it (issue 11)
+if TYPE_CHECKING:  # asyncio is imported where a task is made: a command that runs no turn does not pay for it
     import asyncio
 
 EventSink = Callable[[dict[str, Any]], None]
