@@ -1,6 +1,6 @@
 """Services made of fewer parts, for front ends whose command needs only those parts.
 
-Issue 11: a CLI command imports only what it needs. ``palui tools list`` reads the catalog;
+A CLI command imports only what it needs (its start cost). ``palui tools list`` reads the catalog;
 building the whole :class:`~palui.service.api.Service` for it would import every part (turns,
 triggers, channels, MCP, audit …), about a third of its start-up CPU. It uses
 :class:`ToolsService` instead: the same shared collaborators (:mod:`palui.service.collaborators`:

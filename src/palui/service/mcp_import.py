@@ -1,4 +1,4 @@
-"""Service part: importing an ``mcpServers`` JSON file (the format other MCP clients share), SPEC §7.
+"""Service part: importing an ``mcpServers`` JSON file (the format other MCP clients share), spec §7.
 
 The whole file is checked before anything is added; each server is then added through
 :meth:`palui.service.mcp_connectors.MCPPart.mcp_add_async`, a few at a time.

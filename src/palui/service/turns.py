@@ -82,7 +82,7 @@ class TurnsPart:
         self.turn_tasks = turn_tasks
 
     def sweep_expired_approvals(self) -> None:
-        """A start-up step: expired approvals are swept on every start (SPEC §5)."""
+        """A start-up step: expired approvals are swept on every start (spec §5)."""
         approvals.sweep(self.db)
 
     def runner_deps(self) -> RunnerDeps:
