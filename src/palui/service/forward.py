@@ -40,7 +40,8 @@ class Forward(Generic[P, R]):
     def __get__(self, obj: object | None, owner: type) -> Self | Callable[P, R]:
         if obj is None:
             return self
-        return cast(Callable[P, R], getattr(getattr(obj, self.part), self.name))
+        # The type as a string: subscripting ``Callable`` at each call would cost microseconds.
+        return cast("Callable[P, R]", getattr(getattr(obj, self.part), self.name))
 
     def __repr__(self) -> str:
         return f"Forward({self.part!r}, {getattr(self.method, '__qualname__', self.name)})"
