@@ -91,15 +91,23 @@ def test_option_values_are_converted_as_before(cli):
     assert r.returncode == 2 and "No such command 'tool'" in r.stderr
 
 
-def test_the_light_service_answers_as_the_full_one():
+def test_the_light_service_answers_as_the_full_one(home):
     # `palui tools list` builds the tools part alone (issue 11): each method a front end calls on it must
-    # be the full service's own (one another part overrides, like connectors(), would answer differently).
+    # forward to the same part's same method as on the full service (one composed by another part, like
+    # connectors(), would answer differently). Both are forwards (palui.service.forward.Forward).
     from palui.service import Service
     from palui.service.light import LIGHT_METHODS, ToolsService
 
+    full, light = Service(), ToolsService()
     for name in LIGHT_METHODS:
-        assert getattr(Service, name) is getattr(ToolsService, name), name
-    assert Service.connectors is not ToolsService.connectors  # what the check above guards against
+        ours, theirs = vars(Service)[name], vars(ToolsService)[name]
+        assert (ours.part, ours.method) == (theirs.part, theirs.method), name
+        assert type(getattr(full, ours.part)) is type(getattr(light, theirs.part)), name
+    # what the check above guards against: the full service's connectors() is composed by the MCP part
+    assert vars(Service)["connectors"].method.__qualname__ == "MCPPart.connectors"
+    assert not hasattr(light, "connectors")
+    full.db.close()
+    light.db.close()
     src = (Path(__file__).parent.parent / "src" / "palui").rglob("*.py")
     calls = {m for p in src for m in re.findall(r"tools_service\(\)\.(\w+)", p.read_text())}
     assert calls and calls <= set(LIGHT_METHODS), calls

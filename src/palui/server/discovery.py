@@ -1,131 +1,20 @@
-"""One service per ``PALUI_HOME`` (SPEC §8): its pid, port and access token live in the data dir.
+"""The discovery files of ``palui serve`` (``serve.json``, the access token, the lock): home-level
+data kept in :mod:`palui.discovery`, below the service, which reads them too; re-exported here for
+the server and the CLI."""
 
-Files (mode 0600): ``access_token`` (created on first start, reused after) and
-``serve.json`` (``{"pid","host","port","started_at"}``, removed on clean shutdown).
-CLI commands find a live service with :func:`find_service`.
-"""
+from palui.discovery import (
+    LOOPBACK,
+    ServiceInfo,
+    clear_info,
+    ensure_token,
+    find_service,
+    info_path,
+    read_token,
+    served_here,
+    take_lock,
+    token_path,
+    write_info,
+)
 
-from __future__ import annotations
-
-import json
-import os
-import secrets
-import time
-from dataclasses import dataclass
-from pathlib import Path
-
-import httpx
-
-from palui.config import Settings
-
-LOOPBACK = {"127.0.0.1", "localhost", "::1"}
-
-
-def _write_private(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.chmod(path, 0o600)
-
-
-def token_path(settings: Settings) -> Path:
-    return settings.data_dir / "access_token"
-
-
-def read_token(settings: Settings) -> str | None:
-    p = token_path(settings)
-    try:
-        t = p.read_text().strip()
-    except FileNotFoundError:
-        return None
-    return t or None
-
-
-def ensure_token(settings: Settings) -> tuple[str, bool]:
-    """The access token, created on first use. Returns (token, created_now)."""
-    t = read_token(settings)
-    if t:
-        return t, False
-    t = secrets.token_urlsafe(32)
-    _write_private(token_path(settings), t + "\n")
-    return t, True
-
-
-def info_path(settings: Settings) -> Path:
-    return settings.data_dir / "serve.json"
-
-
-def write_info(settings: Settings, host: str, port: int) -> None:
-    _write_private(info_path(settings), json.dumps({"pid": os.getpid(), "host": host, "port": port,
-                                                    "started_at": time.time()}))
-
-
-def clear_info(settings: Settings) -> None:
-    try:
-        data = json.loads(info_path(settings).read_text())
-        if data.get("pid") == os.getpid():
-            info_path(settings).unlink()
-    except (FileNotFoundError, ValueError):
-        pass
-
-
-@dataclass(frozen=True)
-class ServiceInfo:
-    """A live service: its base URL (``http://127.0.0.1:8765``), access token and pid."""
-
-    url: str
-    token: str
-    pid: int
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def take_lock(settings: Settings):
-    """An exclusive, non-blocking lock on ``serve.lock`` (an open file; closing releases it), or None
-    when another process holds it."""
-    import fcntl
-
-    path = settings.data_dir / "serve.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    f = open(path, "a+")
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        f.close()
-        return None
-    return f
-
-
-def find_service(settings: Settings, timeout: float = 2.0) -> ServiceInfo | None:
-    """The service running on this ``PALUI_HOME``, if its process lives and answers ``/api/health``
-    with the pid of ``serve.json`` — checked before the token is sent, so a stale file pointing at
-    someone else's port never receives it."""
-    try:
-        data = json.loads(info_path(settings).read_text())
-        pid, host, port = int(data["pid"]), str(data["host"]), int(data["port"])
-    except (FileNotFoundError, ValueError, KeyError, TypeError):
-        return None
-    token = read_token(settings)
-    if not token or not _alive(pid):
-        return None
-    connect_host = "127.0.0.1" if host in ("0.0.0.0", "", "localhost") else ("[::1]" if host in ("::", "::1") else host)
-    url = f"http://{connect_host}:{port}"
-    try:
-        r = httpx.get(url + "/api/health", timeout=timeout)  # public: no token sent yet
-        if r.status_code != 200 or r.json().get("service") != "palui" or r.json().get("pid") != pid:
-            return None
-        r = httpx.get(url + "/api/status", headers={"Authorization": f"Bearer {token}"}, timeout=timeout)
-    except (httpx.HTTPError, ValueError, AttributeError):
-        return None
-    if r.status_code != 200:
-        return None
-    return ServiceInfo(url, token, pid)
+__all__ = ["LOOPBACK", "ServiceInfo", "clear_info", "ensure_token", "find_service", "info_path", "read_token",
+           "served_here", "take_lock", "token_path", "write_info"]

@@ -16,21 +16,43 @@ from typing import Any
 
 from palui.errors import ApprovalError, UsageError
 from palui.runner import approvals, redecide
+from palui.service.conversations import ConversationsPart
 from palui.service.elicitations import ElicitationsPart
-from palui.service.turns import EventSink
+from palui.service.notifier import Notifier
+from palui.service.turn_tasks import EventSink
+from palui.service.turns import TurnsPart
+from palui.store.db import Database
 
 #: Where an answer may come from: a front end, or a chat channel's name (``telegram``, ``matrix-home``).
 VIA = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 
 
-class ApprovalsPart(ElicitationsPart):
-    """Listing, answering and re-deciding approvals."""
+class ApprovalsPart:
+    """Listing and answering approvals.
+
+    Args:
+        db, notifier: the service's shared collaborators.
+        redecide: re-decides pending approvals before they are listed (spec §5).
+        conversations_part: the conversation of an approval's turn.
+        elicitations_part: a ``/deny`` of a server's question (an ``e-…`` id) declines it.
+        turns_part: going on with a turn here.
+    """
+
+    def __init__(self, db: Database, notifier: Notifier, redecide: Callable[[], object],
+                 conversations_part: ConversationsPart, elicitations_part: ElicitationsPart,
+                 turns_part: TurnsPart) -> None:
+        self.db = db
+        self.notifier = notifier
+        self.redecide = redecide
+        self.conversations_part = conversations_part
+        self.elicitations_part = elicitations_part
+        self.turns_part = turns_part
 
     def approvals(self, status: str | None = "pending") -> list[dict[str, Any]]:
         """Approvals, oldest first (``status=None`` lists all); pending ones are re-decided first, so a
         tool switched off meanwhile no longer shows an approval that could run (SPEC §5)."""
         approvals.sweep(self.db)
-        self.redecide_approvals()
+        self.redecide()
         sql = "SELECT a.*, t.conversation_id FROM approvals a LEFT JOIN turns t ON t.id = a.turn_id"
         if status:
             rows = self.db.all(sql + " WHERE a.status = ? ORDER BY a.created_at", (status,))
@@ -42,7 +64,7 @@ class ApprovalsPart(ElicitationsPart):
         """One approval (``palui approvals show``), with its ``conversation``. Raises NotFound."""
         approvals.sweep(self.db)
         a = approvals.get(self.db, approval_id)
-        return {**a, "conversation": self.conversation_of(a["turn"])}
+        return {**a, "conversation": self.conversations_part.conversation_of(a["turn"])}
 
     def answer_approval(self, approval_id: str, approve: bool, via: str, reason: str | None = None) -> dict[str, Any]:
         """Approve or deny one pending approval, answered on ``via`` (``cli``, ``web``, ``api`` or a
@@ -71,7 +93,7 @@ class ApprovalsPart(ElicitationsPart):
             if approve:
                 raise UsageError(f"{approval_id} is a question of an MCP server, not an approval: answer it with "
                                  f"/answer {approval_id} field=value …")
-            return self.answer_elicitation(approval_id, "decline", None, via)
+            return self.elicitations_part.answer_elicitation(approval_id, "decline", None, via)
         try:
             if reason is not None and len(reason) > 1000:
                 raise UsageError("a denial's reason is at most 1,000 characters")
@@ -80,7 +102,7 @@ class ApprovalsPart(ElicitationsPart):
         except ApprovalError as e:
             if e.turn_id and "cancelled" in str(e):
                 a = approvals.get(self.db, approval_id)
-                self.notify("notice", f"Approval {approval_id} ({a['tool']}) was cancelled: {a['cancel_reason']}.",
+                self.notifier("notice", f"Approval {approval_id} ({a['tool']}) was cancelled: {a['cancel_reason']}.",
                             turn_id=a["turn"], approval_id=approval_id)
             raise
         return self.approval(approval_id)
@@ -93,7 +115,8 @@ class ApprovalsPart(ElicitationsPart):
         on, what the answer became: ``approved``, ``denied``, or the refusal's sentence. A refusal that
         lets the turn go on resumes it first and is then raised, saying how the turn went on."""
         if approval_id.startswith("e-"):
-            return await self.answer_elicitation_and_resume(approval_id, "decline", None, via, on_event)
+            return await self.elicitations_part.answer_elicitation_and_resume(approval_id, "decline", None, via,
+                                                                              on_event)
         try:
             a = self.answer_approval(approval_id, approve, via, reason=reason)
         except ApprovalError as e:
@@ -101,10 +124,10 @@ class ApprovalsPart(ElicitationsPart):
                 raise
             if on_answered is not None:
                 on_answered(str(e))
-            r = await self.resume_turn(e.turn_id, on_event)
+            r = await self.turns_part.resume_turn(e.turn_id, on_event)
             went = f"{r['status']}{': ' + r['answer'] if r.get('answer') else ''}"
             said = str(e).removesuffix("; the turn goes on")
             raise ApprovalError(f"{said}; the turn went on ({went})", e.turn_id) from None
         if on_answered is not None:
             on_answered(a["status"])
-        return await self.resume_turn(a["turn"], on_event)
+        return await self.turns_part.resume_turn(a["turn"], on_event)

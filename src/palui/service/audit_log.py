@@ -16,16 +16,28 @@ from typing import Any
 
 from palui.errors import UsageError
 from palui.runner import audit
-from palui.service.status import StatusPart
-from palui.triggers import clock
+from palui.service.clock import Clock
+from palui.service.notifier import Notifier
+from palui.store.db import Database
 
 #: A noted head: the full hash or a prefix of at least 16 hex digits (64 bits).
 NOTED = re.compile(r"^[0-9a-fA-F]{16,64}$")
 _POSTED_KEY = "audit_head_posted_day"
 
 
-class AuditLogPart(StatusPart):
-    """Checking and exporting the audit log."""
+class AuditLogPart:
+    """Checking and exporting the audit log.
+
+    Args:
+        db: the database (the audit rows, the ``kv`` table).
+        notifier: the person's channel (the daily head).
+        clock: the zone where a day starts.
+    """
+
+    def __init__(self, db: Database, notifier: Notifier, clock: Clock) -> None:
+        self.db = db
+        self.notifier = notifier
+        self.clock = clock
 
     def audit_head(self) -> dict[str, Any] | None:
         """The last audit row's ``{"id","hash"}`` (None when there is none): what ``/status`` shows."""
@@ -49,7 +61,7 @@ class AuditLogPart(StatusPart):
         except ValueError:
             raise UsageError(f"--since takes a date (YYYY-MM-DD) or an ISO time, not {text!r}") from None
         if d.tzinfo is None:
-            d = d.replace(tzinfo=self.timezone()) if self.timezone() else d.astimezone()
+            d = d.replace(tzinfo=self.clock.timezone()) if self.clock.timezone() else d.astimezone()
         return d.timestamp()
 
     def post_audit_head(self, now: float) -> bool:
@@ -59,24 +71,30 @@ class AuditLogPart(StatusPart):
         head = audit.head(self.db)
         if head is None:
             return False
-        day = datetime.fromtimestamp(now, self.timezone()).date().isoformat()
+        day = datetime.fromtimestamp(now, self.clock.timezone()).date().isoformat()
         with self.db.write() as c:
             r = c.execute("SELECT value FROM kv WHERE key = ?", (_POSTED_KEY,)).fetchone()
             if r is not None and r[0] >= day:
                 return False
             c.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", (_POSTED_KEY, day))
-        self.notify("notice", f"Audit head on {day}: row {head['id']}, hash {head['hash']}. Keep it somewhere "
+        self.notifier("notice", f"Audit head on {day}: row {head['id']}, hash {head['hash']}. Keep it somewhere "
                               f"else; later, palui audit verify --head {head['hash']} shows whether any row up to "
                               "it was changed, inserted or deleted.")
         return True
 
 
 class AuditHeadPost:
-    """The service ticker that posts the audit head once a day (registered by the runtime)."""
+    """The service ticker that posts the audit head once a day (registered by the runtime).
 
-    def __init__(self, svc: AuditLogPart) -> None:
-        self.svc = svc
+    Args:
+        audit_log_part: posts the head.
+        clock: the scheduler clock decides the day, so tests can move it.
+    """
+
+    def __init__(self, audit_log_part: AuditLogPart, clock: Clock) -> None:
+        self.audit_log_part = audit_log_part
+        self.clock = clock
 
     async def tick(self, _now: float) -> None:
         """Post the head if today's post is due (the scheduler clock, so tests can move the day)."""
-        self.svc.post_audit_head(clock.now())
+        self.audit_log_part.post_audit_head(self.clock.scheduler_now())

@@ -4,17 +4,20 @@
 running, waiting or queued turn, of every conversation and origin, and pause the scheduled jobs until
 ``palui jobs resume``. The pause is a row of the ``kv`` table, so every process sees it: while it holds,
 the scheduler skips due runs (they move to their next fire; the person is told once per pause) and
-``palui jobs run`` is refused. Chat messages sent after the brake start turns as usual: the brake stops
-what runs, it does not lock the person out.
+``palui jobs run`` is refused (:meth:`palui.service.triggers.TriggersPart.start_job_now` asks this part).
+Chat messages sent after the brake start turns as usual: the brake stops what runs, it does not lock the
+person out.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from palui.errors import PaluiError
-from palui.service.triggers import Launch, TriggersPart
+from palui.service.clock import Clock
+from palui.service.notifier import Notifier
+from palui.service.turns import TurnsPart
+from palui.store.db import Database
 from palui.triggers import jobs as jobs_mod
 
 
@@ -22,8 +25,19 @@ class JobsPaused(PaluiError):
     """A job run refused because the jobs are paused by the emergency brake."""
 
 
-class BrakePart(TriggersPart):
-    """Stop everything; pause and resume the jobs."""
+class BrakePart:
+    """Stop everything; pause and resume the jobs.
+
+    Args:
+        db, notifier, clock: the service's shared collaborators.
+        turns_part: stops each turn.
+    """
+
+    def __init__(self, db: Database, notifier: Notifier, clock: Clock, turns_part: TurnsPart) -> None:
+        self.db = db
+        self.notifier = notifier
+        self.clock = clock
+        self.turns_part = turns_part
 
     def stop_all(self, via: str = "cli") -> dict[str, Any]:
         """Pause the jobs, then stop every running, awaiting-approval or queued turn (their pending approvals
@@ -33,15 +47,15 @@ class BrakePart(TriggersPart):
         stopped: list[str] = []
         for r in self.db.all("SELECT id FROM turns WHERE status IN ('running','awaiting_approval','queued')"
                              " ORDER BY rowid"):
-            stopped += self.stop(turn=r["id"])
-        self.notify("notice", f"Emergency brake ({via}): stopped {len(stopped)} turn(s)"
+            stopped += self.turns_part.stop(turn=r["id"])
+        self.notifier("notice", f"Emergency brake ({via}): stopped {len(stopped)} turn(s)"
                               f"{': ' + ', '.join(stopped) if stopped else ''}; scheduled jobs are paused until "
                               "palui jobs resume.")
         return {"stopped": stopped, "jobs_paused": paused}
 
     def pause_jobs(self, via: str = "cli") -> dict[str, Any]:
         """Pause every scheduled job (kept if already paused). Returns ``{"since","by"}`` (epoch s, who)."""
-        return jobs_mod.pause(self.db, via, time.time())
+        return jobs_mod.pause(self.db, via, self.clock.now())
 
     def jobs_paused(self) -> dict[str, Any] | None:
         """``{"since","by","noted"}`` while the jobs are paused, else None."""
@@ -52,20 +66,13 @@ class BrakePart(TriggersPart):
         were paused."""
         was = jobs_mod.resume(self.db)
         if was:
-            self.notify("notice", "Scheduled jobs resumed: each runs again from its next scheduled time.")
+            self.notifier("notice", "Scheduled jobs resumed: each runs again from its next scheduled time.")
         return was
 
     def note_jobs_paused(self) -> bool:
         """Tell the person, once per pause, that due runs are skipped. True if this call told them."""
         if not jobs_mod.claim_pause_note(self.db):
             return False
-        self.notify("job", "A scheduled job was due, but the jobs are paused by the emergency brake: due runs are "
+        self.notifier("job", "A scheduled job was due, but the jobs are paused by the emergency brake: due runs are "
                            "skipped until palui jobs resume.")
         return True
-
-    def start_job_now(self, name: str, launch: Launch) -> str:
-        """``palui jobs run NAME`` — refused while the jobs are paused (raises JobsPaused)."""
-        if self.jobs_paused():
-            raise JobsPaused(f"job {name!r} not started: the jobs are paused by the emergency brake "
-                             "(palui stop --all); palui jobs resume lets them run again")
-        return super().start_job_now(name, launch)

@@ -16,22 +16,39 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from palui.errors import NotFound, UsageError
+from palui.service.approvals import ApprovalsPart
 from palui.service.channels import TITLES, ChannelsPart
-from palui.service.turns import CHANNEL
+from palui.service.clock import Clock
+from palui.service.turns import CHANNEL, TurnsPart
+from palui.store.db import Database
 from palui.types import Origin
 
 UPDATE_KEEP_SECONDS = 7 * 86400.0  # Telegram keeps unconfirmed updates 24 h: a week of keys is plenty
 MAX_QUOTED_CHARS = 64_000
 
 
-class ChannelUpdatesPart(ChannelsPart):
-    """The ledger of processed updates, chat conversations and the messages a channel sent."""
+class ChannelUpdatesPart:
+    """The ledger of processed updates, chat conversations and the messages a channel sent.
+
+    Args:
+        db, clock: the service's shared collaborators.
+        channels_part: the channel a message came in on.
+        turns_part: a chat's conversations and the turns a message starts.
+        approvals_part: the approval behind a button.
+    """
+
+    def __init__(self, db: Database, clock: Clock, channels_part: ChannelsPart, turns_part: TurnsPart,
+                 approvals_part: ApprovalsPart) -> None:
+        self.db = db
+        self.clock = clock
+        self.channels_part = channels_part
+        self.turns_part = turns_part
+        self.approvals_part = approvals_part
 
     @contextmanager
     def channel_update(self, name: str, key: str, seq: int | None = None) -> Iterator[bool]:
@@ -55,7 +72,7 @@ class ChannelUpdatesPart(ChannelsPart):
             c.execute("RELEASE channel_work")
             outcome = "done" if failure is None else f"failed: {type(failure).__name__}"
             c.execute("INSERT INTO channel_updates (channel, key, seq, outcome, seen_at) VALUES (?,?,?,?,?)",
-                      (name, key, seq, outcome, time.time()))
+                      (name, key, seq, outcome, self.clock.now()))
         if failure is not None:
             raise failure
 
@@ -63,9 +80,10 @@ class ChannelUpdatesPart(ChannelsPart):
         """Record ``key`` without work (a malformed or ignored update). False if it was seen before."""
         with self.db.write() as c:
             return c.execute("INSERT OR IGNORE INTO channel_updates (channel, key, seq, outcome, seen_at)"
-                             " VALUES (?,?,?,?,?)", (name, key, seq, outcome, time.time())).rowcount == 1
+                             " VALUES (?,?,?,?,?)", (name, key, seq, outcome, self.clock.now())).rowcount == 1
 
     def channel_seen(self, name: str, key: str) -> bool:
+        """Was ``key`` recorded for the channel ``name`` (processed, failed or marked)?"""
         return self.db.one("SELECT 1 FROM channel_updates WHERE channel = ? AND key = ?", (name, key)) is not None
 
     def channel_next_offset(self, name: str) -> int | None:
@@ -82,11 +100,11 @@ class ChannelUpdatesPart(ChannelsPart):
         """Store the sync position, after every event of its batch was recorded."""
         with self.db.write() as c:
             c.execute("INSERT INTO channel_cursors (channel, cursor, at) VALUES (?,?,?) ON CONFLICT (channel)"
-                      " DO UPDATE SET cursor = excluded.cursor, at = excluded.at", (name, cursor, time.time()))
+                      " DO UPDATE SET cursor = excluded.cursor, at = excluded.at", (name, cursor, self.clock.now()))
 
     def prune_channel_updates(self, now: float | None = None) -> int:
         """Forget keys older than a week, never a channel's highest ``seq`` (its restart offset)."""
-        cutoff = (time.time() if now is None else now) - UPDATE_KEEP_SECONDS
+        cutoff = (self.clock.now() if now is None else now) - UPDATE_KEEP_SECONDS
         with self.db.write() as c:
             return c.execute("DELETE FROM channel_updates WHERE seen_at < ? AND (seq IS NULL OR seq <"
                              " (SELECT MAX(seq) FROM channel_updates u WHERE u.channel = channel_updates.channel))",
@@ -101,10 +119,10 @@ class ChannelUpdatesPart(ChannelsPart):
                           (name, chat)).fetchone()
             if r is not None and not new:
                 return str(r[0])
-            cid = self.new_conversation(Origin.CHAT, channel=name if CHANNEL.match(name) else None)
+            cid = self.turns_part.new_conversation(Origin.CHAT, channel=name if CHANNEL.match(name) else None)
             c.execute("INSERT INTO channel_chats (channel, chat_id, conversation_id, updated_at) VALUES (?,?,?,?)"
                       " ON CONFLICT (channel, chat_id) DO UPDATE SET conversation_id = excluded.conversation_id,"
-                      " updated_at = excluded.updated_at", (name, chat, cid, time.time()))
+                      " updated_at = excluded.updated_at", (name, chat, cid, self.clock.now()))
             return cid
 
     def channel_chats_of(self, conversation_id: str | None) -> list[tuple[str, str]]:
@@ -122,7 +140,7 @@ class ChannelUpdatesPart(ChannelsPart):
         quoted data, stored as the conversation's untrusted content and taint the turn (SPEC §4).
         The caller launches the turn. Raises UsageError (nothing to say), NotFound.
         """
-        ch = self.channel(name)
+        ch = self.channels_part.channel(name)
         quoted = [q for q in (quoted or []) if str(q.get("text") or "").strip()]
         if not words.strip() and not quoted:
             raise UsageError("an empty message starts no turn")
@@ -142,13 +160,14 @@ class ChannelUpdatesPart(ChannelsPart):
         input_text = words if words.strip() else f"[a message {quoted[0]['how']} from {quoted[0]['author']}]"
         with self.db.write() as c:
             conv = self.channel_conversation(name, chat)
-            tid = self.start_turn(input_text, conversation=conv, prompt=prompt)
+            tid = self.turns_part.start_turn(input_text, conversation=conv, prompt=prompt)
             for q in quoted:
                 if q.get("trusted"):
                     continue
                 source = f"{title} message {q['how']} from {q['author']}"
                 c.execute("INSERT INTO untrusted_content (conversation_id, turn_id, source, text, created_at)"
-                          " VALUES (?,?,?,?,?)", (conv, tid, source, str(q["text"])[:MAX_QUOTED_CHARS], time.time()))
+                          " VALUES (?,?,?,?,?)",
+                          (conv, tid, source, str(q["text"])[:MAX_QUOTED_CHARS], self.clock.now()))
                 c.execute("UPDATE turns SET tainted = 1, taint_source = COALESCE(taint_source, ?) WHERE id = ?",
                           (source, tid))
                 c.execute("UPDATE conversations SET tainted = 1, taint_source = COALESCE(taint_source, ?)"
@@ -161,7 +180,7 @@ class ChannelUpdatesPart(ChannelsPart):
                     conversation_id: str | None = None, approval_id: str | None = None,
                     fingerprint: str | None = None, state: str = "sent") -> None:
         """Remember messages this channel sent (``refs``: message ids / event ids)."""
-        now = time.time()
+        now = self.clock.now()
         with self.db.write() as c:
             c.executemany("INSERT INTO channel_messages (channel, chat_id, ref, kind, turn_id, conversation_id,"
                           " approval_id, fingerprint, state, created_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
@@ -195,6 +214,6 @@ class ChannelUpdatesPart(ChannelsPart):
     def approval_or_none(self, approval_id: str) -> dict[str, Any] | None:
         """:meth:`approval`, or None for an unknown id (a forged button)."""
         try:
-            return self.approval(approval_id)
+            return self.approvals_part.approval(approval_id)
         except NotFound:
             return None

@@ -10,6 +10,9 @@ Pairing (issue 13 "Only the person"): ``pair_code`` makes a code of 8 characters
 32-letter alphabet, valid 10 minutes, void after 5 wrong tries; only its SHA-256 is stored. The
 first account that sends ``/pair CODE`` in a private chat becomes the person on that channel, and
 the person is told on the inbox and every channel.
+
+What happens in a channel (updates recorded once, chats, sent messages) is
+:mod:`palui.service.channel_updates`; ``/status`` asks this part for its lines (:meth:`ChannelsPart.status_lines`).
 """
 
 from __future__ import annotations
@@ -19,13 +22,18 @@ import hmac
 import json
 import re
 import secrets
-import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from palui.config import Settings
 from palui.connectors.mcp.config import delete_secrets, read_secrets, write_secrets
 from palui.errors import NotFound, UsageError
-from palui.service.approvals import ApprovalsPart
+from palui.service.clock import Clock
+from palui.service.notifier import Notifier
+from palui.store.db import Database
+
+if TYPE_CHECKING:
+    import sqlite3
 
 KINDS = ("telegram", "matrix")
 #: A channel's name: also its ``answered_via`` word (:data:`palui.service.approvals.VIA`).
@@ -47,8 +55,19 @@ def _code_hash(code: str) -> str:
     return hashlib.sha256(code.strip().upper().encode()).hexdigest()
 
 
-class ChannelsPart(ApprovalsPart):
-    """Adding, listing, pairing and removing chat channels; their state for ``/status``."""
+class ChannelsPart:
+    """Adding, listing, pairing and removing chat channels; their state for ``/status``.
+
+    Args:
+        db, settings, notifier, clock: the service's shared collaborators (secrets files live in
+            ``settings.secrets_dir``; a pairing is told on the person's channel).
+    """
+
+    def __init__(self, db: Database, settings: Settings, notifier: Notifier, clock: Clock) -> None:
+        self.db = db
+        self.settings = settings
+        self.notifier = notifier
+        self.clock = clock
 
     # -- the list -----------------------------------------------------------------------------------
 
@@ -69,10 +88,10 @@ class ChannelsPart(ApprovalsPart):
         with self.db.write() as c:
             c.execute("INSERT INTO channels (name, kind, config_json, state, state_at, created_at)"
                       " VALUES (?,?,?,?,?,?)",
-                      (name, kind, json.dumps(config, sort_keys=True), "unpaired", time.time(), time.time()))
+                      (name, kind, json.dumps(config, sort_keys=True), "unpaired", self.clock.now(), self.clock.now()))
         return self.channel(name)
 
-    def _row(self, name: str):
+    def _row(self, name: str) -> sqlite3.Row:
         r = self.db.one("SELECT * FROM channels WHERE name = ?", (name,))
         if r is None:
             raise NotFound(f"unknown channel {name!r} (see: palui channels list)")
@@ -88,7 +107,7 @@ class ChannelsPart(ApprovalsPart):
             "name": r["name"], "kind": r["kind"], "state": r["state"], "person": r["person_name"],
             "person_id": r["person_id"], "person_chat": r["person_chat"], "paired_at": _iso(r["paired_at"]),
             "allow_groups": bool(r["allow_groups"]), "config": json.loads(r["config_json"]),
-            "pairing": bool(code and code["expires_at"] > time.time() and code["tries_left"] > 0),
+            "pairing": bool(code and code["expires_at"] > self.clock.now() and code["tries_left"] > 0),
             "last_failure": r["last_failure"], "last_failure_at": _iso(r["last_failure_at"]),
         }
 
@@ -135,20 +154,19 @@ class ChannelsPart(ApprovalsPart):
         (already redacted). Unknown names are ignored (the channel was just removed)."""
         with self.db.write() as c:
             c.execute("UPDATE channels SET state = ?, state_at = ? WHERE name = ? AND state IS NOT ?",
-                      (state, time.time(), name, state))
+                      (state, self.clock.now(), name, state))
 
     def channel_failure(self, name: str, text: str | None) -> None:
         """Record (or clear, with None) the last delivery failure, redacted; ``/status`` shows it."""
         with self.db.write() as c:
             c.execute("UPDATE channels SET last_failure = ?, last_failure_at = ? WHERE name = ?",
-                      (text, time.time() if text else None, name))
+                      (text, self.clock.now() if text else None, name))
 
-    def status(self) -> dict[str, Any]:
-        """:meth:`StatusPart.status` plus ``channels``: ``[{"name","kind","state","person","last_failure"}]``."""
-        out = super().status()
-        out["channels"] = [{"name": c["name"], "kind": c["kind"], "state": c["state"], "person": c["person"],
-                            "last_failure": c["last_failure"]} for c in self.channels()]
-        return out
+    def status_lines(self) -> list[dict[str, Any]]:
+        """The channels as ``/status`` shows them (:meth:`palui.service.status.StatusPart.status`):
+        ``[{"name","kind","state","person","last_failure"}]``, by name."""
+        return [{"name": c["name"], "kind": c["kind"], "state": c["state"], "person": c["person"],
+                 "last_failure": c["last_failure"]} for c in self.channels()]
 
     # -- pairing -----------------------------------------------------------------------------------
 
@@ -158,7 +176,7 @@ class ChannelsPart(ApprovalsPart):
         only this command makes a code). Raises NotFound."""
         ch = self.channel(name)
         code = "".join(secrets.choice(PAIR_ALPHABET) for _ in range(PAIR_LENGTH))
-        expires = time.time() + PAIR_SECONDS
+        expires = self.clock.now() + PAIR_SECONDS
         with self.db.write() as c:
             c.execute("INSERT INTO channel_pairing (channel, code_hash, expires_at, tries_left) VALUES (?,?,?,?)"
                       " ON CONFLICT (channel) DO UPDATE SET code_hash = excluded.code_hash,"
@@ -169,7 +187,7 @@ class ChannelsPart(ApprovalsPart):
     def pairing_open(self, name: str) -> bool:
         """Is a pairing code live (Matrix accepts invites from anyone only then)?"""
         r = self.db.one("SELECT expires_at, tries_left FROM channel_pairing WHERE channel = ?", (name,))
-        return bool(r and r["expires_at"] > time.time() and r["tries_left"] > 0)
+        return bool(r and r["expires_at"] > self.clock.now() and r["tries_left"] > 0)
 
     def try_pair(self, name: str, code: str, person_id: str, person_name: str, chat: str) -> bool:
         """``/pair CODE`` from ``person_id`` in the private chat ``chat``. True when the code is right:
@@ -177,7 +195,7 @@ class ChannelsPart(ApprovalsPart):
         voids the code) and returns False: the caller sends no reply."""
         with self.db.write() as c:
             r = c.execute("SELECT * FROM channel_pairing WHERE channel = ?", (name,)).fetchone()
-            if r is None or r["expires_at"] <= time.time() or r["tries_left"] <= 0:
+            if r is None or r["expires_at"] <= self.clock.now() or r["tries_left"] <= 0:
                 return False
             if not hmac.compare_digest(r["code_hash"], _code_hash(code)):
                 if r["tries_left"] <= 1:
@@ -188,16 +206,16 @@ class ChannelsPart(ApprovalsPart):
             c.execute("DELETE FROM channel_pairing WHERE channel = ?", (name,))
             c.execute("UPDATE channels SET person_id = ?, person_name = ?, person_chat = ?, paired_at = ?,"
                       " state = 'connected', state_at = ? WHERE name = ?",
-                      (person_id, person_name, chat, time.time(), time.time(), name))
+                      (person_id, person_name, chat, self.clock.now(), self.clock.now(), name))
             kind = c.execute("SELECT kind FROM channels WHERE name = ?", (name,)).fetchone()["kind"]
         title = TITLES.get(kind, kind) + ("" if name == kind else f" ({name})")
-        self.notify("notice", f"{title} paired with {person_name} ({person_id}).")
+        self.notifier("notice", f"{title} paired with {person_name} ({person_id}).")
         return True
 
     def note_stranger(self, name: str, sender: str) -> bool:
         """A sender who is not the person wrote: True when it should be logged now (at most once a day
         per sender, issue 13: "logged with its id at most once a day")."""
-        now = time.time()
+        now = self.clock.now()
         with self.db.write() as c:
             r = c.execute("SELECT logged_at FROM channel_strangers WHERE channel = ? AND sender = ?",
                           (name, sender)).fetchone()

@@ -6,17 +6,30 @@ from typing import Any
 
 from palui.errors import NotFound
 from palui.runner import approvals, elicitations
+from palui.service.status import StatusPart
 from palui.service.turns import TurnsPart
+from palui.store.db import Database
 
 
-class ConversationsPart(TurnsPart):
-    """Reading conversations (writes happen through :class:`TurnsPart`)."""
+class ConversationsPart:
+    """Reading conversations (writes happen through :class:`~palui.service.turns.TurnsPart`).
+
+    Args:
+        db: the database (conversations, turns, approvals, questions).
+        turns_part: a turn's result.
+        status_part: the pause state a queued turn waits on.
+    """
+
+    def __init__(self, db: Database, turns_part: TurnsPart, status_part: StatusPart) -> None:
+        self.db = db
+        self.turns_part = turns_part
+        self.status_part = status_part
 
     def turn_detail(self, turn_id: str) -> dict[str, Any]:
         """:meth:`turn_result` plus ``input``, ``created_at`` (epoch s), ``approvals`` (each approval
         the turn asked for, by id, in its current state), ``elicitations`` (each question a server
         asked during it, by id) and, for a queued turn, ``pause``."""
-        r = self.turn_result(turn_id)
+        r = self.turns_part.turn_result(turn_id)
         row = self.db.one("SELECT input, created_at FROM turns WHERE id = ?", (turn_id,))
         if row is None:
             raise NotFound(f"unknown turn {turn_id!r}")
@@ -34,7 +47,7 @@ class ConversationsPart(TurnsPart):
         r["elicitations"] = {q["id"]: {**q, "conversation": r["conversation"]}
                              for q in elicitations.for_ids(self.db, asked)}
         if r["status"] == "queued":
-            r["pause"] = self.pause_state()
+            r["pause"] = self.status_part.pause_state()
         return r
 
     def conversations(self, limit: int = 50, channel: str | None = None) -> list[dict[str, Any]]:

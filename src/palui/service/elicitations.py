@@ -17,7 +17,9 @@ from typing import Any
 from palui.errors import ApprovalError, UsageError
 from palui.runner import elicitations as store
 from palui.service.conversations import ConversationsPart
-from palui.service.turns import EventSink
+from palui.service.turn_tasks import EventSink
+from palui.service.turns import TurnsPart
+from palui.store.db import Database
 from palui.text.elicitation import answer_problems, apply_defaults
 
 #: Where an answer may come from: a front end, or a chat channel's name (the same words as approvals).
@@ -25,11 +27,22 @@ VIA = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 ACTIONS = ("accept", "decline", "cancel")
 
 
-class ElicitationsPart(ConversationsPart):
-    """Listing and answering the questions MCP servers ask the person."""
+class ElicitationsPart:
+    """Listing and answering the questions MCP servers ask the person.
+
+    Args:
+        db: the database (the questions).
+        conversations_part: the conversation of a question's turn.
+        turns_part: going on with a turn here, or its result.
+    """
+
+    def __init__(self, db: Database, conversations_part: ConversationsPart, turns_part: TurnsPart) -> None:
+        self.db = db
+        self.conversations_part = conversations_part
+        self.turns_part = turns_part
 
     def _with_conversation(self, e: dict[str, Any]) -> dict[str, Any]:
-        return {**e, "conversation": self.conversation_of(e["turn"])}
+        return {**e, "conversation": self.conversations_part.conversation_of(e["turn"])}
 
     def elicitations(self, status: str | None = "pending") -> list[dict[str, Any]]:
         """Questions oldest first (``status=None``: all), each as :meth:`elicitation` gives it."""
@@ -83,7 +96,7 @@ class ElicitationsPart(ConversationsPart):
         except ApprovalError as err:
             if not err.turn_id:
                 raise
-            return await self.resume_turn(err.turn_id, on_event)
+            return await self.turns_part.resume_turn(err.turn_id, on_event)
         if e["era"] != "input_required":
-            return self.turn_result(e["turn"], [])
-        return await self.resume_turn(e["turn"], on_event)
+            return self.turns_part.turn_result(e["turn"], [])
+        return await self.turns_part.resume_turn(e["turn"], on_event)

@@ -17,7 +17,10 @@ from typing import TYPE_CHECKING, Any
 from palui.runner import approvals
 from palui.runner import state as st
 from palui.service.approvals import ApprovalsPart
-from palui.service.turns import EventSink
+from palui.service.status import StatusPart
+from palui.service.turn_tasks import EventSink, TurnTasks
+from palui.service.turns import TurnsPart
+from palui.store.db import Database
 from palui.types import TurnStatus
 
 if TYPE_CHECKING:  # asyncio is imported where a coroutine needs it: light commands do not pay for it (issue 11)
@@ -28,8 +31,24 @@ SETTLED = ("done", "stopped", "budget", "error")
 POLL_SECONDS = 0.2
 
 
-class LivePart(ApprovalsPart):
-    """Following turns and approvals as they change."""
+class LivePart:
+    """Following turns and approvals as they change.
+
+    Args:
+        db: the database (stored events, turns, approvals).
+        turn_tasks: the turns this process runs, and their live events.
+        turns_part: a turn's result, and taking a turn up here.
+        status_part: the pause state a turn held by a cap waits on.
+        approvals_part: an approval as it is now.
+    """
+
+    def __init__(self, db: Database, turn_tasks: TurnTasks, turns_part: TurnsPart, status_part: StatusPart,
+                 approvals_part: ApprovalsPart) -> None:
+        self.db = db
+        self.turn_tasks = turn_tasks
+        self.turns_part = turns_part
+        self.status_part = status_part
+        self.approvals_part = approvals_part
 
     def turn_events(self, turn_id: str, after: int = 0) -> list[dict[str, Any]]:
         """The turn's stored events from index ``after`` on (each has its ``seq``), oldest first."""
@@ -51,7 +70,7 @@ class LivePart(ApprovalsPart):
         import asyncio
 
         emit = on_event or (lambda _e: None)
-        self.turn_result(turn_id, [])  # NotFound for an unknown turn
+        self.turns_part.turn_result(turn_id, [])  # NotFound for an unknown turn
         q: asyncio.Queue[dict[str, Any] | None] | None = None
 
         def show(e: dict[str, Any]) -> None:
@@ -69,7 +88,7 @@ class LivePart(ApprovalsPart):
                     # (None) sends the loop back to the database for anything saved last.
                     live = await q.get()
                     if live is None:
-                        self.unsubscribe(turn_id, q)
+                        self.turn_tasks.unsubscribe(turn_id, q)
                         q = None
                     else:
                         show(live)
@@ -77,9 +96,9 @@ class LivePart(ApprovalsPart):
                 # What is stored, then (in the same synchronous block) what the task here sends next.
                 for e in self.turn_events(turn_id, after):
                     show(e)
-                task = self.runtime.tasks.get(turn_id)
+                task = self.turn_tasks.tasks.get(turn_id)
                 if task is not None and not task.done():
-                    backlog, q = self.runtime.subscribe_from(turn_id)
+                    backlog, q = self.turn_tasks.subscribe_from(turn_id)
                     for e in backlog:
                         show(e)
                     continue
@@ -91,17 +110,17 @@ class LivePart(ApprovalsPart):
                     " SELECT 1 FROM elicitations WHERE turn_id = ? AND status = 'pending'",
                     (turn_id, turn_id)) is not None
                 if status in SETTLED or pending:
-                    return self.turn_result(turn_id)
+                    return self.turns_part.turn_result(turn_id)
                 if take_up:
                     result = self._take_up(turn_id, status, row["owner"])
                     if result is not None:
                         return result
-                    if turn_id in self.runtime.tasks:
+                    if turn_id in self.turn_tasks.tasks:
                         continue  # taken up here: subscribe at the top of the loop
                 await asyncio.sleep(poll)
         finally:
             if q is not None:
-                self.unsubscribe(turn_id, q)
+                self.turn_tasks.unsubscribe(turn_id, q)
 
     def _take_up(self, turn_id: str, status: str, owner: str | None) -> dict[str, Any] | None:
         """Start here a turn nobody runs (see :meth:`follow_turn`). Returns the result to stop
@@ -113,11 +132,11 @@ class LivePart(ApprovalsPart):
             return None
         if status == "awaiting_approval" and turn_id not in st.answered_turn_ids(self.db):
             return None
-        launched = self.launch(turn_id, (TurnStatus.QUEUED, TurnStatus.AWAITING_APPROVAL))
+        launched = self.turns_part.launch(turn_id, (TurnStatus.QUEUED, TurnStatus.AWAITING_APPROVAL))
         if launched.cap:
-            result = self.turn_result(turn_id)
+            result = self.turns_part.turn_result(turn_id)
             result["queued_reason"] = launched.cap
-            result["start_after"] = self.pause_state().get("paused_until")
+            result["start_after"] = self.status_part.pause_state().get("paused_until")
             return result
         return None
 
@@ -133,5 +152,5 @@ class LivePart(ApprovalsPart):
         while True:
             now_status = approvals.status(self.db, approval_id)
             if now_status is None or now_status != "pending" or time.monotonic() >= end:
-                return self.approval(approval_id)  # sweeps an expired one; NotFound when unknown
+                return self.approvals_part.approval(approval_id)  # sweeps an expired one; NotFound when unknown
             await asyncio.sleep(poll)

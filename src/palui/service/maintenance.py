@@ -11,25 +11,37 @@ What is pruned and what is kept is :mod:`palui.store.retention`'s rule.
 
 from __future__ import annotations
 
-import time
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
+from palui.config import Settings
 from palui.errors import PaluiError, UsageError
-from palui.service.core import ServiceCore
+from palui.service.clock import Clock
 from palui.store import retention
+from palui.store.db import Database
 from palui.text.display import shown
 
 DAY = 86400.0
 
 
-class MaintenancePart(ServiceCore):
-    """Retention and backups."""
+class MaintenancePart:
+    """Retention and backups.
+
+    Args:
+        db: the database pruned and copied.
+        settings: ``retention.days``.
+        clock: the time now and the zone of a ``--before`` date.
+    """
+
+    def __init__(self, db: Database, settings: Settings, clock: Clock) -> None:
+        self.db = db
+        self.settings = settings
+        self.clock = clock
 
     def prune_expired(self, now: float | None = None) -> dict[str, int]:
         """One small batch (per table) of rows older than ``retention.days``: the tick's share."""
-        now = time.time() if now is None else now
+        now = self.clock.now() if now is None else now
         return retention.prune(self.db, now - float(self.settings.get("retention.days")) * DAY)
 
     def prune(self, before: str) -> dict[str, Any]:
@@ -39,14 +51,14 @@ class MaintenancePart(ServiceCore):
         or one more than two days after now (a mistyped year must not delete everything; tomorrow's
         date, in any time zone, is how to delete everything stored so far)."""
         when = self._parse_before(before)
-        if when.timestamp() > time.time() + 2 * DAY:
+        if when.timestamp() > self.clock.now() + 2 * DAY:
             raise UsageError(f"--before {before.strip()}: that is more than two days after now; prune deletes what "
                              "is older than a date (everything stored so far: --before tomorrow's date)")
         deleted = retention.prune(self.db, when.timestamp(), batch=None)
         return {"before": when.isoformat(), "deleted": deleted}
 
     def _parse_before(self, text: str) -> datetime:
-        tz = self.timezone()
+        tz = self.clock.timezone()
         try:
             if len(text.strip()) == 10:
                 d = date.fromisoformat(text.strip())

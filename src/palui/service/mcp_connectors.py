@@ -16,7 +16,9 @@ A relative stdio command path is stored absolute (:func:`absolute_paths`).
 cannot start leaves nothing behind but its (redacted) stderr log, kept for diagnosis, and
 the error says why.
 Methods that talk to a server have an ``*_async`` form for callers inside an event
-loop; the plain form runs its own loop (the CLI).
+loop; the plain form runs its own loop (the CLI). Importing an ``mcpServers`` file is
+:mod:`palui.service.mcp_import`, signing in :mod:`palui.service.mcp_signin`: both hold a
+reference to this part.
 """
 
 from __future__ import annotations
@@ -24,29 +26,33 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import time
-from collections.abc import Coroutine, Mapping
-from pathlib import Path
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from palui.config import Settings
+from palui.connectors.hub import ConnectorHub
 from palui.connectors.mcp import config_from_row
-from palui.connectors.mcp.config import ServerConfig, delete_secrets, display_url, parse_mcp_servers, write_secrets
+from palui.connectors.mcp.config import ServerConfig, delete_secrets, display_url, write_secrets
 from palui.connectors.mcp.stderr import log_path
 from palui.connectors.naming import connector_id
 from palui.connectors.registry import SyncReport
 from palui.errors import NotFound, PaluiError, UsageError
 from palui.runner import redecide
+from palui.service.clock import Clock
+from palui.service.notifier import Notifier
 from palui.service.tools import ToolsPart
+from palui.store.db import Database
 from palui.types import SIGN_IN_AGAIN, OAuthClient, SignIn
 
 if TYPE_CHECKING:
     from palui.connectors.mcp.connector import MCPConnector
 
 T = TypeVar("T")
-IMPORT_CONCURRENCY = 4
 
 
-def _run(coro: Coroutine[Any, Any, T]) -> T:
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """``coro`` run to its end in an event loop of its own (the plain form of an ``*_async`` method).
+    Raises UsageError inside a running loop (the caller must await the ``*_async`` form)."""
     import asyncio  # only the commands that talk to a server run an event loop (issue 11)
 
     try:
@@ -95,20 +101,37 @@ def absolute_paths(config: ServerConfig, base: str) -> ServerConfig:
     return dataclasses.replace(config, command=command, cwd=cwd)
 
 
-class MCPPart(ToolsPart):
-    """MCP servers as connectors."""
+class MCPPart:
+    """MCP servers as connectors.
+
+    Args:
+        db, settings, hub, notifier, clock: the service's shared collaborators.
+        tools_part: the catalog (stored connectors and tools, switching read tools on).
+        redecide: re-decides pending approvals (spec §5), after a connector is switched off.
+    """
+
+    def __init__(self, db: Database, settings: Settings, hub: ConnectorHub, notifier: Notifier, clock: Clock,
+                 tools_part: ToolsPart, redecide: Callable[[], object]) -> None:
+        self.db = db
+        self.settings = settings
+        self.hub = hub
+        self.notifier = notifier
+        self.clock = clock
+        self.tools_part = tools_part
+        self.redecide = redecide
 
     # -- reading ----------------------------------------------------------------------------------
 
-    def _mcp_row(self, cid: str):
+    def mcp_row(self, cid: str) -> dict[str, Any]:
+        """The stored row of the MCP connector ``cid``. Raises NotFound, UsageError (a built-in connector)."""
         row = self.db.one("SELECT * FROM connectors WHERE id = ?", (cid,))
         if row is None:
             raise NotFound(f"unknown connector {cid!r} (see: palui connectors list)")
         if row["kind"] != "mcp":
             raise UsageError(f"{cid} is a built-in connector, not an MCP server")
-        return row
+        return dict(row)
 
-    def _live_mcp(self, cid: str) -> MCPConnector | None:
+    def live_mcp(self, cid: str) -> MCPConnector | None:
         """The connector live in this process's hub, if it holds ``cid``."""
         conn = self.hub.live(cid)
         if conn is None:
@@ -128,9 +151,9 @@ class MCPPart(ToolsPart):
         sign-in (``error: sign in again``, stored by any process); ``last_state`` is
         the last one stored by any process (``connected``, ``error: …``).
         """
-        row = self._mcp_row(cid)
+        row = self.mcp_row(cid)
         public = json.loads(row["config_json"] or "{}")
-        live = self._live_mcp(cid)
+        live = self.live_mcp(cid)
         return {
             "id": cid,
             "name": row["name"],
@@ -155,13 +178,26 @@ class MCPPart(ToolsPart):
         }
 
     def oauth_state(self, cid: str) -> dict[str, Any]:
-        """Whether an HTTP connector holds tokens (:class:`palui.service.mcp_signin.MCPSignInPart`)."""
+        """``{"signed_in","issuer","expires_at"}`` of an HTTP connector (no token, no client secret), read
+        from the token files the sign-in (:mod:`palui.service.mcp_signin`) stores."""
+        path = self.settings.secrets_dir / "oauth" / "tokens"
+        for p in sorted(path.glob(f"{cid}.*.json")) if path.is_dir() else []:
+            try:
+                data = json.loads(p.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            token = data.get("token") or {}
+            if data.get("connector") == cid and token.get("access_token"):
+                expires = (data["received_at"] + token["expires_in"]) if token.get("expires_in") else None
+                return {"signed_in": True, "issuer": data.get("issuer"), "expires_at": expires}
         return {"signed_in": False, "issuer": None, "expires_at": None}
 
     def connectors(self) -> list[dict[str, Any]]:
-        """Connectors (see ToolsAPI.connectors); MCP ones also carry ``"config"`` (secrets redacted),
-        their state in this process (``idle`` when not started here, SPEC §7) and ``"last_state"``."""
-        out = super().connectors()
+        """Connectors as the person sees them: the stored rows
+        (:meth:`~palui.service.tools.ToolsPart.connector_rows`), and MCP ones also carry ``"config"``
+        (secrets redacted), their state in this process (``idle`` when not started here, SPEC §7) and
+        ``"last_state"``."""
+        out = self.tools_part.connector_rows()
         for c in out:
             if c.get("kind") == "mcp":
                 cfg = self.mcp_config(c["id"])
@@ -198,14 +234,14 @@ class MCPPart(ToolsPart):
             c.execute(
                 "INSERT INTO connectors (id, kind, name, transport, config_json, state, created_at)"
                 " VALUES (?, 'mcp', ?, ?, ?, 'connecting', ?)",
-                (cid, name, config.transport, json.dumps(config.public()), time.time()),
+                (cid, name, config.transport, json.dumps(config.public()), self.clock.now()),
             )
         state = "connected"
         report = None
         try:
-            self._save_client(cid, client)
+            self.save_client(cid, client)
             try:
-                report = (await self._connect_once(cid, name, config, sign_in)).last_report
+                report = (await self.connect_once(cid, name, config, sign_in)).last_report
             except PaluiError:
                 # A server that wants a sign-in nobody can give now (the web form): kept without tools,
                 # "error: sign in again"; its sheet's "Sign in" (or palui connectors login) finishes it.
@@ -218,15 +254,15 @@ class MCPPart(ToolsPart):
             with self.db.write() as c:
                 c.execute("DELETE FROM connectors WHERE id = ?", (cid,))
             delete_secrets(self.settings.secrets_dir, cid)
-            self._forget_oauth(cid)
+            self.forget_oauth(cid)
             raise
-        enabled = [r.name for r in self.enable_read(cid)] if enable_read else []
+        enabled = [r.name for r in self.tools_part.enable_read(cid)] if enable_read else []
         result = _report_dict(cid, report)
         result.update(
             name=name,
             transport=config.transport,
             state=state,
-            tools=[t.name for t in self.tools(cid)] if report is not None else [],
+            tools=[t.name for t in self.tools_part.tools(cid)] if report is not None else [],
             enabled=enabled,
         )
         return result
@@ -234,9 +270,9 @@ class MCPPart(ToolsPart):
     def mcp_add(self, name: str, config: ServerConfig, *, enable_read: bool = False, sign_in: SignIn | None = None,
                 client: OAuthClient | None = None) -> dict[str, Any]:
         """Synchronous :meth:`mcp_add_async` (runs its own event loop)."""
-        return _run(self.mcp_add_async(name, config, enable_read=enable_read, sign_in=sign_in, client=client))
+        return run_sync(self.mcp_add_async(name, config, enable_read=enable_read, sign_in=sign_in, client=client))
 
-    async def _connect_once(self, cid: str, name: str, config: ServerConfig, sign_in: SignIn | None = None,
+    async def connect_once(self, cid: str, name: str, config: ServerConfig, sign_in: SignIn | None = None,
                             handler: Any = None) -> MCPConnector:
         """Connect (signing in when the server wants it and a way to sign in is given), sync the tools,
         close. Returns the closed connector (its ``last_report``). Raises ConnectorError."""
@@ -255,7 +291,7 @@ class MCPPart(ToolsPart):
                 await connector.close()
         return connector
 
-    def _save_client(self, cid: str, client: OAuthClient | None) -> None:
+    def save_client(self, cid: str, client: OAuthClient | None) -> None:
         """Store a client the person registered themselves (a 0600 file; the secret never in argv or the database)."""
         if client is None:
             return
@@ -272,67 +308,12 @@ class MCPPart(ToolsPart):
             "grant_types": ["authorization_code", "refresh_token"]})
         OAuthFiles(self.settings.secrets_dir).save_pre_registered(cid, info)
 
-    def _forget_oauth(self, cid: str) -> None:
+    def forget_oauth(self, cid: str) -> None:
+        """Delete the OAuth client and tokens stored for ``cid`` (nothing to do without an OAuth directory)."""
         if (self.settings.secrets_dir / "oauth").is_dir():
             from palui.connectors.mcp.oauth import OAuthFiles
 
             OAuthFiles(self.settings.secrets_dir).forget_connector(cid)
-
-    async def mcp_import_async(
-        self, path: Path | str, *, environ: Mapping[str, str] | None = None, enable_read: bool = False
-    ) -> list[dict[str, Any]]:
-        """Import an ``mcpServers`` JSON file (``${VAR}`` from ``environ``, default the process environment).
-
-        The whole file is checked first (a bad entry or a missing variable adds
-        nothing). Then the servers are added, up to four at a time; one that cannot start
-        is reported and not stored; a name already used by an MCP connector is skipped. Returns one
-        ``{"name","status":"added"|"skipped"|"error","id","message"}`` per server
-        (``added`` entries carry the :meth:`mcp_add_async` fields too).
-
-        Raises UsageError (unreadable file, bad JSON, bad entry, missing variable).
-        """
-        p = Path(path)
-        try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise UsageError(f"{p}: no such file") from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise UsageError(f"{p}: cannot be read: {e}") from None
-        except ValueError as e:
-            raise UsageError(f"{p}: not valid JSON: {e}") from None
-        servers = parse_mcp_servers(data, os.environ if environ is None else environ, source=str(p))
-        # Relative paths in the file mean: relative to the file (it may be read from anywhere).
-        base = os.path.abspath(p.parent)
-        servers = [(n, absolute_paths(c, base)) for n, c in servers]
-        # Servers start side by side (a few at a time): each add computes its id and inserts
-        # its row without an await in between, so concurrent adds cannot take the same id.
-        import asyncio
-
-        gate = asyncio.Semaphore(IMPORT_CONCURRENCY)
-
-        async def one(name: str, cfg: ServerConfig) -> dict[str, Any]:
-            existing = self.db.one("SELECT id FROM connectors WHERE kind = 'mcp' AND name = ?", (name,))
-            if existing is not None:
-                return {
-                    "name": name,
-                    "status": "skipped",
-                    "id": existing["id"],
-                    "message": f"a connector named {name!r} exists already ({existing['id']})",
-                }
-            async with gate:
-                try:
-                    added = await self.mcp_add_async(name, cfg, enable_read=enable_read)
-                except PaluiError as e:
-                    return {"name": name, "status": "error", "id": None, "message": str(e)}
-            return {**added, "status": "added", "message": f"{len(added['tools'])} tool(s)"}
-
-        return list(await asyncio.gather(*(one(n, c) for n, c in servers)))
-
-    def mcp_import(
-        self, path: Path | str, *, environ: Mapping[str, str] | None = None, enable_read: bool = False
-    ) -> list[dict[str, Any]]:
-        """Synchronous :meth:`mcp_import_async`."""
-        return _run(self.mcp_import_async(path, environ=environ, enable_read=enable_read))
 
     # -- changing --------------------------------------------------------------------------------------
 
@@ -343,10 +324,10 @@ class MCPPart(ToolsPart):
         "removed","refused_duplicates","state"}``. Raises NotFound, UsageError (disabled),
         ConnectorError (the server cannot start or list).
         """
-        row = self._mcp_row(cid)
+        row = self.mcp_row(cid)
         if not row["enabled"]:
             raise UsageError(f"{cid} is disabled; enable it first (palui connectors enable {cid})")
-        live = self._live_mcp(cid)
+        live = self.live_mcp(cid)
         if live is not None:
             report = await live.refresh()
             return {**_report_dict(cid, report), "state": live.state()}
@@ -362,7 +343,7 @@ class MCPPart(ToolsPart):
 
     def mcp_refresh(self, cid: str) -> dict[str, Any]:
         """Synchronous :meth:`mcp_refresh_async`."""
-        return _run(self.mcp_refresh_async(cid))
+        return run_sync(self.mcp_refresh_async(cid))
 
     def mcp_remove(self, cid: str) -> None:
         """Forget an MCP connector: its row and tools, its secrets file and stderr logs.
@@ -370,8 +351,8 @@ class MCPPart(ToolsPart):
         A session live in this process is dropped from the hub and closed.
         Raises NotFound, UsageError (built-in connector).
         """
-        self._mcp_row(cid)
-        live = self._live_mcp(cid)
+        self.mcp_row(cid)
+        live = self.live_mcp(cid)
         if live is not None:
             self.hub.forget(cid)
             import asyncio
@@ -385,13 +366,13 @@ class MCPPart(ToolsPart):
         for a in self.db.all("SELECT a.id, a.tool, a.turn_id FROM approvals a JOIN tools t ON t.name = a.tool"
                              " WHERE a.status = 'pending' AND t.connector_id = ?", (cid,)):
             if redecide.cancel(self.db, a["id"], why):
-                self.notify("notice", f"Approval {a['id']} ({a['tool']}) was cancelled: {why}.",
+                self.notifier("notice", f"Approval {a['id']} ({a['tool']}) was cancelled: {why}.",
                             turn_id=a["turn_id"], approval_id=a["id"])
         with self.db.write() as c:
             c.execute("DELETE FROM tools WHERE connector_id = ?", (cid,))
             c.execute("DELETE FROM connectors WHERE id = ?", (cid,))
         delete_secrets(self.settings.secrets_dir, cid)
-        self._forget_oauth(cid)
+        self.forget_oauth(cid)
         log = log_path(self.settings.data_dir, cid)
         for p in (log, log.with_name(log.name + ".1")):
             p.unlink(missing_ok=True)
@@ -399,14 +380,14 @@ class MCPPart(ToolsPart):
     def mcp_set_enabled(self, cid: str, enabled: bool) -> dict[str, Any]:
         """Enable or disable an MCP connector. A disabled one shows state ``disabled`` and its calls are
         refused; its tools keep their switches. Returns :meth:`mcp_config`."""
-        self._mcp_row(cid)
+        self.mcp_row(cid)
         with self.db.write() as c:
             c.execute("UPDATE connectors SET enabled = ? WHERE id = ?", (int(enabled), cid))
-        live = self._live_mcp(cid)
+        live = self.live_mcp(cid)
         if live is not None:
             live.enabled = enabled
         if not enabled:
-            self.redecide_approvals()
+            self.redecide()
         return self.mcp_config(cid)
 
     def resolve_tool(self, connector: str, tool: str) -> str:

@@ -15,11 +15,14 @@ once until one of these succeeds. Tokens live in 0600 files under the secrets di
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from palui.config import Settings
+from palui.connectors.hub import ConnectorHub
 from palui.errors import ConnectorError, NotFound, UsageError
 from palui.service.mcp_connectors import MCPPart
+from palui.store.db import Database
 from palui.types import OAuthClient, SignIn
 
 if TYPE_CHECKING:
@@ -28,17 +31,28 @@ if TYPE_CHECKING:
 WEB_SIGN_IN_WAIT = 30.0  # seconds the page waits for the authorization URL, or for the end of the sign-in
 
 
-class MCPSignInPart(MCPPart):
-    """OAuth sign-in and sign-out of MCP connectors."""
+class MCPSignInPart:
+    """OAuth sign-in and sign-out of MCP connectors.
 
-    _web_sign_ins: dict[str, tuple[Any, asyncio.Task[dict[str, Any]]]]
+    Args:
+        db, settings, hub: the service's shared collaborators.
+        mcp_part: the MCP connectors (their rows, a one-time connection, a client the person registered,
+            whether a connector holds tokens).
+        redecide: re-decides pending approvals (spec §5) once a sign-in synced the tools.
+    """
 
-    def _setup(self) -> None:
-        super()._setup()
-        self._web_sign_ins = {}
+    def __init__(self, db: Database, settings: Settings, hub: ConnectorHub, mcp_part: MCPPart,
+                 redecide: Callable[[], object]) -> None:
+        self.db = db
+        self.settings = settings
+        self.hub = hub
+        self.mcp_part = mcp_part
+        self.redecide = redecide
+        # The web sheet's sign-ins waiting for the browser to come back, by their OAuth ``state``.
+        self._web_sign_ins: dict[str, tuple[Any, asyncio.Task[dict[str, Any]]]] = {}
 
-    def _http_row(self, cid: str):
-        row = self._mcp_row(cid)
+    def _http_row(self, cid: str) -> dict[str, Any]:
+        row = self.mcp_part.mcp_row(cid)
         if row["transport"] != "http":
             raise UsageError(f"{cid} is a stdio server: only remote (HTTP) servers sign in")
         return row
@@ -48,23 +62,23 @@ class MCPSignInPart(MCPPart):
         from palui.connectors.mcp import config_from_row
 
         row = self._http_row(cid)
-        self._save_client(cid, client)
+        self.mcp_part.save_client(cid, client)
         live = self.hub.forget(cid)  # the next use connects with the new tokens
         if live is not None:
             await live.close()
         with self.db.write() as c:  # a new attempt: no longer "sign in again" (a failure sets it again)
             c.execute("UPDATE connectors SET state = 'connecting' WHERE id = ?", (cid,))
         try:
-            connector = await self._connect_once(cid, row["name"], config_from_row(self.hub.env, row), sign_in,
+            connector = await self.mcp_part.connect_once(cid, row["name"], config_from_row(self.hub.env, row), sign_in,
                                                  handler)
         except ConnectorError:
             with self.db.write() as c:
                 c.execute("UPDATE connectors SET state = 'error: sign in again' WHERE id = ? AND state = 'connecting'",
                           (cid,))
             raise
-        self.redecide_approvals()
+        self.redecide()
         report = connector.last_report
-        return {"id": cid, "state": "connected", "signed_in": self.oauth_state(cid)["signed_in"],
+        return {"id": cid, "state": "connected", "signed_in": self.mcp_part.oauth_state(cid)["signed_in"],
                 "added": report.added if report else [], "changed": report.changed if report else []}
 
     async def mcp_login_async(self, cid: str, sign_in: SignIn, client: OAuthClient | None = None) -> dict[str, Any]:
@@ -88,20 +102,6 @@ class MCPSignInPart(MCPPart):
         with self.db.write() as c:
             c.execute("UPDATE connectors SET state = 'error: sign in again' WHERE id = ?", (cid,))
         return {"id": cid, "revocation": outcome}
-
-    def oauth_state(self, cid: str) -> dict[str, Any]:
-        """``{"signed_in","issuer","expires_at"}`` of an HTTP connector (no token, no client secret)."""
-        path = self.settings.secrets_dir / "oauth" / "tokens"
-        for p in sorted(path.glob(f"{cid}.*.json")) if path.is_dir() else []:
-            try:
-                data = json.loads(p.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
-            token = data.get("token") or {}
-            if data.get("connector") == cid and token.get("access_token"):
-                expires = (data["received_at"] + token["expires_in"]) if token.get("expires_in") else None
-                return {"signed_in": True, "issuer": data.get("issuer"), "expires_at": expires}
-        return {"signed_in": False, "issuer": None, "expires_at": None}
 
     # -- the web sheet's "Sign in" ----------------------------------------------------------------------
 

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from palui.errors import NotFound, UsageError
-from palui.service.core import ServiceCore
 from palui.store import memories as store
+from palui.store.db import Database
 
 TASK_FILTERS = ("open", "done", "all")
 
@@ -33,8 +33,15 @@ def task_dict(t: dict[str, Any]) -> dict[str, Any]:
             "updated_at": _iso(t["updated_at"]), "turn": t["turn_id"]}
 
 
-class MemoriesPart(ServiceCore):
-    """Memories and tasks as the person sees them."""
+class MemoriesPart:
+    """Memories and tasks as the person sees them.
+
+    Args:
+        db: the database (memories, tasks).
+    """
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     def memories(self, limit: int = 100) -> list[dict[str, Any]]:
         """The newest ``limit`` memories, newest first (see :func:`memory_dict`). Raises UsageError for limit < 1."""

@@ -8,17 +8,23 @@ thread; subscribers (the chat channels ``palui serve`` starts) are called with t
 :class:`~palui.types.Notice` and must not block (they queue the delivery themselves). A failing
 subscriber is logged and never stops the others or the caller. The service never imports a
 channel: channels subscribe here.
+
+It also reads what it wrote (:meth:`Notifier.inbox`) and checks its delivery targets in full before
+``palui serve`` starts (:meth:`Notifier.check_delivery_targets`).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
 
 from palui import delivery
 from palui.config import Settings
+from palui.errors import ConfigError
+from palui.service.clock import Clock
 from palui.store.db import Database
 from palui.types import Notice
 
@@ -33,11 +39,13 @@ class Notifier:
     Args:
         db: the database (the inbox table).
         settings: ``notify.apprise`` is read at each notice.
+        clock: stamps the inbox rows (a new :class:`~palui.service.clock.Clock` when None).
     """
 
-    def __init__(self, db: Database, settings: Settings) -> None:
+    def __init__(self, db: Database, settings: Settings, clock: Clock | None = None) -> None:
         self.db = db
         self.settings = settings
+        self.clock = clock or Clock(settings)
         self._subscribers: list[Subscriber] = []
         self._lock = threading.Lock()
 
@@ -55,7 +63,7 @@ class Notifier:
 
     def _write(self, kind: str, text: str, turn_id: str | None, conversation_id: str | None,
                approval_id: str | None, elicitation_id: str | None = None) -> Notice:
-        now = time.time()
+        now = self.clock.now()
         with self.db.write() as c:
             cur = c.execute("INSERT INTO inbox (time, kind, text, turn_id, conversation_id) VALUES (?,?,?,?,?)",
                             (now, kind, text, turn_id, conversation_id))
@@ -92,3 +100,24 @@ class Notifier:
         self._fan_out(notice)
         return await delivery.deliver_async(self.settings.get("notify.apprise"), text,
                                             title=delivery.title_for(kind))
+
+    def inbox(self, limit: int = 100) -> list[dict[str, Any]]:
+        """The newest ``limit`` messages, oldest first: ``[{"time","kind","text","turn"}]`` (ISO 8601 UTC)."""
+        rows = self.db.all("SELECT * FROM (SELECT * FROM inbox ORDER BY id DESC LIMIT ?) ORDER BY id", (limit,))
+        return [{"time": datetime.fromtimestamp(r["time"], UTC).isoformat(), "kind": r["kind"],
+                 "text": r["text"], "turn": r["turn_id"]} for r in rows]
+
+    def check_delivery_targets(self) -> None:
+        """The full check of ``notify.apprise`` and ``messages.contacts`` that ``palui serve`` makes before
+        it starts (every other start checks their syntax only: importing apprise is slow). Raises
+        ConfigError naming the key and the item, never the URL (apprise URLs hold tokens)."""
+        fix = "is not a URL apprise can use: check the service name and the URL's parts in apprise's list of services"
+        where = self.settings.config_file
+        urls = list(self.settings.get("notify.apprise"))
+        for position in delivery.unknown_targets(urls):
+            scheme = urls[position - 1].split("://", 1)[0][:20]
+            raise ConfigError(f"{where}: key 'notify.apprise': item {position} (a {scheme}:// URL) {fix}")
+        contacts = dict(self.settings.get("messages.contacts"))
+        names = list(contacts)
+        for position in delivery.unknown_targets([contacts[n] for n in names]):
+            raise ConfigError(f"{where}: key 'messages.contacts': contact {names[position - 1]!r} {fix}")

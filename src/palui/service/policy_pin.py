@@ -2,8 +2,9 @@
 
 ``palui policy snapshot`` writes, for every tool listed now, one CSV row per origin and taint with
 today's verdict; ``palui policy check FILE`` reads such a file and names every row that no longer
-holds, with the current reason. With ``policy.check_file`` set, :meth:`start_background` (``palui
-serve``) checks it before the service starts its work: a tool that would now be looser than pinned is
+holds, with the current reason. With ``policy.check_file`` set, ``palui serve`` checks it before the
+service starts its work (:meth:`PolicyPinPart.enforce_policy_file`, the first step of the service's
+``start_background``): a tool that would now be looser than pinned is
 switched off and the person told; a missing tool, a tighter verdict or an unreadable file is a notice.
 The service starts either way (no crash loop under a restart-on-failure unit). The comparison itself
 is :mod:`palui.policy.pinned`.
@@ -17,9 +18,11 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from palui.config import Settings
 from palui.errors import NotFound, UsageError
 from palui.policy import pinned
 from palui.policy.matrix import decide
+from palui.service.notifier import Notifier
 from palui.service.tools import ToolsPart
 from palui.types import Decision, Origin
 
@@ -28,12 +31,23 @@ SITUATIONS = ((Origin.CHAT, False), (Origin.CHAT, True), (Origin.JOB, False), (O
               (Origin.WEBHOOK, False), (Origin.WEBHOOK, True))
 
 
-class PolicyPinPart(ToolsPart):
-    """Snapshots of the policy and checks against them."""
+class PolicyPinPart:
+    """Snapshots of the policy and checks against them.
+
+    Args:
+        settings: ``policy.check_file``.
+        notifier: the person's channel (what the start-up check found).
+        tools_part: the tools and their switches.
+    """
+
+    def __init__(self, settings: Settings, notifier: Notifier, tools_part: ToolsPart) -> None:
+        self.settings = settings
+        self.notifier = notifier
+        self.tools_part = tools_part
 
     def _decision_now(self, tool: str, origin: Origin, tainted: bool) -> Decision | None:
         try:
-            row = self.tool(tool)
+            row = self.tools_part.tool(tool)
         except NotFound:
             return None
         if not row.present:
@@ -43,7 +57,7 @@ class PolicyPinPart(ToolsPart):
     def policy_snapshot(self) -> str:
         """The CSV text of ``palui policy snapshot``: every listed tool, sorted, in every situation."""
         rows = [(r.name, o, t, decide(r.tool_class, r.enabled, o, t))
-                for r in sorted(self.tools(), key=lambda r: r.name) for o, t in SITUATIONS]
+                for r in sorted(self.tools_part.tools(), key=lambda r: r.name) for o, t in SITUATIONS]
         out = io.StringIO()
         csv.writer(out, lineterminator="\n").writerows(pinned.snapshot_records(rows))
         return out.getvalue()
@@ -80,7 +94,7 @@ class PolicyPinPart(ToolsPart):
             return self._enforce_policy_file()
         except Exception as e:  # the service starts whatever the check met (no crash loop)
             log.exception("policy.check_file could not be checked")
-            self.notify("notice", f"The policy file (policy.check_file) could not be checked: {type(e).__name__}: "
+            self.notifier("notice", f"The policy file (policy.check_file) could not be checked: {type(e).__name__}: "
                                   f"{e}. Nothing was switched off.")
             return [{"kind": "bad", "line": 0, "message": str(e)}]
 
@@ -91,23 +105,18 @@ class PolicyPinPart(ToolsPart):
         try:
             found = self.policy_check(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, UsageError) as e:
-            self.notify("notice", f"The policy file {path} (policy.check_file) could not be read: {e}. Nothing was "
+            self.notifier("notice", f"The policy file {path} (policy.check_file) could not be read: {e}. Nothing was "
                                   "checked at this start.")
             return [{"kind": "bad", "line": 0, "message": str(e)}]
         if not found:
             return []
         looser = sorted({f["tool"] for f in found if f["kind"] == "looser"})
         if looser:
-            self.set_enabled(looser, False)
+            self.tools_part.set_enabled(looser, False)
         lines = [f"- {f['message']}" for f in found]
         head = (f"The policy file {path} does not hold: switched off {', '.join(looser)} (it would now do more than "
                 "the file pins). " if looser else f"The policy file {path} does not hold. ")
-        self.notify("notice", head + "Check with palui policy check " + str(path) + ", then fix the tool or write a "
+        self.notifier("notice", head + "Check with palui policy check " + str(path) + ", then fix the tool or write a "
                     "new snapshot (palui policy snapshot > FILE).\n" + "\n".join(lines[:50])
                     + (f"\n… and {len(lines) - 50} more" if len(lines) > 50 else ""))
         return found
-
-    async def start_background(self, tick_seconds: float | None = None) -> None:
-        """``palui serve``: the policy file is checked before the tick starts (see the module docstring)."""
-        self.enforce_policy_file()
-        await super().start_background(tick_seconds)

@@ -8,20 +8,32 @@ none proposes to loosen a destructive or unknown class).
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from palui.errors import UsageError
 from palui.policy.advice import ConnectorFacts, ToolFacts, advise
 from palui.runner import approvals
-from palui.service.status import StatusPart
+from palui.service.clock import Clock
+from palui.service.tools import ToolsPart
 from palui.store import report as report_store
+from palui.store.db import Database
 
 MAX_DAYS = 366
 
 
-class ReportPart(StatusPart):
-    """The governance report."""
+class ReportPart:
+    """The governance report.
+
+    Args:
+        db: the database (the numbers are read from the tables Palui keeps).
+        clock: the time now and the zone where a day starts.
+        tools_part: the tools and connectors the suggestions are about.
+    """
+
+    def __init__(self, db: Database, clock: Clock, tools_part: ToolsPart) -> None:
+        self.db = db
+        self.clock = clock
+        self.tools_part = tools_part
 
     def report(self, days: int = 7, now: float | None = None) -> dict[str, Any]:
         """The report over the last ``days`` days (today included, days in ``caps.timezone``)::
@@ -41,11 +53,12 @@ class ReportPart(StatusPart):
         """
         if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_DAYS:
             raise UsageError(f"--days must be a whole number from 1 to {MAX_DAYS}")
-        now = time.time() if now is None else now
+        now = self.clock.now() if now is None else now
         approvals.sweep(self.db)  # expired approvals count as expired, not pending
-        out = report_store.numbers(self.db, days, now, self.timezone())
+        out = report_store.numbers(self.db, days, now, self.clock.timezone())
         tools = {r.name: ToolFacts(r.tool_class.value, r.class_source.value, r.enabled, r.connector, r.outside_flag)
-                 for r in self.tools()}
-        conns = {c["id"]: ConnectorFacts(c["kind"], c["trusted_source"]) for c in self.connectors()}
+                 for r in self.tools_part.tools()}
+        # The stored rows: the MCP part's view adds each server's configuration and state, none of it a fact here.
+        conns = {c["id"]: ConnectorFacts(c["kind"], c["trusted_source"]) for c in self.tools_part.connector_rows()}
         out["suggestions"] = advise(out, tools, conns)
         return out

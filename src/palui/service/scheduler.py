@@ -22,84 +22,103 @@ so a run is started at most once.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
-from palui.triggers import clock
+from palui.config import Settings
+from palui.service.brake import BrakePart
+from palui.service.clock import Clock
+from palui.service.notifier import Notifier
+from palui.service.triggers import Launch, TriggersPart
+from palui.service.turn_tasks import TurnTasks
+from palui.service.turns import TurnsPart
+from palui.store.db import Database
 from palui.triggers import jobs as jobs_mod
 from palui.triggers.jobs import Job
-
-if TYPE_CHECKING:
-    from palui.service import Service
-    from palui.service.triggers import Launch
 
 log = logging.getLogger(__name__)
 
 
-def run_due(svc: Service, launch: Launch, now: float | None = None) -> list[str]:
-    """Handle every due job once. ``launch(turn_id)`` starts a created turn and returns the cap
-    that refused it (or None). Returns the ids of the turns started."""
-    now = clock.now() if now is None else now
-    started = []
-    paused = svc.jobs_paused() is not None  # issue 15 §7: the emergency brake holds every job
-    for job in jobs_mod.due(svc.db, now):
-        if paused:
-            tz = jobs_mod.zone_for(job.tz, svc.settings.get("caps.timezone"))
-            if jobs_mod.move(svc.db, job, next_run=jobs_mod.next_after(job.cron, now, tz)):
-                svc.note_jobs_paused()
-            continue
-        try:
-            tid = _fire(svc, job, launch, now)
-        except Exception:  # one broken job must not stop the others
-            log.exception("job %s could not be started", job.name)
-            continue
-        if tid:
-            started.append(tid)
-    return started
-
-
-def _fire(svc: Service, job: Job, launch: Launch, now: float) -> str | None:
-    tz = jobs_mod.zone_for(job.tz, svc.settings.get("caps.timezone"))
-    following = jobs_mod.next_after(job.cron, now, tz)
-    waiting = jobs_mod.waiting_turn(svc.db, job.id)
-    if waiting is not None:
-        first_note = waiting["id"] != job.skip_noted_turn
-        if jobs_mod.move(svc.db, job, next_run=following, skip_noted_turn=waiting["id"]) and first_note:
-            why = ("still awaits your approval (see: palui approvals list)" if waiting["status"] == "awaiting_approval"
-                   else f"is still {waiting['status']}")
-            svc.notify("job", f"Job {job.name!r} skipped its run due {svc.job_time(job.next_run, job)}: its previous "
-                              f"run (turn {waiting['id']}) {why}. Later runs are skipped too while it waits.",
-                       turn_id=waiting["id"])
-        return None
-    cap = svc.job_cap(job)
-    if cap:
-        svc.postpone_job(job, cap, now)
-        return None
-    missed = 0 if job.postponed_by else jobs_mod.missed_between(job.cron, job.next_run, now, tz)
-    if not jobs_mod.move(svc.db, job, next_run=following, last_run=now):
-        return None  # removed or moved meanwhile
-    tid = svc.start_job_turn(job, now)
-    if missed:
-        more = "+" if missed >= jobs_mod.MISSED_COUNT_LIMIT else ""
-        svc.notify("job", f"Job {job.name!r} missed {missed}{more} scheduled run(s) while the service was not "
-                          f"running; they are coalesced into this one run (turn {tid}).", turn_id=tid)
-    cap = launch(tid)
-    if cap:
-        svc.postpone_job(jobs_mod.get(svc.db, job.id), cap, now, turn_id=tid)
-        return None
-    return tid
-
-
 class Scheduler:
-    """The service's job ticker (the runtime registers ``scheduler.tick`` at ``palui serve`` start)."""
+    """The service's job ticker (the runtime registers :meth:`tick` at ``palui serve`` start).
 
-    def __init__(self, svc: Service) -> None:
-        self.svc = svc
+    Args:
+        db, settings, notifier, clock: the service's shared collaborators (the scheduler clock decides
+            what is due).
+        triggers_part: the jobs' caps, postponements and turns.
+        brake_part: whether the emergency brake holds the jobs, and telling the person once.
+        turns_part: launches a job's turn.
+        turn_tasks: no job starts while the process drains.
+    """
+
+    def __init__(self, db: Database, settings: Settings, notifier: Notifier, clock: Clock,
+                 triggers_part: TriggersPart, brake_part: BrakePart, turns_part: TurnsPart,
+                 turn_tasks: TurnTasks) -> None:
+        self.db = db
+        self.settings = settings
+        self.notifier = notifier
+        self.clock = clock
+        self.triggers_part = triggers_part
+        self.brake_part = brake_part
+        self.turns_part = turns_part
+        self.turn_tasks = turn_tasks
 
     def _launch(self, turn_id: str) -> str | None:
-        return self.svc.launch(turn_id).cap
+        return self.turns_part.launch(turn_id).cap
 
     async def tick(self, _now: float) -> None:
         """Start due jobs (the runtime's real-time ``_now`` is ignored: jobs use the scheduler clock)."""
-        if self.svc.runtime.draining:
+        if self.turn_tasks.draining:
             return
-        run_due(self.svc, self._launch, clock.now())
+        self.run_due(self._launch, self.clock.scheduler_now())
+
+    def run_due(self, launch: Launch, now: float | None = None) -> list[str]:
+        """Handle every due job once. ``launch(turn_id)`` starts a created turn and returns the cap
+        that refused it (or None). Returns the ids of the turns started."""
+        now = self.clock.scheduler_now() if now is None else now
+        started = []
+        paused = self.brake_part.jobs_paused() is not None  # issue 15 §7: the emergency brake holds every job
+        for job in jobs_mod.due(self.db, now):
+            if paused:
+                tz = jobs_mod.zone_for(job.tz, self.settings.get("caps.timezone"))
+                if jobs_mod.move(self.db, job, next_run=jobs_mod.next_after(job.cron, now, tz)):
+                    self.brake_part.note_jobs_paused()
+                continue
+            try:
+                tid = self._fire(job, launch, now)
+            except Exception:  # one broken job must not stop the others
+                log.exception("job %s could not be started", job.name)
+                continue
+            if tid:
+                started.append(tid)
+        return started
+
+    def _fire(self, job: Job, launch: Launch, now: float) -> str | None:
+        triggers = self.triggers_part
+        tz = jobs_mod.zone_for(job.tz, self.settings.get("caps.timezone"))
+        following = jobs_mod.next_after(job.cron, now, tz)
+        waiting = jobs_mod.waiting_turn(self.db, job.id)
+        if waiting is not None:
+            first_note = waiting["id"] != job.skip_noted_turn
+            if jobs_mod.move(self.db, job, next_run=following, skip_noted_turn=waiting["id"]) and first_note:
+                why = ("still awaits your approval (see: palui approvals list)"
+                       if waiting["status"] == "awaiting_approval" else f"is still {waiting['status']}")
+                self.notifier("job", f"Job {job.name!r} skipped its run due {triggers.job_time(job.next_run, job)}: "
+                                     f"its previous run (turn {waiting['id']}) {why}. Later runs are skipped too while "
+                                     "it waits.", turn_id=waiting["id"])
+            return None
+        cap = triggers.job_cap(job)
+        if cap:
+            triggers.postpone_job(job, cap, now)
+            return None
+        missed = 0 if job.postponed_by else jobs_mod.missed_between(job.cron, job.next_run, now, tz)
+        if not jobs_mod.move(self.db, job, next_run=following, last_run=now):
+            return None  # removed or moved meanwhile
+        tid = triggers.start_job_turn(job, now)
+        if missed:
+            more = "+" if missed >= jobs_mod.MISSED_COUNT_LIMIT else ""
+            self.notifier("job", f"Job {job.name!r} missed {missed}{more} scheduled run(s) while the service was not "
+                                 f"running; they are coalesced into this one run (turn {tid}).", turn_id=tid)
+        cap = launch(tid)
+        if cap:
+            triggers.postpone_job(jobs_mod.get(self.db, job.id), cap, now, turn_id=tid)
+            return None
+        return tid

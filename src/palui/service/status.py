@@ -1,19 +1,45 @@
-"""Service part: ``/status``, the pause state and the audit log (SPEC §6, §8, §10)."""
+"""Service part: ``/status``, the pause state and the audit log (SPEC §6, §8, §10).
+
+``status()`` is composed here, once: the connectors as the MCP part shows them, the caps and the pause,
+the webhook share, the counts, the audit head, the jobs' brake, the governance summary and, last, the
+chat channels' lines from the channels part.
+"""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
+from palui.config import Settings
+from palui.connectors.hub import ConnectorHub
 from palui.runner import approvals, audit, caps
-from palui.service.tools import ToolsPart
+from palui.service.channels import ChannelsPart
+from palui.service.clock import Clock
+from palui.service.mcp_connectors import MCPPart
+from palui.service.notifier import Notifier
 from palui.store import report as report_store
+from palui.store.db import Database
 from palui.triggers import jobs as jobs_mod
 from palui.types import Origin
 
 
-class StatusPart(ToolsPart):
-    """What the person sees of the whole: status, pause, audit."""
+class StatusPart:
+    """What the person sees of the whole: status, pause, audit.
+
+    Args:
+        db, settings, hub, notifier, clock: the service's shared collaborators.
+        mcp_part: the connectors as the person sees them.
+        channels_part: the chat channels' lines.
+    """
+
+    def __init__(self, db: Database, settings: Settings, hub: ConnectorHub, notifier: Notifier, clock: Clock,
+                 mcp_part: MCPPart, channels_part: ChannelsPart) -> None:
+        self.db = db
+        self.settings = settings
+        self.hub = hub
+        self.notifier = notifier
+        self.clock = clock
+        self.mcp_part = mcp_part
+        self.channels_part = channels_part
 
     def status(self) -> dict[str, Any]:
         """``{"model","tokens_today","caps","runs_last_hour","paused","paused_reason","paused_until",
@@ -23,10 +49,11 @@ class StatusPart(ToolsPart):
         ``governance`` counts the last 7 days' asks, issue 15 §1: ``{"days","asks","approved","denied",
         "expired","cancelled","median_answer_seconds"}``; ``audit_head`` is the
         last audit row's ``{"id","hash"}`` or None, issue 15 §2; ``jobs_paused`` ``{"since","by"}`` while the
-        emergency brake holds the jobs, issue 15 §7)."""
+        emergency brake holds the jobs, issue 15 §7; ``channels`` the chat channels:
+        ``[{"name","kind","state","person","last_failure"}]``)."""
         approvals.sweep(self.db)
         conns = []
-        for c in self.connectors():
+        for c in self.mcp_part.connectors():
             live = self.hub.state(c["id"])
             conns.append(
                 {"id": c["id"], "state": live or c["state"], "tools": c["tools"], "enabled_tools": c["enabled_tools"]}
@@ -34,7 +61,7 @@ class StatusPart(ToolsPart):
         pause = self.pause_state()
         return {
             "model": self.settings.model,
-            "tokens_today": caps.tokens_today(self.db, self.timezone()),
+            "tokens_today": caps.tokens_today(self.db, self.clock.timezone()),
             "caps": {
                 "daily_tokens": self.settings.get("caps.daily_tokens"),
                 "job_daily_tokens": self.settings.get("caps.job_daily_tokens"),
@@ -50,12 +77,13 @@ class StatusPart(ToolsPart):
             "pending_elicitations": len(self.db.all("SELECT 1 FROM elicitations WHERE status = 'pending'")),
             "audit_head": audit.head(self.db),
             "jobs_paused": jobs_mod.paused(self.db),
-            "governance": report_store.summary(self.db, 7, time.time(), self.timezone()),
+            "governance": report_store.summary(self.db, 7, self.clock.now(), self.clock.timezone()),
+            "channels": self.channels_part.status_lines(),
         }
 
     def pause_state(self) -> dict[str, Any]:
         """Whether a global cap pauses new turns: ``{"paused","paused_reason","paused_until"}``."""
-        tz = self.timezone()
+        tz = self.clock.timezone()
         if caps.tokens_today(self.db, tz) >= int(self.settings.get("caps.daily_tokens")):
             return {"paused": True, "paused_reason": "daily token cap", "paused_until": caps.next_day(tz)}
         runs = caps.runs_last_hour(self.db)
@@ -81,7 +109,7 @@ class StatusPart(ToolsPart):
         """Tell the person once per hold of the webhook share (called only by the claim that started it)."""
         share = int(self.settings.get("caps.webhook_runs_per_hour"))
         until = self.webhook_share_state()["webhooks_held_until"]
-        self.notify("cap", f"Webhook deliveries are held: webhook turns used their share of the hourly runs "
+        self.notifier("cap", f"Webhook deliveries are held: webhook turns used their share of the hourly runs "
                            f"(caps.webhook_runs_per_hour = {share}). New webhook turns wait"
                            + (f" until {until}" if until else "") + "; your own messages and jobs go on.")
 

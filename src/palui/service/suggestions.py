@@ -21,15 +21,22 @@ from palui.types import ClassSource, ToolClass
 BULK = (ToolClass.WRITE.value, ToolClass.DESTRUCTIVE.value)
 
 
-class SuggestionsPart(ToolsPart):
-    """Suggesting and accepting classes for unknown tools."""
+class SuggestionsPart:
+    """Suggesting and accepting classes for unknown tools.
+
+    Args:
+        tools_part: the tools, and the person's class set through it.
+    """
+
+    def __init__(self, tools_part: ToolsPart) -> None:
+        self.tools_part = tools_part
 
     def suggest_classes(self, connector: str) -> list[dict[str, Any]]:
         """The connector's unknown tools with a suggestion each: ``[{"name","tool","description","suggestion",
         "reason"}]``; ``suggestion`` is ``read``/``write``/``destructive`` or None (unsure: stays unknown).
         ``tool`` and ``description`` are the server's own words (show them escaped). Raises NotFound."""
         out = []
-        for r in self.tools(connector):
+        for r in self.tools_part.tools(connector):
             if r.class_source is not ClassSource.UNKNOWN:
                 continue
             s = suggest(r.tool, r.description)
@@ -47,7 +54,7 @@ class SuggestionsPart(ToolsPart):
                 continue
             if shown is not None and shown.get(s["name"]) != s["suggestion"]:
                 continue
-            self.set_class(s["name"], s["suggestion"])
+            self.tools_part.set_class(s["name"], s["suggestion"])
             accepted.append(s)
         return accepted
 
@@ -55,7 +62,7 @@ class SuggestionsPart(ToolsPart):
         """Accept one tool's suggestion — the only way to accept a ``read`` one. ``expected`` is the class
         the person was shown. Raises NotFound, UsageError (the tool is not unknown, or its suggestion is not
         ``expected`` now)."""
-        row = self.tool(name)
+        row = self.tools_part.tool(name)
         if row.class_source is not ClassSource.UNKNOWN:
             raise UsageError(f"{name} already has a class ({row.tool_class.value}, {row.class_source.value}); "
                              "palui tools set-class changes it")
@@ -64,6 +71,6 @@ class SuggestionsPart(ToolsPart):
         if now is None or now != expected:
             raise UsageError(f"{name}: the suggestion is {now or 'none (unsure)'} now, not {expected}; "
                              f"look again (palui tools suggest {row.connector})")
-        self.set_class(name, now)
+        self.tools_part.set_class(name, now)
         return {"name": name, "tool": row.tool, "description": row.description, "suggestion": now,
                 "reason": s.reason}

@@ -1,17 +1,26 @@
-"""Service part: connectors, tools, classes, switches, review, policy explain (SPEC §2, §3, §7)."""
+"""Service part: connectors, tools, classes, switches, review, policy explain (SPEC §2, §3, §7).
+
+The lowest part of the catalog: the MCP part (:mod:`palui.service.mcp_connectors`), the policy pin,
+the suggestions, the Rule of Two flags, the status and the report each hold a reference to it. Its
+connector rows are the stored ones; ``connectors()`` as the person sees it (with each MCP server's
+configuration and live state) is the MCP part's.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from palui.config import Settings
 from palui.connectors.base import ToolSpec
 from palui.connectors.builtin import BUILTIN_TOOLS
+from palui.connectors.hub import ConnectorHub
 from palui.connectors.registry import SyncReport, accept_review, register_listing, sync_tools
 from palui.errors import NotFound, UsageError
 from palui.policy.classify import parse_class
 from palui.policy.matrix import decide
-from palui.service.core import ServiceCore
 from palui.store import tools as tools_store
+from palui.store.db import Database
 from palui.store.tools import ToolRow
 from palui.text.review import review_changes, review_fingerprint
 from palui.types import Origin, ToolClass, Verdict
@@ -19,23 +28,35 @@ from palui.types import Origin, ToolClass, Verdict
 BUILTIN_NAMES = {"recall": "Memories", "tasks": "Tasks", "web": "Web pages", "messages": "Messages"}
 
 
-class ToolsPart(ServiceCore):
-    """Connectors and tools as the person sees and steers them."""
+class ToolsPart:
+    """Connectors and tools as the person sees and steers them.
 
-    def _setup(self) -> None:
-        super()._setup()
-        self._register_builtins()
+    Args:
+        db: the database (connectors, tools).
+        settings: ``budgets.tools``.
+        hub: the connector hub (its environment stores a listing).
+        redecide: re-decides pending approvals after a change that may refuse them (spec §5):
+            :meth:`palui.service.redecision.Redecision.redecide_approvals`.
+    """
+
+    def __init__(self, db: Database, settings: Settings, hub: ConnectorHub, redecide: Callable[[], object]) -> None:
+        self.db = db
+        self.settings = settings
+        self.hub = hub
+        self.redecide = redecide
 
     # -- connectors and tools ---------------------------------------------------------------
 
-    def _register_builtins(self) -> None:
+    def register_builtins(self) -> None:
+        """A start-up step: the built-in connectors and their tools stored as this version defines them."""
         for cid, specs in BUILTIN_TOOLS.items():
             tools_store.ensure_connector(self.db, cid, "builtin", BUILTIN_NAMES[cid])
             sync_tools(self.db, cid, specs, builtin=True)
 
-    def connectors(self) -> list[dict[str, Any]]:
-        """Connectors: ``[{"id","kind","name","transport","state","trusted_source","private","tools",
-        "enabled_tools"}]`` (``private``: its results are the person's private data, issue 15 §6)."""
+    def connector_rows(self) -> list[dict[str, Any]]:
+        """The stored connectors: ``[{"id","kind","name","transport","state","trusted_source","private","tools",
+        "enabled_tools"}]`` (``private``: its results are the person's private data, issue 15 §6).
+        :meth:`palui.service.mcp_connectors.MCPPart.connectors` adds what an MCP server has more."""
         out = []
         for r in tools_store.list_connectors(self.db):
             out.append({
@@ -46,14 +67,15 @@ class ToolsPart(ServiceCore):
             })
         return out
 
-    def _connector_exists(self, cid: str) -> None:
+    def require_connector(self, cid: str) -> None:
+        """Raises NotFound unless ``cid`` is a stored connector."""
         if not self.db.one("SELECT 1 FROM connectors WHERE id = ?", (cid,)):
             raise NotFound(f"unknown connector {cid!r} (see: palui connectors list)")
 
     def tools(self, connector: str | None = None) -> list[ToolRow]:
         """Stored tools still listed by their connector, with effective classes."""
         if connector is not None:  # an empty name is an unknown connector, never "every connector"
-            self._connector_exists(connector)
+            self.require_connector(connector)
         return tools_store.list_tools(self.db, connector, present_only=True)
 
     def tool(self, name: str) -> ToolRow:
@@ -82,7 +104,7 @@ class ToolsPart(ServiceCore):
         with self.db.write() as c:
             c.execute("UPDATE tools SET user_class = ? WHERE connector_id = ? AND raw_name = ?",
                       (cls.value, row.connector, row.tool))
-        self.redecide_approvals()
+        self.redecide()
         return self.tool(name)
 
     def reset_class(self, name: str) -> ToolRow:
@@ -91,7 +113,7 @@ class ToolsPart(ServiceCore):
         with self.db.write() as c:
             c.execute("UPDATE tools SET user_class = NULL WHERE connector_id = ? AND raw_name = ?",
                       (row.connector, row.tool))
-        self.redecide_approvals()
+        self.redecide()
         return self.tool(name)
 
     def set_enabled(self, names: list[str], enabled: bool) -> list[ToolRow]:
@@ -117,7 +139,7 @@ class ToolsPart(ServiceCore):
                 c.execute("UPDATE tools SET enabled = ? WHERE connector_id = ? AND raw_name = ?",
                           (1 if enabled else 0, r.connector, r.tool))
         if not enabled:
-            self.redecide_approvals()
+            self.redecide()
         return [self.tool(r.name) for r in rows]
 
     def enable_read(self, connector: str | None = None) -> list[ToolRow]:
@@ -209,12 +231,12 @@ class ToolsPart(ServiceCore):
                 raise UsageError(f"the pending change of {name} was replaced while you looked at it; "
                                  f"nothing accepted: review it again (palui tools review {name})")
             accept_review(c, r)
-        self.redecide_approvals()
+        self.redecide()
         return self.tool(name)
 
     def set_trusted(self, connector: str, tool: str | None = None, trusted: bool = True) -> None:
         """Mark a connector (or one of its tools) a trusted source: its output no longer taints (SPEC §4)."""
-        self._connector_exists(connector)
+        self.require_connector(connector)
         with self.db.write() as c:
             if tool is None:
                 c.execute("UPDATE connectors SET trusted_source = ? WHERE id = ?", (int(trusted), connector))

@@ -7,32 +7,42 @@ The doors every front end and the runtime's tick go through:
   running, queued or awaiting approval waits as the next turn (``queued_behind``).
 - :meth:`TurnsPart.launch` is the one method that starts a stored turn: it claims it (a new
   turn is admitted by the caps and the one-turn rule in the same transaction) and runs it in
-  a task of this process's runtime. :meth:`run_turn` is launch-and-wait.
+  a task of this process (:class:`~palui.service.turn_tasks.TurnTasks`). :meth:`run_turn` is launch-and-wait.
 - :meth:`TurnsPart.stop` is the one method that stops a conversation's or a turn's work.
+
+The caps' pause state and the webhook share are the status part's; this part tells the person when a
+claim pauses Palui.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from palui.config import Settings
+from palui.connectors.hub import ConnectorHub
 from palui.errors import NotFound, UsageError
 from palui.policy.caps import WEBHOOK_RUNS_PER_HOUR
 from palui.runner import approvals, caps
 from palui.runner import state as st
 from palui.runner.deps import RunnerDeps
 from palui.service import stopping, turn_shape
+from palui.service.clock import Clock
+from palui.service.notifier import Notifier
 from palui.service.status import StatusPart
+from palui.service.turn_tasks import EventSink, TurnTasks
+from palui.store.db import Database
 from palui.types import Origin, TurnStatus
 
 if TYPE_CHECKING:
     import asyncio
+    import sqlite3
 
-EventSink = Callable[[dict[str, Any]], None]
+    from palui.policy.caps import CapVerdict
+    from palui.store.tools import ToolRow
 
 RESUMABLE = (TurnStatus.AWAITING_APPROVAL,)
 #: A channel's name: where a conversation was started or an answer given (``terminal``, ``web``, ``telegram``…).
@@ -51,12 +61,29 @@ class Launched:
     behind: str | None = None
 
 
-class TurnsPart(StatusPart):
-    """Running, pausing, resuming and stopping governed turns."""
+class TurnsPart:
+    """Running, pausing, resuming and stopping governed turns.
 
-    def _setup(self) -> None:
-        super()._setup()
-        approvals.sweep(self.db)  # SPEC §5: expired approvals are swept on every start
+    Args:
+        db, settings, hub, notifier, clock: the service's shared collaborators (the runner receives the
+            first four as :class:`~palui.runner.deps.RunnerDeps`).
+        status_part: the pause state and the webhook share, and telling the person about them.
+        turn_tasks: runs a claimed turn in a task of this process.
+    """
+
+    def __init__(self, db: Database, settings: Settings, hub: ConnectorHub, notifier: Notifier, clock: Clock,
+                 status_part: StatusPart, turn_tasks: TurnTasks) -> None:
+        self.db = db
+        self.settings = settings
+        self.hub = hub
+        self.notifier = notifier
+        self.clock = clock
+        self.status_part = status_part
+        self.turn_tasks = turn_tasks
+
+    def sweep_expired_approvals(self) -> None:
+        """A start-up step: expired approvals are swept on every start (spec §5)."""
+        approvals.sweep(self.db)
 
     def runner_deps(self) -> RunnerDeps:
         """The narrow seam the runner receives (never the service itself)."""
@@ -84,7 +111,7 @@ class TurnsPart(StatusPart):
         with self.db.write() as c:
             c.execute(
                 "INSERT INTO conversations (id, origin, channel, created_at) VALUES (?,?,?,?)",
-                (cid, origin.value, channel, time.time()),
+                (cid, origin.value, channel, self.clock.now()),
             )
         return cid
 
@@ -139,7 +166,7 @@ class TurnsPart(StatusPart):
             raise NotFound(f"unknown conversation {conversation!r}")
         model = model or self.settings.model
         tid = st.new_id("t")
-        now = time.time()
+        now = self.clock.now()
         tainted, source = bool(conv["tainted"]), conv["taint_source"]
         if tainted:
             source = f"{source}, earlier in this conversation"
@@ -194,9 +221,9 @@ class TurnsPart(StatusPart):
         if self.db.one("SELECT 1 FROM turns WHERE id = ?", (turn_id,)) is None:
             raise NotFound(f"unknown turn {turn_id!r}")
         if TurnStatus.QUEUED in from_status:
-            got = st.claim_new(self.db, turn_id, self._caps_verdict)
+            got = st.claim_new(self.db, turn_id, self.caps_verdict)
             if got.paused_now:
-                self._tell_paused(got.paused_now)
+                self.tell_paused(got.paused_now)
             if got.claimed or got.cap or got.behind or from_status == (TurnStatus.QUEUED,):
                 return got
         others = tuple(s for s in from_status if s is not TurnStatus.QUEUED)
@@ -213,8 +240,11 @@ class TurnsPart(StatusPart):
         event loop. Returns :class:`Launched`; a turn another process holds is left alone."""
         got = self.claim_turn(turn_id, from_status)
         if not got.claimed:
-            return Launched(self.runtime.tasks.get(turn_id), got.cap, got.behind)
-        return Launched(self.runtime.launch(turn_id, on_event))
+            return Launched(self.turn_tasks.tasks.get(turn_id), got.cap, got.behind)
+        return Launched(self.turn_tasks.launch(turn_id, self._run_task, on_event))
+
+    async def _run_task(self, turn_id: str, on_event: EventSink, drain: Callable[[], bool]) -> dict[str, Any]:
+        return await self.run_claimed(turn_id, on_event, drain=drain)
 
     async def run_claimed(
         self, turn_id: str, on_event: EventSink | None = None, drain: Callable[[], bool] | None = None
@@ -245,7 +275,8 @@ class TurnsPart(StatusPart):
         result = self.turn_result(turn_id, [])
         if launched.cap:
             result["queued_reason"] = launched.cap
-            result["start_after"] = self.pause_state().get("paused_until") or caps.next_day(self.timezone())
+            result["start_after"] = (self.status_part.pause_state().get("paused_until")
+                                     or caps.next_day(self.clock.timezone()))
         return result
 
     async def send(
@@ -295,7 +326,9 @@ class TurnsPart(StatusPart):
                 out.append(result)
         return out
 
-    def _caps_verdict(self, c, turn_row, now):
+    def caps_verdict(self, c: sqlite3.Connection, turn_row: Mapping[str, Any], now: float) -> CapVerdict:
+        """The caps verdict for starting ``turn_row`` now, read on ``c`` inside the admitting transaction
+        (:func:`palui.runner.caps.verdict_in_tx`, with the job's own token cap)."""
         return caps.verdict_in_tx(c, turn_row, now, self.settings, self.job_token_cap(turn_row["job_id"]))
 
     def job_token_cap(self, job_id: str | None) -> int | None:
@@ -310,13 +343,13 @@ class TurnsPart(StatusPart):
         r = self.db.one("SELECT connectors FROM jobs WHERE id = ?", (job_id,)) if job_id else None
         return json.loads(r[0]) if r and r[0] else None
 
-    def _tell_paused(self, cap: str) -> None:
+    def tell_paused(self, cap: str) -> None:
         """Tell the person once per pause (SPEC §6): called only by the claim that paused. The
         webhook share's hold (issue 10 §3) is told once per hold, and says chat turns go on."""
         if cap == WEBHOOK_RUNS_PER_HOUR:
-            return self.tell_webhooks_held()
-        until = self.pause_state().get("paused_until")
-        self.notify(
+            return self.status_part.tell_webhooks_held()
+        until = self.status_part.pause_state().get("paused_until")
+        self.notifier(
             "cap", f"Palui is paused: the {cap} is reached. New turns wait" + (f" until {until}." if until else ".")
         )
 
@@ -349,7 +382,7 @@ class TurnsPart(StatusPart):
             raise NotFound(f"unknown turn {turn!r}")
         return stopping.stop_rows(self.db, rows, self.tool_or_none)
 
-    def tool_or_none(self, name: str):
+    def tool_or_none(self, name: str) -> ToolRow | None:
         """The stored tool named ``name`` or None (audit rows name its class when it still exists)."""
         from palui.store import tools as tools_store
 

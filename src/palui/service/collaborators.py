@@ -1,0 +1,72 @@
+"""What every service over one ``PALUI_HOME`` shares, built once: settings, database, clock, the person's
+channel, the re-decision of approvals and the connector hub.
+
+:class:`Redecision` is the lowest part: pending approvals decided again after a change (spec §5), called
+by every part that changes tools, classes, switches or connectors, and by the connector hub's
+``on_change`` (the hub is below the service: it gets this method, never a part above). The decision
+itself is :mod:`palui.runner.redecide`; an approval whose call may no longer run is cancelled and the
+person told, so ``approvals list`` stays true.
+
+Both the full :class:`~palui.service.api.Service` and the light
+:class:`~palui.service.light.ToolsService` open their home here, so a light command starts exactly as
+the full service does (the settings check, the database and its migrations) and then builds fewer parts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from palui.config import Settings, load_settings
+from palui.connectors.base import ConnectorEnv
+from palui.connectors.hub import ConnectorHub
+from palui.runner import redecide
+from palui.service.clock import Clock
+from palui.service.notifier import Notifier
+from palui.store.db import Database
+
+
+class Redecision:
+    """Re-deciding pending approvals.
+
+    Args:
+        db: the database (approvals, tools, turns).
+        notifier: the person's channel, told of each cancellation.
+    """
+
+    def __init__(self, db: Database, notifier: Notifier) -> None:
+        self.db = db
+        self.notifier = notifier
+
+    def redecide_approvals(self) -> list[str]:
+        """Decide every pending approval again (spec §5) and cancel, telling the person, each whose
+        call may no longer run: called after every change to tools, classes, switches or connectors,
+        so ``approvals list`` stays true. Returns the cancelled ids."""
+        return redecide.cancel_refused(self.db, self.notifier)
+
+
+@dataclass(frozen=True)
+class Collaborators:
+    """The shared collaborators of one service; parts receive the ones they use at construction."""
+
+    settings: Settings
+    db: Database
+    clock: Clock
+    notifier: Notifier
+    redecision: Redecision
+    hub: ConnectorHub
+
+    @classmethod
+    def open(cls, settings: Settings | None = None) -> Collaborators:
+        """Load the settings (``None``: from the environment), make the data directory, open the
+        database (migrating it) and build the rest. Raises ConfigError (Palui refuses to start)."""
+        settings = settings or load_settings()
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        db = Database(settings.db_path)
+        clock = Clock(settings)
+        notifier = Notifier(db, settings, clock)
+        redecision = Redecision(db, notifier)
+        # A change the hub sees (a server's new listing) re-decides pending approvals: the hub is below the
+        # service, so it gets the lowest part's method, never the service.
+        hub = ConnectorHub(ConnectorEnv(db=db, settings=settings, notify=notifier,
+                                        on_change=redecision.redecide_approvals))
+        return cls(settings, db, clock, notifier, redecision, hub)

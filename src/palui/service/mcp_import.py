@@ -1,0 +1,89 @@
+"""Service part: importing an ``mcpServers`` JSON file (the format other MCP clients share), spec §7.
+
+The whole file is checked before anything is added; each server is then added through
+:meth:`palui.service.mcp_connectors.MCPPart.mcp_add_async`, a few at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from palui.connectors.mcp.config import ServerConfig, parse_mcp_servers
+from palui.errors import PaluiError, UsageError
+from palui.service.mcp_connectors import MCPPart, absolute_paths, run_sync
+from palui.store.db import Database
+
+IMPORT_CONCURRENCY = 4
+
+
+class MCPImportPart:
+    """Adding the servers of an ``mcpServers`` file.
+
+    Args:
+        db: the database (a name already used by an MCP connector is skipped).
+        mcp_part: adds each server.
+    """
+
+    def __init__(self, db: Database, mcp_part: MCPPart) -> None:
+        self.db = db
+        self.mcp_part = mcp_part
+
+    async def mcp_import_async(
+        self, path: Path | str, *, environ: Mapping[str, str] | None = None, enable_read: bool = False
+    ) -> list[dict[str, Any]]:
+        """Import an ``mcpServers`` JSON file (``${VAR}`` from ``environ``, default the process environment).
+
+        The whole file is checked first (a bad entry or a missing variable adds
+        nothing). Then the servers are added, up to four at a time; one that cannot start
+        is reported and not stored; a name already used by an MCP connector is skipped. Returns one
+        ``{"name","status":"added"|"skipped"|"error","id","message"}`` per server
+        (``added`` entries carry the :meth:`mcp_add_async` fields too).
+
+        Raises UsageError (unreadable file, bad JSON, bad entry, missing variable).
+        """
+        p = Path(path)
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise UsageError(f"{p}: no such file") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"{p}: cannot be read: {e}") from None
+        except ValueError as e:
+            raise UsageError(f"{p}: not valid JSON: {e}") from None
+        servers = parse_mcp_servers(data, os.environ if environ is None else environ, source=str(p))
+        # Relative paths in the file mean: relative to the file (it may be read from anywhere).
+        base = os.path.abspath(p.parent)
+        servers = [(n, absolute_paths(c, base)) for n, c in servers]
+        # Servers start side by side (a few at a time): each add computes its id and inserts
+        # its row without an await in between, so concurrent adds cannot take the same id.
+        import asyncio
+
+        gate = asyncio.Semaphore(IMPORT_CONCURRENCY)
+
+        async def one(name: str, cfg: ServerConfig) -> dict[str, Any]:
+            existing = self.db.one("SELECT id FROM connectors WHERE kind = 'mcp' AND name = ?", (name,))
+            if existing is not None:
+                return {
+                    "name": name,
+                    "status": "skipped",
+                    "id": existing["id"],
+                    "message": f"a connector named {name!r} exists already ({existing['id']})",
+                }
+            async with gate:
+                try:
+                    added = await self.mcp_part.mcp_add_async(name, cfg, enable_read=enable_read)
+                except PaluiError as e:
+                    return {"name": name, "status": "error", "id": None, "message": str(e)}
+            return {**added, "status": "added", "message": f"{len(added['tools'])} tool(s)"}
+
+        return list(await asyncio.gather(*(one(n, c) for n, c in servers)))
+
+    def mcp_import(
+        self, path: Path | str, *, environ: Mapping[str, str] | None = None, enable_read: bool = False
+    ) -> list[dict[str, Any]]:
+        """Synchronous :meth:`mcp_import_async`."""
+        return run_sync(self.mcp_import_async(path, environ=environ, enable_read=enable_read))
