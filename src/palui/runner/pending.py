@@ -2,13 +2,14 @@
 
 A turn keeps them in ``Turn.pending`` and stores them as the JSON list ``turns.pending_json``: each
 call is a :class:`PendingCall`, a dict whose keys and values are exactly what every earlier Palui
-stored, so a turn paused by an earlier version resumes. Its ``state`` moves
+stored, so a turn paused by an earlier version resumes. Its ``state`` (:class:`palui.types.CallState`,
+a shared word: the service reads it too) moves
 
-    todo ──► asked ──► done          (an ask: held for the person's approval, spec §5)
-      │        └─────► sent ──► done (approved, sent)
-      ├──────────────► sent ──► done (run)
-      │                 └──► eliciting ──► sent ──► … (a 2026-07-28 server asked the person, spec §7)
-      └──────────────► done          (refused, not run: off, unavailable, not offered, a loop, the time budget)
+    todo ──► asked ──► sent ──► done   approved, decided again and sent (spec §5)
+      │        └──────────────► done   denied, expired, cancelled: never sent
+      ├──────────────► sent ──► done   run
+      │                 └──► eliciting ──► sent …, or done   a 2026-07-28 server asked the person (spec §7)
+      └──────────────► done            refused, bad arguments, a loop, the time budget: never sent
 
 A call found ``sent`` when a turn resumes was in flight when its process ended: it is never sent again.
 """
@@ -16,25 +17,18 @@ A call found ``sent`` when a turn resumes was in flight when its process ended: 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from enum import Enum
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
+
+from palui.types import CallState
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ToolCallPart
 
+__all__ = ["CallState", "Outcome", "PendingCall", "QuestionRound", "from_part", "from_stored", "outcome"]
+
 
 #: What a done call's model provider is told about it (pydantic-ai's ``ToolReturnPart.outcome``).
 Outcome = Literal["success", "failed", "denied"]
-
-
-class CallState(str, Enum):
-    """Where a held call is (stored in ``pending_json``: the values are the stored words, unchanged)."""
-
-    TODO = "todo"  # not decided yet
-    ASKED = "asked"  # an approval was asked: ``approval`` and ``reason`` are set
-    SENT = "sent"  # on its way to the connector: durable before sending, so a crash never sends it twice
-    ELICITING = "eliciting"  # the server's questions wait for the person: ``elicit`` is set
-    DONE = "done"  # answered: ``result`` and ``is_error`` are set
 
 
 class QuestionRound(TypedDict):

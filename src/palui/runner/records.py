@@ -110,8 +110,8 @@ class CallRecords:
         call["is_error"] = is_error
         call["state"] = CallState.DONE
 
-    def sent(self, t: Turn, call: PendingCall, row: ToolRow, result: ToolResult, verdict: str, reason: str,
-             approved: bool, duration_ms: float) -> None:
+    def returned(self, t: Turn, call: PendingCall, row: ToolRow, result: ToolResult, verdict: str, reason: str,
+                 approved: bool, duration_ms: float) -> None:
         """Record what a sent call returned: its taint (spec §4: the tool's or the result's own, unless
         the tool or its connector is a trusted source), its result, audit row and ``tool_call`` event,
         then ``tainted`` when this call tainted the turn (events in the order they happened)."""
@@ -119,8 +119,7 @@ class CallRecords:
         untrusted = bool(untrusted) and not (row.trusted_source or row.connector_trusted)
         newly_tainted = untrusted and not t.tainted
         if untrusted:
-            self.taint(t, f"{row.name} at step {t.steps}", result.untrusted_texts or [result.text],
-                       result.taint_detail, announce=False)
+            self.taint(t, f"{row.name} at step {t.steps}", result.untrusted_texts or [result.text], result.taint_detail)
         self.result(call, result.text, result.is_error)
         outcome = ("approved; " if approved else "") + ("error" if result.is_error else "ok")
         self.audit(t, call, row, verdict, reason, outcome, duration_ms)
@@ -130,14 +129,13 @@ class CallRecords:
         if newly_tainted:
             self._emit(t, {"type": "tainted", "source": t.taint_source})
 
-    def taint(self, t: Turn, source: str, texts: list[str], detail: str | None, announce: bool = True) -> None:
+    def taint(self, t: Turn, source: str, texts: list[str], detail: str | None) -> None:
         """Mark the turn and its conversation tainted by ``source`` (the first source is kept) and store the
-        untrusted ``texts`` (each cut to :data:`MAX_UNTRUSTED_CHARS`) for marking approval arguments (spec §4)."""
+        untrusted ``texts`` (each cut to :data:`MAX_UNTRUSTED_CHARS`) for marking approval arguments (spec §4).
+        The ``tainted`` event is the caller's: it follows the event of the call that brought the taint."""
         if not t.tainted:
             t.tainted = True
             t.taint_source = source + (f", {detail}" if detail else "")  # one sentence: no nested parentheses
-            if announce:
-                self._emit(t, {"type": "tainted", "source": t.taint_source})
         with self._db.write() as c:
             for text in texts:
                 c.execute(

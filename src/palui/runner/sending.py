@@ -104,7 +104,7 @@ class CallSender:
             return await self._follow(
                 t, call, self._questions.store_round(t, call, row, result.input_required, verdict, reason))
         call.pop("elicit", None)
-        self._records.sent(t, call, row, result, verdict, reason, approved, (time.monotonic() - started) * 1000)
+        self._records.returned(t, call, row, result, verdict, reason, approved, (time.monotonic() - started) * 1000)
         return False
 
     async def resume_elicited(self, t: Turn, call: PendingCall) -> bool:

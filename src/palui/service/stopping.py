@@ -9,8 +9,8 @@ from typing import Any
 
 from palui.runner import approvals, audit
 from palui.runner import state as st
-from palui.runner.pending import CallState
 from palui.store.db import Database
+from palui.types import CallState
 
 
 def stop_rows(db: Database, rows: list[Any], tool_or_none: Callable[[str], Any]) -> list[str]:
