@@ -1,4 +1,8 @@
-"""A turn's durable state in SQLite, and the compare-and-set that lets one process run it (SPEC §5)."""
+"""A turn's durable state in SQLite, and the compare-and-set that lets one process run it (SPEC §5).
+
+Also the conversation's history as the model is sent it (:func:`history`), and
+:class:`EarlierTurns`, the runner's once-per-run hold of it.
+"""
 
 from __future__ import annotations
 
