@@ -255,11 +255,6 @@ def test_the_service_never_imports_a_front_end(path):
 
 # Bases that add no behaviour of another class: the typing markers, and ABC itself.
 FREE_BASES = {"object", "Protocol", "Generic", "ABC"}
-# Classes of the runner that still inherit from several of its mixins: the runner's recomposition
-# (mixins → collaborators) removes them, and the merge empties this list (a listed class that passes fails).
-RUNNER_BEING_RECOMPOSED = {"palui.runner.calls.CallsMixin"}
-
-
 def base_name(node: ast.expr) -> str:
     """``Generic[T]`` → ``Generic``, ``abc.ABC`` → ``ABC``, ``Part`` → ``Part``."""
     if isinstance(node, ast.Subscript):
@@ -288,10 +283,8 @@ def test_the_base_check_sees_a_mixin():
     assert found["palui.service.forward.Forward"] == ["Generic"]
 
 
-@pytest.mark.parametrize("name,bases", [
-    pytest.param(name, bases, id=name, marks=[pytest.mark.xfail(strict=True, reason="being recomposed")]
-                 if name in RUNNER_BEING_RECOMPOSED else [])
-    for name, bases in classes(("palui.service", "palui.runner"))])
+@pytest.mark.parametrize("name,bases", [pytest.param(name, bases, id=name)
+                                        for name, bases in classes(("palui.service", "palui.runner"))])
 def test_a_class_has_at_most_one_base_besides_the_typing_markers(name, bases):
     """The service and the runner are composed of collaborators given at construction, not of mixins."""
     others = [b for b in bases if b not in FREE_BASES]

@@ -105,6 +105,18 @@ class ApprovalStatus(str, Enum):
     CANCELLED = "cancelled"
 
 
+class CallState(str, Enum):
+    """Where a held tool call of a turn is (spec §4-§5), as stored in ``turns.pending_json``: the values
+    are the words every Palui stored, so a turn paused by an earlier version resumes. Its shape and
+    transitions: :mod:`palui.runner.pending`."""
+
+    TODO = "todo"  # not decided yet
+    ASKED = "asked"  # an approval was asked: ``approval`` and ``reason`` are set
+    SENT = "sent"  # on its way to the connector: durable before sending, so a crash never sends it twice
+    ELICITING = "eliciting"  # the server's questions wait for the person: ``elicit`` is set
+    DONE = "done"  # answered: ``result`` and ``is_error`` are set
+
+
 @dataclass(frozen=True)
 class Notice:
     """One message on the person's channel (SPEC §1), as the notifier hands it to subscribers.

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 import time
+from collections.abc import Callable, Mapping
 from datetime import UTC
 from typing import Any
 
@@ -29,9 +31,9 @@ def args_hash(args: Any) -> str:
     return hashlib.sha256(canonical_json(args).encode()).hexdigest()
 
 
-def create(db: Database, *, turn_id: str, conversation_id: str, call: dict[str, Any], tool_class: str,
+def create(db: Database, *, turn_id: str, conversation_id: str, call: Mapping[str, Any], tool_class: str,
            class_source: str, origin: str, reason: str, expiry_seconds: float, now: float | None = None,
-           schema: dict[str, Any] | None = None) -> dict:
+           schema: dict[str, Any] | None = None) -> dict[str, Any]:
     """Store a pending approval for ``call`` (``{"id","tool","args"}``) and return it as a dict.
 
     Its argument values that appear in untrusted content of the conversation are marked
@@ -60,7 +62,7 @@ def create(db: Database, *, turn_id: str, conversation_id: str, call: dict[str, 
     return get(db, aid)
 
 
-def as_dict(r) -> dict[str, Any]:
+def as_dict(r: sqlite3.Row) -> dict[str, Any]:
     """The ``palui approvals list --json`` shape."""
     return {
         "id": r["id"], "turn": r["turn_id"], "origin": r["origin"], "tool": r["tool"],
@@ -107,8 +109,8 @@ def sweep(db: Database, now: float | None = None) -> int:
         ).rowcount
 
 
-def answer(db: Database, aid: str, approve: bool, via: str, now: float | None = None, refusal=None,
-           reason: str | None = None) -> dict[str, Any]:
+def answer(db: Database, aid: str, approve: bool, via: str, now: float | None = None,
+           refusal: Callable[[sqlite3.Row], str | None] | None = None, reason: str | None = None) -> dict[str, Any]:
     """Record the person's answer, given on front end or channel ``via``. Only a pending, unexpired
     approval can be answered. ``reason`` (a denial's, the person's own words) is what the model is
     told. ``refusal(row)`` re-decides an approve (SPEC §5): a reason it returns cancels the approval
@@ -162,7 +164,7 @@ def answer(db: Database, aid: str, approve: bool, via: str, now: float | None = 
     return get(db, aid)
 
 
-def consume(db: Database, aid: str, call: dict[str, Any], now: float | None = None) -> tuple[bool, str]:
+def consume(db: Database, aid: str, call: Mapping[str, Any], now: float | None = None) -> tuple[bool, str]:
     """At resume: may the held call run? Returns (allowed, reason); marks the approval used.
 
     Allowed only if approved, not used before, and the call's arguments hash to the

@@ -9,16 +9,19 @@ transaction of :func:`palui.runner.state.claim_new`.
 
 from __future__ import annotations
 
+import sqlite3
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from palui.store.db import Database
 
 if TYPE_CHECKING:
     from zoneinfo import ZoneInfo
 
-    from palui.policy.caps import CapLimits
+    from palui.config import Settings
+    from palui.policy.caps import CapLimits, CapVerdict
 
 
 def zone(name: str | None) -> ZoneInfo | None:
@@ -35,7 +38,7 @@ def day(now: float, tz: ZoneInfo | None) -> str:
     return datetime.fromtimestamp(now, tz).astimezone(tz).strftime("%Y-%m-%d")
 
 
-def limits(settings) -> CapLimits:
+def limits(settings: Settings) -> CapLimits:
     """The configured caps (``caps.*``; ``caps.webhook_runs_per_hour`` is already resolved by the
     configuration to ``max(1, runs_per_hour // 3)`` when unset, issue 10 §3)."""
     from palui.policy.caps import CapLimits
@@ -46,7 +49,8 @@ def limits(settings) -> CapLimits:
                      webhook_runs_per_hour=int(settings.get("caps.webhook_runs_per_hour")))
 
 
-def verdict_in_tx(c, turn_row, now: float, settings, job_cap: int | None = None):
+def verdict_in_tx(c: sqlite3.Connection, turn_row: sqlite3.Row | Mapping[str, Any], now: float, settings: Settings,
+                  job_cap: int | None = None) -> CapVerdict:
     """The caps verdict for starting ``turn_row`` (a mapping with ``origin`` and ``job_id``) now,
     from counters read on connection ``c`` (inside the admitting transaction, SPEC §6). A webhook
     turn is also held to the webhook share: webhook runs in the sliding hour (issue 10 §3)."""
@@ -71,13 +75,13 @@ def verdict_in_tx(c, turn_row, now: float, settings, job_cap: int | None = None)
                  webhook_runs_last_hour=webhook_runs)
 
 
-def _tokens(c, today: str, job_id: str) -> int:
+def _tokens(c: sqlite3.Connection, today: str, job_id: str) -> int:
     """Tokens counted on ``today`` for every turn (``job_id`` ``""``) or for one job: one counter row."""
     r = c.execute("SELECT tokens FROM usage_days WHERE day = ? AND job_id = ?", (today, job_id)).fetchone()
     return int(r[0]) if r else 0
 
 
-def _runs_since(c, start: float) -> int:
+def _runs_since(c: sqlite3.Connection, start: float) -> int:
     """Turn starts with ``time > start`` (epoch seconds), exactly: the whole minutes after the one
     holding ``start`` from their counters (at most 61 rows for the sliding hour), plus the rows of
     that first minute counted one by one. The minute of a time is computed by SQLite as the
@@ -143,7 +147,7 @@ def window_frees_at(db: Database, limit: int, now: float | None = None, origin: 
     return datetime.fromtimestamp(rows[0][0] + 3600, UTC).isoformat()
 
 
-def inflight_cap(db: Database, settings, job_id: str | None, job_cap: int | None) -> str | None:
+def inflight_cap(db: Database, settings: Settings, job_id: str | None, job_cap: int | None) -> str | None:
     """The token cap a running turn has crossed, if any (checked at each step boundary, SPEC §6)."""
     tz = zone(settings.get("caps.timezone"))
     used = tokens_today(db, tz)

@@ -13,6 +13,9 @@ Either ends the turn with status ``budget`` and a reason naming the rule; the re
 calls are answered "not run" and audited, and the model is not asked again. The person is told like
 any other budget. ``0`` turns a rule off. The counts come from the turn's own messages, so they hold
 across a pause for approval and a resume in another process.
+
+:class:`LoopGuard` is held by the runner; it owns the turn's loop stop (the reason, once a rule ended
+the turn), which the pending-calls walk sets and the runner reads before asking the model again.
 """
 
 from __future__ import annotations
@@ -23,11 +26,15 @@ from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, Tool
 
 from palui.policy.matrix import decide
 from palui.runner import approvals
+from palui.runner.offer import usable_tool
+from palui.runner.pending import CallState, PendingCall, outcome
 
 if TYPE_CHECKING:
     from palui.config import Settings
+    from palui.runner.events import Emit
+    from palui.runner.records import CallRecords
     from palui.runner.state import Turn
-    from palui.store.tools import ToolRow
+    from palui.store.db import Database
 
 
 def call_key(tool: str, args: Any) -> str:
@@ -56,27 +63,27 @@ def trailing_failures(outcomes: list[str]) -> int:
     return n
 
 
-class LoopsMixin:
-    """The loop rules of the turn runner (used by :class:`~palui.runner.calls.CallsMixin`)."""
+class LoopGuard:
+    """The loop rules of one run.
 
-    settings: Settings
-    _loop_stop: str | None = None  # set once a rule ended the turn: the reason
-    _keys: dict[str, str]
+    Args:
+        db: for the tool as stored now (the verdict a call that is not run is audited with).
+        settings: ``budgets.repeat_calls`` and ``budgets.error_streak``, read at each check.
+        records: answers and audits a call that is not run.
+        emit: the turn's event sink.
+    """
 
-    def _audit(self, t: Turn, call: dict[str, Any], row: ToolRow | None, verdict: str, reason: str, outcome: str,
-               duration_ms: float | None = None) -> None:
-        raise NotImplementedError
+    def __init__(self, db: Database, settings: Settings, records: CallRecords, emit: Emit) -> None:
+        self._db = db
+        self._settings = settings
+        self._records = records
+        self._emit = emit
+        #: Set once a rule ended the turn: its reason (the model is not asked again).
+        self.stop: str | None = None
+        self._keys: dict[str, str] = {}  # tool call id -> call key, computed once per run
 
-    def _row(self, name: str) -> ToolRow | None:
-        raise NotImplementedError
-
-    def _emit(self, t: Turn, event: dict[str, Any]) -> None:
-        raise NotImplementedError
-
-    def _occurrence(self, t: Turn, call: dict[str, Any]) -> int:
+    def _occurrence(self, t: Turn, call: PendingCall) -> int:
         """How many times this call (tool and arguments) was made in the turn, this one included."""
-        if not hasattr(self, "_keys"):
-            self._keys = {}
         seen: list[str] = []
         for m in t.messages:
             if not isinstance(m, ModelResponse):
@@ -91,46 +98,52 @@ class LoopsMixin:
                         return seen.count(key)
         return seen.count(call_key(call["tool"], call["args"])) + 1
 
-    def _outcomes(self, t: Turn) -> list[str]:
+    @staticmethod
+    def _outcomes(t: Turn) -> list[str]:
         out: list[str] = [p.outcome for m in t.messages if isinstance(m, ModelRequest) for p in m.parts
-               if isinstance(p, ToolReturnPart)]
-        out += [c.get("outcome") or ("failed" if c.get("is_error") else "success")
-                for c in t.pending or [] if c.get("state") == "done"]
+                          if isinstance(p, ToolReturnPart)]
+        out += [outcome(c) for c in t.pending or [] if c.get("state") == CallState.DONE]
         return out
 
-    def _streak_reason(self, t: Turn) -> str | None:
-        limit = int(self.settings.get("budgets.error_streak"))
+    def streak_reason(self, t: Turn) -> str | None:
+        """The error streak's reason when the last ``budgets.error_streak`` outcomes all failed, else None."""
+        limit = int(self._settings.get("budgets.error_streak"))
         if not limit:
             return None
         n = trailing_failures(self._outcomes(t))
         if n < limit:
             return None
-        last = next((c["tool"] for c in reversed(t.pending or []) if c.get("state") == "done"), None)
+        last = next((c["tool"] for c in reversed(t.pending or []) if c.get("state") == CallState.DONE), None)
         return (f"budgets.error_streak: {n} calls in a row were refused, denied or failed"
                 + (f" (the last: {last})" if last else ""))
 
-    def _loop_reason(self, t: Turn, call: dict[str, Any]) -> str | None:
+    def check_streak(self, t: Turn) -> None:
+        """After a response's calls are all answered: the error streak may end the turn."""
+        if not self.stop:
+            self.stop = self.streak_reason(t)
+
+    def reason(self, t: Turn, call: PendingCall) -> str | None:
         """Why this call may not run because the turn is looping, or None. Sets the stop for the turn."""
-        if self._loop_stop:
-            return self._loop_stop
-        why = self._streak_reason(t)
-        limit = int(self.settings.get("budgets.repeat_calls"))
-        if why is None and limit and call["state"] == "todo":
+        if self.stop:
+            return self.stop
+        why = self.streak_reason(t)
+        limit = int(self._settings.get("budgets.repeat_calls"))
+        if why is None and limit and call["state"] == CallState.TODO:
             n = self._occurrence(t, call)
             if n >= limit:
                 why = (f"budgets.repeat_calls: {call['tool']} was called a {_ordinal(n)} time with the same "
                        "arguments in this turn")
-        self._loop_stop = why
+        self.stop = why
         return why
 
-    def _not_run(self, t: Turn, call: dict[str, Any], why: str) -> None:
+    def not_run(self, t: Turn, call: PendingCall, why: str) -> None:
         """Answer a call the loop rules keep from running: never sent, audited, the model told why."""
-        row = self._row(call["tool"])
-        verdict = "ask" if call.get("state") == "asked" else "unavailable"
-        if row is not None and call.get("state") != "asked":
+        row = usable_tool(self._db, call["tool"])
+        verdict = "ask" if call.get("state") == CallState.ASKED else "unavailable"
+        if row is not None and call.get("state") != CallState.ASKED:
             verdict = decide(row.tool_class, row.enabled, t.origin, t.tainted, t.taint_source).verdict.value
         text = f"Error: not run: the turn ends here ({why})."
-        call.update(result=text, is_error=True, state="done")
-        self._audit(t, call, row, verdict, why, "not run: loop stopped")
+        self._records.result(call, text, True)
+        self._records.audit(t, call, row, verdict, why, "not run: loop stopped")
         self._emit(t, {"type": "tool_call", "tool": call["tool"], "args": call["args"], "verdict": verdict,
                        "reason": why, "result": text, "is_error": True, "tainted": t.tainted, "not_dispatched": True})

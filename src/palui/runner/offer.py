@@ -20,7 +20,9 @@ from pydantic_ai.tools import ToolDefinition
 
 from palui.policy.budget import Candidate, RankIndex, rank_index, select
 from palui.policy.matrix import decide
+from palui.store import catalog
 from palui.store.catalog import Snapshot
+from palui.store.db import Database
 from palui.store.tools import ToolRow
 from palui.text.escape import strip_hidden
 from palui.types import Origin
@@ -42,7 +44,16 @@ class Offer:
 
 
 def is_builtin(r: ToolRow) -> bool:
+    """Whether ``r`` is a built-in connector's tool (no connection to start before calling it)."""
     return r.connector in BUILTIN
+
+
+def usable_tool(db: Database, name: str) -> ToolRow | None:
+    """One tool as stored now, for the call-time check (spec §3): the catalog version and the row are read
+    in one statement (:func:`~palui.store.catalog.tool_now`), so a switch-off made by another process is
+    seen before the call. None if gone, no longer listed or its connector is off."""
+    r = catalog.tool_now(db, name)
+    return r if r is not None and r.usable else None
 
 
 def candidates(snap: Snapshot, origin: Origin, tainted: bool, carry: dict[Any, Any] | None = None) -> list[Candidate]:

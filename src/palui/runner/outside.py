@@ -1,6 +1,6 @@
 """The Rule of Two at call time (issue 15 §6): the facts for :func:`palui.policy.outside.rule_of_two`.
 
-Part of the turn runner (a mixin of :class:`~palui.runner.calls.CallsMixin`). Only a call the matrix
+:class:`RuleOfTwo` is held by the call decider (:mod:`palui.runner.deciding`). Only a call the matrix
 lets ``run`` is looked at, and only in a tainted turn and for a tool that reaches outside: then the
 conversation's untrusted content (the ``untrusted_content`` table, and whether retention pruned some
 of it), the person's own messages (the inputs of its chat and job turns), the arguments of its
@@ -8,7 +8,8 @@ earlier outside calls that ran, and the private-store results the model saw (thi
 and the earlier turns' history the model is sent: ``recall``, ``tasks`` and connectors the person
 marked private) are handed to the pure rule. A reason turns the verdict into ``ask``; the approval
 that follows is an ordinary one (re-decided by the matrix, which still says ``run``, so an approved
-call is never refused for it).
+call is never refused for it). The earlier turns' messages are the runner's
+(:class:`~palui.runner.state.EarlierTurns`): the check asks for them, read once per run.
 """
 
 from __future__ import annotations
@@ -16,15 +17,15 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
 
 from palui.policy.outside import OutsideFacts, rule_of_two
-from palui.runner import state as st
+from palui.runner.pending import CallState, PendingCall
 from palui.store import catalog
 from palui.types import Decision, Verdict
 
 if TYPE_CHECKING:
-    from palui.runner.state import Turn
+    from palui.runner.state import EarlierTurns, Turn
     from palui.store.db import Database
     from palui.store.tools import ToolRow
 
@@ -49,13 +50,19 @@ def private_results(messages: list[Any], private: set[str], where: str | None = 
     return out
 
 
-class OutsideMixin:
-    """The Rule of Two check of the turn runner."""
+class RuleOfTwo:
+    """The Rule of Two check at call time.
 
-    db: Database
-    _history: list | None
+    Args:
+        db: the conversation's untrusted content, own messages, private connectors and the catalog.
+        earlier: the earlier turns' messages the model is sent (shared with the runner, which owns them).
+    """
 
-    def _rule_of_two(self, t: Turn, call: dict[str, Any], row: ToolRow, d: Decision) -> Decision:
+    def __init__(self, db: Database, earlier: EarlierTurns) -> None:
+        self._db = db
+        self._earlier = earlier
+
+    def check(self, t: Turn, call: PendingCall, row: ToolRow, d: Decision) -> Decision:
         """``d``, or an ``ask`` with the Rule of Two's reason when it holds for this call."""
         if d.verdict is not Verdict.RUN or not t.tainted or not row.reaches_outside:
             return d
@@ -63,29 +70,30 @@ class OutsideMixin:
         return Decision(Verdict.ASK, f"ask: {why}", "rule of two") if why else d
 
     def _outside_facts(self, t: Turn) -> OutsideFacts:
-        untrusted = [(r["source"], r["text"]) for r in self.db.all(
+        db = self._db
+        untrusted = [(r["source"], r["text"]) for r in db.all(
             "SELECT source, text FROM untrusted_content WHERE conversation_id = ? ORDER BY id", (t.conversation_id,))]
-        own = [r["input"] for r in self.db.all(
+        own = [r["input"] for r in db.all(
             "SELECT input FROM turns WHERE conversation_id = ? AND origin IN ('chat', 'job')", (t.conversation_id,))]
-        private = set(PRIVATE_BUILTINS) | {r["id"] for r in self.db.all("SELECT id FROM connectors WHERE private = 1")}
-        if self._history is None:
-            self._history = st.history(self.db, t.conversation_id, t.created_at)
-        seen = private_results(self._history, private, "earlier in this conversation")
+        private = set(PRIVATE_BUILTINS) | {r["id"] for r in db.all("SELECT id FROM connectors WHERE private = 1")}
+        earlier = self._earlier.messages(t)
+        seen = private_results(earlier, private, "earlier in this conversation")
         seen += private_results(t.messages, private)
-        pruned = self.db.one("SELECT untrusted_pruned_at FROM conversations WHERE id = ?", (t.conversation_id,))
+        pruned = db.one("SELECT untrusted_pruned_at FROM conversations WHERE id = ?", (t.conversation_id,))
         return OutsideFacts(untrusted=untrusted, own=own, private=seen, private_connectors=frozenset(private),
-                            reached=self._reached(t), pruned=bool(pruned and pruned[0] is not None))
+                            reached=self._reached(t, earlier), pruned=bool(pruned and pruned[0] is not None))
 
-    def _reached(self, t: Turn) -> list[str]:
+    def _reached(self, t: Turn, earlier: list[ModelMessage]) -> list[str]:
         """The arguments of this conversation's earlier calls to tools that reach outside and ran: in the
-        history the model is sent, this turn's messages, and the calls of this response done so far.
+        history the model is sent (``earlier``), this turn's messages, and the calls of this response done
+        so far.
 
         A result answers a call of the model response just before it: call ids are matched within that
         pair only, since ids repeat across turns (``s1c1`` of the script: model, a local model's
         ``call_0``), and an earlier turn's result must never vouch for this turn's call."""
         asked: dict[str, tuple[str, Any]] = {}  # the latest response's calls not answered yet, by id
         ran: list[tuple[str, Any]] = []
-        for m in [*(self._history or []), *t.messages]:
+        for m in [*earlier, *t.messages]:
             if isinstance(m, ModelResponse):
                 asked = {p.tool_call_id: (p.tool_name, p.args) for p in m.parts if isinstance(p, ToolCallPart)}
                 continue
@@ -95,9 +103,9 @@ class OutsideMixin:
                     if p.outcome == "success":
                         ran.append(tool_args)
         for c in t.pending or []:
-            if c.get("state") == "done" and not c.get("is_error") and c["id"] in asked:
+            if c.get("state") == CallState.DONE and not c.get("is_error") and c["id"] in asked:
                 ran.append(asked.pop(c["id"]))
-        snap = catalog.snapshot(self.db)
+        snap = catalog.snapshot(self._db)
         out = []
         for tool, args in ran:
             row = snap.tools.get(tool)

@@ -1,24 +1,29 @@
-"""What a tool call leaves behind (SPEC §3-§5, §10): its result as the model sees it, its audit row,
+"""What a tool call leaves behind (spec §3-§5, §10): its result as the model sees it, its audit row,
 its event, the taint its output brings, and the sentence a refusal of a tool not offered reads.
 
-Part of :class:`palui.runner.turn.TurnRunner` through :class:`~palui.runner.calls.CallsMixin`
-(it uses the runner's ``deps``, ``db``, ``settings``, ``_row`` and ``_emit``).
+:class:`CallRecords` is held by the runner and given to every call collaborator that answers a
+call (the decider, the approval gate, the sender, the loop guard, the server-questions desk). It
+keeps no state of its own: the call's fields, the turn's taint and the database are what it writes.
 """
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
+from palui.connectors.base import ToolResult
 from palui.policy.matrix import decide
 from palui.runner import approvals, audit
+from palui.runner.offer import usable_tool
+from palui.runner.pending import CallState, PendingCall
 from palui.runner.state import Turn
 from palui.store.tools import ToolRow
 from palui.types import NEEDS_TASKS
 
 if TYPE_CHECKING:
     from palui.config import Settings
-    from palui.runner.deps import RunnerDeps
+    from palui.runner.events import Emit
     from palui.store.db import Database
 
 MAX_UNTRUSTED_CHARS = 1_000_000  # characters of one untrusted output kept for approval marking
@@ -34,23 +39,26 @@ def left_out_by_budget(t: Turn, name: str, budget: int) -> bool:
     return len(t.offered or []) >= budget
 
 
-class RecordsMixin:
-    """Results, refusals, audit rows and taint of calls. First among the call mixins' bases: the others
-    declare ``_audit`` as a stub for their type checks, which this one must come before."""
+class CallRecords:
+    """Results, refusals, audit rows and taint of calls.
 
-    deps: RunnerDeps
-    db: Database
-    settings: Settings
+    Args:
+        db: where audit rows and untrusted content go.
+        settings: for ``budgets.tools`` (a refusal's reason).
+        job_connectors: the connectors a job is limited to (``RunnerDeps.job_connectors``).
+        emit: the turn's event sink (:meth:`palui.runner.events.TurnEvents.emit`).
+    """
 
-    def _row(self, name: str) -> ToolRow | None:
-        raise NotImplementedError
+    def __init__(self, db: Database, settings: Settings, job_connectors: Callable[[str | None], list[str] | None],
+                 emit: Emit) -> None:
+        self._db = db
+        self._settings = settings
+        self._job_connectors = job_connectors
+        self._emit = emit
 
-    def _emit(self, t: Turn, event: dict[str, Any]) -> None:
-        raise NotImplementedError
-
-    def _not_offered_reason(self, t: Turn, row: ToolRow | None, name: str) -> str:
+    def not_offered_reason(self, t: Turn, row: ToolRow | None, name: str) -> str:
         """Why a call to a tool that was not offered this turn is refused, as one sentence with the fix
-        (SPEC §3; issue 12: a switched-on tool left out by the tool budget says so)."""
+        (SPEC §3; a switched-on tool left out by the tool budget says so)."""
         if row is None:
             return "no tool has this name"
         d = decide(row.tool_class, row.enabled, t.origin, t.tainted, t.taint_source)
@@ -58,65 +66,77 @@ class RecordsMixin:
             return d.reason
         if row.needs_tasks:
             return f"the tool {NEEDS_TASKS}"
-        scope = self.deps.job_connectors(t.job_id) if t.job_id else None
-        if scope is not None and row.connector not in scope:  # issue 15 §7: cut before ranking
+        scope = self._job_connectors(t.job_id) if t.job_id else None
+        if scope is not None and row.connector not in scope:  # a job's connector scope: cut before ranking
             return f"this job is limited to the connectors {', '.join(scope)}"
         failed = [e for e in t.events if e.get("type") == "connector_error" and e.get("connector") == row.connector]
         if failed:  # it did not start this turn (a sign-in needed, a server that failed): not offered
             return f"its connector {row.connector} is not available: {failed[-1].get('error', '')}".rstrip(": ")
-        budget = int(self.settings.get("budgets.tools"))
+        budget = int(self._settings.get("budgets.tools"))
         if left_out_by_budget(t, name, budget):
             return f"left out by budgets.tools ({budget}): raise it or switch tools off"
         return "it was switched on or reclassed after this turn started: it is offered from the next turn"
 
-    def _not_dispatched(self, t: Turn, call: dict[str, Any]) -> None:
+    def not_dispatched(self, t: Turn, call: PendingCall) -> None:
         """Answer a call the time budget left no room for: never sent, audited as not dispatched."""
-        row = self._row(call["tool"])
-        verdict = "ask" if call["state"] == "asked" else "run"
-        if row is not None and call["state"] != "asked":
+        row = usable_tool(self._db, call["tool"])
+        verdict = "ask" if call["state"] == CallState.ASKED else "run"
+        if row is not None and call["state"] != CallState.ASKED:
             verdict = decide(row.tool_class, row.enabled, t.origin, t.tainted, t.taint_source).verdict.value
         text = "Error: not run: the turn's time budget ran out."
-        self._result(t, call, text, True)
-        self._audit(t, call, row, verdict, "not dispatched: the turn's time budget ran out", "not run: time budget")
+        self.result(call, text, True)
+        self.audit(t, call, row, verdict, "not dispatched: the turn's time budget ran out", "not run: time budget")
         self._emit(t, {"type": "tool_call", "tool": call["tool"], "args": call["args"], "verdict": verdict,
                        "reason": "the turn's time budget ran out", "result": text, "is_error": True,
                        "tainted": t.tainted, "not_dispatched": True})
 
-    def _refuse(
-        self, t: Turn, call: dict[str, Any], row: ToolRow | None, verdict: str, reason: str, outcome: str = "refused"
+    def refuse(
+        self, t: Turn, call: PendingCall, row: ToolRow | None, verdict: str, reason: str, outcome: str = "refused"
     ) -> None:
+        """Answer a call that is not sent (``outcome`` ``refused``, ``error`` or ``cancelled``), audit it and say so."""
         if outcome == "cancelled":
             text = f"Error: the call was not run: {reason}."
         else:
             text = f"Error: the tool {call['tool']!r} cannot be called: {reason}."
-        self._result(t, call, text, True)
-        self._audit(t, call, row, verdict, reason, outcome)
-        self._emit(
-            t,
-            {
-                "type": "tool_call",
-                "tool": call["tool"],
-                "args": call["args"],
-                "verdict": verdict,
-                "reason": reason,
-                "result": call["result"],
-                "is_error": True,
-                "tainted": t.tainted,
-            },
-        )
+        self.result(call, text, True)
+        self.audit(t, call, row, verdict, reason, outcome)
+        self._emit(t, {"type": "tool_call", "tool": call["tool"], "args": call["args"], "verdict": verdict,
+                       "reason": reason, "result": text, "is_error": True, "tainted": t.tainted})
 
-    def _result(self, t: Turn, call: dict[str, Any], text: str, is_error: bool) -> None:
+    @staticmethod
+    def result(call: PendingCall, text: str, is_error: bool) -> None:
+        """The call is answered with ``text``: it is done."""
         call["result"] = text
         call["is_error"] = is_error
-        call["state"] = "done"
+        call["state"] = CallState.DONE
 
-    def _taint(self, t: Turn, source: str, texts: list[str], detail: str | None, announce: bool = True) -> None:
+    def returned(self, t: Turn, call: PendingCall, row: ToolRow, result: ToolResult, verdict: str, reason: str,
+                 approved: bool, duration_ms: float) -> None:
+        """Record what a sent call returned: its taint (spec §4: the tool's or the result's own, unless
+        the tool or its connector is a trusted source), its result, audit row and ``tool_call`` event,
+        then ``tainted`` when this call tainted the turn (events in the order they happened)."""
+        untrusted = result.untrusted if result.untrusted is not None else row.untrusted_output
+        untrusted = bool(untrusted) and not (row.trusted_source or row.connector_trusted)
+        newly_tainted = untrusted and not t.tainted
+        if untrusted:
+            self.taint(t, f"{row.name} at step {t.steps}", result.untrusted_texts or [result.text], result.taint_detail)
+        self.result(call, result.text, result.is_error)
+        outcome = ("approved; " if approved else "") + ("error" if result.is_error else "ok")
+        self.audit(t, call, row, verdict, reason, outcome, duration_ms)
+        self._emit(t, {"type": "tool_call", "tool": row.name, "args": call["args"], "verdict": verdict,
+                       "reason": reason, "result": result.text[:4000], "is_error": result.is_error,
+                       "tainted": t.tainted, "untrusted_output": untrusted, "duration_ms": round(duration_ms, 1)})
+        if newly_tainted:
+            self._emit(t, {"type": "tainted", "source": t.taint_source})
+
+    def taint(self, t: Turn, source: str, texts: list[str], detail: str | None) -> None:
+        """Mark the turn and its conversation tainted by ``source`` (the first source is kept) and store the
+        untrusted ``texts`` (each cut to :data:`MAX_UNTRUSTED_CHARS`) for marking approval arguments (spec §4).
+        The ``tainted`` event is the caller's: it follows the event of the call that brought the taint."""
         if not t.tainted:
             t.tainted = True
             t.taint_source = source + (f", {detail}" if detail else "")  # one sentence: no nested parentheses
-            if announce:
-                self._emit(t, {"type": "tainted", "source": t.taint_source})
-        with self.db.write() as c:
+        with self._db.write() as c:
             for text in texts:
                 c.execute(
                     "INSERT INTO untrusted_content (conversation_id, turn_id, source, text, created_at)"
@@ -128,18 +148,11 @@ class RecordsMixin:
                 (t.taint_source, t.conversation_id),
             )
 
-    def _audit(
-        self,
-        t: Turn,
-        call: dict[str, Any],
-        row: ToolRow | None,
-        verdict: str,
-        reason: str,
-        outcome: str,
-        duration_ms: float | None = None,
-    ) -> None:
+    def audit(self, t: Turn, call: PendingCall, row: ToolRow | None, verdict: str, reason: str, outcome: str,
+              duration_ms: float | None = None) -> None:
+        """One audit row for ``call`` (spec §10): ``row`` None when the tool is gone (no class)."""
         audit.record(
-            self.db,
+            self._db,
             turn_id=t.id,
             tool=call["tool"],
             tool_class=row.tool_class.value if row else None,

@@ -1,20 +1,30 @@
-"""A turn's durable state in SQLite, and the compare-and-set that lets one process run it (SPEC §5)."""
+"""A turn's durable state in SQLite, and the compare-and-set that lets one process run it (SPEC §5).
+
+Also the conversation's history as the model is sent it (:func:`history`), and
+:class:`EarlierTurns`, the runner's once-per-run hold of it.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from palui.policy.caps import GLOBAL_CAPS as GLOBAL_CAPS  # re-exported: the caps that pause every new turn
 from palui.policy.caps import WEBHOOK_RUNS_PER_HOUR
+from palui.runner.pending import PendingCall, from_stored
 from palui.store.db import Database
 from palui.types import Origin, TurnStatus
 
 if TYPE_CHECKING:
+    from pydantic import TypeAdapter
     from pydantic_ai.messages import ModelMessage
+
+    from palui.policy.caps import CapVerdict
 
 def _hostname() -> str:
     """This host's name, as ``socket.gethostname()`` gives it (without importing socket where ``os.uname`` exists)."""
@@ -36,7 +46,8 @@ def new_id(prefix: str) -> str:
 @dataclass
 class Turn:
     """A turn as stored. ``messages`` are this turn's model messages only; ``pending`` the
-    tool calls of the last model response not yet answered (decided in order, SPEC §4)."""
+    tool calls of the last model response not yet answered (decided in order, SPEC §4;
+    :mod:`palui.runner.pending`)."""
 
     id: str
     conversation_id: str
@@ -46,7 +57,7 @@ class Turn:
     model: str | None
     messages: list[ModelMessage]
     offered: list[str] | None
-    pending: list[dict[str, Any]] | None
+    pending: list[PendingCall] | None
     tainted: bool
     taint_source: str | None
     steps: int
@@ -69,7 +80,7 @@ class Turn:
         return self.input_tokens + self.output_tokens
 
 
-def _adapter():
+def _adapter() -> TypeAdapter[list[ModelMessage]]:
     # pydantic-ai takes ~1.7 s to import: only turn commands pay for it.
     from pydantic_ai.messages import ModelMessagesTypeAdapter
 
@@ -84,7 +95,7 @@ def load(db: Database, turn_id: str) -> Turn | None:
         id=r["id"], conversation_id=r["conversation_id"], origin=Origin(r["origin"]), status=TurnStatus(r["status"]),
         input=r["input"], model=r["model"], messages=_adapter().validate_json(r["messages_json"]),
         offered=json.loads(r["offered_json"]) if r["offered_json"] else None,
-        pending=json.loads(r["pending_json"]) if r["pending_json"] else None,
+        pending=from_stored(json.loads(r["pending_json"])) if r["pending_json"] else None,
         tainted=bool(r["tainted"]), taint_source=r["taint_source"], steps=r["steps"], seconds=r["seconds"],
         input_tokens=r["input_tokens"], output_tokens=r["output_tokens"], answer=r["answer"], error=r["error"],
         budget_hit=r["budget_hit"], job_id=r["job_id"], version=r["version"],
@@ -155,7 +166,7 @@ WEBHOOK_HOLD_KEY = "webhook_hold"  # kv key of the webhook share's hold (issue 1
 LIVE_STATUSES = ("running", "awaiting_approval", "queued")
 
 
-def _live_before(c, turn_id: str, conversation_id: str):
+def _live_before(c: sqlite3.Connection, turn_id: str, conversation_id: str) -> sqlite3.Row | None:
     return c.execute(
         "SELECT id, status FROM turns WHERE conversation_id = ? AND rowid < (SELECT rowid FROM turns"
         " WHERE id = ?) AND status IN ('running','awaiting_approval','queued') ORDER BY rowid LIMIT 1",
@@ -163,14 +174,14 @@ def _live_before(c, turn_id: str, conversation_id: str):
     ).fetchone()
 
 
-def live_turn_before(db: Database, turn_id: str):
+def live_turn_before(db: Database, turn_id: str) -> sqlite3.Row | None:
     """The earliest live (running, awaiting approval, queued) turn of ``turn_id``'s conversation
     created before it, or None: the turn it waits behind (SPEC §8: one turn at a time)."""
     r = db.one("SELECT conversation_id FROM turns WHERE id = ?", (turn_id,))
     return _live_before(db._connect(), turn_id, r["conversation_id"]) if r else None
 
 
-def set_pause_in_tx(c, cap: str | None, key: str = PAUSE_KEY) -> bool:
+def set_pause_in_tx(c: sqlite3.Connection, cap: str | None, key: str = PAUSE_KEY) -> bool:
     """Record (``cap``) or clear (None) the global pause on connection ``c``, inside the caller's
     transaction. True when a new pause starts (the person is told once per pause, SPEC §6).
     ``key`` :data:`WEBHOOK_HOLD_KEY` records the webhook share's hold instead (issue 10 §3)."""
@@ -191,7 +202,9 @@ def set_pause(db: Database, cap: str) -> bool:
         return set_pause_in_tx(c, cap)
 
 
-def claim_new(db: Database, turn_id: str, limits_for, now: float | None = None) -> Claim:
+def claim_new(db: Database, turn_id: str,
+              limits_for: Callable[[sqlite3.Connection, sqlite3.Row, float], CapVerdict],
+              now: float | None = None) -> Claim:
     """Admit a queued turn as a new run and claim it, in one transaction (SPEC §6: caps hold
     under concurrency, two turns racing for the last slot cannot both start; SPEC §8: a
     conversation runs one turn at a time, oldest first).
@@ -335,6 +348,24 @@ def history(db: Database, conversation_id: str, before: float, max_chars: int = 
     for ch in reversed(chunks):
         out.extend(ch)
     return out
+
+
+class EarlierTurns:
+    """The messages of a turn's earlier turns (:func:`history`), read once per run and fixed while it runs.
+
+    Owned by the runner, which sends them to the model at each step; the Rule of Two asks it too
+    (the private results the model saw earlier in the conversation, :mod:`palui.runner.outside`).
+    """
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._messages: list[ModelMessage] | None = None
+
+    def messages(self, t: Turn) -> list[ModelMessage]:
+        """The earlier turns' messages of ``t``'s conversation, oldest first (read at the first ask)."""
+        if self._messages is None:
+            self._messages = history(self._db, t.conversation_id, t.created_at)
+        return self._messages
 
 
 def _answered_only(msgs: list[ModelMessage]) -> list[ModelMessage]:

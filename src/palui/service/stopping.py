@@ -10,6 +10,7 @@ from typing import Any
 from palui.runner import approvals, audit
 from palui.runner import state as st
 from palui.store.db import Database
+from palui.types import CallState
 
 
 def stop_rows(db: Database, rows: list[Any], tool_or_none: Callable[[str], Any]) -> list[str]:
@@ -38,7 +39,7 @@ def stop_rows(db: Database, rows: list[Any], tool_or_none: Callable[[str], Any])
                     c.execute("UPDATE elicitations SET status='cancelled', reason=?, answered_at=?"
                               " WHERE turn_id=? AND status='pending'", (approvals.STOPPED, now, r["id"]))
                     acted.append(r["id"])
-                    in_flight = [x for x in json.loads(r["pending_json"] or "[]") if x.get("state") == "sent"]
+                    in_flight = [x for x in json.loads(r["pending_json"] or "[]") if x.get("state") == CallState.SENT]
             else:
                 cur = c.execute("UPDATE turns SET stop_requested=1 WHERE id=? AND status='running'", (r["id"],))
                 if cur.rowcount:

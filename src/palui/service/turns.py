@@ -326,7 +326,7 @@ class TurnsPart:
                 out.append(result)
         return out
 
-    def caps_verdict(self, c: sqlite3.Connection, turn_row: Mapping[str, Any], now: float) -> CapVerdict:
+    def caps_verdict(self, c: sqlite3.Connection, turn_row: sqlite3.Row | Mapping[str, Any], now: float) -> CapVerdict:
         """The caps verdict for starting ``turn_row`` now, read on ``c`` inside the admitting transaction
         (:func:`palui.runner.caps.verdict_in_tx`, with the job's own token cap)."""
         return caps.verdict_in_tx(c, turn_row, now, self.settings, self.job_token_cap(turn_row["job_id"]))

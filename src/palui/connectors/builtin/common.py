@@ -8,6 +8,7 @@ Arguments come from a language model, so every value is checked; a bad one becom
 from __future__ import annotations
 
 import sqlite3
+from abc import abstractmethod
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, overload
 
@@ -135,9 +136,9 @@ class BuiltinConnector(Connector):
                                        f" ({name} takes: {takes})", is_error=True, untrusted=self.untrusted_errors)
         return await self.call_checked(name, args, ctx)
 
+    @abstractmethod
     async def call_checked(self, name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
         """Run tool ``name`` with arguments that are all in its schema. Never raises."""
-        raise NotImplementedError
 
 
 def strict(tools: list[ToolSpec]) -> list[ToolSpec]:

@@ -1,0 +1,139 @@
+"""The approval gate of a turn's calls (spec §5): asking the person, the answer on resume, and the
+re-decision just before an approved call is sent.
+
+A call whose verdict is ``ask`` is held: :meth:`ApprovalGate.ask` stores a durable approval
+(:mod:`palui.runner.approvals`) bound to the call's id and argument hash, marks the call ``asked``
+and tells the person; the turn pauses, and the calls after it in the response wait with it (the
+pending-calls walk stops there). When the turn resumes, :meth:`ApprovalGate.answer` consumes the
+approval once: still pending (the turn stays paused), denied, expired, cancelled by a re-decision,
+or approved. An approved call is decided again right before it is sent (:meth:`ApprovalGate.recheck`):
+connecting may have flagged its tool.
+
+Held by the runner's call collaborators; it keeps no state of its own (the approval is in the
+database, its id on the call).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from palui.runner import approvals, redecide
+from palui.runner.offer import usable_tool
+from palui.runner.pending import CallState, PendingCall
+from palui.text.prompts import approval_prompt
+from palui.types import ApprovalStatus, Decision, Origin
+
+if TYPE_CHECKING:
+    from palui.config import Settings
+    from palui.connectors.base import PersonChannel
+    from palui.runner.events import Emit
+    from palui.runner.records import CallRecords
+    from palui.runner.state import Turn
+    from palui.store.db import Database
+    from palui.store.tools import ToolRow
+
+DENIED = "The person denied this action."
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the person's answer means for a held call: ``held`` while there is none yet (the turn stays
+    paused); else ``row``, the tool to send the call to when it was approved, or None when the call was
+    answered here (denied, expired, cancelled, the tool gone)."""
+
+    held: bool = False
+    row: ToolRow | None = None
+
+
+class ApprovalGate:
+    """Approvals of one turn's calls.
+
+    Args:
+        db: the approvals and the catalog.
+        settings: the approval expiry of each origin (``approvals.*_expiry_seconds``).
+        notify: the person's channel (the request, a cancellation).
+        records: answers and audits a call that is not sent.
+        emit: the turn's event sink.
+    """
+
+    def __init__(self, db: Database, settings: Settings, notify: PersonChannel, records: CallRecords,
+                 emit: Emit) -> None:
+        self._db = db
+        self._settings = settings
+        self._notify = notify
+        self._records = records
+        self._emit = emit
+
+    def ask(self, t: Turn, call: PendingCall, row: ToolRow, d: Decision) -> None:
+        """Hold ``call`` for the person's approval (``d`` is its ``ask`` decision): stored, audited, told."""
+        expiry = self._settings.get(
+            "approvals.job_expiry_seconds" if t.origin is Origin.JOB else "approvals.chat_expiry_seconds"
+        )
+        a = approvals.create(
+            self._db,
+            turn_id=t.id,
+            conversation_id=t.conversation_id,
+            call=call,
+            tool_class=row.tool_class.value,
+            class_source=row.class_source.value,
+            origin=t.origin.value,
+            reason=d.reason,
+            expiry_seconds=float(expiry),
+            schema=row.input_schema,
+        )
+        call["state"] = CallState.ASKED
+        call["approval"] = a["id"]
+        call["reason"] = d.reason
+        self._records.audit(t, call, row, "ask", d.reason, "asked")
+        self._emit(t, {"type": "approval", "approval": a["id"], "tool": row.name, "args": call["args"],
+                       "class": row.tool_class.value, "class_source": row.class_source.value, "verdict": "ask",
+                       "reason": d.reason, "untrusted_args": a["untrusted_args"], "expires_at": a["expires_at"]})
+        self._notify("approval", approval_prompt(a), turn_id=t.id, conversation_id=t.conversation_id,
+                     approval_id=a["id"])
+
+    def approved(self, call: PendingCall) -> bool:
+        """Whether the held call's approval is approved (and not yet used or refused)."""
+        return approvals.status(self._db, call["approval"]) == ApprovalStatus.APPROVED.value
+
+    def answer(self, t: Turn, call: PendingCall) -> Answer:
+        """Consume the held call's approval (once: a replay is a denial). A denial, an expiry or a
+        cancellation answers the call here; the person's own reason for a denial is what the model
+        is told (``/deny ID REASON``, spec §8)."""
+        ok, why = approvals.consume(self._db, call["approval"], call)
+        if why == "pending":
+            return Answer(held=True)
+        row = usable_tool(self._db, call["tool"])
+        if not ok and why.startswith("cancelled: "):
+            # Re-decided when it was answered (SPEC §5): the model is told why it did not run.
+            self._records.refuse(t, call, row, "ask", why.removeprefix("cancelled: "), outcome="cancelled")
+            return Answer()
+        if not ok:
+            text = DENIED if why == "approval denied" else f"{DENIED} ({why})"
+            said = approvals.deny_reason(self._db, call["approval"]) if why == "approval denied" else None
+            if said:
+                text = f"{DENIED[:-1]}: {said}"
+            self._records.result(call, text, True)
+            call["outcome"] = "denied"
+            self._records.audit(t, call, row, "ask", call.get("reason", ""),
+                                "denied" if why == "approval denied" else why)
+            self._emit(t, {"type": "tool_call", "tool": call["tool"], "args": call["args"], "verdict": "ask",
+                           "reason": call.get("reason", ""), "result": text, "is_error": True, "tainted": t.tainted,
+                           "denied": True})
+            return Answer()
+        if row is None:
+            self._records.refuse(t, call, None, "unavailable", "the tool no longer exists")
+            return Answer()
+        return Answer(row=row)
+
+    def recheck(self, t: Turn, call: PendingCall, row: ToolRow, verdict: str) -> bool:
+        """Decide an approved call again immediately before it is sent (spec §5). True: send it; False:
+        its approval was cancelled with the reason, the person told and the call refused."""
+        why = redecide.refusal(self._db, call["tool"], t.origin.value, t.tainted, t.taint_source)
+        if not why:
+            return True
+        redecide.cancel(self._db, call["approval"], why, from_status=(ApprovalStatus.APPROVED.value,))
+        self._notify("notice", f"Approval {call['approval']} ({call['tool']}) was cancelled: {why}.",
+                     turn_id=t.id, conversation_id=t.conversation_id, approval_id=call["approval"])
+        self._records.refuse(t, call, row, verdict, why, outcome="cancelled")
+        return False
