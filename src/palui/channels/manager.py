@@ -1,9 +1,9 @@
 """Running the chat channels inside ``palui serve`` (issue 13).
 
-:class:`ChannelManager` is what :mod:`palui.channels` registers with the serve process: on entry it
-installs log redaction for every channel secret, subscribes to the person's channel (the
-service's notices) and starts a supervisor loop; on exit it stops every channel before the
-service drains. Every second the loop:
+:class:`ChannelManager` is one of the start-up hooks the ``palui serve`` command passes to the
+server (:func:`palui.server.main.serve`): on entry it installs log redaction for every channel
+secret, subscribes to the person's channel (the service's notices) and starts a supervisor loop;
+on exit it stops every channel before the service drains. Every second the loop:
 
 - starts channels added since (``palui channels add`` from another process) and stops removed ones;
 - edits approval messages answered elsewhere or expired (:meth:`Channel.refresh_approvals`);

@@ -27,7 +27,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from palui.server.app import SESSION_COOKIE, session_value
+from palui.server.session import SESSION_COOKIE, session_value
 from palui.web.base import SECURITY_HEADERS, STATIC, action, redirect, render
 
 LOGIN_COOKIE = "palui_login"  # the login form's own CSRF nonce (no session exists yet)
