@@ -8,7 +8,8 @@ service and the server never import a channel: the ``palui serve`` command passe
 - :mod:`.base` — what every channel shares: only the person, whose words, commands, approvals,
   the ordered outbox with retries;
 - :mod:`.manager` — running the stored channels inside ``palui serve``;
-- :mod:`.telegram` (+ :mod:`.telegram_poll`), :mod:`.matrix` — one module per platform;
+- :mod:`.telegram` (+ :mod:`.telegram_poll`), :mod:`.matrix` (+ :mod:`.matrix_client`, matrix-nio
+  behind typed values) — one module per platform;
 - :mod:`.views` — the texts shown (approval messages, answers, outcomes), :mod:`.text` —
   splitting and Matrix reply rules, :mod:`.redaction` — secrets out of logs and errors.
 

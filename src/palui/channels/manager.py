@@ -22,11 +22,15 @@ import contextlib
 import importlib
 import logging
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from palui.channels.base import Channel
 from palui.channels.redaction import Redactor, install_record_redaction, quiet_library_loggers
 from palui.types import Notice
+
+if TYPE_CHECKING:
+    from palui.service.door import ServiceDoor
 
 log = logging.getLogger("palui.channels")
 
@@ -56,13 +60,13 @@ class _Running:
 class ChannelManager:
     """Starts, supervises and stops the stored channels of one service (see the module docstring)."""
 
-    def __init__(self, svc: Any) -> None:
+    def __init__(self, svc: ServiceDoor) -> None:
         self.svc = svc
         self.redact = Redactor()
         self.running: dict[str, _Running] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
-        self._unsubscribe: Any = None
+        self._unsubscribe: Callable[[], None] | None = None
         self._pruned = 0.0
 
     async def __aenter__(self) -> ChannelManager:
