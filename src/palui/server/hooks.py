@@ -19,7 +19,7 @@ Routes:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -31,6 +31,7 @@ from palui.server.turn_stream import Events, stream_or_wait
 
 if TYPE_CHECKING:
     from palui.service.door import Launched, ServiceDoor
+    from palui.types import JSON
 
 
 async def read_limited(request: Request, limit: int) -> bytes:
@@ -64,7 +65,7 @@ async def receive(request: Request) -> Response:
         return JSONResponse(result, status_code=200)
     launched = svc.launch(result["turn"])
     running = launched.task is not None and not (launched.cap or launched.behind)
-    out: dict[str, Any] = {**result, "turn_status": "running" if running else "queued"}
+    out: JSON = {**result, "turn_status": "running" if running else "queued"}
     if launched.cap:
         out["queued_reason"] = launched.cap
     return JSONResponse(out, status_code=202)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -38,7 +38,7 @@ from starlette.routing import Route
 
 from palui.errors import ApprovalError, NotFound, UsageError
 from palui.server.endpoint import body, endpoint
-from palui.server.turn_stream import NDJSON, stream_or_wait
+from palui.server.turn_stream import NDJSON, Events, stream_or_wait
 from palui.types import TurnStatus
 
 if TYPE_CHECKING:
@@ -128,7 +128,7 @@ async def follow_turn(request: Request, svc: ServiceDoor) -> Response:
     except ValueError:
         raise UsageError("after must be a whole number") from None
     svc.turn_result(tid, [])  # an unknown turn is a 404 before the stream starts
-    q: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+    q: Events = asyncio.Queue()
 
     async def run() -> None:
         try:
