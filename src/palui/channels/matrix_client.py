@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 from nio import (
@@ -79,7 +79,7 @@ class Event:
     ``body`` and the raw ``content``), ``reaction`` (``key`` on the event ``reacts_to``), ``encrypted``
     (Megolm: unreadable here) or ``other``."""
 
-    kind: str
+    kind: Literal["message", "reaction", "encrypted", "other"]
     event_id: str | None
     sender: str
     body: str = ""
