@@ -16,6 +16,7 @@ import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 import httpx
 
@@ -108,7 +109,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def take_lock(settings: Settings):
+def take_lock(settings: Settings) -> TextIO | None:
     """An exclusive, non-blocking lock on ``serve.lock`` (an open file; closing releases it), or None
     when another process holds it."""
     import fcntl

@@ -1,11 +1,16 @@
-"""Shared value types: tool classes, origins, verdicts, the Decision record, channel notices (SPEC §1-§3)."""
+"""Shared value types: tool classes, origins, verdicts, the Decision record, channel notices (SPEC §1-§3),
+and ``JSON``, the HTTP API's bodies."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
+from typing import Any, Protocol
+
+#: A JSON object as the HTTP API reads and answers it: a request or response body of ``palui serve``'s
+#: routes and of the CLI's client for them (string keys, any JSON values; spec §8).
+JSON = dict[str, Any]
 
 #: Why a tool whose server says ``execution.taskSupport: "required"`` is never offered (issue 14).
 NEEDS_TASKS = "needs MCP tasks, not supported yet"

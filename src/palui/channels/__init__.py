@@ -2,13 +2,14 @@
 
 Channels are front ends (docs/architecture.md): they import of Palui only the service, the
 shared words and text helpers, and reach the service only through its public methods. The
-service never imports a channel: :func:`register` adds the channels to ``palui serve``'s
-start-up hooks (``palui.server.app.SERVE_HOOKS``), and the serve command calls it.
+service and the server never import a channel: the ``palui serve`` command passes
+:class:`~palui.channels.manager.ChannelManager` to the server among its start-up hooks.
 
 - :mod:`.base` — what every channel shares: only the person, whose words, commands, approvals,
   the ordered outbox with retries;
 - :mod:`.manager` — running the stored channels inside ``palui serve``;
-- :mod:`.telegram` (+ :mod:`.telegram_poll`), :mod:`.matrix` — one module per platform;
+- :mod:`.telegram` (+ :mod:`.telegram_poll`), :mod:`.matrix` (+ :mod:`.matrix_client`, matrix-nio
+  behind typed values) — one module per platform;
 - :mod:`.views` — the texts shown (approval messages, answers, outcomes), :mod:`.text` —
   splitting and Matrix reply rules, :mod:`.redaction` — secrets out of logs and errors.
 
@@ -17,17 +18,9 @@ What a new channel (Slack, Signal…) implements: docs/channels.md.
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
-from typing import Any
+from palui.text.loopback import is_loopback_url
 
-
-def is_loopback_url(url: str) -> bool:
-    """Does ``url`` point at this machine (127.0.0.0/8, ::1, localhost)?"""
-    from urllib.parse import urlsplit
-
-    from palui.server.main import is_loopback
-
-    return is_loopback(urlsplit(url).hostname or "")
+__all__ = ["check_url", "is_loopback_url"]
 
 
 def check_url(url: str, what: str) -> str:
@@ -43,17 +36,3 @@ def check_url(url: str, what: str) -> str:
     if u.scheme == "http" and not is_loopback_url(url):
         raise UsageError(f"{what} {url} is not https: refused (plain http only on loopback)")
     return url.rstrip("/")
-
-
-def _hook(svc: Any) -> AbstractAsyncContextManager[Any]:
-    from palui.channels.manager import ChannelManager
-
-    return ChannelManager(svc)
-
-
-def register() -> None:
-    """Run the stored chat channels with ``palui serve`` (idempotent)."""
-    from palui.server.app import SERVE_HOOKS
-
-    if _hook not in SERVE_HOOKS:
-        SERVE_HOOKS.append(_hook)

@@ -27,7 +27,7 @@ import collections
 import contextlib
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from palui.channels import views
 from palui.channels.outbox import TITLES, Outbox
@@ -38,6 +38,9 @@ from palui.text import commands
 from palui.text.display import shown
 from palui.text.status import status_lines
 from palui.types import TurnStatus
+
+if TYPE_CHECKING:
+    from palui.service.door import ServiceDoor
 
 __all__ = ["TITLES", "Channel", "ChannelPlatform", "Inbound", "Quoted", "Retry", "status_text"]
 
@@ -50,12 +53,12 @@ class Channel(Outbox):
     """A running chat channel (see the module docstring): receiving, commands and answers.
 
     Args:
-        svc: the service (:class:`palui.service.Service`); only its public methods are used.
+        svc: the service, through its door (:class:`palui.service.door.ServiceDoor`).
         name: the channel's name (``telegram``, or ``--name``).
         redact: the process-wide redactor, which knows this channel's secrets.
     """
 
-    def __init__(self, svc: Any, name: str, redact: Redactor) -> None:
+    def __init__(self, svc: ServiceDoor, name: str, redact: Redactor) -> None:
         super().__init__(svc, name, redact)
         self.room_context: dict[str, collections.deque[Quoted]] = {}
 

@@ -1,9 +1,9 @@
 """Running the chat channels inside ``palui serve`` (issue 13).
 
-:class:`ChannelManager` is what :mod:`palui.channels` registers with the serve process: on entry it
-installs log redaction for every channel secret, subscribes to the person's channel (the
-service's notices) and starts a supervisor loop; on exit it stops every channel before the
-service drains. Every second the loop:
+:class:`ChannelManager` is one of the start-up hooks the ``palui serve`` command passes to the
+server (:func:`palui.server.main.serve`): on entry it installs log redaction for every channel
+secret, subscribes to the person's channel (the service's notices) and starts a supervisor loop;
+on exit it stops every channel before the service drains. Every second the loop:
 
 - starts channels added since (``palui channels add`` from another process) and stops removed ones;
 - edits approval messages answered elsewhere or expired (:meth:`Channel.refresh_approvals`);
@@ -22,11 +22,15 @@ import contextlib
 import importlib
 import logging
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from palui.channels.base import Channel
 from palui.channels.redaction import Redactor, install_record_redaction, quiet_library_loggers
 from palui.types import Notice
+
+if TYPE_CHECKING:
+    from palui.service.door import ServiceDoor
 
 log = logging.getLogger("palui.channels")
 
@@ -56,13 +60,13 @@ class _Running:
 class ChannelManager:
     """Starts, supervises and stops the stored channels of one service (see the module docstring)."""
 
-    def __init__(self, svc: Any) -> None:
+    def __init__(self, svc: ServiceDoor) -> None:
         self.svc = svc
         self.redact = Redactor()
         self.running: dict[str, _Running] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
-        self._unsubscribe: Any = None
+        self._unsubscribe: Callable[[], None] | None = None
         self._pruned = 0.0
 
     async def __aenter__(self) -> ChannelManager:

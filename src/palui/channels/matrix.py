@@ -18,34 +18,19 @@ transaction as its work) and the token is stored after the whole batch.
   and the state says ``error: encrypted room`` until the person writes in an unencrypted room.
 
 Bodies are plain text (``m.text``; no ``formatted_body``, so nothing can break markup), split on
-line boundaries at 32 KiB of UTF-8. Edits are sent as ``m.replace`` events.
+line boundaries at 32 KiB of UTF-8. Edits are sent as ``m.replace`` events. nio is reached only
+through :mod:`palui.channels.matrix_client`, which converts its untyped objects into typed values.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
-
-import aiohttp
-from nio import (
-    AsyncClient,
-    AsyncClientConfig,
-    InviteMemberEvent,
-    LoginResponse,
-    MegolmEvent,
-    ReactionEvent,
-    RoomGetEventResponse,
-    RoomMessageNotice,
-    RoomMessageText,
-    RoomSendResponse,
-    SyncError,
-    SyncResponse,
-    WhoamiResponse,
-)
+from typing import TYPE_CHECKING, Any
 
 from palui.channels import views
 from palui.channels.base import Channel, Inbound, Retry
+from palui.channels.matrix_client import NETWORK_ERRORS, Event, MatrixClient, Refused, Sync
 from palui.channels.redaction import Redactor
 from palui.channels.telegram_poll import Backoff
 from palui.channels.text import (
@@ -59,17 +44,12 @@ from palui.channels.text import (
 )
 from palui.errors import PaluiError
 
+if TYPE_CHECKING:
+    from palui.service.door import ServiceDoor
+
 log = logging.getLogger("palui.channels.matrix")
 ENCRYPTED_NOTICE = ("This room is encrypted; Palui cannot read it yet: create the chat with encryption off "
                     "(in Element: start a new direct chat and turn off 'Enable end-to-end encryption').")
-NETWORK_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
-
-
-def client_config(max_timeouts: int = 2) -> AsyncClientConfig:
-    """nio's config for Palui: no encryption (no olm), Palui stores the sync token itself, and a
-    refused connection fails after ``max_timeouts`` tries (nio's default retries forever)."""
-    return AsyncClientConfig(encryption_enabled=False, store_sync_tokens=False, max_timeouts=max_timeouts,
-                             max_limit_exceeded=0, request_timeout=45)
 
 
 def _unreachable(homeserver: str, e: BaseException, redact: Redactor) -> PaluiError:
@@ -79,31 +59,31 @@ def _unreachable(homeserver: str, e: BaseException, redact: Redactor) -> PaluiEr
 async def login(homeserver: str, user: str, password: str, redact: Redactor) -> dict[str, str]:
     """Log in once with a password: ``{"user_id","device_id","access_token"}``. Raises PaluiError
     (wrong password, unreachable homeserver), without the password."""
-    client = AsyncClient(homeserver, user, config=client_config())
+    client = MatrixClient(homeserver, user)
     try:
         resp = await client.login(password, device_name="Palui")
     except NETWORK_ERRORS as e:
         raise _unreachable(homeserver, e, redact) from None
     finally:
         await client.close()
-    if not isinstance(resp, LoginResponse):
-        raise PaluiError(f"Matrix login as {user} failed: {redact(str(resp.message))} ({resp.status_code})")
+    if isinstance(resp, Refused):
+        raise PaluiError(f"Matrix login as {user} failed: {redact(resp.message)} ({resp.status_code})")
     redact.add(resp.access_token)
     return {"user_id": resp.user_id, "device_id": resp.device_id, "access_token": resp.access_token}
 
 
 async def whoami(homeserver: str, user: str, token: str, redact: Redactor) -> dict[str, str]:
     """Check an access token: ``{"user_id","device_id"}``. Raises PaluiError."""
-    client = AsyncClient(homeserver, user, config=client_config())
-    client.access_token = token
+    client = MatrixClient(homeserver, user)
+    client.use_token(token)
     try:
         resp = await client.whoami()
     except NETWORK_ERRORS as e:
         raise _unreachable(homeserver, e, redact) from None
     finally:
         await client.close()
-    if not isinstance(resp, WhoamiResponse):
-        raise PaluiError(f"the homeserver refused the access token: {redact(str(getattr(resp, 'message', resp)))}")
+    if isinstance(resp, Refused):
+        raise PaluiError(f"the homeserver refused the access token: {redact(resp.message)}")
     if resp.user_id != user:
         raise PaluiError(f"the access token is {resp.user_id}'s, not {user}'s")
     return {"user_id": resp.user_id, "device_id": resp.device_id or ""}
@@ -117,19 +97,19 @@ async def test_channel(c: dict[str, Any], secret: dict[str, Any], redact: Redact
     if c["person_chat"]:
         client = _restored(cfg, str(secret.get("access_token") or ""))
         try:
-            resp = await client.room_send(c["person_chat"], "m.room.message",
-                                          {"msgtype": "m.notice", "body": "Palui test message: this channel works."})
+            sent = await client.send(c["person_chat"],
+                                     {"msgtype": "m.notice", "body": "Palui test message: this channel works."})
         finally:
             await client.close()
-        if not isinstance(resp, RoomSendResponse):
-            raise PaluiError(f"whoami worked, but sending to the person failed: {redact(str(resp))}")
+        if isinstance(sent, Refused):
+            raise PaluiError(f"whoami worked, but sending to the person failed: {redact(sent.text)}")
         return out + f"; a test message was sent to {c['person']}"
     return out + f"; not paired yet (palui channels pair {c['name']})"
 
 
-def _restored(cfg: dict[str, Any], token: str) -> AsyncClient:
-    client = AsyncClient(cfg["homeserver"], cfg["user_id"], device_id=cfg.get("device_id"), config=client_config())
-    client.restore_login(cfg["user_id"], cfg.get("device_id") or "", token)
+def _restored(cfg: dict[str, Any], token: str) -> MatrixClient:
+    client = MatrixClient(cfg["homeserver"], cfg["user_id"], device_id=cfg.get("device_id"))
+    client.restore_login(cfg.get("device_id") or "", token)
     return client
 
 
@@ -142,7 +122,7 @@ class MatrixChannel(Channel):
     how_to_answer = ("React \u2705 to approve or \u274c to deny (or reply /approve, or /deny REASON, to this "
                      "message; or send /approve {id} or /deny {id} REASON).")
 
-    def __init__(self, svc: Any, name: str, redact: Redactor) -> None:
+    def __init__(self, svc: ServiceDoor, name: str, redact: Redactor) -> None:
         super().__init__(svc, name, redact)
         self.cfg = svc.channel(name)["config"]
         token = str(svc.channel_secrets(name).get("access_token") or "")
@@ -164,13 +144,13 @@ class MatrixChannel(Channel):
             since = self.svc.channel_cursor(self.name)
             while True:
                 try:
-                    resp = await self.client.sync(timeout=0 if since is None else self.poll_ms, since=since,
+                    resp = await self.client.sync(0 if since is None else self.poll_ms, since=since,
                                                   full_state=since is None)
                 except NETWORK_ERRORS as e:
                     self.set_state(f"error: the homeserver is unreachable: {type(e).__name__}: {e}")
                     await asyncio.sleep(backoff.next_delay())
                     continue
-                if isinstance(resp, SyncError):
+                if isinstance(resp, Refused):
                     self.set_state(f"error: sync failed: {resp.message} ({resp.status_code})")
                     await asyncio.sleep(backoff.next_delay())
                     continue
@@ -188,28 +168,25 @@ class MatrixChannel(Channel):
         else:
             self.set_state("connected" if self.svc.channel(self.name)["person_id"] else "unpaired")
 
-    async def _batch(self, resp: SyncResponse, history: bool) -> None:
+    async def _batch(self, resp: Sync, history: bool) -> None:
         ch = self.svc.channel(self.name)
-        for room_id, invite in resp.rooms.invite.items():
-            inviter = next((e.sender for e in invite.invite_state if isinstance(e, InviteMemberEvent)
-                            and e.state_key == self.me and e.membership == "invite"), None)
+        for invite in resp.invites:
+            room_id, inviter = invite.room_id, invite.inviter
             if self.svc.pairing_open(self.name) or (ch["person_id"] and inviter == ch["person_id"]):
                 await self.client.join(room_id)
             elif self.svc.note_stranger(self.name, f"invite:{inviter}"):
                 log.warning("%s: ignored an invite to %s from %s (not the person, no pairing code live)",
                             self.name, room_id, inviter)
-        for room_id, info in resp.rooms.join.items():
-            room = self.client.rooms.get(room_id)
-            if room is not None and room.encrypted:
-                await self._encrypted(room_id)
+        for room in resp.joined:
+            if room.encrypted:
+                await self._encrypted(room.room_id)
                 continue
             if history:
                 continue  # the first sync's timeline was sent before Palui listened: not answered
-            others = ({*room.users, *room.invited_users} - {self.me}) if room is not None else set()
-            for event in info.timeline.events:
-                if getattr(event, "sender", None) == self.me or not getattr(event, "event_id", None):
+            for event in room.events:
+                if event.sender == self.me or not event.event_id:
                     continue
-                inb = await self._inbound(room_id, event, private=len(others) <= 1)
+                inb = await self._inbound(room.room_id, event, private=len(room.others) <= 1)
                 if inb is not None:
                     self.receive(inb)
 
@@ -218,26 +195,25 @@ class MatrixChannel(Channel):
         if self.svc.channel_mark(self.name, f"notice:{room_id}", "encrypted room"):
             log.warning("%s: room %s is encrypted: told the person, leaving it", self.name, room_id)
             try:
-                await self.client.room_send(room_id, "m.room.message", {"msgtype": "m.notice",
-                                                                         "body": ENCRYPTED_NOTICE})
+                await self.client.send(room_id, {"msgtype": "m.notice", "body": ENCRYPTED_NOTICE})
             finally:
-                await self.client.room_leave(room_id)
+                await self.client.leave(room_id)
 
-    async def _inbound(self, room_id: str, event: Any, private: bool) -> Inbound | None:
+    async def _inbound(self, room_id: str, event: Event, private: bool) -> Inbound | None:
         sender = event.sender
         base: dict[str, Any] = {"key": event.event_id, "chat": room_id, "sender": sender, "sender_name": sender,
                                 "private": private}
-        if isinstance(event, MegolmEvent):
+        if event.kind == "encrypted":
             await self._encrypted(room_id)
             return None
-        if isinstance(event, ReactionEvent):
+        if event.kind == "reaction":
             verdict = reaction_verdict(event.key)
             if verdict is None:
                 return None
             return Inbound(**base, reaction=verdict, target=event.reacts_to)
-        if not isinstance(event, (RoomMessageText, RoomMessageNotice)):
+        if event.kind != "message":
             return None
-        content = event.source.get("content", {})
+        content = event.content
         if is_edit(content):
             return Inbound(**base)  # the channel says edits are not read
         if private and sender == self.svc.channel(self.name)["person_id"]:
@@ -246,11 +222,10 @@ class MatrixChannel(Channel):
         words = strip_reply_fallback(event.body) if target else event.body
         quoted = []
         if target:
-            got = await self.client.room_get_event(room_id, target)
-            if isinstance(got, RoomGetEventResponse):
-                who = got.event.sender
+            got = await self.client.event_text(room_id, target)
+            if got is not None:
+                who, body = got
                 person = self.svc.channel(self.name)["person_id"]
-                body = getattr(got.event, "body", "") or ""
                 q = self.reply_quote(room_id, target, strip_reply_fallback(body), by_palui=who == self.me,
                                      by_person=who == person, author=who)
                 if q is not None:
@@ -269,11 +244,11 @@ class MatrixChannel(Channel):
 
     async def _send(self, room_id: str, content: dict[str, Any]) -> str:
         try:
-            resp = await self.client.room_send(room_id, "m.room.message", content)
+            resp = await self.client.send(room_id, content)
         except NETWORK_ERRORS as e:
             raise Retry(f"the homeserver is unreachable: {type(e).__name__}") from None
-        if isinstance(resp, RoomSendResponse):
-            return str(resp.event_id)
+        if not isinstance(resp, Refused):
+            return resp
         if resp.status_code == "M_LIMIT_EXCEEDED":
             wait = (resp.retry_after_ms or 1000) / 1000
             raise Retry(f"rate limited by the homeserver for {wait:.1f} s", wait)
@@ -294,4 +269,4 @@ class MatrixChannel(Channel):
                                 "m.relates_to": {"rel_type": "m.replace", "event_id": ref}})
 
     async def typing(self, chat: str) -> None:
-        await self.client.room_typing(chat, True, timeout=5000)
+        await self.client.typing(chat, timeout_ms=5000)

@@ -14,10 +14,10 @@ import logging
 import random
 import time
 from datetime import UTC, datetime
-from typing import Any
 
 from palui.channels import views
 from palui.channels.platform import ChannelPlatform, Job
+from palui.types import Notice
 
 log = logging.getLogger("palui.channels")
 
@@ -63,8 +63,8 @@ class Outbox(ChannelPlatform):
                     log.warning("%s: delivery failed, retrying in %.1f s: %s", self.name, delay, text)
                     await asyncio.sleep(delay)
 
-    def deliver_notice(self, notice: Any) -> None:
-        """A message on the person's channel (:class:`palui.types.Notice`) for this channel's person."""
+    def deliver_notice(self, notice: Notice) -> None:
+        """A message on the person's channel for this channel's person."""
         ch = self.svc.channel(self.name)
         if not ch["person_chat"]:
             return

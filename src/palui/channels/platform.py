@@ -1,20 +1,24 @@
 """The platform half of a chat channel (issue 13): the words a channel hands over, and what it implements.
 
 A channel module subclasses :class:`palui.channels.base.Channel` (which builds on
-:class:`ChannelPlatform` and :class:`palui.channels.outbox.Outbox`) and implements the methods
-marked "subclasses" here; docs/channels.md lists them.
+:class:`ChannelPlatform` and :class:`palui.channels.outbox.Outbox`) and implements the abstract
+methods here (a channel that misses one cannot be made); docs/channels.md lists them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from palui.channels import views
 from palui.channels.redaction import Redactor
+
+if TYPE_CHECKING:
+    from palui.service.door import ServiceDoor
 
 log = logging.getLogger("palui.channels")
 
@@ -64,11 +68,11 @@ class Retry(Exception):
         self.delay = delay
 
 
-class ChannelPlatform:
+class ChannelPlatform(ABC):
     """A running chat channel of one stored channel row: its platform half and shared state.
 
     Args:
-        svc: the service (:class:`palui.service.Service`); only its public methods are used.
+        svc: the service, through its door (:class:`palui.service.door.ServiceDoor`).
         name: the channel's name (``telegram``, or ``--name``).
         redact: the process-wide redactor, which knows this channel's secrets.
     """
@@ -78,7 +82,7 @@ class ChannelPlatform:
     text_limit: ClassVar[int] = 4096
     how_to_answer: ClassVar[str] = ""
 
-    def __init__(self, svc: Any, name: str, redact: Redactor) -> None:
+    def __init__(self, svc: ServiceDoor, name: str, redact: Redactor) -> None:
         self.svc = svc
         self.name = name
         self.redact = redact
@@ -89,28 +93,28 @@ class ChannelPlatform:
     def measure(text: str) -> int:
         return len(text)
 
-    # -- the platform half (subclasses) ------------------------------------------------------------
+    # -- the platform half (subclasses implement the abstract methods) ------------------------------
 
+    @abstractmethod
     async def run(self) -> None:
         """Receive until cancelled, reconnecting by itself; call :meth:`receive` per update."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def send(self, chat: str, text: str, *, reply_to: str | None = None) -> list[str]:
         """Send ``text`` (already escaped for display, plain), split at the limit; return message refs."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def send_approval(self, chat: str, view: views.ApprovalView, a: dict[str, Any]) -> str:
         """Send the approval message with its buttons (or reaction hint); return its ref."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def edit(self, chat: str, ref: str, text: str) -> None:
         """Replace a sent message's text (and drop its buttons)."""
-        raise NotImplementedError
 
-    async def typing(self, chat: str) -> None:
+    async def typing(self, chat: str) -> None:  # noqa: B027 - optional: a platform without the indicator shows nothing
         """Show "typing…" once (Telegram's lasts 5 s)."""
 
-    async def answer_press(self, press_id: str, text: str) -> None:
+    async def answer_press(self, press_id: str, text: str) -> None:  # noqa: B027 - optional: only platforms with buttons
         """Acknowledge a button press with a short text (Telegram's answerCallbackQuery)."""
 
     def retry_delay(self, exc: BaseException) -> float | None:

@@ -23,11 +23,11 @@ from __future__ import annotations
 import html
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 os.environ.setdefault("PTB_TIMEDELTA", "1")  # RetryAfter.retry_after as a timedelta, without a warning
 
-from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Message, Update  # noqa: E402
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Message, MessageOrigin, Update, User  # noqa: E402
 from telegram.error import BadRequest, Forbidden, InvalidToken, NetworkError, RetryAfter, TimedOut  # noqa: E402
 from telegram.request import HTTPXRequest  # noqa: E402
 
@@ -42,6 +42,9 @@ from palui.channels.telegram_poll import (  # noqa: E402
 )
 from palui.channels.text import TELEGRAM_TEXT_LIMIT, split_message, utf16_len  # noqa: E402
 from palui.errors import PaluiError  # noqa: E402
+
+if TYPE_CHECKING:
+    from palui.service.door import ServiceDoor
 
 log = logging.getLogger("palui.channels.telegram")
 DEFAULT_API = "https://api.telegram.org"
@@ -74,20 +77,20 @@ async def check_token(token: str, api_base: str | None, redact: Redactor) -> dic
     return {"id": me.id, "username": me.username}
 
 
-def _origin_name(origin: Any) -> str:
+def _origin_name(origin: MessageOrigin) -> str:
     """Who wrote a forwarded message, from its ``forward_origin``."""
     user = getattr(origin, "sender_user", None)
     if user is not None:
         return f"{user.full_name} (@{user.username}, {user.id})" if user.username else f"{user.full_name} ({user.id})"
-    if getattr(origin, "sender_user_name", None):
-        return str(origin.sender_user_name)
+    if name := getattr(origin, "sender_user_name", None):
+        return str(name)
     chat = getattr(origin, "sender_chat", None) or getattr(origin, "chat", None)
     if chat is not None:
         return f"{chat.title or chat.username or 'a chat'} ({chat.id})"
     return "someone"
 
 
-def _user_name(user: Any) -> str:
+def _user_name(user: User) -> str:
     return f"@{user.username}" if user.username else (user.full_name or str(user.id))
 
 
@@ -99,7 +102,7 @@ class TelegramChannel(Channel):
     text_limit = TELEGRAM_TEXT_LIMIT
     how_to_answer = "Press Approve or Deny below (or send /approve {id} or /deny {id} REASON)."
 
-    def __init__(self, svc: Any, name: str, redact: Redactor) -> None:
+    def __init__(self, svc: ServiceDoor, name: str, redact: Redactor) -> None:
         super().__init__(svc, name, redact)
         ch = svc.channel(name)
         self.token = str(svc.channel_secrets(name).get("token") or "")

@@ -162,7 +162,7 @@ class TelegramPoller:
                 self.on_state(f"error: Telegram is unreachable: {self.redact(str(exc))}")
                 await asyncio.sleep(self.backoff.next_delay())
 
-    async def _poll(self) -> list[Any]:
+    async def _poll(self) -> list[object]:
         kwargs: dict[str, Any] = {"timeout": self.poll_timeout, "allowed_updates": self.allowed_updates}
         if self.offset is not None:
             kwargs["offset"] = self.offset
@@ -171,9 +171,9 @@ class TelegramPoller:
         result = await self.bot.do_api_request("getupdates", api_kwargs=kwargs, read_timeout=self.poll_timeout + 10)
         return result if isinstance(result, list) else []
 
-    def _dispatch(self, item: Any) -> None:
+    def _dispatch(self, item: object) -> None:
         update_id = item.get("update_id") if isinstance(item, dict) else None
-        if not isinstance(update_id, int) or isinstance(update_id, bool):
+        if not isinstance(item, dict) or not isinstance(update_id, int) or isinstance(update_id, bool):
             log.warning("dropped an update without an update_id")
             return
         self.offset = max(self.offset or 0, update_id + 1)

@@ -14,8 +14,10 @@ import httpx
 
 from palui.errors import ApprovalError, NotFound, PaluiError, UsageError
 from palui.server.discovery import ServiceInfo
+from palui.types import JSON
 
-EventSink = Callable[[dict[str, Any]], None]
+#: Receives a turn's events as they arrive (the service's event shapes).
+EventSink = Callable[[JSON], None]
 
 
 def segment(value: str, what: str) -> str:
@@ -69,28 +71,32 @@ class ServiceClient:
     def _raise(self, r: httpx.Response) -> None:
         raise_for(r)
 
-    def get(self, path: str, **params: Any) -> Any:
+    def get(self, path: str, **params: Any) -> JSON:
+        """GET a route that answers a JSON object (``params`` with a None value are left out)."""
         try:
             r = self.http.get(path, params={k: v for k, v in params.items() if v is not None})
         except httpx.TransportError as e:
             raise ServiceGone(f"cannot reach the service at {self.info.url}: {type(e).__name__}") from None
         self._raise(r)
-        return r.json()
+        answer: JSON = r.json()
+        return answer
 
-    def post(self, path: str, data: dict[str, Any] | None = None) -> Any:
+    def post(self, path: str, data: JSON | None = None) -> JSON:
+        """POST ``data`` to a route that answers a JSON object."""
         try:
             r = self.http.post(path, json=data or {})
         except httpx.TransportError as e:
             raise ServiceGone(f"cannot reach the service at {self.info.url}: {type(e).__name__}") from None
         self._raise(r)
-        return r.json()
+        answer: JSON = r.json()
+        return answer
 
-    def stream(self, path: str, data: dict[str, Any], on_event: EventSink | None) -> dict[str, Any]:
+    def stream(self, path: str, data: JSON, on_event: EventSink | None) -> JSON:
         """POST with ``stream: true``; call ``on_event`` per event; return the final result.
 
         The service's first line says the turn is stored (``{"type": "turn"}``); an error says
         the turn is kept only when that line arrived (issue 12: never "kept" unless stored)."""
-        result: dict[str, Any] | None = None
+        result: JSON | None = None
         stored: str | None = None
         try:
             with self.http.stream("POST", path, json={**data, "stream": True}) as r:
@@ -121,18 +127,18 @@ class ServiceClient:
                 "see palui conversations list before sending it again")
 
     def run(self, message: str, *, conversation: str | None, model: str | None,
-            on_event: EventSink | None, channel: str = "cli") -> dict[str, Any]:
+            on_event: EventSink | None, channel: str = "cli") -> JSON:
         return self.stream("/api/turns", {"message": message, "conversation": conversation, "model": model,
                                           "channel": channel}, on_event)
 
     def answer(self, approval_id: str, approve: bool, on_event: EventSink | None,
-               reason: str | None = None) -> dict[str, Any]:
-        body: dict[str, Any] = {"via": "cli", **({"reason": reason} if reason else {})}
+               reason: str | None = None) -> JSON:
+        body: JSON = {"via": "cli", **({"reason": reason} if reason else {})}
         aid = segment(approval_id, "an approval id (see: palui approvals list)")
         return self.stream(f"/api/approvals/{aid}/{'approve' if approve else 'deny'}", body, on_event)
 
     def answer_elicitation(self, elicitation_id: str, action: str, content: dict[str, Any] | None,
-                           on_event: EventSink | None) -> dict[str, Any]:
+                           on_event: EventSink | None) -> JSON:
         """Answer a server's question through the service; a turn it paused goes on there (streamed)."""
         eid = segment(elicitation_id, "a question id (see: palui elicitations list)")
         return self.stream(f"/api/elicitations/{eid}/answer",
@@ -157,7 +163,7 @@ class AsyncServiceClient:
             "it did not say it had stored anything"
         return ServiceGone(f"the service at {self.info.url} went away ({type(e).__name__}); {what}", stored)
 
-    async def get(self, path: str, **params: Any) -> Any:
+    async def _get(self, path: str, **params: Any) -> Any:
         try:
             r = await self.http.get(path, params={k: v for k, v in params.items() if v is not None})
         except httpx.TransportError as e:
@@ -165,19 +171,30 @@ class AsyncServiceClient:
         raise_for(r)
         return r.json()
 
-    async def post(self, path: str, data: dict[str, Any] | None = None) -> Any:
+    async def get(self, path: str, **params: Any) -> JSON:
+        """GET a route that answers a JSON object (``params`` with a None value are left out)."""
+        answer: JSON = await self._get(path, **params)
+        return answer
+
+    async def get_list(self, path: str, **params: Any) -> list[JSON]:
+        """GET a route that answers a JSON array of objects (``/api/approvals``)."""
+        rows: list[JSON] = await self._get(path, **params)
+        return rows
+
+    async def post(self, path: str, data: JSON | None = None) -> JSON:
+        """POST ``data`` to a route that answers a JSON object."""
         try:
             r = await self.http.post(path, json=data or {})
         except httpx.TransportError as e:
             raise self._gone(e) from None
         raise_for(r)
-        return r.json()
+        answer: JSON = r.json()
+        return answer
 
-    async def stream(self, method: str, path: str, data: dict[str, Any] | None,
-                     on_event: EventSink | None) -> dict[str, Any]:
+    async def stream(self, method: str, path: str, data: JSON | None, on_event: EventSink | None) -> JSON:
         """An NDJSON request: each event to ``on_event``, the final ``{"type": "result"}`` returned."""
         stored: str | None = None
-        result: dict[str, Any] | None = None
+        result: JSON | None = None
         try:
             async with self.http.stream(method, path, json=data) as r:
                 if r.status_code >= 400:

@@ -8,13 +8,19 @@ commands from function signatures on every start cost more than most commands ta
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
 from palui import __version__
 from palui.errors import ConfigError
 from palui.text.display import json_safe, shown
+
+if TYPE_CHECKING:
+    from palui.service.door import ServiceDoor, ToolsDoor
+
+S = TypeVar("S")
 
 
 class Group(click.Group):
@@ -70,19 +76,20 @@ def said(message: str) -> str:
     return shown(message, note=False) if has_hidden(message) else message
 
 
-def fail(message: str, code: int = 1) -> None:
+def fail(message: str, code: int = 1) -> NoReturn:
     click.echo(f"palui: {said(message)}", err=True)
     raise click.exceptions.Exit(code)
 
 
-def service():
-    """The whole service (:class:`palui.service.Service`); a bad configuration exits 1 with its error."""
+def service() -> ServiceDoor:
+    """The whole service (:class:`palui.service.Service`, seen through its door); a bad configuration
+    exits 1 with its error."""
     from palui.service import Service
 
     return _started(Service)
 
 
-def tools_service():
+def tools_service() -> ToolsDoor:
     """The tools part alone (:class:`palui.service.light.ToolsService`), for commands that only read
     the catalog: it starts with a third of the imports of :func:`service` (issue 11). Call only
     its ``LIGHT_METHODS`` (a method another part overrides answers differently here)."""
@@ -91,7 +98,7 @@ def tools_service():
     return _started(ToolsService)
 
 
-def _started(cls: Any) -> Any:
+def _started(cls: Callable[[], S]) -> S:
     """``cls()`` (a service over this environment's PALUI_HOME); a bad configuration exits 1 with its error."""
     try:
         return cls()

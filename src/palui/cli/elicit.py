@@ -212,7 +212,7 @@ def elicitations_answer(elicitation_id: str, pairs: tuple[str, ...], decline: bo
                         as_json: bool) -> None:
     """Answer a question (accept with FIELD=VALUE pairs; a URL-mode question: you opened the page)."""
     from palui.cli import render
-    from palui.cli.turns import live_service, run_async
+    from palui.cli.live import live_service, run_async
 
     if decline and cancel:
         fail("give --decline or --cancel, not both", 2)

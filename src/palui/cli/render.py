@@ -9,6 +9,7 @@ shown on demand (``/why`` in the chat), the reason of a call that did not run is
 from __future__ import annotations
 
 import json
+from datetime import tzinfo
 from typing import Any
 
 import click
@@ -144,7 +145,7 @@ class Printer:
     """Prints a turn as it happens for ``palui run`` and ``palui approvals approve|deny``: streamed text
     piece by piece, compact tool lines, then the result (:meth:`outcome`)."""
 
-    def __init__(self, err: bool = False, header: str | None = None, tz: Any = None) -> None:
+    def __init__(self, err: bool = False, header: str | None = None, tz: tzinfo | None = None) -> None:
         self.err = err
         self.tz = tz  # caps.timezone for approval expiries (None: the machine's zone)
         self.header = header  # printed once, before the first event or the outcome

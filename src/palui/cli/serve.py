@@ -13,10 +13,9 @@ from palui.errors import ConfigError
 @click.option("--port", type=int, help="Port (default serve.port, 8765; 0 picks a free one).")
 def serve_cmd(host: str | None, port: int | None) -> None:
     """Run the service: scheduler, webhooks, the JSON API and the web page. Stops cleanly on SIGTERM/SIGINT."""
-    from palui import channels
+    from palui.channels.manager import ChannelManager
     from palui.server.main import serve
 
-    channels.register()  # the chat channels run with the service (issue 13)
     svc = service()
     try:
         serve(
@@ -25,6 +24,7 @@ def serve_cmd(host: str | None, port: int | None) -> None:
             svc.settings.get("serve.port") if port is None else port,
             click.echo,
             tick_seconds=float(__import__("os").environ.get("PALUI_TICK_SECONDS", "1")),
+            serve_hooks=[ChannelManager],  # the chat channels run with the service (issue 13)
         )
     except ConfigError as e:  # the full apprise check (every other start checks the syntax only)
         fail(f"configuration error: {e}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import click
 
@@ -105,7 +106,7 @@ KIND_WORDS = {
 }
 
 
-def _json_block(value) -> list[str]:
+def _json_block(value: Any) -> list[str]:
     if value is None:
         return ["    (none)"]
     return [

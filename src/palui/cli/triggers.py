@@ -6,7 +6,8 @@ import click
 
 from palui.cli import render
 from palui.cli.common import WHOLE, emit_json, group, service, table
-from palui.cli.turns import finish_turn, live_service, run_async
+from palui.cli.live import live_service, run_async
+from palui.cli.turns import finish_turn
 
 jobs_app = group("jobs", "Scheduled jobs: prompts run on a cron schedule by the service.")
 webhooks_app = group("webhooks", "Inbound webhooks: signed deliveries summarised with no tools.")

@@ -6,16 +6,23 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import click
 
 from palui.cli import render
 from palui.cli.common import LIMIT, app, emit_json, fail, group, service
+from palui.cli.live import live_service, run_async
 from palui.errors import ModelConfigError
 from palui.text.display import shown, shown_json
 from palui.text.prompts import mark_line
 from palui.text.status import status_lines
 from palui.text.when import expiry, local
+
+if TYPE_CHECKING:
+    from palui.cli.client import ServiceClient
+    from palui.cli.elicit import TerminalQuestions
+    from palui.service.door import ServiceDoor
 
 approvals_app = group("approvals", "Pending approvals: list, show, approve, deny.")
 
@@ -39,31 +46,7 @@ def finish_turn(r: dict, as_json: bool, printer: render.Printer | None = None) -
     raise click.exceptions.Exit(exit_code(r["status"]))
 
 
-def run_async(svc, coro):
-    import asyncio  # here, not at the top: only commands that run a loop pay for it (issue 11)
-
-    async def wrapper():
-        try:
-            return await coro
-        finally:
-            await svc.close()
-
-    return asyncio.run(wrapper())
-
-
-def live_service(svc):
-    """A client for the service running on this PALUI_HOME, or None (then the turn runs in-process)."""
-    from palui.server.discovery import find_service
-
-    info = find_service(svc.settings)
-    if info is None:
-        return None
-    from palui.cli.client import ServiceClient
-
-    return ServiceClient(info)
-
-
-def check_model(model: str | None, svc, as_json: bool = False, remote: bool = False) -> str | None:
+def check_model(model: str | None, svc: ServiceDoor, as_json: bool = False, remote: bool = False) -> str | None:
     """The model string to use, checked now (a clear error before anything is stored).
 
     A ``script:`` path is made absolute here, so a live service (another working
@@ -116,7 +99,7 @@ def run_cmd(message: str, model: str | None, conversation: str | None, as_json: 
     finish_turn(r, as_json, printer)
 
 
-def questions_for(svc, client):
+def questions_for(svc: ServiceDoor, client: ServiceClient | None) -> TerminalQuestions:
     """The :class:`~palui.cli.elicit.TerminalQuestions` of this CLI: through the live service, or here."""
     from palui.cli.elicit import TerminalQuestions
 

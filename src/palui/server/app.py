@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
@@ -20,15 +20,16 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from palui.server import hooks, routes
+from palui.server.session import SESSION_COOKIE, csrf_value, session_value
+
+if TYPE_CHECKING:
+    from palui.service.door import ServiceDoor
 
 log = logging.getLogger(__name__)
 
-#: Entered after the service's background starts and left before it drains (``palui serve`` only):
-#: each is called with the service. Chat channels register here (:func:`palui.channels.register`);
-#: the server imports none of them.
-SERVE_HOOKS: list[Callable[[Any], AbstractAsyncContextManager[Any]]] = []
+#: A start-up hook of ``palui serve``: called with the service, entered while the service runs.
+ServeHook = Callable[["ServiceDoor"], AbstractAsyncContextManager[object]]
 
-SESSION_COOKIE = "palui_session"
 PUBLIC_PREFIXES = ("/hooks/", "/login", "/static/")
 PUBLIC_PATHS = ("/api/health",)  # says only "a Palui service, this pid": lets the CLI check before sending the token
 
@@ -98,33 +99,31 @@ class Guard:
         return await resp(scope, receive, send)
 
 
-def session_value(token: str) -> str:
-    """The session cookie's value: an HMAC of the token, so the cookie is not the token itself."""
-    return hmac.new(token.encode(), b"palui-session", "sha256").hexdigest()
-
-
-def csrf_value(token: str) -> str:
-    """The CSRF token of the web page's session (header ``X-Palui-CSRF`` or form field ``csrf``)."""
-    return hmac.new(token.encode(), b"palui-csrf", "sha256").hexdigest()
-
-
 def create_app(
-    svc: Any, token: str, host: str = "127.0.0.1", port: int = 8765, tick_seconds: float | None = None
+    svc: ServiceDoor, token: str, host: str = "127.0.0.1", port: int = 8765, tick_seconds: float | None = None,
+    serve_hooks: Sequence[ServeHook] = (),
 ) -> Guard:
-    """The ASGI app for one service (``svc`` is the :class:`~palui.service.Service`): the JSON
-    routes, the webhook route and the web pages behind the :class:`Guard`. Its lifespan starts and
-    drains the service's runtime (the tick, the job scheduler)."""
+    """The ASGI app for one service: the JSON routes, the webhook route and the web pages behind
+    the :class:`Guard`. Its lifespan starts and drains the service's runtime (the tick, the job
+    scheduler).
+
+    Args:
+        serve_hooks: each is called with the service after its background starts and entered as
+            an async context manager, then left (in reverse order) before the service drains. The
+            ``palui serve`` command passes the chat channels' manager here, so the server imports
+            no channel.
+    """
     from palui import web
 
     all_routes = [*routes.routes(), *hooks.routes(), *web.routes()]
 
     @asynccontextmanager
-    async def lifespan(app):
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await svc.start_background(tick_seconds)
         try:
-            async with AsyncExitStack() as hooks:
-                for hook in SERVE_HOOKS:
-                    await hooks.enter_async_context(hook(svc))
+            async with AsyncExitStack() as entered:
+                for hook in serve_hooks:
+                    await entered.enter_async_context(hook(svc))
                 yield
         finally:
             await svc.stop_background()

@@ -1,6 +1,6 @@
 """The service's trigger routes: inbound webhooks, jobs run now, job and webhook listings (SPEC §8).
 
-A front end: it reaches Palui only through the service (``request.app.state.svc``).
+A front end: it reaches Palui only through the service's door (:func:`palui.server.endpoint.service_of`).
 
 Routes:
 
@@ -19,14 +19,19 @@ Routes:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from palui.errors import WebhookRefused
-from palui.server.routes import _stream_or_wait, body, endpoint
+from palui.server.endpoint import body, endpoint, service_of
+from palui.server.turn_stream import Events, stream_or_wait
+
+if TYPE_CHECKING:
+    from palui.service.door import Launched, ServiceDoor
+    from palui.types import JSON
 
 
 async def read_limited(request: Request, limit: int) -> bytes:
@@ -46,7 +51,7 @@ async def read_limited(request: Request, limit: int) -> bytes:
 
 
 async def receive(request: Request) -> Response:
-    svc = request.app.state.svc
+    svc = service_of(request)
     hook_id = request.path_params["hook"]
     try:
         if not svc.webhook_exists(hook_id):  # before reading the body
@@ -60,41 +65,44 @@ async def receive(request: Request) -> Response:
         return JSONResponse(result, status_code=200)
     launched = svc.launch(result["turn"])
     running = launched.task is not None and not (launched.cap or launched.behind)
-    out: dict[str, Any] = {**result, "turn_status": "running" if running else "queued"}
+    out: JSON = {**result, "turn_status": "running" if running else "queued"}
     if launched.cap:
         out["queued_reason"] = launched.cap
     return JSONResponse(out, status_code=202)
 
 
 @endpoint
-async def list_jobs(request, svc):
+async def list_jobs(request: Request, svc: ServiceDoor) -> Response:
     return JSONResponse(svc.jobs())
 
 
 @endpoint
-async def list_webhooks(request, svc):
+async def list_webhooks(request: Request, svc: ServiceDoor) -> Response:
     return JSONResponse(svc.webhooks())
 
 
 @endpoint
-async def run_job(request, svc):
+async def run_job(request: Request, svc: ServiceDoor) -> Response:
     data = await body(request)
     stream = bool(data.get("stream"))
-    held: dict[str, Any] = {"launched": None, "q": None}
+    launched: Launched | None = None
+    events: Events | None = None
+    subscribed = ""
 
     def launch(turn_id: str) -> str | None:
+        nonlocal launched, events, subscribed
         if stream:
-            held["q"] = svc.subscribe(turn_id)
-        held["launched"], held["turn"] = svc.launch(turn_id), turn_id
-        return held["launched"].cap
+            events, subscribed = svc.subscribe(turn_id), turn_id
+        launched = svc.launch(turn_id)
+        return launched.cap
 
     try:
         tid = svc.start_job_now(request.path_params["name"], launch)
     except BaseException:
-        if held["q"] is not None:
-            svc.unsubscribe(held["turn"], held["q"])
+        if events is not None:
+            svc.unsubscribe(subscribed, events)
         raise
-    return await _stream_or_wait(svc, tid, held["launched"], stream, held["q"])
+    return await stream_or_wait(svc, tid, launched, stream, events)
 
 
 def routes() -> list[Route]:

@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from palui.errors import PaluiError, UsageError
 from palui.server import discovery
+from palui.text.loopback import is_loopback
 
+if TYPE_CHECKING:
+    from types import FrameType
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    from palui.server.app import ServeHook
+    from palui.service.door import ServiceDoor
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -42,12 +40,14 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(svc, host: str, port: int, echo: Callable[[str], None], tick_seconds: float = 1.0) -> None:
+def serve(svc: ServiceDoor, host: str, port: int, echo: Callable[[str], None], tick_seconds: float = 1.0,
+          serve_hooks: Sequence[ServeHook] = ()) -> None:
     """Run the service until SIGTERM/SIGINT (SPEC §8).
 
     Refuses a non-loopback address unless the access token already exists (it is created
     by a first start on loopback), so the person has seen the token before the service
     is reachable from elsewhere. Refuses to start a second service on the same home.
+    ``serve_hooks`` run while the service runs (:func:`palui.server.app.create_app`).
     """
     import uvicorn
 
@@ -78,7 +78,7 @@ def serve(svc, host: str, port: int, echo: Callable[[str], None], tick_seconds: 
     # uvicorn re-raises SIGTERM after its graceful shutdown, so a `finally` here may never run:
     # remove serve.json at the end of the app's own shutdown instead.
     svc.on_shutdown(lambda: discovery.clear_info(settings))
-    app = create_app(svc, token, host, real_port, tick_seconds=tick_seconds)
+    app = create_app(svc, token, host, real_port, tick_seconds=tick_seconds, serve_hooks=serve_hooks)
     discovery.write_info(settings, host, real_port)
     shown = f"[{host}]" if ":" in host else host
     echo(f"Palui service on http://{shown}:{real_port} (pid from {discovery.info_path(settings)})")
@@ -90,8 +90,8 @@ def serve(svc, host: str, port: int, echo: Callable[[str], None], tick_seconds: 
     config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=10, lifespan="on")
 
     class Server(uvicorn.Server):
-        def handle_exit(self, sig, frame):  # drain at once: turns pause at their next step boundary
-            svc.begin_drain()
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            svc.begin_drain()  # drain at once: turns pause at their next step boundary
             super().handle_exit(sig, frame)
 
     server = Server(config)

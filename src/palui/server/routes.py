@@ -1,6 +1,7 @@
 """The JSON routes of ``palui serve`` that the CLI and the web page use (every route needs the access token, SPEC §8).
 
-A front end: it reaches Palui only through the service (``request.app.state.svc``).
+A front end: it reaches Palui only through the service's door (:mod:`palui.server.endpoint` hands each
+route the service).
 
 Routes (all JSON; errors are ``{"error": "…"}`` with 400/404/409):
 
@@ -28,86 +29,56 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from palui.errors import ApprovalError, NotFound, PaluiError, UsageError
+from palui.errors import ApprovalError, NotFound, UsageError
+from palui.server.endpoint import body, endpoint
+from palui.server.turn_stream import NDJSON, Events, stream_or_wait
 from palui.types import TurnStatus
 
-
-def error_response(e: Exception) -> JSONResponse:
-    if isinstance(e, NotFound):
-        return JSONResponse({"error": str(e)}, status_code=404)
-    if isinstance(e, ApprovalError):
-        return JSONResponse({"error": str(e)}, status_code=409)
-    if isinstance(e, UsageError):  # "kind" lets a client give the same exit code as in-process (2)
-        return JSONResponse({"error": str(e), "kind": "usage"}, status_code=400)
-    if isinstance(e, PaluiError):
-        return JSONResponse({"error": str(e), "kind": "error"}, status_code=400)
-    raise e
-
-
-async def body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if not raw:
-        return {}
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        raise UsageError("the request body is not valid JSON") from None
-    if not isinstance(data, dict):
-        raise UsageError("the request body must be a JSON object")
-    return data
-
-
-def endpoint(fn):
-    async def wrapped(request: Request) -> Response:
-        try:
-            return await fn(request, request.app.state.svc)
-        except PaluiError as e:
-            return error_response(e)
-
-    wrapped.__name__ = fn.__name__
-    return wrapped
+if TYPE_CHECKING:
+    from palui.service.door import ServiceDoor
 
 
 @endpoint
-async def health(request, svc):
+async def health(request: Request, svc: ServiceDoor) -> Response:
     import os
 
     return JSONResponse({"ok": True, "service": "palui", "pid": os.getpid()})
 
 
 @endpoint
-async def status(request, svc):
+async def status(request: Request, svc: ServiceDoor) -> Response:
     return JSONResponse(svc.status())
 
 
 @endpoint
-async def inbox(request, svc):
+async def inbox(request: Request, svc: ServiceDoor) -> Response:
     return JSONResponse(svc.inbox(int(request.query_params.get("limit", 100))))
 
 
 @endpoint
-async def audit(request, svc):
+async def audit(request: Request, svc: ServiceDoor) -> Response:
     return JSONResponse(svc.audit(request.query_params.get("turn"), int(request.query_params.get("limit", 500))))
 
 
 @endpoint
-async def connectors(request, svc):
+async def connectors(request: Request, svc: ServiceDoor) -> Response:
     return JSONResponse(svc.connectors())
 
 
 @endpoint
-async def tools(request, svc):
+async def tools(request: Request, svc: ServiceDoor) -> Response:
     return JSONResponse([t.as_dict() for t in svc.tools(request.query_params.get("connector"))])
 
 
 @endpoint
-async def tool_action(request, svc):
+async def tool_action(request: Request, svc: ServiceDoor) -> Response:
     name, action = request.path_params["name"], request.path_params["action"]
     data = await body(request)
     if action == "class":
@@ -125,30 +96,30 @@ async def tool_action(request, svc):
 
 
 @endpoint
-async def enable_read(request, svc):
+async def enable_read(request: Request, svc: ServiceDoor) -> Response:
     data = await body(request)
     return JSONResponse([t.as_dict() for t in svc.enable_read(data.get("connector"))])
 
 
 @endpoint
-async def new_conversation(request, svc):
+async def new_conversation(request: Request, svc: ServiceDoor) -> Response:
     data = await body(request)
     return JSONResponse({"conversation": svc.new_conversation(channel=data.get("channel") or "api")})
 
 
 @endpoint
-async def list_conversations(request, svc):
+async def list_conversations(request: Request, svc: ServiceDoor) -> Response:
     return JSONResponse(svc.conversations(int(request.query_params.get("limit", 50)),
                                           channel=request.query_params.get("channel") or None))
 
 
 @endpoint
-async def get_conversation(request, svc):
+async def get_conversation(request: Request, svc: ServiceDoor) -> Response:
     return JSONResponse(svc.conversation(request.path_params["conversation"]))
 
 
 @endpoint
-async def follow_turn(request, svc):
+async def follow_turn(request: Request, svc: ServiceDoor) -> Response:
     """The turn's events from ``after`` on, as they happen, then its result (issue 12: a chat follows a
     turn that continues after an answer given elsewhere, or a message that waited behind another)."""
     tid = request.path_params["turn"]
@@ -157,7 +128,7 @@ async def follow_turn(request, svc):
     except ValueError:
         raise UsageError("after must be a whole number") from None
     svc.turn_result(tid, [])  # an unknown turn is a 404 before the stream starts
-    q: asyncio.Queue = asyncio.Queue()
+    q: Events = asyncio.Queue()
 
     async def run() -> None:
         try:
@@ -168,57 +139,18 @@ async def follow_turn(request, svc):
 
     task = asyncio.create_task(run())
 
-    async def lines():
+    async def lines() -> AsyncIterator[str]:
         try:
             while (ev := await q.get()) is not None:
                 yield json.dumps(ev, default=str) + "\n"
         finally:
             task.cancel()  # done, or the client went away: stop following
 
-    return StreamingResponse(lines(), media_type="application/x-ndjson")
-
-
-async def _stream_or_wait(svc, turn_id: str, launched, stream: bool, q: asyncio.Queue | None = None) -> Response:
-    """The response for a launched turn: its result when it is not running here (queued behind a
-    cap or another turn, or held by another process), else its events (``stream``) or its result."""
-    task = launched.task if launched is not None else None
-    if task is None or launched.cap or launched.behind:
-        if q is not None:
-            svc.unsubscribe(turn_id, q)
-        result = svc.turn_result(turn_id, [])
-        if launched is not None and launched.cap:
-            result["queued_reason"] = launched.cap
-            result["start_after"] = svc.pause_state().get("paused_until")
-        if stream:
-            return StreamingResponse(iter([json.dumps({"type": "result", **result}) + "\n"]),
-                                     media_type="application/x-ndjson")
-        return JSONResponse(result)
-    if not stream:
-        if q is not None:
-            svc.unsubscribe(turn_id, q)
-        return JSONResponse(await asyncio.shield(task))
-    q = q if q is not None else svc.subscribe(turn_id)
-    conversation = svc.conversation_of(turn_id)
-
-    async def lines():
-        try:
-            # First, that the turn is stored: a client that loses the connection after this knows it is kept.
-            yield json.dumps({"type": "turn", "turn": turn_id, "conversation": conversation}) + "\n"
-            while True:
-                ev = await q.get()
-                if ev is None:
-                    break
-                yield json.dumps(ev, default=str) + "\n"
-            result = await asyncio.shield(task)
-            yield json.dumps({"type": "result", **result}, default=str) + "\n"
-        finally:
-            svc.unsubscribe(turn_id, q)
-
-    return StreamingResponse(lines(), media_type="application/x-ndjson")
+    return StreamingResponse(lines(), media_type=NDJSON)
 
 
 @endpoint
-async def start_turn(request, svc):
+async def start_turn(request: Request, svc: ServiceDoor) -> Response:
     data = await body(request)
     message = data.get("message")
     if not isinstance(message, str) or not message.strip():
@@ -231,16 +163,16 @@ async def start_turn(request, svc):
         return JSONResponse(svc.turn_result(tid, []))
     q = svc.subscribe(tid) if data.get("stream") else None
     launched = svc.launch(tid)
-    return await _stream_or_wait(svc, tid, launched, bool(data.get("stream")), q)
+    return await stream_or_wait(svc, tid, launched, bool(data.get("stream")), q)
 
 
 @endpoint
-async def get_turn(request, svc):
+async def get_turn(request: Request, svc: ServiceDoor) -> Response:
     return JSONResponse(svc.turn_result(request.path_params["turn"]))
 
 
 @endpoint
-async def stop(request, svc):
+async def stop(request: Request, svc: ServiceDoor) -> Response:
     data = await body(request)
     if data.get("all") is True:  # the emergency brake (issue 15 §7)
         return JSONResponse(svc.stop_all("api"))
@@ -248,17 +180,17 @@ async def stop(request, svc):
 
 
 @endpoint
-async def list_approvals(request, svc):
+async def list_approvals(request: Request, svc: ServiceDoor) -> Response:
     return JSONResponse(svc.approvals(None if request.query_params.get("all") else "pending"))
 
 
 @endpoint
-async def get_approval(request, svc):
+async def get_approval(request: Request, svc: ServiceDoor) -> Response:
     return JSONResponse(svc.approval(request.path_params["id"]))
 
 
 @endpoint
-async def wait_approval(request, svc):
+async def wait_approval(request: Request, svc: ServiceDoor) -> Response:
     try:
         timeout = min(60.0, max(0.0, float(request.query_params.get("timeout", 25))))
     except ValueError:
@@ -267,7 +199,7 @@ async def wait_approval(request, svc):
 
 
 @endpoint
-async def answer_approval(request, svc):
+async def answer_approval(request: Request, svc: ServiceDoor) -> Response:
     """Answer through the service's one door (``answered_via`` ``"api"``, or ``"cli"`` when the body
     says ``{"via": "cli"}``), then resume the turn here:
     its events stream back with ``stream``. A refusal is 409 with the door's message."""
@@ -291,21 +223,21 @@ async def answer_approval(request, svc):
         return JSONResponse(a)  # the caller follows the turn (GET /api/turns/{id}/events)
     q = svc.subscribe(a["turn"]) if data.get("stream") else None
     launched = svc.launch(a["turn"], (TurnStatus.AWAITING_APPROVAL,))
-    return await _stream_or_wait(svc, a["turn"], launched, bool(data.get("stream")), q)
+    return await stream_or_wait(svc, a["turn"], launched, bool(data.get("stream")), q)
 
 
 @endpoint
-async def list_elicitations(request, svc):
+async def list_elicitations(request: Request, svc: ServiceDoor) -> Response:
     return JSONResponse(svc.elicitations(None if request.query_params.get("all") else "pending"))
 
 
 @endpoint
-async def get_elicitation(request, svc):
+async def get_elicitation(request: Request, svc: ServiceDoor) -> Response:
     return JSONResponse(svc.elicitation(request.path_params["id"]))
 
 
 @endpoint
-async def answer_elicitation(request, svc):
+async def answer_elicitation(request: Request, svc: ServiceDoor) -> Response:
     """Answer a server's question through the one door (``answered_via`` ``api``, or ``cli``), then go on
     with a turn paused by a 2026-07-28 server here; an older-era turn is still running (its call sees
     the answer): the result is its current state."""
@@ -313,7 +245,7 @@ async def answer_elicitation(request, svc):
     content = data.get("content")
     if content is not None and not isinstance(content, dict):
         raise UsageError("\"content\" must be an object of field: value")
-    via = data.get("via") if data.get("via") in ("cli", "web") else "api"  # the web page's script says "web"
+    via: str = data["via"] if data.get("via") in ("cli", "web") else "api"  # the web page's script says "web"
     try:
         e = svc.answer_elicitation(request.path_params["id"], str(data.get("action", "")), content, via=via)
     except ApprovalError as err:
@@ -327,7 +259,7 @@ async def answer_elicitation(request, svc):
     stream = bool(data.get("stream"))
     q = svc.subscribe(e["turn"]) if stream else None
     launched = svc.launch(e["turn"], (TurnStatus.AWAITING_APPROVAL,)) if e["era"] == "input_required" else None
-    return await _stream_or_wait(svc, e["turn"], launched, stream, q)
+    return await stream_or_wait(svc, e["turn"], launched, stream, q)
 
 
 def routes() -> list[Route]:

@@ -4,7 +4,8 @@
 - :mod:`.commands`: chat commands (``/stop``, ``/approve ID``…), parsed the same on every front end;
 - :mod:`.prompts`: the approval request as told on the person's channel;
 - :mod:`.review`: diffs of a tool's pending definition change;
-- :mod:`.mcp_config`: an MCP server's configuration, ``KEY=VALUE`` pairs, URL redaction.
+- :mod:`.mcp_config`: an MCP server's configuration, ``KEY=VALUE`` pairs, URL redaction;
+- :mod:`.loopback`: whether an address or URL is this machine.
 
 Front ends may import this package, :mod:`palui.types`, :mod:`palui.errors` and the
 service API, nothing else of Palui (docs/architecture.md; ``tests/test_architecture.py``).

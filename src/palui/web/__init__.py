@@ -4,9 +4,9 @@ webhooks, status, audit, memories, governance (issue 15 §1).
 Server-rendered pages (Jinja2, ``web/templates``) with a little plain JavaScript
 (``web/static``) for the live parts: the chat streams a turn's NDJSON events from
 ``POST /api/turns``, approval buttons stream the resumed turn. Every page reads the
-same service API as the CLI (:class:`palui.service.Service`, the app's ``state.svc``): the
-web pages are a front end and import nothing of Palui but the service, ``palui.text``,
-``palui.types`` and ``palui.errors``. The modules:
+same service API as the CLI, through its door (:class:`palui.service.door.ServiceDoor`, from
+``base.svc_of``): the web pages are a front end and import nothing of Palui but the service,
+``palui.text``, ``palui.types`` and ``palui.errors``. The modules:
 
 - :mod:`palui.web` (this one): the route table, login and logout;
 - :mod:`.base`: templates, CSRF check on forms, flash messages, security headers;
@@ -27,7 +27,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from palui.server.app import SESSION_COOKIE, session_value
+from palui.server.session import SESSION_COOKIE, session_value
 from palui.web.base import SECURITY_HEADERS, STATIC, action, redirect, render
 
 LOGIN_COOKIE = "palui_login"  # the login form's own CSRF nonce (no session exists yet)

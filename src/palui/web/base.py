@@ -4,7 +4,7 @@ Every page is rendered server-side from ``web/templates`` (Jinja2, autoescaped).
 Every state change from the page is a POST that carries the session's CSRF token,
 either as the hidden form field ``csrf`` or as the ``X-Palui-CSRF`` header (the
 page's scripts); a POST without it gets 403 and changes nothing. The token is
-:func:`palui.server.app.csrf_value` of the access token, so it is the same for every
+:func:`palui.server.session.csrf_value` of the access token, so it is the same for every
 page of a session and never reveals the access token itself.
 """
 
@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
 import jinja2
@@ -26,10 +26,16 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from palui.errors import NotFound, PaluiError
-from palui.server.app import csrf_value
+from palui.server.endpoint import service_of
+from palui.server.session import csrf_value
 from palui.text.display import hidden_in
 from palui.text.elicitation import fields as question_fields
 from palui.web.shown import NOTE_HTML, finalize, json_html, quoted, shown_html, shown_one_line
+
+if TYPE_CHECKING:
+    from zoneinfo import ZoneInfo
+
+    from palui.service.door import ServiceDoor
 
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE / "templates"
@@ -57,8 +63,8 @@ class CSRFRefused(PaluiError):
 # -- time and value formatting ------------------------------------------------------------
 
 
-def _zone(request: Request):
-    return request.app.state.svc.timezone()
+def _zone(request: Request) -> ZoneInfo | None:
+    return svc_of(request).timezone()
 
 
 def parse_time(value: Any) -> datetime | None:
@@ -172,7 +178,7 @@ def csrf_token(request: Request) -> str:
 
 def pending_count(request: Request) -> int:
     """What waits for the person: pending approvals and servers' questions (the nav's Approvals count)."""
-    svc = request.app.state.svc
+    svc = svc_of(request)
     return len(svc.approvals("pending")) + len(svc.elicitations("pending"))
 
 
@@ -305,6 +311,6 @@ def page(fn: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Aw
     return wrapped
 
 
-def svc_of(request: Request):
-    """The :class:`~palui.service.Service` behind this app."""
-    return request.app.state.svc
+def svc_of(request: Request) -> ServiceDoor:
+    """The service behind this app, through its door (:func:`palui.server.endpoint.service_of`)."""
+    return service_of(request)

@@ -13,7 +13,7 @@ MCP env and header values are secrets: the page only ever shows their keys; an M
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -25,6 +25,9 @@ from palui.text.review import review_view  # one rendering of a pending change, 
 from palui.types import Origin
 from palui.web.base import SECURITY_HEADERS, action, page, redirect, render, svc_of
 
+if TYPE_CHECKING:
+    from palui.service.door import ServiceDoor, ToolRow
+
 CLASSES = ("read", "write", "destructive")
 SOURCE_WORDS = {"user": "set by you", "builtin": "built-in", "hints": "from the server's hints",
                 "unknown": "unknown — treated as destructive"}
@@ -33,7 +36,7 @@ COLUMNS = (("chat", Origin.CHAT, False), ("chat, tainted", Origin.CHAT, True), (
            ("webhook", Origin.WEBHOOK, False))
 
 
-def tool_view(svc, row) -> dict[str, Any]:
+def tool_view(svc: ServiceDoor, row: ToolRow) -> dict[str, Any]:
     """A tool as the sheet shows it: the ``tools list --json`` fields, the matrix columns, the review."""
     d = row.as_dict()
     d["verdicts"] = [(label, svc.explain(row.name, origin, tainted)) for label, origin, tainted in COLUMNS]
@@ -47,7 +50,7 @@ def tool_view(svc, row) -> dict[str, Any]:
     return d
 
 
-def connector_view(svc, cid: str) -> dict[str, Any]:
+def connector_view(svc: ServiceDoor, cid: str) -> dict[str, Any]:
     """One connector from :meth:`connectors` (with its live state). Raises NotFound."""
     for c in svc.connectors():
         if c["id"] == cid:
@@ -84,7 +87,7 @@ async def sheet(request: Request) -> Response:
 # -- tools ------------------------------------------------------------------------------------
 
 
-def _sheet_of(svc, name: str) -> str:
+def _sheet_of(svc: ServiceDoor, name: str) -> str:
     return f"/connectors/{svc.tool(name).connector}#tool-{name}"
 
 
@@ -218,7 +221,7 @@ def _pairs(text: str, what: str) -> dict[str, str]:
     return out
 
 
-def server_config(form: dict[str, str]):
+def server_config(form: dict[str, str]) -> ServerConfig:
     """The :class:`ServerConfig` of the add form (stdio command line or URL). Raises UsageError."""
     transport = form.get("transport", "stdio")
     timeout = float(form["timeout"]) if form.get("timeout", "").strip() else None

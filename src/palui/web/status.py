@@ -10,7 +10,8 @@
 
 from __future__ import annotations
 
-from datetime import date
+from collections.abc import Mapping
+from datetime import date, tzinfo
 from typing import Any
 
 from starlette.requests import Request
@@ -51,7 +52,7 @@ async def status_page(request: Request) -> Response:
     return render(request, "status.html", s=s, bars=bars, inbox=inbox)
 
 
-def audit_filters(q) -> dict[str, str]:
+def audit_filters(q: Mapping[str, str]) -> dict[str, str]:
     """The audit page's filters from the query string (unknown values refused with UsageError)."""
     f = {k: (q.get(k) or "").strip() for k in ("tool", "verdict", "origin", "tainted", "day", "turn")}
     if f["verdict"] and f["verdict"] not in VERDICTS:
@@ -68,7 +69,7 @@ def audit_filters(q) -> dict[str, str]:
     return f
 
 
-def filter_audit(rows: list[dict[str, Any]], f: dict[str, str], tz) -> list[dict[str, Any]]:
+def filter_audit(rows: list[dict[str, Any]], f: dict[str, str], tz: tzinfo | None) -> list[dict[str, Any]]:
     """Rows matching every filter: ``tool`` is a substring of the tool name, ``day`` a date in ``tz``."""
     out = []
     for r in rows:

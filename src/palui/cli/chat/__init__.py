@@ -14,7 +14,7 @@ one (``palui conversations list`` shows them).
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -22,8 +22,13 @@ from palui.cli.common import app, fail, service
 from palui.cli.turns import check_model
 from palui.errors import NO_MODEL_HELP, NotFound, PaluiError, UsageError
 
+if TYPE_CHECKING:
+    from palui.cli.chat.door import ChatDoor
+    from palui.server.discovery import ServiceInfo
+    from palui.service.door import ServiceDoor
 
-def _conversation(svc: Any, conversation: str | None, resume: bool) -> tuple[str | None, dict[str, Any] | None]:
+
+def _conversation(svc: ServiceDoor, conversation: str | None, resume: bool) -> tuple[str | None, dict[str, Any] | None]:
     """(the conversation to continue, it as shown) or (None, None) for a new one."""
     if conversation and resume:
         raise UsageError("give --resume or --conversation ID, not both")
@@ -41,13 +46,13 @@ def _conversation(svc: Any, conversation: str | None, resume: bool) -> tuple[str
     return None, None
 
 
-async def _main(svc: Any, info: Any, spec: str | None, conversation: str | None,
+async def _main(svc: ServiceDoor, info: ServiceInfo | None, spec: str | None, conversation: str | None,
                 resumed: dict[str, Any] | None) -> None:
     from palui.cli.chat.backends import LocalBackend, RemoteBackend
     from palui.cli.chat.screen import make_screen
     from palui.cli.chat.session import ChatSession
 
-    backend: LocalBackend | RemoteBackend = RemoteBackend(info, spec, svc.settings) if info else \
+    backend: ChatDoor = RemoteBackend(info, spec, svc.settings) if info else \
         LocalBackend(svc, spec)
     if spec is None:  # the live service's own model
         spec = (await backend.status()).get("model")

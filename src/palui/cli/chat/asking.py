@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from palui.cli.chat.screen import PROMPT
-from palui.cli.chat.view import via_words
+from palui.cli.chat.screen import PROMPT, Screen
+from palui.cli.chat.view import View, via_words
 from palui.errors import ApprovalError
 from palui.text.display import shown
+
+if TYPE_CHECKING:
+    from palui.cli.chat.door import ChatDoor
+
+T = TypeVar("T")
 
 WAIT_SLICE = 25.0  # seconds of one wait for an approval's answer (a long poll through a service)
 
@@ -21,14 +26,16 @@ class AskingMixin:
     """The approval half of :class:`~palui.cli.chat.session.ChatSession`; it uses the session's
     ``screen``, ``view``, ``call``, ``follow`` and ``say_error``."""
 
-    screen: Any
-    view: Any
+    screen: Screen
+    view: View
     asking: dict[str, Any] | None
     answer: asyncio.Future[bool] | None
     answer_reason: str | None
-    call: Callable[..., Awaitable[Any]]
     follow: Callable[[str], Awaitable[dict[str, Any]]]
     say_error: Callable[[Exception], None]
+
+    if TYPE_CHECKING:
+        async def call(self, op: Callable[[ChatDoor], Awaitable[T]]) -> T: ...
 
     async def ask(self, r: dict[str, Any]) -> dict[str, Any]:
         """Ask the person about the turn's pending approval until it is answered here or anywhere else."""

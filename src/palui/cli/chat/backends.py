@@ -1,7 +1,7 @@
 """Where ``palui chat``'s turns run: in this process (:class:`LocalBackend`) or in the live service on
 this PALUI_HOME (:class:`RemoteBackend`, SPEC §8). Both offer the same awaitable calls, so the session
 does not care which; when the service goes away the session switches to a :class:`LocalBackend`
-(issue 12: the chat survives the service).
+(issue 12: the chat survives the service). Both satisfy :class:`~palui.cli.chat.door.ChatDoor`.
 
 Every call raises the service's PaluiError subclasses; a remote call raises
 :class:`~palui.cli.client.ServiceGone` when the service cannot be reached or goes away mid-call.
@@ -10,12 +10,15 @@ Every call raises the service's PaluiError subclasses; a remote call raises
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from palui.cli.client import AsyncServiceClient
+from palui.cli.client import AsyncServiceClient, EventSink
 from palui.server.discovery import ServiceInfo, find_service
 
-Sink = Any  # Callable[[dict[str, Any]], None]
+if TYPE_CHECKING:
+    from palui.config import Settings
+    from palui.service.door import ServiceDoor
+    from palui.types import JSON
 # answers from the terminal chat are the command line's (docs/decisions/0114-terminal-answers-are-cli.md, one door)
 VIA = "cli"
 CHANNEL = "terminal"  # conversations the terminal chat starts (palui chat --resume finds them)
@@ -25,38 +28,39 @@ class LocalBackend:
     """Turns run in this process: a turn nobody else runs is taken up here (``take_up``)."""
 
     where = "this process"
+    runs_here = True
 
-    def __init__(self, svc: Any, model: str | None) -> None:
+    def __init__(self, svc: ServiceDoor, model: str | None) -> None:
         self.svc = svc
         self.model = model
 
-    async def send(self, text: str, conversation: str, on_event: Sink) -> dict[str, Any]:
+    async def send(self, text: str, conversation: str, on_event: EventSink) -> JSON:
         tid = self.svc.start_turn(text, conversation=conversation, model=self.model, channel=CHANNEL)
         on_event({"type": "turn", "turn": tid, "conversation": conversation})
         return await self.follow(tid, 0, on_event)
 
-    async def submit(self, text: str, conversation: str) -> dict[str, Any]:
+    async def submit(self, text: str, conversation: str) -> JSON:
         """Store a message as the conversation's next turn without waiting for it (SPEC §8)."""
         tid = self.svc.start_turn(text, conversation=conversation, model=self.model, channel=CHANNEL)
         return self.svc.turn_result(tid, [])
 
-    async def follow(self, turn_id: str, after: int, on_event: Sink) -> dict[str, Any]:
+    async def follow(self, turn_id: str, after: int, on_event: EventSink) -> JSON:
         return await self.svc.follow_turn(turn_id, after, on_event, take_up=True)
 
-    async def answer(self, approval_id: str, approve: bool, reason: str | None = None) -> dict[str, Any]:
+    async def answer(self, approval_id: str, approve: bool, reason: str | None = None) -> JSON:
         return self.svc.answer_approval(approval_id, approve, VIA, reason=reason)
 
-    async def wait_approval(self, approval_id: str, timeout: float) -> dict[str, Any]:
+    async def wait_approval(self, approval_id: str, timeout: float) -> JSON:
         return await self.svc.wait_approval(approval_id, timeout)
 
-    async def approval(self, approval_id: str) -> dict[str, Any]:
+    async def approval(self, approval_id: str) -> JSON:
         return self.svc.approval(approval_id)
 
-    async def elicitation(self, elicitation_id: str) -> dict[str, Any]:
+    async def elicitation(self, elicitation_id: str) -> JSON:
         return self.svc.elicitation(elicitation_id)
 
     async def answer_elicitation(self, elicitation_id: str, action: str, content: dict[str, Any] | None
-                                 ) -> dict[str, Any]:
+                                 ) -> JSON:
         """A server's question answered through its door; the session follows (takes up) the turn."""
         return self.svc.answer_elicitation(elicitation_id, action, content, VIA)
 
@@ -67,13 +71,13 @@ class LocalBackend:
         """The emergency brake (issue 15 §7): every turn stopped, the jobs paused."""
         return self.svc.stop_all("cli")["stopped"]
 
-    async def status(self) -> dict[str, Any]:
+    async def status(self) -> JSON:
         return self.svc.status()
 
     async def new_conversation(self) -> str:
         return self.svc.new_conversation(channel=CHANNEL)
 
-    async def approvals(self) -> list[dict[str, Any]]:
+    async def approvals(self) -> list[JSON]:
         return self.svc.approvals("pending")
 
     def alive(self) -> bool:
@@ -86,42 +90,44 @@ class LocalBackend:
 class RemoteBackend:
     """Turns run in the live service; events stream back over its JSON API."""
 
-    def __init__(self, info: ServiceInfo, model: str | None, settings: Any) -> None:
+    runs_here = False
+
+    def __init__(self, info: ServiceInfo, model: str | None, settings: Settings) -> None:
         self.info = info
         self.client = AsyncServiceClient(info)
         self.model = model
         self.settings = settings
         self.where = f"the service at {info.url}"
 
-    async def send(self, text: str, conversation: str, on_event: Sink) -> dict[str, Any]:
+    async def send(self, text: str, conversation: str, on_event: EventSink) -> JSON:
         return await self.client.stream("POST", "/api/turns", {
             "message": text, "conversation": conversation, "model": self.model, "channel": CHANNEL,
             "stream": True}, on_event)
 
-    async def submit(self, text: str, conversation: str) -> dict[str, Any]:
+    async def submit(self, text: str, conversation: str) -> JSON:
         return await self.client.post("/api/turns", {"message": text, "conversation": conversation,
                                                      "model": self.model, "channel": CHANNEL, "start": False})
 
-    async def follow(self, turn_id: str, after: int, on_event: Sink) -> dict[str, Any]:
+    async def follow(self, turn_id: str, after: int, on_event: EventSink) -> JSON:
         return await self.client.stream("GET", f"/api/turns/{turn_id}/events?after={int(after)}", None, on_event)
 
-    async def answer(self, approval_id: str, approve: bool, reason: str | None = None) -> dict[str, Any]:
+    async def answer(self, approval_id: str, approve: bool, reason: str | None = None) -> JSON:
         body: dict[str, Any] = {"via": VIA, "wait": False}
         if reason:
             body["reason"] = reason
         return await self.client.post(f"/api/approvals/{approval_id}/{'approve' if approve else 'deny'}", body)
 
-    async def wait_approval(self, approval_id: str, timeout: float) -> dict[str, Any]:
+    async def wait_approval(self, approval_id: str, timeout: float) -> JSON:
         return await self.client.get(f"/api/approvals/{approval_id}/wait", timeout=timeout)
 
-    async def approval(self, approval_id: str) -> dict[str, Any]:
+    async def approval(self, approval_id: str) -> JSON:
         return await self.client.get(f"/api/approvals/{approval_id}")
 
-    async def elicitation(self, elicitation_id: str) -> dict[str, Any]:
+    async def elicitation(self, elicitation_id: str) -> JSON:
         return await self.client.get(f"/api/elicitations/{elicitation_id}")
 
     async def answer_elicitation(self, elicitation_id: str, action: str, content: dict[str, Any] | None
-                                 ) -> dict[str, Any]:
+                                 ) -> JSON:
         return await self.client.post(f"/api/elicitations/{elicitation_id}/answer",
                                       {"action": action, "content": content, "via": VIA, "wait": False})
 
@@ -132,14 +138,14 @@ class RemoteBackend:
         """The emergency brake (issue 15 §7), in the live service."""
         return (await self.client.post("/api/stop", {"all": True}))["stopped"]
 
-    async def status(self) -> dict[str, Any]:
+    async def status(self) -> JSON:
         return await self.client.get("/api/status")
 
     async def new_conversation(self) -> str:
         return (await self.client.post("/api/conversations", {"channel": CHANNEL}))["conversation"]
 
-    async def approvals(self) -> list[dict[str, Any]]:
-        return await self.client.get("/api/approvals")
+    async def approvals(self) -> list[JSON]:
+        return await self.client.get_list("/api/approvals")
 
     def alive(self) -> bool:
         """Whether the service's process still runs (a signal-0 check: cheap, no request)."""
@@ -155,6 +161,6 @@ class RemoteBackend:
         await self.client.close()
 
 
-def find_live(settings: Any) -> ServiceInfo | None:
+def find_live(settings: Settings) -> ServiceInfo | None:
     """The live service on this PALUI_HOME, or None."""
     return find_service(settings)

@@ -20,13 +20,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from palui.cli.chat.view import via_words
+from palui.cli.chat.screen import Screen
+from palui.cli.chat.view import View, via_words
 from palui.errors import ApprovalError, PaluiError
 from palui.text.commands import CommandError, answer_args
 from palui.text.display import shown
 from palui.text.elicitation import parse_pairs, question_text
+
+if TYPE_CHECKING:
+    from palui.cli.chat.door import ChatDoor
+
+T = TypeVar("T")
 
 POLL_SECONDS = 1.0  # how often a paused turn's questions are looked at while the chat waits for them
 
@@ -35,18 +41,24 @@ class QuestionsMixin:
     """The question half of :class:`~palui.cli.chat.session.ChatSession`; it uses the session's
     ``backend``, ``call``, ``screen``, ``view``, ``conversation``, ``busy``, ``follow`` and ``say_error``."""
 
-    backend: Any
-    screen: Any
-    view: Any
+    backend: ChatDoor
+    screen: Screen
+    view: View
     conversation: str
     waiting_questions: list[str]
-    call: Callable[..., Awaitable[Any]]
     follow: Callable[[str], Awaitable[dict[str, Any]]]
     say_error: Callable[[Exception], None]
     _background: Callable[[Awaitable[None]], None]
     _resume_other: Callable[[str], Awaitable[None]]  # a turn of another conversation goes on
     _shown_questions: set[str]
     _answered_here: set[str]
+
+    if TYPE_CHECKING:
+        async def call(self, op: Callable[[ChatDoor], Awaitable[T]]) -> T: ...
+
+    async def question(self, eid: str) -> dict[str, Any]:
+        """The question ``eid`` as it stands now (``Service.elicitation``), wherever turns run."""
+        return await self.call(lambda b: b.elicitation(eid))
 
     def on_question(self, e: dict[str, Any]) -> None:
         """A pending ``elicitation`` event of a turn this chat shows: the question, looked up and shown."""
@@ -58,7 +70,7 @@ class QuestionsMixin:
             return
         self._shown_questions.add(eid)
         try:
-            q = q if q is not None and "schema" in q else await self.call(lambda b: b.elicitation(eid))
+            q = q if q is not None and "schema" in q else await self.question(eid)
         except PaluiError as err:
             self.say_error(err)
             return
@@ -73,7 +85,7 @@ class QuestionsMixin:
         """``/answer ID field=value …`` through the one door."""
         try:
             eid, pairs = answer_args(arg)
-            q = await self.call(lambda b: b.elicitation(eid))
+            q = await self.question(eid)
             content = parse_pairs(q["schema"], pairs) if q["mode"] == "form" else None
         except (CommandError, ValueError) as err:
             self.say_error(err)
@@ -100,7 +112,7 @@ class QuestionsMixin:
                 await asyncio.sleep(POLL_SECONDS)
                 still = []
                 for eid in self.waiting_questions:
-                    q = await self.call(lambda b, eid=eid: b.elicitation(eid))
+                    q = await self.question(eid)
                     if q["status"] == "pending":
                         still.append(eid)
                     elif eid not in self._answered_here:

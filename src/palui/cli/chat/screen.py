@@ -19,9 +19,14 @@ import signal
 import sys
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from prompt_toolkit import PromptSession
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 PROMPT = "you> "
@@ -40,8 +45,9 @@ class Typed:
 Put = Callable[[Typed], None]
 
 
-class Screen:
-    """What the session writes to. ``asking`` is the approval id the prompt asks about (set by the session)."""
+class Screen(ABC):
+    """What the session writes to. ``asking`` is the approval id the prompt asks about (set by the session).
+    A screen implements the abstract methods; the others have a default."""
 
     def __init__(self) -> None:
         self.asking: str | None = None
@@ -50,18 +56,19 @@ class Screen:
         self.status_since = 0.0
         self.countdown_to: float | None = None
 
+    @abstractmethod
     def line(self, text: str) -> None:
-        raise NotImplementedError
+        """Show one line of output (ending a streamed line first)."""
 
+    @abstractmethod
     def stream(self, text: str) -> None:
         """Display text (already escaped) of the answer being streamed; no line end implied."""
-        raise NotImplementedError
 
+    @abstractmethod
     def end_stream(self, mark: str = "") -> None:
         """The streamed text ended (``mark`` appended, e.g. `` [discarded (retrying)]``): end its line."""
-        raise NotImplementedError
 
-    def echo(self, text: str) -> None:
+    def echo(self, text: str) -> None:  # noqa: B027 - optional: only a screen that erases entered lines
         """Show an entered line again where the screen erased it."""
 
     def set_prompt(self, text: str) -> None:
@@ -83,14 +90,16 @@ class Screen:
             text = text.replace("{left}", str(max(0, round(self.countdown_to - now))))
         return f"{frame} {text} · {int(now - self.status_since)} s"
 
+    @abstractmethod
     async def run_input(self, put: Put) -> None:
-        raise NotImplementedError
+        """Read entered lines until the input ends, handing each to ``put`` as a :class:`Typed`
+        (the end as ``Typed(None)``, Ctrl-C as ``Typed("", interrupt=True)``)."""
 
     def __enter__(self) -> Screen:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        pass
+    def __exit__(self, *exc: object) -> None:  # noqa: B027 - a screen with nothing to restore
+        """Restore the terminal (a screen that changed it)."""
 
 
 class PipedScreen(Screen):
@@ -155,9 +164,9 @@ class TerminalScreen(Screen):
         super().__init__()
         from prompt_toolkit import PromptSession
 
-        self.session: Any = PromptSession(erase_when_done=True, refresh_interval=0.25)
+        self.session: PromptSession[str] = PromptSession(erase_when_done=True, refresh_interval=0.25)
         self.partial = ""  # the streamed line not yet finished
-        self._patch: Any = None
+        self._patch: AbstractContextManager[None] | None = None
 
     def __enter__(self) -> TerminalScreen:
         from prompt_toolkit.patch_stdout import patch_stdout

@@ -14,10 +14,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from palui.cli.chat.asking import AskingMixin
-from palui.cli.chat.backends import LocalBackend, RemoteBackend
+from palui.cli.chat.backends import LocalBackend
 from palui.cli.chat.questions import QuestionsMixin
 from palui.cli.chat.screen import Screen, Typed
 from palui.cli.chat.view import View
@@ -28,6 +28,10 @@ from palui.text.display import shown
 from palui.text.status import status_lines
 from palui.text.when import expiry
 
+if TYPE_CHECKING:
+    from palui.cli.chat.door import ChatDoor
+    from palui.service.door import ServiceDoor
+
 T = TypeVar("T")
 YES = ("y", "yes")
 NO = ("n", "no")
@@ -37,10 +41,10 @@ WATCH_SECONDS = 1.0  # how often the chat checks that the live service still run
 class ChatSession(AskingMixin, QuestionsMixin):
     """The chat loop over a backend (this process or the live service) and a screen."""
 
-    def __init__(self, svc: Any, backend: LocalBackend | RemoteBackend, screen: Screen, model: str | None,
+    def __init__(self, svc: ServiceDoor, backend: ChatDoor, screen: Screen, model: str | None,
                  conversation: str, resumed: dict[str, Any] | None = None) -> None:
         self.svc = svc  # this process's service: the fallback, the person's zone
-        self.backend: LocalBackend | RemoteBackend = backend
+        self.backend: ChatDoor = backend
         self.screen = screen
         self.view = View(screen, svc.timezone())
         self.model = model
@@ -108,7 +112,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
             self.screen.line(f"({why}: leaving when the running turn ends; /stop ends it now)")
         self.leaving = True
 
-    async def call(self, op: Callable[[Any], Awaitable[T]]) -> T:
+    async def call(self, op: Callable[[ChatDoor], Awaitable[T]]) -> T:
         """``op(backend)``; if the live service went away, fall back to this process and do it here."""
         try:
             return await op(self.backend)
@@ -122,7 +126,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
     # -- start -------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        where = "" if isinstance(self.backend, LocalBackend) else f", turns run in {self.backend.where}"
+        where = "" if self.backend.runs_here else f", turns run in {self.backend.where}"
         if self.resumed:
             r = self.resumed
             taint = (f" (tainted by {shown(r['taint_source'], one_line=True)}: writes ask first; /new starts clean)"
@@ -146,7 +150,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
                 when = expiry(a["expires_at"], now, self.view.tz)
                 self.screen.line(f"  {a['id']} {shown(a['tool'], one_line=True)}{here}, {when}")
             self.screen.line("  answer with /approve ID or /deny ID")
-        if isinstance(self.backend, LocalBackend):
+        if self.backend.runs_here:
             # Without a service, this chat takes up turns nobody runs (SPEC §5), labelled as resumed.
             for t in await self.svc.resume_ready(on_turn=self._resumed_turn):
                 self.view.outcome(t, label=f"[resumed turn {t['turn']}]")
@@ -262,7 +266,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
             self.screen.line(f"[{a['id']} {'approved' if approve else 'denied'}; its turn {a['turn']} goes on]")
             if not self.busy and a.get("conversation") == self.conversation:
                 self.flow = asyncio.create_task(self.converse(None, first=a["turn"]))
-            elif isinstance(self.backend, LocalBackend) and a.get("conversation") != self.conversation:
+            elif self.backend.runs_here and a.get("conversation") != self.conversation:
                 self._background(self._resume_other(a["turn"]))
 
     async def _resume_other(self, turn_id: str) -> None:
@@ -363,7 +367,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
 
     async def fall_back(self, e: ServiceGone) -> None:
         """From now on, turns run in this process (idempotent)."""
-        if isinstance(self.backend, LocalBackend):
+        if self.backend.runs_here:
             return
         old = self.backend
         self.backend = LocalBackend(self.svc, self.model)
