@@ -220,12 +220,6 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-# Circles that the recomposition (docs/decisions) is removing: each entry is a set of package
-# prefixes a remaining circle may lie within. Empty when the work is done.
-CIRCLES_BEING_REMOVED: list[tuple[str, ...]] = [
-]
-
-
 def test_the_circle_finder_finds_circles():
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert circles({"a": {"b"}, "b": set()}) == []
@@ -233,20 +227,14 @@ def test_the_circle_finder_finds_circles():
 
 def test_no_import_circles():
     """No module reaches itself through imports, lazy and ``TYPE_CHECKING`` ones included."""
-    left = [c for c in circles(import_graph())
-            if not any(all(within(m, allowed) for m in c) for allowed in CIRCLES_BEING_REMOVED)]
-    assert not left, left
-
-
-# Imports of a front end by the service that are being removed ((module, imported) pairs).
-SERVICE_FRONT_END_IMPORTS_BEING_REMOVED: set[tuple[str, str]] = set()
+    found = circles(import_graph())
+    assert not found, found
 
 
 @pytest.mark.parametrize("path", [p for p in MODULES if within(module_name(p), ("palui.service",))],
                          ids=lambda p: module_name(p))
 def test_the_service_never_imports_a_front_end(path):
-    bad = [(line, m) for line, m in imports(path) if within(m, FRONT_ENDS)
-           and (module_name(path), m) not in SERVICE_FRONT_END_IMPORTS_BEING_REMOVED]
+    bad = [(line, m) for line, m in imports(path) if within(m, FRONT_ENDS)]
     assert not bad, f"{module_name(path)} imports a front end: {bad}"
 
 
