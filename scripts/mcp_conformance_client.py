@@ -9,7 +9,7 @@ some scenarios ``MCP_CONFORMANCE_CONTEXT``)::
 It drives Palui's own MCP stack, not a client of its own: an :class:`MCPConnector`
 (``palui.connectors.mcp``) over streamable HTTP, against a throw-away ``PALUI_HOME``.
 Connecting lists the tools and syncs them into that home's store (naming, classes,
-definition hashes, SPEC §2 and §7), exactly as ``palui connectors add --url`` does;
+definition hashes, spec §2 and §7), exactly as ``palui connectors add --url`` does;
 the calls go through ``MCPConnector.call_tool`` (timeouts, output limit, error
 results), which is what the turn runner calls.
 
@@ -59,7 +59,7 @@ class Plan:
 
     ``calls(tools)`` gets the stored tools (``{raw name: ToolRow}``, as the model would
     see them) and returns ``[(raw tool name, arguments)]``. ``must_succeed`` is False
-    where Palui declines the scenario on purpose (no client capabilities, SPEC §7): the
+    where Palui declines the scenario on purpose (no client capabilities, spec §7): the
     call then returns an error or a declined result, and that is the expected outcome.
     """
 

@@ -120,7 +120,7 @@ def test_below_the_service_nothing_imports_the_service_or_a_front_end(path):
 @pytest.mark.parametrize("path", [p for p in MODULES if within(module_name(p), ("palui.policy",))],
                          ids=lambda p: module_name(p))
 def test_the_policy_is_pure(path):
-    """No I/O, no clock (SPEC §3): only the shared words and a few pure standard modules."""
+    """No I/O, no clock (spec §3): only the shared words and a few pure standard modules."""
     for line, m in imports(path):
         if within(m, ("palui",)):
             assert within(m, ("palui.types", "palui.errors", "palui.policy", "palui.text")), (line, m)

@@ -1,4 +1,4 @@
-"""messages__send_message and the person's channel (SPEC §1, §7): inbox, apprise targets, contacts.
+"""messages__send_message and the person's channel (spec §1, §7): inbox, apprise targets, contacts.
 
 apprise delivers to ``json://`` targets that point at a real HTTP server on 127.0.0.1.
 """

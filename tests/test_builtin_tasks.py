@@ -1,4 +1,4 @@
-"""tasks connector: provenance follows taint into storage and back (SPEC §4, §7)."""
+"""tasks connector: provenance follows taint into storage and back (spec §4, §7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""web__fetch_page: address policy on every hop, pinned connections, limits, extraction (SPEC §7, §4).
+"""web__fetch_page: address policy on every hop, pinned connections, limits, extraction (spec §7, §4).
 
 Real HTTP(S) servers on loopback addresses, started per test. The "public" first hop
 is simulated by injecting an address policy that allows 127.0.0.1 only (every other

@@ -1,4 +1,4 @@
-"""Class prefill from raw MCP annotations, the effective class and class words (SPEC §2)."""
+"""Class prefill from raw MCP annotations, the effective class and class words (spec §2)."""
 
 from __future__ import annotations
 

@@ -92,7 +92,7 @@ def test_policy_explain_says_off_when_the_connector_is_disabled(cli, svc):
 
 
 def test_with_the_service_running_the_same_mistakes_give_the_same_exit_codes(home, cli, tmp_path):
-    # The CLI sends turns and answers through a running service (SPEC §8); its usage errors come back as
+    # The CLI sends turns and answers through a running service (spec §8); its usage errors come back as
     # HTTP 400 with "kind": "usage" and exit 2 as in-process, and a typed id is one path segment.
     from support.live_service import LiveService
 

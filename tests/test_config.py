@@ -1,4 +1,4 @@
-"""Configuration: palui.toml + PALUI_* variables; a bad config refuses to start (SPEC §10)."""
+"""Configuration: palui.toml + PALUI_* variables; a bad config refuses to start (spec §10)."""
 
 from __future__ import annotations
 

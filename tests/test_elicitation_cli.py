@@ -1,4 +1,4 @@
-"""A server's question through the command line and across restarts (issue 14, SPEC §7).
+"""A server's question through the command line and across restarts (issue 14, spec §7).
 
 - ``palui run`` without a service asks on its own terminal (a pseudo-terminal here), both eras, and
   declines when there is no terminal.

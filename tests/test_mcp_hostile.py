@@ -100,7 +100,7 @@ def notices(svc) -> list[str]:
 @in_module_loop
 async def test_classes_from_raw_hints(svc, conn):
     assert (row(svc, "echo").tool_class.value, row(svc, "echo").class_source.value) == ("read", "hints")
-    # A string "true" is not a JSON boolean: treated as absent (SPEC §2), and stored exactly as sent.
+    # A string "true" is not a JSON boolean: treated as absent (spec §2), and stored exactly as sent.
     s = row(svc, "strhint")
     assert s.annotations == {"readOnlyHint": "true"}
     assert (s.tool_class.value, s.class_source.value) == ("destructive", "hints")
@@ -195,7 +195,7 @@ async def test_results_are_untrusted_unless_marked_trusted(svc, conn):
 
 @in_module_loop
 async def test_only_elicitation_is_advertised(conn):
-    # SPEC §7: elicitation (the SDK advertises form and URL mode together); never sampling or roots.
+    # spec §7: elicitation (the SDK advertises form and URL mode together); never sampling or roots.
     caps = json.loads((await conn.call_tool("caps", {})).text)
     assert caps == {"elicitation": {"form": {}, "url": {}}}, caps
 
@@ -229,7 +229,7 @@ async def test_disabled_connector_refuses_calls(svc, conn):
     assert not (await conn.call_tool("echo", {})).is_error
 
 
-# -- definition changes (SPEC §7) ----------------------------------------------------------------------
+# -- definition changes (spec §7) ----------------------------------------------------------------------
 
 
 @in_module_loop

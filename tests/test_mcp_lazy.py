@@ -1,4 +1,4 @@
-"""MCP servers start only when a turn calls one of their tools (issue 11, SPEC §7).
+"""MCP servers start only when a turn calls one of their tools (issue 11, spec §7).
 
 The offer uses the stored, pinned definitions; a turn that calls none of a server's tools never
 starts it (in-process or through ``palui run``), and the connector reads ``idle``. The connection

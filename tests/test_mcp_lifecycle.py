@@ -39,7 +39,7 @@ async def test_legacy_era_and_list_changed(svc, tmp_path):
         await conn.start()  # the first connection registers the connector and its tools
         assert conn._session.protocol_version == "2025-11-25"  # initialize, after discover was refused
         caps = json.loads((await conn.call_tool("caps", {})).text)
-        assert caps == {"elicitation": {"form": {}, "url": {}}}, caps  # SPEC §7: no sampling, no roots
+        assert caps == {"elicitation": {"form": {}, "url": {}}}, caps  # spec §7: no sampling, no roots
         r = await conn.call_tool("mutate", {"tools": [tool("old", annotations=READ, description="new text"),
                                                       tool("mutate", "mutate", WRITE), tool("caps", "caps", READ)]})
         assert r.text == "mutated"

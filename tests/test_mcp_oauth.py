@@ -1,4 +1,4 @@
-"""OAuth 2.1 sign-in to remote MCP servers (issue 14, SPEC §7), against an MCP server protected by the SDK's
+"""OAuth 2.1 sign-in to remote MCP servers (issue 14, spec §7), against an MCP server protected by the SDK's
 own server auth on 127.0.0.1 and a small authorization server of ours (``support/oauth_server.py``).
 
 Shown: sign-in by a pasted redirect address (``palui connectors add --url``) and through the loopback

@@ -98,7 +98,7 @@ def test_import_added_every_server(world):
     }
     listed = palui_json(world["home"], "connectors", "list", "--json")
     mcp = {c["id"]: c for c in listed if c["kind"] == "mcp"}
-    # Not started by this `connectors list` process: idle (SPEC §7); the add's connection was stored.
+    # Not started by this `connectors list` process: idle (spec §7); the add's connection was stored.
     assert {c["state"] for c in mcp.values()} == {"idle"}
     assert {c["last_state"] for c in mcp.values()} == {"connected"}
     # Env values are secrets: the list shows the key, never the value.

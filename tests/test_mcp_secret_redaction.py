@@ -1,4 +1,4 @@
-"""MCP secrets stay out of logs and displays (SPEC §10).
+"""MCP secrets stay out of logs and displays (spec §10).
 
 - A stdio server's stderr log is redacted before it is written: env values (also when a
   value arrives split across two pipe reads or inside a very long line); a failed ``add``

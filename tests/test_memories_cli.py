@@ -1,4 +1,4 @@
-"""``palui memories …`` and ``palui tasks …`` through the real entry point, plus the MemoriesAPI (SPEC §7, §4)."""
+"""``palui memories …`` and ``palui tasks …`` through the real entry point, plus the MemoriesAPI (spec §7, §4)."""
 
 from __future__ import annotations
 

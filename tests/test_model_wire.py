@@ -1,4 +1,4 @@
-"""The real provider code path (SPEC §9): OpenAI and Anthropic wire APIs against a local fake.
+"""The real provider code path (spec §9): OpenAI and Anthropic wire APIs against a local fake.
 
 Turns run through the CLI (``python -m palui run``) and the service API, with real provider
 SDKs talking HTTP to ``tests/support/fake_llm.py``. Nothing here reaches a real provider.

@@ -1,4 +1,4 @@
-"""Connector ids and model-visible tool names (SPEC §7)."""
+"""Connector ids and model-visible tool names (spec §7)."""
 
 from __future__ import annotations
 

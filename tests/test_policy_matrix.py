@@ -1,7 +1,7 @@
-"""The decision matrix of SPEC §3, as an exhaustive table.
+"""The decision matrix of spec §3, as an exhaustive table.
 
 Every stored class (read, write, destructive, none) x switch x origin x taint = 48
-rows. The expected verdict of each row is written out by hand from the SPEC table,
+rows. The expected verdict of each row is written out by hand from the table of spec §3,
 not derived from the code under test.
 """
 

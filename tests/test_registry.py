@@ -1,4 +1,4 @@
-"""The stored tool registry through the service API: new tools, duplicates, rug-pull rules (SPEC §2, §7)."""
+"""The stored tool registry through the service API: new tools, duplicates, rug-pull rules (spec §2, §7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``palui serve`` process behaviour (SPEC §8): token everywhere, one service per home, clean stop."""
+"""``palui serve`` process behaviour (spec §8): token everywhere, one service per home, clean stop."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The SQLite store: one file, WAL, numbered migrations applied once (SPEC §10)."""
+"""The SQLite store: one file, WAL, numbered migrations applied once (spec §10)."""
 
 from __future__ import annotations
 

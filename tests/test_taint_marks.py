@@ -1,4 +1,4 @@
-"""Approval argument marking (SPEC §4), pure: values that appeared in untrusted content."""
+"""Approval argument marking (spec §4), pure: values that appeared in untrusted content."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Turn runner behaviour through the service API (SPEC §3-§6): taint, budgets, approvals, stop."""
+"""Turn runner behaviour through the service API (spec §3-§6): taint, budgets, approvals, stop."""
 
 from __future__ import annotations
 
@@ -173,7 +173,7 @@ async def test_forty_tools_offer_at_most_thirty_by_relevance(svc, tmp_path):
     offered = offered_at_first_step(r1)
     assert len(offered) <= 30
     assert all(n in offered for n in [t.name for t in svc.tools("mcp-weather")])  # most relevant, whole
-    # Built-in and MCP connectors are ranked together (SPEC §6); what was left out is listed once.
+    # Built-in and MCP connectors are ranked together (spec §6); what was left out is listed once.
     [left] = [e for e in r1["events"] if e["type"] == "tools_left_out"]
     assert left["reason"] == "left out by budgets.tools (30)"
     assert sorted(left["tools"]) == sorted(set(enabled) - set(offered)) and left["tools"]

@@ -1,4 +1,4 @@
-"""A replay is a replay (issue 10 §3, SPEC §8), against the real service process over HTTP.
+"""A replay is a replay (issue 10 §3, spec §8), against the real service process over HTTP.
 
 - A delivery is a duplicate when the hash of its signature and body was seen within 24 h, or
   its delivery id was: an unsigned delivery-id header never makes a seen body new.
@@ -129,7 +129,7 @@ def test_a_github_style_identical_body_signed_twice_is_one_turn_for_24_hours(ser
                                                  "X-GitHub-Delivery": "b1f2-2", "X-GitHub-Event": "check_run"})
     assert two.status_code == 200 and two.json() == {"status": "duplicate", "turn": one.json()["turn"]}
     assert counts(s) == before
-    # 24 h later the record is gone and the same body is a new delivery (SPEC §8's window).
+    # 24 h later the record is gone and the same body is a new delivery (spec §8's window).
     hook_id = url.rsplit("/", 1)[1]
     s.rows("UPDATE webhook_deliveries SET received_at = received_at - 86400 WHERE webhook_id = ?", (hook_id,))
     three = httpx.post(url, content=body, headers={"X-Hub-Signature-256": sign(secret, body),

@@ -1,4 +1,4 @@
-"""Inbound webhooks against the real service process (issue 5, SPEC §3 webhook column, §4, §8).
+"""Inbound webhooks against the real service process (issue 5, spec §3 webhook column, §4, §8).
 
 One service for the module (``webhooks.rate_per_minute = 3``); each test makes its own
 webhook with ``palui webhooks add`` so rates and replay records do not mix.

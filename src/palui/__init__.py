@@ -1,3 +1,3 @@
-"""Palui: a self-hosted personal AI agent whose tools are governed (SPEC §1)."""
+"""Palui: a self-hosted personal AI agent whose tools are governed (spec §1)."""
 
 __version__ = "0.1.0"

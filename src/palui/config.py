@@ -1,4 +1,4 @@
-"""Settings from ``palui.toml`` and ``PALUI_*`` environment variables (SPEC §10).
+"""Settings from ``palui.toml`` and ``PALUI_*`` environment variables (spec §10).
 
 Where things live:
 
@@ -12,7 +12,7 @@ key is written with a double underscore, ``PALUI_CAPS__DAILY_TOKENS=5000``. A ba
 or variable raises :class:`ConfigError` naming the file (or variable), the key and
 what is wrong; Palui then refuses to start (fail closed).
 
-Named models (SPEC §9, §10; issue 10 §4) are ``[models.NAME]`` tables with ``model``,
+Named models (spec §9, §10; issue 10 §4) are ``[models.NAME]`` tables with ``model``,
 ``base_url`` and ``api_key_env``, used as ``model = "@NAME"``; see :class:`ModelEntry`. One
 field can be set or overridden from the environment as ``PALUI_MODELS__NAME__FIELD``.
 """
@@ -61,7 +61,7 @@ _SCHEMA: dict[str, tuple[str, Any]] = {
     "web.timeout_seconds": ("num+", 20),
     "mcp.call_timeout_seconds": ("num+", 30),
     "mcp.max_output_bytes": ("int+", 262_144),
-    "mcp.max_elicitations_per_call": ("int+", 3),  # questions one call may put to the person (SPEC §7)
+    "mcp.max_elicitations_per_call": ("int+", 3),  # questions one call may put to the person (spec §7)
     "mcp.oauth.client_metadata_url": ("str?", None),  # a public HTTPS Client ID Metadata Document; none: DCR
     "serve.host": ("str", "127.0.0.1"),
     "serve.port": ("port", 8765),
@@ -69,7 +69,7 @@ _SCHEMA: dict[str, tuple[str, Any]] = {
     "notify.apprise": ("strlist", []),
     "messages.contacts": ("strdict", {}),  # contact name -> apprise URL (messages__send_message "to")
     "policy.check_file": ("str?", None),  # a policy snapshot (CSV) checked at palui serve start (issue 15 §4)
-    "webhooks.rate_per_minute": ("int+", 10),  # accepted deliveries per webhook per sliding minute (SPEC §8)
+    "webhooks.rate_per_minute": ("int+", 10),  # accepted deliveries per webhook per sliding minute (spec §8)
     "retention.days": ("int+", 90),  # untrusted content, inbox, webhook deliveries older than this are pruned (§10)
 }
 

@@ -1,5 +1,5 @@
 """Named models: ``[models.NAME]`` tables in ``palui.toml`` and ``PALUI_MODELS__NAME__FIELD``
-variables (SPEC §9, §10; issue 10 §4), checked while :func:`palui.config.load_settings` reads them.
+variables (spec §9, §10; issue 10 §4), checked while :func:`palui.config.load_settings` reads them.
 
 A value is never echoed in an error: a mistaken base URL or variable name may hold the key itself.
 """
@@ -23,7 +23,7 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 @dataclass(frozen=True)
 class ModelEntry:
-    """One ``[models.NAME]`` table, used as ``model = "@NAME"`` (SPEC §9, §10; issue 10 §4).
+    """One ``[models.NAME]`` table, used as ``model = "@NAME"`` (spec §9, §10; issue 10 §4).
 
     - ``model``: ``openai:MODEL``, ``anthropic:MODEL`` or ``ollama:MODEL`` — the wire API
       spoken and the model name sent (never a ``@BASE_URL``: that is ``base_url``).

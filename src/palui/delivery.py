@@ -1,4 +1,4 @@
-"""Delivering a text to apprise targets: the person's extra channel targets and contacts (SPEC §1, §7).
+"""Delivering a text to apprise targets: the person's extra channel targets and contacts (spec §1, §7).
 
 The person's channel is the Palui inbox (SQLite), the paired chat channels and the apprise
 URLs in ``notify.apprise`` (:mod:`palui.service.notifier` writes the inbox first). Deliveries

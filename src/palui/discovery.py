@@ -1,4 +1,4 @@
-"""One service per ``PALUI_HOME`` (SPEC §8): its pid, port and access token live in the data dir.
+"""One service per ``PALUI_HOME`` (spec §8): its pid, port and access token live in the data dir.
 
 Files (mode 0600): ``access_token`` (created on first start, reused after) and
 ``serve.json`` (``{"pid","host","port","started_at"}``, removed on clean shutdown).

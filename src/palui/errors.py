@@ -1,20 +1,20 @@
 """The exception tree of Palui.
 
     PaluiError                 base; ``str(e)`` is a message fit for the person
-    ├── ConfigError            bad palui.toml or PALUI_* variable (refuses to start, SPEC §10)
+    ├── ConfigError            bad palui.toml or PALUI_* variable (refuses to start, spec §10)
     ├── NotFound               unknown tool, connector, approval, memory, task, job, webhook
     ├── UsageError             a request that is well-formed but not allowed (bad class word, ...)
-    ├── NamingError            a connector or tool name that cannot be mapped (SPEC §7)
-    ├── ApprovalError          an approval answer refused: expired, cancelled, re-decided, replayed (SPEC §5)
-    ├── ModelConfigError       no model configured, or a model string that cannot be used (SPEC §9)
+    ├── NamingError            a connector or tool name that cannot be mapped (spec §7)
+    ├── ApprovalError          an approval answer refused: expired, cancelled, re-decided, replayed (spec §5)
+    ├── ModelConfigError       no model configured, or a model string that cannot be used (spec §9)
     ├── ConnectorError         a connector failed (MCP server down, hang, malformed result)
-    ├── JobRefused             a job run not started because a cap refused it (SPEC §6)
-    └── WebhookRefused         a webhook delivery refused with an HTTP status (SPEC §8)
+    ├── JobRefused             a job run not started because a cap refused it (spec §6)
+    └── WebhookRefused         a webhook delivery refused with an HTTP status (spec §8)
 """
 
 from __future__ import annotations
 
-#: What a turn without a model says (SPEC §10: "turns then say how to configure one, and mention script:").
+#: What a turn without a model says (spec §10: "turns then say how to configure one, and mention script:").
 NO_MODEL_HELP = (
     "No model is configured. Set one in palui.toml (model = \"openai:gpt-4.1-mini\") or with PALUI_MODEL "
     "or --model, and the provider's key (OPENAI_API_KEY, ANTHROPIC_API_KEY). To try Palui without a provider, "
@@ -63,7 +63,7 @@ class ConnectorError(PaluiError):
 
 
 class JobRefused(PaluiError):
-    """A job run was not started because a cap refused it (SPEC §6). ``cap`` names the cap,
+    """A job run was not started because a cap refused it (spec §6). ``cap`` names the cap,
     ``until`` is the epoch time the run is postponed to."""
 
     def __init__(self, message: str, cap: str, until: float | None) -> None:

@@ -1,4 +1,4 @@
-"""Model strings → the model library (pydantic-ai), and the ``script:`` replay model (SPEC §9).
+"""Model strings → the model library (pydantic-ai), and the ``script:`` replay model (spec §9).
 
 Accepted model strings:
 
@@ -62,7 +62,7 @@ StreamSink = Callable[[dict[str, Any]], None]
 @dataclass
 class ModelHandle:
     """A resolved model: the library's model object, its settings, the string it came from, and
-    the secret values (the key sent, a password in the base URL) to redact from messages (SPEC §10)."""
+    the secret values (the key sent, a password in the base URL) to redact from messages (spec §10)."""
 
     spec: str
     model: Model
@@ -105,7 +105,7 @@ MAX_RETRIES = 6
 
 async def request(handle: ModelHandle, messages: list[ModelMessage], tools: list[ToolDefinition],
                   deadline_seconds: float, on_event: StreamSink | None = None) -> ModelResponse:
-    """One model request, streamed, retrying transient provider failures within ``deadline_seconds`` (SPEC §9).
+    """One model request, streamed, retrying transient provider failures within ``deadline_seconds`` (spec §9).
 
     Each piece of text goes to ``on_event`` as it arrives (:data:`StreamSink`). Retried with
     exponential backoff and jitter (0.5 s doubling, at most 8 s, or the provider's ``Retry-After``
@@ -213,7 +213,7 @@ def _clear(handle: ModelHandle, e: ModelAPIError, attempts: int, note: str = "")
 
 @dataclass
 class Script:
-    """A replay script (SPEC §9)::
+    """A replay script (spec §9)::
 
         {"steps": [
             {"tool_calls": [{"tool": "recall__add_memory", "args": {"text": "buy milk"}}]},

@@ -1,4 +1,4 @@
-"""Where a model's requests go and which key they carry (SPEC §9: "a key goes only to its own
+"""Where a model's requests go and which key they carry (spec §9: "a key goes only to its own
 provider (a custom base URL gets the key its configuration names, else none)"; issue 10 §4).
 
 Used through :func:`palui.models.resolve_model`; nothing else imports this module.
@@ -145,7 +145,7 @@ def _is_http_url(url: str) -> bool:
 
 
 def secrets(r: Route) -> tuple[str, ...]:
-    """The values to redact from this model's messages (SPEC §10): the key sent and a password in
+    """The values to redact from this model's messages (spec §10): the key sent and a password in
     the base URL — never :data:`NO_KEY` or any other value that was not sent."""
     try:
         password = urlsplit(r.base_url).password

@@ -1,4 +1,4 @@
-"""Shared value types: tool classes, origins, verdicts, the Decision record, channel notices (SPEC §1-§3),
+"""Shared value types: tool classes, origins, verdicts, the Decision record, channel notices (spec §1-§3),
 and ``JSON``, the HTTP API's bodies."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def sign_in_again(connector: str) -> str:
 
 
 class ToolClass(str, Enum):
-    """A tool's class (SPEC §1). Ordered by strictness: read < write < destructive."""
+    """A tool's class (spec §1). Ordered by strictness: read < write < destructive."""
 
     READ = "read"
     WRITE = "write"
@@ -44,7 +44,7 @@ _RANK = {ToolClass.READ: 0, ToolClass.WRITE: 1, ToolClass.DESTRUCTIVE: 2}
 
 
 class ClassSource(str, Enum):
-    """Where a tool's class came from (SPEC §2), strongest first."""
+    """Where a tool's class came from (spec §2), strongest first."""
 
     USER = "user"
     BUILTIN = "builtin"
@@ -53,7 +53,7 @@ class ClassSource(str, Enum):
 
 
 class Origin(str, Enum):
-    """What started a turn (SPEC §1)."""
+    """What started a turn (spec §1)."""
 
     CHAT = "chat"
     JOB = "job"
@@ -61,7 +61,7 @@ class Origin(str, Enum):
 
 
 class Verdict(str, Enum):
-    """The whole verdict enum of SPEC §1."""
+    """The whole verdict enum of spec §1."""
 
     RUN = "run"
     ASK = "ask"
@@ -71,7 +71,7 @@ class Verdict(str, Enum):
 
 @dataclass(frozen=True)
 class Decision:
-    """The policy's answer for one tool in one turn (SPEC §3).
+    """The policy's answer for one tool in one turn (spec §3).
 
     ``verdict`` is the outcome, ``reason`` a sentence naming the rule (and, in a
     tainted turn, what tainted it), ``source`` the rule that decided:
@@ -89,7 +89,7 @@ class Decision:
 
 
 class TurnStatus(str, Enum):
-    """Turn status words of SPEC §11 (plus ``running`` while in flight)."""
+    """Turn status words of spec §11 (plus ``running`` while in flight)."""
 
     RUNNING = "running"
     DONE = "done"
@@ -101,7 +101,7 @@ class TurnStatus(str, Enum):
 
 
 class ApprovalStatus(str, Enum):
-    """Approval status words of SPEC §11."""
+    """Approval status words of spec §11."""
 
     PENDING = "pending"
     APPROVED = "approved"
@@ -124,12 +124,12 @@ class CallState(str, Enum):
 
 @dataclass(frozen=True)
 class Notice:
-    """One message on the person's channel (SPEC §1), as the notifier hands it to subscribers.
+    """One message on the person's channel (spec §1), as the notifier hands it to subscribers.
 
     ``kind`` is one of answer, approval, job, webhook, cap, notice, message; ``inbox_id`` the
     inbox row written first; ``time`` epoch seconds. ``approval_id`` is set for approval
     requests (a channel shows buttons for it). ``elicitation_id`` is set for a question an MCP
-    server asks the person (kind ``elicitation``, SPEC §7): a channel shows its enum and boolean
+    server asks the person (kind ``elicitation``, spec §7): a channel shows its enum and boolean
     fields as buttons (``Service.elicitation(id)`` has them); ``text`` alone says how to answer.
     """
 
@@ -154,7 +154,7 @@ class Notify(Protocol):
 
 @dataclass(frozen=True)
 class SignIn:
-    """How the person signs in to a remote MCP server (OAuth 2.1, SPEC §7): the front end's part.
+    """How the person signs in to a remote MCP server (OAuth 2.1, spec §7): the front end's part.
 
     ``show(url)`` shows or opens the authorization URL (a browser, or the URL printed); ``paste()``,
     when given, returns the address the browser ended on, pasted by the person (a machine without a

@@ -1,6 +1,6 @@
 """The ``palui`` command line: thin over :class:`palui.service.Service` (parse, call, print).
 
-Exit codes (SPEC §11): 0 success (and turns ``done``/``awaiting_approval``/``queued``),
+Exit codes (spec §11): 0 success (and turns ``done``/``awaiting_approval``/``queued``),
 1 errors, 2 bad usage. Each command group lives in its own module and registers on
 the Click groups of :mod:`palui.cli.common`.
 """

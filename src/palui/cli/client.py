@@ -1,4 +1,4 @@
-"""The CLI's client for a live service (SPEC §8: commands that run or resume turns go through it).
+"""The CLI's client for a live service (spec §8: commands that run or resume turns go through it).
 
 Streams NDJSON events from the service's JSON API and hands them to the same
 renderers as the in-process path, so output does not depend on where the turn ran.

@@ -1,4 +1,4 @@
-"""``palui connectors add|import|remove|refresh|trust|show|enable|disable`` (MCP servers, SPEC §7)."""
+"""``palui connectors add|import|remove|refresh|trust|show|enable|disable`` (MCP servers, spec §7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``palui memories list|forget|trust`` and ``palui tasks list|forget|trust`` (SPEC §7, §4)."""
+"""``palui memories list|forget|trust`` and ``palui tasks list|forget|trust`` (spec §7, §4)."""
 
 from __future__ import annotations
 

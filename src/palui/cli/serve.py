@@ -1,4 +1,4 @@
-"""``palui serve``: the long-running service (SPEC §8)."""
+"""``palui serve``: the long-running service (spec §8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``palui connectors login|logout`` and signing in on ``connectors add --url`` (OAuth 2.1, SPEC §7).
+"""``palui connectors login|logout`` and signing in on ``connectors add --url`` (OAuth 2.1, spec §7).
 
 The person signs in in a browser: Palui opens it when it can (``webbrowser``) and always prints
 the authorization URL; a listener on 127.0.0.1 takes the redirect. On a machine without a browser

@@ -178,7 +178,7 @@ def tools_show(name: str, as_json: bool) -> None:
 @click.argument("name")
 @click.option("--yes", "-y", "yes", is_flag=True, help="Accept without asking (after printing the diff).")
 def tools_review(name: str, yes: bool) -> None:
-    """Show a changed tool's pending definition as a diff, then accept it if you confirm (SPEC §7)."""
+    """Show a changed tool's pending definition as a diff, then accept it if you confirm (spec §7)."""
     svc = service()
     d = svc.tool_details(name)
     if not d["pending"]:
@@ -192,7 +192,7 @@ def tools_review(name: str, yes: bool) -> None:
             )
         if not click.confirm("Accept this definition?", default=False):
             fail(f"not accepted; {name} stays flagged" + (" and off" if not d["enabled"] else ""))
-    # The fingerprint binds the acceptance to the change printed above (SPEC §7: no unseen definition).
+    # The fingerprint binds the acceptance to the change printed above (spec §7: no unseen definition).
     r = svc.review_tool(name, expected=d["pending"]["fingerprint"])
     click.echo(
         f"{r.name}: reviewed; class {r.tool_class.value} ({r.class_source.value}), {'on' if r.enabled else 'off'}"
@@ -208,7 +208,7 @@ def tools_review(name: str, yes: bool) -> None:
 @click.option("--tainted", is_flag=True, help="Decide as in a tainted turn.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def policy_explain(name: str, origin: str, tainted: bool, as_json: bool) -> None:
-    """Print the verdict and reason for a tool in a situation (SPEC §3)."""
+    """Print the verdict and reason for a tool in a situation (spec §3)."""
     try:
         o = Origin(origin)
     except ValueError:

@@ -1,4 +1,4 @@
-"""``palui jobs …`` and ``palui webhooks …`` (SPEC §8; docs/triggers.md)."""
+"""``palui jobs …`` and ``palui webhooks …`` (spec §8; docs/triggers.md)."""
 
 from __future__ import annotations
 

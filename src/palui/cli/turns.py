@@ -1,4 +1,4 @@
-"""``palui run``, ``palui approvals …``, ``palui status``, ``palui inbox`` (SPEC §5, §8, §11).
+"""``palui run``, ``palui approvals …``, ``palui status``, ``palui inbox`` (spec §5, §8, §11).
 
 ``palui audit`` is in :mod:`palui.cli.audit`.
 """
@@ -30,7 +30,7 @@ EXIT = {"done": 0, "awaiting_approval": 0, "queued": 0}
 
 
 def exit_code(status: str) -> int:
-    """SPEC §11: 0 for done, awaiting_approval and queued; 1 otherwise."""
+    """spec §11: 0 for done, awaiting_approval and queued; 1 otherwise."""
     return EXIT.get(status, 1)
 
 

@@ -1,1 +1,1 @@
-"""Connectors: sources of tools (SPEC §7). Built-in ones and MCP servers."""
+"""Connectors: sources of tools (spec §7). Built-in ones and MCP servers."""

@@ -1,4 +1,4 @@
-"""The connector interface every source of tools implements (SPEC §7).
+"""The connector interface every source of tools implements (spec §7).
 
 A connector lists :class:`ToolSpec` s and executes calls, returning
 :class:`ToolResult` s. The policy never lives here: by the time ``call_tool`` runs,
@@ -25,7 +25,7 @@ class ToolSpec:
 
     ``annotations`` is the raw MCP annotations JSON exactly as sent (None if absent);
     ``declared_class`` is set only by built-in connectors (class source ``builtin``);
-    ``untrusted_output`` is the default taint of its results (SPEC §4). ``task_support`` is an
+    ``untrusted_output`` is the default taint of its results (spec §4). ``task_support`` is an
     MCP tool's ``execution.taskSupport`` (``forbidden``/``optional``/``required``, None when
     absent; MCP 2025-11-25 "Tasks"): a ``required`` tool is never offered (Palui does not do tasks).
     """
@@ -97,7 +97,7 @@ class ToolResult:
     the model). ``untrusted`` is this result's taint: None means "use the tool's
     default" (its ``untrusted_output`` flag, unless the tool or connector is a trusted
     source). ``untrusted_texts`` are the untrusted strings the result carried (used to
-    mark approval arguments, SPEC §4); empty means "the whole text" when untrusted.
+    mark approval arguments, spec §4); empty means "the whole text" when untrusted.
     ``taint_detail`` says why it is untrusted (e.g. "memory 4 has untrusted provenance").
     ``input_required`` is set (and ``text`` empty) when a 2026-07-28 server needs answers from
     the person before the call can finish: the runner asks and calls again with ``CallContext.resume``.
@@ -116,9 +116,9 @@ class CallContext:
     """What a tool call may know about its turn.
 
     ``tainted`` is whether the turn is tainted *at the moment of the call*: writes
-    made during a tainted turn store ``untrusted`` provenance (SPEC §4). ``ask`` puts a server's
+    made during a tainted turn store ``untrusted`` provenance (spec §4). ``ask`` puts a server's
     question to the person while the call stays open (older MCP connections; None: every question
-    is declined); ``resume`` carries the answers of a 2026-07-28 retry (SPEC §7).
+    is declined); ``resume`` carries the answers of a 2026-07-28 retry (spec §7).
     """
 
     turn_id: str
@@ -135,7 +135,7 @@ class CallContext:
 
 
 class PersonChannel(Notify, Protocol):
-    """The person's channel as a connector sees it (SPEC §1): :class:`~palui.types.Notify` plus a
+    """The person's channel as a connector sees it (spec §1): :class:`~palui.types.Notify` plus a
     delivery that waits, for ``messages__send_message``, which reports what was delivered."""
 
     async def send_now(self, kind: str, text: str, *, turn_id: str | None = None,
@@ -154,7 +154,7 @@ class ConnectorEnv:
     settings: Settings
     notify: Notify
     #: Called after a listing changed stored tools (flagged, removed, reclassed): the service
-    #: re-decides pending approvals then (SPEC §5). None: nothing to call.
+    #: re-decides pending approvals then (spec §5). None: nothing to call.
     on_change: Callable[[], object] | None = None
 
 
@@ -176,7 +176,7 @@ class Connector(ABC):
         """Release resources (processes, sessions). Default: nothing."""
 
     def state(self) -> str:
-        """``connected``, ``connecting``, ``error: …`` or ``disabled`` (SPEC §7)."""
+        """``connected``, ``connecting``, ``error: …`` or ``disabled`` (spec §7)."""
         return "connected"
 
     def blocked(self) -> str | None:

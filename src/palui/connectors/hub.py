@@ -1,4 +1,4 @@
-"""Live connector instances of one process, reused across turns (SPEC §7).
+"""Live connector instances of one process, reused across turns (spec §7).
 
 Built-in connectors are created once. MCP connectors are created from their stored
 row on first use and kept (``palui.connectors.mcp``); getting one may start its

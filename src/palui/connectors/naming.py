@@ -1,4 +1,4 @@
-"""Connector ids and model-visible tool names (SPEC §7).
+"""Connector ids and model-visible tool names (spec §7).
 
 Pure functions; the caller passes the names already taken, and stores the result
 so the mapping stays stable across restarts.
@@ -35,7 +35,7 @@ MAX_CONNECTOR_NAME = 200  # characters of a connector's display name
 
 
 def connector_id(name: str, taken: Collection[str]) -> str:
-    """A new MCP connector id ``mcp-<slug>``, made unique with ``-2``, ``-3``… (SPEC §7).
+    """A new MCP connector id ``mcp-<slug>``, made unique with ``-2``, ``-3``… (spec §7).
 
     Raises NamingError when the name has no usable characters, or is longer than
     ``MAX_CONNECTOR_NAME`` characters (a display name is shown in every list and sheet).

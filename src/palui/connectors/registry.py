@@ -1,6 +1,6 @@
 """The stored tool registry: syncing a connector's listing into the ``tools`` table.
 
-Applies SPEC §2 (prefill), §7 (naming, duplicates, new MCP tools off, rug-pull
+Applies spec §2 (prefill), §7 (naming, duplicates, new MCP tools off, rug-pull
 protection). Every write goes through :meth:`Database.write`.
 """
 
@@ -29,7 +29,7 @@ def canonical_json(value: Any) -> str:
 
 
 def definition_hash(spec: ToolSpec) -> str:
-    """SHA-256 over the tool's name, description, input schema and raw annotations (SPEC §7)."""
+    """SHA-256 over the tool's name, description, input schema and raw annotations (spec §7)."""
     payload = {
         "name": spec.name,
         "description": spec.description,
@@ -55,12 +55,12 @@ class SyncReport:
     removed: list[str] = field(default_factory=list)
     refused_duplicates: list[str] = field(default_factory=list)
     #: (name, previous class, new class) of tools whose server's hints made the effective class stricter
-    #: by themselves (SPEC §7: a tightening applies without review; issue 12: the person is told).
+    #: by themselves (spec §7: a tightening applies without review; issue 12: the person is told).
     class_tightened: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def needs_telling(self) -> list[str]:
-        """Messages for the person's channel (SPEC §7: the person is told)."""
+        """Messages for the person's channel (spec §7: the person is told)."""
         out = [f"Tool {n} changed its description or input schema: switched off, review it (palui tools review {n})."
                for n in self.changed]
         out += [
@@ -176,7 +176,7 @@ def sync_tools(db: Database, connector_id: str, specs: list[ToolSpec], *, builti
 def register_listing(
     env: ConnectorEnv, connector_id: str, specs: list[ToolSpec], *, name: str | None = None, kind: str = "mcp"
 ) -> SyncReport:
-    """Store a connector's listing (creating the connector row if needed), SPEC §2 and §7, and tell
+    """Store a connector's listing (creating the connector row if needed), spec §2 and §7, and tell
     the person what they must know (a tool flagged for review, a class tightened). Returns what changed.
 
     Used by MCP connectors on every connection and by the service for built-ins and tests.
@@ -216,7 +216,7 @@ def _apply_mcp_change(
     c, row, spec: ToolSpec, new_hash: str, hints: ToolClass | None, ann_json: str | None, now: float, report: SyncReport
 ) -> None:
     """Apply the rug-pull rules to a known MCP tool whose listing differs from the stored
-    (accepted) definition, or from the definition its pending review holds (SPEC §7).
+    (accepted) definition, or from the definition its pending review holds (spec §7).
 
     A pending review always ends up describing the current listing, so ``review``
     can never accept a definition the server no longer lists.
@@ -324,7 +324,7 @@ def accept_review(c, row) -> None:
         user = ToolClass(row["user_class"]) if row["user_class"] else None
         if user is not None and (hints or ToolClass.DESTRUCTIVE).rank > user.rank:
             # The accepted definition's hints are stricter than the person's class: as with an
-            # annotation-only tightening, the stricter class applies (SPEC §7); the person can
+            # annotation-only tightening, the stricter class applies (spec §7); the person can
             # set the looser class again deliberately.
             c.execute("UPDATE tools SET user_class = NULL WHERE connector_id=? AND raw_name=?", key)
     enabled = 1 if review.get("kind") == "changed" and review.get("was_enabled") else row["enabled"]

@@ -1,4 +1,4 @@
-"""The per-turn tool budget: which tools to offer when more than ~30 are allowed (SPEC §6). Pure.
+"""The per-turn tool budget: which tools to offer when more than ~30 are allowed (spec §6). Pure.
 
 When every candidate fits the budget, all are offered. Otherwise connectors, built-in and MCP
 alike, are ranked by BM25 relevance of their connector id and tool names and descriptions to

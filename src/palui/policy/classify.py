@@ -1,4 +1,4 @@
-"""Tool classes from MCP annotations, and the effective class (SPEC §2).
+"""Tool classes from MCP annotations, and the effective class (spec §2).
 
 Pure functions; no I/O.
 """
@@ -12,13 +12,13 @@ from palui.types import ClassSource, ToolClass
 
 
 def _hint(annotations: Mapping[str, Any], key: str) -> bool | None:
-    """A raw hint: True/False only for JSON booleans, None otherwise (SPEC §2: "true" is absent)."""
+    """A raw hint: True/False only for JSON booleans, None otherwise (spec §2: "true" is absent)."""
     value = annotations.get(key)
     return value if isinstance(value, bool) else None
 
 
 def prefill_class(annotations: Mapping[str, Any] | None) -> ToolClass | None:
-    """Class prefilled from raw MCP ``ToolAnnotations`` JSON (SPEC §2).
+    """Class prefilled from raw MCP ``ToolAnnotations`` JSON (spec §2).
 
     ``annotations`` is the raw ``annotations`` object of a ``tools/list`` entry
     (camelCase keys, values exactly as sent) or None when the tool had none.
@@ -44,7 +44,7 @@ def prefill_class(annotations: Mapping[str, Any] | None) -> ToolClass | None:
 def effective_class(
     user_class: ToolClass | None, base_class: ToolClass | None, base_source: ClassSource | None
 ) -> tuple[ToolClass, ClassSource]:
-    """The effective class and its shown source (SPEC §2).
+    """The effective class and its shown source (spec §2).
 
     ``user_class`` is the person's choice (strongest); ``base_class`` the class
     declared by a built-in connector (source ``builtin``) or prefilled from hints

@@ -1,4 +1,4 @@
-"""The decision matrix of SPEC §3, as a pure function.
+"""The decision matrix of spec §3, as a pure function.
 
 (effective class, switch, origin, taint) -> Decision(verdict, reason, source).
 No I/O, no clock: callers pass everything in.
@@ -18,20 +18,20 @@ def decide(
     tainted: bool,
     taint_source: str | None = None,
 ) -> Decision:
-    """Decide one tool for one turn (SPEC §3).
+    """Decide one tool for one turn (spec §3).
 
     Args:
         tool_class: the *effective* class (an unknown class is already ``destructive``).
         enabled: the tool's on/off switch.
         origin: what started the turn.
-        tainted: whether untrusted content is in the turn's model context (SPEC §4).
+        tainted: whether untrusted content is in the turn's model context (spec §4).
         taint_source: what tainted it, e.g. ``"web__fetch_page at step 3"``; only
             used in the reason.
 
     Precedence: (1) webhook -> unavailable; (2) off -> off; (3) the matrix.
     A job turn keeps the job column even when tainted. In a tainted turn every
     reason, whichever rule decided, ends with ``(tainted by <taint_source>)`` when
-    the source is known (SPEC §3: "every verdict carries a reason naming the rule
+    the source is known (spec §3: "every verdict carries a reason naming the rule
     and, in a tainted turn, what tainted it").
     """
     verdict, reason, rule = _decide(tool_class, enabled, origin, tainted)

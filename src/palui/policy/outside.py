@@ -80,7 +80,7 @@ class OutsideFacts:
 def reaches_outside(name: str, annotations: Any, flagged: bool) -> bool:
     """Whether the tool reaches outside: a built-in that does (``web__fetch_page``), an MCP tool whose raw
     annotations have ``openWorldHint`` as the JSON boolean ``true`` (a string ``"true"`` is absent, as for
-    every hint, SPEC §2), or a tool the person flagged "reaches outside"."""
+    every hint, spec §2), or a tool the person flagged "reaches outside"."""
     return (flagged or name in BUILTIN_OUTSIDE
             or (isinstance(annotations, dict) and annotations.get("openWorldHint") is True))
 

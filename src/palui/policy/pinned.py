@@ -4,7 +4,7 @@ The file is CSV with the header ``tool,origin,tainted,verdict``: a model-visible
 origin (``chat``, ``job``, ``webhook``), ``true``/``false`` (also ``yes``/``no``, ``1``/``0``) and a
 verdict word (``run``, ``ask``, ``unavailable``, ``off``). ``palui policy snapshot`` writes one row per
 tool, origin and taint; ``palui policy check FILE`` compares each row with what the decision matrix
-gives now (SPEC §3).
+gives now (spec §3).
 
 A current verdict is *looser* than the pinned one when it lets more happen: ``run`` < ``ask`` <
 ``unavailable`` = ``off`` (the last two are both "not offered"). Only a looser verdict makes the

@@ -2,7 +2,7 @@
 
 Servers that send no annotations (github's 26 tools, sqlite, markitdown) leave every tool
 ``unknown``. From the tool's raw name and description this proposes a class with its reason; nothing
-changes until the person accepts it (then it is a ``user`` class, SPEC §2). The rule, in order:
+changes until the person accepts it (then it is a ``user`` class, spec §2). The rule, in order:
 
 1. a word of the name that deletes or cannot be undone (``delete``, ``drop``, ``merge``, ``reset``,
    ``execute``…, with ``-s``/``-ed``/``-ing`` forms) → ``destructive``;

@@ -1,4 +1,4 @@
-"""Marking approval arguments that appeared in untrusted content (SPEC §4, issue 10). Pure.
+"""Marking approval arguments that appeared in untrusted content (spec §4, issue 10). Pure.
 
 A mark is a signal to the person ("this IBAN came from the web page you fetched"), so it is kept for
 what can be hijacked and left off what cannot:
@@ -31,7 +31,7 @@ Key = str | int  # a dict key or a list index on an argument's path
 
 
 def normalize(text: str) -> str:
-    """The comparison form of SPEC §4; the same as :func:`palui.text.escape.normalize_for_marks`."""
+    """The comparison form of spec §4; the same as :func:`palui.text.escape.normalize_for_marks`."""
     return normalize_for_marks(text)
 
 
@@ -157,7 +157,7 @@ def untrusted_args(args: Any, untrusted: Iterable[tuple[str, str]], *, schema: d
 
     Returns:
         ``[{"path", "value", "match", "source"}]``, one per marked value (first source that has it).
-        ``match`` is the part found, normalised: the whole value (SPEC §4), or else a word of
+        ``match`` is the part found, normalised: the whole value (spec §4), or else a word of
         ``MIN_TOKEN``+ characters inside it — so "Pay to IBAN DE89…" is marked when the page had the
         IBAN (a hijacked argument is rarely the page's text verbatim). A value shorter than
         ``MIN_LEN`` is marked only under an identifier argument (:func:`is_identifier_key`) and when

@@ -1,1 +1,1 @@
-"""The turn runner: one governed turn from trigger to answer, with pauses (SPEC §3-§6)."""
+"""The turn runner: one governed turn from trigger to answer, with pauses (spec §3-§6)."""

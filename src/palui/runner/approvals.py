@@ -1,4 +1,4 @@
-"""Durable approvals (SPEC §5): one exact call, once, before it expires.
+"""Durable approvals (spec §5): one exact call, once, before it expires.
 
 An approval binds a tool call id to the hash of its canonical arguments; an answer is
 accepted only while the approval is ``pending`` and unexpired, and the approved call
@@ -37,7 +37,7 @@ def create(db: Database, *, turn_id: str, conversation_id: str, call: Mapping[st
     """Store a pending approval for ``call`` (``{"id","tool","args"}``) and return it as a dict.
 
     Its argument values that appear in untrusted content of the conversation are marked
-    (:func:`palui.policy.taint.untrusted_args`, SPEC §4), except values fixed by the tool's input
+    (:func:`palui.policy.taint.untrusted_args`, spec §4), except values fixed by the tool's input
     ``schema`` (an ``enum`` or ``const``) and values the person wrote themselves (the inputs of the
     conversation's chat and job turns).
     """
@@ -98,10 +98,10 @@ def status(db: Database, aid: str) -> str | None:
 
 
 def sweep(db: Database, now: float | None = None) -> int:
-    """Mark pending approvals past their expiry ``expired`` (SPEC §5: expiry counts as denial), and sweep
+    """Mark pending approvals past their expiry ``expired`` (spec §5: expiry counts as denial), and sweep
     the questions of servers (:func:`palui.runner.elicitations.sweep`)."""
     now = time.time() if now is None else now
-    questions.sweep(db, now)  # a server's question to the person waits where approvals wait (SPEC §7)
+    questions.sweep(db, now)  # a server's question to the person waits where approvals wait (spec §7)
     with db.write() as c:
         return c.execute(
             "UPDATE approvals SET status='expired', answered_at=? WHERE status='pending' AND expires_at <= ?",
@@ -113,7 +113,7 @@ def answer(db: Database, aid: str, approve: bool, via: str, now: float | None = 
            refusal: Callable[[sqlite3.Row], str | None] | None = None, reason: str | None = None) -> dict[str, Any]:
     """Record the person's answer, given on front end or channel ``via``. Only a pending, unexpired
     approval can be answered. ``reason`` (a denial's, the person's own words) is what the model is
-    told. ``refusal(row)`` re-decides an approve (SPEC §5): a reason it returns cancels the approval
+    told. ``refusal(row)`` re-decides an approve (spec §5): a reason it returns cancels the approval
     instead (in the same transaction).
 
     Raises:

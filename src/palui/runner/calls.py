@@ -83,7 +83,7 @@ class PendingCalls:
                     return True
                 continue
             if self._time_left(t) <= 0 and (call["state"] != CallState.ASKED or self._gate.approved(call)):
-                # SPEC §6: after the time budget is spent, no call reaches a connector.
+                # spec §6: after the time budget is spent, no call reaches a connector.
                 self._records.not_dispatched(t, call)
                 continue
             if why := self._loops.reason(t, call):

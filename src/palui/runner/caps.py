@@ -1,4 +1,4 @@
-"""Usage and run counters behind the global caps (SPEC §6). Writes go through ``db.write``.
+"""Usage and run counters behind the global caps (spec §6). Writes go through ``db.write``.
 
 Every read here costs the same whatever the history (issue 11): tokens come from the running
 totals in ``usage_days`` and turn starts from the per-minute counts in ``run_minutes``, both kept
@@ -52,7 +52,7 @@ def limits(settings: Settings) -> CapLimits:
 def verdict_in_tx(c: sqlite3.Connection, turn_row: sqlite3.Row | Mapping[str, Any], now: float, settings: Settings,
                   job_cap: int | None = None) -> CapVerdict:
     """The caps verdict for starting ``turn_row`` (a mapping with ``origin`` and ``job_id``) now,
-    from counters read on connection ``c`` (inside the admitting transaction, SPEC §6). A webhook
+    from counters read on connection ``c`` (inside the admitting transaction, spec §6). A webhook
     turn is also held to the webhook share: webhook runs in the sliding hour (issue 10 §3)."""
     from dataclasses import replace
 
@@ -112,7 +112,7 @@ def tokens_today(db: Database, tz: ZoneInfo | None, job_id: str | None = None, n
 
 
 def runs_last_hour(db: Database, now: float | None = None, origin: str | None = None) -> int:
-    """Turn starts in the sliding hour before ``now`` (SPEC §6): of every origin from the per-minute
+    """Turn starts in the sliding hour before ``now`` (spec §6): of every origin from the per-minute
     counters; of one ``origin`` (the webhook share) by its index, bounded by that share's cap."""
     now = time.time() if now is None else now
     if origin is None:
@@ -148,7 +148,7 @@ def window_frees_at(db: Database, limit: int, now: float | None = None, origin: 
 
 
 def inflight_cap(db: Database, settings: Settings, job_id: str | None, job_cap: int | None) -> str | None:
-    """The token cap a running turn has crossed, if any (checked at each step boundary, SPEC §6)."""
+    """The token cap a running turn has crossed, if any (checked at each step boundary, spec §6)."""
     tz = zone(settings.get("caps.timezone"))
     used = tokens_today(db, tz)
     if used >= int(settings.get("caps.daily_tokens")):

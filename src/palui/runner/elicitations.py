@@ -1,4 +1,4 @@
-"""Durable questions of MCP servers to the person (the ``elicitations`` table, SPEC §7).
+"""Durable questions of MCP servers to the person (the ``elicitations`` table, spec §7).
 
 An elicitation waits where approvals wait: stored with its turn, answered once through the
 service's one door (:meth:`palui.service.Service.answer_elicitation`), expired after the approval
@@ -110,7 +110,7 @@ def listing(db: Database, status: str | None = PENDING) -> list[dict[str, Any]]:
 
 
 def sweep(db: Database, now: float | None = None) -> int:
-    """Expire pending questions past their expiry (a decline, SPEC §5/§7); cancel ``in_call`` questions
+    """Expire pending questions past their expiry (a decline, spec §5/§7); cancel ``in_call`` questions
     whose process ended (the call went with it); clear answer content no live turn will send.
     Returns how many questions changed."""
     now = time.time() if now is None else now
@@ -131,7 +131,7 @@ def answer(db: Database, eid: str, action: str, content: dict[str, Any] | None, 
     """Record the person's answer once (validated by the caller). Returns the elicitation.
 
     Raises NotFound; ApprovalError when it expired (a decline; ``turn_id`` set: the turn goes on),
-    was cancelled or was already answered (the same refusals as an approval, SPEC §5).
+    was cancelled or was already answered (the same refusals as an approval, spec §5).
     """
     now = time.time() if now is None else now
     if action not in STATUS_OF:

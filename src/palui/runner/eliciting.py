@@ -123,7 +123,7 @@ class ServerQuestions:
 
     def _audit_reply(self, t: Turn, call: PendingCall, row: ToolRow | None, e: dict[str, Any],
                      reply: Reply) -> None:
-        """Audit one reply: the action and the field names, never a value (SPEC §10)."""
+        """Audit one reply: the action and the field names, never a value (spec §10)."""
         named = sorted((reply.content or {}).keys()) if reply.action == "accept" else []
         audit.record(self._db, turn_id=t.id, tool=call["tool"], tool_class=row.tool_class.value if row else None,
                      class_source=row.class_source.value if row else None, origin=t.origin.value, tainted=t.tainted,

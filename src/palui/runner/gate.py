@@ -105,7 +105,7 @@ class ApprovalGate:
             return Answer(held=True)
         row = usable_tool(self._db, call["tool"])
         if not ok and why.startswith("cancelled: "):
-            # Re-decided when it was answered (SPEC §5): the model is told why it did not run.
+            # Re-decided when it was answered (spec §5): the model is told why it did not run.
             self._records.refuse(t, call, row, "ask", why.removeprefix("cancelled: "), outcome="cancelled")
             return Answer()
         if not ok:

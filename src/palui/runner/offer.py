@@ -1,9 +1,9 @@
-"""Which tools a turn is offered (SPEC §3, §6): the policy at offer time over the stored catalog, then the budget.
+"""Which tools a turn is offered (spec §3, §6): the policy at offer time over the stored catalog, then the budget.
 
 Everything here reads a catalog :class:`~palui.store.catalog.Snapshot`: the stored, pinned
 definitions. No MCP server is started to offer its tools (issue 11): a server starts when a
 turn calls one of its tools, and that connection re-checks the pins (a changed tool is
-switched off, flagged and the call refused, SPEC §7). What depends only on the catalog
+switched off, flagged and the call refused, spec §7). What depends only on the catalog
 version and the situation (origin, taint) is computed once per version and kept in the
 snapshot's memo: the candidates the policy would offer, the ranking index, each tool's
 definition as the model is sent it. The decision itself is the pure policy's
@@ -37,7 +37,7 @@ DESCRIPTION_CHARS = 4_000
 @dataclass(frozen=True)
 class Offer:
     """The tools a turn is offered (model-visible names, by connector then name) and the enabled,
-    allowed tools the budget left out (SPEC §6: listed in the turn's events)."""
+    allowed tools the budget left out (spec §6: listed in the turn's events)."""
 
     offered: list[str]
     left_out: list[str]
@@ -118,9 +118,9 @@ def _index(snap: Snapshot, origin: Origin, tainted: bool, carry: dict[Any, Any])
 
 def choose(snap: Snapshot, origin: Origin, tainted: bool, query: str, limit: int,
            carry: dict[Any, Any] | None = None, *, scope: list[str] | None = None) -> Offer:
-    """What a turn with this ``origin``, taint and input is offered, at most ``limit`` tools (SPEC §6).
+    """What a turn with this ``origin``, taint and input is offered, at most ``limit`` tools (spec §6).
 
-    A webhook turn is offered nothing (SPEC §3). Built-in and MCP connectors are ranked together;
+    A webhook turn is offered nothing (spec §3). Built-in and MCP connectors are ranked together;
     when every candidate fits, all are offered. ``carry`` is the caller's dict kept from one catalog
     version to the next (tokenized texts, the last ranking index per situation). ``scope`` (a job
     limited to some connectors, issue 15 §7) keeps only those connectors' tools, before ranking;

@@ -31,7 +31,7 @@ MAX_UNTRUSTED_CHARS = 1_000_000  # characters of one untrusted output kept for a
 
 def left_out_by_budget(t: Turn, name: str, budget: int) -> bool:
     """Whether the tool ``name``, on and allowed at the turn's start, was left out of the offered set by
-    ``budgets.tools`` (SPEC §6). The turn's ``tools_left_out`` event says so; a turn stored before that
+    ``budgets.tools`` (spec §6). The turn's ``tools_left_out`` event says so; a turn stored before that
     event existed counts an offered set as full as the budget."""
     for e in t.events:
         if e.get("type") == "tools_left_out":
@@ -58,7 +58,7 @@ class CallRecords:
 
     def not_offered_reason(self, t: Turn, row: ToolRow | None, name: str) -> str:
         """Why a call to a tool that was not offered this turn is refused, as one sentence with the fix
-        (SPEC §3; a switched-on tool left out by the tool budget says so)."""
+        (spec §3; a switched-on tool left out by the tool budget says so)."""
         if row is None:
             return "no tool has this name"
         d = decide(row.tool_class, row.enabled, t.origin, t.tainted, t.taint_source)

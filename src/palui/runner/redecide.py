@@ -1,4 +1,4 @@
-"""An approval is decided again when it is answered and just before its call is sent (SPEC §5).
+"""An approval is decided again when it is answered and just before its call is sent (spec §5).
 
 A pending or approved call runs only if the tool, as stored *now*, would still be offered
 to this turn: it exists and is listed, its connector is enabled, it is switched on, it is
@@ -61,7 +61,7 @@ def cancel(db: Database, approval_id: str, reason: str, *, from_status: tuple[st
 
 def cancel_refused(db: Database, notify: Notify, now: float | None = None) -> list[str]:
     """Re-decide every pending approval; cancel (with its reason) and tell the person of each one
-    whose call may no longer run, so ``approvals list`` stays true (SPEC §5). Returns their ids."""
+    whose call may no longer run, so ``approvals list`` stays true (spec §5). Returns their ids."""
     out = []
     for a in db.all("SELECT * FROM approvals WHERE status = 'pending'"):
         why = approval_refusal(db, a)

@@ -1,4 +1,4 @@
-"""A turn's durable state in SQLite, and the compare-and-set that lets one process run it (SPEC §5).
+"""A turn's durable state in SQLite, and the compare-and-set that lets one process run it (spec §5).
 
 Also the conversation's history as the model is sent it (:func:`history`), and
 :class:`EarlierTurns`, the runner's once-per-run hold of it.
@@ -46,7 +46,7 @@ def new_id(prefix: str) -> str:
 @dataclass
 class Turn:
     """A turn as stored. ``messages`` are this turn's model messages only; ``pending`` the
-    tool calls of the last model response not yet answered (decided in order, SPEC §4;
+    tool calls of the last model response not yet answered (decided in order, spec §4;
     :mod:`palui.runner.pending`)."""
 
     id: str
@@ -137,7 +137,7 @@ def save(db: Database, t: Turn) -> None:
 
 
 def claim(db: Database, turn_id: str, from_status: tuple[TurnStatus, ...]) -> bool:
-    """Compare-and-set the turn to ``running`` for this process. True if this process won (SPEC §5)."""
+    """Compare-and-set the turn to ``running`` for this process. True if this process won (spec §5)."""
     marks = ",".join("?" for _ in from_status)
     with db.write() as c:
         cur = c.execute(
@@ -161,7 +161,7 @@ class Claim:
     paused_now: str | None = None
 
 
-PAUSE_KEY = "pause"  # kv key of the global pause (SPEC §6)
+PAUSE_KEY = "pause"  # kv key of the global pause (spec §6)
 WEBHOOK_HOLD_KEY = "webhook_hold"  # kv key of the webhook share's hold (issue 10 §3): webhook turns only
 LIVE_STATUSES = ("running", "awaiting_approval", "queued")
 
@@ -176,14 +176,14 @@ def _live_before(c: sqlite3.Connection, turn_id: str, conversation_id: str) -> s
 
 def live_turn_before(db: Database, turn_id: str) -> sqlite3.Row | None:
     """The earliest live (running, awaiting approval, queued) turn of ``turn_id``'s conversation
-    created before it, or None: the turn it waits behind (SPEC §8: one turn at a time)."""
+    created before it, or None: the turn it waits behind (spec §8: one turn at a time)."""
     r = db.one("SELECT conversation_id FROM turns WHERE id = ?", (turn_id,))
     return _live_before(db._connect(), turn_id, r["conversation_id"]) if r else None
 
 
 def set_pause_in_tx(c: sqlite3.Connection, cap: str | None, key: str = PAUSE_KEY) -> bool:
     """Record (``cap``) or clear (None) the global pause on connection ``c``, inside the caller's
-    transaction. True when a new pause starts (the person is told once per pause, SPEC §6).
+    transaction. True when a new pause starts (the person is told once per pause, spec §6).
     ``key`` :data:`WEBHOOK_HOLD_KEY` records the webhook share's hold instead (issue 10 §3)."""
     r = c.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
     if cap is None:
@@ -205,8 +205,8 @@ def set_pause(db: Database, cap: str) -> bool:
 def claim_new(db: Database, turn_id: str,
               limits_for: Callable[[sqlite3.Connection, sqlite3.Row, float], CapVerdict],
               now: float | None = None) -> Claim:
-    """Admit a queued turn as a new run and claim it, in one transaction (SPEC §6: caps hold
-    under concurrency, two turns racing for the last slot cannot both start; SPEC §8: a
+    """Admit a queued turn as a new run and claim it, in one transaction (spec §6: caps hold
+    under concurrency, two turns racing for the last slot cannot both start; spec §8: a
     conversation runs one turn at a time, oldest first).
 
     ``limits_for(c, turn_row, now)`` returns a :class:`~palui.policy.caps.CapVerdict` from
@@ -272,7 +272,7 @@ def recover_orphans(db: Database, now: float | None = None) -> list[str]:
     Only owners on this host whose pid is gone are touched (a live pid, even a reused one, is
     left alone: conservative). The run was counted when it was first claimed, so admission
     does not count it again; a tool call that was in flight is never re-run (the runner
-    answers it "interrupted … may have run", SPEC §5).
+    answers it "interrupted … may have run", spec §5).
     """
     now = time.time() if now is None else now
     me = _hostname()
@@ -315,8 +315,8 @@ HISTORY_CACHE = 512  # earlier turns whose decoded messages one process keeps (p
 def history(db: Database, conversation_id: str, before: float, max_chars: int = 120_000) -> list[ModelMessage]:
     """Model messages of the conversation's earlier turns, oldest first, trimmed to ``max_chars``.
 
-    Whole turns are dropped from the oldest end (SPEC §9); taint is kept on the
-    conversation row, so trimming never clears it (SPEC §4). A trailing model response
+    Whole turns are dropped from the oldest end (spec §9); taint is kept on the
+    conversation row, so trimming never clears it (spec §4). A trailing model response
     whose tool calls were never answered (a stopped turn) is dropped.
 
     Read newest first and only as far as the trimming keeps (issue 11): the cost follows

@@ -1,4 +1,4 @@
-"""One governed turn: model steps, tool calls decided in order, pauses for approval (SPEC §3-§6).
+"""One governed turn: model steps, tool calls decided in order, pauses for approval (spec §3-§6).
 
 The loop, per step: check the budgets (steps, seconds, the daily token cap) at the step
 boundary, ask the model with the tools offered at the turn's start, then decide and
@@ -235,7 +235,7 @@ class TurnRunner:
     # -- offering tools -------------------------------------------------------------------------
 
     async def _offer(self, t: Turn) -> list[str]:
-        """The tools offered this turn, fixed at its start and stored (SPEC §6), from the stored,
+        """The tools offered this turn, fixed at its start and stored (spec §6), from the stored,
         pinned definitions: no server is started to offer its tools. A job limited to some
         connectors (issue 15 §7) is cut to them before ranking (a ``scope`` event says which).
         Emits ``tools_left_out`` when the budget left enabled, allowed tools out."""

@@ -1,1 +1,1 @@
-"""``palui serve``: the long-running service (ASGI on Starlette, served by uvicorn), SPEC §8."""
+"""``palui serve``: the long-running service (ASGI on Starlette, served by uvicorn), spec §8."""

@@ -1,6 +1,6 @@
 """The service's ASGI app: the JSON API, webhooks and the web page, behind the access token.
 
-Every route needs the token (SPEC §8), loopback included: ``Authorization: Bearer
+Every route needs the token (spec §8), loopback included: ``Authorization: Bearer
 <token>``, or the session cookie the web page sets after login. Webhook deliveries
 (``/hooks/…``) carry their own signature instead. A ``Host`` header that is not this
 service's (DNS rebinding) gets 400.

@@ -1,4 +1,4 @@
-"""The service's trigger routes: inbound webhooks, jobs run now, job and webhook listings (SPEC §8).
+"""The service's trigger routes: inbound webhooks, jobs run now, job and webhook listings (spec §8).
 
 A front end: it reaches Palui only through the service's door (:func:`palui.server.endpoint.service_of`).
 

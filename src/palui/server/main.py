@@ -42,7 +42,7 @@ def bind(host: str, port: int) -> socket.socket:
 
 def serve(svc: ServiceDoor, host: str, port: int, echo: Callable[[str], None], tick_seconds: float = 1.0,
           serve_hooks: Sequence[ServeHook] = ()) -> None:
-    """Run the service until SIGTERM/SIGINT (SPEC §8).
+    """Run the service until SIGTERM/SIGINT (spec §8).
 
     Refuses a non-loopback address unless the access token already exists (it is created
     by a first start on loopback), so the person has seen the token before the service
@@ -56,7 +56,7 @@ def serve(svc: ServiceDoor, host: str, port: int, echo: Callable[[str], None], t
     settings = svc.settings
     if not 0 <= port <= 65535:
         raise UsageError(f"--port {port}: a port is 0-65535 (0 picks a free one)")
-    # One service per PALUI_HOME (SPEC §8): an exclusive lock held for the process's life,
+    # One service per PALUI_HOME (spec §8): an exclusive lock held for the process's life,
     # so two services started at the same moment cannot both run.
     lock = discovery.take_lock(settings)
     if lock is None:

@@ -1,4 +1,4 @@
-"""The JSON routes of ``palui serve`` that the CLI and the web page use (every route needs the access token, SPEC §8).
+"""The JSON routes of ``palui serve`` that the CLI and the web page use (every route needs the access token, spec §8).
 
 A front end: it reaches Palui only through the service's door (:mod:`palui.server.endpoint` hands each
 route the service).
@@ -21,7 +21,7 @@ Routes (all JSON; errors are ``{"error": "…"}`` with 400/404/409):
   (returns once it is not pending, or after S seconds, at most 60), ``POST /api/approvals/{id}/approve|deny``
   (``{"stream"}``; ``{"wait": false}`` answers, resumes the turn here and returns the approval at once)
 - ``GET /api/elicitations?all=1``, ``GET /api/elicitations/{id}``, ``POST /api/elicitations/{id}/answer``
-  ``{"action": "accept"|"decline"|"cancel", "content": {…}, "stream"}`` (a server's question, SPEC §7;
+  ``{"action": "accept"|"decline"|"cancel", "content": {…}, "stream"}`` (a server's question, spec §7;
   ``{"wait": false}`` answers, goes on with a paused turn here and returns the question at once)
 """
 
@@ -159,7 +159,7 @@ async def start_turn(request: Request, svc: ServiceDoor) -> Response:
     tid = svc.start_turn(message, conversation=data.get("conversation"), model=model,
                          channel=data.get("channel") or "api")
     if data.get("start") is False:
-        # Stored only: the tick starts it when its conversation's earlier turns are done (SPEC §8).
+        # Stored only: the tick starts it when its conversation's earlier turns are done (spec §8).
         return JSONResponse(svc.turn_result(tid, []))
     q = svc.subscribe(tid) if data.get("stream") else None
     launched = svc.launch(tid)

@@ -1,4 +1,4 @@
-"""Service part: the one door for answering approvals (SPEC §5).
+"""Service part: the one door for answering approvals (spec §5).
 
 Every front end (the CLI, the HTTP API, the web page, each chat channel) answers through
 :meth:`ApprovalsPart.answer_approval`: it records the answer and where it was given
@@ -50,7 +50,7 @@ class ApprovalsPart:
 
     def approvals(self, status: str | None = "pending") -> list[dict[str, Any]]:
         """Approvals, oldest first (``status=None`` lists all); pending ones are re-decided first, so a
-        tool switched off meanwhile no longer shows an approval that could run (SPEC §5)."""
+        tool switched off meanwhile no longer shows an approval that could run (spec §5)."""
         approvals.sweep(self.db)
         self.redecide()
         sql = "SELECT a.*, t.conversation_id FROM approvals a LEFT JOIN turns t ON t.id = a.turn_id"
@@ -70,7 +70,7 @@ class ApprovalsPart:
         """Approve or deny one pending approval, answered on ``via`` (``cli``, ``web``, ``api`` or a
         channel's name). Returns the approval as :meth:`approval` does. Never runs the turn.
         ``reason`` (a denial's, at most 1,000 characters: ``/deny ID REASON``) is told to the model
-        as the denial (SPEC §8).
+        as the denial (spec §8).
 
         An approve is decided again (:mod:`palui.runner.redecide`): a tool switched off, flagged
         for review, removed, or now ``unavailable``/``off`` for the turn cancels the approval with
@@ -89,7 +89,7 @@ class ApprovalsPart:
         if not isinstance(via, str) or not VIA.match(via):
             raise UsageError(f"unknown answer channel {via!r}")
         if isinstance(approval_id, str) and approval_id.startswith("e-"):
-            # /deny ID works for a server's question too, on every front end and channel (SPEC §8).
+            # /deny ID works for a server's question too, on every front end and channel (spec §8).
             if approve:
                 raise UsageError(f"{approval_id} is a question of an MCP server, not an approval: answer it with "
                                  f"/answer {approval_id} field=value …")

@@ -8,7 +8,7 @@
 - **Conversations.** Each chat has its current conversation (``/new`` starts another). A
   message from the person starts a chat turn in it; quoted text that is not the person's own
   words (a forward, a reply to someone else, a notice Palui sent) goes into the model's prompt as
-  quoted, untrusted content and taints the turn (SPEC §4), like a webhook payload does.
+  quoted, untrusted content and taints the turn (spec §4), like a webhook payload does.
 - **Sent messages.** Message refs Palui sent are stored with what they were (an answer, an
   approval with live buttons and the fingerprint shown, a notice), so a reaction, a press or a
   reply can be traced back, and an approval answered elsewhere can be edited.
@@ -137,7 +137,7 @@ class ChannelUpdatesPart:
 
         ``words`` are what the person typed; ``quoted`` is ``[{"text","author","how","trusted"}]``
         (``how``: "forwarded", "replied to", "quoted"). Untrusted quotes are put into the prompt as
-        quoted data, stored as the conversation's untrusted content and taint the turn (SPEC §4).
+        quoted data, stored as the conversation's untrusted content and taint the turn (spec §4).
         The caller launches the turn. Raises UsageError (nothing to say), NotFound.
         """
         ch = self.channels_part.channel(name)

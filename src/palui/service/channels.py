@@ -1,4 +1,4 @@
-"""Service part: the chat channels the person paired (issue 13, SPEC §1 and §8).
+"""Service part: the chat channels the person paired (issue 13, spec §1 and §8).
 
 A channel (Telegram, Matrix, :mod:`palui.channels`) is a front end: it talks to its platform and
 calls the service. What must survive a restart lives here, in the ``channels`` tables (migration

@@ -1,4 +1,4 @@
-"""Service part: MCP connectors (add, import, remove, refresh, enable, show), SPEC §7.
+"""Service part: MCP connectors (add, import, remove, refresh, enable, show), spec §7.
 
 What is stored where:
 
@@ -142,12 +142,12 @@ class MCPPart:
 
     def mcp_config(self, cid: str) -> dict[str, Any]:
         """An MCP connector's configuration with secret values redacted (the URL's password and
-        query values too, SPEC §10).
+        query values too, spec §10).
 
         ``{"id","name","transport","command","args","cwd","url","env":{KEY:"***"},
         "headers":{KEY:"***"},"timeout_seconds","max_output_bytes","state","last_state","enabled",
         "secrets_file","stderr_log"}``; the timeout and limit are the effective ones. ``state`` is the
-        live state in this process, ``idle`` when it was not started here (SPEC §7) unless it waits for a
+        live state in this process, ``idle`` when it was not started here (spec §7) unless it waits for a
         sign-in (``error: sign in again``, stored by any process); ``last_state`` is
         the last one stored by any process (``connected``, ``error: …``).
         """
@@ -166,7 +166,7 @@ class MCPPart:
             "headers": {k: "***" for k in public.get("header_keys") or []},
             "timeout_seconds": public.get("timeout_seconds") or self.settings.get("mcp.call_timeout_seconds"),
             "max_output_bytes": public.get("max_output_bytes") or self.settings.get("mcp.max_output_bytes"),
-            # SPEC §7: a connector not started in this process is idle (it starts when a turn calls one of its tools).
+            # spec §7: a connector not started in this process is idle (it starts when a turn calls one of its tools).
             # A connector waiting for a sign-in says so wherever it is not live (issue 14).
             "state": "disabled" if not row["enabled"] else (
                 live.state() if live else SIGN_IN_AGAIN if row["state"] == SIGN_IN_AGAIN else "idle"),
@@ -195,7 +195,7 @@ class MCPPart:
     def connectors(self) -> list[dict[str, Any]]:
         """Connectors as the person sees them: the stored rows
         (:meth:`~palui.service.tools.ToolsPart.connector_rows`), and MCP ones also carry ``"config"``
-        (secrets redacted), their state in this process (``idle`` when not started here, SPEC §7) and
+        (secrets redacted), their state in this process (``idle`` when not started here, spec §7) and
         ``"last_state"``."""
         out = self.tools_part.connector_rows()
         for c in out:
@@ -318,7 +318,7 @@ class MCPPart:
     # -- changing --------------------------------------------------------------------------------------
 
     async def mcp_refresh_async(self, cid: str) -> dict[str, Any]:
-        """Connect (or use the live session), re-list the tools and sync them: the rug-pull check (SPEC §7).
+        """Connect (or use the live session), re-list the tools and sync them: the rug-pull check (spec §7).
 
         Returns the sync report ``{"id","added","changed","tightened","loosening_held",
         "removed","refused_duplicates","state"}``. Raises NotFound, UsageError (disabled),
@@ -361,7 +361,7 @@ class MCPPart:
                 asyncio.get_running_loop().create_task(live.close())
             except RuntimeError:
                 pass  # no loop here: the session's own loop has ended, and with it the server
-        # Its pending approvals end now, with the real reason (SPEC §5), before its tools are gone.
+        # Its pending approvals end now, with the real reason (spec §5), before its tools are gone.
         why = f"the connector {cid} was removed after this approval was asked"
         for a in self.db.all("SELECT a.id, a.tool, a.turn_id FROM approvals a JOIN tools t ON t.name = a.tool"
                              " WHERE a.status = 'pending' AND t.connector_id = ?", (cid,)):

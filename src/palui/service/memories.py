@@ -1,4 +1,4 @@
-"""Service part: the person's memories and tasks (SPEC §7: list, forget, trust; SPEC §4 provenance).
+"""Service part: the person's memories and tasks (spec §7: list, forget, trust; spec §4 provenance).
 
 Times in the returned dicts are ISO 8601 strings in UTC. Marking a memory or task
 trusted sets its provenance to ``trusted``: later reads of it no longer taint a turn.
@@ -57,7 +57,7 @@ class MemoriesPart:
         return memory_dict(row)
 
     def trust_memory(self, memory_id: int) -> dict[str, Any]:
-        """Mark a memory trusted: reading it no longer taints a turn (SPEC §4). Raises NotFound."""
+        """Mark a memory trusted: reading it no longer taints a turn (spec §4). Raises NotFound."""
         if not store.trust_memory(self.db, memory_id):
             raise NotFound(f"no memory with id {memory_id} (see: palui memories list)")
         row = store.get_memory(self.db, memory_id)
@@ -79,7 +79,7 @@ class MemoriesPart:
         return task_dict(row)
 
     def trust_task(self, task_id: int) -> dict[str, Any]:
-        """Mark a task trusted: reading it no longer taints a turn (SPEC §4). Raises NotFound."""
+        """Mark a task trusted: reading it no longer taints a turn (spec §4). Raises NotFound."""
         if not store.trust_task(self.db, task_id):
             raise NotFound(f"no task with id {task_id} (see: palui tasks list --status all)")
         row = store.get_task(self.db, task_id)

@@ -1,4 +1,4 @@
-"""The person's channel (SPEC §1): the inbox first, then apprise targets, then subscribed chat channels.
+"""The person's channel (spec §1): the inbox first, then apprise targets, then subscribed chat channels.
 
 One :class:`Notifier` per service. Everything that tells the person something (answers,
 approval requests, job results, webhook summaries, pause notices, "changed — review" flags,

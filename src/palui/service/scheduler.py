@@ -1,4 +1,4 @@
-"""The job scheduler: a ticker of the service runtime (SPEC §6, §8).
+"""The job scheduler: a ticker of the service runtime (spec §6, §8).
 
 Every tick (``PALUI_TICK_SECONDS``, default 1 s) it reads the scheduler clock
 (:mod:`palui.triggers.clock`) and, for each job whose ``next_run`` has come, in order:

@@ -1,4 +1,4 @@
-"""Service part: ``/status``, the pause state and the audit log (SPEC §6, §8, §10).
+"""Service part: ``/status``, the pause state and the audit log (spec §6, §8, §10).
 
 ``status()`` is composed here, once: the connectors as the MCP part shows them, the caps and the pause,
 the webhook share, the counts, the audit head, the jobs' brake, the governance summary and, last, the
@@ -44,7 +44,7 @@ class StatusPart:
     def status(self) -> dict[str, Any]:
         """``{"model","tokens_today","caps","runs_last_hour","paused","paused_reason","paused_until",
         "webhook_runs_last_hour","webhooks_held","webhooks_held_until","connectors","pending_approvals",
-        "pending_elicitations","audit_head","jobs_paused","governance"}`` (SPEC §8 /status; the webhook
+        "pending_elicitations","audit_head","jobs_paused","governance"}`` (spec §8 /status; the webhook
         share, issue 10 §3; a connector that needs a sign-in says ``error: sign in again``;
         ``governance`` counts the last 7 days' asks, issue 15 §1: ``{"days","asks","approved","denied",
         "expired","cancelled","median_answer_seconds"}``; ``audit_head`` is the
@@ -114,5 +114,5 @@ class StatusPart:
                            + (f" until {until}" if until else "") + "; your own messages and jobs go on.")
 
     def audit(self, turn: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
-        """Audit rows oldest first (SPEC §10): see :func:`palui.runner.audit.rows`."""
+        """Audit rows oldest first (spec §10): see :func:`palui.runner.audit.rows`."""
         return audit.rows(self.db, turn, limit)

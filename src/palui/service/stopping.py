@@ -1,4 +1,4 @@
-"""Stopping turns in the database (SPEC §5): the work behind :meth:`palui.service.turns.TurnsPart.stop`."""
+"""Stopping turns in the database (spec §5): the work behind :meth:`palui.service.turns.TurnsPart.stop`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Service part: connectors, tools, classes, switches, review, policy explain (SPEC §2, §3, §7).
+"""Service part: connectors, tools, classes, switches, review, policy explain (spec §2, §3, §7).
 
 The lowest part of the catalog: the MCP part (:mod:`palui.service.mcp_connectors`), the policy pin,
 the suggestions, the Rule of Two flags, the status and the report each hold a reference to it. Its
@@ -87,7 +87,7 @@ class ToolsPart:
 
     def register_tools(self, connector_id: str, specs: list[ToolSpec], *, name: str | None = None,
                        kind: str = "mcp") -> SyncReport:
-        """Store a connector's listing (creating the connector row if needed), SPEC §2 and §7.
+        """Store a connector's listing (creating the connector row if needed), spec §2 and §7.
 
         Used by MCP connectors on every connection, and by tests to add tools with
         raw annotations. Returns what changed.
@@ -95,7 +95,7 @@ class ToolsPart:
         return register_listing(self.hub.env, connector_id, specs, name=name, kind=kind)
 
     def set_class(self, name: str, word: str) -> ToolRow:
-        """Set the person's class for a tool (SPEC §2). Raises NotFound, UsageError."""
+        """Set the person's class for a tool (spec §2). Raises NotFound, UsageError."""
         row = self.tool(name)
         try:
             cls = parse_class(word)
@@ -143,7 +143,7 @@ class ToolsPart:
         return [self.tool(r.name) for r in rows]
 
     def enable_read(self, connector: str | None = None) -> list[ToolRow]:
-        """Switch on every tool whose effective class is read, never one flagged changed (SPEC §7)."""
+        """Switch on every tool whose effective class is read, never one flagged changed (spec §7)."""
         targets = [r for r in self.tools(connector)
                    if r.tool_class is ToolClass.READ and not r.changed and not r.enabled and not r.hidden]
         with self.db.write() as c:
@@ -154,7 +154,7 @@ class ToolsPart:
 
     def tools_on(self) -> int:
         """How many tools are switched on (listed, of an enabled connector): the candidates of every
-        chat turn's offer before the policy and ``budgets.tools`` (SPEC §6)."""
+        chat turn's offer before the policy and ``budgets.tools`` (spec §6)."""
         rows = tools_store.list_tools(self.db, present_only=True)
         on_connectors = {r["id"] for r in self.db.all("SELECT id FROM connectors WHERE enabled = 1")}
         return sum(1 for r in rows if r.enabled and r.connector in on_connectors)
@@ -214,7 +214,7 @@ class ToolsPart:
         return self.tool(name)
 
     def review_tool(self, name: str, expected: str | None = None) -> ToolRow:
-        """Accept a changed tool's pending definition (``palui tools review``, SPEC §7).
+        """Accept a changed tool's pending definition (``palui tools review``, spec §7).
 
         ``expected`` is the ``pending["fingerprint"]`` of :meth:`tool_details` the person
         looked at: when given, a pending change that was replaced in between (the server
@@ -235,7 +235,7 @@ class ToolsPart:
         return self.tool(name)
 
     def set_trusted(self, connector: str, tool: str | None = None, trusted: bool = True) -> None:
-        """Mark a connector (or one of its tools) a trusted source: its output no longer taints (SPEC §4)."""
+        """Mark a connector (or one of its tools) a trusted source: its output no longer taints (spec §4)."""
         self.require_connector(connector)
         with self.db.write() as c:
             if tool is None:

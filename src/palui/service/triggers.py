@@ -1,4 +1,4 @@
-"""Service part: scheduled jobs and inbound webhooks (SPEC §6, §8).
+"""Service part: scheduled jobs and inbound webhooks (spec §6, §8).
 
 Jobs run as turns of origin ``job`` (reads run, writes ask with the 24 h job expiry,
 destructive tools are not offered — the runner and the policy do that). A job run
@@ -51,7 +51,7 @@ class TriggersPart:
         brake_part: whether the emergency brake holds the jobs.
     """
 
-    #: Largest webhook body accepted (bytes, SPEC §8); larger ones get 413 before anything is stored.
+    #: Largest webhook body accepted (bytes, spec §8); larger ones get 413 before anything is stored.
     WEBHOOK_MAX_BODY_BYTES = wh.MAX_BODY_BYTES
 
     def __init__(self, db: Database, settings: Settings, notifier: Notifier, clock: Clock, turns_part: TurnsPart,
@@ -134,7 +134,7 @@ class TriggersPart:
 
     def cap_frees_at(self, cap: str, now: float) -> float:
         """Epoch seconds when ``cap`` lets a run start again: the next midnight in ``caps.timezone``
-        for token caps, the time the sliding hour has room for the runs cap (SPEC §6)."""
+        for token caps, the time the sliding hour has room for the runs cap (spec §6)."""
         if cap == "runs per hour cap":
             iso = caps.window_frees_at(self.db, int(self.settings.get("caps.runs_per_hour")))
             if iso:
@@ -164,7 +164,7 @@ class TriggersPart:
         return until
 
     def _pause(self, cap: str) -> None:
-        """A job postponed by a global cap pauses Palui; the person is told once per pause (SPEC §6)."""
+        """A job postponed by a global cap pauses Palui; the person is told once per pause (spec §6)."""
         if st.set_pause(self.db, cap):
             self.turns_part.tell_paused(cap)
 
@@ -307,7 +307,7 @@ class TriggersPart:
                               webhook_id=hook.id)
         source = f"webhook {hook.name!r} payload"
         with self.db.write() as c:
-            # Stored as untrusted content of the conversation (SPEC §4): approval prompts mark values from it.
+            # Stored as untrusted content of the conversation (spec §4): approval prompts mark values from it.
             c.execute("INSERT INTO untrusted_content (conversation_id, turn_id, source, text, created_at)"
                       " VALUES (?,?,?,?,?)", (conv, tid, source, payload, self.clock.now()))
             c.execute("UPDATE turns SET tainted = 1, taint_source = ? WHERE id = ?", (source, tid))

@@ -1,4 +1,4 @@
-"""The ``palui run --json`` shape of a turn (SPEC §11), as every front end shows it."""
+"""The ``palui run --json`` shape of a turn (spec §11), as every front end shows it."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""Service part: starting, running, resuming and stopping turns, one at a time per conversation (SPEC §3-§8).
+"""Service part: starting, running, resuming and stopping turns, one at a time per conversation (spec §3-§8).
 
 The doors every front end and the runtime's tick go through:
 
 - :meth:`TurnsPart.start_turn` creates a turn (status ``queued``). A conversation runs one
-  turn at a time (SPEC §8): a message that arrives while a turn of its conversation is
+  turn at a time (spec §8): a message that arrives while a turn of its conversation is
   running, queued or awaiting approval waits as the next turn (``queued_behind``).
 - :meth:`TurnsPart.launch` is the one method that starts a stored turn: it claims it (a new
   turn is admitted by the caps and the one-turn rule in the same transaction) and runs it in
@@ -98,7 +98,7 @@ class TurnsPart:
     # -- creating turns --------------------------------------------------------------------------
 
     def new_conversation(self, origin: Origin = Origin.CHAT, channel: str | None = None) -> str:
-        """A new, clean conversation (SPEC §4: ``/new`` clears taint). Returns its id.
+        """A new, clean conversation (spec §4: ``/new`` clears taint). Returns its id.
 
         ``channel`` is where it was started: ``terminal`` (``palui chat``), ``cli`` (``palui run``),
         ``web``, ``api``, or a chat app's name; a job's or webhook's conversation is on ``job`` /
@@ -120,7 +120,7 @@ class TurnsPart:
 
         A ``script:`` path is made absolute, so a live service (another working directory)
         reads the same file; ``@NAME`` is checked against this service's ``[models.NAME]``
-        tables and stored as written (SPEC §9, issue 10 §4). Returns the model string to
+        tables and stored as written (spec §9, issue 10 §4). Returns the model string to
         store. Raises ModelConfigError.
         """
         import os
@@ -149,9 +149,9 @@ class TurnsPart:
 
         ``prompt`` is what the model is given when it is not ``text`` itself: a chat channel adds
         quoted, untrusted content (a forwarded message) while ``text``, the turn's input, stays the
-        person's own words (approval marks never treat the quoted text as theirs, SPEC §4).
+        person's own words (approval marks never treat the quoted text as theirs, spec §4).
 
-        The turn starts tainted when its conversation is (SPEC §4: taint is sticky), and
+        The turn starts tainted when its conversation is (spec §4: taint is sticky), and
         a webhook turn starts tainted by its payload. When the conversation has a live turn,
         the new one waits behind it (:meth:`turn_result` says ``queued_behind``). Without a
         ``conversation`` a new one is started on ``channel`` (:meth:`new_conversation`).
@@ -214,8 +214,8 @@ class TurnsPart:
         return got.claimed, got.cap
 
     def claim_turn(self, turn_id: str, from_status: tuple[TurnStatus, ...] = (TurnStatus.QUEUED,)) -> st.Claim:
-        """Claim a turn for this process (compare-and-set, SPEC §5). A queued turn is admitted by the
-        caps and the one-turn-per-conversation rule in the same transaction (SPEC §6, §8), and the
+        """Claim a turn for this process (compare-and-set, spec §5). A queued turn is admitted by the
+        caps and the one-turn-per-conversation rule in the same transaction (spec §6, §8), and the
         pause state changes in that transaction too (the person is told once per pause).
         Raises NotFound."""
         if self.db.one("SELECT 1 FROM turns WHERE id = ?", (turn_id,)) is None:
@@ -344,7 +344,7 @@ class TurnsPart:
         return json.loads(r[0]) if r and r[0] else None
 
     def tell_paused(self, cap: str) -> None:
-        """Tell the person once per pause (SPEC §6): called only by the claim that paused. The
+        """Tell the person once per pause (spec §6): called only by the claim that paused. The
         webhook share's hold (issue 10 §3) is told once per hold, and says chat turns go on."""
         if cap == WEBHOOK_RUNS_PER_HOUR:
             return self.status_part.tell_webhooks_held()
@@ -363,7 +363,7 @@ class TurnsPart:
     # -- stop ------------------------------------------------------------------------------------------
 
     def stop(self, conversation: str | None = None, turn: str | None = None) -> list[str]:
-        """``/stop``: cancel the conversation's running, awaiting-approval or queued turns (SPEC §5).
+        """``/stop``: cancel the conversation's running, awaiting-approval or queued turns (spec §5).
 
         A running turn (in any process) is asked to stop at its next boundary; a paused
         or queued one is stopped now and its pending approvals cancelled. Returns the

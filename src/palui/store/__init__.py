@@ -1,4 +1,4 @@
-"""SQLite storage: one file, WAL, numbered migrations, one write path (SPEC §10)."""
+"""SQLite storage: one file, WAL, numbered migrations, one write path (spec §10)."""
 
 from palui.store.db import Database
 

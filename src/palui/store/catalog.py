@@ -11,7 +11,7 @@ every row). What is derived from a snapshot (the offer's candidates, the
 ranking index, tool definitions) is kept in its :attr:`Snapshot.memo` and so lives exactly
 as long as that version.
 
-:func:`tool_now` is the check right before a call is sent (SPEC §3, §5): the version and the
+:func:`tool_now` is the check right before a call is sent (spec §3, §5): the version and the
 tool's own row are read by one statement, so a switch-off made by another process is seen
 before the call, never at the next turn; the cached, already parsed row is used when the
 version it read is the cached one.

@@ -1,4 +1,4 @@
-"""The SQLite connection, migrations and the one write path (SPEC §10).
+"""The SQLite connection, migrations and the one write path (spec §10).
 
 Every write in Palui goes through :meth:`Database.write`, a ``BEGIN IMMEDIATE``
 transaction: it takes SQLite's write lock up front, so read-modify-write sequences

@@ -1,9 +1,9 @@
-"""Queries for the ``memories`` and ``tasks`` tables, with provenance (SPEC §4, §7).
+"""Queries for the ``memories`` and ``tasks`` tables, with provenance (spec §4, §7).
 
 Every memory and task carries a provenance word: ``trusted`` or ``untrusted``. A row
 written while its turn was tainted is ``untrusted`` (taint follows data into storage);
 reading it back taints the reading turn until the person marks it trusted. All writes
-go through :meth:`Database.write`, the one write path (SPEC §10).
+go through :meth:`Database.write`, the one write path (spec §10).
 
 Rows are returned as plain dicts; times are Unix seconds (float).
 """
@@ -88,7 +88,7 @@ def delete_memory(db: Database, memory_id: int) -> dict[str, Any] | None:
 
 
 def trust_memory(db: Database, memory_id: int) -> bool:
-    """Mark a memory trusted (the person vouched for it, SPEC §4). False when unknown."""
+    """Mark a memory trusted (the person vouched for it, spec §4). False when unknown."""
     with db.write() as c:
         return c.execute("UPDATE memories SET provenance = ? WHERE id = ?", (TRUSTED, memory_id)).rowcount > 0
 
@@ -162,6 +162,6 @@ def delete_task(db: Database, task_id: int) -> dict[str, Any] | None:
 
 
 def trust_task(db: Database, task_id: int) -> bool:
-    """Mark a task trusted (SPEC §4). False when unknown."""
+    """Mark a task trusted (spec §4). False when unknown."""
     with db.write() as c:
         return c.execute("UPDATE tasks SET provenance = ? WHERE id = ?", (TRUSTED, task_id)).rowcount > 0

@@ -120,7 +120,7 @@ CREATE TABLE turns (
     error           TEXT,
     job_id          TEXT,
     webhook_id      TEXT,
-    version         INTEGER NOT NULL DEFAULT 0, -- compare-and-set guard (SPEC §5)
+    version         INTEGER NOT NULL DEFAULT 0, -- compare-and-set guard (spec §5)
     owner           TEXT,                       -- which process runs it now
     created_at      REAL NOT NULL,
     updated_at      REAL NOT NULL

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 MCP_MIGRATIONS: list[tuple[int, str, str | Callable[[sqlite3.Connection], None]]] = []
 
-# Issue 14: a server's question to the person (MCP elicitation) waits where approvals wait (SPEC §7).
+# Issue 14: a server's question to the person (MCP elicitation) waits where approvals wait (spec §7).
 MCP_MIGRATIONS.append(
     (
         20,

@@ -23,7 +23,7 @@ NOT_OFFERED_VERDICTS = ("off", "unavailable")
 def ask_cause(reason: str, tool_class: str, origin: str) -> str:
     """Why an approval was asked: ``outside`` (the Rule of Two), ``job`` (a write in a scheduled job),
     ``class`` (destructive or unknown: asks anyway), ``taint`` (a write in a tainted chat turn), else
-    ``other``. Read from the reason the matrix (SPEC §3) or the Rule of Two wrote."""
+    ``other``. Read from the reason the matrix (spec §3) or the Rule of Two wrote."""
     if "Rule of Two" in reason:
         return "outside"
     if origin == "job":

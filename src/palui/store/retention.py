@@ -1,11 +1,11 @@
-"""What is kept and for how long (SPEC §10 ``retention.days``, issue 11): untrusted content, the inbox
+"""What is kept and for how long (spec §10 ``retention.days``, issue 11): untrusted content, the inbox
 and webhook deliveries are pruned; the audit log, turns and approvals are kept.
 
 Rows are deleted oldest first in batches through the time index of each table, so one batch costs
 the same however much is stored, and the service's tick can prune a little every second without
 holding the write lock for long. Untrusted content of a conversation that has a live turn
 (running, awaiting approval or queued) is kept: a later call of that turn may still ask, and its
-approval prompt marks argument values found in it (SPEC §4). A conversation whose untrusted content
+approval prompt marks argument values found in it (spec §4). A conversation whose untrusted content
 is deleted is marked (``conversations.untrusted_pruned_at``, in the same transaction): the turns the
 model is sent still hold that content, so the Rule of Two, which no longer sees the addresses it
 named, asks for every address the person did not write (issue 15 §6). Every delete goes through

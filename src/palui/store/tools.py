@@ -16,7 +16,7 @@ from palui.types import SIGN_IN_AGAIN, ClassSource, ToolClass
 
 @dataclass(frozen=True)
 class ToolRow:
-    """A stored tool with its effective class (SPEC §2)."""
+    """A stored tool with its effective class (spec §2)."""
 
     name: str
     connector: str
@@ -73,7 +73,7 @@ class ToolRow:
 
     @property
     def output_untrusted(self) -> bool:
-        """Default taint of this tool's output, after trusted-source marks (SPEC §4)."""
+        """Default taint of this tool's output, after trusted-source marks (spec §4)."""
         return self.untrusted_output and not (self.trusted_source or self.connector_trusted)
 
     def as_dict(self) -> dict[str, Any]:

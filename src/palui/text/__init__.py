@@ -1,6 +1,6 @@
 """Pure text helpers shared by the front ends and the service (no I/O anywhere in this package).
 
-- :mod:`.escape`: the one escaper of hidden characters (bidi, zero-width, TAG, controls…), SPEC §4;
+- :mod:`.escape`: the one escaper of hidden characters (bidi, zero-width, TAG, controls…), spec §4;
 - :mod:`.commands`: chat commands (``/stop``, ``/approve ID``…), parsed the same on every front end;
 - :mod:`.prompts`: the approval request as told on the person's channel;
 - :mod:`.review`: diffs of a tool's pending definition change;

@@ -1,4 +1,4 @@
-"""Chat commands (SPEC §8): handled by Palui, never sent to the model.
+"""Chat commands (spec §8): handled by Palui, never sent to the model.
 
 Shared by the terminal chat and the web page: :func:`parse` tells a command from a
 message. Anything starting with ``/`` is a command; an unknown one is an error, so a

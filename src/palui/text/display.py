@@ -1,6 +1,6 @@
 """Text from a model, a server or a sender as a terminal, a notification or a chat message shows it.
 
-Every such surface goes through these (SPEC §4, issue 10 §2): strings through
+Every such surface goes through these (spec §4, issue 10 §2): strings through
 :func:`palui.text.escape.escape`, structured values (a call's arguments, a schema) as JSON
 whose strings are escaped the same way, and a value that has hidden characters is marked
 ``(contains hidden characters)``. HTML has its own rendering of the same segments (styled

@@ -1,7 +1,7 @@
 """A server's question to the person (MCP elicitation), as every front end reads, checks and shows it.
 
 Pure (no I/O): the runner decides with it what to decline, the service validates answers with it,
-and the CLI, the web page and the chat channels render and parse with it (SPEC §7; MCP 2025-11-25,
+and the CLI, the web page and the chat channels render and parse with it (spec §7; MCP 2025-11-25,
 "Elicitation", "Requested Schema").
 
 A requested schema Palui shows is a **flat object of the spec's primitive schemas**: ``string``

@@ -1,4 +1,4 @@
-"""How to reach one MCP server, which of its values are secrets, and the ``mcpServers`` import (SPEC §7, §10).
+"""How to reach one MCP server, which of its values are secrets, and the ``mcpServers`` import (spec §7, §10).
 
 Pure (no I/O): shared by the front ends (``--env K=V`` pairs, the web form) and the MCP layer,
 which keeps the secrets file (:mod:`palui.connectors.mcp.config`).
@@ -155,7 +155,7 @@ def url_secrets(url: str | None) -> list[str]:
 
 
 def display_url(url: str) -> str:
-    """``url`` with its password and query-string values replaced by ``***`` (SPEC §10):
+    """``url`` with its password and query-string values replaced by ``***`` (spec §10):
     ``http://user:pw@host/mcp?api_key=k&v`` → ``http://user:***@host/mcp?api_key=***&v``.
     An URL that cannot be parsed is shown as ``***``."""
     try:
@@ -172,7 +172,7 @@ def display_url(url: str) -> str:
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with every secret value of at least 4 characters replaced by ``***`` (SPEC §10)."""
+    """``text`` with every secret value of at least 4 characters replaced by ``***`` (spec §10)."""
     for s in sorted({s for s in secrets if s and len(s) >= MIN_REDACT_LEN}, key=len, reverse=True):
         text = text.replace(s, "***")
     return text

@@ -1,4 +1,4 @@
-"""The approval request as the person's channel shows it (SPEC §4, §5): the inbox, notifications,
+"""The approval request as the person's channel shows it (spec §4, §5): the inbox, notifications,
 the terminal and every chat channel. Hidden characters are escaped and marked (issue 10 §2)."""
 
 from __future__ import annotations
@@ -22,6 +22,6 @@ def approval_prompt(a: dict[str, Any], expires: str | None = None) -> str:
 
 
 def mark_line(m: dict[str, Any]) -> str:
-    """One untrusted-value mark of an approval (SPEC §4): path, value and its source, escaped."""
+    """One untrusted-value mark of an approval (spec §4): path, value and its source, escaped."""
     return (f"! {shown(m['path'], one_line=True)} = '{shown(m['value'], one_line=True)}' came from untrusted"
             f" content: {shown(m['source'], one_line=True)}")

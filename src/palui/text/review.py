@@ -1,4 +1,4 @@
-"""What a tool's pending review changes: diffs of the held definition against the accepted one (SPEC §7).
+"""What a tool's pending review changes: diffs of the held definition against the accepted one (spec §7).
 
 Pure functions over the ``review_json`` a flagged tool holds (see
 :func:`palui.connectors.registry._apply_mcp_change`)::

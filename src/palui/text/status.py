@@ -31,7 +31,7 @@ def governance_lines(s: dict[str, Any], more: str = "palui report") -> list[str]
 
 def status_lines(s: dict[str, Any], more: str = "palui report", questions: str = "palui elicitations list"
                  ) -> list[str]:
-    """:meth:`Service.status` as lines (SPEC §8 ``/status``): the model, tokens and runs against their caps,
+    """:meth:`Service.status` as lines (spec §8 ``/status``): the model, tokens and runs against their caps,
     the webhooks' share while it holds their turns (issue 10 §3), the pause, connectors, pending approvals
     and questions, chat channels, then :func:`governance_lines`. ``more`` and ``questions`` say where the
     whole report and the questions are on this surface."""

@@ -1,4 +1,4 @@
-"""What starts turns when nobody is typing (SPEC §8): scheduled jobs and inbound webhooks.
+"""What starts turns when nobody is typing (spec §8): scheduled jobs and inbound webhooks.
 
 - :mod:`palui.triggers.clock` — the scheduler's clock (real, or the test clock ``PALUI_TEST_CLOCK``).
 - :mod:`palui.triggers.jobs` — cron expressions, next runs, the ``jobs`` table.

@@ -1,4 +1,4 @@
-"""Scheduled jobs: cron expressions, next runs and the ``jobs`` table (SPEC §8).
+"""Scheduled jobs: cron expressions, next runs and the ``jobs`` table (spec §8).
 
 A job is a prompt run as a turn of origin ``job`` on a cron schedule. Times are epoch
 seconds on the scheduler's clock (:mod:`palui.triggers.clock`). The cron expression is

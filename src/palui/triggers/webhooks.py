@@ -1,4 +1,4 @@
-"""Inbound webhooks: secrets, the replay store and the rate limit (SPEC §8; issue 10 §3).
+"""Inbound webhooks: secrets, the replay store and the rate limit (spec §8; issue 10 §3).
 
 A request to ``POST /hooks/<id>`` is checked in this order, and a refused request
 stores nothing:

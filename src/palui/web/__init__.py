@@ -1,4 +1,4 @@
-"""The web page of ``palui serve`` (SPEC §8): login, chat, approvals, connector sheet, jobs,
+"""The web page of ``palui serve`` (spec §8): login, chat, approvals, connector sheet, jobs,
 webhooks, status, audit, memories, governance (issue 15 §1).
 
 Server-rendered pages (Jinja2, ``web/templates``) with a little plain JavaScript

@@ -1,6 +1,6 @@
 """The approvals page: pending calls with their exact arguments, class, reason and time left;
 untrusted argument values marked with their source; Approve / Deny; the questions MCP servers ask
-(SPEC §7, :mod:`palui.web.elicitations`); the history (SPEC §4, §5).
+(spec §7, :mod:`palui.web.elicitations`); the history (spec §4, §5).
 
 The buttons are forms (CSRF field). The page's script sends them to
 ``POST /api/approvals/{id}/approve|deny`` with ``stream: true`` instead and shows the

@@ -113,7 +113,7 @@ def compact_json(value: Any) -> str:
 
 def args_html(args: Any, marks: list[dict[str, Any]] | None) -> Markup:
     """A call's exact arguments as indented JSON, escaped, with every string value that came
-    from untrusted content (SPEC §4: ``untrusted_args`` marks ``{"path","value","source"}``)
+    from untrusted content (spec §4: ``untrusted_args`` marks ``{"path","value","source"}``)
     wrapped in ``<mark class="untrusted">`` naming its source."""
     flagged = {m.get("path"): m.get("source", "") for m in marks or []}
 

@@ -1,4 +1,4 @@
-"""The chat page: conversations, turns with their tool calls, taint and approvals (SPEC §3-§5, §8).
+"""The chat page: conversations, turns with their tool calls, taint and approvals (spec §3-§5, §8).
 
 A message is sent by the page's script to ``POST /api/turns`` with ``stream: true``
 and the NDJSON events are shown as they arrive; without the script the form posts
@@ -49,7 +49,7 @@ async def chat_page(request: Request) -> Response:
 
 
 async def new_chat(request: Request) -> Response:
-    """``GET /new``: a clean conversation (SPEC §4: taint is cleared by /new)."""
+    """``GET /new``: a clean conversation (spec §4: taint is cleared by /new)."""
     return redirect("/chat")
 
 
@@ -120,7 +120,7 @@ def run_command(request: Request, cmd: chat_commands.Command, conversation: str 
 
 def answer(request: Request, approval_id: str, approve: bool, reason: str | None = None) -> dict[str, Any]:
     """Answer through the service's one door (``answered_via = "web"``) and resume the turn in this
-    service (SPEC §5). ``reason``: a denial's, told to the model (``/deny ID REASON``). Returns the approval.
+    service (spec §5). ``reason``: a denial's, told to the model (``/deny ID REASON``). Returns the approval.
 
     Raises NotFound, ApprovalError (the same refusals as every front end; a turn that can go on
     with the refusal is resumed first).

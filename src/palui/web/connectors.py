@@ -1,4 +1,4 @@
-"""The connector sheet (SPEC §2, §3, §7): connectors with their state and tools; per tool its
+"""The connector sheet (spec §2, §3, §7): connectors with their state and tools; per tool its
 class with the class's source, the on/off switch, the "changed — review" flag with the
 definition diff; "Enable all read tools"; adding an MCP server; trusted sources.
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 CLASSES = ("read", "write", "destructive")
 SOURCE_WORDS = {"user": "set by you", "builtin": "built-in", "hints": "from the server's hints",
                 "unknown": "unknown — treated as destructive"}
-# The columns of the decision matrix (SPEC §3) shown per tool, as `palui policy explain` gives them.
+# The columns of the decision matrix (spec §3) shown per tool, as `palui policy explain` gives them.
 COLUMNS = (("chat", Origin.CHAT, False), ("chat, tainted", Origin.CHAT, True), ("job", Origin.JOB, False),
            ("webhook", Origin.WEBHOOK, False))
 

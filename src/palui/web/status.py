@@ -1,4 +1,4 @@
-"""Status, audit and memories pages (SPEC §6, §7, §8 ``/status``, §10 audit).
+"""Status, audit and memories pages (spec §6, §7, §8 ``/status``, §10 audit).
 
 - ``/status``: model, tokens used today against the daily cap, runs in the last hour
   against the hourly cap, paused or not (which cap, until when), connector states,
@@ -106,7 +106,7 @@ async def audit_page(request: Request) -> Response:
 
 @page
 async def memories_page(request: Request) -> Response:
-    """``GET /memories``: the person's memories and tasks with provenance (SPEC §4, §7)."""
+    """``GET /memories``: the person's memories and tasks with provenance (spec §4, §7)."""
     svc = svc_of(request)
     return render(request, "memories.html", memories=svc.memories(200), tasks=svc.tasks("all"))
 

@@ -1,4 +1,4 @@
-"""Jobs and webhooks pages (SPEC §8): list, add, remove, run a job now; a webhook's URL and
+"""Jobs and webhooks pages (spec §8): list, add, remove, run a job now; a webhook's URL and
 secret shown once, on the page that answers its creation (never again: the list shows
 neither the secret nor a way to get it back).
 

@@ -1,4 +1,4 @@
-"""``palui chat``: the terminal chat (SPEC §8, issue 12).
+"""``palui chat``: the terminal chat (spec §8, issue 12).
 
 Input stays live while a turn runs (``/stop``, ``/status`` act at once; other text waits as the
 next turn), answers stream in, approvals follow the truth wherever they are answered, and the chat

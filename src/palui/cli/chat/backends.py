@@ -1,5 +1,5 @@
 """Where ``palui chat``'s turns run: in this process (:class:`LocalBackend`) or in the live service on
-this PALUI_HOME (:class:`RemoteBackend`, SPEC §8). Both offer the same awaitable calls, so the session
+this PALUI_HOME (:class:`RemoteBackend`, spec §8). Both offer the same awaitable calls, so the session
 does not care which; when the service goes away the session switches to a :class:`LocalBackend`
 (issue 12: the chat survives the service). Both satisfy :class:`~palui.cli.chat.door.ChatDoor`.
 
@@ -40,7 +40,7 @@ class LocalBackend:
         return await self.follow(tid, 0, on_event)
 
     async def submit(self, text: str, conversation: str) -> JSON:
-        """Store a message as the conversation's next turn without waiting for it (SPEC §8)."""
+        """Store a message as the conversation's next turn without waiting for it (spec §8)."""
         tid = self.svc.start_turn(text, conversation=conversation, model=self.model, channel=CHANNEL)
         return self.svc.turn_result(tid, [])
 

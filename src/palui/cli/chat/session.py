@@ -1,8 +1,8 @@
-"""One ``palui chat`` session (SPEC §8, issue 12): a chat that stays live while a turn runs.
+"""One ``palui chat`` session (spec §8, issue 12): a chat that stays live while a turn runs.
 
 Input is read all the time. While a turn runs, chat commands act at once (``/stop`` ends the turn
 within a second, ``/status`` answers at once) and other text is stored as the conversation's next
-turn, which waits behind the running one (SPEC §8: one turn at a time) and is shown when its turn
+turn, which waits behind the running one (spec §8: one turn at a time) and is shown when its turn
 comes. An approval's prompt ends when the approval is answered or cancelled anywhere (here, another
 terminal, the web page, a chat app, ``palui stop``); the chat says where, and the turn's
 continuation streams in. When the live service goes away, the chat says so and runs turns in this
@@ -151,7 +151,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
                 self.screen.line(f"  {a['id']} {shown(a['tool'], one_line=True)}{here}, {when}")
             self.screen.line("  answer with /approve ID or /deny ID")
         if self.backend.runs_here:
-            # Without a service, this chat takes up turns nobody runs (SPEC §5), labelled as resumed.
+            # Without a service, this chat takes up turns nobody runs (spec §5), labelled as resumed.
             for t in await self.svc.resume_ready(on_turn=self._resumed_turn):
                 self.view.outcome(t, label=f"[resumed turn {t['turn']}]")
         live = [t for t in (self.resumed or {}).get("turns", []) if t["status"] in ("running", "queued",

@@ -1,4 +1,4 @@
-"""The four built-in connectors (SPEC §7): recall, tasks, web, messages."""
+"""The four built-in connectors (spec §7): recall, tasks, web, messages."""
 
 from __future__ import annotations
 

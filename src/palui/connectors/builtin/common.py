@@ -1,4 +1,4 @@
-"""Helpers shared by the built-in connectors: argument checks and provenance (SPEC §4).
+"""Helpers shared by the built-in connectors: argument checks and provenance (spec §4).
 
 Arguments come from a language model, so every value is checked; a bad one becomes an
 ``is_error`` result for the model (:class:`ArgError`), never an exception out of
@@ -54,7 +54,7 @@ def str_arg(args: dict[str, Any], key: str, *, required: bool = True, allow_empt
             max_chars: int | None = None) -> str | None:
     """A string argument; None when optional and absent.
 
-    ``max_chars`` bounds its length in characters (what is stored, SPEC §7: a model must
+    ``max_chars`` bounds its length in characters (what is stored, spec §7: a model must
     not fill the database with one call). Raises ArgError naming the limit.
     """
     value = args.get(key)
@@ -73,7 +73,7 @@ def str_arg(args: dict[str, Any], key: str, *, required: bool = True, allow_empt
 
 
 def write_provenance(ctx: CallContext) -> tuple[str, str]:
-    """(provenance, source) for a row written now: ``untrusted`` while the turn is tainted (SPEC §4).
+    """(provenance, source) for a row written now: ``untrusted`` while the turn is tainted (spec §4).
 
     ``source`` names what tainted the turn (e.g. ``web__fetch_page at step 3``) or,
     for a clean write, the turn that wrote it.
@@ -85,7 +85,7 @@ def write_provenance(ctx: CallContext) -> tuple[str, str]:
 
 def result(text: str, items: Iterable[dict[str, Any]], kind: str, item_text: Callable[[dict[str, Any]], str],
            *, is_error: bool = False) -> ToolResult:
-    """A result whose text shows ``items``: untrusted only if one of them has untrusted provenance (SPEC §4).
+    """A result whose text shows ``items``: untrusted only if one of them has untrusted provenance (spec §4).
 
     ``kind`` names the item in ``taint_detail`` ("memory 4 has untrusted provenance").
     """
@@ -102,7 +102,7 @@ def result(text: str, items: Iterable[dict[str, Any]], kind: str, item_text: Cal
 def dispatch(connector: str, handlers: dict[str, Callable[[dict[str, Any], CallContext], ToolResult]],
              name: str, args: dict[str, Any], ctx: CallContext) -> ToolResult:
     """Run the handler of tool ``name``. Bad arguments, database errors and unknown tools come
-    back as ``is_error`` results (never raised: SPEC §7, a tool never crashes a turn)."""
+    back as ``is_error`` results (never raised: spec §7, a tool never crashes a turn)."""
     handler = handlers.get(name)
     if handler is None:
         return ToolResult(text=f"{connector} has no tool {name!r}", is_error=True, untrusted=False)

@@ -1,4 +1,4 @@
-"""Readable text from fetched bytes: HTML to text with the standard library (SPEC §7).
+"""Readable text from fetched bytes: HTML to text with the standard library (spec §7).
 
 :func:`html_to_text` keeps the title and the text a reader would see, drops
 ``script``/``style``/``noscript``/``template``/``svg`` and similar, breaks lines at

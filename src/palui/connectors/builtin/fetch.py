@@ -1,4 +1,4 @@
-"""One guarded HTTP GET for ``web__fetch_page`` (SPEC §7): address checks, redirects, limits.
+"""One guarded HTTP GET for ``web__fetch_page`` (spec §7): address checks, redirects, limits.
 
 How the address check is made to hold (DNS rebinding included): for every hop the
 host is resolved once (:func:`netguard.checked_addresses`), every address is checked,

@@ -1,4 +1,4 @@
-"""The ``messages`` connector: ``send_message`` to the person's channel or a contact (SPEC §7).
+"""The ``messages`` connector: ``send_message`` to the person's channel or a contact (spec §7).
 
 Without ``to`` the text goes to the person's channel: the inbox (kind ``message``), then the
 ``notify.apprise`` targets and the paired chat channels, through the notifier the turn passes

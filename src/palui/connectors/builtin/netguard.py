@@ -1,4 +1,4 @@
-"""Which network addresses ``web__fetch_page`` may connect to (SPEC §7).
+"""Which network addresses ``web__fetch_page`` may connect to (spec §7).
 
 The policy is a pure function of one IP address (:func:`address_refusal`): only
 globally routable unicast addresses pass. Loopback, private, link-local, unspecified,

@@ -1,4 +1,4 @@
-"""The ``recall`` connector: memories in SQLite FTS5, with provenance (SPEC §7, §4).
+"""The ``recall`` connector: memories in SQLite FTS5, with provenance (spec §7, §4).
 
 A memory written while the turn is tainted is stored ``untrusted``; a search or
 forget result that shows such a memory is untrusted (it taints the reading turn), any

@@ -1,4 +1,4 @@
-"""The ``tasks`` connector: the person's task list in SQLite, with provenance (SPEC §7, §4).
+"""The ``tasks`` connector: the person's task list in SQLite, with provenance (spec §7, §4).
 
 A task created or changed while the turn is tainted is stored ``untrusted``; any
 result that shows an untrusted task (a listing, or the task echoed after a change) is

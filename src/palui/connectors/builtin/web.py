@@ -1,8 +1,8 @@
-"""The ``web`` connector: ``fetch_page`` with size/time limits and private-address refusal (SPEC §7).
+"""The ``web`` connector: ``fetch_page`` with size/time limits and private-address refusal (spec §7).
 
 Settings: ``web.max_bytes`` (2 MiB), ``web.timeout_seconds`` (20 s for the whole
 fetch), ``web.allow_private`` (false). Every result, errors included, is untrusted
-(SPEC §4). HTML becomes its title and visible text; text and JSON pages are returned
+(spec §4). HTML becomes its title and visible text; text and JSON pages are returned
 as they are; other content types are described, not shown.
 """
 

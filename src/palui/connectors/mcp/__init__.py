@@ -1,4 +1,4 @@
-"""MCP servers as connectors (SPEC §2, §4, §7), through the official ``mcp`` SDK.
+"""MCP servers as connectors (spec §2, §4, §7), through the official ``mcp`` SDK.
 
 Modules: :mod:`.config` (server configs, secrets files, ``mcpServers`` import),
 :mod:`.stderr` (capped stderr logs), :mod:`.client` (one SDK session: transports,
@@ -54,7 +54,7 @@ def config_from_row(env: ConnectorEnv, row: Mapping[str, Any]) -> ServerConfig:
 
 
 def _move_url_to_secrets(env: ConnectorEnv, cid: str, config: ServerConfig) -> None:
-    """A connector stored before URL passwords and query values were secrets (SPEC §10): move its
+    """A connector stored before URL passwords and query values were secrets (spec §10): move its
     URL into the secrets file and keep only the redacted one in the database. Best effort: the
     connector works either way."""
     try:

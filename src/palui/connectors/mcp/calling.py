@@ -1,4 +1,4 @@
-"""Small pieces of an MCP call (SPEC §7): the call's clock that stops while a question waits, a refused
+"""Small pieces of an MCP call (spec §7): the call's clock that stops while a question waits, a refused
 request state, the taint of a result, whether a restart moved the tool's definition, short error texts.
 Used by :class:`~palui.connectors.mcp.connector.MCPConnector`.
 """
@@ -14,7 +14,7 @@ from mcp.shared.exceptions import MCPError
 
 def stopper(clock: asyncio.Timeout):
     """``on_wait`` for a call's clock: it stops while a question waits for the person, then goes on
-    with the time that was left (SPEC §7: the per-call timeout does not run meanwhile)."""
+    with the time that was left (spec §7: the per-call timeout does not run meanwhile)."""
     left: list[float] = []
 
     def on_wait(waiting: bool) -> None:
@@ -38,7 +38,7 @@ def state_refused(e: MCPError) -> bool:
 
 
 def untrusted_result(row: dict[str, Any] | None) -> bool:
-    """Taint of this tool's results (SPEC §4): untrusted unless tool or connector is a trusted source."""
+    """Taint of this tool's results (spec §4): untrusted unless tool or connector is a trusted source."""
     if row is None:
         return True
     return bool(row["untrusted_output"]) and not (row["tool_trusted"] or row["connector_trusted"])

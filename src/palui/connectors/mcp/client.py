@@ -1,4 +1,4 @@
-"""One live session with one MCP server, through the official ``mcp`` SDK only (SPEC §7).
+"""One live session with one MCP server, through the official ``mcp`` SDK only (spec §7).
 
 - Transports: stdio (the SDK's ``stdio_client``, stderr into a :class:`StderrCapture`)
   and streamable HTTP (``streamable_http_client`` over an ``httpx2`` client carrying

@@ -1,4 +1,4 @@
-"""Where an MCP connector's secrets live: ``<secrets dir>/<connector id>.json``, mode 0600 (SPEC §10).
+"""Where an MCP connector's secrets live: ``<secrets dir>/<connector id>.json``, mode 0600 (spec §10).
 
 The server configuration itself (:class:`ServerConfig`, URL redaction, ``KEY=VALUE`` pairs,
 the ``mcpServers`` import) is pure and shared with the front ends: :mod:`palui.text.mcp_config`.

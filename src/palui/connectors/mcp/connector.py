@@ -1,4 +1,4 @@
-"""An MCP server as a :class:`Connector`: lifecycle, sync, limits, error results (SPEC §4, §7).
+"""An MCP server as a :class:`Connector`: lifecycle, sync, limits, error results (spec §4, §7).
 
 Lifecycle. The server starts on first use (the hub's ``create_connector``, which raises
 ConnectorError when it cannot start) and the session is reused across turns within the
@@ -21,7 +21,7 @@ A call that had to (re)start the server is refused, and never sent, when that
 connection's sync changed the tool (switched off, flagged, new class, no longer listed
 or listed twice): the turn's decision was taken on the old definition.
 
-Questions (elicitation, SPEC §7): a server's question during a call goes to ``CallContext.ask``
+Questions (elicitation, spec §7): a server's question during a call goes to ``CallContext.ask``
 (older connections), and the call's timeout stops while the person answers; on 2026-07-28 the
 call returns ``ToolResult.input_required`` and is sent again with ``CallContext.resume``.
 
@@ -123,7 +123,7 @@ class MCPConnector(SignInState, Connector):
     # -- state ------------------------------------------------------------------------------------
 
     def state(self) -> str:
-        """``connected``, ``connecting``, ``error: …`` or ``disabled`` (SPEC §7)."""
+        """``connected``, ``connecting``, ``error: …`` or ``disabled`` (spec §7)."""
         if not self.enabled:
             return "disabled"
         if self._state == "connected" and (self._session is None or not self._session.alive):

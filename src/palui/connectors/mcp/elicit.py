@@ -1,4 +1,4 @@
-"""Elicitation at the SDK boundary: a server's question reaches the call that is waiting for it (SPEC §7).
+"""Elicitation at the SDK boundary: a server's question reaches the call that is waiting for it (spec §7).
 
 Palui gives the SDK an ``elicitation_callback``, so it advertises elicitation (the SDK advertises
 form and URL mode together; sampling and roots stay off). What the callback does depends on the

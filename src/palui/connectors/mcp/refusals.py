@@ -1,4 +1,4 @@
-"""Why a server did not start or refused the handshake, in one sentence for the person (SPEC §7).
+"""Why a server did not start or refused the handshake, in one sentence for the person (spec §7).
 
 No secret values here: the caller redacts (``palui.connectors.mcp.config.redact``). A server's own
 words (a 403 body's reason, a ``WWW-Authenticate`` challenge) are escaped and capped.

@@ -2,9 +2,9 @@
 
 - :func:`spec_from_raw` turns one raw ``tools/list`` entry (the JSON object exactly as
   the server sent it) into a :class:`ToolSpec` whose ``annotations`` are that raw
-  object, so SPEC §2's "only JSON booleans count" can be applied.
+  object, so spec §2's "only JSON booleans count" can be applied.
 - :func:`render_result` turns a ``CallToolResult`` into the text the model sees;
-  :func:`cap_text` enforces the output size limit with a clear marker (SPEC §7).
+  :func:`cap_text` enforces the output size limit with a clear marker (spec §7).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def spec_from_raw(tool: dict[str, Any]) -> ToolSpec:
     ``annotations`` is the raw ``annotations`` object as sent (None when the key is
     absent or null); ``description`` defaults to ``""`` and ``inputSchema`` to ``{}``;
     ``task_support`` is ``execution.taskSupport`` when it is a string (MCP 2025-11-25 "Tasks").
-    MCP tool output is untrusted by default (SPEC §4).
+    MCP tool output is untrusted by default (spec §4).
     """
     annotations = tool.get("annotations")
     schema = tool.get("inputSchema")

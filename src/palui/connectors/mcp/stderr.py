@@ -1,4 +1,4 @@
-"""A stdio MCP server's stderr, captured to a capped log file (SPEC §7).
+"""A stdio MCP server's stderr, captured to a capped log file (spec §7).
 
 The server writes into a pipe; a daemon thread drains it as fast as it can, so a
 server flooding stderr never blocks on a full pipe. The log is
@@ -7,7 +7,7 @@ server flooding stderr never blocks on a full pipe. The log is
 files together stay under the cap (default 1 MiB) and the newest output is kept.
 
 A server may print its environment: every secret value of the connector is replaced by
-``***`` (:func:`~palui.connectors.mcp.config.redact`, SPEC §10) before anything reaches
+``***`` (:func:`~palui.connectors.mcp.config.redact`, spec §10) before anything reaches
 the file. Output is redacted line by line, so a secret split across two pipe reads is
 still caught; a line longer than 64 KiB is written in pieces that keep back enough of
 their end (the longest secret's length) to catch a secret crossing the cut.
@@ -95,7 +95,7 @@ class StderrCapture:
     Args:
         path: the log file; its directory is created.
         cap_bytes: the most the log and its one rotated predecessor hold together.
-        secrets: the connector's secret values, replaced by ``***`` before writing (SPEC §10).
+        secrets: the connector's secret values, replaced by ``***`` before writing (spec §10).
     """
 
     def __init__(self, path: Path, cap_bytes: int = DEFAULT_CAP_BYTES, secrets: Iterable[str] = ()) -> None:

@@ -1,4 +1,4 @@
-"""Where OAuth secrets live: per-item files of mode 0600 under ``<secrets dir>/oauth/`` (SPEC §10).
+"""Where OAuth secrets live: per-item files of mode 0600 under ``<secrets dir>/oauth/`` (spec §10).
 
 - ``clients/<issuer hash>.json`` — the client registrations (dynamic registration or a Client ID
   Metadata Document) made at one **issuer**, shared by every connector of that authorization server
