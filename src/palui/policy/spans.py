@@ -1,0 +1,283 @@
+"""The parts of a longer argument value that stand in untrusted content (spec §4): what an approval quotes.
+
+A hijacked argument is rarely a page's text verbatim: the model writes "Stay at Luxury Palace, address:
+1 Rue de la Paix, 75002 Paris" from two tool results. The approval then quotes the parts that came from
+untrusted content, in the value's own spelling, and not the whole value (:func:`find_spans`).
+
+Both sides are compared in the form of :func:`palui.text.escape.normalize_for_marks`. A *word* is a run
+of letters, digits or ``_`` in that form; the punctuation and spacing between words are not compared.
+A part of the value counts when it is one of:
+
+1. a run of 3 or more consecutive words that stands, word for word, in an untrusted text;
+2. a run of 2 words that is a whole *field* of an untrusted text: a line, list item or quoted string,
+   between line breaks, tabs, ``"`` ``'`` ``,`` ``;`` ``|`` and brackets, that is not a label (``Hotel
+   Names:``, a JSON key) — a name a tool returned on its own ("Luxury Palace" in a list of hotels);
+3. a *unit* that stands as a whole word in an untrusted text: an e-mail or other ``x@y`` address, a URL
+   (``scheme://…``, ``www.…``), a domain name (``evil.example``; not ``report.pdf``), a number of 4 or
+   more digits (separators allowed: ``75002``, ``+1-555-0100``, ``2024-05-13``; a year alone is not
+   one) or any other word of :data:`MIN_UNIT_WORD`\\ + characters (an IBAN) — a unit is the text between
+   spaces with :data:`EDGE` characters stripped off its ends.
+
+Overlapping parts merge, so each span is maximal (the longest run that matched, not every 3-word
+window). Marks stay signal: a span counts only when it holds a unit or a *significant* word (4 or more
+characters, not in :data:`STOP_WORDS`), so "of the and" or "I think that the one of" is never a span; a
+word in :data:`STOP_WORDS` is not a unit ("whatever", "yourself"); a run or unit that also stands in the
+person's own messages does not count.
+
+Cost: an untrusted text is normalised and split into words once per call (linear in its size); its word
+trigrams and 2-word fields go into sets, built on first use, so a value is looked up in time linear in
+its own length. A unit is searched with :meth:`Haystack.has_word` (a substring search per occurrence).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from palui.policy.outside import NOT_TLDS
+from palui.text.escape import is_hidden, normalize_for_marks, strip_hidden
+
+MIN_RUN = 3  # words in a run that counts anywhere in untrusted text (rule 1)
+MIN_SIGNIFICANT = 4  # characters of a word that makes a run signal
+MIN_UNIT_WORD = 8  # characters of a plain word that counts on its own (an IBAN, a rare word)
+MIN_UNIT_DIGITS = 4  # digits of a number that counts on its own
+EDGE = "\"'()[]{}<>.,;:!?"  # stripped off the ends of a unit ("DE89…," is the IBAN)
+
+#: Words too common to make a span signal, and long words too common to be a unit: English function
+#: words and the most frequent verbs, nouns and adjectives of 4+ characters (shorter words never
+#: make a span signal on their own).
+STOP_WORDS = frozenset("""
+about above after again against almost along already also although always among another anybody anyone
+anything anyway around back because become been before being below best better between both came cannot
+come comes could does doing done down during each either else enough even ever every everybody everyone
+everything first from further gave give given gives going good great have having hello here hers herself
+himself however into itself just keep know knows last least less like likes little long look looks made
+make makes many maybe more most much must myself need needs neither never next nobody none nothing once
+only onto other others otherwise ours ourselves over people please rather really regards right said same
+says shall should since some somebody someone something sometimes soon still such sure take takes tell
+than thank thanks that their theirs them themselves then there therefore these they thing things think
+this those though through thus till time times today together took toward towards under unless until upon
+used using very want wants week well went were what whatever when whenever where whereas whether which
+while whom whose will with within without would year years your yours yourself yourselves
+""".split())
+
+_WORD = re.compile(r"\w+")
+_UNIT = re.compile(r"\S+")
+_WS = re.compile(r"\s")
+_YEAR = re.compile(r"(?:19|20)\d\d")
+_NUMBER = re.compile(r"[+#(]?\d[\d().,/-]*\d\)?")
+_DOMAIN = re.compile(r"[\w-]+(?:\.[\w-]+)+")
+_URL = re.compile(r"[a-z][a-z0-9+.-]*://\S|www\.\w")
+# Field separators of rule 2 (a space is not one); a field right before a colon is a label.
+_SEP = "\\n\\r\\t\"'{}\\[\\]()<>|;,:"
+_FIELD2 = re.compile(rf"(?<![^{_SEP}])[^\w{_SEP}]*\w+[^\w{_SEP}]+\w+[^\w{_SEP}]*(?![^{_SEP}])(?![\"' ]*:)")
+
+
+def significant(word: str) -> bool:
+    """Whether a (normalised) word makes a run signal: 4+ characters and not in :data:`STOP_WORDS`."""
+    return len(word) >= MIN_SIGNIFICANT and word not in STOP_WORDS
+
+
+def is_unit(word: str) -> bool:
+    """Whether a normalised, edge-stripped word counts on its own (rule 3 of the module docstring)."""
+    if word in STOP_WORDS:
+        return False
+    if "@" in word and re.search(r"\w@\w", word):
+        return True
+    if _URL.match(word):
+        return True
+    if _DOMAIN.fullmatch(word):
+        last = word.rsplit(".", 1)[1]
+        if last.isalpha() and len(last) >= 2 and last not in NOT_TLDS:
+            return True
+    if _NUMBER.fullmatch(word):
+        return sum(c.isdigit() for c in word) >= MIN_UNIT_DIGITS and not _YEAR.fullmatch(word)
+    return len(word) >= MIN_UNIT_WORD
+
+
+def _wordy(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def has_word(word: str, text: str) -> bool:
+    """Whether ``word`` stands in ``text`` as a whole word: no letter, digit or ``_`` right before it
+    (when it starts with one) nor right after it (when it ends with one). Both sides normalised.
+
+    One substring search finds the first occurrence; when that one is inside a longer word, one regex
+    pass from there decides (never a loop over occurrences: linear in ``len(text)``)."""
+    if not word:
+        return False
+    at = text.find(word)
+    if at < 0:
+        return False
+    end = at + len(word)
+    open_start, open_end = _wordy(word[0]), _wordy(word[-1])
+    if not (open_start and at > 0 and _wordy(text[at - 1])) and \
+            not (open_end and end < len(text) and _wordy(text[end])):
+        return True
+    pattern = ("(?<!\\w)" if open_start else "") + re.escape(word) + ("(?!\\w)" if open_end else "")
+    return re.compile(pattern).search(text, at + 1) is not None
+
+
+class Haystack:
+    """One text to look values up in (an untrusted text, or the person's own messages), normalised,
+    with its word trigrams, word bigrams and 2-word fields built on first use.
+
+    ``source`` names it as a mark does (``"web__fetch_page at step 2"``); ``text`` is the normalised form.
+    """
+
+    def __init__(self, source: str, raw: str) -> None:
+        self.source = source
+        self.raw = raw
+        self.text = normalize_for_marks(raw)
+        self._words: list[str] | None = None
+        self._vocabulary: set[str] | None = None
+        self._trigrams: set[tuple[str, str, str]] | None = None
+        self._bigrams: set[tuple[str, str]] | None = None
+        self._fields: set[tuple[str, str]] | None = None
+
+    @property
+    def words(self) -> list[str]:
+        if self._words is None:
+            self._words = _WORD.findall(self.text)
+        return self._words
+
+    @property
+    def trigrams(self) -> set[tuple[str, str, str]]:
+        """Every run of 3 consecutive words."""
+        if self._trigrams is None:
+            w = self.words
+            self._trigrams = set(zip(w, w[1:], w[2:], strict=False))
+        return self._trigrams
+
+    @property
+    def bigrams(self) -> set[tuple[str, str]]:
+        """Every run of 2 consecutive words."""
+        if self._bigrams is None:
+            w = self.words
+            self._bigrams = set(zip(w, w[1:], strict=False))
+        return self._bigrams
+
+    @property
+    def fields(self) -> set[tuple[str, str]]:
+        """The fields of exactly 2 words (rule 2 of the module docstring), read from the text before
+        normalisation (which joins lines), each normalised on its own."""
+        if self._fields is None:
+            self._fields = set()
+            for m in _FIELD2.finditer(self.raw):
+                pair = _WORD.findall(normalize_for_marks(m.group()))
+                if len(pair) == 2:
+                    self._fields.add((pair[0], pair[1]))
+        return self._fields
+
+    @property
+    def vocabulary(self) -> set[str]:
+        """Every word."""
+        if self._vocabulary is None:
+            self._vocabulary = set(self.words)
+        return self._vocabulary
+
+    def has_word(self, word: str) -> bool:
+        """:func:`has_word` over this text; a word made of words the text lacks is answered from the
+        vocabulary, without a search."""
+        parts = _WORD.findall(word)
+        if not all(p in self.vocabulary for p in parts):
+            return False
+        if len(parts) == 1 and parts[0] == word:
+            return True  # a whole word of the text by construction
+        return has_word(word, self.text)
+
+
+@dataclass(frozen=True)
+class Span:
+    """A part of an argument value found in untrusted content.
+
+    ``start``/``end``: code point offsets in the value; ``text``: the value's own spelling of the part
+    (``value[start:end]``); ``match``: its normalised form; ``source``: the first untrusted text that has it.
+    """
+
+    start: int
+    end: int
+    text: str
+    match: str
+    source: str
+
+
+def normalized_with_offsets(value: str) -> tuple[str, list[int], list[int]]:
+    """``value`` normalised as :func:`normalize_for_marks` does, and for each character of the result
+    the start and end offsets in ``value`` of what it came from.
+
+    Normalises one base character at a time, with the combining marks and hidden code points after it
+    (NFKC composes within such a cluster), so the result can differ from :func:`normalize_for_marks`
+    only where NFKC composes across base characters (Hangul jamo): then a span is not found, never misplaced.
+    """
+    chars: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    i, n = 0, len(value)
+    while i < n:
+        j = i + 1
+        while j < n and (unicodedata.combining(value[j]) or is_hidden(value[j])):
+            j += 1
+        piece = strip_hidden(unicodedata.normalize("NFKC", strip_hidden(value[i:j]))).casefold()
+        for ch in piece:
+            if _WS.match(ch):
+                if not chars or chars[-1] == " ":
+                    if chars:
+                        ends[-1] = j
+                    continue
+                ch = " "
+            chars.append(ch)
+            starts.append(i)
+            ends.append(j)
+        i = j
+    if chars and chars[-1] == " ":
+        chars.pop(), starts.pop(), ends.pop()
+    return "".join(chars), starts, ends
+
+
+def find_spans(value: str, sources: Sequence[Haystack], own: Haystack | None = None) -> list[Span]:
+    """The maximal parts of ``value`` that stand in untrusted ``sources`` (rules of the module docstring),
+    in the order they appear in ``value``; each names the first source (in conversation order) of the
+    leftmost part it merged. ``own``: the person's own messages; what stands there is not a part.
+    """
+    norm, starts, ends = normalized_with_offsets(value)
+    words = [(m.start(), m.end(), m.group()) for m in _WORD.finditer(norm)]
+    texts = [w[2] for w in words]
+    found: list[tuple[int, int, str, bool]] = []  # (start, end, source, a unit?), offsets in ``norm``
+    for i in range(len(words) - MIN_RUN + 1):
+        tri = (texts[i], texts[i + 1], texts[i + 2])
+        if not (own and tri in own.trigrams):
+            src = next((h.source for h in sources if tri in h.trigrams), None)
+            if src is not None:
+                found.append((words[i][0], words[i + 2][1], src, False))
+    for i in range(len(words) - 1):
+        pair = (texts[i], texts[i + 1])
+        if not (own and pair in own.bigrams):
+            src = next((h.source for h in sources if pair in h.fields), None)
+            if src is not None:
+                found.append((words[i][0], words[i + 1][1], src, False))
+    for m in _UNIT.finditer(norm):
+        unit = m.group().strip(EDGE)
+        if not unit or not is_unit(unit) or (own and own.has_word(unit)):
+            continue
+        src = next((h.source for h in sources if h.has_word(unit)), None)
+        if src is not None:
+            a = m.start() + m.group().index(unit)
+            found.append((a, a + len(unit), src, True))
+    return [Span(starts[a], ends[b - 1], value[starts[a]:ends[b - 1]], norm[a:b], src)
+            for a, b, src, unit in _merged(found)
+            if unit or any(significant(w) for w in _WORD.findall(norm[a:b]))]
+
+
+def _merged(found: list[tuple[int, int, str, bool]]) -> list[tuple[int, int, str, bool]]:
+    """Overlapping parts as one, keeping the source of the leftmost; a unit if any part was one."""
+    out: list[tuple[int, int, str, bool]] = []
+    for a, b, src, unit in sorted(found, key=lambda f: (f[0], -f[1])):
+        if out and a < out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b), out[-1][2], out[-1][3] or unit)
+        else:
+            out.append((a, b, src, unit))
+    return out
