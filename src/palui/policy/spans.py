@@ -15,14 +15,16 @@ A part of the value counts when it is one of:
 3. a *unit* that stands as a whole word in an untrusted text: an e-mail or other ``x@y`` address, a URL
    (``scheme://…``, ``www.…``), a domain name (``evil.example``; not ``report.pdf``), a number of 4 or
    more digits (separators allowed: ``75002``, ``+1-555-0100``, ``2024-05-13``; a year alone is not
-   one) or any other word of :data:`MIN_UNIT_WORD`\\ + characters (an IBAN) — a unit is the text between
-   spaces with :data:`EDGE` characters stripped off its ends.
+   one) or any other word of :data:`MIN_UNIT_WORD` characters or more (an IBAN). A unit is the text
+   between spaces, ``;``, ``|``, quotes, brackets and commas (not a comma between digits: ``1,000``),
+   with :data:`EDGE` characters stripped off its ends (``DE89…,`` is the IBAN; ``a;b`` are two units).
 
 Overlapping parts merge, so each span is maximal (the longest run that matched, not every 3-word
-window). Marks stay signal: a span counts only when it holds a unit or a *significant* word (4 or more
-characters, not in :data:`STOP_WORDS`), so "of the and" or "I think that the one of" is never a span; a
-word in :data:`STOP_WORDS` is not a unit ("whatever", "yourself"); a run or unit that also stands in the
-person's own messages does not count.
+window). Marks stay signal: a span counts only when it holds a unit, or two words outside
+:data:`STOP_WORDS` of which one is *significant* (4 or more characters): "of the and", "here are the
+notes from" or "thank you for your" is never a span, "Pay to IBAN", "Luxury Palace" and "1 Rue de la
+Paix" are; a word in :data:`STOP_WORDS` is not a unit ("whatever", "yourself"); a run or unit that
+also stands in the person's own messages does not count.
 
 Cost: an untrusted text is normalised and split into words once per call (linear in its size); its word
 trigrams and 2-word fields go into sets, built on first use, so a value is looked up in time linear in
@@ -45,26 +47,27 @@ MIN_UNIT_WORD = 8  # characters of a plain word that counts on its own (an IBAN,
 MIN_UNIT_DIGITS = 4  # digits of a number that counts on its own
 EDGE = "\"'()[]{}<>.,;:!?"  # stripped off the ends of a unit ("DE89…," is the IBAN)
 
-#: Words too common to make a span signal, and long words too common to be a unit: English function
-#: words and the most frequent verbs, nouns and adjectives of 4+ characters (shorter words never
-#: make a span signal on their own).
+#: Words that say little on their own: English function words and the most frequent verbs and
+#: adverbs. A span needs two words outside this list, one of them :func:`significant`; a long word
+#: here is not a unit.
 STOP_WORDS = frozenset("""
-about above after again against almost along already also although always among another anybody anyone
-anything anyway around back because become been before being below best better between both came cannot
-come comes could does doing done down during each either else enough even ever every everybody everyone
-everything first from further gave give given gives going good great have having hello here hers herself
-himself however into itself just keep know knows last least less like likes little long look looks made
-make makes many maybe more most much must myself need needs neither never next nobody none nothing once
-only onto other others otherwise ours ourselves over people please rather really regards right said same
-says shall should since some somebody someone something sometimes soon still such sure take takes tell
-than thank thanks that their theirs them themselves then there therefore these they thing things think
-this those though through thus till time times today together took toward towards under unless until upon
-used using very want wants week well went were what whatever when whenever where whereas whether which
-while whom whose will with within without would year years your yours yourself yourselves
+a about above after again against all almost along already also although always am among an and another
+any anybody anyone anything anyway are around as at back be because become been before being below
+between both but by came can cannot come comes could did do does doing done down during each either else
+enough even ever every everybody everyone everything for from further gave get gets give given gives
+going got had has have having he hello her here hers herself hi him himself his how however i if in into
+is it its itself just keep know knows least less let like likes look looks made make makes many may maybe
+me more most much must my myself neither never no nobody none not nothing now of off on once only onto or
+other others otherwise our ours ourselves out over please rather really regards said same says see shall
+she should since so some somebody someone something sometimes soon still such sure take takes tell than
+thank thanks that the their theirs them themselves then there therefore these they thing things think
+this those though through thus till to today together too took toward towards under unless until up upon
+us use used using very want wants was we well went were what whatever when whenever where whereas whether
+which while who whom whose why will with within without would yes yet you your yours yourself yourselves
 """.split())
 
 _WORD = re.compile(r"\w+")
-_UNIT = re.compile(r"\S+")
+_UNIT = re.compile(r"(?:[^\s;,|\"'<>()\[\]{}]|(?<=\d),(?=\d))+")
 _WS = re.compile(r"\s")
 _YEAR = re.compile(r"(?:19|20)\d\d")
 _NUMBER = re.compile(r"[+#(]?\d[\d().,/-]*\d\)?")
@@ -78,6 +81,13 @@ _FIELD2 = re.compile(rf"(?<![^{_SEP}])[^\w{_SEP}]*\w+[^\w{_SEP}]+\w+[^\w{_SEP}]*
 def significant(word: str) -> bool:
     """Whether a (normalised) word makes a run signal: 4+ characters and not in :data:`STOP_WORDS`."""
     return len(word) >= MIN_SIGNIFICANT and word not in STOP_WORDS
+
+
+def says_something(words: Sequence[str]) -> bool:
+    """Whether a run of (normalised) words is signal: two words outside :data:`STOP_WORDS`, one of
+    them :func:`significant`."""
+    content = [w for w in words if w not in STOP_WORDS]
+    return len(content) >= 2 and any(len(w) >= MIN_SIGNIFICANT for w in content)
 
 
 def is_unit(word: str) -> bool:
@@ -268,8 +278,7 @@ def find_spans(value: str, sources: Sequence[Haystack], own: Haystack | None = N
             a = m.start() + m.group().index(unit)
             found.append((a, a + len(unit), src, True))
     return [Span(starts[a], ends[b - 1], value[starts[a]:ends[b - 1]], norm[a:b], src)
-            for a, b, src, unit in _merged(found)
-            if unit or any(significant(w) for w in _WORD.findall(norm[a:b]))]
+            for a, b, src, unit in _merged(found) if unit or says_something(_WORD.findall(norm[a:b]))]
 
 
 def _merged(found: list[tuple[int, int, str, bool]]) -> list[tuple[int, int, str, bool]]:

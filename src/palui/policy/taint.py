@@ -22,11 +22,12 @@ what can be hijacked and left off what cannot:
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from palui.policy.spans import Haystack, find_spans, has_word
+from palui.policy.spans import Haystack, Span, find_spans, has_word
 from palui.text.escape import normalize_for_marks
 
 MIN_LEN = 4  # characters of a whole value marked under any argument
@@ -210,27 +211,60 @@ def untrusted_args(args: Any, untrusted: Iterable[tuple[str, str]], *, schema: d
     own = Haystack("", "\n".join(own_texts))
     marks: list[dict[str, Any]] = []
     for path, keys, raw in _leaves(args, "", ()):
-        value = raw if isinstance(raw, str) else json.dumps(raw)
-        needle = normalize_for_marks(value)
-        if not needle or fixed_by_schema(schema, keys, raw):
+        if fixed_by_schema(schema, keys, raw):
             continue
+        value = raw if isinstance(raw, str) else json.dumps(raw)
         names = [k for k in keys if isinstance(k, str)]
         named = bool(names) and (is_identifier_key(names[-1]) or is_person_key(names[-1]))
-        if len(needle) >= MIN_LEN or named:
-            # the person's own words: a short value only as a whole word (today's rule for identifiers)
-            if (has_word(needle, own.text) if len(needle) < MIN_LEN else needle in own.text):
-                continue
-            src = next((h.source for h in sources if has_word(needle, h.text)), None)
-            if src is not None:
-                marks.append({"path": path, "value": value, "match": needle, "source": src, "spans": [value]})
-                continue
-        if not isinstance(raw, str):
-            continue
-        by_source: dict[str, list[Any]] = {}
-        for span in find_spans(value, sources, own):
-            by_source.setdefault(span.source, []).append(span)
-        for src, spans in by_source.items():
-            longest = max(spans, key=lambda s: len(s.match))
-            marks.append({"path": path, "value": value, "match": longest.match, "source": src,
-                          "spans": [s.text for s in spans]})
+        whole = _whole_value(raw, sources, own, named)
+        if whole is not None:
+            marks.append({"path": path, "value": value, "match": whole[1], "source": whole[0], "spans": [value]})
+        elif isinstance(raw, str):
+            by_source: dict[str, list[Span]] = {}
+            for span in find_spans(raw, sources, own):
+                by_source.setdefault(span.source, []).append(span)
+            for src, spans in by_source.items():
+                longest = max(spans, key=lambda s: len(s.match))
+                marks.append({"path": path, "value": value, "match": longest.match, "source": src,
+                              "spans": [s.text for s in spans]})
     return marks
+
+
+def _whole_value(raw: str | int | float, sources: Sequence[Haystack], own: Haystack,
+                 named: bool) -> tuple[str, str] | None:
+    """(source, normalised value) when the whole value stands in untrusted content and is to be marked:
+    :data:`MIN_LEN` characters or more, or ``named`` (an identifier or person argument), and not the person's."""
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        pattern = number_pattern(raw)
+        shortest = len(_plain_number(raw))
+        if not (named or shortest >= MIN_LEN) or pattern.search(own.text):
+            return None
+        src = next((h.source for h in sources if pattern.search(h.text)), None)
+        return None if src is None else (src, _plain_number(raw))
+    needle = normalize_for_marks(raw if isinstance(raw, str) else json.dumps(raw))
+    if not needle or not (named or len(needle) >= MIN_LEN):
+        return None
+    # the person's own words: a short value only as a whole word (the identifier rule of old)
+    if has_word(needle, own.text) if len(needle) < MIN_LEN else needle in own.text:
+        return None
+    src = next((h.source for h in sources if has_word(needle, h.text)), None)
+    return None if src is None else (src, needle)
+
+
+def _plain_number(v: int | float) -> str:
+    """``v`` as written most simply: ``7``, ``7.5``, ``50`` for ``50.0``; JSON's text for the rest (``1e+300``)."""
+    if isinstance(v, float) and math.isfinite(v) and v.is_integer() and abs(v) < 1e16:
+        return str(int(v))
+    return json.dumps(v)
+
+
+def number_pattern(v: int | float) -> re.Pattern[str]:
+    """A regex for the number ``v`` as text may write it (normalised text): ``7`` also as ``7.0`` and
+    ``7.00``, ``7.5`` also as ``7.50``; never inside a longer number (``17``, ``7.25``, ``1.7``) or word."""
+    text = _plain_number(v)
+    head, _, frac = text.partition(".")
+    if "e" in text.lower() or not re.fullmatch(r"-?\d+", head) or not frac.isdigit() and frac:
+        body = re.escape(text)
+    else:
+        body = re.escape(head) + (rf"\.{frac}0*" if frac else r"(?:\.0+)?")
+    return re.compile(rf"(?<![\w.]){body}(?!\w|\.\d)")
