@@ -57,7 +57,7 @@ between both but by came can cannot come comes could did do does doing done down
 enough even ever every everybody everyone everything for from further gave get gets give given gives
 going got had has have having he hello her here hers herself hi him himself his how however i if in into
 is it its itself just keep know knows least less let like likes look looks made make makes many may maybe
-me more most much must my myself neither never no nobody none not nothing now of off on once only onto or
+me more most much must my myself neither never no nobody none not nothing now of off on once one only onto or
 other others otherwise our ours ourselves out over please rather really regards said same says see shall
 she should since so some somebody someone something sometimes soon still such sure take takes tell than
 thank thanks that the their theirs them themselves then there therefore these they thing things think
