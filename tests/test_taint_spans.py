@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from palui.policy.spans import Haystack, find_spans, has_word, is_unit, normalized_with_offsets, says_something
+from palui.policy.haystack import Haystack, has_word
+from palui.policy.spans import find_spans, is_unit, normalized_with_offsets, says_something
 from palui.policy.taint import is_person_key, untrusted_args
 from palui.text.escape import normalize_for_marks
 from palui.text.prompts import approval_prompt, mark_line
@@ -257,7 +258,7 @@ def test_says_something(words, expected):
 
 
 def test_a_span_never_comes_from_the_persons_own_text_alone():
-    own = Haystack("", "we agreed to ship the new dashboard next Tuesday")
+    own = Haystack("", "we agreed to ship the new dashboard next Tuesday", own=True)
     page = [Haystack("p", "We agreed to ship the new dashboard next Tuesday, said the board.")]
     assert find_spans("we agreed to ship the new dashboard next Tuesday", page, own) == []
 

@@ -9,9 +9,9 @@ of letters, digits or ``_`` in that form; the punctuation and spacing between wo
 A part of the value counts when it is one of:
 
 1. a run of 3 or more consecutive words that stands, word for word, in an untrusted text;
-2. a run of 2 words that is a whole *field* of an untrusted text: a line, list item or quoted string,
-   between line breaks, tabs, ``"`` ``'`` ``,`` ``;`` ``|`` and brackets, that is not a label (``Hotel
-   Names:``, a JSON key) — a name a tool returned on its own ("Luxury Palace" in a list of hotels);
+2. a run of 2 words that is a whole *field* of an untrusted text (:mod:`palui.policy.haystack`: a line,
+   list item or quoted string, not a label such as ``Hotel Names:`` or a JSON key) — a name a tool
+   returned on its own ("Luxury Palace" in a list of hotels);
 3. a *unit* that stands as a whole word in an untrusted text: an e-mail or other ``x@y`` address, a URL
    (``scheme://…``, ``www.…``), a domain name (``evil.example``; not ``report.pdf``), a number of 4 or
    more digits (separators allowed: ``75002``, ``+1-555-0100``, ``2024-05-13``; a year alone is not
@@ -26,9 +26,9 @@ notes from" or "thank you for your" is never a span, "Pay to IBAN", "Luxury Pala
 Paix" are; a word in :data:`STOP_WORDS` is not a unit ("whatever", "yourself"); a run or unit that
 also stands in the person's own messages does not count.
 
-Cost: an untrusted text is normalised and split into words once per call (linear in its size); its word
-trigrams and 2-word fields go into sets, built on first use, so a value is looked up in time linear in
-its own length. A unit is searched with :meth:`Haystack.has_word` (a substring search per occurrence).
+Cost: each text is a :class:`~palui.policy.haystack.Haystack`, read once per call (linear in its
+size); a value is then looked up word by word in sets, and a unit made of several words with one
+substring search (:func:`~palui.policy.haystack.has_word`).
 """
 
 from __future__ import annotations
@@ -38,8 +38,9 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from palui.policy.haystack import WORD, Haystack
 from palui.policy.outside import NOT_TLDS
-from palui.text.escape import is_hidden, normalize_for_marks, strip_hidden
+from palui.text.escape import is_hidden, strip_hidden
 
 MIN_RUN = 3  # words in a run that counts anywhere in untrusted text (rule 1)
 MIN_SIGNIFICANT = 4  # characters of a word that makes a run signal
@@ -66,16 +67,13 @@ us use used using very want wants was we well went were what whatever when whene
 which while who whom whose why will with within without would yes yet you your yours yourself yourselves
 """.split())
 
-_WORD = re.compile(r"\w+")
 _UNIT = re.compile(r"(?:[^\s;,|\"'<>()\[\]{}]|(?<=\d),(?=\d))+")
 _WS = re.compile(r"\s")
 _YEAR = re.compile(r"(?:19|20)\d\d")
 _NUMBER = re.compile(r"[+#(]?\d[\d().,/-]*\d\)?")
 _DOMAIN = re.compile(r"[\w-]+(?:\.[\w-]+)+")
 _URL = re.compile(r"[a-z][a-z0-9+.-]*://\S|www\.\w")
-# Field separators of rule 2 (a space is not one); a field right before a colon is a label.
-_SEP = "\\n\\r\\t\"'{}\\[\\]()<>|;,:"
-_FIELD2 = re.compile(rf"(?<![^{_SEP}])[^\w{_SEP}]*\w+[^\w{_SEP}]+\w+[^\w{_SEP}]*(?![^{_SEP}])(?![\"' ]*:)")
+
 
 
 def significant(word: str) -> bool:
@@ -105,99 +103,6 @@ def is_unit(word: str) -> bool:
     if _NUMBER.fullmatch(word):
         return sum(c.isdigit() for c in word) >= MIN_UNIT_DIGITS and not _YEAR.fullmatch(word)
     return len(word) >= MIN_UNIT_WORD
-
-
-def _wordy(ch: str) -> bool:
-    return ch.isalnum() or ch == "_"
-
-
-def has_word(word: str, text: str) -> bool:
-    """Whether ``word`` stands in ``text`` as a whole word: no letter, digit or ``_`` right before it
-    (when it starts with one) nor right after it (when it ends with one). Both sides normalised.
-
-    One substring search finds the first occurrence; when that one is inside a longer word, one regex
-    pass from there decides (never a loop over occurrences: linear in ``len(text)``)."""
-    if not word:
-        return False
-    at = text.find(word)
-    if at < 0:
-        return False
-    end = at + len(word)
-    open_start, open_end = _wordy(word[0]), _wordy(word[-1])
-    if not (open_start and at > 0 and _wordy(text[at - 1])) and \
-            not (open_end and end < len(text) and _wordy(text[end])):
-        return True
-    pattern = ("(?<!\\w)" if open_start else "") + re.escape(word) + ("(?!\\w)" if open_end else "")
-    return re.compile(pattern).search(text, at + 1) is not None
-
-
-class Haystack:
-    """One text to look values up in (an untrusted text, or the person's own messages), normalised,
-    with its word trigrams, word bigrams and 2-word fields built on first use.
-
-    ``source`` names it as a mark does (``"web__fetch_page at step 2"``); ``text`` is the normalised form.
-    """
-
-    def __init__(self, source: str, raw: str) -> None:
-        self.source = source
-        self.raw = raw
-        self.text = normalize_for_marks(raw)
-        self._words: list[str] | None = None
-        self._vocabulary: set[str] | None = None
-        self._trigrams: set[tuple[str, str, str]] | None = None
-        self._bigrams: set[tuple[str, str]] | None = None
-        self._fields: set[tuple[str, str]] | None = None
-
-    @property
-    def words(self) -> list[str]:
-        if self._words is None:
-            self._words = _WORD.findall(self.text)
-        return self._words
-
-    @property
-    def trigrams(self) -> set[tuple[str, str, str]]:
-        """Every run of 3 consecutive words."""
-        if self._trigrams is None:
-            w = self.words
-            self._trigrams = set(zip(w, w[1:], w[2:], strict=False))
-        return self._trigrams
-
-    @property
-    def bigrams(self) -> set[tuple[str, str]]:
-        """Every run of 2 consecutive words."""
-        if self._bigrams is None:
-            w = self.words
-            self._bigrams = set(zip(w, w[1:], strict=False))
-        return self._bigrams
-
-    @property
-    def fields(self) -> set[tuple[str, str]]:
-        """The fields of exactly 2 words (rule 2 of the module docstring), read from the text before
-        normalisation (which joins lines), each normalised on its own."""
-        if self._fields is None:
-            self._fields = set()
-            for m in _FIELD2.finditer(self.raw):
-                pair = _WORD.findall(normalize_for_marks(m.group()))
-                if len(pair) == 2:
-                    self._fields.add((pair[0], pair[1]))
-        return self._fields
-
-    @property
-    def vocabulary(self) -> set[str]:
-        """Every word."""
-        if self._vocabulary is None:
-            self._vocabulary = set(self.words)
-        return self._vocabulary
-
-    def has_word(self, word: str) -> bool:
-        """:func:`has_word` over this text; a word made of words the text lacks is answered from the
-        vocabulary, without a search."""
-        parts = _WORD.findall(word)
-        if not all(p in self.vocabulary for p in parts):
-            return False
-        if len(parts) == 1 and parts[0] == word:
-            return True  # a whole word of the text by construction
-        return has_word(word, self.text)
 
 
 @dataclass(frozen=True)
@@ -254,19 +159,19 @@ def find_spans(value: str, sources: Sequence[Haystack], own: Haystack | None = N
     leftmost part it merged. ``own``: the person's own messages; what stands there is not a part.
     """
     norm, starts, ends = normalized_with_offsets(value)
-    words = [(m.start(), m.end(), m.group()) for m in _WORD.finditer(norm)]
+    words = [(m.start(), m.end(), m.group()) for m in WORD.finditer(norm)]
     texts = [w[2] for w in words]
     found: list[tuple[int, int, str, bool]] = []  # (start, end, source, a unit?), offsets in ``norm``
     for i in range(len(words) - MIN_RUN + 1):
         tri = (texts[i], texts[i + 1], texts[i + 2])
-        if not (own and tri in own.trigrams):
-            src = next((h.source for h in sources if tri in h.trigrams), None)
+        if not (own and own.has_trigram(tri)):
+            src = next((h.source for h in sources if h.has_trigram(tri)), None)
             if src is not None:
                 found.append((words[i][0], words[i + 2][1], src, False))
     for i in range(len(words) - 1):
         pair = (texts[i], texts[i + 1])
-        if not (own and pair in own.bigrams):
-            src = next((h.source for h in sources if pair in h.fields), None)
+        if not (own and own.has_pair(pair)):
+            src = next((h.source for h in sources if h.has_pair(pair)), None)
             if src is not None:
                 found.append((words[i][0], words[i + 1][1], src, False))
     for m in _UNIT.finditer(norm):
@@ -278,7 +183,7 @@ def find_spans(value: str, sources: Sequence[Haystack], own: Haystack | None = N
             a = m.start() + m.group().index(unit)
             found.append((a, a + len(unit), src, True))
     return [Span(starts[a], ends[b - 1], value[starts[a]:ends[b - 1]], norm[a:b], src)
-            for a, b, src, unit in _merged(found) if unit or says_something(_WORD.findall(norm[a:b]))]
+            for a, b, src, unit in _merged(found) if unit or says_something(WORD.findall(norm[a:b]))]
 
 
 def _merged(found: list[tuple[int, int, str, bool]]) -> list[tuple[int, int, str, bool]]:

@@ -27,7 +27,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from palui.policy.spans import Haystack, Span, find_spans, has_word
+from palui.policy.haystack import Grams, Haystack, has_word
+from palui.policy.spans import Span, find_spans
 from palui.text.escape import normalize_for_marks
 
 MIN_LEN = 4  # characters of a whole value marked under any argument
@@ -208,9 +209,14 @@ def untrusted_args(args: Any, untrusted: Iterable[tuple[str, str]], *, schema: d
     sources = [Haystack(src, text) for src, text in untrusted]
     if not sources:
         return []
-    own = Haystack("", "\n".join(own_texts))
+    own = Haystack("", "\n".join(own_texts), own=True)
+    leaves = _leaves(args, "", ())
+    # one pass over each text for what every value of the call needs (linear in the texts' size)
+    grams = Grams.of(normalize_for_marks(v) for _, _, v in leaves if isinstance(v, str))
+    for h in (*sources, own):
+        h.prepare(grams)
     marks: list[dict[str, Any]] = []
-    for path, keys, raw in _leaves(args, "", ()):
+    for path, keys, raw in leaves:
         if fixed_by_schema(schema, keys, raw):
             continue
         value = raw if isinstance(raw, str) else json.dumps(raw)
