@@ -36,7 +36,7 @@ MIN_LEN = 4  # characters of a whole value marked under any argument
 #: marked at any length (``"Bob"``). Matched against each word of the name (``recipient_email``,
 #: ``toAddress``, ``cc_list``), singular or plural.
 PERSON_WORDS = frozenset({
-    "recipient", "to", "cc", "bcc", "from", "sender", "reply", "email", "mail", "iban", "bic", "swift",
+    "recipient", "to", "cc", "bcc", "from", "sender", "email", "mail", "iban", "bic", "swift",
     "account", "payee", "beneficiary", "url", "uri", "link", "href", "host", "hostname", "domain", "phone",
     "name", "user", "username", "login", "handle", "address", "contact", "participant", "attendee",
     "invitee", "member", "owner", "assignee", "author", "channel",
