@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from palui.policy.haystack import Haystack, has_word
-from palui.policy.spans import find_spans, is_unit, normalized_with_offsets, says_something
+from palui.policy.offsets import OffsetMap
+from palui.policy.spans import find_spans, is_unit, says_something
 from palui.policy.taint import is_person_key, untrusted_args
 from palui.text.escape import normalize_for_marks
 from palui.text.prompts import approval_prompt, mark_line
@@ -220,13 +221,22 @@ def test_match_is_the_longest_part_and_every_mark_has_the_same_fields():
 
 @pytest.mark.parametrize("value", [
     "plain", "  Two   words  ", "ＦＵＬＬ width", "e\u200b\u0301t\u00e9", "Stra\u00dfe", "a\u00a0b\u2003c",
-    "\ufb01le", "x\r\ny", "",
+    "\ufb01le", "x\r\ny", "", "a\rb", " \u00a0x  y \u3000", "\u00a8x", "Ab  Cd\tEf\nG ", "\u200b \u200b x",
+    "caf\u00e9 au lait", "  \n\t ", "Plain ASCII, with punctuation!", "mixed ASCII and caf\u00e9\u00a0\u00a0x", " a",
 ])
-def test_normalized_offsets_agree_with_normalize_for_marks(value):
-    norm, starts, ends = normalized_with_offsets(value)
+def test_the_offset_map_agrees_with_normalize_for_marks(value):
+    where = OffsetMap(value)
+    norm = where.text
     assert norm == normalize_for_marks(value)
-    assert len(starts) == len(ends) == len(norm)
-    assert all(0 <= a < b <= len(value) for a, b in zip(starts, ends, strict=True))
+    bounds = [where.span(i, i + 1) for i in range(len(norm))]
+    assert all(0 <= a < b <= len(value) for a, b in bounds)
+    assert [a for a, _ in bounds] == sorted(a for a, _ in bounds)
+    for ch, (a, b) in zip(norm, bounds, strict=True):  # each character comes from the part it is mapped to
+        assert ch == " " or ch in normalize_for_marks(value[a:b])
+    if norm:
+        a, b = where.span(0, len(norm))
+        assert normalize_for_marks(value[a:b]) == norm
+        assert normalize_for_marks(value[:a]) == normalize_for_marks(value[b:]) == ""
 
 
 @pytest.mark.parametrize("word, text, expected", [

@@ -89,10 +89,14 @@ class Haystack:
         self.text = normalize_for_marks(raw)
         self._words: list[str] | None = None
         self._asked = Grams()
-        self._found = Grams()  # ``pairs``: whole fields, or any pair for ``own``
+        #: what :meth:`prepare` found; ``pairs``: the whole fields, or for ``own`` any pair
+        self.found = Grams()
 
     def prepare(self, grams: Grams) -> None:
         """Look up which of ``grams`` (not looked up before) this text has, in one pass over its words."""
+        if grams.words <= self._asked.words and grams.pairs <= self._asked.pairs and \
+                grams.trigrams <= self._asked.trigrams:
+            return
         words, pairs = grams.words - self._asked.words, grams.pairs - self._asked.pairs
         trigrams = grams.trigrams - self._asked.trigrams
         if not (words or pairs or trigrams):
@@ -100,10 +104,10 @@ class Haystack:
         if self._words is None:
             self._words = WORD.findall(self.text)
         w = self._words
-        self._found.words |= words.intersection(w)
-        self._found.trigrams |= trigrams.intersection(zip(w, w[1:], w[2:], strict=False))
+        self.found.words |= words.intersection(w)
+        self.found.trigrams |= trigrams.intersection(zip(w, w[1:], w[2:], strict=False))
         if pairs:
-            self._found.pairs |= pairs.intersection(zip(w, w[1:], strict=False) if self.own else self._fields())
+            self.found.pairs |= pairs.intersection(zip(w, w[1:], strict=False) if self.own else self._fields())
         self._asked.words |= words
         self._asked.pairs |= pairs
         self._asked.trigrams |= trigrams
@@ -120,20 +124,23 @@ class Haystack:
 
     def has_trigram(self, t: Trigram) -> bool:
         """Whether the three words stand one after the other (punctuation between them aside)."""
-        self.prepare(Grams(trigrams={t}))
-        return t in self._found.trigrams
+        if t not in self._asked.trigrams:
+            self.prepare(Grams(trigrams={t}))
+        return t in self.found.trigrams
 
     def has_pair(self, p: Pair) -> bool:
         """Whether the two words are a whole field (or, in the person's own messages, stand together)."""
-        self.prepare(Grams(pairs={p}))
-        return p in self._found.pairs
+        if p not in self._asked.pairs:
+            self.prepare(Grams(pairs={p}))
+        return p in self.found.pairs
 
     def has_word(self, word: str) -> bool:
         """:func:`has_word` over this text; answered from the words found, without a search, when a
         word in it is missing from the text or it is a single word."""
         parts = WORD.findall(word)
-        self.prepare(Grams(words=set(parts)))
-        if not all(p in self._found.words for p in parts):
+        if not self._asked.words.issuperset(parts):
+            self.prepare(Grams(words=set(parts)))
+        if not all(p in self.found.words for p in parts):
             return False
         if len(parts) == 1 and parts[0] == word:
             return True  # a whole word of the text by construction

@@ -34,13 +34,13 @@ substring search (:func:`~palui.policy.haystack.has_word`).
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from palui.policy.haystack import WORD, Haystack
+from palui.policy.haystack import WORD, Grams, Haystack
+from palui.policy.offsets import OffsetMap
 from palui.policy.outside import NOT_TLDS
-from palui.text.escape import is_hidden, strip_hidden
 
 MIN_RUN = 3  # words in a run that counts anywhere in untrusted text (rule 1)
 MIN_SIGNIFICANT = 4  # characters of a word that makes a run signal
@@ -68,7 +68,7 @@ which while who whom whose why will with within without would yes yet you your y
 """.split())
 
 _UNIT = re.compile(r"(?:[^\s;,|\"'<>()\[\]{}]|(?<=\d),(?=\d))+")
-_WS = re.compile(r"\s")
+_UNIT_HINT = re.compile(r"[@.:\d]")
 _YEAR = re.compile(r"(?:19|20)\d\d")
 _NUMBER = re.compile(r"[+#(]?\d[\d().,/-]*\d\)?")
 _DOMAIN = re.compile(r"[\w-]+(?:\.[\w-]+)+")
@@ -90,19 +90,19 @@ def says_something(words: Sequence[str]) -> bool:
 
 def is_unit(word: str) -> bool:
     """Whether a normalised, edge-stripped word counts on its own (rule 3 of the module docstring)."""
-    if word in STOP_WORDS:
-        return False
-    if "@" in word and re.search(r"\w@\w", word):
-        return True
-    if _URL.match(word):
-        return True
-    if _DOMAIN.fullmatch(word):
-        last = word.rsplit(".", 1)[1]
-        if last.isalpha() and len(last) >= 2 and last not in NOT_TLDS:
+    if len(word) >= MIN_UNIT_WORD:
+        return word not in STOP_WORDS
+    if "@" in word:
+        return re.search(r"\w@\w", word) is not None
+    if "." in word or ":" in word:
+        if _URL.match(word):
             return True
+        if _DOMAIN.fullmatch(word):
+            last = word.rsplit(".", 1)[1]
+            return last.isalpha() and len(last) >= 2 and last not in NOT_TLDS
     if _NUMBER.fullmatch(word):
         return sum(c.isdigit() for c in word) >= MIN_UNIT_DIGITS and not _YEAR.fullmatch(word)
-    return len(word) >= MIN_UNIT_WORD
+    return False
 
 
 @dataclass(frozen=True)
@@ -120,70 +120,62 @@ class Span:
     source: str
 
 
-def normalized_with_offsets(value: str) -> tuple[str, list[int], list[int]]:
-    """``value`` normalised as :func:`normalize_for_marks` does, and for each character of the result
-    the start and end offsets in ``value`` of what it came from.
-
-    Normalises one base character at a time, with the combining marks and hidden code points after it
-    (NFKC composes within such a cluster), so the result can differ from :func:`normalize_for_marks`
-    only where NFKC composes across base characters (Hangul jamo): then a span is not found, never misplaced.
-    """
-    chars: list[str] = []
-    starts: list[int] = []
-    ends: list[int] = []
-    i, n = 0, len(value)
-    while i < n:
-        j = i + 1
-        while j < n and (unicodedata.combining(value[j]) or is_hidden(value[j])):
-            j += 1
-        piece = strip_hidden(unicodedata.normalize("NFKC", strip_hidden(value[i:j]))).casefold()
-        for ch in piece:
-            if _WS.match(ch):
-                if not chars or chars[-1] == " ":
-                    if chars:
-                        ends[-1] = j
-                    continue
-                ch = " "
-            chars.append(ch)
-            starts.append(i)
-            ends.append(j)
-        i = j
-    if chars and chars[-1] == " ":
-        chars.pop(), starts.pop(), ends.pop()
-    return "".join(chars), starts, ends
-
-
 def find_spans(value: str, sources: Sequence[Haystack], own: Haystack | None = None) -> list[Span]:
     """The maximal parts of ``value`` that stand in untrusted ``sources`` (rules of the module docstring),
     in the order they appear in ``value``; each names the first source (in conversation order) of the
     leftmost part it merged. ``own``: the person's own messages; what stands there is not a part.
+
+    Linear in the size of ``value``: its trigrams and pairs are looked up in sets, source by source.
     """
-    norm, starts, ends = normalized_with_offsets(value)
-    words = [(m.start(), m.end(), m.group()) for m in WORD.finditer(norm)]
-    texts = [w[2] for w in words]
+    where = OffsetMap(value)
+    norm = where.text
+    words = list(WORD.finditer(norm))
+    texts = [m.group() for m in words]
+    grams = Grams.of([norm])
+    for h in (*sources, *([own] if own else [])):
+        h.prepare(grams)
     found: list[tuple[int, int, str, bool]] = []  # (start, end, source, a unit?), offsets in ``norm``
-    for i in range(len(words) - MIN_RUN + 1):
-        tri = (texts[i], texts[i + 1], texts[i + 2])
-        if not (own and own.has_trigram(tri)):
-            src = next((h.source for h in sources if h.has_trigram(tri)), None)
-            if src is not None:
-                found.append((words[i][0], words[i + 2][1], src, False))
-    for i in range(len(words) - 1):
-        pair = (texts[i], texts[i + 1])
-        if not (own and own.has_pair(pair)):
-            src = next((h.source for h in sources if h.has_pair(pair)), None)
-            if src is not None:
-                found.append((words[i][0], words[i + 1][1], src, False))
+    trigrams = list(zip(texts, texts[1:], texts[2:], strict=False))
+    for i, name in _first_sources(trigrams, [(h.source, h.found.trigrams) for h in sources],
+                                 own.found.trigrams if own else set()):
+        found.append((words[i].start(), words[i + 2].end(), name, False))
+    pairs = list(zip(texts, texts[1:], strict=False))
+    for i, name in _first_sources(pairs, [(h.source, h.found.pairs) for h in sources],
+                                 own.found.pairs if own else set()):
+        found.append((words[i].start(), words[i + 1].end(), name, False))
     for m in _UNIT.finditer(norm):
+        if m.end() - m.start() < MIN_UNIT_WORD and _UNIT_HINT.search(m.group()) is None:
+            continue  # short, and no @ . : or digit: not a unit (most words; is_unit would say so slower)
         unit = m.group().strip(EDGE)
         if not unit or not is_unit(unit) or (own and own.has_word(unit)):
             continue
-        src = next((h.source for h in sources if h.has_word(unit)), None)
-        if src is not None:
+        first = next((h.source for h in sources if h.has_word(unit)), None)
+        if first is not None:
             a = m.start() + m.group().index(unit)
-            found.append((a, a + len(unit), src, True))
-    return [Span(starts[a], ends[b - 1], value[starts[a]:ends[b - 1]], norm[a:b], src)
-            for a, b, src, unit in _merged(found) if unit or says_something(WORD.findall(norm[a:b]))]
+            found.append((a, a + len(unit), first, True))
+    spans = []
+    for a, b, source, has_unit in _merged(found):
+        if has_unit or says_something(WORD.findall(norm[a:b])):
+            start, end = where.span(a, b)
+            spans.append(Span(start, end, value[start:end], norm[a:b], source))
+    return spans
+
+
+def _first_sources(items: list[Any], sources: list[tuple[str, set[Any]]], own: set[Any]) -> list[tuple[int, str]]:
+    """(index, first source that has it) for each of ``items`` found in a source and not in ``own``."""
+    todo = [i for i, item in enumerate(items) if item not in own]
+    out: list[tuple[int, str]] = []
+    for name, found in sources:
+        if not todo:
+            break
+        rest = []
+        for i in todo:
+            if items[i] in found:
+                out.append((i, name))
+            else:
+                rest.append(i)
+        todo = rest
+    return out
 
 
 def _merged(found: list[tuple[int, int, str, bool]]) -> list[tuple[int, int, str, bool]]:
