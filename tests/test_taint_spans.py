@@ -3,12 +3,14 @@ arguments, and the parts of a longer value, quoted as those parts. Pure: tables 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from palui.policy.haystack import Haystack, has_word
 from palui.policy.offsets import OffsetMap
 from palui.policy.spans import find_spans, is_unit, says_something
-from palui.policy.taint import is_person_key, untrusted_args
+from palui.policy.taint import is_person_key, json_text, untrusted_args
 from palui.text.escape import normalize_for_marks
 from palui.text.prompts import approval_prompt, mark_line
 from support.mark_cases import BENIGN, HOTEL_ADDRESS, HOTELS, INJECTED, Ask
@@ -103,6 +105,12 @@ def test_the_approval_prompt_quotes_the_parts():
 ])
 def test_numbers_and_booleans(args, text, schema, expected):
     assert marked(args, [("page", text)], schema=schema) == expected
+
+
+@pytest.mark.parametrize("v", [7, -3, 0, 7.5, 50.0, 1e300, 1e-7, 0.1, 10**20, 1e16, True, False, float("nan"),
+                               float("inf"), -float("inf")])
+def test_json_text_is_what_json_writes(v):
+    assert json_text(v) == json.dumps(v)
 
 
 def test_a_number_the_person_wrote_is_not_marked():

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from bisect import bisect_right
 
 from palui.text.escape import is_hidden, strip_hidden
 
@@ -122,7 +121,11 @@ class OffsetMap:
         self._space = ch == " "
 
     def _of(self, p: int) -> tuple[int, int]:
-        k = bisect_right(self._at, p) - 1
+        lo, hi = 0, len(self._at)  # the last segment starting at or before p (binary search)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if self._at[mid] <= p else (lo, mid)
+        k = lo
         off = p - self._at[k]
         if self._plain[k] >= 0:
             return self._plain[k] + off, self._plain[k] + off + 1

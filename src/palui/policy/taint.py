@@ -21,7 +21,6 @@ what can be hijacked and left off what cannot:
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -219,7 +218,7 @@ def untrusted_args(args: Any, untrusted: Iterable[tuple[str, str]], *, schema: d
     for path, keys, raw in leaves:
         if fixed_by_schema(schema, keys, raw):
             continue
-        value = raw if isinstance(raw, str) else json.dumps(raw)
+        value = raw if isinstance(raw, str) else json_text(raw)
         names = [k for k in keys if isinstance(k, str)]
         named = bool(names) and (is_identifier_key(names[-1]) or is_person_key(names[-1]))
         whole = _whole_value(raw, sources, own, named)
@@ -247,7 +246,7 @@ def _whole_value(raw: str | int | float, sources: Sequence[Haystack], own: Hayst
             return None
         src = next((h.source for h in sources if pattern.search(h.text)), None)
         return None if src is None else (src, _plain_number(raw))
-    needle = normalize_for_marks(raw if isinstance(raw, str) else json.dumps(raw))
+    needle = normalize_for_marks(raw if isinstance(raw, str) else json_text(raw))
     if not needle or not (named or len(needle) >= MIN_LEN):
         return None
     # the person's own words: a short value only as a whole word (the identifier rule of old)
@@ -257,11 +256,20 @@ def _whole_value(raw: str | int | float, sources: Sequence[Haystack], own: Hayst
     return None if src is None else (src, needle)
 
 
+def json_text(v: int | float) -> str:
+    """A number or boolean as JSON writes it (``json.dumps``): ``7``, ``7.5``, ``true``, ``1e+300``, ``NaN``."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float) and not math.isfinite(v):
+        return "NaN" if math.isnan(v) else "Infinity" if v > 0 else "-Infinity"
+    return repr(v)
+
+
 def _plain_number(v: int | float) -> str:
     """``v`` as written most simply: ``7``, ``7.5``, ``50`` for ``50.0``; JSON's text for the rest (``1e+300``)."""
     if isinstance(v, float) and math.isfinite(v) and v.is_integer() and abs(v) < 1e16:
         return str(int(v))
-    return json.dumps(v)
+    return json_text(v)
 
 
 def number_pattern(v: int | float) -> re.Pattern[str]:
