@@ -75,7 +75,6 @@ _DOMAIN = re.compile(r"[\w-]+(?:\.[\w-]+)+")
 _URL = re.compile(r"[a-z][a-z0-9+.-]*://\S|www\.\w")
 
 
-
 def significant(word: str) -> bool:
     """Whether a (normalised) word makes a run signal: 4+ characters and not in :data:`STOP_WORDS`."""
     return len(word) >= MIN_SIGNIFICANT and word not in STOP_WORDS
@@ -85,7 +84,7 @@ def says_something(words: Sequence[str]) -> bool:
     """Whether a run of (normalised) words is signal: two words outside :data:`STOP_WORDS`, one of
     them :func:`significant`."""
     content = [w for w in words if w not in STOP_WORDS]
-    return len(content) >= 2 and any(len(w) >= MIN_SIGNIFICANT for w in content)
+    return len(content) >= 2 and any(significant(w) for w in content)
 
 
 def is_unit(word: str) -> bool:
@@ -125,7 +124,8 @@ def find_spans(value: str, sources: Sequence[Haystack], own: Haystack | None = N
     in the order they appear in ``value``; each names the first source (in conversation order) of the
     leftmost part it merged. ``own``: the person's own messages; what stands there is not a part.
 
-    Linear in the size of ``value``: its trigrams and pairs are looked up in sets, source by source.
+    Linear in the sizes of ``value`` and the texts: each text is read once (:meth:`Haystack.prepare`), then
+    the value's trigrams and pairs are looked up in sets, source by source.
     """
     where = OffsetMap(value)
     norm = where.text
