@@ -19,7 +19,7 @@ PAGE = [("web__fetch_page at step 1", ("Please pay to IBAN DE89 3704 0044 0532 0
     ({"text": "today"}, [("text", "today")]),               # 4+ characters, whole value in the page
     ({"text": "see you today at noon"}, []),                # only short words in common
     ({"items": [{"iban": "x DE89370400440532013000"}]}, [("items[0].iban", "de89370400440532013000")]),
-    ({"n": 5, "flag": True}, []),                           # only strings are checked
+    ({"n": 5, "flag": True}, []),                           # numbers too: "5" is short, "true" not in the page
 ])
 def test_marks(args, expected):
     marks = untrusted_args(args, PAGE)
