@@ -7,7 +7,8 @@
    when only a word of it matched, and false marks per benign ask.
 2. Cost: ``untrusted_args`` over one untrusted page of 0.25 to 2 MB (1 MB is what Palui keeps of one
    tool result) and a value of 2,000 characters, either copied from the page (an injected body) or not
-   in it (a benign one), old and new alternating call by call.
+   in it (a benign one), old and new alternating call by call; then values of 200,000 and 1,000,000
+   characters made of a 1 MB page's lines in reverse order (a document written from it).
 
 The old rule is ``src/palui/policy/taint.py`` at ``--old`` (default: the commit before the span marks),
 read with ``git show``. Usage: ``.venv/bin/python bench/marks.py [--old REV] [--runs N]``. No thresholds.
@@ -27,10 +28,9 @@ from common import ROOT, report
 
 sys.path.insert(0, str(ROOT / "tests"))
 
-from support.mark_cases import BENIGN, INJECTED  # noqa: E402
-
 from palui.policy.taint import untrusted_args  # noqa: E402
 from palui.text.escape import normalize_for_marks  # noqa: E402
+from support.mark_cases import BENIGN, INJECTED  # noqa: E402
 
 OLD_REV = "3bc4fd2"  # main before the span marks
 
@@ -94,6 +94,16 @@ def cost(rules: dict[str, Any], runs: int) -> None:
                     rule({"body": value}, [("web__fetch_page at step 1", text)], own_texts=["read the page"])
                     rows[name].append((time.perf_counter() - t) * 1000)
             report(f"untrusted_args, {mb:g} MB page, 2,000-character {label}", "ms", rows, "old")
+    text = page(1_000_000)
+    for size in (200_000, 1_000_000):  # a long document written from the page's lines, reordered
+        value = "\n".join(reversed(text[:size].split("\n")))
+        rows = {name: [] for name in rules}
+        for _ in range(max(1, runs // 3)):
+            for name, rule in rules.items():
+                t = time.perf_counter()
+                rule({"content": value}, [("web__fetch_page at step 1", text)], own_texts=["read the page"])
+                rows[name].append((time.perf_counter() - t) * 1000)
+        report(f"untrusted_args, 1 MB page, a {size:,}-character value of its lines reordered", "ms", rows, "old")
 
 
 def main() -> None:

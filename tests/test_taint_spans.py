@@ -218,6 +218,13 @@ def test_overlapping_parts_from_two_sources_merge_and_keep_the_leftmost_source()
         [("a", ["quiet garden terrace views"])]
 
 
+def test_marks_come_in_argument_order_whole_and_in_parts_alike():
+    args = {"first": "Stay at Luxury Palace tonight", "second": "Good Night", "third": [7, "see Good Night now"]}
+    marks = untrusted_args(args, [("hotels", "Hotel Names:\nGood Night\nLuxury Palace\nid: 7\n")])
+    assert [(m["path"], m["spans"]) for m in marks] == [
+        ("first", ["Luxury Palace"]), ("second", ["Good Night"]), ("third[1]", ["Good Night"])]
+
+
 def test_match_is_the_longest_part_and_every_mark_has_the_same_fields():
     [m] = untrusted_args({"text": "Pay to IBAN DE89370400440532013000"},
                          [("p", "Please pay to IBAN DE89 3704 or DE89370400440532013000.")])

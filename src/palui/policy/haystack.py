@@ -15,7 +15,7 @@ are read from the text before normalisation, which joins lines.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from palui.text.escape import normalize_for_marks
@@ -89,6 +89,7 @@ class Haystack:
         self.text = normalize_for_marks(raw)
         self._words: list[str] | None = None
         self._asked = Grams()
+        self.prepared: set[str] = set()  # the normalised values :func:`prepare` was called for
         #: what :meth:`prepare` found; ``pairs``: the whole fields, or for ``own`` any pair
         self.found = Grams()
 
@@ -145,3 +146,14 @@ class Haystack:
         if len(parts) == 1 and parts[0] == word:
             return True  # a whole word of the text by construction
         return has_word(word, self.text)
+
+
+def prepare(haystacks: Sequence[Haystack], values: Iterable[str]) -> None:
+    """Prepare every haystack for these normalised values (not done before): their grams computed once,
+    each text read once (:meth:`Haystack.prepare`)."""
+    new = [v for v in dict.fromkeys(values) if any(v not in h.prepared for h in haystacks)]
+    if new:
+        grams = Grams.of(new)
+        for h in haystacks:
+            h.prepare(grams)
+            h.prepared.update(new)

@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from palui.policy.haystack import WORD, Grams, Haystack
+from palui.policy.haystack import WORD, Haystack, prepare
 from palui.policy.offsets import OffsetMap
 from palui.policy.outside import NOT_TLDS
 
@@ -67,8 +67,11 @@ us use used using very want wants was we well went were what whatever when whene
 which while who whom whose why will with within without would yes yet you your yours yourself yourselves
 """.split())
 
-_UNIT = re.compile(r"(?:[^\s;,|\"'<>()\[\]{}]|(?<=\d),(?=\d))+")
-_UNIT_HINT = re.compile(r"[@.:\d]")
+_SEPS = r"\s;,|\"'<>()\[\]{}"
+_UNIT_CHAR = rf"(?:[^{_SEPS}]|(?<=\d),(?=\d))"
+# the text between separators that may be a unit: 8+ characters, or one of @ . : or a digit in it (the
+# scan skips every other word in C: most words are neither)
+_UNIT = re.compile(rf"(?<![^{_SEPS}])(?={_UNIT_CHAR}{{{MIN_UNIT_WORD}}}|{_UNIT_CHAR}*[@.:\d]){_UNIT_CHAR}+")
 _YEAR = re.compile(r"(?:19|20)\d\d")
 _NUMBER = re.compile(r"[+#(]?\d[\d().,/-]*\d\)?")
 _DOMAIN = re.compile(r"[\w-]+(?:\.[\w-]+)+")
@@ -119,40 +122,34 @@ class Span:
     source: str
 
 
-def find_spans(value: str, sources: Sequence[Haystack], own: Haystack | None = None) -> list[Span]:
+def find_spans(value: str | OffsetMap, sources: Sequence[Haystack], own: Haystack | None = None) -> list[Span]:
     """The maximal parts of ``value`` that stand in untrusted ``sources`` (rules of the module docstring),
     in the order they appear in ``value``; each names the first source (in conversation order) of the
     leftmost part it merged. ``own``: the person's own messages; what stands there is not a part.
+    ``value`` may come as its :class:`~palui.policy.offsets.OffsetMap` already made.
 
     Linear in the sizes of ``value`` and the texts: each text is read once (:meth:`Haystack.prepare`), then
     the value's trigrams and pairs are looked up in sets, source by source.
     """
-    where = OffsetMap(value)
-    norm = where.text
+    where = value if isinstance(value, OffsetMap) else OffsetMap(value)
+    value, norm = where.value, where.text
     words = list(WORD.finditer(norm))
-    texts = [m.group() for m in words]
-    grams = Grams.of([norm])
-    for h in (*sources, *([own] if own else [])):
-        h.prepare(grams)
+    texts = WORD.findall(norm)
+    prepare([*sources, *([own] if own else [])], [norm])
     found: list[tuple[int, int, str, bool]] = []  # (start, end, source, a unit?), offsets in ``norm``
-    trigrams = list(zip(texts, texts[1:], texts[2:], strict=False))
-    for i, name in _first_sources(trigrams, [(h.source, h.found.trigrams) for h in sources],
-                                 own.found.trigrams if own else set()):
-        found.append((words[i].start(), words[i + 2].end(), name, False))
-    pairs = list(zip(texts, texts[1:], strict=False))
-    for i, name in _first_sources(pairs, [(h.source, h.found.pairs) for h in sources],
-                                 own.found.pairs if own else set()):
-        found.append((words[i].start(), words[i + 1].end(), name, False))
+    for n, have in ((MIN_RUN, lambda h: h.found.trigrams), (2, lambda h: h.found.pairs)):
+        grams = list(zip(*(texts[k:] for k in range(n)), strict=False))
+        hits = _first_sources(grams, [(h.source, have(h)) for h in sources], have(own) if own else set())
+        for first, last, name in _runs(hits, n):
+            found.append((words[first].start(), words[last + n - 1].end(), name, False))
     for m in _UNIT.finditer(norm):
-        if m.end() - m.start() < MIN_UNIT_WORD and _UNIT_HINT.search(m.group()) is None:
-            continue  # short, and no @ . : or digit: not a unit (most words; is_unit would say so slower)
         unit = m.group().strip(EDGE)
         if not unit or not is_unit(unit) or (own and own.has_word(unit)):
             continue
-        first = next((h.source for h in sources if h.has_word(unit)), None)
-        if first is not None:
+        origin = next((h.source for h in sources if h.has_word(unit)), None)
+        if origin is not None:
             a = m.start() + m.group().index(unit)
-            found.append((a, a + len(unit), first, True))
+            found.append((a, a + len(unit), origin, True))
     spans = []
     for a, b, source, has_unit in _merged(found):
         if has_unit or says_something(WORD.findall(norm[a:b])):
@@ -162,19 +159,28 @@ def find_spans(value: str, sources: Sequence[Haystack], own: Haystack | None = N
 
 
 def _first_sources(items: list[Any], sources: list[tuple[str, set[Any]]], own: set[Any]) -> list[tuple[int, str]]:
-    """(index, first source that has it) for each of ``items`` found in a source and not in ``own``."""
-    todo = [i for i, item in enumerate(items) if item not in own]
-    out: list[tuple[int, str]] = []
+    """(index, first source that has it) for each of ``items`` found in a source and not in ``own``, in
+    index order. Set operations per source; one pass over ``items`` at the end."""
+    left = set(items) - own
+    name_of: dict[Any, str] = {}
     for name, found in sources:
-        if not todo:
+        if not left:
             break
-        rest = []
-        for i in todo:
-            if items[i] in found:
-                out.append((i, name))
-            else:
-                rest.append(i)
-        todo = rest
+        hit = left & found
+        name_of.update(dict.fromkeys(hit, name))
+        left -= hit
+    return [(i, name_of[item]) for i, item in enumerate(items) if item in name_of]
+
+
+def _runs(hits: list[tuple[int, str]], n: int) -> list[tuple[int, int, str]]:
+    """Windows of ``n`` words starting at the indexes of ``hits`` (in order), overlapping ones as one:
+    (first window, last window, source of the first)."""
+    out: list[tuple[int, int, str]] = []
+    for i, name in hits:
+        if out and i < out[-1][1] + n:
+            out[-1] = (out[-1][0], i, out[-1][2])
+        else:
+            out.append((i, i, name))
     return out
 
 

@@ -26,7 +26,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from palui.policy.haystack import Grams, Haystack, has_word
+from palui.policy.haystack import Haystack, has_word, prepare
+from palui.policy.offsets import OffsetMap
 from palui.policy.spans import Span, find_spans
 from palui.text.escape import normalize_for_marks
 
@@ -209,13 +210,9 @@ def untrusted_args(args: Any, untrusted: Iterable[tuple[str, str]], *, schema: d
     if not sources:
         return []
     own = Haystack("", "\n".join(own_texts), own=True)
-    leaves = _leaves(args, "", ())
-    # one pass over each text for what every value of the call needs (linear in the texts' size)
-    grams = Grams.of(normalize_for_marks(v) for _, _, v in leaves if isinstance(v, str))
-    for h in (*sources, own):
-        h.prepare(grams)
     marks: list[dict[str, Any]] = []
-    for path, keys, raw in leaves:
+    partial: list[tuple[int, str, str]] = []  # (place in marks, path, value) of strings not found whole
+    for path, keys, raw in _leaves(args, "", ()):
         if fixed_by_schema(schema, keys, raw):
             continue
         value = raw if isinstance(raw, str) else json_text(raw)
@@ -225,13 +222,18 @@ def untrusted_args(args: Any, untrusted: Iterable[tuple[str, str]], *, schema: d
         if whole is not None:
             marks.append({"path": path, "value": value, "match": whole[1], "source": whole[0], "spans": [value]})
         elif isinstance(raw, str):
-            by_source: dict[str, list[Span]] = {}
-            for span in find_spans(raw, sources, own):
-                by_source.setdefault(span.source, []).append(span)
-            for src, spans in by_source.items():
-                longest = max(spans, key=lambda s: len(s.match))
-                marks.append({"path": path, "value": value, "match": longest.match, "source": src,
-                              "spans": [s.text for s in spans]})
+            partial.append((len(marks), path, value))
+    if not partial:
+        return marks
+    # one pass over each text for what every remaining value needs (linear in the texts' size)
+    maps = [OffsetMap(value) for _, _, value in partial]
+    prepare([*sources, own], [m.text for m in maps])
+    for (at, path, value), where in zip(reversed(partial), reversed(maps), strict=True):
+        by_source: dict[str, list[Span]] = {}  # from the end, so each place in marks stays right
+        for span in find_spans(where, sources, own):
+            by_source.setdefault(span.source, []).append(span)
+        marks[at:at] = [{"path": path, "value": value, "match": max(spans, key=lambda s: len(s.match)).match,
+                         "source": src, "spans": [s.text for s in spans]} for src, spans in by_source.items()]
     return marks
 
 
