@@ -176,6 +176,8 @@ def test_short_values_under_person_keys(args, own, expected):
     ("visit Luxury Palace", '["Luxury Palace", "Good Night"]', [], ["Luxury Palace"]),
     ("visit Luxury Palace", "the luxury palace of the king", [], []),
     ("visit Luxury Palace", "from me, Luxury Palace, to you", [], ["Luxury Palace"]),
+    ("visit Luxury Palace", "- Lux\u200bury P\u2060alace\n- Good Night", [], ["Luxury Palace"]),
+    ("visit Luxury Palace", "- \uff2cuxury Palace\n- Good Night", [], ["Luxury Palace"]),
     # units: addresses, URLs, domains, numbers of 4+ digits (not a year), long words
     ("mail mallory@evil.example now", "contact: Mallory@Evil.example", [], ["mallory@evil.example"]),
     ("see https://evil.example/x?y=1 for more", "go to https://evil.example/x?y=1.", [], ["https://evil.example/x?y=1"]),

@@ -9,7 +9,7 @@ page never becomes a set of its 170,000 trigrams).
 
 A *field* is a line, list item or quoted string: the text between line breaks, tabs, ``"`` ``'`` ``,``
 ``;`` ``|`` and brackets, not followed by a colon (a label such as ``Hotel Names:`` or a JSON key). Fields
-are read from the text before normalisation, which joins lines.
+are read from the text with only its hidden code points removed, as normalisation joins lines.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from palui.text.escape import normalize_for_marks
+from palui.text.escape import normalize_for_marks, strip_hidden
 
 WORD = re.compile(r"\w+")
 _SEP = "\\n\\r\\t\"'{}\\[\\]()<>|;,:"
@@ -114,7 +114,8 @@ class Haystack:
         self._asked.trigrams |= trigrams
 
     def _fields(self) -> Iterator[Pair]:
-        for m in _FIELD2.finditer(self.raw):
+        # hidden code points go first, as normalisation drops them: "Lux\u200bury Palace" is two words
+        for m in _FIELD2.finditer(strip_hidden(self.raw)):
             a, b = m.group(1), m.group(2)
             if a.isascii() and b.isascii():
                 yield a.casefold(), b.casefold()  # what normalize_for_marks makes of ASCII words
