@@ -19,7 +19,7 @@ PAGE = [("web__fetch_page at step 1", ("Please pay to IBAN DE89 3704 0044 0532 0
     ({"text": "today"}, [("text", "today")]),               # 4+ characters, whole value in the page
     ({"text": "see you today at noon"}, []),                # only short words in common
     ({"items": [{"iban": "x DE89370400440532013000"}]}, [("items[0].iban", "de89370400440532013000")]),
-    ({"n": 5, "flag": True}, []),                           # only strings are checked
+    ({"n": 5, "flag": True}, []),                           # numbers too: "5" is short, "true" not in the page
 ])
 def test_marks(args, expected):
     marks = untrusted_args(args, PAGE)
@@ -89,7 +89,7 @@ def test_marks_are_signal(args, expected):
     marks = untrusted_args(args, FILE_PAGE, schema=DELETE_SCHEMA)
     assert [(m["path"], m["match"]) for m in marks] == expected
     for m in marks:
-        assert set(m) == {"path", "value", "match", "source"}
+        assert set(m) == {"path", "value", "match", "source", "spans"}
         assert m["source"] == "mcp-files__read_file at step 1"
 
 
@@ -109,7 +109,8 @@ def test_own_messages_are_not_marked(args, own, expected):
 
 def test_marks_without_schema_or_own_texts_keep_todays_shape():
     assert untrusted_args({"kind": "file"}, FILE_PAGE) == [
-        {"path": "kind", "value": "file", "match": "file", "source": "mcp-files__read_file at step 1"}]
+        {"path": "kind", "value": "file", "match": "file", "source": "mcp-files__read_file at step 1",
+         "spans": ["file"]}]
 
 
 def test_schema_paths_do_not_crash_on_odd_schemas():

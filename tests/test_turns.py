@@ -66,7 +66,7 @@ async def test_tainting_call_and_write_in_same_response(web_svc, tmp_path):
     [a] = r["pending_approvals"]
     assert a["tool"] == "recall__add_memory"
     assert a["untrusted_args"] == [{"path": "text", "value": "mallory@evil.example", "match": "mallory@evil.example",
-                                    "source": a["untrusted_args"][0]["source"]}]
+                                    "source": a["untrusted_args"][0]["source"], "spans": ["mallory@evil.example"]}]
     assert "web__fetch_page at step 1" in a["untrusted_args"][0]["source"]
     assert s.audit()[-1]["tool"] == "recall__add_memory"  # the search has not been decided yet
     r = await s.answer_and_resume(a["id"], False, "cli")

@@ -1,30 +1,46 @@
-"""Marking approval arguments that appeared in untrusted content (spec §4, issue 10). Pure.
+"""Marking approval arguments that appeared in untrusted content (spec §4). Pure.
 
 A mark is a signal to the person ("this IBAN came from the web page you fetched"), so it is kept for
 what can be hijacked and left off what cannot:
 
 - values are compared after :func:`palui.text.escape.normalize_for_marks` (NFKC, hidden code points
   removed, case-folded, whitespace collapsed) on both sides, so a zero-width character or a
-  different case or width does not dodge a mark;
-- a value the tool's input schema fixes (an ``enum`` member or the ``const`` at that argument) or
-  that the person wrote themselves (in their own messages of the conversation) is not marked;
-- a value of 4+ characters found in untrusted content is marked, or else a word of 8+ characters
-  inside it (an IBAN in a sentence); a shorter value only when its argument is an identifier
-  (``id``, ``file_id``, ``fileId``) and it is a whole word of untrusted content ("Delete the file
-  with ID '13'").
+  different case or width does not dodge a mark; numbers and booleans as their JSON text (``7``,
+  ``7.5``, ``true``), like strings;
+- a value the tool's input schema fixes (an ``enum`` member, the ``const``, or any value of a
+  ``boolean`` argument, an enum of two) or that the person wrote themselves (in their own messages
+  of the conversation) is not marked;
+- a whole value is marked when it stands as a whole word in untrusted content: from 4 characters
+  on (:data:`MIN_LEN`), or at any length under an argument that names an identifier
+  (:func:`is_identifier_key`: ``id``, ``file_id``) or a person, address or account
+  (:func:`is_person_key`: ``recipient``, ``to``, ``iban``, ``recipient_email``, ``toAddress``);
+- otherwise the parts of a string value that stand in untrusted content are marked *as those parts*
+  (:mod:`palui.policy.spans`: runs of 3+ words, 2-word fields, addresses, URLs, numbers, long words),
+  and the approval quotes them rather than the whole value.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from palui.policy.haystack import Haystack, has_word, prepare
+from palui.policy.offsets import OffsetMap
+from palui.policy.spans import Span, find_spans
 from palui.text.escape import normalize_for_marks
 
-MIN_LEN = 4
-MIN_TOKEN = 8  # a word inside a longer value is marked from this length on (IBANs, e-mails, URLs)
-_EDGE = "\"'()[]{}<>.,;:!?"
+MIN_LEN = 4  # characters of a whole value marked under any argument
+#: Words of an argument's name that make it name a person, an address or an account: its value is
+#: marked at any length (``"Bob"``). Matched against each word of the name (``recipient_email``,
+#: ``toAddress``, ``cc_list``), singular or plural.
+PERSON_WORDS = frozenset({
+    "recipient", "to", "cc", "bcc", "from", "sender", "email", "mail", "iban", "bic", "swift",
+    "account", "payee", "beneficiary", "url", "uri", "link", "href", "host", "hostname", "domain", "phone",
+    "name", "user", "username", "login", "handle", "address", "contact", "participant", "attendee",
+    "invitee", "member", "owner", "assignee", "author", "channel",
+})
 _REF_DEPTH = 8  # local $ref hops followed at one schema position (a cycle stops there)
 
 Key = str | int  # a dict key or a list index on an argument's path
@@ -37,12 +53,13 @@ def normalize(text: str) -> str:
 
 def string_values(args: Any, path: str = "") -> list[tuple[str, str]]:
     """Every string value in ``args`` with its JSON path (``"to"``, ``"items[0].iban"``)."""
-    return [(p, v) for p, _, v in _leaves(args, path, ())]
+    return [(p, v) for p, _, v in _leaves(args, path, ()) if isinstance(v, str)]
 
 
-def _leaves(args: Any, path: str, keys: tuple[Key, ...]) -> list[tuple[str, tuple[Key, ...], str]]:
-    out: list[tuple[str, tuple[Key, ...], str]] = []
-    if isinstance(args, str):
+def _leaves(args: Any, path: str, keys: tuple[Key, ...]) -> list[tuple[str, tuple[Key, ...], str | int | float]]:
+    """Every string, number and boolean in ``args`` with its JSON path and the keys on that path."""
+    out: list[tuple[str, tuple[Key, ...], str | int | float]] = []
+    if isinstance(args, str | int | float):
         out.append((path or "$", keys, args))
     elif isinstance(args, dict):
         for k, v in args.items():
@@ -59,6 +76,23 @@ def is_identifier_key(key: str) -> bool:
     low = key.lower()
     return (low in ("id", "ids") or low.endswith(("_id", "_ids", "-id", "-ids"))
             or key.endswith(("Id", "ID", "Ids", "IDs")))
+
+
+def _name_words(key: str) -> list[str]:
+    """The words of an argument name, lower case: ``toAddress`` → ``to``, ``address``; ``recipient_email``
+    → ``recipient``, ``email``; ``IBAN`` → ``iban``."""
+    return [w.lower() for w in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+", key)]
+
+
+def is_person_key(key: str) -> bool:
+    """Whether an argument named ``key`` names a person, an address or an account: one of its words
+    (:func:`_name_words`) is in :data:`PERSON_WORDS`, as written or as a plural (``recipients``,
+    ``addresses``): ``to``, ``cc``, ``recipient_email``, ``toAddress``, ``user_name``, ``iban``, ``url``."""
+    for w in _name_words(key):
+        if w in PERSON_WORDS or (w.endswith("s") and w[:-1] in PERSON_WORDS) or \
+                (w.endswith("es") and w[:-2] in PERSON_WORDS):
+            return True
+    return False
 
 
 def _resolve(root: dict[str, Any], node: Any) -> Any:
@@ -126,26 +160,36 @@ def schema_at(schema: dict[str, Any], keys: Sequence[Key]) -> list[dict[str, Any
     return nodes
 
 
-def fixed_by_schema(schema: dict[str, Any] | None, keys: Sequence[Key], value: str) -> bool:
-    """Whether ``value`` equals (exactly) an ``enum`` member or the ``const`` the schema gives at ``keys``."""
+def _json_kind(v: Any) -> str:
+    return "boolean" if isinstance(v, bool) else "number" if isinstance(v, int | float) else type(v).__name__
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality of two scalars: ``1`` is not ``true`` nor ``"1"``; ``1`` is ``1.0``."""
+    return _json_kind(a) == _json_kind(b) and a == b
+
+
+def fixed_by_schema(schema: dict[str, Any] | None, keys: Sequence[Key], value: Any) -> bool:
+    """Whether ``value`` equals (exactly, as JSON) an ``enum`` member or the ``const`` the schema gives
+    at ``keys``, or is a boolean where the schema says ``"type": "boolean"`` (two values, both fixed)."""
     if not isinstance(schema, dict):
         return False
     for node in schema_at(schema, keys):
-        if "const" in node and node["const"] == value:
+        if "const" in node and _same(node["const"], value):
             return True
         enum = node.get("enum")
-        if isinstance(enum, list) and any(isinstance(m, str) and m == value for m in enum):
+        if isinstance(enum, list) and any(_same(m, value) for m in enum):
+            return True
+        kind = node.get("type")
+        if isinstance(value, bool) and (kind == "boolean" or isinstance(kind, list) and "boolean" in kind):
             return True
     return False
 
 
-def _has_word(word: str, text: str) -> bool:
-    return re.search(rf"(?<!\w){re.escape(word)}(?!\w)", text) is not None
-
-
 def untrusted_args(args: Any, untrusted: Iterable[tuple[str, str]], *, schema: dict[str, Any] | None = None,
-                   own_texts: Sequence[str] = ()) -> list[dict[str, str]]:
-    """Argument values that also appear in untrusted content, to be marked in the approval prompt.
+                   own_texts: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Argument values, or parts of them, that also appear in untrusted content, to be marked in the
+    approval prompt (the rules are in the module docstring).
 
     Args:
         args: the call's arguments (JSON-like).
@@ -156,37 +200,87 @@ def untrusted_args(args: Any, untrusted: Iterable[tuple[str, str]], *, schema: d
         own_texts: the person's own messages of the conversation; what they wrote is not marked.
 
     Returns:
-        ``[{"path", "value", "match", "source"}]``, one per marked value (first source that has it).
-        ``match`` is the part found, normalised: the whole value (spec §4), or else a word of
-        ``MIN_TOKEN``+ characters inside it — so "Pay to IBAN DE89…" is marked when the page had the
-        IBAN (a hijacked argument is rarely the page's text verbatim). A value shorter than
-        ``MIN_LEN`` is marked only under an identifier argument (:func:`is_identifier_key`) and when
-        it is a whole word of the untrusted text.
+        ``[{"path", "value", "match", "source", "spans"}]`` in argument order: one per value marked whole
+        (``spans == [value]``, ``match`` its normalised form; the first source that has it), else one per
+        source of the parts found in a string value (:func:`palui.policy.spans.find_spans`):
+        ``spans`` lists those parts in the value's own spelling, left to right, ``match`` is the
+        longest of them normalised. ``value`` is a string: a number or boolean as its JSON text.
     """
-    sources = [(src, normalize_for_marks(text)) for src, text in untrusted]
+    sources = [Haystack(src, text) for src, text in untrusted]
     if not sources:
         return []
-    own = [normalize_for_marks(t) for t in own_texts]
-    marks: list[dict[str, str]] = []
-    for path, keys, value in _leaves(args, "", ()):
-        needle = normalize_for_marks(value)
-        if not needle or fixed_by_schema(schema, keys, value):
+    own = Haystack("", "\n".join(own_texts), own=True)
+    marks: list[dict[str, Any]] = []
+    partial: list[tuple[int, str, str]] = []  # (place in marks, path, value) of strings not found whole
+    for path, keys, raw in _leaves(args, "", ()):
+        if fixed_by_schema(schema, keys, raw):
             continue
-        hit: tuple[str, str] | None = None
-        if len(needle) < MIN_LEN:
-            names = [k for k in keys if isinstance(k, str)]
-            if names and is_identifier_key(names[-1]) and not any(_has_word(needle, o) for o in own):
-                hit = next(((src, needle) for src, hay in sources if _has_word(needle, hay)), None)
-        elif not any(needle in o for o in own):
-            hit = next(((src, needle) for src, hay in sources if needle in hay), None)
-            if hit is None:
-                words = {w.strip(_EDGE) for w in needle.split(" ")}
-                for word in sorted((w for w in words if len(w) >= MIN_TOKEN), key=lambda w: (-len(w), w)):
-                    if any(word in o for o in own):
-                        continue
-                    hit = next(((src, word) for src, hay in sources if word in hay), None)
-                    if hit:
-                        break
-        if hit:
-            marks.append({"path": path, "value": value, "match": hit[1], "source": hit[0]})
+        value = raw if isinstance(raw, str) else json_text(raw)
+        names = [k for k in keys if isinstance(k, str)]
+        named = bool(names) and (is_identifier_key(names[-1]) or is_person_key(names[-1]))
+        whole = _whole_value(raw, sources, own, named)
+        if whole is not None:
+            marks.append({"path": path, "value": value, "match": whole[1], "source": whole[0], "spans": [value]})
+        elif isinstance(raw, str):
+            partial.append((len(marks), path, value))
+    if not partial:
+        return marks
+    # one pass over each text for what every remaining value needs (linear in the texts' size)
+    maps = [OffsetMap(value) for _, _, value in partial]
+    prepare([*sources, own], [m.text for m in maps])
+    for (at, path, value), where in zip(reversed(partial), reversed(maps), strict=True):
+        by_source: dict[str, list[Span]] = {}  # from the end, so each place in marks stays right
+        for span in find_spans(where, sources, own):
+            by_source.setdefault(span.source, []).append(span)
+        marks[at:at] = [{"path": path, "value": value, "match": max(spans, key=lambda s: len(s.match)).match,
+                         "source": src, "spans": [s.text for s in spans]} for src, spans in by_source.items()]
     return marks
+
+
+def _whole_value(raw: str | int | float, sources: Sequence[Haystack], own: Haystack,
+                 named: bool) -> tuple[str, str] | None:
+    """(source, normalised value) when the whole value stands in untrusted content and is to be marked:
+    :data:`MIN_LEN` characters or more, or ``named`` (an identifier or person argument), and not the person's."""
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        pattern = number_pattern(raw)
+        shortest = len(_plain_number(raw))
+        if not (named or shortest >= MIN_LEN) or pattern.search(own.text):
+            return None
+        src = next((h.source for h in sources if pattern.search(h.text)), None)
+        return None if src is None else (src, _plain_number(raw))
+    needle = normalize_for_marks(raw if isinstance(raw, str) else json_text(raw))
+    if not needle or not (named or len(needle) >= MIN_LEN):
+        return None
+    # the person's own words: a short value only as a whole word (the identifier rule of old)
+    if has_word(needle, own.text) if len(needle) < MIN_LEN else needle in own.text:
+        return None
+    src = next((h.source for h in sources if has_word(needle, h.text)), None)
+    return None if src is None else (src, needle)
+
+
+def json_text(v: int | float) -> str:
+    """A number or boolean as JSON writes it (``json.dumps``): ``7``, ``7.5``, ``true``, ``1e+300``, ``NaN``."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float) and not math.isfinite(v):
+        return "NaN" if math.isnan(v) else "Infinity" if v > 0 else "-Infinity"
+    return repr(v)
+
+
+def _plain_number(v: int | float) -> str:
+    """``v`` as written most simply: ``7``, ``7.5``, ``50`` for ``50.0``; JSON's text for the rest (``1e+300``)."""
+    if isinstance(v, float) and math.isfinite(v) and v.is_integer() and abs(v) < 1e16:
+        return str(int(v))
+    return json_text(v)
+
+
+def number_pattern(v: int | float) -> re.Pattern[str]:
+    """A regex for the number ``v`` as text may write it (normalised text): ``7`` also as ``7.0`` and
+    ``7.00``, ``7.5`` also as ``7.50``; never inside a longer number (``17``, ``7.25``, ``1.7``) or word."""
+    text = _plain_number(v)
+    head, _, frac = text.partition(".")
+    if "e" in text.lower() or not re.fullmatch(r"-?\d+", head) or not frac.isdigit() and frac:
+        body = re.escape(text)
+    else:
+        body = re.escape(head) + (rf"\.{frac}0*" if frac else r"(?:\.0+)?")
+    return re.compile(rf"(?<![\w.]){body}(?!\w|\.\d)")

@@ -22,6 +22,16 @@ def approval_prompt(a: dict[str, Any], expires: str | None = None) -> str:
 
 
 def mark_line(m: dict[str, Any]) -> str:
-    """One untrusted-value mark of an approval (spec §4): path, value and its source, escaped."""
-    return (f"! {shown(m['path'], one_line=True)} = '{shown(m['value'], one_line=True)}' came from untrusted"
-            f" content: {shown(m['source'], one_line=True)}")
+    """One untrusted-value mark of an approval (spec §4), escaped: the whole value when it was found
+    whole (``! to = 'bob@evil.example' came from untrusted content: SOURCE``), else only the parts
+    found, quoted (``! body: 'Luxury Palace' and '1 Rue de la Paix' came from untrusted content: SOURCE``).
+
+    ``m`` is a mark of :func:`palui.policy.taint.untrusted_args`; a mark stored without ``spans`` (before
+    parts were marked) reads as a whole value."""
+    path, source = shown(m["path"], one_line=True), shown(m["source"], one_line=True)
+    spans = m.get("spans") or [m["value"]]
+    if spans == [m["value"]]:
+        return f"! {path} = '{shown(m['value'], one_line=True)}' came from untrusted content: {source}"
+    quoted = [f"'{shown(s, one_line=True)}'" for s in spans]
+    listed = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+    return f"! {path}: {listed} came from untrusted content: {source}"
