@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate ``src/palui/text/hidden_table.py``: the code points Palui shows as escapes (spec §4, issue 10).
+"""Generate ``src/palui/text/hidden_table.py``: the code points Palui shows as escapes (spec §4.7).
 
 A code point is *hidden* when its General_Category is Cc (except U+000A LINE FEED and U+0009 TAB),
 Cf, Co, Cs, Cn, Zl or Zp, or when it has the Default_Ignorable_Code_Point property.

@@ -158,7 +158,8 @@ def test_a_violation_is_caught():
 
 
 def test_every_type_ignore_names_its_code_and_a_reason():
-    """mypy runs with ``warn_unused_ignores``; an ignore must say which error and why (issue 9)."""
+    """mypy runs with ``warn_unused_ignores``; an ignore must say which error and why (a bare ignore hides
+    which check it silences)."""
     pattern = re.compile(r"#\s*type:\s*ignore(\[[a-z-]+(,\s*[a-z-]+)*\])?(.*)$")
     bad = []
     for path in MODULES:
