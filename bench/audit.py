@@ -1,4 +1,4 @@
-"""What the audit's hash chain costs (issue 15 §2): per turn, and ``palui audit verify`` over 100,000 rows.
+"""What the audit's hash chain costs (spec §10.3): per turn, and ``palui audit verify`` over 100,000 rows.
 
 1. Turns: the turn of ``turn_overhead.py`` (one ``recall__search_memories`` call + answer, ``script:``
    model) through ``Service.send``, two ways alternating turn by turn in one process:
@@ -37,7 +37,7 @@ SCRIPT = {"steps": [
 
 def plain_record(db, *, turn_id, tool, tool_class, class_source, origin, tainted, verdict, reason, args_hash,
                  outcome, duration_ms=None) -> None:
-    """The audit insert before the chain (issue 15): one row, no hash, no head file."""
+    """The audit insert before the chain (spec §10.3): one row, no hash, no head file."""
     with db.write() as c:
         c.execute(
             "INSERT INTO audit (time, turn_id, tool, class, class_source, origin, tainted, verdict, reason, args_hash,"

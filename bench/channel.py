@@ -1,4 +1,4 @@
-"""A chat turn through the Telegram channel against the same turn through ``POST /api/turns`` (issue 13).
+"""A chat turn through the Telegram channel against the same turn through ``POST /api/turns`` (spec §8.3).
 
 One real ``palui serve`` process with a Telegram channel pointed at the fake Bot API
 (tests/support/fake_telegram.py, in this process on 127.0.0.1) and paired. The same scripted
@@ -11,7 +11,7 @@ turn both ways: the ``script:`` model answers after two steps of 200 ms each (a 
 - api:     from sending ``POST /api/turns {"message", "conversation"}`` (one keep-alive
   ``httpx.Client``, bearer token) to its response with the finished turn.
 
-Each side keeps its own conversation. Prints p50/p99 and the ratio, and the issue's bar: at the
+Each side keeps its own conversation. Prints p50/p99 and the ratio, and the bar it was built to: at the
 median, at most 1.2 times the API's time and at most 50 ms added.
 
 Usage: ``.venv/bin/python bench/channel.py [--turns 30] [--warmup 3]``.

@@ -4,7 +4,7 @@ Each is a whole process (``python -m palui …`` with the benchmark's interprete
 turn, round-robin, on one fresh PALUI_HOME (the database and the bytecode caches are made by an
 untimed first run; ``PYTHONDONTWRITEBYTECODE`` is dropped, as a person's shell does not set it). CPU is
 the process's user + system time (``resource.getrusage(RUSAGE_CHILDREN)``), so machine load
-moves it less than wall time; both are printed. Target (issue 11): ≤ 0.12 s CPU each.
+moves it less than wall time; both are printed. Target (docs/decisions/0085-a-light-cli-start.md): ≤ 0.12 s CPU each.
 
 Usage: ``.venv/bin/python bench/cli_start.py [--runs N]`` (default 15). Also prints which
 heavy modules each command imported (rich, pydantic, httpx, asyncio, mcp, the model library).

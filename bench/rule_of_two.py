@@ -1,4 +1,4 @@
-"""What the Rule of Two costs (issue 15 §6): asks per task on a benign set, before and after.
+"""What the Rule of Two costs (spec §4.5): asks per task on a benign set, before and after.
 
 Ten benign tasks (reading pages the person named, following links, comparing pages, a memory that holds
 a web address, a follow-up in a tainted conversation, a write that asks anyway) and three attacks (a page

@@ -1,4 +1,4 @@
-"""Does a turn cost the same after a year of use and with a thousand tools? (issue 11)
+"""Does a turn cost the same after a year of use and with a thousand tools? (decision records 0072-0080)
 
 Every part runs its cases side by side in one process, round-robin turn by turn (so machine
 load hits all alike), and prints the median CPU time (``time.process_time``) per operation

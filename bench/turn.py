@@ -1,6 +1,6 @@
 """A 50-tool-call scripted turn through Palui vs the same calls through the bare model library.
 
-Issue 3's benchmark. One turn: 10 model steps of 5 ``recall__search_memories`` calls each,
+The runner's first benchmark. One turn: 10 model steps of 5 ``recall__search_memories`` calls each,
 then an answer (11 steps, within the 12-step budget). Two ways, alternating in one process:
 
 - palui:    ``Service.send`` — the governed turn (policy at offer and call time, taint,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate ``src/palui/web/static/hidden.js`` from ``palui.text.hidden_table`` (issue 10 §2).
+"""Generate ``src/palui/web/static/hidden.js`` from ``palui.text.hidden_table`` (spec §4.7).
 
 The web page renders streamed events in the browser; it must escape hidden characters exactly
 as :mod:`palui.text.escape` does on the server. This writes the same ranges and the same

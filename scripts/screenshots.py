@@ -105,7 +105,8 @@ def main() -> None:
             send(page, served, f"read {web.url}/invoice and tell me what to pay", "awaiting approval")
             shot(page, "chat")
             chat_url = page.url
-            # The same conversation on a phone (390×844) and at desktop width, for the README (issue 12).
+            # The same conversation on a phone (390×844) and at desktop width, for the README
+            # (docs/decisions/0124-web-chat-on-a-phone.md).
             shot(page, "chat-desktop", full=False)
             phone = launch_browser(p, tmp / "profile-phone", viewport={"width": 390, "height": 844},
                                    device_scale_factor=2, is_mobile=True, has_touch=True)
@@ -176,7 +177,7 @@ def main() -> None:
             shot(page, "webhooks")
 
             # Three conversations read the time server's results (untrusted until trusted): the Governance page
-            # suggests trusting it (issue 15 §1).
+            # suggests trusting it (spec §5.8).
             for zone in ("Europe/Paris", "Asia/Tokyo", "America/Lima"):
                 write_script(script, calls(call("mcp-time__get_current_time", timezone=zone), usage=USAGE),
                              text(f"It is morning in {zone}.", usage=USAGE))

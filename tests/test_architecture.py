@@ -158,7 +158,8 @@ def test_a_violation_is_caught():
 
 
 def test_every_type_ignore_names_its_code_and_a_reason():
-    """mypy runs with ``warn_unused_ignores``; an ignore must say which error and why (issue 9)."""
+    """mypy runs with ``warn_unused_ignores``; an ignore must say which error and why (a bare ignore hides
+    which check it silences)."""
     pattern = re.compile(r"#\s*type:\s*ignore(\[[a-z-]+(,\s*[a-z-]+)*\])?(.*)$")
     bad = []
     for path in MODULES:
@@ -280,7 +281,8 @@ def test_a_class_has_at_most_one_base_besides_the_typing_markers(name, bases):
 
 def test_no_part_of_the_service_inherits_from_another():
     """A part reaches another only through a reference given to its ``__init__`` (the decision record
-    ``docs/decisions/draft-service-parts.md``). A ``Protocol`` may extend another: it is a type, not a part."""
+    ``docs/decisions/0147-the-service-holds-its-parts.md``). A ``Protocol`` may extend another: it is a
+    type, not a part."""
     found = classes(("palui.service",))
     own = {name.rpartition(".")[2] for name, _ in found}
     bad = [(name, [b for b in bases if b in own]) for name, bases in found

@@ -1,4 +1,4 @@
-"""The hash-chained audit (issue 15 §2), through the CLI: rows edited, inserted and deleted with sqlite3
+"""The hash-chained audit (spec §10.3), through the CLI: rows edited, inserted and deleted with sqlite3
 (the last rows included) are named by ``palui audit verify`` (exit 1); ``--head`` catches a rewrite of the
 log and of the head file; ``export --jsonl`` gives rows anyone can check with the documented formula."""
 

@@ -1,4 +1,4 @@
-"""Scope a job, and an emergency brake (issue 15 §7), through the CLI, the terminal chat, the web chat's
+"""Scope a job, and an emergency brake (spec §5.7, §8.4), through the CLI, the terminal chat, the web chat's
 command route and a live service: ``palui jobs add … --connector ID`` cuts the offered set before ranking;
 ``palui stop --all`` / ``/stop all`` stop every running, waiting or queued turn and pause the jobs until
 ``palui jobs resume``."""
@@ -171,7 +171,7 @@ def test_stop_all_from_a_telegram_chat(home, tmp_path):
             assert visible(said) == f"Stopped {other['turn']}. Jobs are paused until palui jobs resume."
             assert rig.svc.turn(other["turn"])["status"] == "stopped"
             assert rig.svc.get("/api/status")["jobs_paused"]["by"] == "telegram"
-            up = rig.say("/status")  # the channel's /status has issue 15's lines too
+            up = rig.say("/status")  # the channel's /status has the governance lines too
             status = visible(rig.reply_after(up, lambda c: "tokens today" in visible(c)))
             assert "jobs: paused by the emergency brake" in status and "asks in the last 7 days: 1" in status
             assert "audit head: row " in status

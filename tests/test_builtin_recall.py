@@ -160,7 +160,7 @@ async def test_memory_text_has_a_size_limit(svc):
 
 
 async def test_arguments_outside_the_schema_are_refused_and_nothing_is_saved(svc):
-    """Issue 10 §5: ``{"text": "a", "extra": 1}`` saved the memory; now an error result names the key."""
+    """``{"text": "a", "extra": 1}`` once saved the memory; now an error result names the key (spec §7.1)."""
     from palui.connectors.base import CallContext
     from palui.connectors.builtin.recall import RecallConnector
     from palui.types import Origin

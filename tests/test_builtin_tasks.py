@@ -116,7 +116,7 @@ async def test_task_text_at_the_limit_is_stored(svc):
 
 async def test_every_builtin_tool_refuses_unexpected_arguments_through_a_turn(home, tmp_path, monkeypatch):
     """Through a scripted turn: each built-in tool given an extra key answers an error naming it.
-    (Five failures in a row: the error-streak stop of issue 15 §3 is switched off for this turn.)"""
+    (Five failures in a row: the error-streak stop of spec §6.3 is switched off for this turn.)"""
     from palui.service import Service
     from support.scripts import call, calls, text, write_script
 

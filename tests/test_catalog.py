@@ -1,6 +1,7 @@
-"""The per-process tool catalog and its version (issue 11): every tool write bumps the version in its own
-transaction, a snapshot is reused only while the version holds, and the call-time check reads the version
-with the row, so a switch-off made by another process is seen before the call, not at the next turn."""
+"""The per-process tool catalog and its version (docs/decisions/0076-a-per-process-tool-catalog.md): every tool
+write bumps the version in its own transaction, a snapshot is reused only while the version holds, and the call-time
+check reads the version with the row, so a switch-off made by another process is seen before the call, not at the
+next turn."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def test_tool_now_sees_another_process_at_once(svc):
     assert not catalog.tool_now(svc.db, connector="recall", raw_name="search_memories").enabled
     assert catalog.tool_now(svc.db, "nope__nothing") is None
     catalog.snapshot(svc.db)  # cached again, at the version after the switch-off
-    other.set_private("tasks")  # issue 15 §6: a private mark is seen before the next call too
+    other.set_private("tasks")  # a private mark (spec §4.5) is seen before the next call too
     assert catalog.tool_now(svc.db, "tasks__list_tasks").connector_private
     other.db.close()
 

@@ -1,7 +1,8 @@
-"""After one tool changes, the next offer costs in proportion to the change (issue 11): the catalog
-snapshot reads only the rows written since its version (migration 31) and the ranking index is the
-last one patched (policy.budget.rank_index ``prior``). Both must give exactly what a read and a build
-from scratch give, whatever the change; a deletion or a connector change reads everything again."""
+"""After one tool changes, the next offer costs in proportion to the change
+(docs/decisions/0077-catalog-reads-only-what-changed.md): the catalog snapshot reads only the rows written since its
+version (migration 31) and the ranking index is the last one patched (policy.budget.rank_index ``prior``). Both must
+give exactly what a read and a build from scratch give, whatever the change; a deletion or a connector change reads
+everything again."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Matrix channel end to end (issue 13) against a real Synapse on 127.0.0.1 (matrix-nio in a real
+"""The Matrix channel end to end (spec §8.3) against a real Synapse on 127.0.0.1 (matrix-nio in a real
 ``palui serve``; the person, a stranger and another room member are nio clients in the test).
 
 Shown here: pairing (a stranger's wrong code gets no reply), a chat turn, approval by reaction

@@ -1,4 +1,4 @@
-"""The Telegram channel end to end (issue 13): python-telegram-bot in a real ``palui serve`` against
+"""The Telegram channel end to end (spec §8.3): python-telegram-bot in a real ``palui serve`` against
 the fake Bot API on 127.0.0.1 (tests/support/fake_telegram.py).
 
 Shown here: pairing (a wrong code gets no reply), strangers ignored, a chat turn and its escaped
@@ -395,7 +395,7 @@ def test_typing_is_resent_every_four_seconds_while_the_turn_runs(rig: TelegramRi
 
 
 def test_why_in_a_channel_lists_the_reasons_of_the_latest_calls(rig: TelegramRig):
-    """``/why`` (issue 12) is a chat command everywhere: in a channel it lists each call's reason."""
+    """``/why`` (spec §8.2) is a chat command everywhere: in a channel it lists each call's reason."""
     rig.pair()
     rig.set_script({"tool_calls": [{"tool": "tasks__list_tasks", "args": {}}]}, {"text": "Nothing open."})
     up = rig.say("what is open?")

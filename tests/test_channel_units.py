@@ -1,4 +1,4 @@
-"""The channel layer's pure parts and its service records, without a platform (issue 13): splitting,
+"""The channel layer's pure parts and its service records, without a platform (spec §8.3): splitting,
 approval views and fingerprints, redaction, pairing codes, updates recorded once (also when the
 work fails), nested writes as savepoints, and one Telegram update delivered twice making one turn."""
 

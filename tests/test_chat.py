@@ -1,4 +1,4 @@
-"""``palui chat`` (spec §8, issue 12): commands never reach the model, inline approvals, the
+"""``palui chat`` (spec §8.2): commands never reach the model, inline approvals, the
 live-service path, text typed while a turn runs, going back to a conversation, and what a chat start
 says. Driven through piped standard input (tests/support/chatdrive.py); the terminal itself is
 checked in tests/test_chat_live.py."""

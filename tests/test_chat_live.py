@@ -1,5 +1,5 @@
-"""The terminal chat stays live while a turn runs (issue 12, "What it must show"), checked twice: in a
-real terminal driven by tmux (send-keys / capture-pane) and with piped standard input.
+"""The terminal chat stays live while a turn runs (spec §8.2; docs/decisions/0111-a-live-terminal.md),
+checked twice: in a real terminal driven by tmux (send-keys / capture-pane) and with piped standard input.
 
 - ``/stop`` during a 30 s tool call ends the turn in under 2 s;
 - ``/status`` during a turn answers at once;

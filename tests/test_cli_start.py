@@ -1,4 +1,5 @@
-"""What a CLI command imports before it runs (issue 11): the start cost, held by what it imports.
+"""What a CLI command imports before it runs (docs/decisions/0085-a-light-cli-start.md): the start cost,
+held by what it imports.
 
 Timing is not asserted here (bench/cli_start.py measures it); what is asserted is the cause:
 ``palui --help`` and ``palui tools list`` import neither rich, pydantic, httpx, asyncio nor the
@@ -92,7 +93,7 @@ def test_option_values_are_converted_as_before(cli):
 
 
 def test_the_light_service_answers_as_the_full_one(home):
-    # `palui tools list` builds the tools part alone (issue 11): each method a front end calls on it must
+    # `palui tools list` builds the tools part alone (start cost): each method a front end calls on it must
     # forward to the same part's same method as on the full service (one composed by another part, like
     # connectors(), would answer differently). Both are forwards (palui.service.forward.Forward).
     from palui.service import Service

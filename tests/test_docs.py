@@ -1,22 +1,33 @@
 """The documents stay true: the README documents every configuration key with its default and the
 test command .ci/run runs; every citation of the behaviour reference ``docs/spec.md`` names one of
-its headings; the decision records are numbered, indexed and linked; links between the documents
-resolve; the migrations' docstring lists the unused numbers as they are.
+its headings; no file cites a tracker number; the decision records are numbered, indexed and linked;
+links between the documents resolve; ``docs/architecture.md`` names every module of ``src/palui`` and
+its layers hold for every import; the migrations' docstring lists the unused numbers as they are.
 
 **What counts as a citation of the spec.** The word ``spec`` (any case: ``spec``, ``SPEC``; also
 ``spec.md``) directly followed by ``§`` and a number starts one: ``spec §4`` (a section, which must
 be a ``## 4.`` heading) or ``spec §4.2`` (a subsection, a ``### 4.2`` heading). The ``§`` items
 chained to it by ``,``, ``/``, ``and``, ``or`` or ``&`` belong to it (``SPEC §6, §8``, ``SPEC §1 and
 §8``), and so do ranges with ``-`` or ``–`` (``SPEC §3-§5``: every section from 3 to 5). Anything
-else ends the chain: ``SPEC §4, issue 10 §2`` cites only §4, ``SPEC §3 webhook column, §4`` only §3.
+else ends the chain: ``SPEC §4, RFC 6749 §2`` cites only §4, ``SPEC §3 webhook column, §4`` only §3.
 A ``§`` without that prefix is not ours: other specifications' sections (``RFC 8252 §7.3``, an MCP
-SEP), tracker references (``issue 15 §7``). A citation of the MCP specification says so with the word
-before it, ``MCP spec §…``, which is not ours either. A dot after a number ends a sentence unless a
-digit follows (``SPEC §8.`` cites §8). Inside ``docs/spec.md`` every ``§`` is its own, so there a bare
-``§4.5`` must resolve too.
+SEP), a tracker's (``issue N §M``, which no file may hold any more). A citation of the MCP
+specification says so with the word before it, ``MCP spec §…``, which is not ours either. A dot after a
+number ends a sentence unless a digit follows (``SPEC §8.`` cites §8). Inside ``docs/spec.md`` every
+``§`` is its own, so there a bare ``§4.5`` must resolve too.
 
-Files read: ``src/``, ``tests/``, ``docs/``, ``bench/``, ``scripts/`` and ``README.md``, every text
-file but build output (``*.egg-info``, ``__pycache__``, ``node_modules``).
+**What counts as a tracker number.** ``issue N`` or ``issues N`` in any case, with or without ``#``,
+the number possibly on the next line (``Issue N's``, ``issues N–M``, ``issue N §M``), and ``issue-N``
+(the name of a tracker's file). It names a ticket of a tracker a reader of the repository cannot see,
+so each says what it meant instead: a ``spec §N`` section, a decision record, or the reason in words.
+Ours are told from other projects' by where the number stands: a number inside a URL
+(``https://github.com/OWNER/REPO/issues/N``) is a link that says whose tracker it is, not a citation,
+so URLs are blanked before the search; every other one is read as ours. Another project's issue is
+therefore cited by its URL. Words without a number (``create_issue``, ``3 issues``) are not citations.
+
+Files read: ``src/``, ``tests/``, ``docs/``, ``bench/``, ``scripts/`` and ``README.md`` (and
+``.ci/run`` for tracker numbers), every text file but build output (``*.egg-info``, ``__pycache__``,
+``node_modules``) and binary files (a fixture database keeps the migration names it recorded).
 """
 
 from __future__ import annotations
@@ -134,12 +145,13 @@ def dangling(text: str, known: set[Target]) -> list[str]:
     return out
 
 
-def _scanned_files() -> Iterator[Path]:
-    for name in SCANNED:
-        top = ROOT / name
+def _scanned_files(root: Path = ROOT, names: tuple[str, ...] = SCANNED) -> Iterator[Path]:
+    """Every text file under ``names`` (folders or files relative to ``root``), build output left out."""
+    for name in names:
+        top = root / name
         paths = [top] if top.is_file() else sorted(top.rglob("*"))
         for p in paths:
-            rel = p.relative_to(ROOT).parts
+            rel = p.relative_to(root).parts
             if (p.is_file() and p.suffix.lower() not in BINARY and not any(part in SKIPPED_DIRS for part in rel)
                     and not any(part.endswith(".egg-info") for part in rel)):
                 yield p
@@ -157,13 +169,13 @@ MADE_UP = {(n, None) for n in (1, 3, 4, 5, 6, 8)} | {(4, 2)}
 @pytest.mark.parametrize("text,names", [
     ("SPEC §6", [(6, None)]),
     ("see spec §4.2 for it", [(4, 2)]),
-    ("(SPEC §6, §8; issue 10 §3)", [(6, None), (8, None)]),
+    ("(SPEC §6, §8; issue " "10 §3)", [(6, None), (8, None)]),
     ("SPEC §1 and §8", [(1, None), (8, None)]),
     ("SPEC §5/§7", [(5, None), (7, None)]),
     ("SPEC §3-§5, §8", [(3, None), (4, None), (5, None), (8, None)]),
     ("spec §3–5", [(3, None), (4, None), (5, None)]),
-    ("SPEC §4, issue 10 §2", [(4, None)]),
-    ("SPEC §6 / issue 10 §5", [(6, None)]),
+    ("SPEC §4, issue " "10 §2", [(4, None)]),
+    ("SPEC §6 / issue " "10 §5", [(6, None)]),
     ("as SPEC §8. Then", [(8, None)]),
     ("docs/spec.md §4.2", [(4, 2)]),
     ("SPEC\n§7", [(7, None)]),
@@ -173,8 +185,8 @@ def test_the_checker_reads_citations_and_their_lists(text, names):
 
 
 @pytest.mark.parametrize("text", [
-    "RFC 8252 §7.3", "issue 15 §7", "MCP spec §99", "the mcp spec §5.2", "inspect §3", "the spec's primitive schemas",
-    "a spec §N placeholder",
+    "RFC 8252 §7.3", "issue " "15 §7", "MCP spec §99", "the mcp spec §5.2", "inspect §3",
+    "the spec's primitive schemas", "a spec §N placeholder",
 ])
 def test_the_checker_leaves_other_sections_alone(text):
     assert list(cited(text)) == []
@@ -291,16 +303,12 @@ def test_readme_links_the_spec_and_the_decision_records():
     assert not (ROOT / "docs" / "decisions.md").exists()
 
 
-# The architecture page is redrawn in a later step; it still names the old file in passing.
-STILL_NAMING_THE_OLD_FILE = {"docs/architecture.md"}
-
-
 def test_nothing_names_the_old_decisions_file():
     naming = []
     for p in _scanned_files():
         rel = p.relative_to(ROOT).as_posix()
         text = _text(p)
-        if text is not None and rel not in STILL_NAMING_THE_OLD_FILE and rel != "tests/test_docs.py":
+        if text is not None and rel != "tests/test_docs.py":
             naming += [f"{rel}:{text.count(chr(10), 0, m.start()) + 1}"
                        for m in re.finditer(r"decisions\.md", text)]
     assert naming == [], "docs/decisions.md is now docs/decisions/ (one record per decision)"
@@ -382,3 +390,153 @@ def test_the_migrations_docstring_lists_the_unused_numbers():
     assert m, "the docstring of palui.store.migrations lists the unused numbers"
     assert m.group(1) == _spans(unused)
     assert len(used) == len(set(used)), "each number is taken once"
+
+
+# -- no tracker numbers -------------------------------------------------------------------------
+
+TRACKER_SCANNED = (*SCANNED, ".ci/run")
+_TRACKER = re.compile(r"\bissues?\s+#?\d+|\bissue-#?\d+", re.IGNORECASE)
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s<>()\[\]\"'`]+", re.IGNORECASE)
+
+
+def tracker_citations(text: str) -> list[tuple[int, str]]:
+    """Every tracker number ``text`` cites, as ``(line, the words as written)``; see the module docstring.
+    URLs are blanked first (same length, so line numbers hold): a number in a link is not a citation."""
+    blank = _URL.sub(lambda m: " " * len(m.group(0)), text)
+    return [(blank.count("\n", 0, m.start()) + 1, m.group(0)) for m in _TRACKER.finditer(blank)]
+
+
+def tracker_findings(root: Path) -> list[str]:
+    """``path:line: 'words'`` for every tracker number in the files under ``root`` the check reads."""
+    out = []
+    for p in _scanned_files(root, TRACKER_SCANNED):
+        text = _text(p)
+        if text is not None:
+            out += [f"{p.relative_to(root).as_posix()}:{line}: {words!r}" for line, words in tracker_citations(text)]
+    return out
+
+
+W = "issue"  # the word, kept apart from a number here so that this file cites none
+
+
+@pytest.mark.parametrize("text", [
+    f"import difflib  # {W} 11: start cost", f"({W} 10 §3)", f"{W.title()} 14's refresh margin",
+    f"{W}s 9–15", f"{W.upper()} 12", f"see {W} #13", f"the {W}\n    20 says so", f"/work/prompts/{W}-20.md",
+])
+def test_the_tracker_check_finds_a_made_up_citation(text):
+    assert tracker_citations(text), f"{text!r} cites a tracker number"
+
+
+@pytest.mark.parametrize("text", [
+    "https://github.com/modelcontextprotocol/python-sdk/issues/1234", f"<https://example.org/{W}-12>",
+    f"(https://example.org/search?q={W}+7)", "create_issue 5 times", "tissue 5", f"3 {W}s found", f"the {W}'s bar",
+])
+def test_the_tracker_check_leaves_links_and_words_alone(text):
+    assert tracker_citations(text) == []
+
+
+def test_the_tracker_check_reads_every_file_it_should(tmp_path):
+    (tmp_path / "src" / "palui").mkdir(parents=True)
+    (tmp_path / "src" / "palui" / "made_up.py").write_text(f"import os  # {W} 11: start cost\n", encoding="utf-8")
+    (tmp_path / ".ci").mkdir()
+    (tmp_path / ".ci" / "run").write_text(f"set -euo pipefail\n# what {W}-20 asked\n", encoding="utf-8")
+    (tmp_path / "README.md").write_text("[a known bug](https://github.com/o/r/issues/3)\n", encoding="utf-8")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "home.db").write_bytes(f"\0{W} 13".encode())  # binary: a stored migration name
+    assert tracker_findings(tmp_path) == [f"src/palui/made_up.py:1: '{W} 11'", f".ci/run:2: '{W}-20'"]
+
+
+def test_no_file_cites_a_tracker_number():
+    """A tracker number means nothing to a reader of the repository: the code, tests, benches, scripts,
+    documents, the README and the CI script say what it meant (a ``spec §N`` section, a decision record
+    under ``docs/decisions/``, or the reason in words)."""
+    read = {p.relative_to(ROOT).as_posix() for p in _scanned_files(ROOT, TRACKER_SCANNED)}
+    assert {".ci/run", "README.md", "src/palui/service/api.py", "tests/test_docs.py"} <= read
+    found = tracker_findings(ROOT)
+    assert found == [], "tracker numbers (say what they meant instead):\n" + "\n".join(found)
+
+
+# -- the architecture page ------------------------------------------------------------------------
+
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+
+
+def section(text: str, title: str) -> str:
+    """The lines of ``text`` under the heading ``## title``, up to the next ``## `` heading."""
+    m = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.MULTILINE | re.DOTALL)
+    assert m, f"no section '## {title}'"
+    return m.group(1)
+
+
+def documented_modules(text: str) -> list[str]:
+    """The modules the page's "Every module" section names, as paths under ``src/``: each heading
+    ``### `palui/FOLDER/` `` opens a folder, and each table row under it names one of its modules in its
+    first cell (``| `name.py` | what it owns |``)."""
+    out, folder = [], None
+    for line in section(text, "Every module").splitlines():
+        if m := re.match(r"### `(palui/(?:\w+/)*)`", line):
+            folder = m.group(1)
+        elif folder and (m := re.match(r"\| `(\w+\.py)` \|", line)):
+            out.append(folder + m.group(1))
+    return out
+
+
+def test_the_module_reader_reads_folders_and_rows():
+    page = ("## Every module\n\n### `palui/` (top)\n\n| module | owns |\n|---|---|\n| `a.py` | x |\n\n"
+            "### `palui/b/c/`\n\n| `d.py` | y |\n\n## Next\n\n| `e.py` | z |\n")
+    assert documented_modules(page) == ["palui/a.py", "palui/b/c/d.py"]
+
+
+def test_the_architecture_page_names_every_module_once():
+    src = ROOT / "src"
+    actual = {p.relative_to(src).as_posix() for p in (src / "palui").rglob("*.py") if "__pycache__" not in p.parts}
+    named = documented_modules(ARCHITECTURE.read_text(encoding="utf-8"))
+    assert len(actual) > 150
+    assert sorted(actual - set(named)) == [], "modules docs/architecture.md does not name (add a row)"
+    assert sorted(set(named) - actual) == [], "rows of docs/architecture.md for modules that do not exist"
+    assert len(named) == len(set(named)), "a module named twice"
+
+
+def layers(text: str) -> dict[str, int]:
+    """The layer table under "Who may import whom": each module or package it names → its layer (1 is the top)."""
+    out = {}
+    for line in section(text, "Who may import whom").splitlines():
+        if m := re.match(r"\| (\d+) \| (.+?) \|", line):
+            out.update({name: int(m.group(1)) for name in re.findall(r"`(palui(?:\.\w+)*)`", m.group(2))})
+    return out
+
+
+def layer_of(module: str, table: dict[str, int]) -> int | None:
+    """The layer of the longest name in ``table`` that is ``module`` or a package above it (the bare
+    ``palui`` names the package's own ``__init__`` only), or None."""
+    names = [n for n in table if module == n or (n != "palui" and module.startswith(n + "."))]
+    return table[max(names, key=len)] if names else None
+
+
+def against_the_layers(graph: dict[str, set[str]], table: dict[str, int]) -> list[str]:
+    """Every module of ``graph`` without a layer, and every import from a layer up to a higher one."""
+    out = [f"{m} has no layer" for m in sorted(graph) if layer_of(m, table) is None]
+    for a in sorted(graph):
+        for b in sorted(graph[a]):
+            la, lb = layer_of(a, table), layer_of(b, table)
+            if la is not None and lb is not None and lb < la:
+                out.append(f"{a} (layer {la}) imports {b} (layer {lb})")
+    return out
+
+
+def test_the_layer_check_finds_an_import_upwards_and_a_module_without_a_layer():
+    table = {"palui.runner": 4, "palui.store": 6, "palui": 10}
+    graph = {"palui.store.db": {"palui.runner.state"}, "palui.runner.state": {"palui.store.db", "palui"},
+             "palui": set(), "palui.made_up": set()}
+    assert against_the_layers(graph, table) == [
+        "palui.made_up has no layer", "palui.store.db (layer 6) imports palui.runner.state (layer 4)"]
+
+
+def test_every_import_goes_down_the_layers_of_the_architecture_page():
+    from test_architecture import import_graph
+
+    table = layers(ARCHITECTURE.read_text(encoding="utf-8"))
+    assert len(set(table.values())) >= 8, f"the layer table was not read: {table}"
+    graph = import_graph()
+    assert sum(len(e) for e in graph.values()) > 500, "the import graph was not read"
+    assert against_the_layers(graph, table) == []

@@ -1,4 +1,4 @@
-"""A server's question through the command line and across restarts (issue 14, spec §7).
+"""A server's question through the command line and across restarts (spec §7.8).
 
 - ``palui run`` without a service asks on its own terminal (a pseudo-terminal here), both eras, and
   declines when there is no terminal.
@@ -137,9 +137,9 @@ def test_palui_run_without_a_terminal_declines(cli, tmp_path, server):
 
 @pytest.mark.parametrize("server", ["elicit_new.py", "elicit_old.py"])
 def test_palui_chat_shows_the_question_and_answer_works(cli, home, tmp_path, server):
-    """The live chat (issue 12) shows a question once, in the server's words, with how to answer; input
-    stays live; ``/answer`` with a value that does not fit is refused by field name and asked again,
-    a fitting one goes through the door (``answered_via`` cli) and the turn goes on."""
+    """The live chat (docs/decisions/0125-questions-in-the-live-chat.md) shows a question once, in the server's
+    words, with how to answer; input stays live; ``/answer`` with a value that does not fit is refused by field name
+    and asked again, a fitting one goes through the door (``answered_via`` cli) and the turn goes on."""
     from support.chatdrive import PipedChat
 
     cid = add(cli, "books", server)

@@ -1,4 +1,4 @@
-"""@modelcontextprotocol/server-everything's elicitation tools over stdio (issue 14).
+"""@modelcontextprotocol/server-everything's elicitation tools over stdio (spec §7.8).
 
 Advertising elicitation (and nothing else) makes it list two more tools, which arrive switched off
 like any new tool; its task-only tool is never offered. Its 13-field form (string formats, ranges,

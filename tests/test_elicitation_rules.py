@@ -1,6 +1,6 @@
-"""The pure rules behind issue 14, as tables: which requested schemas a form can show (MCP 2025-11-25
-"Requested Schema"), how answers are typed and checked, the refresh margin, the OAuth error sentence,
-the OAuth log filter, and the CIMD configuration key."""
+"""The pure rules of questions from servers and of OAuth (spec §7.8, §7.9), as tables: which requested schemas a
+form can show (MCP 2025-11-25 "Requested Schema"), how answers are typed and checked, the refresh margin, the OAuth
+error sentence, the OAuth log filter, and the CIMD configuration key."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A server's question to the person, through the service API, both protocol eras (issue 14, spec §7).
+"""A server's question to the person, through the service API, both protocol eras (spec §7.8).
 
 Our two SDK-built test servers over stdio: ``support/elicit_old.py`` asks with ``ctx.elicit`` inside
 the open call (2025-11-25), ``support/elicit_new.py`` with resolvers, answered by ``input_required``

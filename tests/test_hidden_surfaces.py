@@ -1,4 +1,4 @@
-"""What the person approves is what they see (issue 10 §2): hidden characters on every surface.
+"""What the person approves is what they see (spec §4.7): hidden characters on every surface.
 
 A table of surfaces (the ``palui run`` prompt, ``approvals list|show``, ``palui inbox``, ``--json``,
 an apprise notification, the web approvals page, the chat turn, the connector sheet,

@@ -1,4 +1,4 @@
-"""Scheduled jobs against the real service process (issue 5, spec §3 job column, §6, §8).
+"""Scheduled jobs against the real service process (spec §3 job column, §6, §8).
 
 Each test starts ``palui serve --port 0`` on a fresh PALUI_HOME with a ``script:`` model
 and moves the scheduler's test clock (PALUI_TEST_CLOCK, a file) instead of waiting.

@@ -1,4 +1,4 @@
-"""Limits mean what they say (issue 10 §5)."""
+"""Limits mean what they say (spec §6.1)."""
 
 from __future__ import annotations
 

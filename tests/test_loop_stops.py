@@ -1,4 +1,4 @@
-"""Loops end the turn, not just the tool (issue 15 §3), through the CLI: the third identical call or the
+"""Loops end the turn, not just the tool (spec §6.3), through the CLI: the third identical call or the
 fourth refused/denied/failed call in a row ends the turn with status ``budget`` and a reason naming the
 rule; the model is not asked again; the person is told; ``0`` turns a rule off."""
 

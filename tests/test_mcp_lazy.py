@@ -1,4 +1,5 @@
-"""MCP servers start only when a turn calls one of their tools (issue 11, spec §7).
+"""MCP servers start only when a turn calls one of their tools (spec §7.7;
+docs/decisions/0078-mcp-servers-start-on-first-call.md).
 
 The offer uses the stored, pinned definitions; a turn that calls none of a server's tools never
 starts it (in-process or through ``palui run``), and the connector reads ``idle``. The connection

@@ -1,4 +1,4 @@
-"""OAuth 2.1 sign-in to remote MCP servers (issue 14, spec §7), against an MCP server protected by the SDK's
+"""OAuth 2.1 sign-in to remote MCP servers (spec §7.9), against an MCP server protected by the SDK's
 own server auth on 127.0.0.1 and a small authorization server of ours (``support/oauth_server.py``).
 
 Shown: sign-in by a pasted redirect address (``palui connectors add --url``) and through the loopback
@@ -143,7 +143,7 @@ async def test_login_through_the_loopback_listener_and_logout_revokes(svc, oauth
     assert not svc.oauth_state("mcp-remote")["signed_in"]
     assert svc.mcp_config("mcp-remote")["state"] == "error: sign in again"
     r = await svc.mcp_login_async("mcp-remote", browser())
-    cfg = svc.mcp_config("mcp-remote")  # issue 11: not kept live after the sign-in, so idle here
+    cfg = svc.mcp_config("mcp-remote")  # not kept live after the sign-in (spec §7.7), so idle here
     assert r["signed_in"] and cfg["state"] in ("connected", "idle") and cfg["last_state"] == "connected"
     assert oauth.auth.count("register") == 1  # the registration of this issuer was kept and used again
     await svc.close()
@@ -177,7 +177,7 @@ async def test_refresh_ahead_of_expiry_also_in_a_new_process(svc, oauth):
 
 
 async def test_expired_grant_is_sign_in_again_and_its_tools_are_not_offered(svc, oauth, tmp_path):
-    """Issue 11 offers from the catalog without starting servers: the first turn learns of the ended
+    """Turns are offered tools from the catalog without starting servers: the first turn learns of the ended
     grant when it calls the tool (refused with the fix); from then on the connector waits for a
     sign-in, its tools are not offered and each turn says why, with no request to the server."""
     await svc.mcp_add_async("remote", ServerConfig("http", url=oauth.mcp_url(0)), sign_in=browser())

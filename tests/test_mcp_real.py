@@ -133,7 +133,7 @@ def test_raw_annotations_are_stored_as_sent(world):
 
 
 def test_only_elicitation_advertised(world):
-    # server-everything lists two more tools to a client advertising elicitation (issue 14), and the
+    # server-everything lists two more tools to a client advertising elicitation (spec §7.3), and the
     # sampling and roots ones only to clients advertising those, which Palui never does.
     names = [n for n in world["tools"] if n.startswith("mcp-everything__")]
     assert len(names) == 15

@@ -1,4 +1,4 @@
-"""Scripted turns through a real MCP server (issue 4): @modelcontextprotocol/server-filesystem over stdio.
+"""Scripted turns through a real MCP server (spec §7.3): @modelcontextprotocol/server-filesystem over stdio.
 
 The person's path: ``palui connectors add`` + ``palui tools enable-read``, then ``palui run``
 with a ``script:`` model. Shows: a read tool returns the real result (and taints the turn),

@@ -1,4 +1,5 @@
-"""Issue 12, "messages that help": every reworded refusal and hint, as the person reads it.
+"""Messages that help (docs/decisions/0122-messages-reworded.md): every reworded refusal and hint, as the
+person reads it.
 
 Each test quotes the message (or the part that carries the fix: the key or the command) so a
 rewording that loses the fix fails here.
@@ -137,7 +138,7 @@ def test_enable_read_warns_when_more_tools_are_on_than_the_budget(home, tmp_path
     assert r.returncode == 0 and "warning" not in r.stderr
 
 
-# budgets.tools 10; the error streak off: the five refused calls in a row must not end the turn (issue 15 §3)
+# budgets.tools 10; the error streak off: the five refused calls in a row must not end the turn (spec §6.3)
 SMALL_BUDGET = {"PALUI_BUDGETS__TOOLS": "10", "PALUI_BUDGETS__ERROR_STREAK": "0"}
 
 @pytest.mark.slow
@@ -145,7 +146,7 @@ def test_a_call_to_a_tool_left_out_by_the_budget_says_how_to_fix_it(home, tmp_pa
     cid = add_many(home, tmp_path)
     assert palui(home, "tools", "enable-read", cid).returncode == 0
     model = write_script(tmp_path / "s.json", calls(*[call(f"{cid}__look_{i}") for i in range(5)]), text("Done."))
-    # Connectors are ranked together and taken whole (issue 11): an input naming the built-ins ranks them
+    # Connectors are ranked together and taken whole (spec §6.2): an input naming the built-ins ranks them
     # first, so the budget leaves the MCP server's tools out.
     ask = "recall tasks web messages"
     out = palui_json(home, "run", "--json", "--model", model, ask, env=SMALL_BUDGET)

@@ -1,4 +1,4 @@
-"""A provider key goes only to its provider (spec §9; issue 10 §4).
+"""A provider key goes only to its provider (spec §9.1).
 
 Real provider SDKs talk HTTP to ``tests/support/fake_llm.py`` on 127.0.0.1, which records the
 headers it receives. ``OPENAI_API_KEY`` and ``ANTHROPIC_API_KEY`` are set in the environment

@@ -1,4 +1,4 @@
-"""One door per decision (issue 9): every front end answers approvals through the service's
+"""One door per decision (spec §5.6): every front end answers approvals through the service's
 ``answer_approval``; a conversation runs one turn at a time.
 
 Against a real ``palui serve``: the CLI (through the live service), the JSON API and the web
@@ -147,9 +147,9 @@ def test_a_queued_message_behind_a_waiting_turn_is_stopped_with_it(svc, tmp_path
 
 
 def test_a_denial_reason_reaches_the_model_from_every_front_end(live, home, cli):
-    """``/deny ID REASON`` (issue 13) on the JSON API, the web page's Deny form (its reason field), the web
-    chat, the terminal chat and ``palui approvals deny --reason``: stored with the approval and told to the
-    model as the denial. A reason that is not text is refused before anything is answered."""
+    """``/deny ID REASON`` (docs/decisions/0071-deny-reasons.md) on the JSON API, the web page's Deny form (its
+    reason field), the web chat, the terminal chat and ``palui approvals deny --reason``: stored with the approval
+    and told to the model as the denial. A reason that is not text is refused before anything is answered."""
     from support.chatdrive import PipedChat
 
     fresh = [new_approval(live) for _ in range(5)]

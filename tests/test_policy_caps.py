@@ -1,4 +1,4 @@
-"""The pure admission decision of the global caps and the webhook share (spec §6, §8; issue 10 §3),
+"""The pure admission decision of the global caps and the webhook share (spec §6.4-§6.6),
 exhaustively as a table, and the configuration key ``caps.webhook_runs_per_hour``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A person's policy pinned as tests (issue 15 §4): ``palui policy snapshot`` / ``palui policy check FILE``
+"""A person's policy pinned as tests (spec §3.4): ``palui policy snapshot`` / ``palui policy check FILE``
 through the CLI, the pure comparison as a table, and ``policy.check_file`` at ``palui serve`` start."""
 
 from __future__ import annotations

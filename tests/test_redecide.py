@@ -1,4 +1,4 @@
-"""An approval is decided again when it is answered and just before its call is sent (issue 10 §1, spec §5).
+"""An approval is decided again when it is answered and just before its call is sent (spec §5.3).
 
 Through the CLI against a real (hostile, configurable) MCP server over stdio: a pending
 approval whose tool is then switched off, flagged "changed — review" by a refresh, or made

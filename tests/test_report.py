@@ -1,4 +1,4 @@
-"""How much asking costs the person (issue 15 §1): ``palui report`` through the CLI over real turns, the
+"""How much asking costs the person (spec §5.8): ``palui report`` through the CLI over real turns, the
 ``/status`` section, the Governance page rendered, and the suggestion rules as tables and over random input
 (never loosening a destructive or unknown class)."""
 

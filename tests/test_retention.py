@@ -1,4 +1,4 @@
-"""Retention and backups (spec §10, issue 11): ``retention.days`` applied by the service's tick in small
+"""Retention and backups (spec §10.1, §10.2): ``retention.days`` applied by the service's tick in small
 batches, ``palui prune --before DATE``, ``palui backup FILE`` (safe while others write)."""
 
 from __future__ import annotations

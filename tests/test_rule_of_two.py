@@ -1,4 +1,4 @@
-"""The Rule of Two for reads that reach outside (issue 15 §6), through the CLI: in a tainted turn a fetch of an
+"""The Rule of Two for reads that reach outside (spec §4.5), through the CLI: in a tainted turn a fetch of an
 address that came from untrusted content, or carrying text from the person's private stores, asks first; an
 approved one runs (the re-decision does not refuse it); a benign follow-up fetch does not ask."""
 
@@ -232,7 +232,7 @@ def test_a_later_turn_fetching_an_address_from_an_earlier_page_asks_though_call_
 
 
 def test_after_retention_pruned_the_page_a_fetch_to_an_unknown_host_still_asks(cli, tmp_path, web):
-    # Issue 11's retention deletes old untrusted content, while the turns the model is sent still hold the
+    # Retention (spec §10.2) deletes old untrusted content, while the turns the model is sent still hold the
     # page: the rule must not forget where an address came from (it asks for any host not the person's).
     port = web.url.rsplit(":", 1)[1]
     first = run(cli, tmp_path, f"what does {web.url}/page say?", calls(fetch(f"{web.url}/page")), text("sunny"))

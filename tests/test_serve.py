@@ -113,7 +113,7 @@ def test_health_is_public_and_the_token_is_never_sent_to_a_stranger(cli, home, t
 
 
 async def test_accepted_connections_have_tcp_nodelay():
-    """Issue 11: the service's listening socket makes every accepted connection TCP_NODELAY (no ~40 ms
+    """The service's listening socket makes every accepted connection TCP_NODELAY (no ~40 ms
     Nagle wait per response on a kept-alive connection). Checked on the server side of a real
     connection accepted by asyncio, from the socket ``palui serve`` binds and, for contrast, from a
     socket made the old way (protocol 0), whose connections asyncio leaves with Nagle on."""

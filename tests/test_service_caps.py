@@ -1,4 +1,4 @@
-"""Global caps with the real service process (issue 5, spec §6): runs per hour, concurrent
+"""Global caps with the real service process (spec §6): runs per hour, concurrent
 starts, the daily token cap, a job's own daily token cap, pause status and notices."""
 
 from __future__ import annotations

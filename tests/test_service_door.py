@@ -1,4 +1,5 @@
-"""The typed doors of the front ends (docs/decisions/draft-typed-door.md) against what stands behind them.
+"""The typed doors of the front ends (docs/decisions/0149-typed-doors-for-the-front-ends.md) against what
+stands behind them.
 
 ``ServiceDoor`` names what the front ends call on the service, with the service's signatures; mypy
 checks the Service against it (``palui/service/door.py`` ends with a typed assignment). These tests

@@ -1,4 +1,4 @@
-"""``palui service install|status|uninstall`` (issue 13 "Always on"): only the units' content can be
+"""``palui service install|status|uninstall`` (docs/decisions/0070-service-install.md): only the units' content can be
 tested here — the systemd user unit with ``systemd-analyze verify`` (system mode and ``--user``
 with a private ``XDG_RUNTIME_DIR``), the launchd plist with ``plistlib``."""
 

@@ -1,4 +1,5 @@
-"""Every SQL statement on a turn's hot path uses an index on the tables that grow with history (issue 11).
+"""Every SQL statement on a turn's hot path uses an index on the tables that grow with history
+(docs/decisions/0073-an-index-for-every-hot-path-query.md).
 
 The statements run by starting and claiming a turn, its model steps, a tool call, an approval and
 its answer, ``resume_ready`` and the service's tick are recorded with SQLite's trace callback, then

@@ -1,5 +1,5 @@
 """``/status`` as text (palui.text.status): one set of lines for the terminal, the web chat and the chat
-channels; texts from elsewhere escaped; the webhooks' hold shown while it holds (issue 10 §3)."""
+channels; texts from elsewhere escaped; the webhooks' hold shown while it holds (spec §6.6)."""
 
 from __future__ import annotations
 

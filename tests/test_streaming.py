@@ -1,4 +1,4 @@
-"""Answers stream piece by piece (issue 12): the runner hands each piece of text to the front end as
+"""Answers stream piece by piece (spec §9.3): the runner hands each piece of text to the front end as
 the provider sends it (the model library's streaming request), for the OpenAI and Anthropic wires
 (server-sent events from the fake provider) and the ``script:`` model; text of an attempt that is
 retried is reported discarded, and only the final response's text stays."""

@@ -1,4 +1,4 @@
-"""Classes suggested for unknown tools (issue 15 §5): the pure rule as tables, ``palui tools suggest`` through
+"""Classes suggested for unknown tools (spec §2.4): the pure rule as tables, ``palui tools suggest`` through
 the CLI against a real MCP server that sends no annotations, and the connector sheet's buttons."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hidden characters shown as escapes (spec §4, issue 10): palui.text, pure."""
+"""Hidden characters shown as escapes (spec §4.7): palui.text, pure."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""End-to-end turns through the real CLI with ``script:`` models (issue 3, spec §3-§5)."""
+"""End-to-end turns through the real CLI with ``script:`` models (spec §3-§5)."""
 
 from __future__ import annotations
 

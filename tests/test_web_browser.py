@@ -1,4 +1,4 @@
-"""The web page in a real browser (issue 6): Playwright drives Debian's Chromium against a real
+"""The web page in a real browser (spec §8.1, docs/web.md): Playwright drives Debian's Chromium against a real
 ``palui serve`` subprocess on a free loopback port, with a fresh PALUI_HOME and a ``script:`` model.
 
 The service reads its script file on every model request of a turn, so each test writes

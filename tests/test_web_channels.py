@@ -1,4 +1,4 @@
-"""The channels page (issue 13): state, person and the actions of ``palui channels`` in the browser
+"""The channels page (spec §8.3): state, person and the actions of ``palui channels`` in the browser
 (in-process, through the app's guard; the fake Bot API checks the token)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A server's question on the web page, in a real browser (issue 14): Playwright drives Debian's Chromium
+"""A server's question on the web page, in a real browser (spec §7.8): Playwright drives Debian's Chromium
 against a real ``palui serve`` with our two eliciting test servers (``support/elicit_new.py`` speaks
 2026-07-28, ``support/elicit_old.py`` asks inside the open call).
 

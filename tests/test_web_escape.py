@@ -1,4 +1,4 @@
-"""The web page's script escapes hidden characters exactly as the server does (issue 10 §2).
+"""The web page's script escapes hidden characters exactly as the server does (spec §4.7).
 
 ``static/hidden.js`` is generated from the same Unicode table (``scripts/gen_hidden_js.py``); the
 same inputs give the same segments in Node as in :func:`palui.text.escape.segments`, and the HTML

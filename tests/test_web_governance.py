@@ -1,4 +1,4 @@
-"""The Governance page in a real browser (issue 15 §1): Playwright drives Debian's Chromium against a real
+"""The Governance page in a real browser (spec §5.8): Playwright drives Debian's Chromium against a real
 ``palui serve`` with a ``script:`` model; the person's asks are made and answered through the page and the
 CLI, and the page shows the same numbers and suggestions as ``palui report --json``."""
 

@@ -1,4 +1,4 @@
-"""What the web page refuses (issue 6, spec §8, §10), with plain httpx against a real ``palui serve``:
+"""What the web page refuses (spec §8, §10), with plain httpx against a real ``palui serve``:
 no token → the login page; a form post without the CSRF token → 403 and nothing changes; a
 foreign Host header → 400; secrets never rendered back except once at creation."""
 

@@ -1,5 +1,5 @@
-"""The web chat on any screen (issue 12): a real browser at 390×844 (a phone) and at desktop width,
-against a real ``palui serve`` with a ``script:`` model.
+"""The web chat on any screen (docs/decisions/0124-web-chat-on-a-phone.md): a real browser at 390×844 (a
+phone) and at desktop width, against a real ``palui serve`` with a ``script:`` model.
 
 On a phone the conversation list folds away under a button, and an approval card — its buttons and
 its full arguments — fits the screen without horizontal scrolling; at desktop width the list stands

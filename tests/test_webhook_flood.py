@@ -1,4 +1,4 @@
-"""A flood of webhooks cannot starve the person (issue 10 §3, spec §6, §8), against the real
+"""A flood of webhooks cannot starve the person (spec §6.6, §8.5), against the real
 service process over HTTP: webhook turns together get at most ``caps.webhook_runs_per_hour``
 of the hourly runs (default ``max(1, runs_per_hour // 3)``), the rest queue, and a chat turn is
 still admitted at once, whether it is started by its request or by the service's tick behind

@@ -1,4 +1,4 @@
-"""Replay keys of webhook deliveries (issue 10 §3) at the module level, and migration 8 keeping the
+"""Replay keys of webhook deliveries (spec §8.5) at the module level, and migration 8 keeping the
 deliveries recorded before it as duplicates."""
 
 from __future__ import annotations

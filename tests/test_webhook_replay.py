@@ -1,4 +1,4 @@
-"""A replay is a replay (issue 10 §3, spec §8), against the real service process over HTTP.
+"""A replay is a replay (spec §8.5), against the real service process over HTTP.
 
 - A delivery is a duplicate when the hash of its signature and body was seen within 24 h, or
   its delivery id was: an unsigned delivery-id header never makes a seen body new.

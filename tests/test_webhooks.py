@@ -1,4 +1,4 @@
-"""Inbound webhooks against the real service process (issue 5, spec §3 webhook column, §4, §8).
+"""Inbound webhooks against the real service process (spec §3 webhook column, §4, §8).
 
 One service for the module (``webhooks.rate_per_minute = 3``); each test makes its own
 webhook with ``palui webhooks add`` so rates and replay records do not mix.
@@ -61,7 +61,7 @@ def add_hook(s: LiveService, name: str, via_cli: bool = False) -> tuple[str, str
     r = palui(s, "webhooks", "add", name)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert len(lines) == 3, r.stdout  # url, secret, and the secret as Standard Webhooks' whsec_ (issue 10 §3)
+    assert len(lines) == 3, r.stdout  # url, secret, and the secret as Standard Webhooks' whsec_ (spec §8.5)
     m_url = re.fullmatch(r"url: (http://127\.0\.0\.1:(\d+)/hooks/([0-9a-f]+))", lines[0])
     m_secret = re.fullmatch(r"secret: (\S{20,})", lines[1])
     assert m_url and m_secret, r.stdout
@@ -80,7 +80,7 @@ def settle(s: LiveService, turn_id: str) -> dict:
     return t
 
 
-# The service posts the audit head to the inbox once a day (issue 15 §2), on a tick of its own, once the
+# The service posts the audit head to the inbox once a day (spec §10.3), on a tick of its own, once the
 # audit has a row: a notice that comes whenever the tick does, not from a delivery, so it is not counted.
 AUDIT_HEAD_NOTICE = "kind = 'notice' AND text LIKE 'Audit head on %'"
 

@@ -12,7 +12,7 @@ key is written with a double underscore, ``PALUI_CAPS__DAILY_TOKENS=5000``. A ba
 or variable raises :class:`ConfigError` naming the file (or variable), the key and
 what is wrong; Palui then refuses to start (fail closed).
 
-Named models (spec §9, §10; issue 10 §4) are ``[models.NAME]`` tables with ``model``,
+Named models (spec §9.1, §10.4) are ``[models.NAME]`` tables with ``model``,
 ``base_url`` and ``api_key_env``, used as ``model = "@NAME"``; see :class:`ModelEntry`. One
 field can be set or overridden from the environment as ``PALUI_MODELS__NAME__FIELD``.
 """
@@ -35,7 +35,7 @@ __all__ = ["ModelEntry", "Settings", "documented_keys", "load_settings", "paths"
 
 # Environment variables that are not configuration keys. (Any other PALUI_* variable must
 # name a key: a misspelt or unsupported one refuses to start rather than being ignored.)
-# The channel secrets are read only by `palui channels add` (issue 13), never stored as settings.
+# The channel secrets are read only by `palui channels add` (spec §10.4), never stored as settings.
 _NON_KEY_ENV = {"PALUI_HOME", "PALUI_TEST_CLOCK", "PALUI_TICK_SECONDS", "PALUI_TELEGRAM_TOKEN",
                 "PALUI_MATRIX_PASSWORD", "PALUI_MATRIX_TOKEN"}
 
@@ -45,12 +45,12 @@ _SCHEMA: dict[str, tuple[str, Any]] = {
     "budgets.steps": ("int+", 12),
     "budgets.seconds": ("num+", 120),
     "budgets.tools": ("int+", 30),
-    "budgets.repeat_calls": ("int0", 3),  # the N-th identical call in a turn ends it (issue 15 §3); 0: off
+    "budgets.repeat_calls": ("int0", 3),  # the N-th identical call in a turn ends it (spec §6.3); 0: off
     "budgets.error_streak": ("int0", 4),  # N refused/denied/failed calls in a row end the turn; 0: off
     "caps.daily_tokens": ("int+", 1_000_000),
     "caps.job_daily_tokens": ("int+", 200_000),
     "caps.runs_per_hour": ("int+", 60),
-    # Webhook turns' share of caps.runs_per_hour (issue 10 §3); None (unset) means
+    # Webhook turns' share of caps.runs_per_hour (spec §6.6); None (unset) means
     # max(1, runs_per_hour // 3), see _resolve_derived.
     "caps.webhook_runs_per_hour": ("int+?", None),
     "caps.timezone": ("str?", None),
@@ -68,7 +68,7 @@ _SCHEMA: dict[str, tuple[str, Any]] = {
     "serve.public_url": ("str?", None),
     "notify.apprise": ("strlist", []),
     "messages.contacts": ("strdict", {}),  # contact name -> apprise URL (messages__send_message "to")
-    "policy.check_file": ("str?", None),  # a policy snapshot (CSV) checked at palui serve start (issue 15 §4)
+    "policy.check_file": ("str?", None),  # a policy snapshot (CSV) checked at palui serve start (spec §3.4)
     "webhooks.rate_per_minute": ("int+", 10),  # accepted deliveries per webhook per sliding minute (spec §8)
     "retention.days": ("int+", 90),  # untrusted content, inbox, webhook deliveries older than this are pruned (§10)
 }
@@ -106,7 +106,8 @@ _SECRET_KINDS = {"strlist", "strdict"}
 _TEXT_KINDS = {"str?", "str"}
 
 
-# What each kind of value is, in words (issue 12: "a whole number", not "a number, boolean, list or table").
+# What each kind of value is, in words: "a whole number", not "a number, boolean, list or table"
+# (docs/decisions/0122-messages-reworded.md).
 _KIND_WORDS = {
     "str?": "text", "str": "non-empty text", "bool": "true or false", "int+": "a whole number",
     "int+?": "a whole number", "int0": "a whole number (0: off)",
@@ -135,7 +136,7 @@ def _check(where: str, key: str, kind: str, value: Any, *, from_env: bool = Fals
     """Validate one value. Environment values are text and are parsed; a file value must
     already have its TOML type (``port = "8765"`` is refused: fail closed on a type error).
 
-    Messages name the type in words and say how to write the key (issue 12), e.g.
+    Messages name the type in words and say how to write the key (docs/decisions/0122-messages-reworded.md), e.g.
     ``key 'caps.daily_tokens' has the wrong type: it must be a whole number, not the quoted
     string 'lots'; write it without quotes, e.g. daily_tokens = 1000000 under [caps]``.
     """
@@ -238,7 +239,7 @@ _APPRISE_HINT = ("expected SCHEME://…, e.g. json://localhost or tgram://BOT_TO
 
 def apprise_syntax_ok(url: str) -> bool:
     """Whether ``url`` looks like an apprise URL: ``scheme://rest``, no whitespace (no apprise import).
-    Whether apprise knows the scheme is checked by ``palui serve`` (issue 12)."""
+    Whether apprise knows the scheme is checked by ``palui serve`` (docs/decisions/0122-messages-reworded.md)."""
     return bool(_APPRISE_URL.match(url.strip()))
 
 
@@ -328,7 +329,7 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
 def _resolve_derived(values: dict[str, Any], where_set: Mapping[str, str]) -> None:
     """Keys whose default depends on another key, resolved in ``values``; raises ConfigError.
 
-    ``caps.webhook_runs_per_hour`` (issue 10 §3): unset → ``max(1, caps.runs_per_hour // 3)``; a
+    ``caps.webhook_runs_per_hour`` (spec §6.4, §6.6): unset → ``max(1, caps.runs_per_hour // 3)``; a
     configured value above ``caps.runs_per_hour`` is refused (a share cannot exceed the whole).
     """
     rph = int(values["caps.runs_per_hour"])
@@ -342,8 +343,9 @@ def _resolve_derived(values: dict[str, Any], where_set: Mapping[str, str]) -> No
 
 
 def _script_beside(model: str | None, folder: Path) -> str | None:
-    """``script:PATH`` written in palui.toml is relative to that file's folder (issue 12), not to the
-    directory a command happens to run in. Other model strings, and absolute paths, are unchanged."""
+    """``script:PATH`` written in palui.toml is relative to that file's folder, not to the directory a
+    command happens to run in (docs/decisions/0123-script-paths-relative-to-palui-toml.md). Other model
+    strings, and absolute paths, are unchanged."""
     if not model or not model.startswith("script:"):
         return model
     path = Path(model[len("script:"):]).expanduser()

@@ -1,5 +1,5 @@
 """Named models: ``[models.NAME]`` tables in ``palui.toml`` and ``PALUI_MODELS__NAME__FIELD``
-variables (spec §9, §10; issue 10 §4), checked while :func:`palui.config.load_settings` reads them.
+variables (spec §9.1, §10.4), checked while :func:`palui.config.load_settings` reads them.
 
 A value is never echoed in an error: a mistaken base URL or variable name may hold the key itself.
 """
@@ -12,7 +12,7 @@ from typing import Any
 
 from palui.errors import ConfigError
 
-#: The fields of a ``[models.NAME]`` table (issue 10 §4).
+#: The fields of a ``[models.NAME]`` table (spec §9.1; docs/decisions/0046-the-model-table-shape.md).
 MODEL_TABLE_KEYS = ("model", "base_url", "api_key_env")
 #: The providers a ``[models.NAME]`` table's ``model`` may name.
 MODEL_TABLE_PROVIDERS = ("openai", "anthropic", "ollama")
@@ -23,7 +23,7 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 @dataclass(frozen=True)
 class ModelEntry:
-    """One ``[models.NAME]`` table, used as ``model = "@NAME"`` (spec §9, §10; issue 10 §4).
+    """One ``[models.NAME]`` table, used as ``model = "@NAME"`` (spec §9.1, §10.4).
 
     - ``model``: ``openai:MODEL``, ``anthropic:MODEL`` or ``ollama:MODEL`` — the wire API
       spoken and the model name sent (never a ``@BASE_URL``: that is ``base_url``).
@@ -125,7 +125,8 @@ def file_model_tables(where: str, raw: Any, out: Tables) -> None:
 
 
 def env_model_field(var: str, key: str, value: str, out: Tables) -> None:
-    """``PALUI_MODELS__NAME__FIELD=value`` sets one field of ``[models.NAME]`` (issue 10 §4)."""
+    """``PALUI_MODELS__NAME__FIELD=value`` sets one field of ``[models.NAME]``
+    (docs/decisions/0047-model-fields-from-the-environment.md)."""
     where = f"environment variable {var}"
     parts = key.split(".")
     if len(parts) != 3 or parts[2] not in MODEL_TABLE_KEYS:

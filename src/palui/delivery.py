@@ -50,7 +50,7 @@ def _apprise():
 def unknown_targets(urls: list[str]) -> list[int]:
     """Positions (1-based) of the URLs apprise cannot use (an unknown service, a malformed URL).
 
-    The full check of ``palui serve`` (issue 12): every start checks the syntax only
+    The full check of ``palui serve`` (docs/decisions/0122-messages-reworded.md): every start checks the syntax only
     (:func:`palui.config.apprise_syntax_ok`), since importing apprise costs start-up time.
     """
     bad = []

@@ -10,7 +10,7 @@ Accepted model strings:
   ``http://127.0.0.1:8000/v1``; no key. ``anthropic:MODEL@BASE_URL`` likewise for the
   Anthropic Messages API (BASE_URL with or without a trailing ``/v1``).
 - ``@NAME`` — the ``[models.NAME]`` table of the configuration (``model``, ``base_url``,
-  ``api_key_env``): the only way to send a key to a base URL (issue 10 §4).
+  ``api_key_env``): the only way to send a key to a base URL (spec §9.1).
 - ``script:PATH`` — the replay model: a JSON script (see :class:`Script`).
 
 Which key goes where is decided in :mod:`palui.providers` (its table); this module is the
@@ -21,7 +21,7 @@ provider's own message, the key redacted and the model named as written.
 Only :func:`resolve_model` and :func:`request` are used by the turn runner, so the
 model library stays behind this module. :func:`request` streams (the model library's streaming
 request, ``pydantic_ai.direct.model_request_stream``) and hands each piece of text to the caller
-as it arrives (issue 12); the ``script:`` model streams its text word by word.
+as it arrives (spec §9.3); the ``script:`` model streams its text word by word.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Where a model's requests go and which key they carry (spec §9: "a key goes only to its own
-provider (a custom base URL gets the key its configuration names, else none)"; issue 10 §4).
+provider (a custom base URL gets the key its configuration names, else none)";
+docs/decisions/0040-a-base-url-gets-no-key.md).
 
 Used through :func:`palui.models.resolve_model`; nothing else imports this module.
 

@@ -12,13 +12,13 @@ from typing import Any, Protocol
 #: routes and of the CLI's client for them (string keys, any JSON values; spec §8).
 JSON = dict[str, Any]
 
-#: Why a tool whose server says ``execution.taskSupport: "required"`` is never offered (issue 14).
+#: Why a tool whose server says ``execution.taskSupport: "required"`` is never offered (spec §7.7).
 NEEDS_TASKS = "needs MCP tasks, not supported yet"
-SIGN_IN_AGAIN = "error: sign in again"  # a connector's stored state while it waits for a sign-in (issue 14)
+SIGN_IN_AGAIN = "error: sign in again"  # a connector's stored state while it waits for a sign-in (spec §7.9)
 
 
 def sign_in_again(connector: str) -> str:
-    """What a connector waiting for a sign-in tells a turn and the person, with the fix (issue 14)."""
+    """What a connector waiting for a sign-in tells a turn and the person, with the fix (spec §7.9)."""
     return (f"{connector}: sign in again: palui connectors login {connector} (or “Sign in” on its sheet); its "
             "tools are not offered meanwhile")
 

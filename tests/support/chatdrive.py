@@ -1,4 +1,4 @@
-"""Drive the real ``palui chat`` as a person would (issue 12): through piped standard input
+"""Drive the real ``palui chat`` as a person would (spec §8.2): through piped standard input
 (:class:`PipedChat`) or in a real terminal (:class:`TmuxChat`: tmux ``send-keys`` / ``capture-pane``).
 
 Both start ``python -m palui chat`` with a fresh PALUI_HOME and give the same three calls:

@@ -1,4 +1,4 @@
-"""Chat channels: talk to Palui, and answer its approvals, from Telegram and Matrix (issue 13).
+"""Chat channels: talk to Palui, and answer its approvals, from Telegram and Matrix (spec §8.3).
 
 Channels are front ends (docs/architecture.md): they import of Palui only the service, the
 shared words and text helpers, and reach the service only through its public methods. The
@@ -25,7 +25,7 @@ __all__ = ["check_url", "is_loopback_url"]
 
 def check_url(url: str, what: str) -> str:
     """``url`` without a trailing ``/`` when it is https (or plain http on loopback, for local
-    homeservers and tests); else UsageError (issue 13: a non-https homeserver is refused)."""
+    homeservers and tests); else UsageError (a non-https homeserver is refused: docs/channels.md)."""
     from urllib.parse import urlsplit
 
     from palui.errors import UsageError

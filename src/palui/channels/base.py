@@ -1,4 +1,4 @@
-"""What every chat channel shares (issue 13): who may talk, whose words, commands, approvals, sending.
+"""What every chat channel shares (spec §8.3): who may talk, whose words, commands, approvals, sending.
 
 A channel module (``telegram.py``, ``matrix.py``; later Slack, Signal…) subclasses
 :class:`Channel` and implements the platform half: its receive loop (:meth:`Channel.run`), which
@@ -139,7 +139,7 @@ class Channel(Outbox):
         """What a reply to message ``ref`` quotes: nothing for Palui's answer in this chat's current
         conversation (already in the model's context); the person's own words as trusted; every
         other text — another sender's, a notice, job result or webhook summary Palui delivered here
-        (not part of this conversation) — as untrusted (issue 13 "Whose words")."""
+        (not part of this conversation) — as untrusted (spec §8.3; docs/decisions/0060-which-quotes-taint.md)."""
         if not text.strip():
             return None
         if by_palui:
@@ -163,7 +163,7 @@ class Channel(Outbox):
         await self._typing_while(chat, turn_id)
 
     async def _typing_while(self, chat: str, turn_id: str) -> None:
-        """Resend "typing…" every 4 s while the turn is queued or running (issue 13)."""
+        """Resend "typing…" every 4 s while the turn is queued or running (spec §8.3)."""
         end = time.monotonic() + float(self.svc.settings.get("budgets.seconds")) + 30
         next_typing = 0.0
         while time.monotonic() < end:
@@ -188,7 +188,7 @@ class Channel(Outbox):
             self.reply(chat, status_text(self.svc.status()))
         elif cmd.name == "/why":
             self.reply(chat, self._why(self.svc.channel_conversation(self.name, chat)))
-        elif cmd.name == "/stop" and cmd.arg == "all":  # the emergency brake (issue 15 §7)
+        elif cmd.name == "/stop" and cmd.arg == "all":  # the emergency brake (spec §5.7)
             stopped = self.svc.stop_all(self.name)["stopped"]
             self.reply(chat, (f"Stopped {', '.join(stopped)}." if stopped else "No turn was running.")
                        + " Jobs are paused until palui jobs resume.")
@@ -204,7 +204,7 @@ class Channel(Outbox):
         return []
 
     def _answer_question(self, chat: str, arg: str) -> list[Job]:
-        """``/answer ID field=value …``: a server's question, through its one door (issue 14)."""
+        """``/answer ID field=value …``: a server's question, through its one door (spec §7.8)."""
         from palui.text.elicitation import parse_pairs
 
         try:
@@ -224,7 +224,7 @@ class Channel(Outbox):
         return [lambda: self._resume(turn)]
 
     def _why(self, conversation: str) -> str:
-        """``/why`` (issue 12): each tool call of the conversation's latest turn that made any, with its reason."""
+        """``/why`` (spec §8.2): each tool call of the conversation's latest turn that made any, with its reason."""
         for t in reversed(self.svc.conversation(conversation)["turns"]):
             calls = [e for e in t["events"] if e.get("type") == "tool_call"]
             if calls:

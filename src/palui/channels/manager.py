@@ -1,4 +1,4 @@
-"""Running the chat channels inside ``palui serve`` (issue 13).
+"""Running the chat channels inside ``palui serve`` (spec §8.3).
 
 :class:`ChannelManager` is one of the start-up hooks the ``palui serve`` command passes to the
 server (:func:`palui.server.main.serve`): on entry it installs log redaction for every channel

@@ -1,4 +1,4 @@
-"""The Matrix channel (issue 13): an account on any homeserver, through matrix-nio (no e2e extra).
+"""The Matrix channel (spec §8.3): an account on any homeserver, through matrix-nio (no e2e extra).
 
 ``palui channels add matrix`` logs in once with the password and stores the access token and the
 device id (never the password). The service then syncs with the stored ``since`` token

@@ -1,4 +1,4 @@
-"""matrix-nio behind a typed boundary, for the Matrix channel (issue 13).
+"""matrix-nio behind a typed boundary, for the Matrix channel (spec §8.3).
 
 nio ships no type information (mypy sees every nio object as ``Any``), so the channel never handles
 nio's objects: :class:`MatrixClient` wraps one ``nio.AsyncClient`` and converts each answer here,

@@ -1,4 +1,4 @@
-"""Sending for a chat channel (issue 13): one ordered outbox, notices, answers, approvals and their edits.
+"""Sending for a chat channel (spec §8.3): one ordered outbox, notices, answers, approvals and their edits.
 
 Every message a channel sends goes through :meth:`Outbox.enqueue`: a worker sends them in order,
 retries a failing delivery with backoff (``429 retry_after`` honoured through

@@ -1,4 +1,4 @@
-"""The platform half of a chat channel (issue 13): the words a channel hands over, and what it implements.
+"""The platform half of a chat channel (spec §8.3): the words a channel hands over, and what it implements.
 
 A channel module subclasses :class:`palui.channels.base.Channel` (which builds on
 :class:`ChannelPlatform` and :class:`palui.channels.outbox.Outbox`) and implements the abstract

@@ -1,4 +1,4 @@
-"""The Telegram channel (issue 13): a bot, through python-telegram-bot's low-level ``Bot``.
+"""The Telegram channel (spec §8.3): a bot, through python-telegram-bot's low-level ``Bot``.
 
 Receiving is :class:`~palui.channels.telegram_poll.TelegramPoller` (each update once). Each
 update becomes an :class:`~palui.channels.base.Inbound`:

@@ -1,7 +1,7 @@
-"""What a chat channel shows the person, as plain text (issue 13): approvals, answers, outcomes.
+"""What a chat channel shows the person, as plain text (spec §8.3): approvals, answers, outcomes.
 
 Every text from a model, a server or a sender goes through :mod:`palui.text.display` first
-(hidden characters escaped and marked, issue 10 §2); a channel then applies its own format
+(hidden characters escaped and marked, spec §4.7); a channel then applies its own format
 (Telegram HTML-escapes it, Matrix sends the plain body). Pure: no I/O, the clock is passed in.
 
 - :func:`approval_view`: the approval message — tool, class and its source, the reason, the

@@ -20,9 +20,9 @@ from palui.errors import PaluiError, UsageError
 COMMAND_MODULES = ["tools", "policy", "suggest", "outside", "mcp", "signin", "memories", "turns", "audit", "report",
                    "chat", "serve", "triggers", "channels", "unit", "conversations", "maintenance", "elicit"]
 
-# The modules that define each top-level command or group (issue 11: a command imports only what it
-# needs). A name not listed here, ``palui --help`` and ``palui`` alone load every module, so a new
-# command works before it is listed.
+# The modules that define each top-level command or group (a command imports only what it needs:
+# docs/decisions/0085-a-light-cli-start.md). A name not listed here, ``palui --help`` and ``palui`` alone
+# load every module, so a new command works before it is listed.
 # tests/test_cli_start.py checks that each entry gives the same commands as loading everything.
 COMMANDS: dict[str, tuple[str, ...]] = {
     "tools": ("tools", "suggest", "outside"), "policy": ("tools", "policy"),

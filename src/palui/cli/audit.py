@@ -1,4 +1,4 @@
-"""``palui audit`` (the tool-call log, spec §10), ``palui audit verify`` and ``palui audit export`` (issue 15 §2)."""
+"""``palui audit`` (the tool-call log), ``palui audit verify`` and ``palui audit export`` (spec §10.3)."""
 
 from __future__ import annotations
 

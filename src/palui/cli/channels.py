@@ -1,4 +1,4 @@
-"""``palui channels …``: chat channels (Telegram, Matrix) run by ``palui serve`` (issue 13; docs/channels.md).
+"""``palui channels …``: chat channels (Telegram, Matrix) run by ``palui serve`` (spec §8.3; docs/channels.md).
 
 Secrets never come from the command line: a bot token, Matrix password or access token is read
 from a file (``--token-file``/``--password-file``, ``-`` for standard input), from its variable
@@ -64,7 +64,7 @@ def channels_add(kind: str, name: str | None, token_file: Path | None, password_
             fail("no bot token: give it with --token-file FILE or PALUI_TELEGRAM_TOKEN (never on the command line)", 2)
         assert token is not None
         redact.add(token)
-        import asyncio  # where used: `palui --help` does not pay for it (issue 11)
+        import asyncio  # where used: `palui --help` does not pay for it (docs/decisions/0085-a-light-cli-start.md)
 
         me = asyncio.run(check_token(token, api_base, redact))
         config: dict[str, Any] = {"bot_id": me["id"], "bot_username": me["username"]}

@@ -95,7 +95,8 @@ class ServiceClient:
         """POST with ``stream: true``; call ``on_event`` per event; return the final result.
 
         The service's first line says the turn is stored (``{"type": "turn"}``); an error says
-        the turn is kept only when that line arrived (issue 12: never "kept" unless stored)."""
+        the turn is kept only when that line arrived (never "kept" unless stored:
+        docs/decisions/0120-a-chat-that-survives-the-service.md)."""
         result: JSON | None = None
         stored: str | None = None
         try:

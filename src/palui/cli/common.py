@@ -1,6 +1,6 @@
 """Shared pieces of the command line: the Click groups, output helpers, the service handle.
 
-Start cost (issue 11, docs/decisions/0085-a-light-cli-start.md): every command pays for what the CLI imports before
+Start cost (docs/decisions/0085-a-light-cli-start.md): every command pays for what the CLI imports before
 it runs, so command modules import only Click and these helpers at the top and everything else
 inside the command. The command line is plain Click (not Typer: importing Typer and building its
 commands from function signatures on every start cost more than most commands take).
@@ -68,7 +68,7 @@ WHOLE = click.IntRange(max=2**63 - 1)  # a number the service checks further (a 
 
 
 def said(message: str) -> str:
-    """An error message as printed: escaped (issue 10 §2) when it holds a raw control, bidi or other
+    """An error message as printed: escaped (spec §4.7) when it holds a raw control, bidi or other
     hidden character (a path or name put in it as given); one without (every message whose names were
     escaped where it was made) is printed as it is, so its escapes are not doubled."""
     from palui.text.escape import has_hidden
@@ -91,8 +91,9 @@ def service() -> ServiceDoor:
 
 def tools_service() -> ToolsDoor:
     """The tools part alone (:class:`palui.service.light.ToolsService`), for commands that only read
-    the catalog: it starts with a third of the imports of :func:`service` (issue 11). Call only
-    its ``LIGHT_METHODS`` (a method another part overrides answers differently here)."""
+    the catalog: it starts with a third of the imports of :func:`service`
+    (docs/decisions/0085-a-light-cli-start.md). Call only its ``LIGHT_METHODS`` (a method another part
+    overrides answers differently here)."""
     from palui.service.light import ToolsService
 
     return _started(ToolsService)
@@ -107,12 +108,12 @@ def _started(cls: Callable[[], S]) -> S:
 
 
 def emit_json(value: Any) -> None:
-    """``--json`` output: real JSON, with every hidden character as a ``\\u`` escape (issue 10 §2)."""
+    """``--json`` output: real JSON, with every hidden character as a ``\\u`` escape (spec §4.7, §11)."""
     click.echo(json_safe(value))
 
 
 def table(rows: list[list[str]], headers: list[str]) -> None:
-    """A plain-text table; every cell one line, hidden characters escaped and marked (issue 10 §2)."""
+    """A plain-text table; every cell one line, hidden characters escaped and marked (spec §4.7)."""
     rows = [[shown(str(x), one_line=True) for x in r] for r in rows]
     if rows:
         widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=False)]

@@ -1,5 +1,5 @@
-"""``palui conversations list|show`` (issue 12): earlier conversations, each with the channel it was
-started on, so ``palui chat --conversation ID`` can go back to one."""
+"""``palui conversations list|show``: earlier conversations, each with the channel it was started on, so
+``palui chat --conversation ID`` can go back to one (docs/decisions/0115-conversations-record-their-channel.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A server's question to the person on the command line (spec §7, §8; issue 14).
+"""A server's question to the person on the command line (spec §7.8, §8).
 
 - ``palui elicitations list|show|answer``: the questions that wait, and answering one from any
   terminal (through the live service when one runs, else here, resuming the turn here).

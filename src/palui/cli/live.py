@@ -19,7 +19,8 @@ T = TypeVar("T")
 
 def run_async(svc: ServiceDoor, coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` on a new event loop, then close the connectors it started in this process."""
-    import asyncio  # here, not at the top: only commands that run a loop pay for it (issue 11)
+    # here, not at the top: only commands that run a loop pay for it (docs/decisions/0085-a-light-cli-start.md)
+    import asyncio
 
     async def wrapper() -> T:
         try:

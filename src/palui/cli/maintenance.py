@@ -1,4 +1,4 @@
-"""``palui prune --before DATE`` and ``palui backup FILE`` (spec §10, issue 11)."""
+"""``palui prune --before DATE`` and ``palui backup FILE`` (spec §10.1, §10.2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``palui tools reaches-outside NAME…`` and ``palui connectors private ID``: the Rule of Two's flags (issue 15 §6)."""
+"""``palui tools reaches-outside NAME…`` and ``palui connectors private ID``: the Rule of Two's flags (spec §4.5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``palui policy snapshot`` and ``palui policy check FILE``: the person's policy pinned as tests (issue 15 §4).
+"""``palui policy snapshot`` and ``palui policy check FILE``: the person's policy pinned as tests (spec §3.4).
 
 ``palui policy explain`` is in :mod:`palui.cli.tools`.
 """

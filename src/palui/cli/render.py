@@ -1,9 +1,10 @@
 """How turn events, approvals and results look in the terminal (used by ``run``, ``approvals`` and ``chat``).
 
 Text from a model, a server or a sender is shown through :mod:`palui.text.display`: hidden
-characters escaped and marked (issue 10 §2). Tool lines are compact (issue 12): one line per
-call, in the order the calls happened, with its outcome; the reason of a call that ran is
-shown on demand (``/why`` in the chat), the reason of a call that did not run is its outcome.
+characters escaped and marked (spec §4.7). Tool lines are compact
+(docs/decisions/0118-compact-tool-lines.md): one line per call, in the order the calls happened, with its
+outcome; the reason of a call that ran is shown on demand (``/why`` in the chat), the reason of a call
+that did not run is its outcome.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ ERROR_CHARS = 300
 def short(value: Any, n: int = 160) -> str:
     """One line of at most about ``n`` characters: hidden characters escaped (and marked), runs of
     whitespace collapsed; cut with "…" (before escaping, so an escape is never cut in half) at a
-    space where one is near, so a hint's key or command is never cut in half (issue 12)."""
+    space where one is near, so a hint's key or command is never cut in half
+    (docs/decisions/0122-messages-reworded.md)."""
     s = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return shown(cut_words(s, n), one_line=True, note=False) + (NOTE if hidden_in(value) else "")
 
@@ -68,7 +70,7 @@ def call_outcome(e: dict[str, Any]) -> tuple[str, str]:
 
 
 def call_line(e: dict[str, Any]) -> str:
-    """One compact line for a ``tool_call`` event (issue 12)."""
+    """One compact line for a ``tool_call`` event (docs/decisions/0118-compact-tool-lines.md)."""
     mark, words = call_outcome(e)
     return f"  {mark} {short(e['tool'], 200)} {short(e.get('args', {}), ARGS_CHARS)} → {words}"
 

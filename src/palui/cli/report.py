@@ -1,4 +1,4 @@
-"""``palui report [--days N] [--json]``: how much asking costs you, and what to do about it (issue 15 §1)."""
+"""``palui report [--days N] [--json]``: how much asking costs you, and what to do about it (spec §5.8)."""
 
 from __future__ import annotations
 

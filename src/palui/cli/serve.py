@@ -24,7 +24,7 @@ def serve_cmd(host: str | None, port: int | None) -> None:
             svc.settings.get("serve.port") if port is None else port,
             click.echo,
             tick_seconds=float(__import__("os").environ.get("PALUI_TICK_SECONDS", "1")),
-            serve_hooks=[ChannelManager],  # the chat channels run with the service (issue 13)
+            serve_hooks=[ChannelManager],  # the chat channels run with the service (spec §8.3)
         )
     except ConfigError as e:  # the full apprise check (every other start checks the syntax only)
         fail(f"configuration error: {e}")

@@ -1,4 +1,4 @@
-"""``palui tools suggest CONNECTOR [--accept] [--accept-tool NAME]``: classes for unknown tools (issue 15 §5).
+"""``palui tools suggest CONNECTOR [--accept] [--accept-tool NAME]``: classes for unknown tools (spec §2.4).
 
 The tool names and descriptions shown are the server's own words: printed escaped (palui.text.display).
 """

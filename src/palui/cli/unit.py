@@ -1,4 +1,5 @@
-"""``palui service install|status|uninstall``: run ``palui serve`` at login, restarted on failure (issue 13).
+"""``palui service install|status|uninstall``: run ``palui serve`` at login, restarted on failure
+(docs/decisions/0070-service-install.md).
 
 Channels and jobs need the service running. On Linux this writes a systemd **user** unit
 (``~/.config/systemd/user/palui.service``) and enables it; on macOS a launchd agent

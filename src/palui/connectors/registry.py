@@ -55,7 +55,7 @@ class SyncReport:
     removed: list[str] = field(default_factory=list)
     refused_duplicates: list[str] = field(default_factory=list)
     #: (name, previous class, new class) of tools whose server's hints made the effective class stricter
-    #: by themselves (spec §7: a tightening applies without review; issue 12: the person is told).
+    #: by themselves (spec §7.6: a tightening applies without review, and the person is told).
     class_tightened: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
@@ -86,7 +86,8 @@ def sync_tools(db: Database, connector_id: str, specs: list[ToolSpec], *, builti
     tighten the class by themselves, a loosening waits for review. Tools listed
     twice are refused, both of them. Tools no longer listed are marked absent.
 
-    Linear in the listing (issue 11): the names already taken are read once, not per new tool.
+    Linear in the listing: the names already taken are read once, not per new tool
+    (docs/decisions/0080-sync-reads-taken-names-once.md).
     """
     report = SyncReport()
     counts: dict[str, int] = {}

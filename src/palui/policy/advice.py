@@ -1,4 +1,4 @@
-"""Suggestions from the governance numbers (issue 15 §1). Pure: numbers and tool facts in, suggestions out.
+"""Suggestions from the governance numbers (spec §5.8). Pure: numbers and tool facts in, suggestions out.
 
 Each suggestion is one command the person can run; Palui never runs it. Two rules hold for every
 suggestion (tests check them over random inputs):

@@ -1,4 +1,4 @@
-"""The global caps decision (spec §6, §8; issue 10 §3), pure: counters in, verdict out. No I/O, no clock."""
+"""The global caps decision (spec §6.4-§6.6), pure: counters in, verdict out. No I/O, no clock."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ RUNS_PER_HOUR = "runs per hour cap"
 WEBHOOK_RUNS_PER_HOUR = "webhook runs per hour cap"
 
 #: Caps that pause every new turn (the person is told once per pause, spec §6). A job over its own
-#: token cap is that job's matter; the webhook share holds only webhook turns (issue 10 §3).
+#: token cap is that job's matter; the webhook share holds only webhook turns (spec §6.6).
 GLOBAL_CAPS = (DAILY_TOKENS, RUNS_PER_HOUR)
 
 

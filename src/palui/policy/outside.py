@@ -1,4 +1,4 @@
-"""The Rule of Two for reads that reach outside (issue 15 §6). Pure: the facts come in, a reason goes out.
+"""The Rule of Two for reads that reach outside (spec §4.5). Pure: the facts come in, a reason goes out.
 
 A hijacked model can carry private data out through a *read*: it fetches an address the attacker
 chose, with the data in the URL. So in a tainted turn a call to a tool that reaches outside
@@ -11,7 +11,7 @@ chose, with the data in the URL. So in a tainted turn a call to a tool that reac
    the person marked private) seen in this conversation, and that text is neither in the person's own
    messages nor in untrusted content (private data going out).
 
-When retention (``retention.days``, issue 11) deleted some of the conversation's untrusted content, the
+When retention (``retention.days``, spec §10.2) deleted some of the conversation's untrusted content, the
 rule no longer sees every address that content named, while the turns the model is sent still hold it:
 then every address that is not the person's, nor reached earlier, asks (it fails closed).
 

@@ -1,4 +1,4 @@
-"""A person's policy pinned as tests (issue 15 §4). Pure: rows in, findings out; no I/O.
+"""A person's policy pinned as tests (spec §3.4). Pure: rows in, findings out; no I/O.
 
 The file is CSV with the header ``tool,origin,tainted,verdict``: a model-visible tool name, an
 origin (``chat``, ``job``, ``webhook``), ``true``/``false`` (also ``yes``/``no``, ``1``/``0``) and a

@@ -1,4 +1,4 @@
-"""A class suggested for a tool whose server sent no annotations (issue 15 §5). Pure: no I/O.
+"""A class suggested for a tool whose server sent no annotations (spec §2.4). Pure: no I/O.
 
 Servers that send no annotations (github's 26 tools, sqlite, markitdown) leave every tool
 ``unknown``. From the tool's raw name and description this proposes a class with its reason; nothing

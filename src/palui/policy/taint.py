@@ -1,4 +1,4 @@
-"""Marking approval arguments that appeared in untrusted content (spec §4). Pure.
+"""Marking approval arguments that appeared in untrusted content (spec §4.6). Pure.
 
 A mark is a signal to the person ("this IBAN came from the web page you fetched"), so it is kept for
 what can be hijacked and left off what cannot:

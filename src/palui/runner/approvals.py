@@ -47,7 +47,8 @@ def create(db: Database, *, turn_id: str, conversation_id: str, call: Mapping[st
                         (conversation_id,))]
     own = [r["input"] for r in db.all("SELECT input FROM turns WHERE conversation_id = ? AND origin IN"
                                       " ('chat', 'job')", (conversation_id,))]
-    from palui.policy.taint import untrusted_args  # only when an approval is made (issue 11: start cost)
+    # only when an approval is made (start cost: docs/decisions/0085-a-light-cli-start.md)
+    from palui.policy.taint import untrusted_args
 
     marks = untrusted_args(call["args"], untrusted, schema=schema, own_texts=own)
     aid = new_id("a")

@@ -1,4 +1,4 @@
-"""The audit log: every tool call with its decision and outcome (spec §10), hash-chained (issue 15 §2).
+"""The audit log: every tool call with its decision and outcome (spec §10.3), hash-chained.
 
 :func:`record` is the one insert: the row's hash over its content and the previous row's hash is
 written in the same transaction, and so is the ``audit_head`` file (:mod:`palui.store.audit_chain`).

@@ -1,8 +1,8 @@
 """Usage and run counters behind the global caps (spec §6). Writes go through ``db.write``.
 
-Every read here costs the same whatever the history (issue 11): tokens come from the running
-totals in ``usage_days`` and turn starts from the per-minute counts in ``run_minutes``, both kept
-by triggers inside the transaction that writes the ``usage`` or ``runs`` row they count
+Every read here costs the same whatever the history (docs/decisions/0072-cap-counters-kept-by-triggers.md):
+tokens come from the running totals in ``usage_days`` and turn starts from the per-minute counts in
+``run_minutes``, both kept by triggers inside the transaction that writes the ``usage`` or ``runs`` row they count
 (migration 11), so they are exactly as current as the rows, also inside the admitting
 transaction of :func:`palui.runner.state.claim_new`.
 """
@@ -40,7 +40,7 @@ def day(now: float, tz: ZoneInfo | None) -> str:
 
 def limits(settings: Settings) -> CapLimits:
     """The configured caps (``caps.*``; ``caps.webhook_runs_per_hour`` is already resolved by the
-    configuration to ``max(1, runs_per_hour // 3)`` when unset, issue 10 §3)."""
+    configuration to ``max(1, runs_per_hour // 3)`` when unset, spec §6.4)."""
     from palui.policy.caps import CapLimits
 
     return CapLimits(daily_tokens=int(settings.get("caps.daily_tokens")),
@@ -53,7 +53,7 @@ def verdict_in_tx(c: sqlite3.Connection, turn_row: sqlite3.Row | Mapping[str, An
                   job_cap: int | None = None) -> CapVerdict:
     """The caps verdict for starting ``turn_row`` (a mapping with ``origin`` and ``job_id``) now,
     from counters read on connection ``c`` (inside the admitting transaction, spec §6). A webhook
-    turn is also held to the webhook share: webhook runs in the sliding hour (issue 10 §3)."""
+    turn is also held to the webhook share: webhook runs in the sliding hour (spec §6.6)."""
     from dataclasses import replace
 
     from palui.policy.caps import admit

@@ -22,7 +22,7 @@ class RunnerDeps:
     ``notify`` puts a message on the person's channel (answers, approval requests);
     ``job_token_cap(job_id)`` is that job's own daily token cap, None for the default
     (``caps.job_daily_tokens``) or a turn that is not a job's. ``job_connectors(job_id)`` is the
-    connectors a job is limited to (issue 15 §7), None for every connector.
+    connectors a job is limited to (spec §8.4), None for every connector.
     """
 
     db: Database

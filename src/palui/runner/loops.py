@@ -1,4 +1,4 @@
-"""Loops end the turn, not just the tool (issue 15 §3).
+"""Loops end the turn, not just the tool (spec §6.3).
 
 Two rules, checked while the calls of a response are decided in order (:mod:`palui.runner.calls`):
 

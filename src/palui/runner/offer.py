@@ -1,8 +1,8 @@
 """Which tools a turn is offered (spec §3, §6): the policy at offer time over the stored catalog, then the budget.
 
 Everything here reads a catalog :class:`~palui.store.catalog.Snapshot`: the stored, pinned
-definitions. No MCP server is started to offer its tools (issue 11): a server starts when a
-turn calls one of its tools, and that connection re-checks the pins (a changed tool is
+definitions. No MCP server is started to offer its tools (docs/decisions/0078-mcp-servers-start-on-first-call.md):
+a server starts when a turn calls one of its tools, and that connection re-checks the pins (a changed tool is
 switched off, flagged and the call refused, spec §7). What depends only on the catalog
 version and the situation (origin, taint) is computed once per version and kept in the
 snapshot's memo: the candidates the policy would offer, the ranking index, each tool's
@@ -66,7 +66,7 @@ def candidates(snap: Snapshot, origin: Origin, tainted: bool, carry: dict[Any, A
         offered: dict[tuple[Any, bool], bool] = {}  # the verdict depends on class and switch only, here
         out = []
         for r in snap.usable():
-            if r.needs_tasks or r.connector_signin:  # issue 14: never offered; a sign-in first
+            if r.needs_tasks or r.connector_signin:  # spec §7.7, §7.9: never offered; a sign-in first
                 continue
             k = (r.tool_class, r.enabled)
             if k not in offered:
@@ -81,7 +81,7 @@ def candidates(snap: Snapshot, origin: Origin, tainted: bool, carry: dict[Any, A
 
 
 def waiting_for_sign_in(snap: Snapshot, scope: list[str] | None = None) -> list[str]:
-    """Connectors with switched-on tools that are not offered until the person signs in again (issue 14)."""
+    """Connectors with switched-on tools that are not offered until the person signs in again (spec §7.9)."""
     key = ("sign_in", None if scope is None else tuple(scope))
     out = snap.memo.get(key)
     if out is None:
@@ -91,7 +91,7 @@ def waiting_for_sign_in(snap: Snapshot, scope: list[str] | None = None) -> list[
 
 
 def _candidate(r: ToolRow) -> Candidate:
-    # Ranking uses the text with hidden characters removed, as the model is sent it (issue 10 §2).
+    # Ranking uses the text with hidden characters removed, as the model is sent it (spec §4.7).
     text = f"{r.connector} {r.tool} {r.description[:DESCRIPTION_CHARS]}"
     return Candidate(r.name, r.connector, is_builtin(r), strip_hidden(text))
 
@@ -123,7 +123,7 @@ def choose(snap: Snapshot, origin: Origin, tainted: bool, query: str, limit: int
     A webhook turn is offered nothing (spec §3). Built-in and MCP connectors are ranked together;
     when every candidate fits, all are offered. ``carry`` is the caller's dict kept from one catalog
     version to the next (tokenized texts, the last ranking index per situation). ``scope`` (a job
-    limited to some connectors, issue 15 §7) keeps only those connectors' tools, before ranking;
+    limited to some connectors, spec §8.4) keeps only those connectors' tools, before ranking;
     such a list is ranked with an index of its own, built for the turn (job turns are rare).
     """
     if origin is Origin.WEBHOOK:
@@ -168,7 +168,7 @@ def definitions(snap: Snapshot, names: list[str], origin: Origin, tainted: bool)
 def _definition(r: ToolRow) -> ToolDefinition:
     schema = r.input_schema if isinstance(r.input_schema, dict) and r.input_schema else {"type": "object"}
     description = r.description or r.tool
-    if r.hidden:  # what the model is sent has the hidden characters removed (issue 10 §2)
+    if r.hidden:  # what the model is sent has the hidden characters removed (spec §4.7)
         schema, description = strip_hidden_in(schema), strip_hidden(description)
     return ToolDefinition(name=r.name, description=cut_description(description), parameters_json_schema=schema)
 

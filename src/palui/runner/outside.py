@@ -1,4 +1,4 @@
-"""The Rule of Two at call time (issue 15 §6): the facts for :func:`palui.policy.outside.rule_of_two`.
+"""The Rule of Two at call time (spec §4.5): the facts for :func:`palui.policy.outside.rule_of_two`.
 
 :class:`RuleOfTwo` is held by the call decider (:mod:`palui.runner.deciding`). Only a call the matrix
 lets ``run`` is looked at, and only in a tainted turn and for a tool that reaches outside: then the

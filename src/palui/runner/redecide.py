@@ -24,7 +24,8 @@ def refusal(db: Database, tool: str, origin: str, tainted: bool, taint_source: s
     The reason completes "the call was refused: …", e.g. "the tool was switched off after this
     approval was asked".
     """
-    row = catalog.tool_now(db, tool)  # the catalog version and the row in one read (issue 11)
+    # the catalog version and the row in one read (docs/decisions/0076-a-per-process-tool-catalog.md)
+    row = catalog.tool_now(db, tool)
     if row is None or not row.present:
         return "the tool was removed by its server after this approval was asked"
     if not row.connector_enabled:

@@ -162,7 +162,7 @@ class Claim:
 
 
 PAUSE_KEY = "pause"  # kv key of the global pause (spec §6)
-WEBHOOK_HOLD_KEY = "webhook_hold"  # kv key of the webhook share's hold (issue 10 §3): webhook turns only
+WEBHOOK_HOLD_KEY = "webhook_hold"  # kv key of the webhook share's hold (spec §6.6): webhook turns only
 LIVE_STATUSES = ("running", "awaiting_approval", "queued")
 
 
@@ -184,7 +184,7 @@ def live_turn_before(db: Database, turn_id: str) -> sqlite3.Row | None:
 def set_pause_in_tx(c: sqlite3.Connection, cap: str | None, key: str = PAUSE_KEY) -> bool:
     """Record (``cap``) or clear (None) the global pause on connection ``c``, inside the caller's
     transaction. True when a new pause starts (the person is told once per pause, spec §6).
-    ``key`` :data:`WEBHOOK_HOLD_KEY` records the webhook share's hold instead (issue 10 §3)."""
+    ``key`` :data:`WEBHOOK_HOLD_KEY` records the webhook share's hold instead (spec §6.6)."""
     r = c.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
     if cap is None:
         if r is not None:
@@ -211,7 +211,7 @@ def claim_new(db: Database, turn_id: str,
 
     ``limits_for(c, turn_row, now)`` returns a :class:`~palui.policy.caps.CapVerdict` from
     counters read inside the same transaction. The global pause is set or cleared in the same
-    transaction, so exactly one claim starts each pause. The webhook share (issue 10 §3) is not
+    transaction, so exactly one claim starts each pause. The webhook share (spec §6.6) is not
     a global pause: a webhook turn over it stays queued and only the webhook hold is recorded (one
     notice per hold, cleared when a webhook turn is admitted again); chat and job turns are
     admitted as before. Returns a :class:`Claim`.
@@ -319,8 +319,8 @@ def history(db: Database, conversation_id: str, before: float, max_chars: int = 
     conversation row, so trimming never clears it (spec §4). A trailing model response
     whose tool calls were never answered (a stopped turn) is dropped.
 
-    Read newest first and only as far as the trimming keeps (issue 11): the cost follows
-    what is sent, not the conversation's length. An earlier turn's decoded messages are
+    Read newest first and only as far as the trimming keeps (docs/decisions/0075-history-read-newest-first.md):
+    the cost follows what is sent, not the conversation's length. An earlier turn's decoded messages are
     kept per process (at most ``HISTORY_CACHE`` turns), keyed by its id and the length of
     its stored JSON (a turn's messages only grow), so a long conversation is not decoded
     again at every turn.

@@ -7,7 +7,7 @@ durably (the calls after it wait); the turn resumes, in any process, when the pe
 answers. Every call is audited with its verdict and reason.
 
 :class:`TurnRunner` holds collaborators, each a class with its own state, built here with
-explicit references to what it needs (docs/decisions/draft-runner-collaborators.md)::
+explicit references to what it needs (docs/decisions/0148-the-runner-holds-collaborators.md)::
 
     TurnRunner ── TurnEvents (events.py)     the run's events; its emit is every collaborator's sink
      │         ── TurnClock (clock.py)       counted seconds, stopped while the person is asked
@@ -237,7 +237,7 @@ class TurnRunner:
     async def _offer(self, t: Turn) -> list[str]:
         """The tools offered this turn, fixed at its start and stored (spec §6), from the stored,
         pinned definitions: no server is started to offer its tools. A job limited to some
-        connectors (issue 15 §7) is cut to them before ranking (a ``scope`` event says which).
+        connectors (spec §8.4) is cut to them before ranking (a ``scope`` event says which).
         Emits ``tools_left_out`` when the budget left enabled, allowed tools out."""
         limit = int(self.settings.get("budgets.tools"))
         scope = None if t.origin is Origin.WEBHOOK else self.deps.job_connectors(t.job_id)
@@ -248,7 +248,7 @@ class TurnRunner:
         if len(carry.get("texts", ())) > 4 * max(1, len(snap.tools)):
             carry.clear()  # texts of tools long gone
         chosen = offer.choose(snap, t.origin, t.tainted, t.input, limit, carry, scope=scope)
-        for cid in offer.waiting_for_sign_in(snap, scope):  # issue 14: told in the turn, its tools not offered
+        for cid in offer.waiting_for_sign_in(snap, scope):  # spec §7.9: told in the turn, its tools not offered
             self.events.emit(t, {"type": "connector_error", "connector": cid, "error": sign_in_again(cid)})
         if chosen.left_out:
             self.events.emit(t, {"type": "tools_left_out", "tools": chosen.left_out,

@@ -8,7 +8,7 @@ Routes:
   token): the delivery authenticates itself (:mod:`palui.triggers.webhooks`: a body HMAC,
   Standard Webhooks or a bearer secret). Answers 202 ``{"status":"accepted","turn","turn_status"}``
   (``turn_status`` ``queued`` with ``queued_reason`` while a cap or the webhook share of the
-  hourly runs holds it, issue 10 §3), 200 ``{"status":"duplicate","turn"}``,
+  hourly runs holds it, spec §6.6), 200 ``{"status":"duplicate","turn"}``,
   or ``{"error"}`` with 404 (unknown id), 413 (body over 262,144 bytes), 401 (bad or
   missing authentication), 429 (over the webhook's rate, with ``Retry-After``).
 - ``GET /api/jobs``, ``GET /api/webhooks`` — as ``palui jobs list --json`` / ``webhooks list --json``.

@@ -24,7 +24,8 @@ def bind(host: str, port: int) -> socket.socket:
     The socket is made with protocol ``IPPROTO_TCP``: asyncio sets TCP_NODELAY on the connections
     it accepts only then (their protocol is copied from this socket), and without it Nagle's
     algorithm and delayed ACKs hold each response on a kept-alive connection for about 40 ms
-    (issue 11). The option is set on the listening socket too, which Linux gives accepted ones.
+    (docs/decisions/0081-tcp-nodelay.md). The option is set on the listening socket too, which Linux
+    gives accepted ones.
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
@@ -63,7 +64,7 @@ def serve(svc: ServiceDoor, host: str, port: int, echo: Callable[[str], None], t
         other = discovery.find_service(settings)
         where = f" (pid {other.pid}, {other.url})" if other else ""
         raise PaluiError(f"a Palui service already runs on this PALUI_HOME{where}")
-    # The full check of the apprise URLs (every other start checks their syntax only, issue 12).
+    # The full check of the apprise URLs (every other start checks their syntax only, spec §10.4).
     svc.check_delivery_targets()
     if not is_loopback(host) and not discovery.read_token(settings):
         raise PaluiError(f"refusing to listen on {host} (not loopback) before an access token exists: start "

@@ -120,8 +120,9 @@ async def get_conversation(request: Request, svc: ServiceDoor) -> Response:
 
 @endpoint
 async def follow_turn(request: Request, svc: ServiceDoor) -> Response:
-    """The turn's events from ``after`` on, as they happen, then its result (issue 12: a chat follows a
-    turn that continues after an answer given elsewhere, or a message that waited behind another)."""
+    """The turn's events from ``after`` on, as they happen, then its result (a chat follows a
+    turn that continues after an answer given elsewhere, or a message that waited behind another:
+    docs/decisions/0119-following-the-truth.md)."""
     tid = request.path_params["turn"]
     try:
         after = max(0, int(request.query_params.get("after", 0)))
@@ -174,7 +175,7 @@ async def get_turn(request: Request, svc: ServiceDoor) -> Response:
 @endpoint
 async def stop(request: Request, svc: ServiceDoor) -> Response:
     data = await body(request)
-    if data.get("all") is True:  # the emergency brake (issue 15 §7)
+    if data.get("all") is True:  # the emergency brake (spec §5.7)
         return JSONResponse(svc.stop_all("api"))
     return JSONResponse({"stopped": svc.stop(conversation=data.get("conversation"), turn=data.get("turn"))})
 

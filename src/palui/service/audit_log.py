@@ -1,4 +1,4 @@
-"""Service part: the hash-chained audit log — verify, export, the head and its daily post (issue 15 §2).
+"""Service part: the hash-chained audit log — verify, export, the head and its daily post (spec §10.3).
 
 The chain itself is :mod:`palui.store.audit_chain`; every row is written by
 :func:`palui.runner.audit.record`. Once a day (in ``caps.timezone``, on the scheduler clock of

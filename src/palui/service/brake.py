@@ -1,4 +1,4 @@
-"""Service part: the emergency brake (issue 15 §7).
+"""Service part: the emergency brake (spec §5.7).
 
 ``palui stop --all`` and ``/stop all`` (every front end, parsed by :mod:`palui.text.commands`) stop every
 running, waiting or queued turn, of every conversation and origin, and pause the scheduled jobs until

@@ -1,4 +1,4 @@
-"""Service part: what a chat channel receives and sends, recorded once (issue 13).
+"""Service part: what a chat channel receives and sends, recorded once (spec §8.3).
 
 - **Processed once.** :meth:`ChannelUpdatesPart.channel_update` opens one transaction that
   records the platform's update key (Telegram ``update_id``, Matrix event id) and everything the

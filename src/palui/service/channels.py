@@ -1,4 +1,4 @@
-"""Service part: the chat channels the person paired (issue 13, spec §1 and §8).
+"""Service part: the chat channels the person paired (spec §1 and §8.3).
 
 A channel (Telegram, Matrix, :mod:`palui.channels`) is a front end: it talks to its platform and
 calls the service. What must survive a restart lives here, in the ``channels`` tables (migration
@@ -6,7 +6,7 @@ calls the service. What must survive a restart lives here, in the ``channels`` t
 code, and the senders that were ignored. Secrets (the bot token, the Matrix access token) are in
 ``<secrets dir>/channel-<name>.json`` (mode 0600), never in the database.
 
-Pairing (issue 13 "Only the person"): ``pair_code`` makes a code of 8 characters from a
+Pairing (docs/decisions/0056-pairing-codes.md): ``pair_code`` makes a code of 8 characters from a
 32-letter alphabet, valid 10 minutes, void after 5 wrong tries; only its SHA-256 is stored. The
 first account that sends ``/pair CODE`` in a private chat becomes the person on that channel, and
 the person is told on the inbox and every channel.
@@ -214,7 +214,7 @@ class ChannelsPart:
 
     def note_stranger(self, name: str, sender: str) -> bool:
         """A sender who is not the person wrote: True when it should be logged now (at most once a day
-        per sender, issue 13: "logged with its id at most once a day")."""
+        per sender, spec §8.3)."""
         now = self.clock.now()
         with self.db.write() as c:
             r = c.execute("SELECT logged_at FROM channel_strangers WHERE channel = ? AND sender = ?",

@@ -53,11 +53,12 @@ class ConversationsPart:
     def conversations(self, limit: int = 50, channel: str | None = None) -> list[dict[str, Any]]:
         """Newest first: ``[{"id","origin","channel","tainted","taint_source","title","last","turns",
         "live","created_at"}]`` (``title`` is the first turn's input; ``channel`` where it was started,
-        None when not recorded (before issue 12); ``live`` the number of turns running, waiting for
+        None when not recorded (before migration 30); ``live`` the number of turns running, waiting for
         approval or queued; times in epoch s). ``channel`` keeps only those started there.
 
         Ordered by the stored ``last_at`` (kept by trigger on every new turn, migration 12) through its
-        index, so only the ``limit`` conversations shown are read, whatever the history (issue 11)."""
+        index, so only the ``limit`` conversations shown are read, whatever the history
+        (docs/decisions/0074-conversations-ordered-by-last-at.md)."""
         where, params = ("WHERE c.channel = ?", (channel, limit)) if channel else ("", (limit,))
         rows = self.db.all(
             "SELECT c.id, c.origin, c.channel, c.tainted, c.taint_source, c.created_at,"

@@ -7,7 +7,7 @@ own signatures, and a front end that calls what the door does not name fails the
 signatures are the service's (read from ``palui.service``'s parts; ``tests/test_service_door.py``
 compares them at run time, and the typed assignment at the end of this module makes mypy check that
 the Service satisfies the door). Why a Protocol and not the class itself: decision record
-``docs/decisions/draft-typed-door.md``.
+``docs/decisions/0149-typed-doors-for-the-front-ends.md``.
 
 Nothing here is imported at run time: the types the signatures use are imported under
 ``TYPE_CHECKING``, so importing this module costs nothing and makes no import circle.

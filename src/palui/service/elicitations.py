@@ -1,4 +1,4 @@
-"""Service part: the one door for answering a server's question to the person (spec §7, issue 14).
+"""Service part: the one door for answering a server's question to the person (spec §7.8).
 
 An elicitation goes where approvals go: every front end (the CLI, the HTTP API, the web page, each
 chat channel) answers through :meth:`ElicitationsPart.answer_elicitation`, which checks the answer

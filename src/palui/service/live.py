@@ -1,4 +1,5 @@
-"""Service part: following a turn and waiting for an approval's answer, from any process (issue 12).
+"""Service part: following a turn and waiting for an approval's answer, from any process
+(docs/decisions/0119-following-the-truth.md).
 
 A chat shows the truth wherever it was decided: a turn's continuation after an approval answered
 on the web page or in another terminal, an approval answered or cancelled elsewhere, a message
@@ -23,7 +24,7 @@ from palui.service.turns import TurnsPart
 from palui.store.db import Database
 from palui.types import TurnStatus
 
-if TYPE_CHECKING:  # asyncio is imported where a coroutine needs it: light commands do not pay for it (issue 11)
+if TYPE_CHECKING:  # asyncio is imported where a coroutine needs it: light commands do not pay for it (start cost)
     import asyncio
 
 #: Statuses a followed turn ends at (``awaiting_approval`` only while an approval is pending).

@@ -1,4 +1,4 @@
-"""Service part: keeping the database bounded and copying it (spec §10 ``retention.days``, issue 11).
+"""Service part: keeping the database bounded and copying it (spec §10.1, §10.2).
 
 - :meth:`MaintenancePart.prune_expired` is called by the service's tick: a small batch per table
   of what ``retention.days`` (default 90) no longer keeps.

@@ -53,7 +53,8 @@ T = TypeVar("T")
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """``coro`` run to its end in an event loop of its own (the plain form of an ``*_async`` method).
     Raises UsageError inside a running loop (the caller must await the ``*_async`` form)."""
-    import asyncio  # only the commands that talk to a server run an event loop (issue 11)
+    # only the commands that talk to a server run an event loop (docs/decisions/0085-a-light-cli-start.md)
+    import asyncio
 
     try:
         asyncio.get_running_loop()
@@ -167,7 +168,7 @@ class MCPPart:
             "timeout_seconds": public.get("timeout_seconds") or self.settings.get("mcp.call_timeout_seconds"),
             "max_output_bytes": public.get("max_output_bytes") or self.settings.get("mcp.max_output_bytes"),
             # spec §7: a connector not started in this process is idle (it starts when a turn calls one of its tools).
-            # A connector waiting for a sign-in says so wherever it is not live (issue 14).
+            # A connector waiting for a sign-in says so wherever it is not live (spec §7.7, §7.9).
             "state": "disabled" if not row["enabled"] else (
                 live.state() if live else SIGN_IN_AGAIN if row["state"] == SIGN_IN_AGAIN else "idle"),
             "last_state": row["state"],

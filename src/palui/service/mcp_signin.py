@@ -1,4 +1,4 @@
-"""Service part: signing in to remote MCP servers (OAuth 2.1, spec §7, issue 14).
+"""Service part: signing in to remote MCP servers (OAuth 2.1, spec §7.9).
 
 - :meth:`MCPSignInPart.mcp_login_async` — ``palui connectors login ID``: connect with the person
   taking part (a loopback listener on 127.0.0.1 and, when the front end can read one, a pasted

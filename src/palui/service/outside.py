@@ -1,4 +1,4 @@
-"""Service part: what the Rule of Two looks at that the person sets (issue 15 §6).
+"""Service part: what the Rule of Two looks at that the person sets (spec §4.5).
 
 - a tool flagged "reaches outside" (``palui tools reaches-outside NAME…``): besides ``web__fetch_page``
   and MCP tools with ``openWorldHint: true``, the tools whose calls can carry data out;

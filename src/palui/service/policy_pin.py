@@ -1,4 +1,4 @@
-"""Service part: the person's policy pinned as tests (issue 15 §4).
+"""Service part: the person's policy pinned as tests (spec §3.4).
 
 ``palui policy snapshot`` writes, for every tool listed now, one CSV row per origin and taint with
 today's verdict; ``palui policy check FILE`` reads such a file and names every row that no longer

@@ -1,4 +1,4 @@
-"""Service part: how much asking costs the person, and what to do about it (issue 15 §1).
+"""Service part: how much asking costs the person, and what to do about it (spec §5.8).
 
 ``palui report [--days N] [--json]``, the Governance web page and a section of ``/status`` read the same
 numbers (:mod:`palui.store.report`, from the tables Palui already keeps) and the same suggestions

@@ -7,7 +7,7 @@ With :meth:`Runtime.start` (``palui serve``), every second (``tick_seconds``) it
 approvals, queues again turns left ``running`` by a process that is gone (kill -9), resumes
 turns whose approval was answered anywhere, starts queued turns while the caps and the
 one-turn-per-conversation rule allow (spec §6, §8; FIFO per kind of cap, so webhook turns held
-by their share never block a chat turn, issue 10 §3), prunes a small batch of what
+by their share never block a chat turn, spec §6.5), prunes a small batch of what
 ``retention.days`` no longer keeps, and calls the tickers (the job scheduler, the daily post of the
 audit head). On shutdown it drains: turns in flight stop at their next step boundary and stay
 resumable (they go back to ``queued`` and the next start picks them up).
@@ -137,7 +137,8 @@ class Runtime:
         for tid in state.answered_turn_ids(db):
             self.turns_part.launch(tid, (TurnStatus.AWAITING_APPROVAL,))
         self._start_queued(db)
-        self.maintenance_part.prune_expired(now)  # retention.days, a small batch per tick (issue 11)
+        # retention.days, a small batch per tick (docs/decisions/0086-retention.md)
+        self.maintenance_part.prune_expired(now)
         for ticker in list(self.tickers):
             try:
                 await ticker(now)
@@ -145,7 +146,7 @@ class Runtime:
                 log.exception("ticker failed")
 
     def _start_queued(self, db: Database) -> None:
-        """Start queued turns oldest first, FIFO per kind of cap (spec §6; issue 10 §3): a global cap
+        """Start queued turns oldest first, FIFO per kind of cap (spec §6.5): a global cap
         (daily tokens, runs per hour) holds every later turn; the webhook share holds only later
         webhook turns, and a job's own token cap only that job's turns, so a flood of held webhook
         turns never blocks a chat message or a job queued behind it."""

@@ -3,7 +3,7 @@
 Every tick (``PALUI_TICK_SECONDS``, default 1 s) it reads the scheduler clock
 (:mod:`palui.triggers.clock`) and, for each job whose ``next_run`` has come, in order:
 
-0. while the emergency brake holds the jobs (``palui stop --all``, issue 15 §7), **skip** the run:
+0. while the emergency brake holds the jobs (``palui stop --all``, spec §5.7), **skip** the run:
    the next run moves to the next cron fire, and the person is told once per pause;
 
 1. **skip** the run when an earlier run of the job is still in progress (awaiting an
@@ -75,7 +75,7 @@ class Scheduler:
         that refused it (or None). Returns the ids of the turns started."""
         now = self.clock.scheduler_now() if now is None else now
         started = []
-        paused = self.brake_part.jobs_paused() is not None  # issue 15 §7: the emergency brake holds every job
+        paused = self.brake_part.jobs_paused() is not None  # spec §5.7: the emergency brake holds every job
         for job in jobs_mod.due(self.db, now):
             if paused:
                 tz = jobs_mod.zone_for(job.tz, self.settings.get("caps.timezone"))

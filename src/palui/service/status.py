@@ -45,11 +45,11 @@ class StatusPart:
         """``{"model","tokens_today","caps","runs_last_hour","paused","paused_reason","paused_until",
         "webhook_runs_last_hour","webhooks_held","webhooks_held_until","connectors","pending_approvals",
         "pending_elicitations","audit_head","jobs_paused","governance"}`` (spec §8 /status; the webhook
-        share, issue 10 §3; a connector that needs a sign-in says ``error: sign in again``;
-        ``governance`` counts the last 7 days' asks, issue 15 §1: ``{"days","asks","approved","denied",
+        share, spec §6.6; a connector that needs a sign-in says ``error: sign in again``;
+        ``governance`` counts the last 7 days' asks, spec §5.8: ``{"days","asks","approved","denied",
         "expired","cancelled","median_answer_seconds"}``; ``audit_head`` is the
-        last audit row's ``{"id","hash"}`` or None, issue 15 §2; ``jobs_paused`` ``{"since","by"}`` while the
-        emergency brake holds the jobs, issue 15 §7; ``channels`` the chat channels:
+        last audit row's ``{"id","hash"}`` or None, spec §10.3; ``jobs_paused`` ``{"since","by"}`` while the
+        emergency brake holds the jobs, spec §5.7; ``channels`` the chat channels:
         ``[{"name","kind","state","person","last_failure"}]``)."""
         approvals.sweep(self.db)
         conns = []
@@ -96,7 +96,7 @@ class StatusPart:
         return {"paused": False, "paused_reason": None, "paused_until": None}
 
     def webhook_share_state(self) -> dict[str, Any]:
-        """The webhook share of the hourly runs (issue 10 §3), not a global pause:
+        """The webhook share of the hourly runs (spec §6.6), not a global pause:
         ``{"webhook_runs_last_hour","webhooks_held","webhooks_held_until"}`` (ISO time or None)."""
         share = int(self.settings.get("caps.webhook_runs_per_hour"))
         used = caps.runs_last_hour(self.db, origin=Origin.WEBHOOK.value)

@@ -1,4 +1,4 @@
-"""Service part: classes suggested for tools whose server sent no annotations (issue 15 §5).
+"""Service part: classes suggested for tools whose server sent no annotations (spec §2.4).
 
 This is the one place classes are suggested for ``unknown`` tools (:mod:`palui.policy.suggest`).
 Nothing changes until the person accepts; an accepted suggestion is the person's own class (source

@@ -55,7 +55,7 @@ class ToolsPart:
 
     def connector_rows(self) -> list[dict[str, Any]]:
         """The stored connectors: ``[{"id","kind","name","transport","state","trusted_source","private","tools",
-        "enabled_tools"}]`` (``private``: its results are the person's private data, issue 15 §6).
+        "enabled_tools"}]`` (``private``: its results are the person's private data, spec §4.5).
         :meth:`palui.service.mcp_connectors.MCPPart.connectors` adds what an MCP server has more."""
         out = []
         for r in tools_store.list_connectors(self.db):
@@ -160,7 +160,7 @@ class ToolsPart:
         return sum(1 for r in rows if r.enabled and r.connector in on_connectors)
 
     def tool_budget_warning(self) -> str | None:
-        """A warning when more tools are on than ``budgets.tools`` (issue 12): each turn then offers only
+        """A warning when more tools are on than ``budgets.tools`` (spec §6.2): each turn then offers only
         the most relevant ones, and a call to one left out is refused. None when all fit."""
         on, budget = self.tools_on(), int(self.settings.get("budgets.tools"))
         if on <= budget:

@@ -68,7 +68,7 @@ class TriggersPart:
     def add_job(self, name: str, cron: str, prompt: str, token_cap: int | None = None,
                 tz: str | None = None, connectors: list[str] | None = None) -> dict[str, Any]:
         """Add a job; returns it as :meth:`job` does. Its first run is the first cron fire after now
-        (scheduler clock). ``connectors`` limits its turns to those connectors' tools (issue 15 §7).
+        (scheduler clock). ``connectors`` limits its turns to those connectors' tools (spec §8.4).
         Raises UsageError (bad name, cron, zone, cap; name taken; unknown connector)."""
         scope = sorted(set(connectors)) if connectors else None
         for cid in scope or []:
@@ -239,8 +239,9 @@ class TriggersPart:
 
     def add_webhook(self, name: str) -> dict[str, Any]:
         """Create a webhook: ``{"id","name","url","secret","whsec"}``; ``whsec`` is the same secret as
-        Standard Webhooks senders take it (``whsec_<base64 of the secret bytes>``, issue 10 §3).
-        The secret is returned only here. Raises UsageError (bad or taken name)."""
+        Standard Webhooks senders take it (``whsec_<base64 of the secret bytes>``,
+        docs/decisions/0033-whsec-is-the-same-secret.md). The secret is returned only here. Raises UsageError
+        (bad or taken name)."""
         hook, secret = wh.add(self.db, self.settings.secrets_dir, name)
         return {"id": hook.id, "name": hook.name, "url": f"{self.webhook_base_url()}/hooks/{hook.id}",
                 "secret": secret, "whsec": signing.whsec(secret)}
@@ -275,7 +276,7 @@ class TriggersPart:
         queued turn. ``headers`` have lower-case names; ``now`` (epoch seconds, default the real
         clock) is the delivery's arrival, for the Standard Webhooks timestamp window and the 24 h
         replay window. A duplicate is a delivery whose signature-and-body hash or delivery id was
-        seen within 24 h (issue 10 §3). Returns ``{"status": "accepted"|"duplicate", "turn"}``; the
+        seen within 24 h (spec §8.5). Returns ``{"status": "accepted"|"duplicate", "turn"}``; the
         caller launches an accepted turn. Raises WebhookRefused (404, 413, 401, 429) having stored
         nothing."""
         hook = wh.by_id(self.db, hook_id)

@@ -120,7 +120,7 @@ class TurnsPart:
 
         A ``script:`` path is made absolute, so a live service (another working directory)
         reads the same file; ``@NAME`` is checked against this service's ``[models.NAME]``
-        tables and stored as written (spec §9, issue 10 §4). Returns the model string to
+        tables and stored as written (spec §9.1). Returns the model string to
         store. Raises ModelConfigError.
         """
         import os
@@ -345,7 +345,7 @@ class TurnsPart:
 
     def tell_paused(self, cap: str) -> None:
         """Tell the person once per pause (spec §6): called only by the claim that paused. The
-        webhook share's hold (issue 10 §3) is told once per hold, and says chat turns go on."""
+        webhook share's hold (spec §6.6) is told once per hold, and says chat turns go on."""
         if cap == WEBHOOK_RUNS_PER_HOUR:
             return self.status_part.tell_webhooks_held()
         until = self.status_part.pause_state().get("paused_until")

@@ -1,4 +1,4 @@
-"""The audit log's hash chain (issue 15 §2): a row nobody can quietly edit, insert or delete.
+"""The audit log's hash chain (spec §10.3): a row nobody can quietly edit, insert or delete.
 
 Each audit row carries ``prev_hash`` (the previous row's ``hash``; the first row's is
 :data:`GENESIS`) and ``hash``::

@@ -1,4 +1,5 @@
-"""The tool catalog as this process last read it, checked against the stored catalog version (issue 11).
+"""The tool catalog as this process last read it, checked against the stored catalog version
+(docs/decisions/0076-a-per-process-tool-catalog.md).
 
 Every write to ``tools``, and to a connector's id, kind, switch, trust, private mark or sign-in
 state, bumps ``catalog.version`` by trigger inside the writing transaction (migrations 13, 22,

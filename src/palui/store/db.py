@@ -79,7 +79,7 @@ class Database:
         A write opened inside another write of the same thread is a savepoint of the outer
         transaction: it commits with it, and its own failure rolls back only its changes. A chat
         channel records an update's id and the turn or answer it caused this way, in one
-        transaction (issue 13: each update is processed once). The body of a write never awaits.
+        transaction (spec §8.3: each update is processed once). The body of a write never awaits.
         """
         conn = self._connect()
         if conn.in_transaction:

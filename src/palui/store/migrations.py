@@ -327,7 +327,7 @@ CREATE INDEX runs_turn ON runs(turn_id);
     )
 )
 def _switch_off_hidden(c: sqlite3.Connection) -> None:
-    """Tools stored before hidden characters were flagged (issue 10 §2): any whose name,
+    """Tools stored before hidden characters were flagged (spec §4.7): any whose name,
     description, schema or annotations hold one is switched off, and the person is told."""
     from palui.text.display import hidden_in
 
@@ -356,7 +356,7 @@ ALTER TABLE tools ADD COLUMN hidden_ack TEXT;  -- definition_hash the person saw
 )
 MIGRATIONS.append((10, "switch off stored tools with hidden characters and tell the person", _switch_off_hidden))
 
-# Issue 10 §3: a delivery is a duplicate when the hash of its signature and body was seen, or its
+# spec §8.5: a delivery is a duplicate when the hash of its signature and body was seen, or its
 # delivery id was; the two keys get their own columns (delivery_key stays the row's name). Rows
 # stored before are named by one of the two, which is copied into its column (they expire in 24 h).
 # runs(origin, time) counts the webhook share of the hourly runs.
@@ -379,7 +379,7 @@ CREATE INDEX runs_origin_time ON runs(origin, time);
 MIGRATIONS.append(
     (
         30,
-        "conversations remember the channel they were started on (issue 12: palui conversations, chat --resume)",
+        "conversations remember the channel they were started on (palui conversations, chat --resume)",
         """
 ALTER TABLE conversations ADD COLUMN channel TEXT;  -- terminal | cli | web | api | job | webhook | a chat app's name
 UPDATE conversations SET channel = origin WHERE origin IN ('job', 'webhook');

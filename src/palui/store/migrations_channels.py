@@ -1,4 +1,4 @@
-"""Migration 15 (issue 13): the chat channels' tables.
+"""Migration 15 (spec §8.3): the chat channels' tables.
 
 Appended to :data:`palui.store.migrations.MIGRATIONS`; like every migration, never edited once shipped.
 """
@@ -13,7 +13,7 @@ CHANNEL_MIGRATIONS: list[tuple[int, str, str | Callable[[sqlite3.Connection], No
 CHANNEL_MIGRATIONS.append(
     (
         15,
-        "chat channels (issue 13): channels, pairing codes, processed updates, cursors, chats, sent messages,"
+        "chat channels: channels, pairing codes, processed updates, cursors, chats, sent messages,"
         " strangers; the person's reason for a denial",
         """
 CREATE TABLE channels (
@@ -67,7 +67,7 @@ CREATE TABLE channel_messages (
     turn_id         TEXT,
     conversation_id TEXT,
     approval_id     TEXT,
-    fingerprint     TEXT,                       -- of the approval as shown (issue 13)
+    fingerprint     TEXT,                       -- of the approval as shown (spec §8.3)
     state           TEXT NOT NULL DEFAULT 'sent', -- sent | shown (approval buttons live) | closed
     created_at      REAL NOT NULL
 );

@@ -1,4 +1,5 @@
-"""Migrations 11-14 and 31 (issue 11): every per-turn cost independent of history and catalog size.
+"""Migrations 11-14 and 31: every per-turn cost independent of history and catalog size (the decision
+records 0072-0077 in docs/decisions/).
 
 Appended to :data:`palui.store.migrations.MIGRATIONS`; like every migration, never edited once shipped.
 """
@@ -10,7 +11,7 @@ from collections.abc import Callable
 
 COST_MIGRATIONS: list[tuple[int, str, str | Callable[[sqlite3.Connection], None]]] = []
 
-# Issue 11: every per-turn cost independent of history. The caps read running counters kept by
+# Every per-turn cost independent of history. The caps read running counters kept by
 # triggers in the transaction that writes the usage or run they count (so every writer keeps them
 # true, tests and tools included): tokens per day (all turns: job_id '', and per job) and turn starts
 # per minute (the sliding hour is the whole minutes inside it plus the exact rows of its first minute).
@@ -70,7 +71,7 @@ END;
 """,
     )
 )
-# Issue 11: an index for every query on the hot path (tests/test_sql_plans.py holds it), and the
+# An index for every query on the hot path (tests/test_sql_plans.py holds it), and the
 # conversation list ordered by a stored last-activity time instead of computing it for every row.
 COST_MIGRATIONS.append(
     (
@@ -97,7 +98,7 @@ CREATE INDEX webhook_deliveries_received ON webhook_deliveries(received_at);
 """,
     )
 )
-# Issue 11: tool rows are cached per process and checked against this version, which every write
+# Tool rows are cached per process and checked against this version, which every write
 # to tools (and to a connector's switch, trust or kind) bumps by trigger in its own transaction.
 COST_MIGRATIONS.append(
     (
@@ -120,7 +121,7 @@ CREATE TRIGGER catalog_connectors_ad AFTER DELETE ON connectors BEGIN UPDATE cat
 """,
     )
 )
-# Issue 11 with issue 15: /status counts the last 7 days' asks on every call (store/report.py), and the
+# /status counts the last 7 days' asks on every call (store/report.py), and the
 # report reads approvals by creation time: an index, so that read follows the window, not the history.
 # Retention marks a conversation whose untrusted content it deleted, so the Rule of Two knows that it no
 # longer sees every address that content named (store/retention.py, runner/outside.py).
@@ -134,7 +135,7 @@ ALTER TABLE conversations ADD COLUMN untrusted_pruned_at REAL;  -- when retentio
 """,
     )
 )
-# Issue 11: the first offer after one tool changed re-read every tool row (3 ms of its ~10 ms over 1,000
+# The first offer after one tool changed re-read every tool row (3 ms of its ~10 ms over 1,000
 # tools). Every tool row now carries the catalog version of its last write (``rev``, set by the same
 # triggers that bump the version), and the catalog the versions of the last tool deletion and the last
 # connector change, so a process with a cached snapshot reads only the rows written since

@@ -1,5 +1,5 @@
-"""Migrations 25-29 (issue 15): the hash-chained audit, the Rule of Two's flags, jobs limited to
-some connectors, and the catalog version bumped by a connector's private mark.
+"""Migrations 25-29: the hash-chained audit (spec §10.3), the Rule of Two's flags (spec §4.5), jobs limited
+to some connectors (spec §8.4), and the catalog version bumped by a connector's private mark.
 
 Appended to :data:`palui.store.migrations.MIGRATIONS`; like every migration, never edited once shipped.
 """
@@ -13,7 +13,7 @@ GOVERNANCE_MIGRATIONS: list[tuple[int, str, str | Callable[[sqlite3.Connection],
 
 
 def _chain_audit(c: sqlite3.Connection) -> None:
-    """Rows written before the audit was hash-chained are chained once, in id order (issue 15 §2)."""
+    """Rows written before the audit was hash-chained are chained once, in id order (spec §10.3)."""
     from palui.store.audit_chain import chain_existing
 
     chain_existing(c)
@@ -54,7 +54,7 @@ ALTER TABLE jobs ADD COLUMN connectors TEXT;  -- JSON list of connector ids its 
     )
 )
 
-# Issue 11 with issue 15 §6: the Rule of Two reads a connector's private mark from the cached catalog
+# The Rule of Two (spec §4.5) reads a connector's private mark from the cached catalog
 # (store/catalog.py), so marking a connector private bumps the catalog version like its switch does.
 GOVERNANCE_MIGRATIONS.append(
     (

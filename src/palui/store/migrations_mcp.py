@@ -1,4 +1,4 @@
-"""Migrations 20-22 (issue 14): questions of MCP servers, task support, the sign-in state in the catalog.
+"""Migrations 20-22 (spec §7.7-§7.9): questions of MCP servers, task support, the sign-in state in the catalog.
 
 Appended to :data:`palui.store.migrations.MIGRATIONS`; like every migration, never edited once shipped.
 """
@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 MCP_MIGRATIONS: list[tuple[int, str, str | Callable[[sqlite3.Connection], None]]] = []
 
-# Issue 14: a server's question to the person (MCP elicitation) waits where approvals wait (spec §7).
+# A server's question to the person (MCP elicitation) waits where approvals wait (spec §7.8).
 MCP_MIGRATIONS.append(
     (
         20,
@@ -55,8 +55,9 @@ ALTER TABLE tools ADD COLUMN task_support TEXT;  -- forbidden | optional | requi
 """,
     )
 )
-# A connector that needs a sign-in (stored state "error: sign in again") is not offered (issue 14); the
-# offer reads the catalog snapshot (issue 11), so crossing into or out of that state bumps its version.
+# A connector that needs a sign-in (stored state "error: sign in again") is not offered (spec §7.9); the
+# offer reads the catalog snapshot (docs/decisions/0076-a-per-process-tool-catalog.md), so crossing into or
+# out of that state bumps its version.
 # Other state changes (connected, idle, errors of a start) do not: they change nothing offered.
 MCP_MIGRATIONS.append(
     (

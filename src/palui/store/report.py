@@ -1,4 +1,4 @@
-"""How much asking costs the person (issue 15 §1): numbers read from the tables Palui already keeps.
+"""How much asking costs the person (spec §5.8): numbers read from the tables Palui already keeps.
 
 No second bookkeeping: ``approvals`` (asks, answers, ``answered_via``, ``cancel_reason``), ``audit``
 (calls refused as not offered, calls made), ``untrusted_content`` (which tool's results tainted which

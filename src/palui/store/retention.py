@@ -1,4 +1,4 @@
-"""What is kept and for how long (spec §10 ``retention.days``, issue 11): untrusted content, the inbox
+"""What is kept and for how long (spec §10.2 ``retention.days``): untrusted content, the inbox
 and webhook deliveries are pruned; the audit log, turns and approvals are kept.
 
 Rows are deleted oldest first in batches through the time index of each table, so one batch costs
@@ -8,7 +8,7 @@ holding the write lock for long. Untrusted content of a conversation that has a 
 approval prompt marks argument values found in it (spec §4). A conversation whose untrusted content
 is deleted is marked (``conversations.untrusted_pruned_at``, in the same transaction): the turns the
 model is sent still hold that content, so the Rule of Two, which no longer sees the addresses it
-named, asks for every address the person did not write (issue 15 §6). Every delete goes through
+named, asks for every address the person did not write (spec §4.5). Every delete goes through
 :meth:`~palui.store.db.Database.write`.
 """
 

@@ -39,9 +39,9 @@ class ToolRow:
     base_class: ToolClass | None = None  # the builtin declaration or hints prefill, before the person's choice
     connector_enabled: bool = True
     task_support: str | None = None
-    connector_signin: bool = False  # its connector waits for the person to sign in again (issue 14)
-    outside_flag: bool = False  # the person flagged it "reaches outside" (issue 15 §6)
-    connector_private: bool = False  # its connector's results are the person's private data (issue 15 §6)
+    connector_signin: bool = False  # its connector waits for the person to sign in again (spec §7.9)
+    outside_flag: bool = False  # the person flagged it "reaches outside" (spec §4.5)
+    connector_private: bool = False  # its connector's results are the person's private data (spec §4.5)
 
     @property
     def usable(self) -> bool:
@@ -50,7 +50,7 @@ class ToolRow:
 
     @property
     def reaches_outside(self) -> bool:
-        """``web__fetch_page``, ``openWorldHint: true`` or the person's flag (issue 15 §6; see
+        """``web__fetch_page``, ``openWorldHint: true`` or the person's flag (spec §4.5; see
         :func:`palui.policy.outside.reaches_outside`)."""
         return reaches_outside(self.name, self.annotations, self.outside_flag)
 
@@ -62,7 +62,7 @@ class ToolRow:
 
     @property
     def hidden(self) -> bool:
-        """Its name, description, schema or annotations hold hidden characters (issue 10 §2): it is
+        """Its name, description, schema or annotations hold hidden characters (spec §4.7): it is
         flagged, left out of ``enable-read``, and switched on only after the person saw it escaped."""
         return hidden_in([self.tool, self.description, self.input_schema, self.annotations])
 

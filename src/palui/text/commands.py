@@ -28,7 +28,7 @@ COMMANDS = {
 @dataclass(frozen=True)
 class Command:
     """``arg`` is the command's argument (the approval id of ``/approve`` and ``/deny``; ``"all"`` for
-    ``/stop all``, the emergency brake of issue 15 §7); ``reason`` the rest of a ``/deny ID REASON`` line
+    ``/stop all``, the emergency brake of spec §5.7); ``reason`` the rest of a ``/deny ID REASON`` line
     (the person's words for the model)."""
 
     name: str
@@ -61,7 +61,7 @@ def parse(line: str) -> Command | None:
     if name == "/answer" and not arg:
         raise CommandError("/answer needs a question id and the answer, e.g. /answer e-1234567890 party_size=4")
     if name == "/stop" and arg:
-        # Issue 15 §7: "/stop all" is the emergency brake; a front end checks ``Command.arg == "all"``.
+        # "/stop all" is the emergency brake (spec §5.7); a front end checks ``Command.arg == "all"``.
         if arg.lower() != "all":
             raise CommandError("/stop takes no argument, or all (every turn, and the jobs paused)")
         return Command(name, "all")

@@ -1,6 +1,6 @@
 """Text from a model, a server or a sender as a terminal, a notification or a chat message shows it.
 
-Every such surface goes through these (spec §4, issue 10 §2): strings through
+Every such surface goes through these (spec §4.7): strings through
 :func:`palui.text.escape.escape`, structured values (a call's arguments, a schema) as JSON
 whose strings are escaped the same way, and a value that has hidden characters is marked
 ``(contains hidden characters)``. HTML has its own rendering of the same segments (styled
@@ -86,7 +86,8 @@ def json_safe(value: Any) -> str:
 
 
 class StreamShown:
-    """Streamed text shown piece by piece, exactly as :func:`shown` shows the whole (issue 12).
+    """Streamed text shown piece by piece, exactly as :func:`shown` shows the whole
+    (docs/decisions/0117-whitespace-runs-in-streamed-text.md).
 
     Escaping works per code point, so each piece can be shown as it arrives, except a run of
     space separators, which becomes ``␠×N`` only when it is 8 or longer: a run at the end of

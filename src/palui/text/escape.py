@@ -1,6 +1,6 @@
 """Hidden characters shown as unambiguous escapes, so what the person approves is what they see.
 
-spec §4, issue 10: every surface shows control, format (bidirectional, zero-width) and TAG characters
+spec §4.7: every surface shows control, format (bidirectional, zero-width) and TAG characters
 as escapes. A code point is *hidden* when its General_Category is Cc (except line feed and tab), Cf,
 Co, Cs, Cn, Zl or Zp, or when it is Default_Ignorable_Code_Point; the generated
 :mod:`palui.text.hidden_table` lists them (its ``UNICODE_VERSION`` says which Unicode). Unassigned
@@ -95,7 +95,8 @@ _COMPILED: dict[str, re.Pattern[str]] = {}
 
 def _patterns() -> dict[str, re.Pattern[str]]:
     """The regexes, compiled on first use: a few hundred ranges take tens of milliseconds to compile,
-    which every command would otherwise pay at start (issue 11), most of them for ASCII text only."""
+    which every command would otherwise pay at start (docs/decisions/0085-a-light-cli-start.md), most of them
+    for ASCII text only."""
     if not _COMPILED:
         _COMPILED.update(_compile())
     return _COMPILED
@@ -131,7 +132,7 @@ def _plain(s: str, one_line: bool) -> bool:
 
 
 def is_hidden(ch: str) -> bool:
-    """Whether the one code point ``ch`` is hidden (spec §4, issue 10; the rule is in the module docstring).
+    """Whether the one code point ``ch`` is hidden (spec §4.7; the rule is in the module docstring).
 
     Raises ``TypeError`` when ``ch`` is not a string of length 1.
     """
@@ -142,7 +143,7 @@ def is_hidden(ch: str) -> bool:
 
 def has_hidden(s: str) -> bool:
     """Whether ``s`` has at least one hidden code point: then a surface shows :data:`HIDDEN_NOTE` next to
-    it (spec §4, issue 10)."""
+    it (spec §4.7)."""
     if _ascii_plain(s):
         return False
     p = _patterns()
@@ -173,7 +174,7 @@ def _render(m: re.Match[str]) -> str:
 
 
 def escape(s: str, *, one_line: bool = False) -> str:
-    """``s`` with every hidden code point shown as an escape (spec §4, issue 10).
+    """``s`` with every hidden code point shown as an escape (spec §4.7).
 
     Args:
         s: any text (arguments, tool outputs, descriptions), up to ~1,000,000 characters.
@@ -192,7 +193,7 @@ def escape(s: str, *, one_line: bool = False) -> str:
 
 def segments(s: str, *, one_line: bool = False) -> list[tuple[str, str]]:
     """The rendering of :func:`escape` as ``[(kind, text)]``, for a renderer that styles the escapes
-    (spec §4, issue 10).
+    (spec §4.7).
 
     ``kind`` is ``"text"`` (shown as is), ``"escape"`` (the escapes of a run of consecutive hidden code
     points, and in one-line views of line feeds and tabs: ``"\\u202e\\u200b"``), ``"backslash"`` (a run
@@ -226,7 +227,7 @@ def segments(s: str, *, one_line: bool = False) -> list[tuple[str, str]]:
 
 
 def strip_hidden(s: str) -> str:
-    """``s`` with every hidden code point removed; line feeds and tabs are kept (spec §4, issue 10).
+    """``s`` with every hidden code point removed; line feeds and tabs are kept (spec §4.7).
 
     What the model is sent of a tool definition with hidden characters: the person reviews the escaped
     text, the model never gets instructions the person could not see.
@@ -238,7 +239,7 @@ def strip_hidden(s: str) -> str:
 
 
 def normalize_for_marks(s: str) -> str:
-    """``s`` as compared when marking approval arguments (spec §4, issue 10): NFKC, hidden code points removed,
+    """``s`` as compared when marking approval arguments (spec §4.6): NFKC, hidden code points removed,
     case-folded, whitespace runs collapsed to one space, stripped.
 
     Hidden code points are removed before NFKC as well as after it, so that one between a letter and

@@ -1,5 +1,5 @@
 """The approval request as the person's channel shows it (spec §4, §5): the inbox, notifications,
-the terminal and every chat channel. Hidden characters are escaped and marked (issue 10 §2)."""
+the terminal and every chat channel. Hidden characters are escaped and marked (spec §4.7)."""
 
 from __future__ import annotations
 

@@ -47,7 +47,7 @@ def diff_lines(old: Any, new: Any) -> list[tuple[str, str]]:
     a, b = value_lines(old), value_lines(new)
     if a == b:
         return []
-    import difflib  # issue 11: only where a review shows a diff
+    import difflib  # only where a review shows a diff (docs/decisions/0085-a-light-cli-start.md)
 
     return [(line[0], line[2:]) for line in difflib.ndiff(a, b) if line.startswith(("- ", "+ ", "  "))]
 
@@ -69,7 +69,7 @@ def unified_diff(old: Any, new: Any, title: str, context: int = 3) -> str:
 
 def review_fingerprint(review_json: str | None) -> str | None:
     """SHA-256 hex of the stored ``review_json`` text: names exactly the pending change a person saw."""
-    import hashlib  # issue 11: not on every CLI start
+    import hashlib  # not on every CLI start (docs/decisions/0085-a-light-cli-start.md)
 
     return hashlib.sha256(review_json.encode()).hexdigest() if review_json else None
 

@@ -32,7 +32,7 @@ def governance_lines(s: dict[str, Any], more: str = "palui report") -> list[str]
 def status_lines(s: dict[str, Any], more: str = "palui report", questions: str = "palui elicitations list"
                  ) -> list[str]:
     """:meth:`Service.status` as lines (spec §8 ``/status``): the model, tokens and runs against their caps,
-    the webhooks' share while it holds their turns (issue 10 §3), the pause, connectors, pending approvals
+    the webhooks' share while it holds their turns (spec §6.6), the pause, connectors, pending approvals
     and questions, chat channels, then :func:`governance_lines`. ``more`` and ``questions`` say where the
     whole report and the questions are on this surface."""
     caps = s["caps"]
@@ -48,7 +48,7 @@ def status_lines(s: dict[str, Any], more: str = "palui report", questions: str =
             f"pending approvals: {s['pending_approvals']}"]
     if s.get("pending_elicitations"):
         out.append(f"questions from MCP servers waiting: {s['pending_elicitations']} ({questions})")
-    for ch in s.get("channels", []):  # chat channels (issue 13)
+    for ch in s.get("channels", []):  # chat channels (spec §8.3)
         failure = ch.get("last_failure")
         failure = f"; last delivery failure: {shown(failure, one_line=True)}" if failure else ""
         out.append(f"channel {ch['name']}: {shown(ch['state'], one_line=True)}{failure}")

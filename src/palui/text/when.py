@@ -1,5 +1,6 @@
 """Times as the person reads them: in their zone (``caps.timezone``, else the system's), and relative
-where it matters ("expires 08:30, in 29 min", issue 12). Pure: the caller passes the clock's ``now``."""
+where it matters ("expires 08:30, in 29 min", docs/decisions/0121-times-in-the-persons-zone.md). Pure: the
+caller passes the clock's ``now``."""
 
 from __future__ import annotations
 

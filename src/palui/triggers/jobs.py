@@ -51,7 +51,7 @@ class Job:
     postponed_by: str | None
     skip_noted_turn: str | None
     created_at: float
-    connectors: str | None = None  # JSON list of the connector ids the job is limited to; None: all (issue 15 §7)
+    connectors: str | None = None  # JSON list of the connector ids the job is limited to; None: all (spec §8.4)
 
     @classmethod
     def from_row(cls, r) -> Job:
@@ -237,7 +237,7 @@ def waiting_turn(db: Database, job_id: str) -> Any:
                   " ORDER BY status = 'awaiting_approval' DESC, created_at LIMIT 1", (job_id,))
 
 
-# -- the emergency brake's pause (issue 15 §7) ----------------------------------------------------------
+# -- the emergency brake's pause (spec §5.7) -------------------------------------------------------------
 
 PAUSE_KEY = "jobs_paused"
 

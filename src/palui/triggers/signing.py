@@ -1,4 +1,4 @@
-"""How an inbound webhook delivery proves it knows the secret (spec §8; issue 10 §3).
+"""How an inbound webhook delivery proves it knows the secret (spec §8.5).
 
 Three schemes, every credential present must be valid and at least one must be present:
 

@@ -1,4 +1,4 @@
-"""Inbound webhooks: secrets, the replay store and the rate limit (spec §8; issue 10 §3).
+"""Inbound webhooks: secrets, the replay store and the rate limit (spec §8.5).
 
 A request to ``POST /hooks/<id>`` is checked in this order, and a refused request
 stores nothing:
@@ -66,7 +66,8 @@ def _write_secret(secrets_dir: Path, hook_id: str, secret: str) -> None:
     d.mkdir(parents=True, exist_ok=True)
     os.chmod(secrets_dir, 0o700)
     os.chmod(d, 0o700)
-    import tempfile  # here, like secrets below: commands that never touch a webhook skip them (issue 11)
+    # here, like secrets below: commands that never touch a webhook skip them (docs/decisions/0085-a-light-cli-start.md)
+    import tempfile
 
     fd, tmp = tempfile.mkstemp(prefix=f".{hook_id}.", dir=d)  # mode 0600 from the start
     try:
@@ -144,7 +145,7 @@ def remove(db: Database, secrets_dir: Path, name: str) -> Webhook:
 
 @dataclass(frozen=True)
 class DeliveryKeys:
-    """What names a delivery for replay protection (issue 10 §3), each ``None`` when absent:
+    """What names a delivery for replay protection (spec §8.5), each ``None`` when absent:
 
     - ``content``: ``"sig:" + sha256(signature + "\\n" + body)`` (hex), for deliveries signed over
       the body alone or sent with the bearer secret (then the signature is "");
@@ -196,7 +197,7 @@ def event_name(headers: Mapping[str, str]) -> str | None:
 def record(db: Database, hook_id: str, keys: DeliveryKeys, body: bytes, rate_per_minute: int,
            now: float | None = None) -> dict[str, Any] | None:
     """In one transaction: forget deliveries older than 24 h, answer a duplicate (either of
-    ``keys`` seen, issue 10 §3), check the rate, record the new delivery under both keys.
+    ``keys`` seen, spec §8.5), check the rate, record the new delivery under both keys.
 
     Returns None for a new delivery, or the earlier delivery ``{"turn","received_at"}`` for a
     duplicate. Raises WebhookRefused(429) when the webhook is over its rate.

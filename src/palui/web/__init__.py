@@ -1,5 +1,5 @@
 """The web page of ``palui serve`` (spec §8): login, chat, approvals, connector sheet, jobs,
-webhooks, status, audit, memories, governance (issue 15 §1).
+webhooks, status, audit, memories, governance (spec §5.8).
 
 Server-rendered pages (Jinja2, ``web/templates``) with a little plain JavaScript
 (``web/static``) for the live parts: the chat streams a turn's NDJSON events from

@@ -1,4 +1,4 @@
-"""The chat channels page (issue 13): each channel's state (``connected``, ``unpaired``, ``error: …``),
+"""The chat channels page (spec §8.3): each channel's state (``connected``, ``unpaired``, ``error: …``),
 the person it is paired with, and the actions of ``palui channels``: add (Telegram bot token;
 Matrix homeserver, user and password — used once to log in, never stored), pair (the one-time
 code is shown on the page that answers, never in a URL or cookie), test, groups on/off, remove.

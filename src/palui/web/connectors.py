@@ -75,7 +75,7 @@ async def sheet(request: Request) -> Response:
     tools = [tool_view(svc, r) for r in svc.tools(cid)]
     reads_off = sum(1 for t in tools if t["class"] == "read" and not t["enabled"] and not t["changed"]
                     and not t["hidden_characters"])
-    # Issue 15 §5: a class suggested for each unknown tool; nothing changes until the person accepts.
+    # spec §2.4: a class suggested for each unknown tool; nothing changes until the person accepts.
     suggestions = {s["name"]: s for s in svc.suggest_classes(cid)}
     for t in tools:
         t["suggested"] = suggestions.get(t["name"])
@@ -108,7 +108,7 @@ async def tool_switch(request: Request, form: dict[str, str]) -> Response:
     name = request.path_params["name"]
     on = form.get("on") == "1"
     if on and form.get("seen"):
-        # The sheet showed this definition with its hidden characters escaped (issue 10 §2).
+        # The sheet showed this definition with its hidden characters escaped (spec §4.7).
         svc.acknowledge_hidden(name, form["seen"])
     svc.set_enabled([name], on)
     return redirect(_sheet_of(svc, name), ("ok", f"{name} switched {'on' if on else 'off'}."))

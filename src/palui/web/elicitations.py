@@ -1,4 +1,4 @@
-"""A server's question to the person on the web page (spec §7, issue 14): its card, answering it.
+"""A server's question to the person on the web page (spec §7.8): its card, answering it.
 
 The card shows the server's message (escaped, marked as the server's words), the requested fields
 (enum and boolean fields as buttons), or for URL mode the full URL and its host; buttons send the

@@ -1,4 +1,4 @@
-"""The Governance page (issue 15 §1): how much asking costs the person, and what to do about it.
+"""The Governance page (spec §5.8): how much asking costs the person, and what to do about it.
 
 ``GET /governance?days=N`` renders :meth:`Service.report` (the same dict as ``palui report --json``):
 asks per day, answers and the median time to answer, what caused the asks, the tools asked most, job

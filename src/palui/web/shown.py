@@ -1,4 +1,4 @@
-"""Text from a model, a server or a sender as the web page shows it (spec §4, issue 10 §2).
+"""Text from a model, a server or a sender as the web page shows it (spec §4.7).
 
 The segments of :func:`palui.text.escape.segments` become HTML: text autoescaped, each run of
 hidden characters a ``<span class="hidden-char">\\u202e</span>`` (a styled span that plain text

@@ -1,4 +1,4 @@
-"""``palui chat``: the terminal chat (spec §8, issue 12).
+"""``palui chat``: the terminal chat (spec §8.2).
 
 Input stays live while a turn runs (``/stop``, ``/status`` act at once; other text waits as the
 next turn), answers stream in, approvals follow the truth wherever they are answered, and the chat
@@ -77,7 +77,8 @@ def chat_cmd(model: str | None, conversation: str | None, resume: bool) -> None:
     info = find_service(svc.settings)
     spec = check_model(model, svc, remote=info is not None)
     cid, resumed = _conversation(svc, conversation, resume)
-    import asyncio  # here: `palui --help` loads this module and does not pay for asyncio (issue 11)
+    # here: `palui --help` loads this module and does not pay for asyncio (docs/decisions/0085-a-light-cli-start.md)
+    import asyncio
 
     asyncio.run(_main(svc, info, spec, cid, resumed))
     sys.exit(0)

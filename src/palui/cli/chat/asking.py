@@ -1,4 +1,4 @@
-"""An approval asked in ``palui chat`` (spec §8, issue 12): the prompt ``approve ID? [y/n]`` stays until
+"""An approval asked in ``palui chat`` (spec §8.2): the prompt ``approve ID? [y/n]`` stays until
 the approval is answered here or anywhere else (another terminal, the web page, a chat app, ``palui
 stop``); the chat says where, then the turn's continuation streams in.
 """

@@ -1,7 +1,8 @@
 """Where ``palui chat``'s turns run: in this process (:class:`LocalBackend`) or in the live service on
 this PALUI_HOME (:class:`RemoteBackend`, spec §8). Both offer the same awaitable calls, so the session
 does not care which; when the service goes away the session switches to a :class:`LocalBackend`
-(issue 12: the chat survives the service). Both satisfy :class:`~palui.cli.chat.door.ChatDoor`.
+(the chat survives the service: docs/decisions/0120-a-chat-that-survives-the-service.md). Both
+satisfy :class:`~palui.cli.chat.door.ChatDoor`.
 
 Every call raises the service's PaluiError subclasses; a remote call raises
 :class:`~palui.cli.client.ServiceGone` when the service cannot be reached or goes away mid-call.
@@ -68,7 +69,7 @@ class LocalBackend:
         return self.svc.stop(conversation=conversation)
 
     async def stop_all(self) -> list[str]:
-        """The emergency brake (issue 15 §7): every turn stopped, the jobs paused."""
+        """The emergency brake (spec §5.7): every turn stopped, the jobs paused."""
         return self.svc.stop_all("cli")["stopped"]
 
     async def status(self) -> JSON:
@@ -135,7 +136,7 @@ class RemoteBackend:
         return (await self.client.post("/api/stop", {"conversation": conversation}))["stopped"]
 
     async def stop_all(self) -> list[str]:
-        """The emergency brake (issue 15 §7), in the live service."""
+        """The emergency brake (spec §5.7), in the live service."""
         return (await self.client.post("/api/stop", {"all": True}))["stopped"]
 
     async def status(self) -> JSON:

@@ -4,7 +4,7 @@ Two backends satisfy it (:mod:`palui.cli.chat.backends`): :class:`~palui.cli.cha
 over the in-process service and :class:`~palui.cli.chat.backends.RemoteBackend` over the JSON API
 of a running ``palui serve``. The session holds a ``ChatDoor`` and swaps the remote one for a local
 one when the service goes away, so the two must be interchangeable: mypy checks both against this
-Protocol (the typed assignments at the end). Why a Protocol: ``docs/decisions/draft-typed-door.md``.
+Protocol (the typed assignments at the end). Why a Protocol: ``docs/decisions/0149-typed-doors-for-the-front-ends.md``.
 
 Every call raises the service's :class:`~palui.errors.PaluiError` subclasses, and a remote call
 :class:`~palui.cli.client.ServiceGone` when the service cannot be reached or goes away mid-call.

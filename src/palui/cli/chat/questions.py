@@ -1,4 +1,4 @@
-"""A server's questions in ``palui chat`` (spec §7, issue 14, in the live chat of issue 12).
+"""A server's questions in ``palui chat`` (spec §7.8; docs/decisions/0125-questions-in-the-live-chat.md).
 
 A question (MCP elicitation) is shown once, in the server's words escaped and marked as theirs,
 with how to answer it: ``/answer ID field=value …`` (a URL-mode one: ``/answer ID`` once opened) or

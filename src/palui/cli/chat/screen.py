@@ -1,4 +1,4 @@
-"""Where ``palui chat`` reads and writes (issue 12): input is read while a turn runs.
+"""Where ``palui chat`` reads and writes (docs/decisions/0111-a-live-terminal.md): input is read while a turn runs.
 
 - :class:`TerminalScreen` (standard input and output are a terminal): prompt_toolkit keeps the
   input line live under the output, with a line above it for the answer being streamed and a

@@ -1,4 +1,4 @@
-"""One ``palui chat`` session (spec §8, issue 12): a chat that stays live while a turn runs.
+"""One ``palui chat`` session (spec §8.2): a chat that stays live while a turn runs.
 
 Input is read all the time. While a turn runs, chat commands act at once (``/stop`` ends the turn
 within a second, ``/status`` answers at once) and other text is stored as the conversation's next
@@ -60,7 +60,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
         self.kept: list[str] = []  # lines typed after that /new, kept here until then
         self.leaving = False
         self._tasks: set[asyncio.Future[None]] = set()
-        self.waiting_questions: list[str] = []  # a paused turn's questions the chat waits for (issue 14)
+        self.waiting_questions: list[str] = []  # a paused turn's questions the chat waits for (spec §7.8)
         self._shown_questions: set[str] = set()
         self._answered_here: set[str] = set()
         self.view.on_question = self.on_question
@@ -244,7 +244,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
             else:
                 self.conversation = await self.call(lambda b: b.new_conversation())
                 self.screen.line(f"new conversation {self.conversation}")
-        elif cmd.name == "/stop" and cmd.arg == "all":  # the emergency brake (issue 15 §7)
+        elif cmd.name == "/stop" and cmd.arg == "all":  # the emergency brake (spec §5.7)
             ids = await self.call(lambda b: b.stop_all())
             self.screen.line((f"stopped {', '.join(ids)}" if ids else "nothing was running")
                              + "; jobs paused until palui jobs resume")
@@ -255,7 +255,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
             await self.answer_question(cmd.arg)
         elif cmd.name in ("/approve", "/deny"):
             approve = cmd.name == "/approve"
-            if cmd.arg.startswith("e-"):  # /deny ID declines a server's question (issue 14)
+            if cmd.arg.startswith("e-"):  # /deny ID declines a server's question (spec §8.2)
                 self._answered_here.add(cmd.arg)
             if self.asking is not None and cmd.arg == self.asking["id"]:
                 if self.answer is not None and not self.answer.done():

@@ -1,4 +1,4 @@
-"""How a turn shows in ``palui chat`` as it happens (issue 12): streamed text piece by piece, one
+"""How a turn shows in ``palui chat`` as it happens (spec §8.2): streamed text piece by piece, one
 compact line per tool call in the order the calls happened, the status line, and what ``/why``
 shows afterwards (each call with its reason).
 
@@ -42,7 +42,7 @@ class View:
         self.stream: StreamShown | None = None
         self.last_text: dict[str, str] = {}  # turn id -> the last text shown in full (streamed or not)
         self.label: str | None = None
-        self.on_question: Callable[[dict[str, Any]], None] | None = None  # a pending server question (issue 14)
+        self.on_question: Callable[[dict[str, Any]], None] | None = None  # a pending server question (spec §7.8)
 
     # -- events ---------------------------------------------------------------------------------
 
@@ -154,7 +154,8 @@ class View:
         self.screen.set_status(f"waiting for approval {a['id']} · {expiry(a['expires_at'], time.time(), self.tz)}")
 
     def why_lines(self) -> list[str]:
-        """``/why``: each tool call of the latest turn with its decision's reason (issue 12: reasons on demand)."""
+        """``/why``: each tool call of the latest turn with its decision's reason (reasons on demand:
+        docs/decisions/0118-compact-tool-lines.md)."""
         if not self.calls:
             return ["no tool calls yet in this chat"]
         out = [f"tool calls of turn {self._calls_turn}:"]

@@ -116,7 +116,8 @@ def dispatch(connector: str, handlers: dict[str, Callable[[dict[str, Any], CallC
 
 class BuiltinConnector(Connector):
     """A built-in connector: lists its declared ``TOOLS`` and refuses arguments outside a tool's
-    schema before the tool runs (issue 10 §5: ``{"text": "a", "extra": 1}`` must not save a memory).
+    schema before the tool runs (spec §7.1: ``{"text": "a", "extra": 1}`` must not save a memory;
+    docs/decisions/0039-built-ins-refuse-unknown-arguments.md).
     Subclasses implement :meth:`call_checked`."""
 
     tools: list[ToolSpec] = []

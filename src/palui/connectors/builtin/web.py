@@ -76,7 +76,7 @@ class WebConnector(BuiltinConnector):
                               untrusted=True)
         url = url.strip()
         # httpx (with what it pulls in) is imported by the first fetch, not by every command that
-        # lists the built-in tools (issue 11).
+        # lists the built-in tools (docs/decisions/0085-a-light-cli-start.md).
         from palui.connectors.builtin.fetch import FetchError, fetch
 
         s = ctx.settings

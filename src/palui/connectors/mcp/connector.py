@@ -25,7 +25,7 @@ Questions (elicitation, spec §7): a server's question during a call goes to ``C
 (older connections), and the call's timeout stops while the person answers; on 2026-07-28 the
 call returns ``ToolResult.input_required`` and is sent again with ``CallContext.resume``.
 
-Sign-in (OAuth, issue 14): a connector made for a turn never waits for a browser. When its server
+Sign-in (OAuth, spec §7.9): a connector made for a turn never waits for a browser. When its server
 needs a sign-in that a refresh cannot give, the state becomes ``error: sign in again`` (the person
 is told once), and until someone signs in (``palui connectors login``, the sheet) the connector
 refuses at once instead of asking the server again.

@@ -78,7 +78,7 @@ def find(e: BaseException, kind: type[BaseException]) -> BaseException | None:
 
 def explain_auth_refusal(r: AuthRefusal, connector_id: str, oauth: bool) -> str:
     """Why an HTTP server refused the handshake with 401/403. Credentials are mentioned only when some
-    were sent; a 403's reason is the server's own (issue 14)."""
+    were sent; a 403's reason is the server's own (docs/decisions/0101-oauth-errors-in-one-sentence.md)."""
     challenge = shown(" ".join(r.challenge.split())[:REASON_LIMIT], one_line=True)
     if r.status == 401:
         what = "HTTP 401 Unauthorized: the server wants authorization"

@@ -1,4 +1,4 @@
-"""An MCP connector's sign-in state (OAuth, issue 14): part of :class:`~palui.connectors.mcp.connector.MCPConnector`.
+"""An MCP connector's sign-in state (OAuth, spec §7.9): part of :class:`~palui.connectors.mcp.connector.MCPConnector`.
 
 A connector made for a turn or a job (``sign_in`` None) never waits for a browser: when its server
 needs a sign-in a refresh cannot give, the stored state becomes ``error: sign in again`` (the person

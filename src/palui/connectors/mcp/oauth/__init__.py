@@ -1,4 +1,4 @@
-"""OAuth 2.1 for remote (streamable HTTP) MCP servers, on the SDK's own client auth (spec §7, issue 14).
+"""OAuth 2.1 for remote (streamable HTTP) MCP servers, on the SDK's own client auth (spec §7.9).
 
 - :mod:`.provider` — ``PaluiOAuthProvider``: the SDK's ``OAuthClientProvider`` plus what Palui adds
   (refresh ahead of expiry, stored expiry and discovery, refresh on 401, registrations per issuer,

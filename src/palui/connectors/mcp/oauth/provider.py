@@ -43,7 +43,7 @@ from palui.connectors.mcp.oauth.storage import ConnectorTokenStorage, Discovery
 
 
 def refresh_margin(lifetime: float) -> float:
-    """Seconds before expiry at which a token of ``lifetime`` seconds is refreshed (issue 14):
+    """Seconds before expiry at which a token of ``lifetime`` seconds is refreshed (spec §7.9):
     ``min(max(60, 0.1 * lifetime), 0.5 * lifetime)``."""
     return min(max(60.0, 0.1 * lifetime), 0.5 * lifetime)
 

@@ -1,4 +1,4 @@
-"""OAuth without secrets in messages and logs (spec §10, issue 14).
+"""OAuth without secrets in messages and logs (spec §7.9, §10.5).
 
 The SDK's ``OAuthTokenError`` quotes the token endpoint's whole response body, its
 ``OAuthRegistrationError`` the registration response (which may hold a client secret), a state
