@@ -11,7 +11,8 @@ every place that builds or reads one. Why TypedDicts, and how the HTTP API's sch
 Import them from here (``from palui.results import TurnResult``); the modules group them by concept:
 
 - :mod:`~palui.results.answers`: approvals (spec §5) and a server's questions (spec §7.8);
-- :mod:`~palui.results.events`: a turn's events, one type per ``type``, and their union :data:`TurnEvent`;
+- :mod:`~palui.results.events`: a turn's events, one type per ``type``, and their union :data:`TurnEvent`
+  (:data:`EventFields`: the same before the runner stamps them);
 - :mod:`~palui.results.turns`: a turn's result, its detail and stream lines, conversations;
 - :mod:`~palui.results.tools`: tools, connectors, MCP configurations and listings, memories and tasks;
 - :mod:`~palui.results.status`: ``/status``, the pause, the inbox, the audit log, the emergency brake;
@@ -45,6 +46,8 @@ from palui.results.events import (
     ElicitationAnswerEvent,
     ElicitationEvent,
     EndEvent,
+    EventFields,
+    EventStamp,
     PausedEvent,
     RetryEvent,
     ScopeEvent,
@@ -62,10 +65,12 @@ from palui.results.status import (
     AsksSummary,
     AuditHead,
     AuditRow,
+    Backup,
     ChannelLine,
     InboxItem,
-    JobsPaused,
+    JobsPause,
     PauseState,
+    Pruned,
     Status,
     StatusCaps,
     StatusConnector,
@@ -79,11 +84,13 @@ from palui.results.tools import (
     ConnectorConfig,
     ConnectorSync,
     Explanation,
+    ListingChanges,
     MCPConfig,
     Memory,
     OAuthState,
     PendingReview,
     ReviewChange,
+    Suggestion,
     Task,
     Tool,
     ToolDetails,
@@ -111,16 +118,17 @@ from palui.results.turns import (
 )
 
 __all__ = [
-    "Approval", "ApprovalEvent", "AsksSummary", "AuditHead", "AuditRow", "Channel", "ChannelLine", "ClassFields",
-    "ClassTightened", "Connector", "ConnectorAdded", "ConnectorConfig", "ConnectorErrorEvent", "ConnectorSync",
-    "Conversation", "ConversationSummary", "Delivery", "Elicitation", "ElicitationAnswerEvent", "ElicitationEvent",
-    "EndEvent", "Explanation", "InboxItem", "Job", "JobsPaused", "MCPConfig", "Memory", "Named", "OAuthState",
-    "PairCode", "PauseState", "PausedEvent", "PendingReview", "ResultLine", "RetryEvent", "ReviewChange",
-    "ScopeEvent", "SentMessage", "ShownApproval", "Status", "StatusCaps", "StatusConnector", "StepEvent", "StopAll",
-    "StreamLine", "TaintedEvent", "Task", "TextDeltaEvent", "TextDiscardedEvent", "TextEvent", "Tool",
-    "ToolCallEvent", "ToolDetails", "ToolStartEvent", "ToolsLeftOutEvent", "TurnApproval", "TurnDetail",
-    "TurnElicitation", "TurnEvent", "TurnResult", "TurnStoredLine", "TurnUsage", "UntrustedArg", "Webhook",
-    "WebhookCreated", "WebhookShare",
+    "Approval", "ApprovalEvent", "AsksSummary", "AuditHead", "AuditRow", "Backup", "Channel", "ChannelLine",
+    "ClassFields", "ClassTightened", "Connector", "ConnectorAdded", "ConnectorConfig", "ConnectorErrorEvent",
+    "ConnectorSync", "Conversation", "ConversationSummary", "Delivery", "Elicitation", "ElicitationAnswerEvent",
+    "ElicitationEvent", "EndEvent", "EventFields", "EventStamp", "Explanation", "InboxItem", "Job", "JobsPause",
+    "ListingChanges", "MCPConfig", "Memory", "Named", "OAuthState", "PairCode", "PauseState", "PausedEvent",
+    "PendingReview", "Pruned", "ResultLine", "RetryEvent", "ReviewChange", "ScopeEvent", "SentMessage",
+    "ShownApproval", "Status", "StatusCaps", "StatusConnector", "StepEvent", "StopAll", "StreamLine", "Suggestion",
+    "TaintedEvent", "Task", "TextDeltaEvent", "TextDiscardedEvent", "TextEvent", "Tool", "ToolCallEvent",
+    "ToolDetails", "ToolStartEvent", "ToolsLeftOutEvent", "TurnApproval", "TurnDetail", "TurnElicitation",
+    "TurnEvent", "TurnResult", "TurnStoredLine", "TurnUsage", "UntrustedArg", "Webhook", "WebhookCreated",
+    "WebhookShare",
 ]
 
 MODULES: tuple[ModuleType, ...] = (answers, events, turns, tools, status, triggers)

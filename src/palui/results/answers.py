@@ -77,7 +77,7 @@ class TurnElicitation(TypedDict):
     connector: str
     era: str
     round: int
-    key: str | None
+    key: str
     mode: str
     message: str
     schema: JSON | None

@@ -48,7 +48,7 @@ class AuditHead(TypedDict):
     hash: str
 
 
-class JobsPaused(TypedDict):
+class JobsPause(TypedDict):
     """The emergency brake holds the jobs (spec §5.7): ``since`` epoch seconds, ``by`` where it was pulled,
     ``noted`` whether the person was told that due runs are skipped."""
 
@@ -93,7 +93,7 @@ class Status(PauseState, WebhookShare):
     pending_approvals: int
     pending_elicitations: int
     audit_head: AuditHead | None
-    jobs_paused: JobsPaused | None
+    jobs_paused: JobsPause | None
     governance: AsksSummary
     channels: list[ChannelLine]
 
@@ -131,8 +131,22 @@ class AuditRow(_AuditClass):
     hash: str
 
 
+class Pruned(TypedDict):
+    """``palui prune --before``: the cut (ISO time) and the rows deleted per table (spec §10.2)."""
+
+    before: str
+    deleted: dict[str, int]
+
+
+class Backup(TypedDict):
+    """``palui backup``: the file written and its size in bytes."""
+
+    file: str
+    bytes: int
+
+
 class StopAll(TypedDict):
     """The emergency brake (spec §5.7): the turns stopped and the jobs' pause."""
 
     stopped: list[str]
-    jobs_paused: JobsPaused
+    jobs_paused: JobsPause

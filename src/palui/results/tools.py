@@ -48,7 +48,7 @@ class PendingReview(TypedDict):
     ``fingerprint`` to accept exactly this change; the definition now and ``previous``."""
 
     kind: str
-    fingerprint: str
+    fingerprint: str | None
     was_enabled: bool | None
     previous_user_class: str | None
     description: str | None
@@ -141,9 +141,9 @@ ClassTightened = TypedDict("ClassTightened", {"tool": str, "from": str, "to": st
 ClassTightened.__doc__ = "A tool whose server's hints made its class stricter by themselves (spec §7.6)."
 
 
-class ConnectorSync(TypedDict):
-    """What listing a server's tools changed (spec §7.6): tool names added, flagged ``changed``, tightened,
-    with a loosening held for review, removed; raw names refused as duplicates; and its ``state`` after."""
+class ListingChanges(TypedDict):
+    """What storing a server's listing changed (spec §7.6): tool names added, flagged ``changed``, tightened,
+    with a loosening held for review, removed; raw names refused as duplicates."""
 
     id: str
     added: list[str]
@@ -153,17 +153,36 @@ class ConnectorSync(TypedDict):
     removed: list[str]
     refused_duplicates: list[str]
     class_tightened: list[ClassTightened]
+
+
+class ConnectorSync(ListingChanges):
+    """``palui connectors refresh``: what listing the server's tools again changed, and its ``state`` after."""
+
     state: str
 
 
-class ConnectorAdded(ConnectorSync):
-    """``palui connectors add``: the sync of the first listing, the server's ``name`` and ``transport``, its
-    ``tools`` and those switched on (``enabled``: the read ones with ``--enable-read``, spec §7.4)."""
+class ConnectorAdded(ListingChanges):
+    """``palui connectors add``: what the first listing stored, the server's ``name``, ``transport`` and
+    ``state``, its ``tools`` and those switched on (``enabled``: the read ones with ``--enable-read``,
+    spec §7.4)."""
 
     name: str
     transport: str
+    state: str
     tools: list[str]
     enabled: list[str]
+
+
+class Suggestion(TypedDict):
+    """A class suggested for a tool its server sent no annotations for (spec §2.4): ``suggestion`` read /
+    write / destructive, or None (unsure: it stays unknown), and why; ``tool`` and ``description`` are the
+    server's own words."""
+
+    name: str
+    tool: str
+    description: str
+    suggestion: str | None
+    reason: str
 
 
 # -- memories and tasks (spec §7.2) ------------------------------------------------------------------------------
