@@ -255,16 +255,16 @@ def test_webhooks_and_channels(svc, home):
     valid(list[results.Webhook], svc.webhooks())
     valid(results.Named, svc.remove_webhook("deploys"))
 
-    valid(results.Channel, svc.add_channel("telegram", None, {"token": "123:abc"}, {"api_base": "http://127.0.0.1:9"}))
+    valid(results.ChatChannel, svc.add_channel("telegram", None, {"token": "123:abc"}, {"api_base": "http://127.0.0.1:9"}))
     valid(results.PairCode, svc.pair_code("telegram"))
     assert svc.try_pair("telegram", "WRONG", "42", "Ann", "42") is False
-    valid(list[results.Channel], svc.channels())
-    valid(results.Channel, svc.set_channel_groups("telegram", True))
+    valid(list[results.ChatChannel], svc.channels())
+    valid(results.ChatChannel, svc.set_channel_groups("telegram", True))
     svc.record_sent("telegram", "42", ["7"], "approval", approval_id="a-1", fingerprint="f", state="shown")
     valid(results.SentMessage, svc.sent_message("telegram", "42", "7"))
     valid(list[results.ShownApproval], svc.shown_approvals("telegram"))
     valid(results.Status, svc.status())
-    valid(results.Channel, svc.remove_channel("telegram"))
+    valid(results.ChatChannel, svc.remove_channel("telegram"))
     svc.db.close()
 
 

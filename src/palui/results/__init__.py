@@ -96,8 +96,11 @@ from palui.results.tools import (
     ToolDetails,
 )
 from palui.results.triggers import (
-    Channel,
+    ChatChannel,
     Delivery,
+    DeliveryAccepted,
+    DeliveryDuplicate,
+    DeliveryReceipt,
     Job,
     Named,
     PairCode,
@@ -110,6 +113,7 @@ from palui.results.turns import (
     Conversation,
     ConversationSummary,
     ResultLine,
+    StreamEvent,
     StreamLine,
     TurnDetail,
     TurnResult,
@@ -118,17 +122,17 @@ from palui.results.turns import (
 )
 
 __all__ = [
-    "Approval", "ApprovalEvent", "AsksSummary", "AuditHead", "AuditRow", "Backup", "Channel", "ChannelLine",
+    "Approval", "ApprovalEvent", "AsksSummary", "AuditHead", "AuditRow", "Backup", "ChannelLine", "ChatChannel",
     "ClassFields", "ClassTightened", "Connector", "ConnectorAdded", "ConnectorConfig", "ConnectorErrorEvent",
-    "ConnectorSync", "Conversation", "ConversationSummary", "Delivery", "Elicitation", "ElicitationAnswerEvent",
-    "ElicitationEvent", "EndEvent", "EventFields", "EventStamp", "Explanation", "InboxItem", "Job", "JobsPause",
-    "ListingChanges", "MCPConfig", "Memory", "Named", "OAuthState", "PairCode", "PauseState", "PausedEvent",
-    "PendingReview", "Pruned", "ResultLine", "RetryEvent", "ReviewChange", "ScopeEvent", "SentMessage",
-    "ShownApproval", "Status", "StatusCaps", "StatusConnector", "StepEvent", "StopAll", "StreamLine", "Suggestion",
-    "TaintedEvent", "Task", "TextDeltaEvent", "TextDiscardedEvent", "TextEvent", "Tool", "ToolCallEvent",
-    "ToolDetails", "ToolStartEvent", "ToolsLeftOutEvent", "TurnApproval", "TurnDetail", "TurnElicitation",
-    "TurnEvent", "TurnResult", "TurnStoredLine", "TurnUsage", "UntrustedArg", "Webhook", "WebhookCreated",
-    "WebhookShare",
+    "ConnectorSync", "Conversation", "ConversationSummary", "Delivery", "DeliveryAccepted", "DeliveryDuplicate",
+    "DeliveryReceipt", "Elicitation", "ElicitationAnswerEvent", "ElicitationEvent", "EndEvent", "EventFields",
+    "EventStamp", "Explanation", "InboxItem", "Job", "JobsPause", "ListingChanges", "MCPConfig", "Memory", "Named",
+    "OAuthState", "PairCode", "PauseState", "PausedEvent", "PendingReview", "Pruned", "ResultLine", "RetryEvent",
+    "ReviewChange", "ScopeEvent", "SentMessage", "ShownApproval", "Status", "StatusCaps", "StatusConnector",
+    "StepEvent", "StopAll", "StreamEvent", "StreamLine", "Suggestion", "TaintedEvent", "Task", "TextDeltaEvent",
+    "TextDiscardedEvent", "TextEvent", "Tool", "ToolCallEvent", "ToolDetails", "ToolStartEvent",
+    "ToolsLeftOutEvent", "TurnApproval", "TurnDetail", "TurnElicitation", "TurnEvent", "TurnResult",
+    "TurnStoredLine", "TurnUsage", "UntrustedArg", "Webhook", "WebhookCreated", "WebhookShare",
 ]
 
 MODULES: tuple[ModuleType, ...] = (answers, events, turns, tools, status, triggers)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, NotRequired
 
 from typing_extensions import TypedDict
 
@@ -62,17 +62,36 @@ class Named(TypedDict):
     name: str
 
 
-class Delivery(TypedDict):
-    """A webhook delivery checked (spec §8.5): ``accepted`` with its new turn, or a ``duplicate`` of one."""
+class DeliveryAccepted(TypedDict):
+    """A webhook delivery accepted (spec §8.5): the queued turn it became."""
 
-    status: Literal["accepted", "duplicate"]
+    status: Literal["accepted"]
+    turn: str
+
+
+class DeliveryDuplicate(TypedDict):
+    """A webhook delivery seen within 24 hours (spec §8.5): the turn the first one became, if it became one."""
+
+    status: Literal["duplicate"]
     turn: str | None
+
+
+#: A webhook delivery checked by ``Service.receive_webhook``, told by its ``status``.
+Delivery = DeliveryAccepted | DeliveryDuplicate
+
+
+class DeliveryReceipt(DeliveryAccepted):
+    """``POST /hooks/{id}``'s 202 answer: the accepted delivery, whether its turn is ``running`` or ``queued``
+    now, and the cap that holds it (``queued_reason``, spec §6.6)."""
+
+    turn_status: Literal["running", "queued"]
+    queued_reason: NotRequired[str]
 
 
 # -- chat channels (spec §8.3) -----------------------------------------------------------------------------------
 
 
-class Channel(TypedDict):
+class ChatChannel(TypedDict):
     """A chat channel as ``palui channels list --json`` shows it: its ``state`` (unpaired, connected,
     ``error: …``), the ``person`` paired with it, whether a pairing code is live, its last delivery failure
     (redacted); its settings (``config``, no secret). Times ISO 8601 UTC."""
@@ -118,10 +137,11 @@ class SentMessage(TypedDict):
 
 
 class ShownApproval(TypedDict):
-    """An approval message whose buttons are still live, to edit when it is answered elsewhere."""
+    """An approval message whose buttons are still live, to edit when it is answered elsewhere (the message
+    of ``approval_id``: only approval messages are shown with live buttons)."""
 
     id: int
     chat_id: str
     ref: str
-    approval_id: str | None
+    approval_id: str
     fingerprint: str | None

@@ -77,6 +77,8 @@ class ResultLine(TurnResult):
 
 #: A line of ``POST /api/turns`` with ``stream`` (and of a followed turn): the stored line, events, the result.
 StreamLine = TurnStoredLine | TurnEvent | ResultLine
+#: What a client of the stream hands its listener as it reads: every line but the result (which it returns).
+StreamEvent = TurnStoredLine | TurnEvent
 
 
 # -- conversations (spec §8.2) ---------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from palui.store.db import Database
 if TYPE_CHECKING:
     import sqlite3
 
-    from palui.results import Channel, ChannelLine, PairCode
+    from palui.results import ChannelLine, ChatChannel, PairCode
 
 KINDS = ("telegram", "matrix")
 #: A channel's name: also its ``answered_via`` word (:data:`palui.service.approvals.VIA`).
@@ -74,7 +74,7 @@ class ChannelsPart:
     # -- the list -----------------------------------------------------------------------------------
 
     def add_channel(self, kind: str, name: str | None, secret: dict[str, str],
-                    config: dict[str, Any]) -> Channel:
+                    config: dict[str, Any]) -> ChatChannel:
         """Store a new channel (unpaired) and its secrets (0600 file). ``name`` defaults to ``kind``.
         Returns :meth:`channel`. Raises UsageError (unknown kind, bad or taken name)."""
         if kind not in KINDS:
@@ -99,7 +99,7 @@ class ChannelsPart:
             raise NotFound(f"unknown channel {name!r} (see: palui channels list)")
         return r
 
-    def channel(self, name: str) -> Channel:
+    def channel(self, name: str) -> ChatChannel:
         """``{"name","kind","state","person","person_id","person_chat","paired_at","allow_groups","config",
         "pairing","last_failure","last_failure_at"}`` (times ISO 8601 UTC; ``pairing``: a code is live).
         Raises NotFound."""
@@ -113,11 +113,11 @@ class ChannelsPart:
             "last_failure": r["last_failure"], "last_failure_at": _iso(r["last_failure_at"]),
         }
 
-    def channels(self) -> list[Channel]:
+    def channels(self) -> list[ChatChannel]:
         """Every channel, by name (see :meth:`channel`)."""
         return [self.channel(r["name"]) for r in self.db.all("SELECT name FROM channels ORDER BY name")]
 
-    def remove_channel(self, name: str) -> Channel:
+    def remove_channel(self, name: str) -> ChatChannel:
         """Forget a channel: its row, pairing, processed updates, chats, sent messages and secrets file.
         A running service stops it within a few seconds. Raises NotFound."""
         ch = self.channel(name)
@@ -134,7 +134,7 @@ class ChannelsPart:
         self._row(name)
         return read_secrets(self.settings.secrets_dir, f"channel-{name}")
 
-    def set_channel_groups(self, name: str, allow: bool) -> Channel:
+    def set_channel_groups(self, name: str, allow: bool) -> ChatChannel:
         """Allow (or refuse again) group chats and rooms with other members; in them only the person's
         messages start turns, and other members' messages are untrusted content. Raises NotFound."""
         self._row(name)
