@@ -3,7 +3,7 @@
 :class:`TurnEvents` owns the events of one run (``run_events``) and the front end's sink. The runner
 holds it; every collaborator that reports something gets its :meth:`~TurnEvents.emit` (an
 :data:`Emit`), and the call sender its :meth:`~TurnEvents.live` too. A collaborator reports an event's
-fields (:data:`palui.results.EventFields`, one ``TypedDict`` per ``type``); the events stamps them with
+fields (:data:`palui.results.EventFields`, one ``TypedDict`` per ``type``); :class:`TurnEvents` stamps them with
 ``time`` and ``seq`` into a :data:`palui.results.TurnEvent`.
 """
 
