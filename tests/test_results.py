@@ -138,11 +138,14 @@ async def test_a_turn_its_approval_and_what_the_person_sees_of_them(page_svc, tm
     [a] = valid(list[results.TurnApproval], r["pending_approvals"])
     valid(list[results.Approval], svc.approvals())
     valid(results.Approval, svc.approval(a["id"]))
+    valid(results.Approval, svc.approval_or_none(a["id"]))
+    valid(results.Approval, await svc.wait_approval(a["id"], 0))
     valid(results.TurnDetail, svc.turn_detail(r["turn"]))  # waiting: its approval by id
     valid(results.Approval, svc.answer_approval(a["id"], True, "cli"))
     r = seen.result(await svc.resume_turn(r["turn"], on_event=seen))
     assert r["status"] == "done"
     assert {"step", "text", "text_delta", "tool_start", "tool_call", "tainted", "approval", "end"} <= seen.types
+    seen.result(await svc.follow_turn(r["turn"], on_event=seen))
 
     valid(results.TurnDetail, svc.turn_detail(r["turn"]))
     valid(results.Conversation, svc.conversation(r["conversation"]))
@@ -154,6 +157,8 @@ async def test_a_turn_its_approval_and_what_the_person_sees_of_them(page_svc, tm
     valid(list[results.Memory], svc.memories())
     valid(results.Memory, svc.trust_memory(svc.memories()[0]["id"]))
     valid(list[results.Task], svc.tasks("all"))
+    valid(results.Pruned, svc.prune("2000-01-01"))
+    valid(results.Backup, svc.backup(tmp_path / "backup.db"))
 
     # A denial with the person's reason, and a queued turn's result (waiting behind a live one).
     model = write_script(tmp_path / "d.json", calls(call("recall__add_memory", text="x")), text("ok"))
@@ -222,6 +227,8 @@ def test_tools_connectors_and_explanations(svc):
                                      ToolSpec("wipe", "Wipe the notes.", {"type": "object"}, None)], name="notes")
     valid(list[results.Tool], [t.as_dict() for t in svc.tools()])
     valid(list[results.Tool], [t.as_dict() for t in svc.enable_read("mcp-notes")])
+    [suggested] = valid(list[results.Suggestion], svc.suggest_classes("mcp-notes"))
+    assert suggested["name"] == "mcp-notes__wipe"
     valid(results.Tool, svc.set_class("mcp-notes__wipe", "write").as_dict())
     valid(results.ToolDetails, svc.tool_details("mcp-notes__search"))
     # The server changes a definition: the tool waits for review with the change.

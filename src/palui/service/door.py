@@ -9,6 +9,10 @@ compares them at run time, and the typed assignment at the end of this module ma
 the Service satisfies the door). Why a Protocol and not the class itself: decision record
 ``docs/decisions/draft-typed-door.md``.
 
+What the methods return are the result types of :mod:`palui.results` (``TurnResult``, ``Approval``,
+``Status``…: TypedDicts, the one definition of the shapes the front ends read and the HTTP API sends;
+``docs/decisions/draft-result-types.md``).
+
 Nothing here is imported at run time: the types the signatures use are imported under
 ``TYPE_CHECKING``, so importing this module costs nothing and makes no import circle.
 """
