@@ -27,6 +27,7 @@ import collections
 import contextlib
 import logging
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from palui.channels import views
@@ -226,7 +227,7 @@ class Channel(Outbox):
     def _why(self, conversation: str) -> str:
         """``/why`` (spec §8.2): each tool call of the conversation's latest turn that made any, with its reason."""
         for t in reversed(self.svc.conversation(conversation)["turns"]):
-            calls = [e for e in t["events"] if e.get("type") == "tool_call"]
+            calls = [e for e in t["events"] if e["type"] == "tool_call"]
             if calls:
                 lines = [f"{i}. {shown(e['tool'], one_line=True)}: {shown(e.get('reason', ''), one_line=True)}"
                          for i, e in enumerate(calls, 1)]
@@ -282,7 +283,7 @@ class Channel(Outbox):
         return self._checked_answer(inb, target["approval_id"], target["fingerprint"], inb.reaction == "approve",
                                     None)
 
-    def _checked_answer(self, inb: Inbound, approval_id: str, fp: str, approve: bool,
+    def _checked_answer(self, inb: Inbound, approval_id: str, fp: str | None, approve: bool,
                         press_id: str | None) -> list[Job]:
         a = self.svc.approval_or_none(approval_id)
         if a is None:
@@ -295,6 +296,6 @@ class Channel(Outbox):
         return self._answer(inb.chat, approval_id, approve, None, press_id)
 
 
-def status_text(s: dict[str, Any]) -> str:
+def status_text(s: Mapping[str, Any]) -> str:
     """``/status`` as a chat channel answers it (the same facts as the terminal's)."""
     return "\n".join(status_lines(s, questions="/answer ID field=value …"))

@@ -45,6 +45,7 @@ from palui.channels.text import (
 from palui.errors import PaluiError
 
 if TYPE_CHECKING:
+    from palui.results import Approval, ChatChannel
     from palui.service.door import ServiceDoor
 
 log = logging.getLogger("palui.channels.matrix")
@@ -89,7 +90,7 @@ async def whoami(homeserver: str, user: str, token: str, redact: Redactor) -> di
     return {"user_id": resp.user_id, "device_id": resp.device_id or ""}
 
 
-async def test_channel(c: dict[str, Any], secret: dict[str, Any], redact: Redactor) -> str:
+async def test_channel(c: ChatChannel, secret: dict[str, Any], redact: Redactor) -> str:
     """``palui channels test``: whoami, and a test message to the person when paired."""
     cfg = c["config"]
     found = await whoami(cfg["homeserver"], cfg["user_id"], str(secret.get("access_token") or ""), redact)
@@ -260,7 +261,7 @@ class MatrixChannel(Channel):
             refs.append(await self._send(chat, {"msgtype": "m.text", "body": part or "(empty)"}))
         return refs
 
-    async def send_approval(self, chat: str, view: views.ApprovalView, a: dict[str, Any]) -> str:
+    async def send_approval(self, chat: str, view: views.ApprovalView, a: Approval) -> str:
         return (await self.send(chat, view.text))[-1]
 
     async def edit(self, chat: str, ref: str, text: str) -> None:

@@ -18,6 +18,7 @@ from palui.channels import views
 from palui.channels.redaction import Redactor
 
 if TYPE_CHECKING:
+    from palui.results import Approval
     from palui.service.door import ServiceDoor
 
 log = logging.getLogger("palui.channels")
@@ -104,7 +105,7 @@ class ChannelPlatform(ABC):
         """Send ``text`` (already escaped for display, plain), split at the limit; return message refs."""
 
     @abstractmethod
-    async def send_approval(self, chat: str, view: views.ApprovalView, a: dict[str, Any]) -> str:
+    async def send_approval(self, chat: str, view: views.ApprovalView, a: Approval) -> str:
         """Send the approval message with its buttons (or reaction hint); return its ref."""
 
     @abstractmethod

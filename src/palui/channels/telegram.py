@@ -44,6 +44,7 @@ from palui.channels.text import TELEGRAM_TEXT_LIMIT, split_message, utf16_len  #
 from palui.errors import PaluiError  # noqa: E402
 
 if TYPE_CHECKING:
+    from palui.results import Approval, ChatChannel
     from palui.service.door import ServiceDoor
 
 log = logging.getLogger("palui.channels.telegram")
@@ -236,7 +237,7 @@ class TelegramChannel(Channel):
             refs.append(str(msg.message_id))
         return refs
 
-    async def send_approval(self, chat: str, view: views.ApprovalView, a: dict[str, Any]) -> str:
+    async def send_approval(self, chat: str, view: views.ApprovalView, a: Approval) -> str:
         markup = InlineKeyboardMarkup([[
             InlineKeyboardButton("Approve", callback_data=views.callback_data(a, True)),
             InlineKeyboardButton("Deny", callback_data=views.callback_data(a, False)),
@@ -259,7 +260,7 @@ class TelegramChannel(Channel):
         await self.bot.answer_callback_query(press_id, text=text)
 
 
-async def test_channel(c: dict[str, Any], secret: dict[str, Any], redact: Redactor) -> str:
+async def test_channel(c: ChatChannel, secret: dict[str, Any], redact: Redactor) -> str:
     """``palui channels test``: getMe, and a test message to the person when paired. Returns what
     happened. Raises PaluiError (token rejected, unreachable), with no token in the message."""
     token = str(secret.get("token") or "")

@@ -21,23 +21,26 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
-from typing import Any
+from typing import TYPE_CHECKING
 
 from palui.channels.text import split_message
 from palui.text.display import shown, shown_json
 from palui.text.prompts import mark_line
 
+if TYPE_CHECKING:
+    from palui.results import Approval, TurnEvent, TurnResult
+
 CALLBACK = re.compile(r"^ap:([A-Za-z0-9_-]{1,40}):([0-9a-f]{16}):([yn])$")
 VIA_WORDS = {"cli": "in the terminal", "web": "on the web page", "api": "through the API"}
 
 
-def fingerprint(a: dict[str, Any]) -> str:
+def fingerprint(a: Approval) -> str:
     """16 hex digits naming exactly what an approval message showed (id, arguments, expiry)."""
     raw = "\0".join((a["id"], a["args_hash"], a["expires_at"]))
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
-def callback_data(a: dict[str, Any], approve: bool) -> str:
+def callback_data(a: Approval, approve: bool) -> str:
     """``ap:<id>:<fp16>:<y|n>`` (Telegram allows 1-64 bytes; an approval id is ~12)."""
     return f"ap:{a['id']}:{fingerprint(a)}:{'y' if approve else 'n'}"
 
@@ -74,7 +77,7 @@ class ApprovalView:
     before: list[str] = field(default_factory=list)
 
 
-def approval_view(a: dict[str, Any], *, now: datetime, zone: tzinfo | None, limit: int,
+def approval_view(a: Approval, *, now: datetime, zone: tzinfo | None, limit: int,
                   measure: Callable[[str], int] = len, how_to_answer: str) -> ApprovalView:
     """The approval ``a`` (the ``palui approvals list --json`` shape) as a channel shows it.
 
@@ -105,7 +108,7 @@ def approval_view(a: dict[str, Any], *, now: datetime, zone: tzinfo | None, limi
     return ApprovalView(a["id"], fp, text, before)
 
 
-def outcome_text(a: dict[str, Any], channel: str, titles: dict[str, str]) -> str:
+def outcome_text(a: Approval, channel: str, titles: dict[str, str]) -> str:
     """How an approval ended, for the edit of its message: ``Approval a-1 (tool): approved in the
     terminal.`` / ``expired — denied`` / ``cancelled: <reason>``."""
     via = a.get("answered_via") or ""
@@ -124,10 +127,10 @@ def outcome_text(a: dict[str, Any], channel: str, titles: dict[str, str]) -> str
     return f"Approval {a['id']} ({shown(a['tool'], one_line=True)}): {what}."
 
 
-def tool_line(e: dict[str, Any]) -> str | None:
+def tool_line(e: TurnEvent) -> str | None:
     """One line for a tool-call event of a finished turn: ``· recall__add_memory: run → ok``,
     ``· recall__forget_memory: ask → approved → ok`` / ``ask → denied`` (tainted turns say so)."""
-    if e.get("type") != "tool_call":
+    if e["type"] != "tool_call":
         return None  # "approval" events: the approval message itself showed it
     verdict = str(e.get("verdict", ""))
     if e.get("denied"):
@@ -140,7 +143,7 @@ def tool_line(e: dict[str, Any]) -> str | None:
         " (tainted)" if e.get("tainted") else "")
 
 
-def answer_text(r: dict[str, Any]) -> str:
+def answer_text(r: TurnResult) -> str:
     """A finished turn (:meth:`Service.turn_result`) as the channel's reply: the tool lines, then the
     answer (or what stopped it)."""
     lines = [x for x in (tool_line(e) for e in r.get("events") or []) if x]

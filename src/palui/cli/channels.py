@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,6 +20,9 @@ from palui.channels import is_loopback_url as _loopback_url
 from palui.cli.common import emit_json, fail, group, service, table
 from palui.errors import UsageError
 from palui.text.display import shown
+
+if TYPE_CHECKING:
+    from palui.results import ChatChannel
 
 channels_app = group("channels", "Chat channels: talk to Palui and answer approvals from Telegram or Matrix.")
 
@@ -122,7 +125,7 @@ def channels_list(as_json: bool) -> None:
           ["name", "kind", "account", "state", "person", "groups", "last failure"])
 
 
-def _account(c: dict[str, Any]) -> str:
+def _account(c: ChatChannel) -> str:
     cfg = c["config"]
     return f"@{cfg['bot_username']}" if cfg.get("bot_username") else str(cfg.get("user_id") or "")
 
@@ -143,7 +146,8 @@ def channels_pair(name: str) -> None:
     if p["paired_with"]:
         click.echo(f"{name} is paired with {shown(p['paired_with'], one_line=True)}; the first right /pair replaces "
                    "them")
-    click.echo(f"pairing code: {p['code']}  (valid until {p['expires_at'][:19].replace('T', ' ')} UTC, 5 tries)")
+    until = (p["expires_at"] or "")[:19].replace("T", " ")
+    click.echo(f"pairing code: {p['code']}  (valid until {until} UTC, 5 tries)")
     click.echo(f"send this to Palui in a private chat: /pair {p['code']}")
 
 

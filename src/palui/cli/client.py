@@ -2,13 +2,17 @@
 
 Streams NDJSON events from the service's JSON API and hands them to the same
 renderers as the in-process path, so output does not depend on where the turn ran.
+
+What the service answers is one of its result shapes (:mod:`palui.results`), sent as JSON: a turn's
+stream gives :class:`~palui.results.TurnResult` and its events; ``get`` and ``post`` give the body as
+it came (``Any``), and the caller names the shape it asked for (``a: Approval = client.get(…)``).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import httpx
 
@@ -16,8 +20,13 @@ from palui.errors import ApprovalError, NotFound, PaluiError, UsageError
 from palui.server.discovery import ServiceInfo
 from palui.types import JSON
 
+if TYPE_CHECKING:
+    from palui.results import StreamEvent, TurnEvent, TurnResult
+
 #: Receives a turn's events as they arrive (the service's event shapes).
-EventSink = Callable[[JSON], None]
+EventSink = Callable[["TurnEvent"], None]
+#: Receives every line of a turn's stream but its result: the line saying the turn is stored, then its events.
+StreamSink = Callable[["StreamEvent"], None]
 
 
 def segment(value: str, what: str) -> str:
@@ -52,6 +61,12 @@ def raise_for(r: httpx.Response) -> None:
     raise PaluiError(f"the service answered {r.status_code}: {msg}")
 
 
+def _result_of(line: JSON) -> TurnResult:
+    """The turn's result from the stream's last line (a :class:`~palui.results.ResultLine`): the line
+    without its ``type``, as the service built it."""
+    return cast("TurnResult", {k: v for k, v in line.items() if k != "type"})
+
+
 class ServiceGone(PaluiError):
     """The live service went away during a request; ``turn`` names the turn it had stored, if it said so."""
 
@@ -71,18 +86,18 @@ class ServiceClient:
     def _raise(self, r: httpx.Response) -> None:
         raise_for(r)
 
-    def get(self, path: str, **params: Any) -> JSON:
-        """GET a route that answers a JSON object (``params`` with a None value are left out)."""
+    def get(self, path: str, **params: Any) -> Any:
+        """GET a route that answers a JSON object (``params`` with a None value are left out): the
+        route's result shape, as sent."""
         try:
             r = self.http.get(path, params={k: v for k, v in params.items() if v is not None})
         except httpx.TransportError as e:
             raise ServiceGone(f"cannot reach the service at {self.info.url}: {type(e).__name__}") from None
         self._raise(r)
-        answer: JSON = r.json()
-        return answer
+        return r.json()
 
-    def post(self, path: str, data: JSON | None = None) -> JSON:
-        """POST ``data`` to a route that answers a JSON object."""
+    def post(self, path: str, data: JSON | None = None) -> Any:
+        """POST ``data`` to a route that answers a JSON object: the route's result shape, as sent."""
         try:
             r = self.http.post(path, json=data or {})
         except httpx.TransportError as e:
@@ -91,13 +106,13 @@ class ServiceClient:
         answer: JSON = r.json()
         return answer
 
-    def stream(self, path: str, data: JSON, on_event: EventSink | None) -> JSON:
+    def stream(self, path: str, data: JSON, on_event: EventSink | None) -> TurnResult:
         """POST with ``stream: true``; call ``on_event`` per event; return the final result.
 
         The service's first line says the turn is stored (``{"type": "turn"}``); an error says
         the turn is kept only when that line arrived (never "kept" unless stored:
         docs/decisions/0120-a-chat-that-survives-the-service.md)."""
-        result: JSON | None = None
+        result: TurnResult | None = None
         stored: str | None = None
         try:
             with self.http.stream("POST", path, json={**data, "stream": True}) as r:
@@ -107,9 +122,9 @@ class ServiceClient:
                 for line in r.iter_lines():
                     if not line.strip():
                         continue
-                    ev = json.loads(line)
+                    ev = json.loads(line)  # a line of the stream (palui.results.StreamLine)
                     if ev.get("type") == "result":
-                        result = {k: v for k, v in ev.items() if k != "type"}
+                        result = _result_of(ev)
                     elif ev.get("type") == "turn":
                         stored = ev.get("turn")
                     elif on_event:
@@ -128,18 +143,18 @@ class ServiceClient:
                 "see palui conversations list before sending it again")
 
     def run(self, message: str, *, conversation: str | None, model: str | None,
-            on_event: EventSink | None, channel: str = "cli") -> JSON:
+            on_event: EventSink | None, channel: str = "cli") -> TurnResult:
         return self.stream("/api/turns", {"message": message, "conversation": conversation, "model": model,
                                           "channel": channel}, on_event)
 
     def answer(self, approval_id: str, approve: bool, on_event: EventSink | None,
-               reason: str | None = None) -> JSON:
+               reason: str | None = None) -> TurnResult:
         body: JSON = {"via": "cli", **({"reason": reason} if reason else {})}
         aid = segment(approval_id, "an approval id (see: palui approvals list)")
         return self.stream(f"/api/approvals/{aid}/{'approve' if approve else 'deny'}", body, on_event)
 
     def answer_elicitation(self, elicitation_id: str, action: str, content: dict[str, Any] | None,
-                           on_event: EventSink | None) -> JSON:
+                           on_event: EventSink | None) -> TurnResult:
         """Answer a server's question through the service; a turn it paused goes on there (streamed)."""
         eid = segment(elicitation_id, "a question id (see: palui elicitations list)")
         return self.stream(f"/api/elicitations/{eid}/answer",
@@ -172,18 +187,18 @@ class AsyncServiceClient:
         raise_for(r)
         return r.json()
 
-    async def get(self, path: str, **params: Any) -> JSON:
-        """GET a route that answers a JSON object (``params`` with a None value are left out)."""
-        answer: JSON = await self._get(path, **params)
-        return answer
+    async def get(self, path: str, **params: Any) -> Any:
+        """GET a route that answers a JSON object (``params`` with a None value are left out): the route's
+        result shape, as sent."""
+        return await self._get(path, **params)
 
-    async def get_list(self, path: str, **params: Any) -> list[JSON]:
-        """GET a route that answers a JSON array of objects (``/api/approvals``)."""
-        rows: list[JSON] = await self._get(path, **params)
+    async def get_list(self, path: str, **params: Any) -> list[Any]:
+        """GET a route that answers a JSON array of objects (``/api/approvals``): the route's result shapes."""
+        rows: list[Any] = await self._get(path, **params)
         return rows
 
-    async def post(self, path: str, data: JSON | None = None) -> JSON:
-        """POST ``data`` to a route that answers a JSON object."""
+    async def post(self, path: str, data: JSON | None = None) -> Any:
+        """POST ``data`` to a route that answers a JSON object: the route's result shape, as sent."""
         try:
             r = await self.http.post(path, json=data or {})
         except httpx.TransportError as e:
@@ -192,10 +207,11 @@ class AsyncServiceClient:
         answer: JSON = r.json()
         return answer
 
-    async def stream(self, method: str, path: str, data: JSON | None, on_event: EventSink | None) -> JSON:
-        """An NDJSON request: each event to ``on_event``, the final ``{"type": "result"}`` returned."""
+    async def stream(self, method: str, path: str, data: JSON | None, on_event: StreamSink | None) -> TurnResult:
+        """An NDJSON request: each line to ``on_event`` (the ``turn`` line too), the final
+        ``{"type": "result"}`` returned as the turn's result."""
         stored: str | None = None
-        result: JSON | None = None
+        result: TurnResult | None = None
         try:
             async with self.http.stream(method, path, json=data) as r:
                 if r.status_code >= 400:
@@ -204,9 +220,9 @@ class AsyncServiceClient:
                 async for line in r.aiter_lines():
                     if not line.strip():
                         continue
-                    ev = json.loads(line)
+                    ev = json.loads(line)  # a line of the stream (palui.results.StreamLine)
                     if ev.get("type") == "result":
-                        result = {k: v for k, v in ev.items() if k != "type"}
+                        result = _result_of(ev)
                         continue
                     if ev.get("type") == "turn":
                         stored = ev.get("turn")

@@ -26,6 +26,8 @@ from palui.text.elicitation import field_line, fields, parse_pairs, parse_value,
 if TYPE_CHECKING:
     import asyncio
 
+    from palui.results import Elicitation, TurnElicitation, TurnEvent, TurnResult
+
 elicitations_app = group("elicitations", "Questions MCP servers ask you: list, show, answer.")
 
 Answer = tuple[str, dict[str, Any] | None]  # (action, content)
@@ -48,7 +50,7 @@ def _read(prompt: str) -> str | None:
     return None if line == "" else line.rstrip("\n")
 
 
-def ask_on_terminal(e: dict[str, Any]) -> Answer:
+def ask_on_terminal(e: TurnElicitation) -> Answer:
     """Put question ``e`` (the ``Service.elicitation`` shape) to the person on this terminal.
     Returns ``(action, content)``; end of input is a decline."""
     _say(question_text(e))
@@ -79,7 +81,7 @@ def ask_on_terminal(e: dict[str, Any]) -> Answer:
     return "accept", content
 
 
-async def ask_on_terminal_async(e: dict[str, Any]) -> Answer:
+async def ask_on_terminal_async(e: TurnElicitation) -> Answer:
     """:func:`ask_on_terminal` in a daemon thread (the event loop goes on; an unanswered prompt never
     keeps the process alive)."""
     import asyncio
@@ -113,13 +115,13 @@ class TerminalQuestions:
     (in-process ``svc.answer_elicitation`` or the live service's route); ``lookup(id)`` reads one."""
 
     def __init__(self, answer: Callable[[str, str, dict[str, Any] | None], Any],
-                 lookup: Callable[[str], dict[str, Any]], in_loop: bool) -> None:
+                 lookup: Callable[[str], Elicitation], in_loop: bool) -> None:
         self.answer = answer
         self.lookup = lookup
         self.in_loop = in_loop
         self.tasks: set[asyncio.Task[None]] = set()
 
-    def decide(self, e: dict[str, Any]) -> Answer:
+    def decide(self, e: TurnElicitation) -> Answer:
         if not has_terminal():
             _say(f"[question {e['id']} from {e['connector']} declined: no terminal to ask on]")
             return "decline", None
@@ -134,9 +136,9 @@ class TerminalQuestions:
         except PaluiError as err:  # expired, cancelled meanwhile: the turn goes on by itself
             _say(f"palui: {err}")
 
-    def on_event(self, ev: dict[str, Any]) -> None:
+    def on_event(self, ev: TurnEvent) -> None:
         """A turn event: a question that waits inside an open call is asked now."""
-        if ev.get("type") != "elicitation" or ev.get("status") != "pending" or ev.get("era") != "in_call":
+        if ev["type"] != "elicitation" or ev.get("status") != "pending" or ev.get("era") != "in_call":
             return
         e = self.lookup(ev["elicitation"])
         if not self.in_loop:
@@ -153,8 +155,8 @@ class TerminalQuestions:
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    async def settle(self, r: dict[str, Any], answer_and_go_on: Callable[[str, str, dict[str, Any] | None],
-                                                                          Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+    async def settle(self, r: TurnResult, answer_and_go_on: Callable[[str, str, dict[str, Any] | None],
+                                                                       Awaitable[TurnResult]]) -> TurnResult:
         """A turn paused by a 2026-07-28 server: ask (or decline) its questions, then let it go on."""
         while r.get("status") == "awaiting_approval" and r.get("pending_elicitations"):
             pending = r["pending_elicitations"]
@@ -186,7 +188,8 @@ def elicitations_list(all_: bool, as_json: bool) -> None:
     if not rows:
         click.echo("no questions waiting" if not all_ else "no questions")
         return
-    table([[e["id"], e["status"], e["connector"], e["mode"], e["message"][:80], e["expires_at"][:19]] for e in rows],
+    table([[e["id"], e["status"], e["connector"], e["mode"], e["message"][:80], (e["expires_at"] or "")[:19]]
+           for e in rows],
           ["ID", "STATUS", "CONNECTOR", "MODE", "MESSAGE (the server's words)", "EXPIRES"])
 
 

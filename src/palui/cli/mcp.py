@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -12,7 +14,8 @@ from palui.errors import UsageError
 from palui.text.display import shown, shown_json
 
 
-def _print_report(r: dict) -> None:
+def _print_report(r: Mapping[str, Any]) -> None:
+    """What a listing changed (:class:`~palui.results.ListingChanges`, or some of its keys), one line each."""
     for key, label in (("changed", "changed — switched off, review it"), ("tightened", "class tightened — review it"),
                        ("loosening_held", "asks for a looser class — held until review"),
                        ("removed", "no longer listed"), ("refused_duplicates", "listed twice — both refused")):

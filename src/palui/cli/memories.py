@@ -27,7 +27,7 @@ def memories_list(limit: int, as_json: bool) -> None:
     if not rows:
         click.echo("No memories.")
         return
-    table([[str(m["id"]), m["provenance"], m["created_at"][:19].replace("T", " "), _short(m["text"]),
+    table([[str(m["id"]), m["provenance"], (m["created_at"] or "")[:19].replace("T", " "), _short(m["text"]),
             m["source"] or ""] for m in rows],
           ["ID", "PROVENANCE", "CREATED (UTC)", "TEXT", "SOURCE"])
 

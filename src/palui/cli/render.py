@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import json
 from datetime import tzinfo
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from palui.text.display import NOTE, StreamShown, hidden_in, shown, shown_json
 from palui.text.prompts import approval_prompt
+
+if TYPE_CHECKING:
+    from palui.results import ToolCallEvent, ToolsLeftOutEvent, TurnEvent, TurnResult
 
 ARGS_CHARS = 100
 RESULT_CHARS = 100
@@ -50,7 +53,7 @@ def exact(value: Any, n: int) -> str:
     return (s if len(s) <= n else s[:n] + f"… ({len(s) - n} more characters: palui approvals show ID)") + note
 
 
-def call_outcome(e: dict[str, Any]) -> tuple[str, str]:
+def call_outcome(e: ToolCallEvent) -> tuple[str, str]:
     """(mark, outcome words) of a ``tool_call`` event: ``("✓", "ok")``, ``("✗", "error: …")``,
     ``("⊘", "not run: left out by budgets.tools (30): …")``, ``("✗", "denied")``…"""
     verdict, result = e.get("verdict"), e.get("result") or ""
@@ -69,13 +72,13 @@ def call_outcome(e: dict[str, Any]) -> tuple[str, str]:
     return "✓", f"{head}ok" + (f": {short(result, RESULT_CHARS)}" if result else "")
 
 
-def call_line(e: dict[str, Any]) -> str:
+def call_line(e: ToolCallEvent) -> str:
     """One compact line for a ``tool_call`` event (docs/decisions/0118-compact-tool-lines.md)."""
     mark, words = call_outcome(e)
     return f"  {mark} {short(e['tool'], 200)} {short(e.get('args', {}), ARGS_CHARS)} → {words}"
 
 
-def left_out_line(e: dict[str, Any], limit: int = 5) -> str:
+def left_out_line(e: ToolsLeftOutEvent, limit: int = 5) -> str:
     """A ``tools_left_out`` event on one line: the reason and the first few names."""
     names = [str(n) for n in e.get("tools") or []]
     more = f" +{len(names) - limit} more" if len(names) > limit else ""
@@ -83,41 +86,40 @@ def left_out_line(e: dict[str, Any], limit: int = 5) -> str:
             f"{shown(', '.join(names[:limit]), one_line=True)}{more}")
 
 
-def event_lines(e: dict[str, Any], *, expires: str | None = None) -> list[str]:
+def event_lines(e: TurnEvent, *, expires: str | None = None) -> list[str]:
     """The lines one stored turn event prints as it happens (streamed text pieces are not events here)."""
-    kind = e.get("type")
-    if kind == "tool_call":
+    if e["type"] == "tool_call":
         return [call_line(e)]
-    if kind == "tainted":
+    if e["type"] == "tainted":
         return [f"  ⚠ this conversation is now tainted by {short(e['source'], 300)}: writes ask first"]
-    if kind == "approval":
+    if e["type"] == "approval":
         return approval_prompt({"id": e["approval"], "tool": e["tool"], "class": e.get("class", "?"),
                                 "reason": e["reason"], "args": e["args"],
                                 "untrusted_args": e.get("untrusted_args", []),
                                 "expires_at": e.get("expires_at", "")}, expires=expires).split("\n")
-    if kind == "elicitation" and e.get("status") != "pending":
+    if e["type"] == "elicitation" and e.get("status") != "pending":
         return [f"  ⊘ {shown(e['connector'], one_line=True)} asked «{short(e.get('message', ''), 200)}»: declined by"
                 f" Palui ({short(e.get('reason') or '', 300)})"]
-    if kind == "elicitation_answer":
+    if e["type"] == "elicitation_answer":
         return [f"  · question {e['elicitation']}: {e['action']}"
                 + (f" (fields: {shown(', '.join(e['fields']), one_line=True)})" if e.get("fields") else "")]
-    if kind == "connector_error":
+    if e["type"] == "connector_error":
         return [f"  ⚠ connector {e['connector']} is not available: {short(e['error'], 300)}"]
-    if kind == "tools_left_out":
+    if e["type"] == "tools_left_out":
         return [left_out_line(e)]
-    if kind == "retry":
+    if e["type"] == "retry":
         return [f"  … retrying the provider in {e.get('in_seconds', 0)} s ({shown(e.get('reason'), one_line=True)})"]
-    if kind == "paused":
+    if e["type"] == "paused":
         return [f"  [paused: {shown(e.get('reason'), one_line=True)}; the turn goes on at the next start]"]
     return []
 
 
-def outcome_lines(r: dict[str, Any], *, answer_shown: bool = False, in_chat: bool = False) -> list[str]:
+def outcome_lines(r: TurnResult, *, answer_shown: bool = False, in_chat: bool = False) -> list[str]:
     """A turn's result: the answer (unless it was streamed already) and how it ended."""
     out: list[str] = []
     if r.get("answer") and not answer_shown:
         out.append(shown(r["answer"]))
-    left = [e for e in r.get("events") or [] if e.get("type") == "tools_left_out" and e.get("tools")]
+    left = [e for e in r.get("events") or [] if e["type"] == "tools_left_out" and e.get("tools")]
     if left:
         out.append(f"[{len(left[-1]['tools'])} tool(s) {shown(left[-1].get('reason'), one_line=True)}"
                    + ("; /why lists them]" if in_chat else "]"))
@@ -163,24 +165,23 @@ class Printer:
             click.echo(self.stream.end() + mark, err=self.err)
             self.stream = None
 
-    def __call__(self, e: dict[str, Any]) -> None:
+    def __call__(self, e: TurnEvent) -> None:
         self._head()
-        kind = e.get("type")
-        if kind == "text_delta":
+        if e["type"] == "text_delta":
             if self.stream is None:
                 self.stream = StreamShown()
             click.echo(self.stream.feed(e["text"]), nl=False, err=self.err)
             return
-        if kind == "text_discarded":
+        if e["type"] == "text_discarded":
             self._end_stream(" [discarded (retrying)]")
             return
-        if kind == "text":
+        if e["type"] == "text":
             if self.stream is None:  # not streamed (another process ran it): the whole text now
                 click.echo(shown(e["text"]), err=self.err)
             self._end_stream()
             return
         expires = None
-        if kind == "approval" and e.get("expires_at"):  # in the person's words, as the chat says it
+        if e["type"] == "approval" and e.get("expires_at"):  # in the person's words, as the chat says it
             import time
 
             from palui.text.when import expiry
@@ -192,14 +193,14 @@ class Printer:
         for line in lines:
             click.echo(line, err=self.err)
 
-    def outcome(self, r: dict[str, Any]) -> None:
+    def outcome(self, r: TurnResult) -> None:
         self._head()
         self._end_stream()
         for line in outcome_lines(r, answer_shown=True):
             click.echo(line, err=r["status"] == "error")
 
 
-def outcome(r: dict[str, Any], in_chat: bool = False) -> None:
+def outcome(r: TurnResult, in_chat: bool = False) -> None:
     """Print a turn's result (the answer and how it ended) when no events were printed."""
     for line in outcome_lines(r, in_chat=in_chat):
         click.echo(line, err=r["status"] == "error")

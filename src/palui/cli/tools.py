@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -12,6 +12,9 @@ from palui.cli.common import connectors_app, emit_json, fail, policy_app, servic
 from palui.errors import UsageError
 from palui.text.review import visible
 from palui.types import NEEDS_TASKS, Origin
+
+if TYPE_CHECKING:
+    from palui.results import PendingReview
 
 # -- connectors -----------------------------------------------------------------------------
 
@@ -114,9 +117,8 @@ def _json_block(value: Any) -> list[str]:
     ]
 
 
-def _print_pending(d: dict) -> None:
+def _print_pending(p: PendingReview) -> None:
     """The pending change of a flagged tool: what kind, then a unified diff per changed part."""
-    p = d["pending"]
     click.echo(f"Pending change ({p['kind']}): {KIND_WORDS.get(p['kind'], 'changed since you accepted it')}.")
     if p.get("previous_user_class"):
         click.echo(f"  (your class was {p['previous_user_class']})")
@@ -166,7 +168,7 @@ def tools_show(name: str, as_json: bool) -> None:
     click.echo("\n".join(_json_block(d["annotations"])))
     if d["pending"]:
         click.echo("")
-        _print_pending(d)
+        _print_pending(d["pending"])
     if d["hidden_characters"]:
         svc.acknowledge_hidden(name, d["definition_hash"])
         click.echo("")
@@ -183,7 +185,7 @@ def tools_review(name: str, yes: bool) -> None:
     d = svc.tool_details(name)
     if not d["pending"]:
         raise UsageError(f"{name} is not flagged for review")
-    _print_pending(d)
+    _print_pending(d["pending"])
     if not yes:
         if not sys.stdin.isatty():
             fail(

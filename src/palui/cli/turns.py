@@ -22,6 +22,7 @@ from palui.text.when import expiry, local
 if TYPE_CHECKING:
     from palui.cli.client import ServiceClient
     from palui.cli.elicit import TerminalQuestions
+    from palui.results import Status, TurnEvent, TurnResult
     from palui.service.door import ServiceDoor
 
 approvals_app = group("approvals", "Pending approvals: list, show, approve, deny.")
@@ -34,7 +35,7 @@ def exit_code(status: str) -> int:
     return EXIT.get(status, 1)
 
 
-def finish_turn(r: dict, as_json: bool, printer: render.Printer | None = None) -> None:
+def finish_turn(r: TurnResult, as_json: bool, printer: render.Printer | None = None) -> None:
     """Print a turn's result (JSON, or how it ended after ``printer`` showed its events; without one,
     the answer too) and exit with its status code."""
     if as_json:
@@ -78,7 +79,7 @@ def run_cmd(message: str, model: str | None, conversation: str | None, as_json: 
     printer = None if as_json else render.Printer(tz=svc.timezone())
     questions = questions_for(svc, client)
 
-    def on_event(e: dict) -> None:
+    def on_event(e: TurnEvent) -> None:
         if printer:
             printer(e)
         questions.on_event(e)  # a server's question inside an open call: asked on this terminal
@@ -90,7 +91,7 @@ def run_cmd(message: str, model: str | None, conversation: str | None, as_json: 
         r = asyncio.run(questions.settle(r, lambda i, a, c: asyncio.to_thread(client.answer_elicitation, i, a, c,
                                                                                 on_event)))
     else:
-        async def go() -> dict:
+        async def go() -> TurnResult:
             r = await svc.send(message, conversation=conversation, model=spec, on_event=on_event, channel="cli")
             return await questions.settle(
                 r, lambda i, a, c: svc.answer_elicitation_and_resume(i, a, c, "cli", on_event))
@@ -195,13 +196,13 @@ def status_cmd(as_json: bool) -> None:
     """Model, tokens today against the caps, runs in the last hour, pause, connectors, approvals."""
     svc = service()
     client = live_service(svc)
-    s = client.get("/api/status") if client else svc.status()  # the service's view when one runs
+    s: Status = client.get("/api/status") if client else svc.status()  # the service's view when one runs
     if as_json:
         return emit_json(s)
     print_status(s)
 
 
-def print_status(s: dict) -> None:
+def print_status(s: Status) -> None:
     for line in status_lines(s):
         click.echo(line)
 

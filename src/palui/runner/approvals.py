@@ -13,7 +13,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from palui.connectors.registry import canonical_json
 from palui.errors import ApprovalError, NotFound, UsageError
@@ -21,6 +21,9 @@ from palui.runner import elicitations as questions
 from palui.runner.state import new_id
 from palui.store.db import Database
 from palui.types import ApprovalStatus
+
+if TYPE_CHECKING:
+    from palui.results import TurnApproval
 
 #: The cancel reason of an approval whose turn was stopped (``/stop``, a removed job).
 STOPPED = "the turn was stopped"
@@ -33,7 +36,7 @@ def args_hash(args: Any) -> str:
 
 def create(db: Database, *, turn_id: str, conversation_id: str, call: Mapping[str, Any], tool_class: str,
            class_source: str, origin: str, reason: str, expiry_seconds: float, now: float | None = None,
-           schema: dict[str, Any] | None = None) -> dict[str, Any]:
+           schema: dict[str, Any] | None = None) -> TurnApproval:
     """Store a pending approval for ``call`` (``{"id","tool","args"}``) and return it as a dict.
 
     Its argument values that appear in untrusted content of the conversation are marked
@@ -63,7 +66,7 @@ def create(db: Database, *, turn_id: str, conversation_id: str, call: Mapping[st
     return get(db, aid)
 
 
-def as_dict(r: sqlite3.Row) -> dict[str, Any]:
+def as_dict(r: sqlite3.Row) -> TurnApproval:
     """The ``palui approvals list --json`` shape."""
     return {
         "id": r["id"], "turn": r["turn_id"], "origin": r["origin"], "tool": r["tool"],
@@ -83,7 +86,7 @@ def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).isoformat()
 
 
-def get(db: Database, aid: str) -> dict[str, Any]:
+def get(db: Database, aid: str) -> TurnApproval:
     r = db.one("SELECT * FROM approvals WHERE id = ?", (aid,))
     if r is None:
         raise NotFound(f"unknown approval {aid!r} (see: palui approvals list)")
@@ -111,7 +114,7 @@ def sweep(db: Database, now: float | None = None) -> int:
 
 
 def answer(db: Database, aid: str, approve: bool, via: str, now: float | None = None,
-           refusal: Callable[[sqlite3.Row], str | None] | None = None, reason: str | None = None) -> dict[str, Any]:
+           refusal: Callable[[sqlite3.Row], str | None] | None = None, reason: str | None = None) -> TurnApproval:
     """Record the person's answer, given on front end or channel ``via``. Only a pending, unexpired
     approval can be answered. ``reason`` (a denial's, the person's own words) is what the model is
     told. ``refusal(row)`` re-decides an approve (spec §5): a reason it returns cancels the approval

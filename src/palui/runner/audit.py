@@ -9,11 +9,14 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from palui.store import audit_chain
 from palui.store.audit_chain import CHAINED, Head
 from palui.store.db import Database
+
+if TYPE_CHECKING:
+    from palui.results import AuditHead, AuditRow
 
 
 def record(db: Database, *, turn_id: str | None, tool: str, tool_class: str | None, class_source: str | None,
@@ -29,7 +32,7 @@ def record(db: Database, *, turn_id: str | None, tool: str, tool_class: str | No
         audit_chain.append(c, values, audit_chain.head_path(db.path))
 
 
-def rows(db: Database, turn_id: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
+def rows(db: Database, turn_id: str | None = None, limit: int = 500) -> list[AuditRow]:
     """Audit rows oldest first: ``[{"time","turn","tool","class","class_source","origin","tainted","verdict",
     "reason","args_hash","outcome","duration_ms"}]``."""
     sql = "SELECT * FROM audit"
@@ -47,7 +50,7 @@ def rows(db: Database, turn_id: str | None = None, limit: int = 500) -> list[dic
     } for r in db.all(sql, params)]
 
 
-def head(db: Database) -> dict[str, Any] | None:
+def head(db: Database) -> AuditHead | None:
     """The chain's head as the table has it: ``{"id", "hash"}`` of the last row, None when empty."""
     r = db.one("SELECT id, hash FROM audit WHERE id = (SELECT MAX(id) FROM audit)")
     return {"id": r["id"], "hash": r["hash"]} if r else None

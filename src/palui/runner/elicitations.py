@@ -22,13 +22,16 @@ from __future__ import annotations
 import json
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from palui.connectors.base import Question, Reply
 from palui.errors import ApprovalError, NotFound, UsageError
 from palui.runner.state import OWNER, new_id, owner_alive
 from palui.store.db import Database
 from palui.text.elicitation import fields, url_host
+
+if TYPE_CHECKING:
+    from palui.results import TurnElicitation
 
 PENDING = "pending"
 #: The status an answered action leaves; expiry is a decline on the wire.
@@ -43,7 +46,7 @@ def _iso(t: float | None) -> str | None:
 
 def create(db: Database, *, turn_id: str, call_id: str, tool: str, connector: str, era: str, question: Question,
            origin: str, expiry_seconds: float, round_no: int = 1, auto: Reply | None = None,
-           reason: str | None = None, now: float | None = None) -> dict[str, Any]:
+           reason: str | None = None, now: float | None = None) -> TurnElicitation:
     """Store one question and return it (:func:`as_dict`). ``auto`` is Palui's own reply when it does
     not ask the person (a schema it cannot show, too many questions, URL mode in a job): the row is
     stored answered, with ``reason``, and ``answered_via`` ``palui``."""
@@ -63,7 +66,7 @@ def create(db: Database, *, turn_id: str, call_id: str, tool: str, connector: st
     return get(db, eid)
 
 
-def as_dict(r: Any) -> dict[str, Any]:
+def as_dict(r: Any) -> TurnElicitation:
     """The ``Service.elicitation`` shape: ``{"id","turn","tool","connector","era","round","key","mode",
     "message","schema","fields","url","url_host","elicitation_ref","origin","status","action","reason",
     "answered_via","sent","created_at","expires_at","answered_at"}`` (times ISO 8601 UTC; ``fields`` are
@@ -80,7 +83,7 @@ def as_dict(r: Any) -> dict[str, Any]:
     }
 
 
-def get(db: Database, eid: str) -> dict[str, Any]:
+def get(db: Database, eid: str) -> TurnElicitation:
     """One elicitation. Raises NotFound."""
     r = db.one("SELECT * FROM elicitations WHERE id = ?", (eid,))
     if r is None:
@@ -88,19 +91,19 @@ def get(db: Database, eid: str) -> dict[str, Any]:
     return as_dict(r)
 
 
-def for_ids(db: Database, ids: list[str]) -> list[dict[str, Any]]:
+def for_ids(db: Database, ids: list[str]) -> list[TurnElicitation]:
     """The elicitations ``ids``, in that order (unknown ids left out)."""
     by_id = {r["id"]: as_dict(r) for r in db.all(
         f"SELECT * FROM elicitations WHERE id IN ({','.join('?' for _ in ids)})", tuple(ids))} if ids else {}
     return [by_id[i] for i in ids if i in by_id]
 
 
-def pending_for_turn(db: Database, turn_id: str) -> list[dict[str, Any]]:
+def pending_for_turn(db: Database, turn_id: str) -> list[TurnElicitation]:
     return [as_dict(r) for r in db.all("SELECT * FROM elicitations WHERE turn_id = ? AND status = 'pending'"
                                        " ORDER BY created_at", (turn_id,))]
 
 
-def listing(db: Database, status: str | None = PENDING) -> list[dict[str, Any]]:
+def listing(db: Database, status: str | None = PENDING) -> list[TurnElicitation]:
     """Elicitations oldest first (``status=None``: all)."""
     if status:
         rows = db.all("SELECT * FROM elicitations WHERE status = ? ORDER BY created_at", (status,))
@@ -127,7 +130,7 @@ def sweep(db: Database, now: float | None = None) -> int:
 
 
 def answer(db: Database, eid: str, action: str, content: dict[str, Any] | None, via: str,
-           now: float | None = None) -> dict[str, Any]:
+           now: float | None = None) -> TurnElicitation:
     """Record the person's answer once (validated by the caller). Returns the elicitation.
 
     Raises NotFound; ApprovalError when it expired (a decline; ``turn_id`` set: the turn goes on),

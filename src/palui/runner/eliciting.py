@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from palui.connectors.base import Ask, InputRequired, Question, Reply, Resume
 from palui.runner import audit, redecide
@@ -37,6 +37,7 @@ from palui.types import Origin
 if TYPE_CHECKING:
     from palui.config import Settings
     from palui.connectors.base import PersonChannel
+    from palui.results import TurnElicitation
     from palui.runner.clock import TurnClock
     from palui.runner.events import Emit
     from palui.runner.records import CallRecords
@@ -108,7 +109,7 @@ class ServerQuestions:
         return None
 
     def _store(self, t: Turn, call: PendingCall, row: ToolRow, q: Question, era: str, round_no: int,
-               why: str | None) -> dict[str, Any]:
+               why: str | None) -> TurnElicitation:
         e = store.create(self._db, turn_id=t.id, call_id=call["id"], tool=row.name, connector=row.connector,
                          era=era, question=q, origin=t.origin.value, expiry_seconds=self._expiry(t),
                          round_no=round_no, auto=Reply("decline") if why else None, reason=why)
@@ -121,7 +122,7 @@ class ServerQuestions:
                          elicitation_id=e["id"])
         return e
 
-    def _audit_reply(self, t: Turn, call: PendingCall, row: ToolRow | None, e: dict[str, Any],
+    def _audit_reply(self, t: Turn, call: PendingCall, row: ToolRow | None, e: TurnElicitation,
                      reply: Reply) -> None:
         """Audit one reply: the action and the field names, never a value (spec §10)."""
         named = sorted((reply.content or {}).keys()) if reply.action == "accept" else []

@@ -34,7 +34,7 @@ def left_out_by_budget(t: Turn, name: str, budget: int) -> bool:
     ``budgets.tools`` (spec §6). The turn's ``tools_left_out`` event says so; a turn stored before that
     event existed counts an offered set as full as the budget."""
     for e in t.events:
-        if e.get("type") == "tools_left_out":
+        if e["type"] == "tools_left_out":
             return name in (e.get("tools") or [])
     return len(t.offered or []) >= budget
 

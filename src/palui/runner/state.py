@@ -12,7 +12,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from palui.policy.caps import GLOBAL_CAPS as GLOBAL_CAPS  # re-exported: the caps that pause every new turn
 from palui.policy.caps import WEBHOOK_RUNS_PER_HOUR
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
 
     from palui.policy.caps import CapVerdict
+    from palui.results import TurnEvent
 
 def _hostname() -> str:
     """This host's name, as ``socket.gethostname()`` gives it (without importing socket where ``os.uname`` exists)."""
@@ -71,7 +72,7 @@ class Turn:
     version: int
     stop_requested: bool
     created_at: float
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[TurnEvent] = field(default_factory=list)
     # How many messages / events the stored row holds: unchanged lists are not re-serialized.
     saved_counts: tuple[int, int] = (-1, -1)
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic_ai.exceptions import ModelAPIError
 from pydantic_ai.messages import ModelMessage, ModelRequest, SystemPromptPart, TextPart, ToolCallPart
@@ -55,6 +55,9 @@ from palui.runner.sending import CallSender
 from palui.runner.state import EarlierTurns, Turn
 from palui.store import catalog
 from palui.types import Origin, TurnStatus, sign_in_again
+
+if TYPE_CHECKING:
+    from palui.results import TurnEvent
 
 __all__ = ["EventSink", "TurnRunner"]
 
@@ -89,7 +92,7 @@ class TurnRunner:
         self.calls = PendingCalls(deps.db, self.records, gate, self.loops, decider, sender, emit, self.clock.time_left)
 
     @property
-    def run_events(self) -> list[dict[str, Any]]:
+    def run_events(self) -> list[TurnEvent]:
         """The events of this run, in order (the turn's stored events from earlier runs excluded)."""
         return self.events.run_events
 

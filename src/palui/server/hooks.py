@@ -30,8 +30,8 @@ from palui.server.endpoint import body, endpoint, service_of
 from palui.server.turn_stream import Events, stream_or_wait
 
 if TYPE_CHECKING:
+    from palui.results import DeliveryReceipt
     from palui.service.door import Launched, ServiceDoor
-    from palui.types import JSON
 
 
 async def read_limited(request: Request, limit: int) -> bytes:
@@ -65,7 +65,7 @@ async def receive(request: Request) -> Response:
         return JSONResponse(result, status_code=200)
     launched = svc.launch(result["turn"])
     running = launched.task is not None and not (launched.cap or launched.behind)
-    out: JSON = {**result, "turn_status": "running" if running else "queued"}
+    out: DeliveryReceipt = {**result, "turn_status": "running" if running else "queued"}
     if launched.cap:
         out["queued_reason"] = launched.cap
     return JSONResponse(out, status_code=202)

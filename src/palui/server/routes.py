@@ -38,10 +38,11 @@ from starlette.routing import Route
 
 from palui.errors import ApprovalError, NotFound, UsageError
 from palui.server.endpoint import body, endpoint
-from palui.server.turn_stream import NDJSON, Events, stream_or_wait
+from palui.server.turn_stream import NDJSON, stream_or_wait
 from palui.types import TurnStatus
 
 if TYPE_CHECKING:
+    from palui.results import ResultLine, StreamLine
     from palui.service.door import ServiceDoor
 
 
@@ -129,12 +130,13 @@ async def follow_turn(request: Request, svc: ServiceDoor) -> Response:
     except ValueError:
         raise UsageError("after must be a whole number") from None
     svc.turn_result(tid, [])  # an unknown turn is a 404 before the stream starts
-    q: Events = asyncio.Queue()
+    q: asyncio.Queue[StreamLine | None] = asyncio.Queue()
 
     async def run() -> None:
         try:
             r = await svc.follow_turn(tid, after, q.put_nowait)
-            q.put_nowait({"type": "result", **r})
+            last: ResultLine = {"type": "result", **r}
+            q.put_nowait(last)
         finally:
             q.put_nowait(None)
 

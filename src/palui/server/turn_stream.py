@@ -10,15 +10,16 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeAlias
 
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 if TYPE_CHECKING:
+    from palui.results import ResultLine, TurnEvent, TurnStoredLine
     from palui.service.door import Launched, ServiceDoor
 
 #: A turn's event queue from ``ServiceDoor.subscribe`` (None when its task ends).
-Events = asyncio.Queue[dict[str, Any] | None]
+Events: TypeAlias = "asyncio.Queue[TurnEvent | None]"
 
 NDJSON = "application/x-ndjson"
 
@@ -37,7 +38,8 @@ async def stream_or_wait(svc: ServiceDoor, turn_id: str, launched: Launched | No
             result["queued_reason"] = launched.cap
             result["start_after"] = svc.pause_state().get("paused_until")
         if stream:
-            return StreamingResponse(iter([json.dumps({"type": "result", **result}) + "\n"]), media_type=NDJSON)
+            last: ResultLine = {"type": "result", **result}
+            return StreamingResponse(iter([json.dumps(last) + "\n"]), media_type=NDJSON)
         return JSONResponse(result)
     if not stream:
         if q is not None:
@@ -49,14 +51,16 @@ async def stream_or_wait(svc: ServiceDoor, turn_id: str, launched: Launched | No
     async def lines() -> AsyncIterator[str]:
         try:
             # First, that the turn is stored: a client that loses the connection after this knows it is kept.
-            yield json.dumps({"type": "turn", "turn": turn_id, "conversation": conversation}) + "\n"
+            stored: TurnStoredLine = {"type": "turn", "turn": turn_id, "conversation": conversation}
+            yield json.dumps(stored) + "\n"
             while True:
                 ev = await events.get()
                 if ev is None:
                     break
                 yield json.dumps(ev, default=str) + "\n"
             result = await asyncio.shield(task)
-            yield json.dumps({"type": "result", **result}, default=str) + "\n"
+            done: ResultLine = {"type": "result", **result}
+            yield json.dumps(done, default=str) + "\n"
         finally:
             svc.unsubscribe(turn_id, events)
 

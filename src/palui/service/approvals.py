@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from palui.errors import ApprovalError, UsageError
 from palui.runner import approvals, redecide
@@ -22,6 +22,9 @@ from palui.service.notifier import Notifier
 from palui.service.turn_tasks import EventSink
 from palui.service.turns import TurnsPart
 from palui.store.db import Database
+
+if TYPE_CHECKING:
+    from palui.results import Approval, Elicitation, TurnResult
 
 #: Where an answer may come from: a front end, or a chat channel's name (``telegram``, ``matrix-home``).
 VIA = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
@@ -48,7 +51,7 @@ class ApprovalsPart:
         self.elicitations_part = elicitations_part
         self.turns_part = turns_part
 
-    def approvals(self, status: str | None = "pending") -> list[dict[str, Any]]:
+    def approvals(self, status: str | None = "pending") -> list[Approval]:
         """Approvals, oldest first (``status=None`` lists all); pending ones are re-decided first, so a
         tool switched off meanwhile no longer shows an approval that could run (spec §5)."""
         approvals.sweep(self.db)
@@ -60,13 +63,14 @@ class ApprovalsPart:
             rows = self.db.all(sql + " ORDER BY a.created_at")
         return [{**approvals.as_dict(r), "conversation": r["conversation_id"]} for r in rows]
 
-    def approval(self, approval_id: str) -> dict[str, Any]:
+    def approval(self, approval_id: str) -> Approval:
         """One approval (``palui approvals show``), with its ``conversation``. Raises NotFound."""
         approvals.sweep(self.db)
         a = approvals.get(self.db, approval_id)
         return {**a, "conversation": self.conversations_part.conversation_of(a["turn"])}
 
-    def answer_approval(self, approval_id: str, approve: bool, via: str, reason: str | None = None) -> dict[str, Any]:
+    def answer_approval(self, approval_id: str, approve: bool, via: str,
+                        reason: str | None = None) -> Approval | Elicitation:
         """Approve or deny one pending approval, answered on ``via`` (``cli``, ``web``, ``api`` or a
         channel's name). Returns the approval as :meth:`approval` does. Never runs the turn.
         ``reason`` (a denial's, at most 1,000 characters: ``/deny ID REASON``) is told to the model
@@ -109,7 +113,7 @@ class ApprovalsPart:
 
     async def answer_and_resume(self, approval_id: str, approve: bool, via: str,
                                 on_event: EventSink | None = None, reason: str | None = None,
-                                on_answered: Callable[[str], None] | None = None) -> dict[str, Any]:
+                                on_answered: Callable[[str], None] | None = None) -> TurnResult:
         """:meth:`answer_approval` (with a denial's ``reason``), then resume the turn here (the CLI
         without a live service). Returns the turn result. ``on_answered`` is told, before the turn goes
         on, what the answer became: ``approved``, ``denied``, or the refusal's sentence. A refusal that
@@ -125,7 +129,7 @@ class ApprovalsPart:
             if on_answered is not None:
                 on_answered(str(e))
             r = await self.turns_part.resume_turn(e.turn_id, on_event)
-            went = f"{r['status']}{': ' + r['answer'] if r.get('answer') else ''}"
+            went = f"{r['status']}{': ' + r['answer'] if r['answer'] else ''}"
             said = str(e).removesuffix("; the turn goes on")
             raise ApprovalError(f"{said}; the turn went on ({went})", e.turn_id) from None
         if on_answered is not None:

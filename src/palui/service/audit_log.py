@@ -12,13 +12,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from palui.errors import UsageError
 from palui.runner import audit
 from palui.service.clock import Clock
 from palui.service.notifier import Notifier
 from palui.store.db import Database
+
+if TYPE_CHECKING:
+    from palui.results import AuditHead
 
 #: A noted head: the full hash or a prefix of at least 16 hex digits (64 bits).
 NOTED = re.compile(r"^[0-9a-fA-F]{16,64}$")
@@ -39,7 +42,7 @@ class AuditLogPart:
         self.notifier = notifier
         self.clock = clock
 
-    def audit_head(self) -> dict[str, Any] | None:
+    def audit_head(self) -> AuditHead | None:
         """The last audit row's ``{"id","hash"}`` (None when there is none): what ``/status`` shows."""
         return audit.head(self.db)
 

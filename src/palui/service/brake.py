@@ -11,7 +11,7 @@ person out.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from palui.errors import PaluiError
 from palui.service.clock import Clock
@@ -19,6 +19,9 @@ from palui.service.notifier import Notifier
 from palui.service.turns import TurnsPart
 from palui.store.db import Database
 from palui.triggers import jobs as jobs_mod
+
+if TYPE_CHECKING:
+    from palui.results import JobsPause, StopAll
 
 
 class JobsPaused(PaluiError):
@@ -39,7 +42,7 @@ class BrakePart:
         self.clock = clock
         self.turns_part = turns_part
 
-    def stop_all(self, via: str = "cli") -> dict[str, Any]:
+    def stop_all(self, via: str = "cli") -> StopAll:
         """Pause the jobs, then stop every running, awaiting-approval or queued turn (their pending approvals
         are cancelled; a running turn in another process stops at its next boundary). Returns
         ``{"stopped": [turn ids], "jobs_paused": {"since","by"}}``."""
@@ -53,11 +56,11 @@ class BrakePart:
                               "palui jobs resume.")
         return {"stopped": stopped, "jobs_paused": paused}
 
-    def pause_jobs(self, via: str = "cli") -> dict[str, Any]:
+    def pause_jobs(self, via: str = "cli") -> JobsPause:
         """Pause every scheduled job (kept if already paused). Returns ``{"since","by"}`` (epoch s, who)."""
         return jobs_mod.pause(self.db, via, self.clock.now())
 
-    def jobs_paused(self) -> dict[str, Any] | None:
+    def jobs_paused(self) -> JobsPause | None:
         """``{"since","by","noted"}`` while the jobs are paused, else None."""
         return jobs_mod.paused(self.db)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from palui.errors import NotFound, UsageError
 from palui.service.approvals import ApprovalsPart
@@ -27,6 +27,9 @@ from palui.service.clock import Clock
 from palui.service.turns import CHANNEL, TurnsPart
 from palui.store.db import Database
 from palui.types import Origin
+
+if TYPE_CHECKING:
+    from palui.results import Approval, SentMessage, ShownApproval
 
 UPDATE_KEEP_SECONDS = 7 * 86400.0  # Telegram keeps unconfirmed updates 24 h: a week of keys is plenty
 MAX_QUOTED_CHARS = 64_000
@@ -187,18 +190,24 @@ class ChannelUpdatesPart:
                           [(name, chat, ref, kind, turn_id, conversation_id, approval_id, fingerprint, state, now)
                            for ref in refs])
 
-    def sent_message(self, name: str, chat: str, ref: str) -> dict[str, Any] | None:
+    def sent_message(self, name: str, chat: str, ref: str) -> SentMessage | None:
         """``{"id","kind","turn_id","conversation_id","approval_id","fingerprint","state"}`` of a message this
         channel sent in ``chat``, or None (not Palui's)."""
         r = self.db.one("SELECT * FROM channel_messages WHERE channel = ? AND chat_id = ? AND ref = ?"
                         " ORDER BY id DESC LIMIT 1", (name, chat, ref))
-        return dict(r) if r is not None else None
+        if r is None:
+            return None
+        return {"id": r["id"], "channel": r["channel"], "chat_id": r["chat_id"], "ref": r["ref"], "kind": r["kind"],
+                "turn_id": r["turn_id"], "conversation_id": r["conversation_id"], "approval_id": r["approval_id"],
+                "fingerprint": r["fingerprint"], "state": r["state"], "created_at": r["created_at"]}
 
-    def shown_approvals(self, name: str) -> list[dict[str, Any]]:
+    def shown_approvals(self, name: str) -> list[ShownApproval]:
         """Approval messages of this channel whose buttons are still live: ``[{"id","chat_id","ref",
         "approval_id","fingerprint"}]`` (to edit when the approval is answered elsewhere or expires)."""
-        return [dict(r) for r in self.db.all("SELECT id, chat_id, ref, approval_id, fingerprint FROM channel_messages"
-                                             " WHERE channel = ? AND state = 'shown'", (name,))]
+        return [{"id": r["id"], "chat_id": r["chat_id"], "ref": r["ref"], "approval_id": r["approval_id"],
+                 "fingerprint": r["fingerprint"]}
+                for r in self.db.all("SELECT id, chat_id, ref, approval_id, fingerprint FROM channel_messages"
+                                     " WHERE channel = ? AND state = 'shown'", (name,))]
 
     def close_sent(self, message_id: int) -> bool:
         """Mark an approval message closed (edited to its outcome). False when it already was."""
@@ -211,7 +220,7 @@ class ChannelUpdatesPart:
         r = self.db.one("SELECT status FROM turns WHERE id = ?", (turn_id,))
         return None if r is None else str(r[0])
 
-    def approval_or_none(self, approval_id: str) -> dict[str, Any] | None:
+    def approval_or_none(self, approval_id: str) -> Approval | None:
         """:meth:`approval`, or None for an unknown id (a forged button)."""
         try:
             return self.approvals_part.approval(approval_id)

@@ -35,6 +35,8 @@ from palui.store.db import Database
 if TYPE_CHECKING:
     import sqlite3
 
+    from palui.results import ChannelLine, ChatChannel, PairCode
+
 KINDS = ("telegram", "matrix")
 #: A channel's name: also its ``answered_via`` word (:data:`palui.service.approvals.VIA`).
 NAME = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
@@ -72,7 +74,7 @@ class ChannelsPart:
     # -- the list -----------------------------------------------------------------------------------
 
     def add_channel(self, kind: str, name: str | None, secret: dict[str, str],
-                    config: dict[str, Any]) -> dict[str, Any]:
+                    config: dict[str, Any]) -> ChatChannel:
         """Store a new channel (unpaired) and its secrets (0600 file). ``name`` defaults to ``kind``.
         Returns :meth:`channel`. Raises UsageError (unknown kind, bad or taken name)."""
         if kind not in KINDS:
@@ -97,7 +99,7 @@ class ChannelsPart:
             raise NotFound(f"unknown channel {name!r} (see: palui channels list)")
         return r
 
-    def channel(self, name: str) -> dict[str, Any]:
+    def channel(self, name: str) -> ChatChannel:
         """``{"name","kind","state","person","person_id","person_chat","paired_at","allow_groups","config",
         "pairing","last_failure","last_failure_at"}`` (times ISO 8601 UTC; ``pairing``: a code is live).
         Raises NotFound."""
@@ -111,11 +113,11 @@ class ChannelsPart:
             "last_failure": r["last_failure"], "last_failure_at": _iso(r["last_failure_at"]),
         }
 
-    def channels(self) -> list[dict[str, Any]]:
+    def channels(self) -> list[ChatChannel]:
         """Every channel, by name (see :meth:`channel`)."""
         return [self.channel(r["name"]) for r in self.db.all("SELECT name FROM channels ORDER BY name")]
 
-    def remove_channel(self, name: str) -> dict[str, Any]:
+    def remove_channel(self, name: str) -> ChatChannel:
         """Forget a channel: its row, pairing, processed updates, chats, sent messages and secrets file.
         A running service stops it within a few seconds. Raises NotFound."""
         ch = self.channel(name)
@@ -132,7 +134,7 @@ class ChannelsPart:
         self._row(name)
         return read_secrets(self.settings.secrets_dir, f"channel-{name}")
 
-    def set_channel_groups(self, name: str, allow: bool) -> dict[str, Any]:
+    def set_channel_groups(self, name: str, allow: bool) -> ChatChannel:
         """Allow (or refuse again) group chats and rooms with other members; in them only the person's
         messages start turns, and other members' messages are untrusted content. Raises NotFound."""
         self._row(name)
@@ -162,7 +164,7 @@ class ChannelsPart:
             c.execute("UPDATE channels SET last_failure = ?, last_failure_at = ? WHERE name = ?",
                       (text, self.clock.now() if text else None, name))
 
-    def status_lines(self) -> list[dict[str, Any]]:
+    def status_lines(self) -> list[ChannelLine]:
         """The channels as ``/status`` shows them (:meth:`palui.service.status.StatusPart.status`):
         ``[{"name","kind","state","person","last_failure"}]``, by name."""
         return [{"name": c["name"], "kind": c["kind"], "state": c["state"], "person": c["person"],
@@ -170,7 +172,7 @@ class ChannelsPart:
 
     # -- pairing -----------------------------------------------------------------------------------
 
-    def pair_code(self, name: str) -> dict[str, Any]:
+    def pair_code(self, name: str) -> PairCode:
         """A new one-time pairing code (replacing any live one): ``{"code","expires_at","paired_with"}``.
         On a paired channel the first right ``/pair CODE`` replaces the person (re-pairing is explicit:
         only this command makes a code). Raises NotFound."""

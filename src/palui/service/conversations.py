@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from palui.errors import NotFound
 from palui.runner import approvals, elicitations
 from palui.service.status import StatusPart
 from palui.service.turns import TurnsPart
 from palui.store.db import Database
+
+if TYPE_CHECKING:
+    from palui.results import Conversation, ConversationSummary, Elicitation, TurnApproval, TurnDetail
 
 
 class ConversationsPart:
@@ -25,7 +28,7 @@ class ConversationsPart:
         self.turns_part = turns_part
         self.status_part = status_part
 
-    def turn_detail(self, turn_id: str) -> dict[str, Any]:
+    def turn_detail(self, turn_id: str) -> TurnDetail:
         """:meth:`turn_result` plus ``input``, ``created_at`` (epoch s), ``approvals`` (each approval
         the turn asked for, by id, in its current state), ``elicitations`` (each question a server
         asked during it, by id) and, for a queued turn, ``pause``."""
@@ -33,24 +36,23 @@ class ConversationsPart:
         row = self.db.one("SELECT input, created_at FROM turns WHERE id = ?", (turn_id,))
         if row is None:
             raise NotFound(f"unknown turn {turn_id!r}")
-        r["input"] = row["input"]
-        r["created_at"] = row["created_at"]
-        states: dict[str, dict[str, Any]] = {}
+        states: dict[str, TurnApproval] = {}
         for e in r["events"]:
-            if e.get("type") == "approval":
+            if e["type"] == "approval":
                 try:
                     states[e["approval"]] = approvals.get(self.db, e["approval"])
                 except NotFound:
                     pass
-        r["approvals"] = states
-        asked = [e["elicitation"] for e in r["events"] if e.get("type") == "elicitation"]
-        r["elicitations"] = {q["id"]: {**q, "conversation": r["conversation"]}
-                             for q in elicitations.for_ids(self.db, asked)}
+        asked = [e["elicitation"] for e in r["events"] if e["type"] == "elicitation"]
+        questions: dict[str, Elicitation] = {q["id"]: {**q, "conversation": r["conversation"]}
+                                             for q in elicitations.for_ids(self.db, asked)}
+        detail: TurnDetail = {**r, "input": row["input"], "created_at": row["created_at"], "approvals": states,
+                              "elicitations": questions}
         if r["status"] == "queued":
-            r["pause"] = self.status_part.pause_state()
-        return r
+            detail["pause"] = self.status_part.pause_state()
+        return detail
 
-    def conversations(self, limit: int = 50, channel: str | None = None) -> list[dict[str, Any]]:
+    def conversations(self, limit: int = 50, channel: str | None = None) -> list[ConversationSummary]:
         """Newest first: ``[{"id","origin","channel","tainted","taint_source","title","last","turns",
         "live","created_at"}]`` (``title`` is the first turn's input; ``channel`` where it was started,
         None when not recorded (before migration 30); ``live`` the number of turns running, waiting for
@@ -70,9 +72,11 @@ class ConversationsPart:
             f" FROM conversations c {where} ORDER BY c.last_at DESC LIMIT ?",
             params,
         )
-        return [{**dict(r), "tainted": bool(r["tainted"])} for r in rows]
+        return [{"id": r["id"], "origin": r["origin"], "channel": r["channel"], "tainted": bool(r["tainted"]),
+                 "taint_source": r["taint_source"], "created_at": r["created_at"], "title": r["title"],
+                 "last": r["last"], "turns": r["turns"], "live": r["live"]} for r in rows]
 
-    def conversation(self, cid: str) -> dict[str, Any]:
+    def conversation(self, cid: str) -> Conversation:
         """One conversation with its turns (each :meth:`turn_detail`). Raises NotFound."""
         c = self.db.one("SELECT * FROM conversations WHERE id = ?", (cid,))
         if c is None:

@@ -12,7 +12,7 @@ itself, in whichever process holds it.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from palui.errors import ApprovalError, UsageError
 from palui.runner import elicitations as store
@@ -21,6 +21,9 @@ from palui.service.turn_tasks import EventSink
 from palui.service.turns import TurnsPart
 from palui.store.db import Database
 from palui.text.elicitation import answer_problems, apply_defaults
+
+if TYPE_CHECKING:
+    from palui.results import Elicitation, TurnElicitation, TurnResult
 
 #: Where an answer may come from: a front end, or a chat channel's name (the same words as approvals).
 VIA = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
@@ -41,15 +44,15 @@ class ElicitationsPart:
         self.conversations_part = conversations_part
         self.turns_part = turns_part
 
-    def _with_conversation(self, e: dict[str, Any]) -> dict[str, Any]:
+    def _with_conversation(self, e: TurnElicitation) -> Elicitation:
         return {**e, "conversation": self.conversations_part.conversation_of(e["turn"])}
 
-    def elicitations(self, status: str | None = "pending") -> list[dict[str, Any]]:
+    def elicitations(self, status: str | None = "pending") -> list[Elicitation]:
         """Questions oldest first (``status=None``: all), each as :meth:`elicitation` gives it."""
         store.sweep(self.db)
         return [self._with_conversation(e) for e in store.listing(self.db, status)]
 
-    def elicitation(self, elicitation_id: str) -> dict[str, Any]:
+    def elicitation(self, elicitation_id: str) -> Elicitation:
         """One question: ``{"id","turn","conversation","tool","connector","era","mode","message","schema",
         "fields","url","url_host","status","action","reason","answered_via","created_at","expires_at",…}``
         (the server's words as sent: show them through ``palui.text.display``). Raises NotFound."""
@@ -57,7 +60,7 @@ class ElicitationsPart:
         return self._with_conversation(store.get(self.db, elicitation_id))
 
     def answer_elicitation(self, elicitation_id: str, action: str, content: dict[str, Any] | None = None,
-                           via: str = "api") -> dict[str, Any]:
+                           via: str = "api") -> Elicitation:
         """Answer one pending question: ``accept`` (a form's ``content``, checked against its schema, the
         schema's defaults filling what was left out, SEP-1034; URL mode: "I opened it"), ``decline`` or
         ``cancel``. Returns the question as :meth:`elicitation` does. Never runs the turn.
@@ -87,7 +90,7 @@ class ElicitationsPart:
 
     async def answer_elicitation_and_resume(self, elicitation_id: str, action: str,
                                             content: dict[str, Any] | None = None, via: str = "cli",
-                                            on_event: EventSink | None = None) -> dict[str, Any]:
+                                            on_event: EventSink | None = None) -> TurnResult:
         """:meth:`answer_elicitation`, then go on with a turn paused by a 2026-07-28 server here (the CLI
         without a live service). Returns the turn result (an older-era turn is still running: its
         current state)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from palui.runner import approvals
 from palui.runner import state as st
@@ -23,6 +23,9 @@ from palui.service.turn_tasks import EventSink, TurnTasks
 from palui.service.turns import TurnsPart
 from palui.store.db import Database
 from palui.types import TurnStatus
+
+if TYPE_CHECKING:
+    from palui.results import Approval, TurnEvent, TurnResult
 
 if TYPE_CHECKING:  # asyncio is imported where a coroutine needs it: light commands do not pay for it (start cost)
     import asyncio
@@ -51,14 +54,15 @@ class LivePart:
         self.status_part = status_part
         self.approvals_part = approvals_part
 
-    def turn_events(self, turn_id: str, after: int = 0) -> list[dict[str, Any]]:
+    def turn_events(self, turn_id: str, after: int = 0) -> list[TurnEvent]:
         """The turn's stored events from index ``after`` on (each has its ``seq``), oldest first."""
         rows = self.db.all("SELECT seq, event FROM turn_events WHERE turn_id = ? AND seq >= ? ORDER BY seq",
                            (turn_id, after))
-        return [{**json.loads(r["event"]), "seq": r["seq"]} for r in rows]
+        # Stored by the runner's TurnEvents.emit, read back as they were written.
+        return [cast("TurnEvent", {**json.loads(r["event"]), "seq": r["seq"]}) for r in rows]
 
     async def follow_turn(self, turn_id: str, after: int = 0, on_event: EventSink | None = None, *,
-                          take_up: bool = False, poll: float = POLL_SECONDS) -> dict[str, Any]:
+                          take_up: bool = False, poll: float = POLL_SECONDS) -> TurnResult:
         """Hand the turn's events from index ``after`` on to ``on_event`` until it settles: it ended
         (done, stopped, budget, error), waits for a pending approval or server's question, or (with
         ``take_up``) waits for a cap. Returns :meth:`turn_result` then.
@@ -72,9 +76,9 @@ class LivePart:
 
         emit = on_event or (lambda _e: None)
         self.turns_part.turn_result(turn_id, [])  # NotFound for an unknown turn
-        q: asyncio.Queue[dict[str, Any] | None] | None = None
+        q: asyncio.Queue[TurnEvent | None] | None = None
 
-        def show(e: dict[str, Any]) -> None:
+        def show(e: TurnEvent) -> None:
             nonlocal after
             if "seq" not in e:
                 emit(e)  # a live piece: streamed text, a tool starting
@@ -123,7 +127,7 @@ class LivePart:
             if q is not None:
                 self.turn_tasks.unsubscribe(turn_id, q)
 
-    def _take_up(self, turn_id: str, status: str, owner: str | None) -> dict[str, Any] | None:
+    def _take_up(self, turn_id: str, status: str, owner: str | None) -> TurnResult | None:
         """Start here a turn nobody runs (see :meth:`follow_turn`). Returns the result to stop
         following with (a cap keeps it queued), else None (started here, or left to its runner)."""
         if status == "running":
@@ -142,7 +146,7 @@ class LivePart:
         return None
 
     async def wait_approval(self, approval_id: str, timeout: float = 25.0,
-                            poll: float = POLL_SECONDS) -> dict[str, Any]:
+                            poll: float = POLL_SECONDS) -> Approval:
         """Wait up to ``timeout`` seconds for the approval to be answered, cancelled or to expire,
         wherever that happens (another terminal, the web page, a chat app, ``palui stop``). Returns
         the approval (:meth:`approval`: ``status``, ``answered_via``, ``cancel_reason``), pending

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from palui.config import Settings
 from palui.errors import PaluiError, UsageError
@@ -21,6 +21,9 @@ from palui.service.clock import Clock
 from palui.store import retention
 from palui.store.db import Database
 from palui.text.display import shown
+
+if TYPE_CHECKING:
+    from palui.results import Backup, Pruned
 
 DAY = 86400.0
 
@@ -44,7 +47,7 @@ class MaintenancePart:
         now = self.clock.now() if now is None else now
         return retention.prune(self.db, now - float(self.settings.get("retention.days")) * DAY)
 
-    def prune(self, before: str) -> dict[str, Any]:
+    def prune(self, before: str) -> Pruned:
         """Delete untrusted content, inbox messages and webhook deliveries older than ``before``
         (``YYYY-MM-DD``, midnight in ``caps.timezone``, or an ISO 8601 time). Audit rows are kept.
         Returns ``{"before": ISO time, "deleted": {table: rows}}``. Raises UsageError for a bad date
@@ -74,7 +77,7 @@ class MaintenancePart:
                              "time") from None
         return when
 
-    def backup(self, target: str | Path) -> dict[str, Any]:
+    def backup(self, target: str | Path) -> Backup:
         """Copy the database into the new file ``target`` (mode 0600) while everything keeps running.
         Returns ``{"file", "bytes"}``. Raises PaluiError when the file exists or cannot be written."""
         import sqlite3

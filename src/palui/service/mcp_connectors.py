@@ -46,6 +46,7 @@ from palui.types import SIGN_IN_AGAIN, OAuthClient, SignIn
 
 if TYPE_CHECKING:
     from palui.connectors.mcp.connector import MCPConnector
+    from palui.results import Connector, ConnectorAdded, ConnectorSync, ListingChanges, MCPConfig, OAuthState
 
 T = TypeVar("T")
 
@@ -64,7 +65,7 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     raise UsageError("this method runs its own event loop; inside one, use its *_async form")
 
 
-def _report_dict(cid: str, report: SyncReport | None) -> dict[str, Any]:
+def _report_dict(cid: str, report: SyncReport | None) -> ListingChanges:
     r = report or SyncReport()
     return {
         "id": cid,
@@ -141,7 +142,7 @@ class MCPPart:
 
         return conn if isinstance(conn, MCPConnector) else None
 
-    def mcp_config(self, cid: str) -> dict[str, Any]:
+    def mcp_config(self, cid: str) -> MCPConfig:
         """An MCP connector's configuration with secret values redacted (the URL's password and
         query values too, spec §10).
 
@@ -178,7 +179,7 @@ class MCPPart:
             "stderr_log": str(log_path(self.settings.data_dir, cid)) if row["transport"] == "stdio" else None,
         }
 
-    def oauth_state(self, cid: str) -> dict[str, Any]:
+    def oauth_state(self, cid: str) -> OAuthState:
         """``{"signed_in","issuer","expires_at"}`` of an HTTP connector (no token, no client secret), read
         from the token files the sign-in (:mod:`palui.service.mcp_signin`) stores."""
         path = self.settings.secrets_dir / "oauth" / "tokens"
@@ -193,7 +194,7 @@ class MCPPart:
                 return {"signed_in": True, "issuer": data.get("issuer"), "expires_at": expires}
         return {"signed_in": False, "issuer": None, "expires_at": None}
 
-    def connectors(self) -> list[dict[str, Any]]:
+    def connectors(self) -> list[Connector]:
         """Connectors as the person sees them: the stored rows
         (:meth:`~palui.service.tools.ToolsPart.connector_rows`), and MCP ones also carry ``"config"``
         (secrets redacted), their state in this process (``idle`` when not started here, spec §7) and
@@ -205,16 +206,16 @@ class MCPPart:
                 c["state"] = cfg["state"]
                 c["last_state"] = cfg["last_state"]
                 c["config"] = {
-                    k: cfg[k]
-                    for k in ("command", "args", "cwd", "url", "env", "headers", "timeout_seconds", "max_output_bytes",
-                              "oauth")
+                    "command": cfg["command"], "args": cfg["args"], "cwd": cfg["cwd"], "url": cfg["url"],
+                    "env": cfg["env"], "headers": cfg["headers"], "timeout_seconds": cfg["timeout_seconds"],
+                    "max_output_bytes": cfg["max_output_bytes"], "oauth": cfg["oauth"],
                 }
         return out
 
     # -- adding -------------------------------------------------------------------------------------
 
     async def mcp_add_async(self, name: str, config: ServerConfig, *, enable_read: bool = False,
-                            sign_in: SignIn | None = None, client: OAuthClient | None = None) -> dict[str, Any]:
+                            sign_in: SignIn | None = None, client: OAuthClient | None = None) -> ConnectorAdded:
         """Add an MCP server: connect once, list and store its tools (off; ``enable_read`` switches
         on the read ones). Returns ``{"id","name","transport","state","tools","enabled",
         "refused_duplicates",…}``.
@@ -258,18 +259,17 @@ class MCPPart:
             self.forget_oauth(cid)
             raise
         enabled = [r.name for r in self.tools_part.enable_read(cid)] if enable_read else []
-        result = _report_dict(cid, report)
-        result.update(
-            name=name,
-            transport=config.transport,
-            state=state,
-            tools=[t.name for t in self.tools_part.tools(cid)] if report is not None else [],
-            enabled=enabled,
-        )
-        return result
+        return {
+            **_report_dict(cid, report),
+            "name": name,
+            "transport": config.transport,
+            "state": state,
+            "tools": [t.name for t in self.tools_part.tools(cid)] if report is not None else [],
+            "enabled": enabled,
+        }
 
     def mcp_add(self, name: str, config: ServerConfig, *, enable_read: bool = False, sign_in: SignIn | None = None,
-                client: OAuthClient | None = None) -> dict[str, Any]:
+                client: OAuthClient | None = None) -> ConnectorAdded:
         """Synchronous :meth:`mcp_add_async` (runs its own event loop)."""
         return run_sync(self.mcp_add_async(name, config, enable_read=enable_read, sign_in=sign_in, client=client))
 
@@ -318,7 +318,7 @@ class MCPPart:
 
     # -- changing --------------------------------------------------------------------------------------
 
-    async def mcp_refresh_async(self, cid: str) -> dict[str, Any]:
+    async def mcp_refresh_async(self, cid: str) -> ConnectorSync:
         """Connect (or use the live session), re-list the tools and sync them: the rug-pull check (spec §7).
 
         Returns the sync report ``{"id","added","changed","tightened","loosening_held",
@@ -342,7 +342,7 @@ class MCPPart:
             await connector.close()
         return {**_report_dict(cid, report), "state": state}
 
-    def mcp_refresh(self, cid: str) -> dict[str, Any]:
+    def mcp_refresh(self, cid: str) -> ConnectorSync:
         """Synchronous :meth:`mcp_refresh_async`."""
         return run_sync(self.mcp_refresh_async(cid))
 
@@ -378,7 +378,7 @@ class MCPPart:
         for p in (log, log.with_name(log.name + ".1")):
             p.unlink(missing_ok=True)
 
-    def mcp_set_enabled(self, cid: str, enabled: bool) -> dict[str, Any]:
+    def mcp_set_enabled(self, cid: str, enabled: bool) -> MCPConfig:
         """Enable or disable an MCP connector. A disabled one shows state ``disabled`` and its calls are
         refused; its tools keep their switches. Returns :meth:`mcp_config`."""
         self.mcp_row(cid)

@@ -7,11 +7,14 @@ trusted sets its provenance to ``trusted``: later reads of it no longer taint a 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from palui.errors import NotFound, UsageError
 from palui.store import memories as store
 from palui.store.db import Database
+
+if TYPE_CHECKING:
+    from palui.results import Memory, Task
 
 TASK_FILTERS = ("open", "done", "all")
 
@@ -20,13 +23,13 @@ def _iso(t: float | None) -> str | None:
     return datetime.fromtimestamp(t, UTC).isoformat() if t is not None else None
 
 
-def memory_dict(m: dict[str, Any]) -> dict[str, Any]:
+def memory_dict(m: dict[str, Any]) -> Memory:
     """``{"id","text","provenance","source","created_at"}`` (plus ``turn``)."""
     return {"id": m["id"], "text": m["text"], "provenance": m["provenance"], "source": m["source"],
             "created_at": _iso(m["created_at"]), "turn": m["turn_id"]}
 
 
-def task_dict(t: dict[str, Any]) -> dict[str, Any]:
+def task_dict(t: dict[str, Any]) -> Task:
     """``{"id","title","notes","status","due","provenance","source","created_at","updated_at","turn"}``."""
     return {"id": t["id"], "title": t["title"], "notes": t["notes"], "status": t["status"], "due": t["due"],
             "provenance": t["provenance"], "source": t["source"], "created_at": _iso(t["created_at"]),
@@ -43,20 +46,20 @@ class MemoriesPart:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def memories(self, limit: int = 100) -> list[dict[str, Any]]:
+    def memories(self, limit: int = 100) -> list[Memory]:
         """The newest ``limit`` memories, newest first (see :func:`memory_dict`). Raises UsageError for limit < 1."""
         if limit < 1:
             raise UsageError("limit must be at least 1")
         return [memory_dict(m) for m in store.recent_memories(self.db, limit)]
 
-    def forget_memory(self, memory_id: int) -> dict[str, Any]:
+    def forget_memory(self, memory_id: int) -> Memory:
         """Delete a memory; returns what was deleted. Raises NotFound."""
         row = store.delete_memory(self.db, memory_id)
         if row is None:
             raise NotFound(f"no memory with id {memory_id} (see: palui memories list)")
         return memory_dict(row)
 
-    def trust_memory(self, memory_id: int) -> dict[str, Any]:
+    def trust_memory(self, memory_id: int) -> Memory:
         """Mark a memory trusted: reading it no longer taints a turn (spec §4). Raises NotFound."""
         if not store.trust_memory(self.db, memory_id):
             raise NotFound(f"no memory with id {memory_id} (see: palui memories list)")
@@ -65,20 +68,20 @@ class MemoriesPart:
             raise NotFound(f"no memory with id {memory_id} (see: palui memories list)")
         return memory_dict(row)
 
-    def tasks(self, status: str = "open") -> list[dict[str, Any]]:
+    def tasks(self, status: str = "open") -> list[Task]:
         """Tasks with ``status`` open, done or all (see :func:`task_dict`). Raises UsageError for another word."""
         if status not in TASK_FILTERS:
             raise UsageError(f"status must be one of {', '.join(TASK_FILTERS)}, not {status!r}")
         return [task_dict(t) for t in store.list_tasks(self.db, status)]
 
-    def forget_task(self, task_id: int) -> dict[str, Any]:
+    def forget_task(self, task_id: int) -> Task:
         """Delete a task; returns what was deleted. Raises NotFound."""
         row = store.delete_task(self.db, task_id)
         if row is None:
             raise NotFound(f"no task with id {task_id} (see: palui tasks list --status all)")
         return task_dict(row)
 
-    def trust_task(self, task_id: int) -> dict[str, Any]:
+    def trust_task(self, task_id: int) -> Task:
         """Mark a task trusted: reading it no longer taints a turn (spec §4). Raises NotFound."""
         if not store.trust_task(self.db, task_id):
             raise NotFound(f"no task with id {task_id} (see: palui tasks list --status all)")

@@ -19,7 +19,7 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 from palui import delivery
 from palui.config import Settings
@@ -27,6 +27,9 @@ from palui.errors import ConfigError
 from palui.service.clock import Clock
 from palui.store.db import Database
 from palui.types import Notice
+
+if TYPE_CHECKING:
+    from palui.results import InboxItem
 
 log = logging.getLogger("palui.channel")
 
@@ -101,7 +104,7 @@ class Notifier:
         return await delivery.deliver_async(self.settings.get("notify.apprise"), text,
                                             title=delivery.title_for(kind))
 
-    def inbox(self, limit: int = 100) -> list[dict[str, Any]]:
+    def inbox(self, limit: int = 100) -> list[InboxItem]:
         """The newest ``limit`` messages, oldest first: ``[{"time","kind","text","turn"}]`` (ISO 8601 UTC)."""
         rows = self.db.all("SELECT * FROM (SELECT * FROM inbox ORDER BY id DESC LIMIT ?) ORDER BY id", (limit,))
         return [{"time": datetime.fromtimestamp(r["time"], UTC).isoformat(), "kind": r["kind"],

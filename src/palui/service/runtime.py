@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from palui.connectors.hub import ConnectorHub
 from palui.policy.caps import JOB_TOKENS, WEBHOOK_RUNS_PER_HOUR
@@ -30,6 +30,8 @@ from palui.types import Origin, TurnStatus
 
 if TYPE_CHECKING:
     import asyncio
+
+    from palui.results import TurnResult
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +68,7 @@ class Runtime:
         self.shutdown_hooks: list[Callable[[], None]] = []  # run last, e.g. removing serve.json
 
     @property
-    def tasks(self) -> dict[str, asyncio.Task[dict[str, Any]]]:
+    def tasks(self) -> dict[str, asyncio.Task[TurnResult]]:
         """Turn id → the task running it in this process (:attr:`TurnTasks.tasks`)."""
         return self.turn_tasks.tasks
 

@@ -7,7 +7,7 @@ chat channels' lines from the channels part.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from palui.config import Settings
 from palui.connectors.hub import ConnectorHub
@@ -20,6 +20,9 @@ from palui.store import report as report_store
 from palui.store.db import Database
 from palui.triggers import jobs as jobs_mod
 from palui.types import Origin
+
+if TYPE_CHECKING:
+    from palui.results import AuditRow, PauseState, Status, StatusConnector, WebhookShare
 
 
 class StatusPart:
@@ -41,7 +44,7 @@ class StatusPart:
         self.mcp_part = mcp_part
         self.channels_part = channels_part
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> Status:
         """``{"model","tokens_today","caps","runs_last_hour","paused","paused_reason","paused_until",
         "webhook_runs_last_hour","webhooks_held","webhooks_held_until","connectors","pending_approvals",
         "pending_elicitations","audit_head","jobs_paused","governance"}`` (spec §8 /status; the webhook
@@ -52,7 +55,7 @@ class StatusPart:
         emergency brake holds the jobs, spec §5.7; ``channels`` the chat channels:
         ``[{"name","kind","state","person","last_failure"}]``)."""
         approvals.sweep(self.db)
-        conns = []
+        conns: list[StatusConnector] = []
         for c in self.mcp_part.connectors():
             live = self.hub.state(c["id"])
             conns.append(
@@ -81,7 +84,7 @@ class StatusPart:
             "channels": self.channels_part.status_lines(),
         }
 
-    def pause_state(self) -> dict[str, Any]:
+    def pause_state(self) -> PauseState:
         """Whether a global cap pauses new turns: ``{"paused","paused_reason","paused_until"}``."""
         tz = self.clock.timezone()
         if caps.tokens_today(self.db, tz) >= int(self.settings.get("caps.daily_tokens")):
@@ -95,7 +98,7 @@ class StatusPart:
             }
         return {"paused": False, "paused_reason": None, "paused_until": None}
 
-    def webhook_share_state(self) -> dict[str, Any]:
+    def webhook_share_state(self) -> WebhookShare:
         """The webhook share of the hourly runs (spec §6.6), not a global pause:
         ``{"webhook_runs_last_hour","webhooks_held","webhooks_held_until"}`` (ISO time or None)."""
         share = int(self.settings.get("caps.webhook_runs_per_hour"))
@@ -113,6 +116,6 @@ class StatusPart:
                            f"(caps.webhook_runs_per_hour = {share}). New webhook turns wait"
                            + (f" until {until}" if until else "") + "; your own messages and jobs go on.")
 
-    def audit(self, turn: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
+    def audit(self, turn: str | None = None, limit: int = 500) -> list[AuditRow]:
         """Audit rows oldest first (spec §10): see :func:`palui.runner.audit.rows`."""
         return audit.rows(self.db, turn, limit)

@@ -11,12 +11,15 @@ server changed its name or description) is skipped, never accepted unseen.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from palui.errors import UsageError
 from palui.policy.suggest import suggest
 from palui.service.tools import ToolsPart
 from palui.types import ClassSource, ToolClass
+
+if TYPE_CHECKING:
+    from palui.results import Suggestion
 
 BULK = (ToolClass.WRITE.value, ToolClass.DESTRUCTIVE.value)
 
@@ -31,11 +34,11 @@ class SuggestionsPart:
     def __init__(self, tools_part: ToolsPart) -> None:
         self.tools_part = tools_part
 
-    def suggest_classes(self, connector: str) -> list[dict[str, Any]]:
+    def suggest_classes(self, connector: str) -> list[Suggestion]:
         """The connector's unknown tools with a suggestion each: ``[{"name","tool","description","suggestion",
         "reason"}]``; ``suggestion`` is ``read``/``write``/``destructive`` or None (unsure: stays unknown).
         ``tool`` and ``description`` are the server's own words (show them escaped). Raises NotFound."""
-        out = []
+        out: list[Suggestion] = []
         for r in self.tools_part.tools(connector):
             if r.class_source is not ClassSource.UNKNOWN:
                 continue
@@ -44,11 +47,11 @@ class SuggestionsPart:
                         "suggestion": s.tool_class.value if s.tool_class else None, "reason": s.reason})
         return out
 
-    def accept_suggestions(self, connector: str, shown: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    def accept_suggestions(self, connector: str, shown: dict[str, str] | None = None) -> list[Suggestion]:
         """Accept the connector's ``write`` and ``destructive`` suggestions (never ``read``). With ``shown``
         (tool name → the class the page showed), only those tools, and each only while its suggestion is
         still that class. Returns the suggestions accepted. Raises NotFound."""
-        accepted = []
+        accepted: list[Suggestion] = []
         for s in self.suggest_classes(connector):
             if s["suggestion"] not in BULK:
                 continue
@@ -58,7 +61,7 @@ class SuggestionsPart:
             accepted.append(s)
         return accepted
 
-    def accept_suggestion(self, name: str, expected: str) -> dict[str, Any]:
+    def accept_suggestion(self, name: str, expected: str) -> Suggestion:
         """Accept one tool's suggestion — the only way to accept a ``read`` one. ``expected`` is the class
         the person was shown. Raises NotFound, UsageError (the tool is not unknown, or its suggestion is not
         ``expected`` now)."""

@@ -9,7 +9,7 @@ configuration and live state) is the MCP part's.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from palui.config import Settings
 from palui.connectors.base import ToolSpec
@@ -24,6 +24,9 @@ from palui.store.db import Database
 from palui.store.tools import ToolRow
 from palui.text.review import review_changes, review_fingerprint
 from palui.types import Origin, ToolClass, Verdict
+
+if TYPE_CHECKING:
+    from palui.results import Connector, Explanation, ToolDetails
 
 BUILTIN_NAMES = {"recall": "Memories", "tasks": "Tasks", "web": "Web pages", "messages": "Messages"}
 
@@ -53,11 +56,11 @@ class ToolsPart:
             tools_store.ensure_connector(self.db, cid, "builtin", BUILTIN_NAMES[cid])
             sync_tools(self.db, cid, specs, builtin=True)
 
-    def connector_rows(self) -> list[dict[str, Any]]:
+    def connector_rows(self) -> list[Connector]:
         """The stored connectors: ``[{"id","kind","name","transport","state","trusted_source","private","tools",
         "enabled_tools"}]`` (``private``: its results are the person's private data, spec §4.5).
         :meth:`palui.service.mcp_connectors.MCPPart.connectors` adds what an MCP server has more."""
-        out = []
+        out: list[Connector] = []
         for r in tools_store.list_connectors(self.db):
             out.append({
                 "id": r["id"], "kind": r["kind"], "name": r["name"], "transport": r["transport"],
@@ -169,7 +172,7 @@ class ToolsPart:
                 f"relevant and leaves the others out; raise budgets.tools in palui.toml or switch tools off "
                 f"(palui tools disable NAME)")
 
-    def tool_details(self, name: str) -> dict[str, Any]:
+    def tool_details(self, name: str) -> ToolDetails:
         """``palui tools show``: a tool's stored definition and, when flagged, the change that waits.
 
         Returns the :meth:`ToolRow.as_dict` fields plus ``"input_schema"``, ``"definition_hash"``
@@ -180,10 +183,8 @@ class ToolsPart:
         Pass ``fingerprint`` to :meth:`review_tool` to accept exactly this change. Raises NotFound.
         """
         row = self.tool(name)
-        out = row.as_dict()
-        out["input_schema"] = row.input_schema
-        out["definition_hash"] = row.definition_hash
-        out["pending"] = None
+        out: ToolDetails = {**row.as_dict(), "input_schema": row.input_schema,
+                            "definition_hash": row.definition_hash, "pending": None}
         if row.changed:
             raw = self.db.one("SELECT review_json FROM tools WHERE connector_id = ? AND raw_name = ?",
                               (row.connector, row.tool))
@@ -250,7 +251,7 @@ class ToolsPart:
     # -- policy ---------------------------------------------------------------------------------
 
     def explain(self, name: str, origin: Origin = Origin.CHAT, tainted: bool = False,
-                taint_source: str | None = None) -> dict[str, Any]:
+                taint_source: str | None = None) -> Explanation:
         """``palui policy explain``: ``{"tool","class","class_source","origin","tainted","verdict","reason"}``."""
         row = self.tool(name)
         d = decide(row.tool_class, row.enabled, origin, tainted, taint_source)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, tzinfo
-from typing import Any
+from typing import TYPE_CHECKING
 
 from palui.config import Settings
 from palui.errors import JobRefused, PaluiError, UsageError, WebhookRefused
@@ -35,6 +35,11 @@ from palui.triggers import signing
 from palui.triggers import webhooks as wh
 from palui.triggers.jobs import Job
 from palui.types import Origin
+
+if TYPE_CHECKING:
+    # The result shape of a job (the ``Job`` of palui.results; ``Job`` here is the stored row).
+    from palui.results import Delivery, Named, TurnResult, Webhook, WebhookCreated
+    from palui.results import Job as JobResult
 
 #: Starts a queued turn that this process created; returns the cap that refused it, or None.
 Launch = Callable[[str], "str | None"]
@@ -66,7 +71,7 @@ class TriggersPart:
     # -- jobs: the table ------------------------------------------------------------------------
 
     def add_job(self, name: str, cron: str, prompt: str, token_cap: int | None = None,
-                tz: str | None = None, connectors: list[str] | None = None) -> dict[str, Any]:
+                tz: str | None = None, connectors: list[str] | None = None) -> JobResult:
         """Add a job; returns it as :meth:`job` does. Its first run is the first cron fire after now
         (scheduler clock). ``connectors`` limits its turns to those connectors' tools (spec §8.4).
         Raises UsageError (bad name, cron, zone, cap; name taken; unknown connector)."""
@@ -79,15 +84,15 @@ class TriggersPart:
                            connectors=scope)
         return self.job_dict(job)
 
-    def jobs(self) -> list[dict[str, Any]]:
+    def jobs(self) -> list[JobResult]:
         """Every job, by name (the ``palui jobs list --json`` shape, see :meth:`job_dict`)."""
         return [self.job_dict(j) for j in jobs_mod.all_jobs(self.db)]
 
-    def job(self, name: str) -> dict[str, Any]:
+    def job(self, name: str) -> JobResult:
         """One job by name or id. Raises NotFound."""
         return self.job_dict(jobs_mod.get(self.db, name))
 
-    def remove_job(self, name: str) -> dict[str, Any]:
+    def remove_job(self, name: str) -> JobResult:
         """Delete a job (its past turns stay). Its turns still waiting (for an approval, or queued)
         are stopped and their approvals cancelled: a removed job does nothing more. Raises NotFound."""
         job = jobs_mod.remove(self.db, name)
@@ -103,7 +108,7 @@ class TriggersPart:
         """Epoch seconds as ISO 8601 in the job's zone (None stays None)."""
         return datetime.fromtimestamp(t, self._job_zone(job)).isoformat() if t is not None else None
 
-    def job_dict(self, job: Job) -> dict[str, Any]:
+    def job_dict(self, job: Job) -> JobResult:
         """``{"id","name","cron","prompt","token_cap","tz","next_run","last_run","last_turn","last_status",
         "postponed_by","tokens_today","created_at","connectors"}``; times ISO 8601 in the job's zone,
         ``token_cap`` is the effective cap (the job's own, else ``caps.job_daily_tokens``), ``connectors``
@@ -205,7 +210,7 @@ class TriggersPart:
         raise JobRefused(f"job {job.name!r} not started: the {cap} is reached; it can start after "
                          f"{self.job_time(until, job)}", cap, until)
 
-    async def run_job(self, name: str, on_event: EventSink | None = None) -> dict[str, Any]:
+    async def run_job(self, name: str, on_event: EventSink | None = None) -> TurnResult:
         """Run a job now in this process (no service running). Returns the turn result
         (as ``palui run --json``). Raises JobsPaused, NotFound, JobRefused."""
         def launch(tid: str) -> str | None:
@@ -237,7 +242,7 @@ class TriggersPart:
         host = f"[{host}]" if ":" in host else host
         return f"http://{host}:{self.settings.get('serve.port')}"
 
-    def add_webhook(self, name: str) -> dict[str, Any]:
+    def add_webhook(self, name: str) -> WebhookCreated:
         """Create a webhook: ``{"id","name","url","secret","whsec"}``; ``whsec`` is the same secret as
         Standard Webhooks senders take it (``whsec_<base64 of the secret bytes>``,
         docs/decisions/0033-whsec-is-the-same-secret.md). The secret is returned only here. Raises UsageError
@@ -246,13 +251,13 @@ class TriggersPart:
         return {"id": hook.id, "name": hook.name, "url": f"{self.webhook_base_url()}/hooks/{hook.id}",
                 "secret": secret, "whsec": signing.whsec(secret)}
 
-    def webhooks(self) -> list[dict[str, Any]]:
+    def webhooks(self) -> list[Webhook]:
         """``[{"id","name","url","created_at","deliveries_24h","last_delivery"}]``; never the secret."""
 
         def iso(t: float | None) -> str | None:
             return datetime.fromtimestamp(t, UTC).isoformat() if t else None
 
-        out = []
+        out: list[Webhook] = []
         hooks = wh.all_hooks(self.db)
         base = self.webhook_base_url() if hooks else ""
         for h in hooks:
@@ -261,7 +266,7 @@ class TriggersPart:
                         "deliveries_24h": s["deliveries_24h"], "last_delivery": iso(s["last_delivery"])})
         return out
 
-    def remove_webhook(self, name: str) -> dict[str, Any]:
+    def remove_webhook(self, name: str) -> Named:
         """Delete a webhook and its secret. Raises NotFound."""
         h = wh.remove(self.db, self.settings.secrets_dir, name)
         return {"id": h.id, "name": h.name}
@@ -271,7 +276,7 @@ class TriggersPart:
         return wh.by_id(self.db, hook_id) is not None
 
     def receive_webhook(self, hook_id: str, body: bytes, headers: Mapping[str, str],
-                        now: float | None = None) -> dict[str, Any]:
+                        now: float | None = None) -> Delivery:
         """Check one delivery (module :mod:`palui.triggers.webhooks` gives the order) and create its
         queued turn. ``headers`` have lower-case names; ``now`` (epoch seconds, default the real
         clock) is the delivery's arrival, for the Standard Webhooks timestamp window and the 24 h

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from palui.errors import NotFound
 from palui.runner import approvals, elicitations
@@ -10,11 +10,14 @@ from palui.runner import state as st
 from palui.store.db import Database
 from palui.types import TurnStatus
 
+if TYPE_CHECKING:
+    from palui.results import TurnEvent, TurnResult
+
 _LIVE_WORDS = {"running": "the running turn", "awaiting_approval": "the turn waiting for approval",
                "queued": "the queued turn"}
 
 
-def turn_result(db: Database, turn_id: str, events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def turn_result(db: Database, turn_id: str, events: list[TurnEvent] | None = None) -> TurnResult:
     """``{"status","answer","conversation","turn","origin","events","usage","tainted","taint_source","error",
     "budget","pending_approvals","pending_elicitations"}``; ``events`` None: the stored ones.
 
@@ -29,7 +32,7 @@ def turn_result(db: Database, turn_id: str, events: list[dict[str, Any]] | None 
         approvals.as_dict(r)
         for r in db.all("SELECT * FROM approvals WHERE turn_id = ? AND status = 'pending'", (turn_id,))
     ]
-    out = {
+    out: TurnResult = {
         "status": t.status.value if t.status is not TurnStatus.RUNNING else "running",
         "answer": t.answer,
         "conversation": t.conversation_id,

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     import sqlite3
 
     from palui.policy.caps import CapVerdict
+    from palui.results import TurnEvent, TurnResult
     from palui.store.tools import ToolRow
 
 RESUMABLE = (TurnStatus.AWAITING_APPROVAL,)
@@ -56,7 +57,7 @@ class Launched:
     ``cap`` names the cap that keeps a new turn queued; ``behind`` the earlier turn of the
     conversation it waits for."""
 
-    task: asyncio.Task[dict[str, Any]] | None
+    task: asyncio.Task[TurnResult] | None
     cap: str | None = None
     behind: str | None = None
 
@@ -243,12 +244,12 @@ class TurnsPart:
             return Launched(self.turn_tasks.tasks.get(turn_id), got.cap, got.behind)
         return Launched(self.turn_tasks.launch(turn_id, self._run_task, on_event))
 
-    async def _run_task(self, turn_id: str, on_event: EventSink, drain: Callable[[], bool]) -> dict[str, Any]:
+    async def _run_task(self, turn_id: str, on_event: EventSink, drain: Callable[[], bool]) -> TurnResult:
         return await self.run_claimed(turn_id, on_event, drain=drain)
 
     async def run_claimed(
         self, turn_id: str, on_event: EventSink | None = None, drain: Callable[[], bool] | None = None
-    ) -> dict[str, Any]:
+    ) -> TurnResult:
         """Run a turn this process has claimed until it is done, paused or stopped (the runtime's task body)."""
         from palui.runner.turn import TurnRunner  # imports the model library (slow): only when a turn runs
 
@@ -261,7 +262,7 @@ class TurnsPart:
         turn_id: str,
         on_event: EventSink | None = None,
         from_status: tuple[TurnStatus, ...] = (TurnStatus.QUEUED,),
-    ) -> dict[str, Any]:
+    ) -> TurnResult:
         """Launch a turn and wait for it here. Returns :meth:`turn_result`.
 
         If the caps refuse a queued turn, it stays queued: the result has status ``queued``,
@@ -288,18 +289,18 @@ class TurnsPart:
         origin: Origin = Origin.CHAT,
         on_event: EventSink | None = None,
         channel: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> TurnResult:
         """Start a turn and run it here: the ``palui run`` path."""
         tid = self.start_turn(text, origin=origin, conversation=conversation, model=model, channel=channel)
         return await self.run_turn(tid, on_event)
 
-    async def resume_turn(self, turn_id: str, on_event: EventSink | None = None) -> dict[str, Any]:
+    async def resume_turn(self, turn_id: str, on_event: EventSink | None = None) -> TurnResult:
         """Go on with a turn paused for an approval that is no longer pending, here (the CLI's way;
         a live service's tick does it by itself). Returns :meth:`turn_result`."""
         return await self.run_turn(turn_id, on_event, from_status=RESUMABLE)
 
     async def resume_ready(self, on_event: EventSink | None = None,
-                           on_turn: Callable[[str], EventSink | None] | None = None) -> list[dict[str, Any]]:
+                           on_turn: Callable[[str], EventSink | None] | None = None) -> list[TurnResult]:
         """Resume turns that no process is running but that can go on: their approval was
         answered or expired, the process running them died (kill -9, a crash), or the turn they
         waited behind has ended. Used where no service runs (the service does this on every tick).
@@ -307,7 +308,7 @@ class TurnsPart:
         event sink (a chat labels them); otherwise every turn's events go to ``on_event``."""
         approvals.sweep(self.db)
         st.recover_orphans(self.db)
-        out = []
+        out: list[TurnResult] = []
 
         def sink(tid: str) -> EventSink | None:
             return on_turn(tid) if on_turn is not None else on_event
@@ -355,7 +356,7 @@ class TurnsPart:
 
     # -- results --------------------------------------------------------------------------------
 
-    def turn_result(self, turn_id: str, events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    def turn_result(self, turn_id: str, events: list[TurnEvent] | None = None) -> TurnResult:
         """The ``palui run --json`` shape: ``{"status","answer","conversation","turn","events","usage",…}``
         (see :func:`palui.service.turn_shape.turn_result`). Raises NotFound."""
         return turn_shape.turn_result(self.db, turn_id, events)

@@ -11,9 +11,12 @@ from __future__ import annotations
 import statistics
 from collections import Counter, defaultdict
 from datetime import datetime, timedelta, tzinfo
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from palui.store.db import Database
+
+if TYPE_CHECKING:
+    from palui.results import AsksSummary
 
 # A call refused because the tool could not be offered (switched off, not offered in this situation, left
 # out by budgets.tools or a job's scope, gone): the runner's refusals carry these verdicts (runner/calls.py).
@@ -118,13 +121,13 @@ def numbers(db: Database, days: int, now: float, tz: tzinfo | None) -> dict[str,
     }
 
 
-def summary(db: Database, days: int, now: float, tz: tzinfo | None) -> dict[str, Any]:
+def summary(db: Database, days: int, now: float, tz: tzinfo | None) -> AsksSummary:
     """The ``/status`` section: asks and their answers over the last ``days`` days (a few counts only)."""
     since, _ = window(days, now, tz)
     rows = db.all("SELECT status, created_at, answered_at FROM approvals WHERE created_at >= ?", (since,))
     status = Counter(r["status"] for r in rows)
     answered = [r["answered_at"] - r["created_at"] for r in rows
                 if r["status"] in ("approved", "denied") and r["answered_at"] is not None]
-    return {"days": days, "asks": len(rows),
-            **{s: status.get(s, 0) for s in ("approved", "denied", "expired", "cancelled")},
+    return {"days": days, "asks": len(rows), "approved": status.get("approved", 0), "denied": status.get("denied", 0),
+            "expired": status.get("expired", 0), "cancelled": status.get("cancelled", 0),
             "median_answer_seconds": round(statistics.median(answered), 1) if answered else None}

@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from palui.policy.classify import effective_class
 from palui.policy.outside import reaches_outside
 from palui.store.db import Database
 from palui.text.display import hidden_in
 from palui.types import SIGN_IN_AGAIN, ClassSource, ToolClass
+
+if TYPE_CHECKING:
+    from palui.results import Tool
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,7 @@ class ToolRow:
         """Default taint of this tool's output, after trusted-source marks (spec §4)."""
         return self.untrusted_output and not (self.trusted_source or self.connector_trusted)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> Tool:
         """The ``palui tools list --json`` shape."""
         return {
             "name": self.name,

@@ -3,12 +3,13 @@ the terminal and every chat channel. Hidden characters are escaped and marked (s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from palui.text.display import shown, shown_json
 
 
-def approval_prompt(a: dict[str, Any], expires: str | None = None) -> str:
+def approval_prompt(a: Mapping[str, Any], expires: str | None = None) -> str:
     """The approval ``a`` (the ``palui approvals list --json`` shape) as told on the person's channel:
     tool, class, reason, the exact arguments, the untrusted-value marks and how to answer.
     ``expires`` replaces the stored expiry time with how it reads where it is shown
@@ -21,7 +22,7 @@ def approval_prompt(a: dict[str, Any], expires: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def mark_line(m: dict[str, Any]) -> str:
+def mark_line(m: Mapping[str, Any]) -> str:
     """One untrusted-value mark of an approval (spec §4), escaped: the whole value when it was found
     whole (``! to = 'bob@evil.example' came from untrusted content: SOURCE``), else only the parts
     found, quoted (``! body: 'Luxury Palace' and '1 Rue de la Paix' came from untrusted content: SOURCE``).

@@ -14,9 +14,12 @@ diffs, the connector sheet shows the same lines with :func:`review_view`.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from palui.text.escape import escape
+
+if TYPE_CHECKING:
+    from palui.results import ReviewChange
 
 # (review key, title) in the order the parts are shown.
 FIELDS = (("description", "description"), ("input_schema", "input schema"), ("annotations", "annotations"))
@@ -74,7 +77,7 @@ def review_fingerprint(review_json: str | None) -> str | None:
     return hashlib.sha256(review_json.encode()).hexdigest() if review_json else None
 
 
-def review_changes(review: dict[str, Any] | None) -> list[dict[str, Any]]:
+def review_changes(review: dict[str, Any] | None) -> list[ReviewChange]:
     """The parts a pending review changes: ``[{"field","title","previous","new","diff"}]``.
 
     ``diff`` is a unified diff (:func:`unified_diff`); parts that did not change are left out,
@@ -83,7 +86,7 @@ def review_changes(review: dict[str, Any] | None) -> list[dict[str, Any]]:
     if not review:
         return []
     prev = review.get("previous") or {}
-    out = []
+    out: list[ReviewChange] = []
     for key, title in FIELDS:
         d = unified_diff(prev.get(key), review.get(key), title)
         if d:

@@ -6,12 +6,13 @@ escaped (:func:`palui.text.display.shown`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from palui.text.display import shown
 
 
-def governance_lines(s: dict[str, Any], more: str = "palui report") -> list[str]:
+def governance_lines(s: Mapping[str, Any], more: str = "palui report") -> list[str]:
     """The audit head, a pause of the jobs by the emergency brake, and the last days' asks, from
     :meth:`Service.status` (keys ``audit_head``, ``jobs_paused``, ``governance``; absent keys are skipped).
     ``more`` says where the whole report is."""
@@ -29,7 +30,7 @@ def governance_lines(s: dict[str, Any], more: str = "palui report") -> list[str]
     return out
 
 
-def status_lines(s: dict[str, Any], more: str = "palui report", questions: str = "palui elicitations list"
+def status_lines(s: Mapping[str, Any], more: str = "palui report", questions: str = "palui elicitations list"
                  ) -> list[str]:
     """:meth:`Service.status` as lines (spec §8 ``/status``): the model, tokens and runs against their caps,
     the webhooks' share while it holds their turns (spec §6.6), the pause, connectors, pending approvals

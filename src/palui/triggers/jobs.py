@@ -19,11 +19,14 @@ import re
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from palui.errors import NotFound, UsageError
 from palui.runner.state import new_id
 from palui.store.db import Database
+
+if TYPE_CHECKING:
+    from palui.results import JobsPause
 
 ALIASES = {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
 #: Missed runs are counted up to this many when a coalesced run is noted (the count is only told).
@@ -242,20 +245,25 @@ def waiting_turn(db: Database, job_id: str) -> Any:
 PAUSE_KEY = "jobs_paused"
 
 
-def paused(db: Database) -> dict[str, Any] | None:
+def paused(db: Database) -> JobsPause | None:
     """``{"since","by","noted"}`` while ``palui stop --all`` holds the jobs, else None (a ``kv`` row, so
     every process sees it)."""
     r = db.one("SELECT value FROM kv WHERE key = ?", (PAUSE_KEY,))
-    return dict(json.loads(r[0])) if r else None
+    return _stored_pause(r[0]) if r else None
 
 
-def pause(db: Database, by: str, now: float) -> dict[str, Any]:
+def _stored_pause(value: str) -> JobsPause:
+    state: JobsPause = json.loads(value)  # written by pause() below
+    return state
+
+
+def pause(db: Database, by: str, now: float) -> JobsPause:
     """Pause every job (a pause already in place is kept). Returns the pause."""
     with db.write() as c:
         r = c.execute("SELECT value FROM kv WHERE key = ?", (PAUSE_KEY,)).fetchone()
         if r is not None:
-            return dict(json.loads(r[0]))
-        state: dict[str, Any] = {"since": now, "by": by, "noted": False}
+            return _stored_pause(r[0])
+        state: JobsPause = {"since": now, "by": by, "noted": False}
         c.execute("INSERT INTO kv (key, value) VALUES (?, ?)", (PAUSE_KEY, json.dumps(state)))
     return state
 

@@ -10,7 +10,7 @@ the model.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -31,6 +31,9 @@ from palui.web.base import (
     render_fragment,
     svc_of,
 )
+
+if TYPE_CHECKING:
+    from palui.results import Approval, Elicitation
 
 LIVE = ("running", "queued", "awaiting_approval")
 
@@ -118,7 +121,7 @@ def run_command(request: Request, cmd: chat_commands.Command, conversation: str 
     return {"text": f"{word} {a['id']} ({a['tool']}); the turn goes on.", "redirect": None, "turn": a["turn"]}
 
 
-def answer(request: Request, approval_id: str, approve: bool, reason: str | None = None) -> dict[str, Any]:
+def answer(request: Request, approval_id: str, approve: bool, reason: str | None = None) -> Approval | Elicitation:
     """Answer through the service's one door (``answered_via = "web"``) and resume the turn in this
     service (spec §5). ``reason``: a denial's, told to the model (``/deny ID REASON``). Returns the approval.
 

@@ -26,6 +26,7 @@ from palui.types import Origin
 from palui.web.base import SECURITY_HEADERS, action, page, redirect, render, svc_of
 
 if TYPE_CHECKING:
+    from palui.results import Connector
     from palui.service.door import ServiceDoor, ToolRow
 
 CLASSES = ("read", "write", "destructive")
@@ -38,19 +39,20 @@ COLUMNS = (("chat", Origin.CHAT, False), ("chat, tainted", Origin.CHAT, True), (
 
 def tool_view(svc: ServiceDoor, row: ToolRow) -> dict[str, Any]:
     """A tool as the sheet shows it: the ``tools list --json`` fields, the matrix columns, the review."""
-    d = row.as_dict()
+    d: dict[str, Any] = {**row.as_dict()}
     d["verdicts"] = [(label, svc.explain(row.name, origin, tainted)) for label, origin, tainted in COLUMNS]
     d["review"] = review_view(row.review)
     if row.changed:
         # The form sends back which pending change it showed: a newer one is never accepted unseen.
-        d["review_fingerprint"] = (svc.tool_details(row.name).get("pending") or {}).get("fingerprint")
+        pending = svc.tool_details(row.name)["pending"]
+        d["review_fingerprint"] = pending["fingerprint"] if pending else None
     d["source_words"] = SOURCE_WORDS.get(d["class_source"], d["class_source"])
     d["schema"] = row.input_schema
     d["definition_hash"] = row.definition_hash  # a hidden-characters tool's switch names what the sheet showed
     return d
 
 
-def connector_view(svc: ServiceDoor, cid: str) -> dict[str, Any]:
+def connector_view(svc: ServiceDoor, cid: str) -> Connector:
     """One connector from :meth:`connectors` (with its live state). Raises NotFound."""
     for c in svc.connectors():
         if c["id"] == cid:
@@ -195,8 +197,8 @@ async def connector_action(request: Request, form: dict[str, str]) -> Response:
         # The authorization server's page (another origin): the browser comes back to /oauth/callback.
         return RedirectResponse(url, status_code=303, headers=SECURITY_HEADERS)
     if verb == "sign-out":
-        r = await svc.mcp_logout_async(cid)
-        return redirect(here, ("ok", f"{cid}: signed out; its tokens are deleted (revocation: {r['revocation']})."))
+        out = await svc.mcp_logout_async(cid)
+        return redirect(here, ("ok", f"{cid}: signed out; its tokens are deleted (revocation: {out['revocation']})."))
     raise NotFound(f"unknown action {verb!r}")
 
 

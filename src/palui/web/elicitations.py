@@ -9,7 +9,7 @@ through the service's one door (``answer_elicitation``, ``answered_via = "web"``
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -20,8 +20,11 @@ from palui.text.elicitation import fields, parse_value
 from palui.types import TurnStatus
 from palui.web.base import action, page, redirect, render_fragment, svc_of
 
+if TYPE_CHECKING:
+    from palui.results import Elicitation
 
-def card_context(q: dict[str, Any]) -> dict[str, Any]:
+
+def card_context(q: Elicitation) -> dict[str, Any]:
     """What ``_elicitation_card.html`` needs besides the question: its form fields."""
     return {"q": q, "form": fields(q.get("schema"))}
 
@@ -52,7 +55,7 @@ def content_of(schema: dict[str, Any] | None, form: dict[str, str]) -> dict[str,
     return out
 
 
-def answer(request: Request, question_id: str, verb: str, content: dict[str, Any] | None) -> dict[str, Any]:
+def answer(request: Request, question_id: str, verb: str, content: dict[str, Any] | None) -> Elicitation:
     """Answer through the one door and, for a turn a 2026-07-28 server paused, go on with it here."""
     svc = svc_of(request)
     try:

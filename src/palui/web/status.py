@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import date, tzinfo
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -22,13 +22,16 @@ from palui.errors import NotFound, UsageError
 from palui.text.status import status_lines
 from palui.web.base import _zone, action, page, parse_time, redirect, render, svc_of
 
+if TYPE_CHECKING:
+    from palui.results import AuditRow
+
 VERDICTS = ("run", "ask", "unavailable", "off")
 ORIGINS = ("chat", "job", "webhook")
 AUDIT_SCAN = 20_000  # rows read for filtering; the log keeps more, the page shows the newest matches
 AUDIT_SHOWN = 500
 
 
-def status_text(s: dict[str, Any]) -> str:
+def status_text(s: Mapping[str, Any]) -> str:
     """The ``/status`` answer as plain text (the chat command prints it)."""
     return "\n".join(status_lines(s, more="/governance", questions="/approvals"))
 
@@ -69,9 +72,9 @@ def audit_filters(q: Mapping[str, str]) -> dict[str, str]:
     return f
 
 
-def filter_audit(rows: list[dict[str, Any]], f: dict[str, str], tz: tzinfo | None) -> list[dict[str, Any]]:
+def filter_audit(rows: list[AuditRow], f: dict[str, str], tz: tzinfo | None) -> list[AuditRow]:
     """Rows matching every filter: ``tool`` is a substring of the tool name, ``day`` a date in ``tz``."""
-    out = []
+    out: list[AuditRow] = []
     for r in rows:
         if f["tool"] and f["tool"].lower() not in (r["tool"] or "").lower():
             continue

@@ -14,7 +14,7 @@ one (``palui conversations list`` shows them).
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -24,11 +24,12 @@ from palui.errors import NO_MODEL_HELP, NotFound, PaluiError, UsageError
 
 if TYPE_CHECKING:
     from palui.cli.chat.door import ChatDoor
+    from palui.results import Conversation
     from palui.server.discovery import ServiceInfo
     from palui.service.door import ServiceDoor
 
 
-def _conversation(svc: ServiceDoor, conversation: str | None, resume: bool) -> tuple[str | None, dict[str, Any] | None]:
+def _conversation(svc: ServiceDoor, conversation: str | None, resume: bool) -> tuple[str | None, Conversation | None]:
     """(the conversation to continue, it as shown) or (None, None) for a new one."""
     if conversation and resume:
         raise UsageError("give --resume or --conversation ID, not both")
@@ -47,7 +48,7 @@ def _conversation(svc: ServiceDoor, conversation: str | None, resume: bool) -> t
 
 
 async def _main(svc: ServiceDoor, info: ServiceInfo | None, spec: str | None, conversation: str | None,
-                resumed: dict[str, Any] | None) -> None:
+                resumed: Conversation | None) -> None:
     from palui.cli.chat.backends import LocalBackend, RemoteBackend
     from palui.cli.chat.screen import make_screen
     from palui.cli.chat.session import ChatSession

@@ -16,6 +16,7 @@ from palui.text.display import shown
 
 if TYPE_CHECKING:
     from palui.cli.chat.door import ChatDoor
+    from palui.results import Approval, TurnApproval, TurnResult
 
 T = TypeVar("T")
 
@@ -28,16 +29,16 @@ class AskingMixin:
 
     screen: Screen
     view: View
-    asking: dict[str, Any] | None
+    asking: TurnApproval | None
     answer: asyncio.Future[bool] | None
     answer_reason: str | None
-    follow: Callable[[str], Awaitable[dict[str, Any]]]
+    follow: Callable[[str], Awaitable[TurnResult]]
     say_error: Callable[[Exception], None]
 
     if TYPE_CHECKING:
         async def call(self, op: Callable[[ChatDoor], Awaitable[T]]) -> T: ...
 
-    async def ask(self, r: dict[str, Any]) -> dict[str, Any]:
+    async def ask(self, r: TurnResult) -> TurnResult:
         """Ask the person about the turn's pending approval until it is answered here or anywhere else."""
         a = r["pending_approvals"][0]
         loop = asyncio.get_running_loop()
@@ -68,14 +69,14 @@ class AskingMixin:
         self.screen.set_status("the turn goes on")
         return await self.follow(r["turn"])
 
-    async def wait_elsewhere(self, approval_id: str) -> dict[str, Any]:
+    async def wait_elsewhere(self, approval_id: str) -> Approval:
         while True:
             a = await self.call(lambda b: b.wait_approval(approval_id, WAIT_SLICE))
             if a["status"] != "pending":
                 return a
 
     @staticmethod
-    def _answered_elsewhere(a: dict[str, Any]) -> str:
+    def _answered_elsewhere(a: Approval) -> str:
         if a["status"] in ("approved", "denied"):
             return f"[approval {a['id']} was {a['status']} on {via_words(a.get('answered_via'))}: the turn goes on]"
         if a["status"] == "cancelled":

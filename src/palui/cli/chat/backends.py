@@ -13,13 +13,13 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from palui.cli.client import AsyncServiceClient, EventSink
+from palui.cli.client import AsyncServiceClient, StreamSink
 from palui.server.discovery import ServiceInfo, find_service
 
 if TYPE_CHECKING:
     from palui.config import Settings
+    from palui.results import Approval, Elicitation, Status, TurnResult, TurnStoredLine
     from palui.service.door import ServiceDoor
-    from palui.types import JSON
 # answers from the terminal chat are the command line's (docs/decisions/0114-terminal-answers-are-cli.md, one door)
 VIA = "cli"
 CHANNEL = "terminal"  # conversations the terminal chat starts (palui chat --resume finds them)
@@ -35,33 +35,34 @@ class LocalBackend:
         self.svc = svc
         self.model = model
 
-    async def send(self, text: str, conversation: str, on_event: EventSink) -> JSON:
+    async def send(self, text: str, conversation: str, on_event: StreamSink) -> TurnResult:
         tid = self.svc.start_turn(text, conversation=conversation, model=self.model, channel=CHANNEL)
-        on_event({"type": "turn", "turn": tid, "conversation": conversation})
+        stored: TurnStoredLine = {"type": "turn", "turn": tid, "conversation": conversation}
+        on_event(stored)  # as the service's stream says it first
         return await self.follow(tid, 0, on_event)
 
-    async def submit(self, text: str, conversation: str) -> JSON:
+    async def submit(self, text: str, conversation: str) -> TurnResult:
         """Store a message as the conversation's next turn without waiting for it (spec §8)."""
         tid = self.svc.start_turn(text, conversation=conversation, model=self.model, channel=CHANNEL)
         return self.svc.turn_result(tid, [])
 
-    async def follow(self, turn_id: str, after: int, on_event: EventSink) -> JSON:
+    async def follow(self, turn_id: str, after: int, on_event: StreamSink) -> TurnResult:
         return await self.svc.follow_turn(turn_id, after, on_event, take_up=True)
 
-    async def answer(self, approval_id: str, approve: bool, reason: str | None = None) -> JSON:
+    async def answer(self, approval_id: str, approve: bool, reason: str | None = None) -> Approval | Elicitation:
         return self.svc.answer_approval(approval_id, approve, VIA, reason=reason)
 
-    async def wait_approval(self, approval_id: str, timeout: float) -> JSON:
+    async def wait_approval(self, approval_id: str, timeout: float) -> Approval:
         return await self.svc.wait_approval(approval_id, timeout)
 
-    async def approval(self, approval_id: str) -> JSON:
+    async def approval(self, approval_id: str) -> Approval:
         return self.svc.approval(approval_id)
 
-    async def elicitation(self, elicitation_id: str) -> JSON:
+    async def elicitation(self, elicitation_id: str) -> Elicitation:
         return self.svc.elicitation(elicitation_id)
 
     async def answer_elicitation(self, elicitation_id: str, action: str, content: dict[str, Any] | None
-                                 ) -> JSON:
+                                 ) -> Elicitation:
         """A server's question answered through its door; the session follows (takes up) the turn."""
         return self.svc.answer_elicitation(elicitation_id, action, content, VIA)
 
@@ -72,13 +73,13 @@ class LocalBackend:
         """The emergency brake (spec §5.7): every turn stopped, the jobs paused."""
         return self.svc.stop_all("cli")["stopped"]
 
-    async def status(self) -> JSON:
+    async def status(self) -> Status:
         return self.svc.status()
 
     async def new_conversation(self) -> str:
         return self.svc.new_conversation(channel=CHANNEL)
 
-    async def approvals(self) -> list[JSON]:
+    async def approvals(self) -> list[Approval]:
         return self.svc.approvals("pending")
 
     def alive(self) -> bool:
@@ -100,35 +101,35 @@ class RemoteBackend:
         self.settings = settings
         self.where = f"the service at {info.url}"
 
-    async def send(self, text: str, conversation: str, on_event: EventSink) -> JSON:
+    async def send(self, text: str, conversation: str, on_event: StreamSink) -> TurnResult:
         return await self.client.stream("POST", "/api/turns", {
             "message": text, "conversation": conversation, "model": self.model, "channel": CHANNEL,
             "stream": True}, on_event)
 
-    async def submit(self, text: str, conversation: str) -> JSON:
+    async def submit(self, text: str, conversation: str) -> TurnResult:
         return await self.client.post("/api/turns", {"message": text, "conversation": conversation,
                                                      "model": self.model, "channel": CHANNEL, "start": False})
 
-    async def follow(self, turn_id: str, after: int, on_event: EventSink) -> JSON:
+    async def follow(self, turn_id: str, after: int, on_event: StreamSink) -> TurnResult:
         return await self.client.stream("GET", f"/api/turns/{turn_id}/events?after={int(after)}", None, on_event)
 
-    async def answer(self, approval_id: str, approve: bool, reason: str | None = None) -> JSON:
+    async def answer(self, approval_id: str, approve: bool, reason: str | None = None) -> Approval | Elicitation:
         body: dict[str, Any] = {"via": VIA, "wait": False}
         if reason:
             body["reason"] = reason
         return await self.client.post(f"/api/approvals/{approval_id}/{'approve' if approve else 'deny'}", body)
 
-    async def wait_approval(self, approval_id: str, timeout: float) -> JSON:
+    async def wait_approval(self, approval_id: str, timeout: float) -> Approval:
         return await self.client.get(f"/api/approvals/{approval_id}/wait", timeout=timeout)
 
-    async def approval(self, approval_id: str) -> JSON:
+    async def approval(self, approval_id: str) -> Approval:
         return await self.client.get(f"/api/approvals/{approval_id}")
 
-    async def elicitation(self, elicitation_id: str) -> JSON:
+    async def elicitation(self, elicitation_id: str) -> Elicitation:
         return await self.client.get(f"/api/elicitations/{elicitation_id}")
 
     async def answer_elicitation(self, elicitation_id: str, action: str, content: dict[str, Any] | None
-                                 ) -> JSON:
+                                 ) -> Elicitation:
         return await self.client.post(f"/api/elicitations/{elicitation_id}/answer",
                                       {"action": action, "content": content, "via": VIA, "wait": False})
 
@@ -139,13 +140,13 @@ class RemoteBackend:
         """The emergency brake (spec §5.7), in the live service."""
         return (await self.client.post("/api/stop", {"all": True}))["stopped"]
 
-    async def status(self) -> JSON:
+    async def status(self) -> Status:
         return await self.client.get("/api/status")
 
     async def new_conversation(self) -> str:
         return (await self.client.post("/api/conversations", {"channel": CHANNEL}))["conversation"]
 
-    async def approvals(self) -> list[JSON]:
+    async def approvals(self) -> list[Approval]:
         return await self.client.get_list("/api/approvals")
 
     def alive(self) -> bool:

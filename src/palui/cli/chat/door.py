@@ -8,8 +8,8 @@ Protocol (the typed assignments at the end). Why a Protocol: ``docs/decisions/01
 
 Every call raises the service's :class:`~palui.errors.PaluiError` subclasses, and a remote call
 :class:`~palui.cli.client.ServiceGone` when the service cannot be reached or goes away mid-call.
-Results are the service's shapes (``Service.turn_result``, ``Service.approval``,
-``Service.elicitation``, ``Service.status``), the same whichever backend answered.
+Results are the service's shapes (:mod:`palui.results`: ``TurnResult``, ``Approval``, ``Elicitation``,
+``Status``), the same whichever backend answered.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from palui.cli.client import EventSink
-    from palui.types import JSON
+    from palui.cli.client import StreamSink
+    from palui.results import Approval, Elicitation, Status, TurnResult
 
 
 class ChatDoor(Protocol):
@@ -34,31 +34,32 @@ class ChatDoor(Protocol):
     model: str | None
     runs_here: bool
 
-    async def send(self, text: str, conversation: str, on_event: EventSink) -> JSON:
+    async def send(self, text: str, conversation: str, on_event: StreamSink) -> TurnResult:
         """Start a turn with ``text`` and follow it until it settles; its result."""
         ...
 
-    async def submit(self, text: str, conversation: str) -> JSON:
+    async def submit(self, text: str, conversation: str) -> TurnResult:
         """Store ``text`` as the conversation's next turn without waiting for it; its result so far."""
         ...
 
-    async def follow(self, turn_id: str, after: int, on_event: EventSink) -> JSON:
+    async def follow(self, turn_id: str, after: int, on_event: StreamSink) -> TurnResult:
         """Follow a turn from event index ``after`` on until it settles; its result."""
         ...
 
-    async def answer(self, approval_id: str, approve: bool, reason: str | None = None) -> JSON:
+    async def answer(self, approval_id: str, approve: bool, reason: str | None = None) -> Approval | Elicitation:
         """Answer an approval through the service's one door (``answered_via`` ``cli``); the approval."""
         ...
 
-    async def wait_approval(self, approval_id: str, timeout: float) -> JSON:
+    async def wait_approval(self, approval_id: str, timeout: float) -> Approval:
         """The approval once it is not pending, or after ``timeout`` seconds."""
         ...
 
-    async def approval(self, approval_id: str) -> JSON: ...
+    async def approval(self, approval_id: str) -> Approval: ...
 
-    async def elicitation(self, elicitation_id: str) -> JSON: ...
+    async def elicitation(self, elicitation_id: str) -> Elicitation: ...
 
-    async def answer_elicitation(self, elicitation_id: str, action: str, content: dict[str, Any] | None) -> JSON:
+    async def answer_elicitation(self, elicitation_id: str, action: str, content: dict[str, Any] | None
+                                 ) -> Elicitation:
         """Answer a server's question through its door; the question (the session follows the turn)."""
         ...
 
@@ -70,13 +71,13 @@ class ChatDoor(Protocol):
         """The emergency brake: every turn stopped, the jobs paused; the stopped turn ids."""
         ...
 
-    async def status(self) -> JSON: ...
+    async def status(self) -> Status: ...
 
     async def new_conversation(self) -> str:
         """A new conversation of the terminal chat; its id."""
         ...
 
-    async def approvals(self) -> list[JSON]:
+    async def approvals(self) -> list[Approval]:
         """The pending approvals."""
         ...
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from palui.cli.chat.screen import Screen
 from palui.cli.chat.view import View, via_words
@@ -31,6 +31,7 @@ from palui.text.elicitation import parse_pairs, question_text
 
 if TYPE_CHECKING:
     from palui.cli.chat.door import ChatDoor
+    from palui.results import Elicitation, ElicitationEvent, TurnElicitation, TurnResult
 
 T = TypeVar("T")
 
@@ -46,7 +47,7 @@ class QuestionsMixin:
     view: View
     conversation: str
     waiting_questions: list[str]
-    follow: Callable[[str], Awaitable[dict[str, Any]]]
+    follow: Callable[[str], Awaitable[TurnResult]]
     say_error: Callable[[Exception], None]
     _background: Callable[[Awaitable[None]], None]
     _resume_other: Callable[[str], Awaitable[None]]  # a turn of another conversation goes on
@@ -56,16 +57,16 @@ class QuestionsMixin:
     if TYPE_CHECKING:
         async def call(self, op: Callable[[ChatDoor], Awaitable[T]]) -> T: ...
 
-    async def question(self, eid: str) -> dict[str, Any]:
+    async def question(self, eid: str) -> Elicitation:
         """The question ``eid`` as it stands now (``Service.elicitation``), wherever turns run."""
         return await self.call(lambda b: b.elicitation(eid))
 
-    def on_question(self, e: dict[str, Any]) -> None:
+    def on_question(self, e: ElicitationEvent) -> None:
         """A pending ``elicitation`` event of a turn this chat shows: the question, looked up and shown."""
         if e.get("elicitation") and e["elicitation"] not in self._shown_questions:
             self._background(self.show_question(e["elicitation"]))
 
-    async def show_question(self, eid: str, q: dict[str, Any] | None = None) -> None:
+    async def show_question(self, eid: str, q: TurnElicitation | None = None) -> None:
         if eid in self._shown_questions:
             return
         self._shown_questions.add(eid)
@@ -100,7 +101,7 @@ class QuestionsMixin:
         if q.get("conversation") != self.conversation and q["era"] == "input_required":
             self._background(self._resume_other(q["turn"]))
 
-    async def wait_questions(self, r: dict[str, Any]) -> dict[str, Any]:
+    async def wait_questions(self, r: TurnResult) -> TurnResult:
         """A turn paused by a 2026-07-28 server's questions: show them, wait until none is pending
         (answered anywhere, or expired: a decline), then follow the turn on."""
         pending = list(r["pending_elicitations"])

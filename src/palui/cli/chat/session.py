@@ -14,14 +14,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from palui.cli.chat.asking import AskingMixin
 from palui.cli.chat.backends import LocalBackend
 from palui.cli.chat.questions import QuestionsMixin
 from palui.cli.chat.screen import Screen, Typed
 from palui.cli.chat.view import View
-from palui.cli.client import ServiceGone
+from palui.cli.client import ServiceGone, StreamSink
 from palui.errors import PaluiError
 from palui.text.commands import Command, CommandError, help_text, parse
 from palui.text.display import shown
@@ -30,6 +30,7 @@ from palui.text.when import expiry
 
 if TYPE_CHECKING:
     from palui.cli.chat.door import ChatDoor
+    from palui.results import Conversation, TurnApproval, TurnResult
     from palui.service.door import ServiceDoor
 
 T = TypeVar("T")
@@ -42,7 +43,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
     """The chat loop over a backend (this process or the live service) and a screen."""
 
     def __init__(self, svc: ServiceDoor, backend: ChatDoor, screen: Screen, model: str | None,
-                 conversation: str, resumed: dict[str, Any] | None = None) -> None:
+                 conversation: str, resumed: Conversation | None = None) -> None:
         self.svc = svc  # this process's service: the fallback, the person's zone
         self.backend: ChatDoor = backend
         self.screen = screen
@@ -52,7 +53,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
         self.resumed = resumed
         self.inbox: asyncio.Queue[Typed] = asyncio.Queue()
         self.flow: asyncio.Task[None] | None = None
-        self.asking: dict[str, Any] | None = None  # the approval the prompt asks about
+        self.asking: TurnApproval | None = None  # the approval the prompt asks about
         self.answer: asyncio.Future[bool] | None = None
         self.answer_reason: str | None = None  # /deny ID REASON typed while its prompt showed
         self.queued: list[str] = []  # turns stored while another ran, followed in order
@@ -154,13 +155,13 @@ class ChatSession(AskingMixin, QuestionsMixin):
             # Without a service, this chat takes up turns nobody runs (spec §5), labelled as resumed.
             for t in await self.svc.resume_ready(on_turn=self._resumed_turn):
                 self.view.outcome(t, label=f"[resumed turn {t['turn']}]")
-        live = [t for t in (self.resumed or {}).get("turns", []) if t["status"] in ("running", "queued",
-                                                                                      "awaiting_approval")]
+        live = [t for t in (self.resumed["turns"] if self.resumed else []) if t["status"] in ("running", "queued",
+                                                                                               "awaiting_approval")]
         if live:
             self.flow = asyncio.create_task(self.converse(None, first=live[0]["turn"],
                                                           rest=[t["turn"] for t in live[1:]]))
 
-    def _resumed_turn(self, turn_id: str) -> Callable[[dict[str, Any]], None]:
+    def _resumed_turn(self, turn_id: str) -> StreamSink:
         """The event sink of a turn this chat takes up at its start, after a line that says which it is."""
         conv = self.svc.conversation_of(turn_id)
         here = "this conversation" if conv == self.conversation else f"conversation {conv}"
@@ -315,7 +316,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
         for line in kept:
             await self.handle(Typed(line))
 
-    async def send(self, text: str) -> dict[str, Any]:
+    async def send(self, text: str) -> TurnResult:
         started = time.time()
         sink = self.view.sink(None)
         try:
@@ -338,11 +339,11 @@ class ChatSession(AskingMixin, QuestionsMixin):
         found = [t for t in turns if t["input"] == text and t["created_at"] >= since - 1]
         return found[-1]["turn"] if found else None
 
-    async def follow(self, turn_id: str) -> dict[str, Any]:
+    async def follow(self, turn_id: str) -> TurnResult:
         sink = self.view.sink(turn_id)
         return await self.call(lambda b: b.follow(turn_id, self.view.after.get(turn_id, 0), sink))
 
-    async def settle(self, r: dict[str, Any]) -> None:
+    async def settle(self, r: TurnResult) -> None:
         """Follow ``r``'s turn through its approvals and any wait behind another turn, then show how it ended."""
         while True:
             if r["status"] == "awaiting_approval" and r.get("pending_approvals"):

@@ -12,12 +12,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import tzinfo
-from typing import Any
+from typing import TYPE_CHECKING
 
 from palui.cli import render
 from palui.cli.chat.screen import Screen
 from palui.text.display import StreamShown, shown
 from palui.text.when import expiry
+
+if TYPE_CHECKING:
+    from palui.results import ElicitationEvent, StreamEvent, ToolCallEvent, TurnApproval, TurnEvent, TurnResult
 
 VIA_WORDS = {"cli": "the command line", "web": "the web page", "api": "the JSON API"}
 
@@ -37,67 +40,66 @@ class View:
         self.screen = screen
         self.tz = tz
         self.after: dict[str, int] = {}  # turn id -> the next event index not yet shown
-        self.calls: list[dict[str, Any]] = []  # the tool calls of the latest turn that made any
+        self.calls: list[ToolCallEvent] = []  # the tool calls of the latest turn that made any
         self._calls_turn: str | None = None
         self.stream: StreamShown | None = None
         self.last_text: dict[str, str] = {}  # turn id -> the last text shown in full (streamed or not)
         self.label: str | None = None
-        self.on_question: Callable[[dict[str, Any]], None] | None = None  # a pending server question (spec §7.8)
+        self.on_question: Callable[[ElicitationEvent], None] | None = None  # a pending server question (spec §7.8)
 
     # -- events ---------------------------------------------------------------------------------
 
-    def sink(self, turn_id: str | None) -> Callable[[dict[str, Any]], None]:
+    def sink(self, turn_id: str | None) -> Callable[[StreamEvent], None]:
         """The event handler for one turn (``turn_id`` None: learnt from the stream's ``turn`` event)."""
         holder = {"turn": turn_id}
 
-        def on_event(e: dict[str, Any]) -> None:
-            if e.get("type") == "turn":
+        def on_event(e: StreamEvent) -> None:
+            if e["type"] == "turn":
                 holder["turn"] = e.get("turn")
                 return
             self.event(holder["turn"], e)
 
         return on_event
 
-    def event(self, turn_id: str | None, e: dict[str, Any]) -> None:
-        kind = e.get("type")
+    def event(self, turn_id: str | None, e: TurnEvent) -> None:
         if turn_id and "seq" in e:
             if e["seq"] < self.after.get(turn_id, 0):
                 return  # shown already (a follow that started before it)
             self.after[turn_id] = e["seq"] + 1
-        if kind == "text_delta":
+        if e["type"] == "text_delta":
             if self.stream is None:
                 self.stream = StreamShown()
                 self._status("writing")
             self.screen.stream(self.stream.feed(e["text"]))
             return
-        if kind == "text_discarded":
+        if e["type"] == "text_discarded":
             self._end_stream(" [discarded (retrying)]")
             return
-        if kind == "text":
+        if e["type"] == "text":
             if self.stream is None:
                 self.screen.line(shown(e["text"]))
             self._end_stream()
             if turn_id:
                 self.last_text[turn_id] = e["text"]
             return
-        if kind == "step":
+        if e["type"] == "step":
             self._status(f"thinking · step {e.get('step')}")
             return
-        if kind == "tool_start":
+        if e["type"] == "tool_start":
             self._end_stream()
             self._status(f"calling {shown(e.get('tool'), one_line=True)}")
             return
-        if kind == "retry":
+        if e["type"] == "retry":
             self._end_stream()
             wait = float(e.get("in_seconds") or 0)
             self.screen.set_status(f"retrying the provider in {{left}} s ({shown(e.get('reason'), one_line=True)})",
                                    countdown_to=time.time() + wait)
-        if kind == "tool_call":
+        if e["type"] == "tool_call":
             if turn_id != self._calls_turn:
                 self.calls, self._calls_turn = [], turn_id
             self.calls.append(e)
             self._status("thinking")
-        if kind == "approval":
+        if e["type"] == "approval":
             self._end_stream()
             self.screen.set_status(f"waiting for approval {e['approval']}")
             now = time.time()
@@ -105,11 +107,11 @@ class View:
             for line in render.event_lines(e, expires=exp):
                 self.screen.line(line)
             return
-        if kind == "elicitation" and e.get("status") == "pending":
+        if e["type"] == "elicitation" and e.get("status") == "pending":
             if self.on_question is not None:
                 self.on_question(e)
             return
-        if kind == "end":
+        if e["type"] == "end":
             self._end_stream()
             self.screen.set_status(None)
             return
@@ -134,7 +136,7 @@ class View:
 
     # -- results and states ------------------------------------------------------------------------
 
-    def outcome(self, r: dict[str, Any], label: str | None = None) -> None:
+    def outcome(self, r: TurnResult, label: str | None = None) -> None:
         """How a turn ended, under its streamed answer (the answer itself only if it was not shown)."""
         self._end_stream()
         self.screen.set_status(None)
@@ -149,7 +151,7 @@ class View:
         self._end_stream()
         self.screen.set_status(None)
 
-    def waiting(self, a: dict[str, Any]) -> None:
+    def waiting(self, a: TurnApproval) -> None:
         """The status line while an approval is asked."""
         self.screen.set_status(f"waiting for approval {a['id']} · {expiry(a['expires_at'], time.time(), self.tz)}")
 
