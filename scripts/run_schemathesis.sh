@@ -42,9 +42,11 @@ cat > "$scratch/script.json" <<'EOF'
            {"text": "Saved."}]}
 EOF
 printf 'model = "script:%s"\n' "$scratch/script.json" > "$home/palui.toml"
+clean=(env -i PATH="$PATH" HOME="$scratch" LANG=C.UTF-8 PALUI_HOME="$home" PALUI_TICK_SECONDS=0.2)
+# A job, so POST /api/jobs/{name}/run has one to run (the stateful phase finds it through GET /api/jobs).
+"${clean[@]}" "$PYTHON" -m palui jobs add nightly --cron "0 3 * * *" --prompt "tidy up" > /dev/null
 
-env -i PATH="$PATH" HOME="$scratch" LANG=C.UTF-8 PALUI_HOME="$home" PALUI_TICK_SECONDS=0.2 \
-    "$PYTHON" -m palui serve --port 0 > "$scratch/serve.out" 2>&1 &
+"${clean[@]}" "$PYTHON" -m palui serve --port 0 > "$scratch/serve.out" 2>&1 &
 pid=$!
 stop_service() {
     kill -TERM "$pid" 2>/dev/null || true

@@ -159,8 +159,14 @@ def _refusal(e: ErrorDetails) -> tuple[str, str]:
     return where, f"{where}: {msg[:1].lower()}{msg[1:]}"
 
 
+def refusal(e: ValidationError) -> tuple[str, str]:
+    """(field, sentence) for the first input of ``e`` that does not fit its model (the web page's forms
+    say the same sentence)."""
+    return _refusal(e.errors(include_url=False, include_input=False)[0])
+
+
 def validation_answer(e: ValidationError) -> JSONResponse:
     """400 ``{"error", "kind": "usage", "field"}`` for the first input that does not fit its model."""
-    where, sentence = _refusal(e.errors(include_url=False, include_input=False)[0])
+    where, sentence = refusal(e)
     answer: ErrorAnswer = {"error": sentence, "kind": "usage", "field": where}
     return JSONResponse(answer, status_code=400)
