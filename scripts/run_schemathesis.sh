@@ -9,8 +9,9 @@
 #                 of this checkout).
 #
 # It starts `palui serve --port 0` in a fresh home whose model is a `script:` model (a call of
-# recall__add_memory, which asks, then a text answer: turns end, and some wait for an approval the
-# stateful phase can answer), with a clean environment (no model key, so no turn reaches a network),
+# recall__forget_memory, destructive so it asks, then a text answer: turns end, and some wait for an
+# approval the stateful phase can answer), with a clean environment (no model key, so no turn reaches a
+# network) and one job,
 # and runs `schemathesis run` over every operation of /api/openapi.json with the access token:
 # examples, coverage, fuzzing and the stateful phase (the document's links), these checks:
 # not_a_server_error, status_code_conformance, response_schema_conformance,
@@ -38,8 +39,8 @@ home="$scratch/home"
 rm -rf "$home" "$scratch/report"
 mkdir -p "$home"
 cat > "$scratch/script.json" <<'EOF'
-{"steps": [{"tool_calls": [{"tool": "recall__add_memory", "args": {"text": "remember the fuzzer"}}]},
-           {"text": "Saved."}]}
+{"steps": [{"tool_calls": [{"tool": "recall__forget_memory", "args": {"id": 1}}]},
+           {"text": "Done."}]}
 EOF
 printf 'model = "script:%s"\n' "$scratch/script.json" > "$home/palui.toml"
 clean=(env -i PATH="$PATH" HOME="$scratch" LANG=C.UTF-8 PALUI_HOME="$home" PALUI_TICK_SECONDS=0.2)

@@ -31,6 +31,8 @@ WAIT_SECONDS = 60.0
 
 Id = Annotated[str, StringConstraints(min_length=1, max_length=ID_CHARS)]
 Message = Annotated[str, StringConstraints(min_length=1, max_length=MESSAGE_CHARS, pattern=r"\S")]
+#: Where a conversation is started: a short lower-case word (the service's own check, spec §8.2).
+Channel = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]{0,39}$")]
 
 
 class Query(BaseModel):
@@ -90,12 +92,12 @@ class StartTurn(Streamed):
     conversation: Id | None = Field(None, description="an existing conversation; a new one when left out")
     model: Annotated[str, StringConstraints(min_length=1, max_length=MODEL_CHARS)] | None = Field(
         None, description="a model string; the service's model when left out")
-    channel: Id | None = Field(None, description="where the conversation is started (default api)")
+    channel: Channel | None = Field(None, description="where the conversation is started (default api)")
     start: bool = Field(True, description="false: store the turn only; the service starts it when its turn comes")
 
 
 class NewConversationBody(Body):
-    channel: Id | None = Field(None, description="where the conversation is started (default api)")
+    channel: Channel | None = Field(None, description="where the conversation is started (default api)")
 
 
 class StopBody(Body):

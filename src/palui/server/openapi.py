@@ -17,10 +17,11 @@ from collections.abc import Sequence
 from importlib.metadata import version
 from typing import Any
 
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
 from palui.results import ErrorAnswer
 from palui.server.api import Operation
+from palui.server.inputs import Body
 from palui.server.turn_stream import NDJSON
 
 REF = "#/components/schemas/{model}"
@@ -91,10 +92,19 @@ def _operation(op: Operation, shape: dict[tuple[str, str], Any]) -> dict[str, An
     if op.public:
         out["security"] = []
     if op.body is not None:
-        required = any(f.is_required() for f in op.body.model_fields.values())
+        required = _refuses_empty(op.body)
         out["requestBody"] = {"required": required,
                               "content": {"application/json": {"schema": shape[(op.name, "body")]}}}
     return out
+
+
+def _refuses_empty(body: type[Body]) -> bool:
+    """Whether the body is required: an empty one (read as ``{}``) does not fit its model."""
+    try:
+        body.model_validate({})
+    except ValidationError:
+        return True
+    return False
 
 
 def _path_parameters(op: Operation) -> list[dict[str, Any]]:
