@@ -201,6 +201,19 @@ def test_real_answers_fit_their_documented_schemas(served):
     conforms(doc, doc["paths"]["/api/turns"]["post"]["responses"]["200"]["content"]["application/json"]["schema"], r)
     refusal = served.http.get("/api/inbox", params={"limit": "x"}).json()
     conforms(doc, {"$ref": "#/components/schemas/ErrorAnswer"}, refusal)
+    posted = {"/api/conversations": {"channel": "api"}, "/api/stop": {"conversation": r["conversation"]}}
+    for url, body in posted.items():
+        schema = doc["paths"][url]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
+        conforms(doc, schema, served.post(url, body))
+    # The same answers are palui.results types (strict, no extra key), as tests/test_results.py holds them.
+    import pydantic
+
+    from palui import results
+
+    for t, value in ((results.Health, served.get("/api/health")), (results.ErrorAnswer, refusal),
+                     (results.NewConversation, served.post("/api/conversations", {})),
+                     (results.Stopped, served.post("/api/stop", {"turn": r["turn"]}))):
+        pydantic.TypeAdapter(t).validate_python(value, strict=True)
 
 
 # -- ids exactly as typed ----------------------------------------------------------------------------------------
