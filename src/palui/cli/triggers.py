@@ -11,6 +11,10 @@ from palui.cli.turns import finish_turn
 
 jobs_app = group("jobs", "Scheduled jobs: prompts run on a cron schedule by the service.")
 webhooks_app = group("webhooks", "Inbound webhooks: signed deliveries summarised with no tools.")
+#: What ``webhooks show`` says about replay (spec §8.5).
+REPLAY_NOTE = ("A delivery signed over the body alone (X-Palui-Signature, X-Hub-Signature-256) or sent with the "
+               "bearer secret can be replayed by anyone who captured it once its record is gone: Palui keeps "
+               "those records for retention.days. Only a signed timestamp (Standard Webhooks) bounds replay.")
 
 
 def _short(text: str, n: int = 50) -> str:
@@ -149,7 +153,6 @@ def webhooks_list(as_json: bool) -> None:
 def webhooks_show(name: str, as_json: bool) -> None:
     """Show one webhook: its URL, deliveries, and how long a replayed delivery is refused (never the secret)."""
     from palui.errors import NotFound
-    from palui.triggers.webhooks import REPLAY_NOTE
 
     svc = service()
     found = [h for h in svc.webhooks() if name in (h["name"], h["id"])]

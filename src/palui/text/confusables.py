@@ -15,14 +15,12 @@ off by ``enable-read`` and switched on only after ``palui tools show`` named wha
 from __future__ import annotations
 
 import unicodedata
-from functools import lru_cache
 
 __all__ = ["has_look_alikes", "skeleton"]
 
 
-@lru_cache(maxsize=1)
 def _table() -> dict[int, str]:
-    from palui.text.confusables_table import CONFUSABLES  # 6,700 entries: loaded when a name is checked
+    from palui.text.confusables_table import CONFUSABLES  # 6,700 entries: loaded when a name is first checked
 
     return CONFUSABLES
 

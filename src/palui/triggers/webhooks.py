@@ -46,10 +46,6 @@ from palui.triggers.signing import authenticate as authenticate  # re-exported: 
 MAX_BODY_BYTES = 262_144
 #: How long a Standard Webhooks delivery id (and an unsigned delivery-id header) makes a duplicate.
 REPLAY_WINDOW_SECONDS = 86_400
-#: What ``webhooks show`` and ``webhooks add`` say about replay (spec §8.5).
-REPLAY_NOTE = ("A delivery signed over the body alone (X-Palui-Signature, X-Hub-Signature-256) or sent with the "
-               "bearer secret can be replayed by anyone who captured it once its record is gone: Palui keeps "
-               "those records for retention.days. Only a signed timestamp (Standard Webhooks) bounds replay.")
 RATE_WINDOW_SECONDS = 60
 #: Delivery-id headers a sender may add next to a body signature or a bearer secret: not signed.
 DELIVERY_HEADERS = ("x-palui-delivery", "x-github-delivery", "webhook-id")
