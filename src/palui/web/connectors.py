@@ -78,7 +78,7 @@ async def sheet(request: Request) -> Response:
     conn = connector_view(svc, cid)
     tools = [tool_view(svc, r) for r in svc.tools(cid)]
     reads_off = sum(1 for t in tools if t["class"] == "read" and not t["enabled"] and not t["changed"]
-                    and not t["hidden_characters"])
+                    and not t["hidden_characters"] and not t["look_alike_name"])
     # spec §2.4: a class suggested for each unknown tool; nothing changes until the person accepts.
     suggestions = {s["name"]: s for s in svc.suggest_classes(cid)}
     for t in tools:
