@@ -3,7 +3,7 @@
 A channel module (``telegram.py``, ``matrix.py``; later Slack, Signal…) subclasses
 :class:`Channel` and implements the platform half: its receive loop (:meth:`Channel.run`), which
 turns each platform update into an :class:`Inbound` and hands it to :meth:`Channel.receive`, and
-four small sending methods (``send_part``, ``edit``, ``typing``, ``answer_press``).
+four small sending methods (``send_message``, ``edit``, ``typing``, ``answer_press``).
 Everything else is here, the same for every channel:
 
 - **Only the person.** A sender other than the paired person is ignored: never answered, never

@@ -283,7 +283,7 @@ class MatrixChannel(Channel):
             raise RuntimeError(f"the homeserver refused the message: {resp.message} ({resp.status_code})")
         raise Retry(f"the homeserver refused the message for now: {resp.message} ({resp.status_code})")
 
-    async def send_part(self, chat: str, part: OutboxPart) -> str:
+    async def send_message(self, chat: str, part: OutboxPart) -> str:
         """An ``m.text`` event under the part's transaction id: sent again after a crash, it is the same event."""
         return await self._send(chat, {"msgtype": "m.text", "body": part["text"] or "(empty)"}, part["key"])
 

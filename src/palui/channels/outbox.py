@@ -114,7 +114,7 @@ class Outbox(ChannelPlatform):
             self.svc.outbox_trying(part["id"])
             try:
                 ref = await (self.edit(item["chat_id"], item["target_ref"] or "", part)
-                             if item["kind"] == "edit" else self.send_part(item["chat_id"], part))
+                             if item["kind"] == "edit" else self.send_message(item["chat_id"], part))
             except Exception as e:
                 self.svc.outbox_part_failed(part["id"], self.maybe_delivered(e))
                 raise

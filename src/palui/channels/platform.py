@@ -124,7 +124,7 @@ class ChannelPlatform(ABC):
         """Receive until cancelled, reconnecting by itself; call :meth:`receive` per update."""
 
     @abstractmethod
-    async def send_part(self, chat: str, part: OutboxPart) -> str:
+    async def send_message(self, chat: str, part: OutboxPart) -> str:
         """Send one message of the outbox (``part["text"]``: plain, escaped for display, within the limit),
         with the buttons of ``part["approval_id"]`` when it has one, under the stable ``part["key"]`` where the
         platform deduplicates (Matrix's transaction id); return the message's ref."""

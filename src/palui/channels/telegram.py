@@ -223,7 +223,7 @@ class TelegramChannel(Channel):
         # A timeout may come after Telegram took the message (a pool timeout is before the request left).
         return isinstance(exc, TimedOut) and "Pool timeout" not in str(exc)
 
-    async def send_part(self, chat: str, part: OutboxPart) -> str:
+    async def send_message(self, chat: str, part: OutboxPart) -> str:
         """One sendMessage in HTML parse mode (the text escaped, so tool output cannot break the markup),
         with Approve / Deny buttons when the part carries an approval. The Bot API has no idempotency key."""
         body = html.escape(part["text"], quote=False) if part["text"].strip() else "(empty)"
