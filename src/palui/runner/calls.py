@@ -117,12 +117,14 @@ class PendingCalls:
         return False
 
     def _interrupted(self, t: Turn, call: PendingCall) -> None:
-        """The process ended while this call was in flight: never run it twice."""
+        """The process ended while this call was in flight: never run it twice. An approved call keeps its
+        ``ask`` verdict, so every surface says it was approved and may have run."""
+        verdict = "ask" if call.get("approval") else "run"
         self._records.result(call, "The call was interrupted before its result arrived; it may have run.", True)
         call["outcome"] = "failed"
         questions.cancel_for_call(self._db, t.id, call["id"], "the process ended while the question waited")
-        self._records.audit(t, call, usable_tool(self._db, call["tool"]), "run", "interrupted while in flight",
+        self._records.audit(t, call, usable_tool(self._db, call["tool"]), verdict, "interrupted while in flight",
                             "cancelled; may have run")
-        self._emit(t, {"type": "tool_call", "tool": call["tool"], "args": call["args"], "verdict": "run",
+        self._emit(t, {"type": "tool_call", "tool": call["tool"], "args": call["args"], "verdict": verdict,
                        "reason": "interrupted while in flight", "result": call["result"], "is_error": True,
                        "tainted": t.tainted, "cancelled": True})

@@ -66,7 +66,12 @@ class ApprovalGate:
         self._emit = emit
 
     def ask(self, t: Turn, call: PendingCall, row: ToolRow, d: Decision) -> None:
-        """Hold ``call`` for the person's approval (``d`` is its ``ask`` decision): stored, audited, told."""
+        """Hold ``call`` for the person's approval (``d`` is its ``ask`` decision): stored, audited, told — in
+        one transaction, so the approval never exists without the message that asks it (spec §8.3)."""
+        with self._db.write():
+            self._ask(t, call, row, d)
+
+    def _ask(self, t: Turn, call: PendingCall, row: ToolRow, d: Decision) -> None:
         expiry = self._settings.get(
             "approvals.job_expiry_seconds" if t.origin is Origin.JOB else "approvals.chat_expiry_seconds"
         )

@@ -134,10 +134,11 @@ class TurnRunner:
         t.pending = None if status is not TurnStatus.AWAITING_APPROVAL else t.pending
         self.events.emit(t, {"type": "end", "status": status.value, "answer": t.answer, "error": error,
                              "budget": budget})
-        self.save(t)
-        if status in (TurnStatus.DONE, TurnStatus.BUDGET, TurnStatus.ERROR):
-            kind = {Origin.CHAT: "answer", Origin.JOB: "job", Origin.WEBHOOK: "webhook"}[t.origin]
-            self.deps.notify(kind, self._channel_text(t), turn_id=t.id, conversation_id=t.conversation_id)
+        with self.db.write():  # the end and the message that tells it commit together (spec §8.3)
+            self.save(t)
+            if status in (TurnStatus.DONE, TurnStatus.BUDGET, TurnStatus.ERROR):
+                kind = {Origin.CHAT: "answer", Origin.JOB: "job", Origin.WEBHOOK: "webhook"}[t.origin]
+                self.deps.notify(kind, self._channel_text(t), turn_id=t.id, conversation_id=t.conversation_id)
 
     def _channel_text(self, t: Turn) -> str:
         head = {Origin.JOB: "Job result", Origin.WEBHOOK: "Webhook summary", Origin.CHAT: "Answer"}[t.origin]

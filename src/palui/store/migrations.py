@@ -395,7 +395,7 @@ UPDATE conversations SET channel = (SELECT cc.channel FROM channel_chats cc WHER
 
 # Per-turn cost independent of history and catalog size (11-14, 31): cap counters, hot-path indexes, the catalog.
 MIGRATIONS.extend(COST_MIGRATIONS)
-# The chat channels (15).
+# The chat channels (15, 34): their tables and the durable outbox.
 MIGRATIONS.extend(CHANNEL_MIGRATIONS)
 # Governance (25-29): the audit chain, the Rule of Two, jobs limited to connectors.
 MIGRATIONS.extend(GOVERNANCE_MIGRATIONS)
