@@ -89,7 +89,11 @@ async def part_web(rounds: int, sizes: tuple[int, ...] = SIZES, approvals: int =
     from starlette.testclient import TestClient
 
     from palui.server.app import create_app
-    from palui.server.session import session_value
+
+    try:
+        from palui.server.session import session_value
+    except ImportError:  # the previous main kept it in the app's module
+        from palui.server.app import session_value  # type: ignore[attr-defined,no-redef]
 
     made = await homes(sizes, approvals)
     clients = {}
