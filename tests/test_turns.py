@@ -225,7 +225,7 @@ async def test_approval_abuse_changed_args_expired_cancelled(svc, tmp_path, home
     with pytest.raises(ApprovalError, match="expired.*went on"):
         await svc.answer_and_resume(a["id"], True, "cli")  # expiry counts as denial and the turn goes on here
     assert svc.turn_result(r["turn"])["status"] == "done"
-    assert svc.approvals(None)[-1]["status"] == "expired"
+    assert svc.approvals(None)[0]["status"] == "expired"  # newest first
     assert await svc.resume_ready() == []
     # cancelled by /stop
     r = await svc.send("x", model=model)

@@ -184,7 +184,14 @@ async def stop(request: Request, svc: ServiceDoor) -> Response:
 
 @endpoint
 async def list_approvals(request: Request, svc: ServiceDoor) -> Response:
-    return JSONResponse(svc.approvals(None if request.query_params.get("all") else "pending"))
+    q = request.query_params
+    if not q.get("all"):
+        return JSONResponse(svc.approvals("pending"))
+    # Every approval: newest first, a page at a time (?limit=N&before=ID), never the whole history.
+    limit = q.get("limit", "100")
+    if not limit.isdigit():
+        raise UsageError("limit is a number of approvals (1 to 1,000)")
+    return JSONResponse(svc.approvals(None, limit=int(limit), before=q.get("before")))
 
 
 @endpoint

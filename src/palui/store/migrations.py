@@ -1,14 +1,14 @@
 """Numbered schema migrations, applied in order and recorded in ``schema_migrations``.
 
 :data:`MIGRATIONS` holds this module's migrations and those of the modules it includes, one per
-topic: ``migrations_costs`` (per-turn cost independent of history and catalog size: 11–14, 31),
+topic: ``migrations_costs`` (per-turn cost independent of history and catalog size: 11–14, 31, 32),
 ``migrations_channels`` (the chat channels: 15), ``migrations_mcp`` (questions from MCP servers,
 task support, the sign-in state: 20–22) and ``migrations_governance`` (the audit chain, the Rule of
 Two, job scopes: 25–29). They run in number order, each once; never edit one that has shipped.
 
 Unused numbers: 2, 3, 16–19, 23, 24. They were handed out to work that did not need them and stay
 unused, so that no database ever records them for something else. New migrations take numbers above
-31, in the order they land on main: the next one to land takes the highest number in use plus one,
+32, in the order they land on main: the next one to land takes the highest number in use plus one,
 whichever branch wrote it first.
 """
 
@@ -391,7 +391,7 @@ UPDATE conversations SET channel = (SELECT cc.channel FROM channel_chats cc WHER
 )
 
 
-# Per-turn cost independent of history and catalog size (11-14, 31): cap counters, hot-path indexes, the catalog.
+# Per-turn cost independent of history and catalog size (11-14, 31), reads bounded by what waits (32).
 MIGRATIONS.extend(COST_MIGRATIONS)
 # The chat channels (15).
 MIGRATIONS.extend(CHANNEL_MIGRATIONS)
