@@ -20,11 +20,11 @@ import sqlite3
 import time
 
 from starlette.testclient import TestClient
-from test_sql_plans import recorded, scans
 
 from palui.server.app import create_app
 from palui.server.session import session_value
 from support.scripts import call, calls, text, write_script
+from test_sql_plans import recorded, scans
 
 _BY_FINISHED_STATUS = re.compile(r"status\s+IN\s*\(\s*'(done|stopped|error|budget)'", re.IGNORECASE)
 
