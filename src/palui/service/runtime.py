@@ -6,11 +6,12 @@ the service object). The turn tasks it waits for are :class:`~palui.service.turn
 With :meth:`Runtime.start` (``palui serve``), every second (``tick_seconds``) it sweeps expired
 approvals when the kept next expiry has passed (:class:`~palui.runner.expiry.ExpirySweep`), queues
 again turns left ``running`` by a process that is gone (kill -9), resumes turns whose approval
-was answered anywhere, starts queued turns while the caps and the one-turn-per-conversation rule allow (spec §6, §8; FIFO per kind of cap, so webhook turns held
-by their share never block a chat turn, spec §6.5), prunes a small batch of what
-``retention.days`` no longer keeps, and calls the tickers (the job scheduler, the daily post of the
-audit head). On shutdown it drains: turns in flight stop at their next step boundary and stay
-resumable (they go back to ``queued`` and the next start picks them up).
+was answered anywhere, starts queued turns while the caps and the one-turn-per-conversation rule
+allow (spec §6, §8; FIFO per kind of cap, so webhook turns held by their share never block a chat
+turn, spec §6.5), prunes a small batch of what ``retention.days`` no longer keeps, and calls the
+tickers (the job scheduler, the daily post of the audit head). On shutdown it drains: turns in
+flight stop at their next step boundary and stay resumable (they go back to ``queued`` and the
+next start picks them up).
 """
 
 from __future__ import annotations
