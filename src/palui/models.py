@@ -21,7 +21,8 @@ provider's own message, the key redacted and the model named as written.
 Only :func:`resolve_model` and :func:`request` are used by the turn runner, so the
 model library stays behind this module. :func:`request` streams (the model library's streaming
 request, ``pydantic_ai.direct.model_request_stream``) and hands each piece of text to the caller
-as it arrives (spec §9.3); the ``script:`` model streams its text word by word.
+as it arrives when a front end shows it (spec §9.3), and sends the plain request otherwise; the
+``script:`` model streams its text word by word.
 """
 
 from __future__ import annotations
@@ -104,10 +105,12 @@ MAX_RETRIES = 6
 
 
 async def request(handle: ModelHandle, messages: list[ModelMessage], tools: list[ToolDefinition],
-                  deadline_seconds: float, on_event: StreamSink | None = None) -> ModelResponse:
-    """One model request, streamed, retrying transient provider failures within ``deadline_seconds`` (spec §9).
+                  deadline_seconds: float, on_event: StreamSink | None = None, stream: bool = True) -> ModelResponse:
+    """One model request, retrying transient provider failures within ``deadline_seconds`` (spec §9).
 
-    Each piece of text goes to ``on_event`` as it arrives (:data:`StreamSink`). Retried with
+    ``stream``: the streaming request, each piece of text to ``on_event`` as it arrives (:data:`StreamSink`),
+    for a front end that shows it; otherwise the plain request (the streamed one costs several times as
+    much for the same answer). Retried with
     exponential backoff and jitter (0.5 s doubling, at most 8 s, or the provider's ``Retry-After``
     when it sent one): HTTP 408/409/429/5xx/529 up to ``MAX_RETRIES`` times, and a failed
     connection or a dropped stream ``CONNECT_RETRIES`` times (few, so a wrong base URL fails
@@ -136,7 +139,10 @@ async def request(handle: ModelHandle, messages: list[ModelMessage], tools: list
         streamed = [False]
         try:
             async with asyncio.timeout(left):
-                response = await _streamed(handle, messages, params, emit, streamed)
+                if stream:
+                    response = await _streamed(handle, messages, params, emit, streamed)
+                else:
+                    response = await _plain(handle, messages, params)
             if handle.usage_for is not None:
                 response.usage = handle.usage_for(messages)
             return response
@@ -177,6 +183,14 @@ async def _streamed(handle: ModelHandle, messages: list[ModelMessage], params: A
                 streamed[0] = True
                 emit({"type": "text_delta", "text": piece})
         return stream.get()
+
+
+async def _plain(handle: ModelHandle, messages: list[ModelMessage], params: Any) -> ModelResponse:
+    """One attempt, not streamed: the whole response at once."""
+    from pydantic_ai.direct import model_request
+
+    return await model_request(handle.model, messages, model_settings=handle.settings,
+                               model_request_parameters=params)
 
 
 def _backoff(attempt: int, retry_after: float | None) -> float:

@@ -16,6 +16,7 @@ from palui.cli.live import live_service, run_async
 from palui.errors import ModelConfigError
 from palui.text.display import shown, shown_json
 from palui.text.prompts import mark_line
+from palui.types import shows_text
 from palui.text.status import status_lines
 from palui.text.when import expiry, local
 
@@ -83,6 +84,8 @@ def run_cmd(message: str, model: str | None, conversation: str | None, as_json: 
         if printer:
             printer(e)
         questions.on_event(e)  # a server's question inside an open call: asked on this terminal
+
+    shows_text(on_event, printer is not None)  # --json prints the result at the end: the plain request
 
     if client:
         import asyncio
