@@ -16,9 +16,9 @@ from palui.cli.live import live_service, run_async
 from palui.errors import ModelConfigError
 from palui.text.display import shown, shown_json
 from palui.text.prompts import mark_line
-from palui.types import shows_text
 from palui.text.status import status_lines
 from palui.text.when import expiry, local
+from palui.types import shows_text
 
 if TYPE_CHECKING:
     from palui.cli.client import ServiceClient
