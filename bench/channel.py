@@ -59,7 +59,7 @@ def main(turns: int, warmup: int) -> None:
         cli("channels", "add", "telegram", "--api-base", fake.url, env={"PALUI_TELEGRAM_TOKEN": fake.token})
         from service import start_service
 
-        proc, url, token = start_service(home)
+        proc, url, token = start_service(home, dict(os.environ))
         try:
             deadline = time.monotonic() + 30
             while "unpaired" not in cli("channels", "list"):

@@ -15,7 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+#: The checkout measured: this one, or ``PALUI_BENCH_CHECKOUT`` (the previous main, run with its own venv, so
+#: one bench script measures both sides: ``PALUI_BENCH_CHECKOUT=/work/base /work/base/.venv/bin/python bench/…``).
+ROOT = Path(os.environ.get("PALUI_BENCH_CHECKOUT") or Path(__file__).resolve().parent.parent).resolve()
 sys.path.insert(0, str(ROOT / "src"))  # run from a checkout without installing
 
 

@@ -72,7 +72,8 @@ def main(seconds: float) -> None:
     cands = candidates()
     query = "what is on my calendar this week, and did the invoice payment go through?"
     chosen = select(cands, query, 30)
-    assert len(chosen) <= 30 and sum(c.builtin for c in chosen) == 9
+    # Built-ins are ranked with the rest (spec §6.2): how many are chosen depends on the question.
+    assert 0 < len(chosen) <= 30, len(chosen)
 
     def palui_select() -> None:
         select(cands, query, 30)

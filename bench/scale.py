@@ -14,6 +14,9 @@ Parts (``--part``, default all):
   and the offering step over 1,000 tools (≤ 10 ms);
 - ``sync``: ``sync_tools`` storing a new listing of 300 / 3,000 tools (linear: ≤ 12×);
 - ``conversation``: per-turn CPU with 0 / 100 / 1,000 earlier turns in the conversation (≤ 1.3×);
+- ``web``, ``cli``, ``idle`` (``bench/reads.py``): ``GET /chat`` and ``GET /approvals``; ``palui approvals
+  list``, ``status`` and ``audit``; an idle ``palui serve``, on homes of 0 to 100,000 stored turns and
+  one of 1,000,000 stored approvals (≤ 1.3× the empty home; idle ≤ 0.5 % of a core);
 - ``process``: a whole ``palui run`` process (CPU of it and its children) with a 1,000-tool
   MCP server connected, the turn calling none of its tools, against the same turn with no
   server (≤ 1.5×).
@@ -313,12 +316,15 @@ def part_process(rounds: int) -> None:
 
 
 PARTS = {"history": part_history, "catalog": part_catalog, "sync": part_sync, "conversation": part_conversation}
+READS = ("web", "cli", "idle")  # bench/reads.py; run only when asked by name (they fill homes of 100,000 turns)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=[*PARTS, "process", "all"], default="all")
+    ap.add_argument("--part", choices=[*PARTS, "process", *READS, "all"], default="all")
     ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--sizes", default="0,1000,10000,100000", help="stored turns per home (web, cli, idle)")
+    ap.add_argument("--approvals", type=int, default=1_000_000, help="stored approvals of the last home (web)")
     a = ap.parse_args()
     print(f"bench/scale.py  {time.strftime('%Y-%m-%d %H:%M')}, python {platform.python_version()}, "
           f"{os.cpu_count()} cpu, load average {os.getloadavg()[0]:.1f}")
@@ -327,6 +333,12 @@ def main() -> None:
             asyncio.run(fn(a.rounds))
     if a.part in ("process", "all"):
         part_process(max(3, a.rounds // 3))
+    if a.part in READS:
+        import reads
+
+        sizes = tuple(int(n) for n in a.sizes.split(","))
+        fn = {"web": reads.part_web, "cli": reads.part_cli, "idle": reads.part_idle}[a.part]
+        asyncio.run(fn(a.rounds, sizes, a.approvals if a.part == "web" else 0))
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
 
 

@@ -50,6 +50,8 @@ def valid(t: Any, value: Any) -> Any:
 class Seen:
     """Collects every event a front end is handed, and checks each against :data:`results.TurnEvent`."""
 
+    shows_text = True  # a front end that shows text as it arrives: it is handed the streamed pieces too
+
     def __init__(self) -> None:
         self.types: set[str] = set()
 

@@ -149,6 +149,8 @@ class Printer:
     """Prints a turn as it happens for ``palui run`` and ``palui approvals approve|deny``: streamed text
     piece by piece, compact tool lines, then the result (:meth:`outcome`)."""
 
+    shows_text = True  # the turn's model requests are streamed for it (palui.types.wants_text)
+
     def __init__(self, err: bool = False, header: str | None = None, tz: tzinfo | None = None) -> None:
         self.err = err
         self.tz = tz  # caps.timezone for approval expiries (None: the machine's zone)

@@ -196,7 +196,8 @@ class TurnRunner:
             self.events.emit(t, {"type": "step", "step": t.steps + 1, "tools_offered": [d.name for d in defs]})
             try:
                 response = await self.guard.run(
-                    t.id, request(handle, self._messages(t), defs, left, lambda e: self.events.on_request_event(t, e)),
+                    t.id, request(handle, self._messages(t), defs, left, lambda e: self.events.on_request_event(t, e),
+                                  stream=self.events.shows_text()),
                     left,
                 )
             except TimeoutError:

@@ -212,6 +212,7 @@ class Service:
     answer_elicitation_and_resume = Forward("elicitations_part", ElicitationsPart.answer_elicitation_and_resume)
     approvals = Forward("approvals_part", ApprovalsPart.approvals)
     approval = Forward("approvals_part", ApprovalsPart.approval)
+    waiting = Forward("approvals_part", ApprovalsPart.waiting)
     answer_approval = Forward("approvals_part", ApprovalsPart.answer_approval)
     answer_and_resume = Forward("approvals_part", ApprovalsPart.answer_and_resume)
     turn_events = Forward("live_part", LivePart.turn_events)

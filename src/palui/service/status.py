@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from palui.config import Settings
 from palui.connectors.hub import ConnectorHub
-from palui.runner import approvals, audit, caps
+from palui.runner import audit, caps
 from palui.service.channels import ChannelsPart
 from palui.service.clock import Clock
 from palui.service.mcp_connectors import MCPPart
@@ -57,7 +57,7 @@ class StatusPart:
         is the last audit row's ``{"id","hash"}`` or None, spec §10.3; ``jobs_paused`` ``{"since","by"}``
         while the emergency brake holds the jobs, spec §5.7; ``channels`` the chat channels:
         ``[{"name","kind","state","person","last_failure"}]``)."""
-        approvals.sweep(self.db)
+        now = self.clock.now()
         conns: list[StatusConnector] = []
         for c in self.mcp_part.connectors():
             live = self.hub.state(c["id"])
@@ -68,7 +68,7 @@ class StatusPart:
         waiting: list[PendingApprovalLine] = [
             {"id": r["id"], "tool": r["tool"], "expires_at": datetime.fromtimestamp(r["expires_at"], UTC).isoformat()}
             for r in self.db.all("SELECT id, tool, expires_at FROM approvals WHERE status = 'pending'"
-                                 " ORDER BY created_at, id")]
+                                 " AND expires_at > ? ORDER BY created_at, id", (now,))]
         return {
             "model": self.settings.model,
             "tokens_today": caps.tokens_today(self.db, self.clock.timezone()),
@@ -83,12 +83,14 @@ class StatusPart:
             **pause,
             **self.webhook_share_state(),
             "connectors": conns,
+            # What waits now, through (status, expires_at): reads only, whatever the history.
             "pending_approvals": len(waiting),
             "pending_approval_list": waiting,
-            "pending_elicitations": len(self.db.all("SELECT 1 FROM elicitations WHERE status = 'pending'")),
+            "pending_elicitations": self.db.row("SELECT COUNT(*) FROM elicitations WHERE status = 'pending'"
+                                                " AND expires_at > ?", (now,))[0],
             "audit_head": audit.head(self.db),
             "jobs_paused": jobs_mod.paused(self.db),
-            "governance": report_store.summary(self.db, 7, self.clock.now(), self.clock.timezone()),
+            "governance": report_store.summary(self.db, 7, now, self.clock.timezone()),
             "channels": self.channels_part.status_lines(),
         }
 

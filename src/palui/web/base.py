@@ -178,8 +178,7 @@ def csrf_token(request: Request) -> str:
 
 def pending_count(request: Request) -> int:
     """What waits for the person: pending approvals and servers' questions (the nav's Approvals count)."""
-    svc = svc_of(request)
-    return len(svc.approvals("pending")) + len(svc.elicitations("pending"))
+    return svc_of(request).waiting()  # counted through indexes; reads only (every page shows it)
 
 
 def render(request: Request, template: str, status_code: int = 200, **ctx: Any) -> HTMLResponse:
