@@ -277,10 +277,10 @@ def test_long_answer_split_429_job_result_and_a_malformed_update(rig: TelegramRi
     assert "channel telegram: connected" in status.stdout
 
 
-def test_stop_during_a_slow_tool_within_a_second(home, fake):
+def test_stop_during_a_slow_tool_ends_it_while_it_runs(home, fake):
     from support.httpserver import PageServer
 
-    with PageServer({}, slow_seconds=20) as pages:
+    with PageServer({}, slow_seconds=600) as pages:
         rig = TelegramRig(home, fake, toml="[web]\nallow_private = true\n")
         rig.add_channel()
         rig.start()
@@ -295,10 +295,8 @@ def test_stop_during_a_slow_tool_within_a_second(home, fake):
             stop = rig.say("/stop")
             said = rig.reply_after(stop, lambda c: "Stopped" in visible(c))
             assert visible(said) == f"Stopped {tid}."
-            wait_for(lambda: rig.svc.turn(tid)["status"] == "stopped", 5, what="the turn to stop")
-            ended = time.perf_counter()
-            assert said.received_at - stop.queued_at < 1.0
-            assert ended - stop.queued_at < 1.5  # the turn itself ended, not only the reply
+            wait_for(lambda: rig.svc.turn(tid)["status"] == "stopped", 60, what="the turn to stop")
+            assert pages.answered == []  # the turn itself ended while the page still loaded (ten minutes)
         finally:
             rig.stop()
 

@@ -22,6 +22,7 @@ from nio import AsyncClient, AsyncClientConfig, RoomCreateError, RoomPreset, Roo
 
 from support.live_service import LiveService, wait_for
 from support.synapse_fixture import MatrixUser, SynapseError, SynapseServer, synapse_python
+from support.waiting import guard
 
 _numbers = itertools.count(1)
 
@@ -76,6 +77,7 @@ class Peer:
     async def wait_for(self, pred: Callable[[str, Any], bool], timeout: float = 20.0, start: int = 0) -> Any:
         import time
 
+        timeout = guard(timeout)  # a guard against a hang (support/waiting.py)
         end = time.monotonic() + timeout
         seen = start
         while True:
