@@ -142,7 +142,7 @@ async def test_a_reply_to_another_member_taints_and_encrypted_rooms_are_refused(
     palui = rig.palui.user_id
     dm = await rig.pair(person)
     # A room with another member is refused until the person allows groups.
-    r = rig.cli("channels", "groups", "matrix", "on")
+    r = rig.cli("channels", "groups", "matrix", "on", process=True)  # a real process beside the service
     assert r.returncode == 0, r.stderr
     group = await person.room(palui, other.user.user_id)
     await other.join(group)
@@ -194,14 +194,9 @@ class _Cli:
         self.home = home
 
     def __call__(self, *args, env=None):
-        import os
-        import subprocess
-        import sys
+        from support.inprocess import palui
 
-        e = {k: v for k, v in os.environ.items() if not k.startswith("PALUI_")}
-        e.update({"PALUI_HOME": str(self.home), **(env or {})})
-        return subprocess.run([sys.executable, "-m", "palui", *args], capture_output=True, text=True, env=e,
-                              timeout=60)
+        return palui(self.home, *args, env=env, timeout=60)
 
 
 def _recorded(rig: MatrixRig, event_id: str) -> None:

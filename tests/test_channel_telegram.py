@@ -193,7 +193,7 @@ def test_answered_in_the_terminal_denied_with_a_reason(rig: TelegramRig):
     up = rig.say("forget memory 1")
     msg = _approval_message(rig, up)
     aid = button_data(msg)[0].split(":")[1]
-    r = rig.cli("approvals", "approve", aid)
+    r = rig.cli("approvals", "approve", aid, process=True)  # another process answers the channel's ask
     assert r.returncode == 0, r.stderr
     edit = fake.wait_for(lambda c: c.method == "editMessageText", 10, after=up)
     assert visible(edit) == f"Approval {aid} (recall__forget_memory): approved in the terminal."

@@ -16,12 +16,12 @@ import re
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 
 import httpx
 import pytest
 
+from support import inprocess
 from support.chatdrive import PipedChat, TmuxChat, chat_env
 from support.httpserver import PageServer
 from support.live_service import LiveService, wait_for
@@ -58,8 +58,7 @@ def approval_id(chat) -> str:
 
 
 def palui(home, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "palui", *args], capture_output=True, text=True,
-                          env=chat_env(home), timeout=120)
+    return inprocess.run(args, env=chat_env(home))
 
 
 def test_stop_during_a_slow_tool_call_ends_the_turn_while_the_call_runs(driver, home, tmp_path):

@@ -107,7 +107,9 @@ def test_server_that_cannot_start_stores_nothing(home):
     r = palui(home, "connectors", "add", "ghost", "--", "/no/such/server", "--flag")
     assert r.returncode == 1 and "command '/no/such/server' not found" in r.stderr
     script = "import os, sys; print('token is', os.environ['TOKEN'], file=sys.stderr); sys.exit(3)"
-    r = palui(home, "connectors", "add", "leaky", "--env", "TOKEN=" + SECRET, "--", sys.executable, "-c", script)
+    # A real process: what a server child prints must not reach the command's own output either.
+    r = palui(home, "connectors", "add", "leaky", "--env", "TOKEN=" + SECRET, "--", sys.executable, "-c", script,
+              process=True)
     assert r.returncode == 1
     assert "exited (or closed the connection) during the MCP handshake" in r.stderr
     assert "token is ***" in r.stderr and SECRET not in r.stderr

@@ -32,9 +32,10 @@ import subprocess
 import sys
 import threading
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+import click.formatting
 from click.testing import CliRunner
 
 # What `python -m palui` shows as the program's name in usage lines.
@@ -86,25 +87,26 @@ def isolated() -> Iterator[None]:
         os.environ.update(environ)
 
 
-class InProcessCLI:
-    """Runs ``palui ARGS`` in this process with this test's PALUI_HOME; the call's signature and result
-    are those of the real-process ``CLI`` of ``tests/conftest.py`` (``timeout`` is accepted and not
-    enforced: a command here cannot be killed, and every test waits on events)."""
+def run(args: Sequence[str], *, env: Mapping[str, str] | None = None, input: str | None = None,
+        cwd: str | Path | None = None) -> subprocess.CompletedProcess:
+    """``palui ARGS`` in this process, as ``subprocess.run([python, "-m", "palui", *args], env=env,
+    cwd=cwd, input=input, capture_output=True, text=True)`` would run it: ``env`` is the command's whole
+    environment (None: this process's). Returns the exit code, stdout and stderr."""
+    from palui.cli import main
 
-    def __init__(self, home: Path):
-        self.home = home
-
-    def __call__(self, *args: str, env: dict | None = None, input: str | None = None,
-                 timeout: float = 120) -> subprocess.CompletedProcess:
-        from palui.cli import main
-
-        variables: dict[str, str | None] = {k: None for k in os.environ if k.startswith("PALUI_")}
-        variables["PALUI_HOME"] = str(self.home)
-        variables.update(env or {})
-        runner = CliRunner()
-        code: int = 0
-        crash = ""
-        with isolated(), runner.isolation(input=input, env=variables, color=False) as (out, err, _):
+    code: int = 0
+    crash = ""
+    with isolated():
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        if cwd is not None:
+            os.chdir(cwd)
+        with CliRunner().isolation(input=input, color=False) as (out, err, _):
+            # Help text wrapped as in a child whose stdout is a pipe (Click: the terminal's width or COLUMNS,
+            # at most 80, less 2), not at the runner's fixed 80; the isolation puts the value back.
+            columns = os.environ.get("COLUMNS", "")
+            click.formatting.FORCED_WIDTH = max(min(int(columns) if columns.isdigit() else 80, 80) - 2, 50)
             sys.argv[:] = ["palui", *args]
             try:
                 main(list(args), prog_name=PROG_NAME)
@@ -119,8 +121,24 @@ class InProcessCLI:
                 sys.stdout.flush()
                 sys.stderr.flush()
             stdout, stderr = out.getvalue(), err.getvalue()
-        text = stderr.decode("utf-8", "replace") + crash
-        return subprocess.CompletedProcess(["palui", *args], code, stdout.decode("utf-8", "replace"), text)
+    return subprocess.CompletedProcess(["palui", *args], code, stdout.decode("utf-8", "replace"),
+                                       stderr.decode("utf-8", "replace") + crash)
+
+
+class InProcessCLI:
+    """Runs ``palui ARGS`` in this process with this test's PALUI_HOME; the call's signature and result
+    are those of the real-process ``CLI`` of ``tests/conftest.py`` (``timeout`` is accepted and not
+    enforced: a command here cannot be killed, and every test waits on events)."""
+
+    def __init__(self, home: Path):
+        self.home = home
+
+    def __call__(self, *args: str, env: dict | None = None, input: str | None = None,
+                 timeout: float = 120) -> subprocess.CompletedProcess:
+        e = {k: v for k, v in os.environ.items() if not k.startswith("PALUI_")}
+        e["PALUI_HOME"] = str(self.home)
+        e.update(env or {})
+        return run(args, env=e, input=input)
 
     def json(self, *args: str, **kw):
         import json
@@ -128,3 +146,16 @@ class InProcessCLI:
         r = self(*args, **kw)
         assert r.returncode == 0, r.stderr
         return json.loads(r.stdout)
+
+
+def palui(home: Path, *args: str, env: Mapping[str, str] | None = None, input: str | None = None,
+          cwd: str | Path | None = None, process: bool = False, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``palui ARGS`` with PALUI_HOME=home, no other PALUI_* variable of this process and ``env`` added: in this
+    process, or with ``process=True`` as ``python -m palui`` in a child (``timeout`` seconds at most)."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith("PALUI_")}
+    e["PALUI_HOME"] = str(home)
+    e.update(env or {})
+    if process:
+        return subprocess.run([sys.executable, "-m", "palui", *args], capture_output=True, text=True, env=e,
+                              input=input, cwd=cwd, timeout=timeout)
+    return run(args, env=e, input=input, cwd=cwd)
