@@ -327,7 +327,7 @@ def main() -> None:
         if a.part in (name, "all"):
             asyncio.run(fn(a.rounds))
     if a.part in ("process", "all"):
-        part_process(max(3, a.rounds // 3))
+        part_process(quick(max(3, a.rounds // 3), 1))
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
 
 

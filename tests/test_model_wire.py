@@ -167,16 +167,17 @@ async def test_5xx_that_keeps_failing_ends_in_error_naming_it(svc, fake):
 async def test_retry_after_past_the_time_budget_ends_at_once(home, fake, monkeypatch):
     from palui.service import Service
 
-    monkeypatch.setenv("PALUI_BUDGETS__SECONDS", "300")
+    # Retry-After waits are capped at 60 s: a budget of 30 s leaves less than that at any load.
+    monkeypatch.setenv("PALUI_BUDGETS__SECONDS", "30")
     svc = Service()
-    fake.error(429, message="quota", retry_after="600")
+    fake.error(429, message="quota", retry_after="60")
     try:
         r = await svc.send("hi", model=openai_model(fake))
     finally:
         svc.db.close()
     assert r["status"] == "error"
     assert "HTTP 429" in r["error"] and "no time left in the turn's budget" in r["error"]
-    assert r["usage"]["seconds"] < 300  # did not sleep into the budget (it would have slept all of it)
+    assert r["usage"]["seconds"] < 30  # did not sleep into the budget (it would have slept all of it)
     assert len(fake.requests) == 1
 
 
