@@ -78,8 +78,9 @@ def isolated() -> Iterator[None]:
         mcp = sys.modules.get("palui.connectors.mcp")
         if mcp is not None:
             mcp._START_FAILURES.clear()
-        for s, h in signals.items():
-            signal.signal(s, h)
+        if threading.current_thread() is threading.main_thread():  # only the main thread sets handlers
+            for s, h in signals.items():
+                signal.signal(s, h)
         os.umask(mask)
         os.chdir(cwd)
         sys.argv[:] = argv
@@ -92,6 +93,23 @@ def run(args: Sequence[str], *, env: Mapping[str, str] | None = None, input: str
     """``palui ARGS`` in this process, as ``subprocess.run([python, "-m", "palui", *args], env=env,
     cwd=cwd, input=input, capture_output=True, text=True)`` would run it: ``env`` is the command's whole
     environment (None: this process's). Returns the exit code, stdout and stderr."""
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return _run(args, env, input, cwd)
+    # Called from a test's event loop: the command (which may start its own loop) runs in a thread while the
+    # test waits for it, as the test would wait for a child process.
+    done: list[subprocess.CompletedProcess] = []
+    worker = threading.Thread(target=lambda: done.append(_run(args, env, input, cwd)), name="palui-cli-in-process")
+    worker.start()
+    worker.join()
+    return done[0]
+
+
+def _run(args: Sequence[str], env: Mapping[str, str] | None, input: str | None,
+         cwd: str | Path | None) -> subprocess.CompletedProcess:
     from palui.cli import main
 
     code: int = 0
