@@ -16,7 +16,7 @@ import itertools
 import random
 import time
 
-from common import pct
+from common import QUICK_HELP, pct, quick
 
 from palui.policy.budget import Candidate, select
 from palui.policy.matrix import decide
@@ -103,5 +103,6 @@ def main(seconds: float) -> None:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seconds", type=float, default=4.0, help="total seconds per pair (split in slices)")
+    ap.add_argument("--seconds", type=float, default=quick(4.0, 0.2), help="total seconds per pair (split in slices)")
+    ap.add_argument("--quick", action="store_true", help=QUICK_HELP)
     main(ap.parse_args().seconds)

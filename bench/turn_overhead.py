@@ -26,7 +26,7 @@ import asyncio
 import json
 import time
 
-from common import fresh_home, report
+from common import QUICK_HELP, fresh_home, quick, report
 
 QUESTION = "Do I need to buy milk?"
 SCRIPT = {"steps": [
@@ -141,7 +141,8 @@ async def main(turns: int, warmup: int) -> None:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--turns", type=int, default=300)
-    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--turns", type=int, default=quick(300, 5))
+    ap.add_argument("--warmup", type=int, default=quick(20, 1))
+    ap.add_argument("--quick", action="store_true", help=QUICK_HELP)
     a = ap.parse_args()
     asyncio.run(main(a.turns, a.warmup))

@@ -129,14 +129,13 @@ async def test_step_budget_stops_at_12(svc, tmp_path):
 
 async def test_slow_tool_hits_time_budget_with_usage_kept(home, tmp_path):
     (home / "palui.toml").write_text("[web]\nallow_private = true\n[budgets]\nseconds = 2\n")
-    with PageServer({}, slow_seconds=30) as srv:
+    with PageServer({}, slow_seconds=600) as srv:
         s = Service()
         model = write_script(tmp_path / "s.json",
                              calls(call("web__fetch_page", url=srv.url + "/slow"),
                                    usage={"input_tokens": 50, "output_tokens": 7}), text("never"))
-        t0 = time.monotonic()
         r = await s.send("slow", model=model)
-        assert time.monotonic() - t0 < 15
+        assert srv.hits == ["/slow"] and srv.answered == []  # the budget ended the call, not its page
         assert r["status"] == "budget" and "time budget" in r["budget"]
         assert r["usage"]["input_tokens"] == 50 and r["usage"]["output_tokens"] == 7
         assert s.status()["tokens_today"] == 57
@@ -244,7 +243,7 @@ async def test_approval_abuse_changed_args_expired_cancelled(svc, tmp_path, home
 
 async def test_stop_during_slow_tool_ends_turn_promptly(home, tmp_path):
     (home / "palui.toml").write_text("[web]\nallow_private = true\n")
-    with PageServer({}, slow_seconds=30) as srv:
+    with PageServer({}, slow_seconds=600) as srv:
         s = Service()
         model = write_script(tmp_path / "s.json", calls(call("web__fetch_page", url=srv.url + "/slow")), text("never"))
         task = asyncio.create_task(s.send("slow", model=model))
@@ -254,10 +253,9 @@ async def test_stop_during_slow_tool_ends_turn_promptly(home, tmp_path):
             if running and srv.hits:
                 break
         other = Service()  # another process's view: only the database flag is shared
-        t0 = time.monotonic()
         assert other.stop(conversation=running[0]["conversation_id"]) == [running[0]["id"]]
-        r = await asyncio.wait_for(task, timeout=10)
-        assert time.monotonic() - t0 < 5
+        r = await asyncio.wait_for(task, timeout=120)
+        assert srv.answered == []  # the stop ended the call while its page still loaded
         assert r["status"] == "stopped"
         assert s.audit()[-1]["outcome"] == "cancelled; may have run"
         [ev] = [e for e in r["events"] if e["type"] == "tool_call"]  # every front end sees the cut-short call

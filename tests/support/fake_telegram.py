@@ -70,6 +70,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from support.waiting import guard
+
 __all__ = [
     "MAX_CALLBACK_DATA",
     "MAX_CAPTION",
@@ -829,6 +831,7 @@ class FakeTelegram:
         Raises :class:`TimeoutError` listing the calls seen. Do not call this from the event loop
         that runs the client under test (it blocks): use :meth:`wait_for_async` there."""
         start = after.calls_mark if isinstance(after, QueuedUpdate) else after
+        timeout = guard(timeout)  # a guard against a hang (support/waiting.py)
         deadline = time.monotonic() + timeout
         with self._changed:
             while True:
@@ -844,6 +847,7 @@ class FakeTelegram:
                              after: int | QueuedUpdate = 0) -> Call:
         """Like :meth:`wait_for`, without blocking the running event loop."""
         start = after.calls_mark if isinstance(after, QueuedUpdate) else after
+        timeout = guard(timeout)  # a guard against a hang (support/waiting.py)
         loop = asyncio.get_running_loop()
         event = asyncio.Event()
         waiter = (loop, event)
