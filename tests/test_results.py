@@ -35,7 +35,7 @@ APPROVAL = {"id": "a-1", "turn": "t-1", "origin": "chat", "tool": "recall__add_m
             "answered_via": None, "cancel_reason": None, "answered_at": None, "deny_reason": None}
 EVENT_TYPES = {"step", "text", "text_delta", "text_discarded", "retry", "tool_start", "tool_call", "tainted",
                "approval", "elicitation", "elicitation_answer", "end", "paused", "scope", "connector_error",
-               "tools_left_out"}
+               "tools_left_out", "last_step"}
 
 
 def valid(t: Any, value: Any) -> Any:

@@ -104,8 +104,13 @@ MAX_RETRIES = 6
 
 
 async def request(handle: ModelHandle, messages: list[ModelMessage], tools: list[ToolDefinition],
-                  deadline_seconds: float, on_event: StreamSink | None = None) -> ModelResponse:
+                  deadline_seconds: float, on_event: StreamSink | None = None, *,
+                  tools_usable: bool = True) -> ModelResponse:
     """One model request, streamed, retrying transient provider failures within ``deadline_seconds`` (spec §9).
+
+    ``tools_usable`` False (a turn's last step, spec §6.3) sends ``tools`` with ``tool_choice`` ``none``:
+    the model may not call them, and the definitions still go along because a provider may refuse a
+    history of tool calls without them.
 
     Each piece of text goes to ``on_event`` as it arrives (:data:`StreamSink`). Retried with
     exponential backoff and jitter (0.5 s doubling, at most 8 s, or the provider's ``Retry-After``
@@ -128,6 +133,9 @@ async def request(handle: ModelHandle, messages: list[ModelMessage], tools: list
     end = loop.time() + deadline_seconds
     attempt = 0
     params = ModelRequestParameters(function_tools=tools, allow_text_output=True)
+    settings = handle.settings
+    if tools and not tools_usable:
+        settings = {**(handle.settings or {}), "tool_choice": "none"}
     last: ModelAPIError | None = None
     while True:
         left = end - loop.time()
@@ -136,7 +144,7 @@ async def request(handle: ModelHandle, messages: list[ModelMessage], tools: list
         streamed = [False]
         try:
             async with asyncio.timeout(left):
-                response = await _streamed(handle, messages, params, emit, streamed)
+                response = await _streamed(handle, messages, params, settings, emit, streamed)
             if handle.usage_for is not None:
                 response.usage = handle.usage_for(messages)
             return response
@@ -159,13 +167,13 @@ async def request(handle: ModelHandle, messages: list[ModelMessage], tools: list
         await asyncio.sleep(delay)
 
 
-async def _streamed(handle: ModelHandle, messages: list[ModelMessage], params: Any, emit: StreamSink,
-                    streamed: list[bool]) -> ModelResponse:
+async def _streamed(handle: ModelHandle, messages: list[ModelMessage], params: Any, settings: ModelSettings | None,
+                    emit: StreamSink, streamed: list[bool]) -> ModelResponse:
     """One attempt: the streaming request, each text piece to ``emit``; ``streamed[0]`` set once one went."""
     from pydantic_ai.direct import model_request_stream
     from pydantic_ai.messages import PartDeltaEvent, PartStartEvent, TextPart, TextPartDelta
 
-    async with model_request_stream(handle.model, messages, model_settings=handle.settings,
+    async with model_request_stream(handle.model, messages, model_settings=settings,
                                     model_request_parameters=params) as stream:
         async for event in stream:
             piece = ""
