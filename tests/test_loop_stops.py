@@ -46,7 +46,7 @@ def test_the_third_identical_call_ends_the_tool_use_is_not_run_and_the_model_ans
     r = cli("run", "--model", write_script(tmp_path / "t.json", calls(search), calls(search), calls(search),
                                            text(ANSWER)), "go")
     assert "[turn ended: budgets.repeat_calls: recall__search_memories was called a 3rd time" in r.stdout
-    assert ANSWER in r.stdout
+    assert "· tool use ended (budgets.repeat_calls: recall__search_memories" in r.stdout and ANSWER in r.stdout
 
 
 def test_identical_calls_in_one_response_stop_at_the_third_and_the_rest_is_not_run(cli, tmp_path):

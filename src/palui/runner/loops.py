@@ -25,7 +25,7 @@ the turn's tool use), which the pending-calls walk sets and the runner reads bef
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
 
@@ -36,7 +36,6 @@ from palui.runner.pending import CallState, PendingCall, outcome
 
 if TYPE_CHECKING:
     from palui.config import Settings
-    from palui.runner.denials import PersonDenials
     from palui.runner.events import Emit
     from palui.runner.records import CallRecords
     from palui.runner.state import Turn
@@ -69,6 +68,17 @@ def trailing_failures(outcomes: list[str]) -> int:
     return n
 
 
+class Denials(Protocol):
+    """The person's denials of a turn's calls, as the loop rules read them
+    (:class:`palui.runner.denials.PersonDenials`)."""
+
+    def ids(self, t: Turn) -> set[str]:
+        """The tool call ids of the turn's calls the person denied."""
+
+    def earlier(self, t: Turn, call: PendingCall) -> object | None:
+        """The person's earlier denial of this same call in the turn, or None."""
+
+
 #: An answered call of the turn: its tool call id, its tool and its outcome (:func:`palui.runner.pending.outcome`).
 Answered = tuple[str, str, str]
 
@@ -85,7 +95,7 @@ class LoopGuard:
     """
 
     def __init__(self, db: Database, settings: Settings, records: CallRecords, emit: Emit,
-                 denials: PersonDenials) -> None:
+                 denials: Denials) -> None:
         self._db = db
         self._settings = settings
         self._records = records
