@@ -110,7 +110,7 @@ class PendingCalls:
                 continue
             row, d = decided
             if d.verdict is Verdict.ASK:
-                self._gate.ask(t, call, row, d)
+                await self._gate.ask(t, call, row, d)
                 return True
             if await self._sender.send(t, call, row, "run", d.reason):
                 return True

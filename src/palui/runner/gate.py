@@ -15,6 +15,7 @@ database, its id on the call).
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -65,11 +66,16 @@ class ApprovalGate:
         self._records = records
         self._emit = emit
 
-    def ask(self, t: Turn, call: PendingCall, row: ToolRow, d: Decision) -> None:
-        """Hold ``call`` for the person's approval (``d`` is its ``ask`` decision): stored, audited, told."""
+    async def ask(self, t: Turn, call: PendingCall, row: ToolRow, d: Decision) -> None:
+        """Hold ``call`` for the person's approval (``d`` is its ``ask`` decision): stored, audited, told.
+        Its marks (spec §4.6) are found in a worker thread: a megabyte argument takes seconds of CPU, and
+        the service's other turns go on meanwhile."""
         expiry = self._settings.get(
             "approvals.job_expiry_seconds" if t.origin is Origin.JOB else "approvals.chat_expiry_seconds"
         )
+        untrusted, own = approvals.marking_inputs(self._db, t.conversation_id)
+        marks = (await asyncio.to_thread(approvals.marks_for, call["args"], untrusted, own, row.input_schema)
+                 if untrusted else [])
         a = approvals.create(
             self._db,
             turn_id=t.id,
@@ -81,6 +87,7 @@ class ApprovalGate:
             reason=d.reason,
             expiry_seconds=float(expiry),
             schema=row.input_schema,
+            marks=marks,
         )
         call["state"] = CallState.ASKED
         call["approval"] = a["id"]
