@@ -120,3 +120,14 @@ def test_a_last_step_cut_short_is_made_again_without_tools(cli, home, tmp_path):
     assert len([e for e in r["events"] if e["type"] == "last_step"]) == 0  # stored once, by the first run
     audit = cli.json("audit", "--json", "--turn", r["turn"])
     assert [a["outcome"] for a in audit] == ["ok", "ok", "not run: loop stopped"]
+
+
+def test_a_last_step_that_runs_out_of_time_ends_with_the_rule_and_says_so(cli, home, tmp_path):
+    (home / "palui.toml").write_text("[budgets]\nseconds = 4\n")
+    search = calls(call(SEARCH[0], **SEARCH[1]))
+    model = write_script(tmp_path / "s.json", search, search, search, {"text": "slow", "delay_seconds": 600})
+    r = run_json(cli, model)
+    assert r["status"] == "budget"
+    assert r["budget"] == f"{REPEATS}; the last step ran out of time (4 s)"
+    assert r["answer"] is None
+    assert [e["type"] for e in r["events"]].count("last_step") == 1
