@@ -119,12 +119,15 @@ async def test_memory_written_in_tainted_turn_taints_later_reader_until_trusted(
     assert r["status"] == "done" and not r["tainted"]
 
 
-async def test_step_budget_stops_at_12(svc, tmp_path):
+async def test_step_budget_stops_the_tool_use_at_12_and_a_last_step_has_no_tools(svc, tmp_path):
     steps = [calls(call("recall__search_memories", query=f"q{i}")) for i in range(13)] + [text("never")]
     r = await svc.send("loop", model=write_script(tmp_path / "s.json", *steps))
-    assert r["status"] == "budget" and "step budget" in r["budget"]
-    assert r["usage"]["steps"] == 12
-    assert len(tool_calls(r)) == 12
+    assert r["status"] == "budget" and r["budget"] == "step budget reached (12 model steps)"
+    # 12 steps with tools, then one last step without (spec §6.3): its call is never sent.
+    assert r["usage"]["steps"] == 13
+    assert tool_calls(r) == [("recall__search_memories", "run")] * 12 + [("recall__search_memories", "unavailable")]
+    assert [a["outcome"] for a in svc.audit(r["turn"])] == ["ok"] * 12 + ["not run: last step"]
+    assert r["answer"] is None
 
 
 async def test_slow_tool_hits_time_budget_with_usage_kept(home, tmp_path):

@@ -156,12 +156,15 @@ MAX_RETRIES = 6
 
 
 async def request(handle: ModelHandle, messages: list[ModelMessage], tools: list[ToolDefinition],
-                  deadline_seconds: float, on_event: StreamSink | None = None, stream: bool = True) -> ModelResponse:
+                  deadline_seconds: float, on_event: StreamSink | None = None, stream: bool = True, *,
+                  tools_usable: bool = True) -> ModelResponse:
     """One model request, retrying transient provider failures within ``deadline_seconds`` (spec §9).
 
     ``stream``: the streaming request, each piece of text to ``on_event`` as it arrives (:data:`StreamSink`),
     for a front end that shows it; otherwise the plain request (the streamed one costs several times as
-    much for the same answer). Retried with
+    much for the same answer). ``tools_usable`` False (a turn's last step, spec §6.3) sends ``tools`` with
+    ``tool_choice`` ``none``: the model may not call them, and the definitions still go along because a
+    provider may refuse a history of tool calls without them. Retried with
     exponential backoff and jitter (0.5 s doubling, at most 8 s, or the provider's ``Retry-After``
     when it sent one): HTTP 408/409/429/5xx/529 up to ``MAX_RETRIES`` times, and a failed
     connection or a dropped stream ``CONNECT_RETRIES`` times (few, so a wrong base URL fails
@@ -182,6 +185,9 @@ async def request(handle: ModelHandle, messages: list[ModelMessage], tools: list
     end = loop.time() + deadline_seconds
     attempt = 0
     params = ModelRequestParameters(function_tools=tools, allow_text_output=True)
+    settings = handle.settings
+    if tools and not tools_usable:
+        settings = {**(handle.settings or {}), "tool_choice": "none"}
     last: ModelAPIError | None = None
     while True:
         left = end - loop.time()
@@ -191,9 +197,9 @@ async def request(handle: ModelHandle, messages: list[ModelMessage], tools: list
         try:
             async with asyncio.timeout(left):
                 if stream:
-                    response = await _streamed(handle, messages, params, emit, streamed)
+                    response = await _streamed(handle, messages, params, settings, emit, streamed)
                 else:
-                    response = await _plain(handle, messages, params)
+                    response = await _plain(handle, messages, params, settings)
             if handle.usage_for is not None:
                 response.usage = handle.usage_for(messages)
             return response
@@ -216,13 +222,13 @@ async def request(handle: ModelHandle, messages: list[ModelMessage], tools: list
         await asyncio.sleep(delay)
 
 
-async def _streamed(handle: ModelHandle, messages: list[ModelMessage], params: Any, emit: StreamSink,
-                    streamed: list[bool]) -> ModelResponse:
+async def _streamed(handle: ModelHandle, messages: list[ModelMessage], params: Any, settings: ModelSettings | None,
+                    emit: StreamSink, streamed: list[bool]) -> ModelResponse:
     """One attempt: the streaming request, each text piece to ``emit``; ``streamed[0]`` set once one went."""
     from pydantic_ai.direct import model_request_stream
     from pydantic_ai.messages import PartDeltaEvent, PartStartEvent, TextPart, TextPartDelta
 
-    async with model_request_stream(handle.model, messages, model_settings=handle.settings,
+    async with model_request_stream(handle.model, messages, model_settings=settings,
                                     model_request_parameters=params) as stream:
         async for event in stream:
             piece = ""
@@ -236,11 +242,12 @@ async def _streamed(handle: ModelHandle, messages: list[ModelMessage], params: A
         return stream.get()
 
 
-async def _plain(handle: ModelHandle, messages: list[ModelMessage], params: Any) -> ModelResponse:
+async def _plain(handle: ModelHandle, messages: list[ModelMessage], params: Any,
+                 settings: ModelSettings | None) -> ModelResponse:
     """One attempt, not streamed: the whole response at once."""
     from pydantic_ai.direct import model_request
 
-    return await model_request(handle.model, messages, model_settings=handle.settings,
+    return await model_request(handle.model, messages, model_settings=settings,
                                model_request_parameters=params)
 
 

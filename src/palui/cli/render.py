@@ -111,6 +111,8 @@ def event_lines(e: TurnEvent, *, expires: str | None = None) -> list[str]:
         return [f"  … retrying the provider in {e.get('in_seconds', 0)} s ({shown(e.get('reason'), one_line=True)})"]
     if e["type"] == "paused":
         return [f"  [paused: {shown(e.get('reason'), one_line=True)}; the turn goes on at the next start]"]
+    if e["type"] == "last_step":
+        return [f"  · tool use ended ({shown(e['reason'], one_line=True)}): the model answers without tools"]
     return []
 
 

@@ -51,6 +51,7 @@ from palui.results.events import (
     EndEvent,
     EventFields,
     EventStamp,
+    LastStepEvent,
     PausedEvent,
     RetryEvent,
     ScopeEvent,
@@ -139,7 +140,7 @@ __all__ = [
     "ReviewChange", "ScopeEvent", "SentMessage", "ShownApproval", "Status", "StatusCaps", "StatusConnector",
     "StepEvent", "StopAll", "StreamEvent", "StreamLine", "Suggestion", "TaintedEvent", "Task", "TextDeltaEvent",
     "TextDiscardedEvent", "TextEvent", "Tool", "ToolCallEvent", "ToolDetails", "ToolStartEvent",
-    "ToolsLeftOutEvent", "TurnApproval", "TurnDetail", "TurnElicitation", "TurnEvent", "TurnResult",
+    "ToolsLeftOutEvent", "LastStepEvent", "TurnApproval", "TurnDetail", "TurnElicitation", "TurnEvent", "TurnResult",
     "TurnStoredLine", "TurnUsage", "UntrustedArg", "Webhook", "WebhookCreated", "WebhookShare",
     "ErrorAnswer", "Health", "NewConversation", "Stopped",
 ]
