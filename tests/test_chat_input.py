@@ -59,3 +59,21 @@ def test_quit_while_a_turn_runs_leaves_the_answer_on_the_screen(home, tmp_path):
         wait_for(lambda: chat.exit_code() is not None, 60, what="the chat to leave")
         assert chat.exit_code() == 0
         assert answer in chat.output(), chat.output()
+
+
+def test_one_screen_shows_a_hidden_character_in_one_escape_form(home, tmp_path):
+    """An argument with ESC and a backslash: the approval prompt and the call line show the same escapes."""
+    model = write_script(tmp_path / "s.json", calls(call("recall__forget_memory", id=f"x{ESC}y\\z")),
+                         {"text": "Done asking."})
+    with TmuxChat(home, "--model", model) as chat:
+        chat.wait_for(BANNER, 60)
+        chat.send("forget it")
+        chat.wait_for("[y/n]", 60)
+        chat.send("y")
+        chat.wait_for("Done asking.", 60)
+        shown = chat.output()
+    form = '"x\\u001by\\\\z"'  # spec §4.7: \u001b for ESC, a literal backslash doubled
+    call_lines = [ln for ln in shown.splitlines() if "recall__forget_memory" in ln and "→" in ln]
+    assert call_lines and all(form in ln for ln in call_lines), shown
+    assert shown.count(form) >= 2, shown  # the approval prompt and the call line
+    assert '\\\\u001b' not in shown, shown
