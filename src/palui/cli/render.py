@@ -9,7 +9,6 @@ that did not run is its outcome.
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import tzinfo
 from typing import TYPE_CHECKING, Any
