@@ -98,7 +98,7 @@ def connectors_import(file: str, enable_read: bool, as_json: bool) -> None:
         for r in results:
             # The name and message come from the file: escaped like every other surface (spec §4.7).
             click.echo(f"{shown(r['name'], one_line=True)}: {r['status']}" + (f" ({r['id']})" if r.get("id") else "")
-                       + (f": {shown(r['message'], one_line=True)}" if r.get("message") else ""))
+                       + (f": {shown(r['message'])}" if r.get("message") else ""))
     if any(r["status"] == "error" for r in results):
         raise click.exceptions.Exit(1)
 
