@@ -37,14 +37,14 @@ def test_escape_sequences_typed_without_bracketed_paste_keep_the_whole_line(home
         chat.send(typed)  # send-keys -l: the bytes arrive as keystrokes, not as a bracketed paste
         chat.wait_for("Noted.", 60)
         mark = chat.mark()
-        chat.send("and after")  # the chat is still usable
+        chat.send(f"and {ESC}[99~ after")  # a sequence no key has: its ESC is dropped, the rest kept
         chat.wait_for("Noted.", 60, after=mark)
         shown = chat.output()
         assert "Traceback" not in shown and "unpack" not in shown
         # The line typed is shown again escaped, one form per character (spec §4.7), never raw.
         assert "you> pay \\u001b[31mred\\u001b[0m and \\u202eevil\\u202c now (contains hidden characters)" in shown
         assert "\u202e" not in shown
-    assert turn_inputs(home) == [typed, "and after"]
+    assert turn_inputs(home) == [typed, "and [99~ after"]
 
 
 def test_quit_while_a_turn_runs_leaves_the_answer_on_the_screen(home, tmp_path):
