@@ -99,13 +99,15 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
     if config_file.exists():
         import tomllib
 
+        from palui.files import Unreadable, read_text
+
         where = str(config_file)
         try:
-            raw = tomllib.loads(config_file.read_text(encoding="utf-8"))
+            raw = tomllib.loads(read_text(config_file))
+        except Unreadable as e:  # a directory, a pipe, a device, over 1 MB, not UTF-8
+            raise ConfigError(f"{where}: cannot be read: {e}") from None
         except (ValueError, RecursionError) as e:  # also a 5,000-digit number, or arrays nested 1,000 deep
             raise ConfigError(f"{where}: not valid TOML: {str(e)[:200]}") from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise ConfigError(f"{where}: cannot be read: {e}") from None
         if "models" in raw:
             file_model_tables(where, raw.pop("models"), tables)
         for key, value in _flatten(where, raw).items():

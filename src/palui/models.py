@@ -228,7 +228,8 @@ class Script:
     provider would (benchmarks and tests of a running turn; ``/stop`` cancels the wait).
     The text streams word by word; ``stream_delay_seconds`` (0-10, optional) waits that long
     before each word after the first, so a front end shows it arriving in pieces.
-    Running out of steps ends the turn with a message saying so.
+    Running out of steps ends the turn with a message saying so. The file must be a regular file of
+    at most 1 MB (:data:`palui.files.MAX_BYTES`): a device or a huge file is refused before it is read.
     """
 
     path: Path
@@ -237,12 +238,14 @@ class Script:
     @classmethod
     def load(cls, path: Path) -> Script:
         """Read and check a script. Raises ModelConfigError naming the file and the problem."""
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ModelConfigError(f"script {path}: file not found") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ModelConfigError(f"script {path}: not valid JSON: {e}") from None
+        from palui.files import Unreadable, read_text
+
+        try:  # script:/dev/zero once grew to 12 GB
+            data = json.loads(read_text(path))
+        except Unreadable as e:
+            raise ModelConfigError(f"script {path}: {e}") from None
+        except (ValueError, RecursionError) as e:  # also arrays nested past the recursion limit
+            raise ModelConfigError(f"script {path}: not valid JSON: {str(e)[:200]}") from None
         if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
             raise ModelConfigError(f"script {path}: expected an object with a \"steps\" list")
         for i, step in enumerate(data["steps"]):

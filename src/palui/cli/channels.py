@@ -28,10 +28,17 @@ channels_app = group("channels", "Chat channels: talk to Palui and answer approv
 
 
 def read_secret(what: str, variable: str, file: Path | None) -> str | None:
-    """A secret from ``file`` (``-``: standard input), else ``variable``, else a hidden prompt at a
-    terminal; None when none of them gives one."""
+    """A secret from ``file`` (``-``: standard input; a regular file of at most 64 KiB),
+    else ``variable``, else a hidden prompt at a terminal; None when none of them gives one. Raises
+    UsageError for a file that cannot be read."""
+    from palui.files import SECRET_MAX_BYTES, Unreadable, read_stream_text, read_text
+
     if file is not None:
-        text = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
+        try:
+            text = (read_stream_text(sys.stdin, SECRET_MAX_BYTES) if str(file) == "-"
+                    else read_text(file, SECRET_MAX_BYTES))
+        except Unreadable as e:
+            raise UsageError(f"{shown(str(file), one_line=True)}: {e}") from None
         return text.strip() or None
     if os.environ.get(variable):
         return os.environ[variable].strip()
