@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from palui.channels import check_matrix_user, check_telegram_token
 from palui.channels import check_url as _check_url
 from palui.channels import is_loopback_url as _loopback_url
 from palui.cli.common import emit_json, fail, group, service, table
@@ -73,6 +74,7 @@ def channels_add(kind: str, name: str | None, token_file: Path | None, password_
         if not token:
             fail("no bot token: give it with --token-file FILE or PALUI_TELEGRAM_TOKEN (never on the command line)", 2)
         assert token is not None
+        token = check_telegram_token(token)  # garbage never reaches the network
         redact.add(token)
         import asyncio  # where used: `palui --help` does not pay for it (docs/decisions/0085-a-light-cli-start.md)
 
@@ -91,6 +93,7 @@ def channels_add(kind: str, name: str | None, token_file: Path | None, password_
             fail("a Matrix channel needs --homeserver URL and --user @palui:example.org", 2)
         assert homeserver is not None and user is not None
         hs = _check_url(homeserver, "--homeserver")
+        user = check_matrix_user(user)  # before a password is asked for or the homeserver contacted
         if token_file is not None or os.environ.get("PALUI_MATRIX_TOKEN"):
             token = read_secret("Access token", "PALUI_MATRIX_TOKEN", token_file)
             assert token is not None

@@ -156,10 +156,17 @@ class TurnsPart:
         a webhook turn starts tainted by its payload. When the conversation has a live turn,
         the new one waits behind it (:meth:`turn_result` says ``queued_behind``). Without a
         ``conversation`` a new one is started on ``channel`` (:meth:`new_conversation`).
-        Raises UsageError (empty message, bad channel), NotFound (unknown conversation).
+        A chat message longer than ``limits.message_chars`` is refused here, before anything is stored, so
+        every front end and channel refuses it alike (spec §8.1); a job's prompt is bounded when the job is
+        added, a webhook's payload by its body limit.
+        Raises UsageError (empty or too long message, bad channel), NotFound (unknown conversation).
         """
         if not isinstance(text, str) or not text.strip():
             raise UsageError("a turn needs a non-empty message")
+        limit = int(self.settings.get("limits.message_chars"))
+        if origin is Origin.CHAT and len(text) > limit:
+            raise UsageError(f"the message is too long: {len(text):,} characters, at most {limit:,} "
+                             "(limits.message_chars); nothing was stored")
         if conversation is None:
             conversation = self.new_conversation(origin, channel)
         conv = self.db.one("SELECT * FROM conversations WHERE id = ?", (conversation,))
