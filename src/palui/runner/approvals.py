@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from palui.connectors.registry import canonical_json
 from palui.errors import ApprovalError, NotFound, UsageError
 from palui.runner import elicitations as questions
+from palui.runner import expiry
 from palui.runner.state import new_id
 from palui.store.db import Database
 from palui.types import ApprovalStatus
@@ -72,7 +73,7 @@ def as_dict(r: sqlite3.Row) -> TurnApproval:
         "id": r["id"], "turn": r["turn_id"], "origin": r["origin"], "tool": r["tool"],
         "args": json.loads(r["args_json"]), "class": r["class"], "class_source": r["class_source"],
         "reason": r["reason"], "status": r["status"], "created_at": _iso(r["created_at"]),
-        "expires_at": _iso(r["expires_at"]), "untrusted_args": json.loads(r["untrusted_args"]),
+        "expires_at": expiry.iso(r["created_at"], r["expires_at"]), "untrusted_args": json.loads(r["untrusted_args"]),
         "tool_call_id": r["tool_call_id"], "args_hash": r["args_hash"], "used": bool(r["used"]),
         "answered_via": r["answered_via"], "cancel_reason": r["cancel_reason"],
         "answered_at": _iso(r["answered_at"]) if r["answered_at"] else None,
@@ -107,6 +108,7 @@ def sweep(db: Database, now: float | None = None) -> int:
     now = time.time() if now is None else now
     questions.sweep(db, now)  # a server's question to the person waits where approvals wait (spec §7)
     with db.write() as c:
+        expiry.clamp_pending(c, "approvals")  # a row an unbounded expiry setting made expires as it is shown
         return c.execute(
             "UPDATE approvals SET status='expired', answered_at=? WHERE status='pending' AND expires_at <= ?",
             (now, now),
