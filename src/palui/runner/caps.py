@@ -81,10 +81,32 @@ def verdict_in_tx(c: sqlite3.Connection, turn_row: sqlite3.Row | Mapping[str, An
     if turn_row["origin"] == "webhook":
         webhook_runs = c.execute("SELECT COUNT(*) FROM runs WHERE time > ? AND origin = 'webhook'",
                                  (now - 3600,)).fetchone()[0]
+    stored = "input" in turn_row.keys()
     size = (input_tokens(c, len(turn_row["input"] or ""), turn_row["conversation_id"], turn_row["created_at"])
-            if "input" in turn_row.keys() else 0)
-    return admit(lim, runs_last_hour=runs, tokens_today=tokens, job_tokens_today=job_tokens,
-                 webhook_runs_last_hour=webhook_runs, input_tokens=size)
+            if stored else 0)
+    verdict = admit(lim, runs_last_hour=runs, tokens_today=tokens, job_tokens_today=job_tokens,
+                    webhook_runs_last_hour=webhook_runs, input_tokens=size)
+    if verdict.ok and stored and waiting_for_tokens(c, turn_row["created_at"]):
+        # First in, first out (spec §6.5): while an earlier turn waits for room under the daily cap, a later
+        # one that would fit does not pass it (nor end the pause it is told of).
+        from palui.policy.caps import DAILY_TOKENS, CapVerdict
+
+        return CapVerdict(False, DAILY_TOKENS)
+    return verdict
+
+
+def waiting_for_tokens(c: sqlite3.Connection, before: float | None = None) -> bool:
+    """Whether Palui is paused by the daily token cap with a turn waiting for room: a new turn queued (never
+    counted as a run) created before ``before`` (any, when None), read on connection ``c``."""
+    from palui.policy.caps import DAILY_TOKENS
+    from palui.runner.state import PAUSE_KEY
+
+    pause = c.execute("SELECT value FROM kv WHERE key = ?", (PAUSE_KEY,)).fetchone()
+    if pause is None or pause[0] != DAILY_TOKENS:
+        return False
+    return c.execute("SELECT 1 FROM turns t WHERE t.status = 'queued' AND t.created_at < ? AND NOT EXISTS"
+                     " (SELECT 1 FROM runs r WHERE r.turn_id = t.id) LIMIT 1",
+                     (float("inf") if before is None else before,)).fetchone() is not None
 
 
 def _tokens(c: sqlite3.Connection, today: str, job_id: str) -> int:
