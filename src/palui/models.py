@@ -88,7 +88,9 @@ def resolve_model(spec: str | None, env: Mapping[str, str] | None = None,
         raise ModelConfigError(NO_MODEL_HELP)
     provider, _, rest = spec.partition(":")
     if not spec.startswith("@") and not rest:
-        raise ModelConfigError(f"model {providers.public_spec(spec)!r}: expected PROVIDER:MODEL "
+        from palui.text.display import named
+
+        raise ModelConfigError(f"model {named(providers.public_spec(spec))}: expected PROVIDER:MODEL "
                                "(openai:, anthropic:, ollama:, script:) or @NAME")
     if provider == "script":
         script = Script.load(Path(rest).expanduser())
@@ -240,16 +242,17 @@ class Script:
         """Read and check a script. Raises ModelConfigError naming the file and the problem."""
         from palui.files import Unreadable, read_text
 
+        file = str(path) if len(str(path)) <= 200 else f"{str(path)[:200]}… ({len(str(path)):,} characters)"
         try:  # script:/dev/zero once grew to 12 GB
             data = json.loads(read_text(path))
         except Unreadable as e:
-            raise ModelConfigError(f"script {path}: {e}") from None
+            raise ModelConfigError(f"script {file}: {e}") from None
         except (ValueError, RecursionError) as e:  # also arrays nested past the recursion limit
-            raise ModelConfigError(f"script {path}: not valid JSON: {str(e)[:200]}") from None
+            raise ModelConfigError(f"script {file}: not valid JSON: {str(e)[:200]}") from None
         if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
-            raise ModelConfigError(f"script {path}: expected an object with a \"steps\" list")
+            raise ModelConfigError(f"script {file}: expected an object with a \"steps\" list")
         for i, step in enumerate(data["steps"]):
-            where = f"script {path}: step {i + 1}"
+            where = f"script {file}: step {i + 1}"
             if not isinstance(step, dict) or not ("text" in step or "tool_calls" in step):
                 raise ModelConfigError(f"{where}: expected an object with \"text\" and/or \"tool_calls\"")
             if "text" in step and not isinstance(step["text"], str):

@@ -21,6 +21,7 @@ from palui.runner import elicitations as questions
 from palui.runner import expiry
 from palui.runner.state import new_id
 from palui.store.db import Database
+from palui.text.display import named
 from palui.types import ApprovalStatus
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ def _iso(t: float) -> str:
 def get(db: Database, aid: str) -> TurnApproval:
     r = db.one("SELECT * FROM approvals WHERE id = ?", (aid,))
     if r is None:
-        raise NotFound(f"unknown approval {aid!r} (see: palui approvals list)")
+        raise NotFound(f"unknown approval {named(aid)} (see: palui approvals list)")
     return as_dict(r)
 
 
@@ -133,7 +134,7 @@ def answer(db: Database, aid: str, approve: bool, via: str, now: float | None = 
     with db.write() as c:
         r = c.execute("SELECT * FROM approvals WHERE id = ?", (aid,)).fetchone()
         if r is None:
-            raise NotFound(f"unknown approval {aid!r} (see: palui approvals list)")
+            raise NotFound(f"unknown approval {named(aid)} (see: palui approvals list)")
         expired = r["status"] == "pending" and r["expires_at"] <= now
         why = refusal(r) if (approve and refusal is not None and r["status"] == "pending" and not expired) else None
         if expired:

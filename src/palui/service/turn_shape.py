@@ -8,6 +8,7 @@ from palui.errors import NotFound
 from palui.runner import approvals, elicitations
 from palui.runner import state as st
 from palui.store.db import Database
+from palui.text.display import named
 from palui.types import TurnStatus
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ def turn_result(db: Database, turn_id: str, events: list[TurnEvent] | None = Non
     """
     t = st.load(db, turn_id)
     if t is None:
-        raise NotFound(f"unknown turn {turn_id!r}")
+        raise NotFound(f"unknown turn {named(turn_id)}")
     pending = [
         approvals.as_dict(r)
         for r in db.all("SELECT * FROM approvals WHERE turn_id = ? AND status = 'pending'", (turn_id,))

@@ -35,6 +35,7 @@ from palui.service.notifier import Notifier
 from palui.service.status import StatusPart
 from palui.service.turn_tasks import EventSink, TurnTasks
 from palui.store.db import Database
+from palui.text.display import named
 from palui.types import Origin, TurnStatus
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ class TurnsPart:
         if channel is None and origin is not Origin.CHAT:
             channel = origin.value
         if channel is not None and not CHANNEL.match(channel):
-            raise UsageError(f"unknown channel {channel!r}")
+            raise UsageError(f"unknown channel {named(channel)}")
         cid = st.new_id("c")
         with self.db.write() as c:
             c.execute(
@@ -171,7 +172,7 @@ class TurnsPart:
             conversation = self.new_conversation(origin, channel)
         conv = self.db.one("SELECT * FROM conversations WHERE id = ?", (conversation,))
         if conv is None:
-            raise NotFound(f"unknown conversation {conversation!r}")
+            raise NotFound(f"unknown conversation {named(conversation)}")
         model = model or self.settings.model
         tid = st.new_id("t")
         now = self.clock.now()
@@ -227,7 +228,7 @@ class TurnsPart:
         pause state changes in that transaction too (the person is told once per pause).
         Raises NotFound."""
         if self.db.one("SELECT 1 FROM turns WHERE id = ?", (turn_id,)) is None:
-            raise NotFound(f"unknown turn {turn_id!r}")
+            raise NotFound(f"unknown turn {named(turn_id)}")
         if TurnStatus.QUEUED in from_status:
             got = st.claim_new(self.db, turn_id, self.caps_verdict)
             if got.paused_now:
@@ -387,7 +388,7 @@ class TurnsPart:
         else:
             raise UsageError("stop needs a conversation or a turn")
         if turn and not rows:
-            raise NotFound(f"unknown turn {turn!r}")
+            raise NotFound(f"unknown turn {named(turn)}")
         return stopping.stop_rows(self.db, rows, self.tool_or_none)
 
     def tool_or_none(self, name: str) -> ToolRow | None:
