@@ -280,11 +280,13 @@ class MCPPart:
         from contextlib import AsyncExitStack
 
         from palui.connectors.mcp.connector import MCPConnector
-        from palui.connectors.mcp.oauth.signin import LoopbackSignIn
+        from palui.connectors.mcp.oauth import OAuthFiles
+        from palui.connectors.mcp.oauth.signin import loopback_sign_in
 
         async with AsyncExitStack() as stack:
             if handler is None and sign_in is not None and config.transport == "http":
-                handler = await stack.enter_async_context(LoopbackSignIn(sign_in))
+                handler = await stack.enter_async_context(
+                    loopback_sign_in(OAuthFiles(self.settings.secrets_dir), cid, sign_in))
             connector = MCPConnector(self.hub.env, cid, name, config, sign_in=handler)
             try:
                 await connector.start()
