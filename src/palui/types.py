@@ -177,3 +177,4 @@ class OAuthClient:
     client_id: str
     client_secret: str | None = None
     auth_method: str = "client_secret_basic"
+    redirect_uri: str | None = None  # a loopback redirect URI the client fixes (None: any port will do)

@@ -307,7 +307,7 @@ class MCPPart:
             raise UsageError(f"unknown client authentication {client.auth_method!r}: use basic or post")
         info = OAuthClientInformationFull.model_validate({
             "client_id": client.client_id, "client_secret": client.client_secret, "token_endpoint_auth_method": method,
-            "redirect_uris": ["http://127.0.0.1/oauth/callback"],
+            "redirect_uris": [client.redirect_uri or "http://127.0.0.1/oauth/callback"],
             "grant_types": ["authorization_code", "refresh_token"]})
         OAuthFiles(self.settings.secrets_dir).save_pre_registered(cid, info)
 
