@@ -11,6 +11,7 @@ says so when its port is taken.
 
 from __future__ import annotations
 
+import json
 import socket
 
 import pytest
@@ -39,7 +40,7 @@ def test_sign_in_again_against_the_sdks_exact_redirect_matching(cli, home):
         # The same loopback redirect URI each time: the one registration serves them all.
         assert srv.provider.count("register") == 1
         # When the port of last time is taken, Palui listens on another one and registers again for it.
-        port = int((home / "secrets" / "oauth" / "loopback" / "mcp-second.json").read_text().split(":")[1].strip(" }\n"))
+        port = json.loads((home / "secrets" / "oauth" / "loopback" / "mcp-second.json").read_text())["port"]
         with socket.socket() as squatter:
             squatter.bind(("127.0.0.1", port))
             squatter.listen(1)

@@ -148,7 +148,8 @@ class MCPPart:
 
         ``{"id","name","transport","command","args","cwd","url","env":{KEY:"***"},
         "headers":{KEY:"***"},"timeout_seconds","max_output_bytes","state","last_state","enabled",
-        "secrets_file","stderr_log"}``; the timeout and limit are the effective ones. ``state`` is the
+        "secrets_file","secret_questions","stderr_log"}``; ``secret_questions``: its questions may ask for
+        secrets (asked with hidden input, spec §7.8); the timeout and limit are the effective ones. ``state`` is the
         live state in this process, ``idle`` when it was not started here (spec §7) unless it waits for a
         sign-in (``error: sign in again``, stored by any process); ``last_state`` is
         the last one stored by any process (``connected``, ``error: …``).
@@ -176,6 +177,7 @@ class MCPPart:
             "enabled": bool(row["enabled"]),
             "secrets_file": str(self.settings.secrets_dir / f"{cid}.json"),
             "oauth": self.oauth_state(cid) if row["transport"] == "http" else None,
+            "secret_questions": bool(row["secret_questions"]),
             "stderr_log": str(log_path(self.settings.data_dir, cid)) if row["transport"] == "stdio" else None,
         }
 

@@ -23,7 +23,9 @@ from urllib.parse import urlsplit
 
 from palui.text.display import shown
 
-STRING_FORMATS = frozenset({"email", "uri", "date", "date-time"})
+#: The MCP spec's string formats, and ``password``: some servers mark a secret field so; such a field is a
+#: secret one (:mod:`palui.text.secret_fields`), refused unless the person allowed secret questions.
+STRING_FORMATS = frozenset({"email", "uri", "date", "date-time", "password"})
 _COMMON = frozenset({"type", "title", "description", "default"})
 _TRUE = {"yes", "y", "true", "1", "on"}
 _FALSE = {"no", "n", "false", "0", "off"}

@@ -23,9 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
-
 import httpx2
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 
 from palui.connectors.mcp.oauth.netcheck import checked_transport
 from palui.connectors.mcp.oauth.provider import PaluiOAuthProvider, refresh_margin

@@ -144,5 +144,5 @@ def checked_transport(server_url: str, on_refused: Callable[[str], None] | None 
     """An httpx transport whose every connection passes :class:`CheckedBackend` for ``server_url``'s host."""
     transport = httpx2.AsyncHTTPTransport()
     # httpx does not take a network backend; its connection pool reads this attribute for each new connection.
-    transport._pool._network_backend = CheckedBackend(urlsplit(server_url).hostname or "", on_refused)  # type: ignore[attr-defined]
+    transport._pool._network_backend = CheckedBackend(urlsplit(server_url).hostname or "", on_refused)
     return transport
