@@ -150,3 +150,15 @@ def connectors_logout(cid: str, as_json: bool) -> None:
     if as_json:
         return emit_json(r)
     click.echo(f"{cid}: signed out (tokens deleted; revocation: {r['revocation']})")
+
+
+@connectors_app.command("allow-secret-questions")
+@click.argument("cid", metavar="ID")
+@click.option("--off", is_flag=True, help="Refuse them again (the default).")
+def connectors_allow_secret_questions(cid: str, off: bool) -> None:
+    """Let this MCP server's questions ask for a secret (a password, a token, a card number…): you answer them
+    with hidden input, never on a command line or in a chat, and Palui never stores the value. Without this,
+    such a question is refused and you are told (spec §7.8)."""
+    service().allow_secret_questions(cid, not off)
+    click.echo(f"{cid}: questions that ask for a secret are " + ("refused (the default)" if off else
+               "asked with hidden input (the value is never stored, logged or put in a conversation)"))

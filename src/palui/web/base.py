@@ -30,6 +30,7 @@ from palui.server.endpoint import service_of
 from palui.server.session import csrf_value
 from palui.text.display import hidden_in
 from palui.text.elicitation import fields as question_fields
+from palui.text.secret_fields import secret_fields
 from palui.web.shown import NOTE_HTML, finalize, json_html, quoted, shown_html, shown_one_line
 
 if TYPE_CHECKING:
@@ -170,6 +171,7 @@ _env.filters["duration"] = duration_words
 _env.globals["args_html"] = args_html
 _env.globals["seconds_left"] = seconds_left
 _env.globals["question_form"] = question_fields  # a server's question: its form fields (palui.text.elicitation)
+_env.globals["question_secret"] = secret_fields  # …and which of them ask for a secret (a password box)
 
 
 def csrf_token(request: Request) -> str:
