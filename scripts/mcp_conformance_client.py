@@ -148,7 +148,7 @@ async def run(url: str, scenario: str, context: dict[str, Any], timeout: float) 
     with tempfile.TemporaryDirectory(prefix="palui-conformance-") as home:
         svc = Service(load_settings({"PALUI_HOME": home, "PALUI_MCP__OAUTH__CLIENT_METADATA_URL": CIMD_URL}))
         if context.get("client_id") and scenario == "auth/pre-registration":
-            svc._save_client(CONNECTOR_ID, OAuthClient(context["client_id"], context.get("client_secret")))
+            svc.mcp_part.save_client(CONNECTOR_ID, OAuthClient(context["client_id"], context.get("client_secret")))
         conn = MCPConnector(svc.hub.env, CONNECTOR_ID, "conformance",
                             ServerConfig("http", url=url, timeout_seconds=timeout), sign_in=HeadlessSignIn())
         try:

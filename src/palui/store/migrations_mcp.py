@@ -1,4 +1,4 @@
-"""Migrations 20-22 and 32 (spec §7.7-§7.9): questions of MCP servers, task support, the sign-in state in the
+"""Migrations 20-22 and 34 (spec §7.7-§7.9): questions of MCP servers, task support, the sign-in state in the
 catalog, and whether a connector may ask for secrets.
 
 Appended to :data:`palui.store.migrations.MIGRATIONS`; like every migration, never edited once shipped.
@@ -75,7 +75,7 @@ BEGIN UPDATE catalog SET version = version + 1; END;
 # Secret questions (spec §7.8): a server's form that asks for a password, a token, a card number… is refused
 # unless the person allowed such questions for that connector. Read when a question arrives, never by the offer,
 # so the catalog version does not follow it. The number is given here only (a merge may renumber it).
-SECRET_QUESTIONS_MIGRATION = 32
+SECRET_QUESTIONS_MIGRATION = 34
 MCP_MIGRATIONS.append(
     (
         SECRET_QUESTIONS_MIGRATION,
