@@ -72,3 +72,52 @@ def test_a_client_with_a_fixed_redirect_uri_says_when_its_port_is_taken(cli, hom
         assert answer is None and r.returncode == 1
         assert f"the redirect URI {fixed} that this client fixes needs port {port}" in r.stderr
         assert srv.auth.count("authorize") == 1
+
+
+def test_a_client_metadata_documents_redirect_uri_is_the_one_listened_on(tmp_path):
+    """With ``mcp.oauth.client_metadata_url`` the authorization server checks the redirect URI against the
+    document: the listener takes the document's loopback redirect URI, and says so when its port is taken."""
+    import asyncio
+    import http.server
+    import threading
+
+    from palui.connectors.mcp.oauth import OAuthFiles, SignInRequired
+    from palui.connectors.mcp.oauth.signin import loopback_sign_in
+    from palui.types import SignIn
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    fixed = f"http://127.0.0.1:{port}/cb"
+    document = json.dumps({"client_id": "x", "redirect_uris": ["https://app.example/cb", fixed]}).encode()
+
+    class Document(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(document)))
+            self.end_headers()
+            self.wfile.write(document)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Document)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/client.json"
+    files = OAuthFiles(tmp_path)
+
+    async def listen() -> str:
+        async with loopback_sign_in(files, "mcp-x", SignIn(show=lambda u: None), url) as handler:
+            return handler.redirect_uri
+
+    try:
+        assert asyncio.run(listen()) == fixed
+        assert files.loopback_port("mcp-x") == 0  # the document's port is not remembered as the connector's
+        with socket.socket() as squatter:
+            squatter.bind(("127.0.0.1", port))
+            squatter.listen(1)
+            with pytest.raises(SignInRequired, match=f"the redirect URI {fixed} that this client fixes needs port"):
+                asyncio.run(listen())
+    finally:
+        server.shutdown()

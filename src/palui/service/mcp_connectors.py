@@ -288,7 +288,8 @@ class MCPPart:
         async with AsyncExitStack() as stack:
             if handler is None and sign_in is not None and config.transport == "http":
                 handler = await stack.enter_async_context(
-                    loopback_sign_in(OAuthFiles(self.settings.secrets_dir), cid, sign_in))
+                    loopback_sign_in(OAuthFiles(self.settings.secrets_dir), cid, sign_in,
+                                     self.settings.get("mcp.oauth.client_metadata_url")))
             connector = MCPConnector(self.hub.env, cid, name, config, sign_in=handler)
             try:
                 await connector.start()

@@ -207,22 +207,52 @@ class LoopbackSignIn:
             writer.close()
 
 
-def fixed_redirect(files: OAuthFiles, connector_id: str) -> str | None:
-    """The loopback redirect URI a client the person registered fixes (``--redirect-uri``: one with a
-    port), or None (any port will do: the connector's port of last time is tried first)."""
-    pre = files.pre_registered(connector_id)
-    for uri in [str(u) for u in (pre.redirect_uris or [])] if pre is not None else []:
-        parts = urlsplit(uri)
-        if parts.scheme == "http" and parts.hostname in ("127.0.0.1", "localhost") and parts.port:
+def loopback_with_port(uris: list[str]) -> str | None:
+    """The first loopback ``http://127.0.0.1:PORT/…`` (or ``localhost``) redirect URI with a port in ``uris``."""
+    for uri in uris:
+        try:
+            parts = urlsplit(uri)
+            port = parts.port
+        except ValueError:
+            continue
+        if parts.scheme == "http" and parts.hostname in ("127.0.0.1", "localhost") and port:
             return uri
     return None
 
 
+def fixed_redirect(files: OAuthFiles, connector_id: str) -> str | None:
+    """The loopback redirect URI a client the person registered fixes (``--redirect-uri``: one with a
+    port), or None (any port will do: the connector's port of last time is tried first)."""
+    pre = files.pre_registered(connector_id)
+    return loopback_with_port([str(u) for u in (pre.redirect_uris or [])] if pre is not None else [])
+
+
+async def metadata_document_redirect(url: str) -> str | None:
+    """The loopback redirect URI with a port that the Client ID Metadata Document at ``url`` lists (the
+    authorization server checks the redirect URI against the document), or None: it lists none, or it
+    could not be read (the sign-in then listens on the port of last time). Fetched like every sign-in
+    connection, checked at connect time (:mod:`.netcheck`)."""
+    from palui.connectors.mcp.oauth.netcheck import checked_transport
+
+    try:
+        async with httpx2.AsyncClient(transport=checked_transport(url), timeout=10.0, follow_redirects=False) as http:
+            response = await http.get(url, headers={"Accept": "application/json"})
+        document = response.json() if response.status_code == 200 else {}
+    except (httpx2.HTTPError, ValueError):
+        return None
+    uris = document.get("redirect_uris") if isinstance(document, dict) else None
+    return loopback_with_port([u for u in uris if isinstance(u, str)] if isinstance(uris, list) else [])
+
+
 @contextlib.asynccontextmanager
-async def loopback_sign_in(files: OAuthFiles, connector_id: str, ui: SignIn) -> AsyncIterator[LoopbackSignIn]:
-    """The :class:`LoopbackSignIn` of ``connector_id``: on the redirect URI its client fixes, else on the
-    port of its last sign-in (remembered for the next one, so that its registration still fits)."""
+async def loopback_sign_in(files: OAuthFiles, connector_id: str, ui: SignIn,
+                           client_metadata_url: str | None = None) -> AsyncIterator[LoopbackSignIn]:
+    """The :class:`LoopbackSignIn` of ``connector_id``: on the redirect URI its client fixes (a client the
+    person registered, else the Client ID Metadata Document ``client_metadata_url``), else on the port of
+    its last sign-in (remembered for the next one, so that its registration still fits)."""
     fixed = fixed_redirect(files, connector_id)
+    if fixed is None and client_metadata_url and files.pre_registered(connector_id) is None:
+        fixed = await metadata_document_redirect(client_metadata_url)
     async with LoopbackSignIn(ui, port=files.loopback_port(connector_id), fixed=fixed) as handler:
         if fixed is None:
             files.save_loopback_port(connector_id, handler.port)
