@@ -214,3 +214,34 @@ def test_the_web_page_shows_a_password_box(cli, home, tmp_path, server):
         svc.stop()
     assert tool_result(t) == signed_up("bob", password)
     nowhere(home, password, chat)
+
+
+@pytest.mark.parametrize("server", ERAS)
+def test_typed_hidden_in_the_chat(cli, home, tmp_path, server):
+    """``palui chat`` in a real terminal: ``/answer ID password=…`` is refused (the line would stay on the screen
+    and in the input history); ``/answer ID username=bob`` asks for the password at a hidden prompt."""
+    from support.chatdrive import TmuxChat
+
+    add(cli, server, allow=True)
+    model = write_script(tmp_path / "s.json", calls(call("mcp-accounts__sign_up")), text("Account made."))
+    password = "hunter2-" + uuid.uuid4().hex[:8]
+    with TmuxChat(home, "--model", model) as chat:
+        chat.wait_for("/help for commands.", 60)
+        chat.send("make me an account")
+        chat.wait_for("it asks for a secret: answer on the web page, with /answer e-", 60)
+        [q] = cli.json("elicitations", "list", "--json")
+        chat.send(f"/answer {q['id']} username=bob password=decoy")
+        chat.wait_for("asks for a secret: it is not typed on the /answer line", 30)
+        assert cli.json("elicitations", "show", q["id"], "--json")["status"] == "pending"
+        chat.send(f"/answer {q['id']} username=bob")
+        chat.wait_for("password (hidden", 30)
+        chat.send(password)
+        chat.wait_for("Account made.", 60)
+        shown = chat.output()
+        chat.send("/quit")
+    assert password not in shown
+    [conv] = cli.json("conversations", "list", "--json")
+    [ev] = [e for t in cli.json("conversations", "show", conv["id"], "--json")["turns"] for e in t["events"]
+            if e["type"] == "tool_call"]
+    assert ev["result"] == signed_up("bob", password)
+    nowhere(home, password)
