@@ -22,7 +22,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from palui.connectors.mcp.oauth.netcheck import connect_refusal
 from support.oauth_server import AuthServerOptions, OAuthTestServer
 from support.signin_cli import sign_in, signed_in
 
@@ -153,4 +152,6 @@ def test_the_loopback_page_speaks_after_the_check(home):
     ("private", "100.64.0.7", False),
 ])
 def test_the_address_rule(server, address, allowed):
+    from palui.connectors.mcp.oauth.netcheck import connect_refusal
+
     assert (connect_refusal(ipaddress.ip_address(address), frozenset({server})) is None) is allowed
