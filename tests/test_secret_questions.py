@@ -204,6 +204,12 @@ def test_the_web_page_shows_a_password_box(cli, home, tmp_path, server):
         assert "never stored by Palui" in card
         approvals = page.get("/approvals").text  # the approvals page lists it with the same box
         assert '<input type="password" name="password"' in approvals
+        from palui.server.app import csrf_value
+
+        r = page.post("/chat/command", json={"line": f"/answer {qid} username=bob password=decoy"},
+                      headers={"X-Palui-CSRF": csrf_value(svc.token)})  # typed in the web chat: refused
+        assert r.status_code == 400 and "password asks for a secret" in r.json()["error"], r.text
+        assert svc.get(f"/api/elicitations/{qid}")["status"] == "pending"
         # What the page's script posts (answered_via "web"); the service holds the answer and sends it.
         svc.post(f"/api/elicitations/{qid}/answer", {"action": "accept", "via": "web", "wait": False,
                                                      "content": {"username": "bob", "password": password}})
