@@ -51,7 +51,7 @@ from palui import __version__
 from palui.connectors.base import Ask, Resume
 from palui.connectors.mcp.config import ServerConfig, redact
 from palui.connectors.mcp.elicit import CURRENT_CALL, CallSlot, elicitation_callback, input_responses
-from palui.connectors.mcp.oauth import OAuthSetup, checked_transport, uses_oauth
+from palui.connectors.mcp.oauth import OAuthSetup, uses_oauth
 from palui.connectors.mcp.refusals import (
     AuthRefusal,
     body_reason,
@@ -256,6 +256,8 @@ class MCPSession:
 
         auth = transport = None
         if self._oauth is not None:
+            from palui.connectors.mcp.oauth.netcheck import checked_transport  # only a server that signs in
+
             auth = self._oauth.provider(cfg.url or "", self._note_sign_in, on_refused=self._note_refused,
                                         on_refresh_unavailable=self._note_refresh_unavailable)
             transport = checked_transport(cfg.url or "", self._note_refused)

@@ -26,7 +26,6 @@ from typing import Any, Protocol
 import httpx2
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 
-from palui.connectors.mcp.oauth.netcheck import checked_transport
 from palui.connectors.mcp.oauth.provider import PaluiOAuthProvider, refresh_margin
 from palui.connectors.mcp.oauth.redact import (
     RefreshUnavailable,
@@ -38,7 +37,7 @@ from palui.connectors.mcp.oauth.signin import CALLBACK_PATH, NoInteraction
 from palui.connectors.mcp.oauth.storage import ConnectorTokenStorage, OAuthFiles
 
 __all__ = ["CALLBACK_PATH", "OAuthFiles", "OAuthSetup", "PaluiOAuthProvider", "RefreshUnavailable", "SignInHandler",
-           "SignInRequired", "checked_transport", "describe_oauth_error", "refresh_margin", "uses_oauth"]
+           "SignInRequired", "describe_oauth_error", "refresh_margin", "uses_oauth"]
 
 
 class SignInHandler(Protocol):
@@ -75,6 +74,7 @@ class OAuthSetup:
         """The ``httpx2.Auth`` of one connection to ``server_url``; the callbacks are told why a sign-in is
         needed, why a connection was refused (:mod:`.netcheck`), why a refresh could not be made."""
         install_log_filter()
+        from palui.connectors.mcp.oauth.netcheck import checked_transport  # httpcore's backends: only when used
 
         def http() -> httpx2.AsyncClient:
             return httpx2.AsyncClient(transport=checked_transport(server_url, on_refused), timeout=30.0,
