@@ -38,7 +38,7 @@ __all__ = ["ModelEntry", "Settings", "documented_keys", "load_settings", "paths"
 # name a key: a misspelt or unsupported one refuses to start rather than being ignored.)
 # The channel secrets are read only by `palui channels add` (spec §10.4), never stored as settings.
 _NON_KEY_ENV = {"PALUI_HOME", "PALUI_TEST_CLOCK", "PALUI_TICK_SECONDS", "PALUI_TELEGRAM_TOKEN",
-                "PALUI_MATRIX_PASSWORD", "PALUI_MATRIX_TOKEN"}
+                "PALUI_MATRIX_PASSWORD", "PALUI_MATRIX_TOKEN", "PALUI_TEST_ADDRESS_CLASSES"}
 
 @dataclass(frozen=True)
 class Settings:
