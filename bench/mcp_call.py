@@ -123,13 +123,17 @@ async def main(calls: int, warmup: int, python: str) -> None:
                  "baseline (hand loop)"),
             ):
                 times: dict[str, list[float]] = {k: [] for k in ways}
+                cpu: dict[str, list[float]] = {k: [] for k in ways}
                 for i in range(warmup + calls):
                     for name, fn in ways.items():
-                        t0 = time.perf_counter()
+                        t0, c0 = time.perf_counter(), time.process_time()
                         await fn()
                         if i >= warmup:
                             times[name].append((time.perf_counter() - t0) * 1000)
-                report(title, "ms", times, base)
+                            cpu[name].append((time.process_time() - c0) * 1000)
+                # CPU of this process (the client side; each server is a process of its own): Palui's own cost.
+                report(f"{title}, CPU", "ms", cpu, base)
+                report(f"{title}, wall", "ms", times, base)
     await svc.hub.close()
     svc.db.close()
 
