@@ -83,7 +83,8 @@ def test_each_command_map_entry_loads_what_loading_everything_does():
 HELP = """
 import atexit, json, sys
 from palui import cli
-atexit.register(lambda: print(json.dumps(sorted(m for m in sys.modules if m.startswith("palui.cli."))), file=sys.stderr))
+loaded = lambda: sorted(m for m in sys.modules if m.startswith("palui.cli."))
+atexit.register(lambda: print(json.dumps(loaded()), file=sys.stderr))
 args = json.loads(sys.argv[1])
 if args is None:  # every command module loaded: the help as the commands themselves define it
     cli.load_commands(None)
