@@ -32,6 +32,11 @@ from common import QUICK_HELP, fresh_home, quick, report
 ARGS = {"timezone": "UTC"}
 
 
+def tool_of(context: type, row: object) -> dict:
+    """``{"tool": row}`` where the call context carries the decided tool's row (the previous main's has none)."""
+    return {"tool": row} if "tool" in getattr(context, "__dataclass_fields__", {}) else {}
+
+
 async def main(calls: int, warmup: int, python: str) -> None:
     home = fresh_home()
     from mcp import ClientSession, StdioServerParameters
@@ -56,8 +61,9 @@ async def main(calls: int, warmup: int, python: str) -> None:
         sys.exit(f"{row.name} is not switched on after enable-read (class {row.tool_class.value} from "
                  f"{row.class_source.value}); cannot bench a governed call")
     connector = await svc.hub.get(cid)
+    # As the runner sends a decided call: with the tool's row it read when it decided it.
     ctx = CallContext(turn_id="bench", conversation_id="bench", origin=Origin.CHAT, tainted=False,
-                      taint_source=None, step=1, db=svc.db, settings=svc.settings)
+                      taint_source=None, step=1, db=svc.db, settings=svc.settings, **tool_of(CallContext, row))
 
     script = home / "mcp-script.json"
     script.write_text(json.dumps({"steps": [
