@@ -69,6 +69,19 @@ SUMMARIES: tuple[tuple[str, str, bool], ...] = (
 )
 
 
+#: The order ``palui --help`` lists the top-level commands in (groups after commands, :class:`~palui.cli.common.Group`),
+#: whichever module a process imported first (the test suite runs commands in one process).
+ORDER = ("connectors", "tools", "policy", *(name for name, _summary, _group in SUMMARIES))
+
+
+def _in_order() -> None:
+    """Put the top-level commands in :data:`ORDER` (one not listed there last, in the order it was added)."""
+    rank = {name: i for i, name in enumerate(ORDER)}
+    ordered = sorted(app.commands.items(), key=lambda item: rank.get(item[0], len(rank)))
+    app.commands.clear()
+    app.commands.update(ordered)
+
+
 def _add_summaries() -> None:
     """Add a stand-in of each top-level command not loaded yet, with its summary (for listing only: a
     command module loaded later replaces it in place, keeping the order)."""
@@ -84,10 +97,12 @@ def load_commands(argv: list[str] | None = None) -> list[str]:
     first = next((a for a in argv if not a.startswith("-")), None) if argv is not None else None
     if argv is not None and first is None:
         _add_summaries()
+        _in_order()
         return []
     names = [n for n in COMMAND_MODULES if n in COMMANDS.get(first or "", ())] or COMMAND_MODULES
     for name in names:
         importlib.import_module(f"palui.cli.{name}")
+    _in_order()
     return names
 
 
