@@ -23,11 +23,9 @@ from support.signin_cli import sign_in, signed_in
 pytestmark = pytest.mark.slow
 
 
-def test_sign_in_again_against_the_sdks_exact_redirect_matching(cli_process, home):
-    # Each command in a child, as the person runs them: in the suite's in-process runner the logout inside the
-    # squatter block found the test process's database connection reading a closed-and-reused descriptor
-    # (being investigated; a child per command is what a person's commands are).
-    cli = cli_process
+def test_sign_in_again_against_the_sdks_exact_redirect_matching(cli, home):
+    # In-process commands between sign-in children: each in-process command leaves its database connection
+    # open in this process, which the next one's data-directory check must not unlock (tests/test_data_dir.py).
     with SDKOAuthServer() as srv:
         signed_in(*sign_in(home, "connectors", "add", "remote", "--url", srv.mcp_url))
         assert srv.provider.count("register") == 1

@@ -46,7 +46,41 @@ def prepare_data_dir(data_dir: Path, db_file: str = "palui.db", env: Mapping[str
         raise ConfigError(f"{unusable}: it exists and is not a directory; {fix}") from None
     except OSError as e:
         raise ConfigError(f"{unusable}: cannot create it ({e.strerror}); {fix}") from None
+    why = _unwritable(data_dir / db_file)
+    if why is not None:
+        raise ConfigError(f"{unusable}: cannot write {db_file} there ({why}); {fix}")
+
+
+def _unwritable(db: Path) -> str | None:
+    """Why this process cannot read and write the database file ``db`` (an ``strerror`` text), or None;
+    ``db`` is created, empty and mode 0600, when it does not exist.
+
+    An existing file is checked without being opened. Closing any descriptor of a file drops every POSIX
+    lock this process holds on it, those of its open SQLite connections included, and SQLite does not
+    know (https://sqlite.org/howtocorrupt.html §2.2): another process then takes the file for its own
+    and, closing what it believes is the last connection, checkpoints and deletes the WAL and the
+    wal-index that the connections here still use ("database disk image is malformed" on the next
+    connection of this process). A file that does not exist yet cannot be open here, so creating it is safe.
+    """
+    import errno
+    import stat
+
     try:
-        os.close(os.open(data_dir / db_file, os.O_RDWR | os.O_CREAT, 0o600))
+        mode = os.stat(db).st_mode  # through a symlink, as SQLite opens it
+    except FileNotFoundError:
+        try:
+            os.close(os.open(db, os.O_RDWR | os.O_CREAT, 0o600))
+        except OSError as e:
+            return e.strerror
+        return None
     except OSError as e:
-        raise ConfigError(f"{unusable}: cannot write {db_file} there ({e.strerror}); {fix}") from None
+        return e.strerror
+    if stat.S_ISDIR(mode):
+        return os.strerror(errno.EISDIR)
+    if os.access(db, os.R_OK | os.W_OK, effective_ids=os.access in os.supports_effective_ids):
+        return None
+    try:
+        read_only = bool(os.statvfs(db).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    return os.strerror(errno.EROFS if read_only else errno.EACCES)

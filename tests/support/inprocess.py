@@ -19,7 +19,11 @@ What one run leaves in the process that a process exit would drop, and which :fu
 - the handlers of SIGINT and SIGTERM;
 - non-daemon threads the command started (apprise deliveries): joined, as the interpreter does at exit.
 
-Everything else Palui caches lives on the objects of one run (``Database.memo``), so it goes with them.
+Everything else Palui caches lives on the objects of one run (``Database.memo``), so it goes with them. A
+run's SQLite connections stay open until the garbage collector finalises them, in whichever thread it runs
+then (a test server's thread closing a ``palui.db-wal`` descriptor is that): SQLite keeps the locks of the
+process's connections right as long as nothing else closes a descriptor of the database file, which Palui
+never does (``palui.home.prepare_data_dir``; tests/test_data_dir.py).
 """
 
 from __future__ import annotations
