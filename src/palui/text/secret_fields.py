@@ -40,13 +40,26 @@ def _words(text: str) -> str:
     return " ".join(re.split(r"[^0-9A-Za-z]+", spaced)).lower().strip()
 
 
+#: A clause that says what not to give ("do not give us your phone number, pin, or other sensitive info").
+_NEGATED = re.compile(r"\b(do not|don't|dont|never|must not|mustn't|not|no)\b", re.IGNORECASE)
+
+
+def _asked(description: str) -> str:
+    """A description without what its clauses (split at ``.``, ``;``, ``:``, ``!``, ``?`` and brackets) say
+    after a negation: a field that warns against a secret does not ask for one ("do not give us your pin"),
+    while one that asks and reassures still asks ("your PIN, never stored")."""
+    return " | ".join(_NEGATED.split(c, maxsplit=1)[0] for c in re.split(r"[.;:!?()\[\]]", description))
+
+
 def secret_kind(name: str, prop: Mapping[str, Any]) -> str | None:
     """What field ``name`` (its schema ``prop``) asks for when it looks like a secret ("a password"),
     else None. A string ``format`` of ``password`` counts (some servers send it). Only a field the person
     types can carry a secret: yes/no fields and choices from the server's own list never count."""
     if prop.get("type") not in ("string", "number", "integer") or "enum" in prop or "oneOf" in prop:
         return None
-    texts = [name] + [str(prop.get(k)) for k in ("title", "description", "format") if isinstance(prop.get(k), str)]
+    texts = [name] + [str(prop.get(k)) for k in ("title", "format") if isinstance(prop.get(k), str)]
+    if isinstance(prop.get("description"), str):
+        texts.append(_asked(prop["description"]))
     words = " | ".join(_words(t) for t in texts)
     for pattern, what in _KINDS:
         if pattern.search(words):
