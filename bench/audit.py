@@ -124,6 +124,7 @@ def verify(n_rows: int) -> None:
             prev = h
         c.executemany(f"INSERT INTO audit ({', '.join(audit_chain.CHAINED)}, prev_hash, hash) VALUES "
                       f"({', '.join('?' * 15)})", batch)
+        c.execute("UPDATE audit_state SET rows = ?, first_id = 1, last_id = ?, last_hash = ?", (n_rows, n_rows, prev))
     audit_chain.write_head(audit_chain.head_path(svc.settings.db_path), audit_chain.Head(n_rows, prev))
     print(f"\nverify: {n_rows:,} chained rows written in {time.perf_counter() - t0:.1f} s")
     cpu0, wall0 = time.process_time(), time.perf_counter()

@@ -12,9 +12,9 @@ schema version (the benchmark runs against an older checkout too).
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
-import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,7 +22,8 @@ DAY = 86400.0
 
 
 def _hex() -> str:
-    return uuid.uuid4().hex[:10]
+    """128 random bits, as Palui's own ids (palui.store.ids): 40 bits collided while cloning 100,000 turns."""
+    return os.urandom(16).hex()
 
 
 def _day(t: float) -> str:
@@ -57,14 +58,27 @@ def clone_turns(db, tpl: dict[str, Any], times: list[float], conversation: str |
     """Insert one copy of the template turn per entry of ``times`` (epoch seconds, its start).
 
     With ``conversation`` every copy belongs to it (a long conversation); otherwise a new
-    conversation is made for every ``per_conversation`` copies.
+    conversation is made for every ``per_conversation`` copies. Written :data:`CHUNK` copies per
+    transaction, so a million copies never sit in memory at once.
     """
+    ordered = sorted(times)
+    conv = conversation
+    for start in range(0, len(ordered), CHUNK):
+        conv = _clone_chunk(db, tpl, ordered[start:start + CHUNK], start, conversation, conv, per_conversation)
+
+
+CHUNK = 10_000
+
+
+def _clone_chunk(db, tpl: dict[str, Any], times: list[float], first: int, conversation: str | None,
+                 conv: str | None, per_conversation: int) -> str | None:
+    """Copies ``first``, ``first + 1``… of :func:`clone_turns` at ``times`` (sorted), in one transaction.
+    Returns the conversation the last copy went to (the next chunk goes on filling it)."""
     # Parents first (foreign keys): conversations, then turns, then what refers to turns.
     order = ("conversations", "turns", *(k for k in tpl if k not in ("conversations", "turns")), "approvals",
              "untrusted_content")
     out: dict[str, list[dict[str, Any]]] = {k: [] for k in order}
-    conv = conversation
-    for i, t in enumerate(sorted(times)):
+    for i, t in enumerate(times, start=first):
         tid = f"t-{_hex()}"
         if conversation is None and i % per_conversation == 0:
             conv = f"c-{_hex()}"
@@ -98,6 +112,7 @@ def clone_turns(db, tpl: dict[str, Any], times: list[float], conversation: str |
     with db.write() as c:  # where the schema keeps cap counters, its triggers count these rows too
         for table, rows in out.items():
             _insert(c, table, rows)
+    return conv
 
 
 def history_times(n: int, spread: str, now: float | None = None, seed: int = 1) -> list[float]:

@@ -27,8 +27,12 @@
 # SDK), the skills extension (not implemented: its scenarios check nothing), and
 # 2025-03-26-oauth-metadata-backcompat on suite 0.1.16 (its fixture contradicts
 # metadata-issuer-mismatch; the 0.2 suite's fixed fixture passes).
-# Exit status: 0 when every required run passed, 1 when one did not (the last lines
-# name them), 2 for bad usage.
+# Every suite version also has its expected number of runs (expected_runs, beside the
+# allowed misses): a full run (no --filter) that made fewer runs of a version fails, and
+# so does any run that made none at all (a suite that lists no scenario, a node that
+# does not start): "every required run passed" is never said of zero runs.
+# Exit status: 0 when every required run passed and the expected runs ran, 1 when one
+# did not (the last lines name them), 2 for bad usage.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -39,7 +43,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --version) versions+=("$2"); shift 2 ;;
         --filter) filter="$2"; shift 2 ;;
-        -h|--help) sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "run_conformance.sh: unknown option $1" >&2; exit 2 ;;
         *) scratch="$1"; shift ;;
     esac
@@ -110,7 +114,7 @@ run_one() {  # run_one VERSION SPEC SCENARIO  (SPEC "-" = the suite's default)
     # The suite writes OUT/<scenario>-<ISO timestamp>/{checks.json,stdout.txt,stderr.txt};
     # the date in the pattern keeps auth/dpop from matching auth/dpop-nonce's runs.
     local run
-    run="$(ls -td "$out/$scenario"-[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T*/ 2>/dev/null | head -1)"
+    run="$(ls -td "$out/$scenario"-[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T*/ 2>/dev/null | head -1 || true)"  # none when the suite did not run
     local fields
     read -r -a fields <<< "$(summarize "${run:-/nonexistent}" "$log")"
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$version" "$spec" "$scenario" "${fields[@]}" >> "$results"
@@ -156,6 +160,17 @@ allowed_miss() {
     esac
 }
 
+# expected_runs SUITE -> the runs a full run of that suite version makes: its client
+# scenarios, plus (0.2) the second runs at 2026-07-28. Counted from the run of 2026-12-01
+# (docs/mcp-conformance.md); a version not listed must make at least one run.
+expected_runs() {
+    case "$1" in
+        0.1.16) echo 26 ;;
+        0.2.0-alpha.12) echo 64 ;;
+        *) echo 1 ;;
+    esac
+}
+
 echo >&2
 awk -F'\t' 'NR > 1 { n++; c[$4]++ } END { printf "%d runs: %d pass, %d fail, %d checked nothing\n", n, c["PASS"], c["FAIL"] + c["ERROR"], c["SKIP"] }' "$results" >&2
 echo "results: $results; logs and checks.json under $scratch/runs" >&2
@@ -166,8 +181,16 @@ while IFS=$'\t' read -r suite spec scenario result _rest; do
     [ "$spec" = "-" ] && spec="default spec"
     allowed_miss "$suite" "$scenario" || missed+=("$suite ($spec) $scenario: $result")
 done < "$results"
+for version in "${versions[@]}"; do
+    ran="$(awk -F'\t' -v v="$version" 'NR > 1 && $1 == v' "$results" | wc -l)"
+    want="$(expected_runs "$version")"
+    if [ -n "$filter" ]; then want=1; fi  # a filter chooses fewer scenarios, but not none
+    if [ "$ran" -lt "$want" ]; then
+        missed+=("$version: $ran run(s) made, $want expected${filter:+ (--filter $filter)}")
+    fi
+done
 if [ ${#missed[@]} -gt 0 ]; then
-    echo "run_conformance.sh: ${#missed[@]} required run(s) did not pass:" >&2
+    echo "run_conformance.sh: ${#missed[@]} required run(s) did not pass or were not made:" >&2
     printf '  %s\n' "${missed[@]}" >&2
     exit 1
 fi

@@ -156,6 +156,9 @@ def test_a_rewrite_of_log_and_head_passes_alone_but_not_against_a_noted_head(cli
             (values[CHAINED.index("outcome")], prev, h, values[0]))
         prev = h
     (home / "audit_head").write_text(json.dumps({"id": 6, "hash": prev}))
+    assert broken(cli) == ("audit chain broken: row 6 does not have the hash it was written with: the log was "
+                           "changed and chained again at or before that row")  # the audit_state row disagrees
+    sql(logged, "UPDATE audit_state SET last_hash = ?", (prev,))  # one who writes the database rewrites it too
     assert cli("audit", "verify").returncode == 0  # what the chain cannot show (docs say so)
     assert broken(cli, "--head", noted[:16]) == (
         f"audit chain broken: no row has the noted hash {noted[:16]}: a row at or before the one it named was "
@@ -244,3 +247,70 @@ def test_the_service_posts_the_head_to_the_persons_channel_once_a_day(cli, logge
         write_clock(clock, time.time() + 86_400)
         later = wait_for(lambda: posts(s) if len(posts(s)) == 2 else None, what="the next day's post")
         assert later[0] == first
+
+
+def test_an_emptied_log_with_its_head_file_deleted_does_not_verify(cli, logged, home):
+    """Every row and the audit_head file deleted: the turns still record the six calls, and the
+    audit_state row still counts six rows written (it verified as `intact: 0 row(s)` before)."""
+    sql(logged, "DELETE FROM audit")
+    (home / "audit_head").unlink()
+    assert broken(cli) == ("audit chain broken: audit log empty but 6 tool call(s) recorded in the turns; the audit "
+                           "counted 6 row(s) up to row 6")
+    sql(logged, "DELETE FROM audit_state")  # the counter deleted too: the turns' events still tell
+    assert broken(cli) == "audit chain broken: audit log empty but 6 tool call(s) recorded in the turns"
+    verdict = json.loads(cli("audit", "verify", "--json").stdout)
+    assert verdict["ok"] is False and verdict["problem"]["kind"] == "emptied"
+
+
+def test_the_audit_state_row_deleted_or_rows_deleted_at_the_end_with_the_head_file_are_named(cli, logged, home):
+    sql(logged, "DELETE FROM audit WHERE id >= 5")
+    (home / "audit_head").unlink()
+    noted = rows(logged)[-1][-1]  # row 4's hash, as if the person gave it: the head file is not needed
+    assert broken(cli, "--head", noted) == ("audit chain broken: the log holds 4 row(s) but 6 were written: rows "
+                                            "were deleted")
+    sql(logged, "DELETE FROM audit_state")
+    assert "the audit_state row is missing" in broken(cli, "--head", noted)
+
+
+def test_a_row_relabelled_with_another_chain_version_is_named(cli, logged):
+    sql(logged, "UPDATE audit SET chain_version = 2 WHERE id = 3")
+    assert broken(cli) == ("audit chain broken: row 3 was changed: it names chain version 2, which Palui never "
+                           "wrote")
+
+
+def test_an_upgraded_home_counts_the_rows_it_had_and_old_rows_verify_as_version_1(home):
+    from palui.runner import audit
+    from palui.store import db as db_mod
+    from palui.store import migrations
+    from palui.store.audit_chain import Head, head_path, write_head
+    from palui.store.migrations_integrity import AUDIT_STATE
+
+    path = home / "palui.db"
+    orig = db_mod.MIGRATIONS
+    db_mod.MIGRATIONS = [m for m in migrations.MIGRATIONS if m[0] < AUDIT_STATE]
+    try:
+        d = db_mod.Database(path)
+        prev = GENESIS
+        with d.write() as c:  # rows as today's main writes them: chained, with no chain version
+            for i in range(1, 4):
+                values = [i, 1000.0 + i, None, f"tool{i}", None, None, "chat", 0, "run", "r", None, "ok", 1.0]
+                h = row_hash(prev, values)
+                c.execute(f"INSERT INTO audit ({', '.join(CHAINED)}, prev_hash, hash) VALUES ({', '.join('?' * 15)})",
+                          (*values, prev, h))
+                prev = h
+        write_head(head_path(path), Head(3, prev))
+        d.close()
+    finally:
+        db_mod.MIGRATIONS = orig
+    d = db_mod.Database(path)  # the audit_state migration runs now
+    try:
+        assert tuple(d.row("SELECT rows, first_id, last_id FROM audit_state")) == (3, 1, 3)
+        assert [r[0] for r in d.all("SELECT chain_version FROM audit")] == [1, 1, 1]
+        assert audit.verify(d)["ok"]
+        audit.record(d, turn_id=None, tool="tool3", tool_class=None, class_source=None, origin="chat", tainted=False,
+                     verdict="run", reason="r", args_hash=None, outcome="ok", duration_ms=5)
+        result = audit.verify(d)
+        assert result["ok"] and result["rows"] == 4, result
+        assert d.row("SELECT rows FROM audit_state")[0] == 4
+    finally:
+        d.close()

@@ -58,6 +58,22 @@ def test_failed_calls_count_as_repeats_too(cli, tmp_path):
     assert outcomes(cli, out["turn"]) == ["error", "error", "not run: loop stopped"]
 
 
+def test_numbers_are_compared_by_value_and_booleans_stay_apart(cli, tmp_path):
+    """`5` and `5.0` are the same JSON number: the third of 999, 999.0, 999 is the same call a 3rd time."""
+    code, out = run(cli, tmp_path, calls(call("tasks__update_task", id=999, title="x")),
+                    calls(call("tasks__update_task", id=999.0, title="x")),
+                    calls(call("tasks__update_task", id=999, title="x")), text(NEVER))
+    assert out["status"] == "budget" and out["budget"].startswith("budgets.repeat_calls: tasks__update_task was "
+                                                                  "called a 3rd time")
+    # `true` is not `1`, and `false` is not `0`: two pairs, no third of either.
+    code, out = run(cli, tmp_path, calls(call("recall__search_memories", query="q", limit=1)),
+                    calls(call("recall__search_memories", query="q", limit=True)),
+                    calls(call("recall__search_memories", query="q", limit=1.0)),
+                    calls(call("recall__search_memories", query="q", limit=False)),
+                    calls(call("recall__search_memories", query="q", limit=0)), text("done"))
+    assert out["status"] == "done", out.get("budget")
+
+
 def test_different_arguments_are_different_calls(cli, tmp_path):
     a, b = call("recall__search_memories", query="a"), call("recall__search_memories", query="b")
     code, out = run(cli, tmp_path, calls(a), calls(b), calls(a), calls(b), text("done"))

@@ -104,6 +104,21 @@ def test_the_old_home_opens_and_keeps_what_it_stored(old_home, palui):
     [books] = [c for c in palui.json("connectors", "list", "--json") if c["id"] == "mcp-books"]
     assert books["config"]["command"] == "books-mcp"
     assert "5 row(s)" in audit_intact(palui)
+    # The person is told once that body-only webhook deliveries are now remembered for retention.days.
+    told = [m for m in palui.json("inbox", "--json") if "Only a signed timestamp bounds replay" in m["text"]]
+    assert len(told) == 1
+
+
+def test_an_upgraded_audit_emptied_with_its_head_file_does_not_verify(old_home, palui):
+    audit_intact(palui)  # the first command fills the audit's state from the rows the home had
+    con = sqlite3.connect(old_home / "palui.db")
+    with con:
+        con.execute("DELETE FROM audit")
+    con.close()
+    (old_home / "audit_head").unlink()
+    r = palui("audit", "verify")
+    assert r.returncode == 1
+    assert "audit log empty but" in r.stderr and "the audit counted 5 row(s)" in r.stderr
 
 
 def test_an_approval_stored_by_the_old_palui_resumes_its_turn(old_home, palui, fake):

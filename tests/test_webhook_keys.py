@@ -35,8 +35,12 @@ def test_an_unsigned_delivery_header_never_makes_a_seen_body_new(tmp_path):
     assert wh.record(db, "h1", keys(other, signed(other, **{"x-palui-delivery": "a"})), other, 100, now=12.0)
     # Another webhook has its own records.
     assert wh.record(db, "h2", keys(body, signed(body)), body, 100, now=12.0) is None
-    # After 24 h the record is gone.
-    assert wh.record(db, "h1", keys(body, signed(body)), body, 100, now=10.0 + 86_400) is None
+    # After 24 h the body-only record is kept (retention prunes it, spec §8.5): the body is still seen; the
+    # unsigned delivery id alone no longer makes another body the same delivery.
+    assert wh.record(db, "h1", keys(body, signed(body)), body, 100, now=10.0 + 90_000)
+    third = b'{"n": 3}'
+    assert wh.record(db, "h1", keys(third, signed(third, **{"x-palui-delivery": "a"})), third, 100,
+                     now=12.0 + 90_000) is None
     db.close()
 
 

@@ -1,7 +1,8 @@
 """A replay is a replay (spec §8.5), against the real service process over HTTP.
 
-- A delivery is a duplicate when the hash of its signature and body was seen within 24 h, or
-  its delivery id was: an unsigned delivery-id header never makes a seen body new.
+- A delivery is a duplicate when the hash of its signature and body was seen while its record is
+  kept (``retention.days``), or its delivery id within 24 h: an unsigned delivery-id header never
+  makes a seen body new.
 - Standard Webhooks (``webhook-id``, ``webhook-timestamp``, ``webhook-signature``) are accepted;
   there the delivery id is signed and decides duplicates; a timestamp more than 5 minutes off
   is refused; ``palui webhooks add`` prints the secret as ``whsec_<base64>`` too.
@@ -115,28 +116,53 @@ def test_four_unsigned_delivery_headers_on_one_signed_body_start_one_turn(servic
     assert hook_turns(s, gh_url) == 1
 
 
-def test_a_github_style_identical_body_signed_twice_is_one_turn_for_24_hours(service):
+def test_a_body_only_delivery_replayed_25_hours_later_is_a_duplicate_until_retention_prunes_it(service):
+    """A signature over the body alone says nothing about when it was made: its record is kept for
+    retention.days (spec §8.5), not 24 h (a capture was accepted again 25 h later, once a day)."""
     s = service
     url, secret = add_hook(s, "github-twice")
+    hook_id = url.rsplit("/", 1)[1]
     body = json.dumps({"action": "completed", "check_run": {"name": "ci", "conclusion": "success"}}).encode()
     # A sender sends the very same body twice, each time signed and with a fresh delivery id.
     one = httpx.post(url, content=body, headers={"X-Hub-Signature-256": sign(secret, body),
                                                  "X-GitHub-Delivery": "b1f2-1", "X-GitHub-Event": "check_run"})
     assert one.status_code == 202, one.text
     settle(s, one.json()["turn"])
+    bearer = b'{"bearer": true}'
+    first_bearer = httpx.post(url, content=bearer, headers={"Authorization": f"Bearer {secret}"})
+    assert first_bearer.status_code == 202, first_bearer.text
+    settle(s, first_bearer.json()["turn"])
     before = counts(s)
     two = httpx.post(url, content=body, headers={"X-Hub-Signature-256": sign(secret, body),
                                                  "X-GitHub-Delivery": "b1f2-2", "X-GitHub-Event": "check_run"})
     assert two.status_code == 200 and two.json() == {"status": "duplicate", "turn": one.json()["turn"]}
+    # 25 h later a captured delivery is still refused, with a new delivery id or none, and so is the bearer one.
+    s.rows("UPDATE webhook_deliveries SET received_at = received_at - 25 * 3600 WHERE webhook_id = ?", (hook_id,))
+    for headers in ({"X-Hub-Signature-256": sign(secret, body), "X-GitHub-Delivery": "b1f2-3"},
+                    {"X-Hub-Signature-256": sign(secret, body)}):
+        replay = httpx.post(url, content=body, headers=headers)
+        assert replay.status_code == 200 and replay.json()["status"] == "duplicate", replay.text
+    replay = httpx.post(url, content=bearer, headers={"Authorization": f"Bearer {secret}"})
+    assert replay.json() == {"status": "duplicate", "turn": first_bearer.json()["turn"]}
     assert counts(s) == before
-    # 24 h later the record is gone and the same body is a new delivery (spec §8's window).
-    hook_id = url.rsplit("/", 1)[1]
-    s.rows("UPDATE webhook_deliveries SET received_at = received_at - 86400 WHERE webhook_id = ?", (hook_id,))
+    # Once retention.days (90) have passed the service prunes the record: the body is a new delivery.
+    s.rows("UPDATE webhook_deliveries SET received_at = received_at - 90 * 86400 WHERE webhook_id = ?", (hook_id,))
+    wait_for(lambda: s.count("webhook_deliveries", "webhook_id = ?", (hook_id,)) == 0, what="the retention prune")
     three = httpx.post(url, content=body, headers={"X-Hub-Signature-256": sign(secret, body),
-                                                   "X-GitHub-Delivery": "b1f2-3"})
+                                                   "X-GitHub-Delivery": "b1f2-4"})
     assert three.status_code == 202, three.text
     settle(s, three.json()["turn"])
-    assert hook_turns(s, url) == 2
+    assert hook_turns(s, url) == 3
+
+
+def test_webhooks_show_says_what_bounds_replay(service):
+    s = service
+    add_hook(s, "shown")
+    r = palui(s, "webhooks", "show", "shown")
+    assert r.returncode == 0, r.stderr
+    assert "Only a signed timestamp (Standard Webhooks) bounds replay" in r.stdout
+    assert "retention.days = 90" in r.stdout
+    assert palui(s, "webhooks", "show", "nope").returncode != 0
 
 
 def test_standard_webhooks_delivery_with_several_signatures_one_matching_is_accepted(service):

@@ -41,7 +41,7 @@ def fingerprint(a: Approval) -> str:
 
 
 def callback_data(a: Approval, approve: bool) -> str:
-    """``ap:<id>:<fp16>:<y|n>`` (Telegram allows 1-64 bytes; an approval id is ~12)."""
+    """``ap:<id>:<fp16>:<y|n>`` (Telegram allows 1-64 bytes; with a 34-character approval id it is 56)."""
     return f"ap:{a['id']}:{fingerprint(a)}:{'y' if approve else 'n'}"
 
 

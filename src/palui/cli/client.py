@@ -31,12 +31,15 @@ StreamSink = Callable[["StreamEvent"], None]
 
 def segment(value: str, what: str) -> str:
     """``value`` (an id the person typed) as one URL path segment: percent-encoded, so ``/``, ``..``
-    or ``?`` in it cannot reach another route; an empty one is a usage error naming ``what``."""
+    or ``?`` in it cannot reach another route, and the service (which matches routes on the raw path)
+    sees it exactly as typed; ``.`` and ``..`` are encoded too (a client would resolve them as dot
+    segments). An empty one is a usage error naming ``what``."""
     from urllib.parse import quote
 
     if not isinstance(value, str) or not value.strip():
         raise UsageError(f"{what} is needed")
-    return quote(value, safe="")
+    encoded = quote(value, safe="")
+    return encoded.replace(".", "%2E") if encoded in (".", "..") else encoded
 
 
 def raise_for(r: httpx.Response) -> None:

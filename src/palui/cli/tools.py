@@ -10,6 +10,7 @@ import click
 
 from palui.cli.common import connectors_app, emit_json, fail, policy_app, service, table, tools_app, tools_service
 from palui.errors import UsageError
+from palui.text.confusables import skeleton
 from palui.text.review import visible
 from palui.types import NEEDS_TASKS, Origin
 
@@ -43,7 +44,7 @@ def tools_list(connector: str | None, as_json: bool) -> None:
     table([[r.name, r.tool_class.value, r.class_source.value, "on" if r.enabled else "off",
             "untrusted" if r.output_untrusted else "",
             ", ".join(f for f, on in (("changed — review", r.changed), ("hidden characters", r.hidden),
-                                      (NEEDS_TASKS, r.needs_tasks)) if on)]
+                                      ("look-alike name", r.look_alike), (NEEDS_TASKS, r.needs_tasks)) if on)]
            for r in rows],
           ["NAME", "CLASS", "SOURCE", "SWITCH", "OUTPUT", "FLAGS"])
 
@@ -93,9 +94,11 @@ def tools_enable_read(connector: str | None) -> None:
     click.echo(f"{len(rows)} read tool(s) switched on")
     # Read tools it leaves off on purpose, named with why and how (docs/mcp.md; a new-user trial missed them).
     for r in svc.tools(connector):
-        if r.tool_class.value == "read" and not r.enabled and (r.changed or r.hidden):
+        if r.tool_class.value == "read" and not r.enabled and (r.changed or r.must_be_seen):
             why = ("its definition holds hidden characters: see it escaped with palui tools show NAME, then "
-                   "palui tools enable NAME") if r.hidden else "it is flagged changed: palui tools review NAME"
+                   "palui tools enable NAME") if r.hidden else (
+                "its name has look-alike characters: see what it reads like with palui tools show NAME, then "
+                "palui tools enable NAME") if r.look_alike else "it is flagged changed: palui tools review NAME"
             click.echo(f"left off: {visible(r.name)}: {why}")
     warning = svc.tool_budget_warning()
     if warning:
@@ -139,7 +142,7 @@ def tools_show(name: str, as_json: bool) -> None:
     d = svc.tool_details(name)
     if as_json:
         emit_json(d)  # escaped (hidden characters as \\u escapes): seen, so it may be switched on
-        if d["hidden_characters"]:
+        if d["hidden_characters"] or d["look_alike_name"]:
             svc.acknowledge_hidden(name, d["definition_hash"])
         return
     flags = [
@@ -150,6 +153,7 @@ def tools_show(name: str, as_json: bool) -> None:
             ("trusted source", d["trusted_source"]),
             ("no longer listed", not d["present"]),
             ("hidden characters: shown escaped below", d["hidden_characters"]),
+            (f"look-alike name: reads like {visible(skeleton(d['tool']))}", d["look_alike_name"]),
             (f"{NEEDS_TASKS} (never offered)", d.get("needs_tasks")),
         )
         if on
@@ -169,6 +173,12 @@ def tools_show(name: str, as_json: bool) -> None:
     if d["pending"]:
         click.echo("")
         _print_pending(d["pending"])
+    if d["look_alike_name"]:
+        svc.acknowledge_hidden(name, d["definition_hash"])
+        click.echo("")
+        click.echo(f"Its raw name has characters that look like others: {ascii(d['tool'])} reads like "
+                   f"{visible(skeleton(d['tool']))}. Having seen it, you may switch it on: palui tools enable "
+                   + d["name"])
     if d["hidden_characters"]:
         svc.acknowledge_hidden(name, d["definition_hash"])
         click.echo("")

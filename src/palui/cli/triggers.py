@@ -11,6 +11,10 @@ from palui.cli.turns import finish_turn
 
 jobs_app = group("jobs", "Scheduled jobs: prompts run on a cron schedule by the service.")
 webhooks_app = group("webhooks", "Inbound webhooks: signed deliveries summarised with no tools.")
+#: What ``webhooks show`` says about replay (spec §8.5).
+REPLAY_NOTE = ("A delivery signed over the body alone (X-Palui-Signature, X-Hub-Signature-256) or sent with the "
+               "bearer secret can be replayed by anyone who captured it once its record is gone: Palui keeps "
+               "those records for retention.days. Only a signed timestamp (Standard Webhooks) bounds replay.")
 
 
 def _short(text: str, n: int = 50) -> str:
@@ -117,7 +121,8 @@ def webhooks_add(name: str) -> None:
         "GitHub's X-Hub-Signature-256), or as Standard Webhooks (webhook-id, webhook-timestamp, "
         "webhook-signature; give the sender the whsec_ secret), or send the secret as "
         "'Authorization: Bearer <secret>'. Identical bodies signed over the body alone are processed "
-        "once per 24 h: a sender that repeats bodies should use Standard Webhooks. "
+        "once while their record is kept (retention.days): a sender that repeats bodies should use Standard "
+        "Webhooks, whose signed timestamp also bounds replay (Standard Webhooks delivery ids are kept 24 h). "
         "The secret is not shown again.",
         err=True,
     )
@@ -140,6 +145,26 @@ def webhooks_list(as_json: bool) -> None:
         ],
         ["NAME", "URL", "DELIVERIES 24H", "LAST (UTC)"],
     )
+
+
+@webhooks_app.command("show")
+@click.argument("name", help="The webhook's name (or id).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def webhooks_show(name: str, as_json: bool) -> None:
+    """Show one webhook: its URL, deliveries, and how long a replayed delivery is refused (never the secret)."""
+    from palui.errors import NotFound
+
+    svc = service()
+    found = [h for h in svc.webhooks() if name in (h["name"], h["id"])]
+    if not found:
+        raise NotFound(f"unknown webhook {name!r} (see: palui webhooks list)")
+    h = found[0]
+    if as_json:
+        return emit_json(h)
+    click.echo(f"name: {h['name']}\nurl: {h['url']}\ncreated: {(h['created_at'] or '-')[:19].replace('T', ' ')} UTC")
+    click.echo(f"deliveries in the last 24 h: {h['deliveries_24h']}")
+    click.echo(f"last delivery: {(h['last_delivery'] or '-')[:19].replace('T', ' ')}")
+    click.echo(f"replay: {REPLAY_NOTE} (retention.days = {svc.settings.get('retention.days')})")
 
 
 @webhooks_app.command("remove")

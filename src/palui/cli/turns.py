@@ -105,9 +105,14 @@ def questions_for(svc: ServiceDoor, client: ServiceClient | None) -> TerminalQue
     from palui.cli.elicit import TerminalQuestions
 
     if client:
+        from palui.cli.client import segment
+
+        def path(i: str) -> str:
+            return f"/api/elicitations/{segment(i, 'a question id')}"
+
         return TerminalQuestions(
-            lambda i, a, c: client.post(f"/api/elicitations/{i}/answer", {"action": a, "content": c, "via": "cli"}),
-            lambda i: client.get(f"/api/elicitations/{i}"), in_loop=False)
+            lambda i, a, c: client.post(f"{path(i)}/answer", {"action": a, "content": c, "via": "cli"}),
+            lambda i: client.get(path(i)), in_loop=False)
     return TerminalQuestions(lambda i, a, c: svc.answer_elicitation(i, a, c, "cli"), svc.elicitation, in_loop=True)
 
 

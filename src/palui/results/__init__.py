@@ -16,7 +16,9 @@ Import them from here (``from palui.results import TurnResult``); the modules gr
 - :mod:`~palui.results.turns`: a turn's result, its detail and stream lines, conversations;
 - :mod:`~palui.results.tools`: tools, connectors, MCP configurations and listings, memories and tasks;
 - :mod:`~palui.results.status`: ``/status``, the pause, the inbox, the audit log, the emergency brake;
-- :mod:`~palui.results.triggers`: jobs, webhooks, chat channels.
+- :mod:`~palui.results.triggers`: jobs, webhooks, chat channels;
+- :mod:`~palui.results.api`: what the JSON API answers beyond these (health, a new conversation, the turns
+  stopped, a refusal).
 
 Conventions: ids are strings (``t-…`` turn, ``c-…`` conversation, ``a-…`` approval, ``e-…`` question),
 except the integer rows of the audit, memories, tasks and sent messages. Times are ISO 8601 strings (UTC
@@ -38,8 +40,9 @@ from types import ModuleType
 
 from typing_extensions import is_typeddict
 
-from palui.results import answers, events, status, tools, triggers, turns
+from palui.results import answers, api, events, status, tools, triggers, turns
 from palui.results.answers import Approval, ClassFields, Elicitation, TurnApproval, TurnElicitation, UntrustedArg
+from palui.results.api import ErrorAnswer, Health, NewConversation, Stopped
 from palui.results.events import (
     ApprovalEvent,
     ConnectorErrorEvent,
@@ -133,9 +136,10 @@ __all__ = [
     "TextDiscardedEvent", "TextEvent", "Tool", "ToolCallEvent", "ToolDetails", "ToolStartEvent",
     "ToolsLeftOutEvent", "TurnApproval", "TurnDetail", "TurnElicitation", "TurnEvent", "TurnResult",
     "TurnStoredLine", "TurnUsage", "UntrustedArg", "Webhook", "WebhookCreated", "WebhookShare",
+    "ErrorAnswer", "Health", "NewConversation", "Stopped",
 ]
 
-MODULES: tuple[ModuleType, ...] = (answers, events, turns, tools, status, triggers)
+MODULES: tuple[ModuleType, ...] = (answers, events, turns, tools, status, triggers, api)
 
 
 def _forbid_extra_keys() -> None:

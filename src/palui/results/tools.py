@@ -14,8 +14,8 @@ class Tool(ClassFields):
     """A tool as ``palui tools list --json`` and ``GET /api/tools`` show it (spec §2, §7): ``name`` the
     model-visible name, ``tool`` the server's own; ``untrusted_output`` after trusted-source marks (spec
     §4.1); ``changed`` flagged for review (spec §7.6); ``present`` still listed by its server;
-    ``hidden_characters`` (spec §4.7); ``reaches_outside`` and the person's ``reaches_outside_flag`` (spec
-    §4.5); ``needs_tasks`` never offered (its server runs it only as an MCP task)."""
+    ``hidden_characters`` (spec §4.7); ``look_alike_name`` (spec §7.5); ``reaches_outside`` and the person's
+    ``reaches_outside_flag`` (spec §4.5); ``needs_tasks`` never offered (its server runs it only as an MCP task)."""
 
     name: str
     connector: str
@@ -28,6 +28,7 @@ class Tool(ClassFields):
     annotations: JSON | None
     present: bool
     hidden_characters: bool
+    look_alike_name: bool
     reaches_outside: bool
     reaches_outside_flag: bool
     needs_tasks: bool

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from palui.store import audit_chain
-from palui.store.audit_chain import CHAINED, Head
+from palui.store.audit_chain import ALL_COLUMNS, Head, State
 from palui.store.db import Database
 
 if TYPE_CHECKING:
@@ -58,9 +58,10 @@ def head(db: Database) -> AuditHead | None:
 
 def verify(db: Database, noted: str | None = None) -> dict[str, Any]:
     """``palui audit verify``: :func:`palui.store.audit_chain.verify` over every row, against the
-    ``audit_head`` file and the ``noted`` hash. Adds ``"head_file"``: the file's head, or None.
-    A missing or unreadable head file while rows exist is a problem (``kind`` ``no_head``) unless a
-    ``noted`` hash is given."""
+    ``audit_head`` file and the ``noted`` hash, then against the ``audit_state`` row and the tool calls
+    the turns' events record (:func:`palui.store.audit_chain.check_state`: an emptied log does not
+    verify). Adds ``"head_file"``: the file's head, or None. A missing or unreadable head file while rows
+    exist is a problem (``kind`` ``no_head``) unless a ``noted`` hash is given."""
     path = audit_chain.head_path(db.path)
     try:
         file_head: Head | None = audit_chain.read_head(path)
@@ -69,9 +70,13 @@ def verify(db: Database, noted: str | None = None) -> dict[str, Any]:
         file_head, unreadable = None, str(e)
     cur = db._connect().cursor()
     cur.row_factory = None  # plain tuples: 100,000 rows are verified in well under 2 s
-    rows = cur.execute(f"SELECT {', '.join(CHAINED)}, prev_hash, hash FROM audit ORDER BY id")
+    rows = cur.execute(f"SELECT {', '.join(ALL_COLUMNS)}, prev_hash, hash, chain_version FROM audit ORDER BY id")
     result = audit_chain.verify(rows, file_head, noted)
     result["head_file"] = {"id": file_head.id, "hash": file_head.hash} if file_head else None
+    if result["ok"]:
+        problem = audit_chain.check_state(result, _state(db), _tool_calls(db))
+        if problem is not None:
+            result["ok"], result["problem"] = False, problem
     if result["ok"] and file_head is None and result["rows"] and not noted:
         what = f"the audit_head file cannot be read ({unreadable})" if unreadable else "the audit_head file is missing"
         result["ok"] = False
@@ -80,12 +85,23 @@ def verify(db: Database, noted: str | None = None) -> dict[str, Any]:
     return result
 
 
+def _state(db: Database) -> State | None:
+    r = db.one("SELECT rows, first_id, last_id, last_hash FROM audit_state WHERE id = 1")
+    return State(r["rows"], r["first_id"], r["last_id"], r["last_hash"]) if r else None
+
+
+def _tool_calls(db: Database) -> int:
+    """The tool calls the turns' stored events record (each was audited before its event was stored).
+    Reads every event once: ``verify`` is a check run by hand, not on a turn's path."""
+    return int(db.row("SELECT COUNT(*) FROM turn_events WHERE json_extract(event, '$.type') = 'tool_call'")[0])
+
+
 def export(db: Database, since: float | None = None) -> Iterator[dict[str, Any]]:
     """Rows oldest first with their hashes, exactly as hashed (``time`` epoch seconds, ``tainted`` 0/1),
     plus ``time_iso``; only rows at or after ``since`` (epoch seconds) when given."""
     cur = db._connect().cursor()
     cur.row_factory = None
-    cols = [*CHAINED, "prev_hash", "hash"]
+    cols = [*ALL_COLUMNS, "prev_hash", "hash", "chain_version"]
     sql = f"SELECT {', '.join(cols)} FROM audit" + (" WHERE time >= ?" if since is not None else "") + " ORDER BY id"
     for r in cur.execute(sql, () if since is None else (since,)):
         row = dict(zip(cols, r, strict=True))

@@ -3,7 +3,8 @@
 Two rules, checked while the calls of a response are decided in order (:mod:`palui.runner.calls`):
 
 - ``budgets.repeat_calls`` (default 3): the same call — the same tool with the same canonical
-  arguments (:func:`palui.runner.approvals.args_hash`) — made for the N-th time in one turn, whatever
+  arguments (:func:`palui.runner.approvals.args_hash`, JSON numbers by value: ``5`` is ``5.0``, ``true``
+  is not ``1``) — made for the N-th time in one turn, whatever
   the earlier ones returned, is not run;
 - ``budgets.error_streak`` (default 4): after N calls in a row were refused, denied or failed (every
   result whose outcome is not ``success``: not offered, off, unavailable, cancelled, denied, expired,
@@ -37,9 +38,22 @@ if TYPE_CHECKING:
     from palui.store.db import Database
 
 
+def by_value(value: Any) -> Any:
+    """``value`` with every JSON number that is a whole float made an int, so ``5`` and ``5.0`` (the same
+    JSON number, RFC 8259 §6) compare equal; booleans stay booleans (``true`` is not ``1``)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: by_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [by_value(v) for v in value]
+    return value
+
+
 def call_key(tool: str, args: Any) -> str:
-    """What makes two calls "the same call": the tool and the hash of its canonical arguments."""
-    return f"{tool}\0{approvals.args_hash(args)}"
+    """What makes two calls "the same call": the tool and the hash of its canonical arguments, numbers
+    compared by value (:func:`by_value`)."""
+    return f"{tool}\0{approvals.args_hash(by_value(args))}"
 
 
 def _part_key(p: ToolCallPart) -> str:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from palui.policy.caps import GLOBAL_CAPS as GLOBAL_CAPS  # re-exported: the caps that pause every new turn
 from palui.policy.caps import WEBHOOK_RUNS_PER_HOUR
 from palui.runner.pending import PendingCall, from_stored
+from palui.store import ids
 from palui.store.db import Database
 from palui.types import Origin, TurnStatus
 
@@ -40,8 +41,8 @@ OWNER = f"{_hostname()}:{os.getpid()}"
 
 
 def new_id(prefix: str) -> str:
-    """A short random id such as ``t-3f9a1c2b7d``."""
-    return f"{prefix}-{os.urandom(5).hex()}"
+    """A new id of 128 random bits such as ``t-3f9a1c2b7d04e6a8b9c0d1e2f3a4b5c6`` (:mod:`palui.store.ids`)."""
+    return ids.new_id(prefix)
 
 
 @dataclass

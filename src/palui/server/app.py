@@ -16,11 +16,14 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from palui.server import hooks, routes
 from palui.server.session import SESSION_COOKIE, csrf_value, session_value
+from palui.server.unexpected import CatchUnexpected, no_route
 
 if TYPE_CHECKING:
     from palui.service.door import ServiceDoor
@@ -104,8 +107,8 @@ def create_app(
     serve_hooks: Sequence[ServeHook] = (),
 ) -> Guard:
     """The ASGI app for one service: the JSON routes, the webhook route and the web pages behind
-    the :class:`Guard`. Its lifespan starts and drains the service's runtime (the tick, the job
-    scheduler).
+    the :class:`Guard`; an unexpected exception is a logged 500 with an id (:class:`CatchUnexpected`).
+    Its lifespan starts and drains the service's runtime (the tick, the job scheduler).
 
     Args:
         serve_hooks: each is called with the service after its background starts and entered as
@@ -128,7 +131,9 @@ def create_app(
         finally:
             await svc.stop_background()
 
-    app = Starlette(routes=all_routes, lifespan=lifespan)
+    # An exception no route expected is logged and answered with its id (palui.server.unexpected).
+    app = Starlette(routes=all_routes, lifespan=lifespan, middleware=[Middleware(CatchUnexpected)],
+                    exception_handlers={HTTPException: no_route})
     app.state.svc = svc
     app.state.token = token
     hosts = allowed_hosts(host, port, svc.settings.get("serve.public_url"))

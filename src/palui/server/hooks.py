@@ -1,6 +1,8 @@
 """The service's trigger routes: inbound webhooks, jobs run now, job and webhook listings (spec §8).
 
 A front end: it reaches Palui only through the service's door (:func:`palui.server.endpoint.service_of`).
+The ``/api/…`` routes are operations of :data:`API` (:mod:`palui.server.api`), in the OpenAPI document;
+``/hooks/…`` is not (a sender's own format, authenticated by its signature).
 
 Routes:
 
@@ -23,15 +25,22 @@ from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute
 
 from palui.errors import WebhookRefused
-from palui.server.endpoint import body, endpoint, service_of
+from palui.results import Job, StreamLine, TurnResult, Webhook
+from palui.server.api import Operations
+from palui.server.endpoint import service_of
+from palui.server.inputs import RunJobBody
+from palui.server.raw_path import RawPathRoute
 from palui.server.turn_stream import Events, stream_or_wait
 
 if TYPE_CHECKING:
     from palui.results import DeliveryReceipt
     from palui.service.door import Launched, ServiceDoor
+
+#: The triggers' operations of the JSON API.
+API = Operations()
 
 
 async def read_limited(request: Request, limit: int) -> bytes:
@@ -71,20 +80,21 @@ async def receive(request: Request) -> Response:
     return JSONResponse(out, status_code=202)
 
 
-@endpoint
-async def list_jobs(request: Request, svc: ServiceDoor) -> Response:
-    return JSONResponse(svc.jobs())
+@API.get("/api/jobs", answer=list[Job], summary="the scheduled jobs, as palui jobs list --json",
+         links={"run_job": {"operationId": "run_job", "parameters": {"name": "$response.body#/0/name"}}})
+async def list_jobs(svc: ServiceDoor) -> list[Job]:
+    return svc.jobs()
 
 
-@endpoint
-async def list_webhooks(request: Request, svc: ServiceDoor) -> Response:
-    return JSONResponse(svc.webhooks())
+@API.get("/api/webhooks", answer=list[Webhook], summary="the inbound webhooks, as palui webhooks list --json")
+async def list_webhooks(svc: ServiceDoor) -> list[Webhook]:
+    return svc.webhooks()
 
 
-@endpoint
-async def run_job(request: Request, svc: ServiceDoor) -> Response:
-    data = await body(request)
-    stream = bool(data.get("stream"))
+@API.post("/api/jobs/{name}/run", body=RunJobBody, answer=TurnResult, stream=StreamLine, refusals=(404,),
+          summary="run a job now (outside its schedule): its turn's result")
+async def run_job(svc: ServiceDoor, name: str, body: RunJobBody) -> Response:
+    stream = body.stream
     launched: Launched | None = None
     events: Events | None = None
     subscribed = ""
@@ -97,7 +107,7 @@ async def run_job(request: Request, svc: ServiceDoor) -> Response:
         return launched.cap
 
     try:
-        tid = svc.start_job_now(request.path_params["name"], launch)
+        tid = svc.start_job_now(name, launch)
     except BaseException:
         if events is not None:
             svc.unsubscribe(subscribed, events)
@@ -105,11 +115,6 @@ async def run_job(request: Request, svc: ServiceDoor) -> Response:
     return await stream_or_wait(svc, tid, launched, stream, events)
 
 
-def routes() -> list[Route]:
-    return [
-        Route("/hooks/{hook}", receive, methods=["POST"]),
-        Route("/api/jobs", list_jobs),
-        Route("/api/jobs/{name}/run", run_job, methods=["POST"]),
-        Route("/api/webhooks", list_webhooks),
-    ]
+def routes() -> list[BaseRoute]:
+    return [RawPathRoute("/hooks/{hook}", receive, methods=["POST"]), *API.routes()]
 

@@ -88,7 +88,10 @@ def serve(svc: ServiceDoor, host: str, port: int, echo: Callable[[str], None], t
         echo(f"open http://{shown}:{real_port}/login?token={token}")
     else:
         echo(f"access token: stored in {discovery.token_path(settings)}")
-    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=10, lifespan="on")
+    # uvicorn's own warnings and errors go to the process's log (logs/palui.log, set up by the CLI), not
+    # the terminal: log_config=None keeps uvicorn from installing its stderr handlers (spec §8.1).
+    config = uvicorn.Config(app, log_level="warning", log_config=None, access_log=False,
+                            timeout_graceful_shutdown=10, lifespan="on")
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:

@@ -1,27 +1,35 @@
-"""The JSON routes of ``palui serve`` that the CLI and the web page use (every route needs the access token, spec §8).
+"""The JSON routes of ``palui serve`` that the CLI and the web page use (every route needs the access token
+but ``/api/health``, spec §8.1).
 
-A front end: it reaches Palui only through the service's door (:mod:`palui.server.endpoint` hands each
-route the service).
+A front end: it reaches Palui only through the service's door. Each route is an operation of :data:`API`
+(:mod:`palui.server.api`): its inputs are the models of :mod:`palui.server.inputs`, its answer a type of
+:mod:`palui.results`, and ``GET /api/openapi.json`` is the OpenAPI 3.1 document generated from them (the
+reference for every path, input and answer). Errors are ``{"error", "kind", "field"}`` with 400, 404
+(unknown id, said as the service says it: ``unknown approval 'a-../../x'``), 409 (already answered,
+expired) or 500 (``{"error", "id"}``).
 
-Routes (all JSON; errors are ``{"error": "…"}`` with 400/404/409):
+Routes:
 
-- ``GET /api/health``, ``GET /api/status``, ``GET /api/inbox``, ``GET /api/audit?turn=``
-- ``GET /api/connectors``, ``GET /api/tools``, ``POST /api/tools/{name}/class`` ``{"class"}``,
-  ``POST /api/tools/{name}/reset|enable|disable|review``, ``POST /api/tools/enable-read`` ``{"connector"}``
-- ``POST /api/conversations`` ``{"channel"}`` → ``{"conversation"}``; ``GET /api/conversations?channel=``,
-  ``GET /api/conversations/{id}``
+- ``GET /api/health`` (public), ``GET /api/openapi.json``, ``GET /api/status``, ``GET /api/inbox?limit=``,
+  ``GET /api/audit?turn=&limit=``
+- ``GET /api/connectors``, ``GET /api/tools?connector=``, ``POST /api/tools/{name}/class`` ``{"class"}``,
+  ``POST /api/tools/{name}/reset|enable|disable``, ``POST /api/tools/{name}/review`` ``{"fingerprint"}``,
+  ``POST /api/tools/enable-read`` ``{"connector"}``
+- ``POST /api/conversations`` ``{"channel"}`` → ``{"conversation"}``; ``GET /api/conversations?limit=&channel=``,
+  ``GET /api/conversations/{conversation}``
 - ``POST /api/turns`` ``{"message","conversation","model","channel","stream","start"}`` → the turn result
   (with ``"start": false`` at once: stored, started by the tick when its turn comes), or with
   ``stream`` an NDJSON stream: ``{"type":"turn","turn","conversation"}`` once the turn is stored, its
   events, and ``{"type":"result",…}`` last
-- ``GET /api/turns/{id}``, ``GET /api/turns/{id}/events?after=N`` (NDJSON: the turn's events from index
+- ``GET /api/turns/{turn}``, ``GET /api/turns/{turn}/events?after=N`` (NDJSON: the turn's events from index
   N on, live pieces included, until it settles; ``{"type":"result",…}`` last), ``POST /api/stop``
   ``{"conversation"|"turn"}``, or ``{"all": true}`` (every turn, jobs paused: ``{"stopped","jobs_paused"}``)
 - ``GET /api/approvals?all=1``, ``GET /api/approvals/{id}``, ``GET /api/approvals/{id}/wait?timeout=S``
   (returns once it is not pending, or after S seconds, at most 60), ``POST /api/approvals/{id}/approve|deny``
-  (``{"stream"}``; ``{"wait": false}`` answers, resumes the turn here and returns the approval at once)
+  (``{"stream","via"}``, a denial's ``"reason"``; ``{"wait": false}`` answers, resumes the turn here and
+  returns the approval at once)
 - ``GET /api/elicitations?all=1``, ``GET /api/elicitations/{id}``, ``POST /api/elicitations/{id}/answer``
-  ``{"action": "accept"|"decline"|"cancel", "content": {…}, "stream"}`` (a server's question, spec §7;
+  ``{"action": "accept"|"decline"|"cancel", "content": {…}, "stream"}`` (a server's question, spec §7.8;
   ``{"wait": false}`` answers, goes on with a paused turn here and returns the question at once)
 """
 
@@ -29,112 +37,180 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import BaseRoute
 
-from palui.errors import ApprovalError, NotFound, UsageError
-from palui.server.endpoint import body, endpoint
+from palui.errors import ApprovalError
+from palui.results import (
+    Approval,
+    AuditRow,
+    Connector,
+    Conversation,
+    ConversationSummary,
+    Elicitation,
+    Health,
+    InboxItem,
+    NewConversation,
+    Status,
+    StopAll,
+    Stopped,
+    StreamLine,
+    Tool,
+    TurnResult,
+)
+from palui.server.api import Operations
+from palui.server.inputs import (
+    ApproveBody,
+    AuditQuery,
+    ClassBody,
+    ConnectorBody,
+    ConversationsQuery,
+    DenyBody,
+    ElicitationAnswerBody,
+    FollowQuery,
+    InboxQuery,
+    ListQuery,
+    NewConversationBody,
+    ReviewBody,
+    StartTurn,
+    StopBody,
+    ToolsQuery,
+    WaitQuery,
+)
 from palui.server.turn_stream import NDJSON, stream_or_wait
 from palui.types import TurnStatus
 
 if TYPE_CHECKING:
-    from palui.results import ResultLine, StreamLine
+    from palui.results import ResultLine
     from palui.service.door import ServiceDoor
 
-
-@endpoint
-async def health(request: Request, svc: ServiceDoor) -> Response:
-    import os
-
-    return JSONResponse({"ok": True, "service": "palui", "pid": os.getpid()})
+#: The JSON API's operations (the triggers' are in :mod:`palui.server.hooks`).
+API = Operations()
+NOT_FOUND = (404,)
+ANSWERED = (404, 409)
 
 
-@endpoint
-async def status(request: Request, svc: ServiceDoor) -> Response:
-    return JSONResponse(svc.status())
+def link(operation: str, **parameters: str) -> dict[str, Any]:
+    """An OpenAPI link of a 200 answer to ``operation``, its parameters read from the answer
+    (``name="$response.body#/0/name"``): what a client (and the stateful fuzzer) can do next."""
+    return {"operationId": operation, "parameters": parameters}
 
 
-@endpoint
-async def inbox(request: Request, svc: ServiceDoor) -> Response:
-    return JSONResponse(svc.inbox(int(request.query_params.get("limit", 100))))
+def links(operations: tuple[str, ...], **parameters: str) -> dict[str, dict[str, Any]]:
+    return {name: link(name, **parameters) for name in operations}
 
 
-@endpoint
-async def audit(request: Request, svc: ServiceDoor) -> Response:
-    return JSONResponse(svc.audit(request.query_params.get("turn"), int(request.query_params.get("limit", 500))))
+TOOL_ACTIONS = ("set_class", "reset_class", "enable_tool", "disable_tool", "review_tool")
 
 
-@endpoint
-async def connectors(request: Request, svc: ServiceDoor) -> Response:
-    return JSONResponse(svc.connectors())
+@API.get("/api/health", answer=Health, public=True, summary="a Palui service, and its pid (no token needed)")
+async def health(svc: ServiceDoor) -> Health:
+    return {"ok": True, "service": "palui", "pid": os.getpid()}
 
 
-@endpoint
-async def tools(request: Request, svc: ServiceDoor) -> Response:
-    return JSONResponse([t.as_dict() for t in svc.tools(request.query_params.get("connector"))])
+@API.get("/api/openapi.json", answer=dict[str, Any], summary="this document: the JSON API's OpenAPI 3.1 description")
+async def openapi_document(svc: ServiceDoor) -> dict[str, Any]:
+    return document()
 
 
-@endpoint
-async def tool_action(request: Request, svc: ServiceDoor) -> Response:
-    name, action = request.path_params["name"], request.path_params["action"]
-    data = await body(request)
-    if action == "class":
-        row = svc.set_class(name, str(data.get("class", "")))
-    elif action == "reset":
-        row = svc.reset_class(name)
-    elif action in ("enable", "disable"):
-        [row] = svc.set_enabled([name], action == "enable")
-    elif action == "review":
-        # The caller names the pending change it showed (``tools/{name}`` details' fingerprint).
-        row = svc.review_tool(name, expected=data.get("fingerprint") or "missing")
-    else:
-        raise NotFound(f"unknown action {action!r}")
-    return JSONResponse(row.as_dict())
+@API.get("/api/status", answer=Status, summary="/status: model, tokens today, caps, pause, connectors, approvals")
+async def status(svc: ServiceDoor) -> Status:
+    return svc.status()
 
 
-@endpoint
-async def enable_read(request: Request, svc: ServiceDoor) -> Response:
-    data = await body(request)
-    return JSONResponse([t.as_dict() for t in svc.enable_read(data.get("connector"))])
+@API.get("/api/inbox", query=InboxQuery, answer=list[InboxItem], summary="the person's inbox, oldest first")
+async def inbox(svc: ServiceDoor, query: InboxQuery) -> list[InboxItem]:
+    return svc.inbox(query.limit)
 
 
-@endpoint
-async def new_conversation(request: Request, svc: ServiceDoor) -> Response:
-    data = await body(request)
-    return JSONResponse({"conversation": svc.new_conversation(channel=data.get("channel") or "api")})
+@API.get("/api/audit", query=AuditQuery, answer=list[AuditRow], summary="the audit log's newest rows")
+async def audit(svc: ServiceDoor, query: AuditQuery) -> list[AuditRow]:
+    return svc.audit(query.turn, query.limit)
 
 
-@endpoint
-async def list_conversations(request: Request, svc: ServiceDoor) -> Response:
-    return JSONResponse(svc.conversations(int(request.query_params.get("limit", 50)),
-                                          channel=request.query_params.get("channel") or None))
+@API.get("/api/connectors", answer=list[Connector], summary="every connector with its state")
+async def connectors(svc: ServiceDoor) -> list[Connector]:
+    return svc.connectors()
 
 
-@endpoint
-async def get_conversation(request: Request, svc: ServiceDoor) -> Response:
-    return JSONResponse(svc.conversation(request.path_params["conversation"]))
+@API.get("/api/tools", query=ToolsQuery, answer=list[Tool], refusals=NOT_FOUND, summary="every tool (of one connector)",
+         links=links(TOOL_ACTIONS, name="$response.body#/0/name"))
+async def tools(svc: ServiceDoor, query: ToolsQuery) -> list[Tool]:
+    return [t.as_dict() for t in svc.tools(query.connector)]
 
 
-@endpoint
-async def follow_turn(request: Request, svc: ServiceDoor) -> Response:
+@API.post("/api/tools/enable-read", body=ConnectorBody, answer=list[Tool], refusals=NOT_FOUND,
+          summary="switch on every read tool that is not flagged (of one connector)")
+async def enable_read(svc: ServiceDoor, body: ConnectorBody) -> list[Tool]:
+    return [t.as_dict() for t in svc.enable_read(body.connector)]
+
+
+@API.post("/api/tools/{name}/class", body=ClassBody, answer=Tool, refusals=NOT_FOUND,
+          summary="set the person's class of a tool (spec §2.3)")
+async def set_class(svc: ServiceDoor, name: str, body: ClassBody) -> Tool:
+    return svc.set_class(name, body.class_).as_dict()
+
+
+@API.post("/api/tools/{name}/reset", answer=Tool, refusals=NOT_FOUND,
+          summary="drop the person's class: the builtin, hints or unknown class applies again")
+async def reset_class(svc: ServiceDoor, name: str) -> Tool:
+    return svc.reset_class(name).as_dict()
+
+
+@API.post("/api/tools/{name}/enable", answer=Tool, refusals=NOT_FOUND, summary="switch a tool on")
+async def enable_tool(svc: ServiceDoor, name: str) -> Tool:
+    [row] = svc.set_enabled([name], True)
+    return row.as_dict()
+
+
+@API.post("/api/tools/{name}/disable", answer=Tool, refusals=NOT_FOUND, summary="switch a tool off")
+async def disable_tool(svc: ServiceDoor, name: str) -> Tool:
+    [row] = svc.set_enabled([name], False)
+    return row.as_dict()
+
+
+@API.post("/api/tools/{name}/review", body=ReviewBody, answer=Tool, refusals=NOT_FOUND,
+          summary="accept the change a flagged tool waits with (spec §7.6)")
+async def review_tool(svc: ServiceDoor, name: str, body: ReviewBody) -> Tool:
+    # The caller names the pending change it showed (``tools/{name}`` details' fingerprint).
+    return svc.review_tool(name, expected=body.fingerprint or "missing").as_dict()
+
+
+@API.post("/api/conversations", body=NewConversationBody, answer=NewConversation, summary="start a conversation",
+          links=links(("get_conversation",), conversation="$response.body#/conversation"))
+async def new_conversation(svc: ServiceDoor, body: NewConversationBody) -> NewConversation:
+    return {"conversation": svc.new_conversation(channel=body.channel or "api")}
+
+
+@API.get("/api/conversations", query=ConversationsQuery, answer=list[ConversationSummary],
+         summary="the conversations, newest first",
+         links=links(("get_conversation",), conversation="$response.body#/0/id"))
+async def list_conversations(svc: ServiceDoor, query: ConversationsQuery) -> list[ConversationSummary]:
+    return svc.conversations(query.limit, channel=query.channel or None)
+
+
+@API.get("/api/conversations/{conversation}", answer=Conversation, refusals=NOT_FOUND,
+         summary="one conversation with its turns")
+async def get_conversation(svc: ServiceDoor, conversation: str) -> Conversation:
+    return svc.conversation(conversation)
+
+
+@API.get("/api/turns/{turn}/events", query=FollowQuery, answer=None, stream=StreamLine, refusals=NOT_FOUND,
+         summary="follow a turn: its events from index after on, as NDJSON, its result last")
+async def follow_turn(svc: ServiceDoor, turn: str, query: FollowQuery) -> Response:
     """The turn's events from ``after`` on, as they happen, then its result (a chat follows a
     turn that continues after an answer given elsewhere, or a message that waited behind another:
     docs/decisions/0119-following-the-truth.md)."""
-    tid = request.path_params["turn"]
-    try:
-        after = max(0, int(request.query_params.get("after", 0)))
-    except ValueError:
-        raise UsageError("after must be a whole number") from None
-    svc.turn_result(tid, [])  # an unknown turn is a 404 before the stream starts
+    svc.turn_result(turn, [])  # an unknown turn is a 404 before the stream starts
     q: asyncio.Queue[StreamLine | None] = asyncio.Queue()
 
     async def run() -> None:
         try:
-            r = await svc.follow_turn(tid, after, q.put_nowait)
+            r = await svc.follow_turn(turn, query.after, q.put_nowait)
             last: ResultLine = {"type": "result", **r}
             q.put_nowait(last)
         finally:
@@ -152,141 +228,129 @@ async def follow_turn(request: Request, svc: ServiceDoor) -> Response:
     return StreamingResponse(lines(), media_type=NDJSON)
 
 
-@endpoint
-async def start_turn(request: Request, svc: ServiceDoor) -> Response:
-    data = await body(request)
-    message = data.get("message")
-    if not isinstance(message, str) or not message.strip():
-        raise UsageError("\"message\" must be a non-empty string")
-    model = svc.check_model(data.get("model") or svc.settings.model)  # a clear error before anything is stored
-    tid = svc.start_turn(message, conversation=data.get("conversation"), model=model,
-                         channel=data.get("channel") or "api")
-    if data.get("start") is False:
+@API.post("/api/turns", body=StartTurn, answer=TurnResult, stream=StreamLine, refusals=NOT_FOUND,
+          summary="send a message: a turn runs (or is stored, with start false)",
+          links={**links(("get_turn",), turn="$response.body#/turn"),
+                 **links(("get_conversation",), conversation="$response.body#/conversation")})
+async def start_turn(svc: ServiceDoor, body: StartTurn) -> Response | TurnResult:
+    model = svc.check_model(body.model or svc.settings.model)  # a clear error before anything is stored
+    tid = svc.start_turn(body.message, conversation=body.conversation, model=model, channel=body.channel or "api")
+    if not body.start:
         # Stored only: the tick starts it when its conversation's earlier turns are done (spec §8).
-        return JSONResponse(svc.turn_result(tid, []))
-    q = svc.subscribe(tid) if data.get("stream") else None
+        return svc.turn_result(tid, [])
+    q = svc.subscribe(tid) if body.stream else None
     launched = svc.launch(tid)
-    return await stream_or_wait(svc, tid, launched, bool(data.get("stream")), q)
+    return await stream_or_wait(svc, tid, launched, body.stream, q)
 
 
-@endpoint
-async def get_turn(request: Request, svc: ServiceDoor) -> Response:
-    return JSONResponse(svc.turn_result(request.path_params["turn"]))
+@API.get("/api/turns/{turn}", answer=TurnResult, refusals=NOT_FOUND, summary="a turn's result as it is now",
+         links=links(("approve", "deny"), id="$response.body#/pending_approvals/0/id"))
+async def get_turn(svc: ServiceDoor, turn: str) -> TurnResult:
+    return svc.turn_result(turn)
 
 
-@endpoint
-async def stop(request: Request, svc: ServiceDoor) -> Response:
-    data = await body(request)
-    if data.get("all") is True:  # the emergency brake (spec §5.7)
-        return JSONResponse(svc.stop_all("api"))
-    return JSONResponse({"stopped": svc.stop(conversation=data.get("conversation"), turn=data.get("turn"))})
+@API.post("/api/stop", body=StopBody, answer=Stopped | StopAll, refusals=NOT_FOUND,
+          summary="stop a conversation's or a turn's turns, or every turn with all (the emergency brake)")
+async def stop(svc: ServiceDoor, body: StopBody) -> Stopped | StopAll:
+    if body.all:  # the emergency brake (spec §5.7)
+        return svc.stop_all("api")
+    return {"stopped": svc.stop(conversation=body.conversation, turn=body.turn)}
 
 
-@endpoint
-async def list_approvals(request: Request, svc: ServiceDoor) -> Response:
-    return JSONResponse(svc.approvals(None if request.query_params.get("all") else "pending"))
+@API.get("/api/approvals", query=ListQuery, answer=list[Approval], summary="pending approvals (every one with all)",
+         links=links(("get_approval", "approve", "deny"), id="$response.body#/0/id"))
+async def list_approvals(svc: ServiceDoor, query: ListQuery) -> list[Approval]:
+    return svc.approvals(None if query.all else "pending")
 
 
-@endpoint
-async def get_approval(request: Request, svc: ServiceDoor) -> Response:
-    return JSONResponse(svc.approval(request.path_params["id"]))
+@API.get("/api/approvals/{id}", answer=Approval, refusals=NOT_FOUND, summary="one approval")
+async def get_approval(svc: ServiceDoor, id: str) -> Approval:
+    return svc.approval(id)
 
 
-@endpoint
-async def wait_approval(request: Request, svc: ServiceDoor) -> Response:
-    try:
-        timeout = min(60.0, max(0.0, float(request.query_params.get("timeout", 25))))
-    except ValueError:
-        raise UsageError("timeout must be a number of seconds") from None
-    return JSONResponse(await svc.wait_approval(request.path_params["id"], timeout))
+@API.get("/api/approvals/{id}/wait", query=WaitQuery, answer=Approval, refusals=NOT_FOUND,
+         summary="the approval once it is not pending, or after timeout seconds")
+async def wait_approval(svc: ServiceDoor, id: str, query: WaitQuery) -> Approval:
+    return await svc.wait_approval(id, query.timeout)
 
 
-@endpoint
-async def answer_approval(request: Request, svc: ServiceDoor) -> Response:
+async def _answer(svc: ServiceDoor, aid: str, approve: bool, body: ApproveBody, reason: str | None
+                  ) -> Response | TurnResult | Approval | Elicitation:
     """Answer through the service's one door (``answered_via`` ``"api"``, or ``"cli"`` when the body
-    says ``{"via": "cli"}``), then resume the turn here:
-    its events stream back with ``stream``. A refusal is 409 with the door's message."""
-    aid, action = request.path_params["id"], request.path_params["action"]
-    if action not in ("approve", "deny"):
-        raise NotFound(f"unknown action {action!r}")
-    data = await body(request)
-    # The CLI's client says it is the CLI (the person's token either way); anything else is "api".
-    via = "cli" if data.get("via") == "cli" else "api"
+    says ``{"via": "cli"}``: the CLI's client, with the person's token either way), then resume the turn
+    here: its events stream back with ``stream``. A refusal is 409 with the door's message."""
     try:
-        reason = data.get("reason") if action == "deny" else None
-        if reason is not None and not isinstance(reason, str):
-            raise UsageError('"reason" must be a string (why the person denies it)')
-        a = svc.answer_approval(aid, action == "approve", via=via, reason=(reason or "").strip() or None)
+        a = svc.answer_approval(aid, approve, via=body.via, reason=(reason or "").strip() or None)
     except ApprovalError as e:
         if e.turn_id:
             svc.launch(e.turn_id, (TurnStatus.AWAITING_APPROVAL,))  # the turn goes on with the refusal
         raise
-    if data.get("wait") is False:
+    if not body.wait:
         svc.launch(a["turn"], (TurnStatus.AWAITING_APPROVAL,))
-        return JSONResponse(a)  # the caller follows the turn (GET /api/turns/{id}/events)
-    q = svc.subscribe(a["turn"]) if data.get("stream") else None
+        return a  # the caller follows the turn (GET /api/turns/{id}/events)
+    q = svc.subscribe(a["turn"]) if body.stream else None
     launched = svc.launch(a["turn"], (TurnStatus.AWAITING_APPROVAL,))
-    return await stream_or_wait(svc, a["turn"], launched, bool(data.get("stream")), q)
+    return await stream_or_wait(svc, a["turn"], launched, body.stream, q)
 
 
-@endpoint
-async def list_elicitations(request: Request, svc: ServiceDoor) -> Response:
-    return JSONResponse(svc.elicitations(None if request.query_params.get("all") else "pending"))
+@API.post("/api/approvals/{id}/approve", body=ApproveBody, answer=TurnResult | Approval | Elicitation,
+          stream=StreamLine, refusals=ANSWERED, summary="approve one pending call, then the turn goes on")
+async def approve(svc: ServiceDoor, id: str, body: ApproveBody) -> Response | TurnResult | Approval | Elicitation:
+    return await _answer(svc, id, True, body, None)
 
 
-@endpoint
-async def get_elicitation(request: Request, svc: ServiceDoor) -> Response:
-    return JSONResponse(svc.elicitation(request.path_params["id"]))
+@API.post("/api/approvals/{id}/deny", body=DenyBody, answer=TurnResult | Approval | Elicitation,
+          stream=StreamLine, refusals=ANSWERED,
+          summary="deny one pending call (the reason is told to the model), or decline a question (e-…)")
+async def deny(svc: ServiceDoor, id: str, body: DenyBody) -> Response | TurnResult | Approval | Elicitation:
+    return await _answer(svc, id, False, body, body.reason)
 
 
-@endpoint
-async def answer_elicitation(request: Request, svc: ServiceDoor) -> Response:
-    """Answer a server's question through the one door (``answered_via`` ``api``, or ``cli``), then go on
-    with a turn paused by a 2026-07-28 server here; an older-era turn is still running (its call sees
-    the answer): the result is its current state."""
-    data = await body(request)
-    content = data.get("content")
-    if content is not None and not isinstance(content, dict):
-        raise UsageError("\"content\" must be an object of field: value")
-    via: str = data["via"] if data.get("via") in ("cli", "web") else "api"  # the web page's script says "web"
+@API.get("/api/elicitations", query=ListQuery, answer=list[Elicitation],
+         summary="servers' pending questions (every one with all)",
+         links=links(("get_elicitation", "answer_elicitation"), id="$response.body#/0/id"))
+async def list_elicitations(svc: ServiceDoor, query: ListQuery) -> list[Elicitation]:
+    return svc.elicitations(None if query.all else "pending")
+
+
+@API.get("/api/elicitations/{id}", answer=Elicitation, refusals=NOT_FOUND, summary="one server's question")
+async def get_elicitation(svc: ServiceDoor, id: str) -> Elicitation:
+    return svc.elicitation(id)
+
+
+@API.post("/api/elicitations/{id}/answer", body=ElicitationAnswerBody, answer=TurnResult | Elicitation,
+          stream=StreamLine, refusals=ANSWERED, summary="answer a server's question (spec §7.8)")
+async def answer_elicitation(svc: ServiceDoor, id: str, body: ElicitationAnswerBody
+                             ) -> Response | TurnResult | Elicitation:
+    """Answer a server's question through the one door (``answered_via`` ``api``, ``cli`` or ``web``), then
+    go on with a turn paused by a 2026-07-28 server here; an older-era turn is still running (its call
+    sees the answer): the result is its current state."""
     try:
-        e = svc.answer_elicitation(request.path_params["id"], str(data.get("action", "")), content, via=via)
+        e = svc.answer_elicitation(id, body.action, body.content, via=body.via)
     except ApprovalError as err:
         if err.turn_id:
             svc.launch(err.turn_id, (TurnStatus.AWAITING_APPROVAL,))  # expired: a decline, the turn goes on
         raise
-    if data.get("wait") is False:  # as for approvals: the caller follows the turn itself
+    if not body.wait:  # as for approvals: the caller follows the turn itself
         if e["era"] == "input_required":
             svc.launch(e["turn"], (TurnStatus.AWAITING_APPROVAL,))
-        return JSONResponse(e)
-    stream = bool(data.get("stream"))
-    q = svc.subscribe(e["turn"]) if stream else None
+        return e
+    q = svc.subscribe(e["turn"]) if body.stream else None
     launched = svc.launch(e["turn"], (TurnStatus.AWAITING_APPROVAL,)) if e["era"] == "input_required" else None
-    return await stream_or_wait(svc, e["turn"], launched, stream, q)
+    return await stream_or_wait(svc, e["turn"], launched, body.stream, q)
 
 
-def routes() -> list[Route]:
-    return [
-        Route("/api/health", health),
-        Route("/api/status", status),
-        Route("/api/inbox", inbox),
-        Route("/api/audit", audit),
-        Route("/api/connectors", connectors),
-        Route("/api/tools", tools),
-        Route("/api/tools/enable-read", enable_read, methods=["POST"]),
-        Route("/api/tools/{name}/{action}", tool_action, methods=["POST"]),
-        Route("/api/conversations", new_conversation, methods=["POST"]),
-        Route("/api/conversations", list_conversations, methods=["GET"]),
-        Route("/api/conversations/{conversation}", get_conversation),
-        Route("/api/turns", start_turn, methods=["POST"]),
-        Route("/api/turns/{turn}", get_turn),
-        Route("/api/turns/{turn}/events", follow_turn),
-        Route("/api/stop", stop, methods=["POST"]),
-        Route("/api/approvals", list_approvals),
-        Route("/api/approvals/{id}", get_approval),
-        Route("/api/approvals/{id}/wait", wait_approval),
-        Route("/api/approvals/{id}/{action}", answer_approval, methods=["POST"]),
-        Route("/api/elicitations", list_elicitations),
-        Route("/api/elicitations/{id}", get_elicitation),
-        Route("/api/elicitations/{id}/answer", answer_elicitation, methods=["POST"]),
-    ]
+_DOCUMENT: dict[str, Any] = {}
+
+
+def document() -> dict[str, Any]:
+    """The OpenAPI document of every ``/api/…`` operation (these and the triggers'), built once."""
+    if not _DOCUMENT:
+        from palui.server import hooks, openapi
+
+        _DOCUMENT.update(openapi.document([*API.operations, *hooks.API.operations]))
+    return _DOCUMENT
+
+
+def routes() -> list[BaseRoute]:
+    return [*API.routes()]

@@ -21,6 +21,7 @@ from palui.service.elicitations import ElicitationsPart
 from palui.service.notifier import Notifier
 from palui.service.turn_tasks import EventSink
 from palui.service.turns import TurnsPart
+from palui.store import ids
 from palui.store.db import Database
 
 if TYPE_CHECKING:
@@ -64,7 +65,9 @@ class ApprovalsPart:
         return [{**approvals.as_dict(r), "conversation": r["conversation_id"]} for r in rows]
 
     def approval(self, approval_id: str) -> Approval:
-        """One approval (``palui approvals show``), with its ``conversation``. Raises NotFound."""
+        """One approval (``palui approvals show``), with its ``conversation``; a unique prefix of its id is
+        enough (:func:`palui.store.ids.resolve`). Raises NotFound, UsageError (an ambiguous prefix)."""
+        approval_id = ids.resolve(self.db, approval_id)
         approvals.sweep(self.db)
         a = approvals.get(self.db, approval_id)
         return {**a, "conversation": self.conversations_part.conversation_of(a["turn"])}
@@ -92,6 +95,7 @@ class ApprovalsPart:
         """
         if not isinstance(via, str) or not VIA.match(via):
             raise UsageError(f"unknown answer channel {via!r}")
+        approval_id = ids.resolve(self.db, approval_id)  # a unique prefix is enough
         if isinstance(approval_id, str) and approval_id.startswith("e-"):
             # /deny ID works for a server's question too, on every front end and channel (spec §8).
             if approve:
@@ -118,6 +122,7 @@ class ApprovalsPart:
         without a live service). Returns the turn result. ``on_answered`` is told, before the turn goes
         on, what the answer became: ``approved``, ``denied``, or the refusal's sentence. A refusal that
         lets the turn go on resumes it first and is then raised, saying how the turn went on."""
+        approval_id = ids.resolve(self.db, approval_id)
         if approval_id.startswith("e-"):
             return await self.elicitations_part.answer_elicitation_and_resume(approval_id, "decline", None, via,
                                                                               on_event)

@@ -8,6 +8,7 @@ from palui.errors import NotFound
 from palui.runner import approvals, elicitations
 from palui.service.status import StatusPart
 from palui.service.turns import TurnsPart
+from palui.store import ids
 from palui.store.db import Database
 
 if TYPE_CHECKING:
@@ -31,7 +32,8 @@ class ConversationsPart:
     def turn_detail(self, turn_id: str) -> TurnDetail:
         """:meth:`turn_result` plus ``input``, ``created_at`` (epoch s), ``approvals`` (each approval
         the turn asked for, by id, in its current state), ``elicitations`` (each question a server
-        asked during it, by id) and, for a queued turn, ``pause``."""
+        asked during it, by id) and, for a queued turn, ``pause``. A unique prefix of the id is enough."""
+        turn_id = ids.resolve(self.db, turn_id)
         r = self.turns_part.turn_result(turn_id)
         row = self.db.one("SELECT input, created_at FROM turns WHERE id = ?", (turn_id,))
         if row is None:
@@ -77,7 +79,9 @@ class ConversationsPart:
                  "last": r["last"], "turns": r["turns"], "live": r["live"]} for r in rows]
 
     def conversation(self, cid: str) -> Conversation:
-        """One conversation with its turns (each :meth:`turn_detail`). Raises NotFound."""
+        """One conversation with its turns (each :meth:`turn_detail`); a unique prefix of its id is enough.
+        Raises NotFound, UsageError (an ambiguous prefix)."""
+        cid = ids.resolve(self.db, cid)
         c = self.db.one("SELECT * FROM conversations WHERE id = ?", (cid,))
         if c is None:
             raise NotFound(f"unknown conversation {cid!r}")

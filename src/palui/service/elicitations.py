@@ -19,6 +19,7 @@ from palui.runner import elicitations as store
 from palui.service.conversations import ConversationsPart
 from palui.service.turn_tasks import EventSink
 from palui.service.turns import TurnsPart
+from palui.store import ids
 from palui.store.db import Database
 from palui.text.elicitation import answer_problems, apply_defaults
 
@@ -55,7 +56,9 @@ class ElicitationsPart:
     def elicitation(self, elicitation_id: str) -> Elicitation:
         """One question: ``{"id","turn","conversation","tool","connector","era","mode","message","schema",
         "fields","url","url_host","status","action","reason","answered_via","created_at","expires_at",…}``
-        (the server's words as sent: show them through ``palui.text.display``). Raises NotFound."""
+        (the server's words as sent: show them through ``palui.text.display``); a unique prefix of the id is
+        enough. Raises NotFound, UsageError (an ambiguous prefix)."""
+        elicitation_id = ids.resolve(self.db, elicitation_id)
         store.sweep(self.db)
         return self._with_conversation(store.get(self.db, elicitation_id))
 
@@ -76,6 +79,7 @@ class ElicitationsPart:
             raise UsageError(f"unknown answer channel {via!r}")
         if action not in ACTIONS:
             raise UsageError(f"an answer is accept, decline or cancel (got {action!r})")
+        elicitation_id = ids.resolve(self.db, elicitation_id)  # a unique prefix is enough
         store.sweep(self.db)
         e = store.get(self.db, elicitation_id)
         answer: dict[str, Any] | None = None

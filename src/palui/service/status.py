@@ -16,6 +16,7 @@ from palui.service.channels import ChannelsPart
 from palui.service.clock import Clock
 from palui.service.mcp_connectors import MCPPart
 from palui.service.notifier import Notifier
+from palui.store import ids
 from palui.store import report as report_store
 from palui.store.db import Database
 from palui.triggers import jobs as jobs_mod
@@ -117,5 +118,6 @@ class StatusPart:
                            + (f" until {until}" if until else "") + "; your own messages and jobs go on.")
 
     def audit(self, turn: str | None = None, limit: int = 500) -> list[AuditRow]:
-        """Audit rows oldest first (spec §10): see :func:`palui.runner.audit.rows`."""
-        return audit.rows(self.db, turn, limit)
+        """Audit rows oldest first (spec §10): see :func:`palui.runner.audit.rows`; ``turn`` may be a unique
+        prefix of its id."""
+        return audit.rows(self.db, ids.resolve(self.db, turn) if turn else turn, limit)

@@ -131,11 +131,12 @@ class ToolsPart:
                 raise UsageError(
                     f"{', '.join(flagged)}: changed since you last saw it; review it first (palui tools review NAME)"
                 )
-            unseen = [r.name for r in rows if r.hidden and not r.hidden_seen]
+            unseen = [r for r in rows if r.must_be_seen and not r.hidden_seen]
             if unseen:
+                what = "has hidden characters" if unseen[0].hidden else "has a name with look-alike characters"
                 raise UsageError(
-                    f"{', '.join(unseen)}: its definition has hidden characters; look at it first with "
-                    f"palui tools show {unseen[0]} (it shows them escaped), then switch it on"
+                    f"{', '.join(r.name for r in unseen)}: its definition {what}; look at it first with "
+                    f"palui tools show {unseen[0].name} (it shows them escaped), then switch it on"
                 )
         with self.db.write() as c:
             for r in rows:
@@ -146,9 +147,10 @@ class ToolsPart:
         return [self.tool(r.name) for r in rows]
 
     def enable_read(self, connector: str | None = None) -> list[ToolRow]:
-        """Switch on every tool whose effective class is read, never one flagged changed (spec §7)."""
+        """Switch on every tool whose effective class is read, never one flagged changed, with hidden
+        characters or with a look-alike name (spec §7.4)."""
         targets = [r for r in self.tools(connector)
-                   if r.tool_class is ToolClass.READ and not r.changed and not r.enabled and not r.hidden]
+                   if r.tool_class is ToolClass.READ and not r.changed and not r.enabled and not r.must_be_seen]
         with self.db.write() as c:
             for r in targets:
                 c.execute("UPDATE tools SET enabled = 1 WHERE connector_id = ? AND raw_name = ?",

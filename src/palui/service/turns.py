@@ -34,6 +34,7 @@ from palui.service.clock import Clock
 from palui.service.notifier import Notifier
 from palui.service.status import StatusPart
 from palui.service.turn_tasks import EventSink, TurnTasks
+from palui.store import ids
 from palui.store.db import Database
 from palui.types import Origin, TurnStatus
 
@@ -162,6 +163,7 @@ class TurnsPart:
             raise UsageError("a turn needs a non-empty message")
         if conversation is None:
             conversation = self.new_conversation(origin, channel)
+        conversation = ids.resolve(self.db, conversation)  # a unique prefix is enough
         conv = self.db.one("SELECT * FROM conversations WHERE id = ?", (conversation,))
         if conv is None:
             raise NotFound(f"unknown conversation {conversation!r}")
@@ -358,8 +360,9 @@ class TurnsPart:
 
     def turn_result(self, turn_id: str, events: list[TurnEvent] | None = None) -> TurnResult:
         """The ``palui run --json`` shape: ``{"status","answer","conversation","turn","events","usage",…}``
-        (see :func:`palui.service.turn_shape.turn_result`). Raises NotFound."""
-        return turn_shape.turn_result(self.db, turn_id, events)
+        (see :func:`palui.service.turn_shape.turn_result`); a unique prefix of the id is enough. Raises
+        NotFound, UsageError (an ambiguous prefix)."""
+        return turn_shape.turn_result(self.db, ids.resolve(self.db, turn_id), events)
 
     # -- stop ------------------------------------------------------------------------------------------
 
@@ -370,6 +373,8 @@ class TurnsPart:
         or queued one is stopped now and its pending approvals cancelled. Returns the
         turn ids acted on. Raises UsageError (neither given), NotFound (unknown turn).
         """
+        turn, conversation = (ids.resolve(self.db, turn) if turn else turn,
+                              ids.resolve(self.db, conversation) if conversation else conversation)
         if turn:
             rows = self.db.all("SELECT * FROM turns WHERE id = ?", (turn,))
         elif conversation:

@@ -7,7 +7,19 @@ Each audit row carries ``prev_hash`` (the previous row's ``hash``; the first row
     canonical(row) = JSON array of the row's CHAINED columns, in that order,
                      with ensure_ascii and separators (",", ":")
 
-The row id is part of what is hashed, so renumbering rows shows too. The chain's head (the
+The row id is part of what is hashed, so renumbering rows shows too.
+
+**Chain versions.** Each row has a ``chain_version`` naming the columns its hash covers
+(:data:`COLUMNS`). Version 1 is the canonical form above, unchanged since the chain began, so rows
+written before a column was added keep verifying. A later version (when the gateway's client and
+session are audited) lists its columns after version 1's, and its canonical array starts with the
+version number: ``[version, *columns]``, so a row cannot be relabelled from one version to another
+without its hash failing.
+
+**The audit's state** (table ``audit_state``, one row): the number of rows ever written, the first row
+and the last row's id and hash, updated by :func:`append` in the inserting transaction. The log is
+never pruned, so a log that holds fewer rows than counted, or ends elsewhere, lost rows; an emptied
+log with its head file removed still disagrees with it (``palui audit verify``). The chain's head (the
 last row's id and hash) is also written to the file ``audit_head`` beside the database (mode
 0600, ``{"id": N, "hash": "…"}`` padded to a fixed length) inside the inserting transaction,
 while SQLite's write lock is held, so two processes never write it out of order. A new row's id
@@ -38,6 +50,12 @@ GENESIS = "0" * 64
 #: The columns a row's hash covers, in this order.
 CHAINED = ("id", "time", "turn_id", "tool", "class", "class_source", "origin", "tainted", "verdict", "reason",
            "args_hash", "outcome", "duration_ms")
+#: The columns each chain version's hash covers (see the module docstring); version 1 is CHAINED.
+COLUMNS: dict[int, tuple[str, ...]] = {1: CHAINED}
+CURRENT_VERSION = 1
+#: Every version's columns, version 1's first: the row layout :func:`verify` reads.
+ALL_COLUMNS: tuple[str, ...] = tuple(dict.fromkeys(col for v in sorted(COLUMNS) for col in COLUMNS[v]))
+_PICK = {v: [ALL_COLUMNS.index(col) for col in cols] for v, cols in COLUMNS.items()}
 HEAD_FILE = "audit_head"
 HEAD_BYTES = 128  # the head file's fixed length
 _dumps = json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
@@ -51,9 +69,11 @@ class Head:
     hash: str
 
 
-def row_hash(prev_hash: str, values: Sequence[Any]) -> str:
-    """The hash of a row whose CHAINED values are ``values`` (see the module docstring)."""
-    return hashlib.sha256(f"{prev_hash}\n{_dumps(list(values))}".encode()).hexdigest()
+def row_hash(prev_hash: str, values: Sequence[Any], version: int = 1) -> str:
+    """The hash of a row of chain ``version`` whose :data:`COLUMNS` values are ``values`` (see the module
+    docstring: version 1 hashes the values alone, a later version ``[version, *values]``)."""
+    canonical = list(values) if version == 1 else [version, *values]
+    return hashlib.sha256(f"{prev_hash}\n{_dumps(canonical)}".encode()).hexdigest()
 
 
 def head_path(db_file: Path | str) -> Path:
@@ -105,12 +125,17 @@ def append(c: sqlite3.Connection, values: dict[str, Any], head_file: Path) -> He
     new head."""
     last = c.execute("SELECT id, hash FROM audit WHERE id = (SELECT MAX(id) FROM audit)").fetchone()
     known = _known_head(head_file)
-    new_id = max(last[0] if last else 0, known.id if known else 0) + 1
+    state = c.execute("SELECT last_id FROM audit_state WHERE id = 1").fetchone()
+    new_id = max(last[0] if last else 0, known.id if known else 0, (state[0] or 0) if state else 0) + 1
     prev = (last[1] if last else None) or GENESIS
-    row = [new_id, *(values[k] for k in CHAINED[1:])]
-    h = row_hash(prev, row)
-    c.execute(f"INSERT INTO audit ({', '.join(CHAINED)}, prev_hash, hash) VALUES ({', '.join('?' * 15)})",
-              (*row, prev, h))
+    row = [new_id, *(values[k] for k in COLUMNS[CURRENT_VERSION][1:])]
+    h = row_hash(prev, row, CURRENT_VERSION)
+    cols = COLUMNS[CURRENT_VERSION]
+    c.execute(f"INSERT INTO audit ({', '.join(cols)}, prev_hash, hash, chain_version)"
+              f" VALUES ({', '.join('?' * (len(cols) + 3))})", (*row, prev, h, CURRENT_VERSION))
+    # No row (deleted by hand) is not made again: verify reports it, a fresh count would hide the deletion.
+    c.execute("UPDATE audit_state SET rows = rows + 1, first_id = COALESCE(first_id, ?), last_id = ?, last_hash = ?"
+              " WHERE id = 1", (new_id, new_id, h))
     head = Head(new_id, h)
     write_head(head_file, head)
     return head
@@ -138,11 +163,13 @@ def _span(a: int, b: int) -> str:
 
 
 def verify(rows: Iterable[Sequence[Any]], head: Head | None, noted: str | None = None) -> dict[str, Any]:
-    """Check the chain over ``rows`` (tuples of the CHAINED values, then ``prev_hash`` and ``hash``, in id
-    order) against ``head`` (the head file's) and ``noted`` (a hash, or a prefix of 16+ hex digits, the
-    person noted, e.g. from ``/status`` or the daily post).
+    """Check the chain over ``rows`` (tuples of the :data:`ALL_COLUMNS` values, then ``prev_hash``, ``hash``
+    and optionally ``chain_version`` (1 when absent), in id order) against ``head`` (the head file's) and
+    ``noted`` (a hash, or a prefix of 16+ hex digits, the person noted, e.g. from ``/status`` or the daily
+    post).
 
-    Returns ``{"ok", "rows", "last": {"id","hash"} | None, "problem": None | {"kind","row","message"}}``;
+    Returns ``{"ok", "rows", "first": id | None, "last": {"id","hash"} | None, "problem": None |
+    {"kind","row","message"}}``;
     ``kind`` is ``changed``, ``inserted``, ``deleted``, ``missing_at_end``, ``after_head`` or
     ``noted_not_found``. The first problem found is reported: the first row that was changed, inserted or
     deleted, else a disagreement with the head.
@@ -150,12 +177,13 @@ def verify(rows: Iterable[Sequence[Any]], head: Head | None, noted: str | None =
     n = 0
     last_id, last_hash, before_last = 0, GENESIS, GENESIS
     noted_at: int | None = None
+    first_id: int | None = None
     noted = noted.lower() if noted else None
-    width = len(CHAINED)
+    width = len(ALL_COLUMNS)
 
     def out(kind: str | None = None, row: int | None = None, message: str = "") -> dict[str, Any]:
         problem = None if kind is None else {"kind": kind, "row": row, "message": message}
-        return {"ok": problem is None, "rows": n, "problem": problem,
+        return {"ok": problem is None, "rows": n, "problem": problem, "first": first_id,
                 "last": {"id": last_id, "hash": last_hash} if n else None}
 
     for r in rows:
@@ -172,9 +200,14 @@ def verify(rows: Iterable[Sequence[Any]], head: Head | None, noted: str | None =
             if n == 0:
                 return out("changed", rid, f"row {rid} was changed: it does not start the chain")
             return out("changed", last_id, f"row {last_id} was changed: row {rid} no longer links to it")
-        if row_hash(stored_prev, r[:width]) != stored:
+        version = r[width + 2] if len(r) > width + 2 else 1
+        if version not in _PICK:
+            return out("changed", rid, f"row {rid} was changed: it names chain version {version}, which Palui never "
+                                       "wrote")
+        if row_hash(stored_prev, [r[i] for i in _PICK[version]], version) != stored:
             return out("changed", rid, f"row {rid} was changed: its content does not match its hash")
         before_last, last_hash, last_id = last_hash, stored, rid
+        first_id = rid if first_id is None else first_id
         n += 1
         if noted and noted_at is None and stored.startswith(noted):
             noted_at = rid
@@ -192,3 +225,48 @@ def verify(rows: Iterable[Sequence[Any]], head: Head | None, noted: str | None =
         return out("noted_not_found", None, f"no row has the noted hash {noted}: a row at or before the one it "
                                             "named was changed or deleted")
     return out()
+
+
+@dataclass(frozen=True)
+class State:
+    """The ``audit_state`` row: ``rows`` written ever, the ``first_id``, the ``last_id`` and its ``last_hash``."""
+
+    rows: int
+    first_id: int | None
+    last_id: int | None
+    last_hash: str | None
+
+
+def check_state(result: dict[str, Any], state: State | None, tool_calls: int) -> dict[str, Any] | None:
+    """The first disagreement between a chain that verified (``result`` of :func:`verify`), the
+    ``audit_state`` row and the ``tool_calls`` the turns' events record (every one is audited, spec
+    §10.3), as a problem ``{"kind","row","message"}``; None when they agree.
+
+    ``kind``: ``emptied`` (no rows but calls recorded), ``no_state`` (the row was deleted),
+    ``count`` (fewer or more rows than written), ``state_head`` (the log ends elsewhere than the row
+    last written), ``calls`` (more calls recorded than rows)."""
+    n, last = result["rows"], result["last"]
+    if n == 0 and tool_calls:
+        counted = f"; the audit counted {state.rows} row(s) up to row {state.last_id}" if state and state.rows else ""
+        return {"kind": "emptied", "row": None,
+                "message": f"audit log empty but {tool_calls} tool call(s) recorded in the turns{counted}"}
+    if state is None:
+        return {"kind": "no_state", "row": None,
+                "message": "the audit_state row is missing: it was deleted outside Palui, so deleted rows may not show"}
+    if state.rows != n:
+        what = "deleted" if n < state.rows else "inserted outside Palui's audit"
+        return {"kind": "count", "row": None,
+                "message": f"the log holds {n} row(s) but {state.rows} were written: rows were {what}"}
+    if n and (state.first_id != result["first"] or state.last_id != last["id"]):
+        return {"kind": "state_head", "row": state.last_id,
+                "message": f"the log runs from row {result['first']} to row {last['id']} but rows {state.first_id}–"
+                           f"{state.last_id} were written: it was renumbered and chained again"}
+    if n and state.last_hash != last["hash"]:
+        return {"kind": "state_head", "row": state.last_id,
+                "message": f"row {state.last_id} does not have the hash it was written with: the log was changed "
+                           "and chained again at or before that row"}
+    if tool_calls > n:
+        return {"kind": "calls", "row": None,
+                "message": f"{tool_calls} tool call(s) recorded in the turns but the log holds {n} row(s): rows were "
+                           "deleted"}
+    return None

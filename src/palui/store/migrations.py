@@ -3,8 +3,9 @@
 :data:`MIGRATIONS` holds this module's migrations and those of the modules it includes, one per
 topic: ``migrations_costs`` (per-turn cost independent of history and catalog size: 11–14, 31),
 ``migrations_channels`` (the chat channels: 15), ``migrations_mcp`` (questions from MCP servers,
-task support, the sign-in state: 20–22) and ``migrations_governance`` (the audit chain, the Rule of
-Two, job scopes: 25–29). They run in number order, each once; never edit one that has shipped.
+task support, the sign-in state: 20–22), ``migrations_governance`` (the audit chain, the Rule of
+Two, job scopes: 25–29) and ``migrations_integrity`` (webhook replay keys kept, the audit's count:
+32–33). They run in number order, each once; never edit one that has shipped.
 
 Unused numbers: 2, 3, 16–19, 23, 24. They were handed out to work that did not need them and stay
 unused, so that no database ever records them for something else. New migrations take numbers above
@@ -22,6 +23,7 @@ from collections.abc import Callable
 from palui.store.migrations_channels import CHANNEL_MIGRATIONS
 from palui.store.migrations_costs import COST_MIGRATIONS
 from palui.store.migrations_governance import GOVERNANCE_MIGRATIONS
+from palui.store.migrations_integrity import INTEGRITY_MIGRATIONS
 from palui.store.migrations_mcp import MCP_MIGRATIONS
 
 #: (number, name, SQL text or a function of the connection, run inside the migrating transaction)
@@ -400,6 +402,8 @@ MIGRATIONS.extend(GOVERNANCE_MIGRATIONS)
 
 # Remote MCP servers (20-22): questions from servers, task support, the sign-in state in the catalog.
 MIGRATIONS.extend(MCP_MIGRATIONS)
+# What must survive a fault (32-33): body-only webhook replay keys kept, the audit's count beside the chain.
+MIGRATIONS.extend(INTEGRITY_MIGRATIONS)
 
 # Migration numbers are handed out to parallel work and may be appended out of order: keep the list sorted.
 MIGRATIONS.sort(key=lambda m: m[0])

@@ -70,6 +70,20 @@ class ToolRow:
         return hidden_in([self.tool, self.description, self.input_schema, self.annotations])
 
     @property
+    def look_alike(self) -> bool:
+        """Its raw name has characters that look like others (a Cyrillic ``а`` in ``reаd_file``; UTS #39
+        skeleton, spec §7.5): flagged like hidden characters."""
+        from palui.text.confusables import has_look_alikes
+
+        return has_look_alikes(self.tool)
+
+    @property
+    def must_be_seen(self) -> bool:
+        """Hidden characters or a look-alike name: left off by ``enable-read``, switched on only after the
+        person saw the definition (``hidden_seen``)."""
+        return self.hidden or self.look_alike
+
+    @property
     def hidden_seen(self) -> bool:
         """The person looked at this exact definition escaped (``palui tools show``, the sheet)."""
         return self.hidden_ack == self.definition_hash
@@ -95,6 +109,7 @@ class ToolRow:
             "annotations": self.annotations,
             "present": self.present,
             "hidden_characters": self.hidden,
+            "look_alike_name": self.look_alike,
             "reaches_outside": self.reaches_outside,
             "reaches_outside_flag": self.outside_flag,
             "needs_tasks": self.needs_tasks,

@@ -9,6 +9,13 @@ Accepted expressions: five fields (minute hour day-of-month month day-of-week, c
 syntax) or one of ``@yearly @annually @monthly @weekly @daily @midnight @hourly``.
 A sixth (seconds) field is refused: the service ticks about once a second and a job
 every few seconds would eat the runs-per-hour cap.
+
+Daylight-saving changes (spec §8.4, the rule of Vixie cron and cronie): a *fixed-time* job, one whose
+minute and hour fields do not start with ``*`` (``30 2 * * *``, ``@daily``), fires once per local
+date: when clocks go back it fires at the first of the two repeated wall times only, and when they go
+forward over its time it fires at the first moment after the gap (croniter already does that). Every
+other job (``*/5 * * * *``, ``0 * * * *``, ``@hourly``) follows real time, so an hourly job fires 25
+times on the long day and 23 on the short one.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import json
 import os
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from typing import TYPE_CHECKING, Any
@@ -135,16 +143,46 @@ def check_cron(expr: str) -> str:
     return norm
 
 
+def is_fixed_time(expr: str) -> bool:
+    """True for a job that fires at fixed local wall times: its minute and hour fields do not start
+    with ``*`` (an alias is read as its five fields; ``@hourly`` is ``0 * * * *``)."""
+    minute, hour = _ALIAS_FIELDS.get(expr, expr).split()[:2]
+    return not minute.startswith("*") and not hour.startswith("*")
+
+
+#: The aliases' five fields (croniter's reading of them).
+_ALIAS_FIELDS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
+                 "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
+                 "@hourly": "0 * * * *"}
+
+
+def _fires(expr: str, after: float, tz: tzinfo) -> Iterator[float]:
+    """The fires of ``expr`` strictly after ``after`` (epoch seconds), read in ``tz``, in order.
+
+    A fixed-time job (:func:`is_fixed_time`) skips the second of two repeated wall times: ``fold=1``
+    is the later of the two instants a local time names (PEP 495), so the wall time already fired.
+    """
+    from croniter import croniter
+
+    fixed = is_fixed_time(expr)
+    it = croniter(expr, datetime.fromtimestamp(after, tz))
+    while True:
+        when = it.get_next(datetime)
+        if fixed and datetime.fromtimestamp(when.timestamp(), tz).fold == 1:
+            continue
+        yield when.timestamp()
+
+
 def next_after(expr: str, after: float, tz: tzinfo) -> float:
-    """Epoch seconds of the first fire of ``expr`` strictly after ``after``, read in ``tz``.
+    """Epoch seconds of the first fire of ``expr`` strictly after ``after``, read in ``tz``
+    (a fixed-time job fires once per local date, see the module docstring).
 
     Raises UsageError if the expression never fires.
     """
-    from croniter import croniter
     from croniter.croniter import CroniterBadDateError
 
     try:
-        return croniter(expr, datetime.fromtimestamp(after, tz)).get_next(datetime).timestamp()
+        return next(_fires(expr, after, tz))
     except CroniterBadDateError:
         raise UsageError(f"cron expression {expr!r} never fires") from None
 
@@ -152,11 +190,9 @@ def next_after(expr: str, after: float, tz: tzinfo) -> float:
 def missed_between(expr: str, first: float, now: float, tz: tzinfo, limit: int = MISSED_COUNT_LIMIT) -> int:
     """How many fires of ``expr`` fall in ``(first, now]`` (``first`` itself is the run being made),
     counted up to ``limit``."""
-    from croniter import croniter
-
-    it = croniter(expr, datetime.fromtimestamp(first, tz))
+    fires = _fires(expr, first, tz)
     n = 0
-    while n < limit and it.get_next(datetime).timestamp() <= now:
+    while n < limit and next(fires) <= now:
         n += 1
     return n
 

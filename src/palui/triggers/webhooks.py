@@ -8,12 +8,19 @@ stores nothing:
 3. authentication → 401 (:mod:`palui.triggers.signing`: ``X-Palui-Signature`` /
    ``X-Hub-Signature-256`` HMAC of the body, Standard Webhooks ``webhook-id`` /
    ``webhook-timestamp`` / ``webhook-signature``, or ``Authorization: Bearer <secret>``);
-4. a delivery seen in the last 24 h → answered ``duplicate`` (200), nothing started
-   (:func:`delivery_key`: the hash of its signature and body was seen, or its delivery id was;
-   an unsigned delivery-id header never makes a seen body new; for Standard Webhooks the
-   signed ``webhook-id`` alone decides);
+4. a delivery seen before → answered ``duplicate`` (200), nothing started
+   (:func:`delivery_key`: the hash of its signature and body was seen within ``retention.days``, or
+   its delivery id within 24 h; an unsigned delivery-id header never makes a seen body new; for
+   Standard Webhooks the signed ``webhook-id`` alone decides);
 5. more than ``webhooks.rate_per_minute`` accepted deliveries of this webhook in the
    last 60 s → 429 (after authentication, so a stranger cannot use up a webhook's rate).
+
+How long a replay is refused (spec §8.5): a signature over the body alone (``X-Palui-Signature``,
+``X-Hub-Signature-256``) or the bearer secret says nothing about *when* it was made, so a captured
+delivery stays valid forever; its content key is kept as long as the retention keeps delivery records
+(``retention.days``, :mod:`palui.store.retention`), and only then can it be replayed. Only a signed
+timestamp (Standard Webhooks, refused when more than 5 minutes off) bounds replay: those records are
+dropped after 24 h, since the timestamp check refuses anything older.
 
 Secrets are random, shown once by ``palui webhooks add`` and kept in
 ``<data dir>/secrets/webhooks/<id>.secret`` (mode 0600, directory 0700): HMAC needs the
@@ -37,6 +44,7 @@ from palui.triggers.signing import STANDARD_SCHEME, Authenticated
 from palui.triggers.signing import authenticate as authenticate  # re-exported: the check of step 3
 
 MAX_BODY_BYTES = 262_144
+#: How long a Standard Webhooks delivery id (and an unsigned delivery-id header) makes a duplicate.
 REPLAY_WINDOW_SECONDS = 86_400
 RATE_WINDOW_SECONDS = 60
 #: Delivery-id headers a sender may add next to a body signature or a bearer secret: not signed.
@@ -152,9 +160,10 @@ class DeliveryKeys:
     - ``delivery_id``: ``"id:" + sha256(id)`` (hex) of the sender's delivery id: the signed
       ``webhook-id`` of a Standard Webhooks delivery, else an unsigned delivery-id header.
 
-    A delivery is a duplicate when either key was seen within 24 h. A Standard Webhooks delivery
-    has no ``content`` key: its id is signed, so the id alone decides (a sender may send the same
-    body twice under two ids).
+    A delivery is a duplicate when its ``content`` key was seen within ``retention.days`` (the
+    records kept), or its ``delivery_id`` within 24 h. A Standard Webhooks delivery has no
+    ``content`` key: its id is signed, so the id alone decides (a sender may send the same body
+    twice under two ids), and its timestamp bounds replay, so its record goes after 24 h.
     """
 
     content: str | None
@@ -196,20 +205,27 @@ def event_name(headers: Mapping[str, str]) -> str | None:
 
 def record(db: Database, hook_id: str, keys: DeliveryKeys, body: bytes, rate_per_minute: int,
            now: float | None = None) -> dict[str, Any] | None:
-    """In one transaction: forget deliveries older than 24 h, answer a duplicate (either of
-    ``keys`` seen, spec §8.5), check the rate, record the new delivery under both keys.
+    """In one transaction: forget Standard Webhooks deliveries older than 24 h, answer a duplicate
+    (the content key seen in the records kept, or the delivery id in the last 24 h; spec §8.5),
+    check the rate, record the new delivery under both keys. Body-only records are pruned by the
+    retention (:mod:`palui.store.retention`), not here.
 
     Returns None for a new delivery, or the earlier delivery ``{"turn","received_at"}`` for a
     duplicate. Raises WebhookRefused(429) when the webhook is over its rate.
     """
     now = time.time() if now is None else now
     with db.write() as c:
-        c.execute("DELETE FROM webhook_deliveries WHERE received_at <= ?", (now - REPLAY_WINDOW_SECONDS,))
-        seen = c.execute(
-            "SELECT turn_id, received_at FROM webhook_deliveries WHERE webhook_id = ?"
-            " AND (content_key = ? OR delivery_id = ?) ORDER BY received_at LIMIT 1",
-            (hook_id, keys.content, keys.delivery_id),
-        ).fetchone()
+        since = now - REPLAY_WINDOW_SECONDS
+        # through the partial index webhook_deliveries_timed: the body-only records kept are not scanned
+        c.execute("DELETE FROM webhook_deliveries WHERE content_key IS NULL AND received_at <= ?", (since,))
+        # two lookups, each through its own index (webhook_id, content_key / delivery_id): an OR
+        # would read every record kept for the webhook
+        found = [c.execute("SELECT turn_id, received_at FROM webhook_deliveries WHERE webhook_id = ?"
+                           " AND content_key = ? ORDER BY received_at LIMIT 1", (hook_id, keys.content)).fetchone(),
+                 c.execute("SELECT turn_id, received_at FROM webhook_deliveries WHERE webhook_id = ?"
+                           " AND delivery_id = ? AND received_at > ? ORDER BY received_at LIMIT 1",
+                           (hook_id, keys.delivery_id, since)).fetchone()]
+        seen = min((r for r in found if r is not None), key=lambda r: r["received_at"], default=None)
         if seen:
             return {"turn": seen["turn_id"], "received_at": seen["received_at"]}
         recent = c.execute(

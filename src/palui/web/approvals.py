@@ -14,8 +14,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from palui.errors import NotFound
+from palui.server.raw_path import RawPathRoute
 from palui.web.base import action, page, redirect, render, render_fragment, svc_of
 from palui.web.chat import answer
+from palui.web.forms import DenyForm, form_as
 
 HISTORY = 100
 
@@ -45,7 +47,8 @@ async def answer_form(request: Request, form: dict[str, str]) -> Response:
     verb = request.path_params["action"]
     if verb not in ("approve", "deny"):
         raise NotFound(f"unknown action {verb!r}")
-    reason = (form.get("reason") or "").strip() or None if verb == "deny" else None
+    reason = form_as(DenyForm, form).reason if verb == "deny" else None
+    reason = reason.strip() or None if reason else None
     a = answer(request, request.path_params["id"], verb == "approve", reason)
     word = "Approved" if verb == "approve" else "Denied"
     return redirect(form.get("back") or "/approvals", ("ok", f"{word} {a['id']} ({a['tool']}); the turn goes on."))
@@ -54,6 +57,6 @@ async def answer_form(request: Request, form: dict[str, str]) -> Response:
 def routes() -> list[Route]:
     return [
         Route("/approvals", approvals_page),
-        Route("/approvals/{id}/card", approval_card),
-        Route("/approvals/{id}/{action}", answer_form, methods=["POST"]),
+        RawPathRoute("/approvals/{id}/card", approval_card),
+        RawPathRoute("/approvals/{id}/{action}", answer_form, methods=["POST"]),
     ]

@@ -11,6 +11,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from palui.errors import UsageError
+from palui.server.raw_path import RawPathRoute
 from palui.web.base import action, page, redirect, render, svc_of
 
 
@@ -100,5 +101,5 @@ def routes() -> list[Route]:
     return [
         Route("/channels", channels_page),
         Route("/channels/add", add_channel, methods=["POST"]),
-        Route("/channels/{name}/{action}", channel_action, methods=["POST"]),
+        RawPathRoute("/channels/{name}/{action}", channel_action, methods=["POST"]),
     ]

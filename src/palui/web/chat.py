@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from palui.errors import ApprovalError, PaluiError, UsageError
+from palui.server.raw_path import RawPathRoute
 from palui.text import commands as chat_commands
 from palui.text.elicitation import parse_pairs
 from palui.types import TurnStatus
@@ -31,6 +32,7 @@ from palui.web.base import (
     render_fragment,
     svc_of,
 )
+from palui.web.forms import ChatForm, form_as
 
 if TYPE_CHECKING:
     from palui.results import Approval, Elicitation
@@ -147,10 +149,11 @@ async def command(request: Request) -> Response:
     except CSRFRefused as e:
         return JSONResponse({"error": str(e)}, status_code=403)
     try:
-        cmd = chat_commands.parse(form.get("line", ""))
+        f = form_as(ChatForm, form)
+        cmd = chat_commands.parse(f.line)
         if cmd is None:
             raise UsageError("not a command (commands start with /)")
-        out = run_command(request, cmd, form.get("conversation") or None)
+        out = run_command(request, cmd, f.conversation)
     except chat_commands.CommandError as e:
         return JSONResponse({"error": str(e)}, status_code=400)
     except PaluiError as e:
@@ -162,9 +165,10 @@ async def command(request: Request) -> Response:
 async def send(request: Request, form: dict[str, str]) -> Response:
     """``POST /chat/send`` (the form without the script): a command, or a message that starts a turn."""
     svc = svc_of(request)
-    conv = form.get("conversation") or None
+    f = form_as(ChatForm, form)
+    conv = f.conversation
     back = f"/chat/{conv}" if conv else "/chat"
-    line = form.get("message", "")
+    line = f.message
     try:
         cmd = chat_commands.parse(line)
     except chat_commands.CommandError as e:
@@ -187,7 +191,7 @@ def routes() -> list[Route]:
         Route("/new", new_chat),
         Route("/chat/send", send, methods=["POST"]),
         Route("/chat/command", command, methods=["POST"]),
-        Route("/chat/turns/{turn}", turn_fragment),
-        Route("/chat/{conversation}", chat_page),
+        RawPathRoute("/chat/turns/{turn}", turn_fragment),
+        RawPathRoute("/chat/{conversation}", chat_page),
     ]
 

@@ -20,10 +20,12 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from palui.errors import NotFound, UsageError
+from palui.server.raw_path import RawPathRoute
 from palui.text.mcp_config import ServerConfig
 from palui.text.review import review_view  # one rendering of a pending change, CLI and page
 from palui.types import Origin
 from palui.web.base import SECURITY_HEADERS, action, page, redirect, render, svc_of
+from palui.web.forms import ServerForm, form_as
 
 if TYPE_CHECKING:
     from palui.results import Connector
@@ -76,7 +78,7 @@ async def sheet(request: Request) -> Response:
     conn = connector_view(svc, cid)
     tools = [tool_view(svc, r) for r in svc.tools(cid)]
     reads_off = sum(1 for t in tools if t["class"] == "read" and not t["enabled"] and not t["changed"]
-                    and not t["hidden_characters"])
+                    and not t["hidden_characters"] and not t["look_alike_name"])
     # spec §2.4: a class suggested for each unknown tool; nothing changes until the person accepts.
     suggestions = {s["name"]: s for s in svc.suggest_classes(cid)}
     for t in tools:
@@ -226,7 +228,7 @@ def _pairs(text: str, what: str) -> dict[str, str]:
 def server_config(form: dict[str, str]) -> ServerConfig:
     """The :class:`ServerConfig` of the add form (stdio command line or URL). Raises UsageError."""
     transport = form.get("transport", "stdio")
-    timeout = float(form["timeout"]) if form.get("timeout", "").strip() else None
+    timeout = form_as(ServerForm, form).timeout
     if transport == "http":
         return ServerConfig("http", url=form.get("url", "").strip(), headers=_pairs(form.get("headers", ""), "headers"),
                             timeout_seconds=timeout)
@@ -244,10 +246,7 @@ def server_config(form: dict[str, str]) -> ServerConfig:
 async def add_server(request: Request, form: dict[str, str]) -> Response:
     """``POST /connectors/add``: connect an MCP server once, store its tools (off), open its sheet."""
     svc = svc_of(request)
-    try:
-        config = server_config(form)
-    except ValueError as e:  # a bad timeout number
-        raise UsageError(f"timeout: {e}") from None
+    config = server_config(form)
     r = await svc.mcp_add_async(form.get("name", "").strip(), config, enable_read=form.get("enable_read") == "1")
     if r["state"] == "error: sign in again":
         return redirect(f"/connectors/{r['id']}", ("ok", f"{r['id']}: added; the server wants you to sign in: "
@@ -261,13 +260,13 @@ def routes() -> list[Route]:
     return [
         Route("/connectors", connectors_page),
         Route("/connectors/add", add_server, methods=["POST"]),
-        Route("/connectors/{id}", sheet),
-        Route("/connectors/{id}/suggestions", accept_suggestions, methods=["POST"]),
-        Route("/connectors/{id}/{action}", connector_action, methods=["POST"]),
-        Route("/tools/{name}/class", tool_class, methods=["POST"]),
-        Route("/tools/{name}/switch", tool_switch, methods=["POST"]),
-        Route("/tools/{name}/review", tool_review, methods=["POST"]),
+        RawPathRoute("/connectors/{id}", sheet),
+        RawPathRoute("/connectors/{id}/suggestions", accept_suggestions, methods=["POST"]),
+        RawPathRoute("/connectors/{id}/{action}", connector_action, methods=["POST"]),
+        RawPathRoute("/tools/{name}/class", tool_class, methods=["POST"]),
+        RawPathRoute("/tools/{name}/switch", tool_switch, methods=["POST"]),
+        RawPathRoute("/tools/{name}/review", tool_review, methods=["POST"]),
         Route("/oauth/callback", oauth_callback),
-        Route("/tools/{name}/suggestion", tool_suggestion, methods=["POST"]),
+        RawPathRoute("/tools/{name}/suggestion", tool_suggestion, methods=["POST"]),
     ]
 

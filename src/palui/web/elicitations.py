@@ -16,9 +16,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from palui.errors import ApprovalError, UsageError
+from palui.server.raw_path import RawPathRoute
 from palui.text.elicitation import fields, parse_value
 from palui.types import TurnStatus
 from palui.web.base import action, page, redirect, render_fragment, svc_of
+from palui.web.forms import QuestionForm, form_as
 
 if TYPE_CHECKING:
     from palui.results import Elicitation
@@ -74,7 +76,7 @@ async def answer_form(request: Request, form: dict[str, str]) -> Response:
     """``POST /elicitations/{id}/answer`` (CSRF field; ``action`` = accept|decline|cancel): answer, go back."""
     svc = svc_of(request)
     qid = request.path_params["id"]
-    verb = form.get("action", "accept")
+    verb = form_as(QuestionForm, form).action
     q = svc.elicitation(qid)
     content = content_of(q["schema"], form) if verb == "accept" and q["mode"] == "form" else None
     q = answer(request, qid, verb, content)
@@ -84,6 +86,6 @@ async def answer_form(request: Request, form: dict[str, str]) -> Response:
 
 def routes() -> list[Route]:
     return [
-        Route("/elicitations/{id}/card", question_card),
-        Route("/elicitations/{id}/answer", answer_form, methods=["POST"]),
+        RawPathRoute("/elicitations/{id}/card", question_card),
+        RawPathRoute("/elicitations/{id}/answer", answer_form, methods=["POST"]),
     ]

@@ -12,8 +12,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from palui.errors import UsageError
 from palui.web.base import page, render, svc_of
+from palui.web.forms import GovernanceQuery, form_as
 
 DAY_CHOICES = (7, 30, 90)
 
@@ -21,11 +21,7 @@ DAY_CHOICES = (7, 30, 90)
 @page
 async def governance_page(request: Request) -> Response:
     """``GET /governance?days=7|30|90`` (any 1–366 is accepted)."""
-    raw = request.query_params.get("days", "7")
-    try:
-        days = int(raw)
-    except ValueError:
-        raise UsageError(f"days must be a whole number, not {raw!r}") from None
+    days = form_as(GovernanceQuery, request.query_params).days
     r = svc_of(request).report(days)
     peak = max([d["asks"] for d in r["asks"]["per_day"]] + [1])
     bars = [{**d, "step": -(-20 * d["asks"] // peak) * 5} for d in r["asks"]["per_day"]]  # 0–100 in steps of 5

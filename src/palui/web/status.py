@@ -19,8 +19,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from palui.errors import NotFound, UsageError
+from palui.server.raw_path import RawPathRoute
 from palui.text.status import status_lines
 from palui.web.base import _zone, action, page, parse_time, redirect, render, svc_of
+from palui.web.forms import MemoryPath, form_as
 
 if TYPE_CHECKING:
     from palui.results import AuditRow
@@ -118,11 +120,11 @@ async def memories_page(request: Request) -> Response:
 async def memory_action(request: Request, form: dict[str, str]) -> Response:
     """``POST /memories/{kind}/{id}/forget|trust`` (kind ``memory`` or ``task``)."""
     svc = svc_of(request)
-    kind, verb = request.path_params["kind"], request.path_params["action"]
     try:
-        item = int(request.path_params["id"])
-    except ValueError:
-        raise NotFound(f"no {kind} {request.path_params['id']!r}") from None
+        ref = form_as(MemoryPath, request.path_params)
+    except UsageError:  # a path that names no memory or task, or no action of theirs
+        raise NotFound(f"no {request.path_params['kind']} {request.path_params['id']!r}, or no such action") from None
+    kind, item, verb = ref.kind, ref.id, ref.action
     fns = {("memory", "forget"): svc.forget_memory, ("memory", "trust"): svc.trust_memory,
            ("task", "forget"): svc.forget_task, ("task", "trust"): svc.trust_task}
     fn = fns.get((kind, verb))
@@ -138,5 +140,5 @@ def routes() -> list[Route]:
         Route("/status", status_page),
         Route("/audit", audit_page),
         Route("/memories", memories_page),
-        Route("/memories/{kind}/{id}/{action}", memory_action, methods=["POST"]),
+        RawPathRoute("/memories/{kind}/{id}/{action}", memory_action, methods=["POST"]),
     ]

@@ -15,7 +15,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from palui.errors import UsageError
+from palui.server.raw_path import RawPathRoute
 from palui.web.base import action, page, redirect, render, svc_of
+from palui.web.forms import JobForm, form_as
 
 
 @page
@@ -31,14 +33,10 @@ async def jobs_page(request: Request) -> Response:
 async def add_job(request: Request, form: dict[str, str]) -> Response:
     """``POST /jobs/add`` ``name, cron, prompt[, token_cap][, tz][, connectors]`` (comma-separated ids)."""
     svc = svc_of(request)
-    cap_text = form.get("token_cap", "").strip()
-    try:
-        cap = int(cap_text) if cap_text else None
-    except ValueError:
-        raise UsageError(f"token cap must be a whole number of tokens, not {cap_text!r}") from None
-    scope = [c.strip() for c in form.get("connectors", "").split(",") if c.strip()]
-    j = svc.add_job(form.get("name", "").strip(), form.get("cron", "").strip(), form.get("prompt", ""),
-                    cap, form.get("tz", "").strip() or None, scope or None)
+    f = form_as(JobForm, form)
+    scope = [c.strip() for c in f.connectors.split(",") if c.strip()]
+    j = svc.add_job(f.name.strip(), f.cron.strip(), f.prompt, f.token_cap, f.tz.strip() if f.tz else None,
+                    scope or None)
     return redirect("/jobs", ("ok", f"Job {j['name']} added ({j['cron']}, {j['tz']}); next run {j['next_run']}."))
 
 
@@ -89,8 +87,8 @@ def routes() -> list[Route]:
     return [
         Route("/jobs", jobs_page),
         Route("/jobs/add", add_job, methods=["POST"]),
-        Route("/jobs/{name}/{action}", job_action, methods=["POST"]),
+        RawPathRoute("/jobs/{name}/{action}", job_action, methods=["POST"]),
         Route("/webhooks", webhooks_page),
         Route("/webhooks/add", add_webhook, methods=["POST"]),
-        Route("/webhooks/{name}/remove", remove_webhook, methods=["POST"]),
+        RawPathRoute("/webhooks/{name}/remove", remove_webhook, methods=["POST"]),
     ]

@@ -41,7 +41,8 @@ def _conversation(svc: ServiceDoor, conversation: str | None, resume: bool) -> t
         conversation = newest[0]["id"]
     if conversation:
         try:
-            return conversation, svc.conversation(conversation)
+            found = svc.conversation(conversation)  # a unique prefix of the id is enough
+            return found["id"], found
         except NotFound:
             fail(f"unknown conversation {conversation!r} (see: palui conversations list)")
     return None, None

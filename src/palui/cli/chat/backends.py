@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from palui.cli.client import AsyncServiceClient, StreamSink
+from palui.cli.client import AsyncServiceClient, StreamSink, segment
 from palui.server.discovery import ServiceInfo, find_service
 
 if TYPE_CHECKING:
@@ -111,26 +111,28 @@ class RemoteBackend:
                                                      "model": self.model, "channel": CHANNEL, "start": False})
 
     async def follow(self, turn_id: str, after: int, on_event: StreamSink) -> TurnResult:
-        return await self.client.stream("GET", f"/api/turns/{turn_id}/events?after={int(after)}", None, on_event)
+        tid = segment(turn_id, "a turn id")
+        return await self.client.stream("GET", f"/api/turns/{tid}/events?after={int(after)}", None, on_event)
 
     async def answer(self, approval_id: str, approve: bool, reason: str | None = None) -> Approval | Elicitation:
         body: dict[str, Any] = {"via": VIA, "wait": False}
         if reason:
             body["reason"] = reason
-        return await self.client.post(f"/api/approvals/{approval_id}/{'approve' if approve else 'deny'}", body)
+        aid = segment(approval_id, "an approval id")
+        return await self.client.post(f"/api/approvals/{aid}/{'approve' if approve else 'deny'}", body)
 
     async def wait_approval(self, approval_id: str, timeout: float) -> Approval:
-        return await self.client.get(f"/api/approvals/{approval_id}/wait", timeout=timeout)
+        return await self.client.get(f"/api/approvals/{segment(approval_id, 'an approval id')}/wait", timeout=timeout)
 
     async def approval(self, approval_id: str) -> Approval:
-        return await self.client.get(f"/api/approvals/{approval_id}")
+        return await self.client.get(f"/api/approvals/{segment(approval_id, 'an approval id')}")
 
     async def elicitation(self, elicitation_id: str) -> Elicitation:
-        return await self.client.get(f"/api/elicitations/{elicitation_id}")
+        return await self.client.get(f"/api/elicitations/{segment(elicitation_id, 'a question id')}")
 
     async def answer_elicitation(self, elicitation_id: str, action: str, content: dict[str, Any] | None
                                  ) -> Elicitation:
-        return await self.client.post(f"/api/elicitations/{elicitation_id}/answer",
+        return await self.client.post(f"/api/elicitations/{segment(elicitation_id, 'a question id')}/answer",
                                       {"action": action, "content": content, "via": VIA, "wait": False})
 
     async def stop(self, conversation: str) -> list[str]:
