@@ -70,6 +70,7 @@ _SCHEMA: dict[str, tuple[str, Any]] = {
     "messages.contacts": ("strdict", {}),  # contact name -> apprise URL (messages__send_message "to")
     "policy.check_file": ("str?", None),  # a policy snapshot (CSV) checked at palui serve start (spec §3.4)
     "webhooks.rate_per_minute": ("int+", 10),  # accepted deliveries per webhook per sliding minute (spec §8)
+    "gateway.wait_seconds": ("num+", 50),  # how long a gateway call waits for an approval's answer (spec §8.6)
     "retention.days": ("int+", 90),  # untrusted content, inbox, webhook deliveries older than this are pruned (§10)
 }
 
