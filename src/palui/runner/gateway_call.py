@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from palui.runner.deps import RunnerDeps
     from palui.store.tools import ToolRow
 
+#: Why a gateway session's Rule of Two fails closed (spec §8.6).
+UNKNOWN_CONTEXT = "the client's context is unknown"
 #: How often a waiting call looks at its approval, in seconds.
 POLL_SECONDS = 0.2
 #: Seconds a call may run at most (the connector's own limits apply first).
@@ -85,7 +87,7 @@ class GatewayCall:
         self._events = TurnEvents(None)
         self._records = _ClientRecords(deps, scope.name, self._events.emit)
         self._gate = ApprovalGate(deps.db, deps.settings, deps.notify, self._records, self._events.emit)
-        self._rule_of_two = RuleOfTwo(deps.db, EarlierTurns(deps.db))
+        self._rule_of_two = RuleOfTwo(deps.db, EarlierTurns(deps.db), UNKNOWN_CONTEXT)
 
     async def call(self, tool: str, args: dict[str, Any], progress: Progress | None = None) -> ToolResult:
         """Decide ``tool(args)`` for this session and run it, ask for it, or refuse it. Returns what the client
@@ -99,17 +101,18 @@ class GatewayCall:
         if t.stop_requested:
             return self._refused(t, call, None, "off", "the session was stopped (palui stop --all)")
         row = usable_tool(db, tool)
-        if row is None or (self._scope.connectors is not None and row.connector not in self._scope.connectors):
+        if row is None or is_builtin(row) or (self._scope.connectors is not None
+                                              and row.connector not in self._scope.connectors):
             return self._refused(t, call, row, "unavailable", "no tool of this client has this name")
-        if not is_builtin(row):
-            try:
-                await self._deps.hub.get(row.connector)
-            except Exception as e:
-                return self._refused(t, call, row, "run", f"connector {row.connector} is not available: "
-                                                          f"{str(e)[:200]}", "error")
-            row = usable_tool(db, tool)  # connecting may have flagged it
-            if row is None:
-                return self._refused(t, call, None, "unavailable", "the tool is no longer listed by its server")
+        # the MCP connector is started first: connecting re-checks its pins (spec §7.6)
+        try:
+            await self._deps.hub.get(row.connector)
+        except Exception as e:
+            return self._refused(t, call, row, "run", f"connector {row.connector} is not available: "
+                                                      f"{str(e)[:200]}", "error")
+        row = usable_tool(db, tool)  # connecting may have flagged it
+        if row is None:
+            return self._refused(t, call, None, "unavailable", "the tool is no longer listed by its server")
         d = decide(row.tool_class, row.enabled, Origin.GATEWAY, t.tainted, t.taint_source)
         if d.verdict in (Verdict.OFF, Verdict.UNAVAILABLE):
             return self._refused(t, call, row, d.verdict.value, d.reason.split(": ", 1)[1])

@@ -20,7 +20,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.responses import JSONResponse, RedirectResponse, Response
-from starlette.routing import Mount
+from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from palui.gateway.http import CLIENT_KEY, GatewayEndpoint
@@ -140,7 +140,7 @@ def create_app(
     from palui import web
 
     gateway = GatewayEndpoint(svc)
-    all_routes = [*routes.routes(), *hooks.routes(), *web.routes(), Mount("/mcp", app=gateway)]
+    all_routes = [*routes.routes(), *hooks.routes(), *web.routes(), Route("/mcp", endpoint=gateway)]
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

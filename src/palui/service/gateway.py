@@ -25,7 +25,8 @@ from palui.errors import NotFound, UsageError
 from palui.policy.matrix import decide
 from palui.runner import approvals as approvals_mod
 from palui.runner import state as st
-from palui.runner.gateway_call import GatewayCall, Progress, Scope
+from palui.runner.gateway_call import UNKNOWN_CONTEXT, GatewayCall, Progress, Scope
+from palui.runner.offer import is_builtin
 from palui.store import catalog
 from palui.store.db import Database
 from palui.types import Origin, TurnStatus, Verdict
@@ -38,8 +39,6 @@ if TYPE_CHECKING:
 #: The client's name: what the person calls it, and what approvals and the audit show.
 NAME = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 TOKEN_PREFIX = "pgw_"
-#: The taint source of a session whose client's context is unknown (spec §8.6).
-UNKNOWN_CONTEXT = "the client's context is unknown"
 #: The cancel reason of the pending approvals of a session that ended.
 SESSION_ENDED = "the gateway session ended"
 
@@ -173,14 +172,15 @@ class GatewayPart:
         return catalog.version(self.db)
 
     def gateway_tools(self, session: str) -> list[GatewayTool]:
-        """The tools the session's client is offered now: usable, switched on, not flagged, in its connectors,
-        ``run`` or ``ask`` for origin ``gateway`` (spec §8.6; the tool budget does not apply). Each with its
+        """The tools the session's client is offered now: MCP connectors' tools (the built-ins are not offered
+        through the gateway), usable, switched on, not flagged, in its connectors, ``run`` or ``ask`` for origin
+        ``gateway`` (spec §8.6; the tool budget does not apply). Each with its
         model-visible name, pinned description and schema, and hints derived from its effective class."""
         s, scope = self._session(session)
         snap = catalog.snapshot(self.db)
         out: list[GatewayTool] = []
         for row in sorted(snap.tools.values(), key=lambda r: r.name):
-            if not row.usable or row.changed or row.needs_tasks:
+            if not row.usable or row.changed or row.needs_tasks or is_builtin(row):
                 continue
             if scope.connectors is not None and row.connector not in scope.connectors:
                 continue
