@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from palui.runner.deps import RunnerDeps
     from palui.store.tools import ToolRow
 
-#: Why a gateway session's Rule of Two fails closed (spec §8.6).
+#: Why a gateway session's Rule of Two fails closed (spec §8.6): the taint source of its session too.
 UNKNOWN_CONTEXT = "the client's context is unknown"
 #: How often a waiting call looks at its approval, in seconds.
 POLL_SECONDS = 0.2

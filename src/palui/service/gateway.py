@@ -25,20 +25,21 @@ from palui.errors import NotFound, UsageError
 from palui.policy.matrix import decide
 from palui.runner import approvals as approvals_mod
 from palui.runner import state as st
-from palui.runner.gateway_call import UNKNOWN_CONTEXT, GatewayCall, Progress, Scope
-from palui.runner.offer import is_builtin
 from palui.store import catalog
 from palui.store.db import Database
 from palui.types import Origin, TurnStatus, Verdict
 
 if TYPE_CHECKING:
     from palui.results import GatewayCallResult, GatewayClient, GatewayTool
+    from palui.runner.gateway_call import Progress
     from palui.service.clock import Clock
     from palui.service.turns import TurnsPart
 
 #: The client's name: what the person calls it, and what approvals and the audit show.
 NAME = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 TOKEN_PREFIX = "pgw_"
+#: The taint source of a session whose client's context is unknown (spec §8.6).
+UNKNOWN_CONTEXT = "the client's context is unknown"
 #: The cancel reason of the pending approvals of a session that ended.
 SESSION_ENDED = "the gateway session ended"
 
@@ -176,13 +177,14 @@ class GatewayPart:
         through the gateway), usable, switched on, not flagged, in its connectors, ``run`` or ``ask`` for origin
         ``gateway`` (spec §8.6; the tool budget does not apply). Each with its
         model-visible name, pinned description and schema, and hints derived from its effective class."""
-        s, scope = self._session(session)
+        s, connectors = self._session(session)
         snap = catalog.snapshot(self.db)
+        mcp = {r["id"] for r in self.db.all("SELECT id FROM connectors WHERE kind = 'mcp'")}
         out: list[GatewayTool] = []
         for row in sorted(snap.tools.values(), key=lambda r: r.name):
-            if not row.usable or row.changed or row.needs_tasks or is_builtin(row):
+            if not row.usable or row.changed or row.needs_tasks or row.connector not in mcp:
                 continue
-            if scope.connectors is not None and row.connector not in scope.connectors:
+            if connectors is not None and row.connector not in connectors:
                 continue
             if decide(row.tool_class, row.enabled, Origin.GATEWAY, bool(s["tainted"])).verdict not in (
                     Verdict.RUN, Verdict.ASK):
@@ -200,16 +202,20 @@ class GatewayPart:
         ``approval pending: <id>`` after ``gateway.wait_seconds``)."""
         if not isinstance(args, dict):
             return {"text": "Error: arguments must be a JSON object", "is_error": True}
-        s, scope = self._session(session)
+        # the runner's call collaborators import the model library (slow): only when a call is made
+        from palui.runner.gateway_call import GatewayCall, Scope
+
+        s, connectors = self._session(session)
         deps = self.turns_part.runner_deps()
         wait = float(deps.settings.get("gateway.wait_seconds"))
-        r = await GatewayCall(deps, scope, s["turn_id"], wait).call(tool, args, progress)
+        r = await GatewayCall(deps, Scope(s["client"], connectors), s["turn_id"], wait).call(tool, args, progress)
         return {"text": r.text, "is_error": r.is_error}
 
-    def _session(self, session: str) -> tuple[Any, Scope]:
+    def _session(self, session: str) -> tuple[Any, tuple[str, ...] | None]:
+        """The session's row (with its turn's taint) and its client's connectors (None: every one)."""
         s = self.db.one("SELECT g.*, t.tainted, c.connectors_json FROM gateway_sessions g JOIN turns t ON"
                         " t.id = g.turn_id LEFT JOIN gateway_clients c ON c.name = g.client WHERE g.id = ?", (session,))
         if s is None:
             raise NotFound(f"unknown gateway session {session!r}")
         connectors = json.loads(s["connectors_json"]) if s["connectors_json"] else None
-        return s, Scope(s["client"], tuple(connectors) if connectors is not None else None)
+        return s, tuple(connectors) if connectors is not None else None
