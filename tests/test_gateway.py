@@ -187,6 +187,39 @@ def test_scopes_switches_list_changed_and_tokens(gw):
     assert gw["coder"] not in json.dumps(stored)  # hashed at rest
 
 
+def test_progress_session_end_and_the_brake(gw):
+    srv, cli = gw["srv"], gw["cli"]
+    notes: list[tuple[float, float | None, str | None]] = []
+
+    async def note(progress: float, total: float | None, message: str | None) -> None:
+        notes.append((progress, total, message))
+
+    async def go():
+        async with http_client(srv.url, gw["coder"]) as c:
+            r = await c.call_tool("mcp-notes__save", {"q": "waits"}, progress_callback=note)
+            assert r.is_error and "approval pending: " in text(r)
+            aid = text(r).split("approval pending: ")[1].split(".")[0]
+        return aid  # leaving the client ends its session (DELETE)
+
+    aid = asyncio.run(go())
+    assert notes and notes[-1][1] == 4 and "approval" in (notes[-1][2] or "")  # gateway.wait_seconds
+    a = wait_for(lambda: (x := srv.get(f"/api/approvals/{aid}"))["status"] == "cancelled" and x, 10)
+    assert a["cancel_reason"] == "the client ended the session"
+
+    async def braked():
+        async with http_client(srv.url, gw["coder"]) as c:
+            assert not (await c.call_tool("mcp-notes__lookup", {"q": "before"})).is_error
+            call = asyncio.create_task(c.call_tool("mcp-notes__save", {"q": "held"}))
+            await asyncio.to_thread(wait_for, lambda: pending(srv), 10, 0.05, "the approval")
+            assert (await asyncio.to_thread(cli, "stop", "--all")).returncode == 0
+            r = await call
+            assert r.is_error and "stopped" in text(r)
+            r = await c.call_tool("mcp-notes__lookup", {"q": "after"})
+            assert r.is_error and "palui stop --all" in text(r)
+
+    asyncio.run(braked())
+
+
 def _bridge(home, token: str) -> StdioServerParameters:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PALUI_")}
     env.update({"PALUI_HOME": str(home), "PALUI_GATEWAY_TOKEN": token})

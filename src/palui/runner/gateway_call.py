@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from palui.connectors.base import CallContext, ToolResult
 from palui.policy.matrix import decide
-from palui.runner import approvals
+from palui.runner import approvals, redecide
 from palui.runner import state as st
 from palui.runner.events import TurnEvents
 from palui.runner.gate import ApprovalGate
@@ -141,6 +141,9 @@ class GatewayCall:
         aid = call["approval"]
         deadline = time.monotonic() + self._wait
         while approvals.status(db, aid) == "pending" and time.monotonic() < deadline:
+            if st.stop_requested(db, t.id):  # the emergency brake: the wait ends with the approval
+                redecide.cancel(db, aid, approvals.STOPPED)
+                break
             if progress is not None:
                 left = max(0.0, deadline - time.monotonic())
                 await progress(self._wait - left, self._wait, f"waiting for the person to answer approval {aid}")
