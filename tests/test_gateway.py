@@ -220,6 +220,23 @@ def test_progress_session_end_and_the_brake(gw):
     asyncio.run(braked())
 
 
+def test_the_hourly_cap_refuses_and_says_until_when(cli, home, tmp_path):
+    spec = hostile_spec(tmp_path / "notes.json", [tool("lookup", annotations=READ, schema=ECHO)])
+    assert cli("connectors", "add", "notes", "--enable-read", "--", sys.executable, str(HOSTILE),
+               str(spec)).returncode == 0
+    (home / "palui.toml").write_text("[caps]\ngateway_calls_per_hour = 2\n")
+    token = cli.json("gateway", "clients", "add", "coder", "--json")["token"]
+    with LiveService(home) as srv:
+        async def go():
+            async with http_client(srv.url, token) as c:
+                for q in ("one", "two"):
+                    assert not (await c.call_tool("mcp-notes__lookup", {"q": q})).is_error
+                r = await c.call_tool("mcp-notes__lookup", {"q": "three"})
+                assert r.is_error and "caps.gateway_calls_per_hour (2)" in text(r) and "UTC" in text(r)
+
+        asyncio.run(go())
+
+
 def _bridge(home, token: str) -> StdioServerParameters:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PALUI_")}
     env.update({"PALUI_HOME": str(home), "PALUI_GATEWAY_TOKEN": token})

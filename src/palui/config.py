@@ -55,6 +55,7 @@ _SCHEMA: dict[str, tuple[str, Any]] = {
     # max(1, runs_per_hour // 3), see _resolve_derived.
     "caps.webhook_runs_per_hour": ("int+?", None),
     "caps.timezone": ("str?", None),
+    "caps.gateway_calls_per_hour": ("int+", 600),  # calls through the gateway in any 60 minutes (spec §8.6)
     "approvals.chat_expiry_seconds": ("num+", 1800),
     "approvals.job_expiry_seconds": ("num+", 86400),
     "web.allow_private": ("bool", False),

@@ -19,6 +19,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from palui.connectors.base import CallContext, ToolResult
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
 UNKNOWN_CONTEXT = "the client's context is unknown"
 #: How often a waiting call looks at its approval, in seconds.
 POLL_SECONDS = 0.2
+#: The audit outcome of a call refused by ``caps.gateway_calls_per_hour`` (not counted by the cap).
+OVER_CAP = "refused: over cap"
 #: Seconds a call may run at most (the connector's own limits apply first).
 CALL_SECONDS = 300.0
 #: ``progress(done, total, message)``: a progress notification to the client, when it asked for them.
@@ -100,6 +103,8 @@ class GatewayCall:
                              "bad_args": None}
         if t.stop_requested:
             return self._refused(t, call, None, "off", "the session was stopped (palui stop --all)")
+        if over := self._over_cap():
+            return self._refused(t, call, None, "off", over, OVER_CAP)
         row = usable_tool(db, tool)
         if row is None or is_builtin(row) or (self._scope.connectors is not None
                                               and row.connector not in self._scope.connectors):
@@ -181,6 +186,18 @@ class GatewayCall:
         self._records.returned(t, call, row, result, verdict, reason, approved, (time.monotonic() - started) * 1000)
         st.save(deps.db, t)
         return result
+
+    def _over_cap(self) -> str | None:
+        """Why one more call would pass ``caps.gateway_calls_per_hour`` (every client's calls of the last 60
+        minutes, over-cap refusals not counted), saying when the next is possible; None when it would not."""
+        cap = int(self._deps.settings.get("caps.gateway_calls_per_hour"))
+        now = time.time()
+        rows = self._deps.db.all("SELECT time FROM audit WHERE origin = 'gateway' AND time > ? AND outcome != ?"
+                                 " ORDER BY time DESC LIMIT ?", (now - 3600, OVER_CAP, cap))
+        if len(rows) < cap:
+            return None
+        until = datetime.fromtimestamp(rows[-1]["time"] + 3600, UTC).strftime("%H:%M:%S UTC")
+        return f"caps.gateway_calls_per_hour ({cap}) is reached: the next call is possible at {until}"
 
     def _refused(self, t: Turn, call: PendingCall, row: ToolRow | None, verdict: str, reason: str,
                  outcome: str = "refused") -> ToolResult:

@@ -33,6 +33,7 @@ CREATE TABLE gateway_sessions (
     end_reason      TEXT
 );
 CREATE INDEX gateway_sessions_turn ON gateway_sessions(turn_id);
+CREATE INDEX audit_origin_time ON audit(origin, time);  -- caps.gateway_calls_per_hour counts the last hour
 """,
     )
 ]
