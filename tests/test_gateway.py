@@ -8,7 +8,8 @@ waits and its result arrives in the same call; a destructive call denied on the 
 the person's reason; an unanswered call names its approval and a retry consumes it once; a switched-off
 tool is neither listed nor run and ``tools/list_changed`` follows ``palui tools disable`` from another
 process; an outside-reaching read carrying an address from a result asks; a removed client's token and
-the service's own token are refused; every call leaves an audit row naming the client.
+the service's own token are refused; every call leaves an audit row naming the client. The MCP
+Inspector's CLI mode lists and calls a read through it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 from contextlib import asynccontextmanager
 from typing import Any
@@ -30,7 +32,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from palui.server.session import csrf_value, session_value
 from support.live_service import LiveService, wait_for
-from support.mcp_servers import DESTRUCTIVE, HOSTILE, READ, WRITE, hostile_spec, tool
+from support.mcp_servers import DESTRUCTIVE, HOSTILE, NODE_BIN, READ, WRITE, hostile_spec, tool
 
 pytestmark = pytest.mark.slow
 
@@ -251,7 +253,7 @@ def _bridge(home, token: str) -> StdioServerParameters:
                                  env=env)
 
 
-def test_the_stdio_bridge_relays_to_the_service(gw):
+def test_the_stdio_bridge_and_the_inspector_cli(gw, tmp_path):
     srv = gw["srv"]
 
     async def go():
@@ -267,6 +269,19 @@ def test_the_stdio_bridge_relays_to_the_service(gw):
             assert not r.is_error and "bridged" in text(r)
 
     asyncio.run(go())
+    # The MCP Inspector's CLI mode lists and calls a read through /mcp.
+    inspector = [str(NODE_BIN / "mcp-inspector"), "--cli", f"{srv.url}/mcp", "--transport", "http",
+                 "--header", f"Authorization: Bearer {gw['coder']}"]
+    env = {**os.environ, "HOME": str(tmp_path), "MCP_CATALOG_PATH": str(tmp_path / "catalog.json")}
+    listed = subprocess.run([*inspector, "--method", "tools/list"], capture_output=True, text=True, env=env,
+                            timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert "mcp-notes__lookup" in {t["name"] for t in json.loads(listed.stdout)["tools"]}
+    called = subprocess.run([*inspector, "--method", "tools/call", "--tool-name", "mcp-notes__lookup",
+                             "--tool-arg", "q=inspected"], capture_output=True, text=True, env=env, timeout=120)
+    assert called.returncode == 0, called.stderr
+    result = json.loads(called.stdout)
+    assert not result.get("isError") and "inspected" in json.dumps(result["content"])
 
 
 def test_the_bridge_without_a_service_says_how_to_start_it(cli, home):
