@@ -80,13 +80,19 @@ class GatewayCall:
         scope: the calling client.
         turn_id: the session's turn row.
         wait_seconds: how long a call waits for the person's answer (``gateway.wait_seconds``).
+        turns: the session turns this process holds, by id: a session's turn is loaded once and kept (its
+            events grow with every call; reading them all again per call would make a call's cost grow
+            with the session), and the calls of one session share it. Its status and stop flag, which
+            other processes change, are read again at each call.
     """
 
-    def __init__(self, deps: RunnerDeps, scope: Scope, turn_id: str, wait_seconds: float) -> None:
+    def __init__(self, deps: RunnerDeps, scope: Scope, turn_id: str, wait_seconds: float,
+                 turns: dict[str, Turn]) -> None:
         self._deps = deps
         self._scope = scope
         self._turn_id = turn_id
         self._wait = wait_seconds
+        self._turns = turns
         self._events = TurnEvents(None)
         self._records = _ClientRecords(deps, scope.name, self._events.emit)
         self._gate = ApprovalGate(deps.db, deps.settings, deps.notify, self._records, self._events.emit)
@@ -96,9 +102,15 @@ class GatewayCall:
         """Decide ``tool(args)`` for this session and run it, ask for it, or refuse it. Returns what the client
         is told: the tool's result, or an error result saying why it did not run."""
         db = self._deps.db
-        t = st.load(db, self._turn_id)
-        if t is None or t.status.value != "running":
+        now = db.one("SELECT status, stop_requested FROM turns WHERE id = ?", (self._turn_id,))
+        if now is None or now["status"] != "running":
+            self._turns.pop(self._turn_id, None)
             return ToolResult("Error: this gateway session has ended; start a new session.", is_error=True)
+        t = self._turns.get(self._turn_id) or st.load(db, self._turn_id)
+        if t is None:
+            return ToolResult("Error: this gateway session has ended; start a new session.", is_error=True)
+        self._turns[self._turn_id] = t
+        t.stop_requested = bool(now["stop_requested"])
         call: PendingCall = {"id": st.new_id("gc"), "tool": tool, "args": args, "state": CallState.TODO,
                              "bad_args": None}
         if t.stop_requested:

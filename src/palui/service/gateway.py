@@ -61,6 +61,7 @@ class GatewayPart:
         self.db = db
         self.clock = clock
         self.turns_part = turns_part
+        self._turns: dict[str, Any] = {}  # the session turns of this process (GatewayCall's ``turns``)
 
     # -- clients ----------------------------------------------------------------------------------
 
@@ -156,6 +157,7 @@ class GatewayPart:
             w.execute("UPDATE turns SET status = ?, updated_at = ? WHERE id = ? AND status = 'running'",
                       (TurnStatus.DONE.value, now, r["turn_id"]))
         approvals_mod.cancel_for_turn(self.db, r["turn_id"], reason=reason)
+        self._turns.pop(r["turn_id"], None)
 
     def gateway_sessions_end_open(self, reason: str) -> list[str]:
         """End every open session (``palui serve`` starting: the sessions of an earlier process are gone).
@@ -208,7 +210,8 @@ class GatewayPart:
         s, connectors = self._session(session)
         deps = self.turns_part.runner_deps()
         wait = float(deps.settings.get("gateway.wait_seconds"))
-        r = await GatewayCall(deps, Scope(s["client"], connectors), s["turn_id"], wait).call(tool, args, progress)
+        r = await GatewayCall(deps, Scope(s["client"], connectors), s["turn_id"], wait, self._turns).call(
+            tool, args, progress)
         return {"text": r.text, "is_error": r.is_error}
 
     def _session(self, session: str) -> tuple[Any, tuple[str, ...] | None]:
