@@ -8,7 +8,8 @@ gets here, and put the client's name in the request's state (:data:`CLIENT_KEY`)
 
 - **Sessions.** An MCP session (its ``Mcp-Session-Id``) is a gateway session of the service
   (:meth:`ServiceDoor.gateway_session_open`): opened at its first ``tools/list`` or ``tools/call``, ended
-  by the client's ``DELETE``, by the service's shutdown, or at start for sessions a previous process left.
+  by the client's ``DELETE``, when the SDK drops it (idle 30 minutes), by the service's shutdown, or at
+  start for sessions a previous process left.
 - **Protocol versions.** Up to 2025-11-25 (the initialize handshake). A request of the 2026-07-28 era is
   answered with ``-32022`` naming the handshake versions, so a client of that era falls back to
   ``initialize``: the spec defines a gateway session only for the handshake era.
@@ -149,6 +150,17 @@ class GatewayEndpoint:
         result = await self.svc.gateway_call(session, params.name, dict(params.arguments or {}), progress)
         return as_call_result(result)
 
+    def _end_dropped(self) -> None:
+        """End the sessions the SDK dropped without a ``DELETE`` (its idle timeout, 30 minutes, or a crashed
+        session task). The manager says which sessions it holds only in its own dict; read defensively, so
+        an SDK that renames it ends nothing early."""
+        held = getattr(self.manager, "_server_instances", None)
+        if not isinstance(held, dict):
+            return
+        for key in [k for k in self._sessions if k not in held]:
+            sid, _ = self._sessions.pop(key)
+            self.svc.gateway_session_end(sid, "the session was idle too long")
+
     async def _watch_catalog(self) -> None:
         seen = self.svc.gateway_catalog_version()
         while True:
@@ -158,6 +170,7 @@ class GatewayEndpoint:
             except Exception as e:  # a locked database now is read again at the next poll
                 log.debug("gateway: catalog version not read: %r", e)
                 continue
+            self._end_dropped()
             if now == seen:
                 continue
             seen = now
