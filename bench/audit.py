@@ -26,7 +26,7 @@ import json
 import statistics
 import time
 
-from common import fresh_home, pct, report
+from common import QUICK_HELP, fresh_home, pct, quick, report
 
 SCRIPT = {"steps": [
     {"tool_calls": [{"tool": "recall__search_memories", "args": {"query": "milk"}}],
@@ -137,9 +137,10 @@ def verify(n_rows: int) -> None:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--turns", type=int, default=300)
-    ap.add_argument("--warmup", type=int, default=20)
-    ap.add_argument("--rows", type=int, default=100_000)
+    ap.add_argument("--turns", type=int, default=quick(300, 5))
+    ap.add_argument("--warmup", type=int, default=quick(20, 1))
+    ap.add_argument("--rows", type=int, default=quick(100_000, 500))
+    ap.add_argument("--quick", action="store_true", help=QUICK_HELP)
     a = ap.parse_args()
     asyncio.run(turns(a.turns, a.warmup))
     verify(a.rows)

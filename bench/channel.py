@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 
-from common import ROOT, fresh_home, pct, report
+from common import QUICK_HELP, ROOT, fresh_home, pct, quick, report
 
 sys.path.insert(0, str(ROOT / "tests"))
 from support.fake_telegram import FakeTelegram  # noqa: E402
@@ -59,7 +59,7 @@ def main(turns: int, warmup: int) -> None:
         cli("channels", "add", "telegram", "--api-base", fake.url, env={"PALUI_TELEGRAM_TOKEN": fake.token})
         from service import start_service
 
-        proc, url, token = start_service(home)
+        proc, url, token = start_service(home, dict(os.environ))
         try:
             deadline = time.monotonic() + 30
             while "unpaired" not in cli("channels", "list"):
@@ -99,7 +99,8 @@ def main(turns: int, warmup: int) -> None:
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--turns", type=int, default=30)
-    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--turns", type=int, default=quick(30, 2))
+    p.add_argument("--warmup", type=int, default=quick(3, 1))
+    p.add_argument("--quick", action="store_true", help=QUICK_HELP)
     a = p.parse_args()
     main(a.turns, a.warmup)

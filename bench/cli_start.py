@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from common import ROOT
+from common import QUICK_HELP, ROOT, quick
 
 HEAVY = ("rich", "pydantic", "pydantic_ai", "httpx", "asyncio", "mcp", "apprise", "starlette", "uvicorn", "sqlite3")
 
@@ -81,5 +81,6 @@ def main(runs: int) -> None:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--runs", type=int, default=quick(15, 1))
+    ap.add_argument("--quick", action="store_true", help=QUICK_HELP)
     main(ap.parse_args().runs)

@@ -14,8 +14,18 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TypeVar
 
-ROOT = Path(__file__).resolve().parent.parent
+T = TypeVar("T")
+
+#: ``--quick``: every bench runs so in ``.ci/run`` (a few rounds on small data, seconds each), so one that no
+#: longer runs fails CI; its numbers are not for reading. Each bench's parser accepts the flag (``QUICK_HELP``).
+QUICK = "--quick" in sys.argv[1:]
+QUICK_HELP = "a few rounds on small data (seconds): checks that the bench runs; the numbers are not for reading"
+
+#: The checkout measured: this one, or ``PALUI_BENCH_CHECKOUT`` (the previous main, run with its own venv, so
+#: one bench script measures both sides: ``PALUI_BENCH_CHECKOUT=/work/base /work/base/.venv/bin/python bench/…``).
+ROOT = Path(os.environ.get("PALUI_BENCH_CHECKOUT") or Path(__file__).resolve().parent.parent).resolve()
 sys.path.insert(0, str(ROOT / "src"))  # run from a checkout without installing
 
 
@@ -30,6 +40,11 @@ def fresh_home(**settings: str) -> Path:
     for k, v in {**defaults, **settings}.items():
         os.environ[f"PALUI_{k}"] = v
     return home
+
+
+def quick(full: T, small: T) -> T:
+    """``small`` under ``--quick``, else ``full``: a size or round count of a bench."""
+    return small if QUICK else full
 
 
 def pct(values: list[float], p: float) -> float:

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import ROOT, fresh_home, report
+from common import QUICK_HELP, ROOT, fresh_home, quick, report
 
 ASK = {"steps": [
     {"tool_calls": [{"tool": "recall__forget_memory", "args": {"id": 1}}],
@@ -111,5 +111,6 @@ async def main(n: int) -> None:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=40)
+    ap.add_argument("--n", type=int, default=quick(40, 3))
+    ap.add_argument("--quick", action="store_true", help=QUICK_HELP)
     asyncio.run(main(ap.parse_args().n))

@@ -24,7 +24,7 @@ import time
 import types
 from typing import Any
 
-from common import ROOT, report
+from common import QUICK_HELP, ROOT, quick, report
 
 sys.path.insert(0, str(ROOT / "tests"))
 
@@ -109,7 +109,8 @@ def cost(rules: dict[str, Any], runs: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--old", default=OLD_REV, help="git revision of the old rule")
-    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--runs", type=int, default=quick(7, 1))
+    ap.add_argument("--quick", action="store_true", help=QUICK_HELP)
     a = ap.parse_args()
     rules = {"new": untrusted_args, "old": old_rule(a.old)}
     print(f"Signal over {len(INJECTED)} injected and {len(BENIGN)} benign asks (tests/support/mark_cases.py)")

@@ -27,7 +27,7 @@ import json
 import sys
 import time
 
-from common import fresh_home, report
+from common import QUICK_HELP, fresh_home, quick, report
 
 ARGS = {"timezone": "UTC"}
 
@@ -136,8 +136,9 @@ async def main(calls: int, warmup: int, python: str) -> None:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--calls", type=int, default=300)
-    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--calls", type=int, default=quick(300, 5))
+    ap.add_argument("--warmup", type=int, default=quick(20, 1))
+    ap.add_argument("--quick", action="store_true", help=QUICK_HELP)
     ap.add_argument("--server-python", default="/work/venv/bin/python")
     a = ap.parse_args()
     asyncio.run(main(a.calls, a.warmup, a.server_python))

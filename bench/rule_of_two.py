@@ -18,13 +18,14 @@ Usage: ``.venv/bin/python bench/rule_of_two.py``. No thresholds are asserted.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from common import fresh_home
+from common import QUICK_HELP, fresh_home
 
 HOSTS = ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.9"]
 
@@ -180,4 +181,7 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help=QUICK_HELP)  # the whole set takes seconds already
+    ap.parse_args()
     asyncio.run(main())

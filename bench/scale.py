@@ -14,6 +14,9 @@ Parts (``--part``, default all):
   and the offering step over 1,000 tools (≤ 10 ms);
 - ``sync``: ``sync_tools`` storing a new listing of 300 / 3,000 tools (linear: ≤ 12×);
 - ``conversation``: per-turn CPU with 0 / 100 / 1,000 earlier turns in the conversation (≤ 1.3×);
+- ``web``, ``cli``, ``idle`` (``bench/reads.py``): ``GET /chat`` and ``GET /approvals``; ``palui approvals
+  list``, ``status`` and ``audit``; an idle ``palui serve``, on homes of 0 to 100,000 stored turns and
+  one of 1,000,000 stored approvals (≤ 1.3× the empty home; idle ≤ 0.5 % of a core);
 - ``process``: a whole ``palui run`` process (CPU of it and its children) with a 1,000-tool
   MCP server connected, the turn calling none of its tools, against the same turn with no
   server (≤ 1.5×).
@@ -38,7 +41,7 @@ import time
 from pathlib import Path
 
 import fill
-from common import ROOT
+from common import QUICK_HELP, ROOT, quick
 
 QUESTION = "Search my memories: do I need to buy milk?"
 SCRIPT = {"steps": [
@@ -110,7 +113,7 @@ def turn_case(svc, model: str, conversation=None):
 async def part_history(rounds: int) -> None:
     cases, tpl = {}, None
     for spread in ("today", "year"):
-        for n in (0, 1_000, 10_000, 100_000):
+        for n in quick((0, 1_000, 10_000, 100_000), (0, 200)):
             if n == 0 and spread == "year":
                 continue
             when = "all of today" if spread == "today" else "over a year"
@@ -150,7 +153,7 @@ class Idle:
 
 async def part_catalog(rounds: int) -> None:
     cases, svcs = {}, {}
-    for total in (39, 300, 1_000, 3_000):
+    for total in quick((39, 300, 1_000, 3_000), (39, 300, 1_000)):
         home, model = make_home(f"cat{total}")
         svc = service(home)
         for cid in fill.add_catalog(svc, total - 9):
@@ -217,7 +220,7 @@ async def part_sync(rounds: int) -> None:
 
     home, _ = make_home("sync")
     svc = service(home)
-    specs = {n: fill.mcp_specs(n, seed=n) for n in (300, 3_000)}
+    specs = {n: fill.mcp_specs(n, seed=n) for n in quick((300, 3_000), (300,))}
     counter = iter(range(10**6))
 
     def case(n: int, again: bool):
@@ -249,7 +252,7 @@ async def part_sync(rounds: int) -> None:
 
 async def part_conversation(rounds: int) -> None:
     cases, tpl = {}, None
-    for n in (0, 100, 1_000):
+    for n in quick((0, 100, 1_000), (0, 20)):
         home, model = make_home(f"conv{n}")
         svc = service(home)
         if tpl is None:
@@ -275,7 +278,7 @@ def part_process(rounds: int) -> None:
 
     hostile = ROOT / "tests" / "support" / "mcp_hostile.py"
     homes = {}
-    for label, tools in (("no MCP server", 0), ("a 1,000-tool MCP server connected", 1_000)):
+    for label, tools in (("no MCP server", 0), ("a 1,000-tool MCP server connected", quick(1_000, 30))):
         home, model = make_home("proc")
         svc = Service(load_settings({"PALUI_HOME": str(home), **LIFTED}))
         if tools:
@@ -313,12 +316,18 @@ def part_process(rounds: int) -> None:
 
 
 PARTS = {"history": part_history, "catalog": part_catalog, "sync": part_sync, "conversation": part_conversation}
+READS = ("web", "cli", "idle")  # bench/reads.py; run only when asked by name (they fill homes of 100,000 turns)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=[*PARTS, "process", "all"], default="all")
-    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--part", choices=[*PARTS, "process", *READS, "all"], default="all")
+    ap.add_argument("--rounds", type=int, default=quick(30, 2))
+    ap.add_argument("--sizes", default=quick("0,1000,10000,100000", "0,100"),
+                    help="stored turns per home (web, cli, idle)")
+    ap.add_argument("--approvals", type=int, default=quick(1_000_000, 1_000),
+                    help="stored approvals of the last home (web)")
+    ap.add_argument("--quick", action="store_true", help=QUICK_HELP)
     a = ap.parse_args()
     print(f"bench/scale.py  {time.strftime('%Y-%m-%d %H:%M')}, python {platform.python_version()}, "
           f"{os.cpu_count()} cpu, load average {os.getloadavg()[0]:.1f}")
@@ -326,7 +335,13 @@ def main() -> None:
         if a.part in (name, "all"):
             asyncio.run(fn(a.rounds))
     if a.part in ("process", "all"):
-        part_process(max(3, a.rounds // 3))
+        part_process(quick(max(3, a.rounds // 3), 1))
+    if a.part in READS:
+        import reads
+
+        sizes = tuple(int(n) for n in a.sizes.split(","))
+        fn = {"web": reads.part_web, "cli": reads.part_cli, "idle": reads.part_idle}[a.part]
+        asyncio.run(fn(a.rounds, sizes, a.approvals if a.part == "web" else 0))
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
 
 

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 
-from common import ROOT, fresh_home, pct, report
+from common import QUICK_HELP, ROOT, fresh_home, pct, quick, report
 
 QUESTION = "Do I need to buy milk?"
 SCRIPT = {"steps": [
@@ -138,7 +138,8 @@ async def main(n: int, rounds: int) -> None:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=50, help="concurrent turns per batch")
-    ap.add_argument("--rounds", type=int, default=5, help="measured batches each way")
+    ap.add_argument("--n", type=int, default=quick(50, 3), help="concurrent turns per batch")
+    ap.add_argument("--rounds", type=int, default=quick(5, 1), help="measured batches each way")
+    ap.add_argument("--quick", action="store_true", help=QUICK_HELP)
     a = ap.parse_args()
     asyncio.run(main(a.n, a.rounds))

@@ -20,7 +20,7 @@ import asyncio
 import json
 import time
 
-from common import fresh_home, report
+from common import QUICK_HELP, fresh_home, quick, report
 
 STEPS, PER_STEP = 10, 5
 
@@ -87,7 +87,8 @@ async def main(turns: int, warmup: int) -> None:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--turns", type=int, default=30)
-    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--turns", type=int, default=quick(30, 2))
+    ap.add_argument("--warmup", type=int, default=quick(3, 1))
+    ap.add_argument("--quick", action="store_true", help=QUICK_HELP)
     a = ap.parse_args()
     asyncio.run(main(a.turns, a.warmup))

@@ -1,14 +1,38 @@
-"""Shared fixtures: every test gets a fresh PALUI_HOME; CLI runs go through the real entry point."""
+"""Shared fixtures: every test gets a fresh PALUI_HOME; CLI runs go through the real entry point.
+
+``cli`` runs a command in this process (``tests/support/inprocess.py``: Click's ``CliRunner`` over
+``palui.cli.main``, the process state a command changes put back after it); ``cli_process`` runs it as
+``python -m palui`` in a child, for what only a process shows (exit by a signal, a terminal, a pipe,
+what a fresh interpreter imports). ``pytest --cli=process`` runs every ``cli`` call in a child too.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from support.inprocess import InProcessCLI
+
+
+def pytest_addoption(parser):
+    parser.addoption("--cli", choices=("inprocess", "process"), default="inprocess",
+                     help="how the cli fixture runs palui: in the test process (default) or as a child process")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The CPU the run cost, printed last: user+sys seconds of pytest and of its children (every process
+    it started and waited for: ``palui`` commands, services, MCP servers, browsers). The suite's budget is
+    CPU, not wall time, which the machine's load moves (bench/README.md)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    own, children = me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
+    terminalreporter.write_line(f"CPU: {own + children:.1f} s user+sys (pytest {own:.1f} s, its children "
+                                f"{children:.1f} s)")
 
 
 @pytest.fixture
@@ -53,5 +77,12 @@ class CLI:
 
 
 @pytest.fixture
-def cli(home) -> CLI:
+def cli(home, request) -> CLI | InProcessCLI:
+    """``palui ARGS`` with this test's PALUI_HOME, in this process (``--cli=process``: in a child)."""
+    return CLI(home) if request.config.getoption("--cli") == "process" else InProcessCLI(home)
+
+
+@pytest.fixture
+def cli_process(home) -> CLI:
+    """``python -m palui ARGS`` in a child process with this test's PALUI_HOME."""
     return CLI(home)

@@ -125,17 +125,16 @@ async def test_pair_chat_approve_by_reaction_and_reply_deny_and_stop(rig: Matrix
     denial = [e for e in rig.last_turn()["events"] if e.get("denied")]
     assert denial[0]["result"] == "The person denied this action: keep it please"
     # /stop while a slow model step runs.
-    rig.set_script({"text": "too late", "delay_seconds": 20})
+    rig.set_script({"text": "too late", "delay_seconds": 600})  # longer than any wait here
     mark = person.mark()
     await person.send(room, "think hard")
     wait_for(lambda: rig.last_turn()["status"] == "running", 15, what="the slow turn to run")
     tid = rig.last_turn()["turn"]
-    t0 = time.monotonic()
     await person.send(room, "/stop")
     said = await person.palui_said(room, lambda b: b.startswith("Stopped"), palui, start=mark)
     assert said.body == f"Stopped {tid}."
-    wait_for(lambda: rig.svc.turn(tid)["status"] == "stopped", 5, what="the turn to stop")
-    assert time.monotonic() - t0 < 3.0  # send, Synapse, Palui's sync, the stop, the reply's round trip
+    # Stopped while the ten-minute model step still ran: the stop ends the step, not only the reply.
+    wait_for(lambda: rig.svc.turn(tid)["status"] == "stopped", 60, what="the turn to stop")
 
 
 async def test_a_reply_to_another_member_taints_and_encrypted_rooms_are_refused(rig: MatrixRig, people):
@@ -143,7 +142,7 @@ async def test_a_reply_to_another_member_taints_and_encrypted_rooms_are_refused(
     palui = rig.palui.user_id
     dm = await rig.pair(person)
     # A room with another member is refused until the person allows groups.
-    r = rig.cli("channels", "groups", "matrix", "on")
+    r = rig.cli("channels", "groups", "matrix", "on", process=True)  # a real process beside the service
     assert r.returncode == 0, r.stderr
     group = await person.room(palui, other.user.user_id)
     await other.join(group)
@@ -195,14 +194,9 @@ class _Cli:
         self.home = home
 
     def __call__(self, *args, env=None):
-        import os
-        import subprocess
-        import sys
+        from support.inprocess import palui
 
-        e = {k: v for k, v in os.environ.items() if not k.startswith("PALUI_")}
-        e.update({"PALUI_HOME": str(self.home), **(env or {})})
-        return subprocess.run([sys.executable, "-m", "palui", *args], capture_output=True, text=True, env=e,
-                              timeout=60)
+        return palui(self.home, *args, env=env, timeout=60)
 
 
 def _recorded(rig: MatrixRig, event_id: str) -> None:

@@ -20,6 +20,7 @@ async def test_no_call_reaches_a_connector_after_the_time_budget(home, tmp_path)
                              calls(*[call("web__fetch_page", url=f"{srv.url}/slow/{i}") for i in range(10)]),
                              text("never"))
         r = await svc.send("fetch them all", model=model)
+        answered = list(srv.answered)  # before the server's waits end
         await svc.close()
         hits = list(srv.hits)
     assert r["status"] == "budget" and "time budget" in r["budget"]
@@ -30,4 +31,4 @@ async def test_no_call_reaches_a_connector_after_the_time_budget(home, tmp_path)
     assert all(e["result"] == "Error: not run: the turn's time budget ran out." for e in not_run)
     outcomes = [a["outcome"] for a in svc.audit(r["turn"])]
     assert outcomes.count("not run: time budget") == 10 - len(hits)
-    assert r["usage"]["seconds"] < 6.5
+    assert len(answered) <= 2, answered  # a third call was cut at the budget, not waited for

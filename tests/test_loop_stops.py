@@ -1,6 +1,7 @@
-"""Loops end the turn, not just the tool (spec §6.3), through the CLI: the third identical call or the
-fourth refused/denied/failed call in a row ends the turn with status ``budget`` and a reason naming the
-rule; the model is not asked again; the person is told; ``0`` turns a rule off."""
+"""Loops end the turn's tool use, not just the tool (spec §6.3), through the CLI: the third identical call or
+the fourth refused/failed call in a row ends the tool use; the model answers in one last step without
+tools and is not asked again; the turn ends with status ``budget`` and a reason naming the rule; the
+person is told; ``0`` turns a rule off. (The person's denials: ``tests/test_denials.py``.)"""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from support.scripts import call, calls, text, write_script
 
 NEVER = "the model was asked again"
+ANSWER = "I could not find more than this."
 
 
 def run(cli, tmp_path, *steps, env=None) -> tuple[int, dict]:
@@ -27,19 +29,24 @@ def outcomes(cli, turn) -> list[str]:
     return [r["outcome"] for r in cli.json("audit", "--json", "--turn", turn)]
 
 
-def test_the_third_identical_call_ends_the_turn_and_is_not_run(cli, tmp_path):
+def test_the_third_identical_call_ends_the_tool_use_is_not_run_and_the_model_answers(cli, tmp_path):
     search = call("recall__search_memories", query="milk")
-    code, out = run(cli, tmp_path, calls(search), calls(search), calls(search), text(NEVER))
+    code, out = run(cli, tmp_path, calls(search), calls(search), calls(search), text(ANSWER), text(NEVER))
     assert code == 1 and out["status"] == "budget"
     assert out["budget"] == ("budgets.repeat_calls: recall__search_memories was called a 3rd time with the same "
                              "arguments in this turn")
-    assert out["answer"] != NEVER and out["usage"]["steps"] == 3  # the model was not asked a 4th time
+    # One last step without tools gives the answer; the model was not asked a 5th time.
+    assert out["answer"] == ANSWER and out["usage"]["steps"] == 4
+    assert [e["tools_offered"] == [] for e in out["events"] if e["type"] == "step"] == [False] * 3 + [True]
     assert outcomes(cli, out["turn"]) == ["ok", "ok", "not run: loop stopped"]
-    assert tool_events(out)[-1][1].startswith("Error: not run: the turn ends here (budgets.repeat_calls")
+    assert tool_events(out)[-1][1].startswith("Error: not run: this turn's tool calls end here "
+                                              "(budgets.repeat_calls")
     inbox = cli.json("inbox", "--json")
-    assert inbox[-1]["text"].endswith("[stopped: " + out["budget"] + "]")
-    r = cli("run", "--model", write_script(tmp_path / "t.json", calls(search), calls(search), calls(search)), "go")
+    assert inbox[-1]["text"].endswith(f"{ANSWER}\n[stopped: {out['budget']}]")
+    r = cli("run", "--model", write_script(tmp_path / "t.json", calls(search), calls(search), calls(search),
+                                           text(ANSWER)), "go")
     assert "[turn ended: budgets.repeat_calls: recall__search_memories was called a 3rd time" in r.stdout
+    assert "· tool use ended (budgets.repeat_calls: recall__search_memories" in r.stdout and ANSWER in r.stdout
 
 
 def test_identical_calls_in_one_response_stop_at_the_third_and_the_rest_is_not_run(cli, tmp_path):
@@ -89,12 +96,12 @@ def test_repeat_calls_zero_turns_the_rule_off(cli, tmp_path):
 
 def test_four_refused_calls_in_a_row_end_the_turn(cli, tmp_path):
     code, out = run(cli, tmp_path, calls(*[call("nope__tool", n=i) for i in range(3)]),
-                    calls(call("nope__tool", n=3), call("recall__search_memories", query="x")), text(NEVER))
+                    calls(call("nope__tool", n=3), call("recall__search_memories", query="x")), text(ANSWER),
+                    text(NEVER))
     assert out["status"] == "budget"
-    assert out["budget"] == ("budgets.error_streak: 4 calls in a row were refused, denied or failed "
-                             "(the last: nope__tool)")
+    assert out["budget"] == "budgets.error_streak: 4 calls in a row were refused or failed (the last: nope__tool)"
     assert outcomes(cli, out["turn"]) == ["refused"] * 4 + ["not run: loop stopped"]
-    assert out["usage"]["steps"] == 2
+    assert out["usage"]["steps"] == 3 and out["answer"] == ANSWER  # the third step: the last, without tools
 
 
 def test_a_success_resets_the_streak(cli, tmp_path):
@@ -104,17 +111,20 @@ def test_a_success_resets_the_streak(cli, tmp_path):
     assert code == 0 and out["status"] == "done"
 
 
-def test_a_denial_counts_in_the_streak_across_the_pause(cli, tmp_path):
-    fails = [call("recall__forget_memory", id=900 + i) for i in range(3)]  # destructive: asks in chat
+def test_a_denial_neither_counts_in_nor_breaks_the_streak_across_the_pause(cli, tmp_path):
+    forget = call("recall__forget_memory", id=900)  # destructive: asks in chat
     model = write_script(tmp_path / "s.json", calls(call("nope__a", n=1), call("nope__a", n=2), call("nope__a", n=3)),
-                         calls(fails[0]), text(NEVER))
+                         calls(forget), calls(call("nope__a", n=4)), text(ANSWER), text(NEVER))
     out = json.loads(cli("run", "--json", "--model", model, "go").stdout)
     assert out["status"] == "awaiting_approval"
     aid = out["pending_approvals"][0]["id"]
     r = cli("approvals", "deny", aid, "--json")
     done = json.loads(r.stdout)
-    assert done["status"] == "budget" and done["budget"].startswith("budgets.error_streak: 4 calls in a row")
-    assert done["answer"] != NEVER
+    # three refusals, the person's denial (left out), a fourth refusal: the streak ends the tool use
+    assert done["status"] == "budget"
+    assert done["budget"] == "budgets.error_streak: 4 calls in a row were refused or failed (the last: nope__a)"
+    assert outcomes(cli, done["turn"]) == ["refused"] * 3 + ["asked", "denied", "refused"]
+    assert done["answer"] == ANSWER
 
 
 def test_error_streak_zero_turns_the_rule_off(cli, tmp_path):

@@ -8,7 +8,6 @@ import json
 import stat
 import subprocess
 import sys
-import time
 
 import mcp_types as types
 import pytest
@@ -138,11 +137,10 @@ def test_stderr_flood_is_drained_and_capped(tmp_path):
     cap = StderrCapture(tmp_path / "logs" / "mcp-x.stderr.log", cap_bytes=64 * 1024)
     errlog = cap.open()
     script = "import os\nfor _ in range(400): os.write(2, b'z' * 8191 + b'\\n')\nprint('done')"
-    started = time.monotonic()
     out = subprocess.run([sys.executable, "-c", script], stderr=errlog, capture_output=False,
-                         stdout=subprocess.PIPE, timeout=30, text=True)
+                         stdout=subprocess.PIPE, timeout=300, text=True)
     cap.spawned()
-    assert out.stdout.strip() == "done" and time.monotonic() - started < 20  # 3.2 MB never blocked the child
+    assert out.stdout.strip() == "done"  # 3.2 MB never blocked the child (a blocked one never prints it)
     assert cap.exited.wait(5)
     files = list((tmp_path / "logs").iterdir())
     assert sum(p.stat().st_size for p in files) <= 64 * 1024

@@ -4,15 +4,15 @@ resolved against the current directory, ``connectors import FILE`` against the f
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from palui.service.mcp_connectors import absolute_paths
 from palui.connectors.mcp.config import ServerConfig
+from palui.service.mcp_connectors import absolute_paths
+from support.inprocess import palui
 from support.mcp_servers import HOSTILE, READ, hostile_spec, tool
 
 
@@ -27,11 +27,8 @@ def _server_script(project: Path) -> Path:
     return script
 
 
-def _palui(home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PALUI_")}
-    env["PALUI_HOME"] = str(home)
-    return subprocess.run([sys.executable, "-m", "palui", *args], capture_output=True, text=True, env=env,
-                          cwd=cwd, timeout=120)
+def _palui(home: Path, cwd: Path, *args: str, process: bool = False) -> subprocess.CompletedProcess:
+    return palui(home, *args, cwd=cwd, process=process)
 
 
 @pytest.mark.slow
@@ -39,7 +36,8 @@ def test_added_relative_command_works_from_another_directory(home, tmp_path):
     project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
     script = _server_script(project)
     elsewhere.mkdir()
-    r = _palui(home, project, "connectors", "add", "rel", "--", "bin/srv", "--some-arg")
+    # A real process: the relative command is resolved against that process's working directory.
+    r = _palui(home, project, "connectors", "add", "rel", "--", "bin/srv", "--some-arg", process=True)
     assert r.returncode == 0, r.stderr
     cfg = json.loads(_palui(home, elsewhere, "connectors", "show", "mcp-rel", "--json").stdout)
     assert (cfg["command"], cfg["args"]) == (str(script), ["--some-arg"])  # arguments are left as they are

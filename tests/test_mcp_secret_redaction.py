@@ -92,7 +92,8 @@ def test_stderr_log_is_redacted_before_it_is_written(tmp_path):
 @pytest.mark.slow
 def test_a_failed_add_keeps_only_a_redacted_stderr_log(home):
     script = "import os, sys; print(dict(os.environ), file=sys.stderr); sys.exit(3)"
-    r = palui(home, "connectors", "add", "crashy", "--env", f"API_KEY={ENV_SECRET}", "--", sys.executable, "-c", script)
+    r = palui(home, "connectors", "add", "crashy", "--env", f"API_KEY={ENV_SECRET}", "--", sys.executable, "-c", script,
+              process=True)  # a real process: a server child's output must not reach the command's
     assert r.returncode == 1 and "'API_KEY': '***'" in r.stderr and ENV_SECRET not in r.stderr
     log = log_path(home, "mcp-crashy")
     assert "'API_KEY': '***'" in log.read_text()  # kept for diagnosis, redacted

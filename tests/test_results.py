@@ -35,7 +35,7 @@ APPROVAL = {"id": "a-1", "turn": "t-1", "origin": "chat", "tool": "recall__add_m
             "answered_via": None, "cancel_reason": None, "answered_at": None, "deny_reason": None}
 EVENT_TYPES = {"step", "text", "text_delta", "text_discarded", "retry", "tool_start", "tool_call", "tainted",
                "approval", "elicitation", "elicitation_answer", "end", "paused", "scope", "connector_error",
-               "tools_left_out"}
+               "tools_left_out", "last_step"}
 
 
 def valid(t: Any, value: Any) -> Any:
@@ -49,6 +49,8 @@ def valid(t: Any, value: Any) -> Any:
 
 class Seen:
     """Collects every event a front end is handed, and checks each against :data:`results.TurnEvent`."""
+
+    shows_text = True  # a front end that shows text as it arrives: it is handed the streamed pieces too
 
     def __init__(self) -> None:
         self.types: set[str] = set()
@@ -171,6 +173,12 @@ async def test_a_turn_its_approval_and_what_the_person_sees_of_them(page_svc, tm
     valid(results.Approval, svc.answer_approval(a["id"], False, "web", reason="not now"))
     seen.result(await svc.resume_turn(r["turn"]))
     valid(list[str], svc.stop(turn=queued))
+
+    # A loop stop: the rest not run, then the last step without tools (spec §6.3).
+    same = calls(call("recall__search_memories", query="x"))
+    model = write_script(tmp_path / "l.json", same, same, same, text("All I found."))
+    r = seen.result(await svc.send("search", model=model, on_event=seen))
+    assert r["status"] == "budget" and r["answer"] == "All I found." and "last_step" in seen.types
     await svc.close()
 
 

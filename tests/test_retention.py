@@ -80,9 +80,8 @@ def test_backup_is_a_consistent_copy_while_others_write(cli, home, tmp_path):
     other.execute("INSERT INTO inbox (time, kind, text) VALUES (?, 'notice', 'uncommitted')", (time.time(),))
     target = tmp_path / "copy.db"
     try:
-        started = time.monotonic()
+        # Done while the writer still holds its lock (released below): the backup did not wait for it.
         assert svc.backup(target)["file"] == str(target.resolve())
-        assert time.monotonic() - started < 10
     finally:
         other.execute("ROLLBACK")
         other.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from palui.types import shows_text
 from support.fake_llm import FakeLLM, Reply
 from support.scripts import call, calls, text, write_script
 
@@ -22,8 +23,13 @@ def wire_model(fake: FakeLLM, wire: str) -> str:
 
 
 async def send(svc, message: str, model: str):
+    """Send as a front end that shows text as it arrives (the terminal, the page): requests are streamed."""
     events: list[dict] = []
-    r = await svc.send(message, model=model, on_event=events.append)
+
+    def sink(e: dict) -> None:
+        events.append(e)
+
+    r = await svc.send(message, model=model, on_event=shows_text(sink))
     await svc.close()
     return r, events
 
@@ -108,3 +114,31 @@ async def test_stored_events_have_their_index(svc, tmp_path):
     model = write_script(tmp_path / "s.json", calls(call("tasks__list_tasks")), text("Done."))
     r, _events = await send(svc, "list", model)
     assert [e["seq"] for e in r["events"]] == list(range(len(r["events"])))
+
+
+@pytest.mark.parametrize("wire", ["openai", "anthropic"])
+def test_only_a_front_end_that_shows_text_gets_a_streamed_request(fake, wire, cli):
+    """``palui run`` prints the answer as it arrives: streamed. ``palui run --json`` prints it at the end, as a
+    job, a webhook or a chat channel does: the plain request (the streamed one costs several times as much)."""
+    model = wire_model(fake, wire)
+    fake.replies.append(Reply(text="Hello there, world.", chunks=["Hel", "lo there", ", world."]))
+    r = cli("run", "hi", "--model", model)
+    assert r.returncode == 0 and "Hello there, world." in r.stdout, r.stderr
+    fake.replies.append(Reply(text="Hello there, world.", chunks=["Hel", "lo there", ", world."]))
+    out = cli.json("run", "hi", "--model", model, "--json")
+    assert out["answer"] == "Hello there, world."
+    assert not [e for e in out["events"] if e["type"] == "text_delta"]
+    shown, plain = fake.requests
+    assert shown.body.get("stream") is True
+    assert not plain.body.get("stream")
+
+
+async def test_a_turn_nobody_follows_is_not_streamed(svc, fake):
+    events: list[dict] = []
+    fake.replies.append(Reply(text="Hello there, world.", chunks=["Hel", "lo there", ", world."]))
+    r = await svc.send("hi", model=wire_model(fake, "openai"), on_event=events.append)
+    await svc.close()
+    assert r["answer"] == "Hello there, world."
+    assert not [e for e in events if e["type"] == "text_delta"]
+    assert [e["text"] for e in events if e["type"] == "text"] == ["Hello there, world."]
+    assert not fake.requests[0].body.get("stream")

@@ -119,24 +119,26 @@ async def test_memory_written_in_tainted_turn_taints_later_reader_until_trusted(
     assert r["status"] == "done" and not r["tainted"]
 
 
-async def test_step_budget_stops_at_12(svc, tmp_path):
+async def test_step_budget_stops_the_tool_use_at_12_and_a_last_step_has_no_tools(svc, tmp_path):
     steps = [calls(call("recall__search_memories", query=f"q{i}")) for i in range(13)] + [text("never")]
     r = await svc.send("loop", model=write_script(tmp_path / "s.json", *steps))
-    assert r["status"] == "budget" and "step budget" in r["budget"]
-    assert r["usage"]["steps"] == 12
-    assert len(tool_calls(r)) == 12
+    assert r["status"] == "budget" and r["budget"] == "step budget reached (12 model steps)"
+    # 12 steps with tools, then one last step without (spec §6.3): its call is never sent.
+    assert r["usage"]["steps"] == 13
+    assert tool_calls(r) == [("recall__search_memories", "run")] * 12 + [("recall__search_memories", "unavailable")]
+    assert [a["outcome"] for a in svc.audit(r["turn"])] == ["ok"] * 12 + ["not run: last step"]
+    assert r["answer"] is None
 
 
 async def test_slow_tool_hits_time_budget_with_usage_kept(home, tmp_path):
     (home / "palui.toml").write_text("[web]\nallow_private = true\n[budgets]\nseconds = 2\n")
-    with PageServer({}, slow_seconds=30) as srv:
+    with PageServer({}, slow_seconds=600) as srv:
         s = Service()
         model = write_script(tmp_path / "s.json",
                              calls(call("web__fetch_page", url=srv.url + "/slow"),
                                    usage={"input_tokens": 50, "output_tokens": 7}), text("never"))
-        t0 = time.monotonic()
         r = await s.send("slow", model=model)
-        assert time.monotonic() - t0 < 15
+        assert srv.hits == ["/slow"] and srv.answered == []  # the budget ended the call, not its page
         assert r["status"] == "budget" and "time budget" in r["budget"]
         assert r["usage"]["input_tokens"] == 50 and r["usage"]["output_tokens"] == 7
         assert s.status()["tokens_today"] == 57
@@ -171,14 +173,17 @@ async def test_forty_tools_offer_at_most_thirty_by_relevance(svc, tmp_path):
     model = write_script(tmp_path / "s.json", text("ok"))
     r1 = await svc.send("will it rain tomorrow? weather forecast please", model=model)
     offered = offered_at_first_step(r1)
-    assert len(offered) <= 30
     assert all(n in offered for n in [t.name for t in svc.tools("mcp-weather")])  # most relevant, whole
     # Built-in and MCP connectors are ranked together (spec §6); what was left out is listed once.
     [left] = [e for e in r1["events"] if e["type"] == "tools_left_out"]
     assert left["reason"] == "left out by budgets.tools (30)"
     assert sorted(left["tools"]) == sorted(set(enabled) - set(offered)) and left["tools"]
-    for connector in {n.split("__")[0] for n in offered}:  # taken whole
-        assert all(t.name in offered for t in svc.tools(connector) if t.enabled)
+    # Connectors are taken whole while they fit; the room left goes to the most relevant tools of those that
+    # did not fit whole (spec §6.2), so the budget is used.
+    assert len(offered) == 30
+    partial = {n.split("__")[0] for n in offered
+               if not all(t.name in offered for t in svc.tools(n.split("__")[0]) if t.enabled)}
+    assert len(partial) <= 1, partial
     r2 = await svc.send("will it rain tomorrow? weather forecast please", model=model)
     assert offered_at_first_step(r2) == offered  # deterministic
     r3 = await svc.send("show the last git commit on this branch", model=model)
@@ -225,7 +230,7 @@ async def test_approval_abuse_changed_args_expired_cancelled(svc, tmp_path, home
     with pytest.raises(ApprovalError, match="expired.*went on"):
         await svc.answer_and_resume(a["id"], True, "cli")  # expiry counts as denial and the turn goes on here
     assert svc.turn_result(r["turn"])["status"] == "done"
-    assert svc.approvals(None)[-1]["status"] == "expired"
+    assert svc.approvals(None)[0]["status"] == "expired"  # newest first
     assert await svc.resume_ready() == []
     # cancelled by /stop
     r = await svc.send("x", model=model)
@@ -241,7 +246,7 @@ async def test_approval_abuse_changed_args_expired_cancelled(svc, tmp_path, home
 
 async def test_stop_during_slow_tool_ends_turn_promptly(home, tmp_path):
     (home / "palui.toml").write_text("[web]\nallow_private = true\n")
-    with PageServer({}, slow_seconds=30) as srv:
+    with PageServer({}, slow_seconds=600) as srv:
         s = Service()
         model = write_script(tmp_path / "s.json", calls(call("web__fetch_page", url=srv.url + "/slow")), text("never"))
         task = asyncio.create_task(s.send("slow", model=model))
@@ -251,10 +256,9 @@ async def test_stop_during_slow_tool_ends_turn_promptly(home, tmp_path):
             if running and srv.hits:
                 break
         other = Service()  # another process's view: only the database flag is shared
-        t0 = time.monotonic()
         assert other.stop(conversation=running[0]["conversation_id"]) == [running[0]["id"]]
-        r = await asyncio.wait_for(task, timeout=10)
-        assert time.monotonic() - t0 < 5
+        r = await asyncio.wait_for(task, timeout=120)
+        assert srv.answered == []  # the stop ended the call while its page still loaded
         assert r["status"] == "stopped"
         assert s.audit()[-1]["outcome"] == "cancelled; may have run"
         [ev] = [e for e in r["events"] if e["type"] == "tool_call"]  # every front end sees the cut-short call

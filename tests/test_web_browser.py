@@ -320,7 +320,7 @@ def test_a_cap_pause_shows_on_the_status_page(context, tmp_path_factory):
         expect(pause).to_contain_text("runs per hour cap")
         expect(pause).to_contain_text("until")
         expect(pg.locator("#runs")).to_contain_text("1 of 1")
-        status = json.loads(srv.cli("status", "--json").stdout)  # the CLI says the same
+        status = json.loads(srv.cli("status", "--json", process=True).stdout)  # the CLI says the same
         assert status["paused"] and status["paused_reason"] == "runs per hour cap"
     finally:
         pg.close()

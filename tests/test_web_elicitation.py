@@ -37,7 +37,7 @@ def served(tmp_path_factory):
     srv = Served(home)
     srv.script = lambda *steps: write_script(script, *steps)  # type: ignore[attr-defined]
     for name, server in (("new", "elicit_new.py"), ("old", "elicit_old.py")):
-        r = srv.cli("connectors", "add", name, "--", sys.executable, str(SUPPORT / server))
+        r = srv.cli("connectors", "add", name, "--", sys.executable, str(SUPPORT / server), process=True)
         assert r.returncode == 0, r.stderr
         tools = json.loads(srv.cli("tools", "list", "--connector", f"mcp-{name}", "--json").stdout)
         assert srv.cli("tools", "enable", *[t["name"] for t in tools]).returncode == 0

@@ -16,15 +16,14 @@ import base64
 import hashlib
 import hmac
 import json
-import os
 import re
 import subprocess
-import sys
 import time
 
 import httpx
 import pytest
 
+from support import inprocess
 from support.live_service import LiveService, wait_for
 from support.scripts import text, write_script
 from test_webhooks import AUDIT_HEAD_NOTICE
@@ -44,10 +43,9 @@ def service(tmp_path_factory):
         yield s
 
 
-def palui(s: LiveService, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PALUI_")}
-    env["PALUI_HOME"] = str(s.home)
-    return subprocess.run([sys.executable, "-m", "palui", *args], capture_output=True, text=True, env=env, timeout=60)
+def palui(s: LiveService, *args: str, process: bool = False) -> subprocess.CompletedProcess:
+    """``palui ARGS`` on the service's home: in this process, or in a child with ``process=True``."""
+    return inprocess.palui(s.home, *args, timeout=60, process=process)
 
 
 def add_hook(s: LiveService, name: str) -> tuple[str, str]:
@@ -250,7 +248,7 @@ def test_standard_webhooks_refusals_are_401_store_nothing_and_echo_no_credential
 
 def test_webhooks_add_prints_the_whsec_secret_and_a_standard_sender_signing_with_it_is_accepted(service):
     s = service
-    r = palui(s, "webhooks", "add", "whsec-cli")
+    r = palui(s, "webhooks", "add", "whsec-cli", process=True)  # a real process beside the service
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert len(lines) == 3, r.stdout

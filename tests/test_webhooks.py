@@ -9,15 +9,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import re
 import stat
 import subprocess
-import sys
 
 import httpx
 import pytest
 
+from support import inprocess
 from support.live_service import LiveService, wait_for
 from support.scripts import call, calls, text, write_script
 
@@ -39,10 +38,9 @@ def service(tmp_path_factory):
         yield s
 
 
-def palui(s: LiveService, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PALUI_")}
-    env["PALUI_HOME"] = str(s.home)
-    return subprocess.run([sys.executable, "-m", "palui", *args], capture_output=True, text=True, env=env, timeout=60)
+def palui(s: LiveService, *args: str, process: bool = False) -> subprocess.CompletedProcess:
+    """``palui ARGS`` on the service's home: in this process, or in a child with ``process=True``."""
+    return inprocess.palui(s.home, *args, timeout=60, process=process)
 
 
 def add_hook(s: LiveService, name: str, via_cli: bool = False) -> tuple[str, str]:
@@ -241,7 +239,7 @@ def test_webhooks_cli_never_shows_the_secret_again_and_remove_gives_404(service)
     path = s.home / "secrets" / "webhooks" / f"{hook_id}.secret"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
-    r = palui(s, "webhooks", "list", "--json")
+    r = palui(s, "webhooks", "list", "--json", process=True)  # a real process: --json on a pipe
     assert r.returncode == 0 and secret not in r.stdout
     [h] = [h for h in json.loads(r.stdout) if h["name"] == "listed"]
     assert h["url"] == url and h["id"] == hook_id and "secret" not in h

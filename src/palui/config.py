@@ -47,7 +47,8 @@ _SCHEMA: dict[str, tuple[str, Any]] = {
     "budgets.seconds": ("num+", 120),
     "budgets.tools": ("int+", 30),
     "budgets.repeat_calls": ("int0", 3),  # the N-th identical call in a turn ends it (spec §6.3); 0: off
-    "budgets.error_streak": ("int0", 4),  # N refused/denied/failed calls in a row end the turn; 0: off
+    "budgets.error_streak": ("int0", 4),  # N refused/failed calls in a row end the turn's tool use; 0: off
+    "budgets.denials": ("int0", 8),  # more than N of the person's denials end the turn's tool use; 0: off
     "caps.daily_tokens": ("int+", 1_000_000),
     "caps.job_daily_tokens": ("int+", 200_000),
     "caps.runs_per_hour": ("int+", 60),

@@ -21,7 +21,8 @@ provider's own message, the key redacted and the model named as written.
 Only :func:`resolve_model` and :func:`request` are used by the turn runner, so the
 model library stays behind this module. :func:`request` streams (the model library's streaming
 request, ``pydantic_ai.direct.model_request_stream``) and hands each piece of text to the caller
-as it arrives (spec §9.3); the ``script:`` model streams its text word by word.
+as it arrives when a front end shows it (spec §9.3), and sends the plain request otherwise; the
+``script:`` model streams its text word by word.
 """
 
 from __future__ import annotations
@@ -79,6 +80,10 @@ def resolve_model(spec: str | None, env: Mapping[str, str] | None = None,
     ``env`` is the environment the keys come from (default ``os.environ``); ``models`` the
     configuration's ``[models.NAME]`` tables (``Settings.models``) that ``@NAME`` names.
 
+    Resolved once per process: a ``script:`` file is read again only when its mtime, size or inode
+    changed; a provider's handle is kept per running event loop (its SDK client belongs to one) for the
+    same string, route and environment.
+
     Raises:
         ModelConfigError: no model, an unknown provider or ``@NAME``, a bad base URL, a
             missing key, or a bad script.
@@ -91,11 +96,58 @@ def resolve_model(spec: str | None, env: Mapping[str, str] | None = None,
         raise ModelConfigError(f"model {providers.public_spec(spec)!r}: expected PROVIDER:MODEL "
                                "(openai:, anthropic:, ollama:, script:) or @NAME")
     if provider == "script":
-        script = Script.load(Path(rest).expanduser())
-        return ModelHandle(spec, script.model(), usage_for=script.usage)
+        return _script_handle(spec, Path(rest).expanduser())
     r = providers.route(spec, env, models or {})  # checked before the (slow) SDK imports: a refusal comes at once
+    # A provider's model holds an SDK client bound to the event loop it first runs in: kept per running loop.
+    key = (spec, r, tuple(sorted(env.items())))
+    kept = _per_loop().get(key)
+    if kept is not None:
+        return kept
     model, settings = providers.build(r, env)
-    return ModelHandle(spec, model, settings, secrets=providers.secrets(r))
+    handle = ModelHandle(spec, model, settings, secrets=providers.secrets(r))
+    _per_loop()[key] = handle
+    return handle
+
+
+#: Script handles by path: (the file's mtime, size and inode when read, the handle), so a script is read and
+#: checked once per process and again only when its file changes (a test or a person editing it).
+_SCRIPTS: dict[str, tuple[tuple[int, int, int], ModelHandle]] = {}
+_LOOPS: Any = None  # weakref.WeakKeyDictionary: running loop → {key: ModelHandle}
+
+
+def _script_handle(spec: str, path: Path) -> ModelHandle:
+    try:
+        st = path.stat()
+        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+    except OSError:
+        stamp = None
+    kept = _SCRIPTS.get(str(path))
+    if kept is not None and stamp is not None and kept[0] == stamp and kept[1].spec == spec:
+        return kept[1]
+    script = Script.load(path)  # raises for a missing or bad file
+    handle = ModelHandle(spec, script.model(), usage_for=script.usage)
+    if stamp is not None:
+        if len(_SCRIPTS) >= 256:
+            _SCRIPTS.clear()
+        _SCRIPTS[str(path)] = (stamp, handle)
+    return handle
+
+
+def _per_loop() -> dict[Any, ModelHandle]:
+    """The provider handles kept for the running event loop (a fresh dict, kept nowhere, without one)."""
+    global _LOOPS
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return {}
+    if _LOOPS is None:
+        import weakref
+
+        _LOOPS = weakref.WeakKeyDictionary()
+    kept: dict[Any, ModelHandle] = _LOOPS.setdefault(loop, {})
+    if len(kept) > 64:
+        kept.clear()
+    return kept
 
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
@@ -104,10 +156,15 @@ MAX_RETRIES = 6
 
 
 async def request(handle: ModelHandle, messages: list[ModelMessage], tools: list[ToolDefinition],
-                  deadline_seconds: float, on_event: StreamSink | None = None) -> ModelResponse:
-    """One model request, streamed, retrying transient provider failures within ``deadline_seconds`` (spec §9).
+                  deadline_seconds: float, on_event: StreamSink | None = None, stream: bool = True, *,
+                  tools_usable: bool = True) -> ModelResponse:
+    """One model request, retrying transient provider failures within ``deadline_seconds`` (spec §9).
 
-    Each piece of text goes to ``on_event`` as it arrives (:data:`StreamSink`). Retried with
+    ``stream``: the streaming request, each piece of text to ``on_event`` as it arrives (:data:`StreamSink`),
+    for a front end that shows it; otherwise the plain request (the streamed one costs several times as
+    much for the same answer). ``tools_usable`` False (a turn's last step, spec §6.3) sends ``tools`` with
+    ``tool_choice`` ``none``: the model may not call them, and the definitions still go along because a
+    provider may refuse a history of tool calls without them. Retried with
     exponential backoff and jitter (0.5 s doubling, at most 8 s, or the provider's ``Retry-After``
     when it sent one): HTTP 408/409/429/5xx/529 up to ``MAX_RETRIES`` times, and a failed
     connection or a dropped stream ``CONNECT_RETRIES`` times (few, so a wrong base URL fails
@@ -128,6 +185,9 @@ async def request(handle: ModelHandle, messages: list[ModelMessage], tools: list
     end = loop.time() + deadline_seconds
     attempt = 0
     params = ModelRequestParameters(function_tools=tools, allow_text_output=True)
+    settings = handle.settings
+    if tools and not tools_usable:
+        settings = {**(handle.settings or {}), "tool_choice": "none"}
     last: ModelAPIError | None = None
     while True:
         left = end - loop.time()
@@ -136,7 +196,10 @@ async def request(handle: ModelHandle, messages: list[ModelMessage], tools: list
         streamed = [False]
         try:
             async with asyncio.timeout(left):
-                response = await _streamed(handle, messages, params, emit, streamed)
+                if stream:
+                    response = await _streamed(handle, messages, params, settings, emit, streamed)
+                else:
+                    response = await _plain(handle, messages, params, settings)
             if handle.usage_for is not None:
                 response.usage = handle.usage_for(messages)
             return response
@@ -159,13 +222,13 @@ async def request(handle: ModelHandle, messages: list[ModelMessage], tools: list
         await asyncio.sleep(delay)
 
 
-async def _streamed(handle: ModelHandle, messages: list[ModelMessage], params: Any, emit: StreamSink,
-                    streamed: list[bool]) -> ModelResponse:
+async def _streamed(handle: ModelHandle, messages: list[ModelMessage], params: Any, settings: ModelSettings | None,
+                    emit: StreamSink, streamed: list[bool]) -> ModelResponse:
     """One attempt: the streaming request, each text piece to ``emit``; ``streamed[0]`` set once one went."""
     from pydantic_ai.direct import model_request_stream
     from pydantic_ai.messages import PartDeltaEvent, PartStartEvent, TextPart, TextPartDelta
 
-    async with model_request_stream(handle.model, messages, model_settings=handle.settings,
+    async with model_request_stream(handle.model, messages, model_settings=settings,
                                     model_request_parameters=params) as stream:
         async for event in stream:
             piece = ""
@@ -177,6 +240,15 @@ async def _streamed(handle: ModelHandle, messages: list[ModelMessage], params: A
                 streamed[0] = True
                 emit({"type": "text_delta", "text": piece})
         return stream.get()
+
+
+async def _plain(handle: ModelHandle, messages: list[ModelMessage], params: Any,
+                 settings: ModelSettings | None) -> ModelResponse:
+    """One attempt, not streamed: the whole response at once."""
+    from pydantic_ai.direct import model_request
+
+    return await model_request(handle.model, messages, model_settings=settings,
+                               model_request_parameters=params)
 
 
 def _backoff(attempt: int, retry_after: float | None) -> float:

@@ -178,3 +178,21 @@ class OAuthClient:
     client_id: str
     client_secret: str | None = None
     auth_method: str = "client_secret_basic"
+
+
+#: The attribute a turn's event sink carries when it shows text as it arrives (a bool, or a callable giving one).
+SHOWS_TEXT = "shows_text"
+
+
+def shows_text(sink: Callable[..., Any], when: bool | Callable[[], bool] = True) -> Callable[..., Any]:
+    """Mark a turn's event sink as showing text as it arrives (``when``: a bool, or asked at each model request):
+    only then are the turn's model requests streamed (spec §9.3); a job, a webhook, ``run --json`` or a channel
+    that sends the answer at the end gets the plain request. Returns ``sink``."""
+    setattr(sink, SHOWS_TEXT, when)
+    return sink
+
+
+def wants_text(sink: Callable[..., Any] | None) -> bool:
+    """Whether ``sink`` (a turn's event sink, or None) shows text as it arrives now (:func:`shows_text`)."""
+    when = getattr(sink, SHOWS_TEXT, False)
+    return bool(when() if callable(when) else when)

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from support.waiting import guard
+
 
 def chat_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PALUI_")}
@@ -36,6 +38,7 @@ class ChatDriver:
         raise NotImplementedError
 
     def wait_for(self, text: str, timeout: float = 30.0, after: str = "") -> float:
+        timeout = guard(timeout)  # a guard against a hang (support/waiting.py)
         """Wait until ``text`` shows (once more than in the output ``after``, a :meth:`mark`); the seconds
         it took."""
         start = time.monotonic()

@@ -12,6 +12,9 @@ tests can assert what the model was offered (``tools``) and which tool results c
         fake.text("Saved.", input_tokens=50, output_tokens=3)
         model = f"openai:gpt-test@{fake.openai_url}"      # or f"anthropic:claude-test@{fake.anthropic_url}"
 
+``fake.respond = f`` answers each request with ``f(body)`` (a :class:`Reply`) instead of the queue, for a
+model that reacts to what it is sent.
+
 ``fake.error(429, times=2)`` answers the next two requests with 429 (``retry_after="0"`` adds that
 header); ``delay=`` on any reply
 makes it slow (the handler waits, and is released early by ``close()``). With the queue empty
@@ -23,6 +26,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -84,6 +88,7 @@ class FakeLLM:
 
     def __init__(self) -> None:
         self.replies: list[Reply] = []
+        self.respond: Callable[[dict[str, Any]], Reply] | None = None
         self.requests: list[Received] = []
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -96,7 +101,8 @@ class FakeLLM:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 with fake._lock:
                     fake.requests.append(got := Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
-                    reply = fake.replies.pop(0) if fake.replies else Reply(status=418, message="fake_llm: no scripted reply left")
+                    reply = (fake.respond(body) if fake.respond else fake.replies.pop(0) if fake.replies
+                             else Reply(status=418, message="fake_llm: no scripted reply left"))
                 if reply.delay:
                     fake._closing.wait(reply.delay)
                 if self.path == OPENAI_PATH:

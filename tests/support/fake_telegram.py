@@ -30,7 +30,7 @@ What it implements (https://core.telegram.org/bots/api):
   ``404 Not Found`` for a malformed one or an unknown method;
 - injected failures: :meth:`FakeTelegram.rate_limit_next` answers the next call(s) of a method with
   ``429 Too Many Requests: retry after N`` and ``parameters.retry_after``;
-  :meth:`FakeTelegram.fail_next` with any other error.
+  :meth:`FakeTelegram.fail_next` with any other error (``after=N``: once N calls went through).
 
 Parameters arrive as JSON, as a form (python-telegram-bot sends
 ``application/x-www-form-urlencoded`` with nested values JSON-encoded), as multipart or in the
@@ -69,6 +69,8 @@ from starlette.datastructures import UploadFile
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from support.waiting import guard
 
 __all__ = [
     "MAX_CALLBACK_DATA",
@@ -202,6 +204,7 @@ class _Injected:
     description: str
     parameters: dict[str, Any] | None
     remaining: int
+    let_through: int = 0  # calls answered normally before this failure starts
 
 
 @dataclass(eq=False)
@@ -764,11 +767,12 @@ class FakeTelegram:
     # ------------------------------------------------------------------ test-facing: failures
 
     def fail_next(self, method: str, error_code: int, description: str, *, times: int = 1,
-                  parameters: dict[str, Any] | None = None) -> None:
-        """Answer the next ``times`` calls of ``method`` with this error instead of running them."""
+                  parameters: dict[str, Any] | None = None, after: int = 0) -> None:
+        """Answer the next ``times`` calls of ``method`` with this error instead of running them; with
+        ``after``, only once that many calls were answered normally (the second part of a long message)."""
         name = self._canonical(method)
         with self._lock:
-            self._injected.setdefault(name, []).append(_Injected(error_code, description, parameters, times))
+            self._injected.setdefault(name, []).append(_Injected(error_code, description, parameters, times, after))
 
     def rate_limit_next(self, method: str, retry_after: int, *, times: int = 1) -> None:
         """Answer the next ``times`` calls of ``method`` with Telegram's flood-control error:
@@ -827,6 +831,7 @@ class FakeTelegram:
         Raises :class:`TimeoutError` listing the calls seen. Do not call this from the event loop
         that runs the client under test (it blocks): use :meth:`wait_for_async` there."""
         start = after.calls_mark if isinstance(after, QueuedUpdate) else after
+        timeout = guard(timeout)  # a guard against a hang (support/waiting.py)
         deadline = time.monotonic() + timeout
         with self._changed:
             while True:
@@ -842,6 +847,7 @@ class FakeTelegram:
                              after: int | QueuedUpdate = 0) -> Call:
         """Like :meth:`wait_for`, without blocking the running event loop."""
         start = after.calls_mark if isinstance(after, QueuedUpdate) else after
+        timeout = guard(timeout)  # a guard against a hang (support/waiting.py)
         loop = asyncio.get_running_loop()
         event = asyncio.Event()
         waiter = (loop, event)
@@ -964,6 +970,9 @@ class FakeTelegram:
             if not queue:
                 return None
             head = queue[0]
+            if head.let_through > 0:
+                head.let_through -= 1
+                return None
             head.remaining -= 1
             if head.remaining <= 0:
                 queue.pop(0)

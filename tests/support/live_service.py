@@ -15,6 +15,8 @@ from typing import Any, Callable
 
 import httpx
 
+from support.waiting import guard
+
 
 def write_clock(path: Path, t: float) -> None:
     """Set the test clock (PALUI_TEST_CLOCK points at this file)."""
@@ -24,7 +26,9 @@ def write_clock(path: Path, t: float) -> None:
 
 
 def wait_for(pred: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05, what: str = "condition") -> Any:
-    """Poll ``pred`` until it returns something truthy; return it. Fails the test after ``timeout`` s."""
+    """Poll ``pred`` until it returns something truthy; return it. Fails the test after ``timeout`` s (at least
+    ``support.waiting.GUARD``: a guard against a hang, never a speed check)."""
+    timeout = guard(timeout)
     end = time.monotonic() + timeout
     while True:
         v = pred()

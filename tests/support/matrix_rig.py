@@ -12,7 +12,6 @@ import itertools
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,10 @@ from typing import Any
 import pytest
 from nio import AsyncClient, AsyncClientConfig, RoomCreateError, RoomPreset, RoomSendResponse, SyncResponse
 
+from support.inprocess import palui
 from support.live_service import LiveService, wait_for
 from support.synapse_fixture import MatrixUser, SynapseError, SynapseServer, synapse_python
+from support.waiting import guard
 
 _numbers = itertools.count(1)
 
@@ -76,6 +77,7 @@ class Peer:
     async def wait_for(self, pred: Callable[[str, Any], bool], timeout: float = 20.0, start: int = 0) -> Any:
         import time
 
+        timeout = guard(timeout)  # a guard against a hang (support/waiting.py)
         end = time.monotonic() + timeout
         seen = start
         while True:
@@ -144,11 +146,9 @@ class MatrixRig:
         tmp.write_text(json.dumps({"steps": list(steps)}), encoding="utf-8")
         os.replace(tmp, self.script)
 
-    def cli(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-        e = {k: v for k, v in os.environ.items() if not k.startswith("PALUI_")}
-        e.update({"PALUI_HOME": str(self.home), **(env or {})})
-        return subprocess.run([sys.executable, "-m", "palui", *args], capture_output=True, text=True, env=e,
-                              timeout=60)
+    def cli(self, *args: str, env: dict[str, str] | None = None, process: bool = False) -> subprocess.CompletedProcess:
+        """``palui ARGS`` on this home: in this process, or in a child with ``process=True``."""
+        return palui(self.home, *args, env=env, timeout=60, process=process)
 
     def add_channel(self) -> None:
         r = self.cli("channels", "add", "matrix", "--homeserver", self.hs.url, "--user", self.palui.user_id,

@@ -22,7 +22,7 @@ Behaviours of ``tools/call``: ``echo`` (the arguments back), ``hang`` (never ans
 result), ``malformed`` (a result that is not a CallToolResult), ``env`` (the value of
 environment variable ``name``), ``caps`` (the client capabilities the server received, as JSON),
 ``mutate`` (replace the tool list with ``tools`` and send
-``notifications/tools/list_changed`` in both protocol eras).
+``notifications/tools/list_changed`` in both protocol eras), ``text`` (the tool's own ``text`` field).
 
 The SDK's own tool registry cannot send raw annotation values (it validates
 ``"true"`` into ``true``) nor list a name twice, so a server middleware answers
@@ -102,6 +102,8 @@ async def middleware(ctx, call_next):
             os.write(2, chunk[:left])
             left -= len(chunk)
         return text_result("flooded", modern=modern)
+    if behaviour == "text":
+        return text_result(str(tool.get("text", "")), modern=modern)
     if behaviour == "fail":
         return text_result("failed on purpose", error=True, modern=modern)
     if behaviour == "malformed":

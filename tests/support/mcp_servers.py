@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from support import inprocess
+
 ROOT = Path(__file__).resolve().parents[2]
 PY_BIN = Path(sys.executable).parent
 NODE_BIN = ROOT / ".mcp-servers" / "node_modules" / ".bin"
@@ -40,13 +42,11 @@ def node_server(name: str) -> Path:
     return require(NODE_BIN / name, "npm ci --prefix .mcp-servers")
 
 
-def palui(home: Path, *args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    """Run the real ``palui`` command line (``python -m palui``) with PALUI_HOME=home."""
-    e = {k: v for k, v in os.environ.items() if not k.startswith("PALUI_")}
-    e["PALUI_HOME"] = str(home)
-    e.update(env or {})
-    return subprocess.run([sys.executable, "-m", "palui", *args], capture_output=True, text=True, env=e,
-                          timeout=timeout)
+def palui(home: Path, *args: str, env: dict | None = None, timeout: float = 120,
+          process: bool = False) -> subprocess.CompletedProcess:
+    """Run the ``palui`` command line with PALUI_HOME=home: in this process (``support/inprocess.py``), or
+    as ``python -m palui`` in a child with ``process=True``."""
+    return inprocess.palui(home, *args, env=env, timeout=timeout, process=process)
 
 
 def palui_json(home: Path, *args: str, **kw):

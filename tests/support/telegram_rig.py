@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from support.fake_telegram import Call, FakeTelegram, QueuedUpdate
+from support.inprocess import palui
 from support.live_service import LiveService, wait_for
 
 PERSON = 111
@@ -47,11 +47,10 @@ class TelegramRig:
         tmp.write_text(json.dumps({"steps": list(steps)}), encoding="utf-8")
         os.replace(tmp, self.script)
 
-    def cli(self, *args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-        e = {k: v for k, v in os.environ.items() if not k.startswith("PALUI_")}
-        e.update({"PALUI_HOME": str(self.home), **(env or {})})
-        return subprocess.run([sys.executable, "-m", "palui", *args], capture_output=True, text=True, env=e,
-                              timeout=timeout)
+    def cli(self, *args: str, env: dict[str, str] | None = None, timeout: float = 60,
+            process: bool = False) -> subprocess.CompletedProcess:
+        """``palui ARGS`` on this home: in this process, or in a child with ``process=True``."""
+        return palui(self.home, *args, env=env, timeout=timeout, process=process)
 
     def add_channel(self) -> None:
         r = self.cli("channels", "add", "telegram", "--api-base", self.fake.url,

@@ -19,6 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from support import inprocess
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -63,10 +65,13 @@ class Served:
         self.log.flush()
         return (self.home / "serve.log").read_text()
 
-    def cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-        """The real ``palui`` command line on the same PALUI_HOME (it finds this service)."""
-        return subprocess.run([sys.executable, "-m", "palui", *args], capture_output=True, text=True,
-                              env=self.env, timeout=timeout)
+    def cli(self, *args: str, timeout: float = 60, process: bool = False) -> subprocess.CompletedProcess:
+        """The ``palui`` command line on the same PALUI_HOME (it finds this service): in this process
+        (``support/inprocess.py``), or as ``python -m palui`` in a child with ``process=True``."""
+        if process:
+            return subprocess.run([sys.executable, "-m", "palui", *args], capture_output=True, text=True,
+                                  env=self.env, timeout=timeout)
+        return inprocess.run(args, env=self.env)
 
     def stop(self) -> None:
         if self.proc.poll() is None:

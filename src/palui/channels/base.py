@@ -3,7 +3,7 @@
 A channel module (``telegram.py``, ``matrix.py``; later Slack, Signal…) subclasses
 :class:`Channel` and implements the platform half: its receive loop (:meth:`Channel.run`), which
 turns each platform update into an :class:`Inbound` and hands it to :meth:`Channel.receive`, and
-five small sending methods (``send``, ``send_approval``, ``edit``, ``typing``, ``answer_press``).
+four small sending methods (``send_message``, ``edit``, ``typing``, ``answer_press``).
 Everything else is here, the same for every channel:
 
 - **Only the person.** A sender other than the paired person is ignored: never answered, never
@@ -15,9 +15,10 @@ Everything else is here, the same for every channel:
   the turn, sending) happens after the commit, in tasks, so ``/stop`` never waits behind a turn.
 - **Commands** (:mod:`palui.text.commands`) are handled here and never reach the model;
   answers go through the service's one door with ``answered_via`` = the channel's name.
-- **Sending** goes through one ordered outbox per channel: a failed delivery is retried with
-  backoff (``429 retry_after`` honoured by :meth:`Channel.retry_delay`), shown in ``/status``,
-  and never blocks a turn; the inbox already holds every notice.
+- **Sending** goes through the channel's durable outbox (:mod:`.outbox`): a reply to a command is
+  written with the update that asked for it, sent in order, retried with backoff (``429
+  retry_after`` honoured by :meth:`Channel.retry_delay`), shown in ``/status`` while it fails, and
+  never blocks a turn. ``/status`` names the pending approvals; ``/approvals`` sends them again.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping
+from datetime import tzinfo
 from typing import TYPE_CHECKING, Any
 
 from palui.channels import views
@@ -48,6 +50,7 @@ __all__ = ["TITLES", "Channel", "ChannelPlatform", "Inbound", "Quoted", "Retry",
 log = logging.getLogger("palui.channels")
 
 ROOM_CONTEXT = 20  # other members' messages kept per enabled group chat, as untrusted context
+APPROVALS_HELP = "the pending approvals' messages again, with their buttons (chat channels)"
 
 
 class Channel(Outbox):
@@ -121,6 +124,11 @@ class Channel(Outbox):
             head, _, rest = words.partition(" ")
             if head.lower() in ("/approve", "/deny") and not rest.strip().startswith("a-"):
                 words = f"{head} {target['approval_id']} {rest}".strip()  # a reply to the approval names it
+        if words.lower() == "/approvals":  # a channel's own command: the buttons again (spec §8.2)
+            n = self.resend_approvals(inb.chat)
+            if not n:
+                self.reply(inb.chat, "No approval is pending.")
+            return []
         try:
             cmd = commands.parse(words) if words.startswith("/") else None
         except commands.CommandError as e:
@@ -179,14 +187,15 @@ class Channel(Outbox):
     def _command(self, inb: Inbound, cmd: commands.Command) -> list[Job]:
         chat = inb.chat
         if cmd.name == "/help":
-            self.reply(chat, commands.help_text() + "\n  /pair     /pair CODE — pair this chat (palui channels pair)")
+            self.reply(chat, commands.help_text() + f"\n  {'/approvals':<9} {APPROVALS_HELP}"
+                       "\n  /pair     /pair CODE — pair this chat (palui channels pair)")
         elif cmd.name == "/quit":
             self.reply(chat, "/quit is for the terminal chat.")
         elif cmd.name == "/new":
             self.svc.channel_conversation(self.name, chat, new=True)
             self.reply(chat, "A new conversation starts with your next message.")
         elif cmd.name == "/status":
-            self.reply(chat, status_text(self.svc.status()))
+            self.reply(chat, status_text(self.svc.status(), self.svc.timezone()))
         elif cmd.name == "/why":
             self.reply(chat, self._why(self.svc.channel_conversation(self.name, chat)))
         elif cmd.name == "/stop" and cmd.arg == "all":  # the emergency brake (spec §5.7)
@@ -296,6 +305,7 @@ class Channel(Outbox):
         return self._answer(inb.chat, approval_id, approve, None, press_id)
 
 
-def status_text(s: Mapping[str, Any]) -> str:
-    """``/status`` as a chat channel answers it (the same facts as the terminal's)."""
-    return "\n".join(status_lines(s, questions="/answer ID field=value …"))
+def status_text(s: Mapping[str, Any], zone: tzinfo | None = None) -> str:
+    """``/status`` as a chat channel answers it (the same facts as the terminal's; times in ``zone``)."""
+    return "\n".join(status_lines(s, questions="/answer ID field=value …",
+                                   approvals="/approvals sends them again with their buttons", zone=zone))

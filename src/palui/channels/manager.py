@@ -5,14 +5,16 @@ server (:func:`palui.server.main.serve`): on entry it installs log redaction for
 secret, subscribes to the person's channel (the service's notices) and starts a supervisor loop;
 on exit it stops every channel before the service drains. Every second the loop:
 
-- starts channels added since (``palui channels add`` from another process) and stops removed ones;
-- edits approval messages answered elsewhere or expired (:meth:`Channel.refresh_approvals`);
+- starts channels added since (``palui channels add`` from another process), stops removed ones,
+  and restarts one whose secret was renewed (``channels add`` again: a new token, the pairing kept);
+- edits approval messages answered elsewhere or expired (:meth:`Channel.refresh_approvals`) and
+  gives each channel its second (:meth:`Channel.tick`: Matrix joins invites that waited for a code);
 - restarts a channel whose receive loop crashed, with backoff (a channel that is down never
-  blocks a turn: notices wait in its outbox, and the inbox already has them).
+  blocks a turn: deliveries wait in its durable outbox, and the inbox already has them).
 
-Notices are routed on the event loop (the notifier may call from any thread): a turn's answer to
-the chat whose conversation it is, everything else (approvals, job results, webhook summaries,
-pause notices, review flags, ``messages__send_message``) to every paired channel.
+What a notice says is already in the channels' outboxes when the notifier calls (the person's channel
+writes the items in the transaction of the event, :mod:`palui.store.outbox`): a notice only wakes each
+channel's outbox worker, on the event loop (the notifier may call from any thread).
 """
 
 from __future__ import annotations
@@ -49,8 +51,9 @@ def channel_class(kind: str) -> type[Channel]:
 
 
 class _Running:
-    def __init__(self, channel: Channel) -> None:
+    def __init__(self, channel: Channel, config: object) -> None:
         self.channel = channel
+        self.config = config  # the stored settings it started with (a renewed secret changes them)
         self.receive: asyncio.Task[None] | None = None
         self.deliver: asyncio.Task[None] | None = None
         self.failures = 0
@@ -96,17 +99,8 @@ class ChannelManager:
             loop.call_soon_threadsafe(self._route, notice)
 
     def _route(self, notice: Notice) -> None:
-        try:
-            if notice.kind == "answer":
-                for name, chat in self.svc.channel_chats_of(notice.conversation_id):
-                    r = self.running.get(name)
-                    if r is not None and notice.turn_id:
-                        r.channel.deliver_answer(chat, notice.turn_id)
-                return
-            for r in self.running.values():
-                r.channel.deliver_notice(notice)
-        except Exception:  # a broken channel must not lose the others' notices
-            log.exception("routing a notice to the channels failed")
+        for r in self.running.values():
+            r.channel.wake()
 
     # -- supervision ----------------------------------------------------------------------------------
 
@@ -117,9 +111,11 @@ class ChannelManager:
                 self._sync()
                 for r in list(self.running.values()):
                     await r.channel.refresh_approvals()
+                    await r.channel.tick()
                 if time.monotonic() - self._pruned > PRUNE_SECONDS:
                     self._pruned = time.monotonic()
                     self.svc.prune_channel_updates()
+                    self.svc.prune_outbox()
             except Exception:  # one bad round must not stop the channels
                 log.exception("channel supervision failed")
 
@@ -129,19 +125,20 @@ class ChannelManager:
             asyncio.ensure_future(self._stop(name))
         for name, c in stored.items():
             r = self.running.get(name)
+            if r is not None and r.config != c["config"]:  # a renewed secret: start again with it
+                asyncio.ensure_future(self._stop(name))
+                continue
             if r is None:
                 try:
                     channel = channel_class(c["kind"])(self.svc, name, self.redact)
                 except Exception as e:  # e.g. a damaged secrets file: shown, retried next round
                     self.svc.set_channel_state(name, self.redact(f"error: cannot start: {e}"))
                     continue
-                r = self.running[name] = _Running(channel)
+                r = self.running[name] = _Running(channel, c["config"])
                 r.deliver = asyncio.create_task(channel.deliver_loop())
             if (r.receive is None or r.receive.done()) and time.monotonic() >= r.restart_at:
                 if r.receive is not None and r.receive.done() and not r.receive.cancelled():
-                    exc = r.receive.exception()
-                    if exc is None:
-                        continue  # ended by itself (a rejected token): stays as its state says
+                    exc = r.receive.exception() or RuntimeError("the receive loop ended")
                     r.failures += 1
                     r.restart_at = time.monotonic() + min(60.0, 2.0 ** r.failures)
                     state = self.redact(f"error: {type(exc).__name__}: {exc}")

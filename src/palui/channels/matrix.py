@@ -6,7 +6,8 @@ device id (never the password). The service then syncs with the stored ``since``
 answered; every later timeline event is handled once (its event id is recorded in the same
 transaction as its work) and the token is stored after the whole batch.
 
-- **Invites** are joined only while a pairing code is live, or from the person once paired.
+- **Invites** are joined only while a pairing code is live, or from the person once paired; an invite
+  that came first waits (``channel_invites``) and is joined as soon as a code is made.
 - **Whose words.** A reply (``m.in_reply_to``) carries a quote fallback (``> <@x> …`` lines)
   that is stripped from the person's words; the replied-to event is fetched and quoted — trusted
   only when the person wrote it, skipped when it is Palui's answer in this conversation. In a
@@ -18,8 +19,11 @@ transaction as its work) and the token is stored after the whole batch.
   and the state says ``error: encrypted room`` until the person writes in an unencrypted room.
 
 Bodies are plain text (``m.text``; no ``formatted_body``, so nothing can break markup), split on
-line boundaries at 32 KiB of UTF-8. Edits are sent as ``m.replace`` events. nio is reached only
-through :mod:`palui.channels.matrix_client`, which converts its untyped objects into typed values.
+line boundaries at 32 KiB of UTF-8. Edits are sent as ``m.replace`` events. Every event is sent with
+the outbox part's stable transaction id, so one sent again after a crash is the same event; an
+unreachable homeserver is tried again every few seconds (receiving resumes within 5 s of its answer).
+nio is reached only through :mod:`palui.channels.matrix_client`, which converts its untyped objects
+into typed values.
 """
 
 from __future__ import annotations
@@ -28,27 +32,31 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from palui.channels import views
 from palui.channels.base import Channel, Inbound, Retry
-from palui.channels.matrix_client import NETWORK_ERRORS, Event, MatrixClient, Refused, Sync
+from palui.channels.matrix_client import NETWORK_ERRORS, NOT_SENT, Event, MatrixClient, Refused, Sync
+from palui.channels.platform import Backoff
 from palui.channels.redaction import Redactor
-from palui.channels.telegram_poll import Backoff
 from palui.channels.text import (
     MATRIX_BODY_LIMIT,
     is_edit,
     reaction_verdict,
     reply_target,
-    split_message,
     strip_reply_fallback,
     utf8_len,
 )
 from palui.errors import PaluiError
 
 if TYPE_CHECKING:
-    from palui.results import Approval, ChatChannel
+    from palui.results import ChatChannel, OutboxPart
     from palui.service.door import ServiceDoor
 
 log = logging.getLogger("palui.channels.matrix")
+#: Seconds between two syncs while the homeserver is unreachable, at most: receiving resumes within about
+#: as long (plus jitter) once it answers again (spec §8.3).
+SYNC_BACKOFF_CAP = 3.0
+#: Refusals that sending again cannot change; any other refusal (a 5xx, a token refused for now) is retried.
+PERMANENT = frozenset({"M_FORBIDDEN", "M_NOT_FOUND", "M_BAD_JSON", "M_NOT_JSON", "M_TOO_LARGE", "M_INVALID_PARAM",
+                       "M_UNKNOWN"})
 ENCRYPTED_NOTICE = ("This room is encrypted; Palui cannot read it yet: create the chat with encryption off "
                     "(in Element: start a new direct chat and turn off 'Enable end-to-end encryption').")
 
@@ -140,7 +148,7 @@ class MatrixChannel(Channel):
     # -- receiving ------------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        backoff = Backoff()
+        backoff = Backoff(cap=SYNC_BACKOFF_CAP)
         try:
             since = self.svc.channel_cursor(self.name)
             while True:
@@ -175,9 +183,12 @@ class MatrixChannel(Channel):
             room_id, inviter = invite.room_id, invite.inviter
             if self.svc.pairing_open(self.name) or (ch["person_id"] and inviter == ch["person_id"]):
                 await self.client.join(room_id)
-            elif self.svc.note_stranger(self.name, f"invite:{inviter}"):
-                log.warning("%s: ignored an invite to %s from %s (not the person, no pairing code live)",
-                            self.name, room_id, inviter)
+                self.svc.drop_invite(self.name, room_id)
+                continue
+            self.svc.hold_invite(self.name, room_id, inviter)  # joined if a pairing code is made
+            if self.svc.note_stranger(self.name, f"invite:{inviter}"):
+                log.warning("%s: an invite to %s from %s waits: not the person, no pairing code live (joined "
+                            "once one is)", self.name, room_id, inviter)
         for room in resp.joined:
             if room.encrypted:
                 await self._encrypted(room.room_id)
@@ -190,6 +201,20 @@ class MatrixChannel(Channel):
                 inb = await self._inbound(room.room_id, event, private=len(room.others) <= 1)
                 if inb is not None:
                     self.receive(inb)
+
+    async def tick(self) -> None:
+        """Every second (the manager's round): while a pairing code is live, join the rooms whose invites
+        came before it (the person often invites Palui first, then makes the code)."""
+        if not self.svc.pairing_open(self.name):
+            return
+        for room_id in self.svc.held_invites(self.name):
+            try:
+                joined = await self.client.join(room_id)
+            except NETWORK_ERRORS:
+                return  # the homeserver is away: the next round tries again
+            self.svc.drop_invite(self.name, room_id)
+            log.info("%s: %s the room %s invited to before the pairing code", self.name,
+                     "joined" if joined else "could not join", room_id)
 
     async def _encrypted(self, room_id: str) -> None:
         self.encrypted = True
@@ -243,31 +268,30 @@ class MatrixChannel(Channel):
 
     # -- sending ---------------------------------------------------------------------------------------
 
-    async def _send(self, room_id: str, content: dict[str, Any]) -> str:
+    async def _send(self, room_id: str, content: dict[str, Any], key: str) -> str:
         try:
-            resp = await self.client.send(room_id, content)
+            resp = await self.client.send(room_id, content, tx_id=f"palui-{key}")
         except NETWORK_ERRORS as e:
-            raise Retry(f"the homeserver is unreachable: {type(e).__name__}") from None
+            raise Retry(f"the homeserver is unreachable: {type(e).__name__}",
+                        maybe_delivered=not isinstance(e, NOT_SENT)) from None
         if not isinstance(resp, Refused):
             return resp
         if resp.status_code == "M_LIMIT_EXCEEDED":
             wait = (resp.retry_after_ms or 1000) / 1000
             raise Retry(f"rate limited by the homeserver for {wait:.1f} s", wait)
-        raise RuntimeError(f"the homeserver refused the message: {resp.message} ({resp.status_code})")
+        if resp.status_code in PERMANENT:
+            raise RuntimeError(f"the homeserver refused the message: {resp.message} ({resp.status_code})")
+        raise Retry(f"the homeserver refused the message for now: {resp.message} ({resp.status_code})")
 
-    async def send(self, chat: str, text: str, *, reply_to: str | None = None) -> list[str]:
-        refs = []
-        for part in split_message(text, MATRIX_BODY_LIMIT, utf8_len):
-            refs.append(await self._send(chat, {"msgtype": "m.text", "body": part or "(empty)"}))
-        return refs
+    async def send_message(self, chat: str, part: OutboxPart) -> str:
+        """An ``m.text`` event under the part's transaction id: sent again after a crash, it is the same event."""
+        return await self._send(chat, {"msgtype": "m.text", "body": part["text"] or "(empty)"}, part["key"])
 
-    async def send_approval(self, chat: str, view: views.ApprovalView, a: Approval) -> str:
-        return (await self.send(chat, view.text))[-1]
-
-    async def edit(self, chat: str, ref: str, text: str) -> None:
-        await self._send(chat, {"msgtype": "m.text", "body": f"* {text}",
-                                "m.new_content": {"msgtype": "m.text", "body": text},
-                                "m.relates_to": {"rel_type": "m.replace", "event_id": ref}})
+    async def edit(self, chat: str, ref: str, part: OutboxPart) -> str:
+        text = part["text"]
+        return await self._send(chat, {"msgtype": "m.text", "body": f"* {text}",
+                                       "m.new_content": {"msgtype": "m.text", "body": text},
+                                       "m.relates_to": {"rel_type": "m.replace", "event_id": ref}}, part["key"])
 
     async def typing(self, chat: str) -> None:
         await self.client.typing(chat, timeout_ms=5000)

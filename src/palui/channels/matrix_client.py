@@ -19,6 +19,7 @@ from nio import (
     AsyncClient,
     AsyncClientConfig,
     InviteMemberEvent,
+    JoinResponse,
     LoginResponse,
     MegolmEvent,
     ReactionEvent,
@@ -31,6 +32,8 @@ from nio import (
 )
 
 NETWORK_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
+#: Network errors that say the request never reached the homeserver (anything else may have).
+NOT_SENT = (aiohttp.ClientConnectorError,)
 
 
 def client_config(max_timeouts: int = 2) -> AsyncClientConfig:
@@ -178,9 +181,11 @@ class MatrixClient:
                                      tuple(_event(e) for e in info.timeline.events)))
         return Sync(resp.next_batch, invites, tuple(joined))
 
-    async def send(self, room_id: str, content: dict[str, Any]) -> str | Refused:
-        """Send an ``m.room.message`` event; its event id."""
-        resp = await self._nio.room_send(room_id, "m.room.message", content)
+    async def send(self, room_id: str, content: dict[str, Any], tx_id: str | None = None) -> str | Refused:
+        """Send an ``m.room.message`` event; its event id. The same ``tx_id`` sent again by this device is the
+        same event (the homeserver answers with the first one's id): a send retried after a crash is no
+        duplicate."""
+        resp = await self._nio.room_send(room_id, "m.room.message", content, tx_id=tx_id)
         if isinstance(resp, RoomSendResponse):
             return str(resp.event_id)
         return Refused.of(resp)
@@ -192,8 +197,9 @@ class MatrixClient:
             return got.event.sender, getattr(got.event, "body", "") or ""
         return None
 
-    async def join(self, room_id: str) -> None:
-        await self._nio.join(room_id)
+    async def join(self, room_id: str) -> bool:
+        """Join a room this account is invited to; False when the homeserver refused (an invite withdrawn)."""
+        return isinstance(await self._nio.join(room_id), JoinResponse)
 
     async def leave(self, room_id: str) -> None:
         await self._nio.room_leave(room_id)

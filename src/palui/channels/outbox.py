@@ -1,117 +1,175 @@
-"""Sending for a chat channel (spec §8.3): one ordered outbox, notices, answers, approvals and their edits.
+"""Sending for a chat channel (spec §8.3): the worker of the channel's durable outbox.
 
-Every message a channel sends goes through :meth:`Outbox.enqueue`: a worker sends them in order,
-retries a failing delivery with backoff (``429 retry_after`` honoured through
-:meth:`ChannelPlatform.retry_delay`) for up to 15 minutes, records the last failure for
-``/status`` and never blocks a turn (the inbox already holds every notice).
+Everything a channel sends — answers, approval messages and their argument messages, notices, replies to
+the person's commands, the edits of approval messages answered elsewhere — is an item of its outbox in
+SQLite, written by the service in the transaction of the event that makes it (:mod:`palui.store.outbox`).
+:meth:`Outbox.deliver_loop` works through the items in order:
+
+- **Rendered when sent.** An item becomes parts here (:meth:`Outbox.render`: split at the platform's
+  limit; an approval as its argument messages and the one with the buttons, or as its outcome once it is
+  no longer pending — never a fresh ask), stored before the first send, so that what was sent is known.
+- **Each part once.** A part is marked on its way, then sent with its stable key, then marked sent with
+  the platform's ref. After a crash the unsent parts go out in order: the one that was on its way goes
+  again as it was — with the same key, so on Matrix (a transaction id) it is the same event, exactly once;
+  the Bot API has no such key, so on Telegram that one part may show twice.
+- **Retried.** A delivery the platform cannot take now (unreachable, ``429 retry_after``, a rejected
+  token) is retried with backoff, sooner once the channel's receive loop reaches the platform again;
+  one it refuses (a bad request, the bot blocked), or that still fails a day after it was written, is
+  given up and shows as the last delivery failure. The first success clears it. A turn never waits.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
+import contextlib
 import logging
-import random
 import time
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from palui.channels import views
-from palui.channels.platform import ChannelPlatform, Job
-from palui.types import Notice
+from palui.channels.platform import Backoff, ChannelPlatform
+from palui.channels.text import split_message
+
+if TYPE_CHECKING:
+    from palui.results import OutboxItem, RenderedPart
 
 log = logging.getLogger("palui.channels")
 
-DELIVERY_GIVE_UP_SECONDS = 900.0  # a delivery failing this long is dropped (the inbox has it)
+GIVE_UP_SECONDS = 86400.0  # an item still failing a day after it was written is given up (the inbox has it)
+IDLE_SECONDS = 1.0  # how often an idle worker looks for items another process wrote
 TITLES = {"telegram": "Telegram", "matrix": "Matrix"}
 
 
 class Outbox(ChannelPlatform):
-    """The sending half every channel shares."""
+    """The sending half every channel shares: replies, and the worker of the durable outbox."""
 
-    def reply(self, chat: str, text: str, kind: str = "reply") -> None:
-        async def go() -> None:
-            refs = await self.send(chat, text)
-            self.svc.record_sent(self.name, chat, refs, kind)
-        self.enqueue(f"{kind} to {chat}", go)
+    def reply(self, chat: str, text: str) -> None:
+        """Reply to the person in ``chat``: written now (with the update that asked for it, when one is being
+        recorded), sent by the worker."""
+        self.svc.outbox_add(self.name, chat, "reply", text=text)
+        self.wake()
 
-    def enqueue(self, what: str, job: Job) -> None:
-        """Queue a delivery (never blocks; thread-safe callers use the manager's loop)."""
-        self.outbox.put_nowait((what, job))
+    def resend_approvals(self, chat: str) -> int:
+        """``/approvals``: every pending approval's message again, with its buttons. Returns how many."""
+        pending = self.svc.approvals()
+        for a in pending:
+            self.svc.outbox_add(self.name, chat, "approval", subject=a["id"])
+        self.wake()
+        return len(pending)
 
     async def deliver_loop(self) -> None:
-        """Send the outbox in order; retry a failing delivery with backoff, give it up after 15 min."""
+        """Send the outbox in order until cancelled (see the module docstring)."""
+        failing = bool(self.svc.channel(self.name)["last_failure"])
+        backoff = Backoff(base=0.5, cap=60.0)
         while True:
-            what, job = await self.outbox.get()
-            first, attempt = time.monotonic(), 0
-            while True:
-                try:
-                    await job()
-                    if attempt:
-                        self.svc.channel_failure(self.name, None)
-                    break
-                except asyncio.CancelledError:
-                    raise
-                except Exception as e:
-                    text = self.redact(f"{what}: {type(e).__name__}: {e}")
-                    self.svc.channel_failure(self.name, text)
-                    delay = self.retry_delay(e)
-                    if delay is None or time.monotonic() - first > DELIVERY_GIVE_UP_SECONDS:
-                        log.error("%s: delivery given up: %s", self.name, text)
-                        break
-                    attempt += 1
-                    delay = delay if delay > 0 else min(60.0, 0.5 * 2 ** attempt) * random.uniform(0.8, 1.2)
-                    log.warning("%s: delivery failed, retrying in %.1f s: %s", self.name, delay, text)
-                    await asyncio.sleep(delay)
+            item = self.svc.outbox_next(self.name)
+            if item is None:
+                await self._nap(self.woken, IDLE_SECONDS)
+                continue
+            try:
+                await self._deliver(item)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                text = self.redact(f"{_what(item)}: {type(e).__name__}: {e}")
+                self.svc.channel_failure(self.name, text)
+                failing = True
+                delay = self.retry_delay(e)
+                if delay is None or time.time() - item["created_at"] > GIVE_UP_SECONDS:
+                    log.error("%s: delivery given up: %s", self.name, text)
+                    self.svc.outbox_close(item["id"], "failed", text)
+                    continue
+                delay = delay if delay > 0 else backoff.next_delay()
+                log.warning("%s: delivery failed, retrying in %.1f s: %s", self.name, delay, text)
+                await self._nap(self.reachable, delay)
+                continue
+            backoff.reset()
+            if failing:
+                self.svc.channel_failure(self.name, None)
+                failing = False
 
-    def deliver_notice(self, notice: Notice) -> None:
-        """A message on the person's channel for this channel's person."""
-        ch = self.svc.channel(self.name)
-        if not ch["person_chat"]:
+    @staticmethod
+    async def _nap(event: asyncio.Event, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), seconds)
+        event.clear()
+
+    async def _deliver(self, item: OutboxItem) -> None:
+        kept = [p for p in item["parts"] if p["ref"] is not None or p["tried"]]
+        whole = self.render(item)
+        if whole is None:
+            self.svc.outbox_close(item["id"], "dropped", "its subject is gone")
             return
-        chat = ch["person_chat"]
-        if notice.kind == "approval" and notice.approval_id:
-            aid = notice.approval_id
-            self.enqueue(f"approval {aid}", lambda: self._send_approval(chat, aid))
+        fresh = whole[len(kept):] if not _outcome(whole) else [] if any(p["kind"] == "approval" for p in kept) \
+            else whole
+        rendered = self.svc.outbox_render(item["id"], fresh)
+        if rendered is None:
             return
-        if notice.kind == "answer":
-            return  # answers go to the chat whose conversation it is (the manager routes them)
-        text = views.notice_text(notice.kind, notice.text)
+        parts = [p for p in rendered["parts"] if p["ref"] is None]
+        if not parts:
+            self.svc.outbox_close(item["id"], "dropped" if not rendered["parts"] else "sent")
+            return
+        for part in parts:
+            self.svc.outbox_trying(part["id"])
+            try:
+                ref = await (self.edit(item["chat_id"], item["target_ref"] or "", part)
+                             if item["kind"] == "edit" else self.send_message(item["chat_id"], part))
+            except Exception as e:
+                self.svc.outbox_part_failed(part["id"], self.maybe_delivered(e))
+                raise
+            self.svc.outbox_part_sent(part["id"], ref, shown=part["kind"] == "approval")
 
-        async def go() -> None:
-            refs = await self.send(chat, text)
-            self.svc.record_sent(self.name, chat, refs, notice.kind, turn_id=notice.turn_id,
-                                 conversation_id=notice.conversation_id)
-        self.enqueue(f"{notice.kind} notice", go)
-
-    def deliver_answer(self, chat: str, turn_id: str) -> None:
-        """The finished turn's reply to the chat it came from: one line per tool call, then the answer."""
-        async def go() -> None:
-            r = self.svc.turn_result(turn_id)
-            refs = await self.send(chat, views.answer_text(r))
-            self.svc.record_sent(self.name, chat, refs, "answer", turn_id=turn_id, conversation_id=r["conversation"])
-        self.enqueue(f"answer of {turn_id}", go)
-
-    async def _send_approval(self, chat: str, approval_id: str) -> None:
-        a = self.svc.approval_or_none(approval_id)
-        if a is None or a["status"] != "pending":
-            return  # answered (or gone) before it could be shown
-        view = views.approval_view(a, now=datetime.now(UTC), zone=self.svc.timezone(), limit=self.text_limit,
-                                   measure=self.measure, how_to_answer=self.how_to_answer.format(id=a["id"]))
-        for part in view.before:
-            refs = await self.send(chat, part)
-            self.svc.record_sent(self.name, chat, refs, "approval-args", turn_id=a["turn"], approval_id=a["id"])
-        ref = await self.send_approval(chat, view, a)
-        self.svc.record_sent(self.name, chat, [ref], "approval", turn_id=a["turn"], approval_id=a["id"],
-                             conversation_id=a.get("conversation"), fingerprint=view.fingerprint, state="shown")
+    def render(self, item: OutboxItem) -> list[RenderedPart] | None:
+        """The item as the messages it is shown as (whole, from its first part), None when its subject is
+        gone: a turn's answer with its tool lines; an approval as its argument messages and the message
+        with the buttons while it is pending, else as its outcome (kind ``approval-outcome``); the edit of
+        an approval message to its outcome; a notice or a reply as its text. Split at the platform's limit."""
+        kind, subject = item["kind"], item["subject"] or ""
+        if kind in ("approval", "edit"):
+            a = self.svc.approval_or_none(subject)
+            if a is None:
+                return None
+            outcome = views.outcome_text(a, self.name, TITLES)
+            if kind == "edit":
+                return [{"kind": "edit", "text": outcome}]
+            if a["status"] != "pending":
+                return [{"kind": "approval-outcome", "text": outcome}]
+            view = views.approval_view(a, now=datetime.now(UTC), zone=self.svc.timezone(), limit=self.text_limit,
+                                       measure=self.measure, how_to_answer=self.how_to_answer.format(id=a["id"]))
+            args: list[RenderedPart] = [{"kind": "approval-args", "text": t} for t in view.before]
+            return [*args, {"kind": "approval", "text": view.text, "approval_id": a["id"],
+                            "fingerprint": view.fingerprint}]
+        if kind == "answer":
+            try:
+                text = views.answer_text(self.svc.turn_result(subject))
+            except Exception:  # noqa: BLE001 - a turn removed since: nothing to send
+                return None
+        elif kind == "reply":
+            text = item["text"] or ""
+        else:
+            text = views.notice_text(kind, item["text"] or "")
+        return [{"kind": kind, "text": t} for t in split_message(text, self.text_limit, self.measure)]
 
     async def refresh_approvals(self) -> None:
-        """Edit approval messages whose approval was answered elsewhere, expired or was cancelled."""
+        """Edit approval messages whose approval was answered elsewhere, expired or was cancelled (the edit is
+        an outbox item, written as the message is closed)."""
         for m in self.svc.shown_approvals(self.name):
             a = self.svc.approval_or_none(m["approval_id"])
             if a is not None and a["status"] == "pending":
                 continue
-            if not self.svc.close_sent(m["id"]):
-                continue
-            text = views.outcome_text(a, self.name, TITLES) if a else f"Approval {m['approval_id']}: gone."
-            self.enqueue(f"edit of approval {m['approval_id']}", functools.partial(self.edit, m["chat_id"], m["ref"],
-                                                                                  text))
+            if self.svc.close_sent(m["id"]):
+                self.wake()
+
+
+def _outcome(parts: list[RenderedPart]) -> bool:
+    return len(parts) == 1 and parts[0]["kind"] == "approval-outcome"
+
+
+def _what(item: OutboxItem) -> str:
+    """How a delivery is named in a failure: ``approval a-… to 111``, ``answer of t-…``, ``job notice``."""
+    if item["kind"] in ("approval", "edit"):
+        return f"{'edit of ' if item['kind'] == 'edit' else ''}approval {item['subject']}"
+    if item["kind"] == "answer":
+        return f"answer of {item['subject']}"
+    return f"{item['kind']} notice" if item["kind"] != "reply" else "reply"

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from palui.channels import views
 from palui.channels.redaction import Redactor
 
 if TYPE_CHECKING:
-    from palui.results import Approval
+    from palui.results import OutboxPart
     from palui.service.door import ServiceDoor
 
 log = logging.getLogger("palui.channels")
@@ -62,11 +62,30 @@ class Inbound:
 
 
 class Retry(Exception):
-    """A delivery that may succeed later: ``delay`` seconds to wait (None: the outbox's backoff)."""
+    """A delivery that may succeed later: ``delay`` seconds to wait (None: the outbox's backoff);
+    ``maybe_delivered`` when the platform may have taken it anyway (a timeout after the request left)."""
 
-    def __init__(self, message: str, delay: float | None = None) -> None:
+    def __init__(self, message: str, delay: float | None = None, maybe_delivered: bool = False) -> None:
         super().__init__(message)
         self.delay = delay
+        self.maybe_delivered = maybe_delivered
+
+
+@dataclass
+class Backoff:
+    """Exponential backoff with jitter: ``base`` seconds, twice that, … up to ``cap`` seconds."""
+
+    base: float = 0.5
+    cap: float = 30.0
+    attempt: int = 0
+
+    def next_delay(self) -> float:
+        delay = min(self.cap, self.base * 2.0**self.attempt)
+        self.attempt += 1
+        return delay * random.uniform(0.8, 1.2)
+
+    def reset(self) -> None:
+        self.attempt = 0
 
 
 class ChannelPlatform(ABC):
@@ -87,8 +106,12 @@ class ChannelPlatform(ABC):
         self.svc = svc
         self.name = name
         self.redact = redact
-        self.outbox: asyncio.Queue[tuple[str, Job]] = asyncio.Queue()
         self.tasks: set[asyncio.Task[Any]] = set()
+        #: Set when the outbox has new items (the worker looks at once); and when the platform answers again
+        #: after an error (a delivery waiting in backoff is tried at once).
+        self.woken = asyncio.Event()
+        self.reachable = asyncio.Event()
+        self._last_state = ""
 
     @staticmethod
     def measure(text: str) -> int:
@@ -101,16 +124,15 @@ class ChannelPlatform(ABC):
         """Receive until cancelled, reconnecting by itself; call :meth:`receive` per update."""
 
     @abstractmethod
-    async def send(self, chat: str, text: str, *, reply_to: str | None = None) -> list[str]:
-        """Send ``text`` (already escaped for display, plain), split at the limit; return message refs."""
+    async def send_message(self, chat: str, part: OutboxPart) -> str:
+        """Send one message of the outbox (``part["text"]``: plain, escaped for display, within the limit),
+        with the buttons of ``part["approval_id"]`` when it has one, under the stable ``part["key"]`` where the
+        platform deduplicates (Matrix's transaction id); return the message's ref."""
 
     @abstractmethod
-    async def send_approval(self, chat: str, view: views.ApprovalView, a: Approval) -> str:
-        """Send the approval message with its buttons (or reaction hint); return its ref."""
-
-    @abstractmethod
-    async def edit(self, chat: str, ref: str, text: str) -> None:
-        """Replace a sent message's text (and drop its buttons)."""
+    async def edit(self, chat: str, ref: str, part: OutboxPart) -> str:
+        """Replace the text of the sent message ``ref`` by ``part["text"]`` (and drop its buttons); return the
+        ref of the edit (the message's own where the platform has no edit events)."""
 
     async def typing(self, chat: str) -> None:  # noqa: B027 - optional: a platform without the indicator shows nothing
         """Show "typing…" once (Telegram's lasts 5 s)."""
@@ -118,16 +140,34 @@ class ChannelPlatform(ABC):
     async def answer_press(self, press_id: str, text: str) -> None:  # noqa: B027 - optional: only platforms with buttons
         """Acknowledge a button press with a short text (Telegram's answerCallbackQuery)."""
 
+    async def tick(self) -> None:  # noqa: B027 - optional: a platform with nothing to do each second
+        """Called every second by the manager (Matrix joins the invites that waited for a pairing code)."""
+
     def retry_delay(self, exc: BaseException) -> float | None:
-        """Seconds before retrying a failed delivery, None to give it up (a bad request)."""
+        """Seconds before retrying a failed delivery (0: the outbox's backoff), None to give it up (a bad
+        request)."""
         if isinstance(exc, Retry):
-            return exc.delay if exc.delay is not None else 0.0  # 0: the outbox's backoff
+            return exc.delay if exc.delay is not None else 0.0
         return None
+
+    def maybe_delivered(self, exc: BaseException) -> bool:
+        """Whether a send that raised ``exc`` may have reached the platform anyway (a timeout after the
+        request went out): the outbox then sends that part again as it was, never rendered anew."""
+        return isinstance(exc, Retry) and exc.maybe_delivered
 
     # -- shared helpers -------------------------------------------------------------------------------
 
     def set_state(self, state: str) -> None:
+        """Record the channel's state (``connected``, ``unpaired``, ``error: …``); reaching the platform again
+        after an error wakes a delivery waiting in backoff."""
+        if not state.startswith("error") and self._last_state.startswith("error"):
+            self.reachable.set()
+        self._last_state = state
         self.svc.set_channel_state(self.name, self.redact(state))
+
+    def wake(self) -> None:
+        """New items in the outbox: the worker looks now (thread-safe callers use the loop's call_soon)."""
+        self.woken.set()
 
     def spawn(self, job: Job) -> None:
         task = asyncio.ensure_future(job())

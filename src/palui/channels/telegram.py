@@ -34,17 +34,12 @@ from telegram.request import HTTPXRequest  # noqa: E402
 from palui.channels import views  # noqa: E402
 from palui.channels.base import Channel, Inbound, Quoted  # noqa: E402
 from palui.channels.redaction import Redactor  # noqa: E402
-from palui.channels.telegram_poll import (  # noqa: E402
-    TelegramPoller,
-    TokenRejected,
-    call_with_retry,
-    retry_after_seconds,
-)
-from palui.channels.text import TELEGRAM_TEXT_LIMIT, split_message, utf16_len  # noqa: E402
+from palui.channels.telegram_poll import TOKEN_REJECTED, TelegramPoller, retry_after_seconds  # noqa: E402
+from palui.channels.text import TELEGRAM_TEXT_LIMIT, utf16_len  # noqa: E402
 from palui.errors import PaluiError  # noqa: E402
 
 if TYPE_CHECKING:
-    from palui.results import Approval, ChatChannel
+    from palui.results import ChatChannel, OutboxPart
     from palui.service.door import ServiceDoor
 
 log = logging.getLogger("palui.channels.telegram")
@@ -123,8 +118,6 @@ class TelegramChannel(Channel):
                                 redact=self.redact, poll_timeout=self.poll_timeout)
         try:
             await poller.run()
-        except TokenRejected:
-            return  # the state says so; nothing to do until the person gives a new token
         finally:
             try:
                 await self.bot.shutdown()
@@ -134,6 +127,9 @@ class TelegramChannel(Channel):
     def _on_state(self, state: str) -> None:
         if state == "connected" and not self.svc.channel(self.name)["person_id"]:
             state = "unpaired"
+        if state == TOKEN_REJECTED:
+            state += (f" (retrying; check it with palui channels test {self.name}, or give a new one with palui"
+                      f" channels add telegram --name {self.name} --token-file FILE, which keeps the pairing)")
         self.set_state(state)
 
     def _on_malformed(self, update_id: int, reason: str) -> None:
@@ -217,41 +213,39 @@ class TelegramChannel(Channel):
     def retry_delay(self, exc: BaseException) -> float | None:
         if isinstance(exc, RetryAfter):
             return retry_after_seconds(exc)
-        if isinstance(exc, (BadRequest, Forbidden, InvalidToken)):
-            return None
-        if isinstance(exc, (TimedOut, NetworkError)):
-            return 0.0
+        if isinstance(exc, (BadRequest, Forbidden)):
+            return None  # a bad request, the bot blocked by the person: sending again changes nothing
+        if isinstance(exc, (TimedOut, NetworkError, InvalidToken)):
+            return 0.0  # unreachable, or a token rejected for now: the state says what to do
         return super().retry_delay(exc)
 
-    async def send(self, chat: str, text: str, *, reply_to: str | None = None,
-                   markup: InlineKeyboardMarkup | None = None) -> list[str]:
-        refs = []
-        parts = split_message(text, TELEGRAM_TEXT_LIMIT, utf16_len)
-        for i, part in enumerate(parts):
-            last = i == len(parts) - 1
-            body = html.escape(part, quote=False) if part.strip() else "(empty)"
+    def maybe_delivered(self, exc: BaseException) -> bool:
+        # A timeout may come after Telegram took the message (a pool timeout is before the request left).
+        return isinstance(exc, TimedOut) and "Pool timeout" not in str(exc)
 
-            async def one(b: str = body, keys: InlineKeyboardMarkup | None = markup if last else None) -> Message:
-                return await self.bot.send_message(int(chat), b, parse_mode="HTML", reply_markup=keys)
-            msg = await call_with_retry(one, attempts=3)  # longer outages: the outbox retries
-            refs.append(str(msg.message_id))
-        return refs
+    async def send_message(self, chat: str, part: OutboxPart) -> str:
+        """One sendMessage in HTML parse mode (the text escaped, so tool output cannot break the markup),
+        with Approve / Deny buttons when the part carries an approval. The Bot API has no idempotency key."""
+        body = html.escape(part["text"], quote=False) if part["text"].strip() else "(empty)"
+        markup = None
+        if part["approval_id"] and part["fingerprint"]:
+            markup = InlineKeyboardMarkup([[
+                InlineKeyboardButton("Approve", callback_data=views.button_data(part["approval_id"],
+                                                                                part["fingerprint"], True)),
+                InlineKeyboardButton("Deny", callback_data=views.button_data(part["approval_id"],
+                                                                             part["fingerprint"], False)),
+            ]])
+        msg = await self.bot.send_message(int(chat), body, parse_mode="HTML", reply_markup=markup)
+        return str(msg.message_id)
 
-    async def send_approval(self, chat: str, view: views.ApprovalView, a: Approval) -> str:
-        markup = InlineKeyboardMarkup([[
-            InlineKeyboardButton("Approve", callback_data=views.callback_data(a, True)),
-            InlineKeyboardButton("Deny", callback_data=views.callback_data(a, False)),
-        ]])
-        refs = await self.send(chat, view.text, markup=markup)
-        return refs[-1]
-
-    async def edit(self, chat: str, ref: str, text: str) -> None:
+    async def edit(self, chat: str, ref: str, part: OutboxPart) -> str:
         try:
-            await call_with_retry(lambda: self.bot.edit_message_text(html.escape(text, quote=False), chat_id=int(chat),
-                                                                     message_id=int(ref), parse_mode="HTML"))
+            await self.bot.edit_message_text(html.escape(part["text"], quote=False), chat_id=int(chat),
+                                             message_id=int(ref), parse_mode="HTML")
         except BadRequest as e:
             if "not modified" not in str(e).lower():
                 raise
+        return ref
 
     async def typing(self, chat: str) -> None:
         await self.bot.send_chat_action(int(chat), "typing")

@@ -21,35 +21,23 @@ from __future__ import annotations
 import asyncio
 import datetime as dtm
 import logging
-import random
 import warnings
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from telegram import Bot, Update
-from telegram.error import (
-    BadRequest,
-    Conflict,
-    EndPointNotFound,
-    Forbidden,
-    InvalidToken,
-    NetworkError,
-    RetryAfter,
-    TimedOut,
-)
+from telegram.error import Conflict, EndPointNotFound, InvalidToken, NetworkError, RetryAfter, TimedOut
 
+from palui.channels.platform import Backoff
 from palui.channels.redaction import Redactor
 
 log = logging.getLogger("palui.channels.telegram")
-T = TypeVar("T")
 
 ALLOWED_UPDATES = ("message", "edited_message", "callback_query")
-TOKEN_REJECTED = "error: the bot token was rejected by Telegram (palui channels remove, then add it again)"
-
-
-class TokenRejected(Exception):
-    """Telegram answered 401/404 to the bot's own token. The message never holds the token."""
+#: The state while Telegram answers 401/404 to the bot's token (the channel adds what to do): retried with
+#: backoff, since Telegram has been seen to reject a good token for a while.
+TOKEN_REJECTED = "error: the bot token was rejected by Telegram"
+TOKEN_BACKOFF_CAP = 60.0  # seconds between two tries of a rejected token, at most
 
 
 def retry_after_seconds(exc: RetryAfter) -> float:
@@ -58,46 +46,6 @@ def retry_after_seconds(exc: RetryAfter) -> float:
         warnings.simplefilter("ignore", DeprecationWarning)
         value: int | float | dtm.timedelta = exc.retry_after
     return value.total_seconds() if isinstance(value, dtm.timedelta) else float(value)
-
-
-@dataclass
-class Backoff:
-    """Exponential backoff with jitter: 0.5 s, 1 s, 2 s … up to ``cap`` seconds."""
-
-    base: float = 0.5
-    cap: float = 30.0
-    attempt: int = 0
-
-    def next_delay(self) -> float:
-        delay = min(self.cap, self.base * 2.0**self.attempt)
-        self.attempt += 1
-        return delay * random.uniform(0.8, 1.2)
-
-    def reset(self) -> None:
-        self.attempt = 0
-
-
-async def call_with_retry(make_call: Callable[[], Awaitable[T]], *, attempts: int = 5,
-                          max_retry_after: float = 120.0) -> T:
-    """Run a Bot API call, honouring ``429 retry_after`` (up to ``max_retry_after`` s) and backing
-    off on network errors. ``BadRequest`` (a subclass of ``NetworkError`` in PTB), ``Forbidden``
-    and ``InvalidToken`` are raised at once."""
-    backoff = Backoff()
-    for attempt in range(1, attempts + 1):
-        try:
-            return await make_call()
-        except RetryAfter as exc:
-            wait = retry_after_seconds(exc)
-            if wait > max_retry_after or attempt == attempts:
-                raise
-            await asyncio.sleep(wait)
-        except (BadRequest, Forbidden, InvalidToken):
-            raise
-        except (TimedOut, NetworkError):
-            if attempt == attempts:
-                raise
-            await asyncio.sleep(backoff.next_delay())
-    raise AssertionError("unreachable")
 
 
 class TelegramPoller:
@@ -118,9 +66,10 @@ class TelegramPoller:
         self.poll_timeout = poll_timeout
         self.allowed_updates = list(allowed_updates)
         self.backoff = Backoff()
+        self.token_backoff = Backoff(cap=TOKEN_BACKOFF_CAP)
 
     async def run(self) -> None:
-        """Poll until cancelled. Raises :class:`TokenRejected` when Telegram rejects the token."""
+        """Poll until cancelled; a rejected token (401/404) is tried again with backoff, its state said."""
         await self._initialize()
         while True:
             try:
@@ -133,7 +82,8 @@ class TelegramPoller:
             except (InvalidToken, EndPointNotFound):
                 # 401/404 on our own token (once initialised, PTB reports them as EndPointNotFound)
                 self.on_state(TOKEN_REJECTED)
-                raise TokenRejected(TOKEN_REJECTED) from None
+                await asyncio.sleep(self.token_backoff.next_delay())
+                continue
             except Conflict:
                 self.on_state("error: another process is polling this bot")
                 await asyncio.sleep(self.backoff.next_delay())
@@ -143,6 +93,7 @@ class TelegramPoller:
                 await asyncio.sleep(self.backoff.next_delay())
                 continue
             self.backoff.reset()
+            self.token_backoff.reset()
             self.on_state("connected")
             for item in raw:
                 self._dispatch(item)
@@ -155,7 +106,7 @@ class TelegramPoller:
                 return
             except InvalidToken:
                 self.on_state(TOKEN_REJECTED)
-                raise TokenRejected(TOKEN_REJECTED) from None
+                await asyncio.sleep(self.token_backoff.next_delay())
             except RetryAfter as exc:
                 await asyncio.sleep(retry_after_seconds(exc))
             except (TimedOut, NetworkError) as exc:
@@ -188,4 +139,4 @@ class TelegramPoller:
             log.error("update %s failed: %s", update_id, self.redact(f"{type(exc).__name__}: {exc}"))
 
 
-__all__ = ["ALLOWED_UPDATES", "Backoff", "TelegramPoller", "TokenRejected", "call_with_retry", "retry_after_seconds"]
+__all__ = ["ALLOWED_UPDATES", "TOKEN_REJECTED", "TelegramPoller", "retry_after_seconds"]

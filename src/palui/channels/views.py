@@ -42,7 +42,12 @@ def fingerprint(a: Approval) -> str:
 
 def callback_data(a: Approval, approve: bool) -> str:
     """``ap:<id>:<fp16>:<y|n>`` (Telegram allows 1-64 bytes; with a 34-character approval id it is 56)."""
-    return f"ap:{a['id']}:{fingerprint(a)}:{'y' if approve else 'n'}"
+    return button_data(a["id"], fingerprint(a), approve)
+
+
+def button_data(approval_id: str, fp: str, approve: bool) -> str:
+    """:func:`callback_data` of the approval ``approval_id`` as shown with the fingerprint ``fp``."""
+    return f"ap:{approval_id}:{fp}:{'y' if approve else 'n'}"
 
 
 def parse_callback(data: str) -> tuple[str, str, bool] | None:
@@ -129,7 +134,8 @@ def outcome_text(a: Approval, channel: str, titles: dict[str, str]) -> str:
 
 def tool_line(e: TurnEvent) -> str | None:
     """One line for a tool-call event of a finished turn: ``· recall__add_memory: run → ok``,
-    ``· recall__forget_memory: ask → approved → ok`` / ``ask → denied`` (tainted turns say so)."""
+    ``· recall__forget_memory: ask → approved → ok`` / ``ask → denied`` / ``ask → approved → interrupted, may
+    have run`` (a crash cut it: never sent twice, spec §5.4) (tainted turns say so)."""
     if e["type"] != "tool_call":
         return None  # "approval" events: the approval message itself showed it
     verdict = str(e.get("verdict", ""))
@@ -137,6 +143,9 @@ def tool_line(e: TurnEvent) -> str | None:
         outcome = "denied"
     else:
         outcome = "error" if e.get("is_error") else "ok"
+        if e.get("cancelled"):  # in flight when the process ended, or when the turn was stopped
+            cut = "interrupted" if "interrupted" in str(e.get("reason", "")) else "stopped"
+            outcome = f"{cut}, may have run"
         if verdict == "ask":
             outcome = f"approved → {outcome}"
     return f"· {shown(str(e.get('tool')), one_line=True)}: {verdict} → {outcome}" + (

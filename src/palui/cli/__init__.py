@@ -70,12 +70,20 @@ def _setup_process() -> None:
     root.setLevel(logging.WARNING)
 
 
-def main() -> None:
-    """Console entry point: maps Palui errors to exit codes (1 error, 2 bad usage)."""
+def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
+    """Console entry point: maps Palui errors to exit codes (1 error, 2 bad usage) and ends with
+    ``SystemExit``, as Click's standalone mode does.
+
+    Args:
+        argv: the arguments after ``palui`` (None: ``sys.argv[1:]``); the test suite runs commands
+            in-process through this (``tests/support/inprocess.py``).
+        prog_name: the name usage lines show (None: Click's, from ``sys.argv[0]``).
+    """
     _setup_process()
-    load_commands(sys.argv[1:])
+    args = sys.argv[1:] if argv is None else list(argv)
+    load_commands(args)
     try:
-        app()  # standalone: click prints usage errors and exits 2
+        app(args=args, prog_name=prog_name)  # standalone: click prints usage errors and exits 2
     except UsageError as e:
         click.echo(f"palui: {said(str(e))}", err=True)
         sys.exit(2)

@@ -20,9 +20,13 @@ from palui.channels import is_loopback_url as _loopback_url
 from palui.cli.common import emit_json, fail, group, service, table
 from palui.errors import UsageError
 from palui.text.display import shown
+from palui.text.when import local
 
 if TYPE_CHECKING:
+    from datetime import tzinfo
+
     from palui.results import ChatChannel
+    from palui.service.door import ServiceDoor
 
 channels_app = group("channels", "Chat channels: talk to Palui and answer approvals from Telegram or Matrix.")
 
@@ -52,7 +56,8 @@ def read_secret(what: str, variable: str, file: Path | None) -> str | None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def channels_add(kind: str, name: str | None, token_file: Path | None, password_file: Path | None,
                  homeserver: str | None, user: str | None, api_base: str | None, as_json: bool) -> None:
-    """Add a channel (unpaired; pair it with `palui channels pair NAME`). Secrets: never on the command line."""
+    """Add a channel (unpaired; pair it with `palui channels pair NAME`). Secrets: never on the command line.
+    Adding a channel of the same kind and name again stores the new secret and keeps the pairing."""
     from palui.channels.redaction import Redactor
 
     redact = Redactor()
@@ -73,6 +78,8 @@ def channels_add(kind: str, name: str | None, token_file: Path | None, password_
         config: dict[str, Any] = {"bot_id": me["id"], "bot_username": me["username"]}
         if api_base:
             config["api_base"] = api_base.rstrip("/")
+        if _renewing(svc, kind, name):
+            return _renewed(svc.renew_channel_secret(name or kind, {"token": token}, config), as_json)
         ch = svc.add_channel("telegram", name, {"token": token}, config)
         who = f"@{me['username']}"
     elif kind == "matrix":
@@ -99,8 +106,10 @@ def channels_add(kind: str, name: str | None, token_file: Path | None, password_
             redact.add(password)
             got = asyncio.run(login(hs, user, password, redact))
             secret, device = got["access_token"], got["device_id"]
-        ch = svc.add_channel("matrix", name, {"access_token": secret},
-                             {"homeserver": hs, "user_id": user, "device_id": device})
+        matrix_config: dict[str, Any] = {"homeserver": hs, "user_id": user, "device_id": device}
+        if _renewing(svc, kind, name):
+            return _renewed(svc.renew_channel_secret(name or kind, {"access_token": secret}, matrix_config), as_json)
+        ch = svc.add_channel("matrix", name, {"access_token": secret}, matrix_config)
         who = user
     else:
         raise UsageError(f"unknown channel kind {kind!r} (telegram or matrix)")
@@ -110,19 +119,53 @@ def channels_add(kind: str, name: str | None, token_file: Path | None, password_
     click.echo(f"next: palui channels pair {ch['name']}   (palui serve runs the channel)")
 
 
+def _renewing(svc: ServiceDoor, kind: str, name: str | None) -> bool:
+    """``channels add`` for a channel of that kind and name that exists: a new secret, the pairing kept."""
+    return any(c["name"] == (name or kind) and c["kind"] == kind for c in svc.channels())
+
+
+def _renewed(ch: ChatChannel, as_json: bool) -> None:
+    if as_json:
+        return emit_json(ch)
+    kept = f"; still paired with {shown(ch['person'], one_line=True)}" if ch["person"] else "; state: unpaired"
+    click.echo(f"channel {ch['name']}: new secret stored{kept} (palui serve starts it again with it)")
+    return None
+
+
 @channels_app.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def channels_list(as_json: bool) -> None:
-    """List channels: kind, state (connected, unpaired, error: …), the person, groups, last delivery failure."""
-    rows = service().channels()
+    """List channels: kind, state (connected, unpaired, error: …, or not running when no palui serve runs them)
+    and since when, the person, groups, deliveries waiting, the last delivery failure."""
+    from palui.discovery import find_service
+
+    svc = service()
+    rows = svc.channels()
+    running = bool(rows) and find_service(svc.settings) is not None
     if as_json:
-        return emit_json([{k: v for k, v in c.items() if k != "config"} | {"account": _account(c)} for c in rows])
+        return emit_json([{k: v for k, v in c.items() if k != "config"} | {"account": _account(c)}
+                          | _service_state(c, running) for c in rows])
     if not rows:
         click.echo("no channels (palui channels add telegram|matrix)")
         return
-    table([[c["name"], c["kind"], _account(c), c["state"], c["person"] or ("pairing…" if c["pairing"] else "-"),
-            "on" if c["allow_groups"] else "off", c["last_failure"] or ""] for c in rows],
-          ["name", "kind", "account", "state", "person", "groups", "last failure"])
+    tz = svc.timezone()
+    table([[c["name"], c["kind"], _account(c), _state_text(c, running, tz),
+            c["person"] or ("pairing…" if c["pairing"] else "-"), "on" if c["allow_groups"] else "off",
+            str(c["waiting"]), c["last_failure"] or ""] for c in rows],
+          ["name", "kind", "account", "state", "person", "groups", "waiting", "last failure"])
+
+
+def _service_state(c: ChatChannel, running: bool) -> dict[str, Any]:
+    """The state is the running service's: without one it is ``not running``, and ``last_state`` what the
+    service said last (at ``state_at``)."""
+    return {"running": running} if running else {"running": False, "state": "not running", "last_state": c["state"]}
+
+
+def _state_text(c: ChatChannel, running: bool, tz: tzinfo | None) -> str:
+    when = local(c["state_at"], tz, "%Y-%m-%d %H:%M") if c["state_at"] else None
+    if not running:
+        return f"not running (last: {c['state']}" + (f", {when})" if when else ")")
+    return f"{c['state']}" + (f" (since {when})" if when else "")
 
 
 def _account(c: ChatChannel) -> str:

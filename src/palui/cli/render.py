@@ -111,6 +111,8 @@ def event_lines(e: TurnEvent, *, expires: str | None = None) -> list[str]:
         return [f"  … retrying the provider in {e.get('in_seconds', 0)} s ({shown(e.get('reason'), one_line=True)})"]
     if e["type"] == "paused":
         return [f"  [paused: {shown(e.get('reason'), one_line=True)}; the turn goes on at the next start]"]
+    if e["type"] == "last_step":
+        return [f"  · tool use ended ({shown(e['reason'], one_line=True)}): the model answers without tools"]
     return []
 
 
@@ -148,6 +150,8 @@ def outcome_lines(r: TurnResult, *, answer_shown: bool = False, in_chat: bool = 
 class Printer:
     """Prints a turn as it happens for ``palui run`` and ``palui approvals approve|deny``: streamed text
     piece by piece, compact tool lines, then the result (:meth:`outcome`)."""
+
+    shows_text = True  # the turn's model requests are streamed for it (palui.types.wants_text)
 
     def __init__(self, err: bool = False, header: str | None = None, tz: tzinfo | None = None) -> None:
         self.err = err

@@ -18,6 +18,7 @@ from palui.text.display import shown, shown_json
 from palui.text.prompts import mark_line
 from palui.text.status import status_lines
 from palui.text.when import expiry, local
+from palui.types import shows_text
 
 if TYPE_CHECKING:
     from palui.cli.client import ServiceClient
@@ -84,6 +85,8 @@ def run_cmd(message: str, model: str | None, conversation: str | None, as_json: 
             printer(e)
         questions.on_event(e)  # a server's question inside an open call: asked on this terminal
 
+    shows_text(on_event, printer is not None)  # --json prints the result at the end: the plain request
+
     if client:
         import asyncio
 
@@ -117,12 +120,15 @@ def questions_for(svc: ServiceDoor, client: ServiceClient | None) -> TerminalQue
 
 
 @approvals_app.command("list")
-@click.option("--all", "all_", is_flag=True, help="Include answered, expired and cancelled.")
+@click.option("--all", "all_", is_flag=True, help="Every approval, newest first, a page at a time.")
+@click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True,
+              help="With --all: approvals per page.")
+@click.option("--before", metavar="ID", help="With --all: the page after approval ID (the last one listed).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def approvals_list(all_: bool, as_json: bool) -> None:
-    """List pending approvals (with --all, every approval)."""
+def approvals_list(all_: bool, limit: int, before: str | None, as_json: bool) -> None:
+    """List pending approvals (with --all, every approval: newest first, --limit at a time)."""
     svc = service()
-    rows = svc.approvals(None if all_ else "pending")
+    rows = svc.approvals("pending") if not all_ else svc.approvals(None, limit=limit, before=before)
     if as_json:
         return emit_json(rows)
     if not rows:
@@ -137,6 +143,8 @@ def approvals_list(all_: bool, as_json: bool) -> None:
         click.echo(f"    {shown(a['reason'], one_line=True)}; {when}")
         for m in a["untrusted_args"]:
             click.echo(f"    {mark_line(m)}")
+    if all_ and len(rows) == limit:
+        click.echo(f"older: palui approvals list --all --before {rows[-1]['id']}")
 
 
 @approvals_app.command("show")

@@ -4,8 +4,10 @@ When every candidate fits the budget, all are offered. Otherwise connectors, bui
 alike, are ranked by BM25 relevance of their connector id and tool names and descriptions to
 the turn's input, and taken whole, most relevant first, while they fit (a connector that does
 not fit the room left is skipped and the next one tried); a single connector with more tools
-than the whole budget is cut by ranking its tools. Ties break by connector id (then tool
-name), so the choice is deterministic.
+than the whole budget is cut by ranking its tools. The room then left is filled with the most
+relevant tools of the connectors that did not fit whole, so the budget is used (spec §6.2): first
+among the connectors the input matches, then (if room is still left) as above for the connectors it
+does not match at all. Ties break by connector id (then tool name), so the choice is deterministic.
 
 Ranking works from a :class:`RankIndex` (each tool's term counts and length, built once by
 :func:`rank_index`; the runner keeps one per catalog version), so a choice costs in proportion to
@@ -25,8 +27,23 @@ K1, B = 1.5, 0.75
 
 
 def tokens(text: str) -> list[str]:
-    """Lower-case alphanumeric tokens; ``snake_case`` and ``kebab-case`` split."""
-    return _TOKEN.findall(text.lower())
+    """Lower-case alphanumeric tokens; ``snake_case`` and ``kebab-case`` split; a plural or ``-ing`` form
+    counted as its stem (:func:`stem`), so "remember" finds "remembering" and "memories" finds "memory"."""
+    return [stem(t) for t in _TOKEN.findall(text.lower())]
+
+
+def stem(word: str) -> str:
+    """A light English stem: ``-ies`` → ``-y``, then ``-ing``, ``-ed`` or a plural ``-s`` dropped from words
+    long enough to keep a stem of three letters or more (``hotels`` → ``hotel``, ``saved`` → ``sav``)."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 5 and word.endswith("ing"):
+        return word[:-3]
+    if len(word) > 4 and word.endswith("ed"):
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
 
 
 @dataclass(frozen=True)
@@ -192,27 +209,48 @@ def select(candidates: list[Candidate], query: str, limit: int, *, index: RankIn
                 counts = conn_tf.setdefault(cid, {})
                 counts[term] = counts.get(term, 0) + f
     conn_scores = _bm25(q, conn_tf, idx.conn_length)
+    ranked = sorted(idx.by_connector, key=lambda i: (-conn_scores[i], i))
     chosen: list[Candidate] = []
     room = limit
-    for cid in sorted(idx.by_connector, key=lambda i: (-conn_scores[i], i)):
-        if room <= 0:
-            break
-        tools = idx.by_connector[cid]
-        if len(tools) <= room:
-            chosen.extend(tools)
-            room -= len(tools)
-        elif len(tools) > limit:
-            # A connector that could never fit whole is cut by ranking its tools.
-            mine = {t.name for t in tools}
-            tool_tf: dict[str, dict[str, int]] = {}
-            for term in qs:
-                for name in idx.postings.get(term, ()):
-                    if name in mine:
-                        tool_tf.setdefault(name, {})[term] = idx.terms[name][term]
-            scores = _bm25(q, tool_tf, {t.name: idx.length[t.name] for t in tools})
-            ranked = sorted(tools, key=lambda t: (-scores[t.name], t.name))
-            chosen.extend(ranked[:room])
-            room = 0
-        # else: it would fit an empty budget but not the room left; skip it, smaller ones may fit.
+    # Connectors the input matches come first, then the rest: in each tier connectors are taken whole while
+    # they fit, and the room then left is filled with the most relevant tools of the tier's connectors that
+    # did not fit whole, before any connector of the next tier (spec §6.2).
+    for tier in ([c for c in ranked if conn_scores[c] > 0], [c for c in ranked if conn_scores[c] <= 0]):
+        skipped: list[Candidate] = []
+        for cid in tier:
+            tools = idx.by_connector[cid]
+            if room <= 0:
+                break
+            if len(tools) <= room:
+                chosen.extend(tools)
+                room -= len(tools)
+            elif len(tools) > limit:
+                # A connector that could never fit whole is cut by ranking its tools.
+                chosen.extend(_ranked(idx, tools, q, qs)[:room])
+                room = 0
+            else:  # it would fit an empty budget but not the room left: smaller ones may fit whole first
+                skipped.extend(tools)
+        if room > 0 and skipped:
+            filled = _ranked(idx, skipped, q, qs, [conn_scores[c.connector] for c in skipped])[:room]
+            chosen.extend(filled)
+            room -= len(filled)
     return sorted(chosen, key=lambda c: (c.connector, c.name))
+
+
+def _ranked(idx: RankIndex, tools: list[Candidate] | tuple[Candidate, ...], q: list[str], qs: set[str],
+            conn_scores: list[float] | None = None) -> list[Candidate]:
+    """``tools`` by BM25 relevance of their own text to the query (scored among ``tools``), most relevant
+    first; ties by their connector's score (``conn_scores``, in the order of ``tools``), then connector id and
+    tool name."""
+    mine = {t.name for t in tools}
+    tool_tf: dict[str, dict[str, int]] = {}
+    for term in qs:
+        for name in idx.postings.get(term, ()):
+            if name in mine:
+                tool_tf.setdefault(name, {})[term] = idx.terms[name][term]
+    scores = _bm25(q, tool_tf, {t.name: idx.length[t.name] for t in tools})
+    by_conn = conn_scores if conn_scores is not None else [0.0] * len(tools)
+    order = sorted(range(len(tools)), key=lambda i: (-scores[tools[i].name], -by_conn[i], tools[i].connector,
+                                                     tools[i].name))
+    return [tools[i] for i in order]
 

@@ -251,14 +251,27 @@ class ToolsLeftOutEvent(ToolsLeftOutFields, EventStamp):
     """Tools on but not offered this turn: more than ``budgets.tools`` (spec §6.2)."""
 
 
+class LastStepFields(TypedDict):
+    """What the runner reports for a :class:`LastStepEvent` (before its stamp)."""
+
+    type: Literal["last_step"]
+    reason: str
+
+
+class LastStepEvent(LastStepFields, EventStamp):
+    """A guard ended the turn's tool use for ``reason``: the model gets one last step without tools to
+    answer (spec §6.3); the turn then ends with status ``budget``."""
+
+
 #: What a collaborator of the runner reports (an event before its stamp), told by its ``type``.
 EventFields = (StepFields | TextFields | TextDeltaFields | TextDiscardedFields | RetryFields | ToolStartFields
                | ToolCallFields | TaintedFields | ApprovalFields | ElicitationFields | ElicitationAnswerFields
-               | EndFields | PausedFields | ScopeFields | ConnectorErrorFields | ToolsLeftOutFields)
+               | EndFields | PausedFields | ScopeFields | ConnectorErrorFields | ToolsLeftOutFields
+               | LastStepFields)
 
 #: One event of a turn, told by its ``type`` (stored: step, text, tool_call, tainted, approval, elicitation,
-#: elicitation_answer, retry, scope, connector_error, tools_left_out, paused, end; live only: text_delta,
-#: text_discarded, tool_start).
+#: elicitation_answer, retry, scope, connector_error, tools_left_out, last_step, paused, end; live only:
+#: text_delta, text_discarded, tool_start).
 TurnEvent = (StepEvent | TextEvent | TextDeltaEvent | TextDiscardedEvent | RetryEvent | ToolStartEvent
              | ToolCallEvent | TaintedEvent | ApprovalEvent | ElicitationEvent | ElicitationAnswerEvent | EndEvent
-             | PausedEvent | ScopeEvent | ConnectorErrorEvent | ToolsLeftOutEvent)
+             | PausedEvent | ScopeEvent | ConnectorErrorEvent | ToolsLeftOutEvent | LastStepEvent)

@@ -80,10 +80,19 @@ class ChannelLine(TypedDict):
     last_failure: str | None
 
 
+class PendingApprovalLine(TypedDict):
+    """A pending approval as ``/status`` lists it (spec §8.2): its id, the tool, when it expires (ISO time)."""
+
+    id: str
+    tool: str
+    expires_at: str
+
+
 class Status(PauseState, WebhookShare):
     """``/status``, ``palui status --json``, ``GET /api/status`` (spec §8.1): the model, today's tokens, the
     caps, the runs of the last hour, the pause and the webhook share, the connectors, what waits for the
-    person (counts), the audit head, the jobs' brake, the asks summary and the chat channels."""
+    person (counts, and the pending approvals by id, oldest first), the audit head, the jobs' brake, the asks
+    summary and the chat channels."""
 
     model: str | None
     tokens_today: int
@@ -91,6 +100,7 @@ class Status(PauseState, WebhookShare):
     runs_last_hour: int
     connectors: list[StatusConnector]
     pending_approvals: int
+    pending_approval_list: list[PendingApprovalLine]
     pending_elicitations: int
     audit_head: AuditHead | None
     jobs_paused: JobsPause | None

@@ -93,8 +93,9 @@ class DeliveryReceipt(DeliveryAccepted):
 
 class ChatChannel(TypedDict):
     """A chat channel as ``palui channels list --json`` shows it: its ``state`` (unpaired, connected,
-    ``error: …``), the ``person`` paired with it, whether a pairing code is live, its last delivery failure
-    (redacted); its settings (``config``, no secret). Times ISO 8601 UTC."""
+    ``error: …``) as the service running it last set it, at ``state_at``; the ``person`` paired with it,
+    whether a pairing code is live, its last delivery failure (redacted), the deliveries ``waiting`` in its
+    outbox; its settings (``config``, no secret). Times ISO 8601 UTC."""
 
     name: str
     kind: str
@@ -108,6 +109,8 @@ class ChatChannel(TypedDict):
     pairing: bool
     last_failure: str | None
     last_failure_at: str | None
+    state_at: str | None
+    waiting: int
 
 
 class PairCode(TypedDict):
@@ -145,3 +148,51 @@ class ShownApproval(TypedDict):
     ref: str
     approval_id: str
     fingerprint: str | None
+
+
+class OutboxPart(TypedDict):
+    """One message of an outbox item (spec §8.3), in sending order ``n``: what it is (``kind``: answer,
+    approval, approval-args, reply, a notice's kind), its ``text`` as the channel rendered it, its stable
+    random ``key`` (Matrix's transaction id), the approval whose buttons it carries and their
+    ``fingerprint``; ``tried`` while a send may have reached the platform, ``ref`` once it did."""
+
+    id: int
+    n: int
+    kind: str
+    text: str
+    key: str
+    approval_id: str | None
+    fingerprint: str | None
+    tried: bool
+    ref: str | None
+
+
+class OutboxItem(TypedDict):
+    """A delivery to one chat of a channel, from its durable outbox (spec §8.3): ``kind`` answer / approval /
+    edit / reply or a notice's kind, its ``subject`` (the answer's turn, the approval asked or edited), the
+    ``text`` of a notice or reply, the message an edit replaces (``target_ref``), ``state`` pending / sent /
+    failed / dropped and why (``error``), ``created_at`` epoch seconds, and its ``parts`` once rendered."""
+
+    id: int
+    channel: str
+    chat_id: str
+    kind: str
+    subject: str | None
+    text: str | None
+    target_ref: str | None
+    turn_id: str | None
+    conversation_id: str | None
+    state: str
+    error: str | None
+    created_at: float
+    parts: list[OutboxPart]
+
+
+class RenderedPart(TypedDict):
+    """A message a channel rendered an outbox item into (what :meth:`Service.outbox_render` takes): its
+    ``kind`` and ``text``, and for the message with an approval's buttons the approval and its fingerprint."""
+
+    kind: str
+    text: str
+    approval_id: NotRequired[str]
+    fingerprint: NotRequired[str]

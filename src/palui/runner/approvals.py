@@ -13,7 +13,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from palui.connectors.registry import canonical_json
 from palui.errors import ApprovalError, NotFound, UsageError
@@ -23,7 +23,7 @@ from palui.store.db import Database
 from palui.types import ApprovalStatus
 
 if TYPE_CHECKING:
-    from palui.results import TurnApproval
+    from palui.results import TurnApproval, UntrustedArg
 
 #: The cancel reason of an approval whose turn was stopped (``/stop``, a removed job).
 STOPPED = "the turn was stopped"
@@ -34,26 +34,42 @@ def args_hash(args: Any) -> str:
     return hashlib.sha256(canonical_json(args).encode()).hexdigest()
 
 
-def create(db: Database, *, turn_id: str, conversation_id: str, call: Mapping[str, Any], tool_class: str,
-           class_source: str, origin: str, reason: str, expiry_seconds: float, now: float | None = None,
-           schema: dict[str, Any] | None = None) -> TurnApproval:
-    """Store a pending approval for ``call`` (``{"id","tool","args"}``) and return it as a dict.
-
-    Its argument values that appear in untrusted content of the conversation are marked
-    (:func:`palui.policy.taint.untrusted_args`, spec §4), except values fixed by the tool's input
-    ``schema`` (an ``enum`` or ``const``) and values the person wrote themselves (the inputs of the
-    conversation's chat and job turns).
-    """
-    now = time.time() if now is None else now
+def marking_inputs(db: Database, conversation_id: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """What an approval's marks are found from (spec §4.6): the conversation's untrusted content as
+    ``(source, text)`` pairs, oldest first, and the person's own words (its chat and job turns' inputs)."""
     untrusted = [(r["source"], r["text"]) for r in
                  db.all("SELECT source, text FROM untrusted_content WHERE conversation_id = ? ORDER BY id",
                         (conversation_id,))]
     own = [r["input"] for r in db.all("SELECT input FROM turns WHERE conversation_id = ? AND origin IN"
                                       " ('chat', 'job')", (conversation_id,))]
+    return untrusted, own
+
+
+def marks_for(args: Any, untrusted: list[tuple[str, str]], own: list[str],
+              schema: dict[str, Any] | None) -> list[UntrustedArg]:
+    """The marks of a call's ``args`` (:func:`palui.policy.taint.untrusted_args`). Pure and CPU-bound (about
+    0.12 s per MB of untrusted text, 1.7 s per MB of argument): the runner calls it in a worker thread."""
+    if not untrusted:
+        return []
     # only when an approval is made (start cost: docs/decisions/0085-a-light-cli-start.md)
     from palui.policy.taint import untrusted_args
 
-    marks = untrusted_args(call["args"], untrusted, schema=schema, own_texts=own)
+    return cast("list[UntrustedArg]", untrusted_args(args, untrusted, schema=schema, own_texts=own))
+
+
+def create(db: Database, *, turn_id: str, conversation_id: str, call: Mapping[str, Any], tool_class: str,
+           class_source: str, origin: str, reason: str, expiry_seconds: float, now: float | None = None,
+           schema: dict[str, Any] | None = None, marks: list[UntrustedArg] | None = None) -> TurnApproval:
+    """Store a pending approval for ``call`` (``{"id","tool","args"}``) and return it as a dict.
+
+    Its argument values that appear in untrusted content of the conversation are marked (``marks``, else
+    found here with :func:`marks_for`; spec §4.6), except values fixed by the tool's input ``schema`` (an
+    ``enum`` or ``const``) and values the person wrote themselves (the inputs of the conversation's chat
+    and job turns).
+    """
+    now = time.time() if now is None else now
+    if marks is None:
+        marks = marks_for(call["args"], *marking_inputs(db, conversation_id), schema)
     aid = new_id("a")
     with db.write() as c:
         c.execute(

@@ -7,7 +7,9 @@ next step:
 - a call found ``sent`` was in flight when its process ended: answered "may have run", never sent again;
 - ``eliciting``: the sender goes on with it once the person answered the server's questions;
 - after the time budget, no call reaches a connector (:meth:`CallRecords.not_dispatched`);
-- a looping turn ends: the loop guard answers the rest "not run";
+- a looping turn ends its tool use: the loop guard answers the rest "not run";
+- a call the person denied earlier in the turn is refused as denied before, not asked again
+  (:mod:`palui.runner.denials`);
 - ``asked``: the approval gate gives the person's answer; an approved call is sent;
 - ``todo``: the decider decides it again at call time; an ``ask`` is held at the gate (the rest of the
   response waits with it), a ``run`` is sent.
@@ -32,6 +34,7 @@ from palui.types import Verdict
 
 if TYPE_CHECKING:
     from palui.runner.deciding import CallDecider
+    from palui.runner.denials import PersonDenials
     from palui.runner.events import Emit
     from palui.runner.gate import ApprovalGate
     from palui.runner.loops import LoopGuard
@@ -46,17 +49,19 @@ class PendingCalls:
 
     Args:
         db: the turn's stop flag, the questions of a call cut off by a crash, the catalog.
-        records, gate, loops, decider, sender: the collaborators a call's step belongs to.
+        records, gate, loops, denials, decider, sender: the collaborators a call's step belongs to.
         emit: the turn's event sink.
         time_left: the turn's time left in seconds (:meth:`TurnClock.time_left`).
     """
 
     def __init__(self, db: Database, records: CallRecords, gate: ApprovalGate, loops: LoopGuard,
-                 decider: CallDecider, sender: CallSender, emit: Emit, time_left: Callable[[Turn], float]) -> None:
+                 denials: PersonDenials, decider: CallDecider, sender: CallSender, emit: Emit,
+                 time_left: Callable[[Turn], float]) -> None:
         self._db = db
         self._records = records
         self._gate = gate
         self._loops = loops
+        self._denials = denials
         self._decider = decider
         self._sender = sender
         self._emit = emit
@@ -87,7 +92,10 @@ class PendingCalls:
                 self._records.not_dispatched(t, call)
                 continue
             if why := self._loops.reason(t, call):
-                self._loops.not_run(t, call, why)  # a looping turn ends; the model is not asked again
+                self._loops.not_run(t, call, why)  # a looping turn's tool use ends
+                continue
+            if earlier := self._denials.earlier(t, call):
+                self._denials.refuse(t, call, earlier)  # spec §6.3: the person is not asked twice
                 continue
             if call["state"] == CallState.ASKED:
                 answer = self._gate.answer(t, call)
@@ -102,7 +110,7 @@ class PendingCalls:
                 continue
             row, d = decided
             if d.verdict is Verdict.ASK:
-                self._gate.ask(t, call, row, d)
+                await self._gate.ask(t, call, row, d)
                 return True
             if await self._sender.send(t, call, row, "run", d.reason):
                 return True
@@ -117,12 +125,14 @@ class PendingCalls:
         return False
 
     def _interrupted(self, t: Turn, call: PendingCall) -> None:
-        """The process ended while this call was in flight: never run it twice."""
+        """The process ended while this call was in flight: never run it twice. An approved call keeps its
+        ``ask`` verdict, so every surface says it was approved and may have run."""
+        verdict = "ask" if call.get("approval") else "run"
         self._records.result(call, "The call was interrupted before its result arrived; it may have run.", True)
         call["outcome"] = "failed"
         questions.cancel_for_call(self._db, t.id, call["id"], "the process ended while the question waited")
-        self._records.audit(t, call, usable_tool(self._db, call["tool"]), "run", "interrupted while in flight",
+        self._records.audit(t, call, usable_tool(self._db, call["tool"]), verdict, "interrupted while in flight",
                             "cancelled; may have run")
-        self._emit(t, {"type": "tool_call", "tool": call["tool"], "args": call["args"], "verdict": "run",
+        self._emit(t, {"type": "tool_call", "tool": call["tool"], "args": call["args"], "verdict": verdict,
                        "reason": "interrupted while in flight", "result": call["result"], "is_error": True,
                        "tainted": t.tainted, "cancelled": True})

@@ -88,7 +88,11 @@ def get(db: Database, eid: str) -> TurnElicitation:
     r = db.one("SELECT * FROM elicitations WHERE id = ?", (eid,))
     if r is None:
         raise NotFound(f"unknown question {eid!r} (see: palui elicitations list)")
-    return as_dict(r)
+    e = as_dict(r)
+    if e["status"] == PENDING and r["expires_at"] <= time.time():
+        # Expired (a decline) whether or not a sweep has marked it yet: reads never write.
+        e = {**e, "status": "expired", "action": ACTION_OF["expired"]}
+    return e
 
 
 def for_ids(db: Database, ids: list[str]) -> list[TurnElicitation]:
@@ -103,12 +107,18 @@ def pending_for_turn(db: Database, turn_id: str) -> list[TurnElicitation]:
                                        " ORDER BY created_at", (turn_id,))]
 
 
-def listing(db: Database, status: str | None = PENDING) -> list[TurnElicitation]:
-    """Elicitations oldest first (``status=None``: all)."""
-    if status:
-        rows = db.all("SELECT * FROM elicitations WHERE status = ? ORDER BY created_at", (status,))
+def listing(db: Database, status: str | None = PENDING, limit: int = 100) -> list[TurnElicitation]:
+    """Elicitations oldest first. ``status`` pending: those waiting now (pending and unexpired, through the
+    (status, expires_at) index); another status or None (all): the newest ``limit`` of them."""
+    if status == PENDING:
+        rows = db.all("SELECT * FROM elicitations WHERE status = 'pending' AND expires_at > ? ORDER BY created_at",
+                      (time.time(),))
+    elif status:
+        rows = db.all("SELECT * FROM (SELECT * FROM elicitations WHERE status = ? ORDER BY created_at DESC LIMIT ?)"
+                      " ORDER BY created_at", (status, limit))
     else:
-        rows = db.all("SELECT * FROM elicitations ORDER BY created_at")
+        rows = db.all("SELECT * FROM (SELECT * FROM elicitations ORDER BY created_at DESC LIMIT ?) ORDER BY created_at",
+                      (limit,))
     return [as_dict(r) for r in rows]
 
 
@@ -124,9 +134,35 @@ def sweep(db: Database, now: float | None = None) -> int:
             if not owner_alive(r["owner"]):
                 n += c.execute("UPDATE elicitations SET status='cancelled', answered_at=?, reason=? WHERE id=?"
                                " AND status='pending'", (now, "the process holding the call ended", r["id"])).rowcount
-        c.execute("UPDATE elicitations SET content_json=NULL WHERE content_json IS NOT NULL AND turn_id IN"
-                  " (SELECT id FROM turns WHERE status IN ('done','stopped','error','budget'))")
+        clear_unsent(c)
     return n
+
+
+#: Statuses of a turn that will never send a question's answer.
+ENDED = ("done", "stopped", "error", "budget")
+
+
+def clear_unsent(c: Any, turn_id: str | None = None) -> None:
+    """Drop the answer content of questions whose turn ended before sending it (``turn_id``: of that turn
+    only), on the caller's write transaction ``c``. Driven from the few rows that hold content (a partial
+    index, migration 35), never from the list of finished turns."""
+    ended = ",".join(f"'{s}'" for s in ENDED)
+    if turn_id is None:
+        c.execute("UPDATE elicitations SET content_json=NULL WHERE content_json IS NOT NULL AND"
+                  f" (SELECT t.status FROM turns t WHERE t.id = elicitations.turn_id) IN ({ended})")
+    else:
+        c.execute("UPDATE elicitations SET content_json=NULL WHERE turn_id = ? AND content_json IS NOT NULL",
+                  (turn_id,))
+
+
+def next_expiry(db: Database) -> tuple[float | None, bool, bool]:
+    """``(earliest expiry of a pending question or None, a pending in_call question exists, an answer
+    waits to be sent)``: what the service's tick needs to know when to sweep again (index searches)."""
+    r = db.one("SELECT (SELECT MIN(expires_at) FROM elicitations WHERE status = 'pending'),"
+               " EXISTS (SELECT 1 FROM elicitations WHERE status = 'pending' AND era = 'in_call'),"
+               " EXISTS (SELECT 1 FROM elicitations WHERE content_json IS NOT NULL)")
+    assert r is not None
+    return r[0], bool(r[1]), bool(r[2])
 
 
 def answer(db: Database, eid: str, action: str, content: dict[str, Any] | None, via: str,
@@ -193,8 +229,10 @@ def cancel_for_turn(db: Database, turn_id: str, reason: str = STOPPED, now: floa
     """Cancel a turn's pending questions (``/stop``, a removed job)."""
     now = time.time() if now is None else now
     with db.write() as c:
-        return c.execute("UPDATE elicitations SET status='cancelled', reason=?, answered_at=? WHERE turn_id=?"
-                         " AND status='pending'", (reason, now, turn_id)).rowcount
+        n = c.execute("UPDATE elicitations SET status='cancelled', reason=?, answered_at=? WHERE turn_id=?"
+                      " AND status='pending'", (reason, now, turn_id)).rowcount
+        clear_unsent(c, turn_id)  # a stopped turn sends no answer: none is kept
+        return n
 
 
 def cancel_for_call(db: Database, turn_id: str, call_id: str, reason: str, now: float | None = None) -> int:

@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
+from palui.types import wants_text
+
 if TYPE_CHECKING:
     from palui.results import EventFields, TurnEvent
     from palui.runner.state import Turn
@@ -50,6 +52,11 @@ class TurnEvents:
         (``text_delta``, ``text_discarded``) and ``tool_start``. The stored events (``text``,
         ``tool_call``) carry the same facts when complete."""
         self._hand_out(cast("TurnEvent", {"time": time.time(), **fields}))
+
+    def shows_text(self) -> bool:
+        """Whether the front end shows text as it arrives now (:func:`palui.types.wants_text`): the next model
+        request is streamed only then (spec §9.3)."""
+        return wants_text(self.on_event)
 
     def _hand_out(self, event: TurnEvent) -> None:
         if self.on_event:

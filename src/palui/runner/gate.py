@@ -15,6 +15,7 @@ database, its id on the call).
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,7 @@ from palui.types import ApprovalStatus, Decision, Origin
 if TYPE_CHECKING:
     from palui.config import Settings
     from palui.connectors.base import PersonChannel
+    from palui.results import UntrustedArg
     from palui.runner.events import Emit
     from palui.runner.records import CallRecords
     from palui.runner.state import Turn
@@ -65,8 +67,18 @@ class ApprovalGate:
         self._records = records
         self._emit = emit
 
-    def ask(self, t: Turn, call: PendingCall, row: ToolRow, d: Decision) -> None:
-        """Hold ``call`` for the person's approval (``d`` is its ``ask`` decision): stored, audited, told."""
+    async def ask(self, t: Turn, call: PendingCall, row: ToolRow, d: Decision) -> None:
+        """Hold ``call`` for the person's approval (``d`` is its ``ask`` decision): stored, audited, told — in
+        one transaction, so the approval never exists without the message that asks it (spec §8.3). Its marks
+        (spec §4.6) are found first, in a worker thread: a megabyte argument takes seconds of CPU, and the
+        service's other turns go on meanwhile."""
+        untrusted, own = approvals.marking_inputs(self._db, t.conversation_id)
+        marks = (await asyncio.to_thread(approvals.marks_for, call["args"], untrusted, own, row.input_schema)
+                 if untrusted else [])
+        with self._db.write():
+            self._ask(t, call, row, d, marks)
+
+    def _ask(self, t: Turn, call: PendingCall, row: ToolRow, d: Decision, marks: list[UntrustedArg]) -> None:
         expiry = self._settings.get(
             "approvals.job_expiry_seconds" if t.origin is Origin.JOB else "approvals.chat_expiry_seconds"
         )
@@ -81,6 +93,7 @@ class ApprovalGate:
             reason=d.reason,
             expiry_seconds=float(expiry),
             schema=row.input_schema,
+            marks=marks,
         )
         call["state"] = CallState.ASKED
         call["approval"] = a["id"]

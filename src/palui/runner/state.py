@@ -12,7 +12,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from palui.policy.caps import GLOBAL_CAPS as GLOBAL_CAPS  # re-exported: the caps that pause every new turn
 from palui.policy.caps import WEBHOOK_RUNS_PER_HOUR
@@ -76,6 +76,8 @@ class Turn:
     events: list[TurnEvent] = field(default_factory=list)
     # How many messages / events the stored row holds: unchanged lists are not re-serialized.
     saved_counts: tuple[int, int] = (-1, -1)
+    # The row's columns as this process last read or wrote them: a save writes only what changed.
+    saved_cols: dict[str, Any] = field(default_factory=dict)
 
     @property
     def tokens(self) -> int:
@@ -106,36 +108,63 @@ def load(db: Database, turn_id: str) -> Turn | None:
                                                  (turn_id,))],
     )
     t.saved_counts = (len(t.messages), len(t.events))
+    t.saved_cols = {k: r[k] for k in _COLUMNS}
     return t
 
 
-def save(db: Database, t: Turn) -> None:
-    """Persist the turn's progress (only while this process owns it).
+#: The turn row's columns a save keeps (besides the messages, appended, and ``updated_at``).
+_COLUMNS = ("status", "offered_json", "pending_json", "tainted", "taint_source", "steps", "seconds", "input_tokens",
+            "output_tokens", "answer", "error", "budget_hit")
+#: Appends a JSON list (``[a, b]``) to the stored one (``[x, y]`` → ``[x, y, a, b]``): the stored text is
+#: the model library's compact encoding, so the new messages are encoded once and the old never again.
+_APPEND = "messages_json = substr(messages_json, 1, length(messages_json) - 1) || ',' || substr(?, 2)"
 
-    The message list only grows; it is serialized again only when it did (a turn with
-    many tool calls would otherwise re-encode its history per call). Events are
-    appended to ``turn_events``.
-    """
-    cols = {
+
+def save(db: Database, t: Turn) -> None:
+    """Persist the turn's progress (only while this process owns it), writing what changed since this
+    process last read or wrote the row: the messages added since are encoded and appended to the stored list
+    (the model library's JSON of the same list, readable by every version); ``offered_json`` and
+    ``pending_json`` only when they changed (the offer once per turn, the held calls when one changes state);
+    events are appended to ``turn_events``. Nothing to write: no transaction."""
+    want = {
         "status": t.status.value,
         "offered_json": json.dumps(t.offered) if t.offered is not None else None,
         "pending_json": json.dumps(t.pending) if t.pending is not None else None,
         "tainted": int(t.tainted), "taint_source": t.taint_source, "steps": t.steps, "seconds": t.seconds,
         "input_tokens": t.input_tokens, "output_tokens": t.output_tokens, "answer": t.answer, "error": t.error,
-        "budget_hit": t.budget_hit, "updated_at": time.time(),
+        "budget_hit": t.budget_hit,
     }
+    cols = {k: v for k, v in want.items() if k not in t.saved_cols or t.saved_cols[k] != v}
     counts = (len(t.messages), len(t.events))
-    if counts[0] != t.saved_counts[0]:
-        cols["messages_json"] = _adapter().dump_json(t.messages).decode()
+    sets = [f"{k} = ?" for k in cols]
+    params: list[Any] = list(cols.values())
+    done = t.saved_counts[0]
+    if counts[0] != done:
+        if 0 < done < counts[0]:
+            sets.append(_APPEND)
+            params.append(_adapter().dump_json(t.messages[done:]).decode())
+        else:
+            sets.append("messages_json = ?")
+            params.append(_adapter().dump_json(t.messages).decode())
+    events = t.events[max(0, t.saved_counts[1]):]
+    # A tainted turn taints its conversation (spec §4.3): once per process, and whenever its taint changes.
+    taint_conv = t.tainted and (not t.saved_cols.get("conversation_tainted") or "tainted" in cols)
+    if not sets and not events and not taint_conv:
+        return
     with db.write() as c:
-        c.execute(f"UPDATE turns SET {', '.join(k + ' = ?' for k in cols)} WHERE id = ?", (*cols.values(), t.id))
-        start = max(0, t.saved_counts[1])
-        c.executemany("INSERT OR IGNORE INTO turn_events (turn_id, seq, event) VALUES (?,?,?)",
-                      [(t.id, i, json.dumps(e, default=str)) for i, e in enumerate(t.events[start:], start)])
-        if t.tainted:
+        if sets:
+            c.execute(f"UPDATE turns SET {', '.join(sets)}, updated_at = ? WHERE id = ?", (*params, time.time(), t.id))
+        if events:
+            start = max(0, t.saved_counts[1])
+            c.executemany("INSERT OR IGNORE INTO turn_events (turn_id, seq, event) VALUES (?,?,?)",
+                          [(t.id, i, json.dumps(e, default=str)) for i, e in enumerate(events, start)])
+        if taint_conv:
             c.execute("UPDATE conversations SET tainted = 1, taint_source = COALESCE(taint_source, ?) WHERE id = ?",
                       (t.taint_source, t.conversation_id))
     t.saved_counts = counts
+    t.saved_cols.update(want)
+    if taint_conv:
+        t.saved_cols["conversation_tainted"] = True
 
 
 def claim(db: Database, turn_id: str, from_status: tuple[TurnStatus, ...]) -> bool:

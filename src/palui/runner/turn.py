@@ -4,7 +4,9 @@ The loop, per step: check the budgets (steps, seconds, the daily token cap) at t
 boundary, ask the model with the tools offered at the turn's start, then decide and
 run the response's tool calls one by one. A call that gets ``ask`` pauses the turn
 durably (the calls after it wait); the turn resumes, in any process, when the person
-answers. Every call is audited with its verdict and reason.
+answers. Every call is audited with its verdict and reason. When a loop rule or the step
+budget ends the turn's tool use, the model gets one last step without tools to answer
+(:mod:`palui.runner.laststep`).
 
 :class:`TurnRunner` holds collaborators, each a class with its own state, built here with
 explicit references to what it needs (docs/decisions/0148-the-runner-holds-collaborators.md)::
@@ -13,7 +15,9 @@ explicit references to what it needs (docs/decisions/0148-the-runner-holds-colla
      │         ── TurnClock (clock.py)       counted seconds, stopped while the person is asked
      │         ── StopGuard (guard.py)       a model request or call under the deadline and /stop
      │         ── EarlierTurns (state.py)    the earlier turns' messages, read once per run
-     │         ── LoopGuard (loops.py)       repeated calls, the error streak; owns the loop stop
+     │         ── LoopGuard (loops.py)       repeated calls, the error streak, the denials; owns the loop stop
+     │              └── PersonDenials (denials.py)  the person's denials (also refuses a call denied before)
+     │         ── LastStep (laststep.py)     the step without tools after a guard ended the tool use
      └── PendingCalls (calls.py)            the held calls, in order
             ├── CallDecider (deciding.py)   the policy at call time, refusals ── RuleOfTwo (outside.py)
             ├── ApprovalGate (gate.py)      ask, hold, the answer, the re-decision before sending
@@ -32,21 +36,23 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from pydantic_ai.exceptions import ModelAPIError
-from pydantic_ai.messages import ModelMessage, ModelRequest, SystemPromptPart, TextPart, ToolCallPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, SystemPromptPart, TextPart, ToolCallPart
 from pydantic_ai.tools import ToolDefinition
 
 from palui.errors import PaluiError
 from palui.models import ModelHandle, request, resolve_model
-from palui.runner import approvals, caps, offer, pending
+from palui.runner import approvals, caps, laststep, offer, pending
 from palui.runner import state as st
 from palui.runner.calls import PendingCalls
 from palui.runner.clock import TurnClock
 from palui.runner.deciding import CallDecider
+from palui.runner.denials import PersonDenials
 from palui.runner.deps import RunnerDeps
 from palui.runner.eliciting import ServerQuestions
 from palui.runner.events import EventSink, TurnEvents
 from palui.runner.gate import ApprovalGate
 from palui.runner.guard import StopGuard, StopRequested
+from palui.runner.laststep import LastStep
 from palui.runner.loops import LoopGuard
 from palui.runner.outside import RuleOfTwo
 from palui.runner.pending import CallState
@@ -57,6 +63,8 @@ from palui.store import catalog
 from palui.types import Origin, TurnStatus, sign_in_again
 
 if TYPE_CHECKING:
+    from zoneinfo import ZoneInfo
+
     from palui.results import TurnEvent
 
 __all__ = ["EventSink", "TurnRunner"]
@@ -84,12 +92,15 @@ class TurnRunner:
         self.earlier = EarlierTurns(deps.db)
         emit = self.events.emit
         self.records = CallRecords(deps.db, deps.settings, deps.job_connectors, emit)
-        self.loops = LoopGuard(deps.db, deps.settings, self.records, emit)
+        denials = PersonDenials(deps.db, self.records, emit)
+        self.loops = LoopGuard(deps.db, deps.settings, self.records, emit, denials)
+        self.last = LastStep(deps.db, self.records, emit)
         gate = ApprovalGate(deps.db, deps.settings, deps.notify, self.records, emit)
         questions = ServerQuestions(deps.db, deps.settings, deps.notify, self.records, emit, self.save, self.clock)
         sender = CallSender(deps, self.records, gate, questions, self.guard, self.clock, self.events, self.save)
         decider = CallDecider(deps.db, deps.hub, self.records, RuleOfTwo(deps.db, self.earlier), self.clock.time_left)
-        self.calls = PendingCalls(deps.db, self.records, gate, self.loops, decider, sender, emit, self.clock.time_left)
+        self.calls = PendingCalls(deps.db, self.records, gate, self.loops, denials, decider, sender, emit,
+                                  self.clock.time_left)
 
     @property
     def run_events(self) -> list[TurnEvent]:
@@ -134,10 +145,11 @@ class TurnRunner:
         t.pending = None if status is not TurnStatus.AWAITING_APPROVAL else t.pending
         self.events.emit(t, {"type": "end", "status": status.value, "answer": t.answer, "error": error,
                              "budget": budget})
-        self.save(t)
-        if status in (TurnStatus.DONE, TurnStatus.BUDGET, TurnStatus.ERROR):
-            kind = {Origin.CHAT: "answer", Origin.JOB: "job", Origin.WEBHOOK: "webhook"}[t.origin]
-            self.deps.notify(kind, self._channel_text(t), turn_id=t.id, conversation_id=t.conversation_id)
+        with self.db.write():  # the end and the message that tells it commit together (spec §8.3)
+            self.save(t)
+            if status in (TurnStatus.DONE, TurnStatus.BUDGET, TurnStatus.ERROR):
+                kind = {Origin.CHAT: "answer", Origin.JOB: "job", Origin.WEBHOOK: "webhook"}[t.origin]
+                self.deps.notify(kind, self._channel_text(t), turn_id=t.id, conversation_id=t.conversation_id)
 
     def _channel_text(self, t: Turn) -> str:
         head = {Origin.JOB: "Job result", Origin.WEBHOOK: "Webhook summary", Origin.CHAT: "Answer"}[t.origin]
@@ -174,16 +186,19 @@ class TurnRunner:
                 t.status = TurnStatus.QUEUED
                 self.events.emit(t, {"type": "paused", "reason": "the service is shutting down"})
                 return self.save(t)
+            if why := laststep.reason(t):  # a last step cut short (the process ended): made again
+                return await self._last_step(t, handle, why)
             if t.pending:
                 if await self.calls.process(t):
                     t.status = TurnStatus.AWAITING_APPROVAL
                     return self.save(t)
                 self.save(t)
-                if self.loops.stop:  # a looping turn ends; the model is not asked again
-                    return self._budget_end(t, self.loops.stop)
+                if self.loops.stop:  # a looping turn's tool use ends; the model answers without tools
+                    return await self._last_step(t, handle, self.loops.stop)
             # Step boundary: budgets and caps.
             if t.steps >= int(self.settings.get("budgets.steps")):
-                return self._budget_end(t, f"step budget reached ({self.settings.get('budgets.steps')} model steps)")
+                why = f"step budget reached ({self.settings.get('budgets.steps')} model steps)"
+                return await self._last_step(t, handle, why)
             left = self.clock.time_left(t)
             if left <= 0:
                 return self._budget_end(t, f"time budget reached ({self.settings.get('budgets.seconds')} s)")
@@ -192,29 +207,62 @@ class TurnRunner:
             if cap:
                 return self._budget_end(t, cap)
             defs = self._definitions(t)
-            self.events.emit(t, {"type": "step", "step": t.steps + 1, "tools_offered": [d.name for d in defs]})
             try:
-                response = await self.guard.run(
-                    t.id, request(handle, self._messages(t), defs, left, lambda e: self.events.on_request_event(t, e)),
-                    left,
-                )
+                response = await self._step(t, handle, defs, self._messages(t), left, tz)
             except TimeoutError:
                 return self._budget_end(t, f"time budget reached ({self.settings.get('budgets.seconds')} s)")
-            t.steps += 1
-            t.input_tokens += response.usage.input_tokens or 0
-            t.output_tokens += response.usage.output_tokens or 0
-            caps.record_usage(self.db, turn_id=t.id, job_id=t.job_id,
-                              tokens=(response.usage.input_tokens or 0) + (response.usage.output_tokens or 0), tz=tz)
             t.messages.append(response)
-            text = "".join(p.content for p in response.parts if isinstance(p, TextPart)).strip()
+            self._text(t, response)
             calls = [p for p in response.parts if isinstance(p, ToolCallPart)]
-            if text:
-                t.answer = text
-                self.events.emit(t, {"type": "text", "step": t.steps, "text": text})
             if not calls:
                 return self._end(t, TurnStatus.DONE)
             t.pending = [pending.from_part(p) for p in calls]
             self.save(t)
+
+    async def _step(self, t: Turn, handle: ModelHandle, defs: list[ToolDefinition], messages: list[ModelMessage],
+                    left: float, tz: ZoneInfo | None, *, last: bool = False) -> ModelResponse:
+        """One model request within ``left`` seconds, counted (steps, tokens, the day's usage). ``last``: the
+        definitions go along but no tool may be called (spec §6.3). Raises TimeoutError when time runs out."""
+        self.events.emit(t, {"type": "step", "step": t.steps + 1,
+                             "tools_offered": [] if last else [d.name for d in defs]})
+        response = await self.guard.run(
+            t.id, request(handle, messages, defs, left, lambda e: self.events.on_request_event(t, e),
+                          stream=self.events.shows_text(), tools_usable=not last), left)
+        t.steps += 1
+        t.input_tokens += response.usage.input_tokens or 0
+        t.output_tokens += response.usage.output_tokens or 0
+        caps.record_usage(self.db, turn_id=t.id, job_id=t.job_id,
+                          tokens=(response.usage.input_tokens or 0) + (response.usage.output_tokens or 0), tz=tz)
+        return response
+
+    def _text(self, t: Turn, response: ModelResponse) -> None:
+        text = "".join(p.content for p in response.parts if isinstance(p, TextPart)).strip()
+        if text:
+            t.answer = text
+            self.events.emit(t, {"type": "text", "step": t.steps, "text": text})
+
+    async def _last_step(self, t: Turn, handle: ModelHandle, why: str) -> None:
+        """A guard ended the turn's tool use for ``why``: one last step without tools, so the person gets an
+        answer, then the turn ends with status ``budget`` and ``why`` (spec §6.3). Not made when the time
+        budget is spent (the time budget ended the turn) or a token cap is crossed (named after ``why``)."""
+        left = self.clock.time_left(t)
+        if left <= 0:
+            return self._budget_end(t, f"time budget reached ({self.settings.get('budgets.seconds')} s)")
+        tz = caps.zone(self.settings.get("caps.timezone"))
+        cap = caps.inflight_cap(self.db, self.settings, t.job_id, self.deps.job_token_cap(t.job_id))
+        if cap:
+            return self._budget_end(t, f"{why}; no last step: {cap}")
+        self.last.begin(t, why)
+        self.save(t)  # the reason is stored before the request: a last step cut short is made again
+        try:
+            response = await self._step(t, handle, self._definitions(t), laststep.with_line(self._messages(t), why),
+                                        left, tz, last=True)
+        except TimeoutError:
+            return self._budget_end(t, f"{why}; the last step ran out of time "
+                                       f"({self.settings.get('budgets.seconds')} s)")
+        self.last.keep(t, response)
+        self._text(t, response)
+        self._budget_end(t, why)
 
     def _budget_end(self, t: Turn, why: str) -> None:
         self._end(t, TurnStatus.BUDGET, budget=why)

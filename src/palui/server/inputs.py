@@ -76,6 +76,11 @@ class ListQuery(Query):
     all: bool = Field(False, description="every one, not only those pending")
 
 
+class ApprovalsQuery(ListQuery):
+    limit: int = Field(100, ge=1, le=1_000, description="with all: the newest approvals to return (a page)")
+    before: Id | None = Field(None, description="with all: the page after this approval (the last id of a page)")
+
+
 class WaitQuery(Query):
     timeout: float = Field(25.0, ge=0, le=WAIT_SECONDS, description="seconds to wait at most")
 

@@ -64,6 +64,7 @@ from palui.results import (
 )
 from palui.server.api import Operations
 from palui.server.inputs import (
+    ApprovalsQuery,
     ApproveBody,
     AuditQuery,
     ClassBody,
@@ -257,10 +258,14 @@ async def stop(svc: ServiceDoor, body: StopBody) -> Stopped | StopAll:
     return {"stopped": svc.stop(conversation=body.conversation, turn=body.turn)}
 
 
-@API.get("/api/approvals", query=ListQuery, answer=list[Approval], summary="pending approvals (every one with all)",
+@API.get("/api/approvals", query=ApprovalsQuery, answer=list[Approval],
+         summary="pending approvals (with all: every one, newest first, a page at a time)",
          links=links(("get_approval", "approve", "deny"), id="$response.body#/0/id"))
-async def list_approvals(svc: ServiceDoor, query: ListQuery) -> list[Approval]:
-    return svc.approvals(None if query.all else "pending")
+async def list_approvals(svc: ServiceDoor, query: ApprovalsQuery) -> list[Approval]:
+    if not query.all:
+        return svc.approvals("pending")
+    # Every approval: newest first, a page at a time (?limit=N&before=ID), never the whole history.
+    return svc.approvals(None, limit=query.limit, before=query.before)
 
 
 @API.get("/api/approvals/{id}", answer=Approval, refusals=NOT_FOUND, summary="one approval")

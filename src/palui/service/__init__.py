@@ -24,7 +24,8 @@ so the parts form a DAG and the modules import no circle::
     AuditLogPart        the hash-chained audit: verify, export, daily head    (audit_log.py)
     MemoriesPart        memories and tasks                                    (memories.py)
     MaintenancePart     retention (pruning) and backups                       (maintenance.py)
-    ChannelsPart        chat channels: list, pairing, state                   (channels.py)
+    ChannelsPart        chat channels: list, pairing, state, held invites     (channels.py)
+    ChannelOutboxPart   the channels' durable outbox: take, render, mark sent (channel_outbox.py)
     StatusPart          /status, the pause state, the audit rows              (status.py)      → MCP, Channels
     TurnsPart           start, claim, launch, run, resume, stop               (turns.py)       → Status, TurnTasks
     ConversationsPart   conversations and turns as shown                      (conversations.py) → Turns, Status

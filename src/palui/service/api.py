@@ -12,6 +12,7 @@ from palui.connectors.hub import ConnectorHub
 from palui.service.approvals import ApprovalsPart
 from palui.service.audit_log import AuditHeadPost, AuditLogPart
 from palui.service.brake import BrakePart
+from palui.service.channel_outbox import ChannelOutboxPart
 from palui.service.channel_updates import ChannelUpdatesPart
 from palui.service.channels import ChannelsPart
 from palui.service.clock import Clock
@@ -76,6 +77,7 @@ class Service:
         self.memories_part = MemoriesPart(db)
         self.maintenance_part = MaintenancePart(db, settings, clock)
         self.channels_part = ChannelsPart(db, settings, notifier, clock)
+        self.channel_outbox_part = ChannelOutboxPart(db, settings, clock)
         self.status_part = StatusPart(db, settings, hub, notifier, clock, self.mcp_part, self.channels_part)
         self.turns_part = TurnsPart(db, settings, hub, notifier, clock, self.status_part, self.turn_tasks)
         self.conversations_part = ConversationsPart(db, self.turns_part, self.status_part)
@@ -225,13 +227,14 @@ class Service:
     answer_elicitation_and_resume = Forward("elicitations_part", ElicitationsPart.answer_elicitation_and_resume)
     approvals = Forward("approvals_part", ApprovalsPart.approvals)
     approval = Forward("approvals_part", ApprovalsPart.approval)
+    waiting = Forward("approvals_part", ApprovalsPart.waiting)
     answer_approval = Forward("approvals_part", ApprovalsPart.answer_approval)
     answer_and_resume = Forward("approvals_part", ApprovalsPart.answer_and_resume)
     turn_events = Forward("live_part", LivePart.turn_events)
     follow_turn = Forward("live_part", LivePart.follow_turn)
     wait_approval = Forward("live_part", LivePart.wait_approval)
 
-    # -- chat channels (channels.py, channel_updates.py) ----------------------------------------------
+    # -- chat channels (channels.py, channel_outbox.py, channel_updates.py) --------------------------------------
     add_channel = Forward("channels_part", ChannelsPart.add_channel)
     channel = Forward("channels_part", ChannelsPart.channel)
     channels = Forward("channels_part", ChannelsPart.channels)
@@ -245,6 +248,18 @@ class Service:
     pairing_open = Forward("channels_part", ChannelsPart.pairing_open)
     try_pair = Forward("channels_part", ChannelsPart.try_pair)
     note_stranger = Forward("channels_part", ChannelsPart.note_stranger)
+    renew_channel_secret = Forward("channels_part", ChannelsPart.renew_channel_secret)
+    hold_invite = Forward("channels_part", ChannelsPart.hold_invite)
+    held_invites = Forward("channels_part", ChannelsPart.held_invites)
+    drop_invite = Forward("channels_part", ChannelsPart.drop_invite)
+    outbox_add = Forward("channel_outbox_part", ChannelOutboxPart.outbox_add)
+    outbox_next = Forward("channel_outbox_part", ChannelOutboxPart.outbox_next)
+    outbox_render = Forward("channel_outbox_part", ChannelOutboxPart.outbox_render)
+    outbox_trying = Forward("channel_outbox_part", ChannelOutboxPart.outbox_trying)
+    outbox_part_failed = Forward("channel_outbox_part", ChannelOutboxPart.outbox_part_failed)
+    outbox_part_sent = Forward("channel_outbox_part", ChannelOutboxPart.outbox_part_sent)
+    outbox_close = Forward("channel_outbox_part", ChannelOutboxPart.outbox_close)
+    prune_outbox = Forward("channel_outbox_part", ChannelOutboxPart.prune_outbox)
     channel_update = Forward("channel_updates_part", ChannelUpdatesPart.channel_update)
     channel_mark = Forward("channel_updates_part", ChannelUpdatesPart.channel_mark)
     channel_seen = Forward("channel_updates_part", ChannelUpdatesPart.channel_seen)

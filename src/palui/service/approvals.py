@@ -11,8 +11,9 @@ calls :meth:`TurnsPart.resume_turn` (:meth:`answer_and_resume` does both, for in
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from palui.errors import ApprovalError, UsageError
 from palui.runner import approvals, redecide
@@ -29,6 +30,16 @@ if TYPE_CHECKING:
 
 #: Where an answer may come from: a front end, or a chat channel's name (``telegram``, ``matrix-home``).
 VIA = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
+#: Approvals on one page of a listing (newest first), and the most one page may hold.
+PAGE, MAX_PAGE = 100, 1000
+
+
+def _shown(a: Approval, row: Any, now: float) -> Approval:
+    """``a`` as the person sees it at ``now``: a pending approval past its expiry is expired (spec §5.5)
+    whether or not the service's sweep has marked it yet."""
+    if row is not None and row["status"] == "pending" and row["expires_at"] <= now:
+        return {**a, "status": "expired"}
+    return a
 
 
 class ApprovalsPart:
@@ -52,25 +63,58 @@ class ApprovalsPart:
         self.elicitations_part = elicitations_part
         self.turns_part = turns_part
 
-    def approvals(self, status: str | None = "pending") -> list[Approval]:
-        """Approvals, oldest first (``status=None`` lists all); pending ones are re-decided first, so a
-        tool switched off meanwhile no longer shows an approval that could run (spec §5)."""
-        approvals.sweep(self.db)
+    def approvals(self, status: str | None = "pending", limit: int = PAGE, before: str | None = None) -> list[Approval]:
+        """Approvals as the person lists them (spec §5); pending ones are decided again first, so a tool switched
+        off meanwhile no longer shows an approval that could run (this writes only when one must be cancelled).
+
+        ``status="pending"``: what waits, ``status = 'pending' AND expires_at > now``, oldest first (they expire
+        first); one past its expiry counts as expired (the service's sweep marks it so) and is not listed.
+        Any other status, or None (every approval): newest first, at most ``limit`` (1-1,000), older than the
+        approval ``before`` when given (the next page: pass the last id of this one). Each read is a search of an
+        index, whatever the history (docs/decisions/draft-reads-bounded.md). Raises UsageError for a bad
+        ``limit`` or an unknown ``before``."""
         self.redecide()
+        now = time.time()
         sql = "SELECT a.*, t.conversation_id FROM approvals a LEFT JOIN turns t ON t.id = a.turn_id"
-        if status:
-            rows = self.db.all(sql + " WHERE a.status = ? ORDER BY a.created_at", (status,))
+        if status == "pending":
+            rows = self.db.all(sql + " WHERE a.status = 'pending' AND a.expires_at > ? ORDER BY a.created_at, a.id",
+                               (now,))
         else:
-            rows = self.db.all(sql + " ORDER BY a.created_at")
-        return [{**approvals.as_dict(r), "conversation": r["conversation_id"]} for r in rows]
+            if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+                raise UsageError(f"a page of approvals holds 1 to {MAX_PAGE:,}")
+            where: list[str] = []
+            params: list[Any] = []
+            if status:
+                where.append("a.status = ?")
+                params.append(status)
+            if before is not None:
+                b = self.db.one("SELECT created_at, rowid FROM approvals WHERE id = ?", (before,))
+                if b is None:
+                    raise UsageError(f"unknown approval {before!r} to list from")
+                where.append("(a.created_at < ? OR (a.created_at = ? AND a.rowid < ?))")
+                params += [b[0], b[0], b[1]]
+            clause = f" WHERE {' AND '.join(where)}" if where else ""
+            # (created_at, rowid) is the order of the approvals_created index: a walk of the page, no sort.
+            rows = self.db.all(sql + clause + " ORDER BY a.created_at DESC, a.rowid DESC LIMIT ?", (*params, limit))
+        return [_shown({**approvals.as_dict(r), "conversation": r["conversation_id"]}, r, now) for r in rows]
+
+    def waiting(self) -> int:
+        """How many approvals and servers' questions wait for the person now (the web page's nav count): pending
+        and unexpired, counted through their (status, expires_at) indexes; reads only."""
+        now = time.time()
+        r = self.db.one("SELECT (SELECT COUNT(*) FROM approvals WHERE status = 'pending' AND expires_at > ?)"
+                        " + (SELECT COUNT(*) FROM elicitations WHERE status = 'pending' AND expires_at > ?)",
+                        (now, now))
+        return int(r[0]) if r is not None else 0
 
     def approval(self, approval_id: str) -> Approval:
         """One approval (``palui approvals show``), with its ``conversation``; a unique prefix of its id is
-        enough (:func:`palui.store.ids.resolve`). Raises NotFound, UsageError (an ambiguous prefix)."""
+        enough (:func:`palui.store.ids.resolve`). Raises NotFound, UsageError (an ambiguous prefix). One past its
+        expiry shows as ``expired`` before a sweep marks it so (reads only)."""
         approval_id = ids.resolve(self.db, approval_id)
-        approvals.sweep(self.db)
         a = approvals.get(self.db, approval_id)
-        return {**a, "conversation": self.conversations_part.conversation_of(a["turn"])}
+        r = self.db.one("SELECT status, expires_at FROM approvals WHERE id = ?", (approval_id,))
+        return _shown({**a, "conversation": self.conversations_part.conversation_of(a["turn"])}, r, time.time())
 
     def answer_approval(self, approval_id: str, approve: bool, via: str,
                         reason: str | None = None) -> Approval | Elicitation:

@@ -11,7 +11,8 @@
   quoted, untrusted content and taints the turn (spec §4), like a webhook payload does.
 - **Sent messages.** Message refs Palui sent are stored with what they were (an answer, an
   approval with live buttons and the fingerprint shown, a notice), so a reaction, a press or a
-  reply can be traced back, and an approval answered elsewhere can be edited.
+  reply can be traced back, and an approval answered elsewhere can be edited (the edit goes through
+  the channel's durable outbox, :mod:`palui.service.channel_outbox`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from palui.service.approvals import ApprovalsPart
 from palui.service.channels import TITLES, ChannelsPart
 from palui.service.clock import Clock
 from palui.service.turns import CHANNEL, TurnsPart
+from palui.store import outbox
 from palui.store.db import Database
 from palui.types import Origin
 
@@ -210,10 +212,17 @@ class ChannelUpdatesPart:
                                      " WHERE channel = ? AND state = 'shown'", (name,))]
 
     def close_sent(self, message_id: int) -> bool:
-        """Mark an approval message closed (edited to its outcome). False when it already was."""
+        """Mark an approval message closed and, in the same transaction, put the edit to its outcome in the
+        channel's outbox (spec §8.3). False when it already was closed."""
         with self.db.write() as c:
-            return c.execute("UPDATE channel_messages SET state = 'closed' WHERE id = ? AND state = 'shown'",
-                             (message_id,)).rowcount == 1
+            m = c.execute("SELECT channel, chat_id, ref, approval_id FROM channel_messages WHERE id = ? AND"
+                          " state = 'shown'", (message_id,)).fetchone()
+            if m is None:
+                return False
+            c.execute("UPDATE channel_messages SET state = 'closed' WHERE id = ?", (message_id,))
+            outbox.enqueue(c, m["channel"], m["chat_id"], outbox.EDIT, self.clock.now(), subject=m["approval_id"],
+                           target_ref=m["ref"])
+        return True
 
     def turn_status(self, turn_id: str) -> str | None:
         """A turn's status word only (cheap: the typing indicator asks four times a second)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import re
 import secrets
 from datetime import UTC, datetime
@@ -30,6 +31,7 @@ from palui.connectors.mcp.config import delete_secrets, read_secrets, write_secr
 from palui.errors import NotFound, UsageError
 from palui.service.clock import Clock
 from palui.service.notifier import Notifier
+from palui.store import outbox
 from palui.store.db import Database
 
 if TYPE_CHECKING:
@@ -46,7 +48,13 @@ PAIR_LENGTH = 8
 PAIR_SECONDS = 600.0
 PAIR_TRIES = 5
 STRANGER_LOG_SECONDS = 86400.0
+INVITE_KEEP_SECONDS = 7 * 86400.0  # an invite waits this long for a pairing code
+INVITES_KEPT = 20  # the newest invites kept per channel (a flood of invites cannot grow the table)
 TITLES = {"telegram": "Telegram", "matrix": "Matrix"}
+#: The config key that names a channel's account: a new secret must be for the same one.
+ACCOUNT = {"telegram": "bot_id", "matrix": "user_id"}
+
+log = logging.getLogger("palui.channels")
 
 
 def _iso(t: float | None) -> str | None:
@@ -101,8 +109,9 @@ class ChannelsPart:
 
     def channel(self, name: str) -> ChatChannel:
         """``{"name","kind","state","person","person_id","person_chat","paired_at","allow_groups","config",
-        "pairing","last_failure","last_failure_at"}`` (times ISO 8601 UTC; ``pairing``: a code is live).
-        Raises NotFound."""
+        "pairing","last_failure","last_failure_at","state_at","waiting"}`` (times ISO 8601 UTC; ``pairing``: a
+        code is live; ``state_at``: when the service running the channel last changed its state; ``waiting``:
+        deliveries pending in its outbox). Raises NotFound."""
         r = self._row(name)
         code = self.db.one("SELECT expires_at, tries_left FROM channel_pairing WHERE channel = ?", (name,))
         return {
@@ -111,6 +120,7 @@ class ChannelsPart:
             "allow_groups": bool(r["allow_groups"]), "config": json.loads(r["config_json"]),
             "pairing": bool(code and code["expires_at"] > self.clock.now() and code["tries_left"] > 0),
             "last_failure": r["last_failure"], "last_failure_at": _iso(r["last_failure_at"]),
+            "state_at": _iso(r["state_at"]), "waiting": outbox.pending_count(self.db, name),
         }
 
     def channels(self) -> list[ChatChannel]:
@@ -118,16 +128,43 @@ class ChannelsPart:
         return [self.channel(r["name"]) for r in self.db.all("SELECT name FROM channels ORDER BY name")]
 
     def remove_channel(self, name: str) -> ChatChannel:
-        """Forget a channel: its row, pairing, processed updates, chats, sent messages and secrets file.
+        """Forget a channel: its row, pairing, processed updates, chats, sent messages, outbox and secrets file.
         A running service stops it within a few seconds. Raises NotFound."""
         ch = self.channel(name)
         with self.db.write() as c:
             for table in ("channel_pairing", "channel_updates", "channel_cursors", "channel_chats",
-                          "channel_messages", "channel_strangers"):
+                          "channel_messages", "channel_strangers", "channel_invites"):
                 c.execute(f"DELETE FROM {table} WHERE channel = ?", (name,))
+            outbox.forget_channel(c, name)
             c.execute("DELETE FROM channels WHERE name = ?", (name,))
         delete_secrets(self.settings.secrets_dir, f"channel-{name}")
         return ch
+
+    def renew_channel_secret(self, name: str, secret: dict[str, str], config: dict[str, Any]) -> ChatChannel:
+        """A new secret (a bot token revoked and made again, a new Matrix access token) for the channel
+        ``name``, keeping its pairing, chats and outbox; ``config`` (as ``add_channel`` takes it) is merged
+        into the stored settings. A running service restarts the channel with it within a few seconds.
+        Raises NotFound, UsageError when the secret is for another account (another bot or Matrix user:
+        that is a new channel)."""
+        ch = self.channel(name)
+        key = ACCOUNT.get(ch["kind"], "")
+        old, new = ch["config"].get(key), config.get(key)
+        if old is not None and new is not None and str(old) != str(new):
+            raise UsageError(f"channel {name!r} is {self._account(ch['kind'], ch['config'])}; this secret is "
+                             f"{self._account(ch['kind'], config)}'s: to use another account, palui channels remove "
+                             f"{name}, then add it (or add it with another --name)")
+        write_secrets(self.settings.secrets_dir, f"channel-{name}", secret)
+        self.update_channel_config(name, **config, secret_at=self.clock.now())
+        with self.db.write() as c:
+            c.execute("UPDATE channels SET state = ?, state_at = ? WHERE name = ?",
+                      ("connected" if ch["person_id"] else "unpaired", self.clock.now(), name))
+        return self.channel(name)
+
+    @staticmethod
+    def _account(kind: str, config: dict[str, Any]) -> str:
+        if kind == "telegram":
+            return f"@{config.get('bot_username') or config.get('bot_id')}"
+        return str(config.get("user_id") or "another account")
 
     def channel_secrets(self, name: str) -> dict[str, Any]:
         """The channel's secrets (``token`` for Telegram; ``access_token`` for Matrix). Raises NotFound."""
@@ -194,25 +231,39 @@ class ChannelsPart:
     def try_pair(self, name: str, code: str, person_id: str, person_name: str, chat: str) -> bool:
         """``/pair CODE`` from ``person_id`` in the private chat ``chat``. True when the code is right:
         the sender becomes the person and is told everywhere. A wrong code counts a try (the fifth
-        voids the code) and returns False: the caller sends no reply."""
+        voids the code, and the person is told once who tried) and returns False: the caller sends no
+        reply."""
         with self.db.write() as c:
             r = c.execute("SELECT * FROM channel_pairing WHERE channel = ?", (name,)).fetchone()
             if r is None or r["expires_at"] <= self.clock.now() or r["tries_left"] <= 0:
                 return False
+            kind = c.execute("SELECT kind FROM channels WHERE name = ?", (name,)).fetchone()["kind"]
+            title = TITLES.get(kind, kind) + ("" if name == kind else f" ({name})")
             if not hmac.compare_digest(r["code_hash"], _code_hash(code)):
-                if r["tries_left"] <= 1:
-                    c.execute("DELETE FROM channel_pairing WHERE channel = ?", (name,))
-                else:
-                    c.execute("UPDATE channel_pairing SET tries_left = tries_left - 1 WHERE channel = ?", (name,))
+                self._wrong_try(c, name, title, person_id, json.loads(r["wrong_json"] or "{}"), r["tries_left"] - 1)
                 return False
             c.execute("DELETE FROM channel_pairing WHERE channel = ?", (name,))
             c.execute("UPDATE channels SET person_id = ?, person_name = ?, person_chat = ?, paired_at = ?,"
                       " state = 'connected', state_at = ? WHERE name = ?",
                       (person_id, person_name, chat, self.clock.now(), self.clock.now(), name))
-            kind = c.execute("SELECT kind FROM channels WHERE name = ?", (name,)).fetchone()["kind"]
-        title = TITLES.get(kind, kind) + ("" if name == kind else f" ({name})")
-        self.notifier("notice", f"{title} paired with {person_name} ({person_id}).")
+            self.notifier("notice", f"{title} paired with {person_name} ({person_id}).")
         return True
+
+    def _wrong_try(self, c: sqlite3.Connection, name: str, title: str, sender: str, wrong: dict[str, int],
+                   left: int) -> None:
+        """A wrong ``/pair`` code from ``sender``: counted per sender and logged; the try that voids the code
+        tells the person once who tried, since the chat itself never answers a wrong code (spec §8.3)."""
+        wrong[sender] = wrong.get(sender, 0) + 1
+        c.execute("UPDATE channel_pairing SET tries_left = ?, wrong_json = ? WHERE channel = ?",
+                  (left, json.dumps(wrong, sort_keys=True), name))
+        log.warning("%s: a wrong pairing code from %s (%d tries left)", name, sender, left)
+        if left > 0:
+            return
+        total = sum(wrong.values())
+        who = (f"from {next(iter(wrong))}" if len(wrong) == 1 else
+               "(" + ", ".join(f"{n} from {s}" for s, n in sorted(wrong.items(), key=lambda i: -i[1])) + ")")
+        self.notifier("notice", f"{title}: {total} wrong pairing codes {who}: the code is void, make a new one "
+                                f"(palui channels pair {name}).")
 
     def note_stranger(self, name: str, sender: str) -> bool:
         """A sender who is not the person wrote: True when it should be logged now (at most once a day
@@ -226,3 +277,28 @@ class ChannelsPart:
             c.execute("INSERT INTO channel_strangers (channel, sender, logged_at) VALUES (?,?,?) ON CONFLICT"
                       " (channel, sender) DO UPDATE SET logged_at = excluded.logged_at", (name, sender, now))
         return True
+
+    # -- invites waiting for a pairing code (Matrix) ----------------------------------------------
+
+    def hold_invite(self, name: str, room_id: str, inviter: str | None) -> bool:
+        """An invite that arrived while no pairing code was live, kept so that it is joined once one is
+        (the person often invites Palui before making the code). Only the newest few of the last week are
+        kept. Returns True when it is new."""
+        now = self.clock.now()
+        with self.db.write() as c:
+            fresh = c.execute("INSERT OR IGNORE INTO channel_invites (channel, room_id, inviter, invited_at)"
+                              " VALUES (?,?,?,?)", (name, room_id, inviter, now)).rowcount == 1
+            c.execute("DELETE FROM channel_invites WHERE channel = ? AND (invited_at < ? OR room_id NOT IN (SELECT"
+                      " room_id FROM channel_invites WHERE channel = ? ORDER BY invited_at DESC LIMIT ?))",
+                      (name, now - INVITE_KEEP_SECONDS, name, INVITES_KEPT))
+        return fresh
+
+    def held_invites(self, name: str) -> list[str]:
+        """The rooms whose invites wait for a pairing code, oldest first."""
+        return [r[0] for r in self.db.all("SELECT room_id FROM channel_invites WHERE channel = ? AND invited_at >= ?"
+                                          " ORDER BY invited_at", (name, self.clock.now() - INVITE_KEEP_SECONDS))]
+
+    def drop_invite(self, name: str, room_id: str) -> None:
+        """Forget a held invite (joined, or gone)."""
+        with self.db.write() as c:
+            c.execute("DELETE FROM channel_invites WHERE channel = ? AND room_id = ?", (name, room_id))

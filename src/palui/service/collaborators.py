@@ -36,12 +36,24 @@ class Redecision:
     def __init__(self, db: Database, notifier: Notifier) -> None:
         self.db = db
         self.notifier = notifier
+        self._decided_at: tuple[int, int | None] | None = None
 
     def redecide_approvals(self) -> list[str]:
         """Decide every pending approval again (spec §5) and cancel, telling the person, each whose
         call may no longer run: called after every change to tools, classes, switches or connectors,
-        so ``approvals list`` stays true. Returns the cancelled ids."""
-        return redecide.cancel_refused(self.db, self.notifier)
+        so ``approvals list`` stays true. Returns the cancelled ids.
+
+        A decision depends only on the stored tools and connectors (the catalog's version moves with
+        every change to them, in any process) and on the approval's paused turn: when neither the
+        version nor the newest approval moved since this process last decided, nothing can have
+        changed and nothing is read again (the tick and every listing call this)."""
+        r = self.db.one("SELECT (SELECT version FROM catalog), (SELECT MAX(rowid) FROM approvals)")
+        key = (r[0], r[1]) if r is not None else None
+        if key is not None and key == self._decided_at:
+            return []
+        out = redecide.cancel_refused(self.db, self.notifier)
+        self._decided_at = key
+        return out
 
 
 @dataclass(frozen=True)

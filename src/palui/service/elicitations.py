@@ -48,18 +48,21 @@ class ElicitationsPart:
     def _with_conversation(self, e: TurnElicitation) -> Elicitation:
         return {**e, "conversation": self.conversations_part.conversation_of(e["turn"])}
 
-    def elicitations(self, status: str | None = "pending") -> list[Elicitation]:
-        """Questions oldest first (``status=None``: all), each as :meth:`elicitation` gives it."""
-        store.sweep(self.db)
-        return [self._with_conversation(e) for e in store.listing(self.db, status)]
+    def elicitations(self, status: str | None = "pending", limit: int = 100) -> list[Elicitation]:
+        """Questions oldest first, each as :meth:`elicitation` gives it. ``status="pending"``: those waiting now
+        (pending and unexpired); another status or None (all): the newest ``limit`` (1-1,000) of them. Reads
+        only, through indexes (docs/decisions/draft-reads-bounded.md). Raises UsageError for a bad ``limit``."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise UsageError("a page of questions holds 1 to 1,000")
+        return [self._with_conversation(e) for e in store.listing(self.db, status, limit)]
 
     def elicitation(self, elicitation_id: str) -> Elicitation:
         """One question: ``{"id","turn","conversation","tool","connector","era","mode","message","schema",
         "fields","url","url_host","status","action","reason","answered_via","created_at","expires_at",…}``
         (the server's words as sent: show them through ``palui.text.display``); a unique prefix of the id is
-        enough. Raises NotFound, UsageError (an ambiguous prefix)."""
+        enough. Raises NotFound, UsageError (an ambiguous prefix). One past its expiry shows as ``expired`` (a
+        decline) before the service's sweep marks it so; reads only."""
         elicitation_id = ids.resolve(self.db, elicitation_id)
-        store.sweep(self.db)
         return self._with_conversation(store.get(self.db, elicitation_id))
 
     def answer_elicitation(self, elicitation_id: str, action: str, content: dict[str, Any] | None = None,
@@ -80,7 +83,6 @@ class ElicitationsPart:
         if action not in ACTIONS:
             raise UsageError(f"an answer is accept, decline or cancel (got {action!r})")
         elicitation_id = ids.resolve(self.db, elicitation_id)  # a unique prefix is enough
-        store.sweep(self.db)
         e = store.get(self.db, elicitation_id)
         answer: dict[str, Any] | None = None
         if action == "accept" and e["mode"] == "form" and e["status"] == store.PENDING:

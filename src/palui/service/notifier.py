@@ -1,11 +1,14 @@
-"""The person's channel (spec §1): the inbox first, then apprise targets, then subscribed chat channels.
+"""The person's channel (spec §1): the inbox first, then apprise targets, then the chat channels.
 
 One :class:`Notifier` per service. Everything that tells the person something (answers,
 approval requests, job results, webhook summaries, pause notices, "changed — review" flags,
-``messages__send_message``) goes through it. The inbox row is written first, in its own
-transaction, so nothing is lost when a delivery fails; apprise deliveries run in a background
-thread; subscribers (the chat channels ``palui serve`` starts) are called with the
-:class:`~palui.types.Notice` and must not block (they queue the delivery themselves). A failing
+``messages__send_message``) goes through it. The inbox row and the chat channels' deliveries (the
+durable outbox, :mod:`palui.store.outbox`: one item per paired channel, or per chat of the answer's
+conversation) are written in one transaction — the caller's, when it holds one, so a turn's ask or
+answer and what tells the person about it commit together — also in a process with no service, whose
+items go out at the next ``palui serve``. Once it commits, apprise deliveries start in a background
+thread and subscribers (the chat channels ``palui serve`` runs) are called with the
+:class:`~palui.types.Notice`: they must not block (they wake their outbox worker). A failing
 subscriber is logged and never stops the others or the caller. The service never imports a
 channel: channels subscribe here.
 
@@ -25,6 +28,7 @@ from palui import delivery
 from palui.config import Settings
 from palui.errors import ConfigError
 from palui.service.clock import Clock
+from palui.store import outbox
 from palui.store.db import Database
 from palui.types import Notice
 
@@ -71,6 +75,8 @@ class Notifier:
             cur = c.execute("INSERT INTO inbox (time, kind, text, turn_id, conversation_id) VALUES (?,?,?,?,?)",
                             (now, kind, text, turn_id, conversation_id))
             inbox_id = int(cur.lastrowid or 0)
+            outbox.enqueue_notice(c, kind, text, now, turn_id=turn_id, conversation_id=conversation_id,
+                                  approval_id=approval_id)
         return Notice(inbox_id=inbox_id, kind=kind, text=text, time=now, turn_id=turn_id,
                       conversation_id=conversation_id, approval_id=approval_id, elicitation_id=elicitation_id)
 
@@ -86,11 +92,16 @@ class Notifier:
     def __call__(self, kind: str, text: str, *, turn_id: str | None = None, conversation_id: str | None = None,
                  approval_id: str | None = None, elicitation_id: str | None = None) -> None:
         """Put a message on the person's channel. ``kind`` is one of answer, approval, elicitation, job,
-        webhook, cap, notice, message. Returns once the inbox row is written; never raises for a delivery."""
+        webhook, cap, notice, message. Returns once the inbox row and the chat channels' deliveries are
+        written (inside the caller's transaction when one is open: they commit with it); apprise and the
+        subscribers hear of it after the commit. Never raises for a delivery."""
         notice = self._write(kind, text, turn_id, conversation_id, approval_id, elicitation_id)
+        self.db.after_commit(lambda: self._deliver(notice))
+
+    def _deliver(self, notice: Notice) -> None:
         try:
-            delivery.deliver_in_background(self.settings.get("notify.apprise"), text,
-                                           title=delivery.title_for(kind))
+            delivery.deliver_in_background(self.settings.get("notify.apprise"), notice.text,
+                                           title=delivery.title_for(notice.kind))
         except Exception:  # e.g. no thread can be started: the inbox already has the message
             log.exception("could not start channel delivery")
         self._fan_out(notice)
@@ -100,7 +111,7 @@ class Notifier:
         """Like a notice, but wait for the apprise deliveries: returns one secret-free failure text
         per apprise target that did not accept the text (``messages__send_message`` reports them)."""
         notice = self._write(kind, text, turn_id, conversation_id, None)
-        self._fan_out(notice)
+        self.db.after_commit(lambda: self._fan_out(notice))
         return await delivery.deliver_async(self.settings.get("notify.apprise"), text,
                                             title=delivery.title_for(kind))
 

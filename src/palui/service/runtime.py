@@ -4,13 +4,14 @@ Part of the service, not a front end; the top of the parts (nothing holds a refe
 the service object). The turn tasks it waits for are :class:`~palui.service.turn_tasks.TurnTasks`.
 
 With :meth:`Runtime.start` (``palui serve``), every second (``tick_seconds``) it sweeps expired
-approvals, queues again turns left ``running`` by a process that is gone (kill -9), resumes
-turns whose approval was answered anywhere, starts queued turns while the caps and the
-one-turn-per-conversation rule allow (spec §6, §8; FIFO per kind of cap, so webhook turns held
-by their share never block a chat turn, spec §6.5), prunes a small batch of what
-``retention.days`` no longer keeps, and calls the tickers (the job scheduler, the daily post of the
-audit head). On shutdown it drains: turns in flight stop at their next step boundary and stay
-resumable (they go back to ``queued`` and the next start picks them up).
+approvals when the kept next expiry has passed (:class:`~palui.runner.expiry.ExpirySweep`), queues
+again turns left ``running`` by a process that is gone (kill -9), resumes turns whose approval
+was answered anywhere, starts queued turns while the caps and the one-turn-per-conversation rule
+allow (spec §6, §8; FIFO per kind of cap, so webhook turns held by their share never block a chat
+turn, spec §6.5), prunes a small batch of what ``retention.days`` no longer keeps, and calls the
+tickers (the job scheduler, the daily post of the audit head). On shutdown it drains: turns in
+flight stop at their next step boundary and stay resumable (they go back to ``queued`` and the
+next start picks them up).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from palui.connectors.hub import ConnectorHub
 from palui.policy.caps import JOB_TOKENS, WEBHOOK_RUNS_PER_HOUR
+from palui.runner.expiry import ExpirySweep
 from palui.service.clock import Clock
 from palui.service.maintenance import MaintenancePart
 from palui.service.turn_tasks import TurnTasks
@@ -66,6 +68,7 @@ class Runtime:
         self.tickers: list[Ticker] = []  # installed: called each tick
         self._loop_task: asyncio.Task[None] | None = None
         self.shutdown_hooks: list[Callable[[], None]] = []  # run last, e.g. removing serve.json
+        self.expiry = ExpirySweep(db)
 
     @property
     def tasks(self) -> dict[str, asyncio.Task[TurnResult]]:
@@ -129,10 +132,10 @@ class Runtime:
 
     async def tick(self, now: float) -> None:
         """One round of background work (see the module docstring)."""
-        from palui.runner import approvals, state  # imported by the tick, not by every CLI start
+        from palui.runner import state  # imported by the tick, not by every CLI start
 
         db = self.db
-        approvals.sweep(db, now)
+        self.expiry.tick(now)  # when the kept next expiry passed or something new is pending (spec §5.2)
         self.redecide()  # a change made by another process (the CLI) is seen here too
         for tid in state.recover_orphans(db, now):
             log.warning("turn %s was left running by a process that is gone: queued again", tid)

@@ -7,11 +7,12 @@ chat channels' lines from the channels part.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from palui.config import Settings
 from palui.connectors.hub import ConnectorHub
-from palui.runner import approvals, audit, caps
+from palui.runner import audit, caps
 from palui.service.channels import ChannelsPart
 from palui.service.clock import Clock
 from palui.service.mcp_connectors import MCPPart
@@ -23,7 +24,7 @@ from palui.triggers import jobs as jobs_mod
 from palui.types import Origin
 
 if TYPE_CHECKING:
-    from palui.results import AuditRow, PauseState, Status, StatusConnector, WebhookShare
+    from palui.results import AuditRow, PauseState, PendingApprovalLine, Status, StatusConnector, WebhookShare
 
 
 class StatusPart:
@@ -48,14 +49,15 @@ class StatusPart:
     def status(self) -> Status:
         """``{"model","tokens_today","caps","runs_last_hour","paused","paused_reason","paused_until",
         "webhook_runs_last_hour","webhooks_held","webhooks_held_until","connectors","pending_approvals",
-        "pending_elicitations","audit_head","jobs_paused","governance"}`` (spec §8 /status; the webhook
-        share, spec §6.6; a connector that needs a sign-in says ``error: sign in again``;
-        ``governance`` counts the last 7 days' asks, spec §5.8: ``{"days","asks","approved","denied",
-        "expired","cancelled","median_answer_seconds"}``; ``audit_head`` is the
-        last audit row's ``{"id","hash"}`` or None, spec §10.3; ``jobs_paused`` ``{"since","by"}`` while the
-        emergency brake holds the jobs, spec §5.7; ``channels`` the chat channels:
+        "pending_approval_list","pending_elicitations","audit_head","jobs_paused","governance"}`` (spec §8
+        /status; the webhook share, spec §6.6; a connector that needs a sign-in says ``error: sign in again``;
+        ``pending_approval_list`` the pending approvals oldest first, ``[{"id","tool","expires_at"}]``, so
+        ``/status`` on a phone names them; ``governance`` counts the last 7 days' asks, spec §5.8:
+        ``{"days","asks","approved","denied","expired","cancelled","median_answer_seconds"}``; ``audit_head``
+        is the last audit row's ``{"id","hash"}`` or None, spec §10.3; ``jobs_paused`` ``{"since","by"}``
+        while the emergency brake holds the jobs, spec §5.7; ``channels`` the chat channels:
         ``[{"name","kind","state","person","last_failure"}]``)."""
-        approvals.sweep(self.db)
+        now = self.clock.now()
         conns: list[StatusConnector] = []
         for c in self.mcp_part.connectors():
             live = self.hub.state(c["id"])
@@ -63,6 +65,10 @@ class StatusPart:
                 {"id": c["id"], "state": live or c["state"], "tools": c["tools"], "enabled_tools": c["enabled_tools"]}
             )
         pause = self.pause_state()
+        waiting: list[PendingApprovalLine] = [
+            {"id": r["id"], "tool": r["tool"], "expires_at": datetime.fromtimestamp(r["expires_at"], UTC).isoformat()}
+            for r in self.db.all("SELECT id, tool, expires_at FROM approvals WHERE status = 'pending'"
+                                 " AND expires_at > ? ORDER BY created_at, id", (now,))]
         return {
             "model": self.settings.model,
             "tokens_today": caps.tokens_today(self.db, self.clock.timezone()),
@@ -77,11 +83,14 @@ class StatusPart:
             **pause,
             **self.webhook_share_state(),
             "connectors": conns,
-            "pending_approvals": len(self.db.all("SELECT 1 FROM approvals WHERE status = 'pending'")),
-            "pending_elicitations": len(self.db.all("SELECT 1 FROM elicitations WHERE status = 'pending'")),
+            # What waits now, through (status, expires_at): reads only, whatever the history.
+            "pending_approvals": len(waiting),
+            "pending_approval_list": waiting,
+            "pending_elicitations": self.db.row("SELECT COUNT(*) FROM elicitations WHERE status = 'pending'"
+                                                " AND expires_at > ?", (now,))[0],
             "audit_head": audit.head(self.db),
             "jobs_paused": jobs_mod.paused(self.db),
-            "governance": report_store.summary(self.db, 7, self.clock.now(), self.clock.timezone()),
+            "governance": report_store.summary(self.db, 7, now, self.clock.timezone()),
             "channels": self.channels_part.status_lines(),
         }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 from palui.errors import NotFound
@@ -25,35 +26,41 @@ def turn_result(db: Database, turn_id: str, events: list[TurnEvent] | None = Non
     turn's id) and ``queued_reason`` ("queued behind the running turn t-…; /stop cancels it").
     Raises NotFound.
     """
-    t = st.load(db, turn_id)
+    # The row's own columns only: the messages are not decoded to say how a turn went.
+    t = db.one("SELECT id, conversation_id, origin, status, answer, steps, seconds, input_tokens, output_tokens,"
+               " tainted, taint_source, error, budget_hit FROM turns WHERE id = ?", (turn_id,))
     if t is None:
         raise NotFound(f"unknown turn {turn_id!r}")
+    if events is None:
+        events = [json.loads(e[0]) for e in db.all("SELECT event FROM turn_events WHERE turn_id = ? ORDER BY seq",
+                                                   (turn_id,))]
+    status = TurnStatus(t["status"])
     pending = [
         approvals.as_dict(r)
         for r in db.all("SELECT * FROM approvals WHERE turn_id = ? AND status = 'pending'", (turn_id,))
     ]
     out: TurnResult = {
-        "status": t.status.value if t.status is not TurnStatus.RUNNING else "running",
-        "answer": t.answer,
-        "conversation": t.conversation_id,
-        "turn": t.id,
-        "origin": t.origin.value,
-        "events": events if events is not None else t.events,
+        "status": status.value,
+        "answer": t["answer"],
+        "conversation": t["conversation_id"],
+        "turn": t["id"],
+        "origin": t["origin"],
+        "events": events,
         "usage": {
-            "steps": t.steps,
-            "seconds": round(t.seconds, 3),
-            "input_tokens": t.input_tokens,
-            "output_tokens": t.output_tokens,
-            "tokens": t.tokens,
+            "steps": t["steps"],
+            "seconds": round(t["seconds"], 3),
+            "input_tokens": t["input_tokens"],
+            "output_tokens": t["output_tokens"],
+            "tokens": t["input_tokens"] + t["output_tokens"],
         },
-        "tainted": t.tainted,
-        "taint_source": t.taint_source,
-        "error": t.error,
-        "budget": t.budget_hit,
+        "tainted": bool(t["tainted"]),
+        "taint_source": t["taint_source"],
+        "error": t["error"],
+        "budget": t["budget_hit"],
         "pending_approvals": pending,
         "pending_elicitations": elicitations.pending_for_turn(db, turn_id),
     }
-    if t.status is TurnStatus.QUEUED:
+    if status is TurnStatus.QUEUED:
         ahead = st.live_turn_before(db, turn_id)
         if ahead is not None:
             out["queued_behind"] = ahead["id"]

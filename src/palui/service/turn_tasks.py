@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from palui.types import shows_text, wants_text
+
 if TYPE_CHECKING:  # asyncio is imported where a task is made: a command that runs no turn does not pay for it
     import asyncio
 
@@ -48,7 +50,8 @@ class TurnTasks:
             if extra is not None:
                 extra(event)
 
-        return send
+        # Text is streamed while someone follows the turn here (a page, a terminal) or the caller shows it.
+        return shows_text(send, lambda: bool(self.listeners.get(turn_id)) or wants_text(extra))
 
     def launch(self, turn_id: str, run: RunTurn,
                on_event: EventSink | None = None) -> asyncio.Task[TurnResult] | None:

@@ -173,6 +173,10 @@ class TurnsPart:
         tainted, source = bool(conv["tainted"]), conv["taint_source"]
         if tainted:
             source = f"{source}, earlier in this conversation"
+        from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelRequest, UserPromptPart
+
+        # The turn's first message is stored with its row: one transaction, nothing read back.
+        first = ModelMessagesTypeAdapter.dump_json([ModelRequest(parts=[UserPromptPart(prompt or text)])]).decode()
         with self.db.write() as c:
             ahead = c.execute(
                 "SELECT id FROM turns WHERE conversation_id = ? AND status IN"
@@ -181,7 +185,8 @@ class TurnsPart:
             ).fetchone()
             c.execute(
                 "INSERT INTO turns (id, conversation_id, origin, status, input, model, tainted, taint_source, job_id,"
-                " webhook_id, queued_behind, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " webhook_id, queued_behind, messages_json, created_at, updated_at)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     tid,
                     conversation,
@@ -194,16 +199,11 @@ class TurnsPart:
                     job_id,
                     webhook_id,
                     ahead[0] if ahead else None,
+                    first,
                     now,
                     now,
                 ),
             )
-        from pydantic_ai.messages import ModelRequest, UserPromptPart
-
-        t = st.load(self.db, tid)
-        assert t is not None
-        t.messages = [ModelRequest(parts=[UserPromptPart(prompt or text)])]
-        st.save(self.db, t)
         return tid
 
     # -- claiming and running --------------------------------------------------------------------

@@ -11,7 +11,7 @@ import itertools
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -95,13 +95,28 @@ class Database:
                 conn.execute(f"RELEASE {name}")
             return
         conn.execute("BEGIN IMMEDIATE")
+        self._local.after = []
         try:
             yield conn
         except BaseException:
+            self._local.after = None
             conn.execute("ROLLBACK")
             raise
+        after, self._local.after = self._local.after, None
+        conn.execute("COMMIT")
+        for fn in after:
+            fn()
+
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` once the write open on this thread commits (never if it rolls back), or now when no
+        write is open: what others are told about a change (the person's channel waking the chat channels)
+        happens after it is stored, never before (spec §8.3). A savepoint rolled back inside the write keeps
+        what it registered: use it for wake-ups, which are harmless when nothing changed."""
+        waiting: list[Callable[[], None]] | None = getattr(self._local, "after", None)
+        if waiting is None:
+            fn()
         else:
-            conn.execute("COMMIT")
+            waiting.append(fn)
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:

@@ -1,4 +1,4 @@
-"""Migration 15 (spec §8.3): the chat channels' tables.
+"""Migrations 15 and 34 (spec §8.3): the chat channels' tables, and their durable outbox.
 
 Appended to :data:`palui.store.migrations.MIGRATIONS`; like every migration, never edited once shipped.
 """
@@ -80,6 +80,58 @@ CREATE TABLE channel_strangers (
     PRIMARY KEY (channel, sender)
 );
 ALTER TABLE approvals ADD COLUMN deny_reason TEXT;  -- /deny ID REASON: what the model is told
+""",
+    )
+)
+
+
+#: The durable outbox's migration (spec §8.3). Its number is here only: renumbered in one line on merge.
+OUTBOX_MIGRATION = 34
+
+CHANNEL_MIGRATIONS.append(
+    (
+        OUTBOX_MIGRATION,
+        "chat channels: the durable outbox and its parts, invites waiting for a pairing code, wrong pairing tries",
+        """
+CREATE TABLE channel_outbox (
+    id              INTEGER PRIMARY KEY,
+    channel         TEXT NOT NULL,
+    chat_id         TEXT NOT NULL,
+    kind            TEXT NOT NULL,              -- answer | approval | edit | reply | job | webhook | notice | …
+    subject         TEXT,                       -- the turn of an answer, the approval of an ask or an edit
+    text            TEXT,                       -- a notice's or a reply's text (rendered when sent)
+    target_ref      TEXT,                       -- edit: the message to replace
+    turn_id         TEXT,
+    conversation_id TEXT,
+    state           TEXT NOT NULL DEFAULT 'pending', -- pending | sent | failed | dropped
+    error           TEXT,                       -- why it failed or was dropped (redacted)
+    created_at      REAL NOT NULL,
+    done_at         REAL
+);
+CREATE INDEX channel_outbox_pending ON channel_outbox(channel, state, id);
+CREATE INDEX channel_outbox_created ON channel_outbox(created_at);
+CREATE TABLE channel_outbox_parts (
+    id          INTEGER PRIMARY KEY,
+    item_id     INTEGER NOT NULL REFERENCES channel_outbox(id) ON DELETE CASCADE,
+    n           INTEGER NOT NULL,               -- the order in which the parts are sent
+    kind        TEXT NOT NULL,                  -- what the message is: answer, approval, approval-args, notice…
+    text        TEXT NOT NULL,                  -- as rendered by the channel (plain, escaped for display)
+    key         TEXT NOT NULL,                  -- random, stable: Matrix's transaction id for this part
+    approval_id TEXT,                           -- the approval whose buttons this part carries
+    fingerprint TEXT,
+    tried       INTEGER NOT NULL DEFAULT 0,     -- a send was on its way when last seen (kept across a crash)
+    ref         TEXT,                           -- the platform's message id, once sent
+    sent_at     REAL
+);
+CREATE INDEX channel_outbox_parts_item ON channel_outbox_parts(item_id, n);
+CREATE TABLE channel_invites (
+    channel    TEXT NOT NULL,
+    room_id    TEXT NOT NULL,
+    inviter    TEXT,
+    invited_at REAL NOT NULL,                   -- joined once a pairing code is live
+    PRIMARY KEY (channel, room_id)
+);
+ALTER TABLE channel_pairing ADD COLUMN wrong_json TEXT NOT NULL DEFAULT '{}';  -- wrong tries per sender
 """,
     )
 )

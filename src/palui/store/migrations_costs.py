@@ -1,5 +1,5 @@
-"""Migrations 11-14 and 31: every per-turn cost independent of history and catalog size (the decision
-records 0072-0077 in docs/decisions/).
+"""Migrations 11-14, 31 and 35: every per-turn cost independent of history and catalog size (the decision
+records 0072-0077 in docs/decisions/), and reads bounded by what waits (35).
 
 Appended to :data:`palui.store.migrations.MIGRATIONS`; like every migration, never edited once shipped.
 """
@@ -184,6 +184,25 @@ END;
 CREATE TRIGGER catalog_connectors_signin AFTER UPDATE OF state ON connectors
 WHEN (old.state IS 'error: sign in again') != (new.state IS 'error: sign in again')
 BEGIN UPDATE catalog SET version = version + 1, connectors = version + 1; END;
+""",
+    )
+)
+# Reads bounded by what waits, not by history (docs/decisions/draft-reads-bounded.md): pending approvals and
+# questions are read and counted as ``status = 'pending' AND expires_at > now`` and the next expiry is their
+# minimum, each a search of (status, expires_at); an accepted form's answer waiting to be sent is found
+# through a partial index of the few rows that hold one, not by listing every finished turn; the newest
+# questions through their creation time; /status's 7 days of asks from an index that covers them.
+READS_BOUNDED = 35
+COST_MIGRATIONS.append(
+    (
+        READS_BOUNDED,
+        "pending approvals and questions by expiry; questions holding an answer not yet sent",
+        """
+CREATE INDEX approvals_pending ON approvals(status, expires_at);
+CREATE INDEX elicitations_pending ON elicitations(status, expires_at);
+CREATE INDEX elicitations_created ON elicitations(created_at);
+CREATE INDEX approvals_window ON approvals(created_at, status, answered_at);
+CREATE INDEX elicitations_content ON elicitations(turn_id) WHERE content_json IS NOT NULL;
 """,
     )
 )

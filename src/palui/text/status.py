@@ -7,9 +7,13 @@ escaped (:func:`palui.text.display.shown`).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import tzinfo
 from typing import Any
 
 from palui.text.display import shown
+from palui.text.when import local
+
+MAX_LISTED = 10  # pending approvals named one by one
 
 
 def governance_lines(s: Mapping[str, Any], more: str = "palui report") -> list[str]:
@@ -30,12 +34,13 @@ def governance_lines(s: Mapping[str, Any], more: str = "palui report") -> list[s
     return out
 
 
-def status_lines(s: Mapping[str, Any], more: str = "palui report", questions: str = "palui elicitations list"
-                 ) -> list[str]:
+def status_lines(s: Mapping[str, Any], more: str = "palui report", questions: str = "palui elicitations list",
+                 approvals: str = "palui approvals show ID", zone: tzinfo | None = None) -> list[str]:
     """:meth:`Service.status` as lines (spec §8 ``/status``): the model, tokens and runs against their caps,
     the webhooks' share while it holds their turns (spec §6.6), the pause, connectors, pending approvals
-    and questions, chat channels, then :func:`governance_lines`. ``more`` and ``questions`` say where the
-    whole report and the questions are on this surface."""
+    (each by id, with its tool and expiry in ``zone``; None: the system's) and questions, chat channels, then
+    :func:`governance_lines`. ``more``, ``questions`` and ``approvals`` say where the whole report, the
+    questions and the approvals' details are on this surface."""
     caps = s["caps"]
     out = [f"model: {s['model'] or '(none configured)'}",
            f"tokens today: {s['tokens_today']} of {caps['daily_tokens']}",
@@ -47,6 +52,12 @@ def status_lines(s: Mapping[str, Any], more: str = "palui report", questions: st
             else "paused: no",
             "connectors: " + ", ".join(f"{c['id']} ({shown(c['state'], one_line=True)})" for c in s["connectors"]),
             f"pending approvals: {s['pending_approvals']}"]
+    waiting = s.get("pending_approval_list") or []
+    for a in waiting[:MAX_LISTED]:
+        out.append(f"  {a['id']}: {shown(a['tool'], one_line=True)}, expires {local(a['expires_at'], zone, '%H:%M')}")
+    if waiting:
+        out.append(f"  ({'and ' + str(len(waiting) - MAX_LISTED) + ' more; ' if len(waiting) > MAX_LISTED else ''}"
+                   f"{approvals})")
     if s.get("pending_elicitations"):
         out.append(f"questions from MCP servers waiting: {s['pending_elicitations']} ({questions})")
     for ch in s.get("channels", []):  # chat channels (spec §8.3)

@@ -24,13 +24,15 @@ HISTORY = 100
 
 @page
 async def approvals_page(request: Request) -> Response:
-    """``GET /approvals``: pending first (oldest first: they expire first), then the newest answered ones."""
+    """``GET /approvals[?before=ID]``: pending first (oldest first: they expire first), then the answered ones,
+    newest first, a page of ``HISTORY`` at a time (``before``: the last id of the page before), so the page costs
+    the same after a million approvals."""
     svc = svc_of(request)
     pending = svc.approvals("pending")
-    done = [a for a in svc.approvals(None) if a["status"] != "pending"]
-    history = list(reversed(done))[:HISTORY]
+    page = svc.approvals(None, limit=HISTORY, before=request.query_params.get("before") or None)
+    history = [a for a in page if a["status"] != "pending"]
     return render(request, "approvals.html", approvals=pending, history=history,
-                  questions=svc.elicitations("pending"))
+                  older=page[-1]["id"] if len(page) == HISTORY else None, questions=svc.elicitations("pending"))
 
 
 @page

@@ -30,6 +30,7 @@ from palui.server.endpoint import service_of
 from palui.server.session import csrf_value
 from palui.text.display import hidden_in
 from palui.text.elicitation import fields as question_fields
+from palui.web.marks import by_path, is_whole, marked_value
 from palui.web.shown import NOTE_HTML, finalize, json_html, quoted, shown_html, shown_one_line
 
 if TYPE_CHECKING:
@@ -112,10 +113,11 @@ def compact_json(value: Any) -> str:
 
 
 def args_html(args: Any, marks: list[dict[str, Any]] | None) -> Markup:
-    """A call's exact arguments as indented JSON, escaped, with every string value that came
-    from untrusted content (spec §4: ``untrusted_args`` marks ``{"path","value","source"}``)
-    wrapped in ``<mark class="untrusted">`` naming its source."""
-    flagged = {m.get("path"): m.get("source", "") for m in marks or []}
+    """A call's exact arguments as indented JSON, escaped, with what came from untrusted content (spec §4.6:
+    ``untrusted_args`` marks ``{"path","value","spans","source"}``) wrapped in ``<mark class="untrusted">``
+    naming its source: a value found whole (a number too), or only the spans of a longer string
+    (:func:`palui.web.marks.marked_value`)."""
+    flagged = by_path(marks)
 
     def walk(v: Any, path: str, indent: int) -> str:
         pad = "  " * indent
@@ -131,12 +133,8 @@ def args_html(args: Any, marks: list[dict[str, Any]] | None) -> Markup:
             items = [f"{pad}  {walk(x, f'{path}[{i}]', indent + 1)}" for i, x in enumerate(v)]
             return "[\n" + ",\n".join(items) + f"\n{pad}]"
         text = quoted(v) if isinstance(v, str) else str(escape(json.dumps(v, ensure_ascii=False)))
-        p = path or "$"
-        if isinstance(v, str) and p in flagged:
-            src = escape(flagged[p])
-            return (f'<mark class="untrusted" title="from untrusted content: {src}">{text}</mark>'
-                    f'<span class="untrusted-src"> ← from {src}</span>')
-        return text
+        here = flagged.get(path or "$")
+        return marked_value(v, text, here) if here else text
 
     out = Markup(walk(args, "", 0))
     return out + NOTE_HTML if hidden_in(args) else out
@@ -168,6 +166,7 @@ _env.filters["pretty_json"] = pretty_json
 _env.filters["compact"] = compact_json
 _env.filters["duration"] = duration_words
 _env.globals["args_html"] = args_html
+_env.globals["mark_is_whole"] = is_whole  # a mark of the whole value, or of its spans (spec §4.6)
 _env.globals["seconds_left"] = seconds_left
 _env.globals["question_form"] = question_fields  # a server's question: its form fields (palui.text.elicitation)
 
@@ -178,8 +177,7 @@ def csrf_token(request: Request) -> str:
 
 def pending_count(request: Request) -> int:
     """What waits for the person: pending approvals and servers' questions (the nav's Approvals count)."""
-    svc = svc_of(request)
-    return len(svc.approvals("pending")) + len(svc.elicitations("pending"))
+    return svc_of(request).waiting()  # counted through indexes; reads only (every page shows it)
 
 
 def render(request: Request, template: str, status_code: int = 200, **ctx: Any) -> HTMLResponse:

@@ -251,6 +251,8 @@
         return el("div", "note", "The provider failed (" + e.reason + "): retried after " + e.in_seconds + " s.");
       case "paused":
         return el("div", "note", "Paused: " + e.reason);
+      case "last_step":
+        return el("div", "note", "Tool use ended: " + e.reason + ". The model answers without tools.");
       case "end":
         if (e.status === "done") return null;
         return el("div", "note end-" + e.status, "Turn " + e.status.replace("_", " ") +

@@ -1,0 +1,106 @@
+"""The person's denials in one turn (spec §5.5, §6.3): their decisions, not a loop.
+
+A call the person denied (or let expire: expiry counts as a denial, spec §5.5) feeds the model the
+person's reason and the turn goes on. What follows from it here:
+
+- the same call again (the same tool with the same canonical arguments, :func:`palui.runner.loops.call_key`)
+  is refused as **denied before**, without asking the person again: answered ``The person denied this same
+  call earlier in this turn…``, audited ``denied before``;
+- the loop rules read :meth:`PersonDenials.ids` to leave the person's denials out of the error streak and to
+  count them against ``budgets.denials`` (:class:`palui.runner.loops.LoopGuard`).
+
+The denials are read from the turn's approvals (status ``denied`` or ``expired``), the durable record of
+the person's answers, so they hold across a pause and a resume in another process. A turn that never
+asked (no ``approval`` event) reads nothing.
+
+:class:`PersonDenials` is held by the runner and given to the loop guard; it keeps no state of its own.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from palui.policy.matrix import decide
+from palui.runner.offer import usable_tool
+from palui.runner.pending import CallState, PendingCall
+
+if TYPE_CHECKING:
+    from palui.runner.events import Emit
+    from palui.runner.records import CallRecords
+    from palui.runner.state import Turn
+    from palui.store.db import Database
+
+#: The audit outcome of a call refused because the person denied the same call earlier in the turn.
+DENIED_BEFORE = "denied before"
+
+
+@dataclass(frozen=True)
+class Denial:
+    """One call of the turn the person denied: its approval, its call key (tool and canonical arguments),
+    the person's reason (None when they gave none, or the approval expired) and whether it expired."""
+
+    approval: str
+    key: str
+    reason: str | None
+    expired: bool
+
+
+class PersonDenials:
+    """The person's denials of one turn's calls.
+
+    Args:
+        db: the approvals.
+        records: answers and audits a call refused as denied before.
+        emit: the turn's event sink.
+    """
+
+    def __init__(self, db: Database, records: CallRecords, emit: Emit) -> None:
+        self._db = db
+        self._records = records
+        self._emit = emit
+
+    def of(self, t: Turn) -> dict[str, Denial]:
+        """The turn's denied calls by tool call id, oldest first (none for a turn that never asked)."""
+        from palui.runner.loops import call_key
+
+        if not any(e["type"] == "approval" for e in t.events):
+            return {}
+        rows = self._db.all(
+            "SELECT id, tool_call_id, tool, args_json, deny_reason, status FROM approvals WHERE turn_id = ?"
+            " AND status IN ('denied', 'expired') ORDER BY created_at", (t.id,))
+        return {r["tool_call_id"]: Denial(r["id"], call_key(r["tool"], json.loads(r["args_json"])),
+                                          r["deny_reason"], r["status"] == "expired") for r in rows}
+
+    def ids(self, t: Turn) -> set[str]:
+        """The tool call ids of the turn's calls the person denied."""
+        return set(self.of(t))
+
+    def earlier(self, t: Turn, call: PendingCall) -> Denial | None:
+        """The person's earlier denial of this same call in the turn, or None (only a ``todo`` call asks)."""
+        from palui.runner.loops import call_key
+
+        if call["state"] != CallState.TODO or call.get("bad_args"):
+            return None
+        denials = self.of(t)
+        if not denials:
+            return None
+        key = call_key(call["tool"], call["args"])
+        return next((d for tid, d in denials.items() if d.key == key and tid != call["id"]), None)
+
+    def refuse(self, t: Turn, call: PendingCall, earlier: Denial) -> None:
+        """Answer a call the person denied before in this turn: not asked again, never sent, audited."""
+        row = usable_tool(self._db, call["tool"])
+        verdict = "unavailable"
+        if row is not None:
+            verdict = decide(row.tool_class, row.enabled, t.origin, t.tainted, t.taint_source).verdict.value
+        said = "it expired unanswered" if earlier.expired else (earlier.reason or "")
+        text = (f"The person denied this same call earlier in this turn{': ' + said if said else ''}. "
+                "It was not asked again; do not make it again.")
+        why = f"denied before: the person denied the same call earlier in this turn ({earlier.approval})"
+        self._records.result(call, text, True)
+        call["outcome"] = "denied"
+        self._records.audit(t, call, row, verdict, why, DENIED_BEFORE)
+        self._emit(t, {"type": "tool_call", "tool": call["tool"], "args": call["args"], "verdict": verdict,
+                       "reason": why, "result": text, "is_error": True, "tainted": t.tainted, "denied": True})

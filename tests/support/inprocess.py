@@ -1,0 +1,179 @@
+"""``palui`` commands run in the test process, through Click's ``CliRunner``, against a real PALUI_HOME.
+
+A ``python -m palui`` child costs at least 0.15 s of CPU to start (about 1 s when the command builds the
+whole service); most CLI tests check what a command prints and stores, not the process around it, so they
+run here: :class:`InProcessCLI` calls :func:`palui.cli.main` with the arguments under
+``CliRunner.isolation`` (its own stdin, stdout and stderr, the environment given) and returns the same
+``subprocess.CompletedProcess`` the real-process runner (``tests/conftest.py``'s ``CLI``) does: the exit
+code, stdout and stderr as text. What only a process shows (exit by a signal, a terminal, a pipe closed
+early, what a fresh interpreter imports) keeps a real-process test (the ``cli_process`` fixture).
+
+What one run leaves in the process that a process exit would drop, and which :func:`isolated` puts back:
+
+- ``os.environ`` as a whole (the command's PALUI_HOME and ``env``; a library's ``setdefault``);
+- ``sys.argv``, the working directory and the file mode mask (``palui.cli`` sets 0o077);
+- the root logger's handlers and level (``palui.cli`` adds a file handler to the home's log), the log
+  record factory (the chat channels' redaction wraps it), the filters on the MCP SDK's OAuth loggers
+  and the flag that installs them once (``palui.connectors.mcp.oauth.redact``);
+- the start back-off of MCP servers (``palui.connectors.mcp._START_FAILURES``, keyed by database file);
+- the handlers of SIGINT and SIGTERM;
+- non-daemon threads the command started (apprise deliveries): joined, as the interpreter does at exit.
+
+Everything else Palui caches lives on the objects of one run (``Database.memo``), so it goes with them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import traceback
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+import click.formatting
+from click.testing import CliRunner
+
+# What `python -m palui` shows as the program's name in usage lines.
+PROG_NAME = "python -m palui"
+_OAUTH_LOGGERS = ("mcp.client.auth", "mcp.client.auth.oauth2", "mcp.client.auth.utils", "mcp.shared._httpx_utils")
+
+
+@contextlib.contextmanager
+def isolated() -> Iterator[None]:
+    """Put back, on leaving, the process state a ``palui`` command changes (the list in the module's
+    docstring)."""
+    environ = dict(os.environ)
+    argv = list(sys.argv)
+    cwd = os.getcwd()
+    mask = os.umask(0o077)
+    os.umask(mask)
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    factory = logging.getLogRecordFactory()
+    oauth_filters = {n: list(logging.getLogger(n).filters) for n in _OAUTH_LOGGERS}
+    signals = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    threads = set(threading.enumerate())
+    try:
+        yield
+    finally:
+        for t in set(threading.enumerate()) - threads:
+            if not t.daemon:
+                t.join(60)
+        for h in root.handlers:
+            if h not in handlers:
+                h.close()
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        logging.setLogRecordFactory(factory)
+        for name, filters in oauth_filters.items():
+            logging.getLogger(name).filters[:] = filters
+        redact = sys.modules.get("palui.connectors.mcp.oauth.redact")
+        if redact is not None:
+            redact._installed = bool(oauth_filters[_OAUTH_LOGGERS[0]])
+        mcp = sys.modules.get("palui.connectors.mcp")
+        if mcp is not None:
+            mcp._START_FAILURES.clear()
+        if threading.current_thread() is threading.main_thread():  # only the main thread sets handlers
+            for s, h in signals.items():
+                signal.signal(s, h)
+        os.umask(mask)
+        os.chdir(cwd)
+        sys.argv[:] = argv
+        os.environ.clear()
+        os.environ.update(environ)
+
+
+def run(args: Sequence[str], *, env: Mapping[str, str] | None = None, input: str | None = None,
+        cwd: str | Path | None = None) -> subprocess.CompletedProcess:
+    """``palui ARGS`` in this process, as ``subprocess.run([python, "-m", "palui", *args], env=env,
+    cwd=cwd, input=input, capture_output=True, text=True)`` would run it: ``env`` is the command's whole
+    environment (None: this process's). Returns the exit code, stdout and stderr."""
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return _run(args, env, input, cwd)
+    # Called from a test's event loop: the command (which may start its own loop) runs in a thread while the
+    # test waits for it, as the test would wait for a child process.
+    done: list[subprocess.CompletedProcess] = []
+    worker = threading.Thread(target=lambda: done.append(_run(args, env, input, cwd)), name="palui-cli-in-process")
+    worker.start()
+    worker.join()
+    return done[0]
+
+
+def _run(args: Sequence[str], env: Mapping[str, str] | None, input: str | None,
+         cwd: str | Path | None) -> subprocess.CompletedProcess:
+    from palui.cli import main
+
+    code: int = 0
+    crash = ""
+    with isolated():
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        if cwd is not None:
+            os.chdir(cwd)
+        with CliRunner().isolation(input=input, color=False) as (out, err, _):
+            # Help text wrapped as in a child whose stdout is a pipe (Click: the terminal's width or COLUMNS,
+            # at most 80, less 2), not at the runner's fixed 80; the isolation puts the value back.
+            columns = os.environ.get("COLUMNS", "")
+            click.formatting.FORCED_WIDTH = max(min(int(columns) if columns.isdigit() else 80, 80) - 2, 50)
+            sys.argv[:] = ["palui", *args]
+            try:
+                main(list(args), prog_name=PROG_NAME)
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+                if e.code is not None and not isinstance(e.code, int):
+                    print(e.code, file=sys.stderr)
+            except Exception:  # what an uncaught exception does to a process: a traceback, exit 1
+                crash = traceback.format_exc()
+                code = 1
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            stdout, stderr = out.getvalue(), err.getvalue()
+    return subprocess.CompletedProcess(["palui", *args], code, stdout.decode("utf-8", "replace"),
+                                       stderr.decode("utf-8", "replace") + crash)
+
+
+class InProcessCLI:
+    """Runs ``palui ARGS`` in this process with this test's PALUI_HOME; the call's signature and result
+    are those of the real-process ``CLI`` of ``tests/conftest.py`` (``timeout`` is accepted and not
+    enforced: a command here cannot be killed, and every test waits on events)."""
+
+    def __init__(self, home: Path):
+        self.home = home
+
+    def __call__(self, *args: str, env: dict | None = None, input: str | None = None,
+                 timeout: float = 120) -> subprocess.CompletedProcess:
+        e = {k: v for k, v in os.environ.items() if not k.startswith("PALUI_")}
+        e["PALUI_HOME"] = str(self.home)
+        e.update(env or {})
+        return run(args, env=e, input=input)
+
+    def json(self, *args: str, **kw):
+        import json
+
+        r = self(*args, **kw)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+
+def palui(home: Path, *args: str, env: Mapping[str, str] | None = None, input: str | None = None,
+          cwd: str | Path | None = None, process: bool = False, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``palui ARGS`` with PALUI_HOME=home, no other PALUI_* variable of this process and ``env`` added: in this
+    process, or with ``process=True`` as ``python -m palui`` in a child (``timeout`` seconds at most)."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith("PALUI_")}
+    e["PALUI_HOME"] = str(home)
+    e.update(env or {})
+    if process:
+        return subprocess.run([sys.executable, "-m", "palui", *args], capture_output=True, text=True, env=e,
+                              input=input, cwd=cwd, timeout=timeout)
+    return run(args, env=e, input=input, cwd=cwd)
