@@ -153,7 +153,7 @@ class GatewayCall:
             call["reason"] = d.reason
         else:
             asked = Decision(d.verdict, f"{d.reason}; asked by the gateway client {self._scope.name}", d.source)
-            self._gate.ask(t, call, row, asked)
+            await self._gate.ask(t, call, row, asked)
             st.save(db, t)
         aid = call["approval"]
         deadline = time.monotonic() + self._wait
