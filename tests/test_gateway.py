@@ -149,6 +149,15 @@ def test_a_session_is_governed_like_a_tainted_chat_turn(gw):
     outcomes = [(r[0], r[3]) for r in rows]
     assert ("mcp-notes__lookup", "ok") in outcomes and ("mcp-notes__save", "approved; ok") in outcomes
     assert ("mcp-notes__wipe", "denied") in outcomes
+    # the sessions' turns and approvals show on the person's surfaces like any other
+    assert srv.get("/api/status") and srv.get("/api/approvals", all=1)
+    conversations = srv.get("/api/conversations")
+    gateway = [c for c in conversations if c.get("channel") == "gateway"]
+    assert gateway, conversations
+    with httpx.Client(base_url=srv.url, timeout=20, cookies={"palui_session": session_value(srv.token)}) as page:
+        for path in ("/approvals", "/status", "/governance", "/audit?origin=gateway", f"/chat/{gateway[0]['id']}"):
+            r = page.get(path)
+            assert r.status_code == 200, (path, r.text[:300])
 
 
 def test_scopes_switches_list_changed_and_tokens(gw):
