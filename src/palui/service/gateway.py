@@ -27,6 +27,8 @@ from palui.runner import approvals as approvals_mod
 from palui.runner import state as st
 from palui.store import catalog
 from palui.store.db import Database
+from palui.text.display import shown
+from palui.text.escape import strip_hidden
 from palui.types import Origin, TurnStatus, Verdict
 
 if TYPE_CHECKING:
@@ -178,7 +180,8 @@ class GatewayPart:
         """The tools the session's client is offered now: MCP connectors' tools (the built-ins are not offered
         through the gateway), usable, switched on, not flagged, in its connectors, ``run`` or ``ask`` for origin
         ``gateway`` (spec §8.6; the tool budget does not apply). Each with its
-        model-visible name, pinned description and schema, and hints derived from its effective class."""
+        model-visible name, pinned description (hidden characters removed, as a model is sent it, spec §4.7)
+        and schema, and hints derived from its effective class."""
         s, connectors = self._session(session)
         snap = catalog.snapshot(self.db)
         mcp = {r["id"] for r in self.db.all("SELECT id FROM connectors WHERE kind = 'mcp'")}
@@ -191,7 +194,8 @@ class GatewayPart:
             if decide(row.tool_class, row.enabled, Origin.GATEWAY, bool(s["tainted"])).verdict not in (
                     Verdict.RUN, Verdict.ASK):
                 continue
-            out.append({"name": row.name, "description": row.description, "input_schema": row.input_schema,
+            out.append({"name": row.name, "description": strip_hidden(row.description),
+                        "input_schema": row.input_schema,
                         "read_only": row.tool_class.value == "read",
                         "destructive": row.tool_class.value == "destructive",
                         "open_world": row.reaches_outside, "class": row.tool_class.value})
@@ -200,8 +204,8 @@ class GatewayPart:
     async def gateway_call(self, session: str, tool: str, args: dict[str, Any],
                            progress: Progress | None = None) -> GatewayCallResult:
         """Decide and run one call of ``session`` (spec §8.6). Returns ``{"text","is_error"}``: the tool's
-        result, or an error result saying why it did not run (refused, denied with the person's reason,
-        ``approval pending: <id>`` after ``gateway.wait_seconds``)."""
+        result (hidden characters shown as escapes, spec §4.7), or an error result saying why it did not run
+        (refused, denied with the person's reason, ``approval pending: <id>`` after ``gateway.wait_seconds``)."""
         if not isinstance(args, dict):
             return {"text": "Error: arguments must be a JSON object", "is_error": True}
         # the runner's call collaborators import the model library (slow): only when a call is made
@@ -212,7 +216,8 @@ class GatewayPart:
         wait = float(deps.settings.get("gateway.wait_seconds"))
         r = await GatewayCall(deps, Scope(s["client"], connectors), s["turn_id"], wait, self._turns).call(
             tool, args, progress)
-        return {"text": r.text, "is_error": r.is_error}
+        # what the client's model reads: hidden characters shown as escapes, as on every surface (spec §4.7)
+        return {"text": shown(r.text), "is_error": r.is_error}
 
     def _session(self, session: str) -> tuple[Any, tuple[str, ...] | None]:
         """The session's row (with its turn's taint) and its client's connectors (None: every one)."""
