@@ -26,7 +26,7 @@ from palui.connectors.base import CallContext, ToolResult
 from palui.policy.matrix import decide
 from palui.runner import approvals, redecide
 from palui.runner import state as st
-from palui.runner.events import TurnEvents
+from palui.runner.events import Emit, TurnEvents
 from palui.runner.gate import ApprovalGate
 from palui.runner.offer import is_builtin, usable_tool
 from palui.runner.outside import RuleOfTwo
@@ -41,8 +41,9 @@ if TYPE_CHECKING:
 
 #: Why a gateway session's Rule of Two fails closed (spec §8.6): the taint source of its session too.
 UNKNOWN_CONTEXT = "the client's context is unknown"
-#: How often a waiting call looks at its approval, in seconds.
+#: How often a waiting call looks at its approval, and tells the client its progress, in seconds.
 POLL_SECONDS = 0.2
+PROGRESS_SECONDS = 1.0
 #: The audit outcome of a call refused by ``caps.gateway_calls_per_hour`` (not counted by the cap).
 OVER_CAP = "refused: over cap"
 #: Seconds a call may run at most (the connector's own limits apply first).
@@ -63,7 +64,7 @@ class _ClientRecords(CallRecords):
     """The call records of a gateway session: every audit row's reason names the client (spec §8.6: every
     call is audited in the chain with the client's name; the row's turn is the session's turn row)."""
 
-    def __init__(self, deps: RunnerDeps, client: str, emit: Any) -> None:
+    def __init__(self, deps: RunnerDeps, client: str, emit: Emit) -> None:
         super().__init__(deps.db, deps.settings, deps.job_connectors, emit)
         self._client = client
 
@@ -157,12 +158,14 @@ class GatewayCall:
             st.save(db, t)
         aid = call["approval"]
         deadline = time.monotonic() + self._wait
+        told = 0.0  # when the client was last told progress (monotonic seconds)
         while approvals.status(db, aid) == "pending" and time.monotonic() < deadline:
             if st.stop_requested(db, t.id):  # the emergency brake: the wait ends with the approval
                 redecide.cancel(db, aid, approvals.STOPPED)
                 break
-            if progress is not None:
-                left = max(0.0, deadline - time.monotonic())
+            if progress is not None and time.monotonic() - told >= PROGRESS_SECONDS:
+                told = time.monotonic()
+                left = max(0.0, deadline - told)
                 await progress(self._wait - left, self._wait, f"waiting for the person to answer approval {aid}")
             await asyncio.sleep(POLL_SECONDS)
         answer = self._gate.answer(t, call)
