@@ -190,6 +190,19 @@ def main() -> None:
             shot(page, "memories")
             page.goto(served.url + "/status")
             shot(page, "status")
+            page.goto(served.url + "/channels")
+            shot(page, "channels")
+            # /status (an audit hash, the notices) and /channels (the add forms) on a phone: they fit 390 px.
+            phone = launch_browser(p, tmp / "profile-phone-2", viewport={"width": 390, "height": 844},
+                                   device_scale_factor=2, is_mobile=True, has_touch=True)
+            try:
+                small = phone.new_page()
+                small.goto(f"{served.url}/login?token={served.token}")
+                for name in ("status", "channels"):
+                    small.goto(f"{served.url}/{name}")
+                    shot(small, f"{name}-phone")
+            finally:
+                phone.close()
         finally:
             ctx.close()
             served.stop()

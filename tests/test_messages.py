@@ -43,9 +43,9 @@ def test_configuration_types_are_named_in_words(home, toml, words):
 
 
 def test_every_kind_of_value_is_named_in_words():
-    from palui.config import _KIND_WORDS, _SCHEMA
+    from palui.config_schema import KIND_WORDS, SCHEMA
 
-    assert {kind for kind, _ in _SCHEMA.values()} <= set(_KIND_WORDS)
+    assert {kind for kind, _ in SCHEMA.values()} <= set(KIND_WORDS)
 
 
 def test_the_wrong_type_of_a_secret_list_does_not_echo_it(home):

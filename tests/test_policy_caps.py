@@ -43,6 +43,38 @@ def test_admit_table(tokens, job_tokens, runs, webhook_runs):
     assert got == expected(tokens, job_tokens, runs, webhook_runs)
 
 
+# A turn's estimated input (spec §6.5): too big for a whole cap, it never fits (refused at once, no pause);
+# too big only for what is left today, it waits like any turn over the cap.
+INPUTS = (0, 1, 9, 10, 11, 99, 100, 101)
+
+
+def expected_with_input(tokens: int, job_tokens: int | None, runs: int, size: int) -> CapVerdict:
+    if size > 100:
+        return CapVerdict(False, "daily token cap", never_fits=True)
+    if job_tokens is not None and size > 10:
+        return CapVerdict(False, "job token cap", never_fits=True)
+    if tokens >= 100 or tokens + size > 100:
+        return CapVerdict(False, "daily token cap")
+    if job_tokens is not None and (job_tokens >= 10 or job_tokens + size > 10):
+        return CapVerdict(False, "job token cap")
+    if runs >= 6:
+        return CapVerdict(False, "runs per hour cap")
+    return CapVerdict(True)
+
+
+@pytest.mark.parametrize("tokens,job_tokens,runs,size", list(itertools.product(TOKENS, JOB_TOKENS, (0, 6), INPUTS)))
+def test_admit_table_with_the_estimated_input(tokens, job_tokens, runs, size):
+    got = admit(LIMITS, runs_last_hour=runs, tokens_today=tokens, job_tokens_today=job_tokens, input_tokens=size)
+    assert got == expected_with_input(tokens, job_tokens, runs, size)
+
+
+def test_a_turn_too_big_for_the_whole_cap_never_fits_even_while_paused():
+    # Palui is paused by the daily cap (100 of 100 used): a turn that could never fit is still refused at once,
+    # not queued until tomorrow to be refused then.
+    got = admit(LIMITS, runs_last_hour=0, tokens_today=100, job_tokens_today=None, input_tokens=101)
+    assert got == CapVerdict(False, "daily token cap", never_fits=True)
+
+
 @pytest.mark.parametrize("runs,webhook_runs,verdict", [
     # A chat turn (no webhook counter) is admitted whatever the webhooks used, until the whole hour is full.
     (2, None, CapVerdict(True)),

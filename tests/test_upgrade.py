@@ -15,8 +15,9 @@ audit chain, old rows and new, verifies; what was stored is still listed.
 The fixture is portable (see the generator): the model is ``@upgrade``, whose base URL this test
 sets to a fake provider through ``PALUI_MODELS__UPGRADE__BASE_URL``; the MCP server is the bare
 command ``books-mcp`` in the home's ``bin/``, found on ``PATH``. Approvals, questions and the
-server's request state expire centuries after the fixture was made, so the test does not depend on
-the date it runs.
+server's request state were stored to expire centuries after the fixture was made; an expiry is now read
+as at most 30 days after its row was made, so each test moves the pending rows to a minute ago
+(:func:`old_home`) and does not depend on the date it runs.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import os
 import shutil
 import sqlite3
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -47,11 +49,43 @@ def migrations_applied(home: Path) -> set[int]:
         con.close()
 
 
-@pytest.fixture
-def old_home(home) -> Path:
-    """The fixture's home copied into this test's PALUI_HOME (the ``bin/`` server keeps its mode)."""
+#: The fixture's expiry settings (10,000,000,000 s) are past today's range (at most 30 days, spec §10.4): a
+#: person upgrading such a home is told to change them (test below), and these tests set the top of the range.
+IN_RANGE_EXPIRIES = "[approvals]\nchat_expiry_seconds = 2592000\njob_expiry_seconds = 2592000\n"
+
+
+def copy_fixture(home: Path) -> Path:
     shutil.copytree(FIXTURE / "home", home, dirs_exist_ok=True)
     return home
+
+
+@pytest.fixture
+def old_home(home) -> Path:
+    """The fixture's home copied into this test's PALUI_HOME (the ``bin/`` server keeps its mode), its expiry
+    settings brought into range, and its pending approval and question moved to a minute ago: a stored expiry
+    is read as at most 30 days after the row was made (spec §10.4), so the rows keep their stored expiries
+    but were made recently, and the test does not depend on the date it runs."""
+    copy_fixture(home)
+    toml = (home / "palui.toml").read_text()
+    head, _, tail = toml.partition("[approvals]")
+    (home / "palui.toml").write_text(head + IN_RANGE_EXPIRIES + tail.split("\n\n", 1)[1])
+    con = sqlite3.connect(home / "palui.db")
+    try:
+        with con:
+            made = time.time() - 60
+            for table in ("approvals", "elicitations"):
+                con.execute(f"UPDATE {table} SET expires_at = expires_at - created_at + ?, created_at = ?"
+                            " WHERE status = 'pending'", (made, made))
+    finally:
+        con.close()
+    return home
+
+
+def test_an_old_expiry_setting_past_the_range_is_refused_naming_the_key(home, cli):
+    copy_fixture(home)
+    r = cli("status")
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "key 'approvals.chat_expiry_seconds': must be greater than 0 and at most 2,592,000 seconds" in r.stderr
 
 
 @pytest.fixture

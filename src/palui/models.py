@@ -93,7 +93,9 @@ def resolve_model(spec: str | None, env: Mapping[str, str] | None = None,
         raise ModelConfigError(NO_MODEL_HELP)
     provider, _, rest = spec.partition(":")
     if not spec.startswith("@") and not rest:
-        raise ModelConfigError(f"model {providers.public_spec(spec)!r}: expected PROVIDER:MODEL "
+        from palui.text.display import named
+
+        raise ModelConfigError(f"model {named(providers.public_spec(spec))}: expected PROVIDER:MODEL "
                                "(openai:, anthropic:, ollama:, script:) or @NAME")
     if provider == "script":
         return _script_handle(spec, Path(rest).expanduser())
@@ -300,7 +302,8 @@ class Script:
     provider would (benchmarks and tests of a running turn; ``/stop`` cancels the wait).
     The text streams word by word; ``stream_delay_seconds`` (0-10, optional) waits that long
     before each word after the first, so a front end shows it arriving in pieces.
-    Running out of steps ends the turn with a message saying so.
+    Running out of steps ends the turn with a message saying so. The file must be a regular file of
+    at most 1 MB (:data:`palui.files.MAX_BYTES`): a device or a huge file is refused before it is read.
     """
 
     path: Path
@@ -309,16 +312,19 @@ class Script:
     @classmethod
     def load(cls, path: Path) -> Script:
         """Read and check a script. Raises ModelConfigError naming the file and the problem."""
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ModelConfigError(f"script {path}: file not found") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ModelConfigError(f"script {path}: not valid JSON: {e}") from None
+        from palui.files import Unreadable, read_text
+
+        file = str(path) if len(str(path)) <= 200 else f"{str(path)[:200]}… ({len(str(path)):,} characters)"
+        try:  # script:/dev/zero once grew to 12 GB
+            data = json.loads(read_text(path))
+        except Unreadable as e:
+            raise ModelConfigError(f"script {file}: {e}") from None
+        except (ValueError, RecursionError) as e:  # also arrays nested past the recursion limit
+            raise ModelConfigError(f"script {file}: not valid JSON: {str(e)[:200]}") from None
         if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
-            raise ModelConfigError(f"script {path}: expected an object with a \"steps\" list")
+            raise ModelConfigError(f"script {file}: expected an object with a \"steps\" list")
         for i, step in enumerate(data["steps"]):
-            where = f"script {path}: step {i + 1}"
+            where = f"script {file}: step {i + 1}"
             if not isinstance(step, dict) or not ("text" in step or "tool_calls" in step):
                 raise ModelConfigError(f"{where}: expected an object with \"text\" and/or \"tool_calls\"")
             if "text" in step and not isinstance(step["text"], str):

@@ -93,25 +93,27 @@ def route(spec: str, env: Mapping[str, str], tables: Mapping[str, ModelEntry]) -
         ModelConfigError: an unknown provider or ``@NAME``, a base URL that is not http(s),
             or a key that must be sent but is not in the environment.
     """
+    from palui.text.display import named  # a mistaken paste is echoed cut and escaped
+
     shown = public_spec(spec)
     if spec.startswith("@"):
         entry = tables.get(spec[1:])
         if entry is None:
             known = ", ".join(f"@{n}" for n in sorted(tables)) or "none is configured"
-            raise ModelConfigError(f"model {shown!r}: no [models.{spec[1:]}] table in the configuration "
+            raise ModelConfigError(f"model {named(shown)}: no [models.{spec[1:]}] table in the configuration "
                                    f"(palui.toml, or PALUI_MODELS__{spec[1:].upper()}__MODEL); named models: {known}")
         provider, _, name = entry.model.partition(":")
-        return _route(spec, f"model {shown!r} ([models.{entry.name}] in {entry.where})", provider, name,
+        return _route(spec, f"model {named(shown)} ([models.{entry.name}] in {entry.where})", provider, name,
                       entry.base_url, entry.api_key_env, env)
     provider, _, rest = spec.partition(":")
     if provider not in ("openai", "anthropic", "ollama"):
-        raise ModelConfigError(f"model {shown!r}: unknown provider {provider!r} "
+        raise ModelConfigError(f"model {named(shown)}: unknown provider {named(provider)} "
                                "(use openai:, anthropic:, ollama:, script: or @NAME)")
     name, at, url = rest.partition("@")
     if not name or (at and not url):
-        raise ModelConfigError(f"model {shown!r}: expected {provider}:MODEL or {provider}:MODEL@BASE_URL")
+        raise ModelConfigError(f"model {named(shown)}: expected {provider}:MODEL or {provider}:MODEL@BASE_URL")
     # A base URL in the model string gets no key: only a [models.NAME] table can name one.
-    return _route(spec, f"model {shown!r}", provider, name, url or None, None, env)
+    return _route(spec, f"model {named(shown)}", provider, name, url or None, None, env)
 
 
 def _route(spec: str, what: str, provider: str, name: str, base_url: str | None, key_env: str | None,

@@ -36,7 +36,7 @@ from palui.channels import views
 from palui.channels.outbox import TITLES, Outbox
 from palui.channels.platform import ChannelPlatform, Inbound, Job, Quoted, Retry
 from palui.channels.redaction import Redactor
-from palui.errors import ApprovalError, PaluiError
+from palui.errors import ApprovalError, PaluiError, UsageError
 from palui.text import commands
 from palui.text.display import shown
 from palui.text.status import status_lines
@@ -140,7 +140,11 @@ class Channel(Outbox):
         room = self.room_context.pop(inb.chat, None)
         if room:
             quoted = [*room, *quoted]
-        tid = self.svc.channel_message(self.name, inb.chat, words, [q.__dict__ for q in quoted])
+        try:
+            tid = self.svc.channel_message(self.name, inb.chat, words, [q.__dict__ for q in quoted])
+        except UsageError as e:  # too long (limits.message_chars): refused, nothing stored (spec §8.1)
+            self.reply(inb.chat, str(e))
+            return []
         return [lambda: self._launch(inb.chat, tid)]
 
     def reply_quote(self, chat: str, ref: str | None, text: str, *, by_palui: bool, by_person: bool,

@@ -32,6 +32,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from palui.channels import check_matrix_user
 from palui.channels.base import Channel, Inbound, Retry
 from palui.channels.matrix_client import NETWORK_ERRORS, NOT_SENT, Event, MatrixClient, Refused, Sync
 from palui.channels.platform import Backoff
@@ -67,8 +68,9 @@ def _unreachable(homeserver: str, e: BaseException, redact: Redactor) -> PaluiEr
 
 async def login(homeserver: str, user: str, password: str, redact: Redactor) -> dict[str, str]:
     """Log in once with a password: ``{"user_id","device_id","access_token"}``. Raises PaluiError
-    (wrong password, unreachable homeserver), without the password."""
-    client = MatrixClient(homeserver, user)
+    (wrong password, unreachable homeserver), without the password; UsageError for a user that is not
+    ``@local:server``, before any request."""
+    client = MatrixClient(homeserver, check_matrix_user(user))
     try:
         resp = await client.login(password, device_name="Palui")
     except NETWORK_ERRORS as e:
@@ -82,8 +84,9 @@ async def login(homeserver: str, user: str, password: str, redact: Redactor) -> 
 
 
 async def whoami(homeserver: str, user: str, token: str, redact: Redactor) -> dict[str, str]:
-    """Check an access token: ``{"user_id","device_id"}``. Raises PaluiError."""
-    client = MatrixClient(homeserver, user)
+    """Check an access token: ``{"user_id","device_id"}``. Raises PaluiError (UsageError for a user that is
+    not ``@local:server``, before any request)."""
+    client = MatrixClient(homeserver, check_matrix_user(user))
     client.use_token(token)
     try:
         resp = await client.whoami()

@@ -31,7 +31,7 @@ from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Message, M
 from telegram.error import BadRequest, Forbidden, InvalidToken, NetworkError, RetryAfter, TimedOut  # noqa: E402
 from telegram.request import HTTPXRequest  # noqa: E402
 
-from palui.channels import views  # noqa: E402
+from palui.channels import check_telegram_token, views  # noqa: E402
 from palui.channels.base import Channel, Inbound, Quoted  # noqa: E402
 from palui.channels.redaction import Redactor  # noqa: E402
 from palui.channels.telegram_poll import TOKEN_REJECTED, TelegramPoller, retry_after_seconds  # noqa: E402
@@ -57,7 +57,9 @@ def make_bot(token: str, api_base: str | None) -> Bot:
 
 async def check_token(token: str, api_base: str | None, redact: Redactor) -> dict[str, Any]:
     """``getMe`` with ``token``: ``{"id","username"}``. Raises PaluiError with a token-free message
-    (PTB's own ``InvalidToken`` text holds the token)."""
+    (PTB's own ``InvalidToken`` text holds the token); UsageError for a token of the wrong shape, before any
+    request."""
+    token = check_telegram_token(token)
     bot = make_bot(token, api_base)
     try:
         me = await bot.get_me()

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from palui.channels import check_matrix_user, check_telegram_token
 from palui.channels import check_url as _check_url
 from palui.channels import is_loopback_url as _loopback_url
 from palui.cli.common import emit_json, fail, group, service, table
@@ -32,10 +33,17 @@ channels_app = group("channels", "Chat channels: talk to Palui and answer approv
 
 
 def read_secret(what: str, variable: str, file: Path | None) -> str | None:
-    """A secret from ``file`` (``-``: standard input), else ``variable``, else a hidden prompt at a
-    terminal; None when none of them gives one."""
+    """A secret from ``file`` (``-``: standard input; a regular file of at most 64 KiB),
+    else ``variable``, else a hidden prompt at a terminal; None when none of them gives one. Raises
+    UsageError for a file that cannot be read."""
+    from palui.files import SECRET_MAX_BYTES, Unreadable, read_stream_text, read_text
+
     if file is not None:
-        text = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
+        try:
+            text = (read_stream_text(sys.stdin, SECRET_MAX_BYTES) if str(file) == "-"
+                    else read_text(file, SECRET_MAX_BYTES))
+        except Unreadable as e:
+            raise UsageError(f"{shown(str(file), one_line=True)}: {e}") from None
         return text.strip() or None
     if os.environ.get(variable):
         return os.environ[variable].strip()
@@ -71,6 +79,7 @@ def channels_add(kind: str, name: str | None, token_file: Path | None, password_
         if not token:
             fail("no bot token: give it with --token-file FILE or PALUI_TELEGRAM_TOKEN (never on the command line)", 2)
         assert token is not None
+        token = check_telegram_token(token)  # garbage never reaches the network
         redact.add(token)
         import asyncio  # where used: `palui --help` does not pay for it (docs/decisions/0085-a-light-cli-start.md)
 
@@ -91,6 +100,7 @@ def channels_add(kind: str, name: str | None, token_file: Path | None, password_
             fail("a Matrix channel needs --homeserver URL and --user @palui:example.org", 2)
         assert homeserver is not None and user is not None
         hs = _check_url(homeserver, "--homeserver")
+        user = check_matrix_user(user)  # before a password is asked for or the homeserver contacted
         if token_file is not None or os.environ.get("PALUI_MATRIX_TOKEN"):
             token = read_secret("Access token", "PALUI_MATRIX_TOKEN", token_file)
             assert token is not None

@@ -96,8 +96,9 @@ def connectors_import(file: str, enable_read: bool, as_json: bool) -> None:
         emit_json(results)
     else:
         for r in results:
-            click.echo(f"{r['name']}: {r['status']}" + (f" ({r['id']})" if r.get("id") else "")
-                       + (f": {r['message']}" if r.get("message") else ""))
+            # The name and message come from the file: escaped like every other surface (spec §4.7).
+            click.echo(f"{shown(r['name'], one_line=True)}: {r['status']}" + (f" ({r['id']})" if r.get("id") else "")
+                       + (f": {shown(r['message'])}" if r.get("message") else ""))
     if any(r["status"] == "error" for r in results):
         raise click.exceptions.Exit(1)
 

@@ -25,9 +25,11 @@ def policy_snapshot() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the mismatches as JSON.")
 def policy_check(file: Path, as_json: bool) -> None:
     """Check every row of FILE against the live configuration; print each mismatch with the current reason (exit 1)."""
+    from palui.files import POLICY_MAX_BYTES, Unreadable, read_text
+
     try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+        text = read_text(file, POLICY_MAX_BYTES)
+    except Unreadable as e:
         fail(f"cannot read {file}: {e}")
     found = service().policy_check(text)
     if as_json:

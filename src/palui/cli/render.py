@@ -9,7 +9,7 @@ that did not run is its outcome.
 
 from __future__ import annotations
 
-import json
+import re
 from datetime import tzinfo
 from typing import TYPE_CHECKING, Any
 
@@ -31,8 +31,27 @@ def short(value: Any, n: int = 160) -> str:
     whitespace collapsed; cut with "…" (before escaping, so an escape is never cut in half) at a
     space where one is near, so a hint's key or command is never cut in half
     (docs/decisions/0122-messages-reworded.md)."""
-    s = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return shown(cut_words(s, n), one_line=True, note=False) + (NOTE if hidden_in(value) else "")
+    note = NOTE if hidden_in(value) else ""
+    if isinstance(value, str):
+        return shown(cut_words(value, n), one_line=True, note=False) + note
+    # A structured value in the escapes of shown_json, as the approval prompt shows it: JSON's own
+    # escapes (ESC as \u001b, then its backslash doubled) would be a second form of the same character
+    # on the same screen (spec §4.7). Cut after escaping, so a cut escape is dropped whole.
+    return _whole_escapes(cut_words(shown_json(value, note=False), n)) + note
+
+
+_CUT_ESCAPE = re.compile(r"(\\+)([uU][0-9a-f]*)?(…?)$")
+
+
+def _whole_escapes(s: str) -> str:
+    """``s`` (escaped text, maybe cut with "…") without an escape cut in half at its end."""
+    m = _CUT_ESCAPE.search(s)
+    if not m or not m.group(3) or len(m.group(1)) % 2 == 0:
+        return s  # not cut, or every backslash there is a doubled literal one
+    code = m.group(2) or ""
+    if (code[:1] == "u" and len(code) == 5) or (code[:1] == "U" and len(code) == 9):
+        return s
+    return s[: m.start(1) + len(m.group(1)) - 1] + "…"
 
 
 def cut_words(s: str, n: int) -> str:

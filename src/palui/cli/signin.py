@@ -87,10 +87,12 @@ def client_option(client_id: str | None, secret_file: Path | None, auth: str) ->
     if auth not in ("basic", "post"):
         raise UsageError("--client-auth is basic or post")
     if secret_file is not None:
+        from palui.files import SECRET_MAX_BYTES, Unreadable, read_text
+
         try:
-            secret = secret_file.read_text(encoding="utf-8").strip()
-        except OSError as e:
-            raise UsageError(f"--client-secret-file: cannot read {secret_file}: {e.strerror}") from None
+            secret = read_text(secret_file, SECRET_MAX_BYTES).strip()  # /dev/zero is endless
+        except Unreadable as e:
+            raise UsageError(f"--client-secret-file: cannot read {secret_file}: {e}") from None
     elif sys.stdin.isatty():
         secret = getpass.getpass(f"Client secret of {client_id} (empty for a public client): ").strip()
     else:

@@ -55,8 +55,9 @@ def connector_id(name: str, taken: Collection[str]) -> str:
 
 
 def short_hash(connector: str, raw_tool: str) -> str:
-    """A stable short hash of (connector id, raw tool name)."""
-    return hashlib.sha256(f"{connector}\x00{raw_tool}".encode()).hexdigest()[:_HASH_LEN]
+    """A stable short hash of (connector id, raw tool name). Any string hashes, a lone surrogate too
+    (``surrogatepass``): naming never fails on a name, whatever it holds."""
+    return hashlib.sha256(f"{connector}\x00{raw_tool}".encode("utf-8", "surrogatepass")).hexdigest()[:_HASH_LEN]
 
 
 def visible_name(connector: str, raw_tool: str, taken: Collection[str]) -> str:

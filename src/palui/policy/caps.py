@@ -29,28 +29,48 @@ class CapLimits:
 @dataclass(frozen=True)
 class CapVerdict:
     """``ok`` to start; otherwise ``cap`` names the cap hit: ``daily token cap``, ``job token cap``,
-    ``runs per hour cap``, ``webhook runs per hour cap``."""
+    ``runs per hour cap``, ``webhook runs per hour cap``. ``never_fits``: the turn's estimated input
+    alone is more than that whole token cap, so it could never start; it is refused before its first
+    step, without waiting and without pausing Palui (spec §6.5)."""
 
     ok: bool
     cap: str | None = None
+    never_fits: bool = False
+
+
+def too_big(limits: CapLimits, input_tokens: int, job: bool) -> str | None:
+    """The token cap ``input_tokens`` (a turn's estimated input) exceeds on its own, whatever was used
+    today: ``daily token cap``, ``job token cap`` (``job``: the turn is a scheduled job's), or None."""
+    if input_tokens > limits.daily_tokens:
+        return DAILY_TOKENS
+    if job and limits.job_daily_tokens is not None and input_tokens > limits.job_daily_tokens:
+        return JOB_TOKENS
+    return None
 
 
 def admit(limits: CapLimits, *, runs_last_hour: int, tokens_today: int, job_tokens_today: int | None,
-          webhook_runs_last_hour: int | None = None) -> CapVerdict:
+          webhook_runs_last_hour: int | None = None, input_tokens: int = 0) -> CapVerdict:
     """May a new run start? Checked in the same transaction that records the run.
 
     ``job_tokens_today`` is None for turns that are not scheduled jobs; ``webhook_runs_last_hour``
-    (webhook turn starts in the sliding hour) is None for turns that are not webhook turns. The
-    caps are checked in this order, the first one hit names the verdict: daily tokens, the job's
-    tokens, runs per hour (all origins), then the webhook share, so a webhook turn refused while
-    the whole hour is full is refused by the global cap (a global pause), not by its share.
+    (webhook turn starts in the sliding hour) is None for turns that are not webhook turns;
+    ``input_tokens`` is the turn's estimated input (spec §6.5). A turn too big for a whole token cap
+    (:func:`too_big`) gets a ``never_fits`` verdict first, whatever else holds. Then the caps are checked
+    in this order, the first one hit names the verdict: daily tokens (used up, or too little left for
+    this input), the job's tokens (the same), runs per hour (all origins), then the webhook share, so a
+    webhook turn refused while the whole hour is full is refused by the global cap (a global pause), not
+    by its share.
     """
-    if tokens_today >= limits.daily_tokens:
+    whole = too_big(limits, input_tokens, job_tokens_today is not None)
+    if whole is not None:
+        return CapVerdict(False, whole, never_fits=True)
+    if tokens_today >= limits.daily_tokens or tokens_today + input_tokens > limits.daily_tokens:
         return CapVerdict(False, DAILY_TOKENS)
     if (
         job_tokens_today is not None
         and limits.job_daily_tokens is not None
-        and job_tokens_today >= limits.job_daily_tokens
+        and (job_tokens_today >= limits.job_daily_tokens
+             or job_tokens_today + input_tokens > limits.job_daily_tokens)
     ):
         return CapVerdict(False, JOB_TOKENS)
     if runs_last_hour >= limits.runs_per_hour:

@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING, Any, cast
 from palui.connectors.registry import canonical_json
 from palui.errors import ApprovalError, NotFound, UsageError
 from palui.runner import elicitations as questions
+from palui.runner import expiry_bound
 from palui.runner.state import new_id
 from palui.store.db import Database
+from palui.text.display import named
 from palui.types import ApprovalStatus
 
 if TYPE_CHECKING:
@@ -88,7 +90,8 @@ def as_dict(r: sqlite3.Row) -> TurnApproval:
         "id": r["id"], "turn": r["turn_id"], "origin": r["origin"], "tool": r["tool"],
         "args": json.loads(r["args_json"]), "class": r["class"], "class_source": r["class_source"],
         "reason": r["reason"], "status": r["status"], "created_at": _iso(r["created_at"]),
-        "expires_at": _iso(r["expires_at"]), "untrusted_args": json.loads(r["untrusted_args"]),
+        "expires_at": expiry_bound.iso(r["created_at"], r["expires_at"]),
+        "untrusted_args": json.loads(r["untrusted_args"]),
         "tool_call_id": r["tool_call_id"], "args_hash": r["args_hash"], "used": bool(r["used"]),
         "answered_via": r["answered_via"], "cancel_reason": r["cancel_reason"],
         "answered_at": _iso(r["answered_at"]) if r["answered_at"] else None,
@@ -105,7 +108,7 @@ def _iso(t: float) -> str:
 def get(db: Database, aid: str) -> TurnApproval:
     r = db.one("SELECT * FROM approvals WHERE id = ?", (aid,))
     if r is None:
-        raise NotFound(f"unknown approval {aid!r} (see: palui approvals list)")
+        raise NotFound(f"unknown approval {named(aid)} (see: palui approvals list)")
     return as_dict(r)
 
 
@@ -123,6 +126,7 @@ def sweep(db: Database, now: float | None = None) -> int:
     now = time.time() if now is None else now
     questions.sweep(db, now)  # a server's question to the person waits where approvals wait (spec §7)
     with db.write() as c:
+        expiry_bound.clamp_pending(c, "approvals")  # a row an unbounded expiry setting made expires as it is shown
         return c.execute(
             "UPDATE approvals SET status='expired', answered_at=? WHERE status='pending' AND expires_at <= ?",
             (now, now),
@@ -147,7 +151,7 @@ def answer(db: Database, aid: str, approve: bool, via: str, now: float | None = 
     with db.write() as c:
         r = c.execute("SELECT * FROM approvals WHERE id = ?", (aid,)).fetchone()
         if r is None:
-            raise NotFound(f"unknown approval {aid!r} (see: palui approvals list)")
+            raise NotFound(f"unknown approval {named(aid)} (see: palui approvals list)")
         expired = r["status"] == "pending" and r["expires_at"] <= now
         why = refusal(r) if (approve and refusal is not None and r["status"] == "pending" and not expired) else None
         if expired:

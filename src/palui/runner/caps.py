@@ -49,11 +49,21 @@ def limits(settings: Settings) -> CapLimits:
                      webhook_runs_per_hour=int(settings.get("caps.webhook_runs_per_hour")))
 
 
+def input_tokens(c: sqlite3.Connection, input_chars: int, conversation_id: str, created_at: float) -> int:
+    """A turn's estimated input in tokens (spec §6.5): the characters of its message and of the history sent
+    with it (:func:`palui.runner.state.history_chars`), 4 characters a token, read on connection ``c``."""
+    from palui.runner.state import history_chars
+
+    return (input_chars + history_chars(c, conversation_id, created_at)) // 4
+
+
 def verdict_in_tx(c: sqlite3.Connection, turn_row: sqlite3.Row | Mapping[str, Any], now: float, settings: Settings,
                   job_cap: int | None = None) -> CapVerdict:
     """The caps verdict for starting ``turn_row`` (a mapping with ``origin`` and ``job_id``) now,
     from counters read on connection ``c`` (inside the admitting transaction, spec §6). A webhook
-    turn is also held to the webhook share: webhook runs in the sliding hour (spec §6.6)."""
+    turn is also held to the webhook share: webhook runs in the sliding hour (spec §6.6). A stored turn
+    (a row with ``input``, ``conversation_id`` and ``created_at``) is weighed with its estimated input
+    (:func:`input_tokens`); a mapping without them (a job's check before its turn exists) weighs nothing."""
     from dataclasses import replace
 
     from palui.policy.caps import admit
@@ -71,8 +81,32 @@ def verdict_in_tx(c: sqlite3.Connection, turn_row: sqlite3.Row | Mapping[str, An
     if turn_row["origin"] == "webhook":
         webhook_runs = c.execute("SELECT COUNT(*) FROM runs WHERE time > ? AND origin = 'webhook'",
                                  (now - 3600,)).fetchone()[0]
-    return admit(lim, runs_last_hour=runs, tokens_today=tokens, job_tokens_today=job_tokens,
-                 webhook_runs_last_hour=webhook_runs)
+    stored = "input" in turn_row.keys()
+    size = (input_tokens(c, len(turn_row["input"] or ""), turn_row["conversation_id"], turn_row["created_at"])
+            if stored else 0)
+    verdict = admit(lim, runs_last_hour=runs, tokens_today=tokens, job_tokens_today=job_tokens,
+                    webhook_runs_last_hour=webhook_runs, input_tokens=size)
+    if verdict.ok and stored and waiting_for_tokens(c, turn_row["created_at"]):
+        # First in, first out (spec §6.5): while an earlier turn waits for room under the daily cap, a later
+        # one that would fit does not pass it (nor end the pause it is told of).
+        from palui.policy.caps import DAILY_TOKENS, CapVerdict
+
+        return CapVerdict(False, DAILY_TOKENS)
+    return verdict
+
+
+def waiting_for_tokens(c: sqlite3.Connection, before: float | None = None) -> bool:
+    """Whether Palui is paused by the daily token cap with a turn waiting for room: a new turn queued (never
+    counted as a run) created before ``before`` (any, when None), read on connection ``c``."""
+    from palui.policy.caps import DAILY_TOKENS
+    from palui.runner.state import PAUSE_KEY
+
+    pause = c.execute("SELECT value FROM kv WHERE key = ?", (PAUSE_KEY,)).fetchone()
+    if pause is None or pause[0] != DAILY_TOKENS:
+        return False
+    return c.execute("SELECT 1 FROM turns t WHERE t.status = 'queued' AND t.created_at < ? AND NOT EXISTS"
+                     " (SELECT 1 FROM runs r WHERE r.turn_id = t.id) LIMIT 1",
+                     (float("inf") if before is None else before,)).fetchone() is not None
 
 
 def _tokens(c: sqlite3.Connection, today: str, job_id: str) -> int:
@@ -158,4 +192,31 @@ def inflight_cap(db: Database, settings: Settings, job_id: str | None, job_cap: 
         used = tokens_today(db, tz, job_id)
         if used >= cap:
             return f"job token cap reached ({used} tokens used today; the job's cap is {cap})"
+    return None
+
+
+def never_fits(db: Database, settings: Settings, input_chars: int, conversation_id: str, created_at: float,
+               job_id: str | None, job_cap: int | None) -> str | None:
+    """Why a turn can never run, or None: its estimated input (:func:`input_tokens`) is more than the whole
+    daily token cap, or than its job's whole cap (``job_cap``, else ``caps.job_daily_tokens``), whatever was
+    used today (spec §6.5). The runner checks it before a turn's first step."""
+    from dataclasses import replace
+
+    from palui.policy.caps import DAILY_TOKENS, JOB_TOKENS, too_big
+
+    with db.read() as c:
+        size = input_tokens(c, input_chars, conversation_id, created_at)
+    lim = limits(settings)
+    if job_cap is not None:
+        lim = replace(lim, job_daily_tokens=job_cap)
+    cap = too_big(lim, size, job_id is not None)
+    if cap == DAILY_TOKENS:
+        return (f"daily token cap: this turn's input is about {size:,} tokens (the message and the history sent "
+                f"with it, 4 characters a token), more than the whole cap of {lim.daily_tokens:,} tokens a day, "
+                "so it could never run; start a new conversation (/new), send a shorter message or raise "
+                "caps.daily_tokens")
+    if cap == JOB_TOKENS:
+        return (f"job token cap: this run's input is about {size:,} tokens (4 characters a token), more than "
+                f"the job's whole cap of {lim.job_daily_tokens:,} tokens a day, so it could never run; shorten "
+                "its prompt or raise its --token-cap")
     return None

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from palui.connectors.base import Question, Reply
 from palui.errors import ApprovalError, NotFound, UsageError
+from palui.runner import expiry_bound
 from palui.runner.state import OWNER, new_id, owner_alive
 from palui.store.db import Database
 from palui.text.elicitation import fields, url_host
@@ -79,7 +80,8 @@ def as_dict(r: Any) -> TurnElicitation:
         "url": r["url"], "url_host": url_host(r["url"]), "elicitation_ref": r["server_ref"], "origin": r["origin"],
         "status": r["status"], "action": ACTION_OF.get(r["status"]), "reason": r["reason"],
         "answered_via": r["answered_via"], "sent": bool(r["sent"]), "created_at": _iso(r["created_at"]),
-        "expires_at": _iso(r["expires_at"]), "answered_at": _iso(r["answered_at"]),
+        "expires_at": expiry_bound.iso(r["created_at"], r["expires_at"]) if r["expires_at"] else None,
+        "answered_at": _iso(r["answered_at"]),
     }
 
 
@@ -128,6 +130,7 @@ def sweep(db: Database, now: float | None = None) -> int:
     Returns how many questions changed."""
     now = time.time() if now is None else now
     with db.write() as c:
+        expiry_bound.clamp_pending(c, "elicitations")  # as shown: at most 30 days after it was asked
         n = c.execute("UPDATE elicitations SET status='expired', answered_at=? WHERE status='pending'"
                       " AND expires_at <= ?", (now, now)).rowcount
         for r in c.execute("SELECT id, owner FROM elicitations WHERE status='pending' AND era='in_call'").fetchall():

@@ -245,7 +245,9 @@ def claim_new(db: Database, turn_id: str,
     transaction, so exactly one claim starts each pause. The webhook share (spec §6.6) is not
     a global pause: a webhook turn over it stays queued and only the webhook hold is recorded (one
     notice per hold, cleared when a webhook turn is admitted again); chat and job turns are
-    admitted as before. Returns a :class:`Claim`.
+    admitted as before. A turn whose estimated input is more than a whole token cap (``never_fits``) is
+    claimed without counting a run or touching the pause, and refused by the runner before its first
+    step (spec §6.5). Returns a :class:`Claim`.
     """
     now = time.time() if now is None else now
     with db.write() as c:
@@ -256,8 +258,10 @@ def claim_new(db: Database, turn_id: str,
         if ahead is not None:
             return Claim(False, behind=ahead["id"])
         counted = c.execute("SELECT 1 FROM runs WHERE turn_id = ?", (turn_id,)).fetchone() is not None
-        if not counted:
-            verdict = limits_for(c, row, now)
+        verdict = limits_for(c, row, now) if not counted else None
+        if verdict is not None and verdict.never_fits:
+            pass  # claimed, not a run, the pause untouched: the runner refuses it before its first step (spec §6.5)
+        elif verdict is not None:
             if not verdict.ok:
                 # Only a global cap pauses Palui; a job over its own cap is that job's matter, and
                 # the webhook share holds webhook turns only.
@@ -341,9 +345,11 @@ def stop_requested(db: Database, turn_id: str) -> bool:
 
 
 HISTORY_CACHE = 512  # earlier turns whose decoded messages one process keeps (per database)
+HISTORY_MAX_CHARS = 120_000  # stored message characters of earlier turns sent with a turn (spec §9.4)
 
 
-def history(db: Database, conversation_id: str, before: float, max_chars: int = 120_000) -> list[ModelMessage]:
+def history(db: Database, conversation_id: str, before: float,
+            max_chars: int = HISTORY_MAX_CHARS) -> list[ModelMessage]:
     """Model messages of the conversation's earlier turns, oldest first, trimmed to ``max_chars``.
 
     Whole turns are dropped from the oldest end (spec §9); taint is kept on the
@@ -379,6 +385,21 @@ def history(db: Database, conversation_id: str, before: float, max_chars: int = 
     for ch in reversed(chunks):
         out.extend(ch)
     return out
+
+
+def history_chars(c: sqlite3.Connection, conversation_id: str, before: float,
+                  max_chars: int = HISTORY_MAX_CHARS) -> int:
+    """How many stored characters :func:`history` sends with a turn of the conversation created at
+    ``before``: the same trimming (newest first, whole turns, the newest one always), read from the stored
+    lengths on connection ``c`` without decoding anything (the caps' estimate of a turn's input)."""
+    total, taken = 0, False
+    rows = c.execute("SELECT COALESCE(length(messages_json), 0) FROM turns WHERE conversation_id = ?"
+                     " AND created_at < ? ORDER BY created_at DESC", (conversation_id, before))
+    for (size,) in rows:
+        if total + size > max_chars and taken:
+            break
+        total, taken = total + size, True
+    return total
 
 
 class EarlierTurns:

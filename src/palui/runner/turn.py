@@ -203,6 +203,9 @@ class TurnRunner:
             if left <= 0:
                 return self._budget_end(t, f"time budget reached ({self.settings.get('budgets.seconds')} s)")
             tz = caps.zone(self.settings.get("caps.timezone"))
+            if t.steps == 0 and (whole := caps.never_fits(self.db, self.settings, len(t.input), t.conversation_id,
+                                                          t.created_at, t.job_id, self.deps.job_token_cap(t.job_id))):
+                return self._budget_end(t, whole)  # refused before its first step, Palui not paused (spec §6.5)
             cap = caps.inflight_cap(self.db, self.settings, t.job_id, self.deps.job_token_cap(t.job_id))
             if cap:
                 return self._budget_end(t, cap)

@@ -7,8 +7,9 @@ every string a length, so nothing unbounded reaches the service; the OpenAPI doc
 (:mod:`palui.server.openapi`) is generated from these same models, and a refusal names the field
 (:func:`palui.server.api.validation_answer`). The web page's forms use them too (:mod:`palui.web.forms`).
 
-Bounds: a message at most :data:`MESSAGE_CHARS` characters (the ``limits.message_chars`` setting's default,
-spec §8.1); ids and names at most :data:`ID_CHARS`; a denial's reason at most 1,000 characters (spec §5.5).
+Bounds: a message at most :data:`MESSAGE_CHARS` characters (the top of the ``limits.message_chars`` setting's
+range: the service refuses one longer than the setting, saying its length and the limit, spec §8.1); ids and
+names at most :data:`ID_CHARS`; a denial's reason at most 1,000 characters (spec §5.5).
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-#: The longest message a route takes, in characters. The ``limits.message_chars`` setting (default
-#: 100,000) replaces this constant where it is read, once that setting exists.
-MESSAGE_CHARS = 100_000
+from palui.config_schema import RANGES
+
+#: The longest message a route's schema takes, in characters: the top of ``limits.message_chars``'s range. The
+#: setting itself (default 100,000) is checked by the service's one door for starting a turn.
+MESSAGE_CHARS = RANGES["limits.message_chars"][0]
 #: The longest id or name a route takes in a query or body (a turn, a conversation, a connector, a channel).
 ID_CHARS = 200
 #: The longest model string (``provider:name`` or ``script:PATH``).

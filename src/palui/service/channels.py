@@ -33,6 +33,7 @@ from palui.service.clock import Clock
 from palui.service.notifier import Notifier
 from palui.store import outbox
 from palui.store.db import Database
+from palui.text.display import named
 
 if TYPE_CHECKING:
     import sqlite3
@@ -104,7 +105,7 @@ class ChannelsPart:
     def _row(self, name: str) -> sqlite3.Row:
         r = self.db.one("SELECT * FROM channels WHERE name = ?", (name,))
         if r is None:
-            raise NotFound(f"unknown channel {name!r} (see: palui channels list)")
+            raise NotFound(f"unknown channel {named(name)} (see: palui channels list)")
         return r
 
     def channel(self, name: str) -> ChatChannel:

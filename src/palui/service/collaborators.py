@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from palui.config import Settings, load_settings
 from palui.connectors.base import ConnectorEnv
 from palui.connectors.hub import ConnectorHub
+from palui.home import prepare_data_dir
 from palui.runner import redecide
 from palui.service.clock import Clock
 from palui.service.notifier import Notifier
@@ -72,7 +73,7 @@ class Collaborators:
         """Load the settings (``None``: from the environment), make the data directory, open the
         database (migrating it) and build the rest. Raises ConfigError (Palui refuses to start)."""
         settings = settings or load_settings()
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        prepare_data_dir(settings.data_dir, settings.db_path.name)  # one clear line for a file or /proc/1
         db = Database(settings.db_path)
         clock = Clock(settings)
         notifier = Notifier(db, settings, clock)

@@ -10,6 +10,7 @@ from palui.service.status import StatusPart
 from palui.service.turns import TurnsPart
 from palui.store import ids
 from palui.store.db import Database
+from palui.text.display import named
 
 if TYPE_CHECKING:
     from palui.results import Conversation, ConversationSummary, Elicitation, TurnApproval, TurnDetail
@@ -37,7 +38,7 @@ class ConversationsPart:
         r = self.turns_part.turn_result(turn_id)
         row = self.db.one("SELECT input, created_at FROM turns WHERE id = ?", (turn_id,))
         if row is None:
-            raise NotFound(f"unknown turn {turn_id!r}")
+            raise NotFound(f"unknown turn {named(turn_id)}")
         states: dict[str, TurnApproval] = {}
         for e in r["events"]:
             if e["type"] == "approval":
@@ -84,7 +85,7 @@ class ConversationsPart:
         cid = ids.resolve(self.db, cid)
         c = self.db.one("SELECT * FROM conversations WHERE id = ?", (cid,))
         if c is None:
-            raise NotFound(f"unknown conversation {cid!r}")
+            raise NotFound(f"unknown conversation {named(cid)}")
         turns = [
             self.turn_detail(r["id"])
             for r in self.db.all("SELECT id FROM turns WHERE conversation_id = ? ORDER BY created_at", (cid,))

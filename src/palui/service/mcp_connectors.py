@@ -42,6 +42,7 @@ from palui.service.clock import Clock
 from palui.service.notifier import Notifier
 from palui.service.tools import ToolsPart
 from palui.store.db import Database
+from palui.text.display import named
 from palui.types import SIGN_IN_AGAIN, OAuthClient, SignIn
 
 if TYPE_CHECKING:
@@ -128,7 +129,7 @@ class MCPPart:
         """The stored row of the MCP connector ``cid``. Raises NotFound, UsageError (a built-in connector)."""
         row = self.db.one("SELECT * FROM connectors WHERE id = ?", (cid,))
         if row is None:
-            raise NotFound(f"unknown connector {cid!r} (see: palui connectors list)")
+            raise NotFound(f"unknown connector {named(cid)} (see: palui connectors list)")
         if row["kind"] != "mcp":
             raise UsageError(f"{cid} is a built-in connector, not an MCP server")
         return dict(row)

@@ -45,15 +45,17 @@ class MCPImportPart:
 
         Raises UsageError (unreadable file, bad JSON, bad entry, missing variable).
         """
+        from palui.files import Unreadable, read_text
+
         p = Path(path)
         try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise UsageError(f"{p}: no such file") from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise UsageError(f"{p}: cannot be read: {e}") from None
-        except ValueError as e:
-            raise UsageError(f"{p}: not valid JSON: {e}") from None
+            text = read_text(p)  # a regular file of at most 1 MB: /dev/zero is endless
+        except Unreadable as e:
+            raise UsageError(f"{p}: no such file" if str(e) == "file not found" else f"{p}: {e}") from None
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError) as e:
+            raise UsageError(f"{p}: not valid JSON: {str(e)[:200]}") from None
         servers = parse_mcp_servers(data, os.environ if environ is None else environ, source=str(p))
         # Relative paths in the file mean: relative to the file (it may be read from anywhere).
         base = os.path.abspath(p.parent)

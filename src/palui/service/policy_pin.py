@@ -20,6 +20,7 @@ from typing import Any
 
 from palui.config import Settings
 from palui.errors import NotFound, UsageError
+from palui.files import POLICY_MAX_BYTES, Unreadable, read_text
 from palui.policy import pinned
 from palui.policy.matrix import decide
 from palui.service.notifier import Notifier
@@ -103,8 +104,8 @@ class PolicyPinPart:
         if path is None:
             return []
         try:
-            found = self.policy_check(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, UsageError) as e:
+            found = self.policy_check(read_text(path, POLICY_MAX_BYTES))
+        except (Unreadable, UsageError) as e:
             self.notifier("notice", f"The policy file {path} (policy.check_file) could not be read: {e}. Nothing was "
                                   "checked at this start.")
             return [{"kind": "bad", "line": 0, "message": str(e)}]

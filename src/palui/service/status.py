@@ -99,6 +99,9 @@ class StatusPart:
         tz = self.clock.timezone()
         if caps.tokens_today(self.db, tz) >= int(self.settings.get("caps.daily_tokens")):
             return {"paused": True, "paused_reason": "daily token cap", "paused_until": caps.next_day(tz)}
+        with self.db.read() as c:  # a turn waits for more room than is left today (spec §6.5)
+            if caps.waiting_for_tokens(c):
+                return {"paused": True, "paused_reason": "daily token cap", "paused_until": caps.next_day(tz)}
         runs = caps.runs_last_hour(self.db)
         if runs >= int(self.settings.get("caps.runs_per_hour")):
             return {

@@ -22,6 +22,7 @@ from palui.policy.matrix import decide
 from palui.store import tools as tools_store
 from palui.store.db import Database
 from palui.store.tools import ToolRow
+from palui.text.display import named
 from palui.text.review import review_changes, review_fingerprint
 from palui.types import Origin, ToolClass, Verdict
 
@@ -73,7 +74,7 @@ class ToolsPart:
     def require_connector(self, cid: str) -> None:
         """Raises NotFound unless ``cid`` is a stored connector."""
         if not self.db.one("SELECT 1 FROM connectors WHERE id = ?", (cid,)):
-            raise NotFound(f"unknown connector {cid!r} (see: palui connectors list)")
+            raise NotFound(f"unknown connector {named(cid)} (see: palui connectors list)")
 
     def tools(self, connector: str | None = None) -> list[ToolRow]:
         """Stored tools still listed by their connector, with effective classes."""
@@ -85,7 +86,7 @@ class ToolsPart:
         """One tool by its model-visible name. Raises NotFound."""
         row = tools_store.get_tool(self.db, name)
         if row is None:
-            raise NotFound(f"unknown tool {name!r} (see: palui tools list)")
+            raise NotFound(f"unknown tool {named(name)} (see: palui tools list)")
         return row
 
     def register_tools(self, connector_id: str, specs: list[ToolSpec], *, name: str | None = None,

@@ -9,6 +9,7 @@ from palui.errors import NotFound
 from palui.runner import approvals, elicitations
 from palui.runner import state as st
 from palui.store.db import Database
+from palui.text.display import named
 from palui.types import TurnStatus
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ def turn_result(db: Database, turn_id: str, events: list[TurnEvent] | None = Non
     t = db.one("SELECT id, conversation_id, origin, status, answer, steps, seconds, input_tokens, output_tokens,"
                " tainted, taint_source, error, budget_hit FROM turns WHERE id = ?", (turn_id,))
     if t is None:
-        raise NotFound(f"unknown turn {turn_id!r}")
+        raise NotFound(f"unknown turn {named(turn_id)}")
     if events is None:
         events = [json.loads(e[0]) for e in db.all("SELECT event FROM turn_events WHERE turn_id = ? ORDER BY seq",
                                                    (turn_id,))]

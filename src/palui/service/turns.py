@@ -36,6 +36,7 @@ from palui.service.status import StatusPart
 from palui.service.turn_tasks import EventSink, TurnTasks
 from palui.store import ids
 from palui.store.db import Database
+from palui.text.display import named
 from palui.types import Origin, TurnStatus
 
 if TYPE_CHECKING:
@@ -108,7 +109,7 @@ class TurnsPart:
         if channel is None and origin is not Origin.CHAT:
             channel = origin.value
         if channel is not None and not CHANNEL.match(channel):
-            raise UsageError(f"unknown channel {channel!r}")
+            raise UsageError(f"unknown channel {named(channel)}")
         cid = st.new_id("c")
         with self.db.write() as c:
             c.execute(
@@ -157,16 +158,23 @@ class TurnsPart:
         a webhook turn starts tainted by its payload. When the conversation has a live turn,
         the new one waits behind it (:meth:`turn_result` says ``queued_behind``). Without a
         ``conversation`` a new one is started on ``channel`` (:meth:`new_conversation`).
-        Raises UsageError (empty message, bad channel), NotFound (unknown conversation).
+        A chat message longer than ``limits.message_chars`` is refused here, before anything is stored, so
+        every front end and channel refuses it alike (spec §8.1); a job's prompt is bounded when the job is
+        added, a webhook's payload by its body limit.
+        Raises UsageError (empty or too long message, bad channel), NotFound (unknown conversation).
         """
         if not isinstance(text, str) or not text.strip():
             raise UsageError("a turn needs a non-empty message")
+        limit = int(self.settings.get("limits.message_chars"))
+        if origin is Origin.CHAT and len(text) > limit:
+            raise UsageError(f"the message is too long: {len(text):,} characters, at most {limit:,} "
+                             "(limits.message_chars); nothing was stored")
         if conversation is None:
             conversation = self.new_conversation(origin, channel)
         conversation = ids.resolve(self.db, conversation)  # a unique prefix is enough
         conv = self.db.one("SELECT * FROM conversations WHERE id = ?", (conversation,))
         if conv is None:
-            raise NotFound(f"unknown conversation {conversation!r}")
+            raise NotFound(f"unknown conversation {named(conversation)}")
         model = model or self.settings.model
         tid = st.new_id("t")
         now = self.clock.now()
@@ -222,7 +230,7 @@ class TurnsPart:
         pause state changes in that transaction too (the person is told once per pause).
         Raises NotFound."""
         if self.db.one("SELECT 1 FROM turns WHERE id = ?", (turn_id,)) is None:
-            raise NotFound(f"unknown turn {turn_id!r}")
+            raise NotFound(f"unknown turn {named(turn_id)}")
         if TurnStatus.QUEUED in from_status:
             got = st.claim_new(self.db, turn_id, self.caps_verdict)
             if got.paused_now:
@@ -385,7 +393,7 @@ class TurnsPart:
         else:
             raise UsageError("stop needs a conversation or a turn")
         if turn and not rows:
-            raise NotFound(f"unknown turn {turn!r}")
+            raise NotFound(f"unknown turn {named(turn)}")
         return stopping.stop_rows(self.db, rows, self.tool_or_none)
 
     def tool_or_none(self, name: str) -> ToolRow | None:

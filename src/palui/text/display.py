@@ -37,6 +37,15 @@ def shown(text: str | None, *, one_line: bool = False, note: bool = True) -> str
     return out + NOTE if note and has_hidden(text) else out
 
 
+def named(value: str, limit: int = 80) -> str:
+    """A name the person gave, as a message echoes it: quoted, escaped on one line (spec §4.7), and cut to
+    ``limit`` characters with its length when longer (``'aaaa…' (100,000 characters)``), so a mistaken
+    paste is not printed back whole."""
+    if len(value) <= limit:
+        return f"'{escape(value, one_line=True)}'"
+    return f"'{escape(value[:limit], one_line=True)}…' ({len(value):,} characters)"
+
+
 def _json_string(s: str, one_line: bool) -> str:
     body = escape(s, one_line=one_line).replace('"', '\\"')
     return f'"{body}"'

@@ -10,7 +10,9 @@ The rendering, in :func:`escape` and :func:`segments`:
 
 - a hidden code point ``c`` becomes ``\\uXXXX`` (4 lower-case hex digits) when ``c <= U+FFFF``,
   else ``\\UXXXXXXXX`` (8 digits): U+202E is ``\\u202e``, U+E0020 is ``\\U000e0020``;
-- a literal backslash becomes ``\\\\``, so plain text cannot imitate an escape;
+- a literal backslash becomes ``\\\\``, so plain text cannot imitate an escape, and a literal ``␠`` (U+2420,
+  the first character of a run's marker) becomes ``\\u2420``, so plain text cannot imitate a run either:
+  the escaped view reads back as exactly one text;
 - line feed and tab stay as they are in multi-line views; in one-line views they become ``\\n``
   and ``\\t``. Carriage return, like every other control, is always ``\\u000d``;
 - a run of 8 or more space separators (General_Category Zs: space, no-break space, the en/em/thin
@@ -84,6 +86,7 @@ def _hidden_pattern(extra_bmp: str = "") -> str:
 
 
 _LAYOUT_CLASS = "\\n\\t"  # line feed and tab, escaped in one-line views only
+_MARKER_CLASS = "\\u2420"  # ␠, which starts a run's marker ␠×N: escaped in every view
 _LAYOUT = {"\n": "\\n", "\t": "\\t"}
 _RUN = f"[{_SPACE_SEPARATORS}]{{{MIN_SPACE_RUN},}}"
 _WS = re.compile(r"\s+")
@@ -106,12 +109,13 @@ def _compile() -> dict[str, re.Pattern[str]]:
     bmp_hidden = _class([(a, min(b, 0xFFFF)) for a, b in HIDDEN_RANGES if a <= 0xFFFF])
     # Most text has nothing to render: one scan for a character that could start a match (a single
     # character class scans fast), and a substring search for a run of plain spaces.
-    trigger = f"\\\\{_SPACE_SEPARATORS.replace(' ', '')}{bmp_hidden}\\U00010000-\\U0010ffff"
+    trigger = f"\\\\{_SPACE_SEPARATORS.replace(' ', '')}{bmp_hidden}{_MARKER_CLASS}\\U00010000-\\U0010ffff"
     return {
         "hidden": re.compile(_hidden_pattern()),
-        "render_multi": re.compile(f"(?P<backslash>\\\\+)|(?P<space_run>{_RUN})|(?P<escape>{_hidden_pattern()})"),
+        "render_multi": re.compile(
+            f"(?P<backslash>\\\\+)|(?P<space_run>{_RUN})|(?P<escape>{_hidden_pattern(_MARKER_CLASS)})"),
         "render_one_line": re.compile(
-            f"(?P<backslash>\\\\+)|(?P<space_run>{_RUN})|(?P<escape>{_hidden_pattern(_LAYOUT_CLASS)})"),
+            f"(?P<backslash>\\\\+)|(?P<space_run>{_RUN})|(?P<escape>{_hidden_pattern(_LAYOUT_CLASS + _MARKER_CLASS)})"),
         "trigger_multi": re.compile(f"[{trigger}]"),
         "trigger_one_line": re.compile(f"[{trigger}{_LAYOUT_CLASS}]"),
         "maybe_hidden": re.compile(f"[{bmp_hidden}\\U00010000-\\U0010ffff]"),

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from palui.errors import NotFound, UsageError
 from palui.runner.state import new_id
 from palui.store.db import Database
+from palui.text.display import named
 
 if TYPE_CHECKING:
     from palui.results import JobsPause
@@ -233,7 +234,7 @@ def get(db: Database, name: str) -> Job:
     """The job named ``name`` (its id is accepted too). Raises NotFound."""
     r = db.one("SELECT * FROM jobs WHERE name = ? OR id = ? ORDER BY name = ? DESC LIMIT 1", (name, name, name))
     if r is None:
-        raise NotFound(f"unknown job {name!r} (see: palui jobs list)")
+        raise NotFound(f"unknown job {named(name)} (see: palui jobs list)")
     return Job.from_row(r)
 
 

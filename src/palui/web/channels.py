@@ -24,8 +24,8 @@ async def channels_page(request: Request) -> Response:
 @action
 async def add_channel(request: Request, form: dict[str, str]) -> Response:
     """``POST /channels/add`` ``kind, name?, token`` (Telegram) or ``homeserver, user, password|token`` (Matrix)."""
+    from palui.channels import check_matrix_user, check_telegram_token, is_loopback_url
     from palui.channels import check_url as _check_url
-    from palui.channels import is_loopback_url
     from palui.channels.redaction import Redactor
 
     svc = svc_of(request)
@@ -37,6 +37,7 @@ async def add_channel(request: Request, form: dict[str, str]) -> Response:
         token = form.get("token", "").strip()
         if not token:
             raise UsageError("paste the bot token from @BotFather")
+        token = check_telegram_token(token)  # garbage never reaches the network
         api_base = form.get("api_base", "").strip() or None  # a local test Bot API only, as `--api-base`
         if api_base and not is_loopback_url(_check_url(api_base, "the Bot API base")):
             raise UsageError("a Bot API base other than Telegram's must be on loopback (tests)")
@@ -48,7 +49,7 @@ async def add_channel(request: Request, form: dict[str, str]) -> Response:
         from palui.channels.matrix import login, whoami
 
         hs = _check_url(form.get("homeserver", "").strip(), "the homeserver")
-        user = form.get("user", "").strip()
+        user = check_matrix_user(form.get("user", ""))
         if form.get("token", "").strip():
             token = form["token"].strip()
             redact.add(token)

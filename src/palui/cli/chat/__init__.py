@@ -21,6 +21,7 @@ import click
 from palui.cli.common import app, fail, service
 from palui.cli.turns import check_model
 from palui.errors import NO_MODEL_HELP, NotFound, PaluiError, UsageError
+from palui.text.display import named
 
 if TYPE_CHECKING:
     from palui.cli.chat.door import ChatDoor
@@ -44,7 +45,7 @@ def _conversation(svc: ServiceDoor, conversation: str | None, resume: bool) -> t
             found = svc.conversation(conversation)  # a unique prefix of the id is enough
             return found["id"], found
         except NotFound:
-            fail(f"unknown conversation {conversation!r} (see: palui conversations list)")
+            fail(f"unknown conversation {named(conversation)} (see: palui conversations list)")
     return None, None
 
 

@@ -164,7 +164,8 @@ class TerminalScreen(Screen):
         super().__init__()
         from prompt_toolkit import PromptSession
 
-        self.session: PromptSession[str] = PromptSession(erase_when_done=True, refresh_interval=0.25)
+        self.session: PromptSession[str] = PromptSession(erase_when_done=True, refresh_interval=0.25,
+                                                         key_bindings=_typed_bindings())
         self.partial = ""  # the streamed line not yet finished
         self._patch: AbstractContextManager[None] | None = None
 
@@ -192,9 +193,9 @@ class TerminalScreen(Screen):
         return "\n".join([*top, self.prompt])
 
     def line(self, text: str) -> None:
-        if self.partial:
-            print(self.partial)
-            self.partial = ""
+        # The streamed line being written stays in the live area under this line and goes on there: a
+        # note printed meanwhile (``/quit``, ``/status``, an echoed line) never cuts the answer in two.
+        # The view ends the stream itself before the turn's own lines (calls, approvals).
         print(text)
         self._redraw()
 
@@ -212,7 +213,9 @@ class TerminalScreen(Screen):
         self._redraw()
 
     def echo(self, text: str) -> None:
-        self.line(f"{PROMPT}{text}")
+        from palui.text.display import shown
+
+        self.line(f"{PROMPT}{shown(text, one_line=True)}")  # what was typed may hold hidden characters
 
     def set_prompt(self, text: str) -> None:
         super().set_prompt(text)
@@ -233,6 +236,29 @@ class TerminalScreen(Screen):
                 put(Typed(None))
                 return
             put(Typed(text, self.asking))
+
+
+def _typed_bindings() -> Any:
+    """Key bindings that keep whatever is typed (spec §8.2: any byte sequence is accepted).
+
+    prompt_toolkit's input parser reads ``ESC [ digits ; … m`` (a colour code typed or pasted without
+    bracketed paste, e.g. ``\x1b[31m``) as a mouse report, and its mouse handler then fails on it and
+    the rest of the line is lost. The chat never turns mouse reporting on, so such a "report" is always
+    typed text: it is inserted as it came (the ESC with it; what the chat later shows of it is escaped).
+    Other unknown sequences are left to prompt_toolkit, which drops the ESC and keeps the rest as text.
+    These bindings come after the defaults, so they win.
+    """
+    from prompt_toolkit.key_binding import KeyBindings
+    from prompt_toolkit.key_binding.key_processor import KeyPressEvent
+    from prompt_toolkit.keys import Keys
+
+    bindings = KeyBindings()
+
+    @bindings.add(Keys.Vt100MouseEvent, eager=True)
+    def _typed_not_a_mouse(event: KeyPressEvent) -> None:
+        event.current_buffer.insert_text(event.data)
+
+    return bindings
 
 
 def make_screen() -> Screen:

@@ -158,8 +158,23 @@
 
   // The nav's Approvals count: +1 when an approval event streams in, -1 when one is answered here.
   function pendingBadge(delta) {
+    const badge = document.getElementById("pending-count");
+    setBadge((badge ? parseInt(badge.textContent, 10) || 0 : 0) + delta);
+  }
+
+  // The nav's Approvals count as the service has it: after a command (/stop cancels the turn's approvals,
+  // /approve and /deny answer one), which may change more than one.
+  async function syncBadge() {
+    try {
+      const r = await fetch("/api/status", { credentials: "same-origin" });
+      if (!r.ok) return;
+      const st = await r.json();
+      setBadge((st.pending_approvals || 0) + (st.pending_elicitations || 0));
+    } catch (e) { /* the count stays until the next page */ }
+  }
+
+  function setBadge(n) {
     let badge = document.getElementById("pending-count");
-    const n = (badge ? parseInt(badge.textContent, 10) || 0 : 0) + delta;
     if (n <= 0) { if (badge) badge.remove(); return; }
     if (!badge) {
       const link = document.querySelector('header.top nav a[href="/approvals"]');
@@ -360,6 +375,7 @@
     if (j.redirect) { location.href = j.redirect; return; }
     systemNote(j.text);
     if (j.turn) { const t = document.getElementById(j.turn); if (t) await refreshTurn(j.turn, t); }
+    await syncBadge();
   }
 
   async function sendMessage(form) {
@@ -560,6 +576,34 @@
     });
   }
 
+  // "Add an MCP server" is sent from the page, so a failed add leaves what was typed in the form (secrets
+  // too, never stored anywhere by the page): the server's answer is the sheet (added: go there) or this
+  // page again with the error, whose message replaces the old one here.
+  async function addServer(form) {
+    const button = form.querySelector("button[type=submit]");
+    if (button) button.disabled = true;
+    try {
+      const r = await fetch(form.action, { method: "POST", body: new URLSearchParams(new FormData(form)),
+                                           credentials: "same-origin" });
+      const back = new URL(form.querySelector('input[name="back"]').value, location.href).pathname;
+      if (new URL(r.url).pathname !== back) { location.href = r.url; return; }
+      const doc = new DOMParser().parseFromString(await r.text(), "text/html");
+      showFlash(doc.querySelector(".flash") || el("div", "flash error", r.status + " " + r.statusText));
+    } catch (e) {
+      showFlash(el("div", "flash error", "Palui could not be reached: " + e));
+    } finally {
+      if (button) button.disabled = false;
+    }
+  }
+
+  // A page's message where the server puts it (above main), replacing the one shown.
+  function showFlash(flash) {
+    flash.setAttribute("role", "alert");
+    document.querySelectorAll("body > .flash").forEach((f) => f.remove());
+    document.querySelector("main").before(flash);
+    flash.scrollIntoView({ block: "nearest" });
+  }
+
   function transportFields(form) {
     const chosen = form.querySelector('input[name="transport"]:checked');
     form.querySelectorAll("[data-transport]").forEach((l) => { l.hidden = !chosen || l.dataset.transport !== chosen.value; });
@@ -574,6 +618,7 @@
       runCommand(form.querySelector('input[name="message"]').value);
       return;
     }
+    if (form.id === "add-server") { ev.preventDefault(); addServer(form); return; }
     if (form.classList.contains("answer")) { ev.preventDefault(); answerApproval(form); return; }
     if (form.classList.contains("question-form")) { ev.preventDefault(); answerQuestion(form, ev.submitter); }
   });
