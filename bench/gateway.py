@@ -2,9 +2,11 @@
 
 One upstream MCP server (``tests/support/mcp_hostile.py`` over streamable HTTP, a read tool that echoes
 its arguments) is reached two ways from the same process, with the same SDK ``Client`` (the
-initialize-handshake era both ways), alternating call by call so machine load hits both alike:
+client library both ways), alternating call by call so machine load hits both alike:
 
-- **direct**: the SDK client connected to the upstream server;
+- **direct**: the SDK client connected to the upstream server in ``mode="auto"``, the protocol era Palui's
+  own MCP client negotiates with it (2026-07-28 for this server), and, for reading only, in the
+  initialize-handshake era the gateway speaks;
 - **gateway**: the SDK client connected to ``/mcp`` of a real ``palui serve`` (a subprocess) with a
   gateway client's token; Palui holds the upstream server as a connector (its read tool switched on) and
   decides, runs and audits each call (origin ``gateway``, a tainted session: a read runs).
@@ -31,6 +33,9 @@ from common import ROOT, fresh_home, pct, report
 
 HOSTILE = ROOT / "tests" / "support" / "mcp_hostile.py"
 TOOL = "lookup"
+DIRECT = "direct (SDK client, mode auto)"  # the era Palui's own MCP client speaks to the upstream server
+HANDSHAKE = "direct (SDK client, handshake era)"
+GATEWAY = "gateway (SDK client → /mcp → upstream)"
 
 
 def cpu_seconds(pid: int) -> float:
@@ -76,7 +81,7 @@ def _info(home: Path) -> dict | None:
 
 
 async def main(calls: int, warmup: int) -> None:
-    home = fresh_home(CAPS__RUNS_PER_HOUR="1000000")
+    home = fresh_home()
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
@@ -92,30 +97,33 @@ async def main(calls: int, warmup: int) -> None:
     await svc.close()
     serve, url = start_service(home)
     try:
-        async with httpx2.AsyncClient(timeout=httpx2.Timeout(30.0, read=None)) as plain, \
-                httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
-                                   timeout=httpx2.Timeout(30.0, read=None)) as authed:
-            async with Client(streamable_http_client(upstream_url, http_client=plain), mode="legacy") as direct, \
+        timeout = httpx2.Timeout(30.0, read=None)
+        async with httpx2.AsyncClient(timeout=timeout) as plain, httpx2.AsyncClient(timeout=timeout) as plain2, \
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=timeout) as authed:
+            async with Client(streamable_http_client(upstream_url, http_client=plain), mode="auto") as direct, \
+                    Client(streamable_http_client(upstream_url, http_client=plain2), mode="legacy") as handshake, \
                     Client(streamable_http_client(f"{url}/mcp", http_client=authed), mode="legacy") as gateway:
                 for i in range(warmup):
                     await direct.call_tool(TOOL, {"q": f"w{i}"})
+                    await handshake.call_tool(TOOL, {"q": f"w{i}"})
                     r = await gateway.call_tool(tool, {"q": f"w{i}"})
                     if r.is_error:
                         raise SystemExit(f"the gateway refused the read: {r.content}")
-                rows: dict[str, list[float]] = {"direct (SDK client → upstream)": [],
-                                                "gateway (SDK client → /mcp → upstream)": []}
+                rows: dict[str, list[float]] = {DIRECT: [], HANDSHAKE: [], GATEWAY: []}
                 cpu = 0.0
                 for i in range(calls):
                     t0 = time.perf_counter()
                     await direct.call_tool(TOOL, {"q": f"c{i}"})
-                    rows["direct (SDK client → upstream)"].append((time.perf_counter() - t0) * 1000)
+                    rows[DIRECT].append((time.perf_counter() - t0) * 1000)
+                    t0 = time.perf_counter()
+                    await handshake.call_tool(TOOL, {"q": f"c{i}"})
+                    rows[HANDSHAKE].append((time.perf_counter() - t0) * 1000)
                     c0, t0 = cpu_seconds(serve.pid), time.perf_counter()
                     await gateway.call_tool(tool, {"q": f"c{i}"})
-                    rows["gateway (SDK client → /mcp → upstream)"].append((time.perf_counter() - t0) * 1000)
+                    rows[GATEWAY].append((time.perf_counter() - t0) * 1000)
                     cpu += cpu_seconds(serve.pid) - c0
-        report("A governed read through the gateway vs the same read direct", "ms", rows,
-               "direct (SDK client → upstream)")
-        g, d = rows["gateway (SDK client → /mcp → upstream)"], rows["direct (SDK client → upstream)"]
+        report("A governed read through the gateway vs the same read direct", "ms", rows, DIRECT)
+        g, d = rows[GATEWAY], rows[DIRECT]
         print(f"  gateway p50 / direct p50: {pct(g, 50) / pct(d, 50):.2f}x (the bar: at most 1.3x)")
         print(f"  palui serve CPU per gateway call: {cpu / calls * 1000:.2f} ms")
     finally:

@@ -51,7 +51,7 @@ palui() { "$PYTHON" -m palui "$@"; }
 
 palui connectors add everything --enable-read -- "$everything" >&2
 token="$(palui gateway clients add conformance --json | "$PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["token"])')"
-palui serve --port "$svc_port" > "$home/serve.log" 2>&1 &
+"$PYTHON" -m palui serve --port "$svc_port" > "$home/serve.log" 2>&1 &
 serve_pid=$!
 PALUI_GATEWAY_TOKEN="$token" "$PYTHON" "$repo/scripts/gateway_conformance_proxy.py" "$proxy_port" \
     "http://127.0.0.1:$svc_port" > "$home/proxy.log" 2>&1 &
