@@ -82,55 +82,64 @@ def _info(home: Path) -> dict | None:
 
 async def main(calls: int, warmup: int) -> None:
     home = fresh_home()
-    import httpx2
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
-
     from palui.service import Service
     from palui.text.mcp_config import ServerConfig
 
     upstream, upstream_url = start_upstream(home)
-    svc = Service()
-    added = await svc.mcp_add_async("bench", ServerConfig("http", url=upstream_url), enable_read=True)
-    tool = f"{added['id']}__{TOOL}"
-    token = svc.gateway_client_add("bench")["token"]
-    await svc.close()
-    serve, url = start_service(home)
+    serve: subprocess.Popen[bytes] | None = None
     try:
-        timeout = httpx2.Timeout(30.0, read=None)
-        async with httpx2.AsyncClient(timeout=timeout) as plain, httpx2.AsyncClient(timeout=timeout) as plain2, \
-                httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=timeout) as authed:
-            async with Client(streamable_http_client(upstream_url, http_client=plain), mode="auto") as direct, \
-                    Client(streamable_http_client(upstream_url, http_client=plain2), mode="legacy") as handshake, \
-                    Client(streamable_http_client(f"{url}/mcp", http_client=authed), mode="legacy") as gateway:
-                for i in range(warmup):
-                    await direct.call_tool(TOOL, {"q": f"w{i}"})
-                    await handshake.call_tool(TOOL, {"q": f"w{i}"})
-                    r = await gateway.call_tool(tool, {"q": f"w{i}"})
-                    if r.is_error:
-                        raise SystemExit(f"the gateway refused the read: {r.content}")
-                rows: dict[str, list[float]] = {DIRECT: [], HANDSHAKE: [], GATEWAY: []}
-                cpu = 0.0
-                for i in range(calls):
-                    t0 = time.perf_counter()
-                    await direct.call_tool(TOOL, {"q": f"c{i}"})
-                    rows[DIRECT].append((time.perf_counter() - t0) * 1000)
-                    t0 = time.perf_counter()
-                    await handshake.call_tool(TOOL, {"q": f"c{i}"})
-                    rows[HANDSHAKE].append((time.perf_counter() - t0) * 1000)
-                    c0, t0 = cpu_seconds(serve.pid), time.perf_counter()
-                    await gateway.call_tool(tool, {"q": f"c{i}"})
-                    rows[GATEWAY].append((time.perf_counter() - t0) * 1000)
-                    cpu += cpu_seconds(serve.pid) - c0
+        svc = Service()
+        added = await svc.mcp_add_async("bench", ServerConfig("http", url=upstream_url), enable_read=True)
+        tool = f"{added['id']}__{TOOL}"
+        token = svc.gateway_client_add("bench")["token"]
+        await svc.close()
+        serve, url = start_service(home)
+        rows, cpu = await measure(url, upstream_url, token, tool, serve.pid, calls, warmup)
         report("A governed read through the gateway vs the same read direct", "ms", rows, DIRECT)
-        g, d = rows[GATEWAY], rows[DIRECT]
-        print(f"  gateway p50 / direct p50: {pct(g, 50) / pct(d, 50):.2f}x (the bar: at most 1.3x)")
+        print(f"  gateway p50 / direct p50: {pct(rows[GATEWAY], 50) / pct(rows[DIRECT], 50):.2f}x "
+              "(the bar: at most 1.3x)")
         print(f"  palui serve CPU per gateway call: {cpu / calls * 1000:.2f} ms")
-    finally:
-        serve.terminate()
-        upstream.terminate()
-        serve.wait(20)
-        upstream.wait(20)
+    finally:  # every process this bench started ends with it, whatever failed
+        for proc in (serve, upstream):
+            if proc is not None:
+                proc.terminate()
+                proc.wait(20)
+
+
+async def measure(url: str, upstream_url: str, token: str, tool: str, pid: int, calls: int,
+                  warmup: int) -> tuple[dict[str, list[float]], float]:
+    """The three clients' wall times per call (ms), alternating, and the service's CPU seconds over the
+    gateway calls."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    timeout = httpx2.Timeout(30.0, read=None)
+    async with httpx2.AsyncClient(timeout=timeout) as plain, httpx2.AsyncClient(timeout=timeout) as plain2, \
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=timeout) as authed:
+        async with Client(streamable_http_client(upstream_url, http_client=plain), mode="auto") as direct, \
+                Client(streamable_http_client(upstream_url, http_client=plain2), mode="legacy") as handshake, \
+                Client(streamable_http_client(f"{url}/mcp", http_client=authed), mode="legacy") as gateway:
+            for i in range(warmup):
+                await direct.call_tool(TOOL, {"q": f"w{i}"})
+                await handshake.call_tool(TOOL, {"q": f"w{i}"})
+                r = await gateway.call_tool(tool, {"q": f"w{i}"})
+                if r.is_error:
+                    raise SystemExit(f"the gateway refused the read: {r.content}")
+            rows: dict[str, list[float]] = {DIRECT: [], HANDSHAKE: [], GATEWAY: []}
+            cpu = 0.0
+            for i in range(calls):
+                t0 = time.perf_counter()
+                await direct.call_tool(TOOL, {"q": f"c{i}"})
+                rows[DIRECT].append((time.perf_counter() - t0) * 1000)
+                t0 = time.perf_counter()
+                await handshake.call_tool(TOOL, {"q": f"c{i}"})
+                rows[HANDSHAKE].append((time.perf_counter() - t0) * 1000)
+                c0, t0 = cpu_seconds(pid), time.perf_counter()
+                await gateway.call_tool(tool, {"q": f"c{i}"})
+                rows[GATEWAY].append((time.perf_counter() - t0) * 1000)
+                cpu += cpu_seconds(pid) - c0
+    return rows, cpu
 
 
 if __name__ == "__main__":
