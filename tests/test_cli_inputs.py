@@ -105,4 +105,5 @@ def test_with_the_service_running_the_same_mistakes_give_the_same_exit_codes(hom
             r = cli(*args)
             assert r.returncode == code == 2, (args, r.returncode, r.stderr)
         r = cli("approvals", "approve", "../../turns/x/stop")  # one segment: no route, not POST /api/turns/x/stop
-        assert r.returncode == 1 and "Not Found" in r.stderr and "turn" not in r.stderr.lower(), r.stderr
+        # the id exactly as typed, looked up as an approval (spec §8.1)
+        assert r.returncode == 1 and r.stderr.startswith("palui: unknown approval '../../turns/x/stop'"), r.stderr

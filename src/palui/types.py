@@ -178,6 +178,7 @@ class OAuthClient:
     client_id: str
     client_secret: str | None = None
     auth_method: str = "client_secret_basic"
+    redirect_uri: str | None = None  # a loopback redirect URI the client fixes (None: any port will do)
 
 
 #: The attribute a turn's event sink carries when it shows text as it arrives (a bool, or a callable giving one).

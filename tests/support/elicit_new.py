@@ -26,6 +26,8 @@ Tools (all ``readOnlyHint: false``):
 - ``ask_three()`` / ``ask_four()`` - three / four independent questions in one round (the client's
   limit is 3 per call).
 - ``two_step()`` - a name, then a confirmation that quotes it: two rounds.
+- ``sign_up()`` - a form that asks for a secret (``username``, ``password``); the result gives the
+  password's length and the start of its SHA-256, never the password.
 - ``nested_schema()`` - a hand-rolled ``InputRequiredResult`` whose requested schema is not flat
   (an object inside an object); a client must decline it.
 """
@@ -33,6 +35,7 @@ Tools (all ``readOnlyHint: false``):
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import socket
 from typing import Annotated, Any, Literal
@@ -77,6 +80,11 @@ class Confirm(BaseModel):
     ok: bool = Field(description="Is that right?")
 
 
+class SignUp(BaseModel):
+    username: str = Field(description="Your user name")
+    password: str = Field(description="Choose a password")
+
+
 def _outcome(result: ElicitationResult[Any]) -> str:
     if isinstance(result, AcceptedElicitation):
         data = result.data.model_dump(mode="json") if isinstance(result.data, BaseModel) else result.data
@@ -111,6 +119,10 @@ def ask_name() -> Elicit[Answer]:
     return Elicit("What name should the booking be under?", Answer)
 
 
+def ask_sign_up() -> Elicit[SignUp]:
+    return Elicit("Create your account", SignUp)
+
+
 def ask_confirm_name(name: Annotated[Answer, Resolve(ask_name)]) -> Elicit[Confirm]:
     return Elicit(f"Book under the name {name.value!r}?", Confirm)
 
@@ -122,6 +134,15 @@ def build_server(state_key: str | None = None, state_ttl: float = 600.0) -> MCPS
     security = (RequestStateSecurity(keys=[bytes.fromhex(state_key)], ttl=state_ttl) if state_key
                 else RequestStateSecurity.ephemeral(ttl=state_ttl))
     server = MCPServer(NAME, version="1.0", request_state_security=security)
+
+    @server.tool(annotations=WRITE)
+    def sign_up(account: Annotated[ElicitationResult[SignUp], Resolve(ask_sign_up)]) -> str:
+        """Create an account; asks for a user name and a password (the result never carries the password)."""
+        if isinstance(account, AcceptedElicitation):
+            pw = account.data.password
+            return (f"sign_up: accept {account.data.username}, a password of {len(pw)} characters, sha256 "
+                    f"{hashlib.sha256(pw.encode()).hexdigest()[:12]}")
+        return f"sign_up: {account.action}"
 
     @server.tool(annotations=WRITE)
     def book_table(date: str, booking: Annotated[ElicitationResult[Booking], Resolve(ask_booking)]) -> str:

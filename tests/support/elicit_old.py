@@ -24,11 +24,14 @@ Tools (all ``readOnlyHint: false``):
   object), sent raw past the SDK's schema rendering: a client must decline it.
 - ``slow_question(seconds)`` - asks, then waits ``seconds`` before answering (a call that stays
   open after the answer).
+- ``sign_up()`` - a form that asks for a secret (``username``, ``password``, which MCP forbids); the
+  result says the password's length and the start of its SHA-256, never the password.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import socket
 import uuid
@@ -54,6 +57,20 @@ class Booking(BaseModel):
 
 class Answer(BaseModel):
     value: str = Field(description="Your answer")
+
+
+class SignUp(BaseModel):
+    username: str = Field(description="Your user name")
+    password: str = Field(description="Choose a password")
+
+
+def signed_up(result: AcceptedElicitation[Any] | DeclinedElicitation | CancelledElicitation) -> str:
+    """What ``sign_up`` answers: never the password, only its length and the start of its SHA-256."""
+    if isinstance(result, AcceptedElicitation):
+        pw = result.data.password
+        return (f"sign_up: accept {result.data.username}, a password of {len(pw)} characters, sha256 "
+                f"{hashlib.sha256(pw.encode()).hexdigest()[:12]}")
+    return f"sign_up: {result.action}"
 
 
 server = MCPServer("elicit-old", version="1.0")
@@ -109,6 +126,12 @@ async def slow_question(seconds: float, ctx: Context) -> str:
     result = await ctx.elicit("Continue?", Answer)
     await anyio.sleep(seconds)
     return f"slow_question: {_outcome(result)}"
+
+
+@server.tool(annotations=WRITE)
+async def sign_up(ctx: Context) -> str:
+    """Create an account; asks for a user name and a password (a secret: MCP forbids asking for it)."""
+    return signed_up(await ctx.elicit("Create your account", SignUp))
 
 
 # -- looking pre-2026: refuse server/discover in front of the SDK ------------------------------------------

@@ -125,6 +125,12 @@ class AuthServerOptions:
     """What the (automatic) person answers at /authorize: deny redirects with ``error=access_denied``."""
     pre_registered: tuple[PreRegisteredClient, ...] = ()
     admin_endpoints: bool = True
+    refresh_status: int | None = None
+    """Answer every refresh request with this HTTP status (e.g. 503, an outage) instead of tokens."""
+    token_delay: float = 0.0
+    """Seconds the token endpoint waits before it answers (two refreshes at once overlap)."""
+    iss_value: str | None = None
+    """The ``iss`` sent with the authorization response instead of the issuer (a mix-up attack)."""
 
 
 @dataclass
@@ -405,7 +411,7 @@ class AuthorizationServer:
             if state is not None:
                 params["state"] = state
             if o.iss_in_redirect:
-                params["iss"] = self.issuer
+                params["iss"] = o.iss_value or self.issuer
             sep = "&" if urlsplit(redirect_uri).query else "?"
             return RedirectResponse(f"{redirect_uri}{sep}{urlencode(params)}", status_code=302)
 
@@ -443,6 +449,13 @@ class AuthorizationServer:
         data = {k: str(v) for k, v in form.items()}
         grant_type = data.get("grant_type")
         client_id: str | None = None
+        o = self.options
+        if o.token_delay:
+            await asyncio.sleep(o.token_delay)
+        if grant_type == "refresh_token" and o.refresh_status is not None:
+            self._event(Event("token", False, None, grant_type, "temporarily_unavailable"))
+            return JSONResponse({"error": "temporarily_unavailable", "error_description": "try again later"},
+                                status_code=o.refresh_status)
         try:
             client = self._authenticate_client(request, data)
             client_id = client.client_id
@@ -772,10 +785,10 @@ class StepUpScopes:
 # --------------------------------------------------------------------------------------------------
 
 
-def _listen(port: int = 0) -> socket.socket:
+def _listen(port: int = 0, host: str = "127.0.0.1") -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
+    sock.bind((host, port))
     sock.listen(128)
     return sock
 
@@ -799,10 +812,13 @@ class ResourceServer:
     auth: AuthorizationServer
     port: int
     running: _Running | None = None
+    host: str = "127.0.0.1"
+    """Another loopback address (127.0.0.2) lets a test give the server another address class
+    (``PALUI_TEST_ADDRESS_CLASSES``) than its authorization server on 127.0.0.1."""
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     @property
     def mcp_url(self) -> str:
@@ -815,7 +831,7 @@ class ResourceServer:
     def app(self) -> ASGIApp:
         self.auth.resources.add(self.mcp_url)
         mcp = build_mcp_server(self.name, self.auth, self.mcp_url)
-        inner = mcp.streamable_http_app(host="127.0.0.1")
+        inner = mcp.streamable_http_app(host=self.host)
         return StepUpScopes(inner, IssuerTokenVerifier(self.auth), {"admin_echo": ADMIN_SCOPE}, self.metadata_url)
 
 
@@ -823,7 +839,8 @@ class OAuthTestServer:
     """An authorization server and ``resource_servers`` protected MCP servers, in a background thread."""
 
     def __init__(self, options: AuthServerOptions | None = None, *, resource_servers: int = 1,
-                 log_level: str = "warning") -> None:
+                 log_level: str = "warning", resource_host: str = "127.0.0.1") -> None:
+        self.resource_host = resource_host
         self.auth = AuthorizationServer(options)
         self._extra_auth: list[AuthorizationServer] = []
         self._n_resources = resource_servers
@@ -888,7 +905,7 @@ class OAuthTestServer:
         async def boot() -> None:
             await self._start_auth(self.auth)
             for i in range(self._n_resources):
-                rs = ResourceServer(name=f"oauth-test-{i}", auth=self.auth, port=0)
+                rs = ResourceServer(name=f"oauth-test-{i}", auth=self.auth, port=0, host=self.resource_host)
                 self.resource_servers.append(rs)
                 await self._start_resource(rs)
 
@@ -917,7 +934,7 @@ class OAuthTestServer:
         self._auth_running[id(auth)] = await self._serve(auth.app(), sock)
 
     async def _start_resource(self, rs: ResourceServer) -> None:
-        sock = _listen(rs.port)
+        sock = _listen(rs.port, rs.host)
         rs.port = int(sock.getsockname()[1])
         rs.running = await self._serve(rs.app(), sock)
 

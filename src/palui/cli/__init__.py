@@ -36,6 +36,8 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "elicitations": ("elicit",), "gateway": ("gateway",),
 }
 
+app.command_order = tuple(COMMANDS)  # ``palui --help`` lists them so, whatever ran before in this process
+
 
 def load_commands(argv: list[str] | None = None) -> list[str]:
     """Import the command modules ``argv`` (the arguments after ``palui``) needs; every one when

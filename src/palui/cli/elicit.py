@@ -8,6 +8,11 @@
 
 Every text of the server is shown through :mod:`palui.text.display` (escaped, marked as the
 server's words); URL mode shows the full URL and its host and never opens it.
+
+A field that asks for a secret (:mod:`palui.text.secret_fields`; asked only when the person allowed
+its connector to) is read with hidden input (no echo), on the terminal or, without one, from standard
+input, one line per secret field: never from the command line (``palui elicitations answer ID
+password=…`` is refused: the shell history and ``ps`` would show it).
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ import click
 from palui.cli.common import emit_json, fail, group, service, table
 from palui.errors import PaluiError, UsageError
 from palui.text.display import shown
-from palui.text.elicitation import field_line, fields, parse_pairs, parse_value, question_text
+from palui.text.elicitation import Field, field_line, fields, parse_pairs, parse_value, question_text
+from palui.text.secret_fields import secret_fields
 
 if TYPE_CHECKING:
     import asyncio
@@ -50,6 +56,21 @@ def _read(prompt: str) -> str | None:
     return None if line == "" else line.rstrip("\n")
 
 
+def read_hidden(f: Field) -> str | None:
+    """A secret field's value: typed without echo on the terminal, else the next line of standard input
+    (None at its end)."""
+    import getpass
+
+    if sys.stdin.isatty():
+        try:
+            return getpass.getpass(f"  {field_line(f)} (hidden: nothing shows as you type)\n  {f.name}> ",
+                                   stream=sys.stderr)
+        except (EOFError, OSError):
+            return None
+    line = sys.stdin.readline()
+    return None if line == "" else line.rstrip("\n")
+
+
 def ask_on_terminal(e: TurnElicitation) -> Answer:
     """Put question ``e`` (the ``Service.elicitation`` shape) to the person on this terminal.
     Returns ``(action, content)``; end of input is a decline."""
@@ -63,9 +84,10 @@ def ask_on_terminal(e: TurnElicitation) -> Answer:
     if word in ("c", "cancel"):
         return "cancel", None
     content: dict[str, Any] = {}
+    secret = secret_fields(e.get("schema"))
     for f in fields(e.get("schema")):
         while True:
-            line = _read(f"  {field_line(f)}\n  {f.name}>")
+            line = read_hidden(f) if f.name in secret else _read(f"  {field_line(f)}\n  {f.name}>")
             if line is None:
                 return "decline", None
             if not line.strip():
@@ -224,10 +246,25 @@ def elicitations_answer(elicitation_id: str, pairs: tuple[str, ...], decline: bo
     content = None
     if action == "accept":
         e = svc.elicitation(elicitation_id)
+        secret = secret_fields(e["schema"]) if e["mode"] == "form" else {}
+        named = sorted({p.partition("=")[0].strip() for p in pairs} & set(secret))
+        if named:
+            raise UsageError(f"{', '.join(named)} asks for a secret: it is never taken from the command line (the "
+                             f"shell history and ps would show it); leave it out and type it at the hidden prompt, "
+                             "or give it on standard input")
         try:
             content = parse_pairs(e["schema"], pairs or []) if e["mode"] == "form" else None
         except ValueError as err:
             raise UsageError(str(err)) from None
+        for f in [f for f in fields(e["schema"]) if f.name in secret]:
+            value = read_hidden(f)
+            if value is None:
+                raise UsageError(f"no value for {f.name}: the input ended")
+            if value.strip():
+                try:
+                    content = {**(content or {}), f.name: parse_value(f, value)}
+                except ValueError as err:
+                    raise UsageError(str(err)) from None
     printer = None if as_json else render.Printer(tz=svc.timezone())
     client = live_service(svc)
     if client:

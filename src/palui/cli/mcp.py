@@ -40,12 +40,13 @@ def _print_report(r: Mapping[str, Any]) -> None:
 @click.option("--client-id", help="OAuth: a client you registered yourself.")
 @click.option("--client-secret-file", type=click.Path(path_type=Path), help="OAuth: its secret file.")
 @click.option("--client-auth", default="basic", help="OAuth: how the client authenticates (basic|post).")
+@click.option("--redirect-uri", help="OAuth: the loopback redirect URI that client fixes (http://127.0.0.1:PORT/…).")
 @click.option("--no-browser", is_flag=True, help="OAuth: print the sign-in address, open no browser.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def connectors_add(name: str, command: tuple[str, ...], url: str | None, env: tuple[str, ...],
                    header: tuple[str, ...], cwd: str | None, enable_read: bool, timeout: float | None,
                    max_output: int | None, client_id: str | None, client_secret_file: Path | None, client_auth: str,
-                   no_browser: bool, as_json: bool) -> None:
+                   redirect_uri: str | None, no_browser: bool, as_json: bool) -> None:
     """Connect an MCP server, list its tools and store them (switched off). A remote server that wants
     OAuth is signed in to on the way (a browser, or the address printed and the redirect pasted)."""
     if bool(url) == bool(command):
@@ -54,7 +55,7 @@ def connectors_add(name: str, command: tuple[str, ...], url: str | None, env: tu
         raise UsageError("--env and --cwd are for stdio servers; an HTTP server takes --header")
     if command and header:
         raise UsageError("--header is for HTTP servers; a stdio server takes --env")
-    if command and (client_id or client_secret_file):
+    if command and (client_id or client_secret_file or redirect_uri):
         raise UsageError("--client-id is for remote (HTTP) servers that sign in with OAuth")
     from palui.text.mcp_config import ServerConfig, parse_pairs
 
@@ -70,7 +71,7 @@ def connectors_add(name: str, command: tuple[str, ...], url: str | None, env: tu
     if url:
         from palui.cli.signin import client_option, terminal_sign_in
 
-        client = client_option(client_id, client_secret_file, client_auth)
+        client = client_option(client_id, client_secret_file, client_auth, redirect_uri)
         sign_in = terminal_sign_in(no_browser)
     result = service().mcp_add(name, config, enable_read=enable_read, sign_in=sign_in, client=client)
     if as_json:

@@ -5,7 +5,7 @@ the authorization URL; a listener on 127.0.0.1 takes the redirect. On a machine 
 (or with ``--no-browser``), open the URL anywhere and paste the address the browser ended on: the
 first of the two that arrives is used (5 minutes at most). A client you registered yourself:
 ``--client-id ID``, its secret from a prompt (hidden) or ``--client-secret-file FILE``, never the
-command line.
+command line, and ``--redirect-uri`` when it fixes one (Palui then listens exactly there).
 """
 
 from __future__ import annotations
@@ -75,15 +75,27 @@ def terminal_sign_in(no_browser: bool = False) -> SignIn:
     return SignIn(show=show, paste=paste)
 
 
-def client_option(client_id: str | None, secret_file: Path | None, auth: str) -> OAuthClient | None:
+def client_option(client_id: str | None, secret_file: Path | None, auth: str,
+                  redirect_uri: str | None = None) -> OAuthClient | None:
     """The client the person registered themselves: the secret from ``secret_file`` or a hidden prompt
-    (empty: a public client), never from the command line."""
+    (empty: a public client), never from the command line; ``redirect_uri`` when the client fixes one
+    (a loopback ``http://127.0.0.1:PORT/PATH``: Palui listens exactly there)."""
     import getpass
+    from urllib.parse import urlsplit
 
     if not client_id:
-        if secret_file is not None:
-            raise UsageError("--client-secret-file goes with --client-id")
+        if secret_file is not None or redirect_uri is not None:
+            raise UsageError("--client-secret-file and --redirect-uri go with --client-id")
         return None
+    if redirect_uri is not None:
+        try:
+            parts = urlsplit(redirect_uri)
+            port = parts.port
+        except ValueError:
+            port = None
+            parts = urlsplit("")
+        if parts.scheme != "http" or parts.hostname not in ("127.0.0.1", "localhost") or not port or parts.query:
+            raise UsageError("--redirect-uri is a loopback address with a port: http://127.0.0.1:PORT/PATH")
     if auth not in ("basic", "post"):
         raise UsageError("--client-auth is basic or post")
     if secret_file is not None:
@@ -97,7 +109,8 @@ def client_option(client_id: str | None, secret_file: Path | None, auth: str) ->
         secret = getpass.getpass(f"Client secret of {client_id} (empty for a public client): ").strip()
     else:
         secret = ""
-    return OAuthClient(client_id=client_id, client_secret=secret or None, auth_method=f"client_secret_{auth}")
+    return OAuthClient(client_id=client_id, client_secret=secret or None, auth_method=f"client_secret_{auth}",
+                       redirect_uri=redirect_uri)
 
 
 @connectors_app.command("login")
@@ -105,15 +118,16 @@ def client_option(client_id: str | None, secret_file: Path | None, auth: str) ->
 @click.option("--client-id", help="A client you registered at the server yourself.")
 @click.option("--client-secret-file", type=click.Path(path_type=Path), help="Its secret, from this file.")
 @click.option("--client-auth", default="basic", help="How the client authenticates: basic or post.")
+@click.option("--redirect-uri", help="The loopback redirect URI that client fixes (http://127.0.0.1:PORT/…).")
 @click.option("--no-browser", is_flag=True, help="Print the address instead of opening a browser.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def connectors_login(cid: str, client_id: str | None, client_secret_file: Path | None, client_auth: str,
-                     no_browser: bool, as_json: bool) -> None:
+                     redirect_uri: str | None, no_browser: bool, as_json: bool) -> None:
     """Sign in to a remote MCP server (OAuth); its tools are offered again."""
     import asyncio
 
     svc = service()
-    client = client_option(client_id, client_secret_file, client_auth)
+    client = client_option(client_id, client_secret_file, client_auth, redirect_uri)
 
     async def go() -> dict:
         try:
@@ -138,3 +152,15 @@ def connectors_logout(cid: str, as_json: bool) -> None:
     if as_json:
         return emit_json(r)
     click.echo(f"{cid}: signed out (tokens deleted; revocation: {r['revocation']})")
+
+
+@connectors_app.command("allow-secret-questions")
+@click.argument("cid", metavar="ID")
+@click.option("--off", is_flag=True, help="Refuse them again (the default).")
+def connectors_allow_secret_questions(cid: str, off: bool) -> None:
+    """Let this MCP server's questions ask for a secret (a password, a token, a card number…): you answer them
+    with hidden input, never on a command line or in a chat, and Palui never stores the value. Without this,
+    such a question is refused and you are told (spec §7.8)."""
+    service().allow_secret_questions(cid, not off)
+    click.echo(f"{cid}: questions that ask for a secret are " + ("refused (the default)" if off else
+               "asked with hidden input (the value is never stored, logged or put in a conversation)"))

@@ -126,7 +126,8 @@ class Connector(TypedDict):
 
 class MCPConfig(ConnectorConfig):
     """One MCP connector's configuration (``palui connectors show``), with its states, whether it is
-    ``enabled``, its secrets file, and its stderr log (stdio servers only)."""
+    ``enabled``, its secrets file, whether its questions may ask for secrets (``secret_questions``,
+    spec §7.8), and its stderr log (stdio servers only)."""
 
     id: str
     name: str
@@ -135,6 +136,7 @@ class MCPConfig(ConnectorConfig):
     last_state: str
     enabled: bool
     secrets_file: str
+    secret_questions: bool
     stderr_log: str | None
 
 

@@ -14,7 +14,9 @@ Two eras (MCP 2026-07-28 "Multi round-trip requests" and the older server-to-cli
   the answer (``owner``). If that process ends first, the question is cancelled.
 
 An accepted form's content is kept (``content_json``) only until the reply is sent, then cleared:
-the audit keeps the action and the field names, never values.
+the audit keeps the action and the field names, never values. The answer to a secret question is not
+stored at all: the process that accepted it holds it in memory (:mod:`palui.runner.secret_answers`,
+``owner`` names that process) and sends it.
 """
 
 from __future__ import annotations
@@ -26,10 +28,11 @@ from typing import TYPE_CHECKING, Any
 
 from palui.connectors.base import Question, Reply
 from palui.errors import ApprovalError, NotFound, UsageError
-from palui.runner import expiry_bound
+from palui.runner import expiry_bound, secret_answers
 from palui.runner.state import OWNER, new_id, owner_alive
 from palui.store.db import Database
 from palui.text.elicitation import fields, url_host
+from palui.text.secret_fields import secret_fields
 
 if TYPE_CHECKING:
     from palui.results import TurnElicitation
@@ -138,6 +141,14 @@ def sweep(db: Database, now: float | None = None) -> int:
                 n += c.execute("UPDATE elicitations SET status='cancelled', answered_at=?, reason=? WHERE id=?"
                                " AND status='pending'", (now, "the process holding the call ended", r["id"])).rowcount
         clear_unsent(c)
+        # Secret answers this process holds (in memory, few) for turns that ended before sending them.
+        ended = []
+        for eid in secret_answers.held_ids():
+            r = c.execute("SELECT (SELECT t.status FROM turns t WHERE t.id = e.turn_id) FROM elicitations e"
+                          " WHERE e.id = ?", (eid,)).fetchone()
+            if r is None or r[0] in ENDED:
+                ended.append(eid)
+    secret_answers.drop(ended)
     return n
 
 
@@ -168,9 +179,17 @@ def next_expiry(db: Database) -> tuple[float | None, bool, bool]:
     return r[0], bool(r[1]), bool(r[2])
 
 
+def holder(db: Database, eid: str) -> str | None:
+    """The process (``host:pid``) holding the open call of an ``in_call`` question, or the accepted answer
+    of a secret one; None when no process does."""
+    r = db.one("SELECT owner FROM elicitations WHERE id = ?", (eid,))
+    return r["owner"] if r is not None else None
+
+
 def answer(db: Database, eid: str, action: str, content: dict[str, Any] | None, via: str,
-           now: float | None = None) -> TurnElicitation:
-    """Record the person's answer once (validated by the caller). Returns the elicitation.
+           now: float | None = None, secret: bool = False) -> TurnElicitation:
+    """Record the person's answer once (validated by the caller). Returns the elicitation. ``secret``: the
+    content is held in this process's memory (:mod:`palui.runner.secret_answers`), never stored.
 
     Raises NotFound; ApprovalError when it expired (a decline; ``turn_id`` set: the turn goes on),
     was cancelled or was already answered (the same refusals as an approval, spec §5).
@@ -187,10 +206,13 @@ def answer(db: Database, eid: str, action: str, content: dict[str, Any] | None, 
             c.execute("UPDATE elicitations SET status='expired', answered_at=?, answered_via=? WHERE id=?",
                       (now, via, eid))
         elif r["status"] == PENDING:
-            c.execute("UPDATE elicitations SET status=?, content_json=?, answered_at=?, answered_via=? WHERE id=?"
-                      " AND status='pending'",
-                      (STATUS_OF[action], json.dumps(content) if action == "accept" and content is not None else None,
-                       now, via, eid))
+            keep = action == "accept" and content is not None and not secret
+            c.execute("UPDATE elicitations SET status=?, content_json=?, answered_at=?, answered_via=?,"
+                      " owner=? WHERE id=? AND status='pending'",
+                      (STATUS_OF[action], json.dumps(content) if keep else None, now, via,
+                       OWNER if secret and action == "accept" else r["owner"], eid))
+            if secret and action == "accept":
+                secret_answers.hold(eid, content or {})
     if expired or (r["status"] == "expired"):
         raise ApprovalError(f"question {eid} expired, which counts as a decline; the turn goes on", r["turn_id"])
     if r["status"] == "cancelled" and r["reason"]:
@@ -204,7 +226,8 @@ def reply_of(db: Database, eid: str, now: float | None = None) -> Reply | None:
     """The reply to send for an answered (or expired) question; None while it is pending and unexpired.
     An expired one is marked so and answered ``decline``."""
     now = time.time() if now is None else now
-    r = db.one("SELECT status, content_json, expires_at, mode FROM elicitations WHERE id = ?", (eid,))
+    r = db.one("SELECT status, content_json, expires_at, mode, schema_json, owner FROM elicitations WHERE id = ?",
+               (eid,))
     if r is None:
         return Reply("decline")
     if r["status"] == PENDING:
@@ -216,6 +239,13 @@ def reply_of(db: Database, eid: str, now: float | None = None) -> Reply | None:
         return Reply("decline")
     action = ACTION_OF.get(r["status"], "decline")
     if action == "accept" and r["mode"] == "form":
+        if r["content_json"] is None and r["schema_json"] and secret_fields(json.loads(r["schema_json"])):
+            content = secret_answers.held(eid)
+            if content is not None:
+                return Reply("accept", content)
+            if r["owner"] != OWNER and owner_alive(r["owner"]):
+                return None  # another live process holds the answer and sends it
+            return Reply("cancel")  # the process that held the secret answer ended: the server is told cancel
         return Reply("accept", json.loads(r["content_json"]) if r["content_json"] else {})
     return Reply(action)  # type: ignore[arg-type]  # ACTION_OF holds only the three actions
 
@@ -226,6 +256,7 @@ def mark_sent(db: Database, ids: list[str]) -> None:
         with db.write() as c:
             c.execute(f"UPDATE elicitations SET sent=1, content_json=NULL WHERE id IN ({','.join('?' for _ in ids)})",
                       tuple(ids))
+        secret_answers.drop(ids)
 
 
 def cancel_for_turn(db: Database, turn_id: str, reason: str = STOPPED, now: float | None = None) -> int:

@@ -14,8 +14,9 @@ and, for a 2026-07-28 server, sends it again with the answers.
   (:class:`SendAgain`) and marks the replies sent.
 - Without asking the person, Palui declines: more than ``mcp.max_elicitations_per_call`` questions
   in one call (counted over its rounds), a requested schema that is not a flat object of the
-  spec's primitive schemas, a URL-mode question in a job turn. The audit keeps the action and the
-  field names of every reply, never values.
+  spec's primitive schemas, a URL-mode question in a job turn, and a form that asks for a secret
+  (:mod:`palui.text.secret_fields`) from a connector the person did not allow to (the person is told,
+  naming the server). The audit keeps the action and the field names of every reply, never values.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from palui.runner.approvals import args_hash
 from palui.runner.offer import usable_tool
 from palui.runner.pending import CallState, PendingCall
 from palui.text.elicitation import question_text, schema_problem
+from palui.text.secret_fields import refusal_notice, secret_fields
 from palui.types import Origin
 
 if TYPE_CHECKING:
@@ -95,13 +97,30 @@ class ServerQuestions:
         key = "approvals.job_expiry_seconds" if t.origin is Origin.JOB else "approvals.chat_expiry_seconds"
         return float(self._settings.get(key))
 
-    def _auto_decline(self, t: Turn, q: Question, number: int) -> str | None:
+    def _secret_refusal(self, t: Turn, q: Question, connector: str) -> str | None:
+        """Why a form asking for a secret is refused (the person is told, naming the server), or None: it asks
+        for none, or the person allowed the connector to ask for secrets (spec §7.8)."""
+        kinds = secret_fields(q.schema) if q.mode == "form" else {}
+        if not kinds:
+            return None
+        row = self._db.one("SELECT name, secret_questions FROM connectors WHERE id = ?", (connector,))
+        if row is not None and row["secret_questions"]:
+            return None
+        what = sorted(set(kinds.values()))
+        self._notify("notice", refusal_notice(row["name"] if row else connector, connector, kinds), turn_id=t.id,
+                     conversation_id=t.conversation_id)
+        return f"asked for {' and '.join(what)}: refused; use the server's own sign-in"
+
+    def _auto_decline(self, t: Turn, q: Question, number: int, connector: str) -> str | None:
         """Why Palui declines question number ``number`` of a call itself, or None (the person is asked)."""
         limit = int(self._settings.get("mcp.max_elicitations_per_call"))
         if number > limit:
             return f"more than {limit} questions in one call (mcp.max_elicitations_per_call)"
         if q.mode == "url" and t.origin is not Origin.CHAT:
             return "a URL-mode question is declined in a job turn"
+        secret = self._secret_refusal(t, q, connector)
+        if secret:
+            return secret
         if q.mode == "form":
             problem = schema_problem(q.schema)
             if problem:
@@ -141,7 +160,7 @@ class ServerQuestions:
 
         async def ask(q: Question) -> Reply:
             asked[0] += 1
-            why = self._auto_decline(t, q, asked[0])
+            why = self._auto_decline(t, q, asked[0], row.connector)
             e = self._store(t, call, row, q, "in_call", 1, why)
             if why is not None:
                 reply = Reply("decline")
@@ -186,7 +205,7 @@ class ServerQuestions:
         ids = []
         for i, q in enumerate(ir.questions, start=1):
             why = (f"more than {limit} questions in one call (mcp.max_elicitations_per_call)" if asked > limit
-                   else self._auto_decline(t, q, int(info["asked"]) + i))
+                   else self._auto_decline(t, q, int(info["asked"]) + i, row.connector))
             ids.append(self._store(t, call, row, q, "input_required", round_no, why)["id"])
         call["state"] = CallState.ELICITING
         call["elicit"] = {"round": round_no, "asked": asked, "request_state": ir.request_state, "ids": ids,

@@ -1,10 +1,12 @@
 """An approval is decided again when it is answered and just before its call is sent (spec §5).
 
 A pending or approved call runs only if the tool, as stored *now*, would still be offered
-to this turn: it exists and is listed, its connector is enabled, it is switched on, it is
-not flagged for review, and the matrix gives ``run`` or ``ask`` for its effective class, the
-turn's origin and taint. Anything else cancels the approval with a reason the model and the
-person are told. A class tightened from write to destructive (still ``ask``) keeps it.
+to this turn: it exists and is listed, its connector is enabled, it is switched on, its
+description and schema are not flagged "changed — review", and the matrix gives ``run`` or
+``ask`` for its effective class, the turn's origin and taint. Anything else cancels the approval
+with a reason the model and the person are told. A class tightened from write to destructive
+(still ``ask``) keeps it, and so does a looser class that waits for review (spec §7.6): the tool
+keeps its stricter class and the definition the person approved is unchanged.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ def refusal(db: Database, tool: str, origin: str, tainted: bool, taint_source: s
         return "the tool was removed by its server after this approval was asked"
     if not row.connector_enabled:
         return f"the connector {row.connector} was disabled after this approval was asked"
-    if row.changed:
+    if row.changed and (row.review or {}).get("kind") not in ("loosened", "tightened"):
         return "the tool's definition changed after this approval was asked (flagged \"changed — review\")"
     if not row.enabled:
         return "the tool was switched off after this approval was asked"

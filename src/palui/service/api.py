@@ -225,6 +225,7 @@ class Service:
     elicitation = Forward("elicitations_part", ElicitationsPart.elicitation)
     answer_elicitation = Forward("elicitations_part", ElicitationsPart.answer_elicitation)
     answer_elicitation_and_resume = Forward("elicitations_part", ElicitationsPart.answer_elicitation_and_resume)
+    allow_secret_questions = Forward("elicitations_part", ElicitationsPart.allow_secret_questions)
     approvals = Forward("approvals_part", ApprovalsPart.approvals)
     approval = Forward("approvals_part", ApprovalsPart.approval)
     waiting = Forward("approvals_part", ApprovalsPart.waiting)

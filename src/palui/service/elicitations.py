@@ -7,6 +7,12 @@ records it with where it was given (``answered_via``), and never runs the turn. 
 2026-07-28 server goes on in the service's tick (or :meth:`answer_elicitation_and_resume` in a CLI
 process); on an older connection the call that waits inside the open connection sees the answer
 itself, in whichever process holds it.
+
+A question with secret fields (:mod:`palui.text.secret_fields`) reached the person only because they
+allowed secret questions for its connector (:meth:`ElicitationsPart.allow_secret_questions`). Its answer
+is taken only from the terminal or the web page (never a chat channel: the value would stay in the chat's
+history), only in a process that can send it (the one holding an older-era call), and it is held in that
+process's memory, never stored (:mod:`palui.runner.secret_answers`).
 """
 
 from __future__ import annotations
@@ -14,14 +20,16 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from palui.errors import ApprovalError, UsageError
+from palui.errors import ApprovalError, NotFound, UsageError
 from palui.runner import elicitations as store
+from palui.runner.state import OWNER
 from palui.service.conversations import ConversationsPart
 from palui.service.turn_tasks import EventSink
 from palui.service.turns import TurnsPart
 from palui.store import ids
 from palui.store.db import Database
 from palui.text.elicitation import answer_problems, apply_defaults
+from palui.text.secret_fields import secret_fields
 
 if TYPE_CHECKING:
     from palui.results import Elicitation, TurnElicitation, TurnResult
@@ -29,6 +37,9 @@ if TYPE_CHECKING:
 #: Where an answer may come from: a front end, or a chat channel's name (the same words as approvals).
 VIA = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 ACTIONS = ("accept", "decline", "cancel")
+#: Where a secret answer may come from: a hidden prompt on a terminal, a password box on the web page
+#: (``api``: the HTTP API both use). A chat channel keeps what is typed in its history.
+SECRET_VIA = ("cli", "web", "api")
 
 
 class ElicitationsPart:
@@ -85,14 +96,46 @@ class ElicitationsPart:
         elicitation_id = ids.resolve(self.db, elicitation_id)  # a unique prefix is enough
         e = store.get(self.db, elicitation_id)
         answer: dict[str, Any] | None = None
+        secret = bool(e["mode"] == "form" and secret_fields(e["schema"]))
         if action == "accept" and e["mode"] == "form" and e["status"] == store.PENDING:
             if content is not None and not isinstance(content, dict):
                 raise UsageError("a form's answer is an object of field: value")
+            if secret:
+                self._secret_answer_allowed(e, via)
             answer = apply_defaults(e["schema"] or {}, content or {})
             problems = answer_problems(e["schema"] or {}, answer)
             if problems:
                 raise UsageError(f"the answer to {elicitation_id} does not fit its question: " + "; ".join(problems))
-        return self._with_conversation(store.answer(self.db, elicitation_id, action, answer, via))
+        return self._with_conversation(store.answer(self.db, elicitation_id, action, answer, via,
+                                                    secret=secret and action == "accept"))
+
+    def _secret_answer_allowed(self, e: TurnElicitation, via: str) -> None:
+        """Raises UsageError unless this answer to a secret question may be taken here (see the module)."""
+        fields = ", ".join(sorted(secret_fields(e["schema"])))
+        if via not in SECRET_VIA:
+            raise UsageError(f"question {e['id']} asks for a secret ({fields}): it is not answered in a chat, whose "
+                             "history would keep it; answer it on the web page or with palui elicitations answer "
+                             f"{e['id']} (a hidden prompt)")
+        row = self.db.one("SELECT secret_questions FROM connectors WHERE id = ?", (e["connector"],))
+        if row is None or not row["secret_questions"]:
+            raise UsageError(f"question {e['id']} asks for a secret ({fields}) and {e['connector']} may no longer ask "
+                             f"for secrets (palui connectors allow-secret-questions {e['connector']})")
+        if e["era"] == "in_call" and store.holder(self.db, e["id"]) != OWNER:
+            raise UsageError(f"question {e['id']} asks for a secret ({fields}): Palui keeps such an answer only in "
+                             "the memory of the process that sends it, and its call waits in another one; answer it "
+                             "there (its terminal, or the web page of the service running it)")
+
+    def allow_secret_questions(self, connector: str, allow: bool = True) -> None:
+        """Let an MCP connector's questions ask for secrets (or not, ``allow=False``): such a question is then
+        asked with hidden input instead of refused (spec §7.8); ``connectors show`` says which.
+        Raises NotFound (no such connector), UsageError (not an MCP connector)."""
+        row = self.db.one("SELECT kind FROM connectors WHERE id = ?", (connector,))
+        if row is None:
+            raise NotFound(f"no connector {connector!r} (see: palui connectors list)")
+        if row["kind"] != "mcp":
+            raise UsageError(f"{connector} is built in: only MCP servers ask questions")
+        with self.db.write() as c:
+            c.execute("UPDATE connectors SET secret_questions = ? WHERE id = ?", (int(allow), connector))
 
     async def answer_elicitation_and_resume(self, elicitation_id: str, action: str,
                                             content: dict[str, Any] | None = None, via: str = "cli",

@@ -149,7 +149,8 @@ class MCPPart:
 
         ``{"id","name","transport","command","args","cwd","url","env":{KEY:"***"},
         "headers":{KEY:"***"},"timeout_seconds","max_output_bytes","state","last_state","enabled",
-        "secrets_file","stderr_log"}``; the timeout and limit are the effective ones. ``state`` is the
+        "secrets_file","secret_questions","stderr_log"}``; ``secret_questions``: its questions may ask for
+        secrets (asked with hidden input, spec §7.8); the timeout and limit are the effective ones. ``state`` is the
         live state in this process, ``idle`` when it was not started here (spec §7) unless it waits for a
         sign-in (``error: sign in again``, stored by any process); ``last_state`` is
         the last one stored by any process (``connected``, ``error: …``).
@@ -177,6 +178,7 @@ class MCPPart:
             "enabled": bool(row["enabled"]),
             "secrets_file": str(self.settings.secrets_dir / f"{cid}.json"),
             "oauth": self.oauth_state(cid) if row["transport"] == "http" else None,
+            "secret_questions": bool(row["secret_questions"]),
             "stderr_log": str(log_path(self.settings.data_dir, cid)) if row["transport"] == "stdio" else None,
         }
 
@@ -281,11 +283,14 @@ class MCPPart:
         from contextlib import AsyncExitStack
 
         from palui.connectors.mcp.connector import MCPConnector
-        from palui.connectors.mcp.oauth.signin import LoopbackSignIn
+        from palui.connectors.mcp.oauth import OAuthFiles
+        from palui.connectors.mcp.oauth.signin import loopback_sign_in
 
         async with AsyncExitStack() as stack:
             if handler is None and sign_in is not None and config.transport == "http":
-                handler = await stack.enter_async_context(LoopbackSignIn(sign_in))
+                handler = await stack.enter_async_context(
+                    loopback_sign_in(OAuthFiles(self.settings.secrets_dir), cid, sign_in,
+                                     self.settings.get("mcp.oauth.client_metadata_url")))
             connector = MCPConnector(self.hub.env, cid, name, config, sign_in=handler)
             try:
                 await connector.start()
@@ -306,7 +311,7 @@ class MCPPart:
             raise UsageError(f"unknown client authentication {client.auth_method!r}: use basic or post")
         info = OAuthClientInformationFull.model_validate({
             "client_id": client.client_id, "client_secret": client.client_secret, "token_endpoint_auth_method": method,
-            "redirect_uris": ["http://127.0.0.1/oauth/callback"],
+            "redirect_uris": [client.redirect_uri or "http://127.0.0.1/oauth/callback"],
             "grant_types": ["authorization_code", "refresh_token"]})
         OAuthFiles(self.settings.secrets_dir).save_pre_registered(cid, info)
 

@@ -1,4 +1,4 @@
-"""Migration 36 (spec §8.6): the gateway's named clients (tokens hashed at rest) and its sessions.
+"""Migration 37 (spec §8.6): the gateway's named clients (tokens hashed at rest) and its sessions.
 
 Appended to :data:`palui.store.migrations.MIGRATIONS`; like every migration, never edited once shipped.
 Its number is written once, in :data:`NUMBER`, so renumbering it on a merge is a one-line change.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-NUMBER = 36
+NUMBER = 37
 
 GATEWAY_MIGRATIONS: list[tuple[int, str, str | Callable[[sqlite3.Connection], None]]] = [
     (

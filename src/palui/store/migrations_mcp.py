@@ -1,4 +1,5 @@
-"""Migrations 20-22 (spec §7.7-§7.9): questions of MCP servers, task support, the sign-in state in the catalog.
+"""Migrations 20-22 and 36 (spec §7.7-§7.9): questions of MCP servers, task support, the sign-in state in the
+catalog, and whether a connector may ask for secrets.
 
 Appended to :data:`palui.store.migrations.MIGRATIONS`; like every migration, never edited once shipped.
 """
@@ -67,6 +68,20 @@ MCP_MIGRATIONS.append(
 CREATE TRIGGER catalog_connectors_signin AFTER UPDATE OF state ON connectors
 WHEN (old.state IS 'error: sign in again') != (new.state IS 'error: sign in again')
 BEGIN UPDATE catalog SET version = version + 1; END;
+""",
+    )
+)
+
+# Secret questions (spec §7.8): a server's form that asks for a password, a token, a card number… is refused
+# unless the person allowed such questions for that connector. Read when a question arrives, never by the offer,
+# so the catalog version does not follow it. The number is given here only (a merge may renumber it).
+SECRET_QUESTIONS_MIGRATION = 36
+MCP_MIGRATIONS.append(
+    (
+        SECRET_QUESTIONS_MIGRATION,
+        "connectors.secret_questions: the person allows a server's questions that ask for a secret",
+        """
+ALTER TABLE connectors ADD COLUMN secret_questions INTEGER NOT NULL DEFAULT 0;  -- 1: asked with hidden input
 """,
     )
 )

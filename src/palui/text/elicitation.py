@@ -22,8 +22,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from palui.text.display import shown
+from palui.text.secret_fields import secret_fields
 
-STRING_FORMATS = frozenset({"email", "uri", "date", "date-time"})
+#: The MCP spec's string formats, and ``password``: some servers mark a secret field so; such a field is a
+#: secret one (:mod:`palui.text.secret_fields`), refused unless the person allowed secret questions.
+STRING_FORMATS = frozenset({"email", "uri", "date", "date-time", "password"})
 _COMMON = frozenset({"type", "title", "description", "default"})
 _TRUE = {"yes", "y", "true", "1", "on"}
 _FALSE = {"no", "n", "false", "0", "off"}
@@ -360,8 +363,16 @@ def question_text(e: Mapping[str, Any]) -> str:
         lines.append(f"  /answer {e['id']} once you have opened it, or /deny {e['id']} (expires {e['expires_at']})")
         return "\n".join(lines)
     fs = fields(e.get("schema"))
+    secret = secret_fields(e.get("schema"))
     for f in fs:
-        lines.append("  - " + field_line(f))
+        mark = f" [secret: {secret[f.name]}, typed hidden]" if f.name in secret else ""
+        lines.append("  - " + field_line(f) + mark)
+    if secret:
+        # A chat keeps what is typed in its history: a secret is typed only at a hidden prompt (spec §7.8).
+        lines.append(f"  it asks for a secret: answer on the web page, with /answer {e['id']} in palui chat, or with "
+                     f"palui elicitations answer {e['id']} (hidden input; never in a chat app), or /deny {e['id']} "
+                     f"(expires {e['expires_at']})")
+        return "\n".join(lines)
     example = " ".join(f"{f.name}=…" for f in fs if f.required) or (f"{fs[0].name}=…" if fs else "")
     lines.append(f"  answer with /answer {e['id']} {example}".rstrip()
                  + f", or /deny {e['id']} (expires {e['expires_at']})")

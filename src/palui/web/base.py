@@ -30,6 +30,7 @@ from palui.server.endpoint import service_of
 from palui.server.session import csrf_value
 from palui.text.display import hidden_in
 from palui.text.elicitation import fields as question_fields
+from palui.text.secret_fields import secret_fields
 from palui.web.marks import by_path, is_whole, marked_value
 from palui.web.shown import NOTE_HTML, finalize, json_html, quoted, shown_html, shown_one_line
 
@@ -169,6 +170,7 @@ _env.globals["args_html"] = args_html
 _env.globals["mark_is_whole"] = is_whole  # a mark of the whole value, or of its spans (spec §4.6)
 _env.globals["seconds_left"] = seconds_left
 _env.globals["question_form"] = question_fields  # a server's question: its form fields (palui.text.elicitation)
+_env.globals["question_secret"] = secret_fields  # …and which of them ask for a secret (a password box)
 
 
 def csrf_token(request: Request) -> str:

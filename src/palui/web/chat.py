@@ -105,6 +105,12 @@ def run_command(request: Request, cmd: chat_commands.Command, conversation: str 
 
         qid, pairs = chat_commands.answer_args(cmd.arg)
         q = svc.elicitation(qid)
+        from palui.text.secret_fields import secret_fields
+
+        named = sorted({p.partition("=")[0].strip() for p in pairs} & set(secret_fields(q["schema"])))
+        if named and q["mode"] == "form":  # the typed line would stay in the page and the browser's history
+            raise UsageError(f"{', '.join(named)} asks for a secret: it is not typed on the /answer line; type it in "
+                             "the question's card (a password box)")
         try:
             content = parse_pairs(q["schema"], pairs) if q["mode"] == "form" else None
         except ValueError as e:

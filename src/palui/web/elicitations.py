@@ -1,7 +1,8 @@
 """A server's question to the person on the web page (spec §7.8): its card, answering it.
 
 The card shows the server's message (escaped, marked as the server's words), the requested fields
-(enum and boolean fields as buttons), or for URL mode the full URL and its host; buttons send the
+(enum and boolean fields as buttons; a secret field, asked only where the person allowed it, as a
+password box: ``type=password``, spec §7.8), or for URL mode the full URL and its host; buttons send the
 answer, decline or cancel. The page's script posts to ``POST /api/elicitations/{id}/answer`` with
 ``stream: true`` and shows the turn going on; without the script the form posts here. Answers go
 through the service's one door (``answer_elicitation``, ``answered_via = "web"``).
@@ -18,6 +19,7 @@ from starlette.routing import Route
 from palui.errors import ApprovalError, UsageError
 from palui.server.raw_path import RawPathRoute
 from palui.text.elicitation import fields, parse_value
+from palui.text.secret_fields import secret_fields
 from palui.types import TurnStatus
 from palui.web.base import action, page, redirect, render_fragment, svc_of
 from palui.web.forms import QuestionForm, form_as
@@ -27,8 +29,8 @@ if TYPE_CHECKING:
 
 
 def card_context(q: Elicitation) -> dict[str, Any]:
-    """What ``_elicitation_card.html`` needs besides the question: its form fields."""
-    return {"q": q, "form": fields(q.get("schema"))}
+    """What ``_elicitation_card.html`` needs besides the question: its form fields and which are secret."""
+    return {"q": q, "form": fields(q.get("schema")), "secret": secret_fields(q.get("schema"))}
 
 
 @page

@@ -70,7 +70,7 @@ class JobForm(Form):
     name: Short = ""
     cron: Short = ""
     prompt: Text = ""
-    token_cap: Annotated[int | None, EmptyIsNone, Field(ge=0, le=2**63 - 1)] = None
+    token_cap: Annotated[Annotated[int, Field(ge=0, le=2**63 - 1)] | None, EmptyIsNone] = None
     tz: Annotated[Short | None, EmptyIsNone] = None
     connectors: Text = ""
 
@@ -78,7 +78,7 @@ class JobForm(Form):
 class ServerForm(Form):
     """``POST /connectors/add``: the MCP server's call timeout (seconds, at most a day)."""
 
-    timeout: Annotated[float | None, EmptyIsNone, Field(gt=0, le=86_400)] = None
+    timeout: Annotated[Annotated[float, Field(gt=0, le=86_400)] | None, EmptyIsNone] = None
 
 
 class MemoryPath(Form):

@@ -11,6 +11,8 @@ with how to answer it: ``/answer ID field=value …`` (a URL-mode one: ``/answer
   expired), then the turn goes on (in this process without a service: taken up like an approval).
 
 Every answer goes through the service's one door (``answer_elicitation``, ``answered_via`` ``cli``).
+A question's secret field (allowed by the person for its connector) is never typed on the ``/answer``
+line: ``/answer ID`` asks for it at a hidden prompt (``*`` shown, kept out of the input history).
 The chat leaves (``/quit``, end of input) while a paused turn's question waits, and says how to
 answer it later; an older-era question lives in its call, so leaving waits for that turn as for any
 running turn (``/stop`` ends it).
@@ -22,12 +24,13 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from palui.cli.chat.screen import Screen
+from palui.cli.chat.screen import Screen, Typed
 from palui.cli.chat.view import View, via_words
 from palui.errors import ApprovalError, PaluiError
 from palui.text.commands import CommandError, answer_args
 from palui.text.display import shown
-from palui.text.elicitation import parse_pairs, question_text
+from palui.text.elicitation import fields, parse_pairs, parse_value, question_text
+from palui.text.secret_fields import secret_fields
 
 if TYPE_CHECKING:
     from palui.cli.chat.door import ChatDoor
@@ -47,6 +50,7 @@ class QuestionsMixin:
     view: View
     conversation: str
     waiting_questions: list[str]
+    inbox: asyncio.Queue[Typed]
     follow: Callable[[str], Awaitable[TurnResult]]
     say_error: Callable[[Exception], None]
     _background: Callable[[Awaitable[None]], None]
@@ -87,7 +91,19 @@ class QuestionsMixin:
         try:
             eid, pairs = answer_args(arg)
             q = await self.question(eid)
+            secret = secret_fields(q["schema"]) if q["mode"] == "form" else {}
+            named = sorted({p.partition("=")[0].strip() for p in pairs} & set(secret))
+            if named:
+                raise ValueError(f"{', '.join(named)} asks for a secret: it is not typed on the /answer line; type "
+                                 f"/answer {eid} and Palui asks for it hidden")
             content = parse_pairs(q["schema"], pairs) if q["mode"] == "form" else None
+            for f in [f for f in fields(q["schema"]) if f.name in secret]:
+                value = await self.read_hidden(f.name)
+                if value is None:
+                    self.screen.line(f"[{eid} not answered]")
+                    return
+                if value.strip():
+                    content = {**(content or {}), f.name: parse_value(f, value)}
         except (CommandError, ValueError) as err:
             self.say_error(err)
             return
@@ -100,6 +116,18 @@ class QuestionsMixin:
         self.screen.line(f"[{q['id']} answered: the turn goes on]")
         if q.get("conversation") != self.conversation and q["era"] == "input_required":
             self._background(self._resume_other(q["turn"]))
+
+    async def read_hidden(self, name: str) -> str | None:
+        """The next line typed, hidden (a secret field ``name``); None when the input ended or on Ctrl-C."""
+        before = self.screen.prompt
+        self.screen.hidden = True
+        self.screen.set_prompt(f"{name} (hidden, Enter alone: left out)> ")
+        try:
+            typed = await self.inbox.get()
+        finally:
+            self.screen.hidden = False
+            self.screen.set_prompt(before)
+        return None if typed.text is None or typed.interrupt else typed.text
 
     async def wait_questions(self, r: TurnResult) -> TurnResult:
         """A turn paused by a 2026-07-28 server's questions: show them, wait until none is pending

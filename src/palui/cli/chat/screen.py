@@ -10,6 +10,9 @@
 Both hand each entered line to the session as a :class:`Typed`, which records the approval the
 prompt was asking about when the line was entered: a ``y`` typed ahead, before the question was
 shown, never answers it.
+
+While :attr:`Screen.hidden` is set (the session reads a secret field of a server's question, spec
+§7.8), the terminal shows what is typed as ``*`` and keeps the line out of its history.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ class Screen(ABC):
 
     def __init__(self) -> None:
         self.asking: str | None = None
+        self.hidden = False  # the line being typed is a secret: not shown, not kept in the input history
         self.prompt = PROMPT
         self.status: str | None = None
         self.status_since = 0.0
@@ -163,9 +167,21 @@ class TerminalScreen(Screen):
     def __init__(self) -> None:
         super().__init__()
         from prompt_toolkit import PromptSession
+        from prompt_toolkit.filters import Condition
+        from prompt_toolkit.history import InMemoryHistory
+
+        screen = self
+
+        class History(InMemoryHistory):
+            """The input history, which never keeps a secret typed at a hidden prompt."""
+
+            def append_string(self, string: str) -> None:
+                if not screen.hidden:
+                    super().append_string(string)
 
         self.session: PromptSession[str] = PromptSession(erase_when_done=True, refresh_interval=0.25,
-                                                         key_bindings=_typed_bindings())
+                                                         is_password=Condition(lambda: screen.hidden),
+                                                         history=History(), key_bindings=_typed_bindings())
         self.partial = ""  # the streamed line not yet finished
         self._patch: AbstractContextManager[None] | None = None
 

@@ -10,7 +10,9 @@
   advertised (sampling would spend tokens outside every budget; roots change what some
   servers expose).
 - OAuth (:mod:`.oauth`): the HTTP client carries the SDK's ``OAuthClientProvider`` (Palui's
-  subclass) unless the person gave an ``Authorization`` header. Its HTTP read timeout is off:
+  subclass) unless the person gave an ``Authorization`` header, and then connects only where
+  :mod:`.oauth.netcheck` allows (the server's own class of address, or public ones), so the
+  SDK's discovery, registration and token requests cannot be pointed elsewhere. Its HTTP read timeout is off:
   every request is bounded by its own clock (the handshake's start timeout, the per-call
   timeout), which stops while a question waits for the person.
 - Raw ``tools/list``: the request goes through the SDK session (its protocol checks
@@ -100,6 +102,8 @@ class MCPSession:
         self._oauth = oauth if (oauth is not None and config.transport == "http" and uses_oauth(config.headers)) \
             else None
         self.sign_in_needed: str | None = None  # set when a sign-in is needed and nobody can do it now
+        self.refresh_unavailable: str | None = None  # set when a refresh met an outage (the tokens are kept)
+        self.address_refused: str | None = None  # set when the HTTP client refused to connect somewhere
         self._slots: list[CallSlot] = []  # calls in flight that a question may belong to
 
     # -- state ------------------------------------------------------------------------------------
@@ -163,7 +167,11 @@ class MCPSession:
                 # drains them into the log may not have run yet (a busy machine).
                 await self.stderr_settled(min(0.5, max(deadline - loop.time(), 0.0)))
             what = explain_start_error(e, self.config)
-            if self.sign_in_needed:
+            if self.address_refused:
+                what = f"wants a sign-in Palui refused: {self.address_refused}"
+            elif self.refresh_unavailable:
+                what = self.refresh_unavailable
+            elif self.sign_in_needed:
                 what = (f"needs you to sign in again: palui connectors login {self.label} (or “Sign in” on its "
                         "sheet)")
                 if self._auth_refusal is not None:
@@ -246,14 +254,26 @@ class MCPSession:
             elif response.status_code < 400 and response.request.method == "POST":
                 self._auth_refusal = None
 
-        auth = self._oauth.provider(cfg.url or "", self._note_sign_in) if self._oauth is not None else None
+        auth = transport = None
+        if self._oauth is not None:
+            from palui.connectors.mcp.oauth.netcheck import checked_transport  # only a server that signs in
+
+            auth = self._oauth.provider(cfg.url or "", self._note_sign_in, on_refused=self._note_refused,
+                                        on_refresh_unavailable=self._note_refresh_unavailable)
+            transport = checked_transport(cfg.url or "", self._note_refused)
         http = httpx2.AsyncClient(headers=dict(cfg.headers), timeout=httpx2.Timeout(30.0, read=None),
-                                  event_hooks={"response": [note_auth_refusal]}, auth=auth)
+                                  event_hooks={"response": [note_auth_refusal]}, auth=auth, transport=transport)
         await stack.enter_async_context(http)
         return streamable_http_client(cfg.url or "", http_client=http)
 
     def _note_sign_in(self, why: str) -> None:
         self.sign_in_needed = why
+
+    def _note_refused(self, why: str) -> None:
+        self.address_refused = why
+
+    def _note_refresh_unavailable(self, why: str) -> None:
+        self.refresh_unavailable = why
 
     async def close(self) -> None:
         """End the session; a stdio server is stopped (stdin closed, then TERM, then KILL)."""

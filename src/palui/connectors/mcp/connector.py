@@ -363,6 +363,9 @@ class MCPConnector(SignInState, Connector):
                 self._needs_sign_in()
                 return result(f"The MCP server {self.id} needs you to sign in again (palui connectors login "
                               f"{self.id}); the call was not finished.", True)
+            if e.code == types.CONNECTION_CLOSED and session.refresh_unavailable:
+                self._lost(session.refresh_unavailable)
+                return result(f"The MCP server {self.id} {session.refresh_unavailable}; the call was not sent.", True)
             if e.code == types.CONNECTION_CLOSED:
                 if self.config.transport == "http":
                     self._lost("the connection closed during a call")

@@ -6,8 +6,10 @@
 - :mod:`.storage` — the SDK's ``TokenStorage`` over per-item 0600 files under the secrets directory;
 - :mod:`.signin` — the redirect handlers (none in a turn, loopback + pasted address, the web page,
   headless for tests);
-- :mod:`.redact` — OAuth errors and log records without secrets; ``SignInRequired``;
-- :mod:`.revoke` — logout: RFC 7009 revocation where the server offers it.
+- :mod:`.redact` — OAuth errors and log records without secrets; ``SignInRequired``, ``RefreshUnavailable``;
+- :mod:`.revoke` — logout: RFC 7009 revocation where the server offers it;
+- :mod:`.netcheck` — where the HTTP client may connect (checked at connect time: the server's own class
+  of address, or public ones).
 
 :class:`OAuthSetup` is what one connection needs; :meth:`OAuthSetup.provider` builds the ``httpx2.Auth``
 the HTTP client carries. A connector configured with its own ``Authorization`` header gets none:
@@ -21,15 +23,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import httpx2
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 
 from palui.connectors.mcp.oauth.provider import PaluiOAuthProvider, refresh_margin
-from palui.connectors.mcp.oauth.redact import SignInRequired, describe_oauth_error, install_log_filter
+from palui.connectors.mcp.oauth.redact import (
+    RefreshUnavailable,
+    SignInRequired,
+    describe_oauth_error,
+    install_log_filter,
+)
 from palui.connectors.mcp.oauth.signin import CALLBACK_PATH, NoInteraction
 from palui.connectors.mcp.oauth.storage import ConnectorTokenStorage, OAuthFiles
 
-__all__ = ["CALLBACK_PATH", "OAuthFiles", "OAuthSetup", "PaluiOAuthProvider", "SignInHandler", "SignInRequired",
-           "describe_oauth_error", "refresh_margin", "uses_oauth"]
+__all__ = ["CALLBACK_PATH", "OAuthFiles", "OAuthSetup", "PaluiOAuthProvider", "RefreshUnavailable", "SignInHandler",
+           "SignInRequired", "describe_oauth_error", "refresh_margin", "uses_oauth"]
 
 
 class SignInHandler(Protocol):
@@ -60,8 +68,18 @@ class OAuthSetup:
     client_metadata_url: str | None = None
     extra_redirect_uris: tuple[str, ...] = ()
 
-    def provider(self, server_url: str, on_sign_in_needed: Callable[[str], None] | None = None) -> PaluiOAuthProvider:
+    def provider(self, server_url: str, on_sign_in_needed: Callable[[str], None] | None = None, *,
+                 on_refused: Callable[[str], None] | None = None,
+                 on_refresh_unavailable: Callable[[str], None] | None = None) -> PaluiOAuthProvider:
+        """The ``httpx2.Auth`` of one connection to ``server_url``; the callbacks are told why a sign-in is
+        needed, why a connection was refused (:mod:`.netcheck`), why a refresh could not be made."""
         install_log_filter()
+        from palui.connectors.mcp.oauth.netcheck import checked_transport  # httpcore's backends: only when used
+
+        def http() -> httpx2.AsyncClient:
+            return httpx2.AsyncClient(transport=checked_transport(server_url, on_refused), timeout=30.0,
+                                      follow_redirects=False)
+
         storage = ConnectorTokenStorage(OAuthFiles(self.secrets_dir), self.connector_id, server_url)
         uris: list[Any] = [self.handler.redirect_uri,
                            *[u for u in self.extra_redirect_uris if u != self.handler.redirect_uri]]
@@ -70,4 +88,6 @@ class OAuthSetup:
         return PaluiOAuthProvider(server_url, metadata, storage, redirect_handler=self.handler.redirect_handler,
                                   callback_handler=self.handler.callback_handler,
                                   client_metadata_url=self.client_metadata_url,
-                                  interactive=self.handler.interactive, on_sign_in_needed=on_sign_in_needed)
+                                  interactive=self.handler.interactive, on_sign_in_needed=on_sign_in_needed,
+                                  http=http, on_refresh_unavailable=on_refresh_unavailable,
+                                  on_result=getattr(self.handler, "settle", None))

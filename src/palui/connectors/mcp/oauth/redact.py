@@ -32,6 +32,23 @@ class SignInRequired(Exception):
     when an interactive sign-in did not finish (timeout, refused)."""
 
 
+class RefreshUnavailable(Exception):
+    """The authorization server did not refresh the tokens now (an outage: a 5xx, no connection, an
+    error other than a dead grant) and the access token held cannot be used: the tokens are kept and
+    the refresh is tried again later (spec §7.9)."""
+
+
+#: Token-endpoint errors (RFC 6749 §5.2) after which only a new sign-in helps; any other refusal of a
+#: refresh is taken for an outage: the tokens are kept and the refresh is tried again.
+GRANT_ENDED = frozenset({"invalid_grant", "invalid_client", "unauthorized_client"})
+
+
+def oauth_error_code(body: bytes | str) -> str | None:
+    """The RFC 6749 ``error`` code of a token endpoint's JSON answer (None when it has none)."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    return _fields(text[:65536])[0]
+
+
 def remember_secret(value: str | None) -> None:
     """A token or client secret of this process: never shown in a log record."""
     if value and len(value) >= MIN_SECRET:
@@ -64,7 +81,7 @@ def _fields(body: str) -> tuple[str | None, str | None]:
 def describe_oauth_error(e: BaseException, limit: int = 200) -> str:
     """One line for the person from an SDK OAuth exception, without response bodies, states or tokens."""
     msg = str(e)
-    if isinstance(e, SignInRequired):
+    if isinstance(e, (SignInRequired, RefreshUnavailable)):
         return msg or "sign in again"
     if isinstance(e, OAuthTokenError) and msg.startswith("Token exchange failed"):
         status = _STATUS.search(msg)

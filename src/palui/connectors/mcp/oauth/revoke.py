@@ -3,7 +3,8 @@
 The SDK has no revocation. The revocation endpoint comes from the authorization-server metadata
 stored with the tokens; the client authenticates as at the token endpoint (the SDK's
 ``OAuthContext.prepare_token_auth``: ``client_secret_basic``, ``client_secret_post`` or ``none``).
-The local files go whatever the server answers.
+The connection is checked like every sign-in connection (:mod:`.netcheck`). The local files go
+whatever the server answers.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import httpx2
 from mcp.client.auth.oauth2 import OAuthContext
 from mcp.shared.auth import OAuthClientMetadata
 
+from palui.connectors.mcp.oauth.netcheck import checked_transport
 from palui.connectors.mcp.oauth.storage import ConnectorTokenStorage, OAuthFiles
 
 
@@ -32,7 +34,8 @@ async def revoke_and_forget(secrets_dir: Path, connector_id: str, server_url: st
             ctx = OAuthContext(server_url=server_url, client_metadata=OAuthClientMetadata(redirect_uris=None),
                                storage=storage, redirect_handler=None, callback_handler=None, client_info=info)
             results = []
-            async with httpx2.AsyncClient(timeout=timeout, follow_redirects=False) as http:
+            async with httpx2.AsyncClient(timeout=timeout, follow_redirects=False,
+                                          transport=checked_transport(server_url)) as http:
                 for hint, value in (("refresh_token", stored.token.refresh_token),
                                     ("access_token", stored.token.access_token)):
                     if not value:

@@ -5,11 +5,15 @@
   (more than one when a later sign-in needed another redirect URI: each connector's tokens name
   the client they were issued to);
 - ``clients/<connector id>.pre.json`` — a pre-registered client the person gave one connector
-  (``--client-id``; the secret from a prompt or a file);
+  (``--client-id``; the secret from a prompt or a file; ``--redirect-uri`` when it fixes one);
+- ``loopback/<connector id>.json`` — the port of the connector's last loopback sign-in: the next one
+  listens there again, so its redirect URI is the one its registration holds (spec §7.9);
+  ``loopback/last.json`` the home's last one, where a connector's first sign-in listens;
 - ``tokens/<connector id>.<resource hash>.json`` — one connector's tokens for one ``resource``
   (RFC 8707), tagged with the issuer that issued them, with the time they arrived (the SDK keeps
   only the relative ``expires_in``) and the metadata discovered for them (so a new process can
-  refresh at the right token endpoint).
+  refresh at the right token endpoint); ``locks/<connector id>.<resource hash>.lock`` serialises
+  refreshes across processes (:meth:`ConnectorTokenStorage.refresh_lock`).
 
 A token is only ever handed to the connector it was issued for: the file is named after it.
 Nothing of these files goes into the database, a log line or an error message.
@@ -17,10 +21,14 @@ Nothing of these files goes into the database, a log line or an error message.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import logging
+import os
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,9 +39,11 @@ from mcp.shared.auth_utils import resource_url_from_server_url
 from pydantic import ValidationError
 
 from palui.connectors.mcp.config import write_secrets
-from palui.connectors.mcp.oauth.redact import remember_secret
+from palui.connectors.mcp.oauth.redact import RefreshUnavailable, remember_secret
 
 log = logging.getLogger(__name__)
+
+LOCK_WAIT_SECONDS = 60.0  # at most this long for another process's refresh (a token request has its own timeout)
 
 
 def _h(text: str) -> str:
@@ -182,9 +192,33 @@ class OAuthFiles:
                 p.unlink(missing_ok=True)
 
     def forget_connector(self, connector_id: str) -> None:
-        """A removed connector: its tokens and its pre-registered client go (issuer registrations stay)."""
+        """A removed connector: its tokens, its pre-registered client and its loopback port go (issuer
+        registrations stay)."""
         self.drop_tokens(connector_id)
         self._pre_path(connector_id).unlink(missing_ok=True)
+        self._port_path(connector_id).unlink(missing_ok=True)
+        folder = self.root / "locks"
+        if folder.is_dir():
+            for p in folder.glob(f"{connector_id}.*.lock"):
+                p.unlink(missing_ok=True)
+
+    # -- the loopback port ----------------------------------------------------------------------------
+
+    def _port_path(self, connector_id: str) -> Path:
+        return self.root / "loopback" / f"{connector_id}.json"
+
+    def loopback_port(self, connector_id: str) -> int:
+        """The port of the connector's last loopback sign-in, else of this home's last one (so a second
+        connector of an authorization server can use the registration the first made); 0: any free port."""
+        for path in (self._port_path(connector_id), self.root / "loopback" / "last.json"):
+            port = (_read(path) or {}).get("port")
+            if isinstance(port, int) and 0 < port < 65536:
+                return port
+        return 0
+
+    def save_loopback_port(self, connector_id: str, port: int) -> None:
+        _write(self._port_path(connector_id), {"port": port})
+        _write(self.root / "loopback" / "last.json", {"port": port})
 
     def has_tokens(self, connector_id: str) -> bool:
         folder = self.root / "tokens"
@@ -262,6 +296,44 @@ class ConnectorTokenStorage:
                 return info
         return None
 
+    def reload(self) -> StoredTokens | None:
+        """Read the token file again (another process may have refreshed, signed in or dropped them)."""
+        self.stored, found = self.files.tokens(self.connector_id, self.resource)
+        if found is not None:
+            self.discovery = found
+        return self.stored
+
+    @contextlib.asynccontextmanager
+    async def refresh_lock(self) -> AsyncIterator[None]:
+        """Hold the connector's refresh lock (an exclusive ``flock`` on a file beside its tokens), so that
+        one process at a time refreshes: with rotating refresh tokens, a second refresh with the same
+        refresh token would be refused. Raises RefreshUnavailable after :data:`LOCK_WAIT_SECONDS`."""
+        import anyio
+
+        path = self.files.root / "locks" / self.files._token_path(self.connector_id, self.resource).with_suffix(
+            ".lock").name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(path.parent, 0o700)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            waited = 0.0
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if waited >= LOCK_WAIT_SECONDS:
+                        raise RefreshUnavailable("another Palui process is refreshing this sign-in and did not "
+                                                 f"finish within {LOCK_WAIT_SECONDS:.0f} s") from None
+                    await anyio.sleep(0.05)
+                    waited += 0.05
+            try:
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
     def set_discovery(self, discovery: Discovery) -> None:
         self.discovery = discovery
         self.files.save_tokens(self.connector_id, self.resource, self.stored, discovery)
@@ -273,11 +345,7 @@ class ConnectorTokenStorage:
 
 
 def redirect_allowed(info: OAuthClientInformationFull, redirect_uri: str) -> bool:
-    """``redirect_uri`` is registered, or a loopback one whose host and path are (any port, RFC 8252 §7.3)."""
-    registered = [str(u) for u in info.redirect_uris or []]
-    if redirect_uri in registered:
-        return True
-    want = urlsplit(redirect_uri)
-    if want.hostname not in ("127.0.0.1", "::1", "localhost"):
-        return False
-    return any((urlsplit(u).hostname, urlsplit(u).path) == (want.hostname, want.path) for u in registered)
+    """``redirect_uri`` is one the registration lists, exactly. RFC 8252 §7.3 asks authorization servers
+    to accept any port for a loopback redirect, but some (the ``mcp`` SDK's own) compare exactly: a
+    registration made for another port is not used, a new one is made (spec §7.9)."""
+    return redirect_uri in [str(u) for u in info.redirect_uris or []]
