@@ -6,8 +6,11 @@ untimed first run; ``PYTHONDONTWRITEBYTECODE`` is dropped, as a person's shell d
 the process's user + system time (``resource.getrusage(RUSAGE_CHILDREN)``), so machine load
 moves it less than wall time; both are printed. Target (docs/decisions/0085-a-light-cli-start.md): ≤ 0.12 s CPU each.
 
-Usage: ``.venv/bin/python bench/cli_start.py [--runs N]`` (default 15). Also prints which
-heavy modules each command imported (rich, pydantic, httpx, asyncio, mcp, the model library).
+Usage: ``.venv/bin/python bench/cli_start.py [--runs N] [--callgrind]`` (default 15). Also prints which
+heavy modules each command imported (rich, pydantic, httpx, asyncio, mcp, the model library). With
+``--callgrind`` each command also runs once under ``valgrind --tool=callgrind`` and its instruction count
+(whole process, the interpreter's start included) is printed: unlike CPU time it does not move with the
+machine's load. Targets in instructions: ``palui --help`` ≤ 250 M, ``palui tools list`` ≤ 300 M.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import statistics
 import subprocess
@@ -47,7 +51,19 @@ def imported(cmd: list[str], env: dict[str, str]) -> list[str]:
     return sorted(n for n in names if n in HEAVY)
 
 
-def main(runs: int) -> None:
+def instructions(args: list[str], env: dict[str, str]) -> int:
+    """Instructions one whole process executes (callgrind's ``summary:`` line)."""
+    with tempfile.NamedTemporaryFile(prefix="palui-bench-cg-", suffix=".out") as out:
+        r = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out.name}", *args], env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        if r.returncode:
+            raise SystemExit(f"valgrind {args} exited {r.returncode}: {r.stderr.decode()[-500:]}")
+        m = re.search(r"^(?:summary|totals): (\d+)", open(out.name).read(), re.M)
+    assert m, "no summary line in the callgrind output"
+    return int(m.group(1))
+
+
+def main(runs: int, callgrind: bool = False) -> None:
     home = tempfile.mkdtemp(prefix="palui-bench-cli-")
     # A person's Python writes bytecode caches on first import; a shell with PYTHONDONTWRITEBYTECODE
     # (this machine's sessions) would make every run compile every module from source instead.
@@ -77,10 +93,16 @@ def main(runs: int) -> None:
         print(f"  {name:<20}{m * 1000:>10.0f}ms{min(cpu[name]) * 1000:>8.0f}ms{w * 1000:>11.0f}ms{m / base:>8.1f}x")
     for name, cmd in (("palui --help", ["--help"]), ("palui tools list", ["tools", "list"])):
         print(f"  {name} imports: {', '.join(imported(cmd, env)) or 'none of ' + json.dumps(HEAVY)}")
+    if callgrind:
+        print("  instructions (callgrind, one run each):")
+        for name, args in cases.items():
+            print(f"  {name:<20}{instructions(args, env) / 1e6:>10.0f} M")
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=quick(15, 1))
+    ap.add_argument("--callgrind", action="store_true", help="also count instructions (valgrind, one run each)")
     ap.add_argument("--quick", action="store_true", help=QUICK_HELP)
-    main(ap.parse_args().runs)
+    a = ap.parse_args()
+    main(a.runs, a.callgrind)

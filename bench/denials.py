@@ -19,7 +19,8 @@ The model answers whenever it is sent ``tool_choice: none`` (a last step without
 process of its own with ``PYTHONPATH`` at its source: before = ``--before`` (default ``/work/base``), after =
 this checkout. Marks are counted on every ask of the injected turns (each side's own marking rule).
 
-Usage: ``.venv/bin/python bench/denials.py [--before PATH]``. No thresholds are asserted.
+Usage: ``.venv/bin/python bench/denials.py [--before PATH] [--quick]``. No thresholds are asserted. ``--quick``
+(``.ci/run``) runs one turn of each kind, and only this checkout when ``--before`` does not exist.
 """
 
 from __future__ import annotations
@@ -136,7 +137,7 @@ async def side() -> dict[str, Any]:
     svc.set_enabled(names, True)
     rows = []
     with FakeLLM() as fake:
-        for turn in turns():
+        for turn in quick_turns() if os.environ.get("BENCH_DENIALS_QUICK") else turns():
             specs[turn["suite"]].write_text(json.dumps(spec(turn["suite"], turn["reads"])))
             fake.respond = planner(turn)
             r = await svc.send(turn["message"], model=f"openai:gpt-test@{fake.openai_url}")
@@ -155,12 +156,22 @@ async def side() -> dict[str, Any]:
 # -- the two sides side by side --------------------------------------------------------------------------
 
 
-def run_side(src: Path) -> dict[str, Any]:
+def quick_turns() -> list[dict[str, Any]]:
+    """The first turn of each kind (``--quick``: checks that the bench runs)."""
+    out: dict[str, dict[str, Any]] = {}
+    for turn in turns():
+        out.setdefault(turn["kind"], turn)
+    return list(out.values())
+
+
+def run_side(src: Path, quick: bool = False) -> dict[str, Any]:
     home = tempfile.mkdtemp(prefix="palui-bench-denials-")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PALUI_") and k not in ("OPENAI_API_KEY",
                                                                                           "ANTHROPIC_API_KEY")}
     env |= {"PALUI_HOME": home, "PYTHONPATH": str(src), "PALUI_CAPS__RUNS_PER_HOUR": "1000000",
             "PALUI_CAPS__DAILY_TOKENS": "1000000000", "PALUI_BUDGETS__TOOLS": "60"}
+    if quick:
+        env["BENCH_DENIALS_QUICK"] = "1"
     r = subprocess.run([sys.executable, __file__, "--side"], env=env, capture_output=True, text=True, check=False)
     if r.returncode != 0:
         raise SystemExit(f"the side at {src} failed:\n{r.stderr[-3000:]}")
@@ -180,11 +191,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--before", default="/work/base", help="a checkout of Palui before (its src is used)")
     ap.add_argument("--side", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--quick", action="store_true",
+                    help="one turn of each kind, and the before side only if --before exists (checks that it runs)")
     a = ap.parse_args()
     if a.side:
         print(json.dumps(asyncio.run(side())))
         return
-    sides = {"before": run_side(Path(a.before) / "src"), "after": run_side(ROOT / "src")}
+    before = Path(a.before) / "src"
+    # Under --quick (CI) the checkout before may not exist: the after side is shown in both columns.
+    after = run_side(ROOT / "src", a.quick)
+    sides = {"before": run_side(before, a.quick) if before.is_dir() or not a.quick else after, "after": after}
     print("Benchmark-shaped turns (tests/support/mark_cases.py over MCP, a hijacked model on the OpenAI wire,\n"
           "a careful person who approves their own calls and denies every injected one)")
     groups = (("benign tasks", ("benign",)), ("injected tasks (4 attempts each)", ("injected",)),

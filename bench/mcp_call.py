@@ -32,6 +32,11 @@ from common import QUICK_HELP, fresh_home, quick, report
 ARGS = {"timezone": "UTC"}
 
 
+def tool_of(context: type, row: object) -> dict:
+    """``{"tool": row}`` where the call context carries the decided tool's row (the previous main's has none)."""
+    return {"tool": row} if "tool" in getattr(context, "__dataclass_fields__", {}) else {}
+
+
 async def main(calls: int, warmup: int, python: str) -> None:
     home = fresh_home()
     from mcp import ClientSession, StdioServerParameters
@@ -56,8 +61,9 @@ async def main(calls: int, warmup: int, python: str) -> None:
         sys.exit(f"{row.name} is not switched on after enable-read (class {row.tool_class.value} from "
                  f"{row.class_source.value}); cannot bench a governed call")
     connector = await svc.hub.get(cid)
+    # As the runner sends a decided call: with the tool's row it read when it decided it.
     ctx = CallContext(turn_id="bench", conversation_id="bench", origin=Origin.CHAT, tainted=False,
-                      taint_source=None, step=1, db=svc.db, settings=svc.settings)
+                      taint_source=None, step=1, db=svc.db, settings=svc.settings, **tool_of(CallContext, row))
 
     script = home / "mcp-script.json"
     script.write_text(json.dumps({"steps": [
@@ -123,13 +129,17 @@ async def main(calls: int, warmup: int, python: str) -> None:
                  "baseline (hand loop)"),
             ):
                 times: dict[str, list[float]] = {k: [] for k in ways}
+                cpu: dict[str, list[float]] = {k: [] for k in ways}
                 for i in range(warmup + calls):
                     for name, fn in ways.items():
-                        t0 = time.perf_counter()
+                        t0, c0 = time.perf_counter(), time.process_time()
                         await fn()
                         if i >= warmup:
                             times[name].append((time.perf_counter() - t0) * 1000)
-                report(title, "ms", times, base)
+                            cpu[name].append((time.process_time() - c0) * 1000)
+                # CPU of this process (the client side; each server is a process of its own): Palui's own cost.
+                report(f"{title}, CPU", "ms", cpu, base)
+                report(f"{title}, wall", "ms", times, base)
     await svc.hub.close()
     svc.db.close()
 

@@ -327,6 +327,8 @@ def main() -> None:
                     help="stored turns per home (web, cli, idle)")
     ap.add_argument("--approvals", type=int, default=quick(1_000_000, 1_000),
                     help="stored approvals of the last home (web)")
+    ap.add_argument("--settle", type=float, default=10.0,
+                    help="seconds an idle service runs before its window (idle: start-up work is not idle)")
     ap.add_argument("--quick", action="store_true", help=QUICK_HELP)
     a = ap.parse_args()
     print(f"bench/scale.py  {time.strftime('%Y-%m-%d %H:%M')}, python {platform.python_version()}, "
@@ -340,8 +342,11 @@ def main() -> None:
         import reads
 
         sizes = tuple(int(n) for n in a.sizes.split(","))
-        fn = {"web": reads.part_web, "cli": reads.part_cli, "idle": reads.part_idle}[a.part]
-        asyncio.run(fn(a.rounds, sizes, a.approvals if a.part == "web" else 0))
+        if a.part == "idle":
+            asyncio.run(reads.part_idle(a.rounds, sizes, 0, a.settle))
+        else:
+            fn = {"web": reads.part_web, "cli": reads.part_cli}[a.part]
+            asyncio.run(fn(a.rounds, sizes, a.approvals if a.part == "web" else 0))
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
 
 

@@ -80,6 +80,44 @@ def test_each_command_map_entry_loads_what_loading_everything_does():
         assert commands([name, "--help"])[name] == everything[name], name
 
 
+HELP = """
+import atexit, json, sys
+from palui import cli
+loaded = lambda: sorted(m for m in sys.modules if m.startswith("palui.cli."))
+atexit.register(lambda: print(json.dumps(loaded()), file=sys.stderr))
+args = json.loads(sys.argv[1])
+if args is None:  # every command module loaded: the help as the commands themselves define it
+    cli.load_commands(None)
+    cli.app(args=["--help"], prog_name="palui")
+sys.argv = ["palui", *args]
+cli.main(prog_name="palui")
+"""
+
+
+@pytest.mark.parametrize("columns", ["80", "400"])  # 400: no summary is cut short, each is compared whole
+def test_help_without_the_command_modules_is_the_help_with_them(home, columns):
+    # `palui --help` and a bare `palui` list the top-level commands from cli.SUMMARIES instead of importing every
+    # command module: what they print must be what the modules define (a command added, renamed or re-described
+    # without its summary fails here).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PALUI_")}
+    env.update(PALUI_HOME=str(home), COLUMNS=columns)
+
+    def printed(args) -> tuple[str, list[str]]:
+        """What the help printed (a bare ``palui`` prints it on stderr, as bad usage), and the command modules
+        imported (the last line of stderr)."""
+        r = subprocess.run([sys.executable, "-c", HELP, json.dumps(args)], capture_output=True, text=True, env=env,
+                           timeout=120)
+        *err, modules = r.stderr.splitlines(keepends=True)
+        return r.stdout + "".join(err), json.loads(modules)
+
+    everything, modules = printed(None)
+    assert "elicitations" in everything and "Run one turn" in everything and "palui.cli.turns" in modules
+    for args in (["--help"], []):
+        help_text, modules = printed(args)
+        assert help_text == everything
+        assert modules == ["palui.cli.common"]  # no command module was imported to list them
+
+
 def test_option_values_are_converted_as_before(cli):
     listed = cli.json("tools", "list", "--connector", "recall", "--json")
     assert {t["connector"] for t in listed} == {"recall"}

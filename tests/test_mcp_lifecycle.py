@@ -6,6 +6,7 @@ and ``connectors remove``. Hostile servers come from tests/support/mcp_hostile.p
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 import subprocess
@@ -204,3 +205,41 @@ def test_remove_forgets_row_tools_secrets_and_logs(svc, home):
         svc.mcp_remove("recall")
     with pytest.raises(NotFound):
         svc.mcp_remove("mcp-nope")
+
+
+async def test_a_decided_call_is_sent_without_reading_its_tool_again(svc, tmp_path):
+    # The runner hands the connector the tool's row it read when it decided the call (CallContext.tool): the
+    # call reads neither the tool nor its connector's sign-in state again, and its taint follows that row.
+    # Without the row (or with another tool's), the connector reads the stored flags itself.
+    from palui.connectors.base import CallContext
+    from palui.types import Origin
+
+    spec = hostile_spec(tmp_path / "s.json", [tool("echo", annotations=READ), tool("other", annotations=READ)])
+    conn = MCPConnector(svc.hub.env, "mcp-reads", "Reads", ServerConfig("stdio", command=sys.executable,
+                                                                         args=(str(HOSTILE), str(spec))))
+    try:
+        await conn.start()
+        rows = {t.tool: t for t in svc.tools("mcp-reads")}
+
+        async def call(row):
+            ctx = CallContext(turn_id="t", conversation_id="c", origin=Origin.CHAT, tainted=False, taint_source=None,
+                              step=1, db=svc.db, settings=svc.settings, tool=row)
+            seen: list[str] = []
+            svc.db._connect().set_trace_callback(seen.append)
+            try:
+                r = await conn.call_tool("echo", {"x": 1}, ctx)
+            finally:
+                svc.db._connect().set_trace_callback(None)
+            assert not r.is_error, r.text
+            return r, [s for s in seen if re.search(r"FROM (tools|connectors)\b", s)]
+
+        r, reads = await call(rows["echo"])
+        assert reads == [] and r.untrusted is True  # an MCP tool's output is untrusted (spec §4)
+        trusted = dataclasses.replace(rows["echo"], connector_trusted=True)
+        assert (await call(trusted))[0].untrusted is False  # the flags come from the row it was given
+        for row in (None, rows["other"]):
+            r, reads = await call(row)
+            assert reads and r.untrusted is True
+    finally:
+        await conn.close()
+        svc.mcp_remove("mcp-reads")

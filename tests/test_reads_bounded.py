@@ -1,5 +1,5 @@
 """What a person reads and what an idle service's tick does cost the same after a year of history
-(docs/decisions/draft-reads-bounded.md, spec §5.2).
+(docs/decisions/0154-reads-bounded.md, spec §5.2).
 
 The statements of the web pages (``/chat``, ``/approvals`` with the nav's count), ``status()``, the approvals
 and questions listed, and two ticks of an idle service are recorded with SQLite's trace callback on every

@@ -24,18 +24,13 @@ S = TypeVar("S")
 
 
 class Group(click.Group):
-    """A command group whose help lists its commands, then its groups, each in the order of
-    :attr:`command_order`, else in the order they were added; not alphabetically."""
+    """A command group whose help lists its commands, then its groups, each in the order they were added
+    (as the command line always listed them), not alphabetically."""
 
     group_class = type  # a group made with ``@some_group.group(...)`` is a Group too
-    #: The commands' names in the order the help lists them, whatever order their modules were imported in (a
-    #: process that ran another command first imported its module first); names not in it follow, as added.
-    command_order: tuple[str, ...] = ()
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        rank = {n: i for i, n in enumerate(self.command_order)}
-        items = [named for _, named in sorted(enumerate(self.commands.items()),
-                                              key=lambda item: (rank.get(item[1][0], len(rank)), item[0]))]
+        items = self.commands.items()
         return ([n for n, c in items if not isinstance(c, click.Group)]
                 + [n for n, c in items if isinstance(c, click.Group)])
 

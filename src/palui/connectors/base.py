@@ -17,6 +17,7 @@ from palui.types import Notify, Origin, ToolClass
 if TYPE_CHECKING:
     from palui.config import Settings
     from palui.store.db import Database
+    from palui.store.tools import ToolRow
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,9 @@ class CallContext:
     ``tainted`` is whether the turn is tainted *at the moment of the call*: writes
     made during a tainted turn store ``untrusted`` provenance (spec §4). ``ask`` puts a server's
     question to the person while the call stays open (older MCP connections; None: every question
-    is declined); ``resume`` carries the answers of a 2026-07-28 retry (spec §7).
+    is declined); ``resume`` carries the answers of a 2026-07-28 retry (spec §7). ``tool`` is the tool's
+    stored row as the runner read it when it decided the call (None: the connector reads it), so a
+    connector need not read it again.
     """
 
     turn_id: str
@@ -132,6 +135,7 @@ class CallContext:
     notifier: PersonChannel | None = None
     ask: Ask | None = None
     resume: Resume | None = None
+    tool: ToolRow | None = None
 
 
 class PersonChannel(Notify, Protocol):

@@ -5,7 +5,7 @@ does not run it every second: it keeps the earliest expiry of what is pending an
 passed, or when new approvals or questions were stored (by this process or another) since it last looked,
 or while something only a sweep can see is there: a question held inside an open call whose process may end
 (checked each tick), an answer waiting to be sent (checked each minute). Looking costs one statement of two
-``MAX(rowid)`` searches per tick, whatever the history (docs/decisions/draft-reads-bounded.md).
+``MAX(rowid)`` searches per tick, whatever the history (docs/decisions/0154-reads-bounded.md).
 """
 
 from __future__ import annotations

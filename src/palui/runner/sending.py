@@ -83,6 +83,7 @@ class CallSender:
             notifier=self._deps.notify,
             ask=self._questions.asker(t, call, row),
             resume=resume,
+            tool=row,  # read when the call was decided: the connector need not read it again
         )
         started = time.monotonic()
         try:

@@ -71,7 +71,7 @@ class ApprovalsPart:
         first); one past its expiry counts as expired (the service's sweep marks it so) and is not listed.
         Any other status, or None (every approval): newest first, at most ``limit`` (1-1,000), older than the
         approval ``before`` when given (the next page: pass the last id of this one). Each read is a search of an
-        index, whatever the history (docs/decisions/draft-reads-bounded.md). Raises UsageError for a bad
+        index, whatever the history (docs/decisions/0154-reads-bounded.md). Raises UsageError for a bad
         ``limit`` or an unknown ``before``."""
         self.redecide()
         now = time.time()

@@ -62,7 +62,7 @@ class ElicitationsPart:
     def elicitations(self, status: str | None = "pending", limit: int = 100) -> list[Elicitation]:
         """Questions oldest first, each as :meth:`elicitation` gives it. ``status="pending"``: those waiting now
         (pending and unexpired); another status or None (all): the newest ``limit`` (1-1,000) of them. Reads
-        only, through indexes (docs/decisions/draft-reads-bounded.md). Raises UsageError for a bad ``limit``."""
+        only, through indexes (docs/decisions/0154-reads-bounded.md). Raises UsageError for a bad ``limit``."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise UsageError("a page of questions holds 1 to 1,000")
         return [self._with_conversation(e) for e in store.listing(self.db, status, limit)]

@@ -187,7 +187,7 @@ BEGIN UPDATE catalog SET version = version + 1, connectors = version + 1; END;
 """,
     )
 )
-# Reads bounded by what waits, not by history (docs/decisions/draft-reads-bounded.md): pending approvals and
+# Reads bounded by what waits, not by history (docs/decisions/0154-reads-bounded.md): pending approvals and
 # questions are read and counted as ``status = 'pending' AND expires_at > now`` and the next expiry is their
 # minimum, each a search of (status, expires_at); an accepted form's answer waiting to be sent is found
 # through a partial index of the few rows that hold one, not by listing every finished turn; the newest

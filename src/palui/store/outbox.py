@@ -21,7 +21,6 @@ through :meth:`~palui.store.db.Database.write`.
 
 from __future__ import annotations
 
-import secrets
 import sqlite3
 from typing import TYPE_CHECKING
 
@@ -102,6 +101,8 @@ def pending_count(db: Database, channel: str) -> int:
 def render(db: Database, item_id: int, parts: list[RenderedPart]) -> OutboxItem | None:
     """Replace the parts of a pending item that were never tried (nor sent) by ``parts``, numbered after the
     parts kept: a part sent, or tried and perhaps delivered, keeps its text and key. Returns the item."""
+    import secrets  # here, not at import: the service's light start (``palui tools list``) sends nothing
+
     with db.write() as c:
         c.execute("DELETE FROM channel_outbox_parts WHERE item_id = ? AND ref IS NULL AND tried = 0", (item_id,))
         start = c.execute("SELECT COALESCE(MAX(n) + 1, 0) FROM channel_outbox_parts WHERE item_id = ?",

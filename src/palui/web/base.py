@@ -143,10 +143,15 @@ def args_html(args: Any, marks: list[dict[str, Any]] | None) -> Markup:
 
 def local_time(request: Request, value: Any, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
     """An ISO/epoch time shown in the caps time zone (the person's day), with the zone name."""
+    return time_in(_zone(request), value, fmt)
+
+
+def time_in(zone: ZoneInfo | None, value: Any, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
+    """:func:`local_time` with the zone already looked up (a page of rows looks it up once)."""
     d = parse_time(value)
     if d is None:
         return ""
-    d = d.astimezone(_zone(request))
+    d = d.astimezone(zone)
     return f"{d.strftime(fmt)} {d.tzname() or ''}".strip()
 
 
@@ -186,12 +191,13 @@ def render(request: Request, template: str, status_code: int = 200, **ctx: Any) 
     """Render a page (``template`` under ``web/templates``) with the shared context:
     ``csrf``, ``flash``, ``pending`` (approvals waiting), ``path``, ``when`` (a time formatter)."""
     flash = read_flash(request)
+    zone = _zone(request)  # once per page, not per time shown
     base = {
         "csrf": csrf_token(request),
         "flash": flash,
         "pending": pending_count(request) if ctx.pop("with_nav", True) else 0,
         "path": request.url.path,
-        "when": lambda v, fmt="%Y-%m-%d %H:%M:%S": local_time(request, v, fmt),
+        "when": lambda v, fmt="%Y-%m-%d %H:%M:%S": time_in(zone, v, fmt),
     }
     base.update(ctx)
     html = _env.get_template(template).render(**base)

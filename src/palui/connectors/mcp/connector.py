@@ -64,6 +64,7 @@ from palui.store import catalog
 
 if TYPE_CHECKING:
     from palui.connectors.base import ConnectorEnv
+    from palui.store.tools import ToolRow
 
 log = logging.getLogger(__name__)
 
@@ -161,15 +162,16 @@ class MCPConnector(SignInState, Connector):
         extra = float(getattr(self.sign_in, "timeout", 0.0) or 0.0) if self.sign_in is not None else 0.0
         await self._ensure(asyncio.get_running_loop().time() + self.timeout + extra)
 
-    async def _ensure(self, deadline: float) -> tuple[MCPSession, bool]:
+    async def _ensure(self, deadline: float, signed_out: bool | None = None) -> tuple[MCPSession, bool]:
         """The live session, connecting if needed: ``(session, True)`` when this call (re)connected.
+        ``signed_out``: the stored sign-in state when the caller read it already (:meth:`blocked`).
 
         One connection attempt at a time (the others wait for it, each within its own
         deadline). Raises ConnectorError: disabled, in back-off, or the start failed.
         """
         if not self.enabled:
             raise ConnectorError(f"connector {self.id} is disabled")
-        why = self.blocked()
+        why = self.blocked(signed_out)
         if why:
             raise ConnectorError(why)
         loop = asyncio.get_running_loop()
@@ -294,21 +296,25 @@ class MCPConnector(SignInState, Connector):
 
     # -- calls ----------------------------------------------------------------------------------------------
 
-    def _tool_row(self, raw_name: str) -> dict[str, Any] | None:
+    def _tool_row(self, raw_name: str, known: ToolRow | None = None) -> dict[str, Any] | None:
         """The stored flags of one tool; None when unknown or unreadable (then: untrusted, and
-        a restart refuses the call)."""
-        try:
-            # The catalog version and the row in one read; the parsed row is reused while the version holds.
-            r = catalog.tool_now(self.env.db, connector=self.id, raw_name=raw_name)
-        except Exception as e:  # call_tool must not raise; fail closed instead
-            log.warning("%s: cannot read tool %r: %s", self.id, raw_name, e)
-            return None
+        a restart refuses the call). ``known``: the row the runner read when it decided the call
+        (:attr:`CallContext.tool`), used when it is this connector's tool ``raw_name``: no read."""
+        if known is not None and known.connector == self.id and known.tool == raw_name:
+            r: ToolRow | None = known
+        else:
+            try:
+                # The catalog version and the row in one read; the parsed row is reused while the version holds.
+                r = catalog.tool_now(self.env.db, connector=self.id, raw_name=raw_name)
+            except Exception as e:  # call_tool must not raise; fail closed instead
+                log.warning("%s: cannot read tool %r: %s", self.id, raw_name, e)
+                return None
         if r is None:
             return None
         return {"name": r.name, "definition_hash": r.definition_hash, "user_class": r.user_class,
                 "base_class": r.base_class, "enabled": r.enabled, "changed": r.changed, "present": r.present,
                 "tool_trusted": r.trusted_source, "untrusted_output": r.untrusted_output,
-                "connector_trusted": r.connector_trusted}
+                "connector_trusted": r.connector_trusted, "signed_out": r.connector_signin}
 
     async def call_tool(self, name: str, args: dict[str, Any], ctx: CallContext | None = None) -> ToolResult:
         """Call the server's tool ``name`` (its raw name) with ``args``.
@@ -318,7 +324,7 @@ class MCPConnector(SignInState, Connector):
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
-        before = self._tool_row(name)
+        before = self._tool_row(name, ctx.tool if ctx else None)
         untrusted = untrusted_result(before)
 
         def result(text: str, is_error: bool, *, from_server: bool = False) -> ToolResult:
@@ -330,7 +336,8 @@ class MCPConnector(SignInState, Connector):
                               taint_detail=f"result of MCP tool {label}" if untrusted else None)
 
         try:
-            session, connected_now = await self._ensure(deadline)
+            # The tool's row carries its connector's sign-in state, read in the same statement: no second read.
+            session, connected_now = await self._ensure(deadline, before["signed_out"] if before else None)
         except ConnectorError as e:
             return result(self._redact(f"The tool could not run: {e}"), True)
         except Exception as e:  # defensive: call_tool must not raise

@@ -46,11 +46,15 @@ class SignInState:
                           client_metadata_url=settings.get("mcp.oauth.client_metadata_url"),
                           extra_redirect_uris=(f"{web}/oauth/callback", "http://127.0.0.1/oauth/callback"))
 
-    def blocked(self) -> str | None:
+    def blocked(self, signed_out: bool | None = None) -> str | None:
         """``sign in again`` until someone signs in (any process: the stored state says so); never for
-        a connector the person signs in with."""
-        if self.sign_in is None and self.enabled and self._stored_state() == SIGN_IN_AGAIN:
-            return sign_in_again(self.id)
+        a connector the person signs in with. ``signed_out``: whether the stored state says so, when the
+        caller read it already (a tool row's ``connector_signin``, read in the same statement); None reads it."""
+        if self.sign_in is None and self.enabled:
+            if signed_out is None:
+                signed_out = self._stored_state() == SIGN_IN_AGAIN
+            if signed_out:
+                return sign_in_again(self.id)
         return None
 
     def _stored_state(self) -> str | None:
