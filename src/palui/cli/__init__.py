@@ -67,6 +67,7 @@ SUMMARIES: tuple[tuple[str, str, bool], ...] = (
               " kept).", False),
     ("backup", "Copy the database into FILE (SQLite's online backup: safe while the service runs).", False),
     ("elicitations", "Questions MCP servers ask you: list, show, answer.", True),
+    ("gateway", "Offer your governed tools to other MCP clients (coding agents, desktop apps, editors).", True),
 )
 
 
