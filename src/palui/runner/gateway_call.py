@@ -186,7 +186,7 @@ class GatewayCall:
         conn = await deps.hub.get(row.connector)
         ctx = CallContext(turn_id=t.id, conversation_id=t.conversation_id, origin=Origin.GATEWAY, tainted=t.tainted,
                           taint_source=t.taint_source, step=t.steps, db=deps.db, settings=deps.settings,
-                          notifier=deps.notify)
+                          notifier=deps.notify, tool=row)
         started = time.monotonic()
         try:
             result = await asyncio.wait_for(conn.call_tool(row.tool, call["args"], ctx), CALL_SECONDS)
