@@ -36,7 +36,7 @@ def fresh_home(**settings: str) -> Path:
             del os.environ[k]
     home = Path(tempfile.mkdtemp(prefix="palui-bench-"))
     os.environ["PALUI_HOME"] = str(home)
-    defaults = {"CAPS__RUNS_PER_HOUR": "1000000", "CAPS__DAILY_TOKENS": "1000000000"}
+    defaults = {"CAPS__RUNS_PER_HOUR": "10000", "CAPS__DAILY_TOKENS": "1000000000"}  # the tops of their ranges or under
     for k, v in {**defaults, **settings}.items():
         os.environ[f"PALUI_{k}"] = v
     return home

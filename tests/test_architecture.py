@@ -15,7 +15,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src"
 PKG = SRC / "palui"
 
-FRONT_ENDS = ("palui.cli", "palui.server", "palui.web", "palui.channels")
+FRONT_ENDS = ("palui.cli", "palui.server", "palui.web", "palui.channels", "palui.gateway")
 # What a front end may import of Palui: the service API, the shared words and result types, the shared text
 # helpers, the settings, and front-end code itself.
 FRONT_END_ALLOWED = ("palui.service", "palui.types", "palui.results", "palui.errors", "palui.text", "palui.config",

@@ -1,7 +1,7 @@
 """The decision matrix of spec §3, as an exhaustive table.
 
-Every stored class (read, write, destructive, none) x switch x origin x taint = 48
-rows. The expected verdict of each row is written out by hand from the table of spec §3,
+Every stored class (read, write, destructive, none) x switch x origin (chat, job, webhook, gateway)
+x taint = 64 rows. The expected verdict of each row is written out by hand from the table of spec §3,
 not derived from the code under test.
 """
 
@@ -15,7 +15,7 @@ from palui.types import ClassSource, Origin, ToolClass, Verdict
 
 R, W, D, NONE = "read", "write", "destructive", None
 ON, OFF = True, False
-CHAT, JOB, HOOK = "chat", "job", "webhook"
+CHAT, JOB, HOOK, GW = "chat", "job", "webhook", "gateway"
 T, U = True, False  # tainted / untainted
 
 # (stored class, switch, origin, tainted) -> (verdict, deciding rule)
@@ -71,6 +71,23 @@ TABLE = [
     (NONE, ON, CHAT, T, "ask", "matrix"),
     (NONE, ON, JOB, U, "unavailable", "matrix"),
     (NONE, ON, JOB, T, "unavailable", "matrix"),
+    # --- the gateway column (spec §8.6): decided like chat; a session is tainted unless its client is trusted
+    (R, OFF, GW, U, "off", "switch"),
+    (R, OFF, GW, T, "off", "switch"),
+    (W, OFF, GW, U, "off", "switch"),
+    (W, OFF, GW, T, "off", "switch"),
+    (D, OFF, GW, U, "off", "switch"),
+    (D, OFF, GW, T, "off", "switch"),
+    (NONE, OFF, GW, U, "off", "switch"),
+    (NONE, OFF, GW, T, "off", "switch"),
+    (R, ON, GW, U, "run", "matrix"),
+    (R, ON, GW, T, "run", "matrix"),
+    (W, ON, GW, U, "run", "matrix"),
+    (W, ON, GW, T, "ask", "matrix"),
+    (D, ON, GW, U, "ask", "matrix"),
+    (D, ON, GW, T, "ask", "matrix"),
+    (NONE, ON, GW, U, "ask", "matrix"),
+    (NONE, ON, GW, T, "ask", "matrix"),
 ]
 
 
@@ -84,7 +101,7 @@ def _effective(stored: str | None) -> ToolClass:
 
 def test_table_is_complete():
     keys = {(c, e, o, t) for c, e, o, t, _, _ in TABLE}
-    assert len(TABLE) == 48 and len(keys) == 48
+    assert len(TABLE) == 64 and len(keys) == 64
 
 
 @pytest.mark.parametrize("stored,enabled,origin,tainted,verdict,rule", TABLE)
@@ -119,3 +136,5 @@ def test_reason_examples():
     assert d.verdict is Verdict.UNAVAILABLE and "scheduled job" in d.reason
     # Tainted without a known source: no dangling "tainted by".
     assert "tainted by" not in decide(ToolClass.WRITE, True, Origin.CHAT, True).reason
+    d = decide(ToolClass.WRITE, True, Origin.GATEWAY, True, "the client's context is unknown")
+    assert d.reason == "ask: write tool in a tainted gateway session (tainted by the client's context is unknown)"

@@ -307,3 +307,16 @@ async def test_a_servers_question_and_its_answer(svc, tmp_path):
     valid(list[results.Connector], svc.connectors())
     await asyncio.sleep(0)
     await svc.close()
+
+
+async def test_the_gateways_clients_tools_and_a_refused_call(svc):
+    svc.register_tools("mcp-notes", [ToolSpec("search", "Search the notes.", {"type": "object"},
+                                              {"readOnlyHint": True})], name="notes")
+    svc.enable_read("mcp-notes")
+    added = valid(results.GatewayClient, svc.gateway_client_add("coder", ["mcp-notes"], "trusted"))
+    assert added["token"].startswith("pgw_")
+    valid(list[results.GatewayClient], svc.gateway_clients())
+    session = svc.gateway_session_open("coder")
+    assert [t["name"] for t in valid(list[results.GatewayTool], svc.gateway_tools(session))] == ["mcp-notes__search"]
+    refused = valid(results.GatewayCallResult, await svc.gateway_call(session, "recall__search_memories", {}))
+    assert refused["is_error"]

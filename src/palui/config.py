@@ -36,9 +36,11 @@ __all__ = ["ModelEntry", "Settings", "documented_keys", "load_settings", "paths"
 
 # Environment variables that are not configuration keys. (Any other PALUI_* variable must
 # name a key: a misspelt or unsupported one refuses to start rather than being ignored.)
-# The channel secrets are read only by `palui channels add` (spec §10.4), never stored as settings.
+# The channel secrets are read only by `palui channels add` (spec §10.4), never stored as settings;
+# PALUI_GATEWAY_TOKEN is a gateway client's token, read only by the stdio bridge (spec §8.6).
 _NON_KEY_ENV = {"PALUI_HOME", "PALUI_TEST_CLOCK", "PALUI_TICK_SECONDS", "PALUI_TELEGRAM_TOKEN",
-                "PALUI_MATRIX_PASSWORD", "PALUI_MATRIX_TOKEN", "PALUI_TEST_ADDRESS_CLASSES"}
+                "PALUI_MATRIX_PASSWORD", "PALUI_MATRIX_TOKEN", "PALUI_TEST_ADDRESS_CLASSES",
+                "PALUI_GATEWAY_TOKEN"}
 
 @dataclass(frozen=True)
 class Settings:

@@ -53,11 +53,12 @@ class ClassSource(str, Enum):
 
 
 class Origin(str, Enum):
-    """What started a turn (spec §1)."""
+    """What started a turn (spec §1): ``gateway`` is a call another MCP client made through Palui (spec §8.6)."""
 
     CHAT = "chat"
     JOB = "job"
     WEBHOOK = "webhook"
+    GATEWAY = "gateway"
 
 
 class Verdict(str, Enum):

@@ -216,7 +216,7 @@ def tools_review(name: str, yes: bool) -> None:
 
 @policy_app.command("explain")
 @click.argument("name")
-@click.option("--origin", default="chat", help="chat, job or webhook")
+@click.option("--origin", default="chat", help="chat, job, webhook or gateway")
 @click.option("--tainted", is_flag=True, help="Decide as in a tainted turn.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def policy_explain(name: str, origin: str, tainted: bool, as_json: bool) -> None:
@@ -224,7 +224,7 @@ def policy_explain(name: str, origin: str, tainted: bool, as_json: bool) -> None
     try:
         o = Origin(origin)
     except ValueError:
-        fail(f"unknown origin {origin!r}: use chat, job or webhook", 2)
+        fail(f"unknown origin {origin!r}: use chat, job, webhook or gateway", 2)
     result = service().explain(name, o, tainted, "the --tainted option" if tainted else None)
     if as_json:
         return emit_json(result)

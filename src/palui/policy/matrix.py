@@ -29,7 +29,8 @@ def decide(
             used in the reason.
 
     Precedence: (1) webhook -> unavailable; (2) off -> off; (3) the matrix.
-    A job turn keeps the job column even when tainted. In a tainted turn every
+    A job turn keeps the job column even when tainted. The ``gateway`` column (a call another MCP
+    client made through Palui, spec §8.6) is decided like the chat columns, with its own words. In a tainted turn every
     reason, whichever rule decided, ends with ``(tainted by <taint_source>)`` when
     the source is known (spec §3: "every verdict carries a reason naming the rule
     and, in a tainted turn, what tainted it").
@@ -54,6 +55,14 @@ def _decide(tool_class: ToolClass, enabled: bool, origin: Origin, tainted: bool)
         if tool_class is ToolClass.WRITE:
             return Verdict.ASK, "write tool in a scheduled job", "matrix"
         return Verdict.UNAVAILABLE, "destructive tools are not offered in scheduled jobs", "matrix"
+
+    if origin is Origin.GATEWAY:
+        where = "a tainted gateway session" if tainted else "an untainted gateway session"
+        if tool_class is ToolClass.READ:
+            return Verdict.RUN, f"read tool in {where}", "matrix"
+        if tool_class is ToolClass.WRITE and not tainted:
+            return Verdict.RUN, f"write tool in {where}", "matrix"
+        return Verdict.ASK, f"{cls} tool in {where}", "matrix"
 
     # origin chat
     if tool_class is ToolClass.READ:

@@ -66,7 +66,9 @@ class OutsideFacts:
     ``reached``: the arguments (as JSON text) of earlier calls of this conversation to tools that reach
     outside and ran: their hosts were let through by this rule (or reached before any taint, or approved by
     the person), so reaching them again does not ask (a page's own ``URL:`` line names the host it came from);
-    ``pruned``: retention deleted some of the conversation's untrusted content, so ``untrusted`` is not all of it.
+    ``pruned``: retention deleted some of the conversation's untrusted content, so ``untrusted`` is not all of it;
+    ``unknown_context``: why Palui cannot see what the caller's model has read (a gateway session, spec §8.6):
+    then every address that is not the person's, nor reached earlier, asks (it fails closed), with this why.
     """
 
     untrusted: Sequence[tuple[str, str]]
@@ -75,6 +77,7 @@ class OutsideFacts:
     private_connectors: frozenset[str] = frozenset()
     reached: Sequence[str] = ()
     pruned: bool = False
+    unknown_context: str | None = None
 
 
 def reaches_outside(name: str, annotations: Any, flagged: bool) -> bool:
@@ -175,6 +178,9 @@ def rule_of_two(tool: str, args: Any, facts: OutsideFacts) -> str | None:
         if facts.pruned:
             return (f"Rule of Two: {verb} an address you did not write, and this conversation's older untrusted "
                     f"content was pruned by retention.days ({host})")
+        if facts.unknown_context:
+            return (f"Rule of Two: {verb} an address not reached earlier in this session, and "
+                    f"{facts.unknown_context} ({host})")
     if not facts.private:
         return None
     public = [t for src, t in untrusted if src.split("__", 1)[0] not in facts.private_connectors]

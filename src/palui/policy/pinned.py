@@ -66,7 +66,8 @@ def parse(records: Sequence[Sequence[str]]) -> tuple[list[Pin], list[Finding]]:
         try:
             o = Origin(origin.lower())
         except ValueError:
-            bad.append(Finding("bad", n, None, None, f"line {n}: unknown origin {origin!r} (chat, job, webhook)"))
+            bad.append(Finding("bad", n, None, None,
+                               f"line {n}: unknown origin {origin!r} (chat, job, webhook, gateway)"))
             continue
         if tainted.lower() not in _TRUE + _FALSE:
             bad.append(Finding("bad", n, None, None, f"line {n}: tainted must be true or false, not {tainted!r}"))

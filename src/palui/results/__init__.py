@@ -17,6 +17,7 @@ Import them from here (``from palui.results import TurnResult``); the modules gr
 - :mod:`~palui.results.tools`: tools, connectors, MCP configurations and listings, memories and tasks;
 - :mod:`~palui.results.status`: ``/status``, the pause, the inbox, the audit log, the emergency brake;
 - :mod:`~palui.results.triggers`: jobs, webhooks, chat channels;
+- :mod:`~palui.results.gateway`: the gateway's clients, the tools it lists, a call's answer (spec §8.6);
 - :mod:`~palui.results.api`: what the JSON API answers beyond these (health, a new conversation, the turns
   stopped, a refusal).
 
@@ -40,7 +41,7 @@ from types import ModuleType
 
 from typing_extensions import is_typeddict
 
-from palui.results import answers, api, events, status, tools, triggers, turns
+from palui.results import answers, api, events, gateway, status, tools, triggers, turns
 from palui.results.answers import Approval, ClassFields, Elicitation, TurnApproval, TurnElicitation, UntrustedArg
 from palui.results.api import ErrorAnswer, Health, NewConversation, Stopped
 from palui.results.events import (
@@ -65,6 +66,7 @@ from palui.results.events import (
     ToolStartEvent,
     TurnEvent,
 )
+from palui.results.gateway import GatewayCallResult, GatewayClient, GatewayTool
 from palui.results.status import (
     AsksSummary,
     AuditHead,
@@ -142,10 +144,10 @@ __all__ = [
     "TextDiscardedEvent", "TextEvent", "Tool", "ToolCallEvent", "ToolDetails", "ToolStartEvent",
     "ToolsLeftOutEvent", "LastStepEvent", "TurnApproval", "TurnDetail", "TurnElicitation", "TurnEvent", "TurnResult",
     "TurnStoredLine", "TurnUsage", "UntrustedArg", "Webhook", "WebhookCreated", "WebhookShare",
-    "ErrorAnswer", "Health", "NewConversation", "Stopped",
+    "ErrorAnswer", "Health", "NewConversation", "Stopped", "GatewayCallResult", "GatewayClient", "GatewayTool",
 ]
 
-MODULES: tuple[ModuleType, ...] = (answers, events, turns, tools, status, triggers, api)
+MODULES: tuple[ModuleType, ...] = (answers, events, turns, tools, status, triggers, api, gateway)
 
 
 def _forbid_extra_keys() -> None:

@@ -56,11 +56,15 @@ class RuleOfTwo:
     Args:
         db: the conversation's untrusted content, own messages, private connectors and the catalog.
         earlier: the earlier turns' messages the model is sent (shared with the runner, which owns them).
+        unknown_context: a gateway session's (spec §8.6): why the caller's context is unseen; every
+            address not reached earlier in the session then asks, and the session's calls are read from
+            its turn's events (it has no model messages).
     """
 
-    def __init__(self, db: Database, earlier: EarlierTurns) -> None:
+    def __init__(self, db: Database, earlier: EarlierTurns, unknown_context: str | None = None) -> None:
         self._db = db
         self._earlier = earlier
+        self._unknown_context = unknown_context
 
     def check(self, t: Turn, call: PendingCall, row: ToolRow, d: Decision) -> Decision:
         """``d``, or an ``ask`` with the Rule of Two's reason when it holds for this call."""
@@ -81,7 +85,8 @@ class RuleOfTwo:
         seen += private_results(t.messages, private)
         pruned = db.one("SELECT untrusted_pruned_at FROM conversations WHERE id = ?", (t.conversation_id,))
         return OutsideFacts(untrusted=untrusted, own=own, private=seen, private_connectors=frozenset(private),
-                            reached=self._reached(t, earlier), pruned=bool(pruned and pruned[0] is not None))
+                            reached=self._reached(t, earlier), pruned=bool(pruned and pruned[0] is not None),
+                            unknown_context=self._unknown_context)
 
     def _reached(self, t: Turn, earlier: list[ModelMessage]) -> list[str]:
         """The arguments of this conversation's earlier calls to tools that reach outside and ran: in the
@@ -105,6 +110,9 @@ class RuleOfTwo:
         for c in t.pending or []:
             if c.get("state") == CallState.DONE and not c.get("is_error") and c["id"] in asked:
                 ran.append(asked.pop(c["id"]))
+        if self._unknown_context is not None:  # a gateway session: its calls that ran are its turn's events
+            ran += [(e["tool"], e["args"]) for e in t.events
+                    if e["type"] == "tool_call" and not e.get("is_error") and "args" in e]
         snap = catalog.snapshot(self._db)
         out = []
         for tool, args in ran:

@@ -2,7 +2,8 @@
 
 Every route needs the token (spec §8), loopback included: ``Authorization: Bearer
 <token>``, or the session cookie the web page sets after login. Webhook deliveries
-(``/hooks/…``) carry their own signature instead. A ``Host`` header that is not this
+(``/hooks/…``) carry their own signature instead. ``/mcp`` (the gateway, spec §8.6) takes a
+gateway client's token only, never the service's. A ``Host`` header that is not this
 service's (DNS rebinding) gets 400.
 """
 
@@ -19,8 +20,10 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from palui.gateway.http import CLIENT_KEY, GatewayEndpoint
 from palui.server import hooks, routes
 from palui.server.session import SESSION_COOKIE, csrf_value, session_value
 from palui.server.unexpected import CatchUnexpected, no_route
@@ -81,6 +84,8 @@ class Guard:
         if headers.get("host", "").lower() not in self.hosts:
             return await JSONResponse({"error": "unknown Host header"}, status_code=400)(scope, receive, send)
         path = scope["path"]
+        if path == "/mcp" or path.startswith("/mcp/"):
+            return await self._gateway(scope, receive, send, headers)
         unsafe = scope["method"] not in ("GET", "HEAD", "OPTIONS")
         origin = headers.get("origin")
         if unsafe and origin and origin != "null" and urlsplit(origin).netloc not in self.hosts:
@@ -101,6 +106,22 @@ class Guard:
             resp = RedirectResponse("/login", status_code=303)
         return await resp(scope, receive, send)
 
+    async def _gateway(self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str]) -> None:
+        """``/mcp``: an ``Origin`` of another site gets 403 (DNS rebinding, whatever the method); only a gateway
+        client's token opens it (401 otherwise, logged: not an audit row)."""
+        origin = headers.get("origin")
+        if origin and origin != "null" and urlsplit(origin).netloc.lower() not in self.hosts:
+            return await JSONResponse({"error": "cross-origin request refused"}, status_code=403)(scope, receive, send)
+        auth = headers.get("authorization", "")
+        svc: ServiceDoor = self.state.svc
+        client = svc.gateway_client_for_token(auth[7:].strip()) if auth.lower().startswith("bearer ") else None
+        if client is None:
+            log.warning("gateway: refused a request to /mcp without a known client token")
+            return await JSONResponse({"error": "a gateway client's token is required (palui gateway clients add)"},
+                                      status_code=401, headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
+        scope.setdefault("state", {})[CLIENT_KEY] = client
+        return await self.app(scope, receive, send)
+
 
 def create_app(
     svc: ServiceDoor, token: str, host: str = "127.0.0.1", port: int = 8765, tick_seconds: float | None = None,
@@ -118,13 +139,15 @@ def create_app(
     """
     from palui import web
 
-    all_routes = [*routes.routes(), *hooks.routes(), *web.routes()]
+    gateway = GatewayEndpoint(svc)
+    all_routes = [*routes.routes(), *hooks.routes(), *web.routes(), Route("/mcp", endpoint=gateway)]
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await svc.start_background(tick_seconds)
         try:
             async with AsyncExitStack() as entered:
+                await entered.enter_async_context(gateway.run())
                 for hook in serve_hooks:
                     await entered.enter_async_context(hook(svc))
                 yield

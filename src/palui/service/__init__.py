@@ -36,6 +36,7 @@ so the parts form a DAG and the modules import no circle::
                                                                                  Turns, Approvals
     LivePart            following a turn, waiting for an answer               (live.py)        → TurnTasks, Turns,
                                                                                  Status, Approvals
+    GatewayPart         the gateway: clients, sessions, tools, calls          (gateway.py)     → Turns
     BrakePart           stop everything, pause/resume jobs                    (brake.py)       → Turns
     TriggersPart        jobs and webhooks                                     (triggers.py)    → Turns, Brake
     Scheduler           due jobs, every tick                                  (scheduler.py)   → Triggers, Brake,

@@ -20,6 +20,7 @@ from palui.service.collaborators import Collaborators, Redecision
 from palui.service.conversations import ConversationsPart
 from palui.service.elicitations import ElicitationsPart
 from palui.service.forward import Forward
+from palui.service.gateway import GatewayPart
 from palui.service.live import LivePart
 from palui.service.maintenance import MaintenancePart
 from palui.service.mcp_connectors import MCPPart
@@ -86,6 +87,7 @@ class Service:
         self.channel_updates_part = ChannelUpdatesPart(db, clock, self.channels_part, self.turns_part,
                                                        self.approvals_part)
         self.live_part = LivePart(db, self.turn_tasks, self.turns_part, self.status_part, self.approvals_part)
+        self.gateway_part = GatewayPart(db, clock, self.turns_part)
         self.brake_part = BrakePart(db, notifier, clock, self.turns_part)
         self.triggers_part = TriggersPart(db, settings, notifier, clock, self.turns_part, self.brake_part)
         self.scheduler = Scheduler(db, settings, notifier, clock, self.triggers_part, self.brake_part,
@@ -200,6 +202,19 @@ class Service:
     turn_result = Forward("turns_part", TurnsPart.turn_result)
     stop = Forward("turns_part", TurnsPart.stop)
     tool_or_none = Forward("turns_part", TurnsPart.tool_or_none)
+
+    # -- the gateway (gateway.py) ---------------------------------------------------------------------
+    gateway_client_add = Forward("gateway_part", GatewayPart.gateway_client_add)
+    gateway_clients = Forward("gateway_part", GatewayPart.gateway_clients)
+    gateway_client = Forward("gateway_part", GatewayPart.gateway_client)
+    gateway_client_remove = Forward("gateway_part", GatewayPart.gateway_client_remove)
+    gateway_client_for_token = Forward("gateway_part", GatewayPart.gateway_client_for_token)
+    gateway_session_open = Forward("gateway_part", GatewayPart.gateway_session_open)
+    gateway_session_end = Forward("gateway_part", GatewayPart.gateway_session_end)
+    gateway_sessions_end_open = Forward("gateway_part", GatewayPart.gateway_sessions_end_open)
+    gateway_catalog_version = Forward("gateway_part", GatewayPart.gateway_catalog_version)
+    gateway_tools = Forward("gateway_part", GatewayPart.gateway_tools)
+    gateway_call = Forward("gateway_part", GatewayPart.gateway_call)
 
     # -- conversations, questions, approvals, following (conversations.py … live.py) ------------------
     turn_detail = Forward("conversations_part", ConversationsPart.turn_detail)

@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from palui.store.migrations_channels import CHANNEL_MIGRATIONS
 from palui.store.migrations_costs import COST_MIGRATIONS
+from palui.store.migrations_gateway import GATEWAY_MIGRATIONS
 from palui.store.migrations_governance import GOVERNANCE_MIGRATIONS
 from palui.store.migrations_integrity import INTEGRITY_MIGRATIONS
 from palui.store.migrations_mcp import MCP_MIGRATIONS
@@ -405,6 +406,9 @@ MIGRATIONS.extend(GOVERNANCE_MIGRATIONS)
 MIGRATIONS.extend(MCP_MIGRATIONS)
 # What must survive a fault (32-33): body-only webhook replay keys kept, the audit's count beside the chain.
 MIGRATIONS.extend(INTEGRITY_MIGRATIONS)
+
+# The gateway (37): its clients and sessions.
+MIGRATIONS.extend(GATEWAY_MIGRATIONS)
 
 # Migration numbers are handed out to parallel work and may be appended out of order: keep the list sorted.
 MIGRATIONS.sort(key=lambda m: m[0])

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from palui.results import AuditRow
 
 VERDICTS = ("run", "ask", "unavailable", "off")
-ORIGINS = ("chat", "job", "webhook")
+ORIGINS = ("chat", "job", "webhook", "gateway")
 AUDIT_SCAN = 20_000  # rows read for filtering; the log keeps more, the page shows the newest matches
 AUDIT_SHOWN = 500
 

@@ -1,0 +1,124 @@
+"""``palui gateway --client NAME`` (the stdio bridge) and ``palui gateway clients add|list|remove|show``
+(spec §8.6, docs/gateway.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import TYPE_CHECKING
+
+import click
+
+from palui.cli.common import app, emit_json, fail, service, table
+
+if TYPE_CHECKING:
+    from palui.results import GatewayClient
+
+TOKEN_PLACEHOLDER = "<the token shown by palui gateway clients add>"
+
+
+@app.group("gateway", invoke_without_command=True)
+@click.option("--client", "client", metavar="NAME", help="Run the stdio bridge for this client.")
+@click.pass_context
+def gateway_app(ctx: click.Context, client: str | None) -> None:
+    """Offer your governed tools to other MCP clients (coding agents, desktop apps, editors).
+
+    With --client NAME: a stdio MCP server relaying to the running service's /mcp, for clients that start
+    a command; the client's token comes from PALUI_GATEWAY_TOKEN. docs/gateway.md has each client's setup.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    if not client:
+        click.echo(ctx.get_help())
+        ctx.exit(2)
+    import anyio
+
+    from palui.config import load_settings
+    from palui.discovery import find_service
+    from palui.gateway.bridge import TOKEN_ENV, Bridge
+
+    token = os.environ.get(TOKEN_ENV, "")
+    if not token:
+        fail(f"set {TOKEN_ENV} to the token of gateway client {client!r} (palui gateway clients add {client})")
+    settings = load_settings()
+    info = find_service(settings)
+    anyio.run(Bridge(info.url if info else None, token, str(settings.home)).run)
+
+
+@gateway_app.group("clients", no_args_is_help=True)
+def clients_app() -> None:
+    """The MCP clients allowed to use the gateway, each with its own token."""
+
+
+def snippets(name: str, token: str, url: str) -> str:
+    """The configuration to paste into an MCP client: over HTTP (``url`` ``/mcp`` with the token) and over
+    stdio (the bridge with the token in its environment)."""
+    http = {"mcpServers": {"palui": {"type": "http", "url": f"{url}/mcp",
+                                     "headers": {"Authorization": f"Bearer {token}"}}}}
+    stdio = {"mcpServers": {"palui": {"command": "palui", "args": ["gateway", "--client", name],
+                                      "env": {"PALUI_GATEWAY_TOKEN": token}}}}
+    return (f"Over HTTP (the service must run: palui serve):\n{json.dumps(http, indent=2)}\n"
+            f"Over stdio (a client that starts a command):\n{json.dumps(stdio, indent=2)}\n"
+            "docs/gateway.md shows where each client (Claude Code, Claude Desktop, Codex, Cursor, VS Code, Goose) "
+            "reads this.")
+
+
+def _url() -> str:
+    svc = service()
+    return f"http://127.0.0.1:{svc.settings.get('serve.port')}"
+
+
+def _line(c: GatewayClient) -> str:
+    seen = ", ".join(c["connectors"]) if c["connectors"] is not None else "every connector"
+    return f"{c['name']}: sees {seen}; context {c['context']}; {c['open_sessions']} open session(s)"
+
+
+@clients_app.command("add")
+@click.argument("name")
+@click.option("--connectors", metavar="A,B", help="Only these connectors (default: every connector).")
+@click.option("--context", type=click.Choice(["trusted"]), default=None,
+              help="Its sessions start untainted (default: tainted, its context is unknown).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (with the token).")
+def clients_add(name: str, connectors: str | None, context: str | None, as_json: bool) -> None:
+    """Add a client and print its token, once (only its hash is stored), with the configuration to paste."""
+    chosen = [c.strip() for c in connectors.split(",") if c.strip()] if connectors is not None else None
+    c = service().gateway_client_add(name, chosen, context or "unknown")
+    if as_json:
+        return emit_json(c)
+    click.echo(f"Added gateway client {_line(c)}.")
+    click.echo(f"Its token (shown once, stored hashed): {c.get('token')}")
+    click.echo(snippets(name, c.get("token", ""), _url()))
+
+
+@clients_app.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def clients_list(as_json: bool) -> None:
+    """The gateway's clients."""
+    rows = service().gateway_clients()
+    if as_json:
+        return emit_json(rows)
+    if not rows:
+        click.echo("No gateway clients (palui gateway clients add NAME).")
+        return
+    table([[c["name"], ", ".join(c["connectors"]) if c["connectors"] is not None else "all", c["context"],
+            str(c["open_sessions"])] for c in rows], ["NAME", "CONNECTORS", "CONTEXT", "OPEN SESSIONS"])
+
+
+@clients_app.command("show")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def clients_show(name: str, as_json: bool) -> None:
+    """A client and the configuration to paste into it (its token is not stored: paste the one shown at add)."""
+    c = service().gateway_client(name)
+    if as_json:
+        return emit_json(c)
+    click.echo(_line(c))
+    click.echo(snippets(name, TOKEN_PLACEHOLDER, _url()))
+
+
+@clients_app.command("remove")
+@click.argument("name")
+def clients_remove(name: str) -> None:
+    """Remove a client: its token opens nothing from now on, its open sessions end."""
+    ended = service().gateway_client_remove(name)
+    click.echo(f"Removed gateway client {name}" + (f"; ended {len(ended)} open session(s)." if ended else "."))

@@ -1,0 +1,36 @@
+"""The gateway's clients, the tools it offers a session, and a call's answer (spec §8.6)."""
+
+from __future__ import annotations
+
+from typing import Any, NotRequired
+
+from typing_extensions import TypedDict
+
+GatewayTool = TypedDict("GatewayTool", {
+    "name": str, "description": str, "input_schema": dict[str, Any], "read_only": bool, "destructive": bool,
+    "open_world": bool, "class": str,
+})
+GatewayTool.__doc__ = """A tool as the gateway lists it to a client: its model-visible ``name`` (at most 64 characters),
+pinned ``description`` and ``input_schema``, the hints from its effective ``class`` (``read_only``,
+``destructive``) and ``open_world`` when it reaches outside (spec §4.5)."""
+
+
+class GatewayClient(TypedDict):
+    """A gateway client: ``connectors`` it sees (None: every connector), ``context`` ``unknown`` (sessions
+    start tainted) or ``trusted``; ``created_at`` epoch seconds; ``open_sessions`` now. ``token`` only in
+    the answer to adding it (shown once, stored hashed)."""
+
+    name: str
+    connectors: list[str] | None
+    context: str
+    created_at: float
+    open_sessions: int
+    token: NotRequired[str]
+
+
+class GatewayCallResult(TypedDict):
+    """What a gateway call answers the client: the tool's result ``text``, or an error saying why it did not
+    run (``is_error``)."""
+
+    text: str
+    is_error: bool
