@@ -39,7 +39,9 @@ def gateway_app(ctx: click.Context, client: str | None) -> None:
 
     token = os.environ.get(TOKEN_ENV, "")
     if not token:
-        fail(f"set {TOKEN_ENV} to the token of gateway client {client!r} (palui gateway clients add {client})")
+        from palui.text.display import named
+
+        fail(f"set {TOKEN_ENV} to the token of gateway client {named(client)} (palui gateway clients add NAME)")
     settings = load_settings()
     info = find_service(settings)
     anyio.run(Bridge(info.url if info else None, token, str(settings.home)).run)

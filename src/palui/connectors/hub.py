@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from palui.connectors.base import Connector, ConnectorEnv
 from palui.connectors.builtin import builtin_connectors
 from palui.errors import ConnectorError, NotFound
+from palui.text.display import named
 
 if TYPE_CHECKING:
     import asyncio
@@ -50,9 +51,9 @@ class ConnectorHub:
                 return self._live[cid]
             row = self.env.db.one("SELECT * FROM connectors WHERE id = ?", (cid,))
             if row is None:
-                raise NotFound(f"unknown connector {cid!r}")
+                raise NotFound(f"unknown connector {named(cid)}")
             if row["kind"] != "mcp":
-                raise NotFound(f"connector {cid!r} has no implementation")
+                raise NotFound(f"connector {named(cid)} has no implementation")
             from palui.connectors.mcp import create_connector  # written by the MCP layer
 
             conn = await create_connector(self.env, dict(row))

@@ -27,7 +27,7 @@ from palui.runner import approvals as approvals_mod
 from palui.runner import state as st
 from palui.store import catalog
 from palui.store.db import Database
-from palui.text.display import shown
+from palui.text.display import named, shown
 from palui.text.escape import strip_hidden
 from palui.types import Origin, TurnStatus, Verdict
 
@@ -74,14 +74,14 @@ class GatewayPart:
         ``token``: shown this once, stored hashed. Raises UsageError (bad name, context or connector, a
         name taken)."""
         if not isinstance(name, str) or not NAME.match(name):
-            raise UsageError(f"a client name is lower-case letters, digits and '-' (at most 40): {name!r}")
+            raise UsageError(f"a client name is lower-case letters, digits and '-' (at most 40): {named(str(name))}")
         if context not in ("unknown", "trusted"):
-            raise UsageError(f"--context is 'trusted' or left out, not {context!r}")
+            raise UsageError(f"--context is 'trusted' or left out, not {named(str(context))}")
         if connectors is not None:
             known = {r["id"] for r in self.db.all("SELECT id FROM connectors")}
             missing = [c for c in connectors if c not in known]
             if missing or not connectors:
-                raise UsageError(f"unknown connector(s): {', '.join(missing) or '(none given)'} "
+                raise UsageError(f"unknown connector(s): {', '.join(named(m) for m in missing[:5]) or '(none given)'} "
                                  "(see: palui connectors list)")
         if self.db.one("SELECT 1 FROM gateway_clients WHERE name = ?", (name,)):
             raise UsageError(f"a gateway client named {name!r} exists (palui gateway clients remove {name})")
@@ -100,7 +100,7 @@ class GatewayPart:
         """One client. Raises NotFound."""
         r = self.db.one("SELECT * FROM gateway_clients WHERE name = ?", (name,))
         if r is None:
-            raise NotFound(f"unknown gateway client {name!r} (see: palui gateway clients list)")
+            raise NotFound(f"unknown gateway client {named(str(name))} (see: palui gateway clients list)")
         return self._client(r)
 
     def gateway_client_remove(self, name: str) -> list[str]:
@@ -224,6 +224,6 @@ class GatewayPart:
         s = self.db.one("SELECT g.*, t.tainted, c.connectors_json FROM gateway_sessions g JOIN turns t ON"
                         " t.id = g.turn_id LEFT JOIN gateway_clients c ON c.name = g.client WHERE g.id = ?", (session,))
         if s is None:
-            raise NotFound(f"unknown gateway session {session!r}")
+            raise NotFound(f"unknown gateway session {named(str(session))}")
         connectors = json.loads(s["connectors_json"]) if s["connectors_json"] else None
         return s, tuple(connectors) if connectors is not None else None

@@ -21,6 +21,7 @@ from starlette.routing import Route
 
 from palui.errors import NotFound, UsageError
 from palui.server.raw_path import RawPathRoute
+from palui.text.display import named
 from palui.text.mcp_config import ServerConfig
 from palui.text.review import review_view  # one rendering of a pending change, CLI and page
 from palui.types import Origin
@@ -59,7 +60,7 @@ def connector_view(svc: ServiceDoor, cid: str) -> Connector:
     for c in svc.connectors():
         if c["id"] == cid:
             return c
-    raise NotFound(f"unknown connector {cid!r}")
+    raise NotFound(f"unknown connector {named(cid)}")
 
 
 @page
