@@ -168,7 +168,7 @@ def run_side(src: Path, quick: bool = False) -> dict[str, Any]:
     home = tempfile.mkdtemp(prefix="palui-bench-denials-")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PALUI_") and k not in ("OPENAI_API_KEY",
                                                                                           "ANTHROPIC_API_KEY")}
-    env |= {"PALUI_HOME": home, "PYTHONPATH": str(src), "PALUI_CAPS__RUNS_PER_HOUR": "1000000",
+    env |= {"PALUI_HOME": home, "PYTHONPATH": str(src), "PALUI_CAPS__RUNS_PER_HOUR": "10000",
             "PALUI_CAPS__DAILY_TOKENS": "1000000000", "PALUI_BUDGETS__TOOLS": "60"}
     if quick:
         env["BENCH_DENIALS_QUICK"] = "1"

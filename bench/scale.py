@@ -49,7 +49,7 @@ SCRIPT = {"steps": [
      "usage": {"input_tokens": 400, "output_tokens": 20}},
     {"text": "Yes: you saved 'buy milk'.", "usage": {"input_tokens": 450, "output_tokens": 12}},
 ]}
-LIFTED = {"PALUI_CAPS__RUNS_PER_HOUR": "100000000", "PALUI_CAPS__DAILY_TOKENS": "100000000000",
+LIFTED = {"PALUI_CAPS__RUNS_PER_HOUR": "10000", "PALUI_CAPS__DAILY_TOKENS": "100000000000",
           "PALUI_CAPS__TIMEZONE": "UTC"}
 
 

@@ -205,6 +205,6 @@ def test_errors(cli, mcp_home):
     assert r.returncode == 2 and "read, write or destructive" in r.stderr
     assert mcp_home.tool("mcp-notes__add").class_source.value == "hints"
     r = cli("policy", "explain", "mcp-notes__add", "--origin", "cron")
-    assert r.returncode == 2 and "chat, job or webhook" in r.stderr
+    assert r.returncode == 2 and "chat, job, webhook or gateway" in r.stderr
     r = cli("tools", "list", "--connector", "mcp-nope")
     assert r.returncode == 1 and "unknown connector 'mcp-nope'" in r.stderr
