@@ -32,6 +32,9 @@ scratch="${scratch:-$(mktemp -d -t palui-schemathesis.XXXXXX)}"
 mkdir -p "$scratch"
 scratch="$(cd "$scratch" && pwd)"
 PYTHON="${PYTHON:-$repo/.venv/bin/python}"
+# An interpreter given relative to the current directory (.ci/run passes .venv/bin/python) still works after the
+# `cd` below: make it absolute, without resolving the venv's symlink (its site-packages are found through it).
+case "$PYTHON" in /*) ;; */*) PYTHON="$PWD/$PYTHON" ;; esac
 st="$(dirname "$PYTHON")/schemathesis"
 [ -x "$st" ] || { echo "run_schemathesis.sh: no schemathesis next to $PYTHON (pip install -e '.[test]')" >&2; exit 2; }
 
