@@ -197,6 +197,28 @@ def test_scopes_switches_list_changed_and_tokens(gw):
     assert r.status_code == 401
     ok = httpx.post(f"{srv.url}/mcp", json=body, headers={**hdrs, "Authorization": f"Bearer {gw['narrow']}"})
     assert ok.status_code == 200
+    # a session belongs to the client whose initialize opened it: another client's token with its id is
+    # answered as an unknown session, for a call and for a DELETE, and the session goes on for its owner
+    own = httpx.post(f"{srv.url}/mcp", json=body, headers={**hdrs, "Authorization": f"Bearer {gw['coder']}"})
+    sid = own.headers["mcp-session-id"]
+    as_coder = {**hdrs, "Authorization": f"Bearer {gw['coder']}", "Mcp-Session-Id": sid,
+                "Mcp-Protocol-Version": "2025-11-25"}
+    as_narrow = {**as_coder, "Authorization": f"Bearer {gw['narrow']}"}
+    started = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert httpx.post(f"{srv.url}/mcp", json=started, headers=as_coder).status_code == 202
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+    r = httpx.post(f"{srv.url}/mcp", json=listing, headers=as_narrow)
+    assert r.status_code == 404 and "mcp-notes__" not in r.text, r.text
+    assert httpx.delete(f"{srv.url}/mcp", headers=as_narrow).status_code == 404
+    r = httpx.post(f"{srv.url}/mcp", json=listing, headers=as_coder)
+    assert r.status_code == 200 and "mcp-notes__save" in r.text, r.text
+    # NaN and Infinity are not JSON: refused before anything is decided or asked
+    asked = len(pending(srv))
+    nan = ('{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "mcp-notes__save",'
+           ' "arguments": {"q": NaN, "n": [1e999]}}}')
+    r = httpx.post(f"{srv.url}/mcp", content=nan, headers=as_coder)
+    assert r.status_code == 200 and "NaN or Infinity" in r.text, r.text
+    assert len(pending(srv)) == asked
     assert cli("gateway", "clients", "remove", "narrow").returncode == 0
     r = httpx.post(f"{srv.url}/mcp", json=body, headers={**hdrs, "Authorization": f"Bearer {gw['narrow']}"})
     assert r.status_code == 401

@@ -31,7 +31,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types.jsonrpc import UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.responses import JSONResponse
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from palui import __version__
 from palui.gateway.tools import GatewayServer, as_call_result, as_mcp_tool
@@ -49,6 +49,8 @@ CLIENT_KEY = "palui_gateway_client"
 #: Seconds between two reads of the catalog version (``tools/list_changed``).
 POLL_SECONDS = 1.0
 SESSION_HEADER = "mcp-session-id"
+#: The JSON-RPC error the SDK answers an unknown session with (and so does the gateway for another client's).
+SESSION_NOT_FOUND = -32001
 VERSION_HEADER = "mcp-protocol-version"
 #: Why a 2026-07-28 request is refused (the client falls back to the initialize handshake).
 MODERN_REFUSED = ("Palui's gateway speaks the MCP versions of the initialize handshake (up to 2025-11-25): "
@@ -72,6 +74,8 @@ class GatewayEndpoint:
         self.manager = StreamableHTTPSessionManager(self.server)
         # Mcp-Session-Id -> (the service's gateway session, the SDK's session for notifications)
         self._sessions: dict[str, tuple[str, ServerSession]] = {}
+        # Mcp-Session-Id -> the client whose initialize made it: only that client's token may use it
+        self._owners: dict[str, str] = {}
 
     @contextlib.asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
@@ -97,10 +101,33 @@ class GatewayEndpoint:
         version = headers.get(VERSION_HEADER)
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
             return await self._refuse_version(scope, receive, send, version)
-        if scope["method"] == "DELETE" and headers.get(SESSION_HEADER) in self._sessions:
-            sid, _ = self._sessions.pop(headers[SESSION_HEADER])
+        client = scope.get("state", {}).get(CLIENT_KEY)
+        key = headers.get(SESSION_HEADER)
+        if key is not None and (not client or self._owners.get(key) != client):
+            # Another client's session (or one this process never made) is answered as unknown: a session id
+            # is not a credential, the token is, and the two must belong together.
+            error = {"code": SESSION_NOT_FOUND, "message": "Session not found"}
+            return await JSONResponse({"jsonrpc": "2.0", "id": None, "error": error}, status_code=404)(
+                scope, receive, send)
+        if key is None and client:
+            send = self._owning(send, client)
+        if scope["method"] == "DELETE" and key in self._sessions:
+            sid, _ = self._sessions.pop(key)
+            self._owners.pop(key, None)
             self.svc.gateway_session_end(sid, "the client ended the session")
         await self.manager.handle_request(scope, receive, send)
+
+    def _owning(self, send: Send, client: str) -> Send:
+        """``send`` that records ``client`` as the owner of the session an ``initialize`` answer opens."""
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                for k, v in message.get("headers", []):
+                    if k.decode("latin-1").lower() == SESSION_HEADER:
+                        self._owners.setdefault(v.decode("latin-1"), client)
+            await send(message)
+
+        return sending
 
     async def _refuse_version(self, scope: Scope, receive: Receive, send: Send, version: str) -> None:
         body = b""
@@ -157,6 +184,8 @@ class GatewayEndpoint:
         held = getattr(self.manager, "_server_instances", None)
         if not isinstance(held, dict):
             return
+        for key in [k for k in self._owners if k not in held]:
+            self._owners.pop(key, None)
         for key in [k for k in self._sessions if k not in held]:
             sid, _ = self._sessions.pop(key)
             self.svc.gateway_session_end(sid, "the session was idle too long")

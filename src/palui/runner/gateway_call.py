@@ -16,6 +16,7 @@ same approval).
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -116,6 +117,9 @@ class GatewayCall:
                              "bad_args": None}
         if t.stop_requested:
             return self._refused(t, call, None, "off", "the session was stopped (palui stop --all)")
+        if not _finite(args):  # NaN and ±Infinity: what would be approved is not what JSON can send on
+            return ToolResult("Error: the arguments hold a number JSON cannot carry (NaN or Infinity); the call "
+                              "was not decided.", is_error=True)
         if over := self._over_cap():
             return self._refused(t, call, None, "off", over, OVER_CAP)
         row = usable_tool(db, tool)
@@ -219,3 +223,14 @@ class GatewayCall:
         self._records.refuse(t, call, row, verdict, reason, outcome)
         st.save(self._deps.db, t)
         return ToolResult(call.get("result", f"Error: {reason}"), is_error=True)
+
+
+def _finite(value: Any) -> bool:
+    """Whether every number in ``value`` (JSON: dicts, lists, scalars) is finite; NaN and ±Infinity are not JSON."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_finite(v) for v in value)
+    return True
