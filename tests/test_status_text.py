@@ -39,10 +39,12 @@ def test_the_webhooks_hold_shows_only_while_it_holds():
 
 
 def test_texts_from_elsewhere_are_escaped():
-    s = status(connectors=[{"id": "mcp-x", "state": "error: \x1b[31mred\u202e"}],
+    s = status(model="script:\x1b[31mX\u202eY.json",  # a model string from PALUI_MODEL, shown as set
+               connectors=[{"id": "mcp-x", "state": "error: \x1b[31mred\u202e"}],
                channels=[{"name": "matrix", "state": "error", "last_failure": "bad\nline"}],
                paused=True, paused_reason="daily \u200btoken cap", paused_until="tomorrow")
     text = "\n".join(status_lines(s))
     assert "\x1b" not in text and "\u202e" not in text and "\u200b" not in text
     assert "\\u001b" in text and "\\u202e" in text
     assert "last delivery failure: bad" in text and "bad\nline" not in text
+    assert "model: script:\\u001b[31mX\\u202eY.json" in text

@@ -42,7 +42,7 @@ def status_lines(s: Mapping[str, Any], more: str = "palui report", questions: st
     :func:`governance_lines`. ``more``, ``questions`` and ``approvals`` say where the whole report, the
     questions and the approvals' details are on this surface."""
     caps = s["caps"]
-    out = [f"model: {s['model'] or '(none configured)'}",
+    out = [f"model: {shown(s['model'], one_line=True) if s['model'] else '(none configured)'}",
            f"tokens today: {s['tokens_today']} of {caps['daily_tokens']}",
            f"runs in the last hour: {s['runs_last_hour']} of {caps['runs_per_hour']}"]
     if s.get("webhooks_held"):
