@@ -29,6 +29,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from palui.server.session import csrf_value, session_value
 from support.live_service import LiveService, wait_for
@@ -303,6 +304,10 @@ def test_the_stdio_bridge_and_the_inspector_cli(gw, tmp_path):
             srv.post(f"/api/approvals/{a[0]['id']}/approve", {})
             r = await call
             assert not r.is_error and "bridged" in text(r)
+        # a token that is not a client's: every request says so in words (not a TaskGroup's error)
+        async with Client(stdio_client(_bridge(gw["home"], srv.token)), mode="auto") as c:
+            with pytest.raises(MCPError, match="refused the gateway connection: a gateway client's token is required"):
+                await c.call_tool("mcp-notes__lookup", {"q": "x"})
 
     asyncio.run(go())
     # The MCP Inspector's CLI mode lists and calls a read through /mcp.

@@ -35,6 +35,19 @@ from palui.gateway.tools import GatewayServer
 TOKEN_ENV = "PALUI_GATEWAY_TOKEN"
 
 
+def _cause(e: BaseException) -> str:
+    """What refused the connection, in words: a group of errors is unwrapped to its first one, and an HTTP
+    401 says the token was not accepted (``PALUI_GATEWAY_TOKEN`` must be this client's)."""
+    while isinstance(e, BaseExceptionGroup) and e.exceptions:
+        e = e.exceptions[0]
+    status = getattr(getattr(e, "response", None), "status_code", None)
+    if status == 401:
+        return f"HTTP 401: the token in {TOKEN_ENV} is not a gateway client's token (palui gateway clients list)"
+    if status is not None:
+        return f"HTTP {status}"
+    return str(e) or type(e).__name__
+
+
 def not_running(home: str) -> str:
     """What every request is told when no service runs on ``home``."""
     return (f"no Palui service is running for PALUI_HOME {home}: start it with `palui serve` (or `palui service "
@@ -67,7 +80,7 @@ class Bridge:
                 try:
                     self.upstream = await stack.enter_async_context(self._connect(self.url))
                 except Exception as e:  # refused (a removed client's token) or gone: every request says so
-                    self.problem = f"the Palui service at {self.url} refused the gateway connection: {e}"
+                    self.problem = f"the Palui service at {self.url} refused the gateway connection: {_cause(e)}"
             async with stdio_server() as (read, write):
                 inner_send, inner_read = anyio.create_memory_object_stream[Any](0)
 

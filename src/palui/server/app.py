@@ -117,7 +117,9 @@ class Guard:
         client = svc.gateway_client_for_token(auth[7:].strip()) if auth.lower().startswith("bearer ") else None
         if client is None:
             log.warning("gateway: refused a request to /mcp without a known client token")
-            return await JSONResponse({"error": "a gateway client's token is required (palui gateway clients add)"},
+            # A JSON-RPC error body: MCP clients show its message to the person.
+            said = "a gateway client's token is required (palui gateway clients add)"
+            return await JSONResponse({"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": said}},
                                       status_code=401, headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
         scope.setdefault("state", {})[CLIENT_KEY] = client
         return await self.app(scope, receive, send)
