@@ -29,6 +29,7 @@ from palui.text.mcp_config import ServerConfig
 from palui.types import SignIn
 from support.oauth_server import AuthServerOptions, OAuthTestServer, PreRegisteredClient
 from support.scripts import call, calls, text, write_script
+from support.signin_cli import sign_in
 
 pytestmark = pytest.mark.slow
 
@@ -71,29 +72,12 @@ def assert_no_secret(oauth: OAuthTestServer, said: str) -> None:
 
 def add_by_paste(home: Path, name: str, url: str, *extra: str, timeout: float = 60) -> tuple[subprocess.CompletedProcess, str]:
     """``palui connectors add NAME --url URL --no-browser``: read the printed address, "open" it, paste back where
-    the browser ended (the loopback address, which nothing needs to serve)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PALUI_")}
-    env["PALUI_HOME"] = str(home)
-    proc = subprocess.Popen([sys.executable, "-m", "palui", "connectors", "add", name, "--url", url, "--no-browser",
-                             *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env)
-    assert proc.stdout is not None and proc.stdin is not None
-    printed = []
-    auth_url = None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        printed.append(line)
-        if "/authorize?" in line:
-            auth_url = line.strip()
-            break
-    assert auth_url, "".join(printed) + (proc.stderr.read() if proc.poll() is not None else "")
-    location = httpx.get(auth_url, follow_redirects=False, timeout=10).headers["location"]
+    the browser ended (the loopback address, which nothing needs to serve): :func:`support.signin_cli.sign_in`."""
+    r, answer = sign_in(home, "connectors", "add", name, "--url", url, *extra, timeout=timeout)
+    assert answer is not None, r.stdout + r.stderr
+    location = answer.headers["location"]
     assert location.startswith("http://127.0.0.1:") and "/oauth/callback?" in location
-    out, err = proc.communicate(location + "\n", timeout=timeout)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, "".join(printed) + out, err), location
+    return r, location
 
 
 def token_file(home: Path, cid: str) -> dict:
