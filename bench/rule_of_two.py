@@ -5,7 +5,7 @@ a web address, a follow-up in a tainted conversation, a write that asks anyway) 
 that tells the model to fetch an address of the attacker's with the person's data in it) run as scripted
 turns through ``Service.send`` on local web servers (``127.0.0.2`` … ``127.0.0.9``, one site each), twice:
 
-- before: the Rule of Two switched off (``palui.runner.outside.rule_of_two`` replaced by a function that
+- before: the Rule of Two switched off (``palui.runner.rule_of_two.rule_of_two`` replaced by a function that
   never asks) — Palui as it was;
 - after:  as shipped.
 
@@ -114,7 +114,7 @@ def attacks(u) -> list[tuple[str, str, list[list[dict]]]]:
 
 
 async def run_set(svc, home, steps_of, with_rule: bool, sites: Sites) -> list[dict]:
-    from palui.runner import outside
+    from palui.runner import rule_of_two as outside
 
     original = outside.rule_of_two
     if not with_rule:

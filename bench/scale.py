@@ -168,7 +168,7 @@ async def part_catalog(rounds: int) -> None:
 async def offer_and_select(svc, model: str, rounds: int) -> None:
     from palui.policy import budget
     from palui.runner import state as st
-    from palui.runner.turn import TurnRunner
+    from palui.runner.turn_runner import TurnRunner
 
     tid = svc.start_turn(QUESTION, model=model)
     t = st.load(svc.db, tid)

@@ -152,8 +152,8 @@ def test_a_violation_is_caught():
         assert front_end_violations(probe) == [(2, ".db")]
         probe.write_text("def f(svc):\n    return svc.tools_part.tools()\n")
         assert front_end_violations(probe) == [(2, ".tools_part")]
-        probe.write_text("import importlib\nimportlib.import_module('palui.runner.turn')\n")
-        assert front_end_violations(probe) == [(2, "palui.runner.turn")]
+        probe.write_text("import importlib\nimportlib.import_module('palui.runner.turn_runner')\n")
+        assert front_end_violations(probe) == [(2, "palui.runner.turn_runner")]
     finally:
         probe.unlink()
 
@@ -289,3 +289,46 @@ def test_no_part_of_the_service_inherits_from_another():
     bad = [(name, [b for b in bases if b in own]) for name, bases in found
            if "Protocol" not in bases and any(b in own for b in bases)]
     assert not bad, bad
+
+
+# -- one concept, one module: no two module names in one package that differ only by inflection -------------------
+#: Suffixes that inflect a word without changing its concept (elicit / elicitation / elicitations / eliciting,
+#: approval / approvals, decide / deciding / decider), stripped from each word of a module's name.
+INFLECTIONS = ("ations", "ation", "itions", "ition", "ings", "ing", "ions", "ion", "ies", "es", "s", "ed", "er", "y")
+
+
+def concept(name: str) -> tuple[str, ...]:
+    """A module name's words with their inflections stripped (each stem keeps at least three letters)."""
+
+    def stem(word: str) -> str:
+        for suffix in INFLECTIONS:
+            if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+                return word[: -len(suffix)]
+        return word
+
+    return tuple(stem(w) for w in name.split("_"))
+
+
+def near_synonyms(names: list[str]) -> list[list[str]]:
+    """Groups of ``names`` that share one :func:`concept`."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for n in names:
+        groups.setdefault(concept(n), []).append(n)
+    return sorted(sorted(g) for g in groups.values() if len(g) > 1)
+
+
+def test_the_near_synonym_check_sees_inflections():
+    assert near_synonyms(["elicit", "elicitation", "elicitations", "eliciting", "approvals", "approval",
+                          "call_decider", "call_deciding", "rule_of_two"]) == [
+        ["approval", "approvals"], ["call_decider", "call_deciding"],
+        ["elicit", "elicitation", "elicitations", "eliciting"]]
+    assert near_synonyms(["pending", "pending_calls", "turn", "turn_runner"]) == []
+
+
+@pytest.mark.parametrize("package", sorted({p.parent for p in (SRC / "palui").rglob("__init__.py")
+                                            if "__pycache__" not in p.parts}), ids=lambda p: p.name)
+def test_no_near_synonym_modules_in_one_package(package: Path):
+    names = [p.stem for p in package.glob("*.py") if p.stem != "__init__"]
+    names += [p.name for p in package.iterdir() if (p / "__init__.py").is_file()]
+    where = package.relative_to(SRC)
+    assert near_synonyms(names) == [], f"{where}: one concept, one module (name it after what it holds)"

@@ -215,7 +215,7 @@ async def test_a_job_run_a_paused_turn_and_a_connector_waiting_for_a_sign_in(hom
     seen.result(await svc.run_job(job["name"], on_event=seen))
     assert {"scope", "connector_error"} <= seen.types
 
-    from palui.runner.turn import TurnRunner  # a turn the shutting-down service pauses at a step boundary
+    from palui.runner.turn_runner import TurnRunner  # a turn the shutting-down service pauses at a step boundary
 
     tid = svc.start_turn("hello", model=model)
     assert svc.claim(tid) == (True, None)

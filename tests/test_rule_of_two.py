@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from palui.policy.outside import OutsideFacts, hosts, reaches_outside, rule_of_two, unquote
+from palui.policy.rule_of_two import OutsideFacts, hosts, reaches_outside, rule_of_two, unquote
 from support.httpserver import PageServer
 from support.mcp_servers import HOSTILE, hostile_spec, tool
 from support.scripts import call, calls, text, write_script

@@ -18,7 +18,7 @@ from palui.errors import PaluiError, UsageError
 # Command modules, registered in this order (a missing optional module is skipped only
 # while it is being written; every module listed here exists on main).
 COMMAND_MODULES = ["tools", "policy", "suggest", "outside", "mcp", "signin", "memories", "turns", "audit", "report",
-                   "chat", "serve", "triggers", "channels", "unit", "conversations", "maintenance", "elicit",
+                   "chat", "serve", "triggers", "channels", "unit", "conversations", "maintenance", "elicitations",
                    "gateway"]
 
 # The modules that define each top-level command or group (a command imports only what it needs:
@@ -33,7 +33,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "audit": ("audit",), "report": ("report",), "chat": ("chat",), "conversations": ("conversations",),
     "serve": ("serve",), "jobs": ("triggers",), "webhooks": ("triggers",),
     "prune": ("maintenance",), "backup": ("maintenance",), "channels": ("channels",), "service": ("unit",),
-    "elicitations": ("elicit",), "gateway": ("gateway",),
+    "elicitations": ("elicitations",), "gateway": ("gateway",),
 }
 
 

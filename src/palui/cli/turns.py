@@ -22,7 +22,7 @@ from palui.types import shows_text
 
 if TYPE_CHECKING:
     from palui.cli.client import ServiceClient
-    from palui.cli.elicit import TerminalQuestions
+    from palui.cli.elicitations import TerminalQuestions
     from palui.results import Status, TurnEvent, TurnResult
     from palui.service.door import ServiceDoor
 
@@ -104,8 +104,8 @@ def run_cmd(message: str, model: str | None, conversation: str | None, as_json: 
 
 
 def questions_for(svc: ServiceDoor, client: ServiceClient | None) -> TerminalQuestions:
-    """The :class:`~palui.cli.elicit.TerminalQuestions` of this CLI: through the live service, or here."""
-    from palui.cli.elicit import TerminalQuestions
+    """The :class:`~palui.cli.elicitations.TerminalQuestions` of this CLI: through the live service, or here."""
+    from palui.cli.elicitations import TerminalQuestions
 
     if client:
         from palui.cli.client import segment

@@ -40,7 +40,7 @@ from typing import Any
 
 from palui.policy.haystack import WORD, Haystack, prepare
 from palui.policy.offsets import OffsetMap
-from palui.policy.outside import NOT_TLDS
+from palui.policy.rule_of_two import NOT_TLDS
 
 MIN_RUN = 3  # words in a run that counts anywhere in untrusted text (rule 1)
 MIN_SIGNIFICANT = 4  # characters of a word that makes a run signal

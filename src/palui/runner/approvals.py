@@ -7,7 +7,6 @@ runs only if its arguments hash to the same value and the approval was not used.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 import time
@@ -19,6 +18,7 @@ from palui.connectors.registry import canonical_json
 from palui.errors import ApprovalError, NotFound, UsageError
 from palui.runner import elicitations as questions
 from palui.runner import expiry_bound
+from palui.runner.pending import args_hash
 from palui.runner.state import new_id
 from palui.store.db import Database
 from palui.text.display import named
@@ -30,10 +30,6 @@ if TYPE_CHECKING:
 #: The cancel reason of an approval whose turn was stopped (``/stop``, a removed job).
 STOPPED = "the turn was stopped"
 
-
-def args_hash(args: Any) -> str:
-    """SHA-256 of the canonical JSON of a call's arguments."""
-    return hashlib.sha256(canonical_json(args).encode()).hexdigest()
 
 
 def marking_inputs(db: Database, conversation_id: str) -> tuple[list[tuple[str, str]], list[str]]:

@@ -4,9 +4,9 @@ A gateway session is a conversation of origin ``gateway`` with one turn row (its
 its events). :class:`GatewayCall` decides and runs one call of a session with the runner's own
 collaborators, so the rules are the same as a turn's and are not copied: the tool as stored now
 (:func:`~palui.runner.offer.usable_tool`), the matrix with origin ``gateway``, the Rule of Two
-(:class:`~palui.runner.outside.RuleOfTwo`), the approval gate (:class:`~palui.runner.gate.ApprovalGate`:
+(:class:`~palui.runner.rule_of_two.RuleOfTwo`), the approval gate (:class:`~palui.runner.approvals.ApprovalGate`:
 the approval is stored, audited and told to the person's channel, and consumed once), and the call
-records (:class:`~palui.runner.records.CallRecords`: the result's taint, the audit row). What differs
+records (:class:`~palui.runner.call_records.CallRecords`: the result's taint, the audit row). What differs
 from a turn: nobody resumes the session's turn. The waiting call polls its approval for up to
 ``gateway.wait_seconds`` and, when it is answered, goes on itself; when it is not, the client is told
 the approval's id and calls again (an identical call of the same session waits on, or consumes, the
@@ -27,13 +27,13 @@ from palui.connectors.base import CallContext, ToolResult
 from palui.policy.matrix import decide
 from palui.runner import approvals, redecide
 from palui.runner import state as st
-from palui.runner.events import Emit, TurnEvents
-from palui.runner.gate import ApprovalGate
+from palui.runner.approval_gate import ApprovalGate
+from palui.runner.call_records import CallRecords
 from palui.runner.offer import is_builtin, usable_tool
-from palui.runner.outside import RuleOfTwo
 from palui.runner.pending import CallState, PendingCall
-from palui.runner.records import CallRecords
+from palui.runner.rule_of_two import RuleOfTwo
 from palui.runner.state import EarlierTurns, Turn
+from palui.runner.turn_events import Emit, TurnEvents
 from palui.types import NEEDS_TASKS, Decision, Origin, Verdict
 
 if TYPE_CHECKING:

@@ -16,15 +16,17 @@ A call found ``sent`` when a turn resumes was in flight when its process ended: 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 
+from palui.connectors.registry import canonical_json
 from palui.types import CallState
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ToolCallPart
 
-__all__ = ["CallState", "Outcome", "PendingCall", "QuestionRound", "from_part", "from_stored", "outcome"]
+__all__ = ["CallState", "Outcome", "PendingCall", "QuestionRound", "args_hash", "from_part", "from_stored", "outcome"]
 
 
 #: What a done call's model provider is told about it (pydantic-ai's ``ToolReturnPart.outcome``).
@@ -85,3 +87,7 @@ def outcome(call: PendingCall) -> Outcome:
     """What a done call's provider is told (Anthropic's ``is_error``) and what the error streak counts:
     ``success``, ``failed`` or ``denied``."""
     return call.get("outcome") or ("failed" if call.get("is_error") else "success")
+
+def args_hash(args: Any) -> str:
+    """SHA-256 of the canonical JSON of a call's arguments."""
+    return hashlib.sha256(canonical_json(args).encode()).hexdigest()

@@ -406,7 +406,7 @@ class EarlierTurns:
     """The messages of a turn's earlier turns (:func:`history`), read once per run and fixed while it runs.
 
     Owned by the runner, which sends them to the model at each step; the Rule of Two asks it too
-    (the private results the model saw earlier in the conversation, :mod:`palui.runner.outside`).
+    (the private results the model saw earlier in the conversation, :mod:`palui.runner.rule_of_two`).
     """
 
     def __init__(self, db: Database) -> None:

@@ -4,7 +4,7 @@ Part of the service, not a front end; the top of the parts (nothing holds a refe
 the service object). The turn tasks it waits for are :class:`~palui.service.turn_tasks.TurnTasks`.
 
 With :meth:`Runtime.start` (``palui serve``), every second (``tick_seconds``) it sweeps expired
-approvals when the kept next expiry has passed (:class:`~palui.runner.expiry.ExpirySweep`), queues
+approvals when the kept next expiry has passed (:class:`~palui.runner.expiry_sweep.ExpirySweep`), queues
 again turns left ``running`` by a process that is gone (kill -9), resumes turns whose approval
 was answered anywhere, starts queued turns while the caps and the one-turn-per-conversation rule
 allow (spec §6, §8; FIFO per kind of cap, so webhook turns held by their share never block a chat
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from palui.connectors.hub import ConnectorHub
 from palui.policy.caps import JOB_TOKENS, WEBHOOK_RUNS_PER_HOUR
-from palui.runner.expiry import ExpirySweep
+from palui.runner.expiry_sweep import ExpirySweep
 from palui.service.clock import Clock
 from palui.service.maintenance import MaintenancePart
 from palui.service.turn_tasks import TurnTasks

@@ -96,7 +96,7 @@ class TurnsPart:
     def preload(self) -> None:
         """Import the turn runner and the model library now (about 2 s), not inside the first turn
         where it would block the event loop (``palui serve`` calls it before serving)."""
-        import palui.runner.turn  # noqa: F401
+        import palui.runner.turn_runner  # noqa: F401
 
     # -- creating turns --------------------------------------------------------------------------
 
@@ -261,7 +261,7 @@ class TurnsPart:
         self, turn_id: str, on_event: EventSink | None = None, drain: Callable[[], bool] | None = None
     ) -> TurnResult:
         """Run a turn this process has claimed until it is done, paused or stopped (the runtime's task body)."""
-        from palui.runner.turn import TurnRunner  # imports the model library (slow): only when a turn runs
+        from palui.runner.turn_runner import TurnRunner  # imports the model library (slow): only when a turn runs
 
         runner = TurnRunner(self.runner_deps(), on_event, drain=drain)
         await runner.run(turn_id)

@@ -124,7 +124,7 @@ CREATE TRIGGER catalog_connectors_ad AFTER DELETE ON connectors BEGIN UPDATE cat
 # /status counts the last 7 days' asks on every call (store/report.py), and the
 # report reads approvals by creation time: an index, so that read follows the window, not the history.
 # Retention marks a conversation whose untrusted content it deleted, so the Rule of Two knows that it no
-# longer sees every address that content named (store/retention.py, runner/outside.py).
+# longer sees every address that content named (store/retention.py, runner/rule_of_two.py).
 COST_MIGRATIONS.append(
     (
         14,

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from palui.results import AsksSummary
 
 # A call refused because the tool could not be offered (switched off, not offered in this situation, left
-# out by budgets.tools or a job's scope, gone): the runner's refusals carry these verdicts (runner/calls.py).
+# out by budgets.tools or a job's scope, gone): the runner's refusals carry these verdicts (runner/pending_calls.py).
 NOT_OFFERED_VERDICTS = ("off", "unavailable")
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from palui.policy.classify import effective_class
-from palui.policy.outside import reaches_outside
+from palui.policy.rule_of_two import reaches_outside
 from palui.store.db import Database
 from palui.text.display import hidden_in
 from palui.types import SIGN_IN_AGAIN, ClassSource, ToolClass
@@ -54,7 +54,7 @@ class ToolRow:
     @property
     def reaches_outside(self) -> bool:
         """``web__fetch_page``, ``openWorldHint: true`` or the person's flag (spec §4.5; see
-        :func:`palui.policy.outside.reaches_outside`)."""
+        :func:`palui.policy.rule_of_two.reaches_outside`)."""
         return reaches_outside(self.name, self.annotations, self.outside_flag)
 
     @property

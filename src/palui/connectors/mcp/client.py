@@ -50,7 +50,7 @@ from pydantic import TypeAdapter, ValidationError
 from palui import __version__
 from palui.connectors.base import Ask, Resume
 from palui.connectors.mcp.config import ServerConfig, redact
-from palui.connectors.mcp.elicit import CURRENT_CALL, CallSlot, elicitation_callback, input_responses
+from palui.connectors.mcp.elicitation import CURRENT_CALL, CallSlot, elicitation_callback, input_responses
 from palui.connectors.mcp.oauth import OAuthSetup, uses_oauth
 from palui.connectors.mcp.refusals import (
     AuthRefusal,

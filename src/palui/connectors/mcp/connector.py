@@ -53,7 +53,7 @@ from palui.connectors.mcp.calling import (
 )
 from palui.connectors.mcp.client import MCPSession
 from palui.connectors.mcp.config import ServerConfig, redact
-from palui.connectors.mcp.elicit import input_required
+from palui.connectors.mcp.elicitation import input_required
 from palui.connectors.mcp.oauth import SignInHandler
 from palui.connectors.mcp.results import cap_text, render_result, spec_from_raw
 from palui.connectors.mcp.signin_state import SignInState

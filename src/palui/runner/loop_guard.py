@@ -1,11 +1,11 @@
 """Loops end the turn's tool use, not just the tool (spec §6.3).
 
-Three rules, checked while the calls of a response are decided in order (:mod:`palui.runner.calls`):
+Three rules, checked while the calls of a response are decided in order (:mod:`palui.runner.pending_calls`):
 
 - ``budgets.repeat_calls`` (default 3): the same call — the same tool with the same canonical
-  arguments (:func:`palui.runner.approvals.args_hash`, JSON numbers by value: ``5`` is ``5.0``, ``true``
+  arguments (:func:`palui.runner.pending.args_hash`, JSON numbers by value: ``5`` is ``5.0``, ``true``
   is not ``1``) — made for the N-th time in one turn, whatever the earlier ones returned, is not run (a
-  call the person denied is refused as denied before instead, :mod:`palui.runner.denials`, and never
+  call the person denied is refused as denied before instead, :mod:`palui.runner.person_denials`, and never
   trips this rule);
 - ``budgets.error_streak`` (default 4): after N calls in a row were refused or failed (every result
   whose outcome is not ``success``: not offered, off, unavailable, cancelled, denied before, an error,
@@ -16,7 +16,7 @@ Three rules, checked while the calls of a response are decided in order (:mod:`p
 
 Each ends the turn's tool use with a reason naming the rule; the rest of the response's calls are
 answered "not run" and audited, and the model gets one last step without tools to answer the person
-(:mod:`palui.runner.laststep`); the turn ends with status ``budget``. ``0`` turns a rule off. The counts
+(:mod:`palui.runner.last_step`); the turn ends with status ``budget``. ``0`` turns a rule off. The counts
 come from the turn's own messages (and its approvals, for the person's denials), so they hold across
 a pause for approval and a resume in another process.
 
@@ -31,15 +31,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
 
 from palui.policy.matrix import decide
-from palui.runner import approvals
 from palui.runner.offer import usable_tool
-from palui.runner.pending import CallState, PendingCall, outcome
+from palui.runner.pending import CallState, PendingCall, args_hash, outcome
 
 if TYPE_CHECKING:
     from palui.config import Settings
-    from palui.runner.events import Emit
-    from palui.runner.records import CallRecords
+    from palui.runner.call_records import CallRecords
     from palui.runner.state import Turn
+    from palui.runner.turn_events import Emit
     from palui.store.db import Database
 
 
@@ -58,7 +57,7 @@ def by_value(value: Any) -> Any:
 def call_key(tool: str, args: Any) -> str:
     """What makes two calls "the same call": the tool and the hash of its canonical arguments, numbers
     compared by value (:func:`by_value`)."""
-    return f"{tool}\0{approvals.args_hash(by_value(args))}"
+    return f"{tool}\0{args_hash(by_value(args))}"
 
 
 def _part_key(p: ToolCallPart) -> str:
@@ -84,7 +83,7 @@ def trailing_failures(outcomes: list[str]) -> int:
 
 class Denials(Protocol):
     """The person's denials of a turn's calls, as the loop rules read them
-    (:class:`palui.runner.denials.PersonDenials`)."""
+    (:class:`palui.runner.person_denials.PersonDenials`)."""
 
     def ids(self, t: Turn) -> set[str]:
         """The tool call ids of the turn's calls the person denied."""

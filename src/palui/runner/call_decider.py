@@ -1,6 +1,6 @@
 """Deciding a call at call time (spec §3, §4): the policy again, on the tool as stored now.
 
-:class:`CallDecider` is held by the pending-calls walk (:mod:`palui.runner.calls`). A call to a tool
+:class:`CallDecider` is held by the pending-calls walk (:mod:`palui.runner.pending_calls`). A call to a tool
 that is gone or was not offered this turn is refused with the reason and its fix; an MCP tool's
 connector is started first (connecting may flag the tool, which is then read again); then the
 matrix decides (``off`` and ``unavailable`` refuse), a tool that needs MCP tasks is refused,
@@ -22,8 +22,8 @@ from palui.types import NEEDS_TASKS, Decision, Verdict
 
 if TYPE_CHECKING:
     from palui.connectors.hub import ConnectorHub
-    from palui.runner.outside import RuleOfTwo
-    from palui.runner.records import CallRecords
+    from palui.runner.call_records import CallRecords
+    from palui.runner.rule_of_two import RuleOfTwo
     from palui.runner.state import Turn
     from palui.store.db import Database
     from palui.store.tools import ToolRow

@@ -1,6 +1,6 @@
 """The runner's half of elicitation: a server's question goes to the person, never to the model (spec §7).
 
-:class:`ServerQuestions` is held by the call sender (:mod:`palui.runner.sending`), which sends a call
+:class:`ServerQuestions` is held by the call sender (:mod:`palui.runner.call_sender`), which sends a call
 and, for a 2026-07-28 server, sends it again with the answers.
 
 - **Older connections** (the question arrives inside the open call): :meth:`ServerQuestions.asker` is
@@ -29,9 +29,8 @@ from typing import TYPE_CHECKING, Literal
 from palui.connectors.base import Ask, InputRequired, Question, Reply, Resume
 from palui.runner import audit, redecide
 from palui.runner import elicitations as store
-from palui.runner.approvals import args_hash
 from palui.runner.offer import usable_tool
-from palui.runner.pending import CallState, PendingCall
+from palui.runner.pending import CallState, PendingCall, args_hash
 from palui.text.elicitation import question_text, schema_problem
 from palui.text.secret_fields import refusal_notice, secret_fields
 from palui.types import Origin
@@ -40,10 +39,10 @@ if TYPE_CHECKING:
     from palui.config import Settings
     from palui.connectors.base import PersonChannel
     from palui.results import TurnElicitation
-    from palui.runner.clock import TurnClock
-    from palui.runner.events import Emit
-    from palui.runner.records import CallRecords
+    from palui.runner.call_records import CallRecords
     from palui.runner.state import Turn
+    from palui.runner.turn_clock import TurnClock
+    from palui.runner.turn_events import Emit
     from palui.store.db import Database
     from palui.store.tools import ToolRow
 

@@ -1,6 +1,6 @@
-"""The Rule of Two at call time (spec §4.5): the facts for :func:`palui.policy.outside.rule_of_two`.
+"""The Rule of Two at call time (spec §4.5): the facts for :func:`palui.policy.rule_of_two.rule_of_two`.
 
-:class:`RuleOfTwo` is held by the call decider (:mod:`palui.runner.deciding`). Only a call the matrix
+:class:`RuleOfTwo` is held by the call decider (:mod:`palui.runner.call_decider`). Only a call the matrix
 lets ``run`` is looked at, and only in a tainted turn and for a tool that reaches outside: then the
 conversation's untrusted content (the ``untrusted_content`` table, and whether retention pruned some
 of it), the person's own messages (the inputs of its chat and job turns), the arguments of its
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
 
-from palui.policy.outside import OutsideFacts, rule_of_two
+from palui.policy.rule_of_two import OutsideFacts, rule_of_two
 from palui.runner.pending import CallState, PendingCall
 from palui.store import catalog
 from palui.types import Decision, Verdict

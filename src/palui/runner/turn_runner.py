@@ -6,23 +6,23 @@ run the response's tool calls one by one. A call that gets ``ask`` pauses the tu
 durably (the calls after it wait); the turn resumes, in any process, when the person
 answers. Every call is audited with its verdict and reason. When a loop rule or the step
 budget ends the turn's tool use, the model gets one last step without tools to answer
-(:mod:`palui.runner.laststep`).
+(:mod:`palui.runner.last_step`).
 
 :class:`TurnRunner` holds collaborators, each a class with its own state, built here with
 explicit references to what it needs (docs/decisions/0148-the-runner-holds-collaborators.md)::
 
-    TurnRunner ── TurnEvents (events.py)     the run's events; its emit is every collaborator's sink
-     │         ── TurnClock (clock.py)       counted seconds, stopped while the person is asked
-     │         ── StopGuard (guard.py)       a model request or call under the deadline and /stop
-     │         ── EarlierTurns (state.py)    the earlier turns' messages, read once per run
-     │         ── LoopGuard (loops.py)       repeated calls, the error streak, the denials; owns the loop stop
-     │              └── PersonDenials (denials.py)  the person's denials (also refuses a call denied before)
-     │         ── LastStep (laststep.py)     the step without tools after a guard ended the tool use
-     └── PendingCalls (calls.py)            the held calls, in order
-            ├── CallDecider (deciding.py)   the policy at call time, refusals ── RuleOfTwo (outside.py)
-            ├── ApprovalGate (gate.py)      ask, hold, the answer, the re-decision before sending
-            ├── CallSender (sending.py)     send, record ── ServerQuestions (eliciting.py)
-            └── CallRecords (records.py)    results, refusals, audit rows, taint (shared by all of them)
+    TurnRunner ── TurnEvents (turn_events.py)   the run's events; its emit is every collaborator's sink
+     │         ── TurnClock (turn_clock.py)     counted seconds, stopped while the person is asked
+     │         ── StopGuard (stop_guard.py)     a model request or call under the deadline and /stop
+     │         ── EarlierTurns (state.py)       the earlier turns' messages, read once per run
+     │         ── LoopGuard (loop_guard.py)     repeated calls, the error streak, the denials; owns the loop stop
+     │              └── PersonDenials (person_denials.py)  the person's denials (also refuses a call denied before)
+     │         ── LastStep (last_step.py)       the step without tools after a guard ended the tool use
+     └── PendingCalls (pending_calls.py)       the held calls, in order
+            ├── CallDecider (call_decider.py)  the policy at call time, refusals ── RuleOfTwo (rule_of_two.py)
+            ├── ApprovalGate (approval_gate.py)  ask, hold, the answer, the re-decision before sending
+            ├── CallSender (call_sender.py)    send, record ── ServerQuestions (server_questions.py)
+            └── CallRecords (call_records.py)  results, refusals, audit rows, taint (shared by all of them)
 
 The turn (:class:`~palui.runner.state.Turn`) is the run's and is handed to each call; the
 collaborators never hold the runner.
@@ -41,24 +41,25 @@ from pydantic_ai.tools import ToolDefinition
 
 from palui.errors import PaluiError
 from palui.models import ModelHandle, request, resolve_model
-from palui.runner import approvals, caps, laststep, offer, pending
+from palui.runner import approvals, caps, offer, pending
+from palui.runner import last_step as laststep
 from palui.runner import state as st
-from palui.runner.calls import PendingCalls
-from palui.runner.clock import TurnClock
-from palui.runner.deciding import CallDecider
-from palui.runner.denials import PersonDenials
+from palui.runner.approval_gate import ApprovalGate
+from palui.runner.call_decider import CallDecider
+from palui.runner.call_records import CallRecords
+from palui.runner.call_sender import CallSender
 from palui.runner.deps import RunnerDeps
-from palui.runner.eliciting import ServerQuestions
-from palui.runner.events import EventSink, TurnEvents
-from palui.runner.gate import ApprovalGate
-from palui.runner.guard import StopGuard, StopRequested
-from palui.runner.laststep import LastStep
-from palui.runner.loops import LoopGuard
-from palui.runner.outside import RuleOfTwo
+from palui.runner.last_step import LastStep
+from palui.runner.loop_guard import LoopGuard
 from palui.runner.pending import CallState
-from palui.runner.records import CallRecords
-from palui.runner.sending import CallSender
+from palui.runner.pending_calls import PendingCalls
+from palui.runner.person_denials import PersonDenials
+from palui.runner.rule_of_two import RuleOfTwo
+from palui.runner.server_questions import ServerQuestions
 from palui.runner.state import EarlierTurns, Turn
+from palui.runner.stop_guard import StopGuard, StopRequested
+from palui.runner.turn_clock import TurnClock
+from palui.runner.turn_events import EventSink, TurnEvents
 from palui.store import catalog
 from palui.types import Origin, TurnStatus, sign_in_again
 

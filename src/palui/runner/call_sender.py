@@ -1,10 +1,10 @@
 """Sending one decided call to its connector and recording what came back (spec §4, §5, §7).
 
-:class:`CallSender` is held by the pending-calls walk (:mod:`palui.runner.calls`). Before a call is
+:class:`CallSender` is held by the pending-calls walk (:mod:`palui.runner.pending_calls`). Before a call is
 sent it is marked ``sent`` and the turn saved, so a crash from there on never sends it twice; an
 approved call is decided again first (:meth:`ApprovalGate.recheck`). The call runs under the turn's
 stop guard and time left. A 2026-07-28 server that answers with questions for the person pauses the
-call (:class:`~palui.runner.eliciting.ServerQuestions`); the sender sends it again with the answers.
+call (:class:`~palui.runner.elicitations.ServerQuestions`); the sender sends it again with the answers.
 """
 
 from __future__ import annotations
@@ -15,19 +15,19 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from palui.connectors.base import CallContext, Resume, ToolResult
-from palui.runner.eliciting import SendAgain
-from palui.runner.guard import StopRequested
 from palui.runner.pending import CallState, PendingCall
+from palui.runner.server_questions import SendAgain
+from palui.runner.stop_guard import StopRequested
 
 if TYPE_CHECKING:
-    from palui.runner.clock import TurnClock
+    from palui.runner.approval_gate import ApprovalGate
+    from palui.runner.call_records import CallRecords
     from palui.runner.deps import RunnerDeps
-    from palui.runner.eliciting import RoundOutcome, ServerQuestions
-    from palui.runner.events import TurnEvents
-    from palui.runner.gate import ApprovalGate
-    from palui.runner.guard import StopGuard
-    from palui.runner.records import CallRecords
+    from palui.runner.server_questions import RoundOutcome, ServerQuestions
     from palui.runner.state import Turn
+    from palui.runner.stop_guard import StopGuard
+    from palui.runner.turn_clock import TurnClock
+    from palui.runner.turn_events import TurnEvents
     from palui.store.tools import ToolRow
 
 

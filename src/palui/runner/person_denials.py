@@ -3,11 +3,11 @@
 A call the person denied (or let expire: expiry counts as a denial, spec §5.5) feeds the model the
 person's reason and the turn goes on. What follows from it here:
 
-- the same call again (the same tool with the same canonical arguments, :func:`palui.runner.loops.call_key`)
+- the same call again (the same tool with the same canonical arguments, :func:`palui.runner.loop_guard.call_key`)
   is refused as **denied before**, without asking the person again: answered ``The person denied this same
   call earlier in this turn…``, audited ``denied before``;
 - the loop rules read :meth:`PersonDenials.ids` to leave the person's denials out of the error streak and to
-  count them against ``budgets.denials`` (:class:`palui.runner.loops.LoopGuard`).
+  count them against ``budgets.denials`` (:class:`palui.runner.loop_guard.LoopGuard`).
 
 The denials are read from the turn's approvals (status ``denied`` or ``expired``), the durable record of
 the person's answers, so they hold across a pause and a resume in another process. A turn that never
@@ -27,9 +27,9 @@ from palui.runner.offer import usable_tool
 from palui.runner.pending import CallState, PendingCall
 
 if TYPE_CHECKING:
-    from palui.runner.events import Emit
-    from palui.runner.records import CallRecords
+    from palui.runner.call_records import CallRecords
     from palui.runner.state import Turn
+    from palui.runner.turn_events import Emit
     from palui.store.db import Database
 
 #: The audit outcome of a call refused because the person denied the same call earlier in the turn.
@@ -63,7 +63,7 @@ class PersonDenials:
 
     def of(self, t: Turn) -> dict[str, Denial]:
         """The turn's denied calls by tool call id, oldest first (none for a turn that never asked)."""
-        from palui.runner.loops import call_key
+        from palui.runner.loop_guard import call_key
 
         if not any(e["type"] == "approval" for e in t.events):
             return {}
@@ -79,7 +79,7 @@ class PersonDenials:
 
     def earlier(self, t: Turn, call: PendingCall) -> Denial | None:
         """The person's earlier denial of this same call in the turn, or None (only a ``todo`` call asks)."""
-        from palui.runner.loops import call_key
+        from palui.runner.loop_guard import call_key
 
         if call["state"] != CallState.TODO or call.get("bad_args"):
             return None

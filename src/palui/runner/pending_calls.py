@@ -1,6 +1,6 @@
 """Answering the held tool calls of one model response, one by one and in order (spec §3-§5).
 
-:class:`PendingCalls` is held by the runner (:class:`~palui.runner.turn.TurnRunner`) and walks
+:class:`PendingCalls` is held by the runner (:class:`~palui.runner.turn_runner.TurnRunner`) and walks
 ``Turn.pending`` (:mod:`palui.runner.pending`), handing each call to the collaborator that owns its
 next step:
 
@@ -9,7 +9,7 @@ next step:
 - after the time budget, no call reaches a connector (:meth:`CallRecords.not_dispatched`);
 - a looping turn ends its tool use: the loop guard answers the rest "not run";
 - a call the person denied earlier in the turn is refused as denied before, not asked again
-  (:mod:`palui.runner.denials`);
+  (:mod:`palui.runner.person_denials`);
 - ``asked``: the approval gate gives the person's answer; an approved call is sent;
 - ``todo``: the decider decides it again at call time; an ``ask`` is held at the gate (the rest of the
   response waits with it), a ``run`` is sent.
@@ -27,20 +27,20 @@ from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
 from palui.runner import elicitations as questions
 from palui.runner import state as st
-from palui.runner.guard import StopRequested
 from palui.runner.offer import usable_tool
 from palui.runner.pending import CallState, PendingCall, outcome
+from palui.runner.stop_guard import StopRequested
 from palui.types import Verdict
 
 if TYPE_CHECKING:
-    from palui.runner.deciding import CallDecider
-    from palui.runner.denials import PersonDenials
-    from palui.runner.events import Emit
-    from palui.runner.gate import ApprovalGate
-    from palui.runner.loops import LoopGuard
-    from palui.runner.records import CallRecords
-    from palui.runner.sending import CallSender
+    from palui.runner.approval_gate import ApprovalGate
+    from palui.runner.call_decider import CallDecider
+    from palui.runner.call_records import CallRecords
+    from palui.runner.call_sender import CallSender
+    from palui.runner.loop_guard import LoopGuard
+    from palui.runner.person_denials import PersonDenials
     from palui.runner.state import Turn
+    from palui.runner.turn_events import Emit
     from palui.store.db import Database
 
 

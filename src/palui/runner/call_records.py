@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING
 
 from palui.connectors.base import ToolResult
 from palui.policy.matrix import decide
-from palui.runner import approvals, audit
+from palui.runner import audit
 from palui.runner.offer import usable_tool
-from palui.runner.pending import CallState, PendingCall
+from palui.runner.pending import CallState, PendingCall, args_hash
 from palui.runner.state import Turn
 from palui.store.tools import ToolRow
 from palui.types import NEEDS_TASKS
 
 if TYPE_CHECKING:
     from palui.config import Settings
-    from palui.runner.events import Emit
+    from palui.runner.turn_events import Emit
     from palui.store.db import Database
 
 MAX_UNTRUSTED_CHARS = 1_000_000  # characters of one untrusted output kept for approval marking
@@ -46,7 +46,7 @@ class CallRecords:
         db: where audit rows and untrusted content go.
         settings: for ``budgets.tools`` (a refusal's reason).
         job_connectors: the connectors a job is limited to (``RunnerDeps.job_connectors``).
-        emit: the turn's event sink (:meth:`palui.runner.events.TurnEvents.emit`).
+        emit: the turn's event sink (:meth:`palui.runner.turn_events.TurnEvents.emit`).
     """
 
     def __init__(self, db: Database, settings: Settings, job_connectors: Callable[[str | None], list[str] | None],
@@ -161,7 +161,7 @@ class CallRecords:
             tainted=t.tainted,
             verdict=verdict,
             reason=reason,
-            args_hash=approvals.args_hash(call["args"]),
+            args_hash=args_hash(call["args"]),
             outcome=outcome,
             duration_ms=duration_ms,
         )

@@ -1,6 +1,6 @@
 """The last step without tools (spec §6.3): a guard that ends a turn's tool use lets the model answer.
 
-When a loop rule (:mod:`palui.runner.loops`: repeated calls, the error streak, the person's denials) or
+When a loop rule (:mod:`palui.runner.loop_guard`: repeated calls, the error streak, the person's denials) or
 the step budget ends a turn's tool use, the model is asked once more, with no tools it may call and a
 line saying why (:func:`line`), so the person gets an answer; the turn then ends with status ``budget``,
 the answer, and the guard's reason. The step counts against the token caps like any other and comes on
@@ -28,9 +28,9 @@ from palui.runner.offer import usable_tool
 from palui.runner.pending import from_part
 
 if TYPE_CHECKING:
-    from palui.runner.events import Emit
-    from palui.runner.records import CallRecords
+    from palui.runner.call_records import CallRecords
     from palui.runner.state import Turn
+    from palui.runner.turn_events import Emit
     from palui.store.db import Database
 
 #: The audit outcome of a call the model made in its last step.

@@ -29,9 +29,9 @@ if TYPE_CHECKING:
     from palui.config import Settings
     from palui.connectors.base import PersonChannel
     from palui.results import UntrustedArg
-    from palui.runner.events import Emit
-    from palui.runner.records import CallRecords
+    from palui.runner.call_records import CallRecords
     from palui.runner.state import Turn
+    from palui.runner.turn_events import Emit
     from palui.store.db import Database
     from palui.store.tools import ToolRow
 
