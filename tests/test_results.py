@@ -275,7 +275,10 @@ def test_webhooks_and_channels(svc, home):
     assert svc.try_pair("telegram", "WRONG", "42", "Ann", "42") is False
     valid(list[results.ChatChannel], svc.channels())
     valid(results.ChatChannel, svc.set_channel_groups("telegram", True))
-    svc.record_sent("telegram", "42", ["7"], "approval", approval_id="a-1", fingerprint="f", state="shown")
+    # a message the channel sent: an approval with live buttons, through the outbox as the channel's worker sends it
+    item = svc.outbox_add("telegram", "42", "approval", subject="a-1")
+    rendered = svc.outbox_render(item, [{"kind": "approval", "text": "Approve?", "approval_id": "a-1", "fingerprint": "f"}])
+    svc.outbox_part_sent(rendered["parts"][0]["id"], "7", shown=True)
     valid(results.SentMessage, svc.sent_message("telegram", "42", "7"))
     valid(list[results.ShownApproval], svc.shown_approvals("telegram"))
     valid(results.Status, svc.status())

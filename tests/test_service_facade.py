@@ -51,7 +51,7 @@ def test_the_start_up_steps_run_in_order(svc):
     calls: list[str] = []
     again = Service.__new__(Service)
     again.tools_part = type("T", (), {"register_builtins": lambda self: calls.append("builtins")})()
-    again.turns_part = type("U", (), {"sweep_expired_approvals": lambda self: calls.append("sweep")})()
+    again.approvals_part = type("A", (), {"sweep_expired": lambda self: calls.append("sweep")})()
     again._start_up()
     assert calls == ["builtins", "sweep"]
 

@@ -21,25 +21,27 @@ so the parts form a DAG and the modules import no circle::
     SuggestionsPart     classes suggested for unknown tools                   (suggestions.py) → Tools
     OutsidePart         Rule of Two flags: reaches outside, private           (outside.py)     → Tools
     ReportPart          the governance report and its suggestions             (report.py)      → Tools
-    AuditLogPart        the hash-chained audit: verify, export, daily head    (audit_log.py)
+    AuditLogPart        the hash-chained audit: rows, verify, export, head    (audit_log.py)
     MemoriesPart        memories and tasks                                    (memories.py)
     MaintenancePart     retention (pruning) and backups                       (maintenance.py)
     ChannelsPart        chat channels: list, pairing, state, held invites     (channels.py)
-    ChannelOutboxPart   the channels' durable outbox: take, render, mark sent (channel_outbox.py)
-    StatusPart          /status, the pause state, the audit rows              (status.py)      → MCP, Channels
-    TurnsPart           start, claim, launch, run, resume, stop               (turns.py)       → Status, TurnTasks
+    ChannelOutboxPart   the channels' durable outbox, what they sent          (channel_outbox.py)
+    StatusPart          /status, the pause state, the webhook share           (status.py)      → MCP, Channels
+    TurnsPart           start, claim, launch, run, resume, stop               (turns.py)       → Tools, Status,
+                                                                                 TurnTasks
     ConversationsPart   conversations and turns as shown                      (conversations.py) → Turns, Status
     ElicitationsPart    the one door for a server's questions                 (elicitations.py) → Conversations, Turns
     ApprovalsPart       the one door for answers                              (approvals.py)   → Conversations,
                                                                                  Elicitations, Turns, redecide
-    ChannelUpdatesPart  updates once, chats, sent messages                    (channel_updates.py) → Channels,
-                                                                                 Turns, Approvals
+    ChannelUpdatesPart  updates once, a chat's conversation and messages      (channel_updates.py) → Channels,
+                                                                                 Turns
     LivePart            following a turn, waiting for an answer               (live.py)        → TurnTasks, Turns,
                                                                                  Status, Approvals
     GatewayPart         the gateway: clients, sessions, tools, calls          (gateway.py)     → Turns
     BrakePart           stop everything, pause/resume jobs                    (brake.py)       → Turns
-    TriggersPart        jobs and webhooks                                     (triggers.py)    → Turns, Brake
-    Scheduler           due jobs, every tick                                  (scheduler.py)   → Triggers, Brake,
+    JobsPart            scheduled jobs: add, list, remove, start a run        (jobs.py)        → Turns, Brake
+    WebhooksPart        webhooks: add, list, remove, receive a delivery       (webhooks.py)    → Turns
+    Scheduler           due jobs, every tick                                  (scheduler.py)   → Jobs, Brake,
                                                                                  Turns, TurnTasks
     Runtime             palui serve's tick, its tickers, the drain            (runtime.py)     → TurnTasks, Turns,
                                                                                  Maintenance, redecide, the tickers
@@ -48,7 +50,7 @@ so the parts form a DAG and the modules import no circle::
 Where several parts contribute to one answer, one owner composes it: ``status()`` is the status part's,
 which asks the channels part for its lines last; ``connectors()`` is the MCP part's, over the tools
 part's stored rows; ``oauth_state()`` is the MCP part's (the sign-in part asks it); ``start_job_now()``
-is the triggers part's, which asks the brake part first. The facade itself runs the start-up steps
+is the jobs part's, which asks the brake part first. The facade itself runs the start-up steps
 in a fixed order (the built-in tools stored, then expired approvals swept) and ``start_background()``
 (the policy file checked, then the runtime started). The light service (:mod:`palui.service.light`)
 is the same collaborators and the same tools part, nothing else built. Methods raise

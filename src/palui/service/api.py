@@ -21,6 +21,7 @@ from palui.service.conversations import ConversationsPart
 from palui.service.elicitations import ElicitationsPart
 from palui.service.forward import Forward
 from palui.service.gateway import GatewayPart
+from palui.service.jobs import JobsPart
 from palui.service.live import LivePart
 from palui.service.maintenance import MaintenancePart
 from palui.service.mcp_connectors import MCPPart
@@ -36,9 +37,9 @@ from palui.service.scheduler import Scheduler
 from palui.service.status import StatusPart
 from palui.service.suggestions import SuggestionsPart
 from palui.service.tools import ToolsPart
-from palui.service.triggers import TriggersPart
 from palui.service.turn_tasks import TurnTasks
 from palui.service.turns import TurnsPart
+from palui.service.webhooks import WebhooksPart
 
 
 class Service:
@@ -79,18 +80,19 @@ class Service:
         self.channels_part = ChannelsPart(db, settings, notifier, clock)
         self.channel_outbox_part = ChannelOutboxPart(db, settings, clock)
         self.status_part = StatusPart(db, settings, hub, notifier, clock, self.mcp_part, self.channels_part)
-        self.turns_part = TurnsPart(db, settings, hub, notifier, clock, self.status_part, self.turn_tasks)
+        self.turns_part = TurnsPart(db, settings, hub, notifier, clock, self.tools_part, self.status_part,
+                                     self.turn_tasks)
         self.conversations_part = ConversationsPart(db, self.turns_part, self.status_part)
         self.elicitations_part = ElicitationsPart(db, self.conversations_part, self.turns_part)
         self.approvals_part = ApprovalsPart(db, notifier, redecide, self.conversations_part,
                                             self.elicitations_part, self.turns_part)
-        self.channel_updates_part = ChannelUpdatesPart(db, clock, self.channels_part, self.turns_part,
-                                                       self.approvals_part)
+        self.channel_updates_part = ChannelUpdatesPart(db, clock, self.channels_part, self.turns_part)
         self.live_part = LivePart(db, self.turn_tasks, self.turns_part, self.status_part, self.approvals_part)
         self.gateway_part = GatewayPart(db, clock, self.turns_part)
         self.brake_part = BrakePart(db, notifier, clock, self.turns_part)
-        self.triggers_part = TriggersPart(db, settings, notifier, clock, self.turns_part, self.brake_part)
-        self.scheduler = Scheduler(db, settings, notifier, clock, self.triggers_part, self.brake_part,
+        self.jobs_part = JobsPart(db, settings, notifier, clock, self.turns_part, self.brake_part)
+        self.webhooks_part = WebhooksPart(db, settings, clock, self.turns_part)
+        self.scheduler = Scheduler(db, settings, notifier, clock, self.jobs_part, self.brake_part,
                                    self.turns_part, self.turn_tasks)
         self.runtime = Runtime(db, hub, clock, self.turn_tasks, self.turns_part, self.maintenance_part, redecide,
                                tickers=(self.scheduler.tick, AuditHeadPost(self.audit_log_part, clock).tick))
@@ -101,7 +103,7 @@ class Service:
         stored as this version defines them, then expired approvals are swept (spec §5), so the sweep
         sees the catalog of this version."""
         self.tools_part.register_builtins()
-        self.turns_part.sweep_expired_approvals()
+        self.approvals_part.sweep_expired()
 
     async def start_background(self, tick_seconds: float | None = None) -> None:
         """``palui serve``: check ``policy.check_file`` (it switches off what would be looser than pinned,
@@ -177,8 +179,7 @@ class Service:
     pause_state = Forward("status_part", StatusPart.pause_state)
     webhook_share_state = Forward("status_part", StatusPart.webhook_share_state)
     tell_webhooks_held = Forward("status_part", StatusPart.tell_webhooks_held)
-    audit = Forward("status_part", StatusPart.audit)
-    audit_head = Forward("audit_log_part", AuditLogPart.audit_head)
+    audit = Forward("audit_log_part", AuditLogPart.rows)
     audit_verify = Forward("audit_log_part", AuditLogPart.audit_verify)
     audit_export = Forward("audit_log_part", AuditLogPart.audit_export)
     post_audit_head = Forward("audit_log_part", AuditLogPart.post_audit_head)
@@ -197,11 +198,9 @@ class Service:
     send = Forward("turns_part", TurnsPart.send)
     resume_turn = Forward("turns_part", TurnsPart.resume_turn)
     resume_ready = Forward("turns_part", TurnsPart.resume_ready)
-    job_token_cap = Forward("turns_part", TurnsPart.job_token_cap)
-    job_connectors = Forward("turns_part", TurnsPart.job_connectors)
     turn_result = Forward("turns_part", TurnsPart.turn_result)
     stop = Forward("turns_part", TurnsPart.stop)
-    tool_or_none = Forward("turns_part", TurnsPart.tool_or_none)
+    tool_or_none = Forward("tools_part", ToolsPart.find)
 
     # -- the gateway (gateway.py) ---------------------------------------------------------------------
     gateway_client_add = Forward("gateway_part", GatewayPart.gateway_client_add)
@@ -263,41 +262,34 @@ class Service:
     prune_outbox = Forward("channel_outbox_part", ChannelOutboxPart.prune_outbox)
     channel_update = Forward("channel_updates_part", ChannelUpdatesPart.channel_update)
     channel_mark = Forward("channel_updates_part", ChannelUpdatesPart.channel_mark)
-    channel_seen = Forward("channel_updates_part", ChannelUpdatesPart.channel_seen)
     channel_next_offset = Forward("channel_updates_part", ChannelUpdatesPart.channel_next_offset)
     channel_cursor = Forward("channel_updates_part", ChannelUpdatesPart.channel_cursor)
     set_channel_cursor = Forward("channel_updates_part", ChannelUpdatesPart.set_channel_cursor)
     prune_channel_updates = Forward("channel_updates_part", ChannelUpdatesPart.prune_channel_updates)
     channel_conversation = Forward("channel_updates_part", ChannelUpdatesPart.channel_conversation)
-    channel_chats_of = Forward("channel_updates_part", ChannelUpdatesPart.channel_chats_of)
     channel_message = Forward("channel_updates_part", ChannelUpdatesPart.channel_message)
-    record_sent = Forward("channel_updates_part", ChannelUpdatesPart.record_sent)
-    sent_message = Forward("channel_updates_part", ChannelUpdatesPart.sent_message)
-    shown_approvals = Forward("channel_updates_part", ChannelUpdatesPart.shown_approvals)
-    close_sent = Forward("channel_updates_part", ChannelUpdatesPart.close_sent)
-    turn_status = Forward("channel_updates_part", ChannelUpdatesPart.turn_status)
-    approval_or_none = Forward("channel_updates_part", ChannelUpdatesPart.approval_or_none)
+    sent_message = Forward("channel_outbox_part", ChannelOutboxPart.sent_message)
+    shown_approvals = Forward("channel_outbox_part", ChannelOutboxPart.shown_approvals)
+    close_sent = Forward("channel_outbox_part", ChannelOutboxPart.close_sent)
+    turn_status = Forward("turns_part", TurnsPart.status)
+    approval_or_none = Forward("approvals_part", ApprovalsPart.find)
 
     # -- jobs, webhooks and the emergency brake (triggers.py, brake.py) -------------------------------
-    WEBHOOK_MAX_BODY_BYTES = TriggersPart.WEBHOOK_MAX_BODY_BYTES
-    add_job = Forward("triggers_part", TriggersPart.add_job)
-    jobs = Forward("triggers_part", TriggersPart.jobs)
-    job = Forward("triggers_part", TriggersPart.job)
-    remove_job = Forward("triggers_part", TriggersPart.remove_job)
-    job_time = Forward("triggers_part", TriggersPart.job_time)
-    job_dict = Forward("triggers_part", TriggersPart.job_dict)
-    job_cap = Forward("triggers_part", TriggersPart.job_cap)
-    cap_frees_at = Forward("triggers_part", TriggersPart.cap_frees_at)
-    postpone_job = Forward("triggers_part", TriggersPart.postpone_job)
-    start_job_turn = Forward("triggers_part", TriggersPart.start_job_turn)
-    start_job_now = Forward("triggers_part", TriggersPart.start_job_now)
-    run_job = Forward("triggers_part", TriggersPart.run_job)
-    webhook_base_url = Forward("triggers_part", TriggersPart.webhook_base_url)
-    add_webhook = Forward("triggers_part", TriggersPart.add_webhook)
-    webhooks = Forward("triggers_part", TriggersPart.webhooks)
-    remove_webhook = Forward("triggers_part", TriggersPart.remove_webhook)
-    webhook_exists = Forward("triggers_part", TriggersPart.webhook_exists)
-    receive_webhook = Forward("triggers_part", TriggersPart.receive_webhook)
+    WEBHOOK_MAX_BODY_BYTES = WebhooksPart.MAX_BODY_BYTES
+    add_job = Forward("jobs_part", JobsPart.add)
+    jobs = Forward("jobs_part", JobsPart.list)
+    remove_job = Forward("jobs_part", JobsPart.remove)
+    job_time = Forward("jobs_part", JobsPart.local_time)
+    job_cap = Forward("jobs_part", JobsPart.cap)
+    postpone_job = Forward("jobs_part", JobsPart.postpone)
+    start_job_turn = Forward("jobs_part", JobsPart.start_turn)
+    start_job_now = Forward("jobs_part", JobsPart.start_now)
+    run_job = Forward("jobs_part", JobsPart.run)
+    add_webhook = Forward("webhooks_part", WebhooksPart.add)
+    webhooks = Forward("webhooks_part", WebhooksPart.list)
+    remove_webhook = Forward("webhooks_part", WebhooksPart.remove)
+    webhook_exists = Forward("webhooks_part", WebhooksPart.exists)
+    receive_webhook = Forward("webhooks_part", WebhooksPart.receive)
     stop_all = Forward("brake_part", BrakePart.stop_all)
     pause_jobs = Forward("brake_part", BrakePart.pause_jobs)
     jobs_paused = Forward("brake_part", BrakePart.jobs_paused)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from palui.errors import ApprovalError, UsageError
+from palui.errors import ApprovalError, NotFound, UsageError
 from palui.runner import approvals, redecide
 from palui.service.conversations import ConversationsPart
 from palui.service.elicitations import ElicitationsPart
@@ -62,6 +62,10 @@ class ApprovalsPart:
         self.conversations_part = conversations_part
         self.elicitations_part = elicitations_part
         self.turns_part = turns_part
+
+    def sweep_expired(self) -> None:
+        """A start-up step: expired approvals are swept on every start (spec §5)."""
+        approvals.sweep(self.db)
 
     def approvals(self, status: str | None = "pending", limit: int = PAGE, before: str | None = None) -> list[Approval]:
         """Approvals as the person lists them (spec §5); pending ones are decided again first, so a tool switched
@@ -115,6 +119,13 @@ class ApprovalsPart:
         a = approvals.get(self.db, approval_id)
         r = self.db.one("SELECT status, expires_at FROM approvals WHERE id = ?", (approval_id,))
         return _shown({**a, "conversation": self.conversations_part.conversation_of(a["turn"])}, r, time.time())
+
+    def find(self, approval_id: str) -> Approval | None:
+        """:meth:`approval`, or None for an unknown id (a forged button)."""
+        try:
+            return self.approval(approval_id)
+        except NotFound:
+            return None
 
     def answer_approval(self, approval_id: str, approve: bool, via: str,
                         reason: str | None = None) -> Approval | Elicitation:

@@ -1,4 +1,4 @@
-"""Service part: the hash-chained audit log — verify, export, the head and its daily post (spec §10.3).
+"""Service part: the hash-chained audit log — its rows, verify, export, the head's daily post (spec §10).
 
 The chain itself is :mod:`palui.store.audit_chain`; every row is written by
 :func:`palui.runner.audit.record`. Once a day (in ``caps.timezone``, on the scheduler clock of
@@ -18,10 +18,11 @@ from palui.errors import UsageError
 from palui.runner import audit
 from palui.service.clock import Clock
 from palui.service.notifier import Notifier
+from palui.store import ids
 from palui.store.db import Database
 
 if TYPE_CHECKING:
-    from palui.results import AuditHead
+    from palui.results import AuditRow
 
 #: A noted head: the full hash or a prefix of at least 16 hex digits (64 bits).
 NOTED = re.compile(r"^[0-9a-fA-F]{16,64}$")
@@ -29,7 +30,7 @@ _POSTED_KEY = "audit_head_posted_day"
 
 
 class AuditLogPart:
-    """Checking and exporting the audit log.
+    """Reading, checking and exporting the audit log.
 
     Args:
         db: the database (the audit rows, the ``kv`` table).
@@ -42,9 +43,10 @@ class AuditLogPart:
         self.notifier = notifier
         self.clock = clock
 
-    def audit_head(self) -> AuditHead | None:
-        """The last audit row's ``{"id","hash"}`` (None when there is none): what ``/status`` shows."""
-        return audit.head(self.db)
+    def rows(self, turn: str | None = None, limit: int = 500) -> list[AuditRow]:
+        """Audit rows oldest first (spec §10): see :func:`palui.runner.audit.rows`; ``turn`` may be a unique
+        prefix of its id."""
+        return audit.rows(self.db, ids.resolve(self.db, turn) if turn else turn, limit)
 
     def audit_verify(self, noted: str | None = None) -> dict[str, Any]:
         """``palui audit verify [--head HASH]``: see :func:`palui.runner.audit.verify`. Raises UsageError for

@@ -4,7 +4,7 @@
 running, waiting or queued turn, of every conversation and origin, and pause the scheduled jobs until
 ``palui jobs resume``. The pause is a row of the ``kv`` table, so every process sees it: while it holds,
 the scheduler skips due runs (they move to their next fire; the person is told once per pause) and
-``palui jobs run`` is refused (:meth:`palui.service.triggers.TriggersPart.start_job_now` asks this part).
+``palui jobs run`` is refused (:meth:`palui.service.jobs.JobsPart.start_now` asks this part).
 Chat messages sent after the brake start turns as usual: the brake stops what runs, it does not lock the
 person out.
 """

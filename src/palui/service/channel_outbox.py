@@ -1,4 +1,4 @@
-"""Service part: the chat channels' durable outbox, as the channels work through it (spec §8.3).
+"""Service part: the chat channels' durable outbox, as the channels work through it, and what they sent (spec §8.3).
 
 The person's channel (:class:`~palui.service.notifier.Notifier`) writes an item per delivery in the
 transaction of the event that makes it; a channel writes its own (replies to the person's commands, the
@@ -8,6 +8,11 @@ item (:meth:`ChannelOutboxPart.outbox_next`), renders it into parts (:meth:`~Cha
 kept across a crash), and sends the parts in order, each marked on its way and then sent; the rows and
 their rules are :mod:`palui.store.outbox`'s. Items older than ``retention.days`` are pruned like the inbox
 (spec §10.2).
+
+Message refs Palui sent are stored with what they were (an answer, an approval with live buttons and the
+fingerprint shown, a notice), so a reaction, a press or a reply can be traced back
+(:meth:`ChannelOutboxPart.sent_message`), and an approval answered elsewhere can be edited
+(:meth:`ChannelOutboxPart.close_sent` puts the edit in the outbox).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from palui.store import outbox
 from palui.store.db import Database
 
 if TYPE_CHECKING:
-    from palui.results import OutboxItem, RenderedPart
+    from palui.results import OutboxItem, RenderedPart, SentMessage, ShownApproval
 
 DAY = 86400.0
 #: What a channel may write itself: replies, approvals sent again (``/approvals``), edits of approval messages.
@@ -30,7 +35,8 @@ ENDINGS = (outbox.SENT, outbox.FAILED, outbox.DROPPED)
 
 
 class ChannelOutboxPart:
-    """The outbox's items and parts as a channel's worker takes, renders, sends and closes them.
+    """The outbox's items and parts as a channel's worker takes, renders, sends and closes them; the messages
+    a channel sent.
 
     Args:
         db, settings, clock: the service's shared collaborators (``retention.days`` prunes the outbox).
@@ -89,3 +95,37 @@ class ChannelOutboxPart:
         """Delete a batch of items older than ``retention.days`` (spec §10.2), sent or not. Returns how many."""
         now = self.clock.now() if now is None else now
         return outbox.prune(self.db, now - float(self.settings.get("retention.days")) * DAY)
+
+    # -- what a channel sent ----------------------------------------------------------------------------
+
+    def sent_message(self, name: str, chat: str, ref: str) -> SentMessage | None:
+        """``{"id","kind","turn_id","conversation_id","approval_id","fingerprint","state"}`` of a message this
+        channel sent in ``chat``, or None (not Palui's)."""
+        r = self.db.one("SELECT * FROM channel_messages WHERE channel = ? AND chat_id = ? AND ref = ?"
+                        " ORDER BY id DESC LIMIT 1", (name, chat, ref))
+        if r is None:
+            return None
+        return {"id": r["id"], "channel": r["channel"], "chat_id": r["chat_id"], "ref": r["ref"], "kind": r["kind"],
+                "turn_id": r["turn_id"], "conversation_id": r["conversation_id"], "approval_id": r["approval_id"],
+                "fingerprint": r["fingerprint"], "state": r["state"], "created_at": r["created_at"]}
+
+    def shown_approvals(self, name: str) -> list[ShownApproval]:
+        """Approval messages of this channel whose buttons are still live: ``[{"id","chat_id","ref",
+        "approval_id","fingerprint"}]`` (to edit when the approval is answered elsewhere or expires)."""
+        return [{"id": r["id"], "chat_id": r["chat_id"], "ref": r["ref"], "approval_id": r["approval_id"],
+                 "fingerprint": r["fingerprint"]}
+                for r in self.db.all("SELECT id, chat_id, ref, approval_id, fingerprint FROM channel_messages"
+                                     " WHERE channel = ? AND state = 'shown'", (name,))]
+
+    def close_sent(self, message_id: int) -> bool:
+        """Mark an approval message closed and, in the same transaction, put the edit to its outcome in the
+        channel's outbox (spec §8.3). False when it already was closed."""
+        with self.db.write() as c:
+            m = c.execute("SELECT channel, chat_id, ref, approval_id FROM channel_messages WHERE id = ? AND"
+                          " state = 'shown'", (message_id,)).fetchone()
+            if m is None:
+                return False
+            c.execute("UPDATE channel_messages SET state = 'closed' WHERE id = ?", (message_id,))
+            outbox.enqueue(c, m["channel"], m["chat_id"], outbox.EDIT, self.clock.now(), subject=m["approval_id"],
+                           target_ref=m["ref"])
+        return True

@@ -1,4 +1,4 @@
-"""Service part: ``/status``, the pause state and the audit log (spec §6, §8, §10).
+"""Service part: ``/status``, the pause state and the webhook share (spec §6, §8).
 
 ``status()`` is composed here, once: the connectors as the MCP part shows them, the caps and the pause,
 the webhook share, the counts, the audit head, the jobs' brake, the governance summary and, last, the
@@ -17,18 +17,17 @@ from palui.service.channels import ChannelsPart
 from palui.service.clock import Clock
 from palui.service.mcp_connectors import MCPPart
 from palui.service.notifier import Notifier
-from palui.store import ids
 from palui.store import report as report_store
 from palui.store.db import Database
 from palui.triggers import jobs as jobs_mod
 from palui.types import Origin
 
 if TYPE_CHECKING:
-    from palui.results import AuditRow, PauseState, PendingApprovalLine, Status, StatusConnector, WebhookShare
+    from palui.results import PauseState, PendingApprovalLine, Status, StatusConnector, WebhookShare
 
 
 class StatusPart:
-    """What the person sees of the whole: status, pause, audit.
+    """What the person sees of the whole: status, the pause, the webhook share.
 
     Args:
         db, settings, hub, notifier, clock: the service's shared collaborators.
@@ -128,8 +127,3 @@ class StatusPart:
         self.notifier("cap", f"Webhook deliveries are held: webhook turns used their share of the hourly runs "
                            f"(caps.webhook_runs_per_hour = {share}). New webhook turns wait"
                            + (f" until {until}" if until else "") + "; your own messages and jobs go on.")
-
-    def audit(self, turn: str | None = None, limit: int = 500) -> list[AuditRow]:
-        """Audit rows oldest first (spec §10): see :func:`palui.runner.audit.rows`; ``turn`` may be a unique
-        prefix of its id."""
-        return audit.rows(self.db, ids.resolve(self.db, turn) if turn else turn, limit)

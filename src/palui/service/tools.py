@@ -89,6 +89,11 @@ class ToolsPart:
             raise NotFound(f"unknown tool {named(name)} (see: palui tools list)")
         return row
 
+    def find(self, name: str) -> ToolRow | None:
+        """The stored tool named ``name``, or None (a stopped call's audit row names its class when it still
+        exists)."""
+        return tools_store.get_tool(self.db, name)
+
     def register_tools(self, connector_id: str, specs: list[ToolSpec], *, name: str | None = None,
                        kind: str = "mcp") -> SyncReport:
         """Store a connector's listing (creating the connector row if needed), spec §2 and §7.

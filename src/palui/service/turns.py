@@ -16,10 +16,10 @@ claim pauses Palui.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from palui.config import Settings
@@ -33,10 +33,12 @@ from palui.service import stopping, turn_shape
 from palui.service.clock import Clock
 from palui.service.notifier import Notifier
 from palui.service.status import StatusPart
+from palui.service.tools import ToolsPart
 from palui.service.turn_tasks import EventSink, TurnTasks
 from palui.store import ids
 from palui.store.db import Database
 from palui.text.display import named
+from palui.triggers import jobs as jobs_mod
 from palui.types import Origin, TurnStatus
 
 if TYPE_CHECKING:
@@ -45,7 +47,6 @@ if TYPE_CHECKING:
 
     from palui.policy.caps import CapVerdict
     from palui.results import TurnEvent, TurnResult
-    from palui.store.tools import ToolRow
 
 RESUMABLE = (TurnStatus.AWAITING_APPROVAL,)
 #: A channel's name: where a conversation was started or an answer given (``terminal``, ``web``, ``telegram``…).
@@ -70,28 +71,27 @@ class TurnsPart:
     Args:
         db, settings, hub, notifier, clock: the service's shared collaborators (the runner receives the
             first four as :class:`~palui.runner.deps.RunnerDeps`).
+        tools_part: the stored tool of a stopped call (its audit row names the tool's class).
         status_part: the pause state and the webhook share, and telling the person about them.
         turn_tasks: runs a claimed turn in a task of this process.
     """
 
     def __init__(self, db: Database, settings: Settings, hub: ConnectorHub, notifier: Notifier, clock: Clock,
-                 status_part: StatusPart, turn_tasks: TurnTasks) -> None:
+                 tools_part: ToolsPart, status_part: StatusPart, turn_tasks: TurnTasks) -> None:
         self.db = db
         self.settings = settings
         self.hub = hub
         self.notifier = notifier
         self.clock = clock
+        self.tools_part = tools_part
         self.status_part = status_part
         self.turn_tasks = turn_tasks
-
-    def sweep_expired_approvals(self) -> None:
-        """A start-up step: expired approvals are swept on every start (spec §5)."""
-        approvals.sweep(self.db)
 
     def runner_deps(self) -> RunnerDeps:
         """The narrow seam the runner receives (never the service itself)."""
         return RunnerDeps(db=self.db, settings=self.settings, hub=self.hub, notify=self.notifier,
-                          job_token_cap=self.job_token_cap, job_connectors=self.job_connectors)
+                          job_token_cap=partial(jobs_mod.own_token_cap, self.db),
+                          job_connectors=partial(jobs_mod.scope_of, self.db))
 
     def preload(self) -> None:
         """Import the turn runner and the model library now (about 2 s), not inside the first turn
@@ -340,19 +340,7 @@ class TurnsPart:
     def caps_verdict(self, c: sqlite3.Connection, turn_row: sqlite3.Row | Mapping[str, Any], now: float) -> CapVerdict:
         """The caps verdict for starting ``turn_row`` now, read on ``c`` inside the admitting transaction
         (:func:`palui.runner.caps.verdict_in_tx`, with the job's own token cap)."""
-        return caps.verdict_in_tx(c, turn_row, now, self.settings, self.job_token_cap(turn_row["job_id"]))
-
-    def job_token_cap(self, job_id: str | None) -> int | None:
-        """A job's own daily token cap (``--token-cap``), or None for the ``caps.job_daily_tokens`` default."""
-        if not job_id:
-            return None
-        r = self.db.one("SELECT token_cap FROM jobs WHERE id = ?", (job_id,))
-        return int(r[0]) if r and r[0] else None
-
-    def job_connectors(self, job_id: str | None) -> list[str] | None:
-        """The connectors a job is limited to (``palui jobs add --connector``), None for all or no job."""
-        r = self.db.one("SELECT connectors FROM jobs WHERE id = ?", (job_id,)) if job_id else None
-        return json.loads(r[0]) if r and r[0] else None
+        return caps.verdict_in_tx(c, turn_row, now, self.settings, jobs_mod.own_token_cap(self.db, turn_row["job_id"]))
 
     def tell_paused(self, cap: str) -> None:
         """Tell the person once per pause (spec §6): called only by the claim that paused. The
@@ -374,6 +362,12 @@ class TurnsPart:
 
     # -- stop ------------------------------------------------------------------------------------------
 
+    def status(self, turn_id: str) -> str | None:
+        """A turn's status word only, None for an unknown turn (cheap: a channel's typing indicator asks four
+        times a second)."""
+        r = self.db.one("SELECT status FROM turns WHERE id = ?", (turn_id,))
+        return None if r is None else str(r[0])
+
     def stop(self, conversation: str | None = None, turn: str | None = None) -> list[str]:
         """``/stop``: cancel the conversation's running, awaiting-approval or queued turns (spec §5).
 
@@ -394,10 +388,4 @@ class TurnsPart:
             raise UsageError("stop needs a conversation or a turn")
         if turn and not rows:
             raise NotFound(f"unknown turn {named(turn)}")
-        return stopping.stop_rows(self.db, rows, self.tool_or_none)
-
-    def tool_or_none(self, name: str) -> ToolRow | None:
-        """The stored tool named ``name`` or None (audit rows name its class when it still exists)."""
-        from palui.store import tools as tools_store
-
-        return tools_store.get_tool(self.db, name)
+        return stopping.stop_rows(self.db, rows, self.tools_part.find)
