@@ -134,19 +134,19 @@ async def side() -> dict[str, Any]:
                         str(SUPPORT / "mcp_hostile.py"), str(path)], check=True, capture_output=True)
     svc = Service()
     names = [f"mcp-{s}__{n}" for s in READS for n in READS[s] + WRITES[s] + DESTRUCTIVE.get(s, [])]
-    svc.set_enabled(names, True)
+    svc.tools.set_enabled(names, True)
     rows = []
     with FakeLLM() as fake:
         for turn in quick_turns() if os.environ.get("BENCH_DENIALS_QUICK") else turns():
             specs[turn["suite"]].write_text(json.dumps(spec(turn["suite"], turn["reads"])))
             fake.respond = planner(turn)
-            r = await svc.send(turn["message"], model=f"openai:gpt-test@{fake.openai_url}")
+            r = await svc.turns.send(turn["message"], model=f"openai:gpt-test@{fake.openai_url}")
             asks, marks = 0, 0
             while r["status"] == "awaiting_approval":
                 [a] = r["pending_approvals"]
                 asks += 1
                 marks += len(a["untrusted_args"])
-                r = await svc.answer_and_resume(a["id"], turn["kind"] == "benign", "cli")
+                r = await svc.approvals.answer_and_resume(a["id"], turn["kind"] == "benign", "cli")
             rows.append({"kind": turn["kind"], "asks": asks, "marks": marks, "status": r["status"],
                          "answered": bool(r.get("answer")), "budget": r.get("budget")})
     await svc.close()

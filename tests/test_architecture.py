@@ -22,10 +22,16 @@ FRONT_END_ALLOWED = ("palui.service", "palui.types", "palui.results", "palui.err
                      "palui.config_schema",
                      "palui.home", "palui.discovery", "palui.files", *FRONT_ENDS)
 FRONT_END_FORBIDDEN = ("palui.runner", "palui.store", "palui.models", "palui.connectors", "palui.triggers")
-# The service's internals a front end must not reach through an attribute either: its collaborators and
-# its parts (``svc.tools_part``, any ``*_part``); the facade's forwards are the door.
-FRONT_END_FORBIDDEN_ATTRIBUTES = ("db", "hub", "runtime", "notifier", "turn_tasks", "scheduler", "redecision")
+# A front end calls the service's public parts (``svc.approvals.answer``). It never reads the database, nor a
+# part's collaborators (``svc.turns.hub``) or the parts a part holds (``svc.turns.status_part``), nor a private
+# attribute of the service or of a part (``svc._hub``, ``svc.tools._tools_on``): those are the parts' own.
+FRONT_END_FORBIDDEN_ATTRIBUTES = ("db", "hub", "clock", "turn_tasks", "scheduler", "redecision")
 FRONT_END_FORBIDDEN_SUFFIX = "_part"
+# How a front end holds the service: ``svc`` (a parameter or a local), ``self.svc`` / ``self._svc``, or the call
+# that hands it over (the CLI's ``service()`` / ``tools_service()``, a route's ``service_of(request)``, a page's
+# ``svc_of(request)``).
+SERVICE_NAMES = ("svc",)
+SERVICE_CALLS = ("service", "tools_service", "service_of", "svc_of")
 SERVICE_SIDE = ("palui.service", *FRONT_ENDS)
 POLICY_STDLIB = {"__future__", "math", "re", "collections", "dataclasses", "typing", "unicodedata"}
 
@@ -87,7 +93,20 @@ def test_the_contract_sees_every_package():
                 "palui.policy", "palui.text"):
         assert pkg in names
     # the checker resolves relative and from-imports to modules
-    assert "palui.service.tools" in {m for _, m in imports(PKG / "service" / "mcp_connectors.py")}
+    assert "palui.service.tools" in {m for _, m in imports(PKG / "service" / "connectors.py")}
+
+
+def on_the_service(node: ast.expr) -> bool:
+    """Whether ``node`` is the service or something reached from it (``svc``, ``self.svc.turns``,
+    ``svc_of(request).approvals``)."""
+    while isinstance(node, ast.Attribute):
+        if isinstance(node.value, ast.Name) and node.value.id == "self":
+            return node.attr in ("svc", "_svc")
+        node = node.value
+    if isinstance(node, ast.Call):
+        f = node.func
+        return (f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else "") in SERVICE_CALLS
+    return isinstance(node, ast.Name) and node.id in SERVICE_NAMES
 
 
 def front_end_violations(path: Path) -> list[tuple[int, str]]:
@@ -97,7 +116,9 @@ def front_end_violations(path: Path) -> list[tuple[int, str]]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     bad += [(n.lineno, f".{n.attr}") for n in ast.walk(tree)
             if isinstance(n, ast.Attribute) and (n.attr in FRONT_END_FORBIDDEN_ATTRIBUTES
-                                                 or n.attr.endswith(FRONT_END_FORBIDDEN_SUFFIX))]
+                                                 or n.attr.endswith(FRONT_END_FORBIDDEN_SUFFIX)
+                                                 or (n.attr.startswith("_") and not n.attr.startswith("__")
+                                                     and on_the_service(n.value)))]
     return bad
 
 
@@ -143,15 +164,22 @@ def test_the_shared_text_helpers_are_pure(path):
 
 
 def test_a_violation_is_caught():
-    """The checker itself: a web module importing the store under TYPE_CHECKING, or using ``svc.db``, fails."""
+    """The checker itself: a web module importing the store under TYPE_CHECKING, using ``svc.db``, a part's
+    collaborator or held part, or a private attribute of the service, fails; its own private attributes and the
+    public parts do not."""
     probe = PKG / "web" / "_contract_probe.py"  # imports resolve against the real tree
     try:
         probe.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from palui.store import db\n")
         assert front_end_violations(probe) == [(3, "palui.store.db")]
         probe.write_text("def f(svc):\n    return svc.db.all('x')\n")
         assert front_end_violations(probe) == [(2, ".db")]
-        probe.write_text("def f(svc):\n    return svc.tools_part.tools()\n")
-        assert front_end_violations(probe) == [(2, ".tools_part")]
+        probe.write_text("def f(svc):\n    return svc.turns.status_part.pause_state()\n")
+        assert front_end_violations(probe) == [(2, ".status_part")]
+        probe.write_text("def f(self, request):\n    self.svc._hub.get('x')\n    svc_of(request).tools._tools_on()\n"
+                         "    return self._own_thing, svc.approvals.answer('a-1', True, 'web')\n")
+        assert sorted(front_end_violations(probe)) == [(2, "._hub"), (3, "._tools_on")]
+        probe.write_text("def f(svc):\n    return svc.turns.hub.get('x')\n")
+        assert front_end_violations(probe) == [(2, ".hub")]
         probe.write_text("import importlib\nimportlib.import_module('palui.runner.turn_runner')\n")
         assert front_end_violations(probe) == [(2, "palui.runner.turn_runner")]
     finally:
@@ -269,7 +297,7 @@ def test_the_base_check_sees_a_mixin():
     assert isinstance(probe, ast.ClassDef) and [base_name(b) for b in probe.bases] == ["Generic", "ABC", "Part"]
     found = dict(classes(("palui.service",)))
     assert found["palui.service.brake.JobsPaused"] == ["PaluiError"]
-    assert found["palui.service.forward.Forward"] == ["Generic"]
+    assert found["palui.service.notifier.Notices"] == ["Protocol"]
 
 
 @pytest.mark.parametrize("name,bases", [pytest.param(name, bases, id=name)

@@ -105,7 +105,7 @@ def test_stop_all_from_the_web_chat(svc, tmp_path):
         r = c.post("/chat/command", json={"line": "/stop all"}, headers={"X-Palui-CSRF": csrf_value("tok")})
         assert r.status_code == 200, r.text
         assert "Jobs are paused" in r.json()["text"]
-    assert svc.jobs_paused()["by"] == "web"
+    assert svc.brake.jobs_paused()["by"] == "web"
 
 
 def test_the_command_parser():

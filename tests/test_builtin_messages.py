@@ -84,7 +84,7 @@ async def test_without_to_goes_to_the_inbox(svc):
     row = svc.db.one("SELECT * FROM inbox")
     assert (row["kind"], row["text"], row["turn_id"], row["conversation_id"]) == \
         ("message", "Your parcel arrives at 3pm", "t1", "c1")
-    assert svc.inbox()[-1]["text"] == "Your parcel arrives at 3pm"
+    assert svc.notifier.inbox()[-1]["text"] == "Your parcel arrives at 3pm"
 
 
 async def test_without_to_also_reaches_the_persons_apprise_targets(svc, receiver):
@@ -156,8 +156,8 @@ def test_notify_writes_the_inbox_then_delivers_to_apprise(home, receiver):
 
     s = Service()
     try:
-        s.notify("approval", "Approve payment? /approve a1")
-        assert s.inbox()[-1]["text"] == "Approve payment? /approve a1"
+        s.notifier("approval", "Approve payment? /approve a1")
+        assert s.notifier.inbox()[-1]["text"] == "Approve payment? /approve a1"
         assert channel.wait_for_deliveries(10)
         path, body = receiver.posts[0]
         assert path == "/me" and body["message"] == "Approve payment? /approve a1"
@@ -172,9 +172,9 @@ def test_notify_never_raises_on_a_failed_delivery(home, caplog):
 
     s = Service()
     try:
-        s.notify("notice", "kept anyway")
+        s.notifier("notice", "kept anyway")
         assert channel.wait_for_deliveries(10)
-        assert s.inbox()[-1]["text"] == "kept anyway"
+        assert s.notifier.inbox()[-1]["text"] == "kept anyway"
     finally:
         s.db.close()
     failures = [r.getMessage() for r in caplog.records if r.name == "palui.channel"]

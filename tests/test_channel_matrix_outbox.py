@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import signal
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -141,15 +142,11 @@ async def test_the_sync_backoff_stays_under_five_seconds(monkeypatch):
         async def close(self):
             pass
 
-    class Svc:
-        def channel_cursor(self, name):
-            return "s1"
-
-        def set_channel_state(self, name, state):
-            pass
-
+    # the two parts the sync loop calls
+    svc = SimpleNamespace(channel_updates=SimpleNamespace(cursor=lambda name: "s1"),
+                          channels=SimpleNamespace(set_state=lambda name, state: None))
     channel = matrix.MatrixChannel.__new__(matrix.MatrixChannel)
-    channel.svc, channel.name, channel.client, channel.poll_ms = Svc(), "matrix", Down(), 30_000
+    channel.svc, channel.name, channel.client, channel.poll_ms = svc, "matrix", Down(), 30_000
     channel.redact = lambda text: text
     channel._last_state = ""
     real_sleep = asyncio.sleep

@@ -217,7 +217,7 @@ def test_a_chat_start_mentions_pending_approvals_and_labels_resumed_turns(cli, t
     from palui.service import Service
 
     svc = Service()
-    svc.answer_approval(a["id"], True, "api")
+    svc.approvals.answer(a["id"], True, "api")
     svc.db.close()
     with PipedChat(home, "--model", model) as chat:
         chat.wait_for(f"[resuming turn {out['turn']} of conversation {out['conversation']}: nobody else runs it]", 60)

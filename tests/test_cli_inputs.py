@@ -87,7 +87,7 @@ def test_policy_explain_says_off_when_the_connector_is_disabled(cli, svc):
     with svc.db.write() as c:
         c.execute("UPDATE connectors SET enabled = 1 WHERE id = 'recall'")
         c.execute("UPDATE tools SET present = 0 WHERE name = 'recall__search_memories'")
-    d = svc.explain("recall__search_memories")  # (a new process would list the built-in tool again)
+    d = svc.tools.explain("recall__search_memories")  # (a new process would list the built-in tool again)
     assert d["verdict"] == "unavailable" and "no longer lists it" in d["reason"], d
 
 

@@ -165,9 +165,9 @@ def test_a_call_to_a_tool_left_out_by_the_budget_says_how_to_fix_it(home, tmp_pa
 
 
 async def test_calls_to_tools_not_offered_read_as_one_sentence(svc, tmp_path):
-    svc.set_enabled(["tasks__list_tasks"], False)
+    svc.tools.set_enabled(["tasks__list_tasks"], False)
     model = write_script(tmp_path / "s.json", calls(call("nope__missing"), call("tasks__list_tasks")), text("Ok."))
-    r = await svc.send("go", model=model)
+    r = await svc.turns.send("go", model=model)
     await svc.close()
     reasons = {e["tool"]: e["reason"] for e in r["events"] if e["type"] == "tool_call"}
     assert reasons == {"nope__missing": "no tool has this name", "tasks__list_tasks": "off: the tool is switched off"}
@@ -181,9 +181,9 @@ async def test_a_tainted_conversation_names_its_taint_without_nested_parentheses
         svc.settings.values["web.allow_private"] = True  # noqa: the settings object is this test's own
         model = write_script(tmp_path / "s.json", calls(call("web__fetch_page", url=pages.url + "/offer")),
                              text("Read."))
-        first = await svc.send("read it", model=model)
+        first = await svc.turns.send("read it", model=model)
         model2 = write_script(tmp_path / "t.json", calls(call("tasks__create_task", title="pay")), text("Asked."))
-        second = await svc.send("make a task", model=model2, conversation=first["conversation"])
+        second = await svc.turns.send("make a task", model=model2, conversation=first["conversation"])
         await svc.close()
         del dataclasses
     assert first["taint_source"] == f"web__fetch_page at step 1, content of {pages.url}/offer"

@@ -19,7 +19,7 @@ from palui.channels.redaction import Redactor
 
 if TYPE_CHECKING:
     from palui.results import OutboxPart
-    from palui.service.door import ServiceDoor
+    from palui.service.api import Service
 
 log = logging.getLogger("palui.channels")
 
@@ -92,7 +92,7 @@ class ChannelPlatform(ABC):
     """A running chat channel of one stored channel row: its platform half and shared state.
 
     Args:
-        svc: the service, through its door (:class:`palui.service.door.ServiceDoor`).
+        svc: the service (:class:`palui.service.api.Service`): its parts.
         name: the channel's name (``telegram``, or ``--name``).
         redact: the process-wide redactor, which knows this channel's secrets.
     """
@@ -102,7 +102,7 @@ class ChannelPlatform(ABC):
     text_limit: ClassVar[int] = 4096
     how_to_answer: ClassVar[str] = ""
 
-    def __init__(self, svc: ServiceDoor, name: str, redact: Redactor) -> None:
+    def __init__(self, svc: Service, name: str, redact: Redactor) -> None:
         self.svc = svc
         self.name = name
         self.redact = redact
@@ -163,7 +163,7 @@ class ChannelPlatform(ABC):
         if not state.startswith("error") and self._last_state.startswith("error"):
             self.reachable.set()
         self._last_state = state
-        self.svc.set_channel_state(self.name, self.redact(state))
+        self.svc.channels.set_state(self.name, self.redact(state))
 
     def wake(self) -> None:
         """New items in the outbox: the worker looks now (thread-safe callers use the loop's call_soon)."""

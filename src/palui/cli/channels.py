@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from datetime import tzinfo
 
     from palui.results import ChatChannel
-    from palui.service.door import ServiceDoor
+    from palui.service.api import Service
 
 channels_app = group("channels", "Chat channels: talk to Palui and answer approvals from Telegram or Matrix.")
 
@@ -88,8 +88,8 @@ def channels_add(kind: str, name: str | None, token_file: Path | None, password_
         if api_base:
             config["api_base"] = api_base.rstrip("/")
         if _renewing(svc, kind, name):
-            return _renewed(svc.renew_channel_secret(name or kind, {"token": token}, config), as_json)
-        ch = svc.add_channel("telegram", name, {"token": token}, config)
+            return _renewed(svc.channels.renew_secret(name or kind, {"token": token}, config), as_json)
+        ch = svc.channels.add("telegram", name, {"token": token}, config)
         who = f"@{me['username']}"
     elif kind == "matrix":
         import asyncio
@@ -118,8 +118,8 @@ def channels_add(kind: str, name: str | None, token_file: Path | None, password_
             secret, device = got["access_token"], got["device_id"]
         matrix_config: dict[str, Any] = {"homeserver": hs, "user_id": user, "device_id": device}
         if _renewing(svc, kind, name):
-            return _renewed(svc.renew_channel_secret(name or kind, {"access_token": secret}, matrix_config), as_json)
-        ch = svc.add_channel("matrix", name, {"access_token": secret}, matrix_config)
+            return _renewed(svc.channels.renew_secret(name or kind, {"access_token": secret}, matrix_config), as_json)
+        ch = svc.channels.add("matrix", name, {"access_token": secret}, matrix_config)
         who = user
     else:
         raise UsageError(f"unknown channel kind {kind!r} (telegram or matrix)")
@@ -129,9 +129,9 @@ def channels_add(kind: str, name: str | None, token_file: Path | None, password_
     click.echo(f"next: palui channels pair {ch['name']}   (palui serve runs the channel)")
 
 
-def _renewing(svc: ServiceDoor, kind: str, name: str | None) -> bool:
+def _renewing(svc: Service, kind: str, name: str | None) -> bool:
     """``channels add`` for a channel of that kind and name that exists: a new secret, the pairing kept."""
-    return any(c["name"] == (name or kind) and c["kind"] == kind for c in svc.channels())
+    return any(c["name"] == (name or kind) and c["kind"] == kind for c in svc.channels.list())
 
 
 def _renewed(ch: ChatChannel, as_json: bool) -> None:
@@ -150,7 +150,7 @@ def channels_list(as_json: bool) -> None:
     from palui.discovery import find_service
 
     svc = service()
-    rows = svc.channels()
+    rows = svc.channels.list()
     running = bool(rows) and find_service(svc.settings) is not None
     if as_json:
         return emit_json([{k: v for k, v in c.items() if k != "config"} | {"account": _account(c)}
@@ -158,7 +158,7 @@ def channels_list(as_json: bool) -> None:
     if not rows:
         click.echo("no channels (palui channels add telegram|matrix)")
         return
-    tz = svc.timezone()
+    tz = svc.status.timezone()
     table([[c["name"], c["kind"], _account(c), _state_text(c, running, tz),
             c["person"] or ("pairing…" if c["pairing"] else "-"), "on" if c["allow_groups"] else "off",
             str(c["waiting"]), c["last_failure"] or ""] for c in rows],
@@ -187,7 +187,7 @@ def _account(c: ChatChannel) -> str:
 @click.argument("name")
 def channels_remove(name: str) -> None:
     """Remove a channel and its secrets (a running service stops it within seconds)."""
-    c = service().remove_channel(name)
+    c = service().channels.remove(name)
     click.echo(f"channel {c['name']} removed")
 
 
@@ -195,7 +195,7 @@ def channels_remove(name: str) -> None:
 @click.argument("name")
 def channels_pair(name: str) -> None:
     """Print a one-time pairing code (10 minutes, 5 tries). Send /pair CODE to Palui in a private chat."""
-    p = service().pair_code(name)
+    p = service().channels.pair_code(name)
     if p["paired_with"]:
         click.echo(f"{name} is paired with {shown(p['paired_with'], one_line=True)}; the first right /pair replaces "
                    "them")
@@ -211,7 +211,7 @@ def channels_groups(name: str, setting: str) -> None:
     """Allow group chats and rooms with other members (only your messages start turns; others' are untrusted)."""
     if setting not in ("on", "off"):
         raise UsageError("groups takes on or off")
-    c = service().set_channel_groups(name, setting == "on")
+    c = service().channels.set_groups(name, setting == "on")
     click.echo(f"{c['name']}: group chats {'allowed' if c['allow_groups'] else 'refused'}")
 
 
@@ -222,8 +222,8 @@ def channels_test(name: str) -> None:
     from palui.channels.redaction import Redactor
 
     svc = service()
-    c = svc.channel(name)
-    secret = svc.channel_secrets(name)
+    c = svc.channels.get(name)
+    secret = svc.channels.secrets(name)
     redact = Redactor(str(v) for v in secret.values())
     if c["kind"] == "telegram":
         from palui.channels.telegram import test_channel

@@ -18,7 +18,8 @@ from palui.errors import ConfigError
 from palui.text.display import json_safe, shown
 
 if TYPE_CHECKING:
-    from palui.service.door import ServiceDoor, ToolsDoor
+    from palui.service.api import Service
+    from palui.service.light import ToolsService
 
 S = TypeVar("S")
 
@@ -81,19 +82,19 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise click.exceptions.Exit(code)
 
 
-def service() -> ServiceDoor:
-    """The whole service (:class:`palui.service.Service`, seen through its door); a bad configuration
+def service() -> Service:
+    """The whole service (:class:`palui.service.Service`: a front end calls its parts); a bad configuration
     exits 1 with its error."""
     from palui.service import Service
 
     return _started(Service)
 
 
-def tools_service() -> ToolsDoor:
+def tools_service() -> ToolsService:
     """The tools part alone (:class:`palui.service.light.ToolsService`), for commands that only read
     the catalog: it starts with a third of the imports of :func:`service`
-    (docs/decisions/0085-a-light-cli-start.md). Call only its ``LIGHT_METHODS`` (a method another part
-    overrides answers differently here)."""
+    (docs/decisions/0085-a-light-cli-start.md). Its parts (``LIGHT_PARTS``) are the full service's of the
+    same names and classes."""
     from palui.service.light import ToolsService
 
     return _started(ToolsService)

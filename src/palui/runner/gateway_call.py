@@ -30,7 +30,7 @@ from palui.runner import state as st
 from palui.runner.approval_gate import ApprovalGate
 from palui.runner.call_records import CallRecords
 from palui.runner.offer import is_builtin, usable_tool
-from palui.runner.pending import CallState, PendingCall
+from palui.runner.pending import CallState, PendingCall, args_hash
 from palui.runner.rule_of_two import RuleOfTwo
 from palui.runner.state import EarlierTurns, Turn
 from palui.runner.turn_events import Emit, TurnEvents
@@ -152,7 +152,7 @@ class GatewayCall:
         db = self._deps.db
         same = db.one("SELECT id, tool_call_id FROM approvals WHERE turn_id = ? AND tool = ? AND args_hash = ? AND"
                       " (status = 'pending' OR (status = 'approved' AND used = 0)) ORDER BY created_at DESC LIMIT 1",
-                      (t.id, call["tool"], approvals.args_hash(call["args"])))
+                      (t.id, call["tool"], args_hash(call["args"])))
         if same is not None:
             call["id"], call["approval"], call["state"] = same["tool_call_id"], same["id"], CallState.ASKED
             call["reason"] = d.reason

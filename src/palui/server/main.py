@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from types import FrameType
 
     from palui.server.app import ServeHook
-    from palui.service.door import ServiceDoor
+    from palui.service.api import Service
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -41,7 +41,7 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(svc: ServiceDoor, host: str, port: int, echo: Callable[[str], None], tick_seconds: float = 1.0,
+def serve(svc: Service, host: str, port: int, echo: Callable[[str], None], tick_seconds: float = 1.0,
           serve_hooks: Sequence[ServeHook] = ()) -> None:
     """Run the service until SIGTERM/SIGINT (spec §8).
 
@@ -65,7 +65,7 @@ def serve(svc: ServiceDoor, host: str, port: int, echo: Callable[[str], None], t
         where = f" (pid {other.pid}, {other.url})" if other else ""
         raise PaluiError(f"a Palui service already runs on this PALUI_HOME{where}")
     # The full check of the apprise URLs (every other start checks their syntax only, spec §10.4).
-    svc.check_delivery_targets()
+    svc.notifier.check_delivery_targets()
     if not is_loopback(host) and not discovery.read_token(settings):
         raise PaluiError(f"refusing to listen on {host} (not loopback) before an access token exists: start "
                          "once with the default host to create it, and keep it safe")
@@ -74,11 +74,11 @@ def serve(svc: ServiceDoor, host: str, port: int, echo: Callable[[str], None], t
     real_port = sock.getsockname()[1]
     # The model library takes ~2 s to import; do it now rather than inside the first turn,
     # where it would block the event loop (and every request) while it loads.
-    svc.preload()
+    svc.turns.preload()
 
     # uvicorn re-raises SIGTERM after its graceful shutdown, so a `finally` here may never run:
     # remove serve.json at the end of the app's own shutdown instead.
-    svc.on_shutdown(lambda: discovery.clear_info(settings))
+    svc.runtime.on_shutdown(lambda: discovery.clear_info(settings))
     app = create_app(svc, token, host, real_port, tick_seconds=tick_seconds, serve_hooks=serve_hooks)
     discovery.write_info(settings, host, real_port)
     shown = f"[{host}]" if ":" in host else host
@@ -95,7 +95,7 @@ def serve(svc: ServiceDoor, host: str, port: int, echo: Callable[[str], None], t
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-            svc.begin_drain()  # drain at once: turns pause at their next step boundary
+            svc.runtime.begin_drain()  # drain at once: turns pause at their next step boundary
             super().handle_exit(sig, frame)
 
     server = Server(config)

@@ -1,11 +1,11 @@
 """Service part: the one door for answering approvals (spec §5).
 
 Every front end (the CLI, the HTTP API, the web page, each chat channel) answers through
-:meth:`ApprovalsPart.answer_approval`: it records the answer and where it was given
+:meth:`ApprovalsPart.answer`: it records the answer and where it was given
 (``answered_via``), re-decides an approve from the tool's current state and the turn's origin
 and taint, and raises the refusals (expired, cancelled, re-decided, already answered) the same
 way for all of them. It never runs the turn: the service's tick resumes it, or a CLI process
-calls :meth:`TurnsPart.resume_turn` (:meth:`answer_and_resume` does both, for in-process use).
+calls :meth:`TurnsPart.resume` (:meth:`answer_and_resume` does both, for in-process use).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class ApprovalsPart:
         """A start-up step: expired approvals are swept on every start (spec §5)."""
         approvals.sweep(self.db)
 
-    def approvals(self, status: str | None = "pending", limit: int = PAGE, before: str | None = None) -> list[Approval]:
+    def list(self, status: str | None = "pending", limit: int = PAGE, before: str | None = None) -> list[Approval]:
         """Approvals as the person lists them (spec §5); pending ones are decided again first, so a tool switched
         off meanwhile no longer shows an approval that could run (this writes only when one must be cancelled).
 
@@ -111,26 +111,26 @@ class ApprovalsPart:
                         (now, now))
         return int(r[0]) if r is not None else 0
 
-    def approval(self, approval_id: str) -> Approval:
+    def get(self, approval_id: str) -> Approval:
         """One approval (``palui approvals show``), with its ``conversation``; a unique prefix of its id is
         enough (:func:`palui.store.ids.resolve`). Raises NotFound, UsageError (an ambiguous prefix). One past its
         expiry shows as ``expired`` before a sweep marks it so (reads only)."""
         approval_id = ids.resolve(self.db, approval_id)
         a = approvals.get(self.db, approval_id)
         r = self.db.one("SELECT status, expires_at FROM approvals WHERE id = ?", (approval_id,))
-        return _shown({**a, "conversation": self.conversations_part.conversation_of(a["turn"])}, r, time.time())
+        return _shown({**a, "conversation": self.conversations_part.of_turn(a["turn"])}, r, time.time())
 
     def find(self, approval_id: str) -> Approval | None:
-        """:meth:`approval`, or None for an unknown id (a forged button)."""
+        """:meth:`get`, or None for an unknown id (a forged button)."""
         try:
-            return self.approval(approval_id)
+            return self.get(approval_id)
         except NotFound:
             return None
 
-    def answer_approval(self, approval_id: str, approve: bool, via: str,
-                        reason: str | None = None) -> Approval | Elicitation:
+    def answer(self, approval_id: str, approve: bool, via: str,
+               reason: str | None = None) -> Approval | Elicitation:
         """Approve or deny one pending approval, answered on ``via`` (``cli``, ``web``, ``api`` or a
-        channel's name). Returns the approval as :meth:`approval` does. Never runs the turn.
+        channel's name). Returns the approval as :meth:`get` does. Never runs the turn.
         ``reason`` (a denial's, at most 1,000 characters: ``/deny ID REASON``) is told to the model
         as the denial (spec §8).
 
@@ -138,7 +138,7 @@ class ApprovalsPart:
         for review, removed, or now ``unavailable``/``off`` for the turn cancels the approval with
         that reason and the person is told.
 
-        An ``e-…`` id is a server's question (:meth:`answer_elicitation`): a deny declines it and the
+        An ``e-…`` id is a server's question (:meth:`ElicitationsPart.answer`): a deny declines it and the
         question is returned; an approve is refused.
 
         Raises:
@@ -156,7 +156,7 @@ class ApprovalsPart:
             if approve:
                 raise UsageError(f"{approval_id} is a question of an MCP server, not an approval: answer it with "
                                  f"/answer {approval_id} field=value …")
-            return self.elicitations_part.answer_elicitation(approval_id, "decline", None, via)
+            return self.elicitations_part.answer(approval_id, "decline", None, via)
         try:
             if reason is not None and len(reason) > 1000:
                 raise UsageError("a denial's reason is at most 1,000 characters")
@@ -168,30 +168,30 @@ class ApprovalsPart:
                 self.notifier("notice", f"Approval {approval_id} ({a['tool']}) was cancelled: {a['cancel_reason']}.",
                             turn_id=a["turn"], approval_id=approval_id)
             raise
-        return self.approval(approval_id)
+        return self.get(approval_id)
 
     async def answer_and_resume(self, approval_id: str, approve: bool, via: str,
                                 on_event: EventSink | None = None, reason: str | None = None,
                                 on_answered: Callable[[str], None] | None = None) -> TurnResult:
-        """:meth:`answer_approval` (with a denial's ``reason``), then resume the turn here (the CLI
+        """:meth:`answer` (with a denial's ``reason``), then resume the turn here (the CLI
         without a live service). Returns the turn result. ``on_answered`` is told, before the turn goes
         on, what the answer became: ``approved``, ``denied``, or the refusal's sentence. A refusal that
         lets the turn go on resumes it first and is then raised, saying how the turn went on."""
         approval_id = ids.resolve(self.db, approval_id)
         if approval_id.startswith("e-"):
-            return await self.elicitations_part.answer_elicitation_and_resume(approval_id, "decline", None, via,
-                                                                              on_event)
+            return await self.elicitations_part.answer_and_resume(approval_id, "decline", None, via,
+                                                                  on_event)
         try:
-            a = self.answer_approval(approval_id, approve, via, reason=reason)
+            a = self.answer(approval_id, approve, via, reason=reason)
         except ApprovalError as e:
             if not e.turn_id:
                 raise
             if on_answered is not None:
                 on_answered(str(e))
-            r = await self.turns_part.resume_turn(e.turn_id, on_event)
+            r = await self.turns_part.resume(e.turn_id, on_event)
             went = f"{r['status']}{': ' + r['answer'] if r['answer'] else ''}"
             said = str(e).removesuffix("; the turn goes on")
             raise ApprovalError(f"{said}; the turn went on ({went})", e.turn_id) from None
         if on_answered is not None:
             on_answered(a["status"])
-        return await self.turns_part.resume_turn(a["turn"], on_event)
+        return await self.turns_part.resume(a["turn"], on_event)

@@ -46,7 +46,7 @@ class BrakePart:
         """Pause the jobs, then stop every running, awaiting-approval or queued turn (their pending approvals
         are cancelled; a running turn in another process stops at its next boundary). Returns
         ``{"stopped": [turn ids], "jobs_paused": {"since","by"}}``."""
-        paused = self.pause_jobs(via)
+        paused = self._pause_jobs(via)
         stopped: list[str] = []
         for r in self.db.all("SELECT id FROM turns WHERE status IN ('running','awaiting_approval','queued')"
                              " ORDER BY rowid"):
@@ -56,7 +56,7 @@ class BrakePart:
                               "palui jobs resume.")
         return {"stopped": stopped, "jobs_paused": paused}
 
-    def pause_jobs(self, via: str = "cli") -> JobsPause:
+    def _pause_jobs(self, via: str = "cli") -> JobsPause:
         """Pause every scheduled job (kept if already paused). Returns ``{"since","by"}`` (epoch s, who)."""
         return jobs_mod.pause(self.db, via, self.clock.now())
 

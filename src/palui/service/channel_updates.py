@@ -1,6 +1,6 @@
 """Service part: what a chat channel receives, recorded once (spec §8.3).
 
-- **Processed once.** :meth:`ChannelUpdatesPart.channel_update` opens one transaction that
+- **Processed once.** :meth:`ChannelUpdatesPart.process` opens one transaction that
   records the platform's update key (Telegram ``update_id``, Matrix event id) and everything the
   channel does for it inside (the turn it creates, the approval answer, the stop): a key seen
   before yields False and nothing is done, so an update delivered again after a restart or a
@@ -11,7 +11,7 @@
   quoted, untrusted content and taints the turn (spec §4), like a webhook payload does.
 
 What a channel sent (and the edit of an approval answered elsewhere) is the outbox part's
-(:mod:`palui.service.channel_outbox`).
+(:mod:`palui.service.outbox`).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class ChannelUpdatesPart:
         self.turns_part = turns_part
 
     @contextmanager
-    def channel_update(self, name: str, key: str, seq: int | None = None) -> Iterator[bool]:
+    def process(self, name: str, key: str, seq: int | None = None) -> Iterator[bool]:
         """One transaction for one platform update: yields True for a new ``key`` (do the work in the
         block, synchronously: it commits with the key), False for one seen before (do nothing).
 
@@ -72,29 +72,29 @@ class ChannelUpdatesPart:
         if failure is not None:
             raise failure
 
-    def channel_mark(self, name: str, key: str, outcome: str, seq: int | None = None) -> bool:
+    def mark(self, name: str, key: str, outcome: str, seq: int | None = None) -> bool:
         """Record ``key`` without work (a malformed or ignored update). False if it was seen before."""
         with self.db.write() as c:
             return c.execute("INSERT OR IGNORE INTO channel_updates (channel, key, seq, outcome, seen_at)"
                              " VALUES (?,?,?,?,?)", (name, key, seq, outcome, self.clock.now())).rowcount == 1
 
-    def channel_next_offset(self, name: str) -> int | None:
+    def next_offset(self, name: str) -> int | None:
         """One past the highest numeric update id processed (Telegram's ``offset`` after a start), or None."""
         r = self.db.one("SELECT MAX(seq) FROM channel_updates WHERE channel = ?", (name,))
         return None if r is None or r[0] is None else int(r[0]) + 1
 
-    def channel_cursor(self, name: str) -> str | None:
+    def cursor(self, name: str) -> str | None:
         """The stored sync position (Matrix ``next_batch``), None before the first sync."""
         r = self.db.one("SELECT cursor FROM channel_cursors WHERE channel = ?", (name,))
         return None if r is None else str(r[0])
 
-    def set_channel_cursor(self, name: str, cursor: str) -> None:
+    def set_cursor(self, name: str, cursor: str) -> None:
         """Store the sync position, after every event of its batch was recorded."""
         with self.db.write() as c:
             c.execute("INSERT INTO channel_cursors (channel, cursor, at) VALUES (?,?,?) ON CONFLICT (channel)"
                       " DO UPDATE SET cursor = excluded.cursor, at = excluded.at", (name, cursor, self.clock.now()))
 
-    def prune_channel_updates(self, now: float | None = None) -> int:
+    def prune(self, now: float | None = None) -> int:
         """Forget keys older than a week, never a channel's highest ``seq`` (its restart offset)."""
         cutoff = (self.clock.now() if now is None else now) - UPDATE_KEEP_SECONDS
         with self.db.write() as c:
@@ -104,7 +104,7 @@ class ChannelUpdatesPart:
 
     # -- conversations --------------------------------------------------------------------------------
 
-    def channel_conversation(self, name: str, chat: str, new: bool = False) -> str:
+    def conversation(self, name: str, chat: str, new: bool = False) -> str:
         """The chat's current conversation (made on first use; ``new=True``: ``/new``, a clean one)."""
         with self.db.write() as c:
             r = c.execute("SELECT conversation_id FROM channel_chats WHERE channel = ? AND chat_id = ?",
@@ -117,7 +117,7 @@ class ChannelUpdatesPart:
                       " updated_at = excluded.updated_at", (name, chat, cid, self.clock.now()))
             return cid
 
-    def channel_message(self, name: str, chat: str, words: str, quoted: list[dict[str, Any]] | None = None) -> str:
+    def message(self, name: str, chat: str, words: str, quoted: list[dict[str, Any]] | None = None) -> str:
         """A message from the person: a chat turn (queued) in the chat's conversation. Returns its id.
 
         ``words`` are what the person typed; ``quoted`` is ``[{"text","author","how","trusted"}]``
@@ -125,7 +125,7 @@ class ChannelUpdatesPart:
         quoted data, stored as the conversation's untrusted content and taint the turn (spec §4).
         The caller launches the turn. Raises UsageError (nothing to say), NotFound.
         """
-        ch = self.channels_part.channel(name)
+        ch = self.channels_part.get(name)
         quoted = [q for q in (quoted or []) if str(q.get("text") or "").strip()]
         if not words.strip() and not quoted:
             raise UsageError("an empty message starts no turn")
@@ -144,8 +144,8 @@ class ChannelUpdatesPart:
             prompt = (words.strip() or "(no words of their own)") + "\n\n" + "\n\n".join(blocks)
         input_text = words if words.strip() else f"[a message {quoted[0]['how']} from {quoted[0]['author']}]"
         with self.db.write() as c:
-            conv = self.channel_conversation(name, chat)
-            tid = self.turns_part.start_turn(input_text, conversation=conv, prompt=prompt)
+            conv = self.conversation(name, chat)
+            tid = self.turns_part.start(input_text, conversation=conv, prompt=prompt)
             for q in quoted:
                 if q.get("trusted"):
                     continue

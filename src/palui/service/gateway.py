@@ -9,7 +9,7 @@ A **session** is a conversation of origin ``gateway`` with one turn row, status 
 only ``awaiting_approval`` turns are resumed). Palui cannot see the client's context, so the turn starts
 tainted ("the client's context is unknown") unless the client is trusted. Its calls are decided and run
 by :class:`~palui.runner.gateway_call.GatewayCall`; an approval made by one is answered through every
-existing door (``answer_approval``) and the waiting call reads the answer from the database. Ending a
+existing door (``ApprovalsPart.answer``) and the waiting call reads the answer from the database. Ending a
 session marks its turn ``done`` and cancels its pending approvals with that reason.
 """
 
@@ -67,8 +67,8 @@ class GatewayPart:
 
     # -- clients ----------------------------------------------------------------------------------
 
-    def gateway_client_add(self, name: str, connectors: list[str] | None = None,
-                           context: str = "unknown") -> GatewayClient:
+    def add_client(self, name: str, connectors: list[str] | None = None,
+                   context: str = "unknown") -> GatewayClient:
         """Add a client named ``name`` (lower-case letters, digits, ``-``), seeing only ``connectors`` (None:
         all of them), its sessions starting tainted unless ``context`` is ``trusted``. Returns it with its
         ``token``: shown this once, stored hashed. Raises UsageError (bad name, context or connector, a
@@ -90,32 +90,32 @@ class GatewayPart:
             c.execute("INSERT INTO gateway_clients (name, token_hash, connectors_json, context, created_at)"
                       " VALUES (?,?,?,?,?)", (name, token_hash(token), None if connectors is None
                                                else json.dumps(connectors), context, self.clock.now()))
-        return {**self.gateway_client(name), "token": token}
+        return {**self.client(name), "token": token}
 
-    def gateway_clients(self) -> list[GatewayClient]:
+    def clients(self) -> list[GatewayClient]:
         """Every client, by name (without tokens: only their hashes are stored)."""
         return [self._client(r) for r in self.db.all("SELECT * FROM gateway_clients ORDER BY name")]
 
-    def gateway_client(self, name: str) -> GatewayClient:
+    def client(self, name: str) -> GatewayClient:
         """One client. Raises NotFound."""
         r = self.db.one("SELECT * FROM gateway_clients WHERE name = ?", (name,))
         if r is None:
             raise NotFound(f"unknown gateway client {named(str(name))} (see: palui gateway clients list)")
         return self._client(r)
 
-    def gateway_client_remove(self, name: str) -> list[str]:
+    def remove_client(self, name: str) -> list[str]:
         """Remove a client: its token opens nothing from now on and its open sessions end (their pending
         approvals cancelled). Returns the ended sessions' ids. Raises NotFound."""
-        self.gateway_client(name)
+        self.client(name)
         with self.db.write() as c:
             c.execute("DELETE FROM gateway_clients WHERE name = ?", (name,))
         ended = [r["id"] for r in self.db.all("SELECT id FROM gateway_sessions WHERE client = ? AND ended_at IS NULL",
                                               (name,))]
         for sid in ended:
-            self.gateway_session_end(sid, "its client was removed")
+            self.end_session(sid, "its client was removed")
         return ended
 
-    def gateway_client_for_token(self, token: str) -> str | None:
+    def client_for_token(self, token: str) -> str | None:
         """The name of the client holding ``token``, None for an unknown or removed one."""
         if not isinstance(token, str) or not token.startswith(TOKEN_PREFIX):
             return None
@@ -130,10 +130,10 @@ class GatewayPart:
 
     # -- sessions ---------------------------------------------------------------------------------
 
-    def gateway_session_open(self, client: str) -> str:
+    def open_session(self, client: str) -> str:
         """Open a session of ``client``: a conversation of origin ``gateway`` and its one turn row, tainted
         from its start unless the client is trusted (spec §8.6). Returns the session id. Raises NotFound."""
-        c = self.gateway_client(client)
+        c = self.client(client)
         tainted = c["context"] != "trusted"
         cid = self.turns_part.new_conversation(Origin.GATEWAY, "gateway")
         tid, sid, now = st.new_id("t"), st.new_id("g"), self.clock.now()
@@ -148,7 +148,7 @@ class GatewayPart:
                       " VALUES (?,?,?,?,?)", (sid, client, cid, tid, now))
         return sid
 
-    def gateway_session_end(self, session: str, reason: str = SESSION_ENDED) -> None:
+    def end_session(self, session: str, reason: str = SESSION_ENDED) -> None:
         """End a session: its turn is ``done`` and its pending approvals are cancelled with ``reason``."""
         r = self.db.one("SELECT * FROM gateway_sessions WHERE id = ? AND ended_at IS NULL", (session,))
         if r is None:
@@ -161,22 +161,22 @@ class GatewayPart:
         approvals_mod.cancel_for_turn(self.db, r["turn_id"], reason=reason)
         self._turns.pop(r["turn_id"], None)
 
-    def gateway_sessions_end_open(self, reason: str) -> list[str]:
+    def end_open_sessions(self, reason: str) -> list[str]:
         """End every open session (``palui serve`` starting: the sessions of an earlier process are gone).
         Returns their ids."""
         ended = [r["id"] for r in self.db.all("SELECT id FROM gateway_sessions WHERE ended_at IS NULL")]
         for sid in ended:
-            self.gateway_session_end(sid, reason)
+            self.end_session(sid, reason)
         return ended
 
     # -- tools and calls --------------------------------------------------------------------------
 
-    def gateway_catalog_version(self) -> int:
+    def catalog_version(self) -> int:
         """The stored catalog version: it changes with any switch, class, review flag or connector (what
         ``tools/list_changed`` watches)."""
         return catalog.version(self.db)
 
-    def gateway_tools(self, session: str) -> list[GatewayTool]:
+    def tools(self, session: str) -> list[GatewayTool]:
         """The tools the session's client is offered now: MCP connectors' tools (the built-ins are not offered
         through the gateway), usable, switched on, not flagged, in its connectors, ``run`` or ``ask`` for origin
         ``gateway`` (spec §8.6; the tool budget does not apply). Each with its
@@ -201,8 +201,8 @@ class GatewayPart:
                         "open_world": row.reaches_outside, "class": row.tool_class.value})
         return out
 
-    async def gateway_call(self, session: str, tool: str, args: dict[str, Any],
-                           progress: Progress | None = None) -> GatewayCallResult:
+    async def call(self, session: str, tool: str, args: dict[str, Any],
+                   progress: Progress | None = None) -> GatewayCallResult:
         """Decide and run one call of ``session`` (spec §8.6). Returns ``{"text","is_error"}``: the tool's
         result (hidden characters shown as escapes, spec §4.7), or an error result saying why it did not run
         (refused, denied with the person's reason, ``approval pending: <id>`` after ``gateway.wait_seconds``)."""

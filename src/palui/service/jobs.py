@@ -173,7 +173,7 @@ class JobsPart:
     def start_turn(self, job: Job, now: float | None = None) -> str:
         """Create the queued turn of one run of ``job`` (origin job) and note it on the job. The
         caller launches it (the service's runtime, or in-process). Returns the turn id."""
-        tid = self.turns_part.start_turn(job.prompt, origin=Origin.JOB, job_id=job.id)
+        tid = self.turns_part.start(job.prompt, origin=Origin.JOB, job_id=job.id)
         with self.db.write() as c:
             c.execute("UPDATE jobs SET last_turn_id = ?, last_run = ? WHERE id = ?",
                       (tid, self.clock.scheduler_now() if now is None else now, job.id))
@@ -206,7 +206,7 @@ class JobsPart:
         """Run a job now in this process (no service running). Returns the turn result
         (as ``palui run --json``). Raises JobsPaused, NotFound, JobRefused."""
         def launch(tid: str) -> str | None:
-            got = self.turns_part.claim_turn(tid)  # admits against the caps
+            got = self.turns_part.claim(tid)  # admits against the caps
             if not got.claimed and not got.cap:  # the turn was created here a moment ago: no one else may hold it
                 raise PaluiError(f"turn {tid} of job {name!r} could not be claimed")
             return got.cap

@@ -2,12 +2,12 @@
 
 The doors every front end and the runtime's tick go through:
 
-- :meth:`TurnsPart.start_turn` creates a turn (status ``queued``). A conversation runs one
+- :meth:`TurnsPart.start` creates a turn (status ``queued``). A conversation runs one
   turn at a time (spec §8): a message that arrives while a turn of its conversation is
   running, queued or awaiting approval waits as the next turn (``queued_behind``).
 - :meth:`TurnsPart.launch` is the one method that starts a stored turn: it claims it (a new
   turn is admitted by the caps and the one-turn rule in the same transaction) and runs it in
-  a task of this process (:class:`~palui.service.turn_tasks.TurnTasks`). :meth:`run_turn` is launch-and-wait.
+  a task of this process (:class:`~palui.service.turn_tasks.TurnTasks`). :meth:`run` is launch-and-wait.
 - :meth:`TurnsPart.stop` is the one method that stops a conversation's or a turn's work.
 
 The caps' pause state and the webhook share are the status part's; this part tells the person when a
@@ -136,7 +136,7 @@ class TurnsPart:
         resolve_model(spec, models=self.settings.models)
         return spec
 
-    def start_turn(
+    def start(
         self,
         text: str,
         *,
@@ -156,7 +156,7 @@ class TurnsPart:
 
         The turn starts tainted when its conversation is (spec §4: taint is sticky), and
         a webhook turn starts tainted by its payload. When the conversation has a live turn,
-        the new one waits behind it (:meth:`turn_result` says ``queued_behind``). Without a
+        the new one waits behind it (:meth:`result` says ``queued_behind``). Without a
         ``conversation`` a new one is started on ``channel`` (:meth:`new_conversation`).
         A chat message longer than ``limits.message_chars`` is refused here, before anything is stored, so
         every front end and channel refuses it alike (spec §8.1); a job's prompt is bounded when the job is
@@ -216,15 +216,7 @@ class TurnsPart:
 
     # -- claiming and running --------------------------------------------------------------------
 
-    def claim(
-        self, turn_id: str, from_status: tuple[TurnStatus, ...] = (TurnStatus.QUEUED,)
-    ) -> tuple[bool, str | None]:
-        """Claim a turn for this process without running it: ``(claimed, cap that refused or None)``
-        (see :meth:`claim_turn`). Raises NotFound."""
-        got = self.claim_turn(turn_id, from_status)
-        return got.claimed, got.cap
-
-    def claim_turn(self, turn_id: str, from_status: tuple[TurnStatus, ...] = (TurnStatus.QUEUED,)) -> st.Claim:
+    def claim(self, turn_id: str, from_status: tuple[TurnStatus, ...] = (TurnStatus.QUEUED,)) -> st.Claim:
         """Claim a turn for this process (compare-and-set, spec §5). A queued turn is admitted by the
         caps and the one-turn-per-conversation rule in the same transaction (spec §6, §8), and the
         pause state changes in that transaction too (the person is told once per pause).
@@ -249,7 +241,7 @@ class TurnsPart:
         """Start a stored turn: claim it and run it in a task of this process (the one start door;
         the runtime's tick, the HTTP routes, the web page and the CLI all call it). Needs a running
         event loop. Returns :class:`Launched`; a turn another process holds is left alone."""
-        got = self.claim_turn(turn_id, from_status)
+        got = self.claim(turn_id, from_status)
         if not got.claimed:
             return Launched(self.turn_tasks.tasks.get(turn_id), got.cap, got.behind)
         return Launched(self.turn_tasks.launch(turn_id, self._run_task, on_event))
@@ -265,15 +257,15 @@ class TurnsPart:
 
         runner = TurnRunner(self.runner_deps(), on_event, drain=drain)
         await runner.run(turn_id)
-        return self.turn_result(turn_id, runner.run_events)
+        return self.result(turn_id, runner.run_events)
 
-    async def run_turn(
+    async def run(
         self,
         turn_id: str,
         on_event: EventSink | None = None,
         from_status: tuple[TurnStatus, ...] = (TurnStatus.QUEUED,),
     ) -> TurnResult:
-        """Launch a turn and wait for it here. Returns :meth:`turn_result`.
+        """Launch a turn and wait for it here. Returns :meth:`result`.
 
         If the caps refuse a queued turn, it stays queued: the result has status ``queued``,
         ``queued_reason`` (the cap) and ``start_after`` (ISO time). A turn waiting behind
@@ -283,7 +275,7 @@ class TurnsPart:
         launched = self.launch(turn_id, from_status, on_event)
         if launched.task is not None and launched.cap is None and launched.behind is None:
             return await launched.task
-        result = self.turn_result(turn_id, [])
+        result = self.result(turn_id, [])
         if launched.cap:
             result["queued_reason"] = launched.cap
             result["start_after"] = (self.status_part.pause_state().get("paused_until")
@@ -301,13 +293,13 @@ class TurnsPart:
         channel: str | None = None,
     ) -> TurnResult:
         """Start a turn and run it here: the ``palui run`` path."""
-        tid = self.start_turn(text, origin=origin, conversation=conversation, model=model, channel=channel)
-        return await self.run_turn(tid, on_event)
+        tid = self.start(text, origin=origin, conversation=conversation, model=model, channel=channel)
+        return await self.run(tid, on_event)
 
-    async def resume_turn(self, turn_id: str, on_event: EventSink | None = None) -> TurnResult:
+    async def resume(self, turn_id: str, on_event: EventSink | None = None) -> TurnResult:
         """Go on with a turn paused for an approval that is no longer pending, here (the CLI's way;
-        a live service's tick does it by itself). Returns :meth:`turn_result`."""
-        return await self.run_turn(turn_id, on_event, from_status=RESUMABLE)
+        a live service's tick does it by itself). Returns :meth:`result`."""
+        return await self.run(turn_id, on_event, from_status=RESUMABLE)
 
     async def resume_ready(self, on_event: EventSink | None = None,
                            on_turn: Callable[[str], EventSink | None] | None = None) -> list[TurnResult]:
@@ -324,7 +316,7 @@ class TurnsPart:
             return on_turn(tid) if on_turn is not None else on_event
 
         for tid in st.answered_turn_ids(self.db):
-            out.append(await self.run_turn(tid, sink(tid), from_status=RESUMABLE))
+            out.append(await self.run(tid, sink(tid), from_status=RESUMABLE))
         # Recovered orphans (already counted as runs) and turns that waited behind another.
         for r in self.db.all(
             "SELECT t.id FROM turns t WHERE t.status = 'queued' AND (t.queued_behind IS NOT NULL"
@@ -332,7 +324,7 @@ class TurnsPart:
         ):
             if st.live_turn_before(self.db, r["id"]) is not None:
                 continue  # still behind a live turn of its conversation: not ready
-            result = await self.run_turn(r["id"], sink(r["id"]))
+            result = await self.run(r["id"], sink(r["id"]))
             if result["status"] != "queued":
                 out.append(result)
         return out
@@ -354,7 +346,7 @@ class TurnsPart:
 
     # -- results --------------------------------------------------------------------------------
 
-    def turn_result(self, turn_id: str, events: list[TurnEvent] | None = None) -> TurnResult:
+    def result(self, turn_id: str, events: list[TurnEvent] | None = None) -> TurnResult:
         """The ``palui run --json`` shape: ``{"status","answer","conversation","turn","events","usage",…}``
         (see :func:`palui.service.turn_shape.turn_result`); a unique prefix of the id is enough. Raises
         NotFound, UsageError (an ambiguous prefix)."""

@@ -351,7 +351,7 @@ def url_host(url: str | None) -> str | None:
 
 
 def question_text(e: Mapping[str, Any]) -> str:
-    """A pending question (the ``Service.elicitation`` shape) as the person's channel tells it:
+    """A pending question (the ``ElicitationsPart.get`` shape) as the person's channel tells it:
     self-contained, every text of the server escaped and marked as the server's words."""
     who = f"MCP server {e['connector']} (during {e['tool']})"
     lines = [f"Question {e['id']} from {who}. In the server's words:",

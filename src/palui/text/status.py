@@ -18,7 +18,7 @@ MAX_LISTED = 10  # pending approvals named one by one
 
 def governance_lines(s: Mapping[str, Any], more: str = "palui report") -> list[str]:
     """The audit head, a pause of the jobs by the emergency brake, and the last days' asks, from
-    :meth:`Service.status` (keys ``audit_head``, ``jobs_paused``, ``governance``; absent keys are skipped).
+    :meth:`StatusPart.get` (keys ``audit_head``, ``jobs_paused``, ``governance``; absent keys are skipped).
     ``more`` says where the whole report is."""
     out = []
     head = s.get("audit_head")
@@ -36,7 +36,7 @@ def governance_lines(s: Mapping[str, Any], more: str = "palui report") -> list[s
 
 def status_lines(s: Mapping[str, Any], more: str = "palui report", questions: str = "palui elicitations list",
                  approvals: str = "palui approvals show ID", zone: tzinfo | None = None) -> list[str]:
-    """:meth:`Service.status` as lines (spec §8 ``/status``): the model, tokens and runs against their caps,
+    """:meth:`StatusPart.get` as lines (spec §8 ``/status``): the model, tokens and runs against their caps,
     the webhooks' share while it holds their turns (spec §6.6), the pause, connectors, pending approvals
     (each by id, with its tool and expiry in ``zone``; None: the system's) and questions, chat channels, then
     :func:`governance_lines`. ``more``, ``questions`` and ``approvals`` say where the whole report, the

@@ -18,7 +18,7 @@ from palui.web.base import action, page, redirect, render, svc_of
 @page
 async def channels_page(request: Request) -> Response:
     """``GET /channels``: every channel with its state, person, groups switch, last delivery failure."""
-    return render(request, "channels.html", channels=svc_of(request).channels(), code=None, tested=None)
+    return render(request, "channels.html", channels=svc_of(request).channels.list(), code=None, tested=None)
 
 
 @action
@@ -44,7 +44,7 @@ async def add_channel(request: Request, form: dict[str, str]) -> Response:
         redact.add(token)
         me = await check_token(token, api_base, redact)
         config = {"bot_id": me["id"], "bot_username": me["username"], **({"api_base": api_base} if api_base else {})}
-        ch = svc.add_channel("telegram", name, {"token": token}, config)
+        ch = svc.channels.add("telegram", name, {"token": token}, config)
     elif kind == "matrix":
         from palui.channels.matrix import login, whoami
 
@@ -62,8 +62,8 @@ async def add_channel(request: Request, form: dict[str, str]) -> Response:
             redact.add(password)
             got = await login(hs, user, password, redact)
             secret, device = got["access_token"], got["device_id"]
-        ch = svc.add_channel("matrix", name, {"access_token": secret},
-                             {"homeserver": hs, "user_id": user, "device_id": device})
+        ch = svc.channels.add("matrix", name, {"access_token": secret},
+                              {"homeserver": hs, "user_id": user, "device_id": device})
     else:
         raise UsageError("choose telegram or matrix")
     return redirect("/channels", ("ok", f"Channel {ch['name']} added; pair it to start talking."))
@@ -75,12 +75,12 @@ async def channel_action(request: Request, form: dict[str, str]) -> Response:
     svc = svc_of(request)
     name, verb = request.path_params["name"], request.path_params["action"]
     if verb == "pair":
-        p = svc.pair_code(name)
-        return render(request, "channels.html", channels=svc.channels(), code={"name": name, **p}, tested=None)
+        p = svc.channels.pair_code(name)
+        return render(request, "channels.html", channels=svc.channels.list(), code={"name": name, **p}, tested=None)
     if verb == "test":
         from palui.channels.redaction import Redactor
 
-        c, secret = svc.channel(name), svc.channel_secrets(name)
+        c, secret = svc.channels.get(name), svc.channels.secrets(name)
         redact = Redactor(str(v) for v in secret.values())
         if c["kind"] == "telegram":
             from palui.channels.telegram import test_channel
@@ -89,11 +89,11 @@ async def channel_action(request: Request, form: dict[str, str]) -> Response:
         out = await test_channel(c, secret, redact)
         return redirect("/channels", ("ok", out))
     if verb in ("groups-on", "groups-off"):
-        c = svc.set_channel_groups(name, verb == "groups-on")
+        c = svc.channels.set_groups(name, verb == "groups-on")
         word = "allowed" if c["allow_groups"] else "refused"
         return redirect("/channels", ("ok", f"{c['name']}: group chats {word}."))
     if verb == "remove":
-        c = svc.remove_channel(name)
+        c = svc.channels.remove(name)
         return redirect("/channels", ("ok", f"Channel {c['name']} removed."))
     raise UsageError(f"unknown action {verb!r}")
 

@@ -10,7 +10,7 @@ with how to answer it: ``/answer ID field=value …`` (a URL-mode one: ``/answer
   waits until none is pending (answered here, on another terminal, the web page, a chat app, or
   expired), then the turn goes on (in this process without a service: taken up like an approval).
 
-Every answer goes through the service's one door (``answer_elicitation``, ``answered_via`` ``cli``).
+Every answer goes through the service's one door (``svc.elicitations.answer``, ``answered_via`` ``cli``).
 A question's secret field (allowed by the person for its connector) is never typed on the ``/answer``
 line: ``/answer ID`` asks for it at a hidden prompt (``*`` shown, kept out of the input history).
 The chat leaves (``/quit``, end of input) while a paused turn's question waits, and says how to
@@ -62,7 +62,7 @@ class QuestionsMixin:
         async def call(self, op: Callable[[ChatDoor], Awaitable[T]]) -> T: ...
 
     async def question(self, eid: str) -> Elicitation:
-        """The question ``eid`` as it stands now (``Service.elicitation``), wherever turns run."""
+        """The question ``eid`` as it stands now (``ElicitationsPart.get``), wherever turns run."""
         return await self.call(lambda b: b.elicitation(eid))
 
     def on_question(self, e: ElicitationEvent) -> None:

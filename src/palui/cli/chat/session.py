@@ -31,7 +31,7 @@ from palui.text.when import expiry
 if TYPE_CHECKING:
     from palui.cli.chat.door import ChatDoor
     from palui.results import Conversation, TurnApproval, TurnResult
-    from palui.service.door import ServiceDoor
+    from palui.service.api import Service
 
 T = TypeVar("T")
 YES = ("y", "yes")
@@ -42,12 +42,12 @@ WATCH_SECONDS = 1.0  # how often the chat checks that the live service still run
 class ChatSession(AskingMixin, QuestionsMixin):
     """The chat loop over a backend (this process or the live service) and a screen."""
 
-    def __init__(self, svc: ServiceDoor, backend: ChatDoor, screen: Screen, model: str | None,
+    def __init__(self, svc: Service, backend: ChatDoor, screen: Screen, model: str | None,
                  conversation: str, resumed: Conversation | None = None) -> None:
         self.svc = svc  # this process's service: the fallback, the person's zone
         self.backend: ChatDoor = backend
         self.screen = screen
-        self.view = View(screen, svc.timezone())
+        self.view = View(screen, svc.status.timezone())
         self.model = model
         self.conversation = conversation
         self.resumed = resumed
@@ -153,7 +153,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
             self.screen.line("  answer with /approve ID or /deny ID")
         if self.backend.runs_here:
             # Without a service, this chat takes up turns nobody runs (spec §5), labelled as resumed.
-            for t in await self.svc.resume_ready(on_turn=self._resumed_turn):
+            for t in await self.svc.turns.resume_ready(on_turn=self._resumed_turn):
                 self.view.outcome(t, label=f"[resumed turn {t['turn']}]")
         live = [t for t in (self.resumed["turns"] if self.resumed else []) if t["status"] in ("running", "queued",
                                                                                                "awaiting_approval")]
@@ -163,7 +163,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
 
     def _resumed_turn(self, turn_id: str) -> StreamSink:
         """The event sink of a turn this chat takes up at its start, after a line that says which it is."""
-        conv = self.svc.conversation_of(turn_id)
+        conv = self.svc.conversations.of_turn(turn_id)
         here = "this conversation" if conv == self.conversation else f"conversation {conv}"
         self.screen.line(f"[resuming turn {turn_id} of {here}: nobody else runs it]")
         return self.view.sink(turn_id)
@@ -333,7 +333,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
     def _stored_turn(self, text: str, since: float) -> str | None:
         """The turn of this conversation the service stored for ``text`` before it went away, if any."""
         try:
-            turns = self.svc.conversation(self.conversation)["turns"]
+            turns = self.svc.conversations.get(self.conversation)["turns"]
         except PaluiError:
             return None
         found = [t for t in turns if t["input"] == text and t["created_at"] >= since - 1]

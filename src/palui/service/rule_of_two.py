@@ -13,7 +13,7 @@ from palui.store.db import Database
 from palui.store.tools import ToolRow
 
 
-class OutsidePart:
+class RuleOfTwoPart:
     """The person's flags for the Rule of Two.
 
     Args:
@@ -27,12 +27,12 @@ class OutsidePart:
 
     def set_reaches_outside(self, names: list[str], on: bool = True) -> list[ToolRow]:
         """Flag tools as reaching outside (or drop the flag). All names are checked first. Raises NotFound."""
-        rows = [self.tools_part.tool(n) for n in names]
+        rows = [self.tools_part.get(n) for n in names]
         with self.db.write() as c:
             for r in rows:
                 c.execute("UPDATE tools SET reaches_outside = ? WHERE connector_id = ? AND raw_name = ?",
                           (int(on), r.connector, r.tool))
-        return [self.tools_part.tool(r.name) for r in rows]
+        return [self.tools_part.get(r.name) for r in rows]
 
     def set_private(self, connector: str, on: bool = True) -> None:
         """Mark a connector's results private (or not). Raises NotFound."""

@@ -2,7 +2,7 @@
 
 What is stored where:
 
-- ``connectors`` row: id ``mcp-<slug>``, the name, transport, ``config_json`` (command,
+- ``list`` row: id ``mcp-<slug>``, the name, transport, ``config_json`` (command,
   args, cwd or the URL with its password and query values as ``***``, the *keys* of env
   and headers, per-connector timeout and output limit), ``state`` (last known: ``connected`` /
   ``connecting`` / ``error: …``), ``enabled``, ``trusted_source``.
@@ -17,7 +17,7 @@ cannot start leaves nothing behind but its (redacted) stderr log, kept for diagn
 the error says why.
 Methods that talk to a server have an ``*_async`` form for callers inside an event
 loop; the plain form runs its own loop (the CLI). Importing an ``mcpServers`` file is
-:mod:`palui.service.mcp_import`, signing in :mod:`palui.service.mcp_signin`: both hold a
+:mod:`palui.service.connector_import`, signing in :mod:`palui.service.signin`: both hold a
 reference to this part.
 """
 
@@ -104,7 +104,7 @@ def absolute_paths(config: ServerConfig, base: str) -> ServerConfig:
     return dataclasses.replace(config, command=command, cwd=cwd)
 
 
-class MCPPart:
+class ConnectorsPart:
     """MCP servers as connectors.
 
     Args:
@@ -125,7 +125,7 @@ class MCPPart:
 
     # -- reading ----------------------------------------------------------------------------------
 
-    def mcp_row(self, cid: str) -> dict[str, Any]:
+    def row(self, cid: str) -> dict[str, Any]:
         """The stored row of the MCP connector ``cid``. Raises NotFound, UsageError (a built-in connector)."""
         row = self.db.one("SELECT * FROM connectors WHERE id = ?", (cid,))
         if row is None:
@@ -134,7 +134,7 @@ class MCPPart:
             raise UsageError(f"{cid} is a built-in connector, not an MCP server")
         return dict(row)
 
-    def live_mcp(self, cid: str) -> MCPConnector | None:
+    def live(self, cid: str) -> MCPConnector | None:
         """The connector live in this process's hub, if it holds ``cid``."""
         conn = self.hub.live(cid)
         if conn is None:
@@ -143,7 +143,7 @@ class MCPPart:
 
         return conn if isinstance(conn, MCPConnector) else None
 
-    def mcp_config(self, cid: str) -> MCPConfig:
+    def config(self, cid: str) -> MCPConfig:
         """An MCP connector's configuration with secret values redacted (the URL's password and
         query values too, spec §10).
 
@@ -155,9 +155,9 @@ class MCPPart:
         sign-in (``error: sign in again``, stored by any process); ``last_state`` is
         the last one stored by any process (``connected``, ``error: …``).
         """
-        row = self.mcp_row(cid)
+        row = self.row(cid)
         public = json.loads(row["config_json"] or "{}")
-        live = self.live_mcp(cid)
+        live = self.live(cid)
         return {
             "id": cid,
             "name": row["name"],
@@ -184,7 +184,7 @@ class MCPPart:
 
     def oauth_state(self, cid: str) -> OAuthState:
         """``{"signed_in","issuer","expires_at"}`` of an HTTP connector (no token, no client secret), read
-        from the token files the sign-in (:mod:`palui.service.mcp_signin`) stores."""
+        from the token files the sign-in (:mod:`palui.service.signin`) stores."""
         path = self.settings.secrets_dir / "oauth" / "tokens"
         for p in sorted(path.glob(f"{cid}.*.json")) if path.is_dir() else []:
             try:
@@ -197,7 +197,7 @@ class MCPPart:
                 return {"signed_in": True, "issuer": data.get("issuer"), "expires_at": expires}
         return {"signed_in": False, "issuer": None, "expires_at": None}
 
-    def connectors(self) -> list[Connector]:
+    def list(self) -> list[Connector]:
         """Connectors as the person sees them: the stored rows
         (:meth:`~palui.service.tools.ToolsPart.connector_rows`), and MCP ones also carry ``"config"``
         (secrets redacted), their state in this process (``idle`` when not started here, spec §7) and
@@ -205,7 +205,7 @@ class MCPPart:
         out = self.tools_part.connector_rows()
         for c in out:
             if c.get("kind") == "mcp":
-                cfg = self.mcp_config(c["id"])
+                cfg = self.config(c["id"])
                 c["state"] = cfg["state"]
                 c["last_state"] = cfg["last_state"]
                 c["config"] = {
@@ -217,8 +217,8 @@ class MCPPart:
 
     # -- adding -------------------------------------------------------------------------------------
 
-    async def mcp_add_async(self, name: str, config: ServerConfig, *, enable_read: bool = False,
-                            sign_in: SignIn | None = None, client: OAuthClient | None = None) -> ConnectorAdded:
+    async def add_async(self, name: str, config: ServerConfig, *, enable_read: bool = False,
+                        sign_in: SignIn | None = None, client: OAuthClient | None = None) -> ConnectorAdded:
         """Add an MCP server: connect once, list and store its tools (off; ``enable_read`` switches
         on the read ones). Returns ``{"id","name","transport","state","tools","enabled",
         "refused_duplicates",…}``.
@@ -267,14 +267,14 @@ class MCPPart:
             "name": name,
             "transport": config.transport,
             "state": state,
-            "tools": [t.name for t in self.tools_part.tools(cid)] if report is not None else [],
+            "tools": [t.name for t in self.tools_part.list(cid)] if report is not None else [],
             "enabled": enabled,
         }
 
-    def mcp_add(self, name: str, config: ServerConfig, *, enable_read: bool = False, sign_in: SignIn | None = None,
-                client: OAuthClient | None = None) -> ConnectorAdded:
-        """Synchronous :meth:`mcp_add_async` (runs its own event loop)."""
-        return run_sync(self.mcp_add_async(name, config, enable_read=enable_read, sign_in=sign_in, client=client))
+    def add(self, name: str, config: ServerConfig, *, enable_read: bool = False, sign_in: SignIn | None = None,
+            client: OAuthClient | None = None) -> ConnectorAdded:
+        """Synchronous :meth:`add_async` (runs its own event loop)."""
+        return run_sync(self.add_async(name, config, enable_read=enable_read, sign_in=sign_in, client=client))
 
     async def connect_once(self, cid: str, name: str, config: ServerConfig, sign_in: SignIn | None = None,
                             handler: Any = None) -> MCPConnector:
@@ -324,17 +324,17 @@ class MCPPart:
 
     # -- changing --------------------------------------------------------------------------------------
 
-    async def mcp_refresh_async(self, cid: str) -> ConnectorSync:
+    async def refresh_async(self, cid: str) -> ConnectorSync:
         """Connect (or use the live session), re-list the tools and sync them: the rug-pull check (spec §7).
 
         Returns the sync report ``{"id","added","changed","tightened","loosening_held",
         "removed","refused_duplicates","state"}``. Raises NotFound, UsageError (disabled),
         ConnectorError (the server cannot start or list).
         """
-        row = self.mcp_row(cid)
+        row = self.row(cid)
         if not row["enabled"]:
             raise UsageError(f"{cid} is disabled; enable it first (palui connectors enable {cid})")
-        live = self.live_mcp(cid)
+        live = self.live(cid)
         if live is not None:
             report = await live.refresh()
             return {**_report_dict(cid, report), "state": live.state()}
@@ -348,18 +348,18 @@ class MCPPart:
             await connector.close()
         return {**_report_dict(cid, report), "state": state}
 
-    def mcp_refresh(self, cid: str) -> ConnectorSync:
-        """Synchronous :meth:`mcp_refresh_async`."""
-        return run_sync(self.mcp_refresh_async(cid))
+    def refresh(self, cid: str) -> ConnectorSync:
+        """Synchronous :meth:`refresh_async`."""
+        return run_sync(self.refresh_async(cid))
 
-    def mcp_remove(self, cid: str) -> None:
+    def remove(self, cid: str) -> None:
         """Forget an MCP connector: its row and tools, its secrets file and stderr logs.
 
         A session live in this process is dropped from the hub and closed.
         Raises NotFound, UsageError (built-in connector).
         """
-        self.mcp_row(cid)
-        live = self.live_mcp(cid)
+        self.row(cid)
+        live = self.live(cid)
         if live is not None:
             self.hub.forget(cid)
             import asyncio
@@ -384,18 +384,18 @@ class MCPPart:
         for p in (log, log.with_name(log.name + ".1")):
             p.unlink(missing_ok=True)
 
-    def mcp_set_enabled(self, cid: str, enabled: bool) -> MCPConfig:
+    def set_enabled(self, cid: str, enabled: bool) -> MCPConfig:
         """Enable or disable an MCP connector. A disabled one shows state ``disabled`` and its calls are
-        refused; its tools keep their switches. Returns :meth:`mcp_config`."""
-        self.mcp_row(cid)
+        refused; its tools keep their switches. Returns :meth:`config`."""
+        self.row(cid)
         with self.db.write() as c:
             c.execute("UPDATE connectors SET enabled = ? WHERE id = ?", (int(enabled), cid))
-        live = self.live_mcp(cid)
+        live = self.live(cid)
         if live is not None:
             live.enabled = enabled
         if not enabled:
             self.redecide()
-        return self.mcp_config(cid)
+        return self.config(cid)
 
     def resolve_tool(self, connector: str, tool: str) -> str:
         """The model-visible name of ``tool`` (visible or raw name) of ``connector``. Raises NotFound."""
@@ -405,4 +405,4 @@ class MCPPart:
         )
         if row is None:
             raise NotFound(f"{connector} has no tool {tool!r} (see: palui tools list --connector {connector})")
-        return row["name"]
+        return str(row["name"])
