@@ -272,6 +272,11 @@ def test_the_service_never_imports_a_front_end(path):
 
 # Bases that add no behaviour of another class: the typing markers, and ABC itself.
 FREE_BASES = {"object", "Protocol", "Generic", "ABC"}
+#: An enum of ``str`` values (``class Origin(str, Enum)``): ``str`` is the data type Python's enum mixes into its
+#: members, not a second class of behaviour; kept over ``StrEnum`` (pyproject.toml, ruff's UP042 note).
+VALUE_ENUM = ["str", "Enum"]
+
+
 def base_name(node: ast.expr) -> str:
     """``Generic[T]`` → ``Generic``, ``abc.ABC`` → ``ABC``, ``Part`` → ``Part``."""
     if isinstance(node, ast.Subscript):
@@ -292,20 +297,56 @@ def classes(prefixes: tuple[str, ...]) -> list[tuple[str, list[str]]]:
     return out
 
 
+def typed_dicts() -> set[str]:
+    """The names of the ``TypedDict`` shapes of ``palui.results`` (decision record 0150), directly or through
+    other shapes: a shape composed of several (``ToolCallEvent(ToolCallFields, EventStamp)``) adds fields, not
+    behaviour, and is allowed more than one base."""
+    found = dict((name.rpartition(".")[2], bases) for name, bases in classes(("palui.results",)))
+    shapes = {"TypedDict"}
+    for path in MODULES:  # and the functional ones: ``ClassFields = TypedDict("ClassFields", {"class": str, …})``
+        if within(module_name(path), ("palui.results",)):
+            shapes |= {t.id for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.Assign)
+                       and isinstance(n.value, ast.Call) and base_name(n.value.func) == "TypedDict"
+                       for t in n.targets if isinstance(t, ast.Name)}
+    while True:
+        more = {name for name, bases in found.items() if name not in shapes and bases and set(bases) <= shapes}
+        if not more:
+            return shapes - {"TypedDict"}  # the shapes themselves
+        shapes |= more
+
+
 def test_the_base_check_sees_a_mixin():
     probe = ast.parse("class A(Generic[T], abc.ABC, Part): pass").body[0]
     assert isinstance(probe, ast.ClassDef) and [base_name(b) for b in probe.bases] == ["Generic", "ABC", "Part"]
-    found = dict(classes(("palui.service",)))
+    found = dict(classes(("palui",)))
     assert found["palui.service.brake.JobsPaused"] == ["PaluiError"]
     assert found["palui.service.notifier.Notices"] == ["Protocol"]
+    assert extra_bases("x.Mixed", ["Asking", "Questions"], set()) == ["Asking", "Questions"]  # what it refuses
+    shapes = typed_dicts()
+    assert {"ToolCallEvent", "ToolCallFields", "EventStamp", "Status", "TurnResult"} <= shapes
+    assert extra_bases("palui.results.events.ToolCallEvent", found["palui.results.events.ToolCallEvent"], shapes) == []
+    assert extra_bases("palui.types.Origin", found["palui.types.Origin"], shapes) == []
 
 
-@pytest.mark.parametrize("name,bases", [pytest.param(name, bases, id=name)
-                                        for name, bases in classes(("palui.service", "palui.runner"))])
-def test_a_class_has_at_most_one_base_besides_the_typing_markers(name, bases):
-    """The service and the runner are composed of collaborators given at construction, not of mixins."""
+def extra_bases(name: str, bases: list[str], shapes: set[str]) -> list[str]:
+    """The bases of class ``name`` beyond one, once the typing markers, a value enum's ``str`` and a result
+    shape's other shapes are set aside."""
+    if bases == VALUE_ENUM or (name.startswith("palui.results.") and set(bases) <= shapes):
+        return []
     others = [b for b in bases if b not in FREE_BASES]
-    assert len(others) <= 1, f"{name} inherits from {others}"
+    return others if len(others) > 1 else []
+
+
+SHAPES = typed_dicts()
+
+
+@pytest.mark.parametrize("name,bases", [pytest.param(name, bases, id=name) for name, bases in classes(("palui",))])
+def test_a_class_has_at_most_one_base_besides_the_typing_markers(name, bases):
+    """No mixins anywhere in ``src``: classes are composed of collaborators given at construction (the
+    service's parts, the runner's collaborators, the chat session's asking and questions, an MCP connector's
+    sign-in state). Allowed: the typing markers (``Protocol``, ``Generic``, ``ABC``), an enum of ``str`` values,
+    and the field composition of the result shapes in ``palui.results`` (TypedDicts, decision record 0150)."""
+    assert extra_bases(name, bases, SHAPES) == [], f"{name} inherits from {bases}"
 
 
 def test_no_part_of_the_service_inherits_from_another():

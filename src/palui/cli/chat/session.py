@@ -16,9 +16,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from palui.cli.chat.asking import AskingMixin
+from palui.cli.chat.asking import Asking
 from palui.cli.chat.backends import LocalBackend
-from palui.cli.chat.questions import QuestionsMixin
+from palui.cli.chat.questions import Questions
 from palui.cli.chat.screen import Screen, Typed
 from palui.cli.chat.view import View
 from palui.cli.client import ServiceGone, StreamSink
@@ -30,7 +30,7 @@ from palui.text.when import expiry
 
 if TYPE_CHECKING:
     from palui.cli.chat.door import ChatDoor
-    from palui.results import Conversation, TurnApproval, TurnResult
+    from palui.results import Conversation, TurnResult
     from palui.service.api import Service
 
 T = TypeVar("T")
@@ -39,8 +39,10 @@ NO = ("n", "no")
 WATCH_SECONDS = 1.0  # how often the chat checks that the live service still runs
 
 
-class ChatSession(AskingMixin, QuestionsMixin):
-    """The chat loop over a backend (this process or the live service) and a screen."""
+class ChatSession:
+    """The chat loop over a backend (this process or the live service) and a screen. It holds two
+    collaborators: :class:`~palui.cli.chat.asking.Asking` (the approval the prompt asks about) and
+    :class:`~palui.cli.chat.questions.Questions` (the servers' questions shown and waited for)."""
 
     def __init__(self, svc: Service, backend: ChatDoor, screen: Screen, model: str | None,
                  conversation: str, resumed: Conversation | None = None) -> None:
@@ -53,18 +55,15 @@ class ChatSession(AskingMixin, QuestionsMixin):
         self.resumed = resumed
         self.inbox: asyncio.Queue[Typed] = asyncio.Queue()
         self.flow: asyncio.Task[None] | None = None
-        self.asking: TurnApproval | None = None  # the approval the prompt asks about
-        self.answer: asyncio.Future[bool] | None = None
-        self.answer_reason: str | None = None  # /deny ID REASON typed while its prompt showed
         self.queued: list[str] = []  # turns stored while another ran, followed in order
         self.new_after = False  # /new typed while a turn ran: a new conversation when it ends
         self.kept: list[str] = []  # lines typed after that /new, kept here until then
         self.leaving = False
         self._tasks: set[asyncio.Future[None]] = set()
-        self.waiting_questions: list[str] = []  # a paused turn's questions the chat waits for (spec §7.8)
-        self._shown_questions: set[str] = set()
-        self._answered_here: set[str] = set()
-        self.view.on_question = self.on_question
+        self.asking = Asking(screen, self.view, self.call, self.follow, self.say_error)
+        self.questions = Questions(screen, self.view, self.inbox, self.call, self.follow, lambda: self.conversation,
+                                   self._background, self._resume_other, self.say_error)
+        self.view.on_question = self.questions.on_event
 
     # -- the loop ----------------------------------------------------------------------------------
 
@@ -78,7 +77,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
         try:
             await self.start()
             while True:
-                if self.leaving and (not self.busy or self.asking is not None or self.waiting_questions):
+                if self.leaving and (not self.busy or self.asking.current is not None or self.questions.waiting):
                     break
                 try:
                     typed = await asyncio.wait_for(self.inbox.get(), timeout=0.2)
@@ -93,10 +92,11 @@ class ChatSession(AskingMixin, QuestionsMixin):
         finally:
             reader.cancel()
             watchdog.cancel()
-            if self.asking is not None:
-                self.screen.line(f"[approval {self.asking['id']} stays pending: palui approvals approve|deny "
-                                 f"{self.asking['id']}, or palui chat --conversation {self.conversation}]")
-            for eid in self.waiting_questions:
+            if self.asking.current is not None:
+                aid = self.asking.current["id"]
+                self.screen.line(f"[approval {aid} stays pending: palui approvals approve|deny {aid}, or palui chat "
+                                 f"--conversation {self.conversation}]")
+            for eid in self.questions.waiting:
                 self.screen.line(f"[question {eid} stays pending: palui elicitations answer {eid} FIELD=VALUE…, "
                                  f"or palui chat --conversation {self.conversation}]")
             if self.flow is not None and not self.flow.done():
@@ -109,7 +109,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
             await self.backend.close()
 
     def leave(self, why: str) -> None:
-        if self.busy and self.asking is None and not self.waiting_questions and not self.leaving:
+        if self.busy and self.asking.current is None and not self.questions.waiting and not self.leaving:
             self.screen.line(f"({why}: leaving when the running turn ends; /stop ends it now)")
         self.leaving = True
 
@@ -183,9 +183,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
             await self.command(cmd)
             return
         word = line.lower()
-        if self.asking is not None and typed.asking == self.asking["id"] and word in YES + NO:
-            if self.answer is not None and not self.answer.done():
-                self.answer.set_result(word in YES)
+        if word in YES + NO and self.asking.answer_typed(typed.asking, word in YES):
             return
         if word in YES + NO and self.busy:
             self.screen.line(f"('{shown(line, one_line=True)}' was not sent: no approval question was showing when "
@@ -253,15 +251,12 @@ class ChatSession(AskingMixin, QuestionsMixin):
             ids = await self.call(lambda b: b.stop(self.conversation))
             self.screen.line(f"stopped {', '.join(ids)}" if ids else "nothing to stop")
         elif cmd.name == "/answer":
-            await self.answer_question(cmd.arg)
+            await self.questions.answer(cmd.arg)
         elif cmd.name in ("/approve", "/deny"):
             approve = cmd.name == "/approve"
             if cmd.arg.startswith("e-"):  # /deny ID declines a server's question (spec §8.2)
-                self._answered_here.add(cmd.arg)
-            if self.asking is not None and cmd.arg == self.asking["id"]:
-                if self.answer is not None and not self.answer.done():
-                    self.answer_reason = cmd.reason or None
-                    self.answer.set_result(approve)
+                self.questions.answered_here.add(cmd.arg)
+            if self.asking.answer_typed(cmd.arg, approve, cmd.reason or None):
                 return
             a = await self.call(lambda b: b.answer(cmd.arg, approve, cmd.reason or None))
             self.screen.line(f"[{a['id']} {'approved' if approve else 'denied'}; its turn {a['turn']} goes on]")
@@ -347,9 +342,9 @@ class ChatSession(AskingMixin, QuestionsMixin):
         """Follow ``r``'s turn through its approvals and any wait behind another turn, then show how it ended."""
         while True:
             if r["status"] == "awaiting_approval" and r.get("pending_approvals"):
-                r = await self.ask(r)
+                r = await self.asking.ask(r)
             elif r["status"] == "awaiting_approval" and r.get("pending_elicitations"):
-                r = await self.wait_questions(r)
+                r = await self.questions.wait(r)
             elif r["status"] in ("running", "awaiting_approval") or (r["status"] == "queued" and
                                                                      r.get("queued_behind")):
                 r = await self.follow(r["turn"])
