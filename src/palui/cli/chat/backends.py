@@ -14,7 +14,7 @@ import os
 from typing import TYPE_CHECKING, Any, cast
 
 from palui.cli.client import AsyncServiceClient, StreamSink, segment
-from palui.server.discovery import ServiceInfo, find_service
+from palui.server.discovery import ServiceInfo
 
 if TYPE_CHECKING:
     from palui.config import Settings
@@ -168,8 +168,3 @@ class RemoteBackend:
 
     async def close(self) -> None:
         await self.client.close()
-
-
-def find_live(settings: Settings) -> ServiceInfo | None:
-    """The live service on this PALUI_HOME, or None."""
-    return find_service(settings)
