@@ -134,11 +134,12 @@ async def side() -> dict[str, Any]:
                         str(SUPPORT / "mcp_hostile.py"), str(path)], check=True, capture_output=True)
     svc = Service()
     # The side before (``--before``) may be a checkout from before the service exposed its parts, whose methods
-    # were the service's own (``svc.send``): call whichever this side has.
+    # were the service's own: call whichever this side has.
+    before: Any = svc  # typed as what it is on that side: the flat methods, not the parts
     flat = callable(svc.tools)
-    set_enabled = svc.set_enabled if flat else svc.tools.set_enabled
-    send = svc.send if flat else svc.turns.send
-    answer_and_resume = svc.answer_and_resume if flat else svc.approvals.answer_and_resume
+    set_enabled = before.set_enabled if flat else svc.tools.set_enabled
+    send = before.send if flat else svc.turns.send
+    answer_and_resume = before.answer_and_resume if flat else svc.approvals.answer_and_resume
     names = [f"mcp-{s}__{n}" for s in READS for n in READS[s] + WRITES[s] + DESTRUCTIVE.get(s, [])]
     set_enabled(names, True)
     rows = []

@@ -52,7 +52,7 @@ def test_tool_now_sees_another_process_at_once(svc):
     assert not catalog.tool_now(svc.db, connector="recall", raw_name="search_memories").enabled
     assert catalog.tool_now(svc.db, "nope__nothing") is None
     catalog.snapshot(svc.db)  # cached again, at the version after the switch-off
-    other.rule_of_two.set_private("tasks")  # a private mark (spec §4.5) is seen before the next call too
+    other.tools.set_private("tasks")  # a private mark (spec §4.5) is seen before the next call too
     assert catalog.tool_now(svc.db, "tasks__list_tasks").connector_private
     other.db.close()
 

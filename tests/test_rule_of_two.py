@@ -204,7 +204,7 @@ def test_the_sheet_shows_reaching_outside_and_marks_a_connector_private(svc):
                                           annotations={"readOnlyHint": True, "openWorldHint": True}),
                                  ToolSpec("note", "Notes.", {"type": "object"}, annotations={"readOnlyHint": True})],
                        name="n")
-    svc.rule_of_two.set_reaches_outside(["mcp-n__note"])
+    svc.tools.set_reaches_outside(["mcp-n__note"])
     app = create_app(svc, "tok", port=8765)
     with TestClient(app, base_url="http://127.0.0.1:8765", follow_redirects=False,
                     cookies={"palui_session": session_value("tok")}) as c:

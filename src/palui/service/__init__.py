@@ -15,7 +15,7 @@ it holds (``→``), so the parts form a DAG and the modules import no circle (``
 
     TurnTasks            the turn tasks of this process and their events    (turn_tasks.py)
     svc.tools            ToolsPart: connectors' rows, tools, classes,       (tools.py)            → redecide
-                         switches, review, explain
+                         switches, review, the Rule of Two's flags, explain
     svc.connectors       ConnectorsPart: MCP servers: add, refresh,         (connectors.py)       → Tools, redecide
                          remove, enable; the connectors as shown
     svc.connector_import ConnectorImportPart: an mcpServers file            (connector_import.py) → Connectors
@@ -23,7 +23,6 @@ it holds (``→``), so the parts form a DAG and the modules import no circle (``
                                                                                                     redecide
     svc.policy           PolicyPart: snapshot, check, policy.check_file     (policy.py)           → Tools
     svc.suggestions      SuggestionsPart: classes for unknown tools         (suggestions.py)      → Tools
-    svc.rule_of_two      RuleOfTwoPart: reaches outside, private            (rule_of_two.py)      → Tools
     svc.report           ReportPart: the governance report                  (report.py)           → Tools
     svc.audit            AuditPart: rows, verify, export, the daily head    (audit.py)
     svc.memories         MemoriesPart: memories and tasks                   (memories.py)

@@ -28,7 +28,6 @@ from palui.service.notifier import Notices
 from palui.service.outbox import OutboxPart
 from palui.service.policy import PolicyPart
 from palui.service.report import ReportPart
-from palui.service.rule_of_two import RuleOfTwoPart
 from palui.service.runtime import Runtime
 from palui.service.scheduler import Scheduler
 from palui.service.signin import SignInPart
@@ -65,7 +64,6 @@ class Service:
     signin: SignInPart
     policy: PolicyPart
     suggestions: SuggestionsPart
-    rule_of_two: RuleOfTwoPart
     report: ReportPart
     audit: AuditPart
     memories: MemoriesPart
@@ -101,7 +99,6 @@ class Service:
         self.signin = SignInPart(db, settings, hub, self.connectors, redecide)
         self.policy = PolicyPart(settings, notifier, self.tools)
         self.suggestions = SuggestionsPart(self.tools)
-        self.rule_of_two = RuleOfTwoPart(db, self.tools)
         self.report = ReportPart(db, clock, self.tools)
         self.audit = AuditPart(db, notifier, clock)
         self.memories = MemoriesPart(db)

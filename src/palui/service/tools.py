@@ -1,9 +1,15 @@
-"""Service part: connectors, tools, classes, switches, review, policy explain (spec §2, §3, §7).
+"""Service part: connectors, tools, classes, switches, review, the Rule of Two's flags, policy explain
+(spec §2, §3, §4.5, §7).
 
-The lowest part of the catalog: the MCP part (:mod:`palui.service.connectors`), the policy pin,
-the suggestions, the Rule of Two flags, the status and the report each hold a reference to it. Its
-connector rows are the stored ones; ``connectors()`` as the person sees it (with each MCP server's
-configuration and live state) is the MCP part's.
+The lowest part of the catalog: the connectors part (:mod:`palui.service.connectors`), the policy pin,
+the suggestions, the status and the report each hold a reference to it. Its connector rows are the stored
+ones; the connectors as the person sees them (with each MCP server's configuration and live state) are the
+connectors part's.
+
+What the Rule of Two looks at that the person sets is here too (spec §4.5): a tool flagged "reaches
+outside" (``palui tools reaches-outside NAME…``: besides ``web__fetch_page`` and MCP tools with
+``openWorldHint: true``, the tools whose calls can carry data out), and a connector marked private
+(``palui connectors private ID``: its results count as the person's private data, like memories and tasks).
 """
 
 from __future__ import annotations
@@ -256,6 +262,24 @@ class ToolsPart:
                     raise NotFound(f"tool {tool!r} is not a tool of {connector}")
                 c.execute("UPDATE tools SET trusted_source = ? WHERE connector_id = ? AND raw_name = ?",
                           (int(trusted), connector, row.tool))
+
+    # -- the Rule of Two's flags (spec §4.5) --------------------------------------------------------
+
+    def set_reaches_outside(self, names: builtins.list[str], on: bool = True) -> builtins.list[ToolRow]:
+        """Flag tools as reaching outside (or drop the flag), for the Rule of Two. All names are checked first.
+        Raises NotFound."""
+        rows = [self.get(n) for n in names]
+        with self.db.write() as c:
+            for r in rows:
+                c.execute("UPDATE tools SET reaches_outside = ? WHERE connector_id = ? AND raw_name = ?",
+                          (int(on), r.connector, r.tool))
+        return [self.get(r.name) for r in rows]
+
+    def set_private(self, connector: str, on: bool = True) -> None:
+        """Mark a connector's results private (or not), for the Rule of Two. Raises NotFound."""
+        self.require_connector(connector)
+        with self.db.write() as c:
+            c.execute("UPDATE connectors SET private = ? WHERE id = ?", (int(on), connector))
 
     # -- policy ---------------------------------------------------------------------------------
 

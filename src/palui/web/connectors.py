@@ -175,7 +175,7 @@ async def connector_action(request: Request, form: dict[str, str]) -> Response:
         return redirect(here, ("ok", f"{cid} is {'now' if verb == 'trust' else 'no longer'} a trusted source: its "
                                      f"results {'no longer' if verb == 'trust' else 'again'} taint a turn."))
     if verb in ("private", "unprivate"):
-        svc.rule_of_two.set_private(cid, verb == "private")
+        svc.tools.set_private(cid, verb == "private")
         return redirect(here, ("ok", f"{cid}: its results are {'now' if verb == 'private' else 'no longer'} counted as "
                                      "your private data (Rule of Two)."))
     if verb == "refresh":
