@@ -401,3 +401,45 @@ def test_why_in_a_channel_lists_the_reasons_of_the_latest_calls(rig: TelegramRig
     up = rig.say("/why")
     why = visible(rig.reply_after(up, lambda c: "Tool calls of turn" in visible(c)))
     assert "1. tasks__list_tasks: run: read tool in a chat turn" in why
+
+
+def test_an_approval_refused_with_its_buttons_goes_as_plain_text_and_an_edit_is_answered_once(rig: TelegramRig):
+    rig.pair()
+    fake = rig.fake
+    # Edits are not read: the person is told once per message, however often it is edited.
+    first = fake.message(PERSON, PERSON, "remind me at 9")
+    up = fake.push_update({"message": first})
+    rig.processed(up)
+    edits = [fake.push_update({"edited_message": {**first, "text": f"remind me at {h}", "edit_date": h}})
+             for h in (10, 11, 12)]
+    for e in edits:
+        rig.processed(e)
+    wait_for(lambda: [c for c in fake.sent_messages(PERSON) if "edits are not read" in visible(c).lower()], 15,
+             what="the reply about the edit")
+    rig.set_script({"text": "fine"})
+    up = rig.say("and now?")
+    rig.reply_after(up, lambda c: visible(c) == "fine")  # whatever was to be told has been sent by now
+    told = [c for c in fake.sent_messages(PERSON) if "edits are not read" in visible(c).lower()]
+    assert len(told) == 1, f"{len(told)} replies to three edits of one message"
+    # The Bot API refuses the message with the buttons: it goes again as plain text with the ids and commands.
+    rig.set_script(FORGET, {"text": "forgotten"})
+    fake.fail_next("sendMessage", 400, "Bad Request: BUTTON_DATA_INVALID", match=lambda p: "reply_markup" in p)
+    up = rig.say("forget memory 1")
+    fake.wait_for(lambda c: c.method == "sendMessage" and c.status == 400, 15, after=up)
+    plain = rig.reply_after(up, lambda c: "Answer with /approve" in visible(c))
+    aid = rig.svc.rows("SELECT id FROM approvals WHERE status = 'pending'")[0][0]
+    text = visible(plain)
+    assert text.startswith(f"Approval {aid}: recall__forget_memory wants to run") and '"id": 1' in text
+    assert f"Answer with /approve {aid} or /deny {aid} REASON (Telegram refused the message with buttons: " \
+           "BadRequest: Button_data_invalid" in text  # (python-telegram-bot's wording of the 400)
+    assert "parse_mode" not in plain.params and "reply_markup" not in plain.params
+    # A reply /approve to it names the approval; the message is edited to its outcome.
+    mid = plain.result["message_id"]
+    wait_for(lambda: rig.svc.count("channel_messages", "ref = ? AND state = 'shown'", (str(mid),)), 10,
+             what="the plain approval message to be recorded")
+    up = rig.say("/approve", reply_to_message=fake.sent_message(PERSON, mid))
+    rig.reply_after(up, lambda c: "forgotten" in visible(c))
+    assert approval_row(rig.svc, aid)["answered_via"] == "telegram"
+    edit = fake.wait_for(lambda c: c.method == "editMessageText" and c.params["message_id"] == mid, 15, after=up)
+    assert visible(edit) == f"Approval {aid} (recall__forget_memory): approved here."
+    assert rig.svc.count("channel_outbox", "state = 'failed'") == 0

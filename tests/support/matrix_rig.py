@@ -132,9 +132,10 @@ class Peer:
 class MatrixRig:
     """The service with a Matrix channel for ``palui`` (a registered account) on ``hs``."""
 
-    def __init__(self, home: Path, hs: SynapseServer, toml: str = "") -> None:
+    def __init__(self, home: Path, hs: SynapseServer, toml: str = "", homeserver: str | None = None) -> None:
         self.home = home
         self.hs = hs
+        self.homeserver = homeserver or hs.url  # another URL: a fault proxy in front of the homeserver
         self.palui = register(hs, "palui")
         self.script = home / "script.json"
         self.set_script({"text": "ok"})
@@ -151,7 +152,7 @@ class MatrixRig:
         return palui(self.home, *args, env=env, timeout=60, process=process)
 
     def add_channel(self) -> None:
-        r = self.cli("channels", "add", "matrix", "--homeserver", self.hs.url, "--user", self.palui.user_id,
+        r = self.cli("channels", "add", "matrix", "--homeserver", self.homeserver, "--user", self.palui.user_id,
                      env={"PALUI_MATRIX_PASSWORD": self.palui.password})
         assert r.returncode == 0, r.stderr
         assert self.palui.password not in r.stdout + r.stderr

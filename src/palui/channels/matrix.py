@@ -20,7 +20,8 @@ transaction as its work) and the token is stored after the whole batch.
 
 Bodies are plain text (``m.text``; no ``formatted_body``, so nothing can break markup), split on
 line boundaries at 32 KiB of UTF-8. Edits are sent as ``m.replace`` events. Every event is sent with
-the outbox part's stable transaction id, so one sent again after a crash is the same event; an
+the outbox part's stable transaction id, kept for the part's life (after a crash, a timeout, or a failure
+nio's own retries ended in), so one sent again is the same event; an
 unreachable homeserver is tried again every few seconds (receiving resumes within 5 s of its answer).
 nio is reached only through :mod:`palui.channels.matrix_client`, which converts its untyped objects
 into typed values.
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from palui.channels import check_matrix_user
 from palui.channels.base import Channel, Inbound, Retry
-from palui.channels.matrix_client import NETWORK_ERRORS, NOT_SENT, Event, MatrixClient, Refused, Sync
+from palui.channels.matrix_client import NETWORK_ERRORS, Event, MatrixClient, Refused, Sync
 from palui.channels.platform import Backoff
 from palui.channels.redaction import Redactor
 from palui.channels.text import (
@@ -244,7 +245,7 @@ class MatrixChannel(Channel):
             return None
         content = event.content
         if is_edit(content):
-            return Inbound(**base)  # the channel says edits are not read
+            return Inbound(**base, edit_of=str(content["m.relates_to"].get("event_id") or event.event_id))
         if private and sender == self.svc.channel(self.name)["person_id"]:
             self.encrypted = False  # the person writes in an unencrypted room: the channel works again
         target = reply_target(content)
@@ -261,22 +262,13 @@ class MatrixChannel(Channel):
                     quoted.append(q)
         return Inbound(**base, text=words, quoted=quoted, target=target)
 
-    def receive(self, inb: Inbound) -> bool:
-        if not inb.text and not inb.quoted and inb.reaction is None:
-            with self.svc.channel_update(self.name, inb.key) as fresh:
-                if fresh and self._is_person(inb) and inb.private:
-                    self.reply(inb.chat, "Edits are not read: send a new message instead.")
-            return True
-        return super().receive(inb)
-
     # -- sending ---------------------------------------------------------------------------------------
 
     async def _send(self, room_id: str, content: dict[str, Any], key: str) -> str:
         try:
             resp = await self.client.send(room_id, content, tx_id=f"palui-{key}")
         except NETWORK_ERRORS as e:
-            raise Retry(f"the homeserver is unreachable: {type(e).__name__}",
-                        maybe_delivered=not isinstance(e, NOT_SENT)) from None
+            raise Retry(f"the homeserver is unreachable: {type(e).__name__}", maybe_delivered=True) from None
         if not isinstance(resp, Refused):
             return resp
         if resp.status_code == "M_LIMIT_EXCEEDED":
@@ -285,6 +277,13 @@ class MatrixChannel(Channel):
         if resp.status_code in PERMANENT:
             raise RuntimeError(f"the homeserver refused the message: {resp.message} ({resp.status_code})")
         raise Retry(f"the homeserver refused the message for now: {resp.message} ({resp.status_code})")
+
+    def maybe_delivered(self, exc: BaseException) -> bool:
+        """Always: a part keeps its transaction id for its life. nio retries a send itself (the same
+        transaction id, ``max_timeouts``) and raises only the last error, so "connection refused" says nothing
+        about an earlier try that the homeserver stored before it died; and sending a transaction id again is
+        harmless (the homeserver answers with the first event), so nothing is gained by rendering anew."""
+        return True
 
     async def send_message(self, chat: str, part: OutboxPart) -> str:
         """An ``m.text`` event under the part's transaction id: sent again after a crash, it is the same event."""

@@ -44,7 +44,8 @@ class Inbound:
     ``key`` is the platform's id (Telegram ``update_id``, Matrix event id), ``seq`` its number
     where it has one. ``text`` holds only what the person typed; ``target`` the message replied
     or reacted to. A button press has ``press`` (its data) and ``press_id``; a reaction
-    ``reaction`` ("approve" / "deny").
+    ``reaction`` ("approve" / "deny"); an edit ``edit_of``, the ref of the message edited (edits are
+    not read: the person is told once per message).
     """
 
     key: str
@@ -59,6 +60,7 @@ class Inbound:
     press: str | None = None
     press_id: str | None = None
     reaction: str | None = None
+    edit_of: str | None = None
 
 
 class Retry(Exception):
@@ -127,7 +129,9 @@ class ChannelPlatform(ABC):
     async def send_message(self, chat: str, part: OutboxPart) -> str:
         """Send one message of the outbox (``part["text"]``: plain, escaped for display, within the limit),
         with the buttons of ``part["approval_id"]`` when it has one, under the stable ``part["key"]`` where the
-        platform deduplicates (Matrix's transaction id); return the message's ref."""
+        platform deduplicates (Matrix's transaction id); return the message's ref. A part of kind
+        ``approval-plain`` (an approval whose message with buttons the platform refused) goes with no markup
+        and no buttons at all."""
 
     @abstractmethod
     async def edit(self, chat: str, ref: str, part: OutboxPart) -> str:
