@@ -18,7 +18,8 @@ transaction as its work) and the token is stored after the whole batch.
 - **Encrypted rooms** cannot be read (no olm here): Palui sends one unencrypted notice, leaves,
   and the state says ``error: encrypted room`` until the person writes in an unencrypted room.
 
-Bodies are plain text (``m.text``; no ``formatted_body``, so nothing can break markup), split on
+Bodies are plain text (``m.text``; no ``formatted_body``, so nothing can break markup; an empty
+``m.mentions``, so no text in them notifies anyone: Matrix 1.7's intentional mentions), split on
 line boundaries at 32 KiB of UTF-8. Edits are sent as ``m.replace`` events. Every event is sent with
 the outbox part's stable transaction id, kept for the part's life (after a crash, a timeout, or a failure
 nio's own retries ended in), so one sent again is the same event; an
@@ -59,6 +60,8 @@ SYNC_BACKOFF_CAP = 3.0
 #: Refusals that sending again cannot change; any other refusal (a 5xx, a token refused for now) is retried.
 PERMANENT = frozenset({"M_FORBIDDEN", "M_NOT_FOUND", "M_BAD_JSON", "M_NOT_JSON", "M_TOO_LARGE", "M_INVALID_PARAM",
                        "M_UNKNOWN"})
+#: The homeserver's answers to an access token it no longer takes (logged out, the device deleted).
+TOKEN_REFUSED = frozenset({"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN"})
 ENCRYPTED_NOTICE = ("This room is encrypted; Palui cannot read it yet: create the chat with encryption off "
                     "(in Element: start a new direct chat and turn off 'Enable end-to-end encryption').")
 
@@ -132,6 +135,7 @@ class MatrixChannel(Channel):
     kind = "matrix"
     title = "Matrix"
     text_limit = MATRIX_BODY_LIMIT
+    renew_options = "--homeserver URL --user USER --password-file FILE"
     how_to_answer = ("React \u2705 to approve or \u274c to deny (or reply /approve, or /deny REASON, to this "
                      "message; or send /approve {id} or /deny {id} REASON).")
 
@@ -164,7 +168,10 @@ class MatrixChannel(Channel):
                     await asyncio.sleep(backoff.next_delay())
                     continue
                 if isinstance(resp, Refused):
-                    self.set_state(f"error: sync failed: {resp.message} ({resp.status_code})")
+                    if resp.status_code in TOKEN_REFUSED:
+                        self.credentials_refused("the access token")
+                    else:
+                        self.set_state(f"error: sync failed: {resp.message} ({resp.status_code})")
                     await asyncio.sleep(backoff.next_delay())
                     continue
                 backoff.reset()
@@ -286,13 +293,15 @@ class MatrixChannel(Channel):
         return True
 
     async def send_message(self, chat: str, part: OutboxPart) -> str:
-        """An ``m.text`` event under the part's transaction id: sent again after a crash, it is the same event."""
-        return await self._send(chat, {"msgtype": "m.text", "body": part["text"] or "(empty)"}, part["key"])
+        """An ``m.text`` event under the part's transaction id: sent again after a crash, it is the same event.
+        ``m.mentions`` is empty: no text in the body (a model's ``@room``, a user id) notifies anyone."""
+        return await self._send(chat, {"msgtype": "m.text", "body": part["text"] or "(empty)", "m.mentions": {}},
+                                part["key"])
 
     async def edit(self, chat: str, ref: str, part: OutboxPart) -> str:
         text = part["text"]
-        return await self._send(chat, {"msgtype": "m.text", "body": f"* {text}",
-                                       "m.new_content": {"msgtype": "m.text", "body": text},
+        return await self._send(chat, {"msgtype": "m.text", "body": f"* {text}", "m.mentions": {},
+                                       "m.new_content": {"msgtype": "m.text", "body": text, "m.mentions": {}},
                                        "m.relates_to": {"rel_type": "m.replace", "event_id": ref}}, part["key"])
 
     async def typing(self, chat: str) -> None:

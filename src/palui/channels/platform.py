@@ -103,6 +103,8 @@ class ChannelPlatform(ABC):
     title: ClassVar[str] = ""
     text_limit: ClassVar[int] = 4096
     how_to_answer: ClassVar[str] = ""
+    #: The options of ``palui channels add KIND`` that give a new credential (in the state of a refused one).
+    renew_options: ClassVar[str] = "--token-file FILE"
 
     def __init__(self, svc: ServiceDoor, name: str, redact: Redactor) -> None:
         self.svc = svc
@@ -114,6 +116,7 @@ class ChannelPlatform(ABC):
         self.woken = asyncio.Event()
         self.reachable = asyncio.Event()
         self._last_state = ""
+        self._refused = False
 
     @staticmethod
     def measure(text: str) -> int:
@@ -163,11 +166,24 @@ class ChannelPlatform(ABC):
 
     def set_state(self, state: str) -> None:
         """Record the channel's state (``connected``, ``unpaired``, ``error: …``); reaching the platform again
-        after an error wakes a delivery waiting in backoff."""
+        after an error wakes a delivery waiting in backoff, and clears a refusal of the credentials."""
         if not state.startswith("error") and self._last_state.startswith("error"):
             self.reachable.set()
+        if not state.startswith("error") and self._refused:
+            self._refused = False
+            self.svc.channel_refused(self.name, False)
         self._last_state = state
         self.svc.set_channel_state(self.name, self.redact(state))
+
+    def credentials_refused(self, what: str) -> None:
+        """The platform rejects the channel's token (401, ``invalid_auth``, ``M_UNKNOWN_TOKEN``): the state says
+        so and what to do (a new one with ``palui channels add``, which keeps the pairing), and the person is
+        told once (:meth:`ServiceDoor.channel_refused`). Deliveries wait; receiving is retried with backoff."""
+        self._refused = True
+        self.svc.channel_refused(self.name, True)
+        self.set_state(f"error: {what} was rejected by {self.title} (retrying; check it with palui channels test "
+                       f"{self.name}, or give a new one with palui channels add {self.kind} --name {self.name} "
+                       f"{self.renew_options}, which keeps the pairing)")
 
     def wake(self) -> None:
         """New items in the outbox: the worker looks now (thread-safe callers use the loop's call_soon)."""

@@ -131,8 +131,7 @@ class TelegramChannel(Channel):
         if state == "connected" and not self.svc.channel(self.name)["person_id"]:
             state = "unpaired"
         if state == TOKEN_REJECTED:
-            state += (f" (retrying; check it with palui channels test {self.name}, or give a new one with palui"
-                      f" channels add telegram --name {self.name} --token-file FILE, which keeps the pairing)")
+            return self.credentials_refused("the bot token")
         self.set_state(state)
 
     def _on_malformed(self, update_id: int, reason: str) -> None:

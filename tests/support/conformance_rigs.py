@@ -1,0 +1,11 @@
+"""The rigs of the channel conformance suite, registered in :data:`support.channel_rig.RIGS` (one line per
+channel kind; each factory gets the test's fresh home and the pytest request, for session fixtures)."""
+
+from __future__ import annotations
+
+from support.channel_rig import RIGS
+from support.matrix_rig import MatrixConformanceRig
+from support.telegram_rig import TelegramConformanceRig
+
+RIGS["telegram"] = TelegramConformanceRig
+RIGS["matrix"] = MatrixConformanceRig
