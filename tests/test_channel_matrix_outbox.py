@@ -183,7 +183,7 @@ async def test_the_sync_backoff_stays_under_five_seconds(monkeypatch):
     channel = matrix.MatrixChannel.__new__(matrix.MatrixChannel)
     channel.svc, channel.name, channel.client, channel.poll_ms = Svc(), "matrix", Down(), 30_000
     channel.redact = lambda text: text
-    channel._last_state = ""
+    channel._last_state, channel._refused = "", False
     real_sleep = asyncio.sleep
 
     async def sleep(seconds: float) -> None:

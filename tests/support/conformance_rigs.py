@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from support.channel_rig import RIGS
 from support.matrix_rig import MatrixConformanceRig
+from support.slack_rig import SlackConformanceRig
 from support.telegram_rig import TelegramConformanceRig
 
 RIGS["telegram"] = TelegramConformanceRig
 RIGS["matrix"] = MatrixConformanceRig
+RIGS["slack"] = SlackConformanceRig

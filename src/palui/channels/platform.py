@@ -117,6 +117,7 @@ class ChannelPlatform(ABC):
         self.reachable = asyncio.Event()
         self._last_state = ""
         self._refused = False
+        self._secret_at = svc.channel(name)["config"].get("secret_at")
 
     @staticmethod
     def measure(text: str) -> int:
@@ -179,6 +180,8 @@ class ChannelPlatform(ABC):
         """The platform rejects the channel's token (401, ``invalid_auth``, ``M_UNKNOWN_TOKEN``): the state says
         so and what to do (a new one with ``palui channels add``, which keeps the pairing), and the person is
         told once (:meth:`ServiceDoor.channel_refused`). Deliveries wait; receiving is retried with backoff."""
+        if self.svc.channel(self.name)["config"].get("secret_at") != self._secret_at:
+            return  # a new secret was given since this channel started: the manager starts it again with it
         self._refused = True
         self.svc.channel_refused(self.name, True)
         self.set_state(f"error: {what} was rejected by {self.title} (retrying; check it with palui channels test "
