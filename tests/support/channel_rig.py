@@ -75,6 +75,13 @@ class ChannelRig(ABC):
     #: Whether the person can forward or quote someone else's text in a way the platform marks (Matrix:
     #: only as a reply to the other's message).
     marks_forwards: ClassVar[bool] = True
+    #: The stranger's id as Palui names them (a taint source of their words holds it).
+    stranger_id: str = ""
+    #: What the taint source of a forwarded text holds: the stranger's id, or where the platform does not
+    #: say who wrote a forward (Discord), the words naming it as a forward.
+    forward_source: str = ""
+    #: Whether the stranger can press the person's buttons (Matrix: nobody else is in a private room).
+    stranger_can_answer: ClassVar[bool] = True
 
     def __init__(self, home: Path, toml: str = "") -> None:
         self.home = home
@@ -112,7 +119,8 @@ class ChannelRig(ABC):
 
     def close(self) -> None:
         """End of the test: stop the service and free the rig's own resources (a fake, a proxy, clients)."""
-        self.svc.stop()
+        if self.svc.proc is not None:
+            self.svc.stop()
 
     def state(self) -> str:
         """The channel's state as the running service set it (``connected``, ``unpaired``, ``error: …``)."""

@@ -32,7 +32,8 @@ __all__ = [
     "quiet_library_loggers",
 ]
 
-LIBRARY_LOGGERS = ("httpx", "httpcore", "telegram", "telegram.ext", "nio", "aiohttp.access", "aiohttp.client")
+LIBRARY_LOGGERS = ("httpx", "httpcore", "telegram", "telegram.ext", "nio", "aiohttp.access", "aiohttp.client",
+                   "slack_sdk", "discord")
 """Loggers that print URLs (with a Telegram token in them) or request details at INFO/DEBUG."""
 
 # A Telegram bot token anywhere in a text, registered or not (a wrong token typed by the person).

@@ -232,8 +232,8 @@ class SlackChannel(Channel):
             return None  # Palui's own and other bots' messages, joins, deletions…
         user = str(e["user"])
         words = words_of(str(e.get("text") or ""))
-        if self.me:
-            words = words.replace(f"@{self.me}", "").strip() if e.get("type") == "app_mention" else words
+        if self.me:  # a mention of Palui says who the message is for, it is no word of the person's
+            words = words.replace(f"@{self.me}", "").strip()
         quoted = [Quoted(words_of(str(a.get("text") or a.get("fallback") or "")),
                          f"{a.get('author_name') or 'someone'} ({a.get('author_id') or '?'})", "forwarded")
                   for a in e.get("attachments") or [] if a.get("is_share") or a.get("is_msg_unfurl")]
