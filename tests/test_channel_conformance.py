@@ -20,8 +20,8 @@ import pytest
 
 from palui.text.display import shown
 from support.channel_rig import ChannelRig, register_rigs
+from support.conformance_rigs import *  # noqa: F403 - the rigs' session fixtures (the homeserver…)
 from support.live_service import wait_for
-from support.matrix_rig import synapse  # noqa: F401 - the session's homeserver, for the Matrix rig
 
 pytestmark = pytest.mark.slow
 

@@ -54,7 +54,7 @@ def channel_class(kind: str) -> type[Channel]:
 
 def test_function(kind: str) -> Callable[..., Any]:
     """The kind's ``test_channel(channel, secret, redact)`` coroutine function (``palui channels test``)."""
-    return getattr(importlib.import_module(KINDS[kind][0]), "test_channel")
+    return importlib.import_module(KINDS[kind][0]).test_channel
 
 
 class _Running:
