@@ -127,6 +127,9 @@ def test_redaction_of_tokens_known_and_shaped():
     out = r(text)
     assert "AAHdqTcv" not in out and "syt_cGFsdWk" not in out and "s3cr3t" not in out
     assert out.count("[REDACTED]") == 4  # a known secret URL-quoted too
+    # Slack's bot and app-level tokens, registered or not (a wrong one typed by the person)
+    out = r("Slack refused xoxb-1234567890-0987654321-AbCdEfGhIjKl and xapp-1-A0PALUI-1234567890-abcdef")
+    assert out == "Slack refused [REDACTED] and [REDACTED]"
 
 
 def test_every_log_record_is_redacted_when_it_is_made(caplog):

@@ -14,8 +14,11 @@ Discord do it), and register a factory in :data:`RIGS`::
 
     RIGS["email"] = lambda home, request: EmailRig(home, request.getfixturevalue("mail_servers"))
 
-A factory gets the test's fresh home and the pytest request (for session fixtures: one homeserver or
-mail server per run, never one per test: CPU is scarce). Nothing in the suite may name a channel kind;
+in ``tests/support/conformance_rigs.py``, whose ``__all__`` names the session fixtures the rigs ask for
+(``"mail_servers"`` beside ``"synapse"``). A factory gets the test's fresh home and the pytest request
+(for session fixtures: one homeserver or mail server per run, never one per test: CPU is scarce). A
+rig's ``close`` must call ``super().close()``: it stops the service and checks that the channel's
+secrets reached no log. Nothing in the suite may name a channel kind;
 where a platform cannot do something (an email has no edits), the rig says so with a class attribute
 (:attr:`ChannelRig.edits`), and the suite checks the promise that remains.
 
@@ -118,9 +121,16 @@ class ChannelRig(ABC):
         assert self.svc.stop(signal.SIGKILL) == -signal.SIGKILL
 
     def close(self) -> None:
-        """End of the test: stop the service and free the rig's own resources (a fake, a proxy, clients)."""
+        """End of the test: stop the service and free the rig's own resources (a fake, a proxy, clients);
+        the channel's secrets must not be in any log."""
         if self.svc.proc is not None:
             self.svc.stop()
+        secrets_file = self.home / "secrets" / f"channel-{self.kind}.json"
+        if secrets_file.exists():
+            logs = "".join(p.read_text(errors="replace") for p in (self.home / "serve-test.log",
+                                                                   self.home / "logs" / "palui.log") if p.exists())
+            leaked = [k for k, v in json.loads(secrets_file.read_text()).items() if str(v) and str(v) in logs]
+            assert not leaked, f"the channel's {leaked} leaked into a log"
 
     def state(self) -> str:
         """The channel's state as the running service set it (``connected``, ``unpaired``, ``error: …``)."""
