@@ -390,7 +390,8 @@ class FakeDiscord:
         if status == 204:
             return web.Response(status=204)
         # exactly "application/json", as Discord sends it (discord.py reads anything else as text)
-        return web.Response(body=json.dumps(result).encode(), status=status, headers={"Content-Type": "application/json"})
+        return web.Response(body=json.dumps(result).encode(), status=status,
+                            headers={"Content-Type": "application/json"})
 
     def _answer(self, method: str, path: str, body: dict[str, Any], auth: str) -> tuple[int, Any]:
         route = f"{method} {path}"
