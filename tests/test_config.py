@@ -33,12 +33,12 @@ def test_without_palui_home_uses_platform_dirs(monkeypatch, tmp_path):
 
 def test_defaults(home):
     s = load_settings(env_for(home))
-    assert s.values == documented_keys()
-    assert s.get("budgets.steps") == 12 and s.get("budgets.seconds") == 120 and s.get("budgets.tools") == 30
-    assert s.get("caps.daily_tokens") == 1_000_000 and s.get("caps.runs_per_hour") == 60
-    assert s.get("approvals.chat_expiry_seconds") == 1800 and s.get("approvals.job_expiry_seconds") == 86400
-    assert s.get("serve.host") == "127.0.0.1" and s.get("serve.port") == 8765
-    assert s.get("web.allow_private") is False and s.model is None and s.get("notify.apprise") == []
+    assert {k: s.value(k) for k in documented_keys()} == documented_keys()
+    assert s.budgets.steps == 12 and s.budgets.seconds == 120 and s.budgets.tools == 30
+    assert s.caps.daily_tokens == 1_000_000 and s.caps.runs_per_hour == 60
+    assert s.approvals.chat_expiry_seconds == 1800 and s.approvals.job_expiry_seconds == 86400
+    assert s.serve.host == "127.0.0.1" and s.serve.port == 8765
+    assert s.web.allow_private is False and s.model is None and s.notify.apprise == []
 
 
 def test_file_then_env_overrides(home):
@@ -53,14 +53,14 @@ allow_private = true
 apprise = ["json://localhost"]
 """)
     s = load_settings(env_for(home))
-    assert (s.model, s.get("caps.daily_tokens"), s.get("caps.timezone")) == ("script:/tmp/x.json", 5000, "Europe/Paris")
-    assert s.get("web.allow_private") is True and s.get("notify.apprise") == ["json://localhost"]
+    assert (s.model, s.caps.daily_tokens, s.caps.timezone) == ("script:/tmp/x.json", 5000, "Europe/Paris")
+    assert s.web.allow_private is True and s.notify.apprise == ["json://localhost"]
     s = load_settings(env_for(home, PALUI_MODEL="openai:gpt-4.1-mini", PALUI_CAPS__DAILY_TOKENS="7000",
                              PALUI_WEB__ALLOW_PRIVATE="no", PALUI_BUDGETS__SECONDS="2.5",
                              PALUI_NOTIFY__APPRISE="json://a, json://b", PALUI_TEST_CLOCK="0"))
-    assert (s.model, s.get("caps.daily_tokens"), s.get("web.allow_private")) == ("openai:gpt-4.1-mini", 7000, False)
-    assert s.get("budgets.seconds") == 2.5 and s.get("notify.apprise") == ["json://a", "json://b"]
-    assert s.get("caps.timezone") == "Europe/Paris"  # not overridden: the file's value stays
+    assert (s.model, s.caps.daily_tokens, s.web.allow_private) == ("openai:gpt-4.1-mini", 7000, False)
+    assert s.budgets.seconds == 2.5 and s.notify.apprise == ["json://a", "json://b"]
+    assert s.caps.timezone == "Europe/Paris"  # not overridden: the file's value stays
 
 
 @pytest.mark.parametrize("word,expected", [
@@ -68,7 +68,7 @@ apprise = ["json://localhost"]
     ("false", False), ("0", False), ("No", False),
 ])
 def test_env_booleans(home, word, expected):
-    assert load_settings(env_for(home, PALUI_WEB__ALLOW_PRIVATE=word)).get("web.allow_private") is expected
+    assert load_settings(env_for(home, PALUI_WEB__ALLOW_PRIVATE=word)).web.allow_private is expected
 
 
 # (palui.toml text, env, words that must all be in the message)
@@ -155,4 +155,4 @@ def test_a_model_without_a_provider_is_refused_at_start(home, where):
             (home / "palui.toml").write_text(f'model = "{ok}"\n')
         else:
             env["PALUI_MODEL"] = ok
-        assert load_settings(env).get("model")
+        assert load_settings(env).model

@@ -20,8 +20,8 @@ def serve_cmd(host: str | None, port: int | None) -> None:
     try:
         serve(
             svc,
-            host or svc.settings.get("serve.host"),
-            svc.settings.get("serve.port") if port is None else port,
+            host or svc.settings.serve.host,
+            svc.settings.serve.port if port is None else port,
             click.echo,
             tick_seconds=float(__import__("os").environ.get("PALUI_TICK_SECONDS", "1")),
             serve_hooks=[ChannelManager],  # the chat channels run with the service (spec §8.3)

@@ -164,7 +164,7 @@ def webhooks_show(name: str, as_json: bool) -> None:
     click.echo(f"name: {h['name']}\nurl: {h['url']}\ncreated: {(h['created_at'] or '-')[:19].replace('T', ' ')} UTC")
     click.echo(f"deliveries in the last 24 h: {h['deliveries_24h']}")
     click.echo(f"last delivery: {(h['last_delivery'] or '-')[:19].replace('T', ' ')}")
-    click.echo(f"replay: {REPLAY_NOTE} (retention.days = {svc.settings.get('retention.days')})")
+    click.echo(f"replay: {REPLAY_NOTE} (retention.days = {svc.settings.retention.days})")
 
 
 @webhooks_app.command("remove")

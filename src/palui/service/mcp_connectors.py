@@ -168,8 +168,8 @@ class MCPPart:
             "url": display_url(public["url"]) if public.get("url") else None,
             "env": {k: "***" for k in public.get("env_keys") or []},
             "headers": {k: "***" for k in public.get("header_keys") or []},
-            "timeout_seconds": public.get("timeout_seconds") or self.settings.get("mcp.call_timeout_seconds"),
-            "max_output_bytes": public.get("max_output_bytes") or self.settings.get("mcp.max_output_bytes"),
+            "timeout_seconds": public.get("timeout_seconds") or self.settings.mcp.call_timeout_seconds,
+            "max_output_bytes": public.get("max_output_bytes") or self.settings.mcp.max_output_bytes,
             # spec §7: a connector not started in this process is idle (it starts when a turn calls one of its tools).
             # A connector waiting for a sign-in says so wherever it is not live (spec §7.7, §7.9).
             "state": "disabled" if not row["enabled"] else (
@@ -290,7 +290,7 @@ class MCPPart:
             if handler is None and sign_in is not None and config.transport == "http":
                 handler = await stack.enter_async_context(
                     loopback_sign_in(OAuthFiles(self.settings.secrets_dir), cid, sign_in,
-                                     self.settings.get("mcp.oauth.client_metadata_url")))
+                                     self.settings.mcp.oauth.client_metadata_url))
             connector = MCPConnector(self.hub.env, cid, name, config, sign_in=handler)
             try:
                 await connector.start()

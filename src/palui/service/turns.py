@@ -165,7 +165,7 @@ class TurnsPart:
         """
         if not isinstance(text, str) or not text.strip():
             raise UsageError("a turn needs a non-empty message")
-        limit = int(self.settings.get("limits.message_chars"))
+        limit = self.settings.limits.message_chars
         if origin is Origin.CHAT and len(text) > limit:
             raise UsageError(f"the message is too long: {len(text):,} characters, at most {limit:,} "
                              "(limits.message_chars); nothing was stored")
