@@ -156,3 +156,55 @@ def test_a_model_without_a_provider_is_refused_at_start(home, where):
         else:
             env["PALUI_MODEL"] = ok
         assert load_settings(env).model
+
+
+# A control character in a value that becomes a path, a host, a URL or a process argument refuses to start
+# naming the key (a NUL in `model` or `[serve] host` once gave a 40-line traceback on the first command that
+# used it); every value in a message is shown as every surface shows text, escaped (spec §10.4, §4.7).
+CONTROL = [
+    ('model = "script:/tmp/a\\u0000b.json"',
+     "key 'model': must not contain control characters (U+0000 at character 14)"),
+    ('[serve]\nhost = "127.0.0.1\\u0000"',
+     "key 'serve.host': must not contain control characters (got '127.0.0.1\\u0000')"),
+    ('[serve]\npublic_url = "https://h\\u001b[2J/"', "key 'serve.public_url': must not contain control characters"),
+    ('[caps]\ntimezone = "Mars/\\u0000x"',
+     "key 'caps.timezone': must not contain control characters (got 'Mars/\\u0000x')"),
+    ('[policy]\ncheck_file = "a\\nb.csv"',
+     "key 'policy.check_file': must not contain control characters (got 'a\\nb.csv')"),
+    ('[mcp.oauth]\nclient_metadata_url = "https://h/\\u0000"', "key 'mcp.oauth.client_metadata_url': must not contain"),
+    ('[notify]\napprise = ["json://h/\\u0000"]',
+     "key 'notify.apprise': item 1 must not contain control characters (U+0000 at character 10)"),
+    ('[messages]\ncontacts = {bob = "json://h/\\u0007"}', "key 'messages.contacts': contact 'bob' must not contain"),
+    ('[models.local]\nmodel = "openai:x"\nbase_url = "http://h\\u0000/"',
+     "key 'models.local.base_url': must not contain control characters (U+0000 at character 9)"),
+    ('[budgets]\nsteps = true', "key 'budgets.steps': must be a whole number (got true)"),
+    ('[budgets]\nseconds = [1, "a\\u0000"]', 'key \'budgets.seconds\': must be a number (got [1, "a\\u0000"])'),
+]
+
+
+@pytest.mark.parametrize("toml,said", CONTROL, ids=[f"{s.split(chr(39))[1]}-{i}" for i, (_t, s) in enumerate(CONTROL)])
+def test_a_control_character_refuses_to_start_and_values_are_shown_escaped(cli, home, toml, said):
+    write_toml(home, toml)
+    r = cli("status")
+    assert r.returncode == 1 and r.stdout == "" and "Traceback" not in r.stderr, r.stderr
+    assert f"configuration error: {home / 'palui.toml'}: {said}" in r.stderr, r.stderr
+    assert "\x00" not in r.stderr and "\\x00" not in r.stderr and "True" not in r.stderr, r.stderr
+    assert not (home / "palui.db").exists()  # refused before touching the database
+
+
+@pytest.mark.parametrize("toml,args,key", [
+    ('model = "script:/tmp/a\\u0000b.json"', ("run", "hi"), "model"),
+    ('[serve]\nhost = "127.0.0.1\\u0000"', ("serve",), "serve.host"),
+])
+def test_the_commands_that_use_the_value_refuse_to_start_too(cli, home, toml, args, key):
+    write_toml(home, toml)
+    r = cli(*args)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert f"configuration error: {home / 'palui.toml'}: key '{key}': must not contain control characters" in r.stderr
+
+
+def test_a_control_character_in_a_variable_refuses_to_start(cli, home):
+    r = cli("status", env={"PALUI_SERVE__HOST": "127.0.0.1\x1b[2J"})
+    assert r.returncode == 1 and "\x1b" not in r.stderr, r.stderr
+    assert ("environment variable PALUI_SERVE__HOST: key 'serve.host': must not contain control characters "
+            "(got '127.0.0.1\\u001b[2J')") in r.stderr, r.stderr

@@ -34,7 +34,7 @@ from palui.config_rules import (
     Whole,
     got,
 )
-from palui.errors import ConfigError
+from palui.errors import ConfigError, UsageError
 from palui.types import Origin
 
 _DAY = 86_400
@@ -413,14 +413,36 @@ def checked(where: str, key: str, value: Any, *, from_env: bool = False) -> Any:
         raise ConfigError(f"{where}: key '{key}': {e}{shown}") from None
 
 
-def option_value(key: str, text: str) -> Any:
-    """A command-line option's ``text`` as a value of ``key`` (``--timeout`` sets what
+def option_value(key: str, text: str, *, echo: bool = True) -> Any:
+    """A command-line option's or a form field's ``text`` as a value of ``key`` (``--timeout`` sets what
     ``mcp.call_timeout_seconds`` sets, for one connector), by the key's rule. Raises Refused saying what is
-    allowed, followed by the text given (the person's own command line: shown, escaped)."""
+    allowed, followed (``echo``) by the text given (the person's own command line: shown, escaped)."""
     try:
         return KEYS[key].rule.check(KEYS[key].rule.parse(text))
     except Refused as e:
-        raise Refused(f"{e} (got {got(text)})" if e.echo else str(e)) from None
+        raise Refused(f"{e} (got {got(text)})" if e.echo and echo else str(e), echo=False) from None
+
+
+def value_for(key: str, value: Any, name: str) -> Any:
+    """``value`` given for what ``key`` sets, at a door other than the configuration (a connector's own
+    ``timeout_seconds``, a job's ``token_cap``): the same rule holds (spec §10.4). Raises UsageError naming
+    ``name`` and what is allowed, with the value as every surface shows it."""
+    try:
+        return KEYS[key].rule.check(value)
+    except Refused as e:
+        raise UsageError(f"{name}: {e}" + (f" (got {got(value)})" if e.echo else "")) from None
+
+
+def stored_value(key: str, value: Any) -> Any:
+    """A value of what ``key`` sets, read back from storage (a connector's own timeout): the value if the rule
+    allows it, else None, so the setting applies: a row written before the rule held (``--timeout inf``)
+    reaches neither a clock nor a JSON answer."""
+    if value is None:
+        return None
+    try:
+        return KEYS[key].rule.check(value)
+    except Refused:
+        return None
 
 
 def documented_keys() -> dict[str, Any]:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import click
 
-from palui.cli.common import app, fail, service
+from palui.cli.common import Setting, app, fail, service
 from palui.errors import ConfigError
 
 
 @app.command("serve")
-@click.option("--host", help="Address to listen on (default serve.host, 127.0.0.1).")
+@click.option("--host", type=Setting("serve.host"), metavar="HOST",
+              help="Address to listen on (default serve.host, 127.0.0.1).")
 @click.option("--port", type=int, help="Port (default serve.port, 8765; 0 picks a free one).")
 def serve_cmd(host: str | None, port: int | None) -> None:
     """Run the service: scheduler, webhooks, the JSON API and the web page. Stops cleanly on SIGTERM/SIGINT."""
