@@ -26,8 +26,9 @@ from typing import Any
 from palui.config_models import ModelEntry, Tables, env_model_field, file_model_tables
 from palui.config_rules import apprise_syntax_ok as apprise_syntax_ok  # re-exported (palui.delivery names it)
 from palui.config_rules import got
-from palui.config_schema import KEYS, SECTIONS, Settings, build, checked
+from palui.config_schema import KEYS, SECTIONS, Settings, checked
 from palui.config_schema import documented_keys as documented_keys  # re-exported (the README's table)
+from palui.config_section import build
 from palui.errors import ConfigError
 from palui.home import paths as paths  # re-exported: where PALUI_HOME, the data and the config file are
 

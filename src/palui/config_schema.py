@@ -15,9 +15,9 @@ Schema); Palui's own start does not import pydantic (docs/decisions/0085-a-light
 # No ``from __future__ import annotations``: the fields' ``Annotated`` types are read at import (KEYS).
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, NamedTuple, TypeVar, dataclass_transform, get_args, get_origin
+from typing import Annotated, Any, NamedTuple, TypeVar, get_args, get_origin
 
 from palui.config_models import ModelEntry
 from palui.config_rules import (
@@ -34,6 +34,7 @@ from palui.config_rules import (
     Whole,
     got,
 )
+from palui.config_section import Section, build, section, section_type
 from palui.errors import ConfigError, UsageError
 from palui.types import Origin
 
@@ -67,57 +68,6 @@ def _metadata_document(value: str) -> None:
         u = urlsplit("")
     if u.scheme != "https" or not u.netloc or u.path in ("", "/"):
         raise Refused("must be an https:// URL with a path (a Client ID Metadata Document)", echo=False)
-
-
-T = TypeVar("T")
-
-
-class Section:
-    """Base of the ``[section]`` classes (:func:`section`): made from keyword arguments over the defaults,
-    frozen, equal when their fields are. pydantic refuses a key a section does not have."""
-
-    __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
-    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
-
-    def __init__(self, **values: Any) -> None:
-        for name, f in self.__dataclass_fields__.items():
-            if name in values:
-                value = values.pop(name)
-            elif callable(f.default_factory):
-                value = f.default_factory()
-            elif f.default is dataclasses.MISSING:
-                raise TypeError(f"{type(self).__name__}: missing {name!r}")
-            else:
-                value = f.default
-            object.__setattr__(self, name, value)
-        if values:
-            raise TypeError(f"{type(self).__name__}: no field {', '.join(map(repr, values))}")
-
-    def _values(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in self.__dataclass_fields__)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Section) and type(other) is type(self) and self._values() == other._values()
-
-    def __hash__(self) -> int:
-        return hash(self._values())
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({', '.join(f'{k}={getattr(self, k)!r}' for k in self.__dataclass_fields__)})"
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}: settings are frozen")
-
-    def __delattr__(self, name: str) -> None:
-        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}: settings are frozen")
-
-
-@dataclass_transform(frozen_default=True, field_specifiers=(field,))
-def section(cls: type[T]) -> type[T]:
-    """A frozen dataclass of :class:`Section` whose methods are the base's: ``@dataclass(frozen=True)`` would
-    compile six methods per class at every start, a tenth of ``palui tools list``'s time for sixteen classes
-    (docs/decisions/0085-a-light-cli-start.md); mypy and pydantic read it as that dataclass."""
-    return dataclass(init=False, repr=False, eq=False)(cls)
 
 
 @section
@@ -319,14 +269,10 @@ class Key(NamedTuple):
         return self.name.rpartition(".")[2]
 
 
-def _section_type(tp: Any) -> type | None:
-    return tp if isinstance(tp, type) and issubclass(tp, Section) else None
-
-
 def _keys(cls: type, prefix: str = "") -> dict[str, Key]:
     out: dict[str, Key] = {}
     for f in dataclasses.fields(cls):
-        sub = _section_type(f.type)
+        sub = section_type(f.type)
         if sub is not None:
             out.update(_keys(sub, f"{prefix}{f.name}."))
             continue
@@ -355,25 +301,6 @@ def range_text(key: str) -> str:
     if not isinstance(rule, (Whole, Amount)):
         raise KeyError(f"{key} has no range")
     return rule.range_text()
-
-
-def build(cls: type[T], values: dict[str, Any], top: dict[str, Any] | None = None) -> T:
-    """An instance of ``cls`` (:class:`Settings` or a section) with the dotted ``values`` set over its
-    defaults (over ``top``'s fields, for :class:`Settings`: the paths and the model tables)."""
-    return _build(cls, values, "", dict(top or {}))
-
-
-def _build(cls: type[Any], values: dict[str, Any], prefix: str, given: dict[str, Any]) -> Any:
-    kwargs = dict(given)
-    for f in dataclasses.fields(cls):
-        sub = _section_type(f.type)
-        if sub is not None:
-            now = kwargs.get(f.name)  # the section as it is (with_values), or its defaults
-            base = {g.name: getattr(now, g.name) for g in dataclasses.fields(sub)} if now is not None else {}
-            kwargs[f.name] = _build(sub, values, f"{prefix}{f.name}.", base)
-        elif prefix + f.name in values:
-            kwargs[f.name] = values[prefix + f.name]
-    return cls(**kwargs)
 
 
 def example(key: str) -> str:
