@@ -8,8 +8,10 @@ Where things live:
   (database, secrets, logs) ``<platform data dir>/palui/``.
 
 Environment variables override the file: ``PALUI_MODEL`` sets ``model``, and a nested
-key is written with a double underscore, ``PALUI_CAPS__DAILY_TOKENS=5000``. A bad file
-or variable raises :class:`ConfigError` naming the file (or variable), the key and
+key is written with a double underscore, ``PALUI_CAPS__DAILY_TOKENS=5000``. Each value is
+checked by its key's rule in the settings model (:mod:`palui.config_schema`) and
+:func:`load_settings` returns that model, typed (``settings.caps.daily_tokens`` is an ``int``).
+A bad file or variable raises :class:`ConfigError` naming the file (or variable), the key and
 what is wrong; Palui then refuses to start (fail closed).
 
 Named models (spec §9.1, §10.4) are ``[models.NAME]`` tables with ``model``,
