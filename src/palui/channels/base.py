@@ -197,7 +197,7 @@ class Channel(Outbox):
 
     async def _typing_while(self, chat: str, turn_id: str) -> None:
         """Resend "typing…" every 4 s while the turn is queued or running (spec §8.3)."""
-        end = time.monotonic() + float(self.svc.settings.get("budgets.seconds")) + 30
+        end = time.monotonic() + self.svc.settings.budgets.seconds + 30
         next_typing = 0.0
         while time.monotonic() < end:
             if self.svc.turn_status(turn_id) not in ("running", "queued"):

@@ -20,7 +20,7 @@ import click
 from palui.channels import check_matrix_user, check_telegram_token
 from palui.channels import check_url as _check_url
 from palui.channels import is_loopback_url as _loopback_url
-from palui.cli.common import emit_json, fail, group, service, table
+from palui.cli.common import CLEAN, emit_json, fail, group, service, table
 from palui.errors import UsageError
 from palui.text.display import shown
 from palui.text.when import local
@@ -65,9 +65,10 @@ def read_secret(what: str, variable: str, file: Path | None) -> str | None:
 @click.option("--app-token-file", type=click.Path(path_type=Path),
               help="Slack: file with the app-level token (xapp-, for Socket Mode).")
 @click.option("--password-file", type=click.Path(path_type=Path), help="File with the Matrix password.")
-@click.option("--homeserver", help="Matrix: the homeserver's URL (https).")
-@click.option("--user", help="Matrix: Palui's account, e.g. @palui:example.org.")
-@click.option("--api-base", hidden=True, help="Telegram, Slack or Discord API base URL (loopback only: for tests).")
+@click.option("--homeserver", type=CLEAN, help="Matrix: the homeserver's URL (https).")
+@click.option("--user", type=CLEAN, help="Matrix: Palui's account, e.g. @palui:example.org.")
+@click.option("--api-base", type=CLEAN, hidden=True,
+              help="Telegram, Slack or Discord API base URL (loopback only: for tests).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def channels_add(kind: str, name: str | None, token_file: Path | None, app_token_file: Path | None,
                  password_file: Path | None, homeserver: str | None, user: str | None, api_base: str | None,
