@@ -1,4 +1,4 @@
-"""The Discord channel (spec §8.3): a bot, through discord.py (docs/decisions/draft-discord-py.md says why).
+"""The Discord channel (spec §8.3): a bot, through discord.py (docs/decisions/0167-discord-py.md says why).
 
 discord.py's ``Client`` runs the gateway: it identifies, keeps the heartbeat, and when the connection drops
 it reconnects and **resumes** the session (replaying what was missed) by itself; Palui only listens to its
