@@ -108,7 +108,8 @@ class Connector(TypedDict):
     ``kind`` builtin / mcp; ``state`` in this process (``idle`` when an MCP server was not started here,
     ``disabled``, ``connected``, ``error: …``, spec §7.7); ``private`` its results are the person's
     private data (spec §4.5); ``tools`` / ``enabled_tools`` counts. An MCP connector also has
-    ``last_state`` (the last one stored by any process) and its redacted ``config``.
+    ``last_state`` (the last one stored by any process), its redacted ``config`` and, when it runs in this
+    process, ``recovered``: when and why a session its server lost was started again (spec §7.10).
     """
 
     id: str
@@ -122,6 +123,7 @@ class Connector(TypedDict):
     enabled_tools: int
     last_state: NotRequired[str]
     config: NotRequired[ConnectorConfig]
+    recovered: NotRequired[str | None]
 
 
 class MCPConfig(ConnectorConfig):
@@ -138,6 +140,7 @@ class MCPConfig(ConnectorConfig):
     secrets_file: str
     secret_questions: bool
     stderr_log: str | None
+    recovered: NotRequired[str | None]
 
 
 ClassTightened = TypedDict("ClassTightened", {"tool": str, "from": str, "to": str})
@@ -159,9 +162,11 @@ class ListingChanges(TypedDict):
 
 
 class ConnectorSync(ListingChanges):
-    """``palui connectors refresh``: what listing the server's tools again changed, and its ``state`` after."""
+    """``palui connectors refresh``: what listing the server's tools again changed, and its ``state`` after;
+    ``recovered`` says when and why a lost session was started again (spec §7.10), None when it was not."""
 
     state: str
+    recovered: NotRequired[str | None]
 
 
 class ConnectorAdded(ListingChanges):

@@ -14,7 +14,8 @@ Routes:
   ``GET /api/audit?turn=&limit=``
 - ``GET /api/connectors``, ``GET /api/tools?connector=``, ``POST /api/tools/{name}/class`` ``{"class"}``,
   ``POST /api/tools/{name}/reset|enable|disable``, ``POST /api/tools/{name}/review`` ``{"fingerprint"}``,
-  ``POST /api/tools/enable-read`` ``{"connector"}``
+  ``POST /api/tools/enable-read`` ``{"connector"}``, ``POST /api/connectors/{cid}/refresh`` (in the service's
+  own session, spec §7.10)
 - ``POST /api/conversations`` ``{"channel"}`` → ``{"conversation"}``; ``GET /api/conversations?limit=&channel=``,
   ``GET /api/conversations/{conversation}``
 - ``POST /api/turns`` ``{"message","conversation","model","channel","stream","start"}`` → the turn result
@@ -49,6 +50,7 @@ from palui.results import (
     Approval,
     AuditRow,
     Connector,
+    ConnectorSync,
     Conversation,
     ConversationSummary,
     Elicitation,
@@ -179,6 +181,12 @@ async def disable_tool(svc: ServiceDoor, name: str) -> Tool:
 async def review_tool(svc: ServiceDoor, name: str, body: ReviewBody) -> Tool:
     # The caller names the pending change it showed (``tools/{name}`` details' fingerprint).
     return svc.review_tool(name, expected=body.fingerprint or "missing").as_dict()
+
+
+@API.post("/api/connectors/{cid}/refresh", answer=ConnectorSync, refusals=NOT_FOUND,
+          summary="list an MCP server's tools again in the service's own session (a lost one is started again)")
+async def refresh_connector(svc: ServiceDoor, cid: str) -> ConnectorSync:
+    return await svc.mcp_refresh_async(cid)
 
 
 @API.post("/api/conversations", body=NewConversationBody, answer=NewConversation, summary="start a conversation",

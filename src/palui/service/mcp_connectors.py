@@ -180,6 +180,7 @@ class MCPPart:
             "oauth": self.oauth_state(cid) if row["transport"] == "http" else None,
             "secret_questions": bool(row["secret_questions"]),
             "stderr_log": str(log_path(self.settings.data_dir, cid)) if row["transport"] == "stdio" else None,
+            "recovered": live.recovered if live else None,
         }
 
     def oauth_state(self, cid: str) -> OAuthState:
@@ -208,6 +209,7 @@ class MCPPart:
                 cfg = self.mcp_config(c["id"])
                 c["state"] = cfg["state"]
                 c["last_state"] = cfg["last_state"]
+                c["recovered"] = cfg.get("recovered")
                 c["config"] = {
                     "command": cfg["command"], "args": cfg["args"], "cwd": cfg["cwd"], "url": cfg["url"],
                     "env": cfg["env"], "headers": cfg["headers"], "timeout_seconds": cfg["timeout_seconds"],
@@ -337,7 +339,7 @@ class MCPPart:
         live = self.live_mcp(cid)
         if live is not None:
             report = await live.refresh()
-            return {**_report_dict(cid, report), "state": live.state()}
+            return {**_report_dict(cid, report), "state": live.state(), "recovered": live.recovered}
         from palui.connectors.mcp.connector import MCPConnector
 
         connector = MCPConnector(self.hub.env, cid, row["name"], config_from_row(self.hub.env, row))
