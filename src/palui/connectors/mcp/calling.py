@@ -82,7 +82,7 @@ def consume_exception(task: asyncio.Task) -> None:
 
 async def error_result(cid: str, timeout: float, http: bool, e: MCPError, session: MCPSession,
                        ctx: CallContext | None, deadline: float, result: Callable[..., ToolResult],
-                       lost: Callable[[str], None], needs_sign_in: Callable[[], None],
+                       lost: Callable[[str], None], needs_sign_in: Callable[[str | None], None],
                        redact: Callable[[str], str]) -> ToolResult:
     """The result of a call of connector ``cid`` the SDK answered with ``e`` (not a lost session it recovers
     from): a timeout (``timeout`` seconds), a refused question state, a sign-in needed, a refresh outage, a
@@ -96,7 +96,7 @@ async def error_result(cid: str, timeout: float, http: bool, e: MCPError, sessio
                       "question): ask again.", True)
     if e.code == types.CONNECTION_CLOSED and session.sign_in_needed:
         lost("the server needs a new sign-in")
-        needs_sign_in()
+        needs_sign_in(session.sign_in_needed)
         return result(f"The MCP server {cid} needs you to sign in again (palui connectors login "
                       f"{cid}); the call was not finished.", True, down=True)
     if e.code == types.CONNECTION_CLOSED and session.refresh_unavailable:

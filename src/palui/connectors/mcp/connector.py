@@ -221,7 +221,7 @@ class MCPConnector(SignInState, Connector):
             self._last_failure = time.monotonic()
             self._close_later(session)
             if session.sign_in_needed:
-                self._needs_sign_in()
+                self._needs_sign_in(session.sign_in_needed)
                 raise ConnectorError(str(e) if isinstance(e, ConnectorError) else
                                      f"{self.id}: sign in again: palui connectors login {self.id}") from None
             if isinstance(e, ConnectorError):

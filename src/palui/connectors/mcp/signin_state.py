@@ -64,8 +64,9 @@ class SignInState:
             return None
         return r["state"] if r else None
 
-    def _needs_sign_in(self) -> None:
-        """State ``error: sign in again``; the person is told once (the first process to record it tells)."""
+    def _needs_sign_in(self, why: str | None = None) -> None:
+        """State ``error: sign in again``; the person is told once (the first process to record it tells), with
+        ``why`` when it says more than "sign in again" (the server named another authorization server)."""
         self._state = SIGN_IN_AGAIN
         try:
             with self.env.db.write() as c:
@@ -75,6 +76,8 @@ class SignInState:
             log.warning("%s: could not store state: %s", self.id, e)
             return
         if changed:
-            self.env.notify("notice", f"{self.name} ({self.id}) needs you to sign in again: run palui connectors "
-                            f"login {self.id}, or use “Sign in” on its sheet. Its tools are not offered until then.")
+            reason = f" ({why.removesuffix(': sign in again')})" if why and why != "sign in again" else ""
+            self.env.notify("notice", f"{self.name} ({self.id}) needs you to sign in again{reason}: run palui "
+                            f"connectors login {self.id}, or use “Sign in” on its sheet. Its tools are not offered "
+                            "until then.")
 

@@ -50,7 +50,12 @@ import anyio
 import httpx2
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.auth.oauth2 import OAuthContext
-from mcp.client.auth.utils import extract_field_from_www_auth, issuers_match
+from mcp.client.auth.utils import (
+    build_protected_resource_metadata_discovery_urls,
+    extract_field_from_www_auth,
+    handle_protected_resource_response,
+    issuers_match,
+)
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from palui.connectors.mcp.oauth.redact import (
@@ -183,6 +188,7 @@ class PaluiOAuthProvider(OAuthClientProvider):
         self._http = http or (lambda: httpx2.AsyncClient(timeout=30.0, follow_redirects=False))
         self._palui_lock = anyio.Lock()
         self._refresh_failures = 0
+        self.issuer_changed: str | None = None  # why the held tokens were dropped before a refresh
 
     @property
     def _ctx(self) -> _Context:
@@ -223,7 +229,7 @@ class PaluiOAuthProvider(OAuthClientProvider):
                     if response.status_code == 401 or step_up:
                         if not self.interactive:
                             raise self._need_sign_in("the server needs more permissions: sign in again" if step_up
-                                                     else "sign in again")
+                                                     else self.issuer_changed or "sign in again")
                         self._ctx.palui_authorizing = True
                 outgoing = await inner.asend(response)
         except StopAsyncIteration:
@@ -274,6 +280,12 @@ class PaluiOAuthProvider(OAuthClientProvider):
                     return True
             if not ctx.can_refresh_token():
                 return False
+            moved = await self._issuer_moved(fresh.issuer)
+            if moved is not None:  # spec §7.9: no refresh goes to an issuer the server no longer names
+                self._grant_ended()
+                self.issuer_changed = (f"the server now uses another authorization server ({moved}): sign in "
+                                       "again")
+                return False
             self._note_issuer()
             request = await self._refresh_token()
             try:
@@ -294,6 +306,23 @@ class PaluiOAuthProvider(OAuthClientProvider):
                 return False
             return self._outage(f"the token endpoint answered HTTP {response.status_code}"
                                 + (f", {code}" if code else ""), force)
+
+    async def _issuer_moved(self, issuer: str | None) -> str | None:
+        """The authorization server the MCP server's protected-resource metadata (RFC 9728) names now, when it
+        no longer names ``issuer`` (the one that issued the held tokens); None when it still does, or when the
+        metadata cannot be read (no evidence of a move: the refresh goes on)."""
+        if not issuer:
+            return None
+        for url in build_protected_resource_metadata_discovery_urls(None, self.context.server_url):
+            try:
+                async with self._http() as http:
+                    prm = await handle_protected_resource_response(await http.get(url))
+            except (httpx2.HTTPError, ValueError):
+                return None
+            if prm is not None:
+                named = [str(a) for a in prm.authorization_servers]
+                return None if any(issuers_match(issuer, a) for a in named) else (named[0] if named else "none")
+        return None
 
     def _grant_ended(self) -> None:
         """The refresh was refused for good: the tokens are deleted (``connectors show``: not signed in)."""
