@@ -80,11 +80,14 @@ class Explanation(ClassFields):
 
 
 class OAuthState(TypedDict):
-    """An HTTP connector's sign-in (spec §7.9; no token): the issuer and when the token expires (epoch s)."""
+    """An HTTP connector's sign-in (spec §7.9; no token): the issuer, when the token expires (epoch s), the
+    ``scopes`` it holds (spec §7.11) and the step-ups ``waiting`` for the person (``s-…`` requests)."""
 
     signed_in: bool
     issuer: str | None
     expires_at: float | None
+    scopes: NotRequired[list[str]]
+    waiting: NotRequired[list[ScopeRequest]]
 
 
 class ConnectorConfig(TypedDict):
@@ -167,6 +170,25 @@ class ConnectorSync(ListingChanges):
 
     state: str
     recovered: NotRequired[str | None]
+
+
+class ScopeRequest(TypedDict):
+    """A tool its server refused for a wider OAuth scope, waiting for the person (spec §7.11): ``needed`` the
+    scopes beyond ``granted`` (those held when it was refused); ``status`` pending / granted (a sign-in gave
+    them) / declined (the tool was switched off, ``reason`` says why); ``turn`` the turn whose call was refused;
+    ``created_at`` epoch seconds; ``answered_via`` cli, web, api, a channel's name, or ``sign-in``. ``turn`` is
+    ``""`` for a call made outside a turn."""
+
+    id: str
+    connector: str
+    tool: str
+    needed: list[str]
+    granted: list[str]
+    turn: str
+    status: str
+    reason: str | None
+    created_at: float
+    answered_via: str | None
 
 
 class ConnectorAdded(ListingChanges):

@@ -57,6 +57,7 @@ from palui.results import (
     Health,
     InboxItem,
     NewConversation,
+    ScopeRequest,
     Status,
     StopAll,
     Stopped,
@@ -288,7 +289,7 @@ async def wait_approval(svc: ServiceDoor, id: str, query: WaitQuery) -> Approval
 
 
 async def _answer(svc: ServiceDoor, aid: str, approve: bool, body: ApproveBody, reason: str | None
-                  ) -> Response | TurnResult | Approval | Elicitation:
+                  ) -> Response | TurnResult | Approval | Elicitation | ScopeRequest:
     """Answer through the service's one door (``answered_via`` ``"api"``, or ``"cli"`` when the body
     says ``{"via": "cli"}``: the CLI's client, with the person's token either way), then resume the turn
     here: its events stream back with ``stream``. A refusal is 409 with the door's message."""
@@ -306,16 +307,19 @@ async def _answer(svc: ServiceDoor, aid: str, approve: bool, body: ApproveBody, 
     return await stream_or_wait(svc, a["turn"], launched, body.stream, q)
 
 
-@API.post("/api/approvals/{id}/approve", body=ApproveBody, answer=TurnResult | Approval | Elicitation,
+Answered = TurnResult | Approval | Elicitation | ScopeRequest
+
+
+@API.post("/api/approvals/{id}/approve", body=ApproveBody, answer=Answered,
           stream=StreamLine, refusals=ANSWERED, summary="approve one pending call, then the turn goes on")
-async def approve(svc: ServiceDoor, id: str, body: ApproveBody) -> Response | TurnResult | Approval | Elicitation:
+async def approve(svc: ServiceDoor, id: str, body: ApproveBody) -> Response | Answered:
     return await _answer(svc, id, True, body, None)
 
 
-@API.post("/api/approvals/{id}/deny", body=DenyBody, answer=TurnResult | Approval | Elicitation,
-          stream=StreamLine, refusals=ANSWERED,
-          summary="deny one pending call (the reason is told to the model), or decline a question (e-…)")
-async def deny(svc: ServiceDoor, id: str, body: DenyBody) -> Response | TurnResult | Approval | Elicitation:
+@API.post("/api/approvals/{id}/deny", body=DenyBody, answer=Answered, stream=StreamLine, refusals=ANSWERED,
+          summary="deny one pending call (the reason is told to the model), decline a question (e-…) or a "
+                  "request for a wider scope (s-…)")
+async def deny(svc: ServiceDoor, id: str, body: DenyBody) -> Response | Answered:
     return await _answer(svc, id, False, body, body.reason)
 
 

@@ -184,8 +184,12 @@ class MCPPart:
         }
 
     def oauth_state(self, cid: str) -> OAuthState:
-        """``{"signed_in","issuer","expires_at"}`` of an HTTP connector (no token, no client secret), read
-        from the token files the sign-in (:mod:`palui.service.mcp_signin`) stores."""
+        """``{"signed_in","issuer","expires_at","scopes","waiting"}`` of an HTTP connector (no token, no client
+        secret), read from the token files the sign-in (:mod:`palui.service.mcp_signin`) stores; ``waiting``: its
+        step-ups waiting for the person (spec §7.11)."""
+        from palui.store import scope_requests
+
+        waiting = scope_requests.of_connector(self.db, cid)
         path = self.settings.secrets_dir / "oauth" / "tokens"
         for p in sorted(path.glob(f"{cid}.*.json")) if path.is_dir() else []:
             try:
@@ -195,8 +199,9 @@ class MCPPart:
             token = data.get("token") or {}
             if data.get("connector") == cid and token.get("access_token"):
                 expires = (data["received_at"] + token["expires_in"]) if token.get("expires_in") else None
-                return {"signed_in": True, "issuer": data.get("issuer"), "expires_at": expires}
-        return {"signed_in": False, "issuer": None, "expires_at": None}
+                return {"signed_in": True, "issuer": data.get("issuer"), "expires_at": expires,
+                        "scopes": str(token.get("scope") or "").split(), "waiting": waiting}
+        return {"signed_in": False, "issuer": None, "expires_at": None, "scopes": [], "waiting": waiting}
 
     def connectors(self) -> list[Connector]:
         """Connectors as the person sees them: the stored rows

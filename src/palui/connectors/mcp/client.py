@@ -52,7 +52,7 @@ from palui.connectors.base import Ask, Resume
 from palui.connectors.mcp.config import ServerConfig, redact
 from palui.connectors.mcp.delivery import CURRENT, CallDelivery, DeliveryWatch
 from palui.connectors.mcp.elicitation import CURRENT_CALL, CallSlot, elicitation_callback, input_responses
-from palui.connectors.mcp.oauth import OAuthSetup, uses_oauth
+from palui.connectors.mcp.oauth import OAuthSetup, StepUp, uses_oauth
 from palui.connectors.mcp.refusals import (
     AuthRefusal,
     body_reason,
@@ -263,7 +263,8 @@ class MCPSession:
             from palui.connectors.mcp.oauth.netcheck import checked_transport  # only a server that signs in
 
             auth = self._oauth.provider(cfg.url or "", self._note_sign_in, on_refused=self._note_refused,
-                                        on_refresh_unavailable=self._note_refresh_unavailable)
+                                        on_refresh_unavailable=self._note_refresh_unavailable,
+                                        on_step_up=self._note_step_up)
             transport = checked_transport(cfg.url or "", self._note_refused)
         http = httpx2.AsyncClient(headers=dict(cfg.headers), timeout=httpx2.Timeout(30.0, read=None),
                                   event_hooks={"response": [note_auth_refusal]}, auth=auth,
@@ -273,6 +274,11 @@ class MCPSession:
 
     def _note_sign_in(self, why: str) -> None:
         self.sign_in_needed = why
+
+    def _note_step_up(self, step: StepUp) -> None:
+        record = CURRENT.get()  # the refused call's own (its POST runs in the calling task's context)
+        if record is not None:
+            record.step_up = step
 
     def _note_refused(self, why: str) -> None:
         self.address_refused = why

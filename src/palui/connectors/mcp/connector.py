@@ -59,6 +59,7 @@ from palui.connectors.mcp.delivery import CallDelivery, lost_session
 from palui.connectors.mcp.elicitation import input_required
 from palui.connectors.mcp.oauth import SignInHandler
 from palui.connectors.mcp.results import cap_text, render_result, spec_from_raw
+from palui.connectors.mcp.scope_request import ask_for_scope
 from palui.connectors.mcp.signin_state import SignInState
 from palui.connectors.mcp.stderr import log_path
 from palui.connectors.registry import SyncReport, register_listing
@@ -385,6 +386,10 @@ class MCPConnector(SignInState, Connector):
             except TimeoutError:
                 return result(f"The tool did not answer within {self.timeout:g} s.", True)
             except MCPError as e:
+                if delivery.step_up is not None:  # spec §7.11: only this call needs more; the person is asked
+                    label = before["name"] if before else f"{self.id}__{name}"
+                    return result(ask_for_scope(self.env, self.id, label, delivery.step_up,
+                                                ctx.turn_id if ctx else None), True)
                 lost = lost_session(e, delivery, session.session_lost) if self.config.transport == "http" else None
                 if lost is None or session.sign_in_needed or session.refresh_unavailable:
                     return await error_result(self.id, self.timeout, self.config.transport == "http", e, session,

@@ -25,6 +25,8 @@ import httpx2
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
+from palui.connectors.mcp.oauth.step_up import StepUp
+
 #: The delivery record of the ``tools/call`` being sent in this context (None outside a call).
 CURRENT: contextvars.ContextVar[CallDelivery | None] = contextvars.ContextVar("palui_mcp_delivery", default=None)
 
@@ -34,9 +36,10 @@ Lost = Literal["before", "during"]
 @dataclass
 class CallDelivery:
     """What the transport saw of one call's POST: ``refused`` when its connection was refused (the
-    request never left this machine)."""
+    request never left this machine); ``step_up`` when the server refused it for a scope (spec §7.11)."""
 
     refused: bool = False
+    step_up: StepUp | None = None
 
 
 class DeliveryWatch(httpx2.AsyncBaseTransport):

@@ -42,9 +42,15 @@ class SignInState:
         settings = self.env.settings
         host, port, public = settings.get("serve.host"), settings.get("serve.port"), settings.get("serve.public_url")
         web = (public.rstrip("/") if public else f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}")
+        wanted: tuple[str, ...] = ()
+        if self.sign_in is not None:  # a sign-in asks for the pending step-ups too (spec §7.11)
+            from palui.store.scope_requests import wanted_scopes
+
+            wanted = wanted_scopes(self.env.db, self.id)
         return OAuthSetup(settings.secrets_dir, self.id, self.sign_in or NoInteraction(),
                           client_metadata_url=settings.get("mcp.oauth.client_metadata_url"),
-                          extra_redirect_uris=(f"{web}/oauth/callback", "http://127.0.0.1/oauth/callback"))
+                          extra_redirect_uris=(f"{web}/oauth/callback", "http://127.0.0.1/oauth/callback"),
+                          wanted_scopes=wanted)
 
     def blocked(self, signed_out: bool | None = None) -> str | None:
         """``sign in again`` until someone signs in (any process: the stored state says so); never for
