@@ -136,6 +136,14 @@ class CallRecords:
         self._emit(t, event)
         if newly_tainted:
             self._emit(t, {"type": "tainted", "source": t.taint_source})
+        if result.connector_down:
+            self.connector_down(t, row.connector, result.connector_down)
+
+    def connector_down(self, t: Turn, connector: str, why: str) -> None:
+        """The connector, not the tool, failed a call (it did not start, its connection closed, it restarted
+        mid-call): a ``connector_error`` event, which an unattended result's health line reads (spec §8.4)."""
+        self._emit(t, {"type": "connector_error", "connector": connector,
+                       "error": why.splitlines()[0][:300] if why else "unavailable"})
 
     def taint(self, t: Turn, source: str, texts: list[str], detail: str | None) -> None:
         """Mark the turn and its conversation tainted by ``source`` (the first source is kept) and store the
