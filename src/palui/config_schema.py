@@ -18,7 +18,7 @@ from palui.errors import ConfigError
 
 # key -> (kind, default). Kinds: "str?" (text or none), "str", "bool", "int+" (a whole number above 0),
 # "int+?" (the same, or unset), "int0" (a whole number, 0: off), "port", "num+" (a number above 0),
-# "strlist", "strdict" (name = text).
+# "frac?" (a number from 0 to 1, or unset: its range is its kind), "strlist", "strdict" (name = text).
 SCHEMA: dict[str, tuple[str, Any]] = {
     "model": ("str?", None),
     "budgets.steps": ("int+", 12),
@@ -35,6 +35,9 @@ SCHEMA: dict[str, tuple[str, Any]] = {
     "caps.webhook_runs_per_hour": ("int+?", None),
     "caps.gateway_calls_per_hour": ("int+", 120),  # calls other MCP clients make through Palui (spec §8.6)
     "caps.timezone": ("str?", None),
+    # What a cached input token counts for against the token caps, 0 to 1 (spec §6.4); None (unset): the
+    # provider's default (palui.policy.caps.CACHED_INPUT_WEIGHTS: anthropic 0.1, openai 0.5, others 1).
+    "caps.cached_input_weight": ("frac?", None),
     "approvals.chat_expiry_seconds": ("num+", 1800),
     "approvals.job_expiry_seconds": ("num+", 86400),
     "web.allow_private": ("bool", False),
@@ -98,7 +101,8 @@ _TEXT_KINDS = {"str?", "str"}
 KIND_WORDS = {
     "str?": "text", "str": "non-empty text", "bool": "true or false", "int+": "a whole number",
     "int+?": "a whole number", "int0": "a whole number (0: off)",
-    "port": "a port number (1-65535)", "num+": "a number", "strlist": "a list of strings",
+    "port": "a port number (1-65535)", "num+": "a number", "frac?": "a number from 0 to 1",
+    "strlist": "a list of strings",
     "strdict": 'a table of name = "text"',
 }
 
@@ -131,6 +135,8 @@ def example(key: str, kind: str) -> str:
         value = "true" if not default else "false"
     elif kind in NUMERIC_KINDS:
         value = str(default) if default is not None else "5"
+    elif kind == "frac?":
+        value = "0.25"
     elif kind == "strlist":
         value = '["json://localhost"]'
     else:
@@ -195,6 +201,18 @@ def check(where: str, key: str, kind: str, value: Any, *, from_env: bool = False
         if not (0 if kind == "int0" else 1) <= value <= high:
             raise bad(outside)
         return value
+    if kind == "frac?":
+        if value is None or (from_env and isinstance(value, str) and not value.strip()):
+            return None
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                raise bad("must be a number from 0 to 1") from None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or not 0 <= value <= 1:
+            raise bad("must be a number from 0 to 1")
+        return float(value)
     if kind == "num+":
         if isinstance(value, str):
             try:

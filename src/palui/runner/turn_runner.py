@@ -41,6 +41,7 @@ from pydantic_ai.tools import ToolDefinition
 
 from palui.errors import PaluiError
 from palui.models import ModelHandle, request, resolve_model
+from palui.policy.caps import cached_input_weight, counted_tokens
 from palui.runner import approvals, caps, connector_health, offer, pending
 from palui.runner import last_step as laststep
 from palui.runner import state as st
@@ -252,10 +253,14 @@ class TurnRunner:
             t.id, request(handle, messages, defs, left, lambda e: self.events.on_request_event(t, e),
                           stream=self.events.shows_text(), tools_usable=not last), left)
         t.steps += 1
-        t.input_tokens += response.usage.input_tokens or 0
-        t.output_tokens += response.usage.output_tokens or 0
-        caps.record_usage(self.db, turn_id=t.id, job_id=t.job_id,
-                          tokens=(response.usage.input_tokens or 0) + (response.usage.output_tokens or 0), tz=tz)
+        usage = response.usage
+        t.input_tokens += usage.input_tokens or 0
+        t.output_tokens += usage.output_tokens or 0
+        # spec §6.4: cached input counts at its weight (the setting, else the provider's default)
+        weight = cached_input_weight(handle.provider, self.settings.get("caps.cached_input_weight"))
+        cached = usage.cache_read_tokens or 0
+        caps.record_usage(self.db, turn_id=t.id, job_id=t.job_id, tz=tz, cached=cached, weight=weight,
+                          tokens=counted_tokens(usage.input_tokens or 0, cached, usage.output_tokens or 0, weight))
         return response
 
     def _text(self, t: Turn, response: ModelResponse) -> None:

@@ -1,7 +1,8 @@
 """Numbered schema migrations, applied in order and recorded in ``schema_migrations``.
 
 :data:`MIGRATIONS` holds this module's migrations and those of the modules it includes, one per
-topic: ``migrations_costs`` (per-turn cost independent of history and catalog size: 11–14, 31, 35),
+topic: ``migrations_costs`` (per-turn cost independent of history and catalog size: 11–14, 31, 35; cached
+input apart: 45),
 ``migrations_channels`` (the chat channels and their outbox: 15, 34), ``migrations_mcp`` (questions from MCP
 servers, task support, the sign-in state: 20–22; secret questions: 36; scope step-ups: 44),
 ``migrations_governance`` (the audit
@@ -395,7 +396,8 @@ UPDATE conversations SET channel = (SELECT cc.channel FROM channel_chats cc WHER
 )
 
 
-# Per-turn cost independent of history and catalog size (11-14, 31), reads bounded by what waits (35).
+# Per-turn cost independent of history and catalog size (11-14, 31), reads bounded by what waits (35), cached
+# input kept apart from what the caps count (45).
 MIGRATIONS.extend(COST_MIGRATIONS)
 # The chat channels (15, 34): their tables and the durable outbox.
 MIGRATIONS.extend(CHANNEL_MIGRATIONS)
