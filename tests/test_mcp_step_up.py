@@ -53,6 +53,21 @@ def asked(url: str) -> list[str]:
     return (parse_qs(urlsplit(url).query).get("scope") or [""])[0].split()
 
 
+def sheet(svc, cid: str) -> str:
+    """The connector's web sheet, rendered by the app in-process (no lifespan: the service's background and
+    its drain are this test's, not the page's)."""
+    from starlette.testclient import TestClient
+
+    from palui.server.app import create_app, session_value
+
+    client = TestClient(create_app(svc, "tok", port=8765), base_url="http://127.0.0.1:8765",
+                        cookies={"palui_session": session_value("tok")})
+    page = client.get(f"/connectors/{cid}").text
+    start = page.find('id="scope-waiting"')
+    assert start >= 0, "the sheet lists the waiting request"
+    return page[start:page.find("</p>", start)]
+
+
 def results(r) -> dict[str, dict]:
     return {e["tool"]: e for e in r["events"] if e["type"] == "tool_call"}
 
@@ -84,6 +99,7 @@ async def test_one_tool_needs_more_the_others_keep_working_and_the_sign_in_asks_
     [waiting] = svc.oauth_state("mcp-work")["waiting"]
     assert waiting["id"] in notice and waiting["needed"] == ["mcp:admin"]
     assert "mcp:root" not in notice
+    assert "mcp-work__admin_echo needs mcp:admin" in sheet(svc, "mcp-work")  # the web sheet says it too
     await svc.send("again", model=write_script(tmp_path / "t.json", calls(call("mcp-work__admin_echo", text="a")),
                                                text("ok")))
     assert len([n for n in svc.inbox() if "needs `" in n["text"]]) == 1  # asked once
