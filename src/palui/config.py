@@ -178,7 +178,7 @@ def _section_variable(name: str, section: str, value: str) -> str:
             if isinstance(v, dict) and SCHEMA.get(key, ("",))[0] != "strdict":
                 walk(key, v)
                 continue
-            shown = json.dumps(v) if isinstance(v, (bool, int, float)) and key in SCHEMA else "…"
+            shown = json.dumps(v, allow_nan=False) if isinstance(v, (bool, int, float)) and key in SCHEMA else "…"
             forms.append(f"PALUI_{key.upper().replace('.', '__')}={shown}")
 
     if isinstance(given, dict):

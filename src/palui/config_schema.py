@@ -53,6 +53,10 @@ SCHEMA: dict[str, tuple[str, Any]] = {
     "webhooks.rate_per_minute": ("int+", 10),  # accepted deliveries per webhook per sliding minute (spec §8)
     "retention.days": ("int+", 90),  # untrusted content, inbox, webhook deliveries older than this are pruned (§10)
     "limits.message_chars": ("int+", 100_000),  # a longer message is refused before it is stored (spec §8.1)
+    # a tool call's arguments (canonical JSON) longer than this are refused as the model's error (spec §3.3)
+    "limits.argument_chars": ("int+", 262_144),
+    # a tool whose input schema is longer (descriptions cut) is flagged when listed (spec §7.6)
+    "connectors.max_schema_chars": ("int+", 16_000),
     "gateway.wait_seconds": ("num+", 50),  # how long a gateway call waits for its approval (spec §8.6)
 }
 
@@ -85,6 +89,8 @@ RANGES: dict[str, tuple[int, str]] = {
     "webhooks.rate_per_minute": (10_000, "deliveries"),
     "retention.days": (36_500, "days (100 years)"),
     "limits.message_chars": (1_000_000, "characters"),
+    "limits.argument_chars": (10_000_000, "characters"),
+    "connectors.max_schema_chars": (1_000_000, "characters"),
     "gateway.wait_seconds": (3_600, "seconds (an hour)"),
 }
 NUMERIC_KINDS = {"int+", "int+?", "int0", "port", "num+"}

@@ -59,8 +59,8 @@ def snippets(name: str, token: str, url: str) -> str:
                                      "headers": {"Authorization": f"Bearer {token}"}}}}
     stdio = {"mcpServers": {"palui": {"command": "palui", "args": ["gateway", "--client", name],
                                       "env": {"PALUI_GATEWAY_TOKEN": token}}}}
-    return (f"Over HTTP (the service must run: palui serve):\n{json.dumps(http, indent=2)}\n"
-            f"Over stdio (a client that starts a command):\n{json.dumps(stdio, indent=2)}\n"
+    return (f"Over HTTP (the service must run: palui serve):\n{json.dumps(http, indent=2, allow_nan=False)}\n"
+            f"Over stdio (a client that starts a command):\n{json.dumps(stdio, indent=2, allow_nan=False)}\n"
             "docs/gateway.md shows where each client (Claude Code, Claude Desktop, Codex, Cursor, VS Code, Goose) "
             "reads this.")
 

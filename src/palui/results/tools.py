@@ -15,7 +15,8 @@ class Tool(ClassFields):
     model-visible name, ``tool`` the server's own; ``untrusted_output`` after trusted-source marks (spec
     §4.1); ``changed`` flagged for review (spec §7.6); ``present`` still listed by its server;
     ``hidden_characters`` (spec §4.7); ``look_alike_name`` (spec §7.5); ``reaches_outside`` and the person's
-    ``reaches_outside_flag`` (spec §4.5); ``needs_tasks`` never offered (its server runs it only as an MCP task)."""
+    ``reaches_outside_flag`` (spec §4.5); ``needs_tasks`` never offered (its server runs it only as an MCP task);
+    ``schema_problem`` why its input schema is flagged, None when it is not (spec §7.6)."""
 
     name: str
     connector: str
@@ -32,6 +33,7 @@ class Tool(ClassFields):
     reaches_outside: bool
     reaches_outside_flag: bool
     needs_tasks: bool
+    schema_problem: str | None
 
 
 class ReviewChange(TypedDict):
@@ -60,9 +62,11 @@ class PendingReview(TypedDict):
 
 
 class ToolDetails(Tool):
-    """``palui tools show``: a :class:`Tool` with its stored definition and the change that waits, if any."""
+    """``palui tools show``: a :class:`Tool` with its stored definition and the change that waits, if any;
+    ``schema_chars`` the input schema's size as a model is sent it (canonical JSON, descriptions cut)."""
 
     input_schema: JSON
+    schema_chars: int
     definition_hash: str
     pending: PendingReview | None
 

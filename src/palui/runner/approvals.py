@@ -74,7 +74,7 @@ def create(db: Database, *, turn_id: str, conversation_id: str, call: Mapping[st
             "INSERT INTO approvals (id, turn_id, tool_call_id, tool, class, class_source, origin, reason, args_json,"
             " args_hash, untrusted_args, status, created_at, expires_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (aid, turn_id, call["id"], call["tool"], tool_class, class_source, origin, reason,
-             canonical_json(call["args"]), args_hash(call["args"]), json.dumps(marks), "pending", now,
+             canonical_json(call["args"]), args_hash(call["args"]), json.dumps(marks, allow_nan=False), "pending", now,
              now + expiry_seconds),
         )
     return get(db, aid)

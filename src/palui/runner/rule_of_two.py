@@ -118,5 +118,5 @@ class RuleOfTwo:
         for tool, args in ran:
             row = snap.tools.get(tool)
             if row is not None and row.reaches_outside:
-                out.append(args if isinstance(args, str) else json.dumps(args))
+                out.append(args if isinstance(args, str) else json.dumps(args, allow_nan=False))
         return out

@@ -222,7 +222,7 @@ async def follow_turn(svc: ServiceDoor, turn: str, query: FollowQuery) -> Respon
     async def lines() -> AsyncIterator[str]:
         try:
             while (ev := await q.get()) is not None:
-                yield json.dumps(ev, default=str) + "\n"
+                yield json.dumps(ev, default=str, allow_nan=False) + "\n"
         finally:
             task.cancel()  # done, or the client went away: stop following
 

@@ -89,7 +89,7 @@ class GatewayPart:
         with self.db.write() as c:
             c.execute("INSERT INTO gateway_clients (name, token_hash, connectors_json, context, created_at)"
                       " VALUES (?,?,?,?,?)", (name, token_hash(token), None if connectors is None
-                                               else json.dumps(connectors), context, self.clock.now()))
+                                               else json.dumps(connectors, allow_nan=False), context, self.clock.now()))
         return {**self.gateway_client(name), "token": token}
 
     def gateway_clients(self) -> list[GatewayClient]:

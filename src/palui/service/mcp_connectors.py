@@ -239,7 +239,7 @@ class MCPPart:
             c.execute(
                 "INSERT INTO connectors (id, kind, name, transport, config_json, state, created_at)"
                 " VALUES (?, 'mcp', ?, ?, ?, 'connecting', ?)",
-                (cid, name, config.transport, json.dumps(config.public()), self.clock.now()),
+                (cid, name, config.transport, json.dumps(config.public(), allow_nan=False), self.clock.now()),
             )
         state = "connected"
         report = None
