@@ -39,6 +39,7 @@ from palui.runner.approval_gate import ApprovalGate
 from palui.runner.call_decider import CallDecider
 from palui.runner.call_records import CallRecords
 from palui.runner.call_sender import CallSender
+from palui.runner.caps import OVER_CAP
 from palui.runner.loop_guard import LoopGuard
 from palui.runner.offer import usable_tool
 from palui.runner.pending import CallState, PendingCall
@@ -259,6 +260,3 @@ class GovernedCall:
         p.row, p.approved = answer.row, True
         return None
 
-
-#: The audit outcome of a call refused by the cap step (not counted by ``caps.gateway_calls_per_hour``).
-OVER_CAP = "refused: over cap"

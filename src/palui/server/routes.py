@@ -23,7 +23,8 @@ Routes:
   events, and ``{"type":"result",…}`` last
 - ``GET /api/turns/{turn}``, ``GET /api/turns/{turn}/events?after=N`` (NDJSON: the turn's events from index
   N on, live pieces included, until it settles; ``{"type":"result",…}`` last), ``POST /api/stop``
-  ``{"conversation"|"turn"}``, or ``{"all": true}`` (every turn, jobs paused: ``{"stopped","jobs_paused"}``)
+  ``{"conversation"|"turn"}``, or ``{"all": true}`` (every turn, jobs and gateway paused:
+  ``{"stopped","jobs_paused","gateway_paused"}``)
 - ``GET /api/approvals?all=1``, ``GET /api/approvals/{id}``, ``GET /api/approvals/{id}/wait?timeout=S``
   (returns once it is not pending, or after S seconds, at most 60), ``POST /api/approvals/{id}/approve|deny``
   (``{"stream","via"}``, a denial's ``"reason"``; ``{"wait": false}`` answers, resumes the turn here and

@@ -58,7 +58,8 @@ def _strict_at_rest(c: sqlite3.Connection) -> None:
                      " JOIN connectors k ON k.id = t.connector_id WHERE k.kind = 'mcp'").fetchall()
     for cid, raw_name, name, schema_json, review_json, enabled in rows:
         if (review := strict(review_json)) is not None:
-            c.execute("UPDATE tools SET review_json = ? WHERE connector_id = ? AND raw_name = ?", (review, cid, raw_name))
+            c.execute("UPDATE tools SET review_json = ? WHERE connector_id = ? AND raw_name = ?",
+                      (review, cid, raw_name))
         try:
             schema = json.loads(schema_json or "{}")
         except ValueError:
