@@ -218,3 +218,52 @@ async def test_each_rule_through_a_turn_and_a_gateway_session(home, tmp_path, ro
         books.forget()
         await svc.close()
         svc.db.close()
+
+
+async def test_both_doors_call_the_pipelines_one_entry_point(home, tmp_path, monkeypatch):
+    """A turn's calls and a gateway session's calls go through :meth:`GovernedCall.run`, and nothing else of the
+    runner decides or sends a call: the gateway's door holds no step of its own."""
+    from palui.runner.governed_call import GovernedCall
+    from palui.service import Service
+    from support.scripts import call, calls, text, write_script
+
+    entered: list[tuple[str | None, str]] = []
+    run = GovernedCall.run
+
+    async def counted(self, t, c):
+        entered.append((self.options.client, c["tool"]))
+        return await run(self, t, c)
+
+    monkeypatch.setattr(GovernedCall, "run", counted)
+    (home / "palui.toml").write_text("[gateway]\nwait_seconds = 0.2\n")
+    svc = Service()
+    books = _server()
+    try:
+        await books.add(svc, enable=("lookup",))
+        token = svc.gateway_client_add("coder", context="trusted")["token"]
+        r = await svc.send("go", model=write_script(tmp_path / "s.json", calls(call("mcp-books__lookup", q="t"),
+                                                                              call("recall__search_memories")),
+                                                    text("done")))
+        assert r["status"] == "done"
+        async with app_running(svc) as app:
+            async with GatewayDoor(svc, app, token, "coder").connected() as door:
+                assert not (await door.call("mcp-books__lookup", {"q": "g"}))[1]
+    finally:
+        books.forget()
+        await svc.close()
+        svc.db.close()
+    assert entered == [(None, "mcp-books__lookup"), (None, "recall__search_memories"), ("coder", "mcp-books__lookup")]
+    assert [c for c, _ in books.calls] == ["lookup", "lookup"]
+
+
+def test_the_gateway_door_holds_no_step_of_its_own():
+    """``grep -nE 'decide\\(|usable_tool\\(|call_tool\\(|wait_for' src/palui/runner/gateway_call.py`` prints nothing:
+    the file is gone, and the gateway's door (``gateway_session.py``) decides, reads, sends and waits nothing itself."""
+    from pathlib import Path
+
+    runner = Path(__file__).resolve().parents[1] / "src" / "palui" / "runner"
+    assert not (runner / "gateway_call.py").exists()
+    door = (runner / "gateway_session.py").read_text()
+    assert not re.search(r"decide\(|usable_tool\(|call_tool\(|wait_for", door)
+    steps = (runner / "governed_call.py").read_text()
+    assert "STEPS = (" in steps and steps.count("STEPS = (") == 1

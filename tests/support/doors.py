@@ -150,8 +150,8 @@ class GatewayDoor:
     async def call(self, tool: str, args: Any) -> tuple[str, bool]:
         """What the client is told of one call: its text and ``isError``."""
         if isinstance(args, str):  # raw JSON text of the arguments
-            body = ('{"jsonrpc": "2.0", "id": 9001, "method": "tools/call", "params": {"name": %s, "arguments": %s}}'
-                    % (json.dumps(tool), args))
+            body = ('{"jsonrpc": "2.0", "id": 9001, "method": "tools/call", "params": {"name": '
+                    + json.dumps(tool) + ', "arguments": ' + args + "}}")
             headers = {"mcp-session-id": self.session_id or "", "mcp-protocol-version": self.mcp.protocol_version,
                        "accept": "application/json, text/event-stream", "content-type": "application/json"}
             r = await self.http.post("/mcp", content=body, headers=headers)

@@ -1,5 +1,9 @@
 """An MCP server inside the test process: the SDK's low-level ``Server``, reached by a Palui connector through the
-SDK's in-memory transport (``palui.connectors.mcp.client.IN_PROCESS``, keyed by the connector's URL).
+SDK's in-memory streams (``palui.connectors.mcp.client.IN_PROCESS``, keyed by the connector's URL).
+
+Its ``tools/list`` answers carry the listing entries exactly as written, as ``mcp_hostile.py``'s do: annotations
+with strings where a test wrote strings, and a schema's ``NaN`` as ``NaN`` (an SDK server writes ``null``, a server
+that writes its own JSON sends what it holds; the streams carry Python objects, so nothing is re-encoded).
 
 The connector is a real :class:`~palui.connectors.mcp.connector.MCPConnector` with a real SDK session (the
 handshake, the raw ``tools/list``, ``tools/call``): only the process and the socket are left out, so a table of
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -24,6 +29,7 @@ import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.shared.message import SessionMessage
+from mcp_types import JSONRPCRequest, JSONRPCResponse
 
 READ = {"readOnlyHint": True}
 WRITE = {"readOnlyHint": False, "destructiveHint": False}
@@ -53,10 +59,49 @@ class InProcessServer:
         self.url = f"http://{name}.in-process.test/mcp"
         self.server: Server[Any] = Server(name, version="1", on_list_tools=self._list, on_call_tool=self._call)
 
-    async def _list(self, ctx: Any, params: Any) -> types.ListToolsResult:
-        wire = [{k: v for k, v in t.items() if k in ("name", "description", "inputSchema", "annotations")
+    def wire(self) -> list[dict[str, Any]]:
+        """The listing as sent: each tool's name, description, schema and annotations exactly as written."""
+        return [{k: v for k, v in t.items() if k in ("name", "description", "inputSchema", "annotations")
                  and v is not None} for t in self.tools]
-        return types.ListToolsResult.model_validate({"tools": wire})
+
+    async def _list(self, ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[])  # its tools are replaced by the raw listing on the way out
+
+    @asynccontextmanager
+    async def transport(self) -> AsyncIterator[tuple[Any, Any]]:
+        """One connection to this server: in-memory streams, the server running on the far side, and each
+        ``tools/list`` answer's tools replaced by :meth:`wire` on its way to the client."""
+        c2s_send, c2s_recv = anyio.create_memory_object_stream[SessionMessage | Exception](100)
+        s2c_send, s2c_recv = anyio.create_memory_object_stream[SessionMessage | Exception](100)
+        in_send, in_recv = anyio.create_memory_object_stream[SessionMessage | Exception](100)
+        out_send, out_recv = anyio.create_memory_object_stream[SessionMessage](100)
+        listings: set[Any] = set()
+
+        async def up() -> None:
+            async for item in c2s_recv:
+                msg = getattr(item, "message", None)
+                if isinstance(msg, JSONRPCRequest) and msg.method == "tools/list":
+                    listings.add(msg.id)
+                await in_send.send(item)
+
+        async def down() -> None:
+            async for item in out_recv:
+                msg = item.message
+                if isinstance(msg, JSONRPCResponse) and msg.id in listings:
+                    item = SessionMessage(JSONRPCResponse(jsonrpc="2.0", id=msg.id,
+                                                          result={**msg.result, "tools": self.wire()}))
+                await s2c_send.send(item)
+
+        async def serve() -> None:
+            await self.server.run(in_recv, out_send, self.server.create_initialization_options())
+
+        async with anyio.create_task_group() as tg:
+            for part in (up, down, serve):
+                tg.start_soon(part)
+            try:
+                yield s2c_recv, c2s_send
+            finally:
+                tg.cancel_scope.cancel()
 
     async def _call(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         args = dict(params.arguments or {})
@@ -76,7 +121,7 @@ class InProcessServer:
         from palui.connectors.mcp import client
         from palui.text.mcp_config import ServerConfig
 
-        client.IN_PROCESS[self.url] = self.server
+        client.IN_PROCESS[self.url] = self.transport
         added = await svc.mcp_add_async(self.name, ServerConfig(transport="http", url=self.url))
         cid = added["id"]
         if enable:

@@ -75,11 +75,12 @@ class CallDecider:
         read again (the connection re-checks its pins, spec §7.6); None when refused."""
         if is_builtin(row):
             return row
+        bound = max(1.0, min(CONNECT_TIMEOUT, self._time_left(t)))
         try:
-            await asyncio.wait_for(self._hub.get(row.connector),
-                                   timeout=max(1.0, min(CONNECT_TIMEOUT, self._time_left(t))))
+            await asyncio.wait_for(self._hub.get(row.connector), timeout=bound)
         except Exception as e:
-            why = f"connector {row.connector} is not available: {str(e)[:200] or type(e).__name__}"
+            what = f"it did not start within {bound:g} s" if isinstance(e, TimeoutError) else str(e)[:200]
+            why = f"connector {row.connector} is not available: {what or type(e).__name__}"
             self._records.refuse(t, call, row, "run", why, outcome="error")
             return None
         again = usable_tool(self._db, call["tool"])  # the connection may have flagged it

@@ -53,7 +53,7 @@ UNKNOWN_CONTEXT = "the client's context is unknown"
 #: first; a wait for the person does not count).
 CALL_SECONDS = 300.0
 ENDED = "Error: this gateway session has ended; start a new session."
-STOPPED_IN_FLIGHT = "Error: the call was stopped while it ran ({why}); it may have run."
+STOPPED_IN_FLIGHT = "Error: the call was stopped while it ran, and it may have run: {why}."
 
 
 @dataclass(frozen=True)

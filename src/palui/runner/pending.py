@@ -17,6 +17,7 @@ A call found ``sent`` when a turn resumes was in flight when its process ended: 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 
@@ -86,6 +87,19 @@ def from_part(p: ToolCallPart) -> PendingCall:
     except (ValueError, TypeError, RecursionError) as e:
         return read_call(p.tool_call_id, p.tool_name, {}, f"the arguments are not valid JSON ({str(e)[:120]})")
     return read_call(p.tool_call_id, p.tool_name, args)
+
+
+def keep_storable(p: ToolCallPart) -> None:
+    """Keep a model's call in the history as it came, in a form the history can store (spec §3.3: the model's own
+    message stays and is answered with the error). Arguments parsed into an object strict JSON cannot carry (a lone
+    surrogate, which no JSON encoder writes; ``NaN``, which the model library would store as ``null``) are kept
+    as the JSON text of that object instead, escaped (a provider that sends its arguments as a string keeps
+    them so anyway)."""
+    if isinstance(p.args, dict) and json_problem(p.args) is not None:
+        try:
+            p.args = json.dumps(p.args, ensure_ascii=True, allow_nan=True)  # the model's text, not stored JSON
+        except (ValueError, RecursionError):
+            p.args = "{}"
 
 
 def from_stored(calls: list[Mapping[str, Any]]) -> list[PendingCall]:

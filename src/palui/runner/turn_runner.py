@@ -224,12 +224,15 @@ class TurnRunner:
                 response = await self._step(t, handle, defs, self._messages(t), left, tz)
             except TimeoutError:
                 return self._budget_end(t, f"time budget reached ({self.settings.get('budgets.seconds')} s)")
+            calls = [p for p in response.parts if isinstance(p, ToolCallPart)]
+            t.pending = [pending.from_part(p) for p in calls]  # read before the response is stored (below)
+            for part in calls:
+                pending.keep_storable(part)
             t.messages.append(response)
             self._text(t, response)
-            calls = [p for p in response.parts if isinstance(p, ToolCallPart)]
             if not calls:
+                t.pending = None
                 return self._end(t, TurnStatus.DONE)
-            t.pending = [pending.from_part(p) for p in calls]
             self.save(t)
 
     async def _step(self, t: Turn, handle: ModelHandle, defs: list[ToolDefinition], messages: list[ModelMessage],
