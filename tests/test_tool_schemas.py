@@ -60,8 +60,8 @@ async def test_flagged_at_add_off_until_seen_and_shown_with_its_size(svc, cli):
         r = cli("tools", "enable", f"{cid}__huge")
         assert r.returncode == 2 and "is flagged: its input schema has" in r.stderr and "palui tools show" in r.stderr
         shown = cli("tools", "show", f"{cid}__huge")
-        assert shown.returncode == 0 and "  input schema: 192,066 characters as a model is sent it" in shown.stdout and "characters as a model is sent it" \
-            in shown.stdout and "input schema flagged: its input schema has" in shown.stdout
+        assert shown.returncode == 0 and "  input schema: 192,066 characters as a model is sent it" in shown.stdout
+        assert "input schema flagged: its input schema has" in shown.stdout
         assert cli("tools", "enable", f"{cid}__huge").returncode == 0  # seen: the person may switch it on
         assert "input schema flagged" in cli("tools", "list").stdout
     finally:
@@ -122,7 +122,8 @@ def test_a_home_with_such_tools_stored_is_migrated(home):
     db = Database(path)
     try:
         rows = {r["raw_name"]: r for r in db.all("SELECT * FROM tools WHERE connector_id = 'mcp-old'")}
-        assert rows["nan"]["schema_problem"].startswith("its input schema holds a number") and not rows["nan"]["enabled"]
+        assert rows["nan"]["schema_problem"].startswith("its input schema holds a number")
+        assert not rows["nan"]["enabled"]
         assert json.loads(rows["nan"]["input_schema"])["properties"]["n"]["maximum"] == "NaN"
         assert rows["plain"]["schema_problem"] is None and rows["plain"]["enabled"]
         [told] = [r["text"] for r in db.all("SELECT text FROM inbox WHERE text LIKE '%input schema is flagged%'")]
