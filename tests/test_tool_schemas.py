@@ -23,7 +23,7 @@ from support.inprocess_mcp import READ, InProcessServer, tool
 
 NAN_SCHEMA = {"type": "object", "properties": {"n": {"type": "number", "maximum": math.nan}}}
 HUGE_SCHEMA = {"type": "object", "properties": {"pick": {"type": "string", "enum": [f"choice-{i:06d}" for i in
-                                                                                    range(12_000)]}}}
+                                                                                    range(13_000)]}}}
 LONG_DESCRIPTION = {"type": "object", "properties": {"q": {"type": "string", "description": "x" * 200_000}}}
 REMOTE = {"type": "object", "properties": {"q": {"$ref": "https://evil.example/schema.json"}}}
 INVALID = {"type": "object", "properties": {"q": {"type": "text"}}}
@@ -41,7 +41,7 @@ async def test_flagged_at_add_off_until_seen_and_shown_with_its_size(svc, cli):
         cid = await books.add(svc)
         flags = {r.tool: r.schema_problem for r in svc.tools(cid)}
         assert flags["nan"] == "its input schema holds a number JSON cannot carry (NaN or Infinity)"
-        assert flags["huge"].startswith("its input schema has 192,066 characters") and \
+        assert flags["huge"].startswith("its input schema has 208,066 characters") and \
             "more than connectors.max_schema_chars (16,000)" in flags["huge"]
         assert flags["remote"] == ("its input schema has a $ref outside it (https://evil.example/schema.json), "
                                    "which Palui never fetches")
@@ -60,7 +60,7 @@ async def test_flagged_at_add_off_until_seen_and_shown_with_its_size(svc, cli):
         r = cli("tools", "enable", f"{cid}__huge")
         assert r.returncode == 2 and "is flagged: its input schema has" in r.stderr and "palui tools show" in r.stderr
         shown = cli("tools", "show", f"{cid}__huge")
-        assert shown.returncode == 0 and "  input schema: 192,066 characters as a model is sent it" in shown.stdout
+        assert shown.returncode == 0 and "  input schema: 208,066 characters as a model is sent it" in shown.stdout
         assert "input schema flagged: its input schema has" in shown.stdout
         assert cli("tools", "enable", f"{cid}__huge").returncode == 0  # seen: the person may switch it on
         assert "input schema flagged" in cli("tools", "list").stdout

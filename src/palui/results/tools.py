@@ -148,9 +148,17 @@ ClassTightened = TypedDict("ClassTightened", {"tool": str, "from": str, "to": st
 ClassTightened.__doc__ = "A tool whose server's hints made its class stricter by themselves (spec §7.6)."
 
 
+class SchemaFlagged(TypedDict):
+    """A new tool whose input schema is flagged (spec §7.6): off until the person has seen it."""
+
+    tool: str
+    why: str
+
+
 class ListingChanges(TypedDict):
     """What storing a server's listing changed (spec §7.6): tool names added, flagged ``changed``, tightened,
-    with a loosening held for review, removed; raw names refused as duplicates."""
+    with a loosening held for review, removed; raw names refused as duplicates; new tools whose input schema is
+    flagged."""
 
     id: str
     added: list[str]
@@ -160,6 +168,7 @@ class ListingChanges(TypedDict):
     removed: list[str]
     refused_duplicates: list[str]
     class_tightened: list[ClassTightened]
+    schema_flagged: list[SchemaFlagged]
 
 
 class ConnectorSync(ListingChanges):

@@ -77,6 +77,7 @@ def _report_dict(cid: str, report: SyncReport | None) -> ListingChanges:
         "removed": r.removed,
         "refused_duplicates": r.refused_duplicates,
         "class_tightened": [{"tool": n, "from": old, "to": new} for n, old, new in r.class_tightened],
+        "schema_flagged": [{"tool": n, "why": why} for n, why in r.schema_flagged],
     }
 
 
