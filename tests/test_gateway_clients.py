@@ -189,3 +189,20 @@ async def test_a_session_starts_with_its_clients_context(home, context, tainted)
         assert ("approval pending" in text_) is tainted
         if tainted:
             assert "(tainted by the client's context is unknown)" in svc.approvals(status=None)[-1]["reason"]
+
+
+def test_a_call_in_flight_when_the_service_ended_is_audited_when_it_starts_again(svc):
+    """A gateway call's ``sent`` marker is its session's held call while it runs: a service that died with one in
+    flight leaves it, and the next start ends the session and audits the call ``cancelled; may have run``."""
+    import json
+
+    svc.gateway_client_add("coder", context="trusted")
+    session = svc.gateway_session_open("coder")
+    turn = svc.db.row("SELECT turn_id FROM gateway_sessions WHERE id = ?", (session,))[0]
+    in_flight = [{"id": "gc-1", "tool": "mcp-books__hang", "args": {"q": "x"}, "state": "sent", "bad_args": None}]
+    with svc.db.write() as c:
+        c.execute("UPDATE turns SET pending_json = ? WHERE id = ?", (json.dumps(in_flight), turn))
+    assert svc.gateway_sessions_end_open("the service restarted") == [session]
+    [row] = svc.audit(turn)
+    assert (row["tool"], row["outcome"], row["verdict"]) == ("mcp-books__hang", "cancelled; may have run", "run")
+    assert row["reason"] == "gateway client coder: the service restarted while the call was in flight"
