@@ -20,6 +20,7 @@ from palui.runner import offer
 from palui.store import catalog
 from palui.types import Origin
 from support.inprocess_mcp import READ, InProcessServer, tool
+from support.scripts import call, calls, text, write_script
 
 NAN_SCHEMA = {"type": "object", "properties": {"n": {"type": "number", "maximum": math.nan}}}
 HUGE_SCHEMA = {"type": "object", "properties": {"pick": {"type": "string", "enum": [f"choice-{i:06d}" for i in
@@ -35,13 +36,13 @@ def _books() -> InProcessServer:
                                      tool("invalid", READ, INVALID), tool("plain", READ)])
 
 
-async def test_flagged_at_add_off_until_seen_and_shown_with_its_size(svc, cli):
+async def test_flagged_at_add_off_until_seen_and_shown_with_its_size(svc, cli, tmp_path):
     books = _books()
     try:
         cid = await books.add(svc)
         flags = {r.tool: r.schema_problem for r in svc.tools(cid)}
         assert flags["nan"] == "its input schema holds a number JSON cannot carry (NaN or Infinity)"
-        assert flags["huge"].startswith("its input schema has 208,066 characters") and \
+        assert flags["huge"].startswith("its input schema is too long: 208,066 characters") and \
             "more than connectors.max_schema_chars (16,000)" in flags["huge"]
         assert flags["remote"] == ("its input schema has a $ref outside it (https://evil.example/schema.json), "
                                    "which Palui never fetches")
@@ -58,12 +59,21 @@ async def test_flagged_at_add_off_until_seen_and_shown_with_its_size(svc, cli):
         assert r.returncode == 0 and "2 read tool(s) switched on" in r.stdout
         assert "left off: mcp-books__nan: its input schema holds a number" in r.stdout
         r = cli("tools", "enable", f"{cid}__huge")
-        assert r.returncode == 2 and "is flagged: its input schema has" in r.stderr and "palui tools show" in r.stderr
+        assert r.returncode == 2 and "is flagged: its input schema is too long" in r.stderr
+        assert "palui tools show" in r.stderr
         shown = cli("tools", "show", f"{cid}__huge")
         assert shown.returncode == 0 and "  input schema: 208,066 characters as a model is sent it" in shown.stdout
-        assert "input schema flagged: its input schema has" in shown.stdout
+        assert "input schema flagged: its input schema is too long" in shown.stdout
         assert cli("tools", "enable", f"{cid}__huge").returncode == 0  # seen: the person may switch it on
         assert "input schema flagged" in cli("tools", "list").stdout
+        # a schema flagged for its size still checks arguments; one flagged as unusable does not (spec §3.3)
+        assert cli("tools", "show", f"{cid}__remote").returncode == 0
+        assert cli("tools", "enable", f"{cid}__remote").returncode == 0
+        r = await svc.send("go", model=write_script(tmp_path / "s.json", calls(
+            call(f"{cid}__huge", pick="nope"), call(f"{cid}__remote", q=5)), text("done")))
+        said = [e["result"] for e in r["events"] if e["type"] == "tool_call"]
+        assert said == ['remote: {"q": 5}']  # the refused call left no event
+        assert books.calls == [("remote", {"q": 5})]
     finally:
         books.forget()
 

@@ -17,8 +17,10 @@ the limits, no I/O (no ``$ref`` is ever fetched) and no clock.
 - :func:`for_model` — the schema as a model is sent it: every ``description`` inside cut like the tool's.
 
 Validation is `jsonschema`'s, with the validator its ``$schema`` names; ``format`` is not asserted (an
-annotation, as 2019-09 and 2020-12 define it) and a ``$ref`` is resolved only inside the schema: the
-registry refuses every retrieval, so no schema ever makes Palui fetch anything.
+annotation, as 2019-09 and 2020-12 define it), nor is ``pattern`` (a server's regular expression run by Python's
+``re`` could backtrack for hours on a model's string, holding the interpreter: the server checks its own
+patterns), and a ``$ref`` is resolved only inside the schema: the registry refuses every retrieval, so no
+schema ever makes Palui fetch anything.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ MAX_SAFE_INTEGER = 2**53 - 1
 #: A tool's description is cut here for the model (decision 0082); a schema's descriptions are cut the same.
 DESCRIPTION_CHARS = 4_000
 _REF_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
+#: How a schema flagged only for its size is told, and known (:func:`schema_usable`).
+SIZE_PROBLEM = "its input schema is too long:"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 _VALIDATORS: dict[str, Any] = {}  # the canonical schema -> its validator (a few hundred at most)
 
@@ -97,7 +101,7 @@ def definition_problem(schema: Any, max_chars: int) -> str | None:
         return f"its input schema is not a valid JSON Schema ({type(e).__name__})"
     size = schema_chars(schema)
     if size > max_chars:
-        return (f"its input schema has {size:,} characters (descriptions cut to {DESCRIPTION_CHARS:,}), more than "
+        return (f"{SIZE_PROBLEM} {size:,} characters (descriptions cut to {DESCRIPTION_CHARS:,}), more than "
                 f"connectors.max_schema_chars ({max_chars:,})")
     return None
 
@@ -226,6 +230,18 @@ def _validator_class(schema: Any) -> Any:
     return validator_for(schema, default=Draft202012Validator)
 
 
+def _unchecked(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+    """A keyword Palui does not assert (``pattern``): no error."""
+    return iter(())
+
+
+def schema_usable(problem: str | None) -> bool:
+    """Whether a tool's input schema flagged with ``problem`` (:func:`definition_problem`) still checks arguments:
+    a sound one, or one flagged only for its size; not one that is not valid, has a ``$ref`` outside it or held a
+    non-finite number (spec §3.3)."""
+    return problem is None or problem.startswith(SIZE_PROBLEM)
+
+
 def _validator(schema: dict[str, Any]) -> Any:
     """The validator of ``schema`` (kept per schema), whose registry refuses every retrieval."""
     key = dumps(schema, sort_keys=True)
@@ -241,7 +257,10 @@ def _validator(schema: dict[str, Any]) -> Any:
         def refuse(uri: str) -> Any:
             raise refused(ref=uri)
 
-        hit = _validator_class(schema)(schema, registry=registry(retrieve=refuse))
+        from jsonschema.validators import extend
+
+        checking = extend(_validator_class(schema), {"pattern": _unchecked})
+        hit = checking(schema, registry=registry(retrieve=refuse))
         if len(_VALIDATORS) >= 256:
             _VALIDATORS.pop(next(iter(_VALIDATORS)))
         _VALIDATORS[key] = hit

@@ -89,7 +89,9 @@ class ToolRow:
         """Whether a call's arguments are validated against its input schema: not when the schema is flagged
         as unusable (not valid, a ``$ref`` outside it, a non-finite number) and the person switched it on
         anyway; a schema flagged only for its size is used (spec §3.3)."""
-        return self.schema_problem is None or "connectors.max_schema_chars" in self.schema_problem
+        from palui.policy.input_schema import schema_usable
+
+        return schema_usable(self.schema_problem)
 
     @property
     def hidden_seen(self) -> bool:
