@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 
 #: An answered call: its tool call id, its tool and its outcome (:func:`palui.runner.pending.outcome`).
 Answered = tuple[str, str, str]
-#: How many of a client's latest calls the error streak reads (``budgets.error_streak`` is at most 1,000).
-CLIENT_WINDOW = 2_000
+#: The most of a client's latest calls the error streak reads (``budgets.error_streak`` is at most 1,000, and
+#: the person's denials among them are skipped).
+CLIENT_WINDOW = 5_000
 
 
 def by_value(value: Any) -> Any:
@@ -68,8 +69,11 @@ class CallHistory(Protocol):
     def occurrence(self, t: Turn, call: PendingCall) -> int:
         """How many times this call (tool and arguments) was made, this one included."""
 
-    def answered(self, t: Turn) -> list[Answered]:
-        """The answered calls, oldest first."""
+    def answered(self, t: Turn, last: int) -> list[Answered]:
+        """The answered calls, oldest first: at least the ``last`` ones (a turn gives all of its own)."""
+
+    def denied(self, t: Turn, ids: set[str]) -> int:
+        """How many of the answered calls the person denied (``ids``: the denied calls' ids)."""
 
     def record(self, t: Turn, call: PendingCall, retry: bool) -> None:
         """``call`` was answered: what the rules count from now on (``retry``: it waited on or consumed an
@@ -100,13 +104,16 @@ class TurnHistory:
                         return seen.count(key)
         return seen.count(call_key(call["tool"], call["args"])) + 1
 
-    def answered(self, t: Turn) -> list[Answered]:
+    def answered(self, t: Turn, last: int = 0) -> list[Answered]:
         from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
         out: list[Answered] = [(p.tool_call_id, p.tool_name, p.outcome) for m in t.messages
                                if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)]
         out += [(c["id"], c["tool"], outcome(c)) for c in t.pending or [] if c.get("state") == CallState.DONE]
         return out
+
+    def denied(self, t: Turn, ids: set[str]) -> int:
+        return sum(1 for tid, _tool, _o in self.answered(t) if tid in ids)
 
     def record(self, t: Turn, call: PendingCall, retry: bool) -> None:
         """Nothing: the turn's messages hold its calls and results."""
@@ -144,10 +151,16 @@ class ClientHistory:
                          " retry = 0", (self._conversation, call_key(call["tool"], call["args"])))
         return int(r[0]) + 1 if r is not None else 1
 
-    def answered(self, t: Turn) -> list[Answered]:
+    def answered(self, t: Turn, last: int = 0) -> list[Answered]:
+        """The client's latest ``last`` answered calls (a row each, newest read first: the cost follows what the
+        error streak reads, not the client's history)."""
         rows = self._db.all("SELECT tool_call_id, tool, outcome FROM gateway_calls WHERE conversation_id = ?"
-                            " ORDER BY id DESC LIMIT ?", (self._conversation, CLIENT_WINDOW))
+                            " ORDER BY id DESC LIMIT ?", (self._conversation, max(1, min(last, CLIENT_WINDOW))))
         return [(r["tool_call_id"], r["tool"], r["outcome"]) for r in reversed(rows)]
+
+    def denied(self, t: Turn, ids: set[str]) -> int:
+        """Every call of the client the person denied is one of its answered calls: their number."""
+        return len(ids)
 
     def record(self, t: Turn, call: PendingCall, retry: bool) -> None:
         with self._db.write() as c:

@@ -105,13 +105,13 @@ class LoopGuard:
         streak, most = int(self._settings.get("budgets.error_streak")), int(self._settings.get("budgets.denials"))
         if not streak and not most:
             return None
-        answered = self.history.answered(t)
         denied = self._denials.ids(t)
+        answered = self.history.answered(t, streak + len(denied) + 1)
         theirs = [a for a in answered if a[0] not in denied]  # the person's denials are their decisions
         n = trailing_failures([o for _id, _tool, o in theirs])
         if streak and n >= streak:
             return f"budgets.error_streak: {n} calls in a row were refused or failed (the last: {theirs[-1][1]})"
-        said_no = sum(1 for tid, _tool, _o in answered if tid in denied)
+        said_no = self.history.denied(t, denied)
         if most and said_no > most:
             where = "in this turn" if self._whose == "this turn's" else "of this client"
             return f"budgets.denials: the person denied {said_no} calls {where}, more than {most}"
