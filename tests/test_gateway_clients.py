@@ -175,7 +175,10 @@ async def test_a_connector_that_never_answers_initialize_refuses_a_gateway_call_
             started = time.monotonic()
             text_, error = await s.call("mcp-books__lookup", {"q": "a"})
             took = time.monotonic() - started
-        assert error and "connector mcp-books is not available" in text_ and "within 1 s" in text_, text_
+        # the connector's own start bound (1 s) answers first: "did not finish the MCP handshake within 1 s", or,
+        # on a loaded machine, "still starting after 1 s"
+        assert error and "connector mcp-books is not available" in text_, text_
+        assert "within 1 s" in text_ or "after 1 s" in text_, text_
         assert took < 10, took
         [row] = [r for r in svc.audit() if r["origin"] == "gateway"]
         assert (row["outcome"], row["verdict"]) == ("error", "run")
