@@ -222,7 +222,7 @@ def register_listing(
     tools_store.ensure_connector(env.db, connector_id, kind, name or connector_id)
     builtin = kind == "builtin"
     report = sync_tools(env.db, connector_id, specs, builtin=builtin,
-                        max_schema_chars=None if builtin else int(env.settings.get("connectors.max_schema_chars")))
+                        max_schema_chars=None if builtin else env.settings.connectors.max_schema_chars)
     for text in report.needs_telling:
         env.notify("notice", text)
     if env.on_change is not None and (report.changed or report.tightened or report.removed

@@ -112,7 +112,7 @@ class CallDecider:
         """False when the arguments are refused (spec §3.3): answered with the reason as the model's error, and
         nothing else is written (no audit row, no event: a refused call's arguments are never stored)."""
         why = call.get("bad_args") or argument_problem(
-            call["args"], row.input_schema, int(self._settings.get("limits.argument_chars")),
+            call["args"], row.input_schema, self._settings.limits.argument_chars,
             check_schema=row.schema_checked)
         if why is None:
             return True

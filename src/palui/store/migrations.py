@@ -9,8 +9,8 @@ count: 32–33), ``migrations_gateway`` (the gateway's clients and sessions: 37)
 (a gateway client's state across sessions, strict JSON at rest, flagged input schemas: 42–43). They run in
 number order, each once; never edit one that has shipped.
 
-Unused numbers: 2, 3, 16–19, 23, 24, 38–41. They were handed out to work that did not need them and stay
-unused, so that no database ever records them for something else (38–41 are other branches' of the same
+Unused numbers: 2, 3, 16–19, 23, 24, 39–41. They were handed out to work that did not need them and stay
+unused, so that no database ever records them for something else (39–41 are other branches' of the same
 round: whichever lands fills them). New migrations take numbers above
 36, in the order they land on main: the next one to land takes the highest number in use plus one,
 whichever branch wrote it first.

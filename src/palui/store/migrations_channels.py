@@ -1,4 +1,5 @@
-"""Migrations 15 and 34 (spec §8.3): the chat channels' tables, and their durable outbox.
+"""Migrations 15, 34 and 38 (spec §8.3): the chat channels' tables, their durable outbox, and when a platform
+refused a channel's credentials.
 
 Appended to :data:`palui.store.migrations.MIGRATIONS`; like every migration, never edited once shipped.
 """
@@ -133,5 +134,13 @@ CREATE TABLE channel_invites (
 );
 ALTER TABLE channel_pairing ADD COLUMN wrong_json TEXT NOT NULL DEFAULT '{}';  -- wrong tries per sender
 """,
+    )
+)
+
+CHANNEL_MIGRATIONS.append(
+    (
+        38,
+        "chat channels: when the platform refused a channel's credentials (the person is told once)",
+        "ALTER TABLE channels ADD COLUMN refused_at REAL;  -- the platform refuses the token; cleared when it works",
     )
 )

@@ -10,9 +10,11 @@ spans: :mod:`palui.web.base`).
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from palui.text.escape import HIDDEN_NOTE, TRAILING_SPACES, escape, has_hidden
+from palui.text.strict_json import NON_FINITE
 
 NOTE = f" ({HIDDEN_NOTE})"
 
@@ -72,6 +74,8 @@ def shown_json(value: Any, *, indent: int | None = None, sort_keys: bool = False
             return "[" + sep.join(f"{pad}{walk(x, depth + 1)}" for x in v) + end + "]"
         if isinstance(v, str):
             return _json_string(v, True)
+        if isinstance(v, float) and not math.isfinite(v):  # a display: NaN and Infinity as their names
+            return NON_FINITE[repr(v)]
         return json.dumps(v, ensure_ascii=False, allow_nan=False)
 
     out = walk(value, 0)
