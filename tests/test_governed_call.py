@@ -27,7 +27,8 @@ from support.doors import GatewayDoor, Seen, TurnDoor, app_running
 from support.inprocess_mcp import DESTRUCTIVE, OPEN_WORLD_READ, READ, WRITE, InProcessServer, tool
 
 #: The options docs/spec.md §8.6 names (what differs between the doors); a row may name only these.
-OPTIONS = {"origin", "client", "halted", "time", "scope", "offer", "cap", "approval", "questions", "wire"}
+OPTIONS = {"origin", "client", "halted", "time", "scope", "offer", "cap", "approval", "questions", "wire",
+           "unknown_context"}
 FORGET = {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"],
           "additionalProperties": False}
 TAINT = "tainted by mcp-books__lookup at step 1, result of MCP tool mcp-books__lookup"
@@ -128,6 +129,11 @@ ROWS = [
               "(evil.example)"),
         asked("ask: Rule of Two: reaching an address that came from untrusted content: mcp-books__lookup at step 1 "
               "(evil.example)", PENDING), option=("approval",)),
+    Row("Rule of Two: an address nobody reached", (("mcp-books__lookup", {"q": "a"}, None),
+                                                   ("mcp-books__fetch", {"q": "https://elsewhere.example/"}, None)),
+        ran("mcp-books__fetch", f"run: read tool in a tainted turn ({TAINT})", '{"q": "https://elsewhere.example/"}'),
+        asked("ask: Rule of Two: reaching an address not reached earlier by this client, and the client's context is "
+              "unknown (elsewhere.example)", PENDING), option=("origin", "unknown_context", "approval")),
     Row("the cap step", (("mcp-books__lookup", {"q": "a"}, None), ("mcp-books__lookup", {"q": "b"}, None)),
         ran("mcp-books__lookup", f"run: read tool in a tainted turn ({TAINT})", '{"q": "b"}'),
         refused("mcp-books__lookup", "run",

@@ -48,6 +48,9 @@ class CallOptions:
       naming the approval, and an identical later call of the session waits on or consumes it: step ``retry``).
     - ``questions`` (step ``send``): a server's questions during the call go to the person (turn) or are refused
       (gateway).
+    - ``unknown_context`` (step ``rule_of_two``): None for a turn, whose model's context Palui sees; a gateway
+      client's: why its context is unseen, so the Rule of Two fails closed (an address not reached earlier by the
+      client asks).
     - ``save`` (steps ``gate``, ``send``): persists the turn (the durable ``sent`` marker, an approval's event).
     """
 
@@ -65,3 +68,4 @@ class CallOptions:
     save: Callable[[Turn], None]
     wait_seconds: float = 0.0
     progress: Progress | None = None
+    unknown_context: str | None = None

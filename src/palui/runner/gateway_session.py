@@ -14,7 +14,8 @@ and hands the gateway's :class:`~palui.runner.call_options.CallOptions`:
 - ``caps.gateway_calls_per_hour`` (``cap``);
 - an ask waits ``gateway.wait_seconds`` for the person's answer, and an identical later call of the session
   waits on or consumes it (``approval`` ``wait``);
-- a server's questions during the call are refused (``questions`` False).
+- a server's questions during the call are refused (``questions`` False);
+- the client's context is unseen, so the Rule of Two fails closed (``unknown_context``).
 
 A session is a turn row of its client's conversation (every session of the client shares it: its taint, its
 untrusted content, its approvals), which no process runs and nothing resumes. Its taint is read again at every
@@ -110,8 +111,9 @@ class GatewaySession:
             guard=StopGuard(db, lambda: 0.0, self._stopped),
             history=ClientHistory(db, self._scope.name, t.conversation_id), scope="client", offer=self._offered,
             cap=lambda: gateway_over_cap(db, self._deps.settings), approval="wait", questions=False,
-            save=lambda turn: st.save(db, turn), wait_seconds=self._wait, progress=progress)
-        governed = GovernedCall(self._deps, options, self._events, EarlierTurns(db), unknown_context=UNKNOWN_CONTEXT)
+            save=lambda turn: st.save(db, turn), wait_seconds=self._wait, progress=progress,
+            unknown_context=UNKNOWN_CONTEXT)
+        governed = GovernedCall(self._deps, options, self._events, EarlierTurns(db))
         t.pending = [*(t.pending or []), call]  # in flight: its sent marker is stored with the session
         try:
             await governed.run(t, call)

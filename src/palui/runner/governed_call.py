@@ -89,11 +89,10 @@ class GovernedCall:
         events: the turn's events (every collaborator's sink).
         earlier: the earlier turns' messages (the Rule of Two reads the private results the model saw).
         clock: a turn's clock (a server's question stops it while the person answers); None for a gateway call.
-        unknown_context: a gateway session's: why the caller's context is unseen (the Rule of Two fails closed).
     """
 
     def __init__(self, deps: RunnerDeps, options: CallOptions, events: TurnEvents, earlier: EarlierTurns,
-                 clock: TurnClock | None = None, unknown_context: str | None = None) -> None:
+                 clock: TurnClock | None = None) -> None:
         self.options = options
         emit = events.emit
         self.records = CallRecords(deps.db, deps.settings, deps.job_connectors, emit, options.client)
@@ -106,7 +105,7 @@ class GovernedCall:
         self.sender = CallSender(deps, self.records, self.gate, questions, options.guard, options.time_left, events,
                                  options.save)
         self.decider = CallDecider(deps.db, deps.settings, deps.hub, self.records, options.offer, options.time_left)
-        self.rule_of_two = RuleOfTwo(deps.db, earlier, unknown_context)
+        self.rule_of_two = RuleOfTwo(deps.db, earlier, options.unknown_context)
         self._db = deps.db
 
     async def run(self, t: Turn, call: PendingCall) -> Outcome:
