@@ -118,6 +118,7 @@ def _section_variable(name: str, section: str, value: str) -> str:
     set each key, with no order between a table and its keys to explain (spec §10.4). Values are shown only
     for numbers and booleans (a list or table may hold apprise URLs, which carry tokens)."""
     import json
+    import math
 
     try:
         given = json.loads(value)
@@ -131,7 +132,8 @@ def _section_variable(name: str, section: str, value: str) -> str:
             if isinstance(v, dict) and key in SECTIONS:
                 walk(key, v)
                 continue
-            shown = json.dumps(v) if isinstance(v, (bool, int, float)) and key in KEYS else "…"
+            plain = isinstance(v, (bool, int)) or (isinstance(v, float) and math.isfinite(v))  # TOML has nan, inf
+            shown = json.dumps(v, allow_nan=False) if plain and key in KEYS else "…"
             forms.append(f"PALUI_{key.upper().replace('.', '__')}={shown}")
 
     if isinstance(given, dict):

@@ -193,9 +193,19 @@ class Retention(Section):
 
 @section
 class Limits(Section):
-    """``[limits]``: a longer message is refused before it is stored (spec §8.1)."""
+    """``[limits]``: a longer message is refused before it is stored (spec §8.1); a tool call's arguments longer
+    than ``argument_chars`` (canonical JSON) are refused as the model's error (spec §3.3)."""
 
     message_chars: Annotated[int, Whole(1_000_000, "characters")] = 100_000
+    argument_chars: Annotated[int, Whole(10_000_000, "characters")] = 262_144
+
+
+@section
+class Connectors(Section):
+    """``[connectors]``: a tool whose input schema is longer than ``max_schema_chars`` (canonical JSON, every
+    description in it cut to 4,000 characters) is flagged when its server lists it (spec §7.6)."""
+
+    max_schema_chars: Annotated[int, Whole(1_000_000, "characters")] = 16_000
 
 
 @section
@@ -231,6 +241,7 @@ class Settings(Section):
     webhooks: Webhooks = field(default_factory=Webhooks)
     retention: Retention = field(default_factory=Retention)
     limits: Limits = field(default_factory=Limits)
+    connectors: Connectors = field(default_factory=Connectors)
     gateway: Gateway = field(default_factory=Gateway)
     models: dict[str, ModelEntry] = field(default_factory=dict)
 

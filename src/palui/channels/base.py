@@ -225,7 +225,7 @@ class Channel(Outbox):
         elif cmd.name == "/stop" and cmd.arg == "all":  # the emergency brake (spec §5.7)
             stopped = self.svc.stop_all(self.name)["stopped"]
             self.reply(chat, (f"Stopped {', '.join(stopped)}." if stopped else "No turn was running.")
-                       + " Jobs are paused until palui jobs resume.")
+                       + " Jobs are paused until palui jobs resume, the gateway until palui gateway resume.")
         elif cmd.name == "/stop":
             conv = self.svc.channel_conversation(self.name, chat)
             stopped = self.svc.stop(conversation=conv)

@@ -57,4 +57,4 @@ def audit_export(jsonl: bool, since: str | None) -> None:
     """Write the audit rows with their hashes, oldest first, one JSON object per line (as hashed)."""
     for row in service().audit_export(since):
         # ensure_ascii: every hidden character of a reason is a \\u escape, never raw on a terminal.
-        click.echo(json.dumps(row, ensure_ascii=True, separators=(",", ":")))
+        click.echo(json.dumps(row, ensure_ascii=True, separators=(",", ":"), allow_nan=False))

@@ -23,6 +23,9 @@ def _print_report(r: Mapping[str, Any]) -> None:
             click.echo(f"  {name}: {label}")
     for c in r.get("class_tightened", []):
         click.echo(f"  {shown(c['tool'], one_line=True)}: class tightened by the server from {c['from']} to {c['to']}")
+    for f in r.get("schema_flagged", []):
+        click.echo(f"  {shown(f['tool'], one_line=True)}: {shown(f['why'], one_line=True)}; it stays off until you "
+                   "have seen it: palui tools show NAME")
 
 
 @connectors_app.command("add")
@@ -81,7 +84,7 @@ def connectors_add(name: str, command: tuple[str, ...], url: str | None, env: tu
         return emit_json(result)
     click.echo(f"{result['id']}: connected, {len(result['tools'])} tool(s), "
                f"{len(result['enabled'])} switched on")
-    _print_report({"refused_duplicates": result["refused_duplicates"]})
+    _print_report({"refused_duplicates": result["refused_duplicates"], "schema_flagged": result["schema_flagged"]})
     if not enable_read:
         click.echo(f"New tools start off: palui tools enable-read {result['id']}, or palui tools enable NAME")
     warning = service().tool_budget_warning() if enable_read else None

@@ -237,8 +237,9 @@ def inbox_cmd(limit: int, as_json: bool) -> None:
 @app.command("stop")
 @click.option("--conversation", help="Stop this conversation's turn.")
 @click.option("--turn", help="Stop this turn.")
-@click.option("--all", "every", is_flag=True, help="The emergency brake: stop every running, waiting or queued turn "
-                                                   "and pause the jobs until palui jobs resume.")
+@click.option("--all", "every", is_flag=True, help="The emergency brake: stop every running, waiting or queued turn, "
+                                                   "pause the jobs until palui jobs resume and the gateway until "
+                                                   "palui gateway resume.")
 def stop_cmd(conversation: str | None, turn: str | None, every: bool) -> None:
     """Stop a running, waiting or queued turn from another terminal, and cancel its approvals."""
     if every:
@@ -246,7 +247,7 @@ def stop_cmd(conversation: str | None, turn: str | None, every: bool) -> None:
             fail("--all stops everything: give it alone", 2)
         r = service().stop_all("cli")
         click.echo((f"stopped {', '.join(r['stopped'])}" if r["stopped"] else "no turn was running, waiting or queued")
-                   + "; jobs paused until palui jobs resume")
+                   + "; jobs paused until palui jobs resume, the gateway until palui gateway resume")
         return
     if not conversation and not turn:
         fail("give --conversation ID, --turn ID or --all", 2)

@@ -61,6 +61,14 @@ class JobsPause(TypedDict):
     noted: bool
 
 
+class GatewayPause(TypedDict):
+    """The emergency brake holds the gateway (spec §5.7, §8.6): ``since`` epoch seconds, ``by`` where it was
+    pulled. Every gateway call and new session is refused until ``palui gateway resume``."""
+
+    since: float
+    by: str
+
+
 class AsksSummary(TypedDict):
     """``/status``'s asks over the last ``days`` days (spec §5.8): how many, their answers, the median time
     to an answer (seconds, None without answers)."""
@@ -110,6 +118,7 @@ class Status(PauseState, WebhookShare):
     pending_elicitations: int
     audit_head: AuditHead | None
     jobs_paused: JobsPause | None
+    gateway_paused: GatewayPause | None
     governance: AsksSummary
     channels: list[ChannelLine]
 
@@ -162,7 +171,8 @@ class Backup(TypedDict):
 
 
 class StopAll(TypedDict):
-    """The emergency brake (spec §5.7): the turns stopped and the jobs' pause."""
+    """The emergency brake (spec §5.7): the turns stopped, the jobs' pause and the gateway's."""
 
     stopped: list[str]
     jobs_paused: JobsPause
+    gateway_paused: GatewayPause

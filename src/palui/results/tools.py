@@ -15,7 +15,8 @@ class Tool(ClassFields):
     model-visible name, ``tool`` the server's own; ``untrusted_output`` after trusted-source marks (spec
     §4.1); ``changed`` flagged for review (spec §7.6); ``present`` still listed by its server;
     ``hidden_characters`` (spec §4.7); ``look_alike_name`` (spec §7.5); ``reaches_outside`` and the person's
-    ``reaches_outside_flag`` (spec §4.5); ``needs_tasks`` never offered (its server runs it only as an MCP task)."""
+    ``reaches_outside_flag`` (spec §4.5); ``needs_tasks`` never offered (its server runs it only as an MCP task);
+    ``schema_problem`` why its input schema is flagged, None when it is not (spec §7.6)."""
 
     name: str
     connector: str
@@ -32,6 +33,7 @@ class Tool(ClassFields):
     reaches_outside: bool
     reaches_outside_flag: bool
     needs_tasks: bool
+    schema_problem: str | None
 
 
 class ReviewChange(TypedDict):
@@ -60,9 +62,11 @@ class PendingReview(TypedDict):
 
 
 class ToolDetails(Tool):
-    """``palui tools show``: a :class:`Tool` with its stored definition and the change that waits, if any."""
+    """``palui tools show``: a :class:`Tool` with its stored definition and the change that waits, if any;
+    ``schema_chars`` the input schema's size as a model is sent it (canonical JSON, descriptions cut)."""
 
     input_schema: JSON
+    schema_chars: int
     definition_hash: str
     pending: PendingReview | None
 
@@ -150,9 +154,17 @@ ClassTightened = TypedDict("ClassTightened", {"tool": str, "from": str, "to": st
 ClassTightened.__doc__ = "A tool whose server's hints made its class stricter by themselves (spec §7.6)."
 
 
+class SchemaFlagged(TypedDict):
+    """A new tool whose input schema is flagged (spec §7.6): off until the person has seen it."""
+
+    tool: str
+    why: str
+
+
 class ListingChanges(TypedDict):
     """What storing a server's listing changed (spec §7.6): tool names added, flagged ``changed``, tightened,
-    with a loosening held for review, removed; raw names refused as duplicates."""
+    with a loosening held for review, removed; raw names refused as duplicates; new tools whose input schema is
+    flagged."""
 
     id: str
     added: list[str]
@@ -162,6 +174,7 @@ class ListingChanges(TypedDict):
     removed: list[str]
     refused_duplicates: list[str]
     class_tightened: list[ClassTightened]
+    schema_flagged: list[SchemaFlagged]
 
 
 class ConnectorSync(ListingChanges):

@@ -9,13 +9,20 @@ approval once: still pending (the turn stays paused), denied, expired, cancelled
 or approved. An approved call is decided again right before it is sent (:meth:`ApprovalGate.recheck`):
 connecting may have flagged its tool.
 
-Held by the runner's call collaborators; it keeps no state of its own (the approval is in the
-database, its id on the call).
+A gateway call (spec §8.6) is not paused: :meth:`ApprovalGate.wait` polls its approval for up to
+``gateway.wait_seconds`` and the call goes on when it is answered; not answered in time, the client is told the
+approval's id, and an identical later call of the session waits on or consumes that same approval
+(:meth:`ApprovalGate.retried`).
+
+Held by the governed call (:mod:`palui.runner.governed_call`); it keeps no state of its own (the approval is
+in the database, its id on the call).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -29,6 +36,7 @@ if TYPE_CHECKING:
     from palui.config import Settings
     from palui.connectors.base import PersonChannel
     from palui.results import UntrustedArg
+    from palui.runner.call_options import Progress
     from palui.runner.call_records import CallRecords
     from palui.runner.state import Turn
     from palui.runner.turn_events import Emit
@@ -36,6 +44,9 @@ if TYPE_CHECKING:
     from palui.store.tools import ToolRow
 
 DENIED = "The person denied this action."
+#: How often a waiting call looks at its approval, and tells its caller the progress, in seconds.
+POLL_SECONDS = 0.2
+PROGRESS_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -101,6 +112,39 @@ class ApprovalGate:
                        "reason": d.reason, "untrusted_args": a["untrusted_args"], "expires_at": a["expires_at"]})
         self._notify("approval", approval_prompt(a), turn_id=t.id, conversation_id=t.conversation_id,
                      approval_id=a["id"])
+
+    def retried(self, t: Turn, call: PendingCall) -> bool:
+        """A gateway call identical (tool and arguments) to one of the session whose approval is still pending,
+        or approved and unused: it becomes that call (``asked``, its id and reason), to wait on or consume the
+        approval once (spec §8.6). False, and nothing changed, when there is none."""
+        same = self._db.one(
+            "SELECT id, tool_call_id, reason FROM approvals WHERE turn_id = ? AND tool = ? AND args_hash = ? AND"
+            " (status = 'pending' OR (status = 'approved' AND used = 0)) ORDER BY created_at DESC LIMIT 1",
+            (t.id, call["tool"], approvals.args_hash(call["args"])))
+        if same is None:
+            return False
+        call["id"], call["approval"], call["state"] = same["tool_call_id"], same["id"], CallState.ASKED
+        call["reason"] = same["reason"]
+        return True
+
+    async def wait(self, t: Turn, call: PendingCall, seconds: float, halted: Callable[[Turn], str | None],
+                   progress: Progress | None = None) -> None:
+        """Wait up to ``seconds`` while the held call's approval is pending (a gateway call, spec §8.6), telling
+        ``progress`` every :data:`PROGRESS_SECONDS`. ``halted`` (the brake, a stop) ends the wait with the
+        approval cancelled."""
+        aid = call["approval"]
+        deadline = time.monotonic() + seconds
+        told = 0.0  # when the caller was last told progress (monotonic seconds)
+        while approvals.status(self._db, aid) == "pending" and time.monotonic() < deadline:
+            why = halted(t)
+            if why:
+                redecide.cancel(self._db, aid, why)
+                return
+            if progress is not None and time.monotonic() - told >= PROGRESS_SECONDS:
+                told = time.monotonic()
+                await progress(seconds - max(0.0, deadline - told), seconds,
+                               f"waiting for the person to answer approval {aid}")
+            await asyncio.sleep(POLL_SECONDS)
 
     def approved(self, call: PendingCall) -> bool:
         """Whether the held call's approval is approved (and not yet used or refused)."""

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from palui.connectors.base import ToolResult
 from palui.policy.matrix import decide
 from palui.runner import audit
+from palui.runner import elicitations as questions
 from palui.runner.offer import usable_tool
 from palui.runner.pending import CallState, PendingCall, args_hash
 from palui.runner.state import Turn
@@ -48,14 +49,17 @@ class CallRecords:
         settings: for ``budgets.tools`` (a refusal's reason).
         job_connectors: the connectors a job is limited to (``RunnerDeps.job_connectors``).
         emit: the turn's event sink (:meth:`palui.runner.turn_events.TurnEvents.emit`).
+        client: a gateway client's name: every audit row's reason starts ``gateway client NAME:`` (spec §8.6:
+            the chain names the client; the row's turn is its session's).
     """
 
     def __init__(self, db: Database, settings: Settings, job_connectors: Callable[[str | None], list[str] | None],
-                 emit: Emit) -> None:
+                 emit: Emit, client: str | None = None) -> None:
         self._db = db
         self._settings = settings
         self._job_connectors = job_connectors
         self._emit = emit
+        self._client = client
 
     def not_offered_reason(self, t: Turn, row: ToolRow | None, name: str) -> str:
         """Why a call to a tool that was not offered this turn is refused, as one sentence with the fix
@@ -90,6 +94,19 @@ class CallRecords:
         self._emit(t, {"type": "tool_call", "tool": call["tool"], "args": call["args"], "verdict": verdict,
                        "reason": "the turn's time budget ran out", "result": text, "is_error": True,
                        "tainted": t.tainted, "not_dispatched": True})
+
+    def interrupted(self, t: Turn, call: PendingCall) -> None:
+        """The process ended while this call was in flight (found ``sent``): it is never run twice. An approved
+        call keeps its ``ask`` verdict, so every surface says it was approved and may have run."""
+        verdict = "ask" if call.get("approval") else "run"
+        self.result(call, "The call was interrupted before its result arrived; it may have run.", True)
+        call["outcome"] = "failed"
+        questions.cancel_for_call(self._db, t.id, call["id"], "the process ended while the question waited")
+        self.audit(t, call, usable_tool(self._db, call["tool"]), verdict, "interrupted while in flight",
+                   "cancelled; may have run")
+        self._emit(t, {"type": "tool_call", "tool": call["tool"], "args": call["args"], "verdict": verdict,
+                       "reason": "interrupted while in flight", "result": call["result"], "is_error": True,
+                       "tainted": t.tainted, "cancelled": True})
 
     def refuse(
         self, t: Turn, call: PendingCall, row: ToolRow | None, verdict: str, reason: str, outcome: str = "refused"
@@ -176,7 +193,7 @@ class CallRecords:
             origin=t.origin.value,
             tainted=t.tainted,
             verdict=verdict,
-            reason=reason,
+            reason=f"gateway client {self._client}: {reason}" if self._client else reason,
             args_hash=args_hash(call["args"]),
             outcome=outcome,
             duration_ms=duration_ms,

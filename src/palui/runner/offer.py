@@ -19,6 +19,7 @@ from typing import Any
 from pydantic_ai.tools import ToolDefinition
 
 from palui.policy.budget import Candidate, RankIndex, rank_index, select
+from palui.policy.input_schema import DESCRIPTION_CHARS, cut_description, for_model
 from palui.policy.matrix import decide
 from palui.store import catalog
 from palui.store.catalog import Snapshot
@@ -28,10 +29,6 @@ from palui.text.escape import strip_hidden
 from palui.types import Origin
 
 BUILTIN = ("recall", "tasks", "web", "messages")
-# A tool's description as the model is sent it, and as it is ranked, is at most this many characters
-# (a server's text is hostile: one description of a megabyte would fill every turn's context). The
-# stored description is kept whole: `palui tools show` and the review diff show all of it.
-DESCRIPTION_CHARS = 4_000
 
 
 @dataclass(frozen=True)
@@ -166,19 +163,14 @@ def definitions(snap: Snapshot, names: list[str], origin: Origin, tainted: bool)
 
 
 def _definition(r: ToolRow) -> ToolDefinition:
-    schema = r.input_schema if isinstance(r.input_schema, dict) and r.input_schema else {"type": "object"}
+    # A tool's description, and every description inside its schema, is sent as its first 4,000 characters
+    # (decision 0082: a server's text is hostile, one description of a megabyte would fill every turn's context);
+    # the stored definition is kept whole: `palui tools show` and the review diff show all of it.
+    schema = for_model(r.input_schema) if isinstance(r.input_schema, dict) and r.input_schema else {"type": "object"}
     description = r.description or r.tool
     if r.hidden:  # what the model is sent has the hidden characters removed (spec §4.7)
         schema, description = strip_hidden_in(schema), strip_hidden(description)
     return ToolDefinition(name=r.name, description=cut_description(description), parameters_json_schema=schema)
-
-
-def cut_description(text: str) -> str:
-    """``text`` when it has at most :data:`DESCRIPTION_CHARS` characters; otherwise its first ones and
-    a note saying how long it was (so the model knows it is cut)."""
-    if len(text) <= DESCRIPTION_CHARS:
-        return text
-    return f"{text[:DESCRIPTION_CHARS]} … [cut by Palui: the description has {len(text):,} characters]"
 
 
 def strip_hidden_in(value: Any) -> Any:

@@ -15,14 +15,18 @@ explicit references to what it needs (docs/decisions/0148-the-runner-holds-colla
      │         ── TurnClock (turn_clock.py)     counted seconds, stopped while the person is asked
      │         ── StopGuard (stop_guard.py)     a model request or call under the deadline and /stop
      │         ── EarlierTurns (state.py)       the earlier turns' messages, read once per run
-     │         ── LoopGuard (loop_guard.py)     repeated calls, the error streak, the denials; owns the loop stop
-     │              └── PersonDenials (person_denials.py)  the person's denials (also refuses a call denied before)
      │         ── LastStep (last_step.py)       the step without tools after a guard ended the tool use
-     └── PendingCalls (pending_calls.py)       the held calls, in order
-            ├── CallDecider (call_decider.py)  the policy at call time, refusals ── RuleOfTwo (rule_of_two.py)
-            ├── ApprovalGate (approval_gate.py)  ask, hold, the answer, the re-decision before sending
-            ├── CallSender (call_sender.py)    send, record ── ServerQuestions (server_questions.py)
-            └── CallRecords (call_records.py)  results, refusals, audit rows, taint (shared by all of them)
+     └── PendingCalls (pending_calls.py)       the held calls, in order: the turn's door to
+            └── GovernedCall (governed_call.py)  the one list of steps every call passes, with the turn's
+                 │                              CallOptions (call_options.py)
+                 ├── LoopGuard (loop_guard.py)  repeated calls, the error streak, the denials ── TurnHistory
+                 │                              (call_history.py): the turn's messages, the loop stop
+                 ├── PersonDenials (person_denials.py)  the person's denials (refuses a call denied before)
+                 ├── CallDecider (call_decider.py)  offered, connected, switches, review, arguments
+                 ├── RuleOfTwo (rule_of_two.py)
+                 ├── ApprovalGate (approval_gate.py)  ask, hold, the answer, the re-decision before sending
+                 ├── CallSender (call_sender.py)    send, record ── ServerQuestions (server_questions.py)
+                 └── CallRecords (call_records.py)  results, refusals, audit rows, taint (shared by all of them)
 
 The turn (:class:`~palui.runner.state.Turn`) is the run's and is handed to each call; the
 collaborators never hold the runner.
@@ -45,18 +49,13 @@ from palui.policy.caps import cached_input_weight, counted_tokens
 from palui.runner import approvals, caps, connector_health, offer, pending
 from palui.runner import last_step as laststep
 from palui.runner import state as st
-from palui.runner.approval_gate import ApprovalGate
-from palui.runner.call_decider import CallDecider
-from palui.runner.call_records import CallRecords
-from palui.runner.call_sender import CallSender
+from palui.runner.call_history import TurnHistory
+from palui.runner.call_options import CallOptions
 from palui.runner.deps import RunnerDeps
+from palui.runner.governed_call import GovernedCall
 from palui.runner.last_step import LastStep
-from palui.runner.loop_guard import LoopGuard
 from palui.runner.pending import CallState
 from palui.runner.pending_calls import PendingCalls
-from palui.runner.person_denials import PersonDenials
-from palui.runner.rule_of_two import RuleOfTwo
-from palui.runner.server_questions import ServerQuestions
 from palui.runner.state import EarlierTurns, Turn
 from palui.runner.stop_guard import StopGuard, StopRequested
 from palui.runner.turn_clock import TurnClock
@@ -69,6 +68,7 @@ if TYPE_CHECKING:
 
     from palui.results import TurnEvent
     from palui.results.events import EndFields
+    from palui.store.tools import ToolRow
 
 __all__ = ["EventSink", "TurnRunner"]
 
@@ -93,17 +93,26 @@ class TurnRunner:
         self.clock = TurnClock(deps.settings)
         self.guard = StopGuard(deps.db, self.clock.paused_total)
         self.earlier = EarlierTurns(deps.db)
-        emit = self.events.emit
-        self.records = CallRecords(deps.db, deps.settings, deps.job_connectors, emit)
-        denials = PersonDenials(deps.db, self.records, emit)
-        self.loops = LoopGuard(deps.db, deps.settings, self.records, emit, denials)
-        self.last = LastStep(deps.db, self.records, emit)
-        gate = ApprovalGate(deps.db, deps.settings, deps.notify, self.records, emit)
-        questions = ServerQuestions(deps.db, deps.settings, deps.notify, self.records, emit, self.save, self.clock)
-        sender = CallSender(deps, self.records, gate, questions, self.guard, self.clock, self.events, self.save)
-        decider = CallDecider(deps.db, deps.hub, self.records, RuleOfTwo(deps.db, self.earlier), self.clock.time_left)
-        self.calls = PendingCalls(deps.db, self.records, gate, self.loops, denials, decider, sender, emit,
-                                  self.clock.time_left)
+        options = CallOptions(
+            client=None, halted=self._stop_asked, halt_stops=True, time_left=self.clock.time_left, guard=self.guard,
+            history=TurnHistory(), scope="turn", offer=self._offered, cap=None, approval="pause", questions=True,
+            save=self.save)
+        self.governed = GovernedCall(deps, options, self.events, self.earlier, self.clock)
+        self.records = self.governed.records
+        self.loops = self.governed.loops
+        self.last = LastStep(deps.db, self.records, self.events.emit)
+        self.calls = PendingCalls(self.governed, self.clock.time_left)
+
+    def _stop_asked(self, t: Turn) -> str | None:
+        """The turn's brake step (:attr:`CallOptions.halted`): its stop flag, set by ``/stop`` or the brake."""
+        return "stopped by the person" if st.stop_requested(self.db, t.id) else None
+
+    def _offered(self, t: Turn, row: ToolRow | None, name: str) -> str | None:
+        """The turn's offer (:attr:`CallOptions.offer`): a call to a tool not offered at its start is refused,
+        with why and its fix (spec §3.3)."""
+        if row is None or name not in (t.offered or []):
+            return self.records.not_offered_reason(t, row, name)
+        return None
 
     @property
     def run_events(self) -> list[TurnEvent]:
@@ -235,12 +244,15 @@ class TurnRunner:
                 response = await self._step(t, handle, defs, self._messages(t), left, tz)
             except TimeoutError:
                 return self._budget_end(t, f"time budget reached ({self.settings.budgets.seconds} s)")
+            calls = [p for p in response.parts if isinstance(p, ToolCallPart)]
+            t.pending = [pending.from_part(p) for p in calls]  # read before the response is stored (below)
+            for part in calls:
+                pending.keep_storable(part)
             t.messages.append(response)
             self._text(t, response)
-            calls = [p for p in response.parts if isinstance(p, ToolCallPart)]
             if not calls:
+                t.pending = None
                 return self._end(t, TurnStatus.DONE)
-            t.pending = [pending.from_part(p) for p in calls]
             self.save(t)
 
     async def _step(self, t: Turn, handle: ModelHandle, defs: list[ToolDefinition], messages: list[ModelMessage],

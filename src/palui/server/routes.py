@@ -24,7 +24,8 @@ Routes:
   events, and ``{"type":"result",…}`` last
 - ``GET /api/turns/{turn}``, ``GET /api/turns/{turn}/events?after=N`` (NDJSON: the turn's events from index
   N on, live pieces included, until it settles; ``{"type":"result",…}`` last), ``POST /api/stop``
-  ``{"conversation"|"turn"}``, or ``{"all": true}`` (every turn, jobs paused: ``{"stopped","jobs_paused"}``)
+  ``{"conversation"|"turn"}``, or ``{"all": true}`` (every turn, jobs and gateway paused:
+  ``{"stopped","jobs_paused","gateway_paused"}``)
 - ``GET /api/approvals?all=1``, ``GET /api/approvals/{id}``, ``GET /api/approvals/{id}/wait?timeout=S``
   (returns once it is not pending, or after S seconds, at most 60), ``POST /api/approvals/{id}/approve|deny``
   (``{"stream","via"}``, a denial's ``"reason"``; ``{"wait": false}`` answers, resumes the turn here and
@@ -231,7 +232,7 @@ async def follow_turn(svc: ServiceDoor, turn: str, query: FollowQuery) -> Respon
     async def lines() -> AsyncIterator[str]:
         try:
             while (ev := await q.get()) is not None:
-                yield json.dumps(ev, default=str) + "\n"
+                yield json.dumps(ev, default=str, allow_nan=False) + "\n"
         finally:
             task.cancel()  # done, or the client went away: stop following
 

@@ -101,7 +101,8 @@ class ChannelsPart:
         with self.db.write() as c:
             c.execute("INSERT INTO channels (name, kind, config_json, state, state_at, created_at)"
                       " VALUES (?,?,?,?,?,?)",
-                      (name, kind, json.dumps(config, sort_keys=True), "unpaired", self.clock.now(), self.clock.now()))
+                      (name, kind, json.dumps(config, sort_keys=True, allow_nan=False), "unpaired", self.clock.now(),
+                       self.clock.now()))
         return self.channel(name)
 
     def _row(self, name: str) -> sqlite3.Row:
@@ -189,7 +190,8 @@ class ChannelsPart:
         r = self._row(name)
         config = {**json.loads(r["config_json"]), **values}
         with self.db.write() as c:
-            c.execute("UPDATE channels SET config_json = ? WHERE name = ?", (json.dumps(config, sort_keys=True), name))
+            c.execute("UPDATE channels SET config_json = ? WHERE name = ?",
+                      (json.dumps(config, sort_keys=True, allow_nan=False), name))
 
     # -- state -------------------------------------------------------------------------------------
 
@@ -281,7 +283,7 @@ class ChannelsPart:
         tells the person once who tried, since the chat itself never answers a wrong code (spec §8.3)."""
         wrong[sender] = wrong.get(sender, 0) + 1
         c.execute("UPDATE channel_pairing SET tries_left = ?, wrong_json = ? WHERE channel = ?",
-                  (left, json.dumps(wrong, sort_keys=True), name))
+                  (left, json.dumps(wrong, sort_keys=True, allow_nan=False), name))
         log.warning("%s: a wrong pairing code from %s (%d tries left)", name, sender, left)
         if left > 0:
             return

@@ -78,6 +78,7 @@ def _report_dict(cid: str, report: SyncReport | None) -> ListingChanges:
         "removed": r.removed,
         "refused_duplicates": r.refused_duplicates,
         "class_tightened": [{"tool": n, "from": old, "to": new} for n, old, new in r.class_tightened],
+        "schema_flagged": [{"tool": n, "why": why} for n, why in r.schema_flagged],
     }
 
 
@@ -255,7 +256,7 @@ class MCPPart:
             c.execute(
                 "INSERT INTO connectors (id, kind, name, transport, config_json, state, created_at)"
                 " VALUES (?, 'mcp', ?, ?, ?, 'connecting', ?)",
-                (cid, name, config.transport, json.dumps(config.public()), self.clock.now()),
+                (cid, name, config.transport, json.dumps(config.public(), allow_nan=False), self.clock.now()),
             )
         state = "connected"
         report = None

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from palui.config import Settings
 from palui.connectors.hub import ConnectorHub
-from palui.runner import audit, caps
+from palui.runner import audit, caps, gateway_pause
 from palui.service.channels import ChannelsPart
 from palui.service.clock import Clock
 from palui.service.mcp_connectors import MCPPart
@@ -49,13 +49,15 @@ class StatusPart:
     def status(self) -> Status:
         """``{"model","tokens_today","cached_tokens_today","caps","runs_last_hour","paused","paused_reason","paused_until",
         "webhook_runs_last_hour","webhooks_held","webhooks_held_until","connectors","pending_approvals",
-        "pending_approval_list","pending_elicitations","audit_head","jobs_paused","governance"}`` (spec §8
+        "pending_approval_list","pending_elicitations","audit_head","jobs_paused","gateway_paused","governance"}``
+        (spec §8
         /status; the webhook share, spec §6.6; a connector that needs a sign-in says ``error: sign in again``;
         ``pending_approval_list`` the pending approvals oldest first, ``[{"id","tool","expires_at"}]``, so
         ``/status`` on a phone names them; ``governance`` counts the last 7 days' asks, spec §5.8:
         ``{"days","asks","approved","denied","expired","cancelled","median_answer_seconds"}``; ``audit_head``
         is the last audit row's ``{"id","hash"}`` or None, spec §10.3; ``jobs_paused`` ``{"since","by"}``
-        while the emergency brake holds the jobs, spec §5.7; ``channels`` the chat channels:
+        while the emergency brake holds the jobs, ``gateway_paused`` ``{"since","by"}`` while it holds the
+        gateway, spec §5.7; ``channels`` the chat channels:
         ``[{"name","kind","state","person","last_failure"}]``)."""
         now = self.clock.now()
         conns: list[StatusConnector] = []
@@ -92,6 +94,7 @@ class StatusPart:
                                                 " AND expires_at > ?", (now,))[0],
             "audit_head": audit.head(self.db),
             "jobs_paused": jobs_mod.paused(self.db),
+            "gateway_paused": gateway_pause.paused(self.db),
             "governance": report_store.summary(self.db, 7, now, self.clock.timezone()),
             "channels": self.channels_part.status_lines(),
         }

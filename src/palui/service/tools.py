@@ -134,7 +134,8 @@ class ToolsPart:
                 )
             unseen = [r for r in rows if r.must_be_seen and not r.hidden_seen]
             if unseen:
-                what = "has hidden characters" if unseen[0].hidden else "has a name with look-alike characters"
+                what = ("has hidden characters" if unseen[0].hidden else "has a name with look-alike characters"
+                        if unseen[0].look_alike else f"is flagged: {unseen[0].schema_problem}")
                 raise UsageError(
                     f"{', '.join(r.name for r in unseen)}: its definition {what}; look at it first with "
                     f"palui tools show {unseen[0].name} (it shows them escaped), then switch it on"
@@ -149,7 +150,7 @@ class ToolsPart:
 
     def enable_read(self, connector: str | None = None) -> list[ToolRow]:
         """Switch on every tool whose effective class is read, never one flagged changed, with hidden
-        characters or with a look-alike name (spec §7.4)."""
+        characters, a look-alike name or a flagged input schema (spec §7.4)."""
         targets = [r for r in self.tools(connector)
                    if r.tool_class is ToolClass.READ and not r.changed and not r.enabled and not r.must_be_seen]
         with self.db.write() as c:
@@ -186,7 +187,10 @@ class ToolsPart:
         Pass ``fingerprint`` to :meth:`review_tool` to accept exactly this change. Raises NotFound.
         """
         row = self.tool(name)
+        from palui.policy.input_schema import schema_chars
+
         out: ToolDetails = {**row.as_dict(), "input_schema": row.input_schema,
+                            "schema_chars": schema_chars(row.input_schema),
                             "definition_hash": row.definition_hash, "pending": None}
         if row.changed:
             raw = self.db.one("SELECT review_json FROM tools WHERE connector_id = ? AND raw_name = ?",
@@ -206,8 +210,8 @@ class ToolsPart:
         return out
 
     def acknowledge_hidden(self, name: str, definition_hash: str) -> ToolRow:
-        """The person saw ``name``'s definition with its hidden characters escaped (``palui tools show``,
-        the connector sheet): it may be switched on while the definition stays the one shown
+        """The person saw ``name``'s definition with its hidden characters escaped, or its flagged input schema
+        (``palui tools show``, the connector sheet): it may be switched on while the definition stays the one shown
         (``definition_hash``, from :meth:`tool_details`). Raises NotFound, UsageError (changed since)."""
         row = self.tool(name)
         if row.definition_hash != definition_hash:

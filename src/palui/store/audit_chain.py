@@ -58,7 +58,7 @@ ALL_COLUMNS: tuple[str, ...] = tuple(dict.fromkeys(col for v in sorted(COLUMNS) 
 _PICK = {v: [ALL_COLUMNS.index(col) for col in cols] for v, cols in COLUMNS.items()}
 HEAD_FILE = "audit_head"
 HEAD_BYTES = 128  # the head file's fixed length
-_dumps = json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
+_dumps = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode
 
 
 @dataclass(frozen=True)

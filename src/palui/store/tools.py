@@ -45,6 +45,7 @@ class ToolRow:
     connector_signin: bool = False  # its connector waits for the person to sign in again (spec §7.9)
     outside_flag: bool = False  # the person flagged it "reaches outside" (spec §4.5)
     connector_private: bool = False  # its connector's results are the person's private data (spec §4.5)
+    schema_problem: str | None = None  # why its input schema is flagged (spec §7.6), None when it is not
 
     @property
     def usable(self) -> bool:
@@ -79,9 +80,18 @@ class ToolRow:
 
     @property
     def must_be_seen(self) -> bool:
-        """Hidden characters or a look-alike name: left off by ``enable-read``, switched on only after the
-        person saw the definition (``hidden_seen``)."""
-        return self.hidden or self.look_alike
+        """Hidden characters, a look-alike name or a flagged input schema: left off by ``enable-read``, switched
+        on only after the person saw the definition (``hidden_seen``; spec §4.7, §7.5, §7.6)."""
+        return self.hidden or self.look_alike or self.schema_problem is not None
+
+    @property
+    def schema_checked(self) -> bool:
+        """Whether a call's arguments are validated against its input schema: not when the schema is flagged
+        as unusable (not valid, a ``$ref`` outside it, a non-finite number) and the person switched it on
+        anyway; a schema flagged only for its size is used (spec §3.3)."""
+        from palui.policy.input_schema import schema_usable
+
+        return schema_usable(self.schema_problem)
 
     @property
     def hidden_seen(self) -> bool:
@@ -113,6 +123,7 @@ class ToolRow:
             "reaches_outside": self.reaches_outside,
             "reaches_outside_flag": self.outside_flag,
             "needs_tasks": self.needs_tasks,
+            "schema_problem": self.schema_problem,
         }
 
 
@@ -141,6 +152,7 @@ def _row(r) -> ToolRow:
         connector_enabled=bool(r["connector_enabled"]), outside_flag=bool(r["reaches_outside"]),
         connector_private=bool(r["connector_private"]),
         task_support=r["task_support"], connector_signin=r["connector_state"] == SIGN_IN_AGAIN,
+        schema_problem=r["schema_problem"],
     )
 
 
@@ -171,7 +183,7 @@ def ensure_connector(db: Database, cid: str, kind: str, name: str, *, transport:
         c.execute(
             "INSERT OR IGNORE INTO connectors (id, kind, name, transport, config_json, created_at)"
             " VALUES (?,?,?,?,?,?)",
-            (cid, kind, name, transport, json.dumps(config or {}), time.time()),
+            (cid, kind, name, transport, json.dumps(config or {}, allow_nan=False), time.time()),
         )
 
 

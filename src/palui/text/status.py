@@ -17,8 +17,9 @@ MAX_LISTED = 10  # pending approvals named one by one
 
 
 def governance_lines(s: Mapping[str, Any], more: str = "palui report") -> list[str]:
-    """The audit head, a pause of the jobs by the emergency brake, and the last days' asks, from
-    :meth:`Service.status` (keys ``audit_head``, ``jobs_paused``, ``governance``; absent keys are skipped).
+    """The audit head, a pause of the jobs or the gateway by the emergency brake, and the last days' asks, from
+    :meth:`Service.status` (keys ``audit_head``, ``jobs_paused``, ``gateway_paused``, ``governance``; absent keys
+    are skipped).
     ``more`` says where the whole report is."""
     out = []
     head = s.get("audit_head")
@@ -26,6 +27,8 @@ def governance_lines(s: Mapping[str, Any], more: str = "palui report") -> list[s
         out.append(f"audit head: row {head['id']}, hash {head['hash']}" if head else "audit head: no rows yet")
     if s.get("jobs_paused"):
         out.append("jobs: paused by the emergency brake (palui jobs resume)")
+    if s.get("gateway_paused"):
+        out.append("gateway: paused by the emergency brake (palui gateway resume)")
     g = s.get("governance")
     if g:
         median = f"; median answer {g['median_answer_seconds']:.0f} s" if g["median_answer_seconds"] is not None else ""

@@ -226,7 +226,7 @@ def add(db: Database, *, name: str, cron: str, prompt: str, token_cap: int | Non
             raise UsageError(f"a job named {name!r} already exists (remove it first: palui jobs remove {name})")
         c.execute("INSERT INTO jobs (id, name, cron, prompt, token_cap, tz, next_run, created_at, connectors)"
                   " VALUES (?,?,?,?,?,?,?,?,?)", (jid, name, cron, prompt, token_cap, tz, first, time.time(),
-                                                  json.dumps(connectors) if connectors else None))
+                                                  json.dumps(connectors, allow_nan=False) if connectors else None))
     return get(db, name)
 
 
@@ -301,7 +301,7 @@ def pause(db: Database, by: str, now: float) -> JobsPause:
         if r is not None:
             return _stored_pause(r[0])
         state: JobsPause = {"since": now, "by": by, "noted": False}
-        c.execute("INSERT INTO kv (key, value) VALUES (?, ?)", (PAUSE_KEY, json.dumps(state)))
+        c.execute("INSERT INTO kv (key, value) VALUES (?, ?)", (PAUSE_KEY, json.dumps(state, allow_nan=False)))
     return state
 
 
@@ -321,5 +321,5 @@ def claim_pause_note(db: Database) -> bool:
         if state.get("noted"):
             return False
         state["noted"] = True
-        c.execute("UPDATE kv SET value = ? WHERE key = ?", (json.dumps(state), PAUSE_KEY))
+        c.execute("UPDATE kv SET value = ? WHERE key = ?", (json.dumps(state, allow_nan=False), PAUSE_KEY))
     return True

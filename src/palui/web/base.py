@@ -105,12 +105,12 @@ def duration_words(seconds: float | None) -> str:
 
 
 def pretty_json(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, allow_nan=False)
 
 
 def compact_json(value: Any) -> str:
     """One-line JSON for display (autoescaped by the template, unlike Jinja's ``tojson``)."""
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, allow_nan=False)
 
 
 def args_html(args: Any, marks: list[dict[str, Any]] | None) -> Markup:
@@ -133,7 +133,7 @@ def args_html(args: Any, marks: list[dict[str, Any]] | None) -> Markup:
                 return "[]"
             items = [f"{pad}  {walk(x, f'{path}[{i}]', indent + 1)}" for i, x in enumerate(v)]
             return "[\n" + ",\n".join(items) + f"\n{pad}]"
-        text = quoted(v) if isinstance(v, str) else str(escape(json.dumps(v, ensure_ascii=False)))
+        text = quoted(v) if isinstance(v, str) else str(escape(json.dumps(v, ensure_ascii=False, allow_nan=False)))
         here = flagged.get(path or "$")
         return marked_value(v, text, here) if here else text
 
@@ -236,7 +236,8 @@ def redirect(url: str, flash: tuple[str, str] | None = None) -> RedirectResponse
     resp = RedirectResponse(safe_local(url), status_code=303, headers=SECURITY_HEADERS)
     if flash:
         kind, text = flash
-        value = base64.urlsafe_b64encode(json.dumps({"kind": kind, "text": text[:1500]}).encode()).decode()
+        flashed = json.dumps({"kind": kind, "text": text[:1500]}, allow_nan=False)
+        value = base64.urlsafe_b64encode(flashed.encode()).decode()
         resp.set_cookie(FLASH_COOKIE, value, max_age=60, path="/", httponly=True, samesite="strict")
     return resp
 
@@ -266,7 +267,7 @@ async def read_form(request: Request) -> dict[str, str]:
         if ctype == "application/json" and raw:
             obj = json.loads(raw)
             if isinstance(obj, dict):
-                data = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in obj.items()}
+                data = {str(k): v if isinstance(v, str) else json.dumps(v, allow_nan=False) for k, v in obj.items()}
         elif raw:
             data = dict(parse_qsl(raw.decode("utf-8"), keep_blank_values=True))
     except (ValueError, UnicodeDecodeError):

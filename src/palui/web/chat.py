@@ -92,7 +92,7 @@ def run_command(request: Request, cmd: chat_commands.Command, conversation: str 
         r = svc.stop_all("web")
         ids = r["stopped"]
         text = (f"Stopped {', '.join(ids)}." if ids else "No turn was running.") + " Jobs are paused until you " \
-            "resume them (palui jobs resume)."
+            "resume them (palui jobs resume), the gateway until palui gateway resume."
         return {"text": text, "redirect": None, "turn": None}
     if cmd.name == "/stop":
         if not conversation:

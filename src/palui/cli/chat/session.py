@@ -248,7 +248,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
         elif cmd.name == "/stop" and cmd.arg == "all":  # the emergency brake (spec §5.7)
             ids = await self.call(lambda b: b.stop_all())
             self.screen.line((f"stopped {', '.join(ids)}" if ids else "nothing was running")
-                             + "; jobs paused until palui jobs resume")
+                             + "; jobs paused until palui jobs resume, the gateway until palui gateway resume")
         elif cmd.name == "/stop":
             ids = await self.call(lambda b: b.stop(self.conversation))
             self.screen.line(f"stopped {', '.join(ids)}" if ids else "nothing to stop")

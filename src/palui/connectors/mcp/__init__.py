@@ -73,7 +73,8 @@ def _move_url_to_secrets(env: ConnectorEnv, cid: str, config: ServerConfig) -> N
     try:
         write_secrets(env.settings.secrets_dir, cid, config.secrets())
         with env.db.write() as c:
-            c.execute("UPDATE connectors SET config_json = ? WHERE id = ?", (json.dumps(config.public()), cid))
+            c.execute("UPDATE connectors SET config_json = ? WHERE id = ?",
+                      (json.dumps(config.public(), allow_nan=False), cid))
     except Exception as e:
         log.warning("%s: could not move the URL's secrets out of the database: %s", cid, type(e).__name__)
 

@@ -67,6 +67,11 @@ log = logging.getLogger(__name__)
 
 _RAW = TypeAdapter(dict[str, Any])
 MAX_LIST_PAGES = 100
+#: Servers reached inside this process, by the URL an HTTP connector names: a factory of what the SDK's ``Client``
+#: connects to (an SDK ``MCPServer`` or low-level ``Server``, reached through the SDK's in-memory transport, or any
+#: SDK ``Transport``), called once per connection. Tests use it to run a real MCP session without a process or a
+#: socket; empty in a running Palui: nothing but a test adds to it.
+IN_PROCESS: dict[str, Callable[[], Any]] = {}
 CLOSE_TIMEOUT_SECONDS = 8.0  # the SDK's stdio shutdown waits at most ~6 s (stdin close, TERM, KILL)
 
 
@@ -235,6 +240,8 @@ class MCPSession:
 
     async def _transport(self, stack: AsyncExitStack):
         cfg = self.config
+        if cfg.transport == "http" and cfg.url in IN_PROCESS:
+            return IN_PROCESS[cfg.url]()
         if cfg.transport == "stdio":
             errlog = self._stderr.open() if self._stderr is not None else open("/dev/null", "w")
             if self._stderr is None:
