@@ -40,6 +40,7 @@ log = logging.getLogger("palui.channels")
 KINDS: dict[str, tuple[str, str]] = {
     "telegram": ("palui.channels.telegram", "TelegramChannel"),
     "matrix": ("palui.channels.matrix", "MatrixChannel"),
+    "email": ("palui.channels.mail", "EmailChannel"),
 }
 LOOP_SECONDS = 1.0
 PRUNE_SECONDS = 3600.0

@@ -38,7 +38,7 @@ log = logging.getLogger("palui.channels")
 
 GIVE_UP_SECONDS = 86400.0  # an item still failing a day after it was written is given up (the inbox has it)
 IDLE_SECONDS = 1.0  # how often an idle worker looks for items another process wrote
-TITLES = {"telegram": "Telegram", "matrix": "Matrix"}
+TITLES = {"telegram": "Telegram", "matrix": "Matrix", "email": "email"}
 
 
 class Outbox(ChannelPlatform):
