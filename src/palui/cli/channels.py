@@ -1,9 +1,11 @@
-"""``palui channels …``: chat channels (Telegram, Matrix) run by ``palui serve`` (spec §8.3; docs/channels.md).
+"""``palui channels …``: chat channels (Telegram, Matrix, email) run by ``palui serve`` (spec §8.3; docs/channels.md).
 
-Secrets never come from the command line: a bot token, Matrix password or access token is read
-from a file (``--token-file``/``--password-file``, ``-`` for standard input), from its variable
-(``PALUI_TELEGRAM_TOKEN``, ``PALUI_MATRIX_PASSWORD``, ``PALUI_MATRIX_TOKEN``; read only here), or
-from a hidden prompt at a terminal. A Matrix password is used once to log in and never stored.
+Secrets never come from the command line: a bot token, Matrix password or access token, or a mailbox
+password is read from a file (``--token-file``/``--password-file``, ``-`` for standard input), from its
+variable (``PALUI_TELEGRAM_TOKEN``, ``PALUI_MATRIX_PASSWORD``, ``PALUI_MATRIX_TOKEN``,
+``PALUI_EMAIL_PASSWORD``; read only here), or from a hidden prompt at a terminal. A Matrix password is used
+once to log in and never stored; a mailbox password is stored in the channel's 0600 secrets file (IMAP
+and SMTP need it at every login).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
     from palui.results import ChatChannel
     from palui.service.door import ServiceDoor
 
-channels_app = group("channels", "Chat channels: talk to Palui and answer approvals from Telegram or Matrix.")
+channels_app = group("channels", "Chat channels: talk to Palui and answer approvals from Telegram, Matrix or email.")
 
 
 def read_secret(what: str, variable: str, file: Path | None) -> str | None:
@@ -53,17 +55,34 @@ def read_secret(what: str, variable: str, file: Path | None) -> str | None:
 
 
 @channels_app.command("add")
-@click.argument("kind", metavar="KIND", help="telegram or matrix")
+@click.argument("kind", metavar="KIND", help="telegram, matrix or email")
 @click.option("--name", help="A name for the channel (default: the kind).")
 @click.option("--token-file", type=click.Path(path_type=Path),
               help="File with the bot token or Matrix access token ('-': standard input).")
-@click.option("--password-file", type=click.Path(path_type=Path), help="File with the Matrix password.")
+@click.option("--password-file", type=click.Path(path_type=Path),
+              help="File with the Matrix password, or the mailbox's (app) password for email.")
 @click.option("--homeserver", help="Matrix: the homeserver's URL (https).")
 @click.option("--user", help="Matrix: Palui's account, e.g. @palui:example.org.")
 @click.option("--api-base", hidden=True, help="Telegram Bot API base URL (loopback only: for tests).")
+@click.option("--address", help="Email: the mailbox Palui reads and sends from, e.g. palui@example.org.")
+@click.option("--imap-host", help="Email: the IMAP server.")
+@click.option("--imap-port", type=int, default=993, show_default=True, help="Email: the IMAP port.")
+@click.option("--imap-security", type=click.Choice(["tls", "starttls", "none"]),
+              help="Email: implicit TLS (993), STARTTLS (143); none only on loopback. Default: by the port.")
+@click.option("--smtp-host", help="Email: the SMTP server.")
+@click.option("--smtp-port", type=int, default=465, show_default=True, help="Email: the SMTP port.")
+@click.option("--smtp-security", type=click.Choice(["tls", "starttls", "none"]),
+              help="Email: implicit TLS (465), STARTTLS (587); none only on loopback. Default: by the port.")
+@click.option("--login", "login_name", help="Email: the login name, if it is not the address.")
+@click.option("--authserv-id", help="Email: the receiving server's id in Authentication-Results (e.g. mx.google.com).")
+@click.option("--folder", default="INBOX", show_default=True, help="Email: the folder Palui reads.")
+@click.option("--poll-seconds", type=float, hidden=True, help="Email: seconds between polls without IDLE (tests).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def channels_add(kind: str, name: str | None, token_file: Path | None, password_file: Path | None,
-                 homeserver: str | None, user: str | None, api_base: str | None, as_json: bool) -> None:
+                 homeserver: str | None, user: str | None, api_base: str | None, address: str | None,
+                 imap_host: str | None, imap_port: int, imap_security: str | None, smtp_host: str | None,
+                 smtp_port: int, smtp_security: str | None, login_name: str | None, authserv_id: str | None,
+                 folder: str, poll_seconds: float | None, as_json: bool) -> None:
     """Add a channel (unpaired; pair it with `palui channels pair NAME`). Secrets: never on the command line.
     Adding a channel of the same kind and name again stores the new secret and keeps the pairing."""
     from palui.channels.redaction import Redactor
@@ -121,12 +140,49 @@ def channels_add(kind: str, name: str | None, token_file: Path | None, password_
             return _renewed(svc.renew_channel_secret(name or kind, {"access_token": secret}, matrix_config), as_json)
         ch = svc.add_channel("matrix", name, {"access_token": secret}, matrix_config)
         who = user
+    elif kind == "email":
+        from palui.channels.mail_setup import mail_config
+
+        if not address:
+            fail("an email channel needs --address, --imap-host, --smtp-host and --authserv-id", 2)
+        cfg = mail_config(address=address or "", imap_host=imap_host, smtp_host=smtp_host, authserv_id=authserv_id,
+                          imap_port=imap_port, smtp_port=smtp_port, imap_security=imap_security,
+                          smtp_security=smtp_security, login=login_name, folder=folder, poll_seconds=poll_seconds)
+        password = read_secret(f"Password of {cfg['login']}", "PALUI_EMAIL_PASSWORD", password_file)
+        if not password:
+            fail("no password: give it with --password-file FILE or PALUI_EMAIL_PASSWORD (never on the command "
+                 "line)", 2)
+        return _add_email(svc, name, cfg, password or "", redact, as_json)
     else:
-        raise UsageError(f"unknown channel kind {kind!r} (telegram or matrix)")
+        raise UsageError(f"unknown channel kind {kind!r} (telegram, matrix or email)")
     if as_json:
         return emit_json(ch)
     click.echo(f"channel {ch['name']} added ({kind}, {who}); state: unpaired")
     click.echo(f"next: palui channels pair {ch['name']}   (palui serve runs the channel)")
+
+
+def _add_email(svc: ServiceDoor, name: str | None, cfg: dict[str, Any], password: str, redact: Any,
+               as_json: bool) -> None:
+    """The mailbox tried (both logins) before anything is stored; a new channel starts reading at the folder's
+    end as it is now (``UIDVALIDITY:UIDNEXT-1``); the same kind and name again keeps its key and pairing."""
+    import asyncio
+
+    from palui.channels.mail_setup import check_account, new_secret
+
+    redact.add(password)
+    got = asyncio.run(check_account(cfg, password, redact))
+    if _renewing(svc, "email", name):
+        kept = svc.channel_secrets(name or "email")
+        secret = {**new_secret(password), **({"reply_key": kept["reply_key"]} if kept.get("reply_key") else {})}
+        return _renewed(svc.renew_channel_secret(name or "email", secret, cfg), as_json)
+    ch = svc.add_channel("email", name, new_secret(password), cfg)
+    svc.set_channel_cursor(ch["name"], f"{got['uidvalidity']}:{max(0, got['uidnext'] - 1)}")
+    if as_json:
+        return emit_json(ch)
+    click.echo(f"channel {ch['name']} added (email, {cfg['address']}; Authentication-Results of "
+               f"{cfg['authserv_id']} believed); state: unpaired")
+    click.echo(f"next: palui channels pair {ch['name']}   (palui serve runs the channel)")
+    return None
 
 
 def _renewing(svc: ServiceDoor, kind: str, name: str | None) -> bool:
@@ -156,7 +212,7 @@ def channels_list(as_json: bool) -> None:
         return emit_json([{k: v for k, v in c.items() if k != "config"} | {"account": _account(c)}
                           | _service_state(c, running) for c in rows])
     if not rows:
-        click.echo("no channels (palui channels add telegram|matrix)")
+        click.echo("no channels (palui channels add telegram|matrix|email)")
         return
     tz = svc.timezone()
     table([[c["name"], c["kind"], _account(c), _state_text(c, running, tz),
@@ -180,7 +236,8 @@ def _state_text(c: ChatChannel, running: bool, tz: tzinfo | None) -> str:
 
 def _account(c: ChatChannel) -> str:
     cfg = c["config"]
-    return f"@{cfg['bot_username']}" if cfg.get("bot_username") else str(cfg.get("user_id") or "")
+    return f"@{cfg['bot_username']}" if cfg.get("bot_username") else str(cfg.get("user_id") or cfg.get("address")
+                                                                          or "")
 
 
 @channels_app.command("remove")
@@ -195,13 +252,18 @@ def channels_remove(name: str) -> None:
 @click.argument("name")
 def channels_pair(name: str) -> None:
     """Print a one-time pairing code (10 minutes, 5 tries). Send /pair CODE to Palui in a private chat."""
-    p = service().pair_code(name)
+    svc = service()
+    p = svc.pair_code(name)
     if p["paired_with"]:
         click.echo(f"{name} is paired with {shown(p['paired_with'], one_line=True)}; the first right /pair replaces "
                    "them")
     until = (p["expires_at"] or "")[:19].replace("T", " ")
     click.echo(f"pairing code: {p['code']}  (valid until {until} UTC, 5 tries)")
-    click.echo(f"send this to Palui in a private chat: /pair {p['code']}")
+    if svc.channel(name)["kind"] == "email":
+        address = svc.channel(name)["config"]["address"]
+        click.echo(f"send a mail from your own address to {address} with this as its first line: /pair {p['code']}")
+    else:
+        click.echo(f"send this to Palui in a private chat: /pair {p['code']}")
 
 
 @channels_app.command("groups")
@@ -227,6 +289,8 @@ def channels_test(name: str) -> None:
     redact = Redactor(str(v) for v in secret.values())
     if c["kind"] == "telegram":
         from palui.channels.telegram import test_channel
+    elif c["kind"] == "email":
+        from palui.channels.mail_setup import test_channel
     else:
         from palui.channels.matrix import test_channel
     import asyncio
