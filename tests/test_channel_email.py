@@ -18,7 +18,9 @@ import pytest
 from support.live_service import wait_for
 from support.mail_rig import AUTHSERV, PERSON, STRANGER, MailRig, body, dovecot  # noqa: F401 - the fixture
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow,
+              # aiosmtpd warns that its AUTH is not behind TLS: the rig's server is on loopback only
+              pytest.mark.filterwarnings("ignore:Requiring AUTH while not requiring TLS:UserWarning")]
 
 
 @pytest.fixture
@@ -77,3 +79,108 @@ def test_pairing_strangers_and_a_chat_turn(rig: MailRig):
     rig.say("/status\nplease")
     status = smtp.wait_for(lambda m: "tokens today" in body(m), after=mark)
     assert "channel email: connected" in body(status)
+
+
+FORGET = {"tool_calls": [{"tool": "recall__forget_memory", "args": {"id": 1}}]}
+
+
+def _approval_mail(rig: MailRig, mark: int):
+    return rig.smtp.wait_for(lambda m: str(m["Subject"]).startswith("Approval a-"), after=mark)
+
+
+def _status(rig: MailRig, aid: str) -> str:
+    return rig.svc.rows("SELECT status FROM approvals WHERE id = ?", (aid,))[0][0]
+
+
+def test_an_approval_is_answered_by_a_reply_from_the_person_only_and_once(rig: MailRig):
+    rig.pair()
+    smtp = rig.smtp
+    rig.set_script(FORGET, {"text": "forgotten"})
+    mark = smtp.mark()
+    rig.say("forget memory 1")
+    ask = _approval_mail(rig, mark)
+    aid = rig.svc.rows("SELECT id FROM approvals WHERE status = 'pending'")[0][0]
+    text = body(ask)
+    assert text.startswith(f"Approval {aid}: recall__forget_memory wants to run") and '"id": 1' in text
+    assert "Reply to this mail with approve" in text
+    answer_to = ask["Reply-To"].addresses[0].addr_spec
+    local, _, domain = rig.address.partition("@")
+    secret = answer_to.split("+a-")[1].split("@")[0]
+    assert answer_to == f"{local}+a-{secret}@{domain}" and len(secret) == 26  # 128 bits in base32
+    assert secret not in str(ask["Subject"])
+    turns = rig.svc.count("turns")
+    # A spoofed From without a passing Authentication-Results: ignored, and the person told once.
+    mark = smtp.mark()
+    spoofed = rig.reply(ask, "approve", auth="fail")
+    rig.processed(spoofed)
+    told = smtp.wait_for(lambda m: "did not pass the check" in body(m), after=mark)
+    assert told["To"].addresses[0].addr_spec == PERSON
+    # Forged headers: one of another id above the receiving server's failing one, one of its id below it.
+    for extra in ({"above": (f"Authentication-Results: evil.example; dmarc=pass header.from=example.org",)},
+                  {"below": (f"Authentication-Results: {AUTHSERV}; dkim=pass header.d=example.org; "
+                             "dmarc=pass header.from=example.org",)}):
+        msg = rig.mail("approve", auth="fail", to=answer_to, in_reply_to=str(ask["Message-ID"]), **extra)
+        rig.processed(rig.deliver(msg))
+    # No Authentication-Results from the receiving server at all, only one of another id: ignored too.
+    msg = rig.mail("approve", auth="", to=answer_to, above=("Authentication-Results: mx.other.example; dkim=pass "
+                                                             "header.d=example.org",))
+    rig.processed(rig.deliver(msg))
+    # A stranger who passes authentication for their own domain, replying to the answer address: ignored.
+    rig.processed(rig.reply(ask, "approve", sender=STRANGER))
+    assert _status(rig, aid) == "pending" and rig.svc.count("turns") == turns
+    # A forwarded (or quoted) approval mail carries no answer: only the new text's first line counts.
+    mark = smtp.mark()
+    rig.processed(rig.reply(ask, ""))
+    smtp.wait_for(lambda m: "did not start with approve or deny" in body(m), after=mark)
+    # An answer address Palui never made: refused.
+    mark = smtp.mark()
+    rig.processed(rig.reply(ask, "approve", address=f"{local}+a-{'a' * 26}@{domain}"))
+    smtp.wait_for(lambda m: "not one Palui made" in body(m), after=mark)
+    # A typed /approve, or "approve" sent to the plain address: answers nothing.
+    mark = smtp.mark()
+    rig.processed(rig.say(f"/approve {aid}"))
+    smtp.wait_for(lambda m: "reply to its mail" in body(m), after=mark)
+    assert _status(rig, aid) == "pending" and rig.svc.count("turns") == turns
+    # The person's reply answers, through the one door; the turn goes on.
+    mark = smtp.mark()
+    yes = rig.mail("approve", to=answer_to, in_reply_to=str(ask["Message-ID"]), subject=f"Re: {ask['Subject']}")
+    rig.deliver(yes)
+    smtp.wait_for(lambda m: body(m).startswith(f"Approved {aid}"), after=mark)
+    done = smtp.wait_for(lambda m: "forgotten" in body(m), after=mark)
+    assert body(done).startswith("· recall__forget_memory: ask → approved → error")  # no memory 1 here
+    row = rig.svc.rows("SELECT status, answered_via FROM approvals WHERE id = ?", (aid,))[0]
+    assert tuple(row) == ("approved", "email")
+    # The same reply delivered again (a replay: its Message-ID was read before) is dropped; a new reply
+    # to the spent address is refused.
+    sent = smtp.mark()
+    rig.processed(rig.deliver(yes))
+    mark = smtp.mark()
+    rig.processed(rig.reply(ask, "deny"))
+    smtp.wait_for(lambda m: "was used already" in body(m), after=mark)
+    assert smtp.mark() == sent + 1 and _status(rig, aid) == "approved"
+
+
+def test_a_reply_to_an_approval_changed_since_is_refused_and_deny_carries_the_reason(rig: MailRig):
+    rig.pair()
+    smtp = rig.smtp
+    rig.set_script(FORGET, {"text": "ok then"})
+    mark = smtp.mark()
+    rig.say("forget memory 1")
+    ask = _approval_mail(rig, mark)
+    aid = rig.svc.rows("SELECT id FROM approvals WHERE status = 'pending'")[0][0]
+    # The approval as it is now is not what the mail showed (its expiry moved): the reply is refused.
+    rig.svc.rows("UPDATE approvals SET expires_at = ? WHERE id = ?", ("2999-01-01T00:00:00+00:00", aid))
+    mark = smtp.mark()
+    rig.processed(rig.reply(ask, "approve"))
+    smtp.wait_for(lambda m: f"does not match approval {aid} as it is now" in body(m), after=mark)
+    assert _status(rig, aid) == "pending"
+    # /approvals sends it again, with a new answer address; deny with a reason answers it.
+    mark = smtp.mark()
+    rig.say("/approvals")
+    again = _approval_mail(rig, mark)
+    assert again["Reply-To"] != ask["Reply-To"]
+    mark = smtp.mark()
+    rig.reply(again, "deny: not today, it is my favourite")
+    smtp.wait_for(lambda m: "ok then" in body(m), after=mark)
+    row = rig.svc.rows("SELECT status, deny_reason FROM approvals WHERE id = ?", (aid,))[0]
+    assert tuple(row) == ("denied", "not today, it is my favourite")
