@@ -266,3 +266,70 @@ def test_stop_ends_a_running_turn_and_auto_replies_are_never_read(home, dovecot)
         finally:
             rig.stop()
             rig.close()
+
+
+def test_an_approval_asked_in_an_outage_survives_kill_9_and_arrives_once(rig: MailRig):
+    import signal
+
+    rig.pair()
+    smtp = rig.smtp
+    rig.set_script(FORGET, {"text": "forgotten after the outage"})
+    smtp.stop()  # the SMTP server is down: the approval waits in the outbox
+    rig.say("forget memory 1")
+    wait_for(lambda: rig.svc.rows("SELECT last_failure FROM channels WHERE name = 'email'")[0][0], 60,
+             what="the failing delivery to show")
+    failure = rig.svc.rows("SELECT last_failure FROM channels WHERE name = 'email'")[0][0]
+    assert failure.startswith("approval a-") and "unreachable" in failure
+    aid = rig.svc.rows("SELECT id FROM approvals WHERE status = 'pending'")[0][0]
+    assert rig.svc.count("channel_outbox", "channel = 'email' AND state = 'pending' AND subject = ?", (aid,)) == 1
+    assert rig.svc.stop(signal.SIGKILL) == -signal.SIGKILL
+    smtp.start()
+    mark = smtp.mark()
+    rig.start()
+    ask = _approval_mail(rig, mark)
+    assert str(ask["Subject"]).startswith(f"Approval {aid}")
+    rig.reply(ask, "yes")
+    smtp.wait_for(lambda m: "forgotten after the outage" in body(m), after=mark)
+    asks = [m for m in smtp.sent[mark:] if str(m["Subject"]).startswith("Approval a-")]
+    assert len(asks) == 1 and not rig.svc.rows("SELECT last_failure FROM channels WHERE name = 'email'")[0][0]
+    # IMAP down and back: receiving resumes by itself.
+    rig.dovecot.stop()
+    wait_for(lambda: rig.state().startswith("error: the mail server is unreachable"), 60, what="the outage to show")
+    rig.dovecot.start()
+    wait_for(lambda: rig.state() == "connected", 60, what="the channel to reconnect")
+    rig.set_script({"text": "back"})
+    mark = smtp.mark()
+    rig.say("are you back?")
+    smtp.wait_for(lambda m: body(m).strip() == "back", after=mark)
+
+
+def test_a_refused_login_says_so_and_a_new_password_sends_what_waited(rig: MailRig, tmp_path):
+    rig.pair()
+    smtp = rig.smtp
+    rig.stop()
+    # The password is changed at the provider: both servers refuse the old one.
+    new = rig.password + "-new"
+    rig.dovecot.set_password(rig.address, new)
+    smtp.password = new
+    rig.svc.start()
+    wait_for(lambda: rig.state().startswith("error: the mail server refused the login"), 60,
+             what="the refused login to show")
+    listed = json.loads(rig.cli("channels", "list", "--json").stdout)[0]
+    assert "refused the login" in listed["state"] and "palui channels add email --name email" in listed["state"]
+    # Something to say while refused: it waits in the outbox, nothing dropped.
+    r = rig.cli("jobs", "add", "ping", "--cron", "0 8 * * *", "--prompt", "say pong")
+    assert r.returncode == 0, r.stderr
+    rig.set_script({"text": "pong"})
+    r = rig.cli("jobs", "run", "ping", process=True)
+    assert r.returncode == 0, r.stderr
+    wait_for(lambda: "refused the login" in (rig.svc.rows("SELECT last_failure FROM channels")[0][0] or ""), 60,
+             what="the refused send to show")
+    assert rig.svc.count("channel_outbox", "channel = 'email' AND state = 'pending'") >= 1
+    mark = smtp.mark()
+    secret = tmp_path / "password"
+    secret.write_text(new)
+    r = rig.cli(*rig.add_args(), "--password-file", str(secret))
+    assert r.returncode == 0, r.stderr
+    assert "still paired with" in r.stdout and new not in r.stdout + r.stderr
+    smtp.wait_for(lambda m: "pong" in body(m), after=mark)
+    wait_for(lambda: rig.state() == "connected", 60, what="the channel to log in again")

@@ -157,8 +157,16 @@ service stats {{
             return ""
 
     def add_user(self, name: str, password: str) -> None:
-        with open(self.root / "passwd", "a", encoding="utf-8") as f:
-            f.write(f"{name}:{{PLAIN}}{password}::::::\n")
+        """Add ``name`` or give it a new password (dovecot reads the file again when it changes)."""
+        lines = [x for x in (self.root / "passwd").read_text().splitlines() if not x.startswith(f"{name}:")]
+        tmp = self.root / "passwd.tmp"
+        tmp.write_text("".join(f"{x}\n" for x in [*lines, f"{name}:{{PLAIN}}{password}::::::"]))
+        if os.geteuid() == 0:
+            os.chown(tmp, self.uid, self.gid)
+        os.replace(tmp, self.root / "passwd")
+
+    def set_password(self, user: str, password: str) -> None:
+        self.add_user(user, password)
 
     def append(self, user: str, password: str, raw: bytes) -> int:
         """APPEND a mail to ``user``'s INBOX; its UID."""
@@ -218,7 +226,7 @@ class SMTPServer:
         def authenticate(srv, session, envelope, mechanism, auth_data):
             ok = (not server.refuse_login and auth_data.login.decode() == server.login
                   and auth_data.password.decode() == server.password)
-            return AuthResult(success=ok)
+            return AuthResult(success=ok, handled=False)  # handled=False: aiosmtpd answers 535 itself
 
         self.controller = Controller(Handler(), hostname="127.0.0.1", port=self.port, authenticator=authenticate,
                                      auth_required=True, auth_require_tls=False)

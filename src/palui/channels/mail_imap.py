@@ -18,9 +18,11 @@ Errors pass through as :data:`NETWORK_ERRORS` (for the channel to retry) and :cl
 
 from __future__ import annotations
 
+import contextlib
 import email
 import email.policy
 import logging
+import select
 import ssl
 import threading
 import time
@@ -197,10 +199,16 @@ class Mailbox:
             try:
                 end = time.monotonic() + IDLE_RENEW_SECONDS
                 while not self._stop.is_set() and time.monotonic() < end:
-                    if any(len(r) > 1 and r[1] in (b"EXISTS", b"RECENT") for r in c.idle_check(timeout=1)):
+                    responses = c.idle_check(timeout=1)
+                    if any(r and r[0] == b"BYE" for r in responses) or (not responses and _readable(c)):
+                        # IMAPClient returns nothing at end of stream, so a socket that still reads as
+                        # ready after an empty check is closed: say so rather than poll it forever
+                        raise OSError("the IMAP server closed the connection")
+                    if any(len(r) > 1 and r[1] in (b"EXISTS", b"RECENT") for r in responses):
                         return
             finally:
-                c.idle_done()
+                with contextlib.suppress(*NETWORK_ERRORS):
+                    c.idle_done()
 
     def stop(self) -> None:
         """Ask a running :meth:`wait` to return (within a second); any thread."""
@@ -220,6 +228,13 @@ class Mailbox:
         c, self._client = self._client, None
         if c is not None:
             _quiet_logout(c)
+
+
+def _readable(c: IMAPClient) -> bool:
+    try:
+        return bool(select.select([c.socket()], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
 
 
 def _quiet_logout(c: IMAPClient) -> None:

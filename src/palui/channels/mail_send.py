@@ -27,7 +27,7 @@ from email.message import EmailMessage
 from email.policy import SMTP
 from email.utils import format_datetime, localtime
 
-__all__ = ["Outgoing", "SendFailed", "build", "message_id", "send", "subject_line"]
+__all__ = ["Outgoing", "SendFailed", "build", "message_id", "send", "smtp_login", "subject_line"]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 SUBJECT_MAX = 120  # characters
@@ -113,7 +113,7 @@ def send(msg: EmailMessage, *, host: str, port: int, security: str, login: str, 
                 client.starttls(context=context)
                 client.ehlo()
             if password:
-                client.login(login, password)
+                smtp_login(client, login, password)
             code, reply = client.mail(sender)
             if code != 250:
                 raise smtplib.SMTPSenderRefused(code, reply, sender)
@@ -141,6 +141,18 @@ def send(msg: EmailMessage, *, host: str, port: int, security: str, login: str, 
     except (smtplib.SMTPException, OSError) as e:
         raise SendFailed(f"the mail server is unreachable: {type(e).__name__}: {e}",
                          maybe_delivered=in_data) from None
+
+
+def smtp_login(client: smtplib.SMTP, login: str, password: str) -> None:
+    """Log in with one mechanism, PLAIN where offered, else LOGIN (smtplib's ``login`` tries the next one after
+    a refusal, and some servers then wait instead of answering). Raises SMTPAuthenticationError."""
+    offered = str(client.esmtp_features.get("auth", "")).upper().split()
+    for mechanism in ("PLAIN", "LOGIN"):
+        if mechanism in offered:
+            client.user, client.password = login, password
+            client.auth(mechanism, getattr(client, f"auth_{mechanism.lower()}"))
+            return
+    client.login(login, password)
 
 
 def _said(reply: bytes | str) -> str:

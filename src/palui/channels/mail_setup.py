@@ -20,7 +20,7 @@ import ssl
 from typing import TYPE_CHECKING, Any
 
 from palui.channels.mail_imap import NETWORK_ERRORS, LoginRefused, Mailbox
-from palui.channels.mail_send import Outgoing, SendFailed, build, message_id, send
+from palui.channels.mail_send import Outgoing, SendFailed, build, message_id, send, smtp_login
 from palui.channels.redaction import Redactor
 from palui.errors import PaluiError, UsageError
 from palui.text.display import shown
@@ -101,7 +101,7 @@ def _smtp_login(cfg: dict[str, Any], password: str) -> None:
             client.starttls(context=context)
             client.ehlo()
         if password:
-            client.login(cfg["login"], password)
+            smtp_login(client, cfg["login"], password)
     finally:
         try:
             client.quit()
