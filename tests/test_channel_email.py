@@ -32,7 +32,8 @@ def rig(home, dovecot):  # noqa: F811
     r.stop()
     r.close()
     log = (home / "serve-test.log").read_text(errors="replace")
-    palui_log = (home / "logs" / "palui.log").read_text(errors="replace") if (home / "logs" / "palui.log").exists() else ""
+    logs = home / "logs" / "palui.log"
+    palui_log = logs.read_text(errors="replace") if logs.exists() else ""
     assert r.password not in log + palui_log, "the mailbox password leaked into a log"
 
 
@@ -116,7 +117,7 @@ def test_an_approval_is_answered_by_a_reply_from_the_person_only_and_once(rig: M
     told = smtp.wait_for(lambda m: "did not pass the check" in body(m), after=mark)
     assert told["To"].addresses[0].addr_spec == PERSON
     # Forged headers: one of another id above the receiving server's failing one, one of its id below it.
-    for extra in ({"above": (f"Authentication-Results: evil.example; dmarc=pass header.from=example.org",)},
+    for extra in ({"above": ("Authentication-Results: evil.example; dmarc=pass header.from=example.org",)},
                   {"below": (f"Authentication-Results: {AUTHSERV}; dkim=pass header.d=example.org; "
                              "dmarc=pass header.from=example.org",)}):
         msg = rig.mail("approve", auth="fail", to=answer_to, in_reply_to=str(ask["Message-ID"]), **extra)

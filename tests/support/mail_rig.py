@@ -28,10 +28,11 @@ import subprocess
 import tempfile
 import threading
 import warnings
+from collections.abc import Callable
 from email.message import EmailMessage
 from email.utils import format_datetime, localtime, make_msgid
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 

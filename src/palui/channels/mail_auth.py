@@ -92,6 +92,8 @@ def _scan(text: str) -> tuple[str, list[str]]:
         else:
             out.append(ch)
         i += 1
+    if depth:
+        out.append("\x00unterminated\x00")  # a comment never closed: the header does not parse
     return "".join(out), strings
 
 
@@ -103,6 +105,8 @@ def parse_header(value: str) -> AuthResult | None:
     """One header's value (after ``Authentication-Results:``), or None when it cannot be read or has a
     version other than 1 (RFC 8601 §2.2: such a header is ignored)."""
     cleaned, strings = _scan(value.replace("\r", " ").replace("\n", " "))
+    if "\x00unterminated\x00" in cleaned:
+        return None
     head, *rest = cleaned.split(";")
     words = head.split()
     if not words or len(words) > 2:
@@ -155,7 +159,7 @@ def from_address(values: Sequence[str]) -> str | None:
         return None
     try:
         header = _REGISTRY("from", values[0])
-        addresses = header.addresses  # type: ignore[attr-defined]
+        addresses = header.addresses  # type: ignore[attr-defined]  # the registry makes an AddressHeader for "from"
     except Exception:  # noqa: BLE001 - an unparseable From is no address
         return None
     if len(addresses) != 1 or header.defects:

@@ -8,7 +8,7 @@ topic: ``migrations_costs`` (per-turn cost independent of history and catalog si
 ``migrations_integrity`` (webhook replay keys kept, the audit's count: 32–33). They run in number order, each
 once; never edit one that has shipped.
 
-Unused numbers: 2, 3, 16–19, 23, 24. They were handed out to work that did not need them and stay
+Unused numbers: 2, 3, 16–19, 23, 24, 38, 39. They were handed out to work that did not need them and stay
 unused, so that no database ever records them for something else. New migrations take numbers above
 36, in the order they land on main: the next one to land takes the highest number in use plus one,
 whichever branch wrote it first.
