@@ -334,3 +334,42 @@ def test_a_refused_login_says_so_and_a_new_password_sends_what_waited(rig: MailR
     assert "still paired with" in r.stdout and new not in r.stdout + r.stderr
     smtp.wait_for(lambda m: "pong" in body(m), after=mark)
     wait_for(lambda: rig.state() == "connected", 60, what="the channel to log in again")
+
+
+def test_the_web_page_adds_tests_and_lists_an_email_channel(svc, dovecot):  # noqa: F811
+    import itertools
+
+    from starlette.testclient import TestClient
+
+    from palui.server.app import create_app, csrf_value, session_value
+    from support.mail_rig import SMTPServer
+
+    address, password = f"web-{next(itertools.count())}-{id(svc)}@palui.example", "pw-web"
+    dovecot.add_user(address, password)
+    smtp = SMTPServer(address, password).start()
+    app = create_app(svc, "tok", port=8765)
+    form = {"csrf": csrf_value("tok"), "back": "/channels", "kind": "email", "address": address,
+            "imap_host": "127.0.0.1", "imap_port": str(dovecot.port), "imap_security": "none",
+            "smtp_host": "127.0.0.1", "smtp_port": str(smtp.port), "smtp_security": "none",
+            "authserv_id": AUTHSERV, "password": "wrong"}
+    try:
+        with TestClient(app, base_url="http://127.0.0.1:8765", follow_redirects=False,
+                        cookies={"palui_session": session_value("tok")}) as client:
+            assert 'id="add-email"' in client.get("/channels").text
+            client.post("/channels/add", data=form)
+            page = client.get("/channels").text
+            assert "refused the login" in page and svc.channels() == []
+            client.post("/channels/add", data={**form, "address": "palui+x@palui.example", "password": password})
+            assert "no +" in client.get("/channels").text and svc.channels() == []
+            client.post("/channels/add", data={**form, "imap_host": "imap.example.org", "password": password})
+            assert "plain only on loopback" in client.get("/channels").text and svc.channels() == []
+            r = client.post("/channels/add", data={**form, "password": password})
+            assert r.status_code == 303
+            page = client.get("/channels").text
+            assert 'data-channel="email"' in page and address in page and password not in page
+            secret = svc.channel_secrets("email")
+            assert secret["password"] == password and len(bytes.fromhex(secret["reply_key"])) == 32
+            client.post("/channels/email/test", data={"csrf": csrf_value("tok"), "back": "/channels"})
+            assert f"accept {address}" in client.get("/channels").text
+    finally:
+        smtp.stop()
