@@ -210,6 +210,7 @@ class SMTPServer:
         self.controller: Any = None
 
     def start(self) -> SMTPServer:
+        """Listen (again, after :meth:`stop`) on :attr:`port`."""
         from aiosmtpd.controller import Controller
         from aiosmtpd.smtp import AuthResult
 
@@ -271,6 +272,8 @@ class MailRig:
         (home / "palui.toml").write_text(f'model = "script:{self.script}"\n{toml}', encoding="utf-8")
         self.svc = LiveService(home)
         self.validity = 0
+        self.marks: dict[int, int] = {}
+        self.delivered: dict[int, EmailMessage] = {}
 
     def set_script(self, *steps: dict[str, Any]) -> None:
         tmp = self.script.with_suffix(".tmp")
@@ -350,8 +353,12 @@ class MailRig:
         return msg
 
     def deliver(self, msg: EmailMessage) -> int:
-        """Put ``msg`` into Palui's mailbox (the receiving server's delivery); its UID."""
-        return self.dovecot.append(self.address, self.password, msg.as_bytes())
+        """Put ``msg`` into Palui's mailbox (the receiving server's delivery); its UID. What Palui had sent by
+        then is remembered with it (:attr:`marks`), and the mail itself (:attr:`delivered`)."""
+        mark = self.smtp.mark()
+        uid = self.dovecot.append(self.address, self.password, msg.as_bytes())
+        self.marks[uid], self.delivered[uid] = mark, msg
+        return uid
 
     def say(self, text: str, **kw: Any) -> int:
         return self.deliver(self.mail(text, **kw))

@@ -27,9 +27,10 @@ or an approval changed since are refused. ``/approve ID`` typed in a mail is ref
 
 **Sending** (:mod:`.mail_send`): plain text, one mail per outbox part with a fixed ``Message-ID``; answers
 and replies thread under the person's latest mail (``In-Reply-To``/``References``, ``Re:`` its subject),
-approvals and notices start their own thread, and an approval answered elsewhere gets a short mail in its
-thread (nothing when it was answered here: the reply's confirmation said it). A part in flight at a crash
-is sent again with the same ``Message-ID``: at most one repeat. Answers are not split below 512 KiB.
+approvals and notices start their own thread, and an approval's outcome (answered here or elsewhere,
+expired) is a short mail in its thread: mail cannot be edited. A part in flight at a crash is sent again
+with the same ``Message-ID``: at most one repeat. Answers longer than 32 KiB are split into mails of one
+thread, each decoding to exactly its part (nothing cut).
 """
 
 from __future__ import annotations
@@ -58,12 +59,14 @@ from palui.channels.text import utf8_len
 from palui.text.display import shown
 
 if TYPE_CHECKING:
-    from palui.results import OutboxItem, OutboxPart, RenderedPart
+    from palui.results import OutboxItem, OutboxPart
     from palui.service.door import ServiceDoor
 
 log = logging.getLogger("palui.channels.email")
 
-TEXT_LIMIT = 512 * 1024  # bytes of UTF-8 in one mail: longer answers are split (few ever are)
+#: Bytes of UTF-8 in one mail (as Matrix): longer answers are split into mails of one thread. Gmail clips a body
+#: over about 100 KB behind "View entire message"; a part this size is always shown whole.
+TEXT_LIMIT = 32 * 1024
 LOGIN_REFUSED = "error: the mail server refused the login"
 _MSGID = re.compile(r"<[^<>\s]{1,250}>")
 
@@ -290,11 +293,12 @@ class EmailChannel(Channel):
             self.reply(inb.chat, "Refused: that reply address is not one Palui made; nothing was answered.")
             return []
         aid = found["approval_id"]
-        if found["used_at"] is not None:
-            self.reply(inb.chat, f"Refused: the reply address of approval {aid} was used already; nothing was "
-                       "answered again.")
-            return []
         a = self.svc.approval_or_none(aid)
+        if found["used_at"] is not None:
+            now = f"is already {a['status']}" if a is not None else "is gone"
+            self.reply(inb.chat, f"Refused: approval {aid} {now}; its reply address was used already, and "
+                       "answers once.")
+            return []
         if a is None or views.fingerprint(a) != found["fingerprint"]:
             self.reply(inb.chat, f"Refused: that mail does not match approval {aid} as it is now; nothing was "
                        "answered (/approvals sends it again).")
@@ -325,13 +329,6 @@ class EmailChannel(Channel):
             await super()._deliver(item)
         finally:
             self._item = None
-
-    def render(self, item: OutboxItem) -> list[RenderedPart] | None:
-        if item["kind"] == "edit":
-            a = self.svc.approval_or_none(item["subject"] or "")
-            if a is not None and a.get("answered_via") == self.name:
-                return []  # answered by a reply here: its confirmation said so, a second mail adds nothing
-        return super().render(item)
 
     def _threading(self, chat: str, part: OutboxPart) -> tuple[str, str | None, tuple[str, ...]]:
         item = self._item

@@ -1,8 +1,8 @@
 """Outgoing mail for the email channel (spec §8.3): plain text, injection-proof headers, one ``Message-ID`` per part.
 
 - **Plain text only**: ``text/plain; charset=utf-8``, quoted-printable (so a long line is never cut by a
-  server's 998-character limit). The text is already escaped for display (hidden characters shown as
-  ``\\u202e``…, :mod:`palui.text.display`); nothing in it is markup.
+  server's 998-character limit), decoding to exactly the part's text. The text is already escaped for
+  display (hidden characters shown as ``\\u202e``…, :mod:`palui.text.display`); nothing in it is markup.
 - **Headers cannot be injected**: addresses are built as :class:`email.headerregistry.Address` from
   checked parts, a subject is one line without control characters (:func:`subject_line`), and the
   message is serialised with :data:`email.policy.SMTP`, which refuses a header value with a line break.
@@ -93,7 +93,13 @@ def build(mail: Outgoing, sender: str, name: str = "Palui") -> EmailMessage:
         msg["References"] = " ".join((*mail.references, mail.in_reply_to)[-10:])
     msg["Auto-Submitted"] = "auto-replied"
     msg["X-Auto-Response-Suppress"] = "All"
-    msg.set_content(mail.text or "(empty)", subtype="plain", charset="utf-8", cte="quoted-printable")
+    text = mail.text or "(empty)"
+    msg.set_content(text, subtype="plain", charset="utf-8", cte="quoted-printable")
+    if not text.endswith("\n"):
+        # The body decodes to exactly the text: a closing soft line break instead of the line break the
+        # encoder adds, so the parts of a split answer join back to the whole.
+        payload = str(msg.get_payload())
+        msg.set_payload((payload[:-1] if payload.endswith("\n") else payload) + "=\n")
     return msg
 
 
