@@ -153,3 +153,19 @@ def test_the_restart_position_is_uidvalidity_and_the_last_uid(cursor, validity, 
     ch.svc, ch.name = _Svc(cursor), "email"  # type: ignore[assignment]
     assert ch._position(Opened(validity, uidnext, True)) == position
     assert ch.svc.cursor == f"{position[0]}:{position[1]}"
+
+
+def test_a_part_decodes_to_exactly_its_text_so_split_parts_join_back():
+    import email
+    import email.policy
+
+    from palui.channels.text import split_message
+
+    whole = "\n".join(f"{i:04d} " + "y\u00e9" * 60 for i in range(400)) + "\n\nend without a line break"
+    parts = split_message(whole, 32 * 1024, lambda t: len(t.encode()))
+    assert len(parts) >= 2
+    got = []
+    for n, part in enumerate(parts):
+        raw = build(Outgoing("alice@example.org", "s", part, f"<p{n}@x>"), "palui@palui.example").as_bytes()
+        got.append(email.message_from_bytes(raw, policy=email.policy.default).get_content().replace("\r\n", "\n"))
+    assert got == parts and "".join(got) == whole

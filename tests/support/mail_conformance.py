@@ -6,7 +6,7 @@ How email says what the suite asks: a message Palui showed is a mail to the pers
 decoded; its ref its ``Message-ID``); an "edit" is the outcome mail Palui sends in an approval mail's thread
 (``In-Reply-To`` the approval mail: its ref is that mail's); an answer is the person's reply to the approval
 mail's own address, a forged one a reply to an address Palui never made, a replay the same reply sent again
-as a new mail; what Palui "told" about a mail is the next mail to the person after it. Mail has no edits and
+as a new mail; what Palui "told" about a mail is its reply in that mail's thread. Mail has no edits and
 no mentions; the stranger writes from another domain that passes its own checks.
 """
 
@@ -106,8 +106,10 @@ class EmailConformanceRig(ChannelRig):
         return self.mail.deliver(again)
 
     def told(self, handle: Any) -> str:
-        after = self.mail.marks[int(handle)]
-        return self.wait_shown(lambda s: not s.edited, after).text
+        """Palui's reply to that mail: in its thread (``In-Reply-To`` its ``Message-ID``)."""
+        mid = str(self.mail.delivered[int(handle)]["Message-ID"])
+        return self.wait_shown(lambda s: str(s.raw.get("In-Reply-To") or "") == mid and not s.edited,
+                               self.mail.marks[int(handle)]).text
 
     def pings(self, shown: Shown) -> list[str]:
         m = shown.raw

@@ -52,6 +52,7 @@ from palui.channels.base import Channel, Inbound, Quoted
 from palui.channels.mail_auth import judge
 from palui.channels.mail_imap import FETCH_BATCH, NETWORK_ERRORS, Fetched, LoginRefused, Mailbox, Opened, decode_text
 from palui.channels.mail_send import Outgoing, SendFailed, build, message_id, send, subject_line
+from palui.channels.mail_setup import test_channel
 from palui.channels.mail_text import MailWords, answer_word, html_to_text, split_words
 from palui.channels.platform import Backoff
 from palui.channels.redaction import Redactor
@@ -62,12 +63,13 @@ if TYPE_CHECKING:
     from palui.results import OutboxItem, OutboxPart
     from palui.service.door import ServiceDoor
 
+__all__ = ["EmailChannel", "answer_secret", "test_channel"]
+
 log = logging.getLogger("palui.channels.email")
 
 #: Bytes of UTF-8 in one mail (as Matrix): longer answers are split into mails of one thread. Gmail clips a body
 #: over about 100 KB behind "View entire message"; a part this size is always shown whole.
 TEXT_LIMIT = 32 * 1024
-LOGIN_REFUSED = "error: the mail server refused the login"
 _MSGID = re.compile(r"<[^<>\s]{1,250}>")
 
 
@@ -136,9 +138,7 @@ class EmailChannel(Channel):
                 try:
                     opened = await asyncio.to_thread(self.mailbox.open)
                 except LoginRefused:
-                    self.set_state(f"{LOGIN_REFUSED} (retrying; check it with palui channels test {self.name}, or "
-                                   f"give a new password with palui channels add email --name {self.name} … "
-                                   "--password-file FILE, which keeps the pairing)")
+                    self.login_refused()
                     await asyncio.sleep(refused.next_delay())
                     continue
                 except NETWORK_ERRORS as e:
@@ -169,6 +169,13 @@ class EmailChannel(Channel):
             if len(batch) < FETCH_BATCH:
                 self._state()
                 await asyncio.to_thread(self.mailbox.wait)
+
+    def login_refused(self) -> None:
+        """The IMAP or SMTP server refuses the password (changed, or an app password revoked): the state says
+        so and what to do; receiving is retried (at most a minute apart), deliveries wait."""
+        self.set_state(f"error: the password was rejected by the mail server (retrying; check it with palui "
+                       f"channels test {self.name}, or give a new one with palui channels add email --name "
+                       f"{self.name} --address … --password-file FILE, which keeps the pairing)")
 
     def _position(self, opened: Opened) -> tuple[int, int]:
         """Where reading resumes: the stored ``UIDVALIDITY:UID``, or — first start, or the folder's
@@ -370,7 +377,7 @@ class EmailChannel(Channel):
                                     sender=self.address)
         except SendFailed as e:
             if e.login:
-                self.set_state(f"{LOGIN_REFUSED} for sending (check it with palui channels test {self.name})")
+                self.login_refused()
             raise
         return mail.message_id
 
