@@ -373,3 +373,60 @@ def test_the_web_page_adds_tests_and_lists_an_email_channel(svc, dovecot):  # no
             assert f"accept {address}" in client.get("/channels").text
     finally:
         smtp.stop()
+
+
+def test_a_changed_uidvalidity_reads_nothing_old_as_new(rig: MailRig):
+    rig.pair()
+    smtp = rig.smtp
+    rig.set_script({"text": "answered"})
+    mark = smtp.mark()
+    rig.say("first question")
+    smtp.wait_for(lambda m: body(m).strip() == "answered", after=mark)
+    rig.stop()
+    # The server forgets the folder's UIDs (its index rebuilt): a new UIDVALIDITY, the old mails renumbered.
+    box = rig.dovecot.root / "mail" / rig.address
+    for f in [*box.glob("dovecot-uidlist"), *box.glob("dovecot.index*")]:
+        f.unlink()
+    turns, sent, old = rig.svc.count("turns"), smtp.mark(), rig.validity
+
+    def validity() -> int:
+        return int(rig.svc.rows("SELECT cursor FROM channel_cursors")[0][0].split(":")[0])
+    rig.start()
+    rig.validity = wait_for(lambda: validity() != old and validity(), 60, what="the channel to see the new folder")
+    rig.say("second question")
+    smtp.wait_for(lambda m: body(m).strip() == "answered", after=sent)
+    assert rig.svc.count("turns") == turns + 1  # only the new mail: the old ones were not read again
+    assert rig.svc.count("channel_updates", "key LIKE ?", (f"uid:{rig.validity}:%",)) == 1
+    assert len([m for m in smtp.sent[sent:] if body(m).strip() == "answered"]) == 1
+
+
+def test_without_idle_the_folder_is_polled_and_only_text_parts_are_fetched(dovecot):  # noqa: F811
+    import threading
+
+    from palui.channels.mail_imap import Mailbox
+
+    address, password = "poll-user@palui.example", "pw-poll"
+    dovecot.add_user(address, password)
+    box = Mailbox("127.0.0.1", dovecot.port, "none", address, password, poll_seconds=0.5)
+    opened = box.open()
+    assert opened.idle  # dovecot offers IDLE: this test takes it away, as from a server without it
+    box._idle = False
+    from email.message import EmailMessage
+
+    m = EmailMessage()
+    m["From"], m["To"], m["Subject"] = PERSON, address, "with a file"
+    m.set_content("the words")
+    m.add_alternative("<p>the words</p>", subtype="html")
+    m.add_attachment(b"SECRET-ATTACHMENT-BYTES" * 1000, maintype="application", subtype="octet-stream",
+                     filename="big.bin")
+    later = threading.Timer(0.2, lambda: dovecot.append(address, password, m.as_bytes()))
+    later.start()
+    try:
+        box.wait()  # returns after a poll
+        got = wait_for(lambda: box.fetch_after(opened.uidnext - 1), 30, what="the polled mail")
+    finally:
+        later.join()
+        box.close()
+    assert len(got) == 1 and got[0].attachments == 1 and not got[0].html_only
+    fetched = got[0].header + b"".join(got[0].texts)
+    assert b"the words" in fetched and b"SECRET-ATTACHMENT" not in fetched and b"U0VDUkVU" not in fetched
