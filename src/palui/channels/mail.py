@@ -8,10 +8,11 @@ with what it caused), and a mail whose ``Message-ID`` was seen before (a replay)
 
 **Whose mail.** A mail is the person's only when the receiving server the person named vouches for it
 (:mod:`.mail_auth`: the topmost ``Authentication-Results`` of that authserv-id says ``dmarc=pass`` or an
-aligned ``dkim=pass``) **and** its ``From`` is the paired address. Pairing needs such a mail too
-(``/pair CODE`` as its first line). Anything else is ignored and logged once a day; a mail with the
-person's own address that fails the check is ignored and the person is told, once a day. Mail marked
-``Auto-Submitted`` (vacation replies, bounces) or ``Precedence: bulk`` is never read.
+aligned ``dkim=pass``), its ``From`` is the paired address, and it names Palui's address in ``To`` or ``Cc``
+(a signed mail the person sent elsewhere, delivered here again, is not theirs to Palui). Pairing needs such
+a mail (``/pair CODE`` as its first line). Anything else is ignored and logged once a day; the person is
+told once a day of a mail with their address that fails. ``Auto-Submitted`` mail (vacation replies,
+bounces) and ``Precedence: bulk`` are never read.
 
 **Whose words** (:mod:`.mail_text`): only the new text; quoted lines and forwarded blocks are untrusted
 quotes (a quote of Palui's own answer in this conversation adds nothing). Commands are the first line:
@@ -49,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from palui.channels import views
 from palui.channels.base import Channel, Inbound, Quoted
-from palui.channels.mail_auth import judge
+from palui.channels.mail_auth import Judgement, judge
 from palui.channels.mail_imap import FETCH_BATCH, NETWORK_ERRORS, Fetched, LoginRefused, Mailbox, Opened, decode_text
 from palui.channels.mail_send import Outgoing, SendFailed, build, message_id, send, subject_line
 from palui.channels.mail_setup import test_channel
@@ -93,6 +94,7 @@ def answer_secret(key: bytes, part_key: str) -> str:
 
 
 def secret_hash(secret: str) -> str:
+    """SHA-256 (hex) of an answer address's secret: what the service keeps."""
     return hashlib.sha256(secret.lower().encode()).hexdigest()
 
 
@@ -120,6 +122,8 @@ class EmailChannel(Channel):
         self.authserv_id = str(cfg["authserv_id"])
         self.mailbox = Mailbox(cfg["imap_host"], int(cfg["imap_port"]), cfg["imap_security"], cfg["login"], password,
                                cfg.get("folder", "INBOX"), float(cfg.get("poll_seconds", 60)))
+        self._to_me = re.compile(rf"(?<![A-Za-z0-9._%+-]){re.escape(self.local)}(?:\+[A-Za-z0-9_-]*)?@"
+                                 rf"{re.escape(self.domain)}(?![A-Za-z0-9.-])", re.IGNORECASE)
         self._secret_re = re.compile(rf"{re.escape(self.local)}\+a-([a-z2-7]{{26}})@{re.escape(self.domain)}",
                                      re.IGNORECASE)
         self._mail = _Mail()
@@ -221,6 +225,9 @@ class EmailChannel(Channel):
         verdict = judge([str(v) for v in head.get_all("Authentication-Results") or []],
                         [str(v) for v in head.get_all("From") or []], self.authserv_id)
         person = self.svc.channel(self.name)["person_id"]
+        if verdict.trusted and not any(self._to_me.search(str(v)) for h in ("To", "Cc") for v in head.get_all(h) or []):
+            # a signed mail the person sent to someone else, delivered here again (a DKIM replay)
+            verdict = Judgement(False, verdict.address, "it is not addressed to Palui (To, Cc)")
         if not verdict.trusted:
             log.info("%s: mail %s is not vouched for: %s", self.name, key, verdict.why)
             who = verdict.address or "an unreadable From"
@@ -276,9 +283,8 @@ class EmailChannel(Channel):
                         inb.key)
             return []
         ch = self.svc.channel(self.name)
-        first = inb.text.strip().split("\n", 1)[0].strip().lower()
-        if inb.private and (inb.sender == ch["person_id"] or first.startswith("/pair ")):
-            if mail.message_id:
+        if inb.private and (inb.sender == ch["person_id"] or inb.text.strip().lower().startswith("/pair ")):
+            if mail.message_id:  # Palui's replies thread under the person's latest mail
                 self.svc.set_mail_thread(self.name, inb.chat, mail.message_id, mail.refs, mail.subject)
         if inb.private and inb.sender == ch["person_id"] and mail.secret is not None:
             return self._answer_by_reply(inb, mail)
