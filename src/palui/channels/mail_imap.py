@@ -145,6 +145,8 @@ class Mailbox:
                 except LoginError as e:
                     raise LoginRefused(str(e)) from None
                 info = c.select_folder(self.folder, readonly=True)
+                for kind in ("EXISTS", "RECENT"):  # SELECT's own counts, read above: not news for wait()
+                    c._imap.untagged_responses.pop(kind, None)
                 self._idle = bool(c.has_capability("IDLE"))
             except BaseException:
                 _quiet_logout(c)
@@ -197,6 +199,11 @@ class Mailbox:
                 return
             c.idle()
             try:
+                # News that came with the answer to an earlier command, or just before the server's "+ idling",
+                # is kept by imaplib (IMAPClient's idle_check reads only the socket): look there first.
+                held = c._imap.untagged_responses
+                if any([held.pop(kind, None) for kind in ("EXISTS", "RECENT")]):  # both taken, not one
+                    return
                 end = time.monotonic() + IDLE_RENEW_SECONDS
                 while not self._stop.is_set() and time.monotonic() < end:
                     responses = c.idle_check(timeout=1)
