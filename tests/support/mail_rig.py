@@ -27,6 +27,7 @@ import socket
 import subprocess
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Callable
 from email.message import EmailMessage
@@ -164,7 +165,26 @@ service stats {{
         tmp.write_text("".join(f"{x}\n" for x in [*lines, f"{name}:{{PLAIN}}{password}::::::"]))
         if os.geteuid() == 0:
             os.chown(tmp, self.uid, self.gid)
+        # dovecot reads the file again when its mtime changes, in whole seconds: two changes within one second
+        # would look like one, so each change moves the mtime a second past the last
+        self._mtime = max(time.time(), getattr(self, "_mtime", 0.0) + 1.0)
+        os.utime(tmp, (self._mtime, self._mtime))
         os.replace(tmp, self.root / "passwd")
+        if self.proc is not None:  # it also looks at most once a second: wait until the new password works
+            wait_for(lambda: self._logs_in(name, password), 30, what="dovecot to read its users again")
+
+    def _logs_in(self, user: str, password: str) -> bool:
+        try:
+            m = imaplib.IMAP4("127.0.0.1", self.port, timeout=30)
+        except OSError:
+            return False
+        try:
+            m.login(user, password)
+            return True
+        except imaplib.IMAP4.error:
+            return False
+        finally:
+            m.shutdown()
 
     def set_password(self, user: str, password: str) -> None:
         self.add_user(user, password)
