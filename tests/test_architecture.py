@@ -19,7 +19,7 @@ FRONT_ENDS = ("palui.cli", "palui.server", "palui.web", "palui.channels", "palui
 # What a front end may import of Palui: the service API, the shared words and result types, the shared text
 # helpers, the settings, and front-end code itself.
 FRONT_END_ALLOWED = ("palui.service", "palui.types", "palui.results", "palui.errors", "palui.text", "palui.config",
-                     "palui.config_schema",
+                     "palui.config_schema", "palui.config_rules", "palui.config_section",
                      "palui.home", "palui.discovery", "palui.files", *FRONT_ENDS)
 FRONT_END_FORBIDDEN = ("palui.runner", "palui.store", "palui.models", "palui.connectors", "palui.triggers")
 # The service's internals a front end must not reach through an attribute either: its collaborators and

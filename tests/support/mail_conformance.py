@@ -1,6 +1,7 @@
 """The email channel's rig for the channel conformance suite (tests/support/channel_rig.py's interface):
 :class:`support.mail_rig.MailRig` (the session's dovecot, aiosmtpd in the test, a real ``palui serve``)
-behind the suite's words. Registered as ``RIGS["email"]`` in tests/support/conformance_rigs.py.
+behind the suite's words. Registered as ``RIGS["email"]`` in tests/support/conformance_rigs.py, which exports
+the session's dovecot for it.
 
 How email says what the suite asks: a message Palui showed is a mail to the person (its text the body,
 decoded; its ref its ``Message-ID``); an "edit" is the outcome mail Palui sends in an approval mail's thread
@@ -17,10 +18,8 @@ from email.utils import make_msgid
 from pathlib import Path
 from typing import Any
 
-from support import channel_rig  # the suite's interface (tests/support/channel_rig.py)
+from support.channel_rig import ChannelRig, Shown
 from support.mail_rig import PERSON, STRANGER, MailRig, body
-
-ChannelRig, Shown = channel_rig.ChannelRig, channel_rig.Shown
 
 FORWARD = "fyi\n\n---------- Forwarded message ---------\nFrom: Mallory <{who}>\nSubject: invoice\n\n{text}\n"
 

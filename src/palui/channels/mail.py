@@ -104,6 +104,7 @@ class EmailChannel(Channel):
     kind = "email"
     title = "Email"
     text_limit = TEXT_LIMIT
+    renew_options = "--address … --password-file FILE"
     how_to_answer = ("Reply to this mail with approve (or deny and your reason) as the first line; the reply "
                      "goes to this approval's own address and works once.")
 
@@ -175,11 +176,10 @@ class EmailChannel(Channel):
                 await asyncio.to_thread(self.mailbox.wait)
 
     def login_refused(self) -> None:
-        """The IMAP or SMTP server refuses the password (changed, or an app password revoked): the state says
-        so and what to do; receiving is retried (at most a minute apart), deliveries wait."""
-        self.set_state(f"error: the password was rejected by the mail server (retrying; check it with palui "
-                       f"channels test {self.name}, or give a new one with palui channels add email --name "
-                       f"{self.name} --address … --password-file FILE, which keeps the pairing)")
+        """The IMAP or SMTP server refuses the password (changed, or an app password revoked): said in the state
+        with what to do, the person told once (:meth:`credentials_refused`); receiving is retried (at most a
+        minute apart), deliveries wait."""
+        self.credentials_refused("the password")
 
     def _position(self, opened: Opened) -> tuple[int, int]:
         """Where reading resumes: the stored ``UIDVALIDITY:UID``, or — first start, or the folder's

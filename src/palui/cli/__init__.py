@@ -60,7 +60,8 @@ SUMMARIES: tuple[tuple[str, str, bool], ...] = (
               " SIGTERM/SIGINT.", False),
     ("jobs", "Scheduled jobs: prompts run on a cron schedule by the service.", True),
     ("webhooks", "Inbound webhooks: signed deliveries summarised with no tools.", True),
-    ("channels", "Chat channels: talk to Palui and answer approvals from Telegram or Matrix.", True),
+    ("channels", "Chat channels: talk to Palui and answer approvals from Telegram, Matrix, Slack, Discord or email.",
+     True),
     ("service", "Run palui serve at login (systemd user unit, launchd agent).", True),
     ("conversations", "Earlier conversations: list them, show one.", True),
     ("prune", "Delete untrusted content, inbox messages and webhook deliveries older than DATE (the audit is"

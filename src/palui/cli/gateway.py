@@ -67,7 +67,7 @@ def snippets(name: str, token: str, url: str) -> str:
 
 def _url() -> str:
     svc = service()
-    return f"http://127.0.0.1:{svc.settings.get('serve.port')}"
+    return f"http://127.0.0.1:{svc.settings.serve.port}"
 
 
 def _line(c: GatewayClient) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from palui.cli.common import WHOLE, connectors_app, emit_json, service
+from palui.cli.common import CLEAN, Setting, connectors_app, emit_json, service
 from palui.errors import UsageError
 from palui.text.display import shown, shown_json
 
@@ -29,18 +29,21 @@ def _print_report(r: Mapping[str, Any]) -> None:
 @click.argument("name", help="A name for the server; the id becomes mcp-<slug>.")
 @click.argument("command", nargs=-1, required=False, metavar="[-- COMMAND [ARGS…]]",
                 help="The stdio server's command line, after --.")
-@click.option("--url", help="A streamable HTTP server's URL (instead of a command).")
+@click.option("--url", type=CLEAN, help="A streamable HTTP server's URL (instead of a command).")
 @click.option("--env", multiple=True, metavar="KEY[=VALUE]",
               help="Environment for a stdio server (a secret). KEY alone takes $KEY.")
 @click.option("--header", multiple=True, metavar="KEY=VALUE", help="HTTP header (a secret).")
-@click.option("--cwd", help="Working directory of a stdio server.")
+@click.option("--cwd", type=CLEAN, help="Working directory of a stdio server.")
 @click.option("--enable-read", is_flag=True, help="Switch on its read tools at once.")
-@click.option("--timeout", type=float, metavar="S", help="Per-call timeout in seconds.")
-@click.option("--max-output", type=WHOLE, metavar="BYTES", help="Output size limit in bytes.")
+@click.option("--timeout", type=Setting("mcp.call_timeout_seconds"), metavar="S",
+              help="Per-call timeout in seconds (default and range: mcp.call_timeout_seconds).")
+@click.option("--max-output", type=Setting("mcp.max_output_bytes"), metavar="BYTES",
+              help="Output size limit in bytes (default and range: mcp.max_output_bytes).")
 @click.option("--client-id", help="OAuth: a client you registered yourself.")
 @click.option("--client-secret-file", type=click.Path(path_type=Path), help="OAuth: its secret file.")
 @click.option("--client-auth", default="basic", help="OAuth: how the client authenticates (basic|post).")
-@click.option("--redirect-uri", help="OAuth: the loopback redirect URI that client fixes (http://127.0.0.1:PORT/…).")
+@click.option("--redirect-uri", type=CLEAN,
+              help="OAuth: the loopback redirect URI that client fixes (http://127.0.0.1:PORT/…).")
 @click.option("--no-browser", is_flag=True, help="OAuth: print the sign-in address, open no browser.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def connectors_add(name: str, command: tuple[str, ...], url: str | None, env: tuple[str, ...],

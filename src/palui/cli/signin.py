@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from palui.cli.common import connectors_app, emit_json, service
+from palui.cli.common import CLEAN, connectors_app, emit_json, service
 from palui.errors import UsageError
 from palui.types import OAuthClient, SignIn
 
@@ -118,7 +118,7 @@ def client_option(client_id: str | None, secret_file: Path | None, auth: str,
 @click.option("--client-id", help="A client you registered at the server yourself.")
 @click.option("--client-secret-file", type=click.Path(path_type=Path), help="Its secret, from this file.")
 @click.option("--client-auth", default="basic", help="How the client authenticates: basic or post.")
-@click.option("--redirect-uri", help="The loopback redirect URI that client fixes (http://127.0.0.1:PORT/…).")
+@click.option("--redirect-uri", type=CLEAN, help="The loopback redirect URI that client fixes (http://127.0.0.1:PORT/…).")
 @click.option("--no-browser", is_flag=True, help="Print the address instead of opening a browser.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def connectors_login(cid: str, client_id: str | None, client_secret_file: Path | None, client_auth: str,

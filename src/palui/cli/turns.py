@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from palui.cli import render
-from palui.cli.common import LIMIT, app, emit_json, fail, group, service
+from palui.cli.common import CLEAN, LIMIT, app, emit_json, fail, group, service
 from palui.cli.live import live_service, run_async
 from palui.errors import ModelConfigError
 from palui.text.display import shown, shown_json
@@ -69,7 +69,7 @@ def check_model(model: str | None, svc: ServiceDoor, as_json: bool = False, remo
 
 @app.command("run")
 @click.argument("message", help="The message for the agent.")
-@click.option("--model", help="Model string, e.g. script:demo.json.")
+@click.option("--model", type=CLEAN, help="Model string, e.g. script:demo.json.")
 @click.option("--conversation", help="Continue this conversation.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def run_cmd(message: str, model: str | None, conversation: str | None, as_json: bool) -> None:

@@ -23,7 +23,7 @@ from palui.runner import approvals, redecide
 from palui.runner.offer import usable_tool
 from palui.runner.pending import CallState, PendingCall
 from palui.text.prompts import approval_prompt
-from palui.types import ApprovalStatus, Decision, Origin
+from palui.types import ApprovalStatus, Decision
 
 if TYPE_CHECKING:
     from palui.config import Settings
@@ -79,9 +79,6 @@ class ApprovalGate:
             self._ask(t, call, row, d, marks)
 
     def _ask(self, t: Turn, call: PendingCall, row: ToolRow, d: Decision, marks: list[UntrustedArg]) -> None:
-        expiry = self._settings.get(
-            "approvals.job_expiry_seconds" if t.origin is Origin.JOB else "approvals.chat_expiry_seconds"
-        )
         a = approvals.create(
             self._db,
             turn_id=t.id,
@@ -91,7 +88,7 @@ class ApprovalGate:
             class_source=row.class_source.value,
             origin=t.origin.value,
             reason=d.reason,
-            expiry_seconds=float(expiry),
+            expiry_seconds=self._settings.approvals.expiry(t.origin),
             schema=row.input_schema,
             marks=marks,
         )

@@ -72,7 +72,7 @@ class CallRecords:
         failed = [e for e in t.events if e.get("type") == "connector_error" and e.get("connector") == row.connector]
         if failed:  # it did not start this turn (a sign-in needed, a server that failed): not offered
             return f"its connector {row.connector} is not available: {failed[-1].get('error', '')}".rstrip(": ")
-        budget = int(self._settings.get("budgets.tools"))
+        budget = self._settings.budgets.tools
         if left_out_by_budget(t, name, budget):
             return f"left out by budgets.tools ({budget}): raise it or switch tools off"
         return "it was switched on or reclassed after this turn started: it is offered from the next turn"

@@ -43,10 +43,10 @@ def limits(settings: Settings) -> CapLimits:
     configuration to ``max(1, runs_per_hour // 3)`` when unset, spec §6.4)."""
     from palui.policy.caps import CapLimits
 
-    return CapLimits(daily_tokens=int(settings.get("caps.daily_tokens")),
-                     job_daily_tokens=int(settings.get("caps.job_daily_tokens")),
-                     runs_per_hour=int(settings.get("caps.runs_per_hour")),
-                     webhook_runs_per_hour=int(settings.get("caps.webhook_runs_per_hour")))
+    return CapLimits(daily_tokens=settings.caps.daily_tokens,
+                     job_daily_tokens=settings.caps.job_daily_tokens,
+                     runs_per_hour=settings.caps.runs_per_hour,
+                     webhook_runs_per_hour=settings.caps.webhook_runs_per_hour)
 
 
 def input_tokens(c: sqlite3.Connection, input_chars: int, conversation_id: str, created_at: float) -> int:
@@ -68,7 +68,7 @@ def verdict_in_tx(c: sqlite3.Connection, turn_row: sqlite3.Row | Mapping[str, An
 
     from palui.policy.caps import admit
 
-    tz = zone(settings.get("caps.timezone"))
+    tz = zone(settings.caps.timezone)
     today = day(now, tz)
     tokens = _tokens(c, today, "")
     runs = _runs_since(c, now - 3600)
@@ -183,12 +183,12 @@ def window_frees_at(db: Database, limit: int, now: float | None = None, origin: 
 
 def inflight_cap(db: Database, settings: Settings, job_id: str | None, job_cap: int | None) -> str | None:
     """The token cap a running turn has crossed, if any (checked at each step boundary, spec §6)."""
-    tz = zone(settings.get("caps.timezone"))
+    tz = zone(settings.caps.timezone)
     used = tokens_today(db, tz)
-    if used >= int(settings.get("caps.daily_tokens")):
-        return f"daily token cap reached ({used} tokens used today; the cap is {settings.get('caps.daily_tokens')})"
+    if used >= settings.caps.daily_tokens:
+        return f"daily token cap reached ({used} tokens used today; the cap is {settings.caps.daily_tokens})"
     if job_id:
-        cap = job_cap or int(settings.get("caps.job_daily_tokens"))
+        cap = job_cap or settings.caps.job_daily_tokens
         used = tokens_today(db, tz, job_id)
         if used >= cap:
             return f"job token cap reached ({used} tokens used today; the job's cap is {cap})"

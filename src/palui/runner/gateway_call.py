@@ -209,7 +209,7 @@ class GatewayCall:
     def _over_cap(self) -> str | None:
         """Why one more call would pass ``caps.gateway_calls_per_hour`` (every client's calls of the last 60
         minutes, over-cap refusals not counted), saying when the next is possible; None when it would not."""
-        cap = int(self._deps.settings.get("caps.gateway_calls_per_hour"))
+        cap = self._deps.settings.caps.gateway_calls_per_hour
         now = time.time()
         rows = self._deps.db.all("SELECT time FROM audit WHERE origin = 'gateway' AND time > ? AND outcome != ?"
                                  " ORDER BY time DESC LIMIT ?", (now - 3600, OVER_CAP, cap))

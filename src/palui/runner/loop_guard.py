@@ -145,7 +145,7 @@ class LoopGuard:
     def streak_reason(self, t: Turn) -> str | None:
         """Why the turn's tool use ends now, or None: the last ``budgets.error_streak`` calls (the person's
         denials left out) were refused or failed, or the person denied more than ``budgets.denials`` calls."""
-        streak, most = int(self._settings.get("budgets.error_streak")), int(self._settings.get("budgets.denials"))
+        streak, most = self._settings.budgets.error_streak, self._settings.budgets.denials
         if not streak and not most:
             return None
         answered = self._answered(t)
@@ -170,7 +170,7 @@ class LoopGuard:
         if self.stop:
             return self.stop
         why = self.streak_reason(t)
-        limit = int(self._settings.get("budgets.repeat_calls"))
+        limit = self._settings.budgets.repeat_calls
         if why is None and limit and call["state"] == CallState.TODO and self._denials.earlier(t, call) is None:
             n = self._occurrence(t, call)
             if n >= limit:

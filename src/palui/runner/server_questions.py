@@ -92,10 +92,6 @@ class ServerQuestions:
 
     # -- what Palui declines without asking -------------------------------------------------------------
 
-    def _expiry(self, t: Turn) -> float:
-        key = "approvals.job_expiry_seconds" if t.origin is Origin.JOB else "approvals.chat_expiry_seconds"
-        return float(self._settings.get(key))
-
     def _secret_refusal(self, t: Turn, q: Question, connector: str) -> str | None:
         """Why a form asking for a secret is refused (the person is told, naming the server), or None: it asks
         for none, or the person allowed the connector to ask for secrets (spec §7.8)."""
@@ -112,7 +108,7 @@ class ServerQuestions:
 
     def _auto_decline(self, t: Turn, q: Question, number: int, connector: str) -> str | None:
         """Why Palui declines question number ``number`` of a call itself, or None (the person is asked)."""
-        limit = int(self._settings.get("mcp.max_elicitations_per_call"))
+        limit = self._settings.mcp.max_elicitations_per_call
         if number > limit:
             return f"more than {limit} questions in one call (mcp.max_elicitations_per_call)"
         if q.mode == "url" and t.origin is not Origin.CHAT:
@@ -129,7 +125,8 @@ class ServerQuestions:
     def _store(self, t: Turn, call: PendingCall, row: ToolRow, q: Question, era: str, round_no: int,
                why: str | None) -> TurnElicitation:
         e = store.create(self._db, turn_id=t.id, call_id=call["id"], tool=row.name, connector=row.connector,
-                         era=era, question=q, origin=t.origin.value, expiry_seconds=self._expiry(t),
+                         era=era, question=q, origin=t.origin.value,
+                         expiry_seconds=self._settings.approvals.expiry(t.origin),
                          round_no=round_no, auto=Reply("decline") if why else None, reason=why)
         self._emit(t, {"type": "elicitation", "elicitation": e["id"], "tool": row.name, "connector": row.connector,
                        "mode": q.mode, "message": q.message, "url": q.url, "url_host": e["url_host"],
@@ -200,7 +197,7 @@ class ServerQuestions:
             return self._error(t, call, row, f"the server asked again after {MAX_ROUNDS} rounds; the call"
                                " was not finished")
         asked = int(info["asked"]) + len(ir.questions)
-        limit = int(self._settings.get("mcp.max_elicitations_per_call"))
+        limit = self._settings.mcp.max_elicitations_per_call
         ids = []
         for i, q in enumerate(ir.questions, start=1):
             why = (f"more than {limit} questions in one call (mcp.max_elicitations_per_call)" if asked > limit

@@ -197,13 +197,13 @@ class TurnRunner:
                 if self.loops.stop:  # a looping turn's tool use ends; the model answers without tools
                     return await self._last_step(t, handle, self.loops.stop)
             # Step boundary: budgets and caps.
-            if t.steps >= int(self.settings.get("budgets.steps")):
-                why = f"step budget reached ({self.settings.get('budgets.steps')} model steps)"
+            if t.steps >= self.settings.budgets.steps:
+                why = f"step budget reached ({self.settings.budgets.steps} model steps)"
                 return await self._last_step(t, handle, why)
             left = self.clock.time_left(t)
             if left <= 0:
-                return self._budget_end(t, f"time budget reached ({self.settings.get('budgets.seconds')} s)")
-            tz = caps.zone(self.settings.get("caps.timezone"))
+                return self._budget_end(t, f"time budget reached ({self.settings.budgets.seconds} s)")
+            tz = caps.zone(self.settings.caps.timezone)
             if t.steps == 0 and (whole := caps.never_fits(self.db, self.settings, len(t.input), t.conversation_id,
                                                           t.created_at, t.job_id, self.deps.job_token_cap(t.job_id))):
                 return self._budget_end(t, whole)  # refused before its first step, Palui not paused (spec §6.5)
@@ -214,7 +214,7 @@ class TurnRunner:
             try:
                 response = await self._step(t, handle, defs, self._messages(t), left, tz)
             except TimeoutError:
-                return self._budget_end(t, f"time budget reached ({self.settings.get('budgets.seconds')} s)")
+                return self._budget_end(t, f"time budget reached ({self.settings.budgets.seconds} s)")
             t.messages.append(response)
             self._text(t, response)
             calls = [p for p in response.parts if isinstance(p, ToolCallPart)]
@@ -251,8 +251,8 @@ class TurnRunner:
         budget is spent (the time budget ended the turn) or a token cap is crossed (named after ``why``)."""
         left = self.clock.time_left(t)
         if left <= 0:
-            return self._budget_end(t, f"time budget reached ({self.settings.get('budgets.seconds')} s)")
-        tz = caps.zone(self.settings.get("caps.timezone"))
+            return self._budget_end(t, f"time budget reached ({self.settings.budgets.seconds} s)")
+        tz = caps.zone(self.settings.caps.timezone)
         cap = caps.inflight_cap(self.db, self.settings, t.job_id, self.deps.job_token_cap(t.job_id))
         if cap:
             return self._budget_end(t, f"{why}; no last step: {cap}")
@@ -263,7 +263,7 @@ class TurnRunner:
                                         left, tz, last=True)
         except TimeoutError:
             return self._budget_end(t, f"{why}; the last step ran out of time "
-                                       f"({self.settings.get('budgets.seconds')} s)")
+                                       f"({self.settings.budgets.seconds} s)")
         self.last.keep(t, response)
         self._text(t, response)
         self._budget_end(t, why)
@@ -272,7 +272,7 @@ class TurnRunner:
         self._end(t, TurnStatus.BUDGET, budget=why)
 
     def _messages(self, t: Turn) -> list[ModelMessage]:
-        tz = caps.zone(self.settings.get("caps.timezone"))
+        tz = caps.zone(self.settings.caps.timezone)
         now = datetime.now(tz).astimezone(tz)
         system = (
             "You are Palui, the person's own assistant. "
@@ -294,7 +294,7 @@ class TurnRunner:
         pinned definitions: no server is started to offer its tools. A job limited to some
         connectors (spec §8.4) is cut to them before ranking (a ``scope`` event says which).
         Emits ``tools_left_out`` when the budget left enabled, allowed tools out."""
-        limit = int(self.settings.get("budgets.tools"))
+        limit = self.settings.budgets.tools
         scope = None if t.origin is Origin.WEBHOOK else self.deps.job_connectors(t.job_id)
         if scope is not None:
             self.events.emit(t, {"type": "scope", "connectors": scope})

@@ -29,6 +29,7 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from palui.config_rules import Refused
 from palui.errors import PaluiError
 from palui.server.endpoint import error_response, service_of
 from palui.server.inputs import Body, Query
@@ -151,8 +152,9 @@ def _refusal(e: ErrorDetails) -> tuple[str, str]:
         return where, f"{where} is required"
     if kind == "extra_forbidden":
         return where, f"{where} is not an input of this route"
-    if kind == "value_error":  # a model's own rule (StopBody: one of conversation, turn, all)
-        return where, str((e.get("ctx") or {}).get("error", e["msg"]))
+    if kind == "value_error":  # a model's own rule (StopBody: one of conversation, turn, all), or a setting's
+        error = (e.get("ctx") or {}).get("error", e["msg"])
+        return where, f"{where}: {error}" if isinstance(error, Refused) else str(error)
     if kind == "string_pattern_mismatch" and (e.get("ctx") or {}).get("pattern") == r"\S":
         return where, f"{where} must contain more than white space"
     msg = e["msg"]

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from palui.config_rules import Text
 from palui.config_schema import RANGES
 
 #: The longest message a route's schema takes, in characters: the top of ``limits.message_chars``'s range. The
@@ -98,8 +99,9 @@ class Streamed(Body):
 class StartTurn(Streamed):
     message: Message = Field(description="the person's words (not only white space)")
     conversation: Id | None = Field(None, description="an existing conversation; a new one when left out")
-    model: Annotated[str, StringConstraints(min_length=1, max_length=MODEL_CHARS)] | None = Field(
-        None, description="a model string; the service's model when left out")
+    model: Annotated[str, StringConstraints(min_length=1, max_length=MODEL_CHARS), Text(secret=True)] | None = Field(
+        None, description="a model string (no control characters: a script: path); the service's model when left "
+                          "out")
     channel: Channel | None = Field(None, description="where the conversation is started (default api)")
     start: bool = Field(True, description="false: store the turn only; the service starts it when its turn comes")
 

@@ -247,6 +247,7 @@ class Service:
     update_channel_config = Forward("channels_part", ChannelsPart.update_channel_config)
     set_channel_state = Forward("channels_part", ChannelsPart.set_channel_state)
     channel_failure = Forward("channels_part", ChannelsPart.channel_failure)
+    channel_refused = Forward("channels_part", ChannelsPart.channel_refused)
     pair_code = Forward("channels_part", ChannelsPart.pair_code)
     pairing_open = Forward("channels_part", ChannelsPart.pairing_open)
     try_pair = Forward("channels_part", ChannelsPart.try_pair)

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
     from palui.results import ChannelLine, ChatChannel, PairCode
 
-KINDS = ("telegram", "matrix", "email")
+KINDS = ("telegram", "matrix", "slack", "discord", "email")
 #: A channel's name: also its ``answered_via`` word (:data:`palui.service.approvals.VIA`).
 NAME = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 #: Crockford's base32: 32 letters and digits, without I, L, O and U (no 1/I, 0/O confusion).
@@ -51,9 +51,14 @@ PAIR_TRIES = 5
 STRANGER_LOG_SECONDS = 86400.0
 INVITE_KEEP_SECONDS = 7 * 86400.0  # an invite waits this long for a pairing code
 INVITES_KEPT = 20  # the newest invites kept per channel (a flood of invites cannot grow the table)
-TITLES = {"telegram": "Telegram", "matrix": "Matrix", "email": "Email"}
+TITLES = {"telegram": "Telegram", "matrix": "Matrix", "slack": "Slack", "discord": "Discord",
+          "email": "Email"}
+#: What a kind's credentials are called when the platform refuses them.
+CREDENTIAL = {"telegram": "bot token", "matrix": "access token", "slack": "tokens", "discord": "bot token",
+              "email": "password"}
 #: The config key that names a channel's account: a new secret must be for the same one.
-ACCOUNT = {"telegram": "bot_id", "matrix": "user_id", "email": "address"}
+ACCOUNT = {"telegram": "bot_id", "matrix": "user_id", "slack": "bot_user_id", "discord": "bot_id",
+           "email": "address"}
 
 log = logging.getLogger("palui.channels")
 
@@ -158,14 +163,16 @@ class ChannelsPart:
         write_secrets(self.settings.secrets_dir, f"channel-{name}", secret)
         self.update_channel_config(name, **config, secret_at=self.clock.now())
         with self.db.write() as c:
-            c.execute("UPDATE channels SET state = ?, state_at = ? WHERE name = ?",
+            c.execute("UPDATE channels SET state = ?, state_at = ?, refused_at = NULL WHERE name = ?",
                       ("connected" if ch["person_id"] else "unpaired", self.clock.now(), name))
         return self.channel(name)
 
     @staticmethod
     def _account(kind: str, config: dict[str, Any]) -> str:
-        if kind == "telegram":
+        if kind in ("telegram", "discord"):
             return f"@{config.get('bot_username') or config.get('bot_id')}"
+        if kind == "slack":
+            return f"@{config.get('bot_name') or config.get('bot_user_id')}"
         return str(config.get("user_id") or config.get("address") or "another account")
 
     def channel_secrets(self, name: str) -> dict[str, Any]:
@@ -202,6 +209,27 @@ class ChannelsPart:
         with self.db.write() as c:
             c.execute("UPDATE channels SET last_failure = ?, last_failure_at = ? WHERE name = ?",
                       (text, self.clock.now() if text else None, name))
+
+    def channel_refused(self, name: str, refused: bool) -> bool:
+        """The platform refuses the channel's credentials (``refused``), or takes them again. The first
+        refusal tells the person once, on the inbox and every paired channel (the refused one's item waits
+        with the rest of its outbox), what to do; nothing in the outbox is dropped meanwhile (spec §8.3).
+        Returns whether this changed anything. Unknown names are ignored (the channel was just removed)."""
+        with self.db.write() as c:
+            r = c.execute("SELECT kind, refused_at FROM channels WHERE name = ?", (name,)).fetchone()
+            if r is None or refused == (r["refused_at"] is not None):
+                return False
+            c.execute("UPDATE channels SET refused_at = ? WHERE name = ?", (self.clock.now() if refused else None,
+                                                                            name))
+            if refused:
+                kind = r["kind"]
+                title = TITLES.get(kind, kind) + ("" if name == kind else f" ({name})")
+                waiting = c.execute("SELECT COUNT(*) FROM channel_outbox WHERE channel = ? AND state = 'pending'",
+                                    (name,)).fetchone()[0]
+                self.notifier("notice", f"{title}: the platform rejected Palui's {CREDENTIAL.get(kind, 'token')}; "
+                                        f"deliveries to it wait ({waiting} now) until you give a new one: palui "
+                                        f"channels add {kind} --name {name} … (the pairing is kept).")
+        return True
 
     def status_lines(self) -> list[ChannelLine]:
         """The channels as ``/status`` shows them (:meth:`palui.service.status.StatusPart.status`):

@@ -213,7 +213,7 @@ class GatewayPart:
 
         s, connectors = self._session(session)
         deps = self.turns_part.runner_deps()
-        wait = float(deps.settings.get("gateway.wait_seconds"))
+        wait = deps.settings.gateway.wait_seconds
         r = await GatewayCall(deps, Scope(s["client"], connectors), s["turn_id"], wait, self._turns).call(
             tool, args, progress)
         # what the client's model reads: hidden characters shown as escapes, as on every surface (spec §4.7)

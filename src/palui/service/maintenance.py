@@ -45,7 +45,7 @@ class MaintenancePart:
     def prune_expired(self, now: float | None = None) -> dict[str, int]:
         """One small batch (per table) of rows older than ``retention.days``: the tick's share."""
         now = self.clock.now() if now is None else now
-        return retention.prune(self.db, now - float(self.settings.get("retention.days")) * DAY)
+        return retention.prune(self.db, now - self.settings.retention.days * DAY)
 
     def prune(self, before: str) -> Pruned:
         """Delete untrusted content, inbox messages and webhook deliveries older than ``before``

@@ -30,6 +30,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from palui.config import Settings
+from palui.config_schema import stored_value, value_for
 from palui.connectors.hub import ConnectorHub
 from palui.connectors.mcp import config_from_row
 from palui.connectors.mcp.config import ServerConfig, delete_secrets, display_url, write_secrets
@@ -168,8 +169,10 @@ class MCPPart:
             "url": display_url(public["url"]) if public.get("url") else None,
             "env": {k: "***" for k in public.get("env_keys") or []},
             "headers": {k: "***" for k in public.get("header_keys") or []},
-            "timeout_seconds": public.get("timeout_seconds") or self.settings.get("mcp.call_timeout_seconds"),
-            "max_output_bytes": public.get("max_output_bytes") or self.settings.get("mcp.max_output_bytes"),
+            "timeout_seconds": stored_value("mcp.call_timeout_seconds", public.get("timeout_seconds"))
+            or self.settings.mcp.call_timeout_seconds,
+            "max_output_bytes": stored_value("mcp.max_output_bytes", public.get("max_output_bytes"))
+            or self.settings.mcp.max_output_bytes,
             # spec §7: a connector not started in this process is idle (it starts when a turn calls one of its tools).
             # A connector waiting for a sign-in says so wherever it is not live (spec §7.7, §7.9).
             "state": "disabled" if not row["enabled"] else (
@@ -232,6 +235,12 @@ class MCPPart:
         """
         if not name.strip():
             raise UsageError("a connector needs a name")
+        config.refuse_control_characters()
+        # A connector's own limits are those keys for one server: the same ranges (spec §10.4).
+        if config.timeout_seconds is not None:
+            value_for("mcp.call_timeout_seconds", config.timeout_seconds, "timeout_seconds")
+        if config.max_output_bytes is not None:
+            value_for("mcp.max_output_bytes", config.max_output_bytes, "max_output_bytes")
         config = absolute_paths(config, os.getcwd())
         taken = {r["id"] for r in self.db.all("SELECT id FROM connectors")}
         cid = connector_id(name, taken)
@@ -290,7 +299,7 @@ class MCPPart:
             if handler is None and sign_in is not None and config.transport == "http":
                 handler = await stack.enter_async_context(
                     loopback_sign_in(OAuthFiles(self.settings.secrets_dir), cid, sign_in,
-                                     self.settings.get("mcp.oauth.client_metadata_url")))
+                                     self.settings.mcp.oauth.client_metadata_url))
             connector = MCPConnector(self.hub.env, cid, name, config, sign_in=handler)
             try:
                 await connector.start()

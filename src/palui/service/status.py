@@ -73,11 +73,11 @@ class StatusPart:
             "model": self.settings.model,
             "tokens_today": caps.tokens_today(self.db, self.clock.timezone()),
             "caps": {
-                "daily_tokens": self.settings.get("caps.daily_tokens"),
-                "job_daily_tokens": self.settings.get("caps.job_daily_tokens"),
-                "runs_per_hour": self.settings.get("caps.runs_per_hour"),
-                "webhook_runs_per_hour": self.settings.get("caps.webhook_runs_per_hour"),
-                "timezone": self.settings.get("caps.timezone") or "system",
+                "daily_tokens": self.settings.caps.daily_tokens,
+                "job_daily_tokens": self.settings.caps.job_daily_tokens,
+                "runs_per_hour": self.settings.caps.runs_per_hour,
+                "webhook_runs_per_hour": self.settings.caps.webhook_runs_per_hour,
+                "timezone": self.settings.caps.timezone or "system",
             },
             "runs_last_hour": caps.runs_last_hour(self.db),
             **pause,
@@ -97,24 +97,24 @@ class StatusPart:
     def pause_state(self) -> PauseState:
         """Whether a global cap pauses new turns: ``{"paused","paused_reason","paused_until"}``."""
         tz = self.clock.timezone()
-        if caps.tokens_today(self.db, tz) >= int(self.settings.get("caps.daily_tokens")):
+        if caps.tokens_today(self.db, tz) >= self.settings.caps.daily_tokens:
             return {"paused": True, "paused_reason": "daily token cap", "paused_until": caps.next_day(tz)}
         with self.db.read() as c:  # a turn waits for more room than is left today (spec §6.5)
             if caps.waiting_for_tokens(c):
                 return {"paused": True, "paused_reason": "daily token cap", "paused_until": caps.next_day(tz)}
         runs = caps.runs_last_hour(self.db)
-        if runs >= int(self.settings.get("caps.runs_per_hour")):
+        if runs >= self.settings.caps.runs_per_hour:
             return {
                 "paused": True,
                 "paused_reason": "runs per hour cap",
-                "paused_until": caps.window_frees_at(self.db, int(self.settings.get("caps.runs_per_hour"))),
+                "paused_until": caps.window_frees_at(self.db, self.settings.caps.runs_per_hour),
             }
         return {"paused": False, "paused_reason": None, "paused_until": None}
 
     def webhook_share_state(self) -> WebhookShare:
         """The webhook share of the hourly runs (spec §6.6), not a global pause:
         ``{"webhook_runs_last_hour","webhooks_held","webhooks_held_until"}`` (ISO time or None)."""
-        share = int(self.settings.get("caps.webhook_runs_per_hour"))
+        share = self.settings.caps.webhook_runs_per_hour
         used = caps.runs_last_hour(self.db, origin=Origin.WEBHOOK.value)
         held = used >= share
         return {"webhook_runs_last_hour": used, "webhooks_held": held,
@@ -123,7 +123,7 @@ class StatusPart:
 
     def tell_webhooks_held(self) -> None:
         """Tell the person once per hold of the webhook share (called only by the claim that started it)."""
-        share = int(self.settings.get("caps.webhook_runs_per_hour"))
+        share = self.settings.caps.webhook_runs_per_hour
         until = self.webhook_share_state()["webhooks_held_until"]
         self.notifier("cap", f"Webhook deliveries are held: webhook turns used their share of the hourly runs "
                            f"(caps.webhook_runs_per_hour = {share}). New webhook turns wait"

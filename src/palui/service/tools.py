@@ -168,7 +168,7 @@ class ToolsPart:
     def tool_budget_warning(self) -> str | None:
         """A warning when more tools are on than ``budgets.tools`` (spec §6.2): each turn then offers only
         the most relevant ones, and a call to one left out is refused. None when all fit."""
-        on, budget = self.tools_on(), int(self.settings.get("budgets.tools"))
+        on, budget = self.tools_on(), self.settings.budgets.tools
         if on <= budget:
             return None
         return (f"{on} tools are on, more than budgets.tools ({budget}): each turn offers the {budget} most "

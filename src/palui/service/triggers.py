@@ -80,7 +80,7 @@ class TriggersPart:
             if not self.db.one("SELECT 1 FROM connectors WHERE id = ?", (cid,)):
                 raise UsageError(f"--connector {cid!r}: no such connector (see: palui connectors list)")
         job = jobs_mod.add(self.db, name=name, cron=cron, prompt=prompt, token_cap=token_cap, tz=tz,
-                           caps_timezone=self.settings.get("caps.timezone"), now=self.clock.scheduler_now(),
+                           caps_timezone=self.settings.caps.timezone, now=self.clock.scheduler_now(),
                            connectors=scope)
         return self.job_dict(job)
 
@@ -102,7 +102,7 @@ class TriggersPart:
         return self.job_dict(job)
 
     def _job_zone(self, job: Job) -> tzinfo:
-        return jobs_mod.zone_for(job.tz, self.settings.get("caps.timezone"))
+        return jobs_mod.zone_for(job.tz, self.settings.caps.timezone)
 
     def job_time(self, t: float | None, job: Job) -> str | None:
         """Epoch seconds as ISO 8601 in the job's zone (None stays None)."""
@@ -116,9 +116,9 @@ class TriggersPart:
         last = self.db.one("SELECT status FROM turns WHERE id = ?", (job.last_turn_id,)) if job.last_turn_id else None
         return {
             "id": job.id, "name": job.name, "cron": job.cron, "prompt": job.prompt,
-            "token_cap": job.token_cap or int(self.settings.get("caps.job_daily_tokens")),
+            "token_cap": job.token_cap or self.settings.caps.job_daily_tokens,
             "own_token_cap": job.token_cap is not None,
-            "tz": job.tz or self.settings.get("caps.timezone") or "system",
+            "tz": job.tz or self.settings.caps.timezone or "system",
             "next_run": self.job_time(job.next_run, job), "last_run": self.job_time(job.last_run, job),
             "last_turn": job.last_turn_id, "last_status": last["status"] if last else None,
             "postponed_by": job.postponed_by,
@@ -141,7 +141,7 @@ class TriggersPart:
         """Epoch seconds when ``cap`` lets a run start again: the next midnight in ``caps.timezone``
         for token caps, the time the sliding hour has room for the runs cap (spec §6)."""
         if cap == "runs per hour cap":
-            iso = caps.window_frees_at(self.db, int(self.settings.get("caps.runs_per_hour")))
+            iso = caps.window_frees_at(self.db, self.settings.caps.runs_per_hour)
             if iso:
                 return max(now, datetime.fromisoformat(iso).timestamp())
             return now + 60
@@ -163,7 +163,7 @@ class TriggersPart:
             self._pause(cap)  # told once per pause
         elif moved:
             used = caps.tokens_today(self.db, self.clock.timezone(), job.id)
-            limit = job.token_cap or int(self.settings.get("caps.job_daily_tokens"))
+            limit = job.token_cap or self.settings.caps.job_daily_tokens
             self.notifier("cap", f"Job {job.name!r} is over its daily token cap ({used} of {limit} tokens today): "
                                f"its run is postponed to {self.job_time(until, job)}.")
         return until
@@ -227,7 +227,7 @@ class TriggersPart:
     def webhook_base_url(self) -> str:
         """``http://HOST:PORT`` where webhooks are reached: ``serve.public_url``, else the live
         service's address, else ``serve.host``/``serve.port``."""
-        public = self.settings.get("serve.public_url")
+        public = self.settings.serve.public_url
         if public:
             return public.rstrip("/")
         from palui import discovery  # httpx: only the commands that show a webhook's address import it
@@ -238,9 +238,9 @@ class TriggersPart:
         live = discovery.find_service(self.settings, timeout=1.0)
         if live:
             return live.url
-        host = self.settings.get("serve.host")
+        host = self.settings.serve.host
         host = f"[{host}]" if ":" in host else host
-        return f"http://{host}:{self.settings.get('serve.port')}"
+        return f"http://{host}:{self.settings.serve.port}"
 
     def add_webhook(self, name: str) -> WebhookCreated:
         """Create a webhook: ``{"id","name","url","secret","whsec"}``; ``whsec`` is the same secret as
@@ -292,7 +292,7 @@ class TriggersPart:
         now = self.clock.now() if now is None else now
         auth = signing.authenticate(wh.read_secret(self.settings.secrets_dir, hook.id), body, headers, now)
         keys = wh.delivery_key(headers, auth, body)
-        seen = wh.record(self.db, hook.id, keys, body, int(self.settings.get("webhooks.rate_per_minute")), now)
+        seen = wh.record(self.db, hook.id, keys, body, self.settings.webhooks.rate_per_minute, now)
         if seen is not None:
             return {"status": "duplicate", "turn": seen["turn"]}
         try:

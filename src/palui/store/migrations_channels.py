@@ -1,4 +1,5 @@
-"""Migrations 15, 34 and 40 (spec §8.3): the chat channels' tables, their durable outbox, the email channel's records.
+"""Migrations 15, 34, 38 and 40 (spec §8.3): the chat channels' tables, their durable outbox, when a
+platform refused a channel's credentials, and the email channel's answer addresses and threads.
 
 Appended to :data:`palui.store.migrations.MIGRATIONS`; like every migration, never edited once shipped.
 """
@@ -133,6 +134,14 @@ CREATE TABLE channel_invites (
 );
 ALTER TABLE channel_pairing ADD COLUMN wrong_json TEXT NOT NULL DEFAULT '{}';  -- wrong tries per sender
 """,
+    )
+)
+
+CHANNEL_MIGRATIONS.append(
+    (
+        38,
+        "chat channels: when the platform refused a channel's credentials (the person is told once)",
+        "ALTER TABLE channels ADD COLUMN refused_at REAL;  -- the platform refuses the token; cleared when it works",
     )
 )
 

@@ -1,8 +1,9 @@
 """The chat channels page (spec §8.3): each channel's state (``connected``, ``unpaired``, ``error: …``),
 the person it is paired with, and the actions of ``palui channels``: add (Telegram bot token;
-Matrix homeserver, user and password — used once to log in, never stored; an email mailbox, its servers,
-the receiving server's authserv-id and its password — stored in the channel's secrets file), pair (the
-one-time code is shown on the page that answers, never in a URL or cookie), test, groups on/off, remove.
+Matrix homeserver, user and password — used once to log in, never stored; Slack's bot and app-level
+tokens; Discord's bot token; an email mailbox, its servers, the receiving server's authserv-id and its
+password, stored in the channel's secrets file), pair (the one-time code is shown on the page that answers,
+never in a URL or cookie), test, groups on/off, remove.
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ async def channels_page(request: Request) -> Response:
 
 @action
 async def add_channel(request: Request, form: dict[str, str]) -> Response:
-    """``POST /channels/add`` ``kind, name?, token`` (Telegram), ``homeserver, user, password|token`` (Matrix) or
-    ``address, imap_host, imap_port?, smtp_host, smtp_port?, imap_security?, smtp_security?, login?, authserv_id,
-    password`` (email; security by the port unless given, ``none`` only on loopback)."""
+    """``POST /channels/add`` ``kind, name?, token`` (Telegram, Discord), ``token, app_token`` (Slack),
+    ``homeserver, user, password|token`` (Matrix) or ``address, imap_host, imap_port?, smtp_host, smtp_port?,
+    imap_security?, smtp_security?, login?, authserv_id, password`` (email; security by the port unless given,
+    ``none`` only on loopback); ``api_base`` (Telegram, Slack, Discord: loopback only, tests)."""
     from palui.channels import check_matrix_user, check_telegram_token, is_loopback_url
     from palui.channels import check_url as _check_url
     from palui.channels.redaction import Redactor
@@ -41,16 +43,37 @@ async def add_channel(request: Request, form: dict[str, str]) -> Response:
     svc = svc_of(request)
     kind, name = form.get("kind", ""), form.get("name", "").strip() or None
     redact = Redactor()
-    if kind == "telegram":
+    api_base = form.get("api_base", "").strip() or None  # a local test API only, as `--api-base`
+    if api_base and not is_loopback_url(_check_url(api_base, "the API base")):
+        raise UsageError("an API base other than the platform's must be on loopback (tests)")
+    if kind == "slack":
+        from palui.channels.slack import check_token as check_slack
+        from palui.channels.slack import check_tokens
+
+        bot, app = check_tokens(form.get("token", ""), form.get("app_token", ""))  # before any request
+        redact.add(bot)
+        redact.add(app)
+        me = await check_slack(bot, app, api_base, redact)
+        ch = svc.add_channel("slack", name, {"bot_token": bot, "app_token": app},
+                             {"bot_user_id": me["bot_user_id"], "bot_name": me["user"], "team": me["team"],
+                              **({"api_base": api_base} if api_base else {})})
+    elif kind == "discord":
+        from palui.channels.discord import check_discord_token
+        from palui.channels.discord import check_token as check_discord
+
+        token = check_discord_token(form.get("token", ""))
+        redact.add(token)
+        found = await check_discord(token, api_base, redact)
+        ch = svc.add_channel("discord", name, {"token": token},
+                             {"bot_id": found["id"], "bot_username": found["username"],
+                              **({"api_base": api_base} if api_base else {})})
+    elif kind == "telegram":
         from palui.channels.telegram import check_token
 
         token = form.get("token", "").strip()
         if not token:
             raise UsageError("paste the bot token from @BotFather")
         token = check_telegram_token(token)  # garbage never reaches the network
-        api_base = form.get("api_base", "").strip() or None  # a local test Bot API only, as `--api-base`
-        if api_base and not is_loopback_url(_check_url(api_base, "the Bot API base")):
-            raise UsageError("a Bot API base other than Telegram's must be on loopback (tests)")
         redact.add(token)
         me = await check_token(token, api_base, redact)
         config = {"bot_id": me["id"], "bot_username": me["username"], **({"api_base": api_base} if api_base else {})}
@@ -77,7 +100,7 @@ async def add_channel(request: Request, form: dict[str, str]) -> Response:
     elif kind == "email":
         ch = await _add_email(svc, name, form, redact)
     else:
-        raise UsageError("choose telegram, matrix or email")
+        raise UsageError("choose telegram, matrix, slack, discord or email")
     return redirect("/channels", ("ok", f"Channel {ch['name']} added; pair it to start talking."))
 
 
@@ -116,17 +139,12 @@ async def channel_action(request: Request, form: dict[str, str]) -> Response:
         p = svc.pair_code(name)
         return render(request, "channels.html", channels=svc.channels(), code={"name": name, **p}, tested=None)
     if verb == "test":
+        from palui.channels.manager import test_function
         from palui.channels.redaction import Redactor
 
         c, secret = svc.channel(name), svc.channel_secrets(name)
         redact = Redactor(str(v) for v in secret.values())
-        if c["kind"] == "telegram":
-            from palui.channels.telegram import test_channel
-        elif c["kind"] == "email":
-            from palui.channels.mail_setup import test_channel
-        else:
-            from palui.channels.matrix import test_channel
-        out = await test_channel(c, secret, redact)
+        out = await test_function(c["kind"])(c, secret, redact)
         return redirect("/channels", ("ok", out))
     if verb in ("groups-on", "groups-off"):
         c = svc.set_channel_groups(name, verb == "groups-on")

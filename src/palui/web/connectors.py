@@ -192,7 +192,7 @@ async def connector_action(request: Request, form: dict[str, str]) -> Response:
         svc.mcp_remove(cid)
         return redirect("/connectors", ("ok", f"{cid} removed, with its tools and secrets."))
     if verb == "sign-in":
-        public = svc.settings.get("serve.public_url")
+        public = svc.settings.serve.public_url
         base = public.rstrip("/") if public else f"{request.url.scheme}://{request.url.netloc}"
         url = await svc.mcp_sign_in_web(cid, f"{base}/oauth/callback")
         if url is None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from palui.cli.common import app, fail, service
+from palui.cli.common import CLEAN, app, fail, service
 from palui.cli.turns import check_model
 from palui.errors import NO_MODEL_HELP, NotFound, PaluiError, UsageError
 from palui.text.display import named
@@ -69,7 +69,7 @@ async def _main(svc: ServiceDoor, info: ServiceInfo | None, spec: str | None, co
 
 
 @app.command("chat")
-@click.option("--model", help="Model string, e.g. script:demo.json.")
+@click.option("--model", type=CLEAN, help="Model string, e.g. script:demo.json.")
 @click.option("--conversation", metavar="ID", help="Continue this conversation (palui conversations list).")
 @click.option("--resume", is_flag=True, help="Continue the newest conversation started in the terminal.")
 def chat_cmd(model: str | None, conversation: str | None, resume: bool) -> None:

@@ -107,8 +107,8 @@ class MCPConnector(SignInState, Connector):
         self.config = config
         self.enabled = enabled
         settings = env.settings
-        self.timeout = float(config.timeout_seconds or settings.get("mcp.call_timeout_seconds"))
-        self.max_output = int(config.max_output_bytes or settings.get("mcp.max_output_bytes"))
+        self.timeout = float(config.timeout_seconds or settings.mcp.call_timeout_seconds)
+        self.max_output = int(config.max_output_bytes or settings.mcp.max_output_bytes)
         self._session: MCPSession | None = None
         self._connect_task: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

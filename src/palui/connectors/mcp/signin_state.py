@@ -40,10 +40,10 @@ class SignInState:
         from palui.connectors.mcp.oauth.signin import NoInteraction
 
         settings = self.env.settings
-        host, port, public = settings.get("serve.host"), settings.get("serve.port"), settings.get("serve.public_url")
+        host, port, public = settings.serve.host, settings.serve.port, settings.serve.public_url
         web = (public.rstrip("/") if public else f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}")
         return OAuthSetup(settings.secrets_dir, self.id, self.sign_in or NoInteraction(),
-                          client_metadata_url=settings.get("mcp.oauth.client_metadata_url"),
+                          client_metadata_url=settings.mcp.oauth.client_metadata_url,
                           extra_redirect_uris=(f"{web}/oauth/callback", "http://127.0.0.1/oauth/callback"))
 
     def blocked(self, signed_out: bool | None = None) -> str | None:
