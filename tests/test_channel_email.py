@@ -18,9 +18,7 @@ import pytest
 from support.live_service import wait_for
 from support.mail_rig import AUTHSERV, PERSON, STRANGER, MailRig, body, dovecot  # noqa: F401 - the fixture
 
-pytestmark = [pytest.mark.slow,
-              # aiosmtpd warns that its AUTH is not behind TLS: the rig's server is on loopback only
-              pytest.mark.filterwarnings("ignore:Requiring AUTH while not requiring TLS:UserWarning")]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
