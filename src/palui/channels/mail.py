@@ -83,7 +83,6 @@ class _Mail:
     subject: str = ""
     secret: str | None = None
     words: MailWords = field(default_factory=lambda: MailWords(""))
-    unread: str = ""
 
 
 def answer_secret(key: bytes, part_key: str) -> str:
@@ -105,6 +104,8 @@ class EmailChannel(Channel):
     title = "Email"
     text_limit = TEXT_LIMIT
     renew_options = "--address … --password-file FILE"
+    unread_reply = ("Palui reads the text of a mail only (attachments are never opened): write what you want in "
+                    "the mail itself.")
     how_to_answer = ("Reply to this mail with approve (or deny and your reason) as the first line; the reply "
                      "goes to this approval's own address and works once.")
 
@@ -246,7 +247,7 @@ class EmailChannel(Channel):
         found = [self._secret_re.search(str(v)) for h in ("To", "Cc", "Delivered-To", "X-Original-To")
                  for v in head.get_all(h) or []]
         mail.secret = next((f.group(1).lower() for f in found if f), None)
-        mail.words, mail.unread = self._words(m)
+        mail.words = self._words(m)
         target = in_reply_to if in_reply_to and self.svc.sent_message(self.name, address, in_reply_to) else None
         quoted: list[Quoted] = []
         if mail.words.quoted:
@@ -259,7 +260,7 @@ class EmailChannel(Channel):
         return Inbound(key=key, chat=address, sender=address, sender_name=name or address, private=True,
                        text=mail.words.words, quoted=quoted, target=target), mail
 
-    def _words(self, m: Fetched) -> tuple[MailWords, str]:
+    def _words(self, m: Fetched) -> MailWords:
         plain = [decode_text(t) for t in m.texts]
         if m.html_only:
             pairs = [html_to_text(t) for t in plain]
@@ -268,12 +269,10 @@ class EmailChannel(Channel):
             words.quoted = "\n".join(x for x in (words.quoted, html_quotes) if x)
         else:
             words = split_words("\n\n".join(plain))
-        unread = []
-        if m.attachments:
-            unread.append(f"{m.attachments} attachment{'s' if m.attachments > 1 else ''} (never opened)")
-        if m.too_long:
-            unread.append("a text part over 1 MiB")
-        return words, ", ".join(unread)
+        if m.attachments or m.too_long:
+            log.info("%s: mail %s: %d attachments and %d text parts over 1 MiB not fetched", self.name, m.uid,
+                     m.attachments, m.too_long)
+        return words
 
     def _decide(self, inb: Inbound) -> list[Any]:
         mail = self._mail
@@ -288,10 +287,6 @@ class EmailChannel(Channel):
                 self.svc.set_mail_thread(self.name, inb.chat, mail.message_id, mail.refs, mail.subject)
         if inb.private and inb.sender == ch["person_id"] and mail.secret is not None:
             return self._answer_by_reply(inb, mail)
-        if inb.private and inb.sender == ch["person_id"] and not inb.text and not inb.quoted:
-            what = f": {mail.unread} not read" if mail.unread else ""
-            self.reply(inb.chat, f"Palui reads the text of a mail only{what}. Write what you want in the mail itself.")
-            return []
         return super()._decide(inb)
 
     def _answer_by_reply(self, inb: Inbound, mail: _Mail) -> list[Any]:
