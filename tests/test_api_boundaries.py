@@ -157,7 +157,7 @@ OPERATIONS = {
     ("get", "/api/approvals"), ("get", "/api/approvals/{id}"), ("get", "/api/approvals/{id}/wait"),
     ("post", "/api/approvals/{id}/approve"), ("post", "/api/approvals/{id}/deny"), ("get", "/api/elicitations"),
     ("get", "/api/elicitations/{id}"), ("post", "/api/elicitations/{id}/answer"), ("get", "/api/jobs"),
-    ("post", "/api/jobs/{name}/run"), ("get", "/api/webhooks"),
+    ("post", "/api/jobs/{name}/run"), ("get", "/api/webhooks"), ("post", "/api/connectors/{cid}/refresh"),
 }
 
 

@@ -207,6 +207,39 @@ class Amount(Rule):
         return [at.Gt(0), at.Le(self.high)]
 
 
+class Fraction(Rule):
+    """A finite number from 0 to 1, or unset (the key's default is then derived elsewhere: a cached input token's
+    weight follows the provider, spec §6.4). An empty variable leaves it unset."""
+
+    @property
+    def kind(self) -> str:
+        return "frac?"
+
+    def range_text(self) -> str:
+        return "0 to 1"
+
+    def parse(self, text: str) -> Any:
+        if not text.strip():
+            return None
+        try:
+            return float(text)
+        except ValueError:
+            raise Refused("must be a number from 0 to 1") from None
+
+    def check(self, value: Any) -> float | None:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or not 0 <= value <= 1:
+            raise Refused("must be a number from 0 to 1")
+        return float(value)
+
+    def bounds(self) -> list[Any]:
+        import annotated_types as at
+
+        return [at.Ge(0), at.Le(1)]
+
+
 #: The words of :meth:`Flag.parse` (an environment variable's true or false).
 TRUE_WORDS, FALSE_WORDS = ("true", "1", "yes"), ("false", "0", "no")
 
@@ -333,7 +366,8 @@ class Table(Rule):
 KIND_WORDS = {
     "str?": "text", "str": "non-empty text", "bool": "true or false", "int+": "a whole number",
     "int+?": "a whole number", "int0": "a whole number (0: off)",
-    "port": "a port number (1-65535)", "num+": "a number", "strlist": "a list of strings",
+    "port": "a port number (1-65535)", "num+": "a number", "frac?": "a number from 0 to 1",
+    "strlist": "a list of strings",
     "strdict": 'a table of name = "text"',
 }
 NUMERIC_KINDS = {"int+", "int+?", "int0", "port", "num+"}

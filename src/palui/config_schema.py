@@ -25,6 +25,7 @@ from palui.config_rules import (
     NUMERIC_KINDS,
     Amount,
     Flag,
+    Fraction,
     Port,
     Refused,
     Rule,
@@ -98,6 +99,9 @@ class Caps(Section):
     gateway_calls_per_hour: Annotated[int, Whole(10_000, "calls")] = 120
     #: the zone that decides where a day starts; None: the system's
     timezone: Annotated[str | None, Text(optional=True, also=_zone)] = None
+    #: What a cached input token counts for against the token caps (spec §6.4); unset: the provider's default
+    #: (palui.policy.caps.CACHED_INPUT_WEIGHTS: anthropic 0.1, openai 0.5, others 1).
+    cached_input_weight: Annotated[float | None, Fraction()] = None
 
 
 @section
@@ -298,7 +302,7 @@ def range_text(key: str) -> str:
     """The range of a numeric key in words, as the README's configuration table shows it:
     ``1 to 1,000 model steps``, ``0 (off) to 1,000 calls``, ``above 0, up to 2,592,000 seconds (30 days)``."""
     rule = KEYS[key].rule
-    if not isinstance(rule, (Whole, Amount)):
+    if not isinstance(rule, (Whole, Amount, Fraction)):
         raise KeyError(f"{key} has no range")
     return rule.range_text()
 
@@ -309,6 +313,8 @@ def example(key: str) -> str:
     kind = k.rule.kind
     if kind == "bool":
         value = "true" if not k.default else "false"
+    elif kind == "frac?":
+        value = "0.25"
     elif kind in NUMERIC_KINDS:
         value = str(k.default)
     elif kind == "strlist":
@@ -332,7 +338,7 @@ def checked(where: str, key: str, value: Any, *, from_env: bool = False) -> Any:
                           f"quoted string{shown}; write it without quotes, e.g. {example(key)}")
     try:
         parsed = rule.parse(value) if from_env else value
-        if parsed is None and rule.kind == "int+?":
+        if parsed is None and rule.kind in ("int+?", "frac?"):
             return None  # unset: its default is derived (palui.config)
         return rule.check(parsed)
     except Refused as e:

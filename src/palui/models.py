@@ -71,6 +71,9 @@ class ModelHandle:
     secrets: tuple[str, ...] = ()
     #: The replay model's own token counts (a streamed response only has the library's estimate).
     usage_for: Callable[[list[ModelMessage]], RequestUsage] | None = None
+    #: Whose bill its tokens are on: ``openai``, ``anthropic``, ``ollama`` or ``script`` (the caps' weight of
+    #: cached input, spec §6.4).
+    provider: str = "script"
 
 
 def resolve_model(spec: str | None, env: Mapping[str, str] | None = None,
@@ -106,7 +109,7 @@ def resolve_model(spec: str | None, env: Mapping[str, str] | None = None,
     if kept is not None:
         return kept
     model, settings = providers.build(r, env)
-    handle = ModelHandle(spec, model, settings, secrets=providers.secrets(r))
+    handle = ModelHandle(spec, model, settings, secrets=providers.secrets(r), provider=r.provider)
     _per_loop()[key] = handle
     return handle
 

@@ -119,12 +119,26 @@ def connectors_remove(cid: str) -> None:
 @click.argument("cid", metavar="ID")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def connectors_refresh(cid: str, as_json: bool) -> None:
-    """Re-list a server's tools; changed definitions are switched off and flagged for review."""
-    r = service().mcp_refresh(cid)
+    """Re-list a server's tools; changed definitions are switched off and flagged for review. With a
+    ``palui serve`` running, its own session is refreshed (a session the server lost is started again)."""
+    from palui.cli.client import segment
+    from palui.cli.live import live_service
+
+    svc = service()
+    client = live_service(svc)
+    if client is not None:
+        try:
+            r = client.post(f"/api/connectors/{segment(cid, 'connector id')}/refresh")
+        finally:
+            client.close()
+    else:
+        r = svc.mcp_refresh(cid)
     if as_json:
         return emit_json(r)
     click.echo(f"{cid}: {r['state']}; {len(r['added'])} new, {len(r['changed'])} changed, "
                f"{len(r['removed'])} gone")
+    if r.get("recovered"):
+        click.echo(f"  recovered: {shown(r['recovered'], one_line=True)}")
     _print_report(r)
 
 

@@ -21,7 +21,8 @@ Import them from here (``from palui.results import TurnResult``); the modules gr
 - :mod:`~palui.results.api`: what the JSON API answers beyond these (health, a new conversation, the turns
   stopped, a refusal).
 
-Conventions: ids are strings (``t-…`` turn, ``c-…`` conversation, ``a-…`` approval, ``e-…`` question),
+Conventions: ids are strings (``t-…`` turn, ``c-…`` conversation, ``a-…`` approval, ``e-…`` question, ``s-…``
+a request for a wider scope),
 except the integer rows of the audit, memories, tasks and sent messages. Times are ISO 8601 strings (UTC
 unless a field says another zone) or, where a field says so, epoch seconds (float). Status words are
 those of spec §11; a class is ``read`` / ``write`` / ``destructive`` (spec §2), a verdict ``run`` /
@@ -97,6 +98,7 @@ from palui.results.tools import (
     OAuthState,
     PendingReview,
     ReviewChange,
+    ScopeRequest,
     Suggestion,
     Task,
     Tool,
@@ -141,7 +143,8 @@ __all__ = [
     "EventStamp", "Explanation", "InboxItem", "Job", "JobsPause", "ListingChanges", "MCPConfig", "Memory", "Named",
     "OAuthState", "OutboxItem", "OutboxPart", "PairCode", "PauseState", "PausedEvent", "PendingApprovalLine",
     "PendingReview", "Pruned", "RenderedPart", "ResultLine", "RetryEvent",
-    "ReviewChange", "ScopeEvent", "SentMessage", "ShownApproval", "Status", "StatusCaps", "StatusConnector",
+    "ReviewChange", "ScopeEvent", "ScopeRequest", "SentMessage", "ShownApproval", "Status", "StatusCaps",
+    "StatusConnector",
     "StepEvent", "StopAll", "StreamEvent", "StreamLine", "Suggestion", "TaintedEvent", "Task", "TextDeltaEvent",
     "TextDiscardedEvent", "TextEvent", "Tool", "ToolCallEvent", "ToolDetails", "ToolStartEvent",
     "ToolsLeftOutEvent", "LastStepEvent", "TurnApproval", "TurnDetail", "TurnElicitation", "TurnEvent", "TurnResult",

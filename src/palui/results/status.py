@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NotRequired
+
 from typing_extensions import TypedDict
 
 
@@ -15,13 +17,15 @@ class PauseState(TypedDict):
 
 class StatusCaps(TypedDict):
     """The global caps (spec §6.4): tokens a day, for jobs, runs an hour, the webhook share; ``timezone``
-    of the day (``system`` when not set)."""
+    of the day (``system`` when not set); ``cached_input_weight`` what a cached input token counts for (None:
+    the provider's default)."""
 
     daily_tokens: int
     job_daily_tokens: int
     runs_per_hour: int
     webhook_runs_per_hour: int
     timezone: str
+    cached_input_weight: NotRequired[float | None]
 
 
 class WebhookShare(TypedDict):
@@ -89,13 +93,15 @@ class PendingApprovalLine(TypedDict):
 
 
 class Status(PauseState, WebhookShare):
-    """``/status``, ``palui status --json``, ``GET /api/status`` (spec §8.1): the model, today's tokens, the
+    """``/status``, ``palui status --json``, ``GET /api/status`` (spec §8.1): the model, today's tokens (as the
+    caps count them, ``cached_tokens_today`` the cache reads among them, counted at their weight), the
     caps, the runs of the last hour, the pause and the webhook share, the connectors, what waits for the
     person (counts, and the pending approvals by id, oldest first), the audit head, the jobs' brake, the asks
     summary and the chat channels."""
 
     model: str | None
     tokens_today: int
+    cached_tokens_today: NotRequired[int]
     caps: StatusCaps
     runs_last_hour: int
     connectors: list[StatusConnector]

@@ -80,11 +80,14 @@ class Explanation(ClassFields):
 
 
 class OAuthState(TypedDict):
-    """An HTTP connector's sign-in (spec §7.9; no token): the issuer and when the token expires (epoch s)."""
+    """An HTTP connector's sign-in (spec §7.9; no token): the issuer, when the token expires (epoch s), the
+    ``scopes`` it holds (spec §7.11) and the step-ups ``waiting`` for the person (``s-…`` requests)."""
 
     signed_in: bool
     issuer: str | None
     expires_at: float | None
+    scopes: NotRequired[list[str]]
+    waiting: NotRequired[list[ScopeRequest]]
 
 
 class ConnectorConfig(TypedDict):
@@ -108,7 +111,8 @@ class Connector(TypedDict):
     ``kind`` builtin / mcp; ``state`` in this process (``idle`` when an MCP server was not started here,
     ``disabled``, ``connected``, ``error: …``, spec §7.7); ``private`` its results are the person's
     private data (spec §4.5); ``tools`` / ``enabled_tools`` counts. An MCP connector also has
-    ``last_state`` (the last one stored by any process) and its redacted ``config``.
+    ``last_state`` (the last one stored by any process), its redacted ``config`` and, when it runs in this
+    process, ``recovered``: when and why a session its server lost was started again (spec §7.10).
     """
 
     id: str
@@ -122,6 +126,7 @@ class Connector(TypedDict):
     enabled_tools: int
     last_state: NotRequired[str]
     config: NotRequired[ConnectorConfig]
+    recovered: NotRequired[str | None]
 
 
 class MCPConfig(ConnectorConfig):
@@ -138,6 +143,7 @@ class MCPConfig(ConnectorConfig):
     secrets_file: str
     secret_questions: bool
     stderr_log: str | None
+    recovered: NotRequired[str | None]
 
 
 ClassTightened = TypedDict("ClassTightened", {"tool": str, "from": str, "to": str})
@@ -159,9 +165,30 @@ class ListingChanges(TypedDict):
 
 
 class ConnectorSync(ListingChanges):
-    """``palui connectors refresh``: what listing the server's tools again changed, and its ``state`` after."""
+    """``palui connectors refresh``: what listing the server's tools again changed, and its ``state`` after;
+    ``recovered`` says when and why a lost session was started again (spec §7.10), None when it was not."""
 
     state: str
+    recovered: NotRequired[str | None]
+
+
+class ScopeRequest(TypedDict):
+    """A tool its server refused for a wider OAuth scope, waiting for the person (spec §7.11): ``needed`` the
+    scopes beyond ``granted`` (those held when it was refused); ``status`` pending / granted (a sign-in gave
+    them) / declined (the tool was switched off, ``reason`` says why); ``turn`` the turn whose call was refused;
+    ``created_at`` epoch seconds; ``answered_via`` cli, web, api, a channel's name, or ``sign-in``. ``turn`` is
+    ``""`` for a call made outside a turn."""
+
+    id: str
+    connector: str
+    tool: str
+    needed: list[str]
+    granted: list[str]
+    turn: str
+    status: str
+    reason: str | None
+    created_at: float
+    answered_via: str | None
 
 
 class ConnectorAdded(ListingChanges):

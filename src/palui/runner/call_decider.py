@@ -66,6 +66,7 @@ class CallDecider:
                 self._records.refuse(
                     t, call, row, "run", f"connector {row.connector} is not available: {str(e)[:200]}", outcome="error"
                 )
+                self._records.connector_down(t, row.connector, str(e))
                 return None
             row = usable_tool(self._db, call["tool"])  # the connection may have flagged it
             if row is None:

@@ -23,6 +23,7 @@ from palui.types import NEEDS_TASKS
 
 if TYPE_CHECKING:
     from palui.config import Settings
+    from palui.results.events import ToolCallFields
     from palui.runner.turn_events import Emit
     from palui.store.db import Database
 
@@ -121,13 +122,28 @@ class CallRecords:
         if untrusted:
             self.taint(t, f"{row.name} at step {t.steps}", result.untrusted_texts or [result.text], result.taint_detail)
         self.result(call, result.text, result.is_error)
-        outcome = ("approved; " if approved else "") + ("error" if result.is_error else "ok")
+        if result.may_have_run:  # its server was lost after the call went out (spec §7.10): the words of §5.7
+            outcome = "cancelled; may have run"
+        else:
+            outcome = ("approved; " if approved else "") + ("error" if result.is_error else "ok")
         self.audit(t, call, row, verdict, reason, outcome, duration_ms)
-        self._emit(t, {"type": "tool_call", "tool": row.name, "args": call["args"], "verdict": verdict,
-                       "reason": reason, "result": result.text[:4000], "is_error": result.is_error,
-                       "tainted": t.tainted, "untrusted_output": untrusted, "duration_ms": round(duration_ms, 1)})
+        event: ToolCallFields = {"type": "tool_call", "tool": row.name, "args": call["args"], "verdict": verdict,
+                                 "reason": reason, "result": result.text[:4000], "is_error": result.is_error,
+                                 "tainted": t.tainted, "untrusted_output": untrusted,
+                                 "duration_ms": round(duration_ms, 1)}
+        if result.may_have_run:
+            event["cancelled"] = True
+        self._emit(t, event)
         if newly_tainted:
             self._emit(t, {"type": "tainted", "source": t.taint_source})
+        if result.connector_down:
+            self.connector_down(t, row.connector, result.connector_down)
+
+    def connector_down(self, t: Turn, connector: str, why: str) -> None:
+        """The connector, not the tool, failed a call (it did not start, its connection closed, it restarted
+        mid-call): a ``connector_error`` event, which an unattended result's health line reads (spec §8.4)."""
+        self._emit(t, {"type": "connector_error", "connector": connector,
+                       "error": why.splitlines()[0][:300] if why else "unavailable"})
 
     def taint(self, t: Turn, source: str, texts: list[str], detail: str | None) -> None:
         """Mark the turn and its conversation tainted by ``source`` (the first source is kept) and store the

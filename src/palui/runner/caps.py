@@ -128,14 +128,25 @@ def _runs_since(c: sqlite3.Connection, start: float) -> int:
 
 
 def record_usage(db: Database, *, turn_id: str, job_id: str | None, tokens: int, tz: ZoneInfo | None,
-                 now: float | None = None) -> None:
-    """Count ``tokens`` (input + output) against today (the counters follow in the same transaction)."""
+                 now: float | None = None, cached: int = 0, weight: float | None = None) -> None:
+    """Count ``tokens`` against today (the counters follow in the same transaction): what the caps count of one
+    request (:func:`palui.policy.caps.counted_tokens`). ``cached``: its cache-read input tokens, kept apart with
+    the ``weight`` they were counted at (spec §6.4)."""
     now = time.time() if now is None else now
-    if tokens <= 0:
+    if tokens <= 0 and cached <= 0:
         return
     with db.write() as c:
-        c.execute("INSERT INTO usage (time, day, turn_id, job_id, tokens) VALUES (?,?,?,?,?)",
-                  (now, day(now, tz), turn_id, job_id, tokens))
+        c.execute("INSERT INTO usage (time, day, turn_id, job_id, tokens, cached_tokens, cached_weight)"
+                  " VALUES (?,?,?,?,?,?,?)", (now, day(now, tz), turn_id, job_id, max(tokens, 0), max(cached, 0),
+                                              weight if cached > 0 else None))
+
+
+def cached_today(db: Database, tz: ZoneInfo | None, job_id: str | None = None, now: float | None = None) -> int:
+    """Cache-read input tokens of today's requests in ``tz`` (all turns, or one job's): the part of
+    :func:`tokens_today` that counted at its weight (spec §6.4), one counter row."""
+    now = time.time() if now is None else now
+    r = db.one("SELECT cached_tokens FROM usage_days WHERE day = ? AND job_id = ?", (day(now, tz), job_id or ""))
+    return int(r[0]) if r else 0
 
 
 def tokens_today(db: Database, tz: ZoneInfo | None, job_id: str | None = None, now: float | None = None) -> int:

@@ -153,7 +153,7 @@ def sweep(db: Database, now: float | None = None) -> int:
 
 
 #: Statuses of a turn that will never send a question's answer.
-ENDED = ("done", "stopped", "error", "budget")
+ENDED = ("done", "stopped", "error", "budget", "partial", "failed")
 
 
 def clear_unsent(c: Any, turn_id: str | None = None) -> None:

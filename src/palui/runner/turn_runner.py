@@ -41,7 +41,8 @@ from pydantic_ai.tools import ToolDefinition
 
 from palui.errors import PaluiError
 from palui.models import ModelHandle, request, resolve_model
-from palui.runner import approvals, caps, offer, pending
+from palui.policy.caps import cached_input_weight, counted_tokens
+from palui.runner import approvals, caps, connector_health, offer, pending
 from palui.runner import last_step as laststep
 from palui.runner import state as st
 from palui.runner.approval_gate import ApprovalGate
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
     from zoneinfo import ZoneInfo
 
     from palui.results import TurnEvent
+    from palui.results.events import EndFields
 
 __all__ = ["EventSink", "TurnRunner"]
 
@@ -138,19 +140,33 @@ class TurnRunner:
 
     def _end(self, t: Turn, status: TurnStatus, *, answer: str | None = None, error: str | None = None,
              budget: str | None = None) -> None:
+        ended = status in (TurnStatus.DONE, TurnStatus.BUDGET, TurnStatus.ERROR)
+        health = None
+        if ended and t.origin in (Origin.JOB, Origin.WEBHOOK):  # unattended: say what was down (spec §8.4)
+            health = connector_health.health(t, self.deps.job_connectors(t.job_id) if t.job_id else None,
+                                             self._connector_of)
+            if status is TurnStatus.DONE and t.origin is Origin.JOB and health.status is not None:
+                status = health.status
         t.status = status
         if answer is not None:
             t.answer = answer
         t.error = error
         t.budget_hit = budget
         t.pending = None if status is not TurnStatus.AWAITING_APPROVAL else t.pending
-        self.events.emit(t, {"type": "end", "status": status.value, "answer": t.answer, "error": error,
-                             "budget": budget})
+        end: EndFields = {"type": "end", "status": status.value, "answer": t.answer, "error": error, "budget": budget}
+        if health is not None:
+            end["health"] = health.line
+        self.events.emit(t, end)
         with self.db.write():  # the end and the message that tells it commit together (spec §8.3)
             self.save(t)
-            if status in (TurnStatus.DONE, TurnStatus.BUDGET, TurnStatus.ERROR):
+            if ended:
                 kind = {Origin.CHAT: "answer", Origin.JOB: "job", Origin.WEBHOOK: "webhook"}[t.origin]
-                self.deps.notify(kind, self._channel_text(t), turn_id=t.id, conversation_id=t.conversation_id)
+                text = self._channel_text(t) + (f"\n{health.line}" if health is not None else "")
+                self.deps.notify(kind, text, turn_id=t.id, conversation_id=t.conversation_id)
+
+    def _connector_of(self, name: str) -> str | None:
+        row = catalog.tool_now(self.db, name)
+        return row.connector if row is not None else None
 
     def _channel_text(self, t: Turn) -> str:
         head = {Origin.JOB: "Job result", Origin.WEBHOOK: "Webhook summary", Origin.CHAT: "Answer"}[t.origin]
@@ -159,6 +175,10 @@ class TurnRunner:
         text = t.answer or ""
         if t.budget_hit:
             text = (text + "\n" if text else "") + f"[stopped: {t.budget_hit}]"
+        if t.status is TurnStatus.FAILED:
+            return f"Job failed (turn {t.id}): every connector it needed was down.\n{text}".rstrip()
+        if t.status is TurnStatus.PARTIAL:
+            return f"{head} (turn {t.id}), partial: a connector it needed was down: {text}"
         return f"{head} (turn {t.id}): {text}"
 
     def _finish_stopped(self, t: Turn, why: str) -> None:
@@ -233,10 +253,14 @@ class TurnRunner:
             t.id, request(handle, messages, defs, left, lambda e: self.events.on_request_event(t, e),
                           stream=self.events.shows_text(), tools_usable=not last), left)
         t.steps += 1
-        t.input_tokens += response.usage.input_tokens or 0
-        t.output_tokens += response.usage.output_tokens or 0
-        caps.record_usage(self.db, turn_id=t.id, job_id=t.job_id,
-                          tokens=(response.usage.input_tokens or 0) + (response.usage.output_tokens or 0), tz=tz)
+        usage = response.usage
+        t.input_tokens += usage.input_tokens or 0
+        t.output_tokens += usage.output_tokens or 0
+        # spec §6.4: cached input counts at its weight (the setting, else the provider's default)
+        weight = cached_input_weight(handle.provider, self.settings.caps.cached_input_weight)
+        cached = usage.cache_read_tokens or 0
+        caps.record_usage(self.db, turn_id=t.id, job_id=t.job_id, tz=tz, cached=cached, weight=weight,
+                          tokens=counted_tokens(usage.input_tokens or 0, cached, usage.output_tokens or 0, weight))
         return response
 
     def _text(self, t: Turn, response: ModelResponse) -> None:

@@ -14,7 +14,8 @@ Routes:
   ``GET /api/audit?turn=&limit=``
 - ``GET /api/connectors``, ``GET /api/tools?connector=``, ``POST /api/tools/{name}/class`` ``{"class"}``,
   ``POST /api/tools/{name}/reset|enable|disable``, ``POST /api/tools/{name}/review`` ``{"fingerprint"}``,
-  ``POST /api/tools/enable-read`` ``{"connector"}``
+  ``POST /api/tools/enable-read`` ``{"connector"}``, ``POST /api/connectors/{cid}/refresh`` (in the service's
+  own session, spec §7.10)
 - ``POST /api/conversations`` ``{"channel"}`` → ``{"conversation"}``; ``GET /api/conversations?limit=&channel=``,
   ``GET /api/conversations/{conversation}``
 - ``POST /api/turns`` ``{"message","conversation","model","channel","stream","start"}`` → the turn result
@@ -49,12 +50,14 @@ from palui.results import (
     Approval,
     AuditRow,
     Connector,
+    ConnectorSync,
     Conversation,
     ConversationSummary,
     Elicitation,
     Health,
     InboxItem,
     NewConversation,
+    ScopeRequest,
     Status,
     StopAll,
     Stopped,
@@ -181,6 +184,12 @@ async def review_tool(svc: ServiceDoor, name: str, body: ReviewBody) -> Tool:
     return svc.review_tool(name, expected=body.fingerprint or "missing").as_dict()
 
 
+@API.post("/api/connectors/{cid}/refresh", answer=ConnectorSync, refusals=NOT_FOUND,
+          summary="list an MCP server's tools again in the service's own session (a lost one is started again)")
+async def refresh_connector(svc: ServiceDoor, cid: str) -> ConnectorSync:
+    return await svc.mcp_refresh_async(cid)
+
+
 @API.post("/api/conversations", body=NewConversationBody, answer=NewConversation, summary="start a conversation",
           links=links(("get_conversation",), conversation="$response.body#/conversation"))
 async def new_conversation(svc: ServiceDoor, body: NewConversationBody) -> NewConversation:
@@ -280,7 +289,7 @@ async def wait_approval(svc: ServiceDoor, id: str, query: WaitQuery) -> Approval
 
 
 async def _answer(svc: ServiceDoor, aid: str, approve: bool, body: ApproveBody, reason: str | None
-                  ) -> Response | TurnResult | Approval | Elicitation:
+                  ) -> Response | TurnResult | Approval | Elicitation | ScopeRequest:
     """Answer through the service's one door (``answered_via`` ``"api"``, or ``"cli"`` when the body
     says ``{"via": "cli"}``: the CLI's client, with the person's token either way), then resume the turn
     here: its events stream back with ``stream``. A refusal is 409 with the door's message."""
@@ -298,16 +307,19 @@ async def _answer(svc: ServiceDoor, aid: str, approve: bool, body: ApproveBody, 
     return await stream_or_wait(svc, a["turn"], launched, body.stream, q)
 
 
-@API.post("/api/approvals/{id}/approve", body=ApproveBody, answer=TurnResult | Approval | Elicitation,
+Answered = TurnResult | Approval | Elicitation | ScopeRequest
+
+
+@API.post("/api/approvals/{id}/approve", body=ApproveBody, answer=Answered,
           stream=StreamLine, refusals=ANSWERED, summary="approve one pending call, then the turn goes on")
-async def approve(svc: ServiceDoor, id: str, body: ApproveBody) -> Response | TurnResult | Approval | Elicitation:
+async def approve(svc: ServiceDoor, id: str, body: ApproveBody) -> Response | Answered:
     return await _answer(svc, id, True, body, None)
 
 
-@API.post("/api/approvals/{id}/deny", body=DenyBody, answer=TurnResult | Approval | Elicitation,
-          stream=StreamLine, refusals=ANSWERED,
-          summary="deny one pending call (the reason is told to the model), or decline a question (e-…)")
-async def deny(svc: ServiceDoor, id: str, body: DenyBody) -> Response | TurnResult | Approval | Elicitation:
+@API.post("/api/approvals/{id}/deny", body=DenyBody, answer=Answered, stream=StreamLine, refusals=ANSWERED,
+          summary="deny one pending call (the reason is told to the model), decline a question (e-…) or a "
+                  "request for a wider scope (s-…)")
+async def deny(svc: ServiceDoor, id: str, body: DenyBody) -> Response | Answered:
     return await _answer(svc, id, False, body, body.reason)
 
 

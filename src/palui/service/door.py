@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         PauseState,
         Pruned,
         RenderedPart,
+        ScopeRequest,
         SentMessage,
         ShownApproval,
         Status,
@@ -208,7 +209,7 @@ class ServiceDoor(ToolsDoor, Protocol):
     def waiting(self) -> int: ...
     def approval(self, approval_id: str) -> Approval: ...
     def answer_approval(self, approval_id: str, approve: bool, via: str,
-                        reason: str | None = None) -> Approval | Elicitation: ...
+                        reason: str | None = None) -> Approval | Elicitation | ScopeRequest: ...
     async def answer_and_resume(self, approval_id: str, approve: bool, via: str, on_event: EventSink | None = None,
                                 reason: str | None = None,
                                 on_answered: Callable[[str], None] | None = None) -> TurnResult: ...

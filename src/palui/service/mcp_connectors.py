@@ -183,11 +183,16 @@ class MCPPart:
             "oauth": self.oauth_state(cid) if row["transport"] == "http" else None,
             "secret_questions": bool(row["secret_questions"]),
             "stderr_log": str(log_path(self.settings.data_dir, cid)) if row["transport"] == "stdio" else None,
+            "recovered": live.recovered if live else None,
         }
 
     def oauth_state(self, cid: str) -> OAuthState:
-        """``{"signed_in","issuer","expires_at"}`` of an HTTP connector (no token, no client secret), read
-        from the token files the sign-in (:mod:`palui.service.mcp_signin`) stores."""
+        """``{"signed_in","issuer","expires_at","scopes","waiting"}`` of an HTTP connector (no token, no client
+        secret), read from the token files the sign-in (:mod:`palui.service.mcp_signin`) stores; ``waiting``: its
+        step-ups waiting for the person (spec §7.11)."""
+        from palui.store import scope_requests
+
+        waiting = scope_requests.of_connector(self.db, cid)
         path = self.settings.secrets_dir / "oauth" / "tokens"
         for p in sorted(path.glob(f"{cid}.*.json")) if path.is_dir() else []:
             try:
@@ -197,8 +202,9 @@ class MCPPart:
             token = data.get("token") or {}
             if data.get("connector") == cid and token.get("access_token"):
                 expires = (data["received_at"] + token["expires_in"]) if token.get("expires_in") else None
-                return {"signed_in": True, "issuer": data.get("issuer"), "expires_at": expires}
-        return {"signed_in": False, "issuer": None, "expires_at": None}
+                return {"signed_in": True, "issuer": data.get("issuer"), "expires_at": expires,
+                        "scopes": str(token.get("scope") or "").split(), "waiting": waiting}
+        return {"signed_in": False, "issuer": None, "expires_at": None, "scopes": [], "waiting": waiting}
 
     def connectors(self) -> list[Connector]:
         """Connectors as the person sees them: the stored rows
@@ -211,6 +217,7 @@ class MCPPart:
                 cfg = self.mcp_config(c["id"])
                 c["state"] = cfg["state"]
                 c["last_state"] = cfg["last_state"]
+                c["recovered"] = cfg.get("recovered")
                 c["config"] = {
                     "command": cfg["command"], "args": cfg["args"], "cwd": cfg["cwd"], "url": cfg["url"],
                     "env": cfg["env"], "headers": cfg["headers"], "timeout_seconds": cfg["timeout_seconds"],
@@ -346,7 +353,7 @@ class MCPPart:
         live = self.live_mcp(cid)
         if live is not None:
             report = await live.refresh()
-            return {**_report_dict(cid, report), "state": live.state()}
+            return {**_report_dict(cid, report), "state": live.state(), "recovered": live.recovered}
         from palui.connectors.mcp.connector import MCPConnector
 
         connector = MCPConnector(self.hub.env, cid, row["name"], config_from_row(self.hub.env, row))

@@ -47,7 +47,7 @@ class StatusPart:
         self.channels_part = channels_part
 
     def status(self) -> Status:
-        """``{"model","tokens_today","caps","runs_last_hour","paused","paused_reason","paused_until",
+        """``{"model","tokens_today","cached_tokens_today","caps","runs_last_hour","paused","paused_reason","paused_until",
         "webhook_runs_last_hour","webhooks_held","webhooks_held_until","connectors","pending_approvals",
         "pending_approval_list","pending_elicitations","audit_head","jobs_paused","governance"}`` (spec §8
         /status; the webhook share, spec §6.6; a connector that needs a sign-in says ``error: sign in again``;
@@ -72,12 +72,14 @@ class StatusPart:
         return {
             "model": self.settings.model,
             "tokens_today": caps.tokens_today(self.db, self.clock.timezone()),
+            "cached_tokens_today": caps.cached_today(self.db, self.clock.timezone()),
             "caps": {
                 "daily_tokens": self.settings.caps.daily_tokens,
                 "job_daily_tokens": self.settings.caps.job_daily_tokens,
                 "runs_per_hour": self.settings.caps.runs_per_hour,
                 "webhook_runs_per_hour": self.settings.caps.webhook_runs_per_hour,
                 "timezone": self.settings.caps.timezone or "system",
+                "cached_input_weight": self.settings.caps.cached_input_weight,
             },
             "runs_last_hour": caps.runs_last_hour(self.db),
             **pause,

@@ -34,6 +34,16 @@ def governance_lines(s: Mapping[str, Any], more: str = "palui report") -> list[s
     return out
 
 
+def _cached(s: Mapping[str, Any]) -> str:
+    """The cached input inside today's count, counted at its weight (spec §6.4), or nothing when there was none."""
+    cached = s.get("cached_tokens_today") or 0
+    if not cached:
+        return ""
+    weight = s["caps"].get("cached_input_weight")
+    how = f"{weight:g} each" if weight is not None else "the provider's weight"
+    return f"; cached input read: {cached} tokens, counted at {how}"
+
+
 def status_lines(s: Mapping[str, Any], more: str = "palui report", questions: str = "palui elicitations list",
                  approvals: str = "palui approvals show ID", zone: tzinfo | None = None) -> list[str]:
     """:meth:`Service.status` as lines (spec §8 ``/status``): the model, tokens and runs against their caps,
@@ -43,7 +53,7 @@ def status_lines(s: Mapping[str, Any], more: str = "palui report", questions: st
     questions and the approvals' details are on this surface."""
     caps = s["caps"]
     out = [f"model: {shown(s['model'], one_line=True) if s['model'] else '(none configured)'}",
-           f"tokens today: {s['tokens_today']} of {caps['daily_tokens']}",
+           f"tokens today: {s['tokens_today']} of {caps['daily_tokens']}" + _cached(s),
            f"runs in the last hour: {s['runs_last_hour']} of {caps['runs_per_hour']}"]
     if s.get("webhooks_held"):
         out.append(f"webhook turns: held, {s.get('webhook_runs_last_hour')} of {caps.get('webhook_runs_per_hour')} "

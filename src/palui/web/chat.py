@@ -35,7 +35,7 @@ from palui.web.base import (
 from palui.web.forms import ChatForm, form_as
 
 if TYPE_CHECKING:
-    from palui.results import Approval, Elicitation
+    from palui.results import Approval, Elicitation, ScopeRequest
 
 LIVE = ("running", "queued", "awaiting_approval")
 
@@ -129,7 +129,8 @@ def run_command(request: Request, cmd: chat_commands.Command, conversation: str 
     return {"text": f"{word} {a['id']} ({a['tool']}); the turn goes on.", "redirect": None, "turn": a["turn"]}
 
 
-def answer(request: Request, approval_id: str, approve: bool, reason: str | None = None) -> Approval | Elicitation:
+def answer(request: Request, approval_id: str, approve: bool,
+           reason: str | None = None) -> Approval | Elicitation | ScopeRequest:
     """Answer through the service's one door (``answered_via = "web"``) and resume the turn in this
     service (spec §5). ``reason``: a denial's, told to the model (``/deny ID REASON``). Returns the approval.
 

@@ -42,9 +42,15 @@ class SignInState:
         settings = self.env.settings
         host, port, public = settings.serve.host, settings.serve.port, settings.serve.public_url
         web = (public.rstrip("/") if public else f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}")
+        wanted: tuple[str, ...] = ()
+        if self.sign_in is not None:  # a sign-in asks for the pending step-ups too (spec §7.11)
+            from palui.store.scope_requests import wanted_scopes
+
+            wanted = wanted_scopes(self.env.db, self.id)
         return OAuthSetup(settings.secrets_dir, self.id, self.sign_in or NoInteraction(),
                           client_metadata_url=settings.mcp.oauth.client_metadata_url,
-                          extra_redirect_uris=(f"{web}/oauth/callback", "http://127.0.0.1/oauth/callback"))
+                          extra_redirect_uris=(f"{web}/oauth/callback", "http://127.0.0.1/oauth/callback"),
+                          wanted_scopes=wanted)
 
     def blocked(self, signed_out: bool | None = None) -> str | None:
         """``sign in again`` until someone signs in (any process: the stored state says so); never for
@@ -64,8 +70,9 @@ class SignInState:
             return None
         return r["state"] if r else None
 
-    def _needs_sign_in(self) -> None:
-        """State ``error: sign in again``; the person is told once (the first process to record it tells)."""
+    def _needs_sign_in(self, why: str | None = None) -> None:
+        """State ``error: sign in again``; the person is told once (the first process to record it tells), with
+        ``why`` when it says more than "sign in again" (the server named another authorization server)."""
         self._state = SIGN_IN_AGAIN
         try:
             with self.env.db.write() as c:
@@ -75,6 +82,8 @@ class SignInState:
             log.warning("%s: could not store state: %s", self.id, e)
             return
         if changed:
-            self.env.notify("notice", f"{self.name} ({self.id}) needs you to sign in again: run palui connectors "
-                            f"login {self.id}, or use “Sign in” on its sheet. Its tools are not offered until then.")
+            reason = f" ({why.removesuffix(': sign in again')})" if why and why != "sign in again" else ""
+            self.env.notify("notice", f"{self.name} ({self.id}) needs you to sign in again{reason}: run palui "
+                            f"connectors login {self.id}, or use “Sign in” on its sheet. Its tools are not offered "
+                            "until then.")
 
