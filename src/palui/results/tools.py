@@ -15,7 +15,8 @@ class Tool(ClassFields):
     model-visible name, ``tool`` the server's own; ``untrusted_output`` after trusted-source marks (spec
     §4.1); ``changed`` flagged for review (spec §7.6); ``present`` still listed by its server;
     ``hidden_characters`` (spec §4.7); ``look_alike_name`` (spec §7.5); ``reaches_outside`` and the person's
-    ``reaches_outside_flag`` (spec §4.5); ``needs_tasks`` never offered (its server runs it only as an MCP task)."""
+    ``reaches_outside_flag`` (spec §4.5); ``needs_tasks`` never offered (its server runs it only as an MCP task);
+    ``unreadable`` what of its stored row did not read (then its class reads as unknown, spec §2), else None."""
 
     name: str
     connector: str
@@ -32,6 +33,7 @@ class Tool(ClassFields):
     reaches_outside: bool
     reaches_outside_flag: bool
     needs_tasks: bool
+    unreadable: str | None
 
 
 class ReviewChange(TypedDict):

@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from palui.text.display import shown
+from palui.text.formats import format_problem
 from palui.text.secret_fields import secret_fields
 
 #: The MCP spec's string formats, and ``password``: some servers mark a secret field so; such a field is a
@@ -218,7 +219,7 @@ def _value_problem(name: str, prop: Mapping[str, Any], value: Any) -> str | None
             return f"{name!r} has the wrong length"
         if options and value not in options:
             return f"{name!r} is not one of the choices"
-        return None
+        return format_problem(name, prop.get("format"), value)
     elif kind == "array":
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             return f"{name!r} must be a list of choices"
