@@ -47,6 +47,7 @@ SCHEMA: dict[str, tuple[str, Any]] = {
     "serve.host": ("str", "127.0.0.1"),
     "serve.port": ("port", 8765),
     "serve.public_url": ("str?", None),
+    "serve.header_timeout_seconds": ("num+", 10),  # a request's head must arrive within this (spec §8.1)
     "notify.apprise": ("strlist", []),
     "messages.contacts": ("strdict", {}),  # contact name -> apprise URL (messages__send_message "to")
     "policy.check_file": ("str?", None),  # a policy snapshot (CSV) checked at palui serve start (spec §3.4)
@@ -82,6 +83,7 @@ RANGES: dict[str, tuple[int, str]] = {
     "mcp.max_output_bytes": (100 * _MIB, "bytes (100 MiB)"),
     "mcp.max_elicitations_per_call": (100, "questions"),
     "serve.port": (65_535, ""),
+    "serve.header_timeout_seconds": (300, "seconds (5 minutes)"),
     "webhooks.rate_per_minute": (10_000, "deliveries"),
     "retention.days": (36_500, "days (100 years)"),
     "limits.message_chars": (1_000_000, "characters"),

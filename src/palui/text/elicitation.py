@@ -305,11 +305,11 @@ def parse_pairs(schema: Mapping[str, Any] | None, pairs: Iterable[str]) -> dict[
         name, sep, value = pair.partition("=")
         name = name.strip()
         if not sep or not name:
-            problems.append(f"{shown(name or pair, one_line=True)!r} is not field=value")
+            problems.append(f"'{shown(name or pair, one_line=True)}' is not field=value")
             continue
         f = by_name.get(name)
         if f is None:
-            problems.append(f"{shown(name, one_line=True)!r} is not asked for")
+            problems.append(f"'{shown(name, one_line=True)}' is not asked for")
             continue
         try:
             out[name] = parse_value(f, value)
