@@ -40,7 +40,7 @@ __all__ = ["ModelEntry", "Settings", "documented_keys", "load_settings", "paths"
 # PALUI_GATEWAY_TOKEN is a gateway client's token, read only by the stdio bridge (spec §8.6).
 _NON_KEY_ENV = {"PALUI_HOME", "PALUI_TEST_CLOCK", "PALUI_TICK_SECONDS", "PALUI_TELEGRAM_TOKEN",
                 "PALUI_MATRIX_PASSWORD", "PALUI_MATRIX_TOKEN", "PALUI_TEST_ADDRESS_CLASSES",
-                "PALUI_GATEWAY_TOKEN"}
+                "PALUI_GATEWAY_TOKEN", "PALUI_TEST_AUDIT_HOLD"}
 
 @dataclass(frozen=True)
 class Settings:

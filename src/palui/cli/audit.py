@@ -44,6 +44,8 @@ def audit_verify(head: str | None, as_json: bool) -> None:
         click.echo(f"audit chain intact: {r['rows']} row(s)" + (
             f", head row {last['id']} hash {last['hash']} (checked against {against}the audit_head file)"
             if last and r["head_file"] else ", checked against the noted head" if last else ""))
+        if r.get("interrupted"):  # not a tampering: the process died between the head and the commit
+            click.echo(f"note: {r['interrupted']['message']}; the next audit row takes its id")
     else:
         click.echo(f"audit chain broken: {shown(r['problem']['message'], one_line=True)}", err=True)
     raise click.exceptions.Exit(0 if r["ok"] else 1)
