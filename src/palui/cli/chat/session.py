@@ -91,7 +91,6 @@ class ChatSession(AskingMixin, QuestionsMixin):
                 else:
                     await self.handle(typed)
         finally:
-            reader.cancel()
             watchdog.cancel()
             if self.asking is not None:
                 self.screen.line(f"[approval {self.asking['id']} stays pending: palui approvals approve|deny "
@@ -106,6 +105,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
                 except (asyncio.CancelledError, Exception):
                     pass
             self.view.idle()
+            await self.screen.stop_input(reader)  # after the last line: the screen writes it out first
             await self.backend.close()
 
     def leave(self, why: str) -> None:
