@@ -226,6 +226,30 @@ def test_a_chat_start_mentions_pending_approvals_and_labels_resumed_turns(cli, t
         assert chat.close() == 0
 
 
+@pytest.mark.parametrize("live", [True, False], ids=["service", "no-service"])
+@pytest.mark.parametrize("approve", [True, False], ids=["approve", "deny"])
+def test_an_approval_of_another_conversation_answered_in_the_chat_shows_its_call_line(cli, tmp_path, home, live,
+                                                                                       approve):
+    model = write_script(tmp_path / "s.json", calls(call("tasks__create_task", title="old")),
+                         calls(call("tasks__delete_task", id=1)), text("Went on."))
+    (home / "palui.toml").write_text(f'model = "{model}"\n', encoding="utf-8")
+    srv = LiveService(home).start() if live else None
+    try:
+        out = json.loads(cli("run", "--json", "make a task and delete it").stdout)
+        [a] = out["pending_approvals"]
+        with PipedChat(home) as chat:
+            chat.wait_for(BANNER, 60)
+            chat.send(f"{'/approve' if approve else '/deny'} {a['id']}")
+            mark = "✓" if approve else "✗"
+            chat.wait_for(f"[turn {out['turn']} of another conversation] {mark} tasks__delete_task", 60)
+            chat.wait_for("Went on.", 60)
+            chat.send("/quit")
+            assert chat.close() == 0
+    finally:
+        if srv is not None:
+            srv.stop()
+
+
 def test_ctrl_c_stops_a_running_turn_in_the_terminal(tmp_path, home):
     model = write_script(tmp_path / "s.json", {"text": "Too late.", "delay_seconds": 30})
     with TmuxChat(home, "--model", model) as chat:
