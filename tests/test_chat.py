@@ -181,6 +181,23 @@ def test_resume_continues_the_newest_terminal_conversation_and_says_it_is_tainte
     assert r.returncode == 1 and "unknown conversation 'c-nope' (see: palui conversations list)" in r.stderr
 
 
+def test_resume_goes_on_with_the_conversations_model(cli, tmp_path, home):
+    # No model is configured: the chat was started with --model, and --resume goes on with that model.
+    model = write_script(tmp_path / "s.json", text("First answer."))
+    r = cli("chat", "--model", model, input="hello\n/quit\n")
+    assert r.returncode == 0 and "First answer." in r.stdout, r.stderr
+    r = cli("chat", "--resume", input="again\n/quit\n")
+    assert r.returncode == 0, r.stderr
+    assert "No model is configured" not in r.stdout + r.stderr
+    assert f"model {model}" in r.stdout.splitlines()[0] and r.stdout.count("First answer.") == 1, r.stdout
+    [conv] = cli.json("conversations", "list", "--json")
+    shown = cli.json("conversations", "show", conv["id"], "--json")
+    assert shown["model"] == model and [t["input"] for t in shown["turns"]] == ["hello", "again"]
+    other = write_script(tmp_path / "t.json", text("Other model."))
+    r = cli("chat", "--resume", "--model", other, input="once more\n/quit\n")  # --model still wins
+    assert "Other model." in r.stdout, r.stdout
+
+
 def test_conversations_list_and_show_with_their_channel(cli, tmp_path, home):
     model = write_script(tmp_path / "s.json", text("Hello back."))
     assert cli("run", "--model", model, "hello from run").returncode == 0
