@@ -9,6 +9,7 @@ import click
 from palui.cli import render
 from palui.cli.common import LIMIT, app, emit_json, service, table
 from palui.text.display import shown
+from palui.text.when import local
 
 
 # ``palui audit`` alone lists the log (this group's callback); its help is the group's, not the docstring.
@@ -21,10 +22,12 @@ def audit_app(ctx: click.Context, turn: str | None, limit: int, as_json: bool) -
     """The tool-call log: decision, reason and outcome of every call (``verify`` and ``export`` below)."""
     if ctx.invoked_subcommand is not None:
         return
-    rows = service().audit(turn, limit)
+    svc = service()
+    rows = svc.audit(turn, limit)
     if as_json:
         return emit_json(rows)
-    table([[r["time"][:19], r["turn"] or "", r["tool"], r["class"] or "?", r["verdict"],
+    tz = svc.timezone()
+    table([[local(r["time"], tz, "%Y-%m-%d %H:%M:%S"), r["turn"] or "", r["tool"], r["class"] or "?", r["verdict"],
             "tainted" if r["tainted"] else "", r["outcome"], render.short(r["reason"], 70)] for r in rows],
           ["TIME", "TURN", "TOOL", "CLASS", "VERDICT", "TAINT", "OUTCOME", "REASON"])
 

@@ -26,7 +26,7 @@ from palui.cli.client import ServiceGone, StreamSink
 from palui.errors import PaluiError
 from palui.text.commands import Command, CommandError, help_text, parse
 from palui.text.display import shown
-from palui.text.status import status_lines
+from palui.text.status import SERVICE_DOWN, status_lines
 from palui.text.when import expiry
 
 if TYPE_CHECKING:
@@ -236,7 +236,8 @@ class ChatSession(AskingMixin, QuestionsMixin):
         elif cmd.name == "/status":
             s = await self.call(lambda b: b.status())
             s["model"] = self.model  # the model this chat uses, which --model may have set
-            for line in status_lines(s):
+            down = SERVICE_DOWN if self.backend.runs_here else None  # this process runs turns: no palui serve
+            for line in status_lines(s, zone=self.view.tz, now=time.time(), service=down):
                 self.screen.line(line)
             self.screen.line(f"turns run in: {self.backend.where}")
         elif cmd.name == "/new":
