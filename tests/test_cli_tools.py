@@ -237,3 +237,19 @@ def test_a_stored_class_word_that_is_not_a_class_reads_as_unknown(cli, svc, tmp_
     assert len([n for n in notices if n.startswith("tasks__list_tasks: its stored user_class")]) == 1, notices
     cli("tools", "set-class", "tasks__list_tasks", "read")
     assert "notice" not in cli("tools", "list").stderr
+
+
+def test_a_stored_definition_that_is_not_json_flags_the_tool(cli, svc, tmp_path):
+    # A definition Palui cannot read is never offered: the tool reads as unknown, off and flagged for review.
+    from support.scripts import call, calls, text, write_script
+
+    with svc.db.write() as c:
+        c.execute("UPDATE tools SET input_schema = '{not json' WHERE name = 'tasks__list_tasks'")
+    r = cli("tools", "list")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    row = next(line for line in r.stdout.splitlines() if line.startswith("tasks__list_tasks"))
+    assert row.split()[1:4] == ["destructive", "unknown", "off"] and "changed — review" in row
+    assert "its stored input_schema is not a JSON object" in r.stderr
+    model = write_script(tmp_path / "s.json", calls(call("tasks__list_tasks")), text("done"))
+    out = cli.json("run", "--json", "--model", model, "what are my tasks")
+    assert out["status"] == "done" and "tasks__list_tasks" not in out["events"][0]["tools_offered"]
