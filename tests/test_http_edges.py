@@ -74,6 +74,11 @@ def test_a_head_that_never_finishes_is_answered_408_and_closed(served):
     assert status == 408 and body["field"] == "headers" and "within 1 seconds" in body["error"]
 
 
+def test_a_connection_that_sends_nothing_is_closed_without_an_answer(served):
+    s = connect(served)
+    assert answer(s) == b""  # closed at the deadline; a 408 could pass for the answer to a request sent later
+
+
 def test_trickling_bytes_does_not_extend_the_deadline(served):
     s = connect(served)
     data = head(served, "/api/status", "X-Slow: " + "a" * 4000)

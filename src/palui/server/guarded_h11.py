@@ -9,7 +9,8 @@ the refusal was a 400. :class:`GuardedH11Protocol` adds, before h11 reads the by
 
 - a **deadline** for each head, from its first byte (from the connection's start for the first request):
   ``serve.header_timeout_seconds`` (10 by default); a head not complete by then is answered 408 and its
-  connection closed. Trickling bytes does not extend it;
+  connection closed (a connection that sent nothing at all is closed without an answer). Trickling bytes
+  does not extend it;
 - a **request line** of at most :data:`MAX_REQUEST_LINE` bytes (414) and a **head** of at most
   :data:`MAX_HEAD_BYTES` (431), counted on the bytes as they arrive, however they are split.
 
@@ -112,8 +113,14 @@ class GuardedH11Protocol(H11Protocol):
 
     def _head_late(self) -> None:
         self._head_timer = None
-        if self._waiting_for_head() and not self.transport.is_closing():
-            self._refuse(408)
+        if not self._waiting_for_head() or self.transport.is_closing():
+            return
+        if not self._head:
+            # Not a byte of a request yet (a browser's preconnected socket): closed without an answer, which
+            # the client could take for the answer to the request it sends next on this socket.
+            self.transport.close()
+            return
+        self._refuse(408)
 
     def _refuse(self, status: int) -> None:
         """Answer ``status`` with a JSON refusal and close the connection (no request was read)."""
