@@ -243,6 +243,7 @@ def test_a_chat_start_mentions_pending_approvals_and_labels_resumed_turns(cli, t
         assert chat.close() == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("live", [True, False], ids=["service", "no-service"])
 @pytest.mark.parametrize("approve", [True, False], ids=["approve", "deny"])
 def test_an_approval_of_another_conversation_answered_in_the_chat_shows_its_call_line(cli, tmp_path, home, live,
