@@ -82,9 +82,12 @@ def test_quit_while_a_fast_answer_streams_from_the_service_leaves_it_on_the_scre
                 assert answer in chat.output(), (i, chat.output())
 
 
-def test_one_screen_shows_a_hidden_character_in_one_escape_form(home, tmp_path):
-    """An argument with ESC and a backslash: the approval prompt and the call line show the same escapes."""
-    model = write_script(tmp_path / "s.json", calls(call("recall__forget_memory", id=f"x{ESC}y\\z")),
+def test_one_screen_shows_a_hidden_character_in_one_escape_form(home, tmp_path, cli):
+    """An argument with ESC and a backslash: the approval prompt and the call line show the same escapes. (A
+    text argument of a tool the person made destructive, so that it is asked: the argument must fit the tool's
+    input schema, spec §3.3, and the destructive built-ins take whole-number ids.)"""
+    assert cli("tools", "set-class", "recall__add_memory", "destructive").returncode == 0
+    model = write_script(tmp_path / "s.json", calls(call("recall__add_memory", text=f"x{ESC}y\\z")),
                          {"text": "Done asking."})
     with TmuxChat(home, "--model", model) as chat:
         chat.wait_for(BANNER, 60)
@@ -94,7 +97,7 @@ def test_one_screen_shows_a_hidden_character_in_one_escape_form(home, tmp_path):
         chat.wait_for("Done asking.", 60)
         shown = chat.output()
     form = '"x\\u001by\\\\z"'  # spec §4.7: \u001b for ESC, a literal backslash doubled
-    call_lines = [ln for ln in shown.splitlines() if "recall__forget_memory" in ln and "→" in ln]
+    call_lines = [ln for ln in shown.splitlines() if "recall__add_memory" in ln and "→" in ln]
     assert call_lines and all(form in ln for ln in call_lines), shown
     assert shown.count(form) >= 2, shown  # the approval prompt and the call line
     assert '\\\\u001b' not in shown, shown
