@@ -5,7 +5,6 @@ apprise delivers to ``json://`` targets that point at a real HTTP server on 127.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -68,8 +67,7 @@ def closed_port_target() -> str:
 def ctx(svc, **settings) -> CallContext:
     from palui.service.notifier import Notifier
 
-    values = {**svc.settings.values, **{k.replace("__", "."): v for k, v in settings.items()}}
-    changed = dataclasses.replace(svc.settings, values=values)
+    changed = svc.settings.with_values({k.replace("__", "."): v for k, v in settings.items()})
     return CallContext(turn_id="t1", conversation_id="c1", origin=Origin.CHAT, tainted=False, taint_source=None,
                        step=2, db=svc.db, settings=changed, notifier=Notifier(svc.db, changed))
 
@@ -145,7 +143,7 @@ def test_contacts_from_palui_toml(home, receiver):
 
     s = Service()
     try:
-        assert s.settings.get("messages.contacts") == {"alice": receiver.target()}
+        assert s.settings.messages.contacts == {"alice": receiver.target()}
     finally:
         s.db.close()
 
@@ -192,7 +190,7 @@ def test_contacts_from_the_environment_and_bad_values(home, monkeypatch):
     from palui.errors import ConfigError
 
     monkeypatch.setenv("PALUI_MESSAGES__CONTACTS", '{"bob": "json://127.0.0.1:9/x"}')
-    assert load_settings().get("messages.contacts") == {"bob": "json://127.0.0.1:9/x"}
+    assert load_settings().messages.contacts == {"bob": "json://127.0.0.1:9/x"}
     monkeypatch.setenv("PALUI_MESSAGES__CONTACTS", "tgram://SECRETTOKEN/1")
     with pytest.raises(ConfigError) as e:
         load_settings()

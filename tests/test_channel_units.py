@@ -127,6 +127,9 @@ def test_redaction_of_tokens_known_and_shaped():
     out = r(text)
     assert "AAHdqTcv" not in out and "syt_cGFsdWk" not in out and "s3cr3t" not in out
     assert out.count("[REDACTED]") == 4  # a known secret URL-quoted too
+    # Slack's bot and app-level tokens, registered or not (a wrong one typed by the person)
+    out = r("Slack refused xoxb-1234567890-0987654321-AbCdEfGhIjKl and xapp-1-A0PALUI-1234567890-abcdef")
+    assert out == "Slack refused [REDACTED] and [REDACTED]"
 
 
 def test_every_log_record_is_redacted_when_it_is_made(caplog):
@@ -250,3 +253,51 @@ def test_the_channel_secret_variables_never_make_a_command_refuse_to_start(cli, 
         load_settings({**env, "PALUI_TELEGRAM_TOKN": "typo"})
     r = cli("tools", "list", env={k: v for k, v in env.items() if k != "PALUI_HOME"})
     assert r.returncode == 0, r.stderr
+
+
+# -- Slack's and Discord's escaping: shown as typed, nobody pinged (the fakes render as the platforms do) --
+
+_HOSTILE_PIECES = ["@everyone", "@here", "@channel", "<!channel>", "<!here>", "<@U0123ABC>", "<@!42>", "<@&7>",
+                   "<@123>", "[x](https://e.example)", "*b*", "_i_", "~s~", "`c`", "> q", "# h", "1. l", "-# small",
+                   "&amp;", "&lt;", "\\", "||sp||", ":smile:", "<https://e.example|label>", "a\nb"]
+
+
+def _hostile_texts():
+    from hypothesis import strategies as st
+
+    return st.lists(st.one_of(st.sampled_from(_HOSTILE_PIECES), st.text(max_size=8)), max_size=12).map("".join)
+
+
+def test_slack_escaping_shows_the_text_as_typed_and_pings_nobody():
+    from hypothesis import given, settings
+
+    from palui.channels.slack import escape, words_of
+    from support.fake_slack import pings, visible
+
+    @settings(max_examples=300, deadline=None)
+    @given(_hostile_texts())
+    def check(text):
+        params = {"text": escape(text), "link_names": False}
+        assert visible(params) == text
+        assert pings(params) == []
+        assert words_of(escape(text)) == text  # what a person typed comes back as typed
+
+    check()
+
+
+def test_discord_escaping_shows_the_text_as_typed_and_pings_nobody_even_with_mentions_allowed():
+    from hypothesis import given, settings
+
+    from palui.channels.discord import check_discord_token, escape
+    from support.fake_discord import pings, visible
+
+    @settings(max_examples=300, deadline=None)
+    @given(_hostile_texts())
+    def check(text):
+        assert visible(escape(text)) == text
+        assert pings({"content": escape(text)}) == []  # no allowed_mentions: the escaping alone holds
+
+    check()
+    with pytest.raises(UsageError, match="not a Discord bot token") as e:
+        check_discord_token("MTAw.not-a-token")
+    assert "MTAw" not in str(e.value)

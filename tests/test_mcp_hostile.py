@@ -149,7 +149,7 @@ async def test_hanging_call_times_out_within_budget(conn):
 @in_module_loop
 async def test_huge_output_is_truncated_with_a_marker(conn, svc):
     r = await conn.call_tool("big", {"bytes": 10_000_000})
-    limit = svc.settings.get("mcp.max_output_bytes")
+    limit = svc.settings.mcp.max_output_bytes
     assert not r.is_error
     assert len(r.text.encode()) <= limit
     assert r.text.endswith(f"[output truncated by Palui: the result was 10000000 bytes, the limit is {limit} bytes]")

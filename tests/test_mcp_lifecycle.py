@@ -92,8 +92,8 @@ async def test_streamable_http_with_secret_headers(http_server, home):
         assert len(long.text.encode()) <= 120 and "[output truncated by Palui" in long.text
         process.kill()
         process.wait(10)
-        gone = await c.call_tool("echo", {})
-        assert gone.is_error and "closed the connection" in gone.text
+        gone = await c.call_tool("echo", {})  # refused at connect: never sent, one new session tried (spec §7.10)
+        assert gone.is_error and "could not be reached" in gone.text and not gone.may_have_run
         again = await c.call_tool("echo", {})
         assert again.is_error and "could not be reached" in again.text
         assert c.state().startswith("error: the server could not be reached")

@@ -287,6 +287,38 @@ async def test_a_grant_ending_mid_session_and_a_job_never_signs_in(svc, oauth, t
                           model=write_script(tmp_path / "s.json", calls(call("mcp-remote__echo", text="x")),
                                              text("ok")))
     r = await svc.turns.run(tid)
-    assert r["status"] == "done" and oauth.auth.count("authorize") == authorizations  # no sign-in from a job
+    assert oauth.auth.count("authorize") == authorizations  # no sign-in from a job
     assert [e for e in r["events"] if e["type"] == "tool_call"][0]["verdict"] == "unavailable"
+    # the one connector the job needed was down: the job failed and says so (spec §8.4), never "done"
+    assert r["status"] == "failed"
+    await svc.close()
+
+
+async def test_after_an_issuer_switch_no_refresh_goes_to_the_old_issuer(svc, oauth, tmp_path):
+    """spec §7.9: the resource server moves to another authorization server while Palui holds tokens of the old
+    one, due for a refresh. Inside a turn nobody signs in: the old issuer's tokens are dropped at once, no
+    refresh is asked of it (not ahead of expiry, not after the 401), the person is told once to sign in, and
+    the sign-in goes to the new issuer."""
+    oauth.auth.set_options(access_token_ttl=4)  # refreshed ahead when less than 2 s is left
+    await svc.connectors.add_async("remote", ServerConfig("http", url=oauth.mcp_url(0)), sign_in=browser())
+    svc.tools.set_enabled(["mcp-remote__whoami"], True)
+    grants = oauth.auth.count("token")
+    as2 = oauth.add_authorization_server()
+    oauth.move_resource_server(0, as2)
+    await asyncio.sleep(2.6)  # past the refresh margin, before the expiry
+    model = write_script(tmp_path / "s.json", calls(call("mcp-remote__whoami")), text("ok"))
+    for _ in range(3):
+        await svc.turns.send("who am I", model=model)
+        await svc.close()  # a new session each time, as separate processes would
+    assert oauth.auth.count("token") == grants  # nothing asked of the old issuer after the switch
+    assert not svc.connectors.oauth_state("mcp-remote")["signed_in"]  # its tokens were dropped
+    assert svc.connectors.config("mcp-remote")["last_state"] == "error: sign in again"
+    told = [n["text"] for n in svc.notifier.inbox() if "sign in again" in n["text"]]
+    assert len(told) == 1 and "another authorization server" in told[0]
+    await svc.signin.login_async("mcp-remote", browser())
+    saved = token_file(svc.settings.data_dir, "mcp-remote")
+    assert saved["issuer"] == as2.issuer and oauth.auth.count("token") == grants
+    r = await svc.turns.send("who am I", model=model)
+    [ev] = [e for e in r["events"] if e["type"] == "tool_call"]
+    assert not ev["is_error"] and json.loads(ev["result"])["client_id"] in as2.clients()
     await svc.close()

@@ -12,7 +12,7 @@ from palui.service.notifier import Notifier
 # Every public attribute of the service, in the order they are built (at most 30: a part that does not fit
 # is a part of another part, or the service has grown a second concern).
 PUBLIC = ["settings", "db", "notifier", "tools", "connectors", "connector_import", "signin", "policy", "suggestions",
-          "report", "audit", "memories", "maintenance", "channels", "outbox", "status", "turns",
+          "report", "audit", "memories", "maintenance", "channels", "outbox", "mail_records", "status", "turns",
           "conversations", "elicitations", "approvals", "channel_updates", "live", "gateway", "brake", "jobs",
           "webhooks", "runtime"]
 

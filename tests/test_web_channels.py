@@ -63,3 +63,30 @@ def test_the_page_shows_an_error_state_and_the_last_failure(svc, client):
 
     assert ("channel matrix: error: encrypted room; last delivery failure: answer of t-1: RuntimeError: the homeserver"
             " refused the message") in status_text(svc.status.get())
+
+
+def test_slack_and_discord_are_added_from_the_page_their_tokens_checked_and_never_shown(svc, client):
+    from support.fake_discord import FakeDiscord
+    from support.fake_slack import FakeSlack
+
+    slack, discord = FakeSlack().start(), FakeDiscord().start()
+    try:
+        r = _post(client, "/channels/add", kind="slack", token=slack.app_token, app_token=slack.app_token,
+                  api_base=slack.url)
+        page = client.get("/channels").text
+        assert "not a Slack bot token" in page and slack.app_token not in page and slack.calls == []
+        _post(client, "/channels/add", kind="slack", token=slack.bot_token, app_token=slack.app_token,
+              api_base=slack.url)
+        r = _post(client, "/channels/add", kind="discord", token=discord.token, api_base=discord.url)
+        assert r.status_code == 303
+        page = client.get("/channels").text
+        assert 'data-channel="slack"' in page and "@palui (Palui Test)" in page
+        assert 'data-channel="discord"' in page and "@palui" in page
+        assert slack.bot_token not in page and discord.token not in page
+        assert svc.channels.secrets("slack") == {"bot_token": slack.bot_token, "app_token": slack.app_token}
+        assert svc.channels.secrets("discord") == {"token": discord.token}
+        r = _post(client, "/channels/discord/test")
+        assert "ok: Discord answers as @palui" in client.get("/channels").text
+    finally:
+        slack.close()
+        discord.close()

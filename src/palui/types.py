@@ -90,7 +90,8 @@ class Decision:
 
 
 class TurnStatus(str, Enum):
-    """Turn status words of spec §11 (plus ``running`` while in flight)."""
+    """Turn status words of spec §11 (plus ``running`` while in flight). ``partial`` and ``failed`` end only a
+    job's turn: some, or every, connector it needed was down (spec §8.4)."""
 
     RUNNING = "running"
     DONE = "done"
@@ -99,6 +100,8 @@ class TurnStatus(str, Enum):
     STOPPED = "stopped"
     BUDGET = "budget"
     ERROR = "error"
+    PARTIAL = "partial"
+    FAILED = "failed"
 
 
 class ApprovalStatus(str, Enum):

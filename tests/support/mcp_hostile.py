@@ -5,11 +5,13 @@ Usage::
     python mcp_hostile.py SPEC.json            # stdio
     python mcp_hostile.py SPEC.json --http     # streamable HTTP on 127.0.0.1, a free port;
                                                # prints "PORT <n>" on stdout once listening
+    python mcp_hostile.py SPEC.json --http --port N   # on port N (a server started again where it was)
 
 SPEC.json is read again on every request, so a test changes the server's tool list
 between two listings by rewriting the file::
 
-    {"legacy": false,              # stdio: refuse server/discover, so the client falls back to initialize
+    {"legacy": false,              # refuse server/discover (stdio and HTTP), so the client falls back to initialize
+     "calls_log": null,            # a file: each tools/call delivered appends its tool name and a newline
      "stderr_on_start": 0,         # bytes written to stderr before serving
      "require_header": null,       # ["Authorization", "Bearer x"]: HTTP requests without it get 401
      "tools": [{"name": "echo", "description": "...", "inputSchema": {...},
@@ -18,11 +20,14 @@ between two listings by rewriting the file::
 
 Behaviours of ``tools/call``: ``echo`` (the arguments back), ``hang`` (never answers),
 ``crash`` (the process exits mid-call), ``exit_later`` (answers, then exits while idle), ``big`` (``bytes`` characters, default 10 MB),
-``flood`` (``bytes`` of stderr, default 4 MiB, then an answer), ``fail`` (an ``isError``
+``flood`` (``bytes`` of stderr, default 4 MiB, then an answer), ``noise`` (``lines`` lines on stdout that
+are not JSON-RPC, default 20,000, then an answer), ``fail`` (an ``isError``
 result), ``malformed`` (a result that is not a CallToolResult), ``env`` (the value of
 environment variable ``name``), ``caps`` (the client capabilities the server received, as JSON),
 ``mutate`` (replace the tool list with ``tools`` and send
-``notifications/tools/list_changed`` in both protocol eras), ``text`` (the tool's own ``text`` field).
+``notifications/tools/list_changed`` in both protocol eras), ``text`` (the tool's own ``text`` field),
+``hang_first`` (never answers the first delivery of this tool in ``calls_log``, echoes later ones: a server
+killed mid-call and started again).
 
 The SDK's own tool registry cannot send raw annotation values (it validates
 ``"true"`` into ``true``) nor list a name twice, so a server middleware answers
@@ -49,6 +54,9 @@ from mcp_types import METHOD_NOT_FOUND, ErrorData, JSONRPCError, JSONRPCRequest
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 SPEC = Path(sys.argv[1])
+# The SDK's stdio server points fd 1 at stderr while it serves (so a stray print cannot corrupt the wire):
+# ``noise`` writes to this copy of the real stdout, as a server that prints to its stdout does.
+WIRE = os.dup(1)
 _WIRE_KEYS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations", "_meta")
 
 
@@ -78,14 +86,22 @@ async def middleware(ctx, call_next):
     modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
     params = dict(ctx.params or {})
     name, args = params.get("name"), params.get("arguments") or {}
+    delivered = 0
+    if s.get("calls_log"):
+        log = Path(s["calls_log"])
+        delivered = log.read_text().split().count(str(name)) if log.exists() else 0
+        with log.open("a") as f:
+            f.write(f"{name}\n")
     tool = next((t for t in s.get("tools", []) if t["name"] == name), None)
     if tool is None:
         return text_result(f"no tool {name!r}", error=True, modern=modern)
     behaviour = tool.get("behaviour", "echo")
     if behaviour == "echo":
         return text_result("echo: " + json.dumps(args, sort_keys=True), modern=modern)
-    if behaviour == "hang":
+    if behaviour == "hang" or (behaviour == "hang_first" and delivered == 0):
         await anyio.sleep(3600)
+    if behaviour == "hang_first":
+        return text_result("echo: " + json.dumps(args, sort_keys=True), modern=modern)
     if behaviour == "crash":
         sys.stderr.write("crashing on purpose\n")
         sys.stderr.flush()
@@ -102,6 +118,11 @@ async def middleware(ctx, call_next):
             os.write(2, chunk[:left])
             left -= len(chunk)
         return text_result("flooded", modern=modern)
+    if behaviour == "noise":  # stdio: lines on stdout, the protocol's channel, that are not JSON-RPC
+        line = b"progress: working on it... not a JSON-RPC message\n"
+        for _ in range(int(args.get("lines", 20_000)) // 50):
+            os.write(WIRE, line * 50)  # under PIPE_BUF: each write lands whole between the SDK's messages
+        return text_result("noisy", modern=modern)
     if behaviour == "text":
         return text_result(str(tool.get("text", "")), modern=modern)
     if behaviour == "fail":
@@ -138,6 +159,45 @@ def require_header(app, header: tuple[str, str]):
             await send({"type": "http.response.body", "body": b"missing or wrong header"})
             return
         await app(scope, receive, send)
+
+    return wrapped
+
+
+def refuse_discover(app):
+    """ASGI wrapper: a pre-2026 HTTP server, whose answer to ``server/discover`` is "method not found"
+    (the client then falls back to ``initialize``, the 2025-11-25 era with its ``Mcp-Session-Id``)."""
+
+    async def wrapped(scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await app(scope, receive, send)
+            return
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        try:
+            msg = json.loads(body)
+        except ValueError:
+            msg = None
+        if isinstance(msg, dict) and msg.get("method") == "server/discover":
+            out = json.dumps({"jsonrpc": "2.0", "id": msg.get("id"),
+                              "error": {"code": METHOD_NOT_FOUND, "message": "Method not found"}}).encode()
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"application/json")]})
+            await send({"type": "http.response.body", "body": out})
+            return
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await app(scope, replay, send)
 
     return wrapped
 
@@ -181,10 +241,15 @@ def main() -> None:
     import uvicorn
 
     app = server.streamable_http_app()
+    if s.get("legacy"):
+        app = refuse_discover(app)
     if s.get("require_header"):
         app = require_header(app, tuple(s["require_header"]))
     sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)  # a new server listens before the old one is killed
+    port = int(sys.argv[sys.argv.index("--port") + 1]) if "--port" in sys.argv else 0
+    sock.bind(("127.0.0.1", port))
     sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
     print(f"PORT {sock.getsockname()[1]}", flush=True)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")

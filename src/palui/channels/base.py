@@ -33,7 +33,7 @@ from datetime import tzinfo
 from typing import TYPE_CHECKING, Any
 
 from palui.channels import views
-from palui.channels.outbox import TITLES, Outbox
+from palui.channels.outbox import SHOWN, TITLES, Outbox
 from palui.channels.platform import ChannelPlatform, Inbound, Job, Quoted, Retry
 from palui.channels.redaction import Redactor
 from palui.errors import ApprovalError, PaluiError, UsageError
@@ -66,9 +66,16 @@ class Channel(Outbox):
         super().__init__(svc, name, redact)
         self.room_context: dict[str, collections.deque[Quoted]] = {}
 
+    #: What the person is told about a message with nothing Palui reads (a sticker, a photo without caption).
+    unread_reply = "Palui reads text messages only: send your words as text."
+    edit_reply = "Edits are not read: send a new message instead."
+
     def receive(self, inb: Inbound) -> bool:
         """Handle one update exactly once (see the module docstring). Returns False when it was seen
         before. Synchronous: the decision and its records commit together; sending follows in tasks."""
+        if inb.edit_of is not None or (not inb.text and not inb.quoted and inb.press is None
+                                       and inb.reaction is None):
+            return self._nothing_to_read(inb)
         followups: list[Job] = []
         try:
             with self.svc.channel_updates.process(self.name, inb.key, inb.seq) as fresh:
@@ -83,6 +90,19 @@ class Channel(Outbox):
             return True
         for job in followups:
             self.spawn(job)
+        return True
+
+    def _nothing_to_read(self, inb: Inbound) -> bool:
+        """An edit or a message without text: recorded once; the person is told in a private chat, about an
+        edit once per message edited (a message edited five times is one reply, spec §8.3)."""
+        with self.svc.channel_updates.process(self.name, inb.key, inb.seq) as fresh:
+            if not fresh:
+                return False
+            if self._is_person(inb) and inb.private:
+                if inb.edit_of is None:
+                    self.reply(inb.chat, self.unread_reply)
+                elif self.svc.channel_updates.mark(self.name, f"edit:{inb.chat}:{inb.edit_of}", "edit told"):
+                    self.reply(inb.chat, self.edit_reply)
         return True
 
     def _is_person(self, inb: Inbound) -> bool:
@@ -177,7 +197,7 @@ class Channel(Outbox):
 
     async def _typing_while(self, chat: str, turn_id: str) -> None:
         """Resend "typing…" every 4 s while the turn is queued or running (spec §8.3)."""
-        end = time.monotonic() + float(self.svc.settings.get("budgets.seconds")) + 30
+        end = time.monotonic() + self.svc.settings.budgets.seconds + 30
         next_typing = 0.0
         while time.monotonic() < end:
             if self.svc.turns.status(turn_id) not in ("running", "queued"):
@@ -205,7 +225,7 @@ class Channel(Outbox):
         elif cmd.name == "/stop" and cmd.arg == "all":  # the emergency brake (spec §5.7)
             stopped = self.svc.brake.stop_all(self.name)["stopped"]
             self.reply(chat, (f"Stopped {', '.join(stopped)}." if stopped else "No turn was running.")
-                       + " Jobs are paused until palui jobs resume.")
+                       + " Jobs are paused until palui jobs resume, the gateway until palui gateway resume.")
         elif cmd.name == "/stop":
             conv = self.svc.channel_updates.conversation(self.name, chat)
             stopped = self.svc.turns.stop(conversation=conv)
@@ -291,7 +311,7 @@ class Channel(Outbox):
 
     def _reaction(self, inb: Inbound) -> list[Job]:
         target = self.svc.outbox.sent_message(self.name, inb.chat, inb.target) if inb.target else None
-        if target is None or not target["approval_id"] or target["kind"] != "approval":
+        if target is None or not target["approval_id"] or target["kind"] not in SHOWN:
             return []  # a reaction to anything else means nothing to Palui
         return self._checked_answer(inb, target["approval_id"], target["fingerprint"], inb.reaction == "approve",
                                     None)
@@ -312,4 +332,5 @@ class Channel(Outbox):
 def status_text(s: Mapping[str, Any], zone: tzinfo | None = None) -> str:
     """``/status`` as a chat channel answers it (the same facts as the terminal's; times in ``zone``)."""
     return "\n".join(status_lines(s, questions="/answer ID field=value …",
-                                   approvals="/approvals sends them again with their buttons", zone=zone))
+                                   approvals="/approvals sends them again with their buttons", zone=zone,
+                                   now=time.time()))

@@ -25,7 +25,7 @@ import importlib
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from palui.channels.base import Channel
 from palui.channels.redaction import Redactor, install_record_redaction, quiet_library_loggers
@@ -40,6 +40,9 @@ log = logging.getLogger("palui.channels")
 KINDS: dict[str, tuple[str, str]] = {
     "telegram": ("palui.channels.telegram", "TelegramChannel"),
     "matrix": ("palui.channels.matrix", "MatrixChannel"),
+    "slack": ("palui.channels.slack", "SlackChannel"),
+    "discord": ("palui.channels.discord", "DiscordChannel"),
+    "email": ("palui.channels.mail", "EmailChannel"),
 }
 LOOP_SECONDS = 1.0
 PRUNE_SECONDS = 3600.0
@@ -48,6 +51,12 @@ PRUNE_SECONDS = 3600.0
 def channel_class(kind: str) -> type[Channel]:
     module, cls = KINDS[kind]
     found: type[Channel] = getattr(importlib.import_module(module), cls)
+    return found
+
+
+def test_function(kind: str) -> Callable[..., Any]:
+    """The kind's ``test_channel(channel, secret, redact)`` coroutine function (``palui channels test``)."""
+    found: Callable[..., Any] = importlib.import_module(KINDS[kind][0]).test_channel
     return found
 
 

@@ -18,9 +18,11 @@ transaction as its work) and the token is stored after the whole batch.
 - **Encrypted rooms** cannot be read (no olm here): Palui sends one unencrypted notice, leaves,
   and the state says ``error: encrypted room`` until the person writes in an unencrypted room.
 
-Bodies are plain text (``m.text``; no ``formatted_body``, so nothing can break markup), split on
+Bodies are plain text (``m.text``; no ``formatted_body``, so nothing can break markup; an empty
+``m.mentions``, so no text in them notifies anyone: Matrix 1.7's intentional mentions), split on
 line boundaries at 32 KiB of UTF-8. Edits are sent as ``m.replace`` events. Every event is sent with
-the outbox part's stable transaction id, so one sent again after a crash is the same event; an
+the outbox part's stable transaction id, kept for the part's life (after a crash, a timeout, or a failure
+nio's own retries ended in), so one sent again is the same event; an
 unreachable homeserver is tried again every few seconds (receiving resumes within 5 s of its answer).
 nio is reached only through :mod:`palui.channels.matrix_client`, which converts its untyped objects
 into typed values.
@@ -34,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from palui.channels import check_matrix_user
 from palui.channels.base import Channel, Inbound, Retry
-from palui.channels.matrix_client import NETWORK_ERRORS, NOT_SENT, Event, MatrixClient, Refused, Sync
+from palui.channels.matrix_client import NETWORK_ERRORS, Event, MatrixClient, Refused, Sync
 from palui.channels.platform import Backoff
 from palui.channels.redaction import Redactor
 from palui.channels.text import (
@@ -58,6 +60,8 @@ SYNC_BACKOFF_CAP = 3.0
 #: Refusals that sending again cannot change; any other refusal (a 5xx, a token refused for now) is retried.
 PERMANENT = frozenset({"M_FORBIDDEN", "M_NOT_FOUND", "M_BAD_JSON", "M_NOT_JSON", "M_TOO_LARGE", "M_INVALID_PARAM",
                        "M_UNKNOWN"})
+#: The homeserver's answers to an access token it no longer takes (logged out, the device deleted).
+TOKEN_REFUSED = frozenset({"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN"})
 ENCRYPTED_NOTICE = ("This room is encrypted; Palui cannot read it yet: create the chat with encryption off "
                     "(in Element: start a new direct chat and turn off 'Enable end-to-end encryption').")
 
@@ -131,6 +135,7 @@ class MatrixChannel(Channel):
     kind = "matrix"
     title = "Matrix"
     text_limit = MATRIX_BODY_LIMIT
+    renew_options = "--homeserver URL --user USER --password-file FILE"
     how_to_answer = ("React \u2705 to approve or \u274c to deny (or reply /approve, or /deny REASON, to this "
                      "message; or send /approve {id} or /deny {id} REASON).")
 
@@ -163,7 +168,10 @@ class MatrixChannel(Channel):
                     await asyncio.sleep(backoff.next_delay())
                     continue
                 if isinstance(resp, Refused):
-                    self.set_state(f"error: sync failed: {resp.message} ({resp.status_code})")
+                    if resp.status_code in TOKEN_REFUSED:
+                        self.credentials_refused("the access token")
+                    else:
+                        self.set_state(f"error: sync failed: {resp.message} ({resp.status_code})")
                     await asyncio.sleep(backoff.next_delay())
                     continue
                 backoff.reset()
@@ -244,7 +252,7 @@ class MatrixChannel(Channel):
             return None
         content = event.content
         if is_edit(content):
-            return Inbound(**base)  # the channel says edits are not read
+            return Inbound(**base, edit_of=str(content["m.relates_to"].get("event_id") or event.event_id))
         if private and sender == self.svc.channels.get(self.name)["person_id"]:
             self.encrypted = False  # the person writes in an unencrypted room: the channel works again
         target = reply_target(content)
@@ -261,22 +269,13 @@ class MatrixChannel(Channel):
                     quoted.append(q)
         return Inbound(**base, text=words, quoted=quoted, target=target)
 
-    def receive(self, inb: Inbound) -> bool:
-        if not inb.text and not inb.quoted and inb.reaction is None:
-            with self.svc.channel_updates.process(self.name, inb.key) as fresh:
-                if fresh and self._is_person(inb) and inb.private:
-                    self.reply(inb.chat, "Edits are not read: send a new message instead.")
-            return True
-        return super().receive(inb)
-
     # -- sending ---------------------------------------------------------------------------------------
 
     async def _send(self, room_id: str, content: dict[str, Any], key: str) -> str:
         try:
             resp = await self.client.send(room_id, content, tx_id=f"palui-{key}")
         except NETWORK_ERRORS as e:
-            raise Retry(f"the homeserver is unreachable: {type(e).__name__}",
-                        maybe_delivered=not isinstance(e, NOT_SENT)) from None
+            raise Retry(f"the homeserver is unreachable: {type(e).__name__}", maybe_delivered=True) from None
         if not isinstance(resp, Refused):
             return resp
         if resp.status_code == "M_LIMIT_EXCEEDED":
@@ -286,14 +285,23 @@ class MatrixChannel(Channel):
             raise RuntimeError(f"the homeserver refused the message: {resp.message} ({resp.status_code})")
         raise Retry(f"the homeserver refused the message for now: {resp.message} ({resp.status_code})")
 
+    def maybe_delivered(self, exc: BaseException) -> bool:
+        """Always: a part keeps its transaction id for its life. nio retries a send itself (the same
+        transaction id, ``max_timeouts``) and raises only the last error, so "connection refused" says nothing
+        about an earlier try that the homeserver stored before it died; and sending a transaction id again is
+        harmless (the homeserver answers with the first event), so nothing is gained by rendering anew."""
+        return True
+
     async def send_message(self, chat: str, part: OutboxPart) -> str:
-        """An ``m.text`` event under the part's transaction id: sent again after a crash, it is the same event."""
-        return await self._send(chat, {"msgtype": "m.text", "body": part["text"] or "(empty)"}, part["key"])
+        """An ``m.text`` event under the part's transaction id: sent again after a crash, it is the same event.
+        ``m.mentions`` is empty: no text in the body (a model's ``@room``, a user id) notifies anyone."""
+        return await self._send(chat, {"msgtype": "m.text", "body": part["text"] or "(empty)", "m.mentions": {}},
+                                part["key"])
 
     async def edit(self, chat: str, ref: str, part: OutboxPart) -> str:
         text = part["text"]
-        return await self._send(chat, {"msgtype": "m.text", "body": f"* {text}",
-                                       "m.new_content": {"msgtype": "m.text", "body": text},
+        return await self._send(chat, {"msgtype": "m.text", "body": f"* {text}", "m.mentions": {},
+                                       "m.new_content": {"msgtype": "m.text", "body": text, "m.mentions": {}},
                                        "m.relates_to": {"rel_type": "m.replace", "event_id": ref}}, part["key"])
 
     async def typing(self, chat: str) -> None:

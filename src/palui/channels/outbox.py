@@ -16,6 +16,9 @@ SQLite, written by the service in the transaction of the event that makes it (:m
   token) is retried with backoff, sooner once the channel's receive loop reaches the platform again;
   one it refuses (a bad request, the bot blocked), or that still fails a day after it was written, is
   given up and shows as the last delivery failure. The first success clears it. A turn never waits.
+- **An approval is never lost to a refusal.** When the platform refuses an approval's message with buttons
+  for good (a Bot API 400), it is sent again as plain text, without markup or buttons, naming the approval's
+  id and the commands that answer it (:meth:`Outbox._plain_approval`).
 """
 
 from __future__ import annotations
@@ -30,15 +33,21 @@ from typing import TYPE_CHECKING
 from palui.channels import views
 from palui.channels.platform import Backoff, ChannelPlatform
 from palui.channels.text import split_message
+from palui.text.display import shown
 
 if TYPE_CHECKING:
-    from palui.results import OutboxItem, RenderedPart
+    from palui.results import OutboxItem, OutboxPart, RenderedPart
 
 log = logging.getLogger("palui.channels")
 
+#: Kinds of parts that show an approval the person can still answer (edited to its outcome once it is not).
+SHOWN = ("approval", "approval-plain")
+#: The last line of an approval sent as plain text after its message with buttons was refused.
+PLAIN_ANSWER = ("Answer with /approve {id} or /deny {id} REASON ({title} refused the message with buttons: {why}; "
+                "/approvals sends it again).")
 GIVE_UP_SECONDS = 86400.0  # an item still failing a day after it was written is given up (the inbox has it)
 IDLE_SECONDS = 1.0  # how often an idle worker looks for items another process wrote
-TITLES = {"telegram": "Telegram", "matrix": "Matrix"}
+TITLES = {"telegram": "Telegram", "matrix": "Matrix", "slack": "Slack", "discord": "Discord", "email": "email"}
 
 
 class Outbox(ChannelPlatform):
@@ -101,7 +110,7 @@ class Outbox(ChannelPlatform):
         if whole is None:
             self.svc.outbox.close(item["id"], "dropped", "its subject is gone")
             return
-        fresh = whole[len(kept):] if not _outcome(whole) else [] if any(p["kind"] == "approval" for p in kept) \
+        fresh = whole[len(kept):] if not _outcome(whole) else [] if any(p["kind"] in SHOWN for p in kept) \
             else whole
         rendered = self.svc.outbox.render(item["id"], fresh)
         if rendered is None:
@@ -116,9 +125,38 @@ class Outbox(ChannelPlatform):
                 ref = await (self.edit(item["chat_id"], item["target_ref"] or "", part)
                              if item["kind"] == "edit" else self.send_message(item["chat_id"], part))
             except Exception as e:
-                self.svc.outbox.part_failed(part["id"], self.maybe_delivered(e))
+                maybe = self.maybe_delivered(e)
+                self.svc.outbox.part_failed(part["id"], maybe)
+                if part["kind"] == "approval" and not maybe and self.retry_delay(e) is None:
+                    await self._plain_approval(item, part, e)
+                    continue
                 raise
-            self.svc.outbox.part_sent(part["id"], ref, shown=part["kind"] == "approval")
+            self.svc.outbox.part_sent(part["id"], ref, shown=part["kind"] in SHOWN)
+
+    async def _plain_approval(self, item: OutboxItem, refused: OutboxPart, error: BaseException) -> None:
+        """The approval message ``refused`` was refused for good: send it again as plain text (no markup, no
+        buttons) with the approval's id and the commands that answer it, in its place (the part refused was
+        never shown, so it is rendered anew). Raises when that is refused too (then the item is given up)."""
+        a = self.svc.approvals.find(refused["approval_id"] or "")
+        if a is None or a["status"] != "pending":
+            raise error  # gone or answered meanwhile: the next attempt renders its outcome
+        why = shown(self.redact(f"{type(error).__name__}: {error}"), one_line=True)
+        commands = PLAIN_ANSWER.format(id=a["id"], title=self.title or self.name, why=why)
+        view = views.approval_view(a, now=datetime.now(UTC), zone=self.svc.status.timezone(), limit=self.text_limit,
+                                   measure=self.measure, how_to_answer=commands)
+        rendered = self.svc.outbox.render(item["id"], [{"kind": "approval-plain", "text": view.text,
+                                                        "approval_id": a["id"], "fingerprint": view.fingerprint}])
+        plain = next(p for p in (rendered or {"parts": []})["parts"] if p["ref"] is None
+                     and p["kind"] == "approval-plain")
+        log.warning("%s: the message of approval %s was refused (%s): sent again as plain text", self.name,
+                    a["id"], why)
+        self.svc.outbox.trying(plain["id"])
+        try:
+            ref = await self.send_message(item["chat_id"], plain)
+        except Exception as e:
+            self.svc.outbox.part_failed(plain["id"], self.maybe_delivered(e))
+            raise
+        self.svc.outbox.part_sent(plain["id"], ref, shown=True)
 
     def render(self, item: OutboxItem) -> list[RenderedPart] | None:
         """The item as the messages it is shown as (whole, from its first part), None when its subject is

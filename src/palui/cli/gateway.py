@@ -59,15 +59,15 @@ def snippets(name: str, token: str, url: str) -> str:
                                      "headers": {"Authorization": f"Bearer {token}"}}}}
     stdio = {"mcpServers": {"palui": {"command": "palui", "args": ["gateway", "--client", name],
                                       "env": {"PALUI_GATEWAY_TOKEN": token}}}}
-    return (f"Over HTTP (the service must run: palui serve):\n{json.dumps(http, indent=2)}\n"
-            f"Over stdio (a client that starts a command):\n{json.dumps(stdio, indent=2)}\n"
+    return (f"Over HTTP (the service must run: palui serve):\n{json.dumps(http, indent=2, allow_nan=False)}\n"
+            f"Over stdio (a client that starts a command):\n{json.dumps(stdio, indent=2, allow_nan=False)}\n"
             "docs/gateway.md shows where each client (Claude Code, Claude Desktop, Codex, Cursor, VS Code, Goose) "
             "reads this.")
 
 
 def _url() -> str:
     svc = service()
-    return f"http://127.0.0.1:{svc.settings.get('serve.port')}"
+    return f"http://127.0.0.1:{svc.settings.serve.port}"
 
 
 def _line(c: GatewayClient) -> str:
@@ -124,3 +124,20 @@ def clients_remove(name: str) -> None:
     """Remove a client: its token opens nothing from now on, its open sessions end."""
     ended = service().gateway.remove_client(name)
     click.echo(f"Removed gateway client {name}" + (f"; ended {len(ended)} open session(s)." if ended else "."))
+
+
+@clients_app.command("clear")
+@click.argument("name")
+def clients_clear(name: str) -> None:
+    """Forget what the client's sessions carried: its taint, the calls you denied, its loop counts and loop stop
+    (they are kept per client, not per session). Its open sessions end; its next one starts afresh."""
+    ended = service().gateway.clear_client(name)
+    click.echo(f"Cleared gateway client {name}: its taint, denied calls and loop counts are forgotten"
+               + (f"; ended {len(ended)} open session(s)." if ended else "."))
+
+
+@gateway_app.command("resume")
+def gateway_resume() -> None:
+    """Take gateway calls and sessions again after palui stop --all (the emergency brake pauses the gateway)."""
+    was = service().gateway.resume()
+    click.echo("gateway resumed" if was else "the gateway was not paused")

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from palui.cli.common import connectors_app, emit_json, service
+from palui.cli.common import CLEAN, connectors_app, emit_json, service
 from palui.errors import UsageError
+from palui.text.display import shown
 from palui.types import OAuthClient, SignIn
 
 if TYPE_CHECKING:
@@ -55,7 +56,12 @@ def terminal_sign_in(no_browser: bool = False) -> SignIn:
 
     async def show(url: str) -> None:
         import webbrowser
+        from urllib.parse import parse_qs, urlsplit
 
+        # spec §7.11: the person sees what the sign-in asks for before any browser opens
+        asked = (parse_qs(urlsplit(url).query).get("scope") or [""])[0].split()
+        click.echo("The sign-in asks for: " + (" ".join(shown(s, one_line=True) for s in asked) if asked
+                                                else "the server's default access (no scope named)"))
         opened = False
         if not no_browser:
             try:
@@ -118,7 +124,7 @@ def client_option(client_id: str | None, secret_file: Path | None, auth: str,
 @click.option("--client-id", help="A client you registered at the server yourself.")
 @click.option("--client-secret-file", type=click.Path(path_type=Path), help="Its secret, from this file.")
 @click.option("--client-auth", default="basic", help="How the client authenticates: basic or post.")
-@click.option("--redirect-uri", help="The loopback redirect URI that client fixes (http://127.0.0.1:PORT/…).")
+@click.option("--redirect-uri", type=CLEAN, help="The loopback redirect URI that client fixes (http://127.0.0.1:PORT/…).")
 @click.option("--no-browser", is_flag=True, help="Print the address instead of opening a browser.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def connectors_login(cid: str, client_id: str | None, client_secret_file: Path | None, client_auth: str,
@@ -139,6 +145,12 @@ def connectors_login(cid: str, client_id: str | None, client_secret_file: Path |
     if as_json:
         return emit_json(r)
     click.echo(f"{cid}: signed in and connected" if r["signed_in"] else f"{cid}: connected (no sign-in was needed)")
+    if r.get("scopes"):
+        click.echo(f"  scopes held: {' '.join(shown(s, one_line=True) for s in r['scopes'])}")
+    for rid in r.get("granted") or []:
+        click.echo(f"  {rid}: granted (the tool that asked for more access can run)")
+    for rid in r.get("waiting") or []:
+        click.echo(f"  {rid}: still waiting (the sign-in did not give every scope it needs)")
 
 
 @connectors_app.command("logout")

@@ -39,12 +39,16 @@ def connectors_list(as_json: bool) -> None:
 def tools_list(connector: str | None, as_json: bool) -> None:
     """List tools: model-visible name, class and its source, switch, flags."""
     rows = tools_service().tools.list(connector)
+    for r in rows:  # a stored row that did not read: named, with the fix (spec §2: read as unknown)
+        if r.unreadable_notice:
+            click.echo(f"notice: {r.unreadable_notice}", err=True)
     if as_json:
         return emit_json([r.as_dict() for r in rows])
     table([[r.name, r.tool_class.value, r.class_source.value, "on" if r.enabled else "off",
             "untrusted" if r.output_untrusted else "",
             ", ".join(f for f, on in (("changed — review", r.changed), ("hidden characters", r.hidden),
-                                      ("look-alike name", r.look_alike), (NEEDS_TASKS, r.needs_tasks)) if on)]
+                                      ("look-alike name", r.look_alike), ("input schema flagged", r.schema_problem),
+                                      (NEEDS_TASKS, r.needs_tasks)) if on)]
            for r in rows],
           ["NAME", "CLASS", "SOURCE", "SWITCH", "OUTPUT", "FLAGS"])
 
@@ -98,7 +102,9 @@ def tools_enable_read(connector: str | None) -> None:
             why = ("its definition holds hidden characters: see it escaped with palui tools show NAME, then "
                    "palui tools enable NAME") if r.hidden else (
                 "its name has look-alike characters: see what it reads like with palui tools show NAME, then "
-                "palui tools enable NAME") if r.look_alike else "it is flagged changed: palui tools review NAME"
+                "palui tools enable NAME") if r.look_alike else (
+                f"{r.schema_problem}: see it with palui tools show NAME, then palui tools enable NAME"
+                if r.schema_problem and not r.changed else "it is flagged changed: palui tools review NAME")
             click.echo(f"left off: {visible(r.name)}: {why}")
     warning = svc.tools.budget_warning()
     if warning:
@@ -116,7 +122,8 @@ def _json_block(value: Any) -> list[str]:
     if value is None:
         return ["    (none)"]
     return [
-        "    " + visible(line) for line in json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True).split("\n")
+        "    " + visible(line)
+        for line in json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, allow_nan=False).split("\n")
     ]
 
 
@@ -142,7 +149,7 @@ def tools_show(name: str, as_json: bool) -> None:
     d = svc.tools.details(name)
     if as_json:
         emit_json(d)  # escaped (hidden characters as \\u escapes): seen, so it may be switched on
-        if d["hidden_characters"] or d["look_alike_name"]:
+        if d["hidden_characters"] or d["look_alike_name"] or d["schema_problem"]:
             svc.tools.acknowledge_hidden(name, d["definition_hash"])
         return
     flags = [
@@ -155,6 +162,7 @@ def tools_show(name: str, as_json: bool) -> None:
             ("hidden characters: shown escaped below", d["hidden_characters"]),
             (f"look-alike name: reads like {visible(skeleton(d['tool']))}", d["look_alike_name"]),
             (f"{NEEDS_TASKS} (never offered)", d.get("needs_tasks")),
+            (f"input schema flagged: {d['schema_problem']}", d["schema_problem"]),
         )
         if on
     ]
@@ -166,7 +174,7 @@ def tools_show(name: str, as_json: bool) -> None:
     click.echo(f"  flags:        {', '.join(flags) or '-'}")
     click.echo("  description:")
     click.echo("\n".join("    " + visible(line) for line in d["description"].split("\n")))
-    click.echo("  input schema:")
+    click.echo(f"  input schema: {d['schema_chars']:,} characters as a model is sent it")
     click.echo("\n".join(_json_block(d["input_schema"])))
     click.echo("  annotations (raw, as sent):")
     click.echo("\n".join(_json_block(d["annotations"])))
@@ -179,6 +187,11 @@ def tools_show(name: str, as_json: bool) -> None:
         click.echo(f"Its raw name has characters that look like others: {ascii(d['tool'])} reads like "
                    f"{visible(skeleton(d['tool']))}. Having seen it, you may switch it on: palui tools enable "
                    + d["name"])
+    if d["schema_problem"] and not d["hidden_characters"]:
+        svc.tools.acknowledge_hidden(name, d["definition_hash"])
+        click.echo("")
+        click.echo(f"Its input schema is flagged: {d['schema_problem']}. Having seen it, you may switch it on: "
+                   f"palui tools enable {d['name']}")
     if d["hidden_characters"]:
         svc.tools.acknowledge_hidden(name, d["definition_hash"])
         click.echo("")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from palui.cli import render
-from palui.cli.common import WHOLE, emit_json, group, service, table
+from palui.cli.common import Setting, emit_json, group, service, table
 from palui.cli.live import live_service, run_async
 from palui.cli.turns import finish_turn
 
@@ -26,9 +26,9 @@ def _short(text: str, n: int = 50) -> str:
 @click.argument("name", help="A name for the job.")
 @click.option("--cron", required=True, help='Five-field cron expression, e.g. "0 8 * * *", or @daily.')
 @click.option("--prompt", required=True, help="The message the job sends to the agent.")
-@click.option("--token-cap", type=WHOLE, metavar="N",
-              help="This job's daily token cap (default caps.job_daily_tokens).")
-@click.option("--tz", metavar="ZONE",
+@click.option("--token-cap", type=Setting("caps.job_daily_tokens"), metavar="N",
+              help="This job's daily token cap (default and range: caps.job_daily_tokens).")
+@click.option("--tz", type=Setting("caps.timezone"), metavar="ZONE",
               help="Time zone of the cron expression (default caps.timezone, else the system zone).")
 @click.option("--connector", multiple=True, metavar="ID",
               help="Offer the job only this connector's tools (repeat for more).")
@@ -164,7 +164,7 @@ def webhooks_show(name: str, as_json: bool) -> None:
     click.echo(f"name: {h['name']}\nurl: {h['url']}\ncreated: {(h['created_at'] or '-')[:19].replace('T', ' ')} UTC")
     click.echo(f"deliveries in the last 24 h: {h['deliveries_24h']}")
     click.echo(f"last delivery: {(h['last_delivery'] or '-')[:19].replace('T', ' ')}")
-    click.echo(f"replay: {REPLAY_NOTE} (retention.days = {svc.settings.get('retention.days')})")
+    click.echo(f"replay: {REPLAY_NOTE} (retention.days = {svc.settings.retention.days})")
 
 
 @webhooks_app.command("remove")

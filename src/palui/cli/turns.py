@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from palui.cli import render
-from palui.cli.common import LIMIT, app, emit_json, fail, group, service
+from palui.cli.common import CLEAN, LIMIT, app, emit_json, fail, group, service
 from palui.cli.live import live_service, run_async
 from palui.errors import ModelConfigError
 from palui.text.display import shown, shown_json
@@ -21,6 +21,8 @@ from palui.text.when import expiry, local
 from palui.types import shows_text
 
 if TYPE_CHECKING:
+    from datetime import tzinfo
+
     from palui.cli.client import ServiceClient
     from palui.cli.elicitations import TerminalQuestions
     from palui.results import Status, TurnEvent, TurnResult
@@ -69,7 +71,7 @@ def check_model(model: str | None, svc: Service, as_json: bool = False, remote: 
 
 @app.command("run")
 @click.argument("message", help="The message for the agent.")
-@click.option("--model", help="Model string, e.g. script:demo.json.")
+@click.option("--model", type=CLEAN, help="Model string, e.g. script:demo.json.")
 @click.option("--conversation", help="Continue this conversation.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def run_cmd(message: str, model: str | None, conversation: str | None, as_json: bool) -> None:
@@ -212,12 +214,16 @@ def status_cmd(as_json: bool) -> None:
     client = live_service(svc)
     s: Status = client.get("/api/status") if client else svc.status.get()  # the service's view when one runs
     if as_json:
-        return emit_json(s)
-    print_status(s)
+        return emit_json({**s, "service_running": client is not None})
+    print_status(s, svc.status.timezone(), running=client is not None)
 
 
-def print_status(s: Status) -> None:
-    for line in status_lines(s):
+def print_status(s: Status, zone: tzinfo | None, running: bool) -> None:
+    """``/status`` in the person's zone, saying whether ``palui serve`` runs (without it the chat channels,
+    jobs and webhooks wait: ``palui channels list`` says so too)."""
+    from palui.text.status import SERVICE_DOWN
+
+    for line in status_lines(s, zone=zone, now=time.time(), service=None if running else SERVICE_DOWN):
         click.echo(line)
 
 
@@ -231,15 +237,17 @@ def inbox_cmd(limit: int, as_json: bool) -> None:
         return emit_json(rows)
     if not rows:
         click.echo("inbox is empty")
-    for r in rows:
-        click.echo(f"{r['time'][:19]}  [{r['kind']}] {shown(r['text'])}")
+    tz = service().status.timezone()
+    for r in rows:  # in the person's zone, to the second (the stored time is UTC with microseconds)
+        click.echo(f"{local(r['time'], tz, '%Y-%m-%d %H:%M:%S')}  [{r['kind']}] {shown(r['text'])}")
 
 
 @app.command("stop")
 @click.option("--conversation", help="Stop this conversation's turn.")
 @click.option("--turn", help="Stop this turn.")
-@click.option("--all", "every", is_flag=True, help="The emergency brake: stop every running, waiting or queued turn "
-                                                   "and pause the jobs until palui jobs resume.")
+@click.option("--all", "every", is_flag=True, help="The emergency brake: stop every running, waiting or queued turn, "
+                                                   "pause the jobs until palui jobs resume and the gateway until "
+                                                   "palui gateway resume.")
 def stop_cmd(conversation: str | None, turn: str | None, every: bool) -> None:
     """Stop a running, waiting or queued turn from another terminal, and cancel its approvals."""
     if every:
@@ -247,7 +255,7 @@ def stop_cmd(conversation: str | None, turn: str | None, every: bool) -> None:
             fail("--all stops everything: give it alone", 2)
         r = service().brake.stop_all("cli")
         click.echo((f"stopped {', '.join(r['stopped'])}" if r["stopped"] else "no turn was running, waiting or queued")
-                   + "; jobs paused until palui jobs resume")
+                   + "; jobs paused until palui jobs resume, the gateway until palui gateway resume")
         return
     if not conversation and not turn:
         fail("give --conversation ID, --turn ID or --all", 2)

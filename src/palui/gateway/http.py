@@ -28,12 +28,14 @@ from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.responses import JSONResponse
 from starlette.types import Message, Receive, Scope, Send
 
 from palui import __version__
+from palui.errors import PaluiError
 from palui.gateway.tools import GatewayServer, as_call_result, as_mcp_tool
 
 if TYPE_CHECKING:
@@ -155,7 +157,10 @@ class GatewayEndpoint:
             raise PermissionError("no gateway client or session on this request")
         known = self._sessions.get(key)
         if known is None:
-            known = (self.svc.gateway.open_session(client), ctx.session)
+            try:
+                known = (self.svc.gateway.open_session(client), ctx.session)
+            except PaluiError as e:  # the emergency brake pauses the gateway: the client is told why, in words
+                raise MCPError(types.INTERNAL_ERROR, str(e)) from None
             self._sessions[key] = known
         return known[0]
 
@@ -165,7 +170,10 @@ class GatewayEndpoint:
 
     async def _call_tool(self, ctx: ServerRequestContext[Any, Any],
                          params: types.CallToolRequestParams) -> types.CallToolResult:
-        session = self._session(ctx)
+        try:
+            session = self._session(ctx)
+        except MCPError as e:  # no session opens (the brake): the call's answer says why, as a refused call's does
+            return as_call_result({"text": f"Error: {e.error.message}", "is_error": True})
         meta: Any = ctx.meta or {}
         token = meta.get("progressToken", meta.get("progress_token")) if isinstance(meta, dict) else None
         progress = None
@@ -174,7 +182,9 @@ class GatewayEndpoint:
                 with contextlib.suppress(Exception):  # a client gone mid-wait must not break the call
                     await ctx.session.send_progress_notification(token, done, total, message,
                                                                  related_request_id=str(ctx.request_id))
-        result = await self.svc.gateway.call(session, params.name, dict(params.arguments or {}), progress)
+        # the arguments as the client sent them: the governed call checks them (spec §3.3), not this front end
+        args: Any = params.arguments if params.arguments is not None else {}
+        result = await self.svc.gateway.call(session, params.name, args, progress)
         return as_call_result(result)
 
     def _end_dropped(self) -> None:

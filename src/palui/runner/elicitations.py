@@ -63,7 +63,7 @@ def create(db: Database, *, turn_id: str, call_id: str, tool: str, connector: st
             " message, schema_json, url, server_ref, origin, status, reason, answered_via, owner, created_at,"
             " expires_at, answered_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (eid, turn_id, call_id, tool, connector, era, round_no, question.key, question.mode, question.message,
-             json.dumps(question.schema) if question.schema is not None else None, question.url,
+             json.dumps(question.schema, allow_nan=False) if question.schema is not None else None, question.url,
              question.elicitation_id, origin, status, reason, "palui" if auto is not None else None,
              OWNER if era == "in_call" else None, now, now + expiry_seconds, now if auto is not None else None),
         )
@@ -153,7 +153,7 @@ def sweep(db: Database, now: float | None = None) -> int:
 
 
 #: Statuses of a turn that will never send a question's answer.
-ENDED = ("done", "stopped", "error", "budget")
+ENDED = ("done", "stopped", "error", "budget", "partial", "failed")
 
 
 def clear_unsent(c: Any, turn_id: str | None = None) -> None:
@@ -209,7 +209,7 @@ def answer(db: Database, eid: str, action: str, content: dict[str, Any] | None, 
             keep = action == "accept" and content is not None and not secret
             c.execute("UPDATE elicitations SET status=?, content_json=?, answered_at=?, answered_via=?,"
                       " owner=? WHERE id=? AND status='pending'",
-                      (STATUS_OF[action], json.dumps(content) if keep else None, now, via,
+                      (STATUS_OF[action], json.dumps(content, allow_nan=False) if keep else None, now, via,
                        OWNER if secret and action == "accept" else r["owner"], eid))
             if secret and action == "accept":
                 secret_answers.hold(eid, content or {})

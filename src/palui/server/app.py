@@ -161,5 +161,5 @@ def create_app(
                     exception_handlers={HTTPException: no_route})
     app.state.svc = svc
     app.state.token = token
-    hosts = allowed_hosts(host, port, svc.settings.get("serve.public_url"))
+    hosts = allowed_hosts(host, port, svc.settings.serve.public_url)
     return Guard(app, token, hosts)

@@ -14,7 +14,8 @@ Routes:
   ``GET /api/audit?turn=&limit=``
 - ``GET /api/connectors``, ``GET /api/tools?connector=``, ``POST /api/tools/{name}/class`` ``{"class"}``,
   ``POST /api/tools/{name}/reset|enable|disable``, ``POST /api/tools/{name}/review`` ``{"fingerprint"}``,
-  ``POST /api/tools/enable-read`` ``{"connector"}``
+  ``POST /api/tools/enable-read`` ``{"connector"}``, ``POST /api/connectors/{cid}/refresh`` (in the service's
+  own session, spec §7.10)
 - ``POST /api/conversations`` ``{"channel"}`` → ``{"conversation"}``; ``GET /api/conversations?limit=&channel=``,
   ``GET /api/conversations/{conversation}``
 - ``POST /api/turns`` ``{"message","conversation","model","channel","stream","start"}`` → the turn result
@@ -23,7 +24,8 @@ Routes:
   events, and ``{"type":"result",…}`` last
 - ``GET /api/turns/{turn}``, ``GET /api/turns/{turn}/events?after=N`` (NDJSON: the turn's events from index
   N on, live pieces included, until it settles; ``{"type":"result",…}`` last), ``POST /api/stop``
-  ``{"conversation"|"turn"}``, or ``{"all": true}`` (every turn, jobs paused: ``{"stopped","jobs_paused"}``)
+  ``{"conversation"|"turn"}``, or ``{"all": true}`` (every turn, jobs and gateway paused:
+  ``{"stopped","jobs_paused","gateway_paused"}``)
 - ``GET /api/approvals?all=1``, ``GET /api/approvals/{id}``, ``GET /api/approvals/{id}/wait?timeout=S``
   (returns once it is not pending, or after S seconds, at most 60), ``POST /api/approvals/{id}/approve|deny``
   (``{"stream","via"}``, a denial's ``"reason"``; ``{"wait": false}`` answers, resumes the turn here and
@@ -49,12 +51,14 @@ from palui.results import (
     Approval,
     AuditRow,
     Connector,
+    ConnectorSync,
     Conversation,
     ConversationSummary,
     Elicitation,
     Health,
     InboxItem,
     NewConversation,
+    ScopeRequest,
     Status,
     StopAll,
     Stopped,
@@ -64,6 +68,7 @@ from palui.results import (
 )
 from palui.server.api import Operations
 from palui.server.inputs import (
+    MESSAGE_BODY_BYTES,
     ApprovalsQuery,
     ApproveBody,
     AuditQuery,
@@ -181,6 +186,12 @@ async def review_tool(svc: Service, name: str, body: ReviewBody) -> Tool:
     return svc.tools.review(name, expected=body.fingerprint or "missing").as_dict()
 
 
+@API.post("/api/connectors/{cid}/refresh", answer=ConnectorSync, refusals=NOT_FOUND,
+          summary="list an MCP server's tools again in the service's own session (a lost one is started again)")
+async def refresh_connector(svc: Service, cid: str) -> ConnectorSync:
+    return await svc.connectors.refresh_async(cid)
+
+
 @API.post("/api/conversations", body=NewConversationBody, answer=NewConversation, summary="start a conversation",
           links=links(("get_conversation",), conversation="$response.body#/conversation"))
 async def new_conversation(svc: Service, body: NewConversationBody) -> NewConversation:
@@ -222,7 +233,7 @@ async def follow_turn(svc: Service, turn: str, query: FollowQuery) -> Response:
     async def lines() -> AsyncIterator[str]:
         try:
             while (ev := await q.get()) is not None:
-                yield json.dumps(ev, default=str) + "\n"
+                yield json.dumps(ev, default=str, allow_nan=False) + "\n"
         finally:
             task.cancel()  # done, or the client went away: stop following
 
@@ -230,7 +241,7 @@ async def follow_turn(svc: Service, turn: str, query: FollowQuery) -> Response:
 
 
 @API.post("/api/turns", body=StartTurn, answer=TurnResult, stream=StreamLine, refusals=NOT_FOUND,
-          summary="send a message: a turn runs (or is stored, with start false)",
+          max_body=MESSAGE_BODY_BYTES, summary="send a message: a turn runs (or is stored, with start false)",
           links={**links(("get_turn",), turn="$response.body#/turn"),
                  **links(("get_conversation",), conversation="$response.body#/conversation")})
 async def start_turn(svc: Service, body: StartTurn) -> Response | TurnResult:
@@ -280,7 +291,7 @@ async def wait_approval(svc: Service, id: str, query: WaitQuery) -> Approval:
 
 
 async def _answer(svc: Service, aid: str, approve: bool, body: ApproveBody, reason: str | None
-                  ) -> Response | TurnResult | Approval | Elicitation:
+                  ) -> Response | TurnResult | Approval | Elicitation | ScopeRequest:
     """Answer through the service's one door (``answered_via`` ``"api"``, or ``"cli"`` when the body
     says ``{"via": "cli"}``: the CLI's client, with the person's token either way), then resume the turn
     here: its events stream back with ``stream``. A refusal is 409 with the door's message."""
@@ -298,16 +309,19 @@ async def _answer(svc: Service, aid: str, approve: bool, body: ApproveBody, reas
     return await stream_or_wait(svc, a["turn"], launched, body.stream, q)
 
 
-@API.post("/api/approvals/{id}/approve", body=ApproveBody, answer=TurnResult | Approval | Elicitation,
+Answered = TurnResult | Approval | Elicitation | ScopeRequest
+
+
+@API.post("/api/approvals/{id}/approve", body=ApproveBody, answer=Answered,
           stream=StreamLine, refusals=ANSWERED, summary="approve one pending call, then the turn goes on")
-async def approve(svc: Service, id: str, body: ApproveBody) -> Response | TurnResult | Approval | Elicitation:
+async def approve(svc: Service, id: str, body: ApproveBody) -> Response | Answered:
     return await _answer(svc, id, True, body, None)
 
 
-@API.post("/api/approvals/{id}/deny", body=DenyBody, answer=TurnResult | Approval | Elicitation,
-          stream=StreamLine, refusals=ANSWERED,
-          summary="deny one pending call (the reason is told to the model), or decline a question (e-…)")
-async def deny(svc: Service, id: str, body: DenyBody) -> Response | TurnResult | Approval | Elicitation:
+@API.post("/api/approvals/{id}/deny", body=DenyBody, answer=Answered, stream=StreamLine, refusals=ANSWERED,
+          summary="deny one pending call (the reason is told to the model), decline a question (e-…) or a "
+                  "request for a wider scope (s-…)")
+async def deny(svc: Service, id: str, body: DenyBody) -> Response | Answered:
     return await _answer(svc, id, False, body, body.reason)
 
 

@@ -40,7 +40,7 @@ async def stream_or_wait(svc: Service, turn_id: str, launched: Launched | None, 
             result["start_after"] = svc.status.pause_state().get("paused_until")
         if stream:
             last: ResultLine = {"type": "result", **result}
-            return StreamingResponse(iter([json.dumps(last) + "\n"]), media_type=NDJSON)
+            return StreamingResponse(iter([json.dumps(last, allow_nan=False) + "\n"]), media_type=NDJSON)
         return JSONResponse(result)
     if not stream:
         if q is not None:
@@ -53,15 +53,15 @@ async def stream_or_wait(svc: Service, turn_id: str, launched: Launched | None, 
         try:
             # First, that the turn is stored: a client that loses the connection after this knows it is kept.
             stored: TurnStoredLine = {"type": "turn", "turn": turn_id, "conversation": conversation}
-            yield json.dumps(stored) + "\n"
+            yield json.dumps(stored, allow_nan=False) + "\n"
             while True:
                 ev = await events.get()
                 if ev is None:
                     break
-                yield json.dumps(ev, default=str) + "\n"
+                yield json.dumps(ev, default=str, allow_nan=False) + "\n"
             result = await asyncio.shield(task)
             done: ResultLine = {"type": "result", **result}
-            yield json.dumps(done, default=str) + "\n"
+            yield json.dumps(done, default=str, allow_nan=False) + "\n"
         finally:
             svc.live.unsubscribe(turn_id, events)
 

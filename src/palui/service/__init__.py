@@ -30,6 +30,8 @@ it holds (``→``), so the parts form a DAG and the modules import no circle (``
     svc.channels         ChannelsPart: chat channels, pairing, invites      (channels.py)
     svc.outbox           OutboxPart: the channels' durable outbox, what     (outbox.py)
                          they sent
+    svc.mail_records     MailRecordsPart: the email channel's answer        (mail_records.py)
+                         addresses and threads
     svc.status           StatusPart: /status, the pause, the webhook share  (status.py)           → Connectors,
                                                                                                     Channels
     svc.turns            TurnsPart: start, claim, launch, run, resume,      (turns.py)            → Tools, Status,
@@ -46,6 +48,7 @@ it holds (``→``), so the parts form a DAG and the modules import no circle (``
                                                                                                     Status, Approvals
     svc.gateway          GatewayPart: clients, sessions, tools, calls       (gateway.py)          → Turns
     svc.brake            BrakePart: stop everything, pause/resume jobs      (brake.py)            → Turns
+                         and the gateway
     svc.jobs             JobsPart: scheduled jobs, a run started now        (jobs.py)             → Turns, Brake
     svc.webhooks         WebhooksPart: webhooks, a delivery received        (webhooks.py)         → Turns
     Scheduler            due jobs, every tick                               (scheduler.py)        → Jobs, Brake,

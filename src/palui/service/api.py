@@ -22,6 +22,7 @@ from palui.service.elicitations import ElicitationsPart
 from palui.service.gateway import GatewayPart
 from palui.service.jobs import JobsPart
 from palui.service.live import LivePart
+from palui.service.mail_records import MailRecordsPart
 from palui.service.maintenance import MaintenancePart
 from palui.service.memories import MemoriesPart
 from palui.service.notifier import Notices
@@ -70,6 +71,7 @@ class Service:
     maintenance: MaintenancePart
     channels: ChannelsPart
     outbox: OutboxPart
+    mail_records: MailRecordsPart
     status: StatusPart
     turns: TurnsPart
     conversations: ConversationsPart
@@ -105,6 +107,7 @@ class Service:
         self.maintenance = MaintenancePart(db, settings, clock)
         self.channels = ChannelsPart(db, settings, notifier, clock)
         self.outbox = OutboxPart(db, settings, clock)
+        self.mail_records = MailRecordsPart(db, clock)
         self.status = StatusPart(db, settings, hub, notifier, clock, self.connectors, self.channels)
         self.turns = TurnsPart(db, settings, hub, notifier, clock, self.tools, self.status, self._turn_tasks)
         self.conversations = ConversationsPart(db, self.turns, self.status)
@@ -112,7 +115,7 @@ class Service:
         self.approvals = ApprovalsPart(db, notifier, redecide, self.conversations, self.elicitations, self.turns)
         self.channel_updates = ChannelUpdatesPart(db, clock, self.channels, self.turns)
         self.live = LivePart(db, self._turn_tasks, self.turns, self.status, self.approvals)
-        self.gateway = GatewayPart(db, clock, self.turns)
+        self.gateway = GatewayPart(db, clock, self.tools, self.turns)
         self.brake = BrakePart(db, notifier, clock, self.turns)
         self.jobs = JobsPart(db, settings, notifier, clock, self.turns, self.brake)
         self.webhooks = WebhooksPart(db, settings, clock, self.turns)

@@ -22,11 +22,11 @@ from palui.service.elicitations import ElicitationsPart
 from palui.service.notifier import Notifier
 from palui.service.turn_tasks import EventSink
 from palui.service.turns import TurnsPart
-from palui.store import ids
+from palui.store import ids, scope_requests
 from palui.store.db import Database
 
 if TYPE_CHECKING:
-    from palui.results import Approval, Elicitation, TurnResult
+    from palui.results import Approval, Elicitation, ScopeRequest, TurnResult
 
 #: Where an answer may come from: a front end, or a chat channel's name (``telegram``, ``matrix-home``).
 VIA = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
@@ -128,7 +128,7 @@ class ApprovalsPart:
             return None
 
     def answer(self, approval_id: str, approve: bool, via: str,
-               reason: str | None = None) -> Approval | Elicitation:
+               reason: str | None = None) -> Approval | Elicitation | ScopeRequest:
         """Approve or deny one pending approval, answered on ``via`` (``cli``, ``web``, ``api`` or a
         channel's name). Returns the approval as :meth:`get` does. Never runs the turn.
         ``reason`` (a denial's, at most 1,000 characters: ``/deny ID REASON``) is told to the model
@@ -138,8 +138,10 @@ class ApprovalsPart:
         for review, removed, or now ``unavailable``/``off`` for the turn cancels the approval with
         that reason and the person is told.
 
-        An ``e-…`` id is a server's question (:meth:`ElicitationsPart.answer`): a deny declines it and the
-        question is returned; an approve is refused.
+        An ``e-…`` id is a server's question (:meth:`answer_elicitation`): a deny declines it and the
+        question is returned; an approve is refused. An ``s-…`` id asks for a wider scope (spec §7.11): a deny
+        declines it (its tool is switched off, the person told) and the request is returned; an approve is
+        refused with the sign-in that answers it.
 
         Raises:
             UsageError: no approval id, or an unknown ``via``.
@@ -157,6 +159,8 @@ class ApprovalsPart:
                 raise UsageError(f"{approval_id} is a question of an MCP server, not an approval: answer it with "
                                  f"/answer {approval_id} field=value …")
             return self.elicitations_part.answer(approval_id, "decline", None, via)
+        if isinstance(approval_id, str) and approval_id.startswith("s-"):
+            return self._answer_scope(approval_id, approve, via, reason)
         try:
             if reason is not None and len(reason) > 1000:
                 raise UsageError("a denial's reason is at most 1,000 characters")
@@ -170,6 +174,21 @@ class ApprovalsPart:
             raise
         return self.get(approval_id)
 
+    def _answer_scope(self, request_id: str, approve: bool, via: str, reason: str | None) -> ScopeRequest:
+        """``/approve`` or ``/deny`` of a request for a wider scope (spec §7.11)."""
+        r = scope_requests.get(self.db, request_id)
+        if approve:  # yes is a sign-in: it needs the person's browser, and a sign-in has its own door
+            raise UsageError(f"{request_id} asks you to sign in again for {' '.join(r['needed'])}: run palui "
+                             f"connectors login {r['connector']} (or use “Sign in” on its sheet); /deny {request_id} "
+                             f"switches {r['tool']} off instead")
+        if reason is not None and len(reason) > 1000:
+            raise UsageError("a denial's reason is at most 1,000 characters")
+        done = scope_requests.decline(self.db, request_id, via, reason)
+        self.redecide()
+        self.notifier("notice", f"{done['tool']} is switched off: {done['reason']}. Switch it on again with palui "
+                                f"tools enable {done['tool']}; it asks again when it needs the scope.")
+        return done
+
     async def answer_and_resume(self, approval_id: str, approve: bool, via: str,
                                 on_event: EventSink | None = None, reason: str | None = None,
                                 on_answered: Callable[[str], None] | None = None) -> TurnResult:
@@ -181,6 +200,13 @@ class ApprovalsPart:
         if approval_id.startswith("e-"):
             return await self.elicitations_part.answer_and_resume(approval_id, "decline", None, via,
                                                                   on_event)
+        if approval_id.startswith("s-"):  # no turn waits for a scope request: the answer is all there is
+            done = self._answer_scope(approval_id, approve, via, reason)
+            if on_answered is not None:
+                on_answered(done["status"])
+            if not done["turn"]:
+                raise UsageError(f"{approval_id} was declined; {done['tool']} is switched off")
+            return self.turns_part.result(done["turn"])
         try:
             a = self.answer(approval_id, approve, via, reason=reason)
         except ApprovalError as e:

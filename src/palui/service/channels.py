@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
     from palui.results import ChannelLine, ChatChannel, PairCode
 
-KINDS = ("telegram", "matrix")
+KINDS = ("telegram", "matrix", "slack", "discord", "email")
 #: A channel's name: also its ``answered_via`` word (:data:`palui.service.approvals.VIA`).
 NAME = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 #: Crockford's base32: 32 letters and digits, without I, L, O and U (no 1/I, 0/O confusion).
@@ -52,9 +52,14 @@ PAIR_TRIES = 5
 STRANGER_LOG_SECONDS = 86400.0
 INVITE_KEEP_SECONDS = 7 * 86400.0  # an invite waits this long for a pairing code
 INVITES_KEPT = 20  # the newest invites kept per channel (a flood of invites cannot grow the table)
-TITLES = {"telegram": "Telegram", "matrix": "Matrix"}
+TITLES = {"telegram": "Telegram", "matrix": "Matrix", "slack": "Slack", "discord": "Discord",
+          "email": "Email"}
+#: What a kind's credentials are called when the platform refuses them.
+CREDENTIAL = {"telegram": "bot token", "matrix": "access token", "slack": "tokens", "discord": "bot token",
+              "email": "password"}
 #: The config key that names a channel's account: a new secret must be for the same one.
-ACCOUNT = {"telegram": "bot_id", "matrix": "user_id"}
+ACCOUNT = {"telegram": "bot_id", "matrix": "user_id", "slack": "bot_user_id", "discord": "bot_id",
+           "email": "address"}
 
 log = logging.getLogger("palui.channels")
 
@@ -100,7 +105,8 @@ class ChannelsPart:
         with self.db.write() as c:
             c.execute("INSERT INTO channels (name, kind, config_json, state, state_at, created_at)"
                       " VALUES (?,?,?,?,?,?)",
-                      (name, kind, json.dumps(config, sort_keys=True), "unpaired", self.clock.now(), self.clock.now()))
+                      (name, kind, json.dumps(config, sort_keys=True, allow_nan=False), "unpaired", self.clock.now(),
+                       self.clock.now()))
         return self.get(name)
 
     def _row(self, name: str) -> sqlite3.Row:
@@ -135,7 +141,8 @@ class ChannelsPart:
         ch = self.get(name)
         with self.db.write() as c:
             for table in ("channel_pairing", "channel_updates", "channel_cursors", "channel_chats",
-                          "channel_messages", "channel_strangers", "channel_invites"):
+                          "channel_messages", "channel_strangers", "channel_invites", "mail_answer_addresses",
+                          "mail_threads"):
                 c.execute(f"DELETE FROM {table} WHERE channel = ?", (name,))
             outbox.forget_channel(c, name)
             c.execute("DELETE FROM channels WHERE name = ?", (name,))
@@ -158,15 +165,17 @@ class ChannelsPart:
         write_secrets(self.settings.secrets_dir, f"channel-{name}", secret)
         self._update_config(name, **config, secret_at=self.clock.now())
         with self.db.write() as c:
-            c.execute("UPDATE channels SET state = ?, state_at = ? WHERE name = ?",
+            c.execute("UPDATE channels SET state = ?, state_at = ?, refused_at = NULL WHERE name = ?",
                       ("connected" if ch["person_id"] else "unpaired", self.clock.now(), name))
         return self.get(name)
 
     @staticmethod
     def _account(kind: str, config: dict[str, Any]) -> str:
-        if kind == "telegram":
+        if kind in ("telegram", "discord"):
             return f"@{config.get('bot_username') or config.get('bot_id')}"
-        return str(config.get("user_id") or "another account")
+        if kind == "slack":
+            return f"@{config.get('bot_name') or config.get('bot_user_id')}"
+        return str(config.get("user_id") or config.get("address") or "another account")
 
     def secrets(self, name: str) -> dict[str, Any]:
         """The channel's secrets (``token`` for Telegram; ``access_token`` for Matrix). Raises NotFound."""
@@ -186,7 +195,8 @@ class ChannelsPart:
         r = self._row(name)
         config = {**json.loads(r["config_json"]), **values}
         with self.db.write() as c:
-            c.execute("UPDATE channels SET config_json = ? WHERE name = ?", (json.dumps(config, sort_keys=True), name))
+            c.execute("UPDATE channels SET config_json = ? WHERE name = ?",
+                      (json.dumps(config, sort_keys=True, allow_nan=False), name))
 
     # -- state -------------------------------------------------------------------------------------
 
@@ -202,6 +212,27 @@ class ChannelsPart:
         with self.db.write() as c:
             c.execute("UPDATE channels SET last_failure = ?, last_failure_at = ? WHERE name = ?",
                       (text, self.clock.now() if text else None, name))
+
+    def set_refused(self, name: str, refused: bool) -> bool:
+        """The platform refuses the channel's credentials (``refused``), or takes them again. The first
+        refusal tells the person once, on the inbox and every paired channel (the refused one's item waits
+        with the rest of its outbox), what to do; nothing in the outbox is dropped meanwhile (spec §8.3).
+        Returns whether this changed anything. Unknown names are ignored (the channel was just removed)."""
+        with self.db.write() as c:
+            r = c.execute("SELECT kind, refused_at FROM channels WHERE name = ?", (name,)).fetchone()
+            if r is None or refused == (r["refused_at"] is not None):
+                return False
+            c.execute("UPDATE channels SET refused_at = ? WHERE name = ?", (self.clock.now() if refused else None,
+                                                                            name))
+            if refused:
+                kind = r["kind"]
+                title = TITLES.get(kind, kind) + ("" if name == kind else f" ({name})")
+                waiting = c.execute("SELECT COUNT(*) FROM channel_outbox WHERE channel = ? AND state = 'pending'",
+                                    (name,)).fetchone()[0]
+                self.notifier("notice", f"{title}: the platform rejected Palui's {CREDENTIAL.get(kind, 'token')}; "
+                                        f"deliveries to it wait ({waiting} now) until you give a new one: palui "
+                                        f"channels add {kind} --name {name} … (the pairing is kept).")
+        return True
 
     def status_lines(self) -> builtins.list[ChannelLine]:
         """The channels as ``/status`` shows them (:meth:`palui.service.status.StatusPart.get`):
@@ -257,7 +288,7 @@ class ChannelsPart:
         tells the person once who tried, since the chat itself never answers a wrong code (spec §8.3)."""
         wrong[sender] = wrong.get(sender, 0) + 1
         c.execute("UPDATE channel_pairing SET tries_left = ?, wrong_json = ? WHERE channel = ?",
-                  (left, json.dumps(wrong, sort_keys=True), name))
+                  (left, json.dumps(wrong, sort_keys=True, allow_nan=False), name))
         log.warning("%s: a wrong pairing code from %s (%d tries left)", name, sender, left)
         if left > 0:
             return

@@ -27,9 +27,10 @@ import dataclasses
 import json
 import os
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from palui.config import Settings
+from palui.config_schema import stored_value, value_for
 from palui.connectors.hub import ConnectorHub
 from palui.connectors.mcp import config_from_row
 from palui.connectors.mcp.config import ServerConfig, delete_secrets, display_url, write_secrets
@@ -77,6 +78,7 @@ def _report_dict(cid: str, report: SyncReport | None) -> ListingChanges:
         "removed": r.removed,
         "refused_duplicates": r.refused_duplicates,
         "class_tightened": [{"tool": n, "from": old, "to": new} for n, old, new in r.class_tightened],
+        "schema_flagged": [{"tool": n, "why": why} for n, why in r.schema_flagged],
     }
 
 
@@ -168,8 +170,10 @@ class ConnectorsPart:
             "url": display_url(public["url"]) if public.get("url") else None,
             "env": {k: "***" for k in public.get("env_keys") or []},
             "headers": {k: "***" for k in public.get("header_keys") or []},
-            "timeout_seconds": public.get("timeout_seconds") or self.settings.get("mcp.call_timeout_seconds"),
-            "max_output_bytes": public.get("max_output_bytes") or self.settings.get("mcp.max_output_bytes"),
+            "timeout_seconds": stored_value("mcp.call_timeout_seconds", public.get("timeout_seconds"))
+            or self.settings.mcp.call_timeout_seconds,
+            "max_output_bytes": stored_value("mcp.max_output_bytes", public.get("max_output_bytes"))
+            or self.settings.mcp.max_output_bytes,
             # spec §7: a connector not started in this process is idle (it starts when a turn calls one of its tools).
             # A connector waiting for a sign-in says so wherever it is not live (spec §7.7, §7.9).
             "state": "disabled" if not row["enabled"] else (
@@ -180,11 +184,16 @@ class ConnectorsPart:
             "oauth": self.oauth_state(cid) if row["transport"] == "http" else None,
             "secret_questions": bool(row["secret_questions"]),
             "stderr_log": str(log_path(self.settings.data_dir, cid)) if row["transport"] == "stdio" else None,
+            "recovered": live.recovered if live else None,
         }
 
     def oauth_state(self, cid: str) -> OAuthState:
-        """``{"signed_in","issuer","expires_at"}`` of an HTTP connector (no token, no client secret), read
-        from the token files the sign-in (:mod:`palui.service.signin`) stores."""
+        """``{"signed_in","issuer","expires_at","scopes","waiting"}`` of an HTTP connector (no token, no client
+        secret), read from the token files the sign-in (:mod:`palui.service.signin`) stores; ``waiting``: its
+        step-ups waiting for the person (spec §7.11)."""
+        from palui.store import scope_requests
+
+        waiting = scope_requests.of_connector(self.db, cid)
         path = self.settings.secrets_dir / "oauth" / "tokens"
         for p in sorted(path.glob(f"{cid}.*.json")) if path.is_dir() else []:
             try:
@@ -194,8 +203,9 @@ class ConnectorsPart:
             token = data.get("token") or {}
             if data.get("connector") == cid and token.get("access_token"):
                 expires = (data["received_at"] + token["expires_in"]) if token.get("expires_in") else None
-                return {"signed_in": True, "issuer": data.get("issuer"), "expires_at": expires}
-        return {"signed_in": False, "issuer": None, "expires_at": None}
+                return {"signed_in": True, "issuer": data.get("issuer"), "expires_at": expires,
+                        "scopes": str(token.get("scope") or "").split(), "waiting": waiting}
+        return {"signed_in": False, "issuer": None, "expires_at": None, "scopes": [], "waiting": waiting}
 
     def list(self) -> list[Connector]:
         """Connectors as the person sees them: the stored rows
@@ -208,6 +218,7 @@ class ConnectorsPart:
                 cfg = self.config(c["id"])
                 c["state"] = cfg["state"]
                 c["last_state"] = cfg["last_state"]
+                c["recovered"] = cfg.get("recovered")
                 c["config"] = {
                     "command": cfg["command"], "args": cfg["args"], "cwd": cfg["cwd"], "url": cfg["url"],
                     "env": cfg["env"], "headers": cfg["headers"], "timeout_seconds": cfg["timeout_seconds"],
@@ -232,6 +243,12 @@ class ConnectorsPart:
         """
         if not name.strip():
             raise UsageError("a connector needs a name")
+        config.refuse_control_characters()
+        # A connector's own limits are those keys for one server: the same ranges (spec §10.4).
+        if config.timeout_seconds is not None:
+            value_for("mcp.call_timeout_seconds", config.timeout_seconds, "timeout_seconds")
+        if config.max_output_bytes is not None:
+            value_for("mcp.max_output_bytes", config.max_output_bytes, "max_output_bytes")
         config = absolute_paths(config, os.getcwd())
         taken = {r["id"] for r in self.db.all("SELECT id FROM connectors")}
         cid = connector_id(name, taken)
@@ -239,7 +256,7 @@ class ConnectorsPart:
             c.execute(
                 "INSERT INTO connectors (id, kind, name, transport, config_json, state, created_at)"
                 " VALUES (?, 'mcp', ?, ?, ?, 'connecting', ?)",
-                (cid, name, config.transport, json.dumps(config.public()), self.clock.now()),
+                (cid, name, config.transport, json.dumps(config.public(), allow_nan=False), self.clock.now()),
             )
         state = "connected"
         report = None
@@ -290,7 +307,7 @@ class ConnectorsPart:
             if handler is None and sign_in is not None and config.transport == "http":
                 handler = await stack.enter_async_context(
                     loopback_sign_in(OAuthFiles(self.settings.secrets_dir), cid, sign_in,
-                                     self.settings.get("mcp.oauth.client_metadata_url")))
+                                     self.settings.mcp.oauth.client_metadata_url))
             connector = MCPConnector(self.hub.env, cid, name, config, sign_in=handler)
             try:
                 await connector.start()
@@ -337,7 +354,7 @@ class ConnectorsPart:
         live = self.live(cid)
         if live is not None:
             report = await live.refresh()
-            return {**_report_dict(cid, report), "state": live.state()}
+            return {**_report_dict(cid, report), "state": live.state(), "recovered": live.recovered}
         from palui.connectors.mcp.connector import MCPConnector
 
         connector = MCPConnector(self.hub.env, cid, row["name"], config_from_row(self.hub.env, row))
@@ -346,7 +363,8 @@ class ConnectorsPart:
             state = connector.state()
         finally:
             await connector.close()
-        return {**_report_dict(cid, report), "state": state}
+        # ``_report_dict`` has no ``recovered``: only a live connector's refresh can say what it recovered
+        return cast("ConnectorSync", {**_report_dict(cid, report), "state": state})
 
     def refresh(self, cid: str) -> ConnectorSync:
         """Synchronous :meth:`refresh_async`."""

@@ -76,7 +76,7 @@ class JobsPart:
             if not self.db.one("SELECT 1 FROM connectors WHERE id = ?", (cid,)):
                 raise UsageError(f"--connector {cid!r}: no such connector (see: palui connectors list)")
         job = jobs_mod.add(self.db, name=name, cron=cron, prompt=prompt, token_cap=token_cap, tz=tz,
-                           caps_timezone=self.settings.get("caps.timezone"), now=self.clock.scheduler_now(),
+                           caps_timezone=self.settings.caps.timezone, now=self.clock.scheduler_now(),
                            connectors=scope)
         return self._shown(job)
 
@@ -94,7 +94,7 @@ class JobsPart:
         return self._shown(job)
 
     def _job_zone(self, job: Job) -> tzinfo:
-        return jobs_mod.zone_for(job.tz, self.settings.get("caps.timezone"))
+        return jobs_mod.zone_for(job.tz, self.settings.caps.timezone)
 
     def local_time(self, t: float | None, job: Job) -> str | None:
         """Epoch seconds as ISO 8601 in the job's zone (None stays None)."""
@@ -108,9 +108,9 @@ class JobsPart:
         last = self.db.one("SELECT status FROM turns WHERE id = ?", (job.last_turn_id,)) if job.last_turn_id else None
         return {
             "id": job.id, "name": job.name, "cron": job.cron, "prompt": job.prompt,
-            "token_cap": job.token_cap or int(self.settings.get("caps.job_daily_tokens")),
+            "token_cap": job.token_cap or self.settings.caps.job_daily_tokens,
             "own_token_cap": job.token_cap is not None,
-            "tz": job.tz or self.settings.get("caps.timezone") or "system",
+            "tz": job.tz or self.settings.caps.timezone or "system",
             "next_run": self.local_time(job.next_run, job), "last_run": self.local_time(job.last_run, job),
             "last_turn": job.last_turn_id, "last_status": last["status"] if last else None,
             "postponed_by": job.postponed_by,
@@ -133,7 +133,7 @@ class JobsPart:
         """Epoch seconds when ``cap`` lets a run start again: the next midnight in ``caps.timezone``
         for token caps, the time the sliding hour has room for the runs cap (spec §6)."""
         if cap == "runs per hour cap":
-            iso = caps.window_frees_at(self.db, int(self.settings.get("caps.runs_per_hour")))
+            iso = caps.window_frees_at(self.db, self.settings.caps.runs_per_hour)
             if iso:
                 return max(now, datetime.fromisoformat(iso).timestamp())
             return now + 60
@@ -155,7 +155,7 @@ class JobsPart:
             self._pause(cap)  # told once per pause
         elif moved:
             used = caps.tokens_today(self.db, self.clock.timezone(), job.id)
-            limit = job.token_cap or int(self.settings.get("caps.job_daily_tokens"))
+            limit = job.token_cap or self.settings.caps.job_daily_tokens
             self.notifier("cap", f"Job {job.name!r} is over its daily token cap ({used} of {limit} tokens today): "
                                f"its run is postponed to {self.local_time(until, job)}.")
         return until
@@ -213,3 +213,4 @@ class JobsPart:
 
         tid = self.start_now(name, launch)
         return await self.turns_part.run_claimed(tid, on_event)
+

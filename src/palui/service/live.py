@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # asyncio is imported where a coroutine needs it: light comma
     import asyncio
 
 #: Statuses a followed turn ends at (``awaiting_approval`` only while an approval is pending).
-SETTLED = ("done", "stopped", "budget", "error")
+SETTLED = ("done", "stopped", "budget", "error", "partial", "failed")
 POLL_SECONDS = 0.2
 
 

@@ -94,7 +94,7 @@ class OutboxPart:
     def prune(self, now: float | None = None) -> int:
         """Delete a batch of items older than ``retention.days`` (spec §10.2), sent or not. Returns how many."""
         now = self.clock.now() if now is None else now
-        return outbox.prune(self.db, now - float(self.settings.get("retention.days")) * DAY)
+        return outbox.prune(self.db, now - self.settings.retention.days * DAY)
 
     # -- what a channel sent ----------------------------------------------------------------------------
 

@@ -82,7 +82,7 @@ class PolicyPart:
 
     def _check_file(self) -> Path | None:
         """``policy.check_file`` as a path (relative to the directory of ``palui.toml``), None when unset."""
-        value = self.settings.get("policy.check_file")
+        value = self.settings.policy.check_file
         if not value:
             return None
         p = Path(value).expanduser()

@@ -39,6 +39,7 @@ class ReportPart:
         """The report over the last ``days`` days (today included, days in ``caps.timezone``)::
 
             {"days", "since", "turns", "runs", "calls",
+             "tokens": {"counted", "cached_input", "per_day": [{"day","counted","cached_input"}]},
              "asks": {"total", "per_day": [{"day","asks"}], "approved", "denied", "expired", "cancelled",
                       "pending", "median_answer_seconds", "answered_via": {via: n},
                       "cancel_reasons": [{"reason","count"}],
@@ -49,7 +50,8 @@ class ReportPart:
              "tainted_conversations": [{"connector","conversations"}],
              "suggestions": [{"kind","text","command"}]}
 
-        Raises UsageError for ``days`` outside 1–366.
+        ``tokens``: the tokens the caps counted (cached input at its weight) and the cached input among them,
+        raw (spec §6.4). Raises UsageError for ``days`` outside 1–366.
         """
         if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_DAYS:
             raise UsageError(f"--days must be a whole number from 1 to {MAX_DAYS}")

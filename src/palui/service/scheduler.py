@@ -78,7 +78,7 @@ class Scheduler:
         paused = self.brake_part.jobs_paused() is not None  # spec §5.7: the emergency brake holds every job
         for job in jobs_mod.due(self.db, now):
             if paused:
-                tz = jobs_mod.zone_for(job.tz, self.settings.get("caps.timezone"))
+                tz = jobs_mod.zone_for(job.tz, self.settings.caps.timezone)
                 if jobs_mod.move(self.db, job, next_run=jobs_mod.next_after(job.cron, now, tz)):
                     self.brake_part.note_jobs_paused()
                 continue
@@ -93,7 +93,7 @@ class Scheduler:
 
     def _fire(self, job: Job, launch: Launch, now: float) -> str | None:
         jobs = self.jobs_part
-        tz = jobs_mod.zone_for(job.tz, self.settings.get("caps.timezone"))
+        tz = jobs_mod.zone_for(job.tz, self.settings.caps.timezone)
         following = jobs_mod.next_after(job.cron, now, tz)
         waiting = jobs_mod.waiting_turn(self.db, job.id)
         if waiting is not None:

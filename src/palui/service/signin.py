@@ -22,6 +22,7 @@ from palui.config import Settings
 from palui.connectors.hub import ConnectorHub
 from palui.errors import ConnectorError, NotFound, UsageError
 from palui.service.connectors import ConnectorsPart
+from palui.store import scope_requests
 from palui.store.db import Database
 from palui.types import OAuthClient, SignIn
 
@@ -78,13 +79,20 @@ class SignInPart:
             raise
         self.redecide()
         report = connector.last_report
-        return {"id": cid, "state": "connected", "signed_in": self.connectors_part.oauth_state(cid)["signed_in"],
-                "added": report.added if report else [], "changed": report.changed if report else []}
+        signed = self.connectors_part.oauth_state(cid)
+        # spec §7.11: the step-ups this sign-in's scopes cover are answered
+        granted = scope_requests.settle(self.db, cid, tuple(signed.get("scopes") or ()))
+        return {"id": cid, "state": "connected", "signed_in": signed["signed_in"],
+                "added": report.added if report else [], "changed": report.changed if report else [],
+                "scopes": signed.get("scopes") or [], "granted": [r["id"] for r in granted],
+                "waiting": [r["id"] for r in scope_requests.of_connector(self.db, cid)]}
 
     async def login_async(self, cid: str, sign_in: SignIn, client: OAuthClient | None = None) -> dict[str, Any]:
         """Sign in to ``cid`` now (``palui connectors login``). Returns ``{"id","state","signed_in","added",
-        "changed"}``. Raises NotFound, UsageError (not an HTTP connector), ConnectorError (the sign-in or
-        the connection failed: the message says why, without secrets)."""
+        "changed","scopes","granted","waiting"}``: the scopes the token holds, the step-ups (``s-…``) it granted
+        and those still waiting (spec §7.11: the sign-in asks for the union of the granted scopes and theirs).
+        Raises NotFound, UsageError (not an HTTP connector), ConnectorError (the sign-in or the connection
+        failed: the message says why, without secrets)."""
         return await self._sign_in(cid, sign_in=sign_in, client=client)
 
     async def logout_async(self, cid: str) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from palui.config import Settings
 from palui.connectors.hub import ConnectorHub
-from palui.runner import audit, caps
+from palui.runner import audit, caps, gateway_pause
 from palui.service.channels import ChannelsPart
 from palui.service.clock import Clock
 from palui.service.connectors import ConnectorsPart
@@ -48,15 +48,17 @@ class StatusPart:
         self.channels_part = channels_part
 
     def get(self) -> Status:
-        """``{"model","tokens_today","caps","runs_last_hour","paused","paused_reason","paused_until",
+        """``{"model","tokens_today","cached_tokens_today","caps","runs_last_hour","paused","paused_reason","paused_until",
         "webhook_runs_last_hour","webhooks_held","webhooks_held_until","connectors","pending_approvals",
-        "pending_approval_list","pending_elicitations","audit_head","jobs_paused","governance"}`` (spec §8
+        "pending_approval_list","pending_elicitations","audit_head","jobs_paused","gateway_paused","governance"}``
+        (spec §8
         /status; the webhook share, spec §6.6; a connector that needs a sign-in says ``error: sign in again``;
         ``pending_approval_list`` the pending approvals oldest first, ``[{"id","tool","expires_at"}]``, so
         ``/status`` on a phone names them; ``governance`` counts the last 7 days' asks, spec §5.8:
         ``{"days","asks","approved","denied","expired","cancelled","median_answer_seconds"}``; ``audit_head``
         is the last audit row's ``{"id","hash"}`` or None, spec §10.3; ``jobs_paused`` ``{"since","by"}``
-        while the emergency brake holds the jobs, spec §5.7; ``channels`` the chat channels:
+        while the emergency brake holds the jobs, ``gateway_paused`` ``{"since","by"}`` while it holds the
+        gateway, spec §5.7; ``channels`` the chat channels:
         ``[{"name","kind","state","person","last_failure"}]``)."""
         now = self.clock.now()
         conns: list[StatusConnector] = []
@@ -73,12 +75,14 @@ class StatusPart:
         return {
             "model": self.settings.model,
             "tokens_today": caps.tokens_today(self.db, self.clock.timezone()),
+            "cached_tokens_today": caps.cached_today(self.db, self.clock.timezone()),
             "caps": {
-                "daily_tokens": self.settings.get("caps.daily_tokens"),
-                "job_daily_tokens": self.settings.get("caps.job_daily_tokens"),
-                "runs_per_hour": self.settings.get("caps.runs_per_hour"),
-                "webhook_runs_per_hour": self.settings.get("caps.webhook_runs_per_hour"),
-                "timezone": self.settings.get("caps.timezone") or "system",
+                "daily_tokens": self.settings.caps.daily_tokens,
+                "job_daily_tokens": self.settings.caps.job_daily_tokens,
+                "runs_per_hour": self.settings.caps.runs_per_hour,
+                "webhook_runs_per_hour": self.settings.caps.webhook_runs_per_hour,
+                "timezone": self.settings.caps.timezone or "system",
+                "cached_input_weight": self.settings.caps.cached_input_weight,
             },
             "runs_last_hour": caps.runs_last_hour(self.db),
             **pause,
@@ -91,6 +95,7 @@ class StatusPart:
                                                 " AND expires_at > ?", (now,))[0],
             "audit_head": audit.head(self.db),
             "jobs_paused": jobs_mod.paused(self.db),
+            "gateway_paused": gateway_pause.paused(self.db),
             "governance": report_store.summary(self.db, 7, now, self.clock.timezone()),
             "channels": self.channels_part.status_lines(),
         }
@@ -102,24 +107,24 @@ class StatusPart:
     def pause_state(self) -> PauseState:
         """Whether a global cap pauses new turns: ``{"paused","paused_reason","paused_until"}``."""
         tz = self.clock.timezone()
-        if caps.tokens_today(self.db, tz) >= int(self.settings.get("caps.daily_tokens")):
+        if caps.tokens_today(self.db, tz) >= self.settings.caps.daily_tokens:
             return {"paused": True, "paused_reason": "daily token cap", "paused_until": caps.next_day(tz)}
         with self.db.read() as c:  # a turn waits for more room than is left today (spec §6.5)
             if caps.waiting_for_tokens(c):
                 return {"paused": True, "paused_reason": "daily token cap", "paused_until": caps.next_day(tz)}
         runs = caps.runs_last_hour(self.db)
-        if runs >= int(self.settings.get("caps.runs_per_hour")):
+        if runs >= self.settings.caps.runs_per_hour:
             return {
                 "paused": True,
                 "paused_reason": "runs per hour cap",
-                "paused_until": caps.window_frees_at(self.db, int(self.settings.get("caps.runs_per_hour"))),
+                "paused_until": caps.window_frees_at(self.db, self.settings.caps.runs_per_hour),
             }
         return {"paused": False, "paused_reason": None, "paused_until": None}
 
     def webhook_share(self) -> WebhookShare:
         """The webhook share of the hourly runs (spec §6.6), not a global pause:
         ``{"webhook_runs_last_hour","webhooks_held","webhooks_held_until"}`` (ISO time or None)."""
-        share = int(self.settings.get("caps.webhook_runs_per_hour"))
+        share = self.settings.caps.webhook_runs_per_hour
         used = caps.runs_last_hour(self.db, origin=Origin.WEBHOOK.value)
         held = used >= share
         return {"webhook_runs_last_hour": used, "webhooks_held": held,
@@ -128,7 +133,7 @@ class StatusPart:
 
     def tell_webhooks_held(self) -> None:
         """Tell the person once per hold of the webhook share (called only by the claim that started it)."""
-        share = int(self.settings.get("caps.webhook_runs_per_hour"))
+        share = self.settings.caps.webhook_runs_per_hour
         until = self.webhook_share()["webhooks_held_until"]
         self.notifier("cap", f"Webhook deliveries are held: webhook turns used their share of the hourly runs "
                            f"(caps.webhook_runs_per_hour = {share}). New webhook turns wait"

@@ -146,7 +146,8 @@ class ToolsPart:
                 )
             unseen = [r for r in rows if r.must_be_seen and not r.hidden_seen]
             if unseen:
-                what = "has hidden characters" if unseen[0].hidden else "has a name with look-alike characters"
+                what = ("has hidden characters" if unseen[0].hidden else "has a name with look-alike characters"
+                        if unseen[0].look_alike else f"is flagged: {unseen[0].schema_problem}")
                 raise UsageError(
                     f"{', '.join(r.name for r in unseen)}: its definition {what}; look at it first with "
                     f"palui tools show {unseen[0].name} (it shows them escaped), then switch it on"
@@ -161,7 +162,7 @@ class ToolsPart:
 
     def enable_read(self, connector: str | None = None) -> builtins.list[ToolRow]:
         """Switch on every tool whose effective class is read, never one flagged changed, with hidden
-        characters or with a look-alike name (spec §7.4)."""
+        characters, a look-alike name or a flagged input schema (spec §7.4)."""
         targets = [r for r in self.list(connector)
                    if r.tool_class is ToolClass.READ and not r.changed and not r.enabled and not r.must_be_seen]
         with self.db.write() as c:
@@ -180,7 +181,7 @@ class ToolsPart:
     def budget_warning(self) -> str | None:
         """A warning when more tools are on than ``budgets.tools`` (spec §6.2): each turn then offers only
         the most relevant ones, and a call to one left out is refused. None when all fit."""
-        on, budget = self._tools_on(), int(self.settings.get("budgets.tools"))
+        on, budget = self._tools_on(), self.settings.budgets.tools
         if on <= budget:
             return None
         return (f"{on} tools are on, more than budgets.tools ({budget}): each turn offers the {budget} most "
@@ -198,7 +199,10 @@ class ToolsPart:
         Pass ``fingerprint`` to :meth:`review` to accept exactly this change. Raises NotFound.
         """
         row = self.get(name)
+        from palui.policy.input_schema import schema_chars
+
         out: ToolDetails = {**row.as_dict(), "input_schema": row.input_schema,
+                            "schema_chars": schema_chars(row.input_schema),
                             "definition_hash": row.definition_hash, "pending": None}
         if row.changed:
             raw = self.db.one("SELECT review_json FROM tools WHERE connector_id = ? AND raw_name = ?",
@@ -218,8 +222,8 @@ class ToolsPart:
         return out
 
     def acknowledge_hidden(self, name: str, definition_hash: str) -> ToolRow:
-        """The person saw ``name``'s definition with its hidden characters escaped (``palui tools show``,
-        the connector sheet): it may be switched on while the definition stays the one shown
+        """The person saw ``name``'s definition with its hidden characters escaped, or its flagged input schema
+        (``palui tools show``, the connector sheet): it may be switched on while the definition stays the one shown
         (``definition_hash``, from :meth:`details`). Raises NotFound, UsageError (changed since)."""
         row = self.get(name)
         if row.definition_hash != definition_hash:

@@ -123,13 +123,18 @@ class TurnsPart:
 
         A ``script:`` path is made absolute, so a live service (another working directory)
         reads the same file; ``@NAME`` is checked against this service's ``[models.NAME]``
-        tables and stored as written (spec §9.1). Returns the model string to
-        store. Raises ModelConfigError.
+        tables and stored as written (spec §9.1). A control character in it (a ``script:`` path with a NUL)
+        is refused like one in palui.toml (spec §10.4). Returns the model string to store. Raises
+        ModelConfigError, UsageError.
         """
         import os
 
         from palui.models import resolve_model  # the model library is slow to import: only here
+        from palui.text.escape import control_character
 
+        where = control_character(spec) if spec else None
+        if where:
+            raise UsageError(f"model: must not contain control characters ({where})")
         spec = spec or self.settings.model
         if spec and spec.startswith("script:"):
             spec = "script:" + os.path.abspath(os.path.expanduser(spec[len("script:") :]))
@@ -165,7 +170,7 @@ class TurnsPart:
         """
         if not isinstance(text, str) or not text.strip():
             raise UsageError("a turn needs a non-empty message")
-        limit = int(self.settings.get("limits.message_chars"))
+        limit = self.settings.limits.message_chars
         if origin is Origin.CHAT and len(text) > limit:
             raise UsageError(f"the message is too long: {len(text):,} characters, at most {limit:,} "
                              "(limits.message_chars); nothing was stored")

@@ -47,9 +47,9 @@ class WebhooksPart:
     def _base_url(self) -> str:
         """``http://HOST:PORT`` where webhooks are reached: ``serve.public_url``, else the live
         service's address, else ``serve.host``/``serve.port``."""
-        public = self.settings.get("serve.public_url")
+        public = self.settings.serve.public_url
         if public:
-            return str(public).rstrip("/")
+            return public.rstrip("/")
         from palui import discovery  # httpx: only the commands that show a webhook's address import it
 
         here = discovery.served_here(self.settings)  # called inside the service: no HTTP call to itself
@@ -58,9 +58,9 @@ class WebhooksPart:
         live = discovery.find_service(self.settings, timeout=1.0)
         if live:
             return live.url
-        host = self.settings.get("serve.host")
+        host = self.settings.serve.host
         host = f"[{host}]" if ":" in host else host
-        return f"http://{host}:{self.settings.get('serve.port')}"
+        return f"http://{host}:{self.settings.serve.port}"
 
     def add(self, name: str) -> WebhookCreated:
         """Create a webhook: ``{"id","name","url","secret","whsec"}``; ``whsec`` is the same secret as
@@ -112,7 +112,7 @@ class WebhooksPart:
         now = self.clock.now() if now is None else now
         auth = signing.authenticate(wh.read_secret(self.settings.secrets_dir, hook.id), body, headers, now)
         keys = wh.delivery_key(headers, auth, body)
-        seen = wh.record(self.db, hook.id, keys, body, int(self.settings.get("webhooks.rate_per_minute")), now)
+        seen = wh.record(self.db, hook.id, keys, body, self.settings.webhooks.rate_per_minute, now)
         if seen is not None:
             return {"status": "duplicate", "turn": seen["turn"]}
         try:

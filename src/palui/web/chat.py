@@ -35,7 +35,7 @@ from palui.web.base import (
 from palui.web.forms import ChatForm, form_as
 
 if TYPE_CHECKING:
-    from palui.results import Approval, Elicitation
+    from palui.results import Approval, Elicitation, ScopeRequest
 
 LIVE = ("running", "queued", "awaiting_approval")
 
@@ -87,12 +87,12 @@ def run_command(request: Request, cmd: chat_commands.Command, conversation: str 
     if cmd.name == "/status":
         from palui.web.status import status_text
 
-        return {"text": status_text(svc.status.get()), "redirect": None, "turn": None}
+        return {"text": status_text(svc.status.get(), svc.status.timezone()), "redirect": None, "turn": None}
     if cmd.name == "/stop" and cmd.arg == "all":
         r = svc.brake.stop_all("web")
         ids = r["stopped"]
         text = (f"Stopped {', '.join(ids)}." if ids else "No turn was running.") + " Jobs are paused until you " \
-            "resume them (palui jobs resume)."
+            "resume them (palui jobs resume), the gateway until palui gateway resume."
         return {"text": text, "redirect": None, "turn": None}
     if cmd.name == "/stop":
         if not conversation:
@@ -129,7 +129,8 @@ def run_command(request: Request, cmd: chat_commands.Command, conversation: str 
     return {"text": f"{word} {a['id']} ({a['tool']}); the turn goes on.", "redirect": None, "turn": a["turn"]}
 
 
-def answer(request: Request, approval_id: str, approve: bool, reason: str | None = None) -> Approval | Elicitation:
+def answer(request: Request, approval_id: str, approve: bool,
+           reason: str | None = None) -> Approval | Elicitation | ScopeRequest:
     """Answer through the service's one door (``answered_via = "web"``) and resume the turn in this
     service (spec §5). ``reason``: a denial's, told to the model (``/deny ID REASON``). Returns the approval.
 

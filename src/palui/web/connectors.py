@@ -193,7 +193,7 @@ async def connector_action(request: Request, form: dict[str, str]) -> Response:
         svc.connectors.remove(cid)
         return redirect("/connectors", ("ok", f"{cid} removed, with its tools and secrets."))
     if verb == "sign-in":
-        public = svc.settings.get("serve.public_url")
+        public = svc.settings.serve.public_url
         base = public.rstrip("/") if public else f"{request.url.scheme}://{request.url.netloc}"
         url = await svc.signin.start_web(cid, f"{base}/oauth/callback")
         if url is None:

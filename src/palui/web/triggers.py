@@ -24,7 +24,7 @@ async def jobs_page(request: Request) -> Response:
     """``GET /jobs``: every job with its schedule, next and last run, tokens today against its cap."""
     svc = svc_of(request)
     jobs = [{**j, "conversation": svc.conversations.of_turn(j["last_turn"])} for j in svc.jobs.list()]
-    return render(request, "jobs.html", jobs=jobs, default_cap=svc.settings.get("caps.job_daily_tokens"),
+    return render(request, "jobs.html", jobs=jobs, default_cap=svc.settings.caps.job_daily_tokens,
                   paused=svc.brake.jobs_paused())
 
 

@@ -8,7 +8,8 @@ screens (a terminal through prompt_toolkit, or piped standard input) in
 in :mod:`~palui.cli.chat.backends`.
 
 ``--resume`` continues the newest conversation started in the terminal, ``--conversation ID`` any
-one (``palui conversations list`` shows them).
+one (``palui conversations list`` shows them), with the model its newest turn used unless ``--model``
+names another.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from palui.cli.common import app, fail, service
+from palui.cli.common import CLEAN, app, fail, service
 from palui.cli.turns import check_model
 from palui.errors import NO_MODEL_HELP, NotFound, PaluiError, UsageError
 from palui.text.display import named
@@ -69,7 +70,7 @@ async def _main(svc: Service, info: ServiceInfo | None, spec: str | None, conver
 
 
 @app.command("chat")
-@click.option("--model", help="Model string, e.g. script:demo.json.")
+@click.option("--model", type=CLEAN, help="Model string, e.g. script:demo.json.")
 @click.option("--conversation", metavar="ID", help="Continue this conversation (palui conversations list).")
 @click.option("--resume", is_flag=True, help="Continue the newest conversation started in the terminal.")
 def chat_cmd(model: str | None, conversation: str | None, resume: bool) -> None:
@@ -78,8 +79,10 @@ def chat_cmd(model: str | None, conversation: str | None, resume: bool) -> None:
 
     svc = service()
     info = find_service(svc.settings)
-    spec = check_model(model, svc, remote=info is not None)
     cid, resumed = _conversation(svc, conversation, resume)
+    # A conversation taken up goes on with the model it was run with (its newest turn's), unless --model says
+    # another: without a configured model, resuming said "No model is configured".
+    spec = check_model(model or (resumed["model"] if resumed else None), svc, remote=info is not None)
     # here: `palui --help` loads this module and does not pay for asyncio (docs/decisions/0085-a-light-cli-start.md)
     import asyncio
 

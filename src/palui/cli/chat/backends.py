@@ -18,7 +18,7 @@ from palui.server.discovery import ServiceInfo
 
 if TYPE_CHECKING:
     from palui.config import Settings
-    from palui.results import Approval, Elicitation, Status, TurnResult, TurnStoredLine
+    from palui.results import Approval, Elicitation, ScopeRequest, Status, TurnResult, TurnStoredLine
     from palui.service.api import Service
 # answers from the terminal chat are the command line's (docs/decisions/0114-terminal-answers-are-cli.md, one door)
 VIA = "cli"
@@ -49,7 +49,8 @@ class LocalBackend:
     async def follow(self, turn_id: str, after: int, on_event: StreamSink) -> TurnResult:
         return await self.svc.live.follow(turn_id, after, on_event, take_up=True)
 
-    async def answer(self, approval_id: str, approve: bool, reason: str | None = None) -> Approval | Elicitation:
+    async def answer(self, approval_id: str, approve: bool,
+                     reason: str | None = None) -> Approval | Elicitation | ScopeRequest:
         return self.svc.approvals.answer(approval_id, approve, VIA, reason=reason)
 
     async def wait_approval(self, approval_id: str, timeout: float) -> Approval:
@@ -115,7 +116,8 @@ class RemoteBackend:
         tid = segment(turn_id, "a turn id")
         return await self.client.stream("GET", f"/api/turns/{tid}/events?after={int(after)}", None, on_event)
 
-    async def answer(self, approval_id: str, approve: bool, reason: str | None = None) -> Approval | Elicitation:
+    async def answer(self, approval_id: str, approve: bool,
+                     reason: str | None = None) -> Approval | Elicitation | ScopeRequest:
         body: dict[str, Any] = {"via": VIA, "wait": False}
         if reason:
             body["reason"] = reason

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from palui.cli.client import StreamSink
-    from palui.results import Approval, Elicitation, Status, TurnResult
+    from palui.results import Approval, Elicitation, ScopeRequest, Status, TurnResult
 
 T = TypeVar("T")
 
@@ -50,7 +50,8 @@ class ChatDoor(Protocol):
         """Follow a turn from event index ``after`` on until it settles; its result."""
         ...
 
-    async def answer(self, approval_id: str, approve: bool, reason: str | None = None) -> Approval | Elicitation:
+    async def answer(self, approval_id: str, approve: bool,
+                     reason: str | None = None) -> Approval | Elicitation | ScopeRequest:
         """Answer an approval through the service's one door (``answered_via`` ``cli``); the approval."""
         ...
 

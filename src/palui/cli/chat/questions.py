@@ -48,8 +48,8 @@ class Questions:
         call: runs an operation on the chat's backend (:class:`~palui.cli.chat.door.OnBackend`).
         follow: follows a turn on once its questions are answered (the session's).
         conversation: the session's current conversation (it changes with ``/new``).
-        background: runs a coroutine beside the session's flow; ``resume_other``: a turn of another
-            conversation goes on (both the session's).
+        background: runs a coroutine beside the session's flow; ``follow_other(turn_id, answered_id)``: a turn
+            of another conversation, answered here, goes on (both the session's).
         say_error: shows a refusal.
 
     Attributes:
@@ -58,7 +58,7 @@ class Questions:
 
     def __init__(self, screen: Screen, view: View, inbox: asyncio.Queue[Typed], call: OnBackend,
                  follow: Callable[[str], Awaitable[TurnResult]], conversation: Callable[[], str],
-                 background: Callable[[Awaitable[None]], None], resume_other: Callable[[str], Awaitable[None]],
+                 background: Callable[[Awaitable[None]], None], follow_other: Callable[[str, str], Awaitable[None]],
                  say_error: Callable[[Exception], None]) -> None:
         self.screen = screen
         self.view = view
@@ -67,7 +67,7 @@ class Questions:
         self.follow = follow
         self.conversation = conversation
         self.background = background
-        self.resume_other = resume_other
+        self.follow_other = follow_other
         self.say_error = say_error
         self.waiting: list[str] = []
         self._shown: set[str] = set()
@@ -127,7 +127,7 @@ class Questions:
             return
         self.screen.line(f"[{q['id']} answered: the turn goes on]")
         if q.get("conversation") != self.conversation() and q["era"] == "input_required":
-            self.background(self.resume_other(q["turn"]))
+            self.background(self.follow_other(q["turn"], q["id"]))
 
     async def read_hidden(self, name: str) -> str | None:
         """The next line typed, hidden (a secret field ``name``); None when the input ended or on Ctrl-C."""

@@ -99,6 +99,10 @@ class Screen(ABC):
         """Read entered lines until the input ends, handing each to ``put`` as a :class:`Typed`
         (the end as ``Typed(None)``, Ctrl-C as ``Typed("", interrupt=True)``)."""
 
+    async def stop_input(self, reader: asyncio.Task[None]) -> None:
+        """Stop reading input (``reader`` is the task of :meth:`run_input`) once everything shown is out."""
+        reader.cancel()
+
     def __enter__(self) -> Screen:
         return self
 
@@ -240,6 +244,25 @@ class TerminalScreen(Screen):
     def set_status(self, text: str | None, countdown_to: float | None = None) -> None:
         super().set_status(text, countdown_to)
         self._redraw()
+
+    async def stop_input(self, reader: asyncio.Task[None]) -> None:
+        """End the prompt as a finished prompt ends, not by cancelling it. What was printed goes out through
+        prompt_toolkit's stdout proxy, which hands it to this event loop to write above the prompt; a
+        cancelled prompt drops a write still in flight and erases its area over one just made, so a
+        ``/quit`` typed while an answer streamed could lose the answer's last line. An application that
+        exits waits for those writes; then a few turns of the loop run any handed over meanwhile (they
+        write directly: no prompt runs any more)."""
+        app = self.session.app
+        if app.is_running and not reader.done():
+            app.exit(exception=EOFError())
+            try:
+                await asyncio.wait_for(asyncio.shield(reader), 5.0)
+            except (TimeoutError, asyncio.CancelledError, Exception):
+                reader.cancel()
+        else:
+            reader.cancel()
+        for _ in range(5):
+            await asyncio.sleep(0)
 
     async def run_input(self, put: Put) -> None:
         while True:

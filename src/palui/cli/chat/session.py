@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
+from palui.cli import render
 from palui.cli.chat.asking import Asking
 from palui.cli.chat.backends import LocalBackend
 from palui.cli.chat.questions import Questions
@@ -25,12 +26,12 @@ from palui.cli.client import ServiceGone, StreamSink
 from palui.errors import PaluiError
 from palui.text.commands import Command, CommandError, help_text, parse
 from palui.text.display import shown
-from palui.text.status import status_lines
+from palui.text.status import SERVICE_DOWN, status_lines
 from palui.text.when import expiry
 
 if TYPE_CHECKING:
     from palui.cli.chat.door import ChatDoor
-    from palui.results import Conversation, TurnResult
+    from palui.results import Conversation, StreamEvent, TurnResult
     from palui.service.api import Service
 
 T = TypeVar("T")
@@ -62,7 +63,7 @@ class ChatSession:
         self._tasks: set[asyncio.Future[None]] = set()
         self.asking = Asking(screen, self.view, self.call, self.follow, self.say_error)
         self.questions = Questions(screen, self.view, self.inbox, self.call, self.follow, lambda: self.conversation,
-                                   self._background, self._resume_other, self.say_error)
+                                   self._background, self._follow_other, self.say_error)
         self.view.on_question = self.questions.on_event
 
     # -- the loop ----------------------------------------------------------------------------------
@@ -90,7 +91,6 @@ class ChatSession:
                 else:
                     await self.handle(typed)
         finally:
-            reader.cancel()
             watchdog.cancel()
             if self.asking.current is not None:
                 aid = self.asking.current["id"]
@@ -106,6 +106,7 @@ class ChatSession:
                 except (asyncio.CancelledError, Exception):
                     pass
             self.view.idle()
+            await self.screen.stop_input(reader)  # after the last line: the screen writes it out first
             await self.backend.close()
 
     def leave(self, why: str) -> None:
@@ -233,7 +234,8 @@ class ChatSession:
         elif cmd.name == "/status":
             s = await self.call(lambda b: b.status())
             s["model"] = self.model  # the model this chat uses, which --model may have set
-            for line in status_lines(s):
+            down = SERVICE_DOWN if self.backend.runs_here else None  # this process runs turns: no palui serve
+            for line in status_lines(s, zone=self.view.tz, now=time.time(), service=down):
                 self.screen.line(line)
             self.screen.line(f"turns run in: {self.backend.where}")
         elif cmd.name == "/new":
@@ -246,7 +248,7 @@ class ChatSession:
         elif cmd.name == "/stop" and cmd.arg == "all":  # the emergency brake (spec §5.7)
             ids = await self.call(lambda b: b.stop_all())
             self.screen.line((f"stopped {', '.join(ids)}" if ids else "nothing was running")
-                             + "; jobs paused until palui jobs resume")
+                             + "; jobs paused until palui jobs resume, the gateway until palui gateway resume")
         elif cmd.name == "/stop":
             ids = await self.call(lambda b: b.stop(self.conversation))
             self.screen.line(f"stopped {', '.join(ids)}" if ids else "nothing to stop")
@@ -262,13 +264,24 @@ class ChatSession:
             self.screen.line(f"[{a['id']} {'approved' if approve else 'denied'}; its turn {a['turn']} goes on]")
             if not self.busy and a.get("conversation") == self.conversation:
                 self.flow = asyncio.create_task(self.converse(None, first=a["turn"]))
-            elif self.backend.runs_here and a.get("conversation") != self.conversation:
-                self._background(self._resume_other(a["turn"]))
+            elif a.get("conversation") != self.conversation:
+                self._background(self._follow_other(a["turn"], a["id"]))
 
-    async def _resume_other(self, turn_id: str) -> None:
-        """A turn of another conversation answered here, without a service: it goes on in this process."""
+    async def _follow_other(self, turn_id: str, answered: str) -> None:
+        """A turn of another conversation answered here goes on (in this process without a service): the
+        chat shows the answered call's ✓/✗ line and how the turn ended, labelled, not its other events."""
+        label = f"[turn {turn_id} of another conversation]"
+        seen = {"asked": False}
+
+        def on_event(e: StreamEvent) -> None:
+            if e["type"] == "approval" and e.get("approval") == answered:
+                seen["asked"] = True
+            elif e["type"] == "tool_call" and seen["asked"]:
+                seen["asked"] = False  # the call after its approval is the one answered
+                self.screen.line(f"{label} {render.call_line(e).strip()}")
+
         try:
-            r = await self.backend.follow(turn_id, 10**9, lambda _e: None)  # its events are not this chat's
+            r = await self.call(lambda b: b.follow(turn_id, 0, on_event))
             self.view.outcome(r, label=f"[turn {turn_id} of conversation {r['conversation']}]")
         except PaluiError as e:
             self.say_error(e)

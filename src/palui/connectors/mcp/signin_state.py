@@ -48,11 +48,17 @@ class SignInState:
         from palui.connectors.mcp.oauth.signin import NoInteraction
 
         settings = self.env.settings
-        host, port, public = settings.get("serve.host"), settings.get("serve.port"), settings.get("serve.public_url")
+        host, port, public = settings.serve.host, settings.serve.port, settings.serve.public_url
         web = (public.rstrip("/") if public else f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}")
+        wanted: tuple[str, ...] = ()
+        if self.sign_in is not None:  # a sign-in asks for the pending step-ups too (spec §7.11)
+            from palui.store.scope_requests import wanted_scopes
+
+            wanted = wanted_scopes(self.env.db, self.id)
         return OAuthSetup(settings.secrets_dir, self.id, self.sign_in or NoInteraction(),
-                          client_metadata_url=settings.get("mcp.oauth.client_metadata_url"),
-                          extra_redirect_uris=(f"{web}/oauth/callback", "http://127.0.0.1/oauth/callback"))
+                          client_metadata_url=settings.mcp.oauth.client_metadata_url,
+                          extra_redirect_uris=(f"{web}/oauth/callback", "http://127.0.0.1/oauth/callback"),
+                          wanted_scopes=wanted)
 
     def blocked(self, enabled: bool, signed_out: bool | None = None) -> str | None:
         """``sign in again`` until someone signs in (any process: the stored state says so); never for
@@ -73,8 +79,9 @@ class SignInState:
             return None
         return r["state"] if r else None
 
-    def record_needed(self) -> None:
-        """Store state ``error: sign in again``; the person is told once (the first process to record it tells)."""
+    def record_needed(self, why: str | None = None) -> None:
+        """Store state ``error: sign in again``; the person is told once (the first process to record it tells), with
+        ``why`` when it says more than "sign in again" (the server named another authorization server)."""
         try:
             with self.env.db.write() as c:
                 changed = c.execute("UPDATE connectors SET state = ? WHERE id = ? AND state IS NOT ?",
@@ -83,5 +90,7 @@ class SignInState:
             log.warning("%s: could not store state: %s", self.id, e)
             return
         if changed:
-            self.env.notify("notice", f"{self.name} ({self.id}) needs you to sign in again: run palui connectors "
-                            f"login {self.id}, or use “Sign in” on its sheet. Its tools are not offered until then.")
+            reason = f" ({why.removesuffix(': sign in again')})" if why and why != "sign in again" else ""
+            self.env.notify("notice", f"{self.name} ({self.id}) needs you to sign in again{reason}: run palui "
+                            f"connectors login {self.id}, or use “Sign in” on its sheet. Its tools are not offered "
+                            "until then.")
