@@ -321,3 +321,18 @@ async def test_a_broken_service_connection_says_kept_only_when_stored(say_stored
     else:
         assert e.value.turn is None and "kept" not in str(e.value)
         assert "it did not say it had stored anything" in str(e.value)
+
+
+def test_a_note_printed_while_the_answer_streams_waits_for_its_line(capsys):
+    """Piped, a note (``/quit``'s, ``/status``) printed mid-stream goes out after the streamed line, never
+    inside it (the race seen when ``/quit`` was read while the first answer streamed)."""
+    from palui.cli.chat.screen import PipedScreen
+
+    screen = PipedScreen()
+    screen.stream("First")
+    screen.line("(/quit: leaving when the running turn ends; /stop ends it now)")
+    screen.stream(" answer.")
+    screen.end_stream()
+    screen.line("after")
+    assert capsys.readouterr().out == ("First answer.\n(/quit: leaving when the running turn ends; /stop ends it now)\n"
+                                       "after\n")

@@ -116,26 +116,38 @@ class PipedScreen(Screen):
     def __init__(self) -> None:
         super().__init__()
         self._streaming = False
+        self._held: list[str] = []  # notes printed while a streamed line was open: shown after it
 
     def _write(self, text: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
 
     def line(self, text: str) -> None:
+        # A note printed while the answer streams (``/quit``, ``/status``) waits for the streamed line's end,
+        # as the terminal screen keeps it under the line: it never cuts the answer in two. The view ends the
+        # stream itself before the turn's own lines (calls, approvals).
         if self._streaming:
-            self._write("\n")
-            self._streaming = False
+            self._held.append(text)
+            return
         self._write(text + "\n")
 
     def stream(self, text: str) -> None:
         if text:
-            self._streaming = True
+            self._streaming = not text.endswith("\n")
             self._write(text)
+            if not self._streaming:
+                self._release()
 
     def end_stream(self, mark: str = "") -> None:
         if self._streaming or mark:
             self._write(mark + "\n")
         self._streaming = False
+        self._release()
+
+    def _release(self) -> None:
+        held, self._held = self._held, []
+        for text in held:
+            self._write(text + "\n")
 
     def set_prompt(self, text: str) -> None:
         if text != self.prompt and text != PROMPT:
