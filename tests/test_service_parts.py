@@ -1,4 +1,4 @@
-"""The service exposes its parts (docs/decisions/draft-the-service-exposes-its-parts.md): a front end calls
+"""The service exposes its parts (docs/decisions/0185-the-service-exposes-its-parts.md): a front end calls
 ``svc.approvals.answer(…)``; the parts are built once and reach each other only through references; the
 shared collaborators are private."""
 

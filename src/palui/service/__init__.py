@@ -3,7 +3,7 @@
 Front ends parse and print; everything else happens here or below (docs/architecture.md).
 :class:`~palui.service.api.Service` builds the shared collaborators and each part once and exposes the
 parts as typed attributes: a front end calls ``svc.approvals.answer(…)``, ``svc.channels.pair_code(…)``,
-``svc.gateway.call(…)`` (docs/decisions/draft-the-service-exposes-its-parts.md). A part is a plain class,
+``svc.gateway.call(…)`` (docs/decisions/0185-the-service-exposes-its-parts.md). A part is a plain class,
 one concept per module named after it; it inherits from no other part and reaches another only through a
 reference given to its ``__init__`` (named ``<part>_part``). Built in this order, each part after the parts
 it holds (``→``), so the parts form a DAG and the modules import no circle (``svc.`` names the attribute)::

@@ -1,6 +1,6 @@
 """The service: :class:`Service` builds the shared collaborators and each part once, and exposes the parts
 (the diagram is in :mod:`palui.service`; why parts and not a facade of forwards: docs/decisions/
-draft-the-service-exposes-its-parts.md).
+0185-the-service-exposes-its-parts.md).
 
 Kept out of the package's ``__init__`` so that importing one part (``palui.service.tools``)
 does not import every other part (a command imports only what it needs).
