@@ -7,9 +7,11 @@ Nothing here asserts on time: the numbers are for reading (see bench/README.md).
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -63,3 +65,43 @@ def report(title: str, unit: str, rows: dict[str, list[float]], baseline: str) -
         p50, p99, mean = pct(v, 50), pct(v, 99), statistics.fmean(v)
         print(f"  {name:<32}{p50:>8.3f}{unit:>2}{p99:>8.3f}{unit:>2}{mean:>8.3f}{unit:>2}"
               f"   {p50 / b50:>6.2f}x{p99 / b99:>6.2f}x")
+
+
+#: The line a side run for ``--before`` prints its figures on, as JSON, for the side that started it.
+RESULT_MARK = "BENCH-RESULT "
+
+
+def before_side(before: str | None, args: list[str]) -> subprocess.Popen[str] | None:
+    """Start this bench for the checkout at ``before`` (its own ``.venv``, its ``src`` first: ``ROOT``), in a
+    process of its own at the same time as this one, so both sides share the machine's load; None when
+    ``before`` is not given. ``args`` are the bench's own (``--before`` left out). Read it with
+    :func:`before_result`."""
+    if not before:
+        return None
+    python = Path(before) / ".venv" / "bin" / "python"
+    env = {**os.environ, "PALUI_BENCH_CHECKOUT": str(Path(before).resolve())}
+    return subprocess.Popen([str(python), sys.argv[0], *args], env=env, stdout=subprocess.PIPE, text=True)
+
+
+def before_result(proc: subprocess.Popen[str] | None) -> tuple[str, dict | None]:
+    """The ``before`` side's printed report and its figures (the :data:`RESULT_MARK` line); ("", None)
+    without one. Raises SystemExit when the side failed."""
+    if proc is None:
+        return "", None
+    out, _ = proc.communicate()
+    if proc.returncode:
+        raise SystemExit(f"the before side exited {proc.returncode}:\n{out[-2000:]}")
+    lines = out.splitlines()
+    mark = [line for line in lines if line.startswith(RESULT_MARK)]
+    text = "\n".join(line for line in lines if not line.startswith(RESULT_MARK))
+    return text, json.loads(mark[-1][len(RESULT_MARK):]) if mark else None
+
+
+def print_result(figures: dict) -> None:
+    """Print this side's figures for the side that started it (:func:`before_side`)."""
+    print(RESULT_MARK + json.dumps(figures), flush=True)
+
+
+def load() -> str:
+    """The machine's load averages (1, 5, 15 minutes), as printed beside every figure."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
