@@ -76,6 +76,11 @@ def signed_up(result: AcceptedElicitation[Any] | DeclinedElicitation | Cancelled
 server = MCPServer("elicit-old", version="1.0")
 
 
+def build_server() -> MCPServer:
+    """The server (one per process: it keeps nothing between calls), for support/mcp_inprocess.py."""
+    return server
+
+
 def _outcome(result: AcceptedElicitation[Any] | DeclinedElicitation | CancelledElicitation) -> str:
     if isinstance(result, AcceptedElicitation):
         data = result.data.model_dump(mode="json") if isinstance(result.data, BaseModel) else result.data

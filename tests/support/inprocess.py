@@ -19,6 +19,10 @@ What one run leaves in the process that a process exit would drop, and which :fu
 - the handlers of SIGINT and SIGTERM;
 - non-daemon threads the command started (apprise deliveries): joined, as the interpreter does at exit.
 
+What a command builds can be given a seam :func:`run` passes on: :data:`HOOKS` (``palui.cli.main(argv,
+hooks=...)``), set by the ``mcp_in_process`` mark (``tests/conftest.py``) so that the tests' own MCP servers
+run in this process (``support/mcp_inprocess.py``).
+
 Everything else Palui caches lives on the objects of one run (``Database.memo``), so it goes with them. A
 run's SQLite connections stay open until the garbage collector finalises them, in whichever thread it runs
 then (a test server's thread closing a ``palui.db-wal`` descriptor is that): SQLite keeps the locks of the
@@ -38,12 +42,16 @@ import threading
 import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import click.formatting
 from click.testing import CliRunner
 
 # What `python -m palui` shows as the program's name in usage lines.
 PROG_NAME = "python -m palui"
+#: What in-process commands plug into the service they build (a ``palui.cli.common.Hooks``; None: nothing).
+#: A test sets it through the ``mcp_in_process`` mark, never by hand.
+HOOKS: Any = None
 _OAUTH_LOGGERS = ("mcp.client.auth", "mcp.client.auth.oauth2", "mcp.client.auth.utils", "mcp.shared._httpx_utils")
 
 
@@ -131,7 +139,7 @@ def _run(args: Sequence[str], env: Mapping[str, str] | None, input: str | None,
             click.formatting.FORCED_WIDTH = max(min(int(columns) if columns.isdigit() else 80, 80) - 2, 50)
             sys.argv[:] = ["palui", *args]
             try:
-                main(list(args), prog_name=PROG_NAME)
+                main(list(args), prog_name=PROG_NAME, hooks=HOOKS)
             except SystemExit as e:
                 code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
                 if e.code is not None and not isinstance(e.code, int):

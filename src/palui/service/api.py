@@ -7,6 +7,8 @@ does not import every other part (a command imports only what it needs).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from palui.config import Settings
 from palui.connectors.hub import ConnectorHub
 from palui.service.approvals import ApprovalsPart
@@ -40,12 +42,18 @@ from palui.service.triggers import TriggersPart
 from palui.service.turn_tasks import TurnTasks
 from palui.service.turns import TurnsPart
 
+if TYPE_CHECKING:
+    from palui.connectors.mcp.config import TransportFactory
+
 
 class Service:
     """Palui's service API over one ``PALUI_HOME`` (settings + database).
 
     Args:
         settings: validated settings; ``None`` loads them from the environment.
+        mcp_transport: how MCP connectors reach their servers (the test suite runs its own servers in
+            its process: :data:`~palui.connectors.mcp.config.TransportFactory`); None: their real
+            transports. No setting or command sets it.
 
     Raises:
         ConfigError: the configuration is invalid (Palui refuses to start).
@@ -57,8 +65,8 @@ class Service:
             forwards below, never a part.
     """
 
-    def __init__(self, settings: Settings | None = None) -> None:
-        home = Collaborators.open(settings)
+    def __init__(self, settings: Settings | None = None, *, mcp_transport: TransportFactory | None = None) -> None:
+        home = Collaborators.open(settings, mcp_transport)
         self.settings, self.db, self.clock = home.settings, home.db, home.clock
         self.notifier, self.redecision, self.hub = home.notifier, home.redecision, home.hub
         db, settings, clock, notifier, hub = self.db, self.settings, self.clock, self.notifier, self.hub

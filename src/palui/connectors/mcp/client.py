@@ -49,7 +49,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from palui import __version__
 from palui.connectors.base import Ask, Resume
-from palui.connectors.mcp.config import ServerConfig, redact
+from palui.connectors.mcp.config import ServerConfig, TransportFactory, redact
 from palui.connectors.mcp.elicitation import CURRENT_CALL, CallSlot, elicitation_callback, input_responses
 from palui.connectors.mcp.oauth import OAuthSetup, uses_oauth
 from palui.connectors.mcp.refusals import (
@@ -78,6 +78,9 @@ class MCPSession:
         on_tools_changed: awaited after ``notifications/tools/list_changed``.
         label: the connector id, used in messages.
         oauth: OAuth for an HTTP server (None: no OAuth, e.g. the tests' plain servers).
+        transport: the seam for the transport (:data:`~palui.connectors.mcp.config.TransportFactory`),
+            asked once here: the transport it returns is used instead of stdio or HTTP (no stderr log,
+            no OAuth); None, or a factory that returns None, keeps the configured one.
 
     :meth:`start` connects (raises ConnectorError); :meth:`list_tools` returns raw
     tool objects; :meth:`call_tool` returns the SDK's ``CallToolResult`` and raises
@@ -87,11 +90,12 @@ class MCPSession:
 
     def __init__(self, config: ServerConfig, *, stderr_log: Path | None = None,
                  on_tools_changed: Callable[[], Awaitable[None]] | None = None, label: str = "MCP server",
-                 oauth: OAuthSetup | None = None) -> None:
+                 oauth: OAuthSetup | None = None, transport: TransportFactory | None = None) -> None:
         self.config = config
         self.label = label
+        self._given = transport(config) if transport is not None else None
         self._stderr = (StderrCapture(stderr_log, secrets=config.secret_values)
-                        if (stderr_log is not None and config.transport == "stdio") else None)
+                        if (stderr_log is not None and config.transport == "stdio" and self._given is None) else None)
         self._on_tools_changed = on_tools_changed
         self._client: Client | None = None
         self._task: asyncio.Task | None = None
@@ -99,8 +103,8 @@ class MCPSession:
         self._changed = asyncio.Event()
         self._lost = False
         self._auth_refusal: AuthRefusal | None = None  # the last 401/403 the HTTP client saw
-        self._oauth = oauth if (oauth is not None and config.transport == "http" and uses_oauth(config.headers)) \
-            else None
+        self._oauth = oauth if (oauth is not None and config.transport == "http" and uses_oauth(config.headers)
+                                and self._given is None) else None
         self.sign_in_needed: str | None = None  # set when a sign-in is needed and nobody can do it now
         self.refresh_unavailable: str | None = None  # set when a refresh met an outage (the tokens are kept)
         self.address_refused: str | None = None  # set when the HTTP client refused to connect somewhere
@@ -198,7 +202,7 @@ class MCPSession:
     async def _supervise(self, ready: asyncio.Future[None]) -> None:
         try:
             async with AsyncExitStack() as stack:
-                transport = await self._transport(stack)
+                transport = self._given if self._given is not None else await self._transport(stack)
                 client = Client(transport, mode="auto", cache=None, message_handler=self._on_message,
                                 client_info=types.Implementation(name="palui", version=__version__),
                                 elicitation_callback=elicitation_callback(lambda: list(self._slots), self.label))
