@@ -99,10 +99,9 @@ def home(tmp_path, monkeypatch, request) -> Path:
 @pytest.fixture
 def svc(home):
     """The service over ``home`` (with the in-process MCP servers of a test marked ``mcp_in_process``)."""
-    from palui.service import Service
     from support import inprocess
 
-    s = Service(mcp_transport=inprocess.HOOKS.mcp_transport if inprocess.HOOKS else None)
+    s = inprocess.service()
     yield s
     s.db.close()
 

@@ -166,7 +166,7 @@ def test_a_streamed_answer_arrives_in_more_than_one_piece(driver, home, tmp_path
 
 def test_the_service_killed_under_the_chat_leaves_it_usable(driver, home, tmp_path):
     model = write_script(tmp_path / "s.json", {"text": "A slow answer, finished.", "delay_seconds": 3})
-    service = LiveService(home).start()
+    service = LiveService(home, process=True).start()  # killed with SIGKILL
     try:
         with driver(home, "--model", model) as chat:
             chat.wait_for(BANNER, 60)

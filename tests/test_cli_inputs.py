@@ -91,6 +91,7 @@ def test_policy_explain_says_off_when_the_connector_is_disabled(cli, svc):
     assert d["verdict"] == "unavailable" and "no longer lists it" in d["reason"], d
 
 
+@pytest.mark.slow
 def test_with_the_service_running_the_same_mistakes_give_the_same_exit_codes(home, cli, tmp_path):
     # The CLI sends turns and answers through a running service (spec §8); its usage errors come back as
     # HTTP 400 with "kind": "usage" and exit 2 as in-process, and a typed id is one path segment.

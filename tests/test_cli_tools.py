@@ -5,7 +5,6 @@ Each CLI run costs a process start, so assertions are grouped per run.
 
 from __future__ import annotations
 
-import json
 import os
 import pty
 import subprocess
@@ -170,6 +169,7 @@ def _review_on_a_terminal(home, name: str, answer: bytes) -> subprocess.Complete
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
+@pytest.mark.slow
 def test_review_on_a_terminal_asks_before_accepting(home, mcp_home):
     _rug_pull(mcp_home)
     r = _review_on_a_terminal(home, "mcp-notes__search", b"\n")  # the default is no

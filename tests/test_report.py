@@ -18,6 +18,8 @@ from support.httpserver import PageServer
 from support.mcp_servers import HOSTILE, READ, hostile_spec, tool
 from support.scripts import call, calls, text, write_script
 
+pytestmark = pytest.mark.mcp_in_process
+
 
 def run(cli, tmp_path, *steps, message="go", env=None) -> dict:
     model = write_script(tmp_path / "s.json", *steps)

@@ -16,6 +16,8 @@ from palui.policy.suggest import DESTRUCTIVE, READ, WRITE, suggest, words
 from palui.server.app import create_app, csrf_value, session_value
 from support.mcp_servers import HOSTILE, hostile_spec, tool
 
+pytestmark = pytest.mark.mcp_in_process
+
 R, W, D = "read", "write", "destructive"
 
 
@@ -98,7 +100,6 @@ def classes(cli) -> dict[str, tuple[str, str]]:
             if t["connector"] == "mcp-gh"}
 
 
-@pytest.mark.slow
 def test_tools_suggest_lists_escaped_and_changes_nothing(cli, gh):
     before = classes(cli)
     r = cli("tools", "suggest", gh)
@@ -120,7 +121,6 @@ def test_tools_suggest_lists_escaped_and_changes_nothing(cli, gh):
         "mcp-gh__merge_pull_request": "destructive", "mcp-gh__list_posts": None, "mcp-gh__frob": None}
 
 
-@pytest.mark.slow
 def test_bulk_accept_takes_only_write_and_destructive_and_read_goes_one_at_a_time(cli, gh):
     r = cli("tools", "suggest", gh, "--accept")
     assert r.returncode == 0, r.stderr

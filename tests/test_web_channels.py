@@ -24,6 +24,7 @@ def _post(client, path, **form):
     return client.post(path, data={"csrf": csrf_value("tok"), "back": "/channels", **form})
 
 
+@pytest.mark.slow
 def test_add_pair_groups_and_remove_from_the_page(svc, client):
     with FakeTelegram(max_poll_timeout=1) as fake:
         wrong = make_token(7000000077)

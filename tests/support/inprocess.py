@@ -189,3 +189,11 @@ def palui(home: Path, *args: str, env: Mapping[str, str] | None = None, input: s
         return subprocess.run([sys.executable, "-m", "palui", *args], capture_output=True, text=True, env=e,
                               input=input, cwd=cwd, timeout=timeout)
     return run(args, env=e, input=input, cwd=cwd)
+
+
+def service(settings: Any = None) -> Any:
+    """``palui.service.Service(settings)`` over this environment's PALUI_HOME, with the seam :data:`HOOKS`
+    gives (the in-process MCP servers of a test marked ``mcp_in_process``)."""
+    from palui.service import Service
+
+    return Service(settings, mcp_transport=HOOKS.mcp_transport if HOOKS is not None else None)

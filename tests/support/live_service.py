@@ -11,7 +11,8 @@ a service whose pid differs from the test's.
 In the test process the service sees this process's environment: ``env`` (and PALUI_HOME) is applied to
 ``os.environ`` while it runs and put back after, and its in-process commands (:meth:`LiveService.cli`)
 run with the same environment. What the service changes in the process is put back at ``stop()``: the log
-record factory and the library loggers' levels the chat channels set, its file log handler. With
+record factory and the library loggers' levels the chat channels set, its file log handler; sse-starlette's
+process-wide "a server stopped" flag is cleared at each start. With
 ``mcp_in_process`` (``support/inprocess.HOOKS``) its MCP servers run in the process too.
 """
 
@@ -116,7 +117,6 @@ class LiveService:
         from palui.channels.manager import ChannelManager
         from palui.config import load_settings
         from palui.server.main import Serving
-        from palui.service import Service
 
         saved = self._saved
         saved["environ"] = dict(os.environ)
@@ -124,12 +124,17 @@ class LiveService:
         saved["redactors"] = list(redaction._installed)
         saved["levels"] = {n: logging.getLogger(n).level for n in redaction.LIBRARY_LOGGERS}
         os.environ.update(self.env)
+        # sse-starlette (the MCP SDK's streams, the gateway) ends every SSE stream once any uvicorn server of
+        # the process has stopped (a process-wide flag its patched handle_exit sets): a new service is a new
+        # server, as a new process would be.
+        from sse_starlette.sse import AppStatus
+
+        AppStatus.should_exit = False
         (self.home / "logs").mkdir(parents=True, exist_ok=True)
         handler = saved["handler"] = logging.FileHandler(self.home / "logs" / "palui.log", encoding="utf-8")
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         logging.getLogger().addHandler(handler)
-        hooks = inprocess.HOOKS
-        svc = Service(load_settings(self.env), mcp_transport=hooks.mcp_transport if hooks else None)
+        svc = inprocess.service(load_settings(self.env))
         try:
             self._serving = Serving(svc, "127.0.0.1", 0, lambda line: print(line, file=self.log, flush=True),
                                     tick_seconds=float(self.env["PALUI_TICK_SECONDS"]), serve_hooks=[ChannelManager])

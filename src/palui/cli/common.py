@@ -19,7 +19,6 @@ from palui.errors import ConfigError
 from palui.text.display import json_safe, shown
 
 if TYPE_CHECKING:
-    from palui.connectors.mcp.config import TransportFactory
     from palui.service.door import ServiceDoor, ToolsDoor
 
 S = TypeVar("S")
@@ -90,10 +89,12 @@ class Hooks:
     this way). The command line itself never makes one: no option, setting or variable reaches it.
 
     Attributes:
-        mcp_transport: ``Service(mcp_transport=...)`` (:data:`~palui.connectors.mcp.config.TransportFactory`).
+        mcp_transport: ``Service(mcp_transport=...)``: called with an MCP server's configuration, it returns
+            the SDK transport to reach it through, or None for the configured one
+            (``palui.connectors.mcp.config.TransportFactory``, which a front end does not import).
     """
 
-    mcp_transport: TransportFactory | None = None
+    mcp_transport: Callable[[Any], Any] | None = None
 
 
 def service() -> ServiceDoor:
