@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import sys
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
