@@ -22,6 +22,7 @@ import pytest
 
 from support import fast_net
 from support.inprocess import InProcessCLI
+from support.web_rig import browser, client, context, page, served, web_pages  # noqa: F401 - the web rig's fixtures
 
 
 def pytest_addoption(parser):

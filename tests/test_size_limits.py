@@ -28,14 +28,6 @@ def stored(home, table: str) -> int:
         con.close()
 
 
-@pytest.fixture
-def client(svc):
-    app = create_app(svc, "tok", port=8765)
-    with TestClient(app, base_url="http://127.0.0.1:8765", follow_redirects=False,
-                    cookies={"palui_session": session_value("tok")}) as c:
-        yield c
-
-
 def test_palui_run_refuses_a_message_over_the_limit_and_stores_nothing(cli, home, tmp_path):
     model = write_script(tmp_path / "s.json", text("ok"))
     r = cli("run", "x" * (LIMIT + 1), "--model", model)

@@ -6,18 +6,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from starlette.testclient import TestClient
 
-from palui.server.app import create_app, csrf_value, session_value
+from palui.server.app import csrf_value
 from support.fake_telegram import FakeTelegram, make_token
-
-
-@pytest.fixture
-def client(svc):
-    app = create_app(svc, "tok", port=8765)
-    with TestClient(app, base_url="http://127.0.0.1:8765", follow_redirects=False,
-                    cookies={"palui_session": session_value("tok")}) as c:
-        yield c
 
 
 def _post(client, path, **form):
