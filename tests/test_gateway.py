@@ -343,39 +343,31 @@ def test_the_bridge_without_a_service_says_how_to_start_it(cli, home):
 
 
 @pytest.mark.slow
-def test_an_approval_answered_by_button_on_telegram(home, tmp_path):
+def test_an_approval_answered_by_button_on_telegram(telegram_rig, fake, tmp_path):
     """The write asks; the approval reaches the paired Telegram chat with buttons, naming the client; the
     person's press answers it and the result arrives in the same call."""
-    from support.fake_telegram import FakeTelegram, button_data
-    from support.telegram_rig import PERSON, TelegramRig, visible
+    from support.fake_telegram import button_data
+    from support.telegram_rig import PERSON, visible
 
-    with FakeTelegram(max_poll_timeout=2) as fake:
-        rig = TelegramRig(home, fake, toml="[gateway]\nwait_seconds = 30\n")
-        spec = hostile_spec(tmp_path / "notes.json", [tool("save", annotations=WRITE, schema=ECHO)])
-        assert rig.cli("connectors", "add", "notes", "--", sys.executable, str(HOSTILE), str(spec)).returncode == 0
-        assert rig.cli("tools", "enable", "mcp-notes__save").returncode == 0
-        added = rig.cli("gateway", "clients", "add", "coder", "--json")
-        assert added.returncode == 0, added.stderr
-        token = json.loads(added.stdout)["token"]
-        rig.add_channel()
-        rig.start()
-        try:
-            rig.pair()
+    rig = telegram_rig(toml="[gateway]\nwait_seconds = 30\n", pair=True)
+    spec = hostile_spec(tmp_path / "notes.json", [tool("save", annotations=WRITE, schema=ECHO)])
+    assert rig.cli("connectors", "add", "notes", "--", sys.executable, str(HOSTILE), str(spec)).returncode == 0
+    assert rig.cli("tools", "enable", "mcp-notes__save").returncode == 0
+    added = rig.cli("gateway", "clients", "add", "coder", "--json")
+    assert added.returncode == 0, added.stderr
+    token = json.loads(added.stdout)["token"]
 
-            async def go():
-                async with http_client(rig.svc.url, token) as c:
-                    call = asyncio.create_task(c.call_tool("mcp-notes__save", {"q": "from the editor"}))
-                    msg = await asyncio.to_thread(
-                        fake.wait_for, lambda m: m.method == "sendMessage" and bool(button_data(m)), 20)
-                    assert "mcp-notes__save" in visible(msg) and "coder" in visible(msg)
-                    yes = button_data(msg)[0]
-                    fake.push_callback(PERSON, msg.result["message_id"], yes)
-                    r = await call
-                    assert not r.is_error and "from the editor" in text(r)
+    async def go():
+        async with http_client(rig.svc.url, token) as c:
+            call = asyncio.create_task(c.call_tool("mcp-notes__save", {"q": "from the editor"}))
+            msg = await asyncio.to_thread(
+                fake.wait_for, lambda m: m.method == "sendMessage" and bool(button_data(m)), 20)
+            assert "mcp-notes__save" in visible(msg) and "coder" in visible(msg)
+            yes = button_data(msg)[0]
+            fake.push_callback(PERSON, msg.result["message_id"], yes)
+            r = await call
+            assert not r.is_error and "from the editor" in text(r)
 
-            asyncio.run(go())
-            a = rig.svc.get("/api/approvals", all=1)
-            assert a[-1]["origin"] == "gateway" and a[-1]["answered_via"] == "telegram" and a[-1]["used"]
-        finally:
-            rig.stop()
-    assert not fake.errors, fake.errors
+    asyncio.run(go())
+    a = rig.svc.get("/api/approvals", all=1)
+    assert a[-1]["origin"] == "gateway" and a[-1]["answered_via"] == "telegram" and a[-1]["used"]

@@ -177,15 +177,15 @@ class FakeLLM:
 
     # -- scripting -------------------------------------------------------------------------------
 
-    def text(self, text: str, **kw: Any) -> "FakeLLM":
+    def text(self, text: str, **kw: Any) -> FakeLLM:
         self.replies.append(Reply(text=text, **kw))
         return self
 
-    def tool_call(self, name: str, args: dict[str, Any], **kw: Any) -> "FakeLLM":
+    def tool_call(self, name: str, args: dict[str, Any], **kw: Any) -> FakeLLM:
         self.replies.append(Reply(tool_calls=[(name, args)], **kw))
         return self
 
-    def error(self, status: int, times: int = 1, message: str = "", retry_after: str | None = None) -> "FakeLLM":
+    def error(self, status: int, times: int = 1, message: str = "", retry_after: str | None = None) -> FakeLLM:
         self.replies.extend(Reply(status=status, message=message, retry_after=retry_after) for _ in range(times))
         return self
 
@@ -194,7 +194,7 @@ class FakeLLM:
         self._server.shutdown()
         self._server.server_close()
 
-    def __enter__(self) -> "FakeLLM":
+    def __enter__(self) -> FakeLLM:
         return self
 
     def __exit__(self, *exc: Any) -> None:

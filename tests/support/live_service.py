@@ -27,8 +27,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 
@@ -119,7 +120,7 @@ class LiveService:
         from palui.server.main import Serving
 
         saved = self._saved
-        saved["environ"] = dict(os.environ)
+        saved["environ"] = {k: os.environ.get(k) for k in self.env}
         saved["factory"] = logging.getLogRecordFactory()
         saved["redactors"] = list(redaction._installed)
         saved["levels"] = {n: logging.getLogger(n).level for n in redaction.LIBRARY_LOGGERS}
@@ -166,8 +167,11 @@ class LiveService:
         redaction._installed[:] = saved["redactors"]
         for name, level in saved["levels"].items():
             logging.getLogger(name).setLevel(level)
-        os.environ.clear()
-        os.environ.update(saved["environ"])
+        for k, v in saved["environ"].items():  # only what the service's environment set: what Palui itself sets
+            if v is None:                        # once per process (PTB_TIMEDELTA at import) stays, as it would
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
     def _healthy(self) -> bool:
         if self.proc is not None and self.proc.poll() is not None:
