@@ -13,6 +13,7 @@ import ipaddress
 import ssl
 import threading
 import time
+from datetime import UTC
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -303,7 +304,7 @@ async def test_unresolvable_host_is_an_error_result(svc):
 def tls_pair(tmp_path):
     """A certificate for the name pinned.test, and a client context that trusts only it."""
     x509 = pytest.importorskip("cryptography.x509")
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -311,7 +312,7 @@ def tls_pair(tmp_path):
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "pinned.test")])
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(x509.random_serial_number()).not_valid_before(now - timedelta(minutes=5))
             .not_valid_after(now + timedelta(hours=1))

@@ -355,7 +355,7 @@ def test_typing_is_resent_every_four_seconds_while_the_turn_runs(rig: TelegramRi
     answer = rig.reply_after(up, lambda c: visible(c) == "thought about it", timeout=30)
     typing = [c for c in fake.calls[up.calls_mark:answer.index] if c.method == "sendChatAction"]
     assert len(typing) == 3, [round(c.received_at - up.queued_at, 2) for c in typing]
-    gaps = [b.received_at - a.received_at for a, b in zip(typing, typing[1:])]
+    gaps = [b.received_at - a.received_at for a, b in zip(typing, typing[1:], strict=False)]
     assert all(3.7 <= g <= 4.8 for g in gaps), gaps
     assert not [c for c in fake.calls[answer.index:] if c.method == "sendChatAction"]  # stops with the turn
 

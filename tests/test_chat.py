@@ -217,7 +217,7 @@ def test_a_chat_start_mentions_pending_approvals_and_labels_resumed_turns(cli, t
     [a] = out["pending_approvals"]
     with PipedChat(home, "--model", model) as chat:
         chat.wait_for(BANNER, 60)
-        chat.wait_for(f"1 approval(s) pending:", 15)
+        chat.wait_for("1 approval(s) pending:", 15)
         assert re.search(rf"  {a['id']} tasks__delete_task \(conversation {out['conversation']}\), expires "
                          r"\d\d:\d\d, in (29|30) min", chat.output()), chat.output()
         chat.send("/quit")

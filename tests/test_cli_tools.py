@@ -45,7 +45,8 @@ def test_lists(cli, mcp_home):
     connectors = cli.json("connectors", "list", "--json")
     by_id = {c["id"]: c for c in connectors}
     assert {"recall", "tasks", "web", "messages", "mcp-notes"} <= set(by_id)
-    assert (by_id["mcp-notes"]["kind"], by_id["mcp-notes"]["tools"], by_id["mcp-notes"]["enabled_tools"]) == ("mcp", 4, 0)
+    notes = by_id["mcp-notes"]
+    assert (notes["kind"], notes["tools"], notes["enabled_tools"]) == ("mcp", 4, 0)
     assert by_id["recall"]["kind"] == "builtin" and by_id["recall"]["tools"] == by_id["recall"]["enabled_tools"] == 3
 
     all_tools = cli.json("tools", "list", "--json")

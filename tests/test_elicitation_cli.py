@@ -118,7 +118,8 @@ def test_palui_run_asks_on_its_own_terminal(cli, home, tmp_path, server):
     r = json.loads(out)
     assert code == 0 and r["status"] == "done", r
     [ev] = [e for e in r["events"] if e["type"] == "tool_call"]
-    assert ev["result"] == 'book_table(Friday): accept {"confirm": true, "note": null, "party_size": 4, "seating": "inside"}'
+    assert ev["result"] == ('book_table(Friday): accept {"confirm": true, "note": null, "party_size": 4, '
+                            '"seating": "inside"}')
     [q] = cli.json("elicitations", "list", "--all", "--json")
     assert (q["status"], q["answered_via"]) == ("accepted", "cli")
 

@@ -68,7 +68,7 @@ def test_job_fires_on_schedule_asks_for_a_write_skips_while_waiting_and_runs_aft
         # The next two fires find the run still waiting: skipped, told once.
         for fire in (base + 600, base + 900):
             write_clock(path, fire + 1)
-            wait_for(lambda: ts(s.get("/api/jobs")[0]["next_run"]) == fire + 300, what="the skipped tick")
+            wait_for(lambda fire=fire: ts(s.get("/api/jobs")[0]["next_run"]) == fire + 300, what="the skipped tick")
         assert len(job_turns(s, job["id"])) == 1
         skipped = [m for m in s.get("/api/inbox") if m["kind"] == "job" and "skipped" in m["text"]]
         assert len(skipped) == 1 and tid in skipped[0]["text"] and "approval" in skipped[0]["text"]
@@ -229,10 +229,9 @@ async def test_a_job_run_orphaned_by_a_killed_process_is_run_on_and_the_job_is_n
 
 
 async def test_removing_a_job_cancels_its_waiting_approval(svc, tmp_path):
-    from support.scripts import call, calls, text, write_script
-
     from palui.errors import ApprovalError
     from palui.types import Origin
+    from support.scripts import call, calls, text, write_script
 
     model = write_script(tmp_path / "s.json", calls(call("recall__add_memory", text="from the job")), text("ok"))
     svc.add_job("nightly", cron="0 3 * * *", prompt="save it")

@@ -12,8 +12,15 @@ import sys
 import mcp_types as types
 import pytest
 
-from palui.connectors.mcp.config import (ServerConfig, expand, parse_mcp_servers, parse_pairs, read_secrets, redact,
-                                         write_secrets)
+from palui.connectors.mcp.config import (
+    ServerConfig,
+    expand,
+    parse_mcp_servers,
+    parse_pairs,
+    read_secrets,
+    redact,
+    write_secrets,
+)
 from palui.connectors.mcp.connector import backoff_seconds
 from palui.connectors.mcp.results import cap_text, render_result, spec_from_raw
 from palui.connectors.mcp.stderr import StderrCapture

@@ -97,7 +97,8 @@ async def test_401_in_a_turn_is_sign_in_again_at_once(svc, refusing_server):
 async def test_403_names_the_credentials_and_never_the_secret(svc, refusing_server):
     url, seen, _gets = refusing_server
     conn = MCPConnector(svc.hub.env, "mcp-locked", "locked",
-                        ServerConfig("http", url=url, headers={"Authorization": "Bearer " + SECRET}, timeout_seconds=10))
+                        ServerConfig("http", url=url, headers={"Authorization": "Bearer " + SECRET},
+                                     timeout_seconds=10))
     with pytest.raises(ConnectorError) as e:
         await conn.start()
     await conn.close()
@@ -118,8 +119,8 @@ async def test_exit_during_handshake_waits_for_a_late_stderr_drain(svc, monkeypa
 
     monkeypatch.setattr(stderr_module.StderrCapture, "_drain", late_drain)
     script = "import sys; print('cannot open the database', file=sys.stderr); sys.exit(3)"
-    conn = MCPConnector(svc.hub.env, "mcp-dies", "dies", ServerConfig("stdio", command=sys.executable, args=("-c", script),
-                                                              timeout_seconds=10))
+    conn = MCPConnector(svc.hub.env, "mcp-dies", "dies",
+                        ServerConfig("stdio", command=sys.executable, args=("-c", script), timeout_seconds=10))
     with pytest.raises(ConnectorError) as e:
         await conn.start()
     await conn.close()
@@ -156,7 +157,8 @@ def localhost_only_server():
 
 @pytest.mark.slow
 async def test_403_without_credentials_shows_the_servers_reason_capped(svc, localhost_only_server):
-    conn = MCPConnector(svc.hub.env, "mcp-pw", "pw", ServerConfig("http", url=localhost_only_server, timeout_seconds=10))
+    conn = MCPConnector(svc.hub.env, "mcp-pw", "pw",
+                        ServerConfig("http", url=localhost_only_server, timeout_seconds=10))
     with pytest.raises(ConnectorError) as e:
         await conn.start()
     await conn.close()

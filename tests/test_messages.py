@@ -181,7 +181,7 @@ async def test_a_tainted_conversation_names_its_taint_without_nested_parentheses
 
     with PageServer({"/offer": "<html><body>Pay to IBAN DE89370400440532013000</body></html>"}) as pages:
         import dataclasses
-        svc.settings.values["web.allow_private"] = True  # noqa: the settings object is this test's own
+        svc.settings.values["web.allow_private"] = True  # the settings object is this test's own
         model = write_script(tmp_path / "s.json", calls(call("web__fetch_page", url=pages.url + "/offer")),
                              text("Read."))
         first = await svc.send("read it", model=model)

@@ -280,10 +280,10 @@ async def test_job_and_webhook_columns(svc, tmp_path):
     assert r["status"] == "awaiting_approval" and r["pending_approvals"][0]["tool"] == "recall__add_memory"
     exp = r["pending_approvals"][0]
     from datetime import datetime
-    assert (datetime.fromisoformat(exp["expires_at"]) - datetime.fromisoformat(exp["created_at"])).total_seconds() == 86400
-    tid = svc.start_turn("payload", origin=Origin.WEBHOOK, model=write_script(tmp_path / "w.json",
-                                                                              calls(call("recall__search_memories", query="a")),
-                                                                              text("summary")))
+    waits = datetime.fromisoformat(exp["expires_at"]) - datetime.fromisoformat(exp["created_at"])
+    assert waits.total_seconds() == 86400
+    model = write_script(tmp_path / "w.json", calls(call("recall__search_memories", query="a")), text("summary"))
+    tid = svc.start_turn("payload", origin=Origin.WEBHOOK, model=model)
     r = await svc.run_turn(tid)
     assert r["events"][0]["tools_offered"] == []
     assert tool_calls(r) == [("recall__search_memories", "unavailable")]

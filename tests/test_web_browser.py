@@ -155,7 +155,8 @@ def test_a_tool_switched_off_vanishes_from_the_next_turns_offered_tools(page, se
     switch = page.locator('tr[data-tool="recall__search_memories"] button.switch')
     expect(switch).to_have_attribute("aria-checked", "true")
     switch.click()
-    expect(page.locator('tr[data-tool="recall__search_memories"] button.switch')).to_have_attribute("aria-checked", "false")
+    expect(page.locator('tr[data-tool="recall__search_memories"] button.switch')).to_have_attribute(
+        "aria-checked", "false")
     try:
         turn = send(page, served, "search my memories")
         expect(turn.locator(".status-word")).to_have_text("done")

@@ -196,7 +196,8 @@ def test_an_mcp_url_is_shown_without_its_password_and_query_values(svc, client):
               "header_keys": []}
     with svc.db.write() as c:
         c.execute("INSERT INTO connectors (id, kind, name, transport, config_json, state, created_at)"
-                  " VALUES ('mcp-hosted', 'mcp', 'hosted', 'http', ?, 'connected', ?)", (json.dumps(public), time.time()))
+                  " VALUES ('mcp-hosted', 'mcp', 'hosted', 'http', ?, 'connected', ?)",
+                  (json.dumps(public), time.time()))
     for path in ("/connectors/mcp-hosted", "/connectors"):
         html = client.get(path).text
         assert "URLPASS-1" not in html and "QSECRET-1" not in html, path

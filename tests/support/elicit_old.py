@@ -3,8 +3,8 @@
 It always speaks the older protocol (2025-11-25): ``server/discover`` is answered "method not
 found" in front of the SDK's ``MCPServer`` (on the stdio stream, or by an ASGI wrapper for HTTP:
 a server middleware is too late, the SDK settles the era before middleware runs), so a
-``Client(mode="auto")`` falls back to ``initialize``. Each elicitation is a server->client ``elicitation/create`` request that the client
-answers while the ``tools/call`` is still open.
+``Client(mode="auto")`` falls back to ``initialize``. Each elicitation is a server->client
+``elicitation/create`` request that the client answers while the ``tools/call`` is still open.
 
 Usage::
 

@@ -17,9 +17,9 @@ between two listings by rewriting the file::
                 "behaviour": "echo"}]}
 
 Behaviours of ``tools/call``: ``echo`` (the arguments back), ``hang`` (never answers),
-``crash`` (the process exits mid-call), ``exit_later`` (answers, then exits while idle), ``big`` (``bytes`` characters, default 10 MB),
-``flood`` (``bytes`` of stderr, default 4 MiB, then an answer), ``fail`` (an ``isError``
-result), ``malformed`` (a result that is not a CallToolResult), ``env`` (the value of
+``crash`` (the process exits mid-call), ``exit_later`` (answers, then exits while idle), ``big``
+(``bytes`` characters, default 10 MB), ``flood`` (``bytes`` of stderr, default 4 MiB, then an answer),
+``fail`` (an ``isError`` result), ``malformed`` (a result that is not a CallToolResult), ``env`` (the value of
 environment variable ``name``), ``caps`` (the client capabilities the server received, as JSON),
 ``mutate`` (replace the tool list with ``tools`` and send
 ``notifications/tools/list_changed`` in both protocol eras), ``text`` (the tool's own ``text`` field).
