@@ -120,8 +120,10 @@ def run(args: Sequence[str], *, env: Mapping[str, str] | None = None, input: str
     return done[0]
 
 
-def _run(args: Sequence[str], env: Mapping[str, str] | None, input: str | None,
-         cwd: str | Path | None) -> subprocess.CompletedProcess:
+def _run(args: Sequence[str], env: Mapping[str, str] | None, input: Any,
+         cwd: str | Path | None, streams: list[Any] | None = None) -> subprocess.CompletedProcess:
+    """The command under :func:`isolated`; ``input`` is a text or a binary file; ``streams`` gets the
+    command's stdout and stderr buffers as soon as they exist (:class:`Started` reads them while it runs)."""
     from palui.cli import main
 
     code: int = 0
@@ -133,6 +135,8 @@ def _run(args: Sequence[str], env: Mapping[str, str] | None, input: str | None,
         if cwd is not None:
             os.chdir(cwd)
         with CliRunner().isolation(input=input, color=False) as (out, err, _):
+            if streams is not None:
+                streams[:] = [out, err]
             # Help text wrapped as in a child whose stdout is a pipe (Click: the terminal's width or COLUMNS,
             # at most 80, less 2), not at the runner's fixed 80; the isolation puts the value back.
             columns = os.environ.get("COLUMNS", "")
@@ -153,6 +157,52 @@ def _run(args: Sequence[str], env: Mapping[str, str] | None, input: str | None,
             stdout, stderr = out.getvalue(), err.getvalue()
     return subprocess.CompletedProcess(["palui", *args], code, stdout.decode("utf-8", "replace"),
                                        stderr.decode("utf-8", "replace") + crash)
+
+
+class Started:
+    """``palui ARGS`` running in this process, in a thread of its own, its standard input a pipe: as a child
+    started with ``stdin=PIPE`` whose output a test reads as it comes (a sign-in's printed address, then the
+    pasted answer). :meth:`output` is what it printed so far, :meth:`write` types into it, :meth:`wait` ends
+    its input and returns the ``CompletedProcess``. While it runs, no other command may run in this process
+    (the standard streams and the environment are the process's), and the test prints nothing."""
+
+    def __init__(self, args: Sequence[str], *, env: Mapping[str, str] | None = None) -> None:
+        read_end, write_end = os.pipe()
+        self._stdin = os.fdopen(write_end, "w", buffering=1)
+        self._streams: list[Any] = []
+        self._done: list[subprocess.CompletedProcess] = []
+        stdin = os.fdopen(read_end, "rb")
+
+        def work() -> None:
+            try:
+                self._done.append(_run(args, env, stdin, None, self._streams))
+            finally:
+                stdin.close()
+
+        self._thread = threading.Thread(target=work, name="palui-cli-started", daemon=True)
+        self._thread.start()
+
+    def output(self) -> str:
+        """What the command printed to stdout so far."""
+        return self._streams[0].getvalue().decode("utf-8", "replace") if self._streams else ""
+
+    def write(self, text: str) -> None:
+        self._stdin.write(text)
+        self._stdin.flush()
+
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def wait(self, timeout: float = 120) -> subprocess.CompletedProcess:
+        """End the input and wait (a hang guard of ``timeout`` seconds) for the command's result."""
+        try:
+            self._stdin.close()
+        except OSError:
+            pass
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise AssertionError(f"palui did not end within {timeout} s; it printed:\n{self.output()[-3000:]}")
+        return self._done[0]
 
 
 class InProcessCLI:

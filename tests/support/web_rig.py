@@ -1,11 +1,13 @@
-"""The web page's test rig (spec §8.1): one Chromium for the whole run, a served home per module in the test process.
+"""The web page's test rig (spec §8.1): a Chromium and a served home per module, the service in the test process.
 
 The fixtures (made available to every test module by ``tests/conftest.py``):
 
-- ``browser`` (the run): Debian's ``/usr/bin/chromium`` through Playwright, launched once (Playwright's own
-  browser download is not reachable here); a missing one skips the browser tests, except under CI (``CI``
-  set), where it fails. A module works in a ``context`` of its own: cookies are per host, not per port,
-  so two served homes on 127.0.0.1 must not share one.
+- ``browser`` (a module): Debian's ``/usr/bin/chromium`` through Playwright (whose own browser download is not
+  reachable here); a missing one skips the browser tests, except under CI (``CI`` set), where it fails. One
+  per module, not per run: while Playwright's sync API is open, its event loop stays the running loop of the
+  main thread, so every later ``asyncio.run`` (an in-process command, an async test) would fail; a launch
+  costs about 1 s of CPU. A module works in a ``context`` of its own: cookies are per host, not per port, so
+  two served homes on 127.0.0.1 must not share one.
 - ``web_pages`` (the run): the pages the scripted turns fetch (``/offer``, ``/invoice``, and ``/slow``,
   which answers when the run ends).
 - ``served`` (a module): ``palui serve`` of a fresh home, in this process (:class:`support.live_service.
@@ -80,7 +82,7 @@ def client(svc: Any) -> Iterator[Any]:
         yield c
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     pytest.importorskip("playwright", reason="the playwright package is in the test extra")
     from playwright.sync_api import sync_playwright
