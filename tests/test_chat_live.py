@@ -12,6 +12,7 @@ Each test has its own PALUI_HOME; timings are measured from the keystroke to wha
 
 from __future__ import annotations
 
+import functools
 import re
 import signal
 import sqlite3
@@ -28,7 +29,8 @@ from support.live_service import LiveService, wait_for
 from support.scripts import call, calls, write_script
 
 pytestmark = pytest.mark.slow
-DRIVERS = {"tmux": TmuxChat, "piped": PipedChat}
+# The piped chat is a child here: these tests run commands and services beside it, and read when output came.
+DRIVERS = {"tmux": TmuxChat, "piped": functools.partial(PipedChat, process=True)}
 BANNER = "/help for commands."
 
 

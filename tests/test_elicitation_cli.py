@@ -147,7 +147,7 @@ def test_palui_chat_shows_the_question_and_answer_works(cli, home, tmp_path, ser
 
     cid = add(cli, "books", server)
     model = write_script(tmp_path / "s.json", calls(call(f"{cid}__book_table", date="Friday")), text("Booked."))
-    with PipedChat(home, "--model", model) as chat:
+    with PipedChat(home, "--model", model, process=True) as chat:  # commands run here meanwhile
         chat.wait_for("/help for commands.", 60)
         chat.send("book a table")
         chat.wait_for("In the server's words:", 60)
@@ -173,7 +173,7 @@ def test_palui_chat_deny_declines_a_question(cli, home, tmp_path):
 
     cid = add(cli, "books", "elicit_new.py")
     model = write_script(tmp_path / "s.json", calls(call(f"{cid}__book_table", date="Friday")), text("No table."))
-    with PipedChat(home, "--model", model) as chat:
+    with PipedChat(home, "--model", model, process=True) as chat:  # commands run here meanwhile
         chat.wait_for("/help for commands.", 60)
         chat.send("book a table")
         chat.wait_for("answer with /answer e-", 60)
@@ -192,7 +192,7 @@ def test_palui_chat_leaves_while_a_paused_turns_question_waits(cli, home, tmp_pa
 
     cid = add(cli, "books", "elicit_new.py")
     model = write_script(tmp_path / "s.json", calls(call(f"{cid}__book_table", date="Friday")), text("Booked."))
-    with PipedChat(home, "--model", model) as chat:
+    with PipedChat(home, "--model", model, process=True) as chat:  # commands run here meanwhile
         chat.wait_for("/help for commands.", 60)
         chat.send("book a table")
         chat.wait_for("answer with /answer e-", 60)

@@ -123,7 +123,8 @@ def run(args: Sequence[str], *, env: Mapping[str, str] | None = None, input: str
 def _run(args: Sequence[str], env: Mapping[str, str] | None, input: Any,
          cwd: str | Path | None, streams: list[Any] | None = None) -> subprocess.CompletedProcess:
     """The command under :func:`isolated`; ``input`` is a text or a binary file; ``streams`` gets the
-    command's stdout and stderr buffers as soon as they exist (:class:`Started` reads them while it runs)."""
+    command's stdout, stderr and both interleaved as soon as they exist (:class:`Started` reads them while it
+    runs)."""
     from palui.cli import main
 
     code: int = 0
@@ -134,9 +135,9 @@ def _run(args: Sequence[str], env: Mapping[str, str] | None, input: Any,
             os.environ.update(env)
         if cwd is not None:
             os.chdir(cwd)
-        with CliRunner().isolation(input=input, color=False) as (out, err, _):
+        with CliRunner().isolation(input=input, color=False) as (out, err, mixed):
             if streams is not None:
-                streams[:] = [out, err]
+                streams[:] = [out, err, mixed]
             # Help text wrapped as in a child whose stdout is a pipe (Click: the terminal's width or COLUMNS,
             # at most 80, less 2), not at the runner's fixed 80; the isolation puts the value back.
             columns = os.environ.get("COLUMNS", "")
@@ -182,9 +183,9 @@ class Started:
         self._thread = threading.Thread(target=work, name="palui-cli-started", daemon=True)
         self._thread.start()
 
-    def output(self) -> str:
-        """What the command printed to stdout so far."""
-        return self._streams[0].getvalue().decode("utf-8", "replace") if self._streams else ""
+    def output(self, stderr: bool = False) -> str:
+        """What the command printed to stdout so far (``stderr``: to stdout and stderr, in the order written)."""
+        return self._streams[2 if stderr else 0].getvalue().decode("utf-8", "replace") if self._streams else ""
 
     def write(self, text: str) -> None:
         self._stdin.write(text)
