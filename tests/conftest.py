@@ -37,6 +37,11 @@ def pytest_configure(config):
     # process, whichever test imports it first. Imported here, before any test is watched.
     import croniter  # noqa: F401
 
+    # palui.channels.telegram sets PTB_TIMEDELTA once per process, at its import (python-telegram-bot warns
+    # without it); a command run in this process puts the environment back after it, so the import's setting
+    # would go with the first command that made it. Set for the whole run, as a `palui` process has it.
+    os.environ.setdefault("PTB_TIMEDELTA", "1")
+
     fast_net.install()
 
 

@@ -67,7 +67,7 @@ def test_simultaneous_starts_give_one_service(home):
         for p in procs:
             if p.poll() is None:
                 p.terminate()
-                p.wait(timeout=30)
+            p.communicate(timeout=30)  # waits, and closes its pipes
 
 
 @pytest.mark.slow

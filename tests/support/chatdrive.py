@@ -128,9 +128,16 @@ class PipedChat(ChatDriver):
         if self._here is not None:
             if self._here.running():  # it cannot be killed here: its input ends, and it leaves
                 self._here.wait(guard(30))
-        elif self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(5)
+        elif self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait(5)
+            for pipe in (self.proc.stdin, self.proc.stdout):  # the reader thread ends at the closed pipe
+                try:
+                    if pipe is not None:
+                        pipe.close()
+                except OSError:
+                    pass
 
 
 def tmux_path() -> str:
