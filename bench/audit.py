@@ -1,7 +1,7 @@
 """What the audit's hash chain costs (spec §10.3): per turn, and ``palui audit verify`` over 100,000 rows.
 
 1. Turns: the turn of ``turn_overhead.py`` (one ``recall__search_memories`` call + answer, ``script:``
-   model) through ``Service.send``, two ways alternating turn by turn in one process:
+   model) through ``TurnsPart.send``, two ways alternating turn by turn in one process:
 
    - chained:  ``palui.runner.audit.record`` as shipped (hash over the row and the previous hash, the
                ``audit_head`` file written in the same transaction);
@@ -64,7 +64,7 @@ async def turns(n: int, warmup: int) -> None:
     async def turn(record) -> None:
         audit.record = record
         try:
-            r = await svc.send("Do I need to buy milk?", model=model)
+            r = await svc.turns.send("Do I need to buy milk?", model=model)
         finally:
             audit.record = chained
         assert r["status"] == "done", r

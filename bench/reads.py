@@ -67,7 +67,7 @@ async def homes(sizes: tuple[int, ...], approvals: int) -> dict[str, tuple[Path,
     for n, a in plan:
         home, model = make_home(f"r{n}-{a}")
         svc = service(home)
-        r = await svc.send(QUESTION, model=model)  # one real turn in every home
+        r = await svc.turns.send(QUESTION, model=model)  # one real turn in every home
         if tpl is None:
             tpl = fill.template(svc.db, r["turn"])
         t0 = time.perf_counter()

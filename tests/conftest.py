@@ -101,6 +101,7 @@ def home(tmp_path, monkeypatch, request) -> Path:
         from support import inprocess, mcp_inprocess
 
         monkeypatch.setattr(inprocess, "HOOKS", Hooks(mcp_transport=mcp_inprocess.transport))
+        monkeypatch.setattr(mcp_inprocess, "SERVED", {})  # the test's own servers (InProcessServer.add)
     return h
 
 

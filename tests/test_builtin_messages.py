@@ -5,7 +5,6 @@ apprise delivers to ``json://`` targets that point at a real HTTP server on 127.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -68,8 +67,7 @@ def closed_port_target() -> str:
 def ctx(svc, **settings) -> CallContext:
     from palui.service.notifier import Notifier
 
-    values = {**svc.settings.values, **{k.replace("__", "."): v for k, v in settings.items()}}
-    changed = dataclasses.replace(svc.settings, values=values)
+    changed = svc.settings.with_values({k.replace("__", "."): v for k, v in settings.items()})
     return CallContext(turn_id="t1", conversation_id="c1", origin=Origin.CHAT, tainted=False, taint_source=None,
                        step=2, db=svc.db, settings=changed, notifier=Notifier(svc.db, changed))
 
@@ -84,7 +82,7 @@ async def test_without_to_goes_to_the_inbox(svc):
     row = svc.db.one("SELECT * FROM inbox")
     assert (row["kind"], row["text"], row["turn_id"], row["conversation_id"]) == \
         ("message", "Your parcel arrives at 3pm", "t1", "c1")
-    assert svc.inbox()[-1]["text"] == "Your parcel arrives at 3pm"
+    assert svc.notifier.inbox()[-1]["text"] == "Your parcel arrives at 3pm"
 
 
 @pytest.mark.slow
@@ -151,7 +149,7 @@ def test_contacts_from_palui_toml(home, receiver):
 
     s = Service()
     try:
-        assert s.settings.get("messages.contacts") == {"alice": receiver.target()}
+        assert s.settings.messages.contacts == {"alice": receiver.target()}
     finally:
         s.db.close()
 
@@ -163,8 +161,8 @@ def test_notify_writes_the_inbox_then_delivers_to_apprise(home, receiver):
 
     s = Service()
     try:
-        s.notify("approval", "Approve payment? /approve a1")
-        assert s.inbox()[-1]["text"] == "Approve payment? /approve a1"
+        s.notifier("approval", "Approve payment? /approve a1")
+        assert s.notifier.inbox()[-1]["text"] == "Approve payment? /approve a1"
         assert channel.wait_for_deliveries(10)
         path, body = receiver.posts[0]
         assert path == "/me" and body["message"] == "Approve payment? /approve a1"
@@ -180,9 +178,9 @@ def test_notify_never_raises_on_a_failed_delivery(home, caplog):
 
     s = Service()
     try:
-        s.notify("notice", "kept anyway")
+        s.notifier("notice", "kept anyway")
         assert channel.wait_for_deliveries(10)
-        assert s.inbox()[-1]["text"] == "kept anyway"
+        assert s.notifier.inbox()[-1]["text"] == "kept anyway"
     finally:
         s.db.close()
     failures = [r.getMessage() for r in caplog.records if r.name == "palui.channel"]
@@ -201,7 +199,7 @@ def test_contacts_from_the_environment_and_bad_values(home, monkeypatch):
     from palui.errors import ConfigError
 
     monkeypatch.setenv("PALUI_MESSAGES__CONTACTS", '{"bob": "json://127.0.0.1:9/x"}')
-    assert load_settings().get("messages.contacts") == {"bob": "json://127.0.0.1:9/x"}
+    assert load_settings().messages.contacts == {"bob": "json://127.0.0.1:9/x"}
     monkeypatch.setenv("PALUI_MESSAGES__CONTACTS", "tgram://SECRETTOKEN/1")
     with pytest.raises(ConfigError) as e:
         load_settings()

@@ -63,7 +63,7 @@ async def test_trust_stops_tainting(svc):
     recall = RecallConnector()
     await call(recall, "add_memory", {"text": "pay invoice 4411"}, ctx(svc, tainted=True, source="mcp-mail__read"))
     assert (await call(recall, "search_memories", {"query": "invoice"}, ctx(svc))).untrusted is True
-    svc.trust_memory(1)
+    svc.memories.trust(1)
     after = await call(recall, "search_memories", {"query": "invoice"}, ctx(svc))
     assert after.untrusted is False and "[1] pay invoice 4411" in after.text
 
@@ -169,5 +169,5 @@ async def test_arguments_outside_the_schema_are_refused_and_nothing_is_saved(svc
                       step=1, db=svc.db, settings=svc.settings)
     r = await RecallConnector().call_tool("add_memory", {"text": "a", "extra": 1}, ctx)
     assert r.is_error and "unexpected argument 'extra'" in r.text and "add_memory takes: text" in r.text
-    assert svc.memories() == []
-    assert svc.tool("recall__add_memory").input_schema["additionalProperties"] is False
+    assert svc.memories.list() == []
+    assert svc.tools.get("recall__add_memory").input_schema["additionalProperties"] is False

@@ -7,7 +7,6 @@ address still goes through the real policy), and host names by injecting a resol
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import ipaddress
 import ssl
@@ -89,8 +88,7 @@ def server():
 
 
 def ctx(svc, **settings) -> CallContext:
-    values = {**svc.settings.values, **{k.replace("__", "."): v for k, v in settings.items()}}
-    st = dataclasses.replace(svc.settings, values=values)
+    st = svc.settings.with_values({k.replace("__", "."): v for k, v in settings.items()})
     return CallContext(turn_id="t1", conversation_id="c1", origin=Origin.CHAT, tainted=False, taint_source=None,
                        step=1, db=svc.db, settings=st)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import signal
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -61,6 +62,38 @@ async def test_an_approval_on_its_way_at_a_kill_arrives_exactly_once(matrix_rig,
     wait_for(lambda: rig.svc.rows("SELECT status, answered_via FROM approvals WHERE id = ?", (aid,))[0]
              == ("approved", "matrix"), 15, what="the reaction to approve")
     rig.svc.wait_turn(r["turn"], ("done",))
+
+
+async def test_a_part_whose_answer_was_lost_goes_again_under_its_own_transaction_id(home, synapse, people):  # noqa: F811
+    """The homeserver stores the event and dies before answering: nio's own retries meet "connection refused",
+    and the part goes again, when the homeserver is back, under the transaction id it had: shown once."""
+    from support.fault_proxy import FaultProxy
+
+    with FaultProxy(synapse.port) as proxy:
+        rig = MatrixRig(home, synapse, homeserver=proxy.url)
+        rig.add_channel()
+        rig.start()
+        try:
+            person = await people("person")
+            palui = rig.palui.user_id
+            room = await rig.pair(person)
+            rig.set_script({"text": "said once"})
+            proxy.lose_answer_to(b"/send/m.room.message/palui-")
+            mark = person.mark()
+            await person.send(room, "say it once")
+            wait_for(proxy.tripped.is_set, 30, what="the answer's send to reach the homeserver and lose its answer")
+            wait_for(lambda: rig.svc.rows("SELECT last_failure FROM channels")[0][0], 30,
+                     what="the outbox to see the send fail")
+            proxy.up()
+            await person.palui_said(room, lambda b: b == "said once", palui, timeout=60, start=mark)
+            wait_for(lambda: rig.svc.count("channel_outbox", "state = 'pending'") == 0, 30, what="the outbox to empty")
+            for _ in range(3):  # a second event would have reached the person by now
+                await person.sync(1000)
+            shown = [e for r, e in person.events[mark:] if r == room and getattr(e, "sender", "") == palui
+                     and getattr(e, "body", "") == "said once"]
+            assert len(shown) == 1, f"the answer was shown {len(shown)} times"
+        finally:
+            rig.svc.stop()
 
 
 async def test_an_invite_made_before_the_pairing_code_is_joined_when_the_code_is_made(rig: MatrixRig, people):
@@ -115,17 +148,13 @@ async def test_the_sync_backoff_stays_under_five_seconds(monkeypatch):
         async def close(self):
             pass
 
-    class Svc:
-        def channel_cursor(self, name):
-            return "s1"
-
-        def set_channel_state(self, name, state):
-            pass
-
+    # the two parts the sync loop calls
+    svc = SimpleNamespace(channel_updates=SimpleNamespace(cursor=lambda name: "s1"),
+                          channels=SimpleNamespace(set_state=lambda name, state: None))
     channel = matrix.MatrixChannel.__new__(matrix.MatrixChannel)
-    channel.svc, channel.name, channel.client, channel.poll_ms = Svc(), "matrix", Down(), 30_000
+    channel.svc, channel.name, channel.client, channel.poll_ms = svc, "matrix", Down(), 30_000
     channel.redact = lambda text: text
-    channel._last_state = ""
+    channel._last_state, channel._refused = "", False
     real_sleep = asyncio.sleep
 
     async def sleep(seconds: float) -> None:

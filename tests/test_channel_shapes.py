@@ -118,4 +118,4 @@ def test_the_web_form_checks_the_shapes_before_the_network(svc, listener):
         page = client.get("/channels").text
         assert "that is not a Matrix user id: a Matrix user id starts with @" in page
     assert not contacted(s)
-    assert svc.channels() == []
+    assert svc.channels.list() == []

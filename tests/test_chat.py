@@ -189,6 +189,23 @@ def test_resume_continues_the_newest_terminal_conversation_and_says_it_is_tainte
     assert r.returncode == 1 and "unknown conversation 'c-nope' (see: palui conversations list)" in r.stderr
 
 
+def test_resume_goes_on_with_the_conversations_model(cli, tmp_path, home):
+    # No model is configured: the chat was started with --model, and --resume goes on with that model.
+    model = write_script(tmp_path / "s.json", text("First answer."))
+    r = cli("chat", "--model", model, input="hello\n/quit\n")
+    assert r.returncode == 0 and "First answer." in r.stdout, r.stderr
+    r = cli("chat", "--resume", input="again\n/quit\n")
+    assert r.returncode == 0, r.stderr
+    assert "No model is configured" not in r.stdout + r.stderr
+    assert f"model {model}" in r.stdout.splitlines()[0] and r.stdout.count("First answer.") == 1, r.stdout
+    [conv] = cli.json("conversations", "list", "--json")
+    shown = cli.json("conversations", "show", conv["id"], "--json")
+    assert shown["model"] == model and [t["input"] for t in shown["turns"]] == ["hello", "again"]
+    other = write_script(tmp_path / "t.json", text("Other model."))
+    r = cli("chat", "--resume", "--model", other, input="once more\n/quit\n")  # --model still wins
+    assert "Other model." in r.stdout, r.stdout
+
+
 def test_conversations_list_and_show_with_their_channel(cli, tmp_path, home):
     model = write_script(tmp_path / "s.json", text("Hello back."))
     assert cli("run", "--model", model, "hello from run").returncode == 0
@@ -226,13 +243,38 @@ def test_a_chat_start_mentions_pending_approvals_and_labels_resumed_turns(cli, t
     from palui.service import Service
 
     svc = Service()
-    svc.answer_approval(a["id"], True, "api")
+    svc.approvals.answer(a["id"], True, "api")
     svc.db.close()
     with PipedChat(home, "--model", model) as chat:
         chat.wait_for(f"[resuming turn {out['turn']} of conversation {out['conversation']}: nobody else runs it]", 60)
         chat.wait_for("Deleted it.", 30)
         chat.send("/quit")
         assert chat.close() == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("live", [True, False], ids=["service", "no-service"])
+@pytest.mark.parametrize("approve", [True, False], ids=["approve", "deny"])
+def test_an_approval_of_another_conversation_answered_in_the_chat_shows_its_call_line(cli, tmp_path, home, live,
+                                                                                       approve):
+    model = write_script(tmp_path / "s.json", calls(call("tasks__create_task", title="old")),
+                         calls(call("tasks__delete_task", id=1)), text("Went on."))
+    (home / "palui.toml").write_text(f'model = "{model}"\n', encoding="utf-8")
+    srv = LiveService(home).start() if live else None
+    try:
+        out = json.loads(cli("run", "--json", "make a task and delete it").stdout)
+        [a] = out["pending_approvals"]
+        with PipedChat(home) as chat:
+            chat.wait_for(BANNER, 60)
+            chat.send(f"{'/approve' if approve else '/deny'} {a['id']}")
+            mark = "✓" if approve else "✗"
+            chat.wait_for(f"[turn {out['turn']} of another conversation] {mark} tasks__delete_task", 60)
+            chat.wait_for("Went on.", 60)
+            chat.send("/quit")
+            assert chat.close() == 0
+    finally:
+        if srv is not None:
+            srv.stop()
 
 
 @pytest.mark.slow
@@ -290,3 +332,18 @@ async def test_a_broken_service_connection_says_kept_only_when_stored(say_stored
     else:
         assert e.value.turn is None and "kept" not in str(e.value)
         assert "it did not say it had stored anything" in str(e.value)
+
+
+def test_a_note_printed_while_the_answer_streams_waits_for_its_line(capsys):
+    """Piped, a note (``/quit``'s, ``/status``) printed mid-stream goes out after the streamed line, never
+    inside it (the race seen when ``/quit`` was read while the first answer streamed)."""
+    from palui.cli.chat.screen import PipedScreen
+
+    screen = PipedScreen()
+    screen.stream("First")
+    screen.line("(/quit: leaving when the running turn ends; /stop ends it now)")
+    screen.stream(" answer.")
+    screen.end_stream()
+    screen.line("after")
+    assert capsys.readouterr().out == ("First answer.\n(/quit: leaving when the running turn ends; /stop ends it now)\n"
+                                       "after\n")

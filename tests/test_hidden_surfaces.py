@@ -141,14 +141,14 @@ def test_a_migration_switches_off_stored_tools_with_hidden_characters(home):
     svc = service()
     from palui.connectors.base import ToolSpec
 
-    svc.register_tools("mcp-old", [ToolSpec("look", DESCRIPTION, {"type": "object"}, READ)])
+    svc.tools.register("mcp-old", [ToolSpec("look", DESCRIPTION, {"type": "object"}, READ)])
     with svc.db.write() as c:  # as stored by an older Palui: switched on, migration 10 not yet run
         c.execute("UPDATE tools SET enabled = 1 WHERE name = 'mcp-old__look'")
         c.execute("DELETE FROM schema_migrations WHERE number = 10")
     svc.db.close()
     again = service()
-    assert not again.tool("mcp-old__look").enabled
-    [notice] = [m["text"] for m in again.inbox() if "hidden characters" in m["text"]]
+    assert not again.tools.get("mcp-old__look").enabled
+    [notice] = [m["text"] for m in again.notifier.inbox() if "hidden characters" in m["text"]]
     assert "mcp-old__look" in notice and "palui tools show" in notice
     con = sqlite3.connect(home / "palui.db")
     assert con.execute("SELECT COUNT(*) FROM schema_migrations WHERE number = 10").fetchone()[0] == 1

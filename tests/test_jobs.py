@@ -166,8 +166,8 @@ def test_add_job_refuses_bad_input(svc, kw, message):
 
     args = {"name": "x", "cron": "@daily", "prompt": "p", "token_cap": None, "tz": None, **kw}
     with pytest.raises(UsageError, match=re.escape(message)):
-        svc.add_job(**args)
-    assert svc.jobs() == []
+        svc.jobs.add(**args)
+    assert svc.jobs.list() == []
 
 
 def test_jobs_cli_exit_codes_zone_and_remove(cli):
@@ -201,10 +201,10 @@ async def test_a_job_run_orphaned_by_a_killed_process_is_run_on_and_the_job_is_n
     base = (time.time() // 300) * 300
     write_clock(path, base + 10)
     svc = Service()
-    svc.add_job("orphaned", "*/5 * * * *", "Check.")
+    svc.jobs.add("orphaned", "*/5 * * * *", "Check.")
     job = jobs_mod.get(svc.db, "orphaned")
-    tid = svc.start_job_turn(job)
-    assert svc.claim(tid) == (True, None)
+    tid = svc.jobs.start_turn(job)
+    assert svc.turns.claim(tid).claimed
     gone = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                               text=True, check=True).stdout)
     with svc.db.write() as c:  # as if a process that has since died had claimed it
@@ -224,7 +224,7 @@ async def test_a_job_run_orphaned_by_a_killed_process_is_run_on_and_the_job_is_n
         await t
     rows = svc.db.all("SELECT id, status FROM turns WHERE job_id = ? ORDER BY created_at", (job.id,))
     assert [(r["id"] == tid, r["status"]) for r in rows] == [(True, "done"), (False, "done")]
-    await svc.hub.close()
+    await svc._hub.close()
     svc.db.close()
 
 
@@ -234,13 +234,13 @@ async def test_removing_a_job_cancels_its_waiting_approval(svc, tmp_path):
     from support.scripts import call, calls, text, write_script
 
     model = write_script(tmp_path / "s.json", calls(call("recall__add_memory", text="from the job")), text("ok"))
-    svc.add_job("nightly", cron="0 3 * * *", prompt="save it")
+    svc.jobs.add("nightly", cron="0 3 * * *", prompt="save it")
     job = svc.db.one("SELECT id FROM jobs WHERE name = 'nightly'")["id"]
-    tid = svc.start_turn("save it", origin=Origin.JOB, job_id=job, model=model)
-    r = await svc.run_turn(tid)
+    tid = svc.turns.start("save it", origin=Origin.JOB, job_id=job, model=model)
+    r = await svc.turns.run(tid)
     [a] = r["pending_approvals"]
-    svc.remove_job("nightly")
-    assert svc.turn_result(tid)["status"] == "stopped"
+    svc.jobs.remove("nightly")
+    assert svc.turns.result(tid)["status"] == "stopped"
     with pytest.raises(ApprovalError, match="cancelled"):
-        await svc.answer_and_resume(a["id"], True, "cli")
-    assert svc.memories() == []
+        await svc.approvals.answer_and_resume(a["id"], True, "cli")
+    assert svc.memories.list() == []

@@ -115,7 +115,7 @@ def test_a_last_step_cut_short_is_made_again_without_tools(cli, home, tmp_path):
     write_script(path, search, search, search, text("Here is what I found."), text("never"))
     import asyncio
 
-    [r] = asyncio.run(svc.resume_ready())
+    [r] = asyncio.run(svc.turns.resume_ready())
     svc.db.close()
     assert r["status"] == "budget" and r["budget"] == REPEATS and r["answer"] == "Here is what I found.", r
     steps = [e for e in r["events"] if e["type"] == "step"]

@@ -12,6 +12,7 @@ import sys
 import mcp_types as types
 import pytest
 
+from palui.config_schema import value_for
 from palui.connectors.mcp.config import (
     ServerConfig,
     expand,
@@ -86,10 +87,23 @@ def test_command_line_pairs():
 def test_config_checks():
     with pytest.raises(UsageError, match="needs a command"):
         ServerConfig("stdio")
-    with pytest.raises(UsageError, match="--timeout"):
-        ServerConfig("stdio", command="x", timeout_seconds=0)
-    with pytest.raises(UsageError, match="--max-output"):
-        ServerConfig("stdio", command="x", max_output_bytes=-1)
+    # A connector's own limits are held to their keys' ranges where it is added (spec §10.4).
+    with pytest.raises(UsageError, match="timeout_seconds: must be greater than 0 and at most 86,400 seconds"):
+        value_for("mcp.call_timeout_seconds", 0, "timeout_seconds")
+    with pytest.raises(UsageError, match="timeout_seconds: must be a finite number"):
+        value_for("mcp.call_timeout_seconds", float("inf"), "timeout_seconds")
+    with pytest.raises(UsageError, match="max_output_bytes: must be greater than 0 and at most 104,857,600 bytes"):
+        value_for("mcp.max_output_bytes", -1, "max_output_bytes")
+    for config, said in [
+        (ServerConfig("stdio", command="x", args=("ok", "a\x00b")), r"argument 2 .* \(U\+0000 at character 2\)"),
+        (ServerConfig("stdio", command="x", cwd="/tmp/\x1b[2J"), r"working directory .* \(U\+001B at character 6\)"),
+        (ServerConfig("http", url="http://h/\nx"), r"the URL must not contain control characters \(U\+000A"),
+        (ServerConfig("http", url="http://h/", headers={"X": "a\r\nEvil: 1"}), "the value of header 'X'"),
+        (ServerConfig("stdio", command="x", env={"K": "a\x00"}), "environment variable 'K' must not contain NUL"),
+    ]:
+        with pytest.raises(UsageError, match=said):
+            config.refuse_control_characters()
+    ServerConfig("stdio", command="x", env={"PEM": "line 1\nline 2"}).refuse_control_characters()  # a key file
     with pytest.raises(ConnectorError, match="lacks the value of K"):
         ServerConfig.from_stored({"transport": "stdio", "command": "x", "env_keys": ["K"]}, {})
 

@@ -44,9 +44,10 @@ def test_configuration_types_are_named_in_words(home, toml, words):
 
 
 def test_every_kind_of_value_is_named_in_words():
-    from palui.config_schema import KIND_WORDS, SCHEMA
+    from palui.config_rules import KIND_WORDS
+    from palui.config_schema import KEYS
 
-    assert {kind for kind, _ in SCHEMA.values()} <= set(KIND_WORDS)
+    assert {key.rule.kind for key in KEYS.values()} <= set(KIND_WORDS)
 
 
 def test_the_wrong_type_of_a_secret_list_does_not_echo_it(home):
@@ -167,28 +168,29 @@ def test_a_call_to_a_tool_left_out_by_the_budget_says_how_to_fix_it(home, tmp_pa
 
 
 async def test_calls_to_tools_not_offered_read_as_one_sentence(svc, tmp_path):
-    svc.set_enabled(["tasks__list_tasks"], False)
+    svc.tools.set_enabled(["tasks__list_tasks"], False)
     model = write_script(tmp_path / "s.json", calls(call("nope__missing"), call("tasks__list_tasks")), text("Ok."))
-    r = await svc.send("go", model=model)
+    r = await svc.turns.send("go", model=model)
     await svc.close()
     reasons = {e["tool"]: e["reason"] for e in r["events"] if e["type"] == "tool_call"}
     assert reasons == {"nope__missing": "no tool has this name", "tasks__list_tasks": "off: the tool is switched off"}
 
 
 @pytest.mark.slow
-async def test_a_tainted_conversation_names_its_taint_without_nested_parentheses(svc, tmp_path):
+async def test_a_tainted_conversation_names_its_taint_without_nested_parentheses(home, tmp_path):
+    from palui.service import Service
     from support.httpserver import PageServer
 
+    (home / "palui.toml").write_text("[web]\nallow_private = true\n")  # the page server is on 127.0.0.1
+    svc = Service()
     with PageServer({"/offer": "<html><body>Pay to IBAN DE89370400440532013000</body></html>"}) as pages:
-        import dataclasses
-        svc.settings.values["web.allow_private"] = True  # the settings object is this test's own
         model = write_script(tmp_path / "s.json", calls(call("web__fetch_page", url=pages.url + "/offer")),
                              text("Read."))
-        first = await svc.send("read it", model=model)
+        first = await svc.turns.send("read it", model=model)
         model2 = write_script(tmp_path / "t.json", calls(call("tasks__create_task", title="pay")), text("Asked."))
-        second = await svc.send("make a task", model=model2, conversation=first["conversation"])
+        second = await svc.turns.send("make a task", model=model2, conversation=first["conversation"])
         await svc.close()
-        del dataclasses
+        svc.db.close()
     assert first["taint_source"] == f"web__fetch_page at step 1, content of {pages.url}/offer"
     [a] = second["pending_approvals"]
     assert a["reason"] == (f"ask: write tool in a tainted turn (tainted by web__fetch_page at step 1, content of "

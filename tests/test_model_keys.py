@@ -64,8 +64,8 @@ async def turn(via: str, cli, model: str | None, text: str = "hi") -> dict:
 
     svc = Service()  # after the test wrote palui.toml
     try:
-        result = await svc.send(text, model=model)
-        return {**result, "inbox": svc.inbox()}
+        result = await svc.turns.send(text, model=model)
+        return {**result, "inbox": svc.notifier.inbox()}
     finally:
         svc.db.close()
 
@@ -309,7 +309,7 @@ def test_a_named_models_key_that_is_not_set_refuses_before_anything_is_sent(cli,
 
 def test_check_model_refuses_an_unknown_named_model(svc):
     with pytest.raises(ModelConfigError, match=r"no \[models\.nope\] table"):
-        svc.check_model("@nope")
+        svc.turns.check_model("@nope")
 
 
 # -- the configuration ------------------------------------------------------------------------------------

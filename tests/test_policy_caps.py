@@ -104,14 +104,13 @@ def _settings(home, toml: str = "", **env: str):
 @pytest.mark.parametrize("runs_per_hour,share", [(60, 20), (61, 20), (7, 2), (3, 1), (2, 1), (1, 1)])
 def test_webhook_share_defaults_to_a_third_of_the_runs_at_least_one(home, runs_per_hour, share):
     s = _settings(home, f"[caps]\nruns_per_hour = {runs_per_hour}\n")
-    assert s.get("caps.webhook_runs_per_hour") == share
+    assert s.caps.webhook_runs_per_hour == share
 
 
 def test_webhook_share_may_be_set_up_to_the_runs_per_hour(home):
-    assert _settings(home, "[caps]\nruns_per_hour = 10\nwebhook_runs_per_hour = 10\n").get(
-        "caps.webhook_runs_per_hour") == 10
-    assert _settings(home, "[caps]\nwebhook_runs_per_hour = 5\n").get("caps.webhook_runs_per_hour") == 5
-    assert _settings(home, "", PALUI_CAPS__WEBHOOK_RUNS_PER_HOUR="7").get("caps.webhook_runs_per_hour") == 7
+    assert _settings(home, "[caps]\nruns_per_hour = 10\nwebhook_runs_per_hour = 10\n").caps.webhook_runs_per_hour == 10
+    assert _settings(home, "[caps]\nwebhook_runs_per_hour = 5\n").caps.webhook_runs_per_hour == 5
+    assert _settings(home, "", PALUI_CAPS__WEBHOOK_RUNS_PER_HOUR="7").caps.webhook_runs_per_hour == 7
 
 
 @pytest.mark.parametrize("toml,env,words", [

@@ -206,21 +206,21 @@ def test_the_sheet_shows_reaching_outside_and_marks_a_connector_private(svc):
     from palui.connectors.base import ToolSpec
     from palui.server.app import create_app, csrf_value, session_value
 
-    svc.register_tools("mcp-n", [ToolSpec("lookup", "Look up.", {"type": "object"},
+    svc.tools.register("mcp-n", [ToolSpec("lookup", "Look up.", {"type": "object"},
                                           annotations={"readOnlyHint": True, "openWorldHint": True}),
                                  ToolSpec("note", "Notes.", {"type": "object"}, annotations={"readOnlyHint": True})],
                        name="n")
-    svc.set_reaches_outside(["mcp-n__note"])
+    svc.tools.set_reaches_outside(["mcp-n__note"])
     app = create_app(svc, "tok", port=8765)
     with TestClient(app, base_url="http://127.0.0.1:8765", follow_redirects=False,
                     cookies={"palui_session": session_value("tok")}) as c:
         html = c.get("/connectors/mcp-n").text
         assert html.count('class="tag outside"') == 2 and "reaches outside (your flag)" in html
         assert c.post("/connectors/mcp-n/private", data={"csrf": csrf_value("tok")}).status_code == 303
-        assert [x["private"] for x in svc.connectors() if x["id"] == "mcp-n"] == [True]
+        assert [x["private"] for x in svc.connectors.list() if x["id"] == "mcp-n"] == [True]
         assert "Results are not private" in c.get("/connectors/mcp-n").text
         assert c.post("/connectors/mcp-n/unprivate", data={"csrf": csrf_value("tok")}).status_code == 303
-        assert [x["private"] for x in svc.connectors() if x["id"] == "mcp-n"] == [False]
+        assert [x["private"] for x in svc.connectors.list() if x["id"] == "mcp-n"] == [False]
 
 
 @pytest.mark.slow

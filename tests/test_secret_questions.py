@@ -178,7 +178,7 @@ def test_the_command_line_takes_it_from_stdin_never_from_an_argument(cli, home, 
         here = service()
         try:
             with pytest.raises(UsageError, match="not answered in a chat"):
-                here.answer_elicitation(qid, "accept", {"username": "bob", "password": password}, via="telegram")
+                here.elicitations.answer(qid, "accept", {"username": "bob", "password": password}, via="telegram")
         finally:
             here.db.close()
         r = cli("elicitations", "answer", qid, "username=bob", "--json", input=password + "\n")

@@ -73,15 +73,16 @@ def test_20_concurrent_claims_in_separate_service_instances_race_for_the_last_5_
     (home / "palui.toml").write_text("[caps]\nruns_per_hour = 25\n")
     svc = Service()
     for i in range(20):
-        assert svc.claim(svc.start_turn(f"filler {i}")) == (True, None)
-    racers = [svc.start_turn(f"racer {i}") for i in range(20)]
+        assert svc.turns.claim(svc.turns.start(f"filler {i}")).claimed
+    racers = [svc.turns.start(f"racer {i}") for i in range(20)]
     instances = [Service() for _ in racers]  # each its own connection, as separate processes would have
     barrier = threading.Barrier(len(racers))
     results: dict[str, tuple[bool, str | None]] = {}
 
     def race(inst, tid):
         barrier.wait()
-        results[tid] = inst.claim(tid)
+        got = inst.turns.claim(tid)
+        results[tid] = (got.claimed, got.cap)
 
     threads = [threading.Thread(target=race, args=(inst, tid)) for inst, tid in zip(instances, racers, strict=True)]
     for t in threads:
@@ -95,7 +96,7 @@ def test_20_concurrent_claims_in_separate_service_instances_race_for_the_last_5_
     assert svc.db.one("SELECT COUNT(*) FROM runs")[0] == 25
     queued = {r[0] for r in svc.db.all("SELECT id FROM turns WHERE status = 'queued'")}
     assert queued == set(racers) - set(started)
-    assert len([m for m in svc.inbox() if m["kind"] == "cap"]) == 1
+    assert len([m for m in svc.notifier.inbox() if m["kind"] == "cap"]) == 1
     for inst in [svc, *instances]:
         inst.db.close()
 
@@ -198,13 +199,14 @@ def test_a_job_turn_refused_by_its_own_cap_does_not_announce_a_global_pause(home
     from palui.triggers import jobs as jobs_mod
 
     svc = Service()
-    svc.add_job("small", "@daily", "Check things.", token_cap=10)
+    svc.jobs.add("small", "@daily", "Check things.", token_cap=10)
     job = jobs_mod.get(svc.db, "small")
     caps.record_usage(svc.db, turn_id="earlier", job_id=job.id, tokens=10, tz=caps.zone(None))
-    tid = svc.start_job_turn(job)
-    assert svc.claim(tid) == (False, "job token cap")
-    assert [m for m in svc.inbox() if m["kind"] == "cap"] == []
-    assert svc.status()["paused"] is False
+    tid = svc.jobs.start_turn(job)
+    got = svc.turns.claim(tid)
+    assert (got.claimed, got.cap) == (False, "job token cap")
+    assert [m for m in svc.notifier.inbox() if m["kind"] == "cap"] == []
+    assert svc.status.get()["paused"] is False
     # A chat turn is not held back by the job's cap.
-    assert svc.claim(svc.start_turn("hello")) == (True, None)
+    assert svc.turns.claim(svc.turns.start("hello")).claimed
     svc.db.close()

@@ -15,14 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from palui.config import documented_keys, load_settings
-from palui.config_schema import NUMERIC_KINDS, RANGES, SCHEMA, range_text
+from palui.config_rules import NUMERIC_KINDS
+from palui.config_schema import KEYS, RANGES, Settings, checked, range_text
 from palui.errors import ConfigError
 
-NUMERIC = sorted(k for k, (kind, _) in SCHEMA.items() if kind in NUMERIC_KINDS)
+NUMERIC = sorted(k for k, key in KEYS.items() if key.rule.kind in NUMERIC_KINDS)
 
 
 def env_for(home, **extra) -> dict[str, str]:
@@ -59,7 +60,7 @@ def test_a_value_above_the_range_refuses_to_start_naming_the_key_and_the_range(h
     (home / "palui.toml").write_text(toml_line(key, str(high)))  # the top of the range is accepted
     if key == "caps.webhook_runs_per_hour":  # a share of the hour: at most caps.runs_per_hour
         (home / "palui.toml").write_text(f"[caps]\nruns_per_hour = {high}\nwebhook_runs_per_hour = {high}\n")
-    assert load_settings(env_for(home)).get(key) == high
+    assert load_settings(env_for(home)).value(key) == high
 
 
 @pytest.mark.parametrize("toml,key,words", [
@@ -150,12 +151,12 @@ def _accepted_or_refused_naming(key: str, home: Path, env: dict[str, str], where
         assert key in str(e) and where in str(e), str(e)
         return
     if key in RANGES:  # an accepted number lies in its range
-        value = s.get(key)
+        value = s.value(key)
         assert not isinstance(value, bool) and 0 <= value <= RANGES[key][0], (key, value)
 
 
 @PROPERTY
-@given(key=st.sampled_from(sorted(SCHEMA)), value=VALUES)
+@given(key=st.sampled_from(sorted(KEYS)), value=VALUES)
 def test_any_toml_value_of_any_key_is_accepted_in_range_or_refused_naming_the_key(key, value):
     with tempfile.TemporaryDirectory() as d:
         home = Path(d)
@@ -164,7 +165,7 @@ def test_any_toml_value_of_any_key_is_accepted_in_range_or_refused_naming_the_ke
 
 
 @PROPERTY
-@given(key=st.sampled_from(sorted(SCHEMA)),
+@given(key=st.sampled_from(sorted(KEYS)),
        text=st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), max_size=40)
        | st.integers().map(str) | st.floats().map(str))
 def test_any_variable_text_is_accepted_in_range_or_refused_naming_the_key(key, text):
@@ -177,3 +178,52 @@ def test_the_range_words_are_the_ones_the_readme_shows():
     assert range_text("budgets.steps") == "1 to 1,000 model steps"
     assert range_text("budgets.repeat_calls") == "0 (off) to 1,000 calls"
     assert range_text("approvals.chat_expiry_seconds") == "above 0, up to 2,592,000 seconds (30 days)"
+
+
+# -- pydantic reads the same model ------------------------------------------------------------------
+
+
+def _nested(key: str, value: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    here = out
+    *sections, leaf = key.split(".")
+    for s in sections:
+        here = here.setdefault(s, {})
+    here[leaf] = value
+    return out
+
+
+_PATHS = {"home": Path("/h"), "data_dir": Path("/h"), "config_file": Path("/h/palui.toml")}
+
+
+@PROPERTY
+@given(key=st.sampled_from(sorted(KEYS)), value=VALUES)
+@example(key="serve.host", value="127.0.0.1\x00").via("a control character")
+@example(key="caps.timezone", value="Mars/Olympus").via("a check of the rule's own")
+@example(key="budgets.seconds", value=math.inf).via("not finite")
+@example(key="caps.daily_tokens", value=True).via("a boolean is not a number")
+def test_pydantic_reads_the_model_with_the_same_rules(key, value):
+    """``TypeAdapter(Settings)`` (pydantic reading the model's ``Annotated`` rules) accepts exactly the file
+    values Palui's own check accepts, and gives the same value."""
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        ours = checked("palui.toml", key, value)
+    except ConfigError:
+        ours = ConfigError
+    try:
+        theirs = TypeAdapter(Settings).validate_python({**_PATHS, **_nested(key, value)}).value(key)
+    except ValidationError:
+        theirs = ConfigError
+    if ours is None and KEYS[key].rule.kind == "int+?":  # never from a file: None is only an empty variable
+        return
+    assert theirs == ours, (key, value, ours, theirs)
+
+
+def test_the_models_json_schema_has_the_ranges():
+    from pydantic import TypeAdapter
+
+    schema = TypeAdapter(Settings).json_schema()
+    steps = schema["$defs"]["Budgets"]["properties"]["steps"]
+    assert (steps["type"], steps["minimum"], steps["maximum"], steps["default"]) == ("integer", 1, 1000, 12)
+    assert schema["$defs"]["Approvals"]["properties"]["chat_expiry_seconds"]["exclusiveMinimum"] == 0

@@ -51,7 +51,7 @@ def test_the_json_api_refuses_five_million_characters_before_storing_them(svc, c
     assert r.status_code == 400, r.text
     assert r.json()["kind"] == "usage" and "500,000 characters, at most 100,000" in r.json()["error"]
     assert stored(home, "turns") == 0 and stored(home, "conversations") == 0
-    assert svc.status()["tokens_today"] == 0 and svc.status()["paused"] is False
+    assert svc.status.get()["tokens_today"] == 0 and svc.status.get()["paused"] is False
 
 
 def test_the_web_form_refuses_it_with_a_message_and_stores_nothing(home, tmp_path):

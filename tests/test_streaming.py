@@ -29,7 +29,7 @@ async def send(svc, message: str, model: str):
     def sink(e: dict) -> None:
         events.append(e)
 
-    r = await svc.send(message, model=model, on_event=shows_text(sink))
+    r = await svc.turns.send(message, model=model, on_event=shows_text(sink))
     await svc.close()
     return r, events
 
@@ -65,7 +65,7 @@ async def test_streamed_tool_calls_round_trip(svc, fake, wire):
     first_call = kinds.index("tool_start")
     assert "text_delta" in kinds[:first_call] and kinds[first_call + 1] == "tool_call"
     assert "".join(deltas(events)) == "Saving it.Saved: buy milk."
-    assert svc.memories()[0]["text"] == "buy milk"
+    assert svc.memories.list()[0]["text"] == "buy milk"
 
 
 @pytest.mark.slow
@@ -142,7 +142,7 @@ def test_only_a_front_end_that_shows_text_gets_a_streamed_request(fake, wire, cl
 async def test_a_turn_nobody_follows_is_not_streamed(svc, fake):
     events: list[dict] = []
     fake.replies.append(Reply(text="Hello there, world.", chunks=["Hel", "lo there", ", world."]))
-    r = await svc.send("hi", model=wire_model(fake, "openai"), on_event=events.append)
+    r = await svc.turns.send("hi", model=wire_model(fake, "openai"), on_event=events.append)
     await svc.close()
     assert r["answer"] == "Hello there, world."
     assert not [e for e in events if e["type"] == "text_delta"]

@@ -139,7 +139,7 @@ def test_bulk_accept_takes_only_write_and_destructive_and_read_goes_one_at_a_tim
 
 
 def test_the_sheet_suggests_and_accepts_as_shown(svc, client):
-    svc.register_tools("mcp-gh", [ToolSpec("get_file", "Get a <b>file</b>\u202e.", {"type": "object"}),
+    svc.tools.register("mcp-gh", [ToolSpec("get_file", "Get a <b>file</b>\u202e.", {"type": "object"}),
                                   ToolSpec("create_issue", "Create an issue.", {"type": "object"}),
                                   ToolSpec("delete_repo", "Delete it.", {"type": "object"}),
                                   ToolSpec("frob", "Frob.", {"type": "object"})], name="gh")
@@ -154,14 +154,14 @@ def test_the_sheet_suggests_and_accepts_as_shown(svc, client):
                                                             "s:mcp-gh__delete_repo": "write",
                                                             "s:mcp-gh__get_file": "read"})
     assert r.status_code == 303
-    assert svc.tool("mcp-gh__create_issue").class_source.value == "user"
-    assert svc.tool("mcp-gh__delete_repo").class_source.value == "unknown"
-    assert svc.tool("mcp-gh__get_file").class_source.value == "unknown"
+    assert svc.tools.get("mcp-gh__create_issue").class_source.value == "user"
+    assert svc.tools.get("mcp-gh__delete_repo").class_source.value == "unknown"
+    assert svc.tools.get("mcp-gh__get_file").class_source.value == "unknown"
     r = client.post("/tools/mcp-gh__get_file/suggestion", data={"csrf": csrf, "class": "read"})
     assert r.status_code == 303
-    row = svc.tool("mcp-gh__get_file")
+    row = svc.tools.get("mcp-gh__get_file")
     assert (row.tool_class.value, row.class_source.value) == ("read", "user")
     r = client.post("/tools/mcp-gh__frob/suggestion",
                     data={"csrf": csrf, "class": "read", "back": "/connectors/mcp-gh"})
-    assert r.status_code == 303 and svc.tool("mcp-gh__frob").class_source.value == "unknown"
+    assert r.status_code == 303 and svc.tools.get("mcp-gh__frob").class_source.value == "unknown"
     assert json.loads(base64.urlsafe_b64decode(r.cookies["palui_flash"]))["kind"] == "error"

@@ -31,7 +31,7 @@ def asked(home, tmp_path):
         svc = Service()
         model = write_script(tmp_path / "s.json", calls(call("web__fetch_page", url=srv.url + "/hotels")),
                              calls(call("tasks__update_task", id=7, title=TITLE)), text("done"))
-        r = asyncio.run(svc.send("find me a hotel in Paris", model=model))
+        r = asyncio.run(svc.turns.send("find me a hotel in Paris", model=model))
         [a] = r["pending_approvals"]
         yield svc, a
         svc.db.close()

@@ -34,7 +34,7 @@ def add_hooks(s: LiveService, n: int) -> list[tuple[str, str]]:
 
     svc = Service(load_settings({"PALUI_HOME": str(s.home)}))
     try:
-        return [(h["url"], h["secret"]) for h in (svc.add_webhook(f"flood-{i}") for i in range(n))]
+        return [(h["url"], h["secret"]) for h in (svc.webhooks.add(f"flood-{i}") for i in range(n))]
     finally:
         svc.db.close()
 

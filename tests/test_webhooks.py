@@ -51,7 +51,7 @@ def add_hook(s: LiveService, name: str, via_cli: bool = False) -> tuple[str, str
 
         svc = Service(load_settings({"PALUI_HOME": str(s.home)}))
         try:
-            h = svc.add_webhook(name)
+            h = svc.webhooks.add(name)
         finally:
             svc.db.close()
         assert h["url"] == f"{s.url}/hooks/{h['id']}"

@@ -8,8 +8,10 @@ Where things live:
   (database, secrets, logs) ``<platform data dir>/palui/``.
 
 Environment variables override the file: ``PALUI_MODEL`` sets ``model``, and a nested
-key is written with a double underscore, ``PALUI_CAPS__DAILY_TOKENS=5000``. A bad file
-or variable raises :class:`ConfigError` naming the file (or variable), the key and
+key is written with a double underscore, ``PALUI_CAPS__DAILY_TOKENS=5000``. Each value is
+checked by its key's rule in the settings model (:mod:`palui.config_schema`) and
+:func:`load_settings` returns that model, typed (``settings.caps.daily_tokens`` is an ``int``).
+A bad file or variable raises :class:`ConfigError` naming the file (or variable), the key and
 what is wrong; Palui then refuses to start (fail closed).
 
 Named models (spec §9.1, §10.4) are ``[models.NAME]`` tables with ``model``,
@@ -20,15 +22,15 @@ field can be set or overridden from the environment as ``PALUI_MODELS__NAME__FIE
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from palui.config_models import ModelEntry, Tables, env_model_field, file_model_tables
-from palui.config_schema import SCHEMA, got
-from palui.config_schema import apprise_syntax_ok as apprise_syntax_ok  # re-exported (palui.delivery names it)
-from palui.config_schema import check as check_value
+from palui.config_rules import apprise_syntax_ok as apprise_syntax_ok  # re-exported (palui.delivery names it)
+from palui.config_rules import got
+from palui.config_schema import KEYS, SECTIONS, Settings, checked
+from palui.config_schema import documented_keys as documented_keys  # re-exported (the README's table)
+from palui.config_section import build
 from palui.errors import ConfigError
 from palui.home import paths as paths  # re-exported: where PALUI_HOME, the data and the config file are
 
@@ -40,54 +42,30 @@ __all__ = ["ModelEntry", "Settings", "documented_keys", "load_settings", "paths"
 # PALUI_GATEWAY_TOKEN is a gateway client's token, read only by the stdio bridge (spec §8.6).
 _NON_KEY_ENV = {"PALUI_HOME", "PALUI_TEST_CLOCK", "PALUI_TICK_SECONDS", "PALUI_TELEGRAM_TOKEN",
                 "PALUI_MATRIX_PASSWORD", "PALUI_MATRIX_TOKEN", "PALUI_TEST_ADDRESS_CLASSES",
-                "PALUI_GATEWAY_TOKEN"}
-
-@dataclass(frozen=True)
-class Settings:
-    """Validated settings. ``values`` maps dotted keys (``"caps.daily_tokens"``) to values;
-    ``models`` maps a name to its ``[models.NAME]`` table (:class:`ModelEntry`)."""
-
-    home: Path
-    data_dir: Path
-    config_file: Path
-    values: dict[str, Any] = field(default_factory=dict)
-    models: dict[str, ModelEntry] = field(default_factory=dict)
-
-    def get(self, key: str) -> Any:
-        return self.values[key]
-
-    @property
-    def db_path(self) -> Path:
-        return self.data_dir / "palui.db"
-
-    @property
-    def secrets_dir(self) -> Path:
-        return self.data_dir / "secrets"
-
-    @property
-    def model(self) -> str | None:
-        return self.values["model"]
+                "PALUI_SLACK_BOT_TOKEN", "PALUI_SLACK_APP_TOKEN", "PALUI_DISCORD_TOKEN",
+                "PALUI_GATEWAY_TOKEN", "PALUI_EMAIL_PASSWORD",
+                "PALUI_TEST_AUDIT_HOLD"}
 
 
 def _flatten(where: str, table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in table.items():
         key = f"{prefix}{k}"
-        if isinstance(v, dict) and SCHEMA.get(key, ("",))[0] != "strdict":
-            if not any(s.startswith(key + ".") for s in SCHEMA):
-                raise ConfigError(f"{where}: unknown section {got('[' + key + ']')}")
+        if key in SECTIONS:
+            if not isinstance(v, dict):
+                raise ConfigError(f"{where}: key {got(key)} must be a table ([{key}] with keys under it)")
             out.update(_flatten(where, v, key + "."))
-        else:
-            if key not in SCHEMA:
-                if any(s.startswith(key + ".") for s in SCHEMA):
-                    raise ConfigError(f"{where}: key '{key}' must be a table ([{key}] with keys under it)")
-                raise ConfigError(f"{where}: unknown key {got(key)}")
+        elif key in KEYS:
             out[key] = v
+        elif isinstance(v, dict):
+            raise ConfigError(f"{where}: unknown section {got('[' + key + ']')}")
+        else:
+            raise ConfigError(f"{where}: unknown key {got(key)}")
     return out
 
 
 def load_settings(env: dict[str, str] | None = None) -> Settings:
-    """Load and validate settings.
+    """Load and validate settings: the defaults, then ``palui.toml``, then the ``PALUI_*`` variables.
 
     Raises:
         ConfigError: the file is not valid TOML, a key is unknown, or a value has the
@@ -95,7 +73,7 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
     """
     env = dict(os.environ if env is None else env)
     home, data_dir, config_file = paths(env)
-    values = {k: default for k, (_, default) in SCHEMA.items()}
+    values: dict[str, Any] = {}
     where_set: dict[str, str] = {}  # key -> the file or variable that set it (for later errors)
     tables = Tables()  # [models.NAME]
     if config_file.exists():
@@ -113,9 +91,10 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         if "models" in raw:
             file_model_tables(where, raw.pop("models"), tables)
         for key, value in _flatten(where, raw).items():
-            values[key] = check_value(where, key, SCHEMA[key][0], value)
+            values[key] = checked(where, key, value)
             where_set[key] = where
-        values["model"] = _script_beside(values["model"], config_file.parent)
+        if values.get("model"):
+            values["model"] = _script_beside(values["model"], config_file.parent)
     for name, value in env.items():
         if not name.startswith("PALUI_") or name in _NON_KEY_ENV:
             continue
@@ -123,40 +102,15 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         if key == "models" or key.startswith("models."):
             env_model_field(name, key, value, tables)
             continue
-        if key not in SCHEMA:
-            if any(s.startswith(key + ".") for s in SCHEMA):
+        if key not in KEYS:
+            if key in SECTIONS:
                 raise ConfigError(_section_variable(name, key, value))
             raise ConfigError(f"environment variable {name}: unknown key {got(key)}")
         where_set[key] = f"environment variable {name}"
-        values[key] = check_value(where_set[key], key, SCHEMA[key][0], value, from_env=True)
+        values[key] = checked(where_set[key], key, value, from_env=True)
     _resolve_derived(values, where_set)
-    model = values["model"]
-    if model and not model.startswith("@") and not model.partition(":")[2]:
-        # The form only (the provider, key and script are checked when a turn needs the model); the
-        # value is not echoed: a mistaken string may hold a key.
-        raise ConfigError(f"{where_set.get('model', 'configuration')}: key 'model': expected PROVIDER:MODEL "
-                          "(openai:, anthropic:, ollama:, script:) or @NAME, e.g. model = \"openai:gpt-4o\"")
-    if values["caps.timezone"]:
-        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-        try:
-            ZoneInfo(values["caps.timezone"])
-        except (ZoneInfoNotFoundError, ValueError, OSError):  # "America" is a directory: OSError
-            raise ConfigError(f"{where_set['caps.timezone']}: key 'caps.timezone': unknown time zone "
-                              f"{got(values['caps.timezone'])}") from None
-    cimd = values["mcp.oauth.client_metadata_url"]
-    if cimd:
-        from urllib.parse import urlsplit
-
-        try:
-            u = urlsplit(cimd)
-        except ValueError:  # an unclosed [IPv6 literal
-            u = urlsplit("")
-        if u.scheme != "https" or not u.netloc or u.path in ("", "/"):
-            raise ConfigError(f"{where_set['mcp.oauth.client_metadata_url']}: key 'mcp.oauth.client_metadata_url': "
-                              "must be an https:// URL with a path (a Client ID Metadata Document)")
-    return Settings(home=home, data_dir=data_dir, config_file=config_file, values=values,
-                    models=tables.entries())
+    return build(Settings, values, {"home": home, "data_dir": data_dir, "config_file": config_file,
+                                    "models": tables.entries()})
 
 
 def _section_variable(name: str, section: str, value: str) -> str:
@@ -165,6 +119,7 @@ def _section_variable(name: str, section: str, value: str) -> str:
     set each key, with no order between a table and its keys to explain (spec §10.4). Values are shown only
     for numbers and booleans (a list or table may hold apprise URLs, which carry tokens)."""
     import json
+    import math
 
     try:
         given = json.loads(value)
@@ -175,29 +130,30 @@ def _section_variable(name: str, section: str, value: str) -> str:
     def walk(prefix: str, table: dict[str, Any]) -> None:
         for k, v in table.items():
             key = f"{prefix}.{k}"
-            if isinstance(v, dict) and SCHEMA.get(key, ("",))[0] != "strdict":
+            if isinstance(v, dict) and key in SECTIONS:
                 walk(key, v)
                 continue
-            shown = json.dumps(v) if isinstance(v, (bool, int, float)) and key in SCHEMA else "…"
+            plain = isinstance(v, (bool, int)) or (isinstance(v, float) and math.isfinite(v))  # TOML has nan, inf
+            shown = json.dumps(v, allow_nan=False) if plain and key in KEYS else "…"
             forms.append(f"PALUI_{key.upper().replace('.', '__')}={shown}")
 
     if isinstance(given, dict):
         walk(section, given)
     if not forms:
-        first = next(k for k in SCHEMA if k.startswith(section + "."))
+        first = next(k for k in KEYS if k.startswith(section + "."))
         forms.append(f"PALUI_{first.upper().replace('.', '__')}=…")
     return (f"environment variable {name}: '{section}' is a section, not a key: set each of its keys as its own "
             f"variable, e.g. {' '.join(forms[:10])}")
 
 
-def _resolve_derived(values: dict[str, Any], where_set: Mapping[str, str]) -> None:
+def _resolve_derived(values: dict[str, Any], where_set: dict[str, str]) -> None:
     """Keys whose default depends on another key, resolved in ``values``; raises ConfigError.
 
     ``caps.webhook_runs_per_hour`` (spec §6.4, §6.6): unset → ``max(1, caps.runs_per_hour // 3)``; a
     configured value above ``caps.runs_per_hour`` is refused (a share cannot exceed the whole).
     """
-    rph = int(values["caps.runs_per_hour"])
-    share = values["caps.webhook_runs_per_hour"]
+    rph = int(values.get("caps.runs_per_hour", KEYS["caps.runs_per_hour"].default))
+    share = values.get("caps.webhook_runs_per_hour")
     if share is None:
         values["caps.webhook_runs_per_hour"] = max(1, rph // 3)
     elif share > rph:
@@ -214,11 +170,3 @@ def _script_beside(model: str | None, folder: Path) -> str | None:
         return model
     path = Path(model[len("script:"):]).expanduser()
     return model if path.is_absolute() else f"script:{folder / path}"
-
-
-def documented_keys() -> dict[str, Any]:
-    """Every configuration key with its default (the README documents each one); derived defaults
-    are shown as they resolve with the other defaults (``caps.webhook_runs_per_hour`` = 20)."""
-    values = {k: d for k, (_, d) in SCHEMA.items()}
-    _resolve_derived(values, {})
-    return values

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from palui.errors import ConfigError
+from palui.text.escape import control_character
 
 #: The fields of a ``[models.NAME]`` table (spec §9.1; docs/decisions/0046-the-model-table-shape.md).
 MODEL_TABLE_KEYS = ("model", "base_url", "api_key_env")
@@ -49,12 +50,15 @@ def _model_field(where: str, name: str, key: str, value: Any) -> str | None:
         return ConfigError(f"{where}: key 'models.{name}.{key}': {what}")
 
     if key not in MODEL_TABLE_KEYS:
-        raise ConfigError(f"{where}: unknown key 'models.{name}.{key}' "
+        raise ConfigError(f"{where}: unknown key '{_shown(f'models.{name}.{key}')}' "
                           f"(a [models.NAME] table has {', '.join(MODEL_TABLE_KEYS)})")
     if not isinstance(value, str):
         raise bad("must be a string")
     if value == "":
         return None
+    hidden = control_character(value)
+    if hidden:
+        raise bad(f"must not contain control characters ({hidden})")
     if key == "model":
         provider, _, model = value.partition(":")
         if provider not in MODEL_TABLE_PROVIDERS or not model.strip() or "@" in model:
@@ -82,9 +86,16 @@ def _model_field(where: str, name: str, key: str, value: Any) -> str | None:
 
 def _model_name(where: str, name: str) -> str:
     if not _MODEL_NAME.match(name):
-        raise ConfigError(f"{where}: [models.{name}]: a model name is lower-case letters and digits, "
+        raise ConfigError(f"{where}: [models.{_shown(name)}]: a model name is lower-case letters and digits, "
                           "with single - or _ between them")
     return name
+
+
+def _shown(name: str) -> str:
+    """A table or key name from the file as a message shows it: escaped on one line (spec §4.7)."""
+    from palui.text.escape import escape
+
+    return escape(name, one_line=True)
 
 
 class Tables:
@@ -116,7 +127,8 @@ def file_model_tables(where: str, raw: Any, out: Tables) -> None:
         raise ConfigError(f"{where}: key 'models' must be a table ([models.NAME] with {', '.join(MODEL_TABLE_KEYS)})")
     for name, table in raw.items():
         if not isinstance(table, dict):
-            raise ConfigError(f"{where}: key 'models.{name}' must be a table ([models.{name}] with model = …)")
+            raise ConfigError(f"{where}: key 'models.{_shown(name)}' must be a table ([models.{_shown(name)}] with "
+                              "model = …)")
         _model_name(where, name)
         out.where.setdefault(name, []).append(where)
         out.fields.setdefault(name, {})

@@ -62,7 +62,7 @@ def info_path(settings: Settings) -> Path:
 
 def write_info(settings: Settings, host: str, port: int) -> None:
     _write_private(info_path(settings), json.dumps({"pid": os.getpid(), "host": host, "port": port,
-                                                    "started_at": time.time()}))
+                                                    "started_at": time.time()}, allow_nan=False))
 
 
 def clear_info(settings: Settings) -> None:

@@ -71,6 +71,9 @@ class ModelHandle:
     secrets: tuple[str, ...] = ()
     #: The replay model's own token counts (a streamed response only has the library's estimate).
     usage_for: Callable[[list[ModelMessage]], RequestUsage] | None = None
+    #: Whose bill its tokens are on: ``openai``, ``anthropic``, ``ollama`` or ``script`` (the caps' weight of
+    #: cached input, spec §6.4).
+    provider: str = "script"
 
 
 def resolve_model(spec: str | None, env: Mapping[str, str] | None = None,
@@ -106,7 +109,7 @@ def resolve_model(spec: str | None, env: Mapping[str, str] | None = None,
     if kept is not None:
         return kept
     model, settings = providers.build(r, env)
-    handle = ModelHandle(spec, model, settings, secrets=providers.secrets(r))
+    handle = ModelHandle(spec, model, settings, secrets=providers.secrets(r), provider=r.provider)
     _per_loop()[key] = handle
     return handle
 
@@ -297,6 +300,8 @@ class Script:
     Each model request takes the step whose index is the number of model responses
     already in the current turn (so a turn resumed after an approval, even in another
     process, continues where it paused). A step has ``text``, ``tool_calls`` or both;
+    A call's ``args`` is an object, or a string: the raw JSON text of the arguments, as a provider sends them
+    (``"[1, 2]"``, ``"{\"id\": NaN}"``: what a model may send, which the governed call refuses, spec §3.3).
     ``usage`` is optional (default: an estimate of about 4 characters per token);
     ``delay_seconds`` (0-600, optional) makes the step answer that much later, as a slow
     provider would (benchmarks and tests of a running turn; ``/stop`` cancels the wait).
@@ -331,7 +336,7 @@ class Script:
                 raise ModelConfigError(f"{where}: \"text\" must be a string")
             calls = step.get("tool_calls", [])
             if not isinstance(calls, list) or not all(
-                isinstance(c, dict) and isinstance(c.get("tool"), str) and isinstance(c.get("args", {}), dict)
+                isinstance(c, dict) and isinstance(c.get("tool"), str) and isinstance(c.get("args", {}), (dict, str))
                 for c in calls
             ):
                 raise ModelConfigError(f"{where}: \"tool_calls\" must be a list of {{\"tool\": NAME, \"args\": {{…}}}}")
@@ -373,7 +378,7 @@ class Script:
         if usage is None:
             prompt_chars = sum(len(str(p)) for m in messages for p in getattr(m, "parts", []))
             usage = {"input_tokens": max(1, prompt_chars // 4),
-                     "output_tokens": max(1, len(json.dumps(step)) // 4)}
+                     "output_tokens": max(1, len(json.dumps(step, allow_nan=True)) // 4)}  # a length, not stored
         return RequestUsage(input_tokens=usage.get("input_tokens", 0), output_tokens=usage.get("output_tokens", 0))
 
     async def _respond(self, messages: list[ModelMessage], info: Any) -> ModelResponse:
@@ -404,13 +409,20 @@ class Script:
             yield piece
         calls = step.get("tool_calls", [])
         if calls:
-            yield {j: DeltaToolCall(name=call["tool"], json_args=json.dumps(call.get("args", {})),
+            # the arguments as a provider streams them: JSON text, NaN included when the script holds one
+            yield {j: DeltaToolCall(name=call["tool"], json_args=_raw_args(call.get("args", {})),
                                     tool_call_id=f"s{index + 1}c{j + 1}") for j, call in enumerate(calls)}
         elif not step.get("text"):
             yield ""  # a step with neither (never valid in a file, but the library needs one item)
 
 
 _WORDS = re.compile(r"\s*\S+\s*|\s+")
+
+
+def _raw_args(args: dict[str, Any] | str) -> str:
+    """A script call's arguments as the JSON text a provider sends. Not stored JSON: a script replays what a model
+    may send, ``NaN`` included (the governed call refuses it, spec §3.3)."""
+    return args if isinstance(args, str) else json.dumps(args, allow_nan=True)
 
 
 def responses_in_current_turn(messages: list[ModelMessage]) -> int:

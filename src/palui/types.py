@@ -90,7 +90,8 @@ class Decision:
 
 
 class TurnStatus(str, Enum):
-    """Turn status words of spec §11 (plus ``running`` while in flight)."""
+    """Turn status words of spec §11 (plus ``running`` while in flight). ``partial`` and ``failed`` end only a
+    job's turn: some, or every, connector it needed was down (spec §8.4)."""
 
     RUNNING = "running"
     DONE = "done"
@@ -99,6 +100,8 @@ class TurnStatus(str, Enum):
     STOPPED = "stopped"
     BUDGET = "budget"
     ERROR = "error"
+    PARTIAL = "partial"
+    FAILED = "failed"
 
 
 class ApprovalStatus(str, Enum):
@@ -131,7 +134,7 @@ class Notice:
     inbox row written first; ``time`` epoch seconds. ``approval_id`` is set for approval
     requests (a channel shows buttons for it). ``elicitation_id`` is set for a question an MCP
     server asks the person (kind ``elicitation``, spec §7): a channel shows its enum and boolean
-    fields as buttons (``Service.elicitation(id)`` has them); ``text`` alone says how to answer.
+    fields as buttons (``ElicitationsPart.get(id)`` has them); ``text`` alone says how to answer.
     """
 
     inbox_id: int

@@ -15,6 +15,11 @@ body is recorded so tests can assert what the model was offered (``tools``) and 
 ``fake.respond = f`` answers each request with ``f(body)`` (a :class:`Reply`) instead of the queue, for a
 model that reacts to what it is sent.
 
+``cached_input_tokens=N`` on a reply reports N of its ``input_tokens`` as read from the provider's prompt cache,
+the way each wire says it: OpenAI counts them inside ``prompt_tokens`` and names them in
+``prompt_tokens_details.cached_tokens``; Anthropic leaves them out of ``input_tokens`` and reports them as
+``cache_read_input_tokens``.
+
 ``fake.error(429, times=2)`` answers the next two requests with 429 (``retry_after="0"`` adds that
 header); ``delay=`` on any reply
 makes it slow (the handler waits, and is released early by ``close()``). With the queue empty
@@ -41,8 +46,9 @@ class Reply:
 
     text: str | None = None
     tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    input_tokens: int = 10
+    input_tokens: int = 10  # every input token, the cached ones included
     output_tokens: int = 5
+    cached_input_tokens: int = 0  # of input_tokens, read from the prompt cache
     status: int = 200
     message: str = ""
     delay: float = 0.0
@@ -216,7 +222,9 @@ def _openai(r: Reply, req: dict[str, Any]) -> dict[str, Any]:
     return {"id": f"chatcmpl-{n}", "object": "chat.completion", "created": 0, "model": req.get("model", "fake"),
             "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
             "usage": {"prompt_tokens": r.input_tokens, "completion_tokens": r.output_tokens,
-                      "total_tokens": r.input_tokens + r.output_tokens}}
+                      "total_tokens": r.input_tokens + r.output_tokens,
+                      **({"prompt_tokens_details": {"cached_tokens": r.cached_input_tokens}}
+                         if r.cached_input_tokens else {})}}
 
 
 def _anthropic(r: Reply, req: dict[str, Any]) -> dict[str, Any]:
@@ -226,7 +234,9 @@ def _anthropic(r: Reply, req: dict[str, Any]) -> dict[str, Any]:
                 for i, (name, args) in enumerate(r.tool_calls)]
     return {"id": f"msg_{n}", "type": "message", "role": "assistant", "model": req.get("model", "fake"),
             "content": content, "stop_reason": "tool_use" if r.tool_calls else "end_turn", "stop_sequence": None,
-            "usage": {"input_tokens": r.input_tokens, "output_tokens": r.output_tokens}}
+            "usage": {"input_tokens": r.input_tokens - r.cached_input_tokens, "output_tokens": r.output_tokens,
+                      **({"cache_read_input_tokens": r.cached_input_tokens, "cache_creation_input_tokens": 0}
+                         if r.cached_input_tokens else {})}}
 
 
 def _pieces(r: Reply) -> list[str]:
@@ -263,8 +273,7 @@ def _openai_sse(r: Reply, payload: dict[str, Any]) -> list[tuple[str, bytes]]:
 
 def _anthropic_sse(r: Reply, payload: dict[str, Any]) -> list[tuple[str, bytes]]:
     """The Messages stream of ``payload``: ("text" | "meta", SSE bytes) items."""
-    start = {**payload, "content": [], "stop_reason": None,
-             "usage": {"input_tokens": payload["usage"]["input_tokens"], "output_tokens": 1}}
+    start = {**payload, "content": [], "stop_reason": None, "usage": {**payload["usage"], "output_tokens": 1}}
     out: list[tuple[str, bytes]] = [("meta", _sse({"type": "message_start", "message": start}, "message_start"))]
     index = 0
     if r.text:

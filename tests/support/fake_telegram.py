@@ -205,6 +205,7 @@ class _Injected:
     parameters: dict[str, Any] | None
     remaining: int
     let_through: int = 0  # calls answered normally before this failure starts
+    match: Callable[[dict[str, Any]], bool] | None = None  # only calls whose parameters match fail
 
 
 @dataclass(eq=False)
@@ -771,12 +772,15 @@ class FakeTelegram:
     # ------------------------------------------------------------------ test-facing: failures
 
     def fail_next(self, method: str, error_code: int, description: str, *, times: int = 1,
-                  parameters: dict[str, Any] | None = None, after: int = 0) -> None:
+                  parameters: dict[str, Any] | None = None, after: int = 0,
+                  match: Callable[[dict[str, Any]], bool] | None = None) -> None:
         """Answer the next ``times`` calls of ``method`` with this error instead of running them; with
-        ``after``, only once that many calls were answered normally (the second part of a long message)."""
+        ``after``, only once that many calls were answered normally (the second part of a long message);
+        with ``match``, only calls whose parameters it accepts (e.g. those with a ``reply_markup``)."""
         name = self._canonical(method)
         with self._lock:
-            self._injected.setdefault(name, []).append(_Injected(error_code, description, parameters, times, after))
+            self._injected.setdefault(name, []).append(
+                _Injected(error_code, description, parameters, times, after, match))
 
     def rate_limit_next(self, method: str, retry_after: int, *, times: int = 1) -> None:
         """Answer the next ``times`` calls of ``method`` with Telegram's flood-control error:
@@ -925,7 +929,7 @@ class FakeTelegram:
             if entry is None:
                 raise ApiError(404, "Not Found")
             params, files = await self._read_params(request)
-            injected = self._take_injected(method)
+            injected = self._take_injected(method, params)
             if injected is not None:
                 raise ApiError(injected.code, injected.description, injected.parameters)
             if method == "getUpdates":
@@ -968,12 +972,14 @@ class FakeTelegram:
         params = {k: _coerce(k, v) for k, v in raw.items()}
         return params, files
 
-    def _take_injected(self, method: str) -> _Injected | None:
+    def _take_injected(self, method: str, params: dict[str, Any]) -> _Injected | None:
         with self._lock:
             queue = self._injected.get(method)
             if not queue:
                 return None
             head = queue[0]
+            if head.match is not None and not head.match(params):
+                return None
             if head.let_through > 0:
                 head.let_through -= 1
                 return None

@@ -24,7 +24,9 @@ from typing import Any
 import pytest
 from nio import AsyncClient, AsyncClientConfig, RoomCreateError, RoomPreset, RoomSendResponse, SyncResponse
 
-from support.channel_rig import ChannelRig
+from support.channel_rig import ChannelRig, Shown
+from support.live_service import wait_for
+from support.served_channel import ServedChannel
 from support.synapse_fixture import MatrixUser, SynapseError, SynapseServer, synapse_python
 from support.waiting import guard
 
@@ -133,18 +135,20 @@ class Peer:
         await self.client.close()
 
 
-class MatrixRig(ChannelRig):
-    """:class:`ChannelRig` with a Matrix channel for ``palui`` (an account registered on ``hs``)."""
+class MatrixRig(ServedChannel):
+    """:class:`ServedChannel` with a Matrix channel for ``palui`` (an account registered on ``hs``)."""
 
-    channel = "matrix"
+    kind = "matrix"
 
-    def __init__(self, home: Path, hs: SynapseServer, toml: str = "", *, process: bool = False) -> None:
+    def __init__(self, home: Path, hs: SynapseServer, toml: str = "", *, homeserver: str | None = None,
+                 process: bool = False) -> None:
         super().__init__(home, toml, process=process)
         self.hs = hs
+        self.homeserver = homeserver or hs.url  # another URL: a fault proxy in front of the homeserver
         self.palui = register(hs, "palui")
 
     def add_channel(self) -> None:
-        r = self.cli("channels", "add", "matrix", "--homeserver", self.hs.url, "--user", self.palui.user_id,
+        r = self.cli("channels", "add", "matrix", "--homeserver", self.homeserver, "--user", self.palui.user_id,
                      env={"PALUI_MATRIX_PASSWORD": self.palui.password})
         assert r.returncode == 0, r.stderr
         assert self.palui.password not in r.stdout + r.stderr
@@ -190,8 +194,8 @@ async def people(synapse: SynapseServer):
 def matrix_rig(home: Path, synapse: SynapseServer) -> Iterator[Callable[..., MatrixRig]]:
     made: list[MatrixRig] = []
 
-    def make(toml: str = "", *, process: bool = False) -> MatrixRig:
-        rig = MatrixRig(home, synapse, toml, process=process)
+    def make(toml: str = "", *, homeserver: str | None = None, process: bool = False) -> MatrixRig:
+        rig = MatrixRig(home, synapse, toml, homeserver=homeserver, process=process)
         made.append(rig)
         rig.add_channel()
         rig.start()
@@ -199,7 +203,174 @@ def matrix_rig(home: Path, synapse: SynapseServer) -> Iterator[Callable[..., Mat
 
     yield make
     for rig in made:
-        rig.stop()
-        logs = rig.logs()
-        secret = json.loads((home / "secrets" / "channel-matrix.json").read_text())["access_token"]
-        assert secret not in logs and rig.palui.password not in logs, "a Matrix secret leaked into a log"
+        rig.close(rig.palui.password)
+
+
+class _Loop:
+    """An event loop in a thread, for nio clients driven from a synchronous test."""
+
+    def __init__(self) -> None:
+        import asyncio
+        import threading
+
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="matrix-peers", daemon=True)
+        self.thread.start()
+
+    def run(self, coro: Any, timeout: float = 300) -> Any:
+        import asyncio
+
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+class MatrixConformanceRig(ChannelRig):
+    """The Matrix channel for the conformance suite (:class:`support.channel_rig.ChannelRig`): the session's
+    Synapse behind a :class:`~support.fault_proxy.FaultProxy` (an outage refuses connections without stopping
+    Synapse for the other tests), the person and a stranger as nio clients. A forward is a reply to the
+    stranger's message in a room of the three (groups allowed for it): Matrix marks no forwards."""
+
+    kind, title = "matrix", "Matrix"
+    exactly_once = True
+    marks_forwards = False
+    stranger_can_answer = False  # a private room has no one else in it
+
+    def __init__(self, home: Path, request: Any, process: bool = False) -> None:
+        from support.fault_proxy import FaultProxy
+
+        super().__init__(home, process=process)
+        self.hs: SynapseServer = request.getfixturevalue("synapse")
+        self.proxy = FaultProxy(self.hs.port).start()
+        self.palui = register(self.hs, "palui")
+        self.loop = _Loop()
+        self.peers = {who: self.loop.run(Peer(self.hs, register(self.hs, who)).start())
+                      for who in ("person", "stranger")}
+        self.stranger_id = self.peers["stranger"].user.user_id
+        self.rooms: dict[str, str] = {}  # who -> the private room with Palui
+        self.group: str | None = None
+
+    def close(self) -> None:
+        super().close()
+        for p in self.peers.values():
+            self.loop.run(p.close())
+        self.loop.close()
+        self.proxy.stop()
+
+    def add_channel(self, homeserver: str | None = None) -> None:
+        r = self.cli("channels", "add", "matrix", "--homeserver", self.proxy.url, "--user", self.palui.user_id,
+                     env={"PALUI_MATRIX_PASSWORD": self.palui.password})
+        assert r.returncode == 0, r.stderr
+
+    def _room(self, who: str) -> str:
+        if who not in self.rooms:
+            self.rooms[who] = self.loop.run(self.peers[who].room(self.palui.user_id))
+        return self.rooms[who]
+
+    def pair_with(self, code: str, who: str) -> str:
+        return self.say(f"/pair {code}", who)
+
+    def say(self, text: str, who: str = "person") -> str:
+        return self.loop.run(self.peers[who].send(self._room(who), text))
+
+    def forward(self, text: str) -> str:
+        person, stranger = self.peers["person"], self.peers["stranger"]
+        if self.group is None:
+            assert self.cli("channels", "groups", "matrix", "on").returncode == 0
+            self.group = self.loop.run(person.room(self.palui.user_id, stranger.user.user_id))
+            self.loop.run(stranger.join(self.group))
+            wait_for(lambda: self.group in self.hs.client_api("GET", "/_matrix/client/v3/joined_rooms",
+                                                                 self._token()).get("joined_rooms", []),
+                     30, what="Palui to join the room of three")
+        theirs = self.loop.run(stranger.send(self.group, text))
+        return self.loop.run(person.reply(self.group, theirs, stranger.user.user_id, text, "what about this?"))
+
+    def edit(self, handle: str, text: str) -> str:
+        room = self._room("person")
+        return self.loop.run(self.peers["person"].send(room, f"* {text}", **{
+            "m.new_content": {"msgtype": "m.text", "body": text},
+            "m.relates_to": {"rel_type": "m.replace", "event_id": handle}}))
+
+    def processed(self, handle: str) -> str:
+        rows = lambda: self.svc.rows("SELECT outcome FROM channel_updates WHERE channel = 'matrix' AND key = ?",  # noqa: E731
+                                     (handle,))
+        return wait_for(lambda: (rows() or [[None]])[0][0], 30, what=f"event {handle} recorded")
+
+    def mark(self) -> int:
+        return self.loop.run(self._synced("person"))
+
+    async def _synced(self, who: str) -> int:
+        await self.peers[who].sync(0)
+        return self.peers[who].mark()
+
+    def seen(self, after: int, who: str = "person") -> list[Shown]:
+        peer = self.peers[who]
+        self.loop.run(peer.sync(200))
+        out = []
+        for room, e in peer.events[after:]:
+            if who != "person" and room != self.rooms.get(who):
+                continue  # the stranger's own private room only (in the room of three Palui answers the person)
+            content = getattr(e, "source", {}).get("content", {})
+            if getattr(e, "sender", "") != self.palui.user_id or "body" not in content:
+                continue
+            rel = content.get("m.relates_to") or {}
+            if rel.get("rel_type") == "m.replace":
+                out.append(Shown(content.get("m.new_content", {}).get("body", ""), rel.get("event_id", ""), [],
+                                 True, e))
+            else:
+                out.append(Shown(content["body"], e.event_id, [], False, e))
+        return out
+
+    def answer(self, shown: Shown, approve: bool, who: str = "person") -> tuple[str, int]:
+        mark = self.mark()
+        return self.loop.run(self.peers[who].react(self._room(who), shown.ref, "\u2705" if approve else "\u274c")), \
+            mark
+
+    def forge(self, shown: Shown, approve: bool) -> tuple[str, int]:
+        mark = self.mark()
+        word = "/approve" if approve else "/deny"
+        return self.say(f"{word} a-00000000000000000000000000000000"), mark
+
+    def replay(self, handle: tuple[str, int]) -> tuple[str, int]:
+        """A reply ``/approve`` to the approval message reacted to: the same answer, as a new event (Synapse
+        refuses a second identical reaction)."""
+        room = self._room("person")
+        got = self.loop.run(self.peers["person"].client.room_get_event(room, handle[0]))
+        target = got.event.source["content"]["m.relates_to"]["event_id"]
+        approve = got.event.source["content"]["m.relates_to"]["key"].startswith("\u2705")
+        mark = self.mark()
+        word = "/approve" if approve else "/deny"
+        return self.loop.run(self.peers["person"].reply(room, target, self.palui.user_id, "Approval", word)), mark
+
+    def told(self, handle: tuple[str, int]) -> str:
+        words = ("Approved", "Denied", "Refused", "already", "unknown", "no approval", "not ")
+        return self.wait_shown(lambda s: not s.edited and any(w in s.text for w in words), handle[1]).text
+
+    def pings(self, shown: Shown) -> list[str]:
+        content = shown.raw.source["content"]
+        if content.get("m.mentions") == {} and (not shown.edited or content["m.new_content"].get("m.mentions") == {}):
+            return []
+        import re
+
+        return re.findall(r"@room|@[\w.=-]+:[\w.:-]+", content.get("body", ""))
+
+    def down(self) -> None:
+        self.proxy.down()
+
+    def up(self) -> None:
+        self.proxy.up()
+
+    def _token(self) -> str:
+        return json.loads((self.home / "secrets" / "channel-matrix.json").read_text())["access_token"]
+
+    def revoke_token(self) -> None:
+        self.hs.client_api("POST", "/_matrix/client/v3/logout", self._token(), {})
+
+    def renew_token(self) -> None:
+        f = self.home / "new-password"
+        f.write_text(self.palui.password)
+        r = self.cli("channels", "add", "matrix", "--homeserver", self.proxy.url, "--user", self.palui.user_id,
+                     "--password-file", str(f))
+        assert r.returncode == 0 and "still paired" in r.stdout, r.stdout + r.stderr

@@ -5,11 +5,13 @@ Usage::
     python mcp_hostile.py SPEC.json            # stdio
     python mcp_hostile.py SPEC.json --http     # streamable HTTP on 127.0.0.1, a free port;
                                                # prints "PORT <n>" on stdout once listening
+    python mcp_hostile.py SPEC.json --http --port N   # on port N (a server started again where it was)
 
 SPEC.json is read again on every request, so a test changes the server's tool list
 between two listings by rewriting the file::
 
-    {"legacy": false,              # stdio: refuse server/discover, so the client falls back to initialize
+    {"legacy": false,              # refuse server/discover (stdio and HTTP), so the client falls back to initialize
+     "calls_log": null,            # a file: each tools/call delivered appends its tool name and a newline
      "stderr_on_start": 0,         # bytes written to stderr before serving
      "require_header": null,       # ["Authorization", "Bearer x"]: HTTP requests without it get 401
      "tools": [{"name": "echo", "description": "...", "inputSchema": {...},
@@ -19,10 +21,13 @@ between two listings by rewriting the file::
 Behaviours of ``tools/call``: ``echo`` (the arguments back), ``hang`` (never answers),
 ``crash`` (the process exits mid-call), ``exit_later`` (answers, then exits while idle), ``big``
 (``bytes`` characters, default 10 MB), ``flood`` (``bytes`` of stderr, default 4 MiB, then an answer),
-``fail`` (an ``isError`` result), ``malformed`` (a result that is not a CallToolResult), ``env`` (the value of
+``noise`` (``lines`` lines on stdout that are not JSON-RPC, default 20,000, then an answer), ``fail`` (an
+``isError`` result), ``malformed`` (a result that is not a CallToolResult), ``env`` (the value of
 environment variable ``name``), ``caps`` (the client capabilities the server received, as JSON),
 ``mutate`` (replace the tool list with ``tools`` and send
-``notifications/tools/list_changed`` in both protocol eras), ``text`` (the tool's own ``text`` field).
+``notifications/tools/list_changed`` in both protocol eras), ``text`` (the tool's own ``text`` field),
+``hang_first`` (never answers the first delivery of this tool in ``calls_log``, echoes later ones: a server
+killed mid-call and started again).
 
 In the test process, :func:`build` makes the same server for ``support/mcp_inprocess.py`` (there the
 behaviours that end or inspect the process answer an error instead).
@@ -51,10 +56,13 @@ from mcp.shared.message import SessionMessage
 from mcp_types import METHOD_NOT_FOUND, ErrorData, JSONRPCError, JSONRPCRequest
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+# The SDK's stdio server points fd 1 at stderr while it serves (so a stray print cannot corrupt the wire):
+# ``noise`` writes to this copy of the real stdout (made by main()), as a server that prints to its stdout does.
+WIRE: int | None = None
 _WIRE_KEYS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations", "_meta")
 #: Behaviours that end or inspect the server's own process: a server built ``in_process`` answers them with an
 #: error result (support/mcp_inprocess.py runs such a spec over stdio instead).
-PROCESS_BEHAVIOURS = frozenset({"crash", "exit_later", "flood", "env"})
+PROCESS_BEHAVIOURS = frozenset({"crash", "exit_later", "flood", "noise", "env"})
 
 
 def read_spec(path: Path) -> dict[str, Any]:
@@ -99,6 +107,12 @@ def build(spec_path: Path, *, in_process: bool = False) -> MCPServer:
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         params = dict(ctx.params or {})
         name, args = params.get("name"), params.get("arguments") or {}
+        delivered = 0
+        if s.get("calls_log"):
+            log = Path(s["calls_log"])
+            delivered = log.read_text().split().count(str(name)) if log.exists() else 0
+            with log.open("a") as f:
+                f.write(f"{name}\n")
         tool = next((t for t in s.get("tools", []) if t["name"] == name), None)
         if tool is None:
             return text_result(f"no tool {name!r}", error=True, modern=modern)
@@ -108,8 +122,10 @@ def build(spec_path: Path, *, in_process: bool = False) -> MCPServer:
                                error=True, modern=modern)
         if behaviour == "echo":
             return text_result("echo: " + json.dumps(args, sort_keys=True), modern=modern)
-        if behaviour == "hang":
+        if behaviour == "hang" or (behaviour == "hang_first" and delivered == 0):
             await anyio.sleep(3600)
+        if behaviour == "hang_first":
+            return text_result("echo: " + json.dumps(args, sort_keys=True), modern=modern)
         if behaviour == "crash":
             sys.stderr.write("crashing on purpose\n")
             sys.stderr.flush()
@@ -126,6 +142,11 @@ def build(spec_path: Path, *, in_process: bool = False) -> MCPServer:
                 os.write(2, chunk[:left])
                 left -= len(chunk)
             return text_result("flooded", modern=modern)
+        if behaviour == "noise" and WIRE is not None:  # stdio: lines on stdout, the protocol's channel, not JSON-RPC
+            line = b"progress: working on it... not a JSON-RPC message\n"
+            for _ in range(int(args.get("lines", 20_000)) // 50):
+                os.write(WIRE, line * 50)  # under PIPE_BUF: each write lands whole between the SDK's messages
+            return text_result("noisy", modern=modern)
         if behaviour == "text":
             return text_result(str(tool.get("text", "")), modern=modern)
         if behaviour == "fail":
@@ -166,6 +187,45 @@ def require_header(app, header: tuple[str, str]):
     return wrapped
 
 
+def refuse_discover(app):
+    """ASGI wrapper: a pre-2026 HTTP server, whose answer to ``server/discover`` is "method not found"
+    (the client then falls back to ``initialize``, the 2025-11-25 era with its ``Mcp-Session-Id``)."""
+
+    async def wrapped(scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await app(scope, receive, send)
+            return
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        try:
+            msg = json.loads(body)
+        except ValueError:
+            msg = None
+        if isinstance(msg, dict) and msg.get("method") == "server/discover":
+            out = json.dumps({"jsonrpc": "2.0", "id": msg.get("id"),
+                              "error": {"code": METHOD_NOT_FOUND, "message": "Method not found"}}).encode()
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"application/json")]})
+            await send({"type": "http.response.body", "body": out})
+            return
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await app(scope, replay, send)
+
+    return wrapped
+
+
 async def run_legacy_stdio(server: MCPServer) -> None:
     """Serve stdio as a pre-2026 server: ``server/discover`` is answered "method not found".
 
@@ -193,6 +253,8 @@ async def run_legacy_stdio(server: MCPServer) -> None:
 
 
 def main() -> None:
+    global WIRE
+    WIRE = os.dup(1)
     spec_path = Path(sys.argv[1])
     s = read_spec(spec_path)
     server = build(spec_path)
@@ -207,10 +269,15 @@ def main() -> None:
     import uvicorn
 
     app = server.streamable_http_app()
+    if s.get("legacy"):
+        app = refuse_discover(app)
     if s.get("require_header"):
         app = require_header(app, tuple(s["require_header"]))
     sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)  # a new server listens before the old one is killed
+    port = int(sys.argv[sys.argv.index("--port") + 1]) if "--port" in sys.argv else 0
+    sock.bind(("127.0.0.1", port))
     sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
     print(f"PORT {sock.getsockname()[1]}", flush=True)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")

@@ -18,6 +18,10 @@ Two parts, on 127.0.0.1, each on a free port:
   resource_metadata="…"`` and checks the bearer token, its scopes and its resource. Tools:
   ``whoami`` (who the token says you are; never the token), ``echo``, and ``admin_echo``, which
   needs scope ``mcp:admin`` (a 403 ``insufficient_scope`` challenge at the HTTP level, for step-up).
+  ``OAuthTestServer(step_up=True)`` makes them a server as MCP's scope step-up expects: its 401 names the
+  scope a first sign-in needs (``scope="mcp"``), its protected-resource metadata lists every scope it may
+  ask for (``mcp``, ``mcp:admin``), and one more tool, ``root_echo``, asks for ``mcp:root``, which the
+  metadata does not list (a client must never ask for it).
 
 Several resource servers may share one authorization server (two connectors of one issuer), and a
 resource server can be moved to another authorization server while running (an issuer change): it
@@ -691,7 +695,7 @@ class IssuerTokenVerifier:
                            resource=rec.resource, subject=rec.subject, claims={"iss": rec.issuer})
 
 
-def build_mcp_server(name: str, auth: AuthorizationServer, resource_url: str) -> MCPServer:
+def build_mcp_server(name: str, auth: AuthorizationServer, resource_url: str, step_up: bool = False) -> MCPServer:
     """The SDK's MCPServer, protected by the SDK's bearer-auth middleware and PRM route."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # validate_token_resource is set explicitly; no deprecation noise
@@ -720,6 +724,12 @@ def build_mcp_server(name: str, auth: AuthorizationServer, resource_url: str) ->
         """Return the text; needs scope mcp:admin (the HTTP layer answers 403 insufficient_scope without it)."""
         return f"admin: {text}"
 
+    if step_up:
+        @server.tool(annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False))
+        def root_echo(text: str) -> str:
+            """Return the text; needs scope mcp:root, which the protected-resource metadata does not list."""
+            return f"root: {text}"
+
     return server
 
 
@@ -731,14 +741,22 @@ class StepUpScopes:
     scopes in front of it. The body is buffered and replayed to the app.
     """
 
-    def __init__(self, app: ASGIApp, verifier: IssuerTokenVerifier, tools: Mapping[str, str],
-                 metadata_url: str) -> None:
+    def __init__(self, app: ASGIApp, verifier: IssuerTokenVerifier, tools: Mapping[str, str], metadata_url: str,
+                 challenge_scope: str | None = None, listed_scopes: tuple[str, ...] | None = None) -> None:
         self.app = app
         self.verifier = verifier
         self.tools = dict(tools)
         self.metadata_url = metadata_url
+        self.challenge_scope = challenge_scope  # named in every 401 challenge (the first sign-in's scope)
+        self.listed_scopes = listed_scopes  # the protected-resource metadata's scopes_supported instead of the SDK's
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self.listed_scopes is not None and scope["method"] == "GET" and \
+                scope["path"] == urlsplit(self.metadata_url).path:
+            await self._metadata(scope, receive, send)
+            return
+        if scope["type"] == "http" and self.challenge_scope is not None:
+            send = self._challenging(send)
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
@@ -771,6 +789,30 @@ class StepUpScopes:
             return await receive()
 
         await self.app(scope, replay, send)
+
+    async def _metadata(self, scope: Scope, receive: Receive, send: Send) -> None:
+        sent: list[Message] = []
+
+        async def keep(message: Message) -> None:
+            sent.append(message)
+
+        await self.app(scope, receive, keep)
+        body = json.loads(b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body"))
+        body["scopes_supported"] = list(self.listed_scopes or ())
+        await JSONResponse(body)(scope, receive, send)
+
+    def _challenging(self, send: Send) -> Send:
+        async def wrapped(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 401:
+                headers = []
+                for k, v in message.get("headers", []):
+                    if k.lower() == b"www-authenticate":
+                        v = v + f', scope="{self.challenge_scope}"'.encode()
+                    headers.append((k, v))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        return wrapped
 
     def _needed_scope(self, body: bytes) -> str | None:
         try:
@@ -818,6 +860,8 @@ class ResourceServer:
     host: str = "127.0.0.1"
     """Another loopback address (127.0.0.2) lets a test give the server another address class
     (``PALUI_TEST_ADDRESS_CLASSES``) than its authorization server on 127.0.0.1."""
+    step_up: bool = False
+    """Behave as MCP's scope step-up expects (see the module docstring)."""
 
     @property
     def base_url(self) -> str:
@@ -833,17 +877,21 @@ class ResourceServer:
 
     def app(self) -> ASGIApp:
         self.auth.resources.add(self.mcp_url)
-        mcp = build_mcp_server(self.name, self.auth, self.mcp_url)
+        mcp = build_mcp_server(self.name, self.auth, self.mcp_url, self.step_up)
         inner = mcp.streamable_http_app(host=self.host)
-        return StepUpScopes(inner, IssuerTokenVerifier(self.auth), {"admin_echo": ADMIN_SCOPE}, self.metadata_url)
+        if not self.step_up:
+            return StepUpScopes(inner, IssuerTokenVerifier(self.auth), {"admin_echo": ADMIN_SCOPE}, self.metadata_url)
+        return StepUpScopes(inner, IssuerTokenVerifier(self.auth), {"admin_echo": ADMIN_SCOPE, "root_echo": "mcp:root"},
+                            self.metadata_url, challenge_scope="mcp", listed_scopes=("mcp", ADMIN_SCOPE))
 
 
 class OAuthTestServer:
     """An authorization server and ``resource_servers`` protected MCP servers, in a background thread."""
 
     def __init__(self, options: AuthServerOptions | None = None, *, resource_servers: int = 1,
-                 log_level: str = "warning", resource_host: str = "127.0.0.1") -> None:
+                 log_level: str = "warning", resource_host: str = "127.0.0.1", step_up: bool = False) -> None:
         self.resource_host = resource_host
+        self.step_up = step_up
         self.auth = AuthorizationServer(options)
         self._extra_auth: list[AuthorizationServer] = []
         self._n_resources = resource_servers
@@ -908,7 +956,8 @@ class OAuthTestServer:
         async def boot() -> None:
             await self._start_auth(self.auth)
             for i in range(self._n_resources):
-                rs = ResourceServer(name=f"oauth-test-{i}", auth=self.auth, port=0, host=self.resource_host)
+                rs = ResourceServer(name=f"oauth-test-{i}", auth=self.auth, port=0, host=self.resource_host,
+                                    step_up=self.step_up)
                 self.resource_servers.append(rs)
                 await self._start_resource(rs)
 

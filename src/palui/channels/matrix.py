@@ -2,7 +2,7 @@
 
 ``palui channels add matrix`` logs in once with the password and stores the access token and the
 device id (never the password). The service then syncs with the stored ``since`` token
-(:meth:`Service.channel_cursor`): the timeline of the very first sync is history and is not
+(:meth:`ChannelUpdatesPart.cursor`): the timeline of the very first sync is history and is not
 answered; every later timeline event is handled once (its event id is recorded in the same
 transaction as its work) and the token is stored after the whole batch.
 
@@ -18,9 +18,11 @@ transaction as its work) and the token is stored after the whole batch.
 - **Encrypted rooms** cannot be read (no olm here): Palui sends one unencrypted notice, leaves,
   and the state says ``error: encrypted room`` until the person writes in an unencrypted room.
 
-Bodies are plain text (``m.text``; no ``formatted_body``, so nothing can break markup), split on
+Bodies are plain text (``m.text``; no ``formatted_body``, so nothing can break markup; an empty
+``m.mentions``, so no text in them notifies anyone: Matrix 1.7's intentional mentions), split on
 line boundaries at 32 KiB of UTF-8. Edits are sent as ``m.replace`` events. Every event is sent with
-the outbox part's stable transaction id, so one sent again after a crash is the same event; an
+the outbox part's stable transaction id, kept for the part's life (after a crash, a timeout, or a failure
+nio's own retries ended in), so one sent again is the same event; an
 unreachable homeserver is tried again every few seconds (receiving resumes within 5 s of its answer).
 nio is reached only through :mod:`palui.channels.matrix_client`, which converts its untyped objects
 into typed values.
@@ -34,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from palui.channels import check_matrix_user
 from palui.channels.base import Channel, Inbound, Retry
-from palui.channels.matrix_client import NETWORK_ERRORS, NOT_SENT, Event, MatrixClient, Refused, Sync
+from palui.channels.matrix_client import NETWORK_ERRORS, Event, MatrixClient, Refused, Sync
 from palui.channels.platform import Backoff
 from palui.channels.redaction import Redactor
 from palui.channels.text import (
@@ -49,7 +51,7 @@ from palui.errors import PaluiError
 
 if TYPE_CHECKING:
     from palui.results import ChatChannel, OutboxPart
-    from palui.service.door import ServiceDoor
+    from palui.service.api import Service
 
 log = logging.getLogger("palui.channels.matrix")
 #: Seconds between two syncs while the homeserver is unreachable, at most: receiving resumes within about
@@ -58,6 +60,8 @@ SYNC_BACKOFF_CAP = 3.0
 #: Refusals that sending again cannot change; any other refusal (a 5xx, a token refused for now) is retried.
 PERMANENT = frozenset({"M_FORBIDDEN", "M_NOT_FOUND", "M_BAD_JSON", "M_NOT_JSON", "M_TOO_LARGE", "M_INVALID_PARAM",
                        "M_UNKNOWN"})
+#: The homeserver's answers to an access token it no longer takes (logged out, the device deleted).
+TOKEN_REFUSED = frozenset({"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN"})
 ENCRYPTED_NOTICE = ("This room is encrypted; Palui cannot read it yet: create the chat with encryption off "
                     "(in Element: start a new direct chat and turn off 'Enable end-to-end encryption').")
 
@@ -131,13 +135,14 @@ class MatrixChannel(Channel):
     kind = "matrix"
     title = "Matrix"
     text_limit = MATRIX_BODY_LIMIT
+    renew_options = "--homeserver URL --user USER --password-file FILE"
     how_to_answer = ("React \u2705 to approve or \u274c to deny (or reply /approve, or /deny REASON, to this "
                      "message; or send /approve {id} or /deny {id} REASON).")
 
-    def __init__(self, svc: ServiceDoor, name: str, redact: Redactor) -> None:
+    def __init__(self, svc: Service, name: str, redact: Redactor) -> None:
         super().__init__(svc, name, redact)
-        self.cfg = svc.channel(name)["config"]
-        token = str(svc.channel_secrets(name).get("access_token") or "")
+        self.cfg = svc.channels.get(name)["config"]
+        token = str(svc.channels.secrets(name).get("access_token") or "")
         redact.add(token)
         self.client = _restored(self.cfg, token)
         self.me = self.cfg["user_id"]
@@ -153,7 +158,7 @@ class MatrixChannel(Channel):
     async def run(self) -> None:
         backoff = Backoff(cap=SYNC_BACKOFF_CAP)
         try:
-            since = self.svc.channel_cursor(self.name)
+            since = self.svc.channel_updates.cursor(self.name)
             while True:
                 try:
                     resp = await self.client.sync(0 if since is None else self.poll_ms, since=since,
@@ -163,12 +168,15 @@ class MatrixChannel(Channel):
                     await asyncio.sleep(backoff.next_delay())
                     continue
                 if isinstance(resp, Refused):
-                    self.set_state(f"error: sync failed: {resp.message} ({resp.status_code})")
+                    if resp.status_code in TOKEN_REFUSED:
+                        self.credentials_refused("the access token")
+                    else:
+                        self.set_state(f"error: sync failed: {resp.message} ({resp.status_code})")
                     await asyncio.sleep(backoff.next_delay())
                     continue
                 backoff.reset()
                 await self._batch(resp, history=since is None)
-                self.svc.set_channel_cursor(self.name, resp.next_batch)
+                self.svc.channel_updates.set_cursor(self.name, resp.next_batch)
                 since = resp.next_batch
                 self._state()
         finally:
@@ -178,18 +186,18 @@ class MatrixChannel(Channel):
         if self.encrypted:
             self.set_state("error: encrypted room")
         else:
-            self.set_state("connected" if self.svc.channel(self.name)["person_id"] else "unpaired")
+            self.set_state("connected" if self.svc.channels.get(self.name)["person_id"] else "unpaired")
 
     async def _batch(self, resp: Sync, history: bool) -> None:
-        ch = self.svc.channel(self.name)
+        ch = self.svc.channels.get(self.name)
         for invite in resp.invites:
             room_id, inviter = invite.room_id, invite.inviter
-            if self.svc.pairing_open(self.name) or (ch["person_id"] and inviter == ch["person_id"]):
+            if self.svc.channels.pairing_open(self.name) or (ch["person_id"] and inviter == ch["person_id"]):
                 await self.client.join(room_id)
-                self.svc.drop_invite(self.name, room_id)
+                self.svc.channels.drop_invite(self.name, room_id)
                 continue
-            self.svc.hold_invite(self.name, room_id, inviter)  # joined if a pairing code is made
-            if self.svc.note_stranger(self.name, f"invite:{inviter}"):
+            self.svc.channels.hold_invite(self.name, room_id, inviter)  # joined if a pairing code is made
+            if self.svc.channels.note_stranger(self.name, f"invite:{inviter}"):
                 log.warning("%s: an invite to %s from %s waits: not the person, no pairing code live (joined "
                             "once one is)", self.name, room_id, inviter)
         for room in resp.joined:
@@ -208,20 +216,20 @@ class MatrixChannel(Channel):
     async def tick(self) -> None:
         """Every second (the manager's round): while a pairing code is live, join the rooms whose invites
         came before it (the person often invites Palui first, then makes the code)."""
-        if not self.svc.pairing_open(self.name):
+        if not self.svc.channels.pairing_open(self.name):
             return
-        for room_id in self.svc.held_invites(self.name):
+        for room_id in self.svc.channels.held_invites(self.name):
             try:
                 joined = await self.client.join(room_id)
             except NETWORK_ERRORS:
                 return  # the homeserver is away: the next round tries again
-            self.svc.drop_invite(self.name, room_id)
+            self.svc.channels.drop_invite(self.name, room_id)
             log.info("%s: %s the room %s invited to before the pairing code", self.name,
                      "joined" if joined else "could not join", room_id)
 
     async def _encrypted(self, room_id: str) -> None:
         self.encrypted = True
-        if self.svc.channel_mark(self.name, f"notice:{room_id}", "encrypted room"):
+        if self.svc.channel_updates.mark(self.name, f"notice:{room_id}", "encrypted room"):
             log.warning("%s: room %s is encrypted: told the person, leaving it", self.name, room_id)
             try:
                 await self.client.send(room_id, {"msgtype": "m.notice", "body": ENCRYPTED_NOTICE})
@@ -244,8 +252,8 @@ class MatrixChannel(Channel):
             return None
         content = event.content
         if is_edit(content):
-            return Inbound(**base)  # the channel says edits are not read
-        if private and sender == self.svc.channel(self.name)["person_id"]:
+            return Inbound(**base, edit_of=str(content["m.relates_to"].get("event_id") or event.event_id))
+        if private and sender == self.svc.channels.get(self.name)["person_id"]:
             self.encrypted = False  # the person writes in an unencrypted room: the channel works again
         target = reply_target(content)
         words = strip_reply_fallback(event.body) if target else event.body
@@ -254,20 +262,12 @@ class MatrixChannel(Channel):
             got = await self.client.event_text(room_id, target)
             if got is not None:
                 who, body = got
-                person = self.svc.channel(self.name)["person_id"]
+                person = self.svc.channels.get(self.name)["person_id"]
                 q = self.reply_quote(room_id, target, strip_reply_fallback(body), by_palui=who == self.me,
                                      by_person=who == person, author=who)
                 if q is not None:
                     quoted.append(q)
         return Inbound(**base, text=words, quoted=quoted, target=target)
-
-    def receive(self, inb: Inbound) -> bool:
-        if not inb.text and not inb.quoted and inb.reaction is None:
-            with self.svc.channel_update(self.name, inb.key) as fresh:
-                if fresh and self._is_person(inb) and inb.private:
-                    self.reply(inb.chat, "Edits are not read: send a new message instead.")
-            return True
-        return super().receive(inb)
 
     # -- sending ---------------------------------------------------------------------------------------
 
@@ -275,8 +275,7 @@ class MatrixChannel(Channel):
         try:
             resp = await self.client.send(room_id, content, tx_id=f"palui-{key}")
         except NETWORK_ERRORS as e:
-            raise Retry(f"the homeserver is unreachable: {type(e).__name__}",
-                        maybe_delivered=not isinstance(e, NOT_SENT)) from None
+            raise Retry(f"the homeserver is unreachable: {type(e).__name__}", maybe_delivered=True) from None
         if not isinstance(resp, Refused):
             return resp
         if resp.status_code == "M_LIMIT_EXCEEDED":
@@ -286,14 +285,23 @@ class MatrixChannel(Channel):
             raise RuntimeError(f"the homeserver refused the message: {resp.message} ({resp.status_code})")
         raise Retry(f"the homeserver refused the message for now: {resp.message} ({resp.status_code})")
 
+    def maybe_delivered(self, exc: BaseException) -> bool:
+        """Always: a part keeps its transaction id for its life. nio retries a send itself (the same
+        transaction id, ``max_timeouts``) and raises only the last error, so "connection refused" says nothing
+        about an earlier try that the homeserver stored before it died; and sending a transaction id again is
+        harmless (the homeserver answers with the first event), so nothing is gained by rendering anew."""
+        return True
+
     async def send_message(self, chat: str, part: OutboxPart) -> str:
-        """An ``m.text`` event under the part's transaction id: sent again after a crash, it is the same event."""
-        return await self._send(chat, {"msgtype": "m.text", "body": part["text"] or "(empty)"}, part["key"])
+        """An ``m.text`` event under the part's transaction id: sent again after a crash, it is the same event.
+        ``m.mentions`` is empty: no text in the body (a model's ``@room``, a user id) notifies anyone."""
+        return await self._send(chat, {"msgtype": "m.text", "body": part["text"] or "(empty)", "m.mentions": {}},
+                                part["key"])
 
     async def edit(self, chat: str, ref: str, part: OutboxPart) -> str:
         text = part["text"]
-        return await self._send(chat, {"msgtype": "m.text", "body": f"* {text}",
-                                       "m.new_content": {"msgtype": "m.text", "body": text},
+        return await self._send(chat, {"msgtype": "m.text", "body": f"* {text}", "m.mentions": {},
+                                       "m.new_content": {"msgtype": "m.text", "body": text, "m.mentions": {}},
                                        "m.relates_to": {"rel_type": "m.replace", "event_id": ref}}, part["key"])
 
     async def typing(self, chat: str) -> None:

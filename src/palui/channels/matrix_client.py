@@ -32,8 +32,6 @@ from nio import (
 )
 
 NETWORK_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
-#: Network errors that say the request never reached the homeserver (anything else may have).
-NOT_SENT = (aiohttp.ClientConnectorError,)
 
 
 def client_config(max_timeouts: int = 2) -> AsyncClientConfig:

@@ -19,7 +19,7 @@ from palui.channels.redaction import Redactor
 
 if TYPE_CHECKING:
     from palui.results import OutboxPart
-    from palui.service.door import ServiceDoor
+    from palui.service.api import Service
 
 log = logging.getLogger("palui.channels")
 
@@ -44,7 +44,8 @@ class Inbound:
     ``key`` is the platform's id (Telegram ``update_id``, Matrix event id), ``seq`` its number
     where it has one. ``text`` holds only what the person typed; ``target`` the message replied
     or reacted to. A button press has ``press`` (its data) and ``press_id``; a reaction
-    ``reaction`` ("approve" / "deny").
+    ``reaction`` ("approve" / "deny"); an edit ``edit_of``, the ref of the message edited (edits are
+    not read: the person is told once per message).
     """
 
     key: str
@@ -59,6 +60,7 @@ class Inbound:
     press: str | None = None
     press_id: str | None = None
     reaction: str | None = None
+    edit_of: str | None = None
 
 
 class Retry(Exception):
@@ -92,7 +94,7 @@ class ChannelPlatform(ABC):
     """A running chat channel of one stored channel row: its platform half and shared state.
 
     Args:
-        svc: the service, through its door (:class:`palui.service.door.ServiceDoor`).
+        svc: the service (:class:`palui.service.api.Service`): its parts.
         name: the channel's name (``telegram``, or ``--name``).
         redact: the process-wide redactor, which knows this channel's secrets.
     """
@@ -101,8 +103,10 @@ class ChannelPlatform(ABC):
     title: ClassVar[str] = ""
     text_limit: ClassVar[int] = 4096
     how_to_answer: ClassVar[str] = ""
+    #: The options of ``palui channels add KIND`` that give a new credential (in the state of a refused one).
+    renew_options: ClassVar[str] = "--token-file FILE"
 
-    def __init__(self, svc: ServiceDoor, name: str, redact: Redactor) -> None:
+    def __init__(self, svc: Service, name: str, redact: Redactor) -> None:
         self.svc = svc
         self.name = name
         self.redact = redact
@@ -112,6 +116,8 @@ class ChannelPlatform(ABC):
         self.woken = asyncio.Event()
         self.reachable = asyncio.Event()
         self._last_state = ""
+        self._refused = False
+        self._secret_at = svc.channels.get(name)["config"].get("secret_at")
 
     @staticmethod
     def measure(text: str) -> int:
@@ -127,7 +133,9 @@ class ChannelPlatform(ABC):
     async def send_message(self, chat: str, part: OutboxPart) -> str:
         """Send one message of the outbox (``part["text"]``: plain, escaped for display, within the limit),
         with the buttons of ``part["approval_id"]`` when it has one, under the stable ``part["key"]`` where the
-        platform deduplicates (Matrix's transaction id); return the message's ref."""
+        platform deduplicates (Matrix's transaction id); return the message's ref. A part of kind
+        ``approval-plain`` (an approval whose message with buttons the platform refused) goes with no markup
+        and no buttons at all."""
 
     @abstractmethod
     async def edit(self, chat: str, ref: str, part: OutboxPart) -> str:
@@ -159,11 +167,26 @@ class ChannelPlatform(ABC):
 
     def set_state(self, state: str) -> None:
         """Record the channel's state (``connected``, ``unpaired``, ``error: …``); reaching the platform again
-        after an error wakes a delivery waiting in backoff."""
+        after an error wakes a delivery waiting in backoff, and clears a refusal of the credentials."""
         if not state.startswith("error") and self._last_state.startswith("error"):
             self.reachable.set()
+        if not state.startswith("error") and self._refused:
+            self._refused = False
+            self.svc.channels.set_refused(self.name, False)
         self._last_state = state
-        self.svc.set_channel_state(self.name, self.redact(state))
+        self.svc.channels.set_state(self.name, self.redact(state))
+
+    def credentials_refused(self, what: str) -> None:
+        """The platform rejects the channel's token (401, ``invalid_auth``, ``M_UNKNOWN_TOKEN``): the state says
+        so and what to do (a new one with ``palui channels add``, which keeps the pairing), and the person is
+        told once (:meth:`ChannelsPart.set_refused`). Deliveries wait; receiving is retried with backoff."""
+        if self.svc.channels.get(self.name)["config"].get("secret_at") != self._secret_at:
+            return  # a new secret was given since this channel started: the manager starts it again with it
+        self._refused = True
+        self.svc.channels.set_refused(self.name, True)
+        self.set_state(f"error: {what} was rejected by {self.title} (retrying; check it with palui channels test "
+                       f"{self.name}, or give a new one with palui channels add {self.kind} --name {self.name} "
+                       f"{self.renew_options}, which keeps the pairing)")
 
     def wake(self) -> None:
         """New items in the outbox: the worker looks now (thread-safe callers use the loop's call_soon)."""

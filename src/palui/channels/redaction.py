@@ -32,11 +32,14 @@ __all__ = [
     "quiet_library_loggers",
 ]
 
-LIBRARY_LOGGERS = ("httpx", "httpcore", "telegram", "telegram.ext", "nio", "aiohttp.access", "aiohttp.client")
+LIBRARY_LOGGERS = ("httpx", "httpcore", "telegram", "telegram.ext", "nio", "aiohttp.access", "aiohttp.client",
+                   "slack_sdk", "discord")
 """Loggers that print URLs (with a Telegram token in them) or request details at INFO/DEBUG."""
 
 # A Telegram bot token anywhere in a text, registered or not (a wrong token typed by the person).
 _TELEGRAM_TOKEN_RE = re.compile(r"(?<![0-9])[0-9]{5,20}(?::|%3A)[A-Za-z0-9_-]{30,50}")
+# A Slack token: bot, user, app-level (xapp-) and the others of its family.
+_SLACK_TOKEN_RE = re.compile(r"\bxox[abeprs]-[A-Za-z0-9-]{10,}|\bxapp-[A-Za-z0-9-]{10,}")
 # A Matrix access token (Synapse: syt_<base64 user>_<random>_<crc>; older ones: MDAx… macaroons).
 _MATRIX_TOKEN_RE = re.compile(r"\bsyt_[A-Za-z0-9_-]{10,}|\bMDAx[A-Za-z0-9_/+-]{40,}")
 REDACTED = "[REDACTED]"
@@ -44,7 +47,7 @@ REDACTED = "[REDACTED]"
 
 class Redactor:
     """Replaces known secrets, their URL-quoted forms and anything shaped like a Telegram bot
-    token or a Matrix access token with ``[REDACTED]``. Thread-safe; secrets can be added later."""
+    token, a Matrix access token or a Slack token with ``[REDACTED]``. Thread-safe; secrets can be added later."""
 
     def __init__(self, secrets: Iterable[str] = (), *, patterns: bool = True) -> None:
         self._lock = threading.Lock()
@@ -70,6 +73,7 @@ class Redactor:
         if self._patterns:
             text = _TELEGRAM_TOKEN_RE.sub(REDACTED, text)
             text = _MATRIX_TOKEN_RE.sub(REDACTED, text)
+            text = _SLACK_TOKEN_RE.sub(REDACTED, text)
         return text
 
     def exception(self, exc: BaseException) -> str:

@@ -10,7 +10,7 @@ update becomes an :class:`~palui.channels.base.Inbound`:
   untrusted unless the person wrote it, or it is Palui's answer in this conversation
   (:meth:`Channel.reply_quote`);
 - a button press (``callback_query``) carries its ``callback_data``; edits are not read (the
-  person is told so).
+  person is told so, once per message edited).
 
 Sending uses HTML parse mode: every text is split on line boundaries at 4,096 UTF-16 code units
 of *visible* text first, then HTML-escaped, so tool output can never break the markup.
@@ -40,7 +40,7 @@ from palui.errors import PaluiError  # noqa: E402
 
 if TYPE_CHECKING:
     from palui.results import ChatChannel, OutboxPart
-    from palui.service.door import ServiceDoor
+    from palui.service.api import Service
 
 log = logging.getLogger("palui.channels.telegram")
 DEFAULT_API = "https://api.telegram.org"
@@ -101,11 +101,12 @@ class TelegramChannel(Channel):
     title = "Telegram"
     text_limit = TELEGRAM_TEXT_LIMIT
     how_to_answer = "Press Approve or Deny below (or send /approve {id} or /deny {id} REASON)."
+    unread_reply = "Palui reads text messages (and captions) only: send your words as text."
 
-    def __init__(self, svc: ServiceDoor, name: str, redact: Redactor) -> None:
+    def __init__(self, svc: Service, name: str, redact: Redactor) -> None:
         super().__init__(svc, name, redact)
-        ch = svc.channel(name)
-        self.token = str(svc.channel_secrets(name).get("token") or "")
+        ch = svc.channels.get(name)
+        self.token = str(svc.channels.secrets(name).get("token") or "")
         redact.add(self.token)
         self.bot = make_bot(self.token, ch["config"].get("api_base"))
         self.poll_timeout = int(ch["config"].get("poll_timeout", 30))
@@ -118,7 +119,7 @@ class TelegramChannel(Channel):
 
     async def run(self) -> None:
         poller = TelegramPoller(self.bot, on_update=self._on_update, on_malformed=self._on_malformed,
-                                on_state=self._on_state, next_offset=self.svc.channel_next_offset(self.name),
+                                on_state=self._on_state, next_offset=self.svc.channel_updates.next_offset(self.name),
                                 redact=self.redact, poll_timeout=self.poll_timeout)
         try:
             await poller.run()
@@ -129,21 +130,20 @@ class TelegramChannel(Channel):
                 pass
 
     def _on_state(self, state: str) -> None:
-        if state == "connected" and not self.svc.channel(self.name)["person_id"]:
+        if state == "connected" and not self.svc.channels.get(self.name)["person_id"]:
             state = "unpaired"
         if state == TOKEN_REJECTED:
-            state += (f" (retrying; check it with palui channels test {self.name}, or give a new one with palui"
-                      f" channels add telegram --name {self.name} --token-file FILE, which keeps the pairing)")
+            return self.credentials_refused("the bot token")
         self.set_state(state)
 
     def _on_malformed(self, update_id: int, reason: str) -> None:
         log.warning("%s: dropped malformed update %s: %s", self.name, update_id, reason)
-        self.svc.channel_mark(self.name, str(update_id), "malformed", seq=update_id)
+        self.svc.channel_updates.mark(self.name, str(update_id), "malformed", seq=update_id)
 
     def _on_update(self, update: Update) -> None:
         inb = self.inbound(update)
         if inb is None:
-            self.svc.channel_mark(self.name, str(update.update_id), "ignored", seq=update.update_id)
+            self.svc.channel_updates.mark(self.name, str(update.update_id), "ignored", seq=update.update_id)
             return
         self.receive(inb)
 
@@ -163,7 +163,8 @@ class TelegramChannel(Channel):
             if m.from_user is None:
                 return None
             return Inbound(key=key, seq=seq, chat=str(m.chat.id), sender=str(m.from_user.id),
-                           sender_name=_user_name(m.from_user), private=m.chat.type == "private")
+                           sender_name=_user_name(m.from_user), private=m.chat.type == "private",
+                           edit_of=str(m.message_id))
         new = update.message
         if new is None or new.from_user is None:
             return None
@@ -178,7 +179,7 @@ class TelegramChannel(Channel):
             if words:
                 quoted.append(Quoted(words, _origin_name(m.forward_origin), "forwarded"))
             words = ""
-        person = self.svc.channel(self.name)["person_id"]
+        person = self.svc.channels.get(self.name)["person_id"]
         rt = m.reply_to_message
         selected = m.quote.text if m.quote is not None else None
         if rt is not None:
@@ -198,19 +199,6 @@ class TelegramChannel(Channel):
         return Inbound(key=key, seq=seq, chat=chat, sender=str(m.from_user.id), sender_name=_user_name(m.from_user),
                        private=m.chat.type == "private", text=words, quoted=quoted, target=target)
 
-    def receive(self, inb: Inbound) -> bool:
-        if not inb.text and not inb.quoted and inb.press is None:
-            return self._nothing_to_read(inb)  # an edit, a sticker, a photo without caption
-        return super().receive(inb)
-
-    def _nothing_to_read(self, inb: Inbound) -> bool:
-        with self.svc.channel_update(self.name, inb.key, inb.seq) as fresh:
-            if not fresh:
-                return False
-            if self._is_person(inb) and inb.private:
-                self.reply(inb.chat, "Palui reads text messages (and captions) only; edits are not read: send "
-                           "a new message instead.")
-        return True
 
     # -- sending -------------------------------------------------------------------------------------
 
@@ -229,7 +217,11 @@ class TelegramChannel(Channel):
 
     async def send_message(self, chat: str, part: OutboxPart) -> str:
         """One sendMessage in HTML parse mode (the text escaped, so tool output cannot break the markup),
-        with Approve / Deny buttons when the part carries an approval. The Bot API has no idempotency key."""
+        with Approve / Deny buttons when the part carries an approval; an ``approval-plain`` part as plain
+        text without buttons. The Bot API has no idempotency key."""
+        if part["kind"] == "approval-plain":
+            msg = await self.bot.send_message(int(chat), part["text"])
+            return str(msg.message_id)
         body = html.escape(part["text"], quote=False) if part["text"].strip() else "(empty)"
         markup = None
         if part["approval_id"] and part["fingerprint"]:

@@ -19,7 +19,8 @@ from palui.errors import ConfigError
 from palui.text.display import json_safe, shown
 
 if TYPE_CHECKING:
-    from palui.service.door import ServiceDoor, ToolsDoor
+    from palui.service.api import Service
+    from palui.service.light import ToolsService
 
 S = TypeVar("S")
 
@@ -65,7 +66,48 @@ policy_app = group("policy", "The decision matrix: why a tool runs, asks or is n
 # overflow deep in SQLite (whose integers are 64-bit) or a negative LIMIT that means "no limit".
 LIMIT = click.IntRange(1, 1_000_000)  # --limit N: how many rows to show
 ROW_ID = click.IntRange(1, 2**63 - 1)  # a memory's or task's id
-WHOLE = click.IntRange(max=2**63 - 1)  # a number the service checks further (a token cap, a size)
+
+
+class Setting(click.ParamType[Any, Any]):
+    """An option that gives, for one thing, what a configuration key gives for all (``connectors add
+    --timeout`` is ``mcp.call_timeout_seconds`` for one server): the key's rule in the settings model bounds
+    it, as it bounds the key in palui.toml (spec §10.4): ``--timeout inf`` is a usage error (exit 2) saying
+    ``must be a finite number (got inf)``, as ``call_timeout_seconds = inf`` refuses to start. The model is
+    read when a value is given, not when the command is defined (``palui --help`` reads no settings)."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.name = key
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):
+            return value
+        from palui.config_rules import Refused
+        from palui.config_schema import option_value
+
+        try:
+            return option_value(self.key, value)
+        except Refused as e:
+            self.fail(str(e), param, ctx)
+
+
+class Clean(click.ParamType[Any, Any]):
+    """Text that becomes a path, a host, a URL or a process argument (``--cwd``, ``--model script:PATH``):
+    a control character in it (NUL, a line feed, an escape) is a usage error naming where, as in palui.toml
+    (spec §10.4)."""
+
+    name = "text"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from palui.text.escape import control_character
+
+        where = control_character(value) if isinstance(value, str) else None
+        if where:
+            self.fail(f"must not contain control characters ({where})", param, ctx)
+        return value
+
+
+CLEAN = Clean()
 
 
 def said(message: str) -> str:
@@ -97,8 +139,8 @@ class Hooks:
     mcp_transport: Callable[[Any], Any] | None = None
 
 
-def service() -> ServiceDoor:
-    """The whole service (:class:`palui.service.Service`, seen through its door), with the :class:`Hooks`
+def service() -> Service:
+    """The whole service (:class:`palui.service.Service`: a front end calls its parts), with the :class:`Hooks`
     ``main`` was given; a bad configuration exits 1 with its error."""
     from palui.service import Service
 
@@ -107,11 +149,11 @@ def service() -> ServiceDoor:
     return _started(lambda: Service(mcp_transport=hooks.mcp_transport))
 
 
-def tools_service() -> ToolsDoor:
+def tools_service() -> ToolsService:
     """The tools part alone (:class:`palui.service.light.ToolsService`), for commands that only read
     the catalog: it starts with a third of the imports of :func:`service`
-    (docs/decisions/0085-a-light-cli-start.md). Call only its ``LIGHT_METHODS`` (a method another part
-    overrides answers differently here)."""
+    (docs/decisions/0085-a-light-cli-start.md). Its parts (``LIGHT_PARTS``) are the full service's of the
+    same names and classes."""
     from palui.service.light import ToolsService
 
     return _started(ToolsService)

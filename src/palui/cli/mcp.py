@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from palui.cli.common import WHOLE, connectors_app, emit_json, service
+from palui.cli.common import CLEAN, Setting, connectors_app, emit_json, service
 from palui.errors import UsageError
 from palui.text.display import shown, shown_json
 
@@ -23,24 +23,30 @@ def _print_report(r: Mapping[str, Any]) -> None:
             click.echo(f"  {name}: {label}")
     for c in r.get("class_tightened", []):
         click.echo(f"  {shown(c['tool'], one_line=True)}: class tightened by the server from {c['from']} to {c['to']}")
+    for f in r.get("schema_flagged", []):
+        click.echo(f"  {shown(f['tool'], one_line=True)}: {shown(f['why'], one_line=True)}; it stays off until you "
+                   "have seen it: palui tools show NAME")
 
 
 @connectors_app.command("add")
 @click.argument("name", help="A name for the server; the id becomes mcp-<slug>.")
 @click.argument("command", nargs=-1, required=False, metavar="[-- COMMAND [ARGS…]]",
                 help="The stdio server's command line, after --.")
-@click.option("--url", help="A streamable HTTP server's URL (instead of a command).")
+@click.option("--url", type=CLEAN, help="A streamable HTTP server's URL (instead of a command).")
 @click.option("--env", multiple=True, metavar="KEY[=VALUE]",
               help="Environment for a stdio server (a secret). KEY alone takes $KEY.")
 @click.option("--header", multiple=True, metavar="KEY=VALUE", help="HTTP header (a secret).")
-@click.option("--cwd", help="Working directory of a stdio server.")
+@click.option("--cwd", type=CLEAN, help="Working directory of a stdio server.")
 @click.option("--enable-read", is_flag=True, help="Switch on its read tools at once.")
-@click.option("--timeout", type=float, metavar="S", help="Per-call timeout in seconds.")
-@click.option("--max-output", type=WHOLE, metavar="BYTES", help="Output size limit in bytes.")
+@click.option("--timeout", type=Setting("mcp.call_timeout_seconds"), metavar="S",
+              help="Per-call timeout in seconds (default and range: mcp.call_timeout_seconds).")
+@click.option("--max-output", type=Setting("mcp.max_output_bytes"), metavar="BYTES",
+              help="Output size limit in bytes (default and range: mcp.max_output_bytes).")
 @click.option("--client-id", help="OAuth: a client you registered yourself.")
 @click.option("--client-secret-file", type=click.Path(path_type=Path), help="OAuth: its secret file.")
 @click.option("--client-auth", default="basic", help="OAuth: how the client authenticates (basic|post).")
-@click.option("--redirect-uri", help="OAuth: the loopback redirect URI that client fixes (http://127.0.0.1:PORT/…).")
+@click.option("--redirect-uri", type=CLEAN,
+              help="OAuth: the loopback redirect URI that client fixes (http://127.0.0.1:PORT/…).")
 @click.option("--no-browser", is_flag=True, help="OAuth: print the sign-in address, open no browser.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def connectors_add(name: str, command: tuple[str, ...], url: str | None, env: tuple[str, ...],
@@ -73,15 +79,15 @@ def connectors_add(name: str, command: tuple[str, ...], url: str | None, env: tu
 
         client = client_option(client_id, client_secret_file, client_auth, redirect_uri)
         sign_in = terminal_sign_in(no_browser)
-    result = service().mcp_add(name, config, enable_read=enable_read, sign_in=sign_in, client=client)
+    result = service().connectors.add(name, config, enable_read=enable_read, sign_in=sign_in, client=client)
     if as_json:
         return emit_json(result)
     click.echo(f"{result['id']}: connected, {len(result['tools'])} tool(s), "
                f"{len(result['enabled'])} switched on")
-    _print_report({"refused_duplicates": result["refused_duplicates"]})
+    _print_report({"refused_duplicates": result["refused_duplicates"], "schema_flagged": result["schema_flagged"]})
     if not enable_read:
         click.echo(f"New tools start off: palui tools enable-read {result['id']}, or palui tools enable NAME")
-    warning = service().tool_budget_warning() if enable_read else None
+    warning = service().tools.budget_warning() if enable_read else None
     if warning:
         click.echo(f"warning: {warning}", err=True)
 
@@ -92,7 +98,7 @@ def connectors_add(name: str, command: tuple[str, ...], url: str | None, env: tu
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def connectors_import(file: str, enable_read: bool, as_json: bool) -> None:
     """Add every server of an mcpServers JSON file (${VAR} taken from the environment)."""
-    results = service().mcp_import(file, enable_read=enable_read)
+    results = service().connector_import.from_file(file, enable_read=enable_read)
     if as_json:
         emit_json(results)
     else:
@@ -108,7 +114,7 @@ def connectors_import(file: str, enable_read: bool, as_json: bool) -> None:
 @click.argument("cid", metavar="ID")
 def connectors_remove(cid: str) -> None:
     """Remove an MCP connector, its tools, secrets and logs."""
-    service().mcp_remove(cid)
+    service().connectors.remove(cid)
     click.echo(f"{cid}: removed")
 
 
@@ -116,12 +122,26 @@ def connectors_remove(cid: str) -> None:
 @click.argument("cid", metavar="ID")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def connectors_refresh(cid: str, as_json: bool) -> None:
-    """Re-list a server's tools; changed definitions are switched off and flagged for review."""
-    r = service().mcp_refresh(cid)
+    """Re-list a server's tools; changed definitions are switched off and flagged for review. With a
+    ``palui serve`` running, its own session is refreshed (a session the server lost is started again)."""
+    from palui.cli.client import segment
+    from palui.cli.live import live_service
+
+    svc = service()
+    client = live_service(svc)
+    if client is not None:
+        try:
+            r = client.post(f"/api/connectors/{segment(cid, 'connector id')}/refresh")
+        finally:
+            client.close()
+    else:
+        r = svc.connectors.refresh(cid)
     if as_json:
         return emit_json(r)
     click.echo(f"{cid}: {r['state']}; {len(r['added'])} new, {len(r['changed'])} changed, "
                f"{len(r['removed'])} gone")
+    if r.get("recovered"):
+        click.echo(f"  recovered: {shown(r['recovered'], one_line=True)}")
     _print_report(r)
 
 
@@ -132,8 +152,8 @@ def connectors_refresh(cid: str, as_json: bool) -> None:
 def connectors_trust(cid: str, tool: str | None, untrust: bool) -> None:
     """Mark a connector (or one tool) a trusted source: its output no longer taints turns."""
     svc = service()
-    name = svc.resolve_tool(cid, tool) if tool else None
-    svc.set_trusted(cid, name, not untrust)
+    name = svc.connectors.resolve_tool(cid, tool) if tool else None
+    svc.tools.set_trusted(cid, name, not untrust)
     what = name or cid
     click.echo(f"{what}: {'not ' if untrust else ''}a trusted source")
 
@@ -143,7 +163,7 @@ def connectors_trust(cid: str, tool: str | None, untrust: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def connectors_show(cid: str, as_json: bool) -> None:
     """Show an MCP connector's configuration (secret values redacted)."""
-    cfg = service().mcp_config(cid)
+    cfg = service().connectors.config(cid)
     if as_json:
         return emit_json(cfg)
     for k, v in cfg.items():
@@ -155,7 +175,7 @@ def connectors_show(cid: str, as_json: bool) -> None:
 @click.argument("cid", metavar="ID")
 def connectors_enable(cid: str) -> None:
     """Enable an MCP connector again."""
-    service().mcp_set_enabled(cid, True)
+    service().connectors.set_enabled(cid, True)
     click.echo(f"{cid}: enabled")
 
 
@@ -163,6 +183,6 @@ def connectors_enable(cid: str) -> None:
 @click.argument("cid", metavar="ID")
 def connectors_disable(cid: str) -> None:
     """Disable an MCP connector: none of its tools is offered or called."""
-    service().mcp_set_enabled(cid, False)
+    service().connectors.set_enabled(cid, False)
     click.echo(f"{cid}: disabled")
 

@@ -20,13 +20,17 @@ def _secs(s: float | None) -> str:
 def report_cmd(days: int, as_json: bool) -> None:
     """Asks per day and how they were answered, what caused them, the tools asked most, job turns that waited,
     calls refused as not offered, what tainted your conversations — and suggestions, one command each."""
-    r = service().report(days)
+    r = service().report.build(days)
     if as_json:
         return emit_json(r)
     a = r["asks"]
     click.echo(f"Governance, the last {r['days']} day(s) (since {r['since'][:10]}): {r['turns']} turn(s), "
                f"{r['calls']} tool call(s), {a['total']} ask(s)")
     click.echo("asks per day: " + "  ".join(f"{d['day'][5:]} {d['asks']}" for d in a["per_day"]))
+    tk = r.get("tokens")
+    if tk is not None:
+        click.echo(f"tokens counted against the caps: {tk['counted']:,}; cached input among them: "
+                   f"{tk['cached_input']:,} tokens, each counted at its weight (caps.cached_input_weight)")
     click.echo(f"answers: approved {a['approved']}, denied {a['denied']}, expired {a['expired']}, cancelled "
                f"{a['cancelled']}, pending {a['pending']}; median time to answer {_secs(a['median_answer_seconds'])}"
                + (" (" + ", ".join(f"{k} {v}" for k, v in a["answered_via"].items()) + ")" if a["answered_via"]

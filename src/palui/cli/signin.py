@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from palui.cli.common import connectors_app, emit_json, service
+from palui.cli.common import CLEAN, connectors_app, emit_json, service
 from palui.errors import UsageError
+from palui.text.display import shown
 from palui.types import OAuthClient, SignIn
 
 if TYPE_CHECKING:
@@ -55,7 +56,12 @@ def terminal_sign_in(no_browser: bool = False) -> SignIn:
 
     async def show(url: str) -> None:
         import webbrowser
+        from urllib.parse import parse_qs, urlsplit
 
+        # spec §7.11: the person sees what the sign-in asks for before any browser opens
+        asked = (parse_qs(urlsplit(url).query).get("scope") or [""])[0].split()
+        click.echo("The sign-in asks for: " + (" ".join(shown(s, one_line=True) for s in asked) if asked
+                                                else "the server's default access (no scope named)"))
         opened = False
         if not no_browser:
             try:
@@ -118,7 +124,7 @@ def client_option(client_id: str | None, secret_file: Path | None, auth: str,
 @click.option("--client-id", help="A client you registered at the server yourself.")
 @click.option("--client-secret-file", type=click.Path(path_type=Path), help="Its secret, from this file.")
 @click.option("--client-auth", default="basic", help="How the client authenticates: basic or post.")
-@click.option("--redirect-uri", help="The loopback redirect URI that client fixes (http://127.0.0.1:PORT/…).")
+@click.option("--redirect-uri", type=CLEAN, help="The loopback redirect URI that client fixes (http://127.0.0.1:PORT/…).")
 @click.option("--no-browser", is_flag=True, help="Print the address instead of opening a browser.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def connectors_login(cid: str, client_id: str | None, client_secret_file: Path | None, client_auth: str,
@@ -129,9 +135,9 @@ def connectors_login(cid: str, client_id: str | None, client_secret_file: Path |
     svc = service()
     client = client_option(client_id, client_secret_file, client_auth, redirect_uri)
 
-    async def go() -> dict:
+    async def go() -> dict[str, Any]:
         try:
-            return await svc.mcp_login_async(cid, terminal_sign_in(no_browser), client)
+            return await svc.signin.login_async(cid, terminal_sign_in(no_browser), client)
         finally:
             await svc.close()
 
@@ -139,6 +145,12 @@ def connectors_login(cid: str, client_id: str | None, client_secret_file: Path |
     if as_json:
         return emit_json(r)
     click.echo(f"{cid}: signed in and connected" if r["signed_in"] else f"{cid}: connected (no sign-in was needed)")
+    if r.get("scopes"):
+        click.echo(f"  scopes held: {' '.join(shown(s, one_line=True) for s in r['scopes'])}")
+    for rid in r.get("granted") or []:
+        click.echo(f"  {rid}: granted (the tool that asked for more access can run)")
+    for rid in r.get("waiting") or []:
+        click.echo(f"  {rid}: still waiting (the sign-in did not give every scope it needs)")
 
 
 @connectors_app.command("logout")
@@ -148,7 +160,7 @@ def connectors_logout(cid: str, as_json: bool) -> None:
     """Sign out of a remote MCP server: its tokens are revoked (where the server offers it) and deleted."""
     import asyncio
 
-    r = asyncio.run(service().mcp_logout_async(cid))
+    r = asyncio.run(service().signin.logout_async(cid))
     if as_json:
         return emit_json(r)
     click.echo(f"{cid}: signed out (tokens deleted; revocation: {r['revocation']})")
@@ -161,6 +173,6 @@ def connectors_allow_secret_questions(cid: str, off: bool) -> None:
     """Let this MCP server's questions ask for a secret (a password, a token, a card number…): you answer them
     with hidden input, never on a command line or in a chat, and Palui never stores the value. Without this,
     such a question is refused and you are told (spec §7.8)."""
-    service().allow_secret_questions(cid, not off)
+    service().elicitations.allow_secret_questions(cid, not off)
     click.echo(f"{cid}: questions that ask for a secret are " + ("refused (the default)" if off else
                "asked with hidden input (the value is never stored, logged or put in a conversation)"))

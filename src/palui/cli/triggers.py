@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from palui.cli import render
-from palui.cli.common import WHOLE, emit_json, group, service, table
+from palui.cli.common import Setting, emit_json, group, service, table
 from palui.cli.live import live_service, run_async
 from palui.cli.turns import finish_turn
 
@@ -26,9 +26,9 @@ def _short(text: str, n: int = 50) -> str:
 @click.argument("name", help="A name for the job.")
 @click.option("--cron", required=True, help='Five-field cron expression, e.g. "0 8 * * *", or @daily.')
 @click.option("--prompt", required=True, help="The message the job sends to the agent.")
-@click.option("--token-cap", type=WHOLE, metavar="N",
-              help="This job's daily token cap (default caps.job_daily_tokens).")
-@click.option("--tz", metavar="ZONE",
+@click.option("--token-cap", type=Setting("caps.job_daily_tokens"), metavar="N",
+              help="This job's daily token cap (default and range: caps.job_daily_tokens).")
+@click.option("--tz", type=Setting("caps.timezone"), metavar="ZONE",
               help="Time zone of the cron expression (default caps.timezone, else the system zone).")
 @click.option("--connector", multiple=True, metavar="ID",
               help="Offer the job only this connector's tools (repeat for more).")
@@ -36,7 +36,7 @@ def _short(text: str, n: int = 50) -> str:
 def jobs_add(name: str, cron: str, prompt: str, token_cap: int | None, tz: str | None, connector: tuple[str, ...],
              as_json: bool) -> None:
     """Add a scheduled job. It runs while `palui serve` runs; runs missed meanwhile are coalesced into one."""
-    j = service().add_job(name, cron, prompt, token_cap, tz, list(connector) or None)
+    j = service().jobs.add(name, cron, prompt, token_cap, tz, list(connector) or None)
     if as_json:
         return emit_json(j)
     scope = f"; only {', '.join(j['connectors'])}" if j["connectors"] else ""
@@ -47,7 +47,7 @@ def jobs_add(name: str, cron: str, prompt: str, token_cap: int | None, tz: str |
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def jobs_list(as_json: bool) -> None:
     """List jobs: schedule, next run, last run and its status, tokens today against the job's cap."""
-    rows = service().jobs()
+    rows = service().jobs.list()
     if as_json:
         return emit_json(rows)
     if not rows:
@@ -71,14 +71,14 @@ def jobs_list(as_json: bool) -> None:
         ],
         ["NAME", "CRON", "ZONE", "NEXT RUN", "LAST RUN", "LAST", "TOKENS", "CONNECTORS", "PROMPT"],
     )
-    if service().jobs_paused():
+    if service().brake.jobs_paused():
         click.echo("jobs are paused by the emergency brake (palui stop --all); palui jobs resume")
 
 
 @jobs_app.command("resume")
 def jobs_resume() -> None:
     """Let the jobs run again after palui stop --all (each from its next scheduled time)."""
-    was = service().resume_jobs()
+    was = service().brake.resume_jobs()
     click.echo("jobs resumed" if was else "jobs were not paused")
 
 
@@ -86,7 +86,7 @@ def jobs_resume() -> None:
 @click.argument("name", help="The job's name.")
 def jobs_remove(name: str) -> None:
     """Delete a job (its past turns and results stay)."""
-    j = service().remove_job(name)
+    j = service().jobs.remove(name)
     click.echo(f"job {j['name']} removed")
 
 
@@ -96,14 +96,14 @@ def jobs_remove(name: str) -> None:
 def jobs_run(name: str, as_json: bool) -> None:
     """Run a job now (through the live service when one runs on this PALUI_HOME, else here)."""
     svc = service()
-    printer = None if as_json else render.Printer(tz=svc.timezone())
+    printer = None if as_json else render.Printer(tz=svc.status.timezone())
     client = live_service(svc)
     if client:
         from urllib.parse import quote
 
         r = client.stream(f"/api/jobs/{quote(name, safe='')}/run", {}, printer)
     else:
-        r = run_async(svc, svc.run_job(name, printer))
+        r = run_async(svc, svc.jobs.run(name, printer))
     finish_turn(r, as_json, printer)
 
 
@@ -112,7 +112,7 @@ def jobs_run(name: str, as_json: bool) -> None:
 def webhooks_add(name: str) -> None:
     """Create a webhook; prints its URL and its secret, also as a Standard Webhooks `whsec_` secret
     (shown this once only)."""
-    h = service().add_webhook(name)
+    h = service().webhooks.add(name)
     click.echo(f"url: {h['url']}")
     click.echo(f"secret: {h['secret']}")
     click.echo(f"standard webhooks secret: {h['whsec']}")
@@ -132,7 +132,7 @@ def webhooks_add(name: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def webhooks_list(as_json: bool) -> None:
     """List webhooks: name, URL, deliveries in the last 24 h (never the secret)."""
-    rows = service().webhooks()
+    rows = service().webhooks.list()
     if as_json:
         return emit_json(rows)
     if not rows:
@@ -155,7 +155,7 @@ def webhooks_show(name: str, as_json: bool) -> None:
     from palui.errors import NotFound
 
     svc = service()
-    found = [h for h in svc.webhooks() if name in (h["name"], h["id"])]
+    found = [h for h in svc.webhooks.list() if name in (h["name"], h["id"])]
     if not found:
         raise NotFound(f"unknown webhook {name!r} (see: palui webhooks list)")
     h = found[0]
@@ -164,12 +164,12 @@ def webhooks_show(name: str, as_json: bool) -> None:
     click.echo(f"name: {h['name']}\nurl: {h['url']}\ncreated: {(h['created_at'] or '-')[:19].replace('T', ' ')} UTC")
     click.echo(f"deliveries in the last 24 h: {h['deliveries_24h']}")
     click.echo(f"last delivery: {(h['last_delivery'] or '-')[:19].replace('T', ' ')}")
-    click.echo(f"replay: {REPLAY_NOTE} (retention.days = {svc.settings.get('retention.days')})")
+    click.echo(f"replay: {REPLAY_NOTE} (retention.days = {svc.settings.retention.days})")
 
 
 @webhooks_app.command("remove")
 @click.argument("name", help="The webhook's name.")
 def webhooks_remove(name: str) -> None:
     """Delete a webhook and its secret: its URL answers 404 from now on."""
-    h = service().remove_webhook(name)
+    h = service().webhooks.remove(name)
     click.echo(f"webhook {h['name']} removed")

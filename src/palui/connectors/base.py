@@ -103,6 +103,10 @@ class ToolResult:
     ``taint_detail`` says why it is untrusted (e.g. "memory 4 has untrusted provenance").
     ``input_required`` is set (and ``text`` empty) when a 2026-07-28 server needs answers from
     the person before the call can finish: the runner asks and calls again with ``CallContext.resume``.
+    ``may_have_run`` marks a call whose server was lost after the call went out (spec §7.10): it is
+    audited ``cancelled; may have run`` and never sent again. ``connector_down`` says why the connector
+    could not take the call (it did not start, its connection closed, it needs a sign-in; spec §8.4's
+    connector health), None when its server answered.
     """
 
     text: str
@@ -111,6 +115,8 @@ class ToolResult:
     untrusted_texts: list[str] = field(default_factory=list)
     taint_detail: str | None = None
     input_required: InputRequired | None = None
+    may_have_run: bool = False
+    connector_down: str | None = None
 
 
 @dataclass

@@ -6,6 +6,7 @@ protection). Every write goes through :meth:`Database.write`.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -18,14 +19,16 @@ from palui.connectors.naming import visible_name
 from palui.policy.classify import prefill_class
 from palui.store import tools as tools_store
 from palui.store.db import Database
+from palui.text.strict_json import finite
 from palui.types import ClassSource, ToolClass
 
 log = logging.getLogger(__name__)
 
 
 def canonical_json(value: Any) -> str:
-    """Canonical JSON: sorted keys, no spaces, UTF-8 kept (used for hashes)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """Canonical JSON: sorted keys, no spaces, UTF-8 kept (used for hashes and stored definitions). Strict:
+    ``NaN`` and ``±Infinity`` raise ``ValueError`` (a listing's are made strings first, :func:`as_stored`)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def definition_hash(spec: ToolSpec) -> str:
@@ -40,7 +43,28 @@ def definition_hash(spec: ToolSpec) -> str:
 
 
 def _content_hash(description: str, schema: Any) -> str:
-    return hashlib.sha256(canonical_json({"d": description, "s": schema}).encode()).hexdigest()
+    # finite: a schema an earlier Palui stored with NaN compares as the listing that is stored now
+    return hashlib.sha256(canonical_json({"d": description, "s": finite(schema)}).encode()).hexdigest()
+
+
+def as_stored(spec: ToolSpec) -> ToolSpec:
+    """``spec`` as it is hashed and stored: a number JSON cannot carry (``NaN``, ``±Infinity``) in its schema or
+    annotations made the string ``"NaN"``/``"Infinity"``/``"-Infinity"`` (stored JSON is strict, spec §10.1;
+    the tool is flagged for it, :func:`palui.policy.input_schema.definition_problem`)."""
+    schema, ann = finite(spec.input_schema), finite(spec.annotations)
+    if schema is spec.input_schema and ann is spec.annotations:
+        return spec
+    return dataclasses.replace(spec, input_schema=schema, annotations=ann)
+
+
+def schema_problem(spec: ToolSpec, max_chars: int | None) -> str | None:
+    """Why an MCP tool's input schema is flagged (spec §7.6), from the listing as sent; None for a built-in
+    (``max_chars`` None: Palui's own schemas) or a sound schema."""
+    if max_chars is None:
+        return None
+    from palui.policy.input_schema import definition_problem  # jsonschema: only when a listing is synced
+
+    return definition_problem(spec.input_schema, max_chars)
 
 
 @dataclass
@@ -57,6 +81,8 @@ class SyncReport:
     #: (name, previous class, new class) of tools whose server's hints made the effective class stricter
     #: by themselves (spec §7.6: a tightening applies without review, and the person is told).
     class_tightened: list[tuple[str, str, str]] = field(default_factory=list)
+    #: (name, why) of new tools whose input schema is flagged (spec §7.6): off until the person has seen it.
+    schema_flagged: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def needs_telling(self) -> list[str]:
@@ -74,10 +100,13 @@ class SyncReport:
                 f"palui policy explain {n} says what that means for each turn."
                 for n, old, new in self.class_tightened]
         out += [f"A server listed two tools named {r!r}: both refused." for r in self.refused_duplicates]
+        out += [f"Tool {n} is flagged: {why}. It stays off until you have looked at it: palui tools show {n}."
+                for n, why in self.schema_flagged]
         return out
 
 
-def sync_tools(db: Database, connector_id: str, specs: list[ToolSpec], *, builtin: bool) -> SyncReport:
+def sync_tools(db: Database, connector_id: str, specs: list[ToolSpec], *, builtin: bool,
+               max_schema_chars: int | None = None) -> SyncReport:
     """Store a connector's current listing.
 
     New tools get their class (built-in declaration, else the hints prefill) and
@@ -85,6 +114,9 @@ def sync_tools(db: Database, connector_id: str, specs: list[ToolSpec], *, builti
     changed are switched off and flagged "changed — review"; annotation changes
     tighten the class by themselves, a loosening waits for review. Tools listed
     twice are refused, both of them. Tools no longer listed are marked absent.
+    An MCP tool's input schema is checked (``max_schema_chars``: ``connectors.max_schema_chars``; None checks
+    nothing) and what is wrong with it stored (``schema_problem``): the tool stays off until the person has
+    seen it, as a tool with hidden characters does (spec §7.6, decision 0027).
 
     Linear in the listing: the names already taken are read once, not per new tool
     (docs/decisions/0080-sync-reads-taken-names-once.md).
@@ -106,6 +138,8 @@ def sync_tools(db: Database, connector_id: str, specs: list[ToolSpec], *, builti
             if spec.name in dupes:
                 continue
             listed.add(spec.name)
+            problem = None if builtin else schema_problem(spec, max_schema_chars)
+            spec = as_stored(spec)
             new_hash = definition_hash(spec)
             hints = spec.declared_class if builtin else prefill_class(spec.annotations)
             source = ClassSource.BUILTIN.value if builtin else (ClassSource.HINTS.value if hints else None)
@@ -118,8 +152,8 @@ def sync_tools(db: Database, connector_id: str, specs: list[ToolSpec], *, builti
                 taken.add(name)
                 c.execute(
                     "INSERT INTO tools (connector_id, raw_name, name, description, input_schema, annotations,"
-                    " definition_hash, base_class, base_source, enabled, untrusted_output, created_at, updated_at)"
-                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    " definition_hash, base_class, base_source, enabled, untrusted_output, created_at, updated_at,"
+                    " schema_problem) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (
                         connector_id,
                         spec.name,
@@ -134,9 +168,12 @@ def sync_tools(db: Database, connector_id: str, specs: list[ToolSpec], *, builti
                         1 if spec.untrusted_output else 0,
                         now,
                         now,
+                        problem,
                     ),
                 )
                 report.added.append(name)
+                if problem:
+                    report.schema_flagged.append((name, problem))
                 continue
             if not row["present"]:
                 c.execute(
@@ -162,7 +199,7 @@ def sync_tools(db: Database, connector_id: str, specs: list[ToolSpec], *, builti
                     ),
                 )
                 continue
-            _apply_mcp_change(c, row, spec, new_hash, hints, ann_json, now, report)
+            _apply_mcp_change(c, row, spec, new_hash, hints, ann_json, now, report, problem)
         for spec in specs:
             if spec.name not in dupes:  # not part of the definition (no review): execution.taskSupport
                 c.execute("UPDATE tools SET task_support = ? WHERE connector_id = ? AND raw_name = ?"
@@ -183,7 +220,9 @@ def register_listing(
     Used by MCP connectors on every connection and by the service for built-ins and tests.
     """
     tools_store.ensure_connector(env.db, connector_id, kind, name or connector_id)
-    report = sync_tools(env.db, connector_id, specs, builtin=(kind == "builtin"))
+    builtin = kind == "builtin"
+    report = sync_tools(env.db, connector_id, specs, builtin=builtin,
+                        max_schema_chars=None if builtin else env.settings.connectors.max_schema_chars)
     for text in report.needs_telling:
         env.notify("notice", text)
     if env.on_change is not None and (report.changed or report.tightened or report.removed
@@ -203,6 +242,15 @@ def _pending_review(row) -> dict[str, Any]:
     return review if isinstance(review, dict) else {}
 
 
+def _stored_json(raw: str | None) -> Any:
+    """A stored JSON column, or None when it is NULL or does not parse (the row then reads flagged,
+    :func:`palui.store.tools._row`; the listing's definition is held for review like any change)."""
+    try:
+        return json.loads(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
 def _stale_review(row, new_hash: str) -> bool:
     """True when a held definition (changed/loosened) is no longer what the server lists.
 
@@ -214,7 +262,8 @@ def _stale_review(row, new_hash: str) -> bool:
 
 
 def _apply_mcp_change(
-    c, row, spec: ToolSpec, new_hash: str, hints: ToolClass | None, ann_json: str | None, now: float, report: SyncReport
+    c, row, spec: ToolSpec, new_hash: str, hints: ToolClass | None, ann_json: str | None, now: float,
+    report: SyncReport, problem: str | None = None,
 ) -> None:
     """Apply the rug-pull rules to a known MCP tool whose listing differs from the stored
     (accepted) definition, or from the definition its pending review holds (spec §7).
@@ -226,16 +275,18 @@ def _apply_mcp_change(
     kind = pending.get("kind")
     if kind in ("changed", "loosened") and pending.get("definition_hash") == new_hash:
         return  # already held for review, and the person was told
-    old_content = _content_hash(row["description"], json.loads(row["input_schema"]))
+    old_schema = _stored_json(row["input_schema"])
+    old_content = _content_hash(row["description"], old_schema)
     review: dict[str, Any] = {
         "description": spec.description,
         "input_schema": spec.input_schema,
         "annotations": spec.annotations,
         "definition_hash": new_hash,
+        "schema_problem": problem,
         "previous": {
             "description": row["description"],
-            "input_schema": json.loads(row["input_schema"]),
-            "annotations": json.loads(row["annotations"]) if row["annotations"] else None,
+            "input_schema": finite(old_schema),
+            "annotations": finite(_stored_json(row["annotations"])),
         },
     }
     key = (row["connector_id"], row["raw_name"])
@@ -260,10 +311,10 @@ def _apply_mcp_change(
         # again if this listing still loosens).
         c.execute("UPDATE tools SET changed = 0, review_json = NULL WHERE connector_id = ? AND raw_name = ?", key)
     # Only annotations changed.
-    old_base = ToolClass(row["base_class"]) if row["base_class"] else None
+    old_base = tools_store.stored_class(row["base_class"])  # a word that is not a class reads as unknown
     old_eff = old_base or ToolClass.DESTRUCTIVE
     new_eff = hints or ToolClass.DESTRUCTIVE
-    user = ToolClass(row["user_class"]) if row["user_class"] else None
+    user = tools_store.stored_class(row["user_class"])
     if new_eff.rank > old_eff.rank or (new_eff == old_eff and hints != old_base):
         # Tightening (or unknown <-> destructive at equal strictness) applies by itself.
         c.execute(
@@ -302,7 +353,7 @@ def accept_review(c, row) -> None:
 
     A tool switched off by a description/schema change gets its previous switch back.
     """
-    review = json.loads(row["review_json"] or "{}")
+    review = _pending_review(row)
     key = (row["connector_id"], row["raw_name"])
     now = time.time()
     if review.get("kind") in ("changed", "loosened"):
@@ -310,7 +361,7 @@ def accept_review(c, row) -> None:
         hints = prefill_class(ann)
         c.execute(
             "UPDATE tools SET description=?, input_schema=?, annotations=?, definition_hash=?, base_class=?,"
-            " base_source=?, updated_at=? WHERE connector_id=? AND raw_name=?",
+            " base_source=?, updated_at=?, schema_problem=? WHERE connector_id=? AND raw_name=?",
             (
                 review["description"],
                 canonical_json(review["input_schema"]),
@@ -319,10 +370,11 @@ def accept_review(c, row) -> None:
                 hints.value if hints else None,
                 "hints" if hints else None,
                 now,
+                review.get("schema_problem"),
                 *key,
             ),
         )
-        user = ToolClass(row["user_class"]) if row["user_class"] else None
+        user = tools_store.stored_class(row["user_class"])
         if user is not None and (hints or ToolClass.DESTRUCTIVE).rank > user.rank:
             # The accepted definition's hints are stricter than the person's class: as with an
             # annotation-only tightening, the stricter class applies (spec §7); the person can

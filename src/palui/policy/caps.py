@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 DAILY_TOKENS = "daily token cap"
@@ -12,6 +13,32 @@ WEBHOOK_RUNS_PER_HOUR = "webhook runs per hour cap"
 #: Caps that pause every new turn (the person is told once per pause, spec §6). A job over its own
 #: token cap is that job's matter; the webhook share holds only webhook turns (spec §6.6).
 GLOBAL_CAPS = (DAILY_TOKENS, RUNS_PER_HOUR)
+
+
+#: What a cached input token (a cache read) counts for against the token caps when ``caps.cached_input_weight``
+#: is unset, per provider (spec §6.4): the share of the full input price the provider bills for it.
+#: Anthropic bills cache reads at 0.1 times the base input price for every model ("Prompt caching", pricing:
+#: "Cache hits and refreshes: 0.1x base input price"). OpenAI's discount depends on the model (50 % for the
+#: gpt-4o family, 75 % for gpt-4.1, 90 % for gpt-5: "Prompt caching" guide and the pricing page's "cached
+#: input" column); the smallest discount is the default, so a cap never counts less than any OpenAI bill.
+#: Any other provider (ollama, ``script:``) counts cached input in full.
+CACHED_INPUT_WEIGHTS = {"anthropic": 0.1, "openai": 0.5}
+
+
+def cached_input_weight(provider: str, setting: float | None) -> float:
+    """The weight (0 to 1) a cached input token of ``provider`` counts for: ``caps.cached_input_weight`` when
+    the person set it (``setting``), else the provider's default (:data:`CACHED_INPUT_WEIGHTS`, else 1)."""
+    if setting is not None:
+        return float(setting)
+    return CACHED_INPUT_WEIGHTS.get(provider, 1.0)
+
+
+def counted_tokens(input_tokens: int, cached_tokens: int, output_tokens: int, weight: float) -> int:
+    """Tokens one model request counts for against the caps (spec §6.4): its input that was not read from the
+    cache, its cached input at ``weight`` (rounded up, so a cap never counts less than the bill), and its
+    output. ``input_tokens`` includes the cached ones (the model library's convention for every provider)."""
+    cached = max(0, min(cached_tokens, input_tokens))
+    return max(0, input_tokens - cached) + math.ceil(cached * weight - 1e-9) + max(0, output_tokens)
 
 
 @dataclass(frozen=True)

@@ -179,7 +179,7 @@ def rule_of_two(tool: str, args: Any, facts: OutsideFacts) -> str | None:
             return (f"Rule of Two: {verb} an address you did not write, and this conversation's older untrusted "
                     f"content was pruned by retention.days ({host})")
         if facts.unknown_context:
-            return (f"Rule of Two: {verb} an address not reached earlier in this session, and "
+            return (f"Rule of Two: {verb} an address not reached earlier by this client, and "
                     f"{facts.unknown_context} ({host})")
     if not facts.private:
         return None

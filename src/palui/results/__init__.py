@@ -21,7 +21,8 @@ Import them from here (``from palui.results import TurnResult``); the modules gr
 - :mod:`~palui.results.api`: what the JSON API answers beyond these (health, a new conversation, the turns
   stopped, a refusal).
 
-Conventions: ids are strings (``t-…`` turn, ``c-…`` conversation, ``a-…`` approval, ``e-…`` question),
+Conventions: ids are strings (``t-…`` turn, ``c-…`` conversation, ``a-…`` approval, ``e-…`` question, ``s-…``
+a request for a wider scope),
 except the integer rows of the audit, memories, tasks and sent messages. Times are ISO 8601 strings (UTC
 unless a field says another zone) or, where a field says so, epoch seconds (float). Status words are
 those of spec §11; a class is ``read`` / ``write`` / ``destructive`` (spec §2), a verdict ``run`` /
@@ -73,6 +74,7 @@ from palui.results.status import (
     AuditRow,
     Backup,
     ChannelLine,
+    GatewayPause,
     InboxItem,
     JobsPause,
     PauseState,
@@ -97,6 +99,8 @@ from palui.results.tools import (
     OAuthState,
     PendingReview,
     ReviewChange,
+    SchemaFlagged,
+    ScopeRequest,
     Suggestion,
     Task,
     Tool,
@@ -109,6 +113,8 @@ from palui.results.triggers import (
     DeliveryDuplicate,
     DeliveryReceipt,
     Job,
+    MailAnswerAddress,
+    MailThread,
     Named,
     OutboxItem,
     OutboxPart,
@@ -136,15 +142,19 @@ __all__ = [
     "ClassFields", "ClassTightened", "Connector", "ConnectorAdded", "ConnectorConfig", "ConnectorErrorEvent",
     "ConnectorSync", "Conversation", "ConversationSummary", "Delivery", "DeliveryAccepted", "DeliveryDuplicate",
     "DeliveryReceipt", "Elicitation", "ElicitationAnswerEvent", "ElicitationEvent", "EndEvent", "EventFields",
-    "EventStamp", "Explanation", "InboxItem", "Job", "JobsPause", "ListingChanges", "MCPConfig", "Memory", "Named",
+    "EventStamp", "Explanation", "GatewayPause", "InboxItem", "Job", "JobsPause", "ListingChanges", "MCPConfig",
+    "Memory", "Named",
     "OAuthState", "OutboxItem", "OutboxPart", "PairCode", "PauseState", "PausedEvent", "PendingApprovalLine",
     "PendingReview", "Pruned", "RenderedPart", "ResultLine", "RetryEvent",
-    "ReviewChange", "ScopeEvent", "SentMessage", "ShownApproval", "Status", "StatusCaps", "StatusConnector",
+    "ReviewChange", "SchemaFlagged", "ScopeEvent", "ScopeRequest", "SentMessage", "ShownApproval", "Status",
+    "StatusCaps",
+    "StatusConnector",
     "StepEvent", "StopAll", "StreamEvent", "StreamLine", "Suggestion", "TaintedEvent", "Task", "TextDeltaEvent",
     "TextDiscardedEvent", "TextEvent", "Tool", "ToolCallEvent", "ToolDetails", "ToolStartEvent",
     "ToolsLeftOutEvent", "LastStepEvent", "TurnApproval", "TurnDetail", "TurnElicitation", "TurnEvent", "TurnResult",
     "TurnStoredLine", "TurnUsage", "UntrustedArg", "Webhook", "WebhookCreated", "WebhookShare",
     "ErrorAnswer", "Health", "NewConversation", "Stopped", "GatewayCallResult", "GatewayClient", "GatewayTool",
+    "MailAnswerAddress", "MailThread",
 ]
 
 MODULES: tuple[ModuleType, ...] = (answers, events, turns, tools, status, triggers, api, gateway)

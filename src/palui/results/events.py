@@ -198,11 +198,13 @@ class EndFields(TypedDict):
     answer: str | None
     error: str | None
     budget: str | None
+    health: NotRequired[str]
 
 
 class EndEvent(EndFields, EventStamp):
-    """The turn ended: ``status`` done / stopped / budget / error (spec §11), with its answer, error and the
-    budget that ended it."""
+    """The turn ended: ``status`` done / stopped / budget / error, or for a job partial / failed (spec §11),
+    with its answer, error and the budget that ended it; an unattended turn's ``health`` is its
+    connector-health line (spec §8.4)."""
 
 
 class PausedFields(TypedDict):
@@ -236,7 +238,8 @@ class ConnectorErrorFields(TypedDict):
 
 
 class ConnectorErrorEvent(ConnectorErrorFields, EventStamp):
-    """A connector's tools are not offered this turn, and why (a sign-in is due, spec §7.9)."""
+    """A connector's tools are not offered this turn (a sign-in is due, spec §7.9), or a call to it could not
+    reach its server (it did not start, its connection closed), and why (spec §8.4)."""
 
 
 class ToolsLeftOutFields(TypedDict):

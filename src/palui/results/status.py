@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NotRequired
+
 from typing_extensions import TypedDict
 
 
@@ -15,13 +17,15 @@ class PauseState(TypedDict):
 
 class StatusCaps(TypedDict):
     """The global caps (spec §6.4): tokens a day, for jobs, runs an hour, the webhook share; ``timezone``
-    of the day (``system`` when not set)."""
+    of the day (``system`` when not set); ``cached_input_weight`` what a cached input token counts for (None:
+    the provider's default)."""
 
     daily_tokens: int
     job_daily_tokens: int
     runs_per_hour: int
     webhook_runs_per_hour: int
     timezone: str
+    cached_input_weight: NotRequired[float | None]
 
 
 class WebhookShare(TypedDict):
@@ -57,6 +61,14 @@ class JobsPause(TypedDict):
     noted: bool
 
 
+class GatewayPause(TypedDict):
+    """The emergency brake holds the gateway (spec §5.7, §8.6): ``since`` epoch seconds, ``by`` where it was
+    pulled. Every gateway call and new session is refused until ``palui gateway resume``."""
+
+    since: float
+    by: str
+
+
 class AsksSummary(TypedDict):
     """``/status``'s asks over the last ``days`` days (spec §5.8): how many, their answers, the median time
     to an answer (seconds, None without answers)."""
@@ -89,13 +101,15 @@ class PendingApprovalLine(TypedDict):
 
 
 class Status(PauseState, WebhookShare):
-    """``/status``, ``palui status --json``, ``GET /api/status`` (spec §8.1): the model, today's tokens, the
+    """``/status``, ``palui status --json``, ``GET /api/status`` (spec §8.1): the model, today's tokens (as the
+    caps count them, ``cached_tokens_today`` the cache reads among them, counted at their weight), the
     caps, the runs of the last hour, the pause and the webhook share, the connectors, what waits for the
     person (counts, and the pending approvals by id, oldest first), the audit head, the jobs' brake, the asks
     summary and the chat channels."""
 
     model: str | None
     tokens_today: int
+    cached_tokens_today: NotRequired[int]
     caps: StatusCaps
     runs_last_hour: int
     connectors: list[StatusConnector]
@@ -104,6 +118,7 @@ class Status(PauseState, WebhookShare):
     pending_elicitations: int
     audit_head: AuditHead | None
     jobs_paused: JobsPause | None
+    gateway_paused: GatewayPause | None
     governance: AsksSummary
     channels: list[ChannelLine]
 
@@ -142,10 +157,12 @@ class AuditRow(_AuditClass):
 
 
 class Pruned(TypedDict):
-    """``palui prune --before``: the cut (ISO time) and the rows deleted per table (spec §10.2)."""
+    """``palui prune --before``: the cut (ISO time), the rows deleted per table, and the webhook delivery
+    records older than the cut kept as replay keys until their own retention (spec §10.2, §8.5)."""
 
     before: str
     deleted: dict[str, int]
+    replay_keys_kept: int
 
 
 class Backup(TypedDict):
@@ -156,7 +173,8 @@ class Backup(TypedDict):
 
 
 class StopAll(TypedDict):
-    """The emergency brake (spec §5.7): the turns stopped and the jobs' pause."""
+    """The emergency brake (spec §5.7): the turns stopped, the jobs' pause and the gateway's."""
 
     stopped: list[str]
     jobs_paused: JobsPause
+    gateway_paused: GatewayPause

@@ -15,7 +15,9 @@ class Tool(ClassFields):
     model-visible name, ``tool`` the server's own; ``untrusted_output`` after trusted-source marks (spec
     §4.1); ``changed`` flagged for review (spec §7.6); ``present`` still listed by its server;
     ``hidden_characters`` (spec §4.7); ``look_alike_name`` (spec §7.5); ``reaches_outside`` and the person's
-    ``reaches_outside_flag`` (spec §4.5); ``needs_tasks`` never offered (its server runs it only as an MCP task)."""
+    ``reaches_outside_flag`` (spec §4.5); ``needs_tasks`` never offered (its server runs it only as an MCP task);
+    ``schema_problem`` why its input schema is flagged, None when it is not (spec §7.6);
+    ``unreadable`` what of its stored row did not read (then its class reads as unknown, spec §2), else None."""
 
     name: str
     connector: str
@@ -32,6 +34,8 @@ class Tool(ClassFields):
     reaches_outside: bool
     reaches_outside_flag: bool
     needs_tasks: bool
+    schema_problem: str | None
+    unreadable: str | None
 
 
 class ReviewChange(TypedDict):
@@ -60,9 +64,11 @@ class PendingReview(TypedDict):
 
 
 class ToolDetails(Tool):
-    """``palui tools show``: a :class:`Tool` with its stored definition and the change that waits, if any."""
+    """``palui tools show``: a :class:`Tool` with its stored definition and the change that waits, if any;
+    ``schema_chars`` the input schema's size as a model is sent it (canonical JSON, descriptions cut)."""
 
     input_schema: JSON
+    schema_chars: int
     definition_hash: str
     pending: PendingReview | None
 
@@ -80,11 +86,14 @@ class Explanation(ClassFields):
 
 
 class OAuthState(TypedDict):
-    """An HTTP connector's sign-in (spec §7.9; no token): the issuer and when the token expires (epoch s)."""
+    """An HTTP connector's sign-in (spec §7.9; no token): the issuer, when the token expires (epoch s), the
+    ``scopes`` it holds (spec §7.11) and the step-ups ``waiting`` for the person (``s-…`` requests)."""
 
     signed_in: bool
     issuer: str | None
     expires_at: float | None
+    scopes: NotRequired[list[str]]
+    waiting: NotRequired[list[ScopeRequest]]
 
 
 class ConnectorConfig(TypedDict):
@@ -108,7 +117,8 @@ class Connector(TypedDict):
     ``kind`` builtin / mcp; ``state`` in this process (``idle`` when an MCP server was not started here,
     ``disabled``, ``connected``, ``error: …``, spec §7.7); ``private`` its results are the person's
     private data (spec §4.5); ``tools`` / ``enabled_tools`` counts. An MCP connector also has
-    ``last_state`` (the last one stored by any process) and its redacted ``config``.
+    ``last_state`` (the last one stored by any process), its redacted ``config`` and, when it runs in this
+    process, ``recovered``: when and why a session its server lost was started again (spec §7.10).
     """
 
     id: str
@@ -122,6 +132,7 @@ class Connector(TypedDict):
     enabled_tools: int
     last_state: NotRequired[str]
     config: NotRequired[ConnectorConfig]
+    recovered: NotRequired[str | None]
 
 
 class MCPConfig(ConnectorConfig):
@@ -138,15 +149,24 @@ class MCPConfig(ConnectorConfig):
     secrets_file: str
     secret_questions: bool
     stderr_log: str | None
+    recovered: NotRequired[str | None]
 
 
 ClassTightened = TypedDict("ClassTightened", {"tool": str, "from": str, "to": str})
 ClassTightened.__doc__ = "A tool whose server's hints made its class stricter by themselves (spec §7.6)."
 
 
+class SchemaFlagged(TypedDict):
+    """A new tool whose input schema is flagged (spec §7.6): off until the person has seen it."""
+
+    tool: str
+    why: str
+
+
 class ListingChanges(TypedDict):
     """What storing a server's listing changed (spec §7.6): tool names added, flagged ``changed``, tightened,
-    with a loosening held for review, removed; raw names refused as duplicates."""
+    with a loosening held for review, removed; raw names refused as duplicates; new tools whose input schema is
+    flagged."""
 
     id: str
     added: list[str]
@@ -156,12 +176,34 @@ class ListingChanges(TypedDict):
     removed: list[str]
     refused_duplicates: list[str]
     class_tightened: list[ClassTightened]
+    schema_flagged: list[SchemaFlagged]
 
 
 class ConnectorSync(ListingChanges):
-    """``palui connectors refresh``: what listing the server's tools again changed, and its ``state`` after."""
+    """``palui connectors refresh``: what listing the server's tools again changed, and its ``state`` after;
+    ``recovered`` says when and why a lost session was started again (spec §7.10), None when it was not."""
 
     state: str
+    recovered: NotRequired[str | None]
+
+
+class ScopeRequest(TypedDict):
+    """A tool its server refused for a wider OAuth scope, waiting for the person (spec §7.11): ``needed`` the
+    scopes beyond ``granted`` (those held when it was refused); ``status`` pending / granted (a sign-in gave
+    them) / declined (the tool was switched off, ``reason`` says why); ``turn`` the turn whose call was refused;
+    ``created_at`` epoch seconds; ``answered_via`` cli, web, api, a channel's name, or ``sign-in``. ``turn`` is
+    ``""`` for a call made outside a turn."""
+
+    id: str
+    connector: str
+    tool: str
+    needed: list[str]
+    granted: list[str]
+    turn: str
+    status: str
+    reason: str | None
+    created_at: float
+    answered_via: str | None
 
 
 class ConnectorAdded(ListingChanges):

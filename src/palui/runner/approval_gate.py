@@ -9,26 +9,35 @@ approval once: still pending (the turn stays paused), denied, expired, cancelled
 or approved. An approved call is decided again right before it is sent (:meth:`ApprovalGate.recheck`):
 connecting may have flagged its tool.
 
-Held by the runner's call collaborators; it keeps no state of its own (the approval is in the
-database, its id on the call).
+A gateway call (spec §8.6) is not paused: :meth:`ApprovalGate.wait` polls its approval for up to
+``gateway.wait_seconds`` and the call goes on when it is answered; not answered in time, the client is told the
+approval's id, and an identical later call of the session waits on or consumes that same approval
+(:meth:`ApprovalGate.retried`).
+
+Held by the governed call (:mod:`palui.runner.governed_call`); it keeps no state of its own (the approval is
+in the database, its id on the call).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from palui.runner import approvals, redecide
+from palui.runner import approvals, caps, redecide
 from palui.runner.offer import usable_tool
-from palui.runner.pending import CallState, PendingCall
+from palui.runner.pending import CallState, PendingCall, args_hash
 from palui.text.prompts import approval_prompt
-from palui.types import ApprovalStatus, Decision, Origin
+from palui.text.when import stamped
+from palui.types import ApprovalStatus, Decision
 
 if TYPE_CHECKING:
     from palui.config import Settings
     from palui.connectors.base import PersonChannel
     from palui.results import UntrustedArg
+    from palui.runner.call_options import Progress
     from palui.runner.call_records import CallRecords
     from palui.runner.state import Turn
     from palui.runner.turn_events import Emit
@@ -36,6 +45,9 @@ if TYPE_CHECKING:
     from palui.store.tools import ToolRow
 
 DENIED = "The person denied this action."
+#: How often a waiting call looks at its approval, and tells its caller the progress, in seconds.
+POLL_SECONDS = 0.2
+PROGRESS_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -79,9 +91,6 @@ class ApprovalGate:
             self._ask(t, call, row, d, marks)
 
     def _ask(self, t: Turn, call: PendingCall, row: ToolRow, d: Decision, marks: list[UntrustedArg]) -> None:
-        expiry = self._settings.get(
-            "approvals.job_expiry_seconds" if t.origin is Origin.JOB else "approvals.chat_expiry_seconds"
-        )
         a = approvals.create(
             self._db,
             turn_id=t.id,
@@ -91,7 +100,7 @@ class ApprovalGate:
             class_source=row.class_source.value,
             origin=t.origin.value,
             reason=d.reason,
-            expiry_seconds=float(expiry),
+            expiry_seconds=self._settings.approvals.expiry(t.origin),
             schema=row.input_schema,
             marks=marks,
         )
@@ -102,8 +111,43 @@ class ApprovalGate:
         self._emit(t, {"type": "approval", "approval": a["id"], "tool": row.name, "args": call["args"],
                        "class": row.tool_class.value, "class_source": row.class_source.value, "verdict": "ask",
                        "reason": d.reason, "untrusted_args": a["untrusted_args"], "expires_at": a["expires_at"]})
-        self._notify("approval", approval_prompt(a), turn_id=t.id, conversation_id=t.conversation_id,
-                     approval_id=a["id"])
+        # The message is kept (the inbox, a chat app): its expiry is a time with its date, in caps.timezone.
+        until = f"expires {stamped(a['expires_at'], caps.zone(self._settings.caps.timezone))}"
+        self._notify("approval", approval_prompt(a, expires=until), turn_id=t.id,
+                     conversation_id=t.conversation_id, approval_id=a["id"])
+
+    def retried(self, t: Turn, call: PendingCall) -> bool:
+        """A gateway call identical (tool and arguments) to one of the session whose approval is still pending,
+        or approved and unused: it becomes that call (``asked``, its id and reason), to wait on or consume the
+        approval once (spec §8.6). False, and nothing changed, when there is none."""
+        same = self._db.one(
+            "SELECT id, tool_call_id, reason FROM approvals WHERE turn_id = ? AND tool = ? AND args_hash = ? AND"
+            " (status = 'pending' OR (status = 'approved' AND used = 0)) ORDER BY created_at DESC LIMIT 1",
+            (t.id, call["tool"], args_hash(call["args"])))
+        if same is None:
+            return False
+        call["id"], call["approval"], call["state"] = same["tool_call_id"], same["id"], CallState.ASKED
+        call["reason"] = same["reason"]
+        return True
+
+    async def wait(self, t: Turn, call: PendingCall, seconds: float, halted: Callable[[Turn], str | None],
+                   progress: Progress | None = None) -> None:
+        """Wait up to ``seconds`` while the held call's approval is pending (a gateway call, spec §8.6), telling
+        ``progress`` every :data:`PROGRESS_SECONDS`. ``halted`` (the brake, a stop) ends the wait with the
+        approval cancelled."""
+        aid = call["approval"]
+        deadline = time.monotonic() + seconds
+        told = 0.0  # when the caller was last told progress (monotonic seconds)
+        while approvals.status(self._db, aid) == "pending" and time.monotonic() < deadline:
+            why = halted(t)
+            if why:
+                redecide.cancel(self._db, aid, why)
+                return
+            if progress is not None and time.monotonic() - told >= PROGRESS_SECONDS:
+                told = time.monotonic()
+                await progress(seconds - max(0.0, deadline - told), seconds,
+                               f"waiting for the person to answer approval {aid}")
+            await asyncio.sleep(POLL_SECONDS)
 
     def approved(self, call: PendingCall) -> bool:
         """Whether the held call's approval is approved (and not yet used or refused)."""

@@ -22,6 +22,7 @@ from palui.runner.pending import args_hash
 from palui.runner.state import new_id
 from palui.store.db import Database
 from palui.text.display import named
+from palui.text.strict_json import finite
 from palui.types import ApprovalStatus
 
 if TYPE_CHECKING:
@@ -74,20 +75,21 @@ def create(db: Database, *, turn_id: str, conversation_id: str, call: Mapping[st
             "INSERT INTO approvals (id, turn_id, tool_call_id, tool, class, class_source, origin, reason, args_json,"
             " args_hash, untrusted_args, status, created_at, expires_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (aid, turn_id, call["id"], call["tool"], tool_class, class_source, origin, reason,
-             canonical_json(call["args"]), args_hash(call["args"]), json.dumps(marks), "pending", now,
+             canonical_json(call["args"]), args_hash(call["args"]), json.dumps(marks, allow_nan=False), "pending", now,
              now + expiry_seconds),
         )
     return get(db, aid)
 
 
 def as_dict(r: sqlite3.Row) -> TurnApproval:
-    """The ``palui approvals list --json`` shape."""
+    """The ``palui approvals list --json`` shape. Arguments an earlier Palui stored with ``NaN`` or ``Infinity``
+    (its row is hashed: never rewritten) are shown with those numbers as strings (spec §10.1)."""
     return {
         "id": r["id"], "turn": r["turn_id"], "origin": r["origin"], "tool": r["tool"],
-        "args": json.loads(r["args_json"]), "class": r["class"], "class_source": r["class_source"],
+        "args": finite(json.loads(r["args_json"])), "class": r["class"], "class_source": r["class_source"],
         "reason": r["reason"], "status": r["status"], "created_at": _iso(r["created_at"]),
         "expires_at": expiry_bound.iso(r["created_at"], r["expires_at"]),
-        "untrusted_args": json.loads(r["untrusted_args"]),
+        "untrusted_args": finite(json.loads(r["untrusted_args"])),
         "tool_call_id": r["tool_call_id"], "args_hash": r["args_hash"], "used": bool(r["used"]),
         "answered_via": r["answered_via"], "cancel_reason": r["cancel_reason"],
         "answered_at": _iso(r["answered_at"]) if r["answered_at"] else None,

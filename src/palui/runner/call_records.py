@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from palui.connectors.base import ToolResult
 from palui.policy.matrix import decide
 from palui.runner import audit
+from palui.runner import elicitations as questions
 from palui.runner.offer import usable_tool
 from palui.runner.pending import CallState, PendingCall, args_hash
 from palui.runner.state import Turn
@@ -23,6 +24,7 @@ from palui.types import NEEDS_TASKS
 
 if TYPE_CHECKING:
     from palui.config import Settings
+    from palui.results.events import ToolCallFields
     from palui.runner.turn_events import Emit
     from palui.store.db import Database
 
@@ -47,14 +49,17 @@ class CallRecords:
         settings: for ``budgets.tools`` (a refusal's reason).
         job_connectors: the connectors a job is limited to (``RunnerDeps.job_connectors``).
         emit: the turn's event sink (:meth:`palui.runner.turn_events.TurnEvents.emit`).
+        client: a gateway client's name: every audit row's reason starts ``gateway client NAME:`` (spec §8.6:
+            the chain names the client; the row's turn is its session's).
     """
 
     def __init__(self, db: Database, settings: Settings, job_connectors: Callable[[str | None], list[str] | None],
-                 emit: Emit) -> None:
+                 emit: Emit, client: str | None = None) -> None:
         self._db = db
         self._settings = settings
         self._job_connectors = job_connectors
         self._emit = emit
+        self._client = client
 
     def not_offered_reason(self, t: Turn, row: ToolRow | None, name: str) -> str:
         """Why a call to a tool that was not offered this turn is refused, as one sentence with the fix
@@ -72,7 +77,7 @@ class CallRecords:
         failed = [e for e in t.events if e.get("type") == "connector_error" and e.get("connector") == row.connector]
         if failed:  # it did not start this turn (a sign-in needed, a server that failed): not offered
             return f"its connector {row.connector} is not available: {failed[-1].get('error', '')}".rstrip(": ")
-        budget = int(self._settings.get("budgets.tools"))
+        budget = self._settings.budgets.tools
         if left_out_by_budget(t, name, budget):
             return f"left out by budgets.tools ({budget}): raise it or switch tools off"
         return "it was switched on or reclassed after this turn started: it is offered from the next turn"
@@ -89,6 +94,19 @@ class CallRecords:
         self._emit(t, {"type": "tool_call", "tool": call["tool"], "args": call["args"], "verdict": verdict,
                        "reason": "the turn's time budget ran out", "result": text, "is_error": True,
                        "tainted": t.tainted, "not_dispatched": True})
+
+    def interrupted(self, t: Turn, call: PendingCall) -> None:
+        """The process ended while this call was in flight (found ``sent``): it is never run twice. An approved
+        call keeps its ``ask`` verdict, so every surface says it was approved and may have run."""
+        verdict = "ask" if call.get("approval") else "run"
+        self.result(call, "The call was interrupted before its result arrived; it may have run.", True)
+        call["outcome"] = "failed"
+        questions.cancel_for_call(self._db, t.id, call["id"], "the process ended while the question waited")
+        self.audit(t, call, usable_tool(self._db, call["tool"]), verdict, "interrupted while in flight",
+                   "cancelled; may have run")
+        self._emit(t, {"type": "tool_call", "tool": call["tool"], "args": call["args"], "verdict": verdict,
+                       "reason": "interrupted while in flight", "result": call["result"], "is_error": True,
+                       "tainted": t.tainted, "cancelled": True})
 
     def refuse(
         self, t: Turn, call: PendingCall, row: ToolRow | None, verdict: str, reason: str, outcome: str = "refused"
@@ -121,13 +139,28 @@ class CallRecords:
         if untrusted:
             self.taint(t, f"{row.name} at step {t.steps}", result.untrusted_texts or [result.text], result.taint_detail)
         self.result(call, result.text, result.is_error)
-        outcome = ("approved; " if approved else "") + ("error" if result.is_error else "ok")
+        if result.may_have_run:  # its server was lost after the call went out (spec §7.10): the words of §5.7
+            outcome = "cancelled; may have run"
+        else:
+            outcome = ("approved; " if approved else "") + ("error" if result.is_error else "ok")
         self.audit(t, call, row, verdict, reason, outcome, duration_ms)
-        self._emit(t, {"type": "tool_call", "tool": row.name, "args": call["args"], "verdict": verdict,
-                       "reason": reason, "result": result.text[:4000], "is_error": result.is_error,
-                       "tainted": t.tainted, "untrusted_output": untrusted, "duration_ms": round(duration_ms, 1)})
+        event: ToolCallFields = {"type": "tool_call", "tool": row.name, "args": call["args"], "verdict": verdict,
+                                 "reason": reason, "result": result.text[:4000], "is_error": result.is_error,
+                                 "tainted": t.tainted, "untrusted_output": untrusted,
+                                 "duration_ms": round(duration_ms, 1)}
+        if result.may_have_run:
+            event["cancelled"] = True
+        self._emit(t, event)
         if newly_tainted:
             self._emit(t, {"type": "tainted", "source": t.taint_source})
+        if result.connector_down:
+            self.connector_down(t, row.connector, result.connector_down)
+
+    def connector_down(self, t: Turn, connector: str, why: str) -> None:
+        """The connector, not the tool, failed a call (it did not start, its connection closed, it restarted
+        mid-call): a ``connector_error`` event, which an unattended result's health line reads (spec §8.4)."""
+        self._emit(t, {"type": "connector_error", "connector": connector,
+                       "error": why.splitlines()[0][:300] if why else "unavailable"})
 
     def taint(self, t: Turn, source: str, texts: list[str], detail: str | None) -> None:
         """Mark the turn and its conversation tainted by ``source`` (the first source is kept) and store the
@@ -160,7 +193,7 @@ class CallRecords:
             origin=t.origin.value,
             tainted=t.tainted,
             verdict=verdict,
-            reason=reason,
+            reason=f"gateway client {self._client}: {reason}" if self._client else reason,
             args_hash=args_hash(call["args"]),
             outcome=outcome,
             duration_ms=duration_ms,

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from palui.runner.server_questions import RoundOutcome, ServerQuestions
     from palui.runner.state import Turn
     from palui.runner.stop_guard import StopGuard
-    from palui.runner.turn_clock import TurnClock
     from palui.runner.turn_events import TurnEvents
     from palui.store.tools import ToolRow
 
@@ -38,21 +37,23 @@ class CallSender:
         deps: the connector hub, the database, settings and the person's channel (for the call's context).
         records: what a call leaves behind.
         gate: the re-decision of an approved call.
-        questions: a server's questions during the call.
+        questions: a server's questions during the call, put to the person; None: refused (the gateway, whose
+            caller's questions Palui does not relay yet: spec §8.6).
         guard: the stop guard the call runs under.
-        clock: the turn's time left.
+        time_left: the seconds left for the call (a turn's clock, a gateway call's own bound).
         events: the turn's events (``tool_start`` goes to the front end only).
         save: persists the turn (the durable ``sent`` marker).
     """
 
-    def __init__(self, deps: RunnerDeps, records: CallRecords, gate: ApprovalGate, questions: ServerQuestions,
-                 guard: StopGuard, clock: TurnClock, events: TurnEvents, save: Callable[[Turn], None]) -> None:
+    def __init__(self, deps: RunnerDeps, records: CallRecords, gate: ApprovalGate, questions: ServerQuestions | None,
+                 guard: StopGuard, time_left: Callable[[Turn], float], events: TurnEvents,
+                 save: Callable[[Turn], None]) -> None:
         self._deps = deps
         self._records = records
         self._gate = gate
         self._questions = questions
         self._guard = guard
-        self._clock = clock
+        self._time_left = time_left
         self._events = events
         self._save = save
 
@@ -81,14 +82,14 @@ class CallSender:
             db=self._deps.db,
             settings=self._deps.settings,
             notifier=self._deps.notify,
-            ask=self._questions.asker(t, call, row),
+            ask=self._questions.asker(t, call, row) if self._questions is not None else None,
             resume=resume,
             tool=row,  # read when the call was decided: the connector need not read it again
         )
         started = time.monotonic()
         try:
             result = await self._guard.run(t.id, conn.call_tool(row.tool, call["args"], ctx),
-                                           max(0.1, self._clock.time_left(t)))
+                                           max(0.1, self._time_left(t)))
         except TimeoutError:
             result = ToolResult("Error: the call ran out of the turn's time budget.", is_error=True)
         except (asyncio.CancelledError, StopRequested):
@@ -102,19 +103,24 @@ class CallSender:
         except Exception as e:  # a connector bug must not crash the turn
             result = ToolResult(f"Error: {type(e).__name__}: {str(e)[:500]}", is_error=True)
         if result.input_required is not None:
-            return await self._follow(
-                t, call, self._questions.store_round(t, call, row, result.input_required, verdict, reason))
+            if self._questions is not None:
+                return await self._follow(
+                    t, call, self._questions.store_round(t, call, row, result.input_required, verdict, reason))
+            result = ToolResult("Error: the server asked questions during the call; answering them through the "
+                                "gateway is not supported.", is_error=True, untrusted=result.untrusted)
         call.pop("elicit", None)
         self._records.returned(t, call, row, result, verdict, reason, approved, (time.monotonic() - started) * 1000)
         return False
 
     async def resume_elicited(self, t: Turn, call: PendingCall) -> bool:
         """Go on with a call paused on a server's questions. True: still waiting for the person."""
+        assert self._questions is not None  # only a door that asks the person pauses a call on questions
         return await self._follow(t, call, self._questions.resume(t, call))
 
     async def _follow(self, t: Turn, call: PendingCall, outcome: RoundOutcome) -> bool:
         if not isinstance(outcome, SendAgain):
             return outcome == "waiting"
+        assert self._questions is not None
         try:
             return await self.send(t, call, outcome.row, outcome.verdict, outcome.reason, resume=outcome.resume)
         finally:

@@ -43,10 +43,10 @@ def limits(settings: Settings) -> CapLimits:
     configuration to ``max(1, runs_per_hour // 3)`` when unset, spec §6.4)."""
     from palui.policy.caps import CapLimits
 
-    return CapLimits(daily_tokens=int(settings.get("caps.daily_tokens")),
-                     job_daily_tokens=int(settings.get("caps.job_daily_tokens")),
-                     runs_per_hour=int(settings.get("caps.runs_per_hour")),
-                     webhook_runs_per_hour=int(settings.get("caps.webhook_runs_per_hour")))
+    return CapLimits(daily_tokens=settings.caps.daily_tokens,
+                     job_daily_tokens=settings.caps.job_daily_tokens,
+                     runs_per_hour=settings.caps.runs_per_hour,
+                     webhook_runs_per_hour=settings.caps.webhook_runs_per_hour)
 
 
 def input_tokens(c: sqlite3.Connection, input_chars: int, conversation_id: str, created_at: float) -> int:
@@ -68,7 +68,7 @@ def verdict_in_tx(c: sqlite3.Connection, turn_row: sqlite3.Row | Mapping[str, An
 
     from palui.policy.caps import admit
 
-    tz = zone(settings.get("caps.timezone"))
+    tz = zone(settings.caps.timezone)
     today = day(now, tz)
     tokens = _tokens(c, today, "")
     runs = _runs_since(c, now - 3600)
@@ -128,14 +128,25 @@ def _runs_since(c: sqlite3.Connection, start: float) -> int:
 
 
 def record_usage(db: Database, *, turn_id: str, job_id: str | None, tokens: int, tz: ZoneInfo | None,
-                 now: float | None = None) -> None:
-    """Count ``tokens`` (input + output) against today (the counters follow in the same transaction)."""
+                 now: float | None = None, cached: int = 0, weight: float | None = None) -> None:
+    """Count ``tokens`` against today (the counters follow in the same transaction): what the caps count of one
+    request (:func:`palui.policy.caps.counted_tokens`). ``cached``: its cache-read input tokens, kept apart with
+    the ``weight`` they were counted at (spec §6.4)."""
     now = time.time() if now is None else now
-    if tokens <= 0:
+    if tokens <= 0 and cached <= 0:
         return
     with db.write() as c:
-        c.execute("INSERT INTO usage (time, day, turn_id, job_id, tokens) VALUES (?,?,?,?,?)",
-                  (now, day(now, tz), turn_id, job_id, tokens))
+        c.execute("INSERT INTO usage (time, day, turn_id, job_id, tokens, cached_tokens, cached_weight)"
+                  " VALUES (?,?,?,?,?,?,?)", (now, day(now, tz), turn_id, job_id, max(tokens, 0), max(cached, 0),
+                                              weight if cached > 0 else None))
+
+
+def cached_today(db: Database, tz: ZoneInfo | None, job_id: str | None = None, now: float | None = None) -> int:
+    """Cache-read input tokens of today's requests in ``tz`` (all turns, or one job's): the part of
+    :func:`tokens_today` that counted at its weight (spec §6.4), one counter row."""
+    now = time.time() if now is None else now
+    r = db.one("SELECT cached_tokens FROM usage_days WHERE day = ? AND job_id = ?", (day(now, tz), job_id or ""))
+    return int(r[0]) if r else 0
 
 
 def tokens_today(db: Database, tz: ZoneInfo | None, job_id: str | None = None, now: float | None = None) -> int:
@@ -183,12 +194,12 @@ def window_frees_at(db: Database, limit: int, now: float | None = None, origin: 
 
 def inflight_cap(db: Database, settings: Settings, job_id: str | None, job_cap: int | None) -> str | None:
     """The token cap a running turn has crossed, if any (checked at each step boundary, spec §6)."""
-    tz = zone(settings.get("caps.timezone"))
+    tz = zone(settings.caps.timezone)
     used = tokens_today(db, tz)
-    if used >= int(settings.get("caps.daily_tokens")):
-        return f"daily token cap reached ({used} tokens used today; the cap is {settings.get('caps.daily_tokens')})"
+    if used >= settings.caps.daily_tokens:
+        return f"daily token cap reached ({used} tokens used today; the cap is {settings.caps.daily_tokens})"
     if job_id:
-        cap = job_cap or int(settings.get("caps.job_daily_tokens"))
+        cap = job_cap or settings.caps.job_daily_tokens
         used = tokens_today(db, tz, job_id)
         if used >= cap:
             return f"job token cap reached ({used} tokens used today; the job's cap is {cap})"
@@ -220,3 +231,21 @@ def never_fits(db: Database, settings: Settings, input_chars: int, conversation_
                 f"the job's whole cap of {lim.job_daily_tokens:,} tokens a day, so it could never run; shorten "
                 "its prompt or raise its --token-cap")
     return None
+
+
+#: The audit outcome of a gateway call refused by ``caps.gateway_calls_per_hour`` (not counted by the cap).
+OVER_CAP = "refused: over cap"
+
+
+def gateway_over_cap(db: Database, settings: Settings, now: float | None = None) -> str | None:
+    """Why one more gateway call would pass ``caps.gateway_calls_per_hour`` (every client's calls of the last 60
+    minutes, over-cap refusals not counted), saying when the next is possible; None when it would not (spec
+    §8.6: the gateway's cap step)."""
+    cap = settings.caps.gateway_calls_per_hour
+    now = time.time() if now is None else now
+    rows = db.all("SELECT time FROM audit WHERE origin = 'gateway' AND time > ? AND outcome != ?"
+                  " ORDER BY time DESC LIMIT ?", (now - 3600, OVER_CAP, cap))
+    if len(rows) < cap:
+        return None
+    until = datetime.fromtimestamp(rows[-1]["time"] + 3600, UTC).strftime("%H:%M:%S UTC")
+    return f"caps.gateway_calls_per_hour ({cap}) is reached: the next call is possible at {until}"

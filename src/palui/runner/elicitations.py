@@ -1,7 +1,7 @@
 """Durable questions of MCP servers to the person (the ``elicitations`` table, spec §7).
 
 An elicitation waits where approvals wait: stored with its turn, answered once through the
-service's one door (:meth:`palui.service.Service.answer_elicitation`), expired after the approval
+service's one door (:meth:`palui.service.ElicitationsPart.answer`), expired after the approval
 expiry of its turn's origin (expiry is a decline), cancelled by ``/stop``. Its status is
 ``pending``, ``accepted``, ``declined``, ``cancelled`` or ``expired``.
 
@@ -63,7 +63,7 @@ def create(db: Database, *, turn_id: str, call_id: str, tool: str, connector: st
             " message, schema_json, url, server_ref, origin, status, reason, answered_via, owner, created_at,"
             " expires_at, answered_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (eid, turn_id, call_id, tool, connector, era, round_no, question.key, question.mode, question.message,
-             json.dumps(question.schema) if question.schema is not None else None, question.url,
+             json.dumps(question.schema, allow_nan=False) if question.schema is not None else None, question.url,
              question.elicitation_id, origin, status, reason, "palui" if auto is not None else None,
              OWNER if era == "in_call" else None, now, now + expiry_seconds, now if auto is not None else None),
         )
@@ -71,7 +71,7 @@ def create(db: Database, *, turn_id: str, call_id: str, tool: str, connector: st
 
 
 def as_dict(r: Any) -> TurnElicitation:
-    """The ``Service.elicitation`` shape: ``{"id","turn","tool","connector","era","round","key","mode",
+    """The ``ElicitationsPart.get`` shape: ``{"id","turn","tool","connector","era","round","key","mode",
     "message","schema","fields","url","url_host","elicitation_ref","origin","status","action","reason",
     "answered_via","sent","created_at","expires_at","answered_at"}`` (times ISO 8601 UTC; ``fields`` are
     the field names; ``action`` is what the server is (or will be) sent, None while pending)."""
@@ -153,7 +153,7 @@ def sweep(db: Database, now: float | None = None) -> int:
 
 
 #: Statuses of a turn that will never send a question's answer.
-ENDED = ("done", "stopped", "error", "budget")
+ENDED = ("done", "stopped", "error", "budget", "partial", "failed")
 
 
 def clear_unsent(c: Any, turn_id: str | None = None) -> None:
@@ -209,7 +209,7 @@ def answer(db: Database, eid: str, action: str, content: dict[str, Any] | None, 
             keep = action == "accept" and content is not None and not secret
             c.execute("UPDATE elicitations SET status=?, content_json=?, answered_at=?, answered_via=?,"
                       " owner=? WHERE id=? AND status='pending'",
-                      (STATUS_OF[action], json.dumps(content) if keep else None, now, via,
+                      (STATUS_OF[action], json.dumps(content, allow_nan=False) if keep else None, now, via,
                        OWNER if secret and action == "accept" else r["owner"], eid))
             if secret and action == "accept":
                 secret_answers.hold(eid, content or {})

@@ -19,19 +19,16 @@ from typing import Any
 from pydantic_ai.tools import ToolDefinition
 
 from palui.policy.budget import Candidate, RankIndex, rank_index, select
+from palui.policy.input_schema import DESCRIPTION_CHARS, cut_description, for_model
 from palui.policy.matrix import decide
 from palui.store import catalog
 from palui.store.catalog import Snapshot
 from palui.store.db import Database
 from palui.store.tools import ToolRow
 from palui.text.escape import strip_hidden
-from palui.types import Origin
+from palui.types import Notify, Origin
 
 BUILTIN = ("recall", "tasks", "web", "messages")
-# A tool's description as the model is sent it, and as it is ranked, is at most this many characters
-# (a server's text is hostile: one description of a megabyte would fill every turn's context). The
-# stored description is kept whole: `palui tools show` and the review diff show all of it.
-DESCRIPTION_CHARS = 4_000
 
 
 @dataclass(frozen=True)
@@ -88,6 +85,27 @@ def waiting_for_sign_in(snap: Snapshot, scope: list[str] | None = None) -> list[
         out = snap.memo[key] = sorted({r.connector for r in snap.usable() if r.connector_signin and r.enabled
                                        and (scope is None or r.connector in scope)})
     return out
+
+
+def tell_unreadable(db: Database, snap: Snapshot, notify: Notify) -> list[str]:
+    """Tell the person once about each stored tool row that did not read through its schema (a class word
+    that is not one: read as unknown, treated as destructive, spec §2), naming the tool and the fix. Once
+    per tool and stored problem: a ``kv`` row, written with the notice in one transaction, remembers what
+    was told. Checked once per catalog version. Returns the names told now."""
+    if snap.memo.get("unreadable_told"):
+        return []
+    told = []
+    for r in sorted((r for r in snap.tools.values() if r.unreadable and r.present), key=lambda r: r.name):
+        key = f"unreadable_tool:{r.name}"
+        with db.write() as c:
+            seen = c.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+            if seen is not None and seen[0] == r.unreadable:
+                continue
+            c.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", (key, r.unreadable))
+            notify("notice", r.unreadable_notice or r.name)
+        told.append(r.name)
+    snap.memo["unreadable_told"] = True
+    return told
 
 
 def _candidate(r: ToolRow) -> Candidate:
@@ -166,19 +184,14 @@ def definitions(snap: Snapshot, names: list[str], origin: Origin, tainted: bool)
 
 
 def _definition(r: ToolRow) -> ToolDefinition:
-    schema = r.input_schema if isinstance(r.input_schema, dict) and r.input_schema else {"type": "object"}
+    # A tool's description, and every description inside its schema, is sent as its first 4,000 characters
+    # (decision 0082: a server's text is hostile, one description of a megabyte would fill every turn's context);
+    # the stored definition is kept whole: `palui tools show` and the review diff show all of it.
+    schema = for_model(r.input_schema) if isinstance(r.input_schema, dict) and r.input_schema else {"type": "object"}
     description = r.description or r.tool
     if r.hidden:  # what the model is sent has the hidden characters removed (spec §4.7)
         schema, description = strip_hidden_in(schema), strip_hidden(description)
     return ToolDefinition(name=r.name, description=cut_description(description), parameters_json_schema=schema)
-
-
-def cut_description(text: str) -> str:
-    """``text`` when it has at most :data:`DESCRIPTION_CHARS` characters; otherwise its first ones and
-    a note saying how long it was (so the model knows it is cut)."""
-    if len(text) <= DESCRIPTION_CHARS:
-        return text
-    return f"{text[:DESCRIPTION_CHARS]} … [cut by Palui: the description has {len(text):,} characters]"
 
 
 def strip_hidden_in(value: Any) -> Any:

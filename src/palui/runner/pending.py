@@ -17,16 +17,20 @@ A call found ``sent`` when a turn resumes was in flight when its process ended: 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 
 from palui.connectors.registry import canonical_json
+from palui.policy.input_schema import json_problem
+from palui.text.strict_json import finite
 from palui.types import CallState
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ToolCallPart
 
-__all__ = ["CallState", "Outcome", "PendingCall", "QuestionRound", "args_hash", "from_part", "from_stored", "outcome"]
+__all__ = ["CallState", "Outcome", "PendingCall", "QuestionRound", "args_hash", "from_part", "from_stored", "outcome",
+           "read_call"]
 
 
 #: What a done call's model provider is told about it (pydantic-ai's ``ToolReturnPart.outcome``).
@@ -64,16 +68,38 @@ class PendingCall(TypedDict):
     elicit: NotRequired[QuestionRound]
 
 
+def read_call(call_id: str, tool: str, args: Any, problem: str | None = None) -> PendingCall:
+    """A call as a door reads it (``todo``): arguments strict JSON cannot carry (not an object, ``NaN``, a lone
+    surrogate, too deep: :func:`palui.policy.input_schema.json_problem`), or ``problem`` found while parsing
+    them, are kept as ``{}`` with ``bad_args`` saying why, so nothing stores them; the call is refused at its
+    argument step (:mod:`palui.runner.governed_call`)."""
+    bad = problem or json_problem(args)
+    return {"id": call_id, "tool": tool, "args": {} if bad else args, "state": CallState.TODO, "bad_args": bad}
+
+
 def from_part(p: ToolCallPart) -> PendingCall:
-    """The held call for one tool call of a model response (``todo``); arguments that are not a JSON
-    object are kept as ``{}`` with ``bad_args`` saying why (the call is answered with that error)."""
-    bad: str | None
+    """The held call for one tool call of a model response (:func:`read_call`). A provider's arguments arrive
+    as a JSON string: one that is not valid JSON, or not an object, is a ``bad_args`` call too."""
     try:
-        args = p.args_as_dict()
-        bad = None if isinstance(args, dict) else "arguments must be a JSON object"
-    except (ValueError, TypeError) as e:
-        args, bad = {}, f"arguments are not valid JSON: {e}"
-    return {"id": p.tool_call_id, "tool": p.tool_name, "args": args, "state": CallState.TODO, "bad_args": bad}
+        args: Any = p.args_as_dict(raise_if_invalid=True)
+    except AssertionError:  # the model library's check that the JSON is an object
+        return read_call(p.tool_call_id, p.tool_name, {}, "the arguments must be a JSON object")
+    except (ValueError, TypeError, RecursionError) as e:
+        return read_call(p.tool_call_id, p.tool_name, {}, f"the arguments are not valid JSON ({str(e)[:120]})")
+    return read_call(p.tool_call_id, p.tool_name, args)
+
+
+def keep_storable(p: ToolCallPart) -> None:
+    """Keep a model's call in the history as it came, in a form the history can store (spec §3.3: the model's own
+    message stays and is answered with the error). Arguments parsed into an object strict JSON cannot carry (a lone
+    surrogate, which no JSON encoder writes; ``NaN``, which the model library would store as ``null``) are kept
+    as the JSON text of that object instead, escaped (a provider that sends its arguments as a string keeps
+    them so anyway)."""
+    if isinstance(p.args, dict) and json_problem(p.args) is not None:
+        try:
+            p.args = json.dumps(p.args, ensure_ascii=True, allow_nan=True)  # the model's text, not stored JSON
+        except (ValueError, RecursionError):
+            p.args = "{}"
 
 
 def from_stored(calls: list[Mapping[str, Any]]) -> list[PendingCall]:
@@ -88,6 +114,15 @@ def outcome(call: PendingCall) -> Outcome:
     ``success``, ``failed`` or ``denied``."""
     return call.get("outcome") or ("failed" if call.get("is_error") else "success")
 
+
 def args_hash(args: Any) -> str:
-    """SHA-256 of the canonical JSON of a call's arguments."""
-    return hashlib.sha256(canonical_json(args).encode()).hexdigest()
+    """SHA-256 of the canonical JSON of a call's arguments. A non-finite number (which no governed call
+    carries past its argument check: an approval an earlier Palui stored, a refused call's loop count) is
+    hashed as its string (:func:`palui.text.strict_json.finite`), a lone surrogate as its own code (UTF-8
+    "surrogatepass"), and arguments nested too deep to serialise by their type alone: the hash is a key (of an
+    approval, of the loop rules), and a call refused by its argument check still needs one."""
+    try:
+        text = canonical_json(finite(args))
+    except RecursionError:
+        text = f"too deeply nested {type(args).__name__}"
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()

@@ -3,7 +3,7 @@
 A call the person denied (or let expire: expiry counts as a denial, spec §5.5) feeds the model the
 person's reason and the turn goes on. What follows from it here:
 
-- the same call again (the same tool with the same canonical arguments, :func:`palui.runner.loop_guard.call_key`)
+- the same call again (the same tool with the same canonical arguments, :func:`palui.runner.call_history.call_key`)
   is refused as **denied before**, without asking the person again: answered ``The person denied this same
   call earlier in this turn…``, audited ``denied before``;
 - the loop rules read :meth:`PersonDenials.ids` to leave the person's denials out of the error streak and to
@@ -11,9 +11,10 @@ person's reason and the turn goes on. What follows from it here:
 
 The denials are read from the turn's approvals (status ``denied`` or ``expired``), the durable record of
 the person's answers, so they hold across a pause and a resume in another process. A turn that never
-asked (no ``approval`` event) reads nothing.
+asked (no ``approval`` event) reads nothing. For a gateway client (``scope`` ``client``, spec §8.6) they are
+the approvals of the client's conversation, every session of it, until the person clears the client.
 
-:class:`PersonDenials` is held by the runner and given to the loop guard; it keeps no state of its own.
+:class:`PersonDenials` is held by the governed call and given to the loop guard; it keeps no state of its own.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from palui.policy.matrix import decide
+from palui.runner.call_history import call_key
 from palui.runner.offer import usable_tool
 from palui.runner.pending import CallState, PendingCall
 
@@ -48,28 +50,35 @@ class Denial:
 
 
 class PersonDenials:
-    """The person's denials of one turn's calls.
+    """The person's denials of one turn's calls, or of a gateway client's.
 
     Args:
         db: the approvals.
         records: answers and audits a call refused as denied before.
         emit: the turn's event sink.
+        scope: ``turn`` (this turn's approvals) or ``client`` (the approvals of the turn's conversation: a
+            gateway client's, every session of it).
     """
 
-    def __init__(self, db: Database, records: CallRecords, emit: Emit) -> None:
+    def __init__(self, db: Database, records: CallRecords, emit: Emit, scope: str = "turn") -> None:
         self._db = db
         self._records = records
         self._emit = emit
+        self._scope = scope
 
     def of(self, t: Turn) -> dict[str, Denial]:
-        """The turn's denied calls by tool call id, oldest first (none for a turn that never asked)."""
-        from palui.runner.loop_guard import call_key
-
-        if not any(e["type"] == "approval" for e in t.events):
+        """The denied calls by tool call id, oldest first (none for a turn that never asked)."""
+        if self._scope == "client":
+            rows = self._db.all(
+                "SELECT a.id, a.tool_call_id, a.tool, a.args_json, a.deny_reason, a.status FROM approvals a JOIN turns"
+                " t ON t.id = a.turn_id WHERE t.conversation_id = ? AND a.status IN ('denied', 'expired')"
+                " ORDER BY a.created_at", (t.conversation_id,))
+        elif not any(e["type"] == "approval" for e in t.events):
             return {}
-        rows = self._db.all(
-            "SELECT id, tool_call_id, tool, args_json, deny_reason, status FROM approvals WHERE turn_id = ?"
-            " AND status IN ('denied', 'expired') ORDER BY created_at", (t.id,))
+        else:
+            rows = self._db.all(
+                "SELECT id, tool_call_id, tool, args_json, deny_reason, status FROM approvals WHERE turn_id = ?"
+                " AND status IN ('denied', 'expired') ORDER BY created_at", (t.id,))
         return {r["tool_call_id"]: Denial(r["id"], call_key(r["tool"], json.loads(r["args_json"])),
                                           r["deny_reason"], r["status"] == "expired") for r in rows}
 
@@ -78,9 +87,7 @@ class PersonDenials:
         return set(self.of(t))
 
     def earlier(self, t: Turn, call: PendingCall) -> Denial | None:
-        """The person's earlier denial of this same call in the turn, or None (only a ``todo`` call asks)."""
-        from palui.runner.loop_guard import call_key
-
+        """The person's earlier denial of this same call, or None (only a ``todo`` call asks)."""
         if call["state"] != CallState.TODO or call.get("bad_args"):
             return None
         denials = self.of(t)
@@ -96,9 +103,10 @@ class PersonDenials:
         if row is not None:
             verdict = decide(row.tool_class, row.enabled, t.origin, t.tainted, t.taint_source).verdict.value
         said = "it expired unanswered" if earlier.expired else (earlier.reason or "")
-        text = (f"The person denied this same call earlier in this turn{': ' + said if said else ''}. "
+        where = "in this turn" if self._scope == "turn" else "for this client"
+        text = (f"The person denied this same call earlier {where}{': ' + said if said else ''}. "
                 "It was not asked again; do not make it again.")
-        why = f"denied before: the person denied the same call earlier in this turn ({earlier.approval})"
+        why = f"denied before: the person denied the same call earlier {where} ({earlier.approval})"
         self._records.result(call, text, True)
         call["outcome"] = "denied"
         self._records.audit(t, call, row, verdict, why, DENIED_BEFORE)

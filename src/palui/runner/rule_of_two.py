@@ -57,8 +57,8 @@ class RuleOfTwo:
         db: the conversation's untrusted content, own messages, private connectors and the catalog.
         earlier: the earlier turns' messages the model is sent (shared with the runner, which owns them).
         unknown_context: a gateway session's (spec §8.6): why the caller's context is unseen; every
-            address not reached earlier in the session then asks, and the session's calls are read from
-            its turn's events (it has no model messages).
+            address not reached earlier by the client then asks, and the client's calls are read from the
+            events of its sessions' turns (they have no model messages).
     """
 
     def __init__(self, db: Database, earlier: EarlierTurns, unknown_context: str | None = None) -> None:
@@ -110,13 +110,18 @@ class RuleOfTwo:
         for c in t.pending or []:
             if c.get("state") == CallState.DONE and not c.get("is_error") and c["id"] in asked:
                 ran.append(asked.pop(c["id"]))
-        if self._unknown_context is not None:  # a gateway session: its calls that ran are its turn's events
-            ran += [(e["tool"], e["args"]) for e in t.events
+        if self._unknown_context is not None:  # a gateway client: its calls that ran are its sessions' events
+            events = list(t.events)
+            for (raw,) in self._db.all(
+                    "SELECT e.event FROM turn_events e JOIN turns s ON s.id = e.turn_id WHERE s.conversation_id = ? AND"
+                    " s.id != ? AND json_extract(e.event, '$.type') = 'tool_call'", (t.conversation_id, t.id)):
+                events.append(json.loads(raw))
+            ran += [(e["tool"], e["args"]) for e in events
                     if e["type"] == "tool_call" and not e.get("is_error") and "args" in e]
         snap = catalog.snapshot(self._db)
         out = []
         for tool, args in ran:
             row = snap.tools.get(tool)
             if row is not None and row.reaches_outside:
-                out.append(args if isinstance(args, str) else json.dumps(args))
+                out.append(args if isinstance(args, str) else json.dumps(args, allow_nan=False))
         return out

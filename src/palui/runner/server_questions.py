@@ -27,12 +27,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from palui.connectors.base import Ask, InputRequired, Question, Reply, Resume
-from palui.runner import audit, redecide
+from palui.runner import audit, caps, redecide
 from palui.runner import elicitations as store
 from palui.runner.offer import usable_tool
 from palui.runner.pending import CallState, PendingCall, args_hash
 from palui.text.elicitation import question_text, schema_problem
 from palui.text.secret_fields import refusal_notice, secret_fields
+from palui.text.when import stamped
 from palui.types import Origin
 
 if TYPE_CHECKING:
@@ -92,10 +93,6 @@ class ServerQuestions:
 
     # -- what Palui declines without asking -------------------------------------------------------------
 
-    def _expiry(self, t: Turn) -> float:
-        key = "approvals.job_expiry_seconds" if t.origin is Origin.JOB else "approvals.chat_expiry_seconds"
-        return float(self._settings.get(key))
-
     def _secret_refusal(self, t: Turn, q: Question, connector: str) -> str | None:
         """Why a form asking for a secret is refused (the person is told, naming the server), or None: it asks
         for none, or the person allowed the connector to ask for secrets (spec §7.8)."""
@@ -112,7 +109,7 @@ class ServerQuestions:
 
     def _auto_decline(self, t: Turn, q: Question, number: int, connector: str) -> str | None:
         """Why Palui declines question number ``number`` of a call itself, or None (the person is asked)."""
-        limit = int(self._settings.get("mcp.max_elicitations_per_call"))
+        limit = self._settings.mcp.max_elicitations_per_call
         if number > limit:
             return f"more than {limit} questions in one call (mcp.max_elicitations_per_call)"
         if q.mode == "url" and t.origin is not Origin.CHAT:
@@ -129,15 +126,18 @@ class ServerQuestions:
     def _store(self, t: Turn, call: PendingCall, row: ToolRow, q: Question, era: str, round_no: int,
                why: str | None) -> TurnElicitation:
         e = store.create(self._db, turn_id=t.id, call_id=call["id"], tool=row.name, connector=row.connector,
-                         era=era, question=q, origin=t.origin.value, expiry_seconds=self._expiry(t),
+                         era=era, question=q, origin=t.origin.value,
+                         expiry_seconds=self._settings.approvals.expiry(t.origin),
                          round_no=round_no, auto=Reply("decline") if why else None, reason=why)
         self._emit(t, {"type": "elicitation", "elicitation": e["id"], "tool": row.name, "connector": row.connector,
                        "mode": q.mode, "message": q.message, "url": q.url, "url_host": e["url_host"],
                        "fields": e["fields"], "status": e["status"], "reason": why, "expires_at": e["expires_at"],
                        "era": era})
         if why is None:
-            self._notify("elicitation", question_text(e), turn_id=t.id, conversation_id=t.conversation_id,
-                         elicitation_id=e["id"])
+            zone = caps.zone(self._settings.caps.timezone)
+            until = f"expires {stamped(e['expires_at'], zone)}" if e["expires_at"] else None
+            self._notify("elicitation", question_text(e, expires=until), turn_id=t.id,
+                         conversation_id=t.conversation_id, elicitation_id=e["id"])
         return e
 
     def _audit_reply(self, t: Turn, call: PendingCall, row: ToolRow | None, e: TurnElicitation,
@@ -200,7 +200,7 @@ class ServerQuestions:
             return self._error(t, call, row, f"the server asked again after {MAX_ROUNDS} rounds; the call"
                                " was not finished")
         asked = int(info["asked"]) + len(ir.questions)
-        limit = int(self._settings.get("mcp.max_elicitations_per_call"))
+        limit = self._settings.mcp.max_elicitations_per_call
         ids = []
         for i, q in enumerate(ir.questions, start=1):
             why = (f"more than {limit} questions in one call (mcp.max_elicitations_per_call)" if asked > limit

@@ -128,8 +128,8 @@ def save(db: Database, t: Turn) -> None:
     events are appended to ``turn_events``. Nothing to write: no transaction."""
     want = {
         "status": t.status.value,
-        "offered_json": json.dumps(t.offered) if t.offered is not None else None,
-        "pending_json": json.dumps(t.pending) if t.pending is not None else None,
+        "offered_json": json.dumps(t.offered, allow_nan=False) if t.offered is not None else None,
+        "pending_json": json.dumps(t.pending, allow_nan=False) if t.pending is not None else None,
         "tainted": int(t.tainted), "taint_source": t.taint_source, "steps": t.steps, "seconds": t.seconds,
         "input_tokens": t.input_tokens, "output_tokens": t.output_tokens, "answer": t.answer, "error": t.error,
         "budget_hit": t.budget_hit,
@@ -157,7 +157,7 @@ def save(db: Database, t: Turn) -> None:
         if events:
             start = max(0, t.saved_counts[1])
             c.executemany("INSERT OR IGNORE INTO turn_events (turn_id, seq, event) VALUES (?,?,?)",
-                          [(t.id, i, json.dumps(e, default=str)) for i, e in enumerate(events, start)])
+                          [(t.id, i, json.dumps(e, default=str, allow_nan=False)) for i, e in enumerate(events, start)])
         if taint_conv:
             c.execute("UPDATE conversations SET tainted = 1, taint_source = COALESCE(taint_source, ?) WHERE id = ?",
                       (t.taint_source, t.conversation_id))
@@ -198,11 +198,12 @@ LIVE_STATUSES = ("running", "awaiting_approval", "queued")
 
 
 def _live_before(c: sqlite3.Connection, turn_id: str, conversation_id: str) -> sqlite3.Row | None:
-    return c.execute(
+    row: sqlite3.Row | None = c.execute(
         "SELECT id, status FROM turns WHERE conversation_id = ? AND rowid < (SELECT rowid FROM turns"
         " WHERE id = ?) AND status IN ('running','awaiting_approval','queued') ORDER BY rowid LIMIT 1",
         (conversation_id, turn_id),
     ).fetchone()
+    return row
 
 
 def live_turn_before(db: Database, turn_id: str) -> sqlite3.Row | None:

@@ -29,11 +29,15 @@ class StopGuard:
     Args:
         db: the database holding the turn's stop flag.
         paused_total: seconds the run has waited for the person so far (:meth:`TurnClock.paused_total`).
+        stopped: whether the turn ``turn_id`` must stop now (default: its stop flag; a gateway call also stops
+            when the emergency brake pauses the gateway, spec §5.7).
     """
 
-    def __init__(self, db: Database, paused_total: Callable[[], float]) -> None:
+    def __init__(self, db: Database, paused_total: Callable[[], float],
+                 stopped: Callable[[str], bool] | None = None) -> None:
         self._db = db
         self._paused_total = paused_total
+        self._stopped = stopped or (lambda turn_id: st.stop_requested(db, turn_id))
 
     async def run(self, turn_id: str, coro: Awaitable[T], timeout: float) -> T:
         """Await ``coro`` within ``timeout`` seconds (plus any wait for the person meanwhile), cancelling it
@@ -55,7 +59,7 @@ class StopGuard:
                 done, _ = await asyncio.wait({task}, timeout=min(STOP_POLL, left))
                 if done:
                     return task.result()
-                if st.stop_requested(self._db, turn_id):
+                if self._stopped(turn_id):
                     raise StopRequested()
         finally:
             if not task.done():

@@ -34,7 +34,7 @@ class TurnClock:
     def time_left(self, t: Turn) -> float:
         """Seconds of ``budgets.seconds`` left to ``t``: its stored seconds plus this stretch, waits excluded."""
         counted = time.monotonic() - self._t0 - self._peek_paused()
-        return float(self._settings.get("budgets.seconds")) - (t.seconds + counted)
+        return self._settings.budgets.seconds - (t.seconds + counted)
 
     def sync(self, t: Turn) -> None:
         """Add this stretch's counted seconds to ``t.seconds`` and start a new stretch (before a save)."""

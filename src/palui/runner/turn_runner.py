@@ -15,14 +15,18 @@ explicit references to what it needs (docs/decisions/0148-the-runner-holds-colla
      │         ── TurnClock (turn_clock.py)     counted seconds, stopped while the person is asked
      │         ── StopGuard (stop_guard.py)     a model request or call under the deadline and /stop
      │         ── EarlierTurns (state.py)       the earlier turns' messages, read once per run
-     │         ── LoopGuard (loop_guard.py)     repeated calls, the error streak, the denials; owns the loop stop
-     │              └── PersonDenials (person_denials.py)  the person's denials (also refuses a call denied before)
      │         ── LastStep (last_step.py)       the step without tools after a guard ended the tool use
-     └── PendingCalls (pending_calls.py)       the held calls, in order
-            ├── CallDecider (call_decider.py)  the policy at call time, refusals ── RuleOfTwo (rule_of_two.py)
-            ├── ApprovalGate (approval_gate.py)  ask, hold, the answer, the re-decision before sending
-            ├── CallSender (call_sender.py)    send, record ── ServerQuestions (server_questions.py)
-            └── CallRecords (call_records.py)  results, refusals, audit rows, taint (shared by all of them)
+     └── PendingCalls (pending_calls.py)       the held calls, in order: the turn's door to
+            └── GovernedCall (governed_call.py)  the one list of steps every call passes, with the turn's
+                 │                              CallOptions (call_options.py)
+                 ├── LoopGuard (loop_guard.py)  repeated calls, the error streak, the denials ── TurnHistory
+                 │                              (call_history.py): the turn's messages, the loop stop
+                 ├── PersonDenials (person_denials.py)  the person's denials (refuses a call denied before)
+                 ├── CallDecider (call_decider.py)  offered, connected, switches, review, arguments
+                 ├── RuleOfTwo (rule_of_two.py)
+                 ├── ApprovalGate (approval_gate.py)  ask, hold, the answer, the re-decision before sending
+                 ├── CallSender (call_sender.py)    send, record ── ServerQuestions (server_questions.py)
+                 └── CallRecords (call_records.py)  results, refusals, audit rows, taint (shared by all of them)
 
 The turn (:class:`~palui.runner.state.Turn`) is the run's and is handed to each call; the
 collaborators never hold the runner.
@@ -41,21 +45,17 @@ from pydantic_ai.tools import ToolDefinition
 
 from palui.errors import PaluiError
 from palui.models import ModelHandle, request, resolve_model
-from palui.runner import approvals, caps, offer, pending
+from palui.policy.caps import cached_input_weight, counted_tokens
+from palui.runner import approvals, caps, connector_health, offer, pending
 from palui.runner import last_step as laststep
 from palui.runner import state as st
-from palui.runner.approval_gate import ApprovalGate
-from palui.runner.call_decider import CallDecider
-from palui.runner.call_records import CallRecords
-from palui.runner.call_sender import CallSender
+from palui.runner.call_history import TurnHistory
+from palui.runner.call_options import CallOptions
 from palui.runner.deps import RunnerDeps
+from palui.runner.governed_call import GovernedCall
 from palui.runner.last_step import LastStep
-from palui.runner.loop_guard import LoopGuard
 from palui.runner.pending import CallState
 from palui.runner.pending_calls import PendingCalls
-from palui.runner.person_denials import PersonDenials
-from palui.runner.rule_of_two import RuleOfTwo
-from palui.runner.server_questions import ServerQuestions
 from palui.runner.state import EarlierTurns, Turn
 from palui.runner.stop_guard import StopGuard, StopRequested
 from palui.runner.turn_clock import TurnClock
@@ -67,6 +67,8 @@ if TYPE_CHECKING:
     from zoneinfo import ZoneInfo
 
     from palui.results import TurnEvent
+    from palui.results.events import EndFields
+    from palui.store.tools import ToolRow
 
 __all__ = ["EventSink", "TurnRunner"]
 
@@ -91,17 +93,26 @@ class TurnRunner:
         self.clock = TurnClock(deps.settings)
         self.guard = StopGuard(deps.db, self.clock.paused_total)
         self.earlier = EarlierTurns(deps.db)
-        emit = self.events.emit
-        self.records = CallRecords(deps.db, deps.settings, deps.job_connectors, emit)
-        denials = PersonDenials(deps.db, self.records, emit)
-        self.loops = LoopGuard(deps.db, deps.settings, self.records, emit, denials)
-        self.last = LastStep(deps.db, self.records, emit)
-        gate = ApprovalGate(deps.db, deps.settings, deps.notify, self.records, emit)
-        questions = ServerQuestions(deps.db, deps.settings, deps.notify, self.records, emit, self.save, self.clock)
-        sender = CallSender(deps, self.records, gate, questions, self.guard, self.clock, self.events, self.save)
-        decider = CallDecider(deps.db, deps.hub, self.records, RuleOfTwo(deps.db, self.earlier), self.clock.time_left)
-        self.calls = PendingCalls(deps.db, self.records, gate, self.loops, denials, decider, sender, emit,
-                                  self.clock.time_left)
+        options = CallOptions(
+            client=None, halted=self._stop_asked, halt_stops=True, time_left=self.clock.time_left, guard=self.guard,
+            history=TurnHistory(), scope="turn", offer=self._offered, cap=None, approval="pause", questions=True,
+            save=self.save)
+        self.governed = GovernedCall(deps, options, self.events, self.earlier, self.clock)
+        self.records = self.governed.records
+        self.loops = self.governed.loops
+        self.last = LastStep(deps.db, self.records, self.events.emit)
+        self.calls = PendingCalls(self.governed, self.clock.time_left)
+
+    def _stop_asked(self, t: Turn) -> str | None:
+        """The turn's brake step (:attr:`CallOptions.halted`): its stop flag, set by ``/stop`` or the brake."""
+        return "stopped by the person" if st.stop_requested(self.db, t.id) else None
+
+    def _offered(self, t: Turn, row: ToolRow | None, name: str) -> str | None:
+        """The turn's offer (:attr:`CallOptions.offer`): a call to a tool not offered at its start is refused,
+        with why and its fix (spec §3.3)."""
+        if row is None or name not in (t.offered or []):
+            return self.records.not_offered_reason(t, row, name)
+        return None
 
     @property
     def run_events(self) -> list[TurnEvent]:
@@ -138,19 +149,33 @@ class TurnRunner:
 
     def _end(self, t: Turn, status: TurnStatus, *, answer: str | None = None, error: str | None = None,
              budget: str | None = None) -> None:
+        ended = status in (TurnStatus.DONE, TurnStatus.BUDGET, TurnStatus.ERROR)
+        health = None
+        if ended and t.origin in (Origin.JOB, Origin.WEBHOOK):  # unattended: say what was down (spec §8.4)
+            health = connector_health.health(t, self.deps.job_connectors(t.job_id) if t.job_id else None,
+                                             self._connector_of)
+            if status is TurnStatus.DONE and t.origin is Origin.JOB and health.status is not None:
+                status = health.status
         t.status = status
         if answer is not None:
             t.answer = answer
         t.error = error
         t.budget_hit = budget
         t.pending = None if status is not TurnStatus.AWAITING_APPROVAL else t.pending
-        self.events.emit(t, {"type": "end", "status": status.value, "answer": t.answer, "error": error,
-                             "budget": budget})
+        end: EndFields = {"type": "end", "status": status.value, "answer": t.answer, "error": error, "budget": budget}
+        if health is not None:
+            end["health"] = health.line
+        self.events.emit(t, end)
         with self.db.write():  # the end and the message that tells it commit together (spec §8.3)
             self.save(t)
-            if status in (TurnStatus.DONE, TurnStatus.BUDGET, TurnStatus.ERROR):
+            if ended:
                 kind = {Origin.CHAT: "answer", Origin.JOB: "job", Origin.WEBHOOK: "webhook"}[t.origin]
-                self.deps.notify(kind, self._channel_text(t), turn_id=t.id, conversation_id=t.conversation_id)
+                text = self._channel_text(t) + (f"\n{health.line}" if health is not None else "")
+                self.deps.notify(kind, text, turn_id=t.id, conversation_id=t.conversation_id)
+
+    def _connector_of(self, name: str) -> str | None:
+        row = catalog.tool_now(self.db, name)
+        return row.connector if row is not None else None
 
     def _channel_text(self, t: Turn) -> str:
         head = {Origin.JOB: "Job result", Origin.WEBHOOK: "Webhook summary", Origin.CHAT: "Answer"}[t.origin]
@@ -159,6 +184,10 @@ class TurnRunner:
         text = t.answer or ""
         if t.budget_hit:
             text = (text + "\n" if text else "") + f"[stopped: {t.budget_hit}]"
+        if t.status is TurnStatus.FAILED:
+            return f"Job failed (turn {t.id}): every connector it needed was down.\n{text}".rstrip()
+        if t.status is TurnStatus.PARTIAL:
+            return f"{head} (turn {t.id}), partial: a connector it needed was down: {text}"
         return f"{head} (turn {t.id}): {text}"
 
     def _finish_stopped(self, t: Turn, why: str) -> None:
@@ -197,13 +226,13 @@ class TurnRunner:
                 if self.loops.stop:  # a looping turn's tool use ends; the model answers without tools
                     return await self._last_step(t, handle, self.loops.stop)
             # Step boundary: budgets and caps.
-            if t.steps >= int(self.settings.get("budgets.steps")):
-                why = f"step budget reached ({self.settings.get('budgets.steps')} model steps)"
+            if t.steps >= self.settings.budgets.steps:
+                why = f"step budget reached ({self.settings.budgets.steps} model steps)"
                 return await self._last_step(t, handle, why)
             left = self.clock.time_left(t)
             if left <= 0:
-                return self._budget_end(t, f"time budget reached ({self.settings.get('budgets.seconds')} s)")
-            tz = caps.zone(self.settings.get("caps.timezone"))
+                return self._budget_end(t, f"time budget reached ({self.settings.budgets.seconds} s)")
+            tz = caps.zone(self.settings.caps.timezone)
             if t.steps == 0 and (whole := caps.never_fits(self.db, self.settings, len(t.input), t.conversation_id,
                                                           t.created_at, t.job_id, self.deps.job_token_cap(t.job_id))):
                 return self._budget_end(t, whole)  # refused before its first step, Palui not paused (spec §6.5)
@@ -214,13 +243,16 @@ class TurnRunner:
             try:
                 response = await self._step(t, handle, defs, self._messages(t), left, tz)
             except TimeoutError:
-                return self._budget_end(t, f"time budget reached ({self.settings.get('budgets.seconds')} s)")
+                return self._budget_end(t, f"time budget reached ({self.settings.budgets.seconds} s)")
+            calls = [p for p in response.parts if isinstance(p, ToolCallPart)]
+            t.pending = [pending.from_part(p) for p in calls]  # read before the response is stored (below)
+            for part in calls:
+                pending.keep_storable(part)
             t.messages.append(response)
             self._text(t, response)
-            calls = [p for p in response.parts if isinstance(p, ToolCallPart)]
             if not calls:
+                t.pending = None
                 return self._end(t, TurnStatus.DONE)
-            t.pending = [pending.from_part(p) for p in calls]
             self.save(t)
 
     async def _step(self, t: Turn, handle: ModelHandle, defs: list[ToolDefinition], messages: list[ModelMessage],
@@ -233,10 +265,14 @@ class TurnRunner:
             t.id, request(handle, messages, defs, left, lambda e: self.events.on_request_event(t, e),
                           stream=self.events.shows_text(), tools_usable=not last), left)
         t.steps += 1
-        t.input_tokens += response.usage.input_tokens or 0
-        t.output_tokens += response.usage.output_tokens or 0
-        caps.record_usage(self.db, turn_id=t.id, job_id=t.job_id,
-                          tokens=(response.usage.input_tokens or 0) + (response.usage.output_tokens or 0), tz=tz)
+        usage = response.usage
+        t.input_tokens += usage.input_tokens or 0
+        t.output_tokens += usage.output_tokens or 0
+        # spec §6.4: cached input counts at its weight (the setting, else the provider's default)
+        weight = cached_input_weight(handle.provider, self.settings.caps.cached_input_weight)
+        cached = usage.cache_read_tokens or 0
+        caps.record_usage(self.db, turn_id=t.id, job_id=t.job_id, tz=tz, cached=cached, weight=weight,
+                          tokens=counted_tokens(usage.input_tokens or 0, cached, usage.output_tokens or 0, weight))
         return response
 
     def _text(self, t: Turn, response: ModelResponse) -> None:
@@ -251,8 +287,8 @@ class TurnRunner:
         budget is spent (the time budget ended the turn) or a token cap is crossed (named after ``why``)."""
         left = self.clock.time_left(t)
         if left <= 0:
-            return self._budget_end(t, f"time budget reached ({self.settings.get('budgets.seconds')} s)")
-        tz = caps.zone(self.settings.get("caps.timezone"))
+            return self._budget_end(t, f"time budget reached ({self.settings.budgets.seconds} s)")
+        tz = caps.zone(self.settings.caps.timezone)
         cap = caps.inflight_cap(self.db, self.settings, t.job_id, self.deps.job_token_cap(t.job_id))
         if cap:
             return self._budget_end(t, f"{why}; no last step: {cap}")
@@ -263,7 +299,7 @@ class TurnRunner:
                                         left, tz, last=True)
         except TimeoutError:
             return self._budget_end(t, f"{why}; the last step ran out of time "
-                                       f"({self.settings.get('budgets.seconds')} s)")
+                                       f"({self.settings.budgets.seconds} s)")
         self.last.keep(t, response)
         self._text(t, response)
         self._budget_end(t, why)
@@ -272,7 +308,7 @@ class TurnRunner:
         self._end(t, TurnStatus.BUDGET, budget=why)
 
     def _messages(self, t: Turn) -> list[ModelMessage]:
-        tz = caps.zone(self.settings.get("caps.timezone"))
+        tz = caps.zone(self.settings.caps.timezone)
         now = datetime.now(tz).astimezone(tz)
         system = (
             "You are Palui, the person's own assistant. "
@@ -294,11 +330,12 @@ class TurnRunner:
         pinned definitions: no server is started to offer its tools. A job limited to some
         connectors (spec §8.4) is cut to them before ranking (a ``scope`` event says which).
         Emits ``tools_left_out`` when the budget left enabled, allowed tools out."""
-        limit = int(self.settings.get("budgets.tools"))
+        limit = self.settings.budgets.tools
         scope = None if t.origin is Origin.WEBHOOK else self.deps.job_connectors(t.job_id)
         if scope is not None:
             self.events.emit(t, {"type": "scope", "connectors": scope})
         snap = catalog.snapshot(self.db)
+        offer.tell_unreadable(self.db, snap, self.deps.notify)  # a stored class that is not one: told once
         carry = self.db.memo.setdefault("offer", {})  # kept across catalog versions (see offer.choose)
         if len(carry.get("texts", ())) > 4 * max(1, len(snap.tools)):
             carry.clear()  # texts of tools long gone

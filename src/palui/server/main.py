@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from types import FrameType
 
     from palui.server.app import ServeHook
-    from palui.service.door import ServiceDoor
+    from palui.service.api import Service
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -54,11 +54,12 @@ class Serving:
     Raises PaluiError (UsageError for a port out of range).
     """
 
-    def __init__(self, svc: ServiceDoor, host: str, port: int, echo: Callable[[str], None],
+    def __init__(self, svc: Service, host: str, port: int, echo: Callable[[str], None],
                  tick_seconds: float = 1.0, serve_hooks: Sequence[ServeHook] = ()) -> None:
         import uvicorn
 
         from palui.server.app import create_app
+        from palui.server.guarded_h11 import MAX_HEAD_BYTES, protocol
 
         settings = self.settings = svc.settings
         self.svc = svc
@@ -74,7 +75,7 @@ class Serving:
         self.lock = lock
         try:
             # The full check of the apprise URLs (every other start checks their syntax only, spec §10.4).
-            svc.check_delivery_targets()
+            svc.notifier.check_delivery_targets()
             if not is_loopback(host) and not discovery.read_token(settings):
                 raise PaluiError(f"refusing to listen on {host} (not loopback) before an access token exists: "
                                  "start once with the default host to create it, and keep it safe")
@@ -86,11 +87,11 @@ class Serving:
         self.port = real_port = sock.getsockname()[1]
         # The model library takes ~2 s to import; do it now rather than inside the first turn,
         # where it would block the event loop (and every request) while it loads.
-        svc.preload()
+        svc.turns.preload()
 
         # uvicorn re-raises SIGTERM after its graceful shutdown, so a `finally` here may never run:
         # remove serve.json at the end of the app's own shutdown instead.
-        svc.on_shutdown(lambda: discovery.clear_info(settings))
+        svc.runtime.on_shutdown(lambda: discovery.clear_info(settings))
         app = create_app(svc, token, host, real_port, tick_seconds=tick_seconds, serve_hooks=serve_hooks)
         discovery.write_info(settings, host, real_port)
         shown = f"[{host}]" if ":" in host else host
@@ -101,13 +102,17 @@ class Serving:
         else:
             echo(f"access token: stored in {discovery.token_path(settings)}")
         # uvicorn's own warnings and errors go to the process's log (logs/palui.log, set up by the CLI), not
-        # the terminal: log_config=None keeps uvicorn from installing its stderr handlers (spec §8.1).
+        # the terminal: log_config=None keeps uvicorn from installing its stderr handlers (spec §8.1). The
+        # protocol is uvicorn's h11 one with a deadline and size limits on each request's head (guarded_h11);
+        # between requests, timeout_keep_alive (5 s) closes an idle connection.
         config = uvicorn.Config(app, log_level="warning", log_config=None, access_log=False,
-                                timeout_graceful_shutdown=10, lifespan="on")
+                                timeout_graceful_shutdown=10, lifespan="on", timeout_keep_alive=5,
+                                http=protocol(settings.serve.header_timeout_seconds),
+                                h11_max_incomplete_event_size=MAX_HEAD_BYTES)
 
         class Server(uvicorn.Server):
             def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-                svc.begin_drain()  # drain at once: turns pause at their next step boundary
+                svc.runtime.begin_drain()  # drain at once: turns pause at their next step boundary
                 super().handle_exit(sig, frame)
 
         self.server = Server(config)
@@ -135,7 +140,7 @@ class Serving:
             loop.call_soon_threadsafe(self.server.handle_exit, signal.SIGTERM, None)
 
 
-def serve(svc: ServiceDoor, host: str, port: int, echo: Callable[[str], None], tick_seconds: float = 1.0,
+def serve(svc: Service, host: str, port: int, echo: Callable[[str], None], tick_seconds: float = 1.0,
           serve_hooks: Sequence[ServeHook] = ()) -> None:
     """Run the service until SIGTERM/SIGINT (spec §8): :class:`Serving`, in this process's main thread."""
     serving = Serving(svc, host, port, echo, tick_seconds, serve_hooks)

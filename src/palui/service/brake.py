@@ -1,12 +1,15 @@
 """Service part: the emergency brake (spec §5.7).
 
 ``palui stop --all`` and ``/stop all`` (every front end, parsed by :mod:`palui.text.commands`) stop every
-running, waiting or queued turn, of every conversation and origin, and pause the scheduled jobs until
-``palui jobs resume``. The pause is a row of the ``kv`` table, so every process sees it: while it holds,
-the scheduler skips due runs (they move to their next fire; the person is told once per pause) and
-``palui jobs run`` is refused (:meth:`palui.service.triggers.TriggersPart.start_job_now` asks this part).
-Chat messages sent after the brake start turns as usual: the brake stops what runs, it does not lock the
-person out.
+running, waiting or queued turn, of every conversation, pause the scheduled jobs until ``palui jobs resume``
+and pause the gateway until ``palui gateway resume``. Each pause is a row of the ``kv`` table, so every process
+sees it: while the jobs' holds, the scheduler skips due runs (they move to their next fire; the person is told
+once per pause) and ``palui jobs run`` is refused (:meth:`palui.service.jobs.JobsPart.start_now`
+asks this part); while the gateway's holds, every gateway call and new session is refused, a call waiting for
+its approval ends with the approval cancelled and a call in flight is cancelled within a second
+(:mod:`palui.runner.gateway_pause`). A gateway session is not stopped: its calls are refused until the
+gateway resumes. Chat messages sent after the brake start turns as usual: the brake stops what runs, it does
+not lock the person out.
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from palui.errors import PaluiError
+from palui.runner import approvals, gateway_pause
 from palui.service.clock import Clock
 from palui.service.notifier import Notifier
 from palui.service.turns import TurnsPart
 from palui.store.db import Database
 from palui.triggers import jobs as jobs_mod
+from palui.types import Origin
 
 if TYPE_CHECKING:
     from palui.results import JobsPause, StopAll
@@ -43,20 +48,25 @@ class BrakePart:
         self.turns_part = turns_part
 
     def stop_all(self, via: str = "cli") -> StopAll:
-        """Pause the jobs, then stop every running, awaiting-approval or queued turn (their pending approvals
-        are cancelled; a running turn in another process stops at its next boundary). Returns
-        ``{"stopped": [turn ids], "jobs_paused": {"since","by"}}``."""
-        paused = self.pause_jobs(via)
+        """Pause the jobs and the gateway, then stop every running, awaiting-approval or queued turn (their
+        pending approvals are cancelled; a running turn in another process stops at its next boundary) and
+        cancel the pending approvals of the gateway's sessions. Returns ``{"stopped": [turn ids],
+        "jobs_paused": {"since","by"}, "gateway_paused": {"since","by"}}``."""
+        paused = self._pause_jobs(via)
+        gateway = gateway_pause.pause(self.db, via, self.clock.now())
         stopped: list[str] = []
-        for r in self.db.all("SELECT id FROM turns WHERE status IN ('running','awaiting_approval','queued')"
+        for r in self.db.all("SELECT id, origin FROM turns WHERE status IN ('running','awaiting_approval','queued')"
                              " ORDER BY rowid"):
+            if r["origin"] == Origin.GATEWAY.value:  # a session: its calls are refused while the gateway is paused
+                approvals.cancel_for_turn(self.db, r["id"], reason=gateway_pause.PAUSED)
+                continue
             stopped += self.turns_part.stop(turn=r["id"])
         self.notifier("notice", f"Emergency brake ({via}): stopped {len(stopped)} turn(s)"
                               f"{': ' + ', '.join(stopped) if stopped else ''}; scheduled jobs are paused until "
-                              "palui jobs resume.")
-        return {"stopped": stopped, "jobs_paused": paused}
+                              "palui jobs resume; the gateway is paused until palui gateway resume.")
+        return {"stopped": stopped, "jobs_paused": paused, "gateway_paused": gateway}
 
-    def pause_jobs(self, via: str = "cli") -> JobsPause:
+    def _pause_jobs(self, via: str = "cli") -> JobsPause:
         """Pause every scheduled job (kept if already paused). Returns ``{"since","by"}`` (epoch s, who)."""
         return jobs_mod.pause(self.db, via, self.clock.now())
 

@@ -48,4 +48,4 @@ class Clock:
     def timezone(self) -> ZoneInfo | None:
         """The zone that decides where a day starts and how times are shown (``caps.timezone``;
         None is the system zone)."""
-        return caps.zone(self.settings.get("caps.timezone"))
+        return caps.zone(self.settings.caps.timezone)

@@ -2,15 +2,19 @@
 
 A **client** is named by the person (``palui gateway clients add NAME``) and holds a token: ``pgw_`` and
 43 URL-safe characters (256 random bits), shown once and stored only as its SHA-256 (a leaked database
-opens nothing). A client may be limited to some connectors and marked ``--context trusted``.
+opens nothing). A client may be limited to some connectors and marked ``--context trusted``. Its calls share
+one conversation, whatever session makes them: the client, not a session, carries the taint, the calls the
+person denied and the loop counts, until the person clears it (``palui gateway clients clear NAME``: a new
+conversation, its open sessions ended).
 
-A **session** is a conversation of origin ``gateway`` with one turn row, status ``running`` and owner
-``gateway`` (no process owns it, so it is never put back in the queue, and the tick never resumes it:
-only ``awaiting_approval`` turns are resumed). Palui cannot see the client's context, so the turn starts
-tainted ("the client's context is unknown") unless the client is trusted. Its calls are decided and run
-by :class:`~palui.runner.gateway_call.GatewayCall`; an approval made by one is answered through every
-existing door (``answer_approval``) and the waiting call reads the answer from the database. Ending a
-session marks its turn ``done`` and cancels its pending approvals with that reason.
+A **session** is a turn row of its client's conversation, status ``running`` and owner ``gateway`` (no
+process owns it, so it is never put back in the queue, and the tick never resumes it: only
+``awaiting_approval`` turns are resumed). Palui cannot see the client's context, so the conversation is
+tainted from its start ("the client's context is unknown") unless the client is trusted. Its calls run through
+the governed call (:class:`~palui.runner.gateway_session.GatewaySession`); an approval made by one is answered
+through every existing door (``answer_approval``) and the waiting call reads the answer from the database.
+Ending a session marks its turn ``done`` and cancels its pending approvals with that reason. While the
+emergency brake pauses the gateway (spec §5.7) no session opens and every call is refused.
 """
 
 from __future__ import annotations
@@ -21,20 +25,23 @@ import re
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from palui.errors import NotFound, UsageError
+from palui.errors import NotFound, PaluiError, UsageError
 from palui.policy.matrix import decide
 from palui.runner import approvals as approvals_mod
+from palui.runner import audit, gateway_pause
 from palui.runner import state as st
+from palui.runner.pending import args_hash
 from palui.store import catalog
 from palui.store.db import Database
 from palui.text.display import named, shown
 from palui.text.escape import strip_hidden
-from palui.types import Origin, TurnStatus, Verdict
+from palui.types import CallState, Origin, TurnStatus, Verdict
 
 if TYPE_CHECKING:
-    from palui.results import GatewayCallResult, GatewayClient, GatewayTool
-    from palui.runner.gateway_call import Progress
+    from palui.results import GatewayCallResult, GatewayClient, GatewayPause, GatewayTool
+    from palui.runner.call_options import Progress
     from palui.service.clock import Clock
+    from palui.service.tools import ToolsPart
     from palui.service.turns import TurnsPart
 
 #: The client's name: what the person calls it, and what approvals and the audit show.
@@ -44,6 +51,12 @@ TOKEN_PREFIX = "pgw_"
 UNKNOWN_CONTEXT = "the client's context is unknown"
 #: The cancel reason of the pending approvals of a session that ended.
 SESSION_ENDED = "the gateway session ended"
+#: Why the open sessions of a client the person cleared end.
+CLEARED = "the person cleared the client"
+
+
+class GatewayPaused(PaluiError):
+    """A gateway session refused because the emergency brake pauses the gateway (spec §5.7)."""
 
 
 def token_hash(token: str) -> str:
@@ -56,19 +69,21 @@ class GatewayPart:
 
     Args:
         db, clock: the service's shared collaborators.
+        tools_part: the stored tool of a call in flight when its session ended (its audit row names the class).
         turns_part: the runner's dependencies (database, settings, hub, the person's channel).
     """
 
-    def __init__(self, db: Database, clock: Clock, turns_part: TurnsPart) -> None:
+    def __init__(self, db: Database, clock: Clock, tools_part: ToolsPart, turns_part: TurnsPart) -> None:
         self.db = db
         self.clock = clock
+        self.tools_part = tools_part
         self.turns_part = turns_part
-        self._turns: dict[str, Any] = {}  # the session turns of this process (GatewayCall's ``turns``)
+        self._turns: dict[str, Any] = {}  # the session turns of this process (GatewaySession's ``turns``)
 
     # -- clients ----------------------------------------------------------------------------------
 
-    def gateway_client_add(self, name: str, connectors: list[str] | None = None,
-                           context: str = "unknown") -> GatewayClient:
+    def add_client(self, name: str, connectors: list[str] | None = None,
+                   context: str = "unknown") -> GatewayClient:
         """Add a client named ``name`` (lower-case letters, digits, ``-``), seeing only ``connectors`` (None:
         all of them), its sessions starting tainted unless ``context`` is ``trusted``. Returns it with its
         ``token``: shown this once, stored hashed. Raises UsageError (bad name, context or connector, a
@@ -89,33 +104,33 @@ class GatewayPart:
         with self.db.write() as c:
             c.execute("INSERT INTO gateway_clients (name, token_hash, connectors_json, context, created_at)"
                       " VALUES (?,?,?,?,?)", (name, token_hash(token), None if connectors is None
-                                               else json.dumps(connectors), context, self.clock.now()))
-        return {**self.gateway_client(name), "token": token}
+                                               else json.dumps(connectors, allow_nan=False), context, self.clock.now()))
+        return {**self.client(name), "token": token}
 
-    def gateway_clients(self) -> list[GatewayClient]:
+    def clients(self) -> list[GatewayClient]:
         """Every client, by name (without tokens: only their hashes are stored)."""
         return [self._client(r) for r in self.db.all("SELECT * FROM gateway_clients ORDER BY name")]
 
-    def gateway_client(self, name: str) -> GatewayClient:
+    def client(self, name: str) -> GatewayClient:
         """One client. Raises NotFound."""
         r = self.db.one("SELECT * FROM gateway_clients WHERE name = ?", (name,))
         if r is None:
             raise NotFound(f"unknown gateway client {named(str(name))} (see: palui gateway clients list)")
         return self._client(r)
 
-    def gateway_client_remove(self, name: str) -> list[str]:
+    def remove_client(self, name: str) -> list[str]:
         """Remove a client: its token opens nothing from now on and its open sessions end (their pending
         approvals cancelled). Returns the ended sessions' ids. Raises NotFound."""
-        self.gateway_client(name)
+        self.client(name)
         with self.db.write() as c:
             c.execute("DELETE FROM gateway_clients WHERE name = ?", (name,))
         ended = [r["id"] for r in self.db.all("SELECT id FROM gateway_sessions WHERE client = ? AND ended_at IS NULL",
                                               (name,))]
         for sid in ended:
-            self.gateway_session_end(sid, "its client was removed")
+            self.end_session(sid, "its client was removed")
         return ended
 
-    def gateway_client_for_token(self, token: str) -> str | None:
+    def client_for_token(self, token: str) -> str | None:
         """The name of the client holding ``token``, None for an unknown or removed one."""
         if not isinstance(token, str) or not token.startswith(TOKEN_PREFIX):
             return None
@@ -130,25 +145,70 @@ class GatewayPart:
 
     # -- sessions ---------------------------------------------------------------------------------
 
-    def gateway_session_open(self, client: str) -> str:
-        """Open a session of ``client``: a conversation of origin ``gateway`` and its one turn row, tainted
-        from its start unless the client is trusted (spec §8.6). Returns the session id. Raises NotFound."""
-        c = self.gateway_client(client)
-        tainted = c["context"] != "trusted"
-        cid = self.turns_part.new_conversation(Origin.GATEWAY, "gateway")
+    def open_session(self, client: str) -> str:
+        """Open a session of ``client``: a turn row of the client's conversation (made at its first session and
+        after each clear: tainted from its start unless the client is trusted), which starts with the
+        conversation's taint (spec §8.6). Returns the session id. Raises NotFound, GatewayPaused (the emergency
+        brake pauses the gateway, spec §5.7)."""
+        c = self.client(client)
+        if gateway_pause.paused(self.db) is not None:
+            raise GatewayPaused(gateway_pause.PAUSED)
+        cid = self._conversation(client, c["context"])
+        conv = self.db.row("SELECT tainted, taint_source FROM conversations WHERE id = ?", (cid,))
+        tainted, source = bool(conv["tainted"]), conv["taint_source"]
         tid, sid, now = st.new_id("t"), st.new_id("g"), self.clock.now()
         with self.db.write() as w:
             w.execute("INSERT INTO turns (id, conversation_id, origin, status, input, model, tainted, taint_source,"
                       " owner, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                       (tid, cid, Origin.GATEWAY.value, TurnStatus.RUNNING.value, f"gateway session of {client}", None,
-                       int(tainted), UNKNOWN_CONTEXT if tainted else None, "gateway", now, now))
-            if tainted:
-                w.execute("UPDATE conversations SET tainted = 1, taint_source = ? WHERE id = ?", (UNKNOWN_CONTEXT, cid))
+                       int(tainted), source if tainted else None, "gateway", now, now))
             w.execute("INSERT INTO gateway_sessions (id, client, conversation_id, turn_id, created_at)"
                       " VALUES (?,?,?,?,?)", (sid, client, cid, tid, now))
         return sid
 
-    def gateway_session_end(self, session: str, reason: str = SESSION_ENDED) -> None:
+    def _conversation(self, client: str, context: str) -> str:
+        """The client's conversation, made now if it has none: tainted from its start unless the client is
+        trusted (spec §8.6)."""
+        r = self.db.one("SELECT conversation_id FROM gateway_clients WHERE name = ?", (client,))
+        if r is not None and r["conversation_id"]:
+            return str(r["conversation_id"])
+        cid = self.turns_part.new_conversation(Origin.GATEWAY, "gateway")
+        with self.db.write() as w:
+            if context != "trusted":
+                w.execute("UPDATE conversations SET tainted = 1, taint_source = ? WHERE id = ?", (UNKNOWN_CONTEXT, cid))
+            w.execute("UPDATE gateway_clients SET conversation_id = ? WHERE name = ? AND conversation_id IS NULL",
+                      (cid, client))
+        again = self.db.one("SELECT conversation_id FROM gateway_clients WHERE name = ?", (client,))
+        return str(again["conversation_id"]) if again is not None and again["conversation_id"] else cid
+
+    def clear_client(self, name: str) -> list[str]:
+        """``palui gateway clients clear NAME``: forget what the client's sessions carried (spec §8.6): its taint,
+        the calls the person denied, its loop counts and its loop stop. Its open sessions end (their pending
+        approvals cancelled); its next session starts in a new conversation, as a new client's would. Returns
+        the ended sessions' ids. Raises NotFound."""
+        self.client(name)
+        ended = [r["id"] for r in self.db.all("SELECT id FROM gateway_sessions WHERE client = ? AND ended_at IS NULL",
+                                              (name,))]
+        for sid in ended:
+            self.end_session(sid, CLEARED)
+        with self.db.write() as w:
+            old = w.execute("SELECT conversation_id FROM gateway_clients WHERE name = ?", (name,)).fetchone()
+            if old is not None and old["conversation_id"]:
+                w.execute("DELETE FROM gateway_calls WHERE conversation_id = ?", (old["conversation_id"],))
+            w.execute("UPDATE gateway_clients SET conversation_id = NULL, loop_stop = NULL WHERE name = ?", (name,))
+        return ended
+
+    # -- the brake's pause ------------------------------------------------------------------------
+
+    def paused(self) -> GatewayPause | None:
+        """``{"since","by"}`` while the emergency brake pauses the gateway, else None (spec §5.7)."""
+        return gateway_pause.paused(self.db)
+
+    def resume(self) -> bool:
+        """``palui gateway resume``: gateway calls and sessions are taken again. True if it was paused."""
+        return gateway_pause.resume(self.db)
+
+    def end_session(self, session: str, reason: str = SESSION_ENDED) -> None:
         """End a session: its turn is ``done`` and its pending approvals are cancelled with ``reason``."""
         r = self.db.one("SELECT * FROM gateway_sessions WHERE id = ? AND ended_at IS NULL", (session,))
         if r is None:
@@ -161,25 +221,37 @@ class GatewayPart:
         approvals_mod.cancel_for_turn(self.db, r["turn_id"], reason=reason)
         self._turns.pop(r["turn_id"], None)
 
-    def gateway_sessions_end_open(self, reason: str) -> list[str]:
-        """End every open session (``palui serve`` starting: the sessions of an earlier process are gone).
-        Returns their ids."""
-        ended = [r["id"] for r in self.db.all("SELECT id FROM gateway_sessions WHERE ended_at IS NULL")]
-        for sid in ended:
-            self.gateway_session_end(sid, reason)
-        return ended
+    def end_open_sessions(self, reason: str) -> list[str]:
+        """End every open session (``palui serve`` starting: the sessions of an earlier process are gone). A
+        call one of them had in flight (its ``sent`` marker) is audited ``cancelled; may have run``, as a turn's
+        is (spec §5.7). Returns their ids."""
+        rows = self.db.all("SELECT g.id, g.client, t.id AS turn_id, t.pending_json, t.tainted FROM gateway_sessions g"
+                           " JOIN turns t ON t.id = g.turn_id WHERE g.ended_at IS NULL")
+        for r in rows:
+            for call in json.loads(r["pending_json"] or "[]"):
+                if call.get("state") != CallState.SENT:
+                    continue
+                tool = self.tools_part.find(call["tool"])
+                audit.record(self.db, turn_id=r["turn_id"], tool=call["tool"],
+                             tool_class=tool.tool_class.value if tool else None,
+                             class_source=tool.class_source.value if tool else None, origin=Origin.GATEWAY.value,
+                             tainted=bool(r["tainted"]), verdict="ask" if call.get("approval") else "run",
+                             reason=f"gateway client {r['client']}: {reason} while the call was in flight",
+                             args_hash=args_hash(call["args"]), outcome="cancelled; may have run")
+            self.end_session(r["id"], reason)
+        return [r["id"] for r in rows]
 
     # -- tools and calls --------------------------------------------------------------------------
 
-    def gateway_catalog_version(self) -> int:
+    def catalog_version(self) -> int:
         """The stored catalog version: it changes with any switch, class, review flag or connector (what
         ``tools/list_changed`` watches)."""
         return catalog.version(self.db)
 
-    def gateway_tools(self, session: str) -> list[GatewayTool]:
+    def tools(self, session: str) -> list[GatewayTool]:
         """The tools the session's client is offered now: MCP connectors' tools (the built-ins are not offered
-        through the gateway), usable, switched on, not flagged, in its connectors, ``run`` or ``ask`` for origin
-        ``gateway`` (spec §8.6; the tool budget does not apply). Each with its
+        through the gateway), usable, switched on, not flagged "changed — review", in its connectors, ``run`` or
+        ``ask`` for origin ``gateway`` (spec §8.6; the tool budget does not apply). Each with its
         model-visible name, pinned description (hidden characters removed, as a model is sent it, spec §4.7)
         and schema, and hints derived from its effective class."""
         s, connectors = self._session(session)
@@ -187,8 +259,10 @@ class GatewayPart:
         mcp = {r["id"] for r in self.db.all("SELECT id FROM connectors WHERE kind = 'mcp'")}
         out: list[GatewayTool] = []
         for row in sorted(snap.tools.values(), key=lambda r: r.name):
-            if not row.usable or row.changed or row.needs_tasks or row.connector not in mcp:
+            if not row.usable or row.needs_tasks or row.connector not in mcp:
                 continue
+            if row.changed and (row.review or {}).get("kind", "changed") == "changed":
+                continue  # a held loosening or a tightening is listed under its stricter class (spec §7.6)
             if connectors is not None and row.connector not in connectors:
                 continue
             if decide(row.tool_class, row.enabled, Origin.GATEWAY, bool(s["tainted"])).verdict not in (
@@ -201,20 +275,19 @@ class GatewayPart:
                         "open_world": row.reaches_outside, "class": row.tool_class.value})
         return out
 
-    async def gateway_call(self, session: str, tool: str, args: dict[str, Any],
-                           progress: Progress | None = None) -> GatewayCallResult:
-        """Decide and run one call of ``session`` (spec §8.6). Returns ``{"text","is_error"}``: the tool's
-        result (hidden characters shown as escapes, spec §4.7), or an error result saying why it did not run
-        (refused, denied with the person's reason, ``approval pending: <id>`` after ``gateway.wait_seconds``)."""
-        if not isinstance(args, dict):
-            return {"text": "Error: arguments must be a JSON object", "is_error": True}
+    async def call(self, session: str, tool: str, args: Any,
+                   progress: Progress | None = None) -> GatewayCallResult:
+        """Run one call of ``session`` through the governed call (spec §8.6). Returns ``{"text","is_error"}``:
+        the tool's result (hidden characters shown as escapes, spec §4.7), or an error result saying why it did
+        not run (refused, arguments refused, denied with the person's reason, ``approval pending: <id>`` after
+        ``gateway.wait_seconds``, the brake)."""
         # the runner's call collaborators import the model library (slow): only when a call is made
-        from palui.runner.gateway_call import GatewayCall, Scope
+        from palui.runner.gateway_session import GatewaySession, Scope
 
         s, connectors = self._session(session)
         deps = self.turns_part.runner_deps()
-        wait = float(deps.settings.get("gateway.wait_seconds"))
-        r = await GatewayCall(deps, Scope(s["client"], connectors), s["turn_id"], wait, self._turns).call(
+        wait = deps.settings.gateway.wait_seconds
+        r = await GatewaySession(deps, Scope(s["client"], connectors), s["turn_id"], wait, self._turns).call(
             tool, args, progress)
         # what the client's model reads: hidden characters shown as escapes, as on every surface (spec §4.7)
         return {"text": shown(r.text), "is_error": r.is_error}

@@ -22,7 +22,7 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from palui import delivery
 from palui.config import Settings
@@ -38,6 +38,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("palui.channel")
 
 Subscriber = Callable[[Notice], None]
+
+
+class Notices(Protocol):
+    """The person's channel as a front end sees it (``Service.notifier``): what was told (the inbox), every
+    later notice (a chat channel subscribes), and the delivery targets checked before ``palui serve``
+    starts. Telling the person is the parts' (they call :class:`Notifier`); a front end does not."""
+
+    def inbox(self, limit: int = 100) -> list[InboxItem]: ...
+    def subscribe(self, fn: Subscriber) -> Callable[[], None]: ...
+    def check_delivery_targets(self) -> None: ...
 
 
 class Notifier:
@@ -100,7 +110,7 @@ class Notifier:
 
     def _deliver(self, notice: Notice) -> None:
         try:
-            delivery.deliver_in_background(self.settings.get("notify.apprise"), notice.text,
+            delivery.deliver_in_background(self.settings.notify.apprise, notice.text,
                                            title=delivery.title_for(notice.kind))
         except Exception:  # e.g. no thread can be started: the inbox already has the message
             log.exception("could not start channel delivery")
@@ -112,7 +122,7 @@ class Notifier:
         per apprise target that did not accept the text (``messages__send_message`` reports them)."""
         notice = self._write(kind, text, turn_id, conversation_id, None)
         self.db.after_commit(lambda: self._fan_out(notice))
-        return await delivery.deliver_async(self.settings.get("notify.apprise"), text,
+        return await delivery.deliver_async(self.settings.notify.apprise, text,
                                             title=delivery.title_for(kind))
 
     def inbox(self, limit: int = 100) -> list[InboxItem]:
@@ -127,11 +137,11 @@ class Notifier:
         ConfigError naming the key and the item, never the URL (apprise URLs hold tokens)."""
         fix = "is not a URL apprise can use: check the service name and the URL's parts in apprise's list of services"
         where = self.settings.config_file
-        urls = list(self.settings.get("notify.apprise"))
+        urls = list(self.settings.notify.apprise)
         for position in delivery.unknown_targets(urls):
             scheme = urls[position - 1].split("://", 1)[0][:20]
             raise ConfigError(f"{where}: key 'notify.apprise': item {position} (a {scheme}:// URL) {fix}")
-        contacts = dict(self.settings.get("messages.contacts"))
+        contacts = dict(self.settings.messages.contacts)
         names = list(contacts)
         for position in delivery.unknown_targets([contacts[n] for n in names]):
             raise ConfigError(f"{where}: key 'messages.contacts': contact {names[position - 1]!r} {fix}")

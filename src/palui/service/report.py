@@ -35,10 +35,11 @@ class ReportPart:
         self.clock = clock
         self.tools_part = tools_part
 
-    def report(self, days: int = 7, now: float | None = None) -> dict[str, Any]:
+    def build(self, days: int = 7, now: float | None = None) -> dict[str, Any]:
         """The report over the last ``days`` days (today included, days in ``caps.timezone``)::
 
             {"days", "since", "turns", "runs", "calls",
+             "tokens": {"counted", "cached_input", "per_day": [{"day","counted","cached_input"}]},
              "asks": {"total", "per_day": [{"day","asks"}], "approved", "denied", "expired", "cancelled",
                       "pending", "median_answer_seconds", "answered_via": {via: n},
                       "cancel_reasons": [{"reason","count"}],
@@ -49,7 +50,8 @@ class ReportPart:
              "tainted_conversations": [{"connector","conversations"}],
              "suggestions": [{"kind","text","command"}]}
 
-        Raises UsageError for ``days`` outside 1–366.
+        ``tokens``: the tokens the caps counted (cached input at its weight) and the cached input among them,
+        raw (spec §6.4). Raises UsageError for ``days`` outside 1–366.
         """
         if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_DAYS:
             raise UsageError(f"--days must be a whole number from 1 to {MAX_DAYS}")
@@ -57,7 +59,7 @@ class ReportPart:
         approvals.sweep(self.db)  # expired approvals count as expired, not pending
         out = report_store.numbers(self.db, days, now, self.clock.timezone())
         tools = {r.name: ToolFacts(r.tool_class.value, r.class_source.value, r.enabled, r.connector, r.outside_flag)
-                 for r in self.tools_part.tools()}
+                 for r in self.tools_part.list()}
         # The stored rows: the MCP part's view adds each server's configuration and state, none of it a fact here.
         conns = {c["id"]: ConnectorFacts(c["kind"], c["trusted_source"]) for c in self.tools_part.connector_rows()}
         out["suggestions"] = advise(out, tools, conns)

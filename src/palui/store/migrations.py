@@ -1,14 +1,17 @@
 """Numbered schema migrations, applied in order and recorded in ``schema_migrations``.
 
 :data:`MIGRATIONS` holds this module's migrations and those of the modules it includes, one per
-topic: ``migrations_costs`` (per-turn cost independent of history and catalog size: 11–14, 31, 35),
-``migrations_channels`` (the chat channels and their outbox: 15, 34), ``migrations_mcp`` (questions from MCP
-servers, task support, the sign-in state: 20–22; secret questions: 36), ``migrations_governance`` (the audit
-chain, the Rule of Two, job scopes: 25–29) and ``migrations_integrity`` (webhook replay keys kept, the audit's
-count: 32–33). They run in number order, each once; never edit one that has shipped.
+topic: ``migrations_costs`` (per-turn cost independent of history and catalog size: 11–14, 31, 35; cached
+input apart: 45), ``migrations_channels`` (the chat channels and their outbox: 15, 34, 38; the email channel:
+40), ``migrations_mcp`` (questions from MCP servers, task support, the sign-in state: 20–22; secret questions:
+36; scope step-ups: 44), ``migrations_governance`` (the audit chain, the Rule of Two, job scopes: 25–29),
+``migrations_integrity`` (webhook replay keys kept, the audit's count: 32–33), ``migrations_gateway`` (the
+gateway's clients and sessions: 37) and ``migrations_governed`` (a gateway client's state across sessions, strict
+JSON at rest, flagged input schemas: 42–43). They run in number order, each once; never edit one that has shipped.
 
-Unused numbers: 2, 3, 16–19, 23, 24. They were handed out to work that did not need them and stay
-unused, so that no database ever records them for something else. New migrations take numbers above
+Unused numbers: 2, 3, 16–19, 23, 24, 39, 41. They were handed out to work that did not need them and stay
+unused, so that no database ever records them for something else (41 is another branch's of the same round:
+it fills it if it lands). New migrations take numbers above
 36, in the order they land on main: the next one to land takes the highest number in use plus one,
 whichever branch wrote it first.
 """
@@ -24,6 +27,7 @@ from palui.store.migrations_channels import CHANNEL_MIGRATIONS
 from palui.store.migrations_costs import COST_MIGRATIONS
 from palui.store.migrations_gateway import GATEWAY_MIGRATIONS
 from palui.store.migrations_governance import GOVERNANCE_MIGRATIONS
+from palui.store.migrations_governed import GOVERNED_MIGRATIONS
 from palui.store.migrations_integrity import INTEGRITY_MIGRATIONS
 from palui.store.migrations_mcp import MCP_MIGRATIONS
 
@@ -394,21 +398,26 @@ UPDATE conversations SET channel = (SELECT cc.channel FROM channel_chats cc WHER
 )
 
 
-# Per-turn cost independent of history and catalog size (11-14, 31), reads bounded by what waits (35).
+# Per-turn cost independent of history and catalog size (11-14, 31), reads bounded by what waits (35), cached
+# input kept apart from what the caps count (45).
 MIGRATIONS.extend(COST_MIGRATIONS)
-# The chat channels (15, 34): their tables and the durable outbox.
+# The chat channels (15, 34, 38, 40): their tables, the durable outbox, refused credentials, the email channel's
+# answer addresses and threads.
 MIGRATIONS.extend(CHANNEL_MIGRATIONS)
 # Governance (25-29): the audit chain, the Rule of Two, jobs limited to connectors.
 MIGRATIONS.extend(GOVERNANCE_MIGRATIONS)
 
-# Remote MCP servers (20-22, 36): questions from servers, task support, the sign-in state in the catalog,
-# secret questions.
+# Remote MCP servers (20-22, 36, 44): questions from servers, task support, the sign-in state in the catalog,
+# secret questions, scope step-ups.
 MIGRATIONS.extend(MCP_MIGRATIONS)
 # What must survive a fault (32-33): body-only webhook replay keys kept, the audit's count beside the chain.
 MIGRATIONS.extend(INTEGRITY_MIGRATIONS)
 
 # The gateway (37): its clients and sessions.
 MIGRATIONS.extend(GATEWAY_MIGRATIONS)
+# One governed call for every door (42-43): a gateway client's state across sessions; strict JSON at rest, and
+# tools' flagged input schemas.
+MIGRATIONS.extend(GOVERNED_MIGRATIONS)
 
 # Migration numbers are handed out to parallel work and may be appended out of order: keep the list sorted.
 MIGRATIONS.sort(key=lambda m: m[0])

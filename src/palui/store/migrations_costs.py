@@ -1,5 +1,5 @@
-"""Migrations 11-14, 31 and 35: every per-turn cost independent of history and catalog size (the decision
-records 0072-0077 in docs/decisions/), and reads bounded by what waits (35).
+"""Migrations 11-14, 31, 35 and 45: every per-turn cost independent of history and catalog size (the decision
+records 0072-0077 in docs/decisions/), reads bounded by what waits (35), and cached input kept apart (45).
 
 Appended to :data:`palui.store.migrations.MIGRATIONS`; like every migration, never edited once shipped.
 """
@@ -203,6 +203,46 @@ CREATE INDEX elicitations_pending ON elicitations(status, expires_at);
 CREATE INDEX elicitations_created ON elicitations(created_at);
 CREATE INDEX approvals_window ON approvals(created_at, status, answered_at);
 CREATE INDEX elicitations_content ON elicitations(turn_id) WHERE content_json IS NOT NULL;
+""",
+    )
+)
+
+# Caps count what the provider bills (spec §6.4): each request's cache-read input tokens are kept apart, with the
+# weight they were counted at; ``usage.tokens`` stays what the caps count (uncached input + output + cached input
+# at its weight), so the day's counters and every reader of them are unchanged. Rows written before this
+# migration have no split (cached 0, weight NULL): their full count stands (not re-weighted). The day's cached
+# input is kept beside its count by triggers of their own, in the same transaction as the row.
+CACHED_INPUT = 45
+COST_MIGRATIONS.append(
+    (
+        CACHED_INPUT,
+        "usage keeps cached input apart (tokens read from the provider's cache) and the weight it counted at",
+        """
+ALTER TABLE usage ADD COLUMN cached_tokens INTEGER NOT NULL DEFAULT 0;  -- cache-read input tokens (raw)
+ALTER TABLE usage ADD COLUMN cached_weight REAL;                        -- what one counted for; NULL: before 45
+ALTER TABLE usage_days ADD COLUMN cached_tokens INTEGER NOT NULL DEFAULT 0;
+CREATE TRIGGER usage_days_cached_ai AFTER INSERT ON usage WHEN new.cached_tokens != 0 BEGIN
+    INSERT OR IGNORE INTO usage_days (day, job_id) VALUES (new.day, '');
+    UPDATE usage_days SET cached_tokens = cached_tokens + new.cached_tokens WHERE day = new.day AND job_id = '';
+    INSERT OR IGNORE INTO usage_days (day, job_id) SELECT new.day, new.job_id WHERE new.job_id != '';
+    UPDATE usage_days SET cached_tokens = cached_tokens + new.cached_tokens
+        WHERE day = new.day AND job_id = new.job_id AND new.job_id != '';
+END;
+CREATE TRIGGER usage_days_cached_ad AFTER DELETE ON usage WHEN old.cached_tokens != 0 BEGIN
+    UPDATE usage_days SET cached_tokens = cached_tokens - old.cached_tokens WHERE day = old.day AND job_id = '';
+    UPDATE usage_days SET cached_tokens = cached_tokens - old.cached_tokens
+        WHERE day = old.day AND job_id = old.job_id AND old.job_id != '';
+END;
+CREATE TRIGGER usage_days_cached_au AFTER UPDATE OF day, job_id, cached_tokens ON usage BEGIN
+    UPDATE usage_days SET cached_tokens = cached_tokens - old.cached_tokens WHERE day = old.day AND job_id = '';
+    UPDATE usage_days SET cached_tokens = cached_tokens - old.cached_tokens
+        WHERE day = old.day AND job_id = old.job_id AND old.job_id != '';
+    INSERT OR IGNORE INTO usage_days (day, job_id) VALUES (new.day, '');
+    UPDATE usage_days SET cached_tokens = cached_tokens + new.cached_tokens WHERE day = new.day AND job_id = '';
+    INSERT OR IGNORE INTO usage_days (day, job_id) SELECT new.day, new.job_id WHERE new.job_id != '';
+    UPDATE usage_days SET cached_tokens = cached_tokens + new.cached_tokens
+        WHERE day = new.day AND job_id = new.job_id AND new.job_id != '';
+END;
 """,
     )
 )

@@ -1,5 +1,5 @@
-"""Migrations 20-22 and 36 (spec §7.7-§7.9): questions of MCP servers, task support, the sign-in state in the
-catalog, and whether a connector may ask for secrets.
+"""Migrations 20-22, 36 and 44 (spec §7.7-§7.11): questions of MCP servers, task support, the sign-in state in the
+catalog, whether a connector may ask for secrets, and scope step-ups waiting for the person.
 
 Appended to :data:`palui.store.migrations.MIGRATIONS`; like every migration, never edited once shipped.
 """
@@ -82,6 +82,34 @@ MCP_MIGRATIONS.append(
         "connectors.secret_questions: the person allows a server's questions that ask for a secret",
         """
 ALTER TABLE connectors ADD COLUMN secret_questions INTEGER NOT NULL DEFAULT 0;  -- 1: asked with hidden input
+""",
+    )
+)
+
+# Scope step-up (spec §7.11): a tool the server refuses for a wider OAuth scope asks the person to sign in for
+# the union of scopes; the request waits here until a sign-in grants it or the person declines it (then the
+# tool is switched off with that reason). The number is given here only (a merge may renumber it).
+SCOPE_REQUESTS_MIGRATION = 44
+MCP_MIGRATIONS.append(
+    (
+        SCOPE_REQUESTS_MIGRATION,
+        "scope_requests: a tool that needs a wider OAuth scope asks the person (sign in for the union, or decline)",
+        """
+CREATE TABLE scope_requests (
+    id            TEXT PRIMARY KEY,            -- s-<hex>
+    connector_id  TEXT NOT NULL,
+    tool          TEXT NOT NULL,               -- the tool's raw name
+    name          TEXT NOT NULL,               -- its model-visible name
+    needed        TEXT NOT NULL,               -- the scopes it needs beyond the grant, space-separated
+    granted       TEXT NOT NULL DEFAULT '',    -- the scopes held when it was refused, space-separated
+    turn_id       TEXT,                        -- the turn whose call was refused
+    status        TEXT NOT NULL DEFAULT 'pending',  -- pending | granted | declined
+    reason        TEXT,                        -- a declined request's: why the tool is off
+    created_at    REAL NOT NULL,
+    answered_at   REAL,
+    answered_via  TEXT                         -- cli, web, api, a channel's name; 'sign-in' when granted
+);
+CREATE INDEX scope_requests_connector ON scope_requests(connector_id, status);
 """,
     )
 )

@@ -87,12 +87,19 @@ def numbers(db: Database, days: int, now: float, tz: tzinfo | None) -> dict[str,
     turns = db.row("SELECT COUNT(*) FROM turns WHERE created_at >= ?", (since,))[0]
     runs = db.row("SELECT COUNT(*) FROM runs WHERE time >= ?", (since,))[0]
     cancel = Counter(r["cancel_reason"] or "cancelled" for r in rows if r["status"] == "cancelled")
+    # Tokens as the caps counted them, and the cached input among them (spec §6.4), from the days' counters.
+    used = {r["day"]: (r["tokens"], r["cached_tokens"]) for r in db.all(
+        "SELECT day, tokens, cached_tokens FROM usage_days WHERE job_id = '' AND day >= ? AND day <= ?",
+        (day_list[0], day_list[-1]))} if day_list else {}
     return {
         "days": days,
         "since": datetime.fromtimestamp(since, tz).isoformat(),
         "turns": turns,
         "runs": runs,
         "calls": calls,
+        "tokens": {"counted": sum(t for t, _ in used.values()), "cached_input": sum(c for _, c in used.values()),
+                   "per_day": [{"day": d, "counted": used.get(d, (0, 0))[0], "cached_input": used.get(d, (0, 0))[1]}
+                               for d in day_list]},
         "asks": {
             "total": len(rows),
             "per_day": [{"day": d, "asks": per_day.get(d, 0)} for d in day_list],

@@ -10,9 +10,11 @@ spans: :mod:`palui.web.base`).
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from palui.text.escape import HIDDEN_NOTE, TRAILING_SPACES, escape, has_hidden
+from palui.text.strict_json import NON_FINITE
 
 NOTE = f" ({HIDDEN_NOTE})"
 
@@ -72,7 +74,9 @@ def shown_json(value: Any, *, indent: int | None = None, sort_keys: bool = False
             return "[" + sep.join(f"{pad}{walk(x, depth + 1)}" for x in v) + end + "]"
         if isinstance(v, str):
             return _json_string(v, True)
-        return json.dumps(v, ensure_ascii=False)
+        if isinstance(v, float) and not math.isfinite(v):  # a display: NaN and Infinity as their names
+            return NON_FINITE[repr(v)]
+        return json.dumps(v, ensure_ascii=False, allow_nan=False)
 
     out = walk(value, 0)
     return out + NOTE if note and hidden_in(value) else out
@@ -82,13 +86,13 @@ def json_safe(value: Any) -> str:
     """``value`` as real JSON (``--json`` output) in which every hidden character is a JSON ``\\u``
     escape (surrogate pairs above the BMP), so a terminal never renders one raw; other
     non-ASCII text stays readable. ``json.loads`` gives back exactly ``value``."""
-    text = json.dumps(value, indent=2, ensure_ascii=False)
+    text = json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False)
     if not has_hidden(text):
         return text
     out = []
     for ch in text:
         if has_hidden(ch):
-            out.append(json.dumps(ch)[1:-1])  # ensure_ascii: \u202e, or a surrogate pair above the BMP
+            out.append(json.dumps(ch, allow_nan=False)[1:-1])  # ensure_ascii: \u202e, or a surrogate pair above the BMP
         else:
             out.append(ch)
     return "".join(out)

@@ -154,6 +154,18 @@ def has_hidden(s: str) -> bool:
     return p["maybe_hidden"].search(s) is not None and p["hidden"].search(s) is not None
 
 
+def control_character(s: str) -> str | None:
+    """Where ``s`` holds its first control character (C0, DEL or C1: NUL, a line feed, an escape…), as
+    ``U+0000 at character 3``, or None. Such a character in a path, a host or a process argument is refused
+    where the value is read (spec §10.4), with this position, before the operating system chokes on it."""
+    if _ascii_plain(s):
+        return None
+    for i, c in enumerate(s, 1):
+        if c < " " or "\x7f" <= c <= "\x9f":
+            return f"U+{ord(c):04X} at character {i:,}"
+    return None
+
+
 def _escape_char(ch: str) -> str:
     cp = ord(ch)
     return f"\\u{cp:04x}" if cp <= 0xFFFF else f"\\U{cp:08x}"

@@ -46,7 +46,8 @@ class ServerConfig:
     ``transport`` is ``"stdio"`` (``command``, ``args``, ``cwd``) or ``"http"`` (``url``).
     ``env`` (stdio) and ``headers`` (http) are secrets, never stored in the database.
     ``timeout_seconds`` / ``max_output_bytes`` override ``mcp.call_timeout_seconds`` /
-    ``mcp.max_output_bytes`` for this connector (None: use the settings).
+    ``mcp.max_output_bytes`` for this connector (None: use the settings); the service holds them to those
+    keys' ranges when a connector is added (:func:`palui.config_schema.value_for`).
     """
 
     transport: str
@@ -61,17 +62,36 @@ class ServerConfig:
 
     def __post_init__(self) -> None:
         if self.transport not in TRANSPORTS:
-            raise UsageError(f"unknown MCP transport {self.transport!r}: use stdio or http")
+            raise UsageError(f"unknown MCP transport {_safe(self.transport)}: use stdio or http")
         if self.transport == "stdio" and not self.command:
             raise UsageError("a stdio MCP server needs a command (palui connectors add NAME -- COMMAND ARGS…)")
         if self.transport == "http":
             if not self.url or not re.match(r"^https?://", self.url):
-                shown = display_url(self.url) if self.url else self.url
-                raise UsageError(f"an MCP server URL must start with http:// or https:// (got {shown!r})")
-        if self.timeout_seconds is not None and not self.timeout_seconds > 0:
-            raise UsageError("--timeout must be greater than 0 seconds")
-        if self.max_output_bytes is not None and not self.max_output_bytes > 0:
-            raise UsageError("--max-output must be greater than 0 bytes")
+                shown = _safe(display_url(self.url)) if self.url else "nothing"
+                raise UsageError(f"an MCP server URL must start with http:// or https:// (got {shown})")
+
+    def refuse_control_characters(self) -> None:
+        """A control character (NUL, a line feed, an escape…) in what becomes a process argument, a path, a
+        host or an HTTP header is refused naming the field and where, never the value (a secret, spec §10.4);
+        an environment value may hold any but NUL (a key file's line feeds), which no process can be given.
+        Called where a configuration comes in (the service's add), not on stored ones. Raises UsageError."""
+        from palui.text.escape import control_character
+
+        named = [("the command", self.command), ("the working directory (cwd)", self.cwd), ("the URL", self.url)]
+        named += [(f"argument {i}", a) for i, a in enumerate(self.args, 1)]
+        named += [(f"the environment variable name {_safe(k)}", k) for k in self.env]
+        named += [(f"the header name {_safe(k)}", k) for k in self.headers]
+        named += [(f"the value of header {_safe(k)}", v) for k, v in self.headers.items()]
+        for what, value in named:
+            where = control_character(value) if value else None
+            if where:
+                raise UsageError(f"{what} must not contain control characters ({where})")
+        for k, v in self.env.items():
+            if "=" in k or not k:
+                raise UsageError(f"the environment variable name {_safe(k)} must be a name without '='")
+            if "\x00" in v:
+                raise UsageError(f"the value of environment variable {_safe(k)} must not contain NUL "
+                                 f"(U+0000 at character {v.index(chr(0)) + 1:,})")
 
     @property
     def secret_values(self) -> list[str]:
@@ -128,6 +148,13 @@ class ServerConfig:
             url=url or public.get("url"), env=env, headers=headers,
             timeout_seconds=public.get("timeout_seconds"), max_output_bytes=public.get("max_output_bytes"),
         )
+
+
+def _safe(name: str) -> str:
+    """A variable or header name as a message shows it: quoted, escaped on one line (spec §4.7)."""
+    from palui.text.display import named
+
+    return named(name, 60)
 
 
 def url_secrets(url: str | None) -> list[str]:

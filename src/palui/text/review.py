@@ -41,7 +41,8 @@ def value_lines(value: Any) -> list[str]:
     Split on newlines only, so a carriage return or line separator stays inside its line
     (and :func:`visible` shows it) instead of hiding a change as a line break.
     """
-    text = value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+    text = value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True,
+                                                           allow_nan=False)
     return text.split("\n")
 
 
@@ -64,7 +65,8 @@ def unified_diff(old: Any, new: Any, title: str, context: int = 3) -> str:
     a, b = [visible(x) for x in raw_a], [visible(x) for x in raw_b]
     if a == b:
         # Only a control character was swapped for its escape text (or back): show every line fully escaped.
-        a, b = [json.dumps(x)[1:-1] for x in raw_a], [json.dumps(x)[1:-1] for x in raw_b]
+        a = [json.dumps(x, allow_nan=False)[1:-1] for x in raw_a]
+        b = [json.dumps(x, allow_nan=False)[1:-1] for x in raw_b]
     import difflib
 
     return "\n".join(difflib.unified_diff(a, b, f"previous {title}", f"new {title}", lineterm="", n=context))

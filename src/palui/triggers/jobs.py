@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from typing import TYPE_CHECKING, Any
 
+from palui.config_schema import value_for
 from palui.errors import NotFound, UsageError
 from palui.runner.state import new_id
 from palui.store.db import Database
@@ -106,15 +107,14 @@ def zone_for(tz: str | None, caps_timezone: str | None) -> tzinfo:
 
 
 def check_zone(tz: str | None) -> str | None:
-    """Validate a ``--tz`` value. Raises UsageError for an unknown zone."""
+    """Validate a ``--tz`` value: a job's own ``caps.timezone``, by that key's rule (an IANA zone, no control
+    character). Raises UsageError."""
     if tz is None or tz == "":
         return None
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
     try:
-        ZoneInfo(tz)
-    except (ZoneInfoNotFoundError, ValueError, OSError):
-        raise UsageError(f"unknown time zone {tz!r} (use an IANA name such as Europe/Paris)") from None
+        value_for("caps.timezone", tz, "--tz")
+    except UsageError as e:
+        raise UsageError(f"{e} (use an IANA name such as Europe/Paris)") from None
     return tz
 
 
@@ -215,8 +215,8 @@ def add(db: Database, *, name: str, cron: str, prompt: str, token_cap: int | Non
         raise UsageError("a job needs a non-empty --prompt")
     if len(prompt) > MAX_PROMPT:
         raise UsageError(f"a job prompt may have at most {MAX_PROMPT} characters")
-    if token_cap is not None and (isinstance(token_cap, bool) or not isinstance(token_cap, int) or token_cap <= 0):
-        raise UsageError("--token-cap must be a whole number of tokens greater than 0")
+    if token_cap is not None:  # a job's own caps.job_daily_tokens: the key's range (spec §10.4)
+        value_for("caps.job_daily_tokens", token_cap, "--token-cap")
     cron = check_cron(cron)
     tz = check_zone(tz)
     first = next_after(cron, now, zone_for(tz, caps_timezone))
@@ -226,7 +226,7 @@ def add(db: Database, *, name: str, cron: str, prompt: str, token_cap: int | Non
             raise UsageError(f"a job named {name!r} already exists (remove it first: palui jobs remove {name})")
         c.execute("INSERT INTO jobs (id, name, cron, prompt, token_cap, tz, next_run, created_at, connectors)"
                   " VALUES (?,?,?,?,?,?,?,?,?)", (jid, name, cron, prompt, token_cap, tz, first, time.time(),
-                                                  json.dumps(connectors) if connectors else None))
+                                                  json.dumps(connectors, allow_nan=False) if connectors else None))
     return get(db, name)
 
 
@@ -240,6 +240,22 @@ def get(db: Database, name: str) -> Job:
 
 def all_jobs(db: Database) -> list[Job]:
     return [Job.from_row(r) for r in db.all("SELECT * FROM jobs ORDER BY name")]
+
+
+def own_token_cap(db: Database, job_id: str | None) -> int | None:
+    """A job's own daily token cap (``palui jobs add --token-cap``), None for the ``caps.job_daily_tokens``
+    default or a turn that is not a job's (the runner's ``RunnerDeps.job_token_cap``)."""
+    if not job_id:
+        return None
+    r = db.one("SELECT token_cap FROM jobs WHERE id = ?", (job_id,))
+    return int(r[0]) if r and r[0] else None
+
+
+def scope_of(db: Database, job_id: str | None) -> list[str] | None:
+    """The connectors a job is limited to (``palui jobs add --connector``, spec §8.4), None for every connector
+    or a turn that is not a job's (the runner's ``RunnerDeps.job_connectors``)."""
+    r = db.one("SELECT connectors FROM jobs WHERE id = ?", (job_id,)) if job_id else None
+    return json.loads(r[0]) if r and r[0] else None
 
 
 def due(db: Database, now: float) -> list[Job]:
@@ -301,7 +317,7 @@ def pause(db: Database, by: str, now: float) -> JobsPause:
         if r is not None:
             return _stored_pause(r[0])
         state: JobsPause = {"since": now, "by": by, "noted": False}
-        c.execute("INSERT INTO kv (key, value) VALUES (?, ?)", (PAUSE_KEY, json.dumps(state)))
+        c.execute("INSERT INTO kv (key, value) VALUES (?, ?)", (PAUSE_KEY, json.dumps(state, allow_nan=False)))
     return state
 
 
@@ -321,5 +337,5 @@ def claim_pause_note(db: Database) -> bool:
         if state.get("noted"):
             return False
         state["noted"] = True
-        c.execute("UPDATE kv SET value = ? WHERE key = ?", (json.dumps(state), PAUSE_KEY))
+        c.execute("UPDATE kv SET value = ? WHERE key = ?", (json.dumps(state, allow_nan=False), PAUSE_KEY))
     return True

@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from palui.errors import NotFound, PaluiError
+from palui.server.body import BodyTooLarge, json_duplicate, pairs_duplicate, read_body, shown_name
 from palui.server.endpoint import service_of
 from palui.server.session import csrf_value
 from palui.text.display import hidden_in
@@ -37,7 +38,7 @@ from palui.web.shown import NOTE_HTML, finalize, json_html, quoted, shown_html, 
 if TYPE_CHECKING:
     from zoneinfo import ZoneInfo
 
-    from palui.service.door import ServiceDoor
+    from palui.service.api import Service
 
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE / "templates"
@@ -66,7 +67,7 @@ class CSRFRefused(PaluiError):
 
 
 def _zone(request: Request) -> ZoneInfo | None:
-    return svc_of(request).timezone()
+    return svc_of(request).status.timezone()
 
 
 def parse_time(value: Any) -> datetime | None:
@@ -105,12 +106,12 @@ def duration_words(seconds: float | None) -> str:
 
 
 def pretty_json(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, allow_nan=False)
 
 
 def compact_json(value: Any) -> str:
     """One-line JSON for display (autoescaped by the template, unlike Jinja's ``tojson``)."""
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, allow_nan=False)
 
 
 def args_html(args: Any, marks: list[dict[str, Any]] | None) -> Markup:
@@ -133,7 +134,7 @@ def args_html(args: Any, marks: list[dict[str, Any]] | None) -> Markup:
                 return "[]"
             items = [f"{pad}  {walk(x, f'{path}[{i}]', indent + 1)}" for i, x in enumerate(v)]
             return "[\n" + ",\n".join(items) + f"\n{pad}]"
-        text = quoted(v) if isinstance(v, str) else str(escape(json.dumps(v, ensure_ascii=False)))
+        text = quoted(v) if isinstance(v, str) else str(escape(json.dumps(v, ensure_ascii=False, allow_nan=False)))
         here = flagged.get(path or "$")
         return marked_value(v, text, here) if here else text
 
@@ -184,7 +185,7 @@ def csrf_token(request: Request) -> str:
 
 def pending_count(request: Request) -> int:
     """What waits for the person: pending approvals and servers' questions (the nav's Approvals count)."""
-    return svc_of(request).waiting()  # counted through indexes; reads only (every page shows it)
+    return svc_of(request).approvals.waiting()  # counted through indexes; reads only (every page shows it)
 
 
 def render(request: Request, template: str, status_code: int = 200, **ctx: Any) -> HTMLResponse:
@@ -236,7 +237,8 @@ def redirect(url: str, flash: tuple[str, str] | None = None) -> RedirectResponse
     resp = RedirectResponse(safe_local(url), status_code=303, headers=SECURITY_HEADERS)
     if flash:
         kind, text = flash
-        value = base64.urlsafe_b64encode(json.dumps({"kind": kind, "text": text[:1500]}).encode()).decode()
+        flashed = json.dumps({"kind": kind, "text": text[:1500]}, allow_nan=False)
+        value = base64.urlsafe_b64encode(flashed.encode()).decode()
         resp.set_cookie(FLASH_COOKIE, value, max_age=60, path="/", httponly=True, samesite="strict")
     return resp
 
@@ -255,25 +257,30 @@ async def read_form(request: Request) -> dict[str, str]:
     """The POSTed fields (URL-encoded form or JSON object), after the CSRF check.
 
     Raises CSRFRefused when neither the ``csrf`` field nor the ``X-Palui-CSRF`` header
-    carries this session's token.
+    carries this session's token; BodyTooLarge for a body over :data:`MAX_FORM_BYTES` (read no further);
+    PaluiError for a field given twice (named: the page and the server must not read two different forms).
     """
-    raw = await request.body()
-    if len(raw) > MAX_FORM_BYTES:
-        raise PaluiError("the form is too large")
+    raw = await read_body(request, MAX_FORM_BYTES)
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     data: dict[str, str] = {}
+    twice: str | None = None
     try:
         if ctype == "application/json" and raw:
+            twice = json_duplicate(raw)
             obj = json.loads(raw)
             if isinstance(obj, dict):
-                data = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in obj.items()}
+                data = {str(k): v if isinstance(v, str) else json.dumps(v, allow_nan=False) for k, v in obj.items()}
         elif raw:
-            data = dict(parse_qsl(raw.decode("utf-8"), keep_blank_values=True))
+            pairs = parse_qsl(raw.decode("utf-8"), keep_blank_values=True)
+            twice = pairs_duplicate(pairs)
+            data = dict(pairs)
     except (ValueError, UnicodeDecodeError):
         data = {}
     sent = data.get("csrf") or request.headers.get("x-palui-csrf", "")
     if not sent or not hmac.compare_digest(str(sent), csrf_token(request)):
         raise CSRFRefused("this form was not sent by a page of this Palui session (missing or wrong CSRF token)")
+    if twice is not None:
+        raise PaluiError(f"the field '{shown_name(twice)}' is given twice in the form")
     return data
 
 
@@ -289,6 +296,8 @@ def action(fn: Action) -> Callable[[Request], Awaitable[Response]]:
             form = await read_form(request)
         except CSRFRefused as e:
             return error_page(request, 403, str(e))
+        except BodyTooLarge as e:
+            return error_page(request, 413, str(e))
         except PaluiError as e:
             return error_page(request, 400, str(e))
         try:
@@ -317,6 +326,6 @@ def page(fn: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Aw
     return wrapped
 
 
-def svc_of(request: Request) -> ServiceDoor:
-    """The service behind this app, through its door (:func:`palui.server.endpoint.service_of`)."""
+def svc_of(request: Request) -> Service:
+    """The service behind this app (:func:`palui.server.endpoint.service_of`)."""
     return service_of(request)

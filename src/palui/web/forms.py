@@ -25,6 +25,20 @@ def _empty_is_none(value: Any) -> Any:
     return None if isinstance(value, str) and not value.strip() else value
 
 
+def setting(key: str) -> BeforeValidator:
+    """A field that gives, for one thing, what the configuration key ``key`` gives for all (a job's own
+    token cap is ``caps.job_daily_tokens``): its text read and held to the key's rule in the settings model,
+    as palui.toml and the command line are (spec §10.4); empty is None. A refusal says what is allowed."""
+    from palui.config_schema import option_value
+
+    def read(value: Any) -> Any:
+        if isinstance(value, str):
+            return option_value(key, value, echo=False) if value.strip() else None
+        return value
+
+    return BeforeValidator(read)
+
+
 #: An optional field a form may send empty.
 EmptyIsNone = BeforeValidator(_empty_is_none)
 Text = Annotated[str, StringConstraints(max_length=MESSAGE_CHARS)]
@@ -70,15 +84,15 @@ class JobForm(Form):
     name: Short = ""
     cron: Short = ""
     prompt: Text = ""
-    token_cap: Annotated[Annotated[int, Field(ge=0, le=2**63 - 1)] | None, EmptyIsNone] = None
-    tz: Annotated[Short | None, EmptyIsNone] = None
+    token_cap: Annotated[int | None, setting("caps.job_daily_tokens")] = None
+    tz: Annotated[str | None, setting("caps.timezone")] = None
     connectors: Text = ""
 
 
 class ServerForm(Form):
-    """``POST /connectors/add``: the MCP server's call timeout (seconds, at most a day)."""
+    """``POST /connectors/add``: the MCP server's call timeout (seconds, ``mcp.call_timeout_seconds``'s range)."""
 
-    timeout: Annotated[Annotated[float, Field(gt=0, le=86_400)] | None, EmptyIsNone] = None
+    timeout: Annotated[float | None, setting("mcp.call_timeout_seconds")] = None
 
 
 class MemoryPath(Form):

@@ -67,7 +67,7 @@ def json_html(value: Any, indent: int = 2) -> Markup:
             return "[" + ",".join(f"{pad}{walk(x, depth + 1)}" for x in v) + end + "]"
         if isinstance(v, str):
             return quoted(v)
-        return str(escape(json.dumps(v)))
+        return str(escape(json.dumps(v, allow_nan=False)))
 
     out = Markup(walk(value, 0))
     return out + NOTE_HTML if hidden_in(value) else out

@@ -62,7 +62,7 @@ class MessagesConnector(BuiltinConnector):
         if ctx.notifier is None:  # fail closed: a turn always passes the person's channel
             return ToolResult(text="send_message: the person's channel is not available in this process",
                               is_error=True, untrusted=False)
-        urls = ctx.settings.get("notify.apprise")
+        urls = ctx.settings.notify.apprise
         failures = await ctx.notifier.send_now("message", text, turn_id=ctx.turn_id,
                                                conversation_id=ctx.conversation_id)
         out = "Sent to the person's inbox."
@@ -74,7 +74,7 @@ class MessagesConnector(BuiltinConnector):
         return ToolResult(text=out, untrusted=False)
 
     async def _to_contact(self, to: str, text: str, ctx: CallContext) -> ToolResult:
-        contacts: dict[str, str] = ctx.settings.get("messages.contacts")
+        contacts: dict[str, str] = ctx.settings.messages.contacts
         url = contacts.get(to)
         if url is None:
             # Exact names first; a case-only difference is still the same contact to a person,

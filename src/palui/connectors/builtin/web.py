@@ -80,9 +80,9 @@ class WebConnector(BuiltinConnector):
         from palui.connectors.builtin.fetch import FetchError, fetch
 
         s = ctx.settings
-        policy = self._policy or (allow_all if s.get("web.allow_private") else address_refusal)
+        policy = self._policy or (allow_all if s.web.allow_private else address_refusal)
         try:
-            page = await fetch(url, max_bytes=s.get("web.max_bytes"), timeout=s.get("web.timeout_seconds"),
+            page = await fetch(url, max_bytes=s.web.max_bytes, timeout=s.web.timeout_seconds,
                                policy=policy, resolver=self._resolver, verify=self._verify)
         except FetchError as e:
             text = f"fetch_page failed: {e}"

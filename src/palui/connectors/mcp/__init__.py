@@ -14,11 +14,13 @@ a server start fast.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from palui.config_schema import stored_value
 from palui.connectors.mcp.config import ServerConfig, display_url, read_secrets, write_secrets
 from palui.errors import ConnectorError
 
@@ -50,7 +52,18 @@ def config_from_row(env: ConnectorEnv, row: Mapping[str, Any]) -> ServerConfig:
     url = public.get("url")
     if isinstance(url, str) and "url" not in secrets and display_url(url) != url:
         _move_url_to_secrets(env, row["id"], config)
-    return config
+    return _within_ranges(row["id"], config)
+
+
+def _within_ranges(cid: str, config: ServerConfig) -> ServerConfig:
+    """``config`` with a stored own timeout or output limit outside its key's range (stored before the range
+    was checked: ``--timeout inf``) replaced by the setting, logged once per read (spec §10.4)."""
+    timeout = stored_value("mcp.call_timeout_seconds", config.timeout_seconds)
+    size = stored_value("mcp.max_output_bytes", config.max_output_bytes)
+    if (timeout, size) == (config.timeout_seconds, config.max_output_bytes):
+        return config
+    log.warning("%s: a stored timeout or output limit outside its range is ignored; the settings apply", cid)
+    return dataclasses.replace(config, timeout_seconds=timeout, max_output_bytes=size)
 
 
 def _move_url_to_secrets(env: ConnectorEnv, cid: str, config: ServerConfig) -> None:
@@ -60,7 +73,8 @@ def _move_url_to_secrets(env: ConnectorEnv, cid: str, config: ServerConfig) -> N
     try:
         write_secrets(env.settings.secrets_dir, cid, config.secrets())
         with env.db.write() as c:
-            c.execute("UPDATE connectors SET config_json = ? WHERE id = ?", (json.dumps(config.public()), cid))
+            c.execute("UPDATE connectors SET config_json = ? WHERE id = ?",
+                      (json.dumps(config.public(), allow_nan=False), cid))
     except Exception as e:
         log.warning("%s: could not move the URL's secrets out of the database: %s", cid, type(e).__name__)
 

@@ -49,9 +49,11 @@ from pydantic import TypeAdapter, ValidationError
 
 from palui import __version__
 from palui.connectors.base import Ask, Resume
+from palui.connectors.mcp import unparsable
 from palui.connectors.mcp.config import ServerConfig, TransportFactory, redact
+from palui.connectors.mcp.delivery import CURRENT, CallDelivery, DeliveryWatch
 from palui.connectors.mcp.elicitation import CURRENT_CALL, CallSlot, elicitation_callback, input_responses
-from palui.connectors.mcp.oauth import OAuthSetup, uses_oauth
+from palui.connectors.mcp.oauth import OAuthSetup, StepUp, uses_oauth
 from palui.connectors.mcp.refusals import (
     AuthRefusal,
     body_reason,
@@ -102,6 +104,7 @@ class MCPSession:
         self._stop = asyncio.Event()
         self._changed = asyncio.Event()
         self._lost = False
+        self.session_lost = False  # the server answered 404 to the session id: it lost the session (restarted)
         self._auth_refusal: AuthRefusal | None = None  # the last 401/403 the HTTP client saw
         self._oauth = oauth if (oauth is not None and config.transport == "http" and uses_oauth(config.headers)
                                 and self._given is None) else None
@@ -115,7 +118,7 @@ class MCPSession:
     @property
     def alive(self) -> bool:
         """True while the session is up and (for stdio) the server process has not exited."""
-        if self._client is None or self._task is None or self._task.done() or self._lost:
+        if self._client is None or self._task is None or self._task.done() or self._lost or self.session_lost:
             return False
         return not (self._stderr is not None and self._stderr.exited.is_set())
 
@@ -200,6 +203,8 @@ class MCPSession:
             task.cancel()
 
     async def _supervise(self, ready: asyncio.Future[None]) -> None:
+        # The SDK's stdout reader runs in a task of this one: its "not JSON-RPC" records name this connector.
+        unparsable.SERVER.set(self.label)
         try:
             async with AsyncExitStack() as stack:
                 transport = self._given if self._given is not None else await self._transport(stack)
@@ -234,10 +239,12 @@ class MCPSession:
             self._client = None
             if self._stderr is not None:
                 self._stderr.close()
+            unparsable.burst_ended(self.label)
 
     async def _transport(self, stack: AsyncExitStack):
         cfg = self.config
         if cfg.transport == "stdio":
+            unparsable.install()
             errlog = self._stderr.open() if self._stderr is not None else open("/dev/null", "w")
             if self._stderr is None:
                 stack.callback(errlog.close)
@@ -257,21 +264,30 @@ class MCPSession:
                                                  reason, sent)
             elif response.status_code < 400 and response.request.method == "POST":
                 self._auth_refusal = None
+            if response.status_code == 404 and "mcp-session-id" in response.request.headers:
+                self.session_lost = True  # spec §7.10: the SDK would go on sending the dead session's id
 
         auth = transport = None
         if self._oauth is not None:
             from palui.connectors.mcp.oauth.netcheck import checked_transport  # only a server that signs in
 
             auth = self._oauth.provider(cfg.url or "", self._note_sign_in, on_refused=self._note_refused,
-                                        on_refresh_unavailable=self._note_refresh_unavailable)
+                                        on_refresh_unavailable=self._note_refresh_unavailable,
+                                        on_step_up=self._note_step_up)
             transport = checked_transport(cfg.url or "", self._note_refused)
         http = httpx2.AsyncClient(headers=dict(cfg.headers), timeout=httpx2.Timeout(30.0, read=None),
-                                  event_hooks={"response": [note_auth_refusal]}, auth=auth, transport=transport)
+                                  event_hooks={"response": [note_auth_refusal]}, auth=auth,
+                                  transport=DeliveryWatch(transport or httpx2.AsyncHTTPTransport()))
         await stack.enter_async_context(http)
         return streamable_http_client(cfg.url or "", http_client=http)
 
     def _note_sign_in(self, why: str) -> None:
         self.sign_in_needed = why
+
+    def _note_step_up(self, step: StepUp) -> None:
+        record = CURRENT.get()  # the refused call's own (its POST runs in the calling task's context)
+        if record is not None:
+            record.step_up = step
 
     def _note_refused(self, why: str) -> None:
         self.address_refused = why
@@ -405,14 +421,16 @@ class MCPSession:
 
     async def call_tool(self, name: str, args: dict[str, Any], *, ask: Ask | None = None,
                         resume: Resume | None = None, on_wait: Callable[[bool], None] | None = None,
-                        ) -> types.CallToolResult | types.InputRequiredResult:
+                        delivery: CallDelivery | None = None) -> types.CallToolResult | types.InputRequiredResult:
         """Call tool ``name`` with ``args``. The caller bounds the time (its clock stops while ``ask``
         waits for the person; ``on_wait`` is told). On 2026-07-28 the result may be an
         ``InputRequiredResult``; ``resume`` sends the answers and the request state of such a result.
+        ``delivery`` is told when the call's connection was refused (:mod:`.delivery`).
         Raises what the SDK raises (MCPError, ValidationError…)."""
         if self._client is None:
             raise MCPError(code=types.CONNECTION_CLOSED, message="Connection closed")
         slot = CallSlot(ask, on_wait)
+        watched = CURRENT.set(delivery)
         token = CURRENT_CALL.set(slot)
         self._slots.append(slot)
         try:
@@ -427,3 +445,4 @@ class MCPSession:
         finally:
             self._slots.remove(slot)
             CURRENT_CALL.reset(token)
+            CURRENT.reset(watched)

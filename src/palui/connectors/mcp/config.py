@@ -55,7 +55,7 @@ def write_secrets(secrets_dir: Path, connector_id: str, secrets: Mapping[str, An
     fd, tmp = tempfile.mkstemp(prefix=f".{connector_id}.", dir=secrets_dir)  # mkstemp creates mode 0600
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(secrets, f, sort_keys=True)
+            json.dump(secrets, f, sort_keys=True, allow_nan=False)
         os.chmod(tmp, 0o600)
         os.replace(tmp, path)
     except BaseException:

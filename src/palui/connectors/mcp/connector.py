@@ -28,7 +28,8 @@ call returns ``ToolResult.input_required`` and is sent again with ``CallContext.
 Sign-in (OAuth, spec §7.9): a connector made for a turn never waits for a browser. When its server
 needs a sign-in that a refresh cannot give, the state becomes ``error: sign in again`` (the person
 is told once), and until someone signs in (``palui connectors login``, the sheet) the connector
-refuses at once instead of asking the server again.
+refuses at once instead of asking the server again. The connector holds that state
+(:class:`~palui.connectors.mcp.signin_state.SignInState`) and asks it.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
@@ -46,21 +48,25 @@ from palui.connectors.base import CallContext, Connector, ToolResult, ToolSpec
 from palui.connectors.mcp.calling import (
     consume_exception,
     definition_moved,
+    error_result,
+    row_facts,
     short_error,
-    state_refused,
     stopper,
     untrusted_result,
 )
 from palui.connectors.mcp.client import MCPSession
 from palui.connectors.mcp.config import ServerConfig, redact
+from palui.connectors.mcp.delivery import CallDelivery, lost_session
 from palui.connectors.mcp.elicitation import input_required
 from palui.connectors.mcp.oauth import SignInHandler
 from palui.connectors.mcp.results import cap_text, render_result, spec_from_raw
+from palui.connectors.mcp.scope_request import ask_for_scope
 from palui.connectors.mcp.signin_state import SignInState
 from palui.connectors.mcp.stderr import log_path
 from palui.connectors.registry import SyncReport, register_listing
 from palui.errors import ConnectorError
 from palui.store import catalog
+from palui.types import SIGN_IN_AGAIN
 
 if TYPE_CHECKING:
     from palui.connectors.base import ConnectorEnv
@@ -84,7 +90,7 @@ def backoff_seconds(failures: int) -> float:
     return min(2.0 ** (failures - 2), MAX_BACKOFF_SECONDS)
 
 
-class MCPConnector(SignInState, Connector):
+class MCPConnector(Connector):
     """One MCP server instance (``mcp-<slug>``) as a connector.
 
     Args:
@@ -107,8 +113,8 @@ class MCPConnector(SignInState, Connector):
         self.config = config
         self.enabled = enabled
         settings = env.settings
-        self.timeout = float(config.timeout_seconds or settings.get("mcp.call_timeout_seconds"))
-        self.max_output = int(config.max_output_bytes or settings.get("mcp.max_output_bytes"))
+        self.timeout = float(config.timeout_seconds or settings.mcp.call_timeout_seconds)
+        self.max_output = int(config.max_output_bytes or settings.mcp.max_output_bytes)
         self._session: MCPSession | None = None
         self._connect_task: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -120,6 +126,8 @@ class MCPConnector(SignInState, Connector):
         self._background: set[asyncio.Task] = set()  # sessions being shut down
         self.last_report: SyncReport | None = None
         self.sign_in = sign_in
+        self.signin = SignInState(env, connector_id, name, config, sign_in)
+        self.recovered: str | None = None  # when and why the last lost session was started again (spec §7.10)
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -128,8 +136,12 @@ class MCPConnector(SignInState, Connector):
         if not self.enabled:
             return "disabled"
         if self._state == "connected" and (self._session is None or not self._session.alive):
-            self._set_state("error: the server exited; it restarts on next use" if self.config.transport == "stdio"
-                            else "error: the connection closed; it reconnects on next use")
+            if self._session is not None and self._session.session_lost:
+                self._set_state("error: the server lost the session (it restarted); a new one starts on next use")
+            else:
+                self._set_state("error: the server exited; it restarts on next use"
+                                if self.config.transport == "stdio"
+                                else "error: the connection closed; it reconnects on next use")
         return self._state
 
     def _set_state(self, state: str) -> None:
@@ -142,6 +154,16 @@ class MCPConnector(SignInState, Connector):
                 c.execute("UPDATE connectors SET state = ? WHERE id = ?", (state, self.id))
         except Exception as e:  # a busy database must not turn a call into a crash
             log.warning("%s: could not store state: %s", self.id, e)
+
+    def blocked(self, signed_out: bool | None = None) -> str | None:
+        """``sign in again`` while the stored state says a sign-in is needed (:meth:`SignInState.blocked`)."""
+        return self.signin.blocked(self.enabled, signed_out)
+
+    def _needs_sign_in(self, why: str | None = None) -> None:
+        """State ``error: sign in again`` here and stored; the person is told once (:meth:`SignInState.record_needed`:
+        with ``why`` when it says more)."""
+        self._state = SIGN_IN_AGAIN
+        self.signin.record_needed(why)
 
     def _redact(self, text: str) -> str:
         return redact(text, self.config.secret_values)
@@ -203,7 +225,7 @@ class MCPConnector(SignInState, Connector):
         loop = asyncio.get_running_loop()
         self._set_state("connecting")
         session = MCPSession(self.config, stderr_log=log_path(self.env.settings.data_dir, self.id),
-                             on_tools_changed=self._on_tools_changed, label=self.id, oauth=self._oauth(),
+                             on_tools_changed=self._on_tools_changed, label=self.id, oauth=self.signin.oauth(),
                              transport=self.env.mcp_transport)
         try:
             await session.start(max(deadline - loop.time(), 0.001))
@@ -214,7 +236,7 @@ class MCPConnector(SignInState, Connector):
             self._last_failure = time.monotonic()
             self._close_later(session)
             if session.sign_in_needed:
-                self._needs_sign_in()
+                self._needs_sign_in(session.sign_in_needed)
                 raise ConnectorError(str(e) if isinstance(e, ConnectorError) else
                                      f"{self.id}: sign in again: palui connectors login {self.id}") from None
             if isinstance(e, ConnectorError):
@@ -245,12 +267,14 @@ class MCPConnector(SignInState, Connector):
             holder.add(task)
             task.add_done_callback(holder.discard)
 
-    def _lost(self, why: str) -> None:
-        """The connection broke: count a failure; the next use restarts the server."""
+    def _lost(self, why: str, count: bool = True) -> None:
+        """The connection broke: count a failure (unless ``count`` is False: a server that lost the session
+        is reached again at once, spec §7.10); the next use restarts the server."""
         if self._session is not None:
             self._session.mark_lost()
-        self._failures += 1
-        self._last_failure = time.monotonic()
+        if count:
+            self._failures += 1
+            self._last_failure = time.monotonic()
         self._set_state(f"error: {why}; {'it reconnects' if self.config.transport == 'http' else 'it restarts'}"
                         " on next use")
 
@@ -283,17 +307,29 @@ class MCPConnector(SignInState, Connector):
         return [spec_from_raw(t) for t in raw]
 
     async def refresh(self) -> SyncReport:
-        """Re-list the tools and sync them into the store (``palui connectors refresh``). Raises ConnectorError."""
+        """Re-list the tools and sync them into the store (``palui connectors refresh``). A session the server
+        lost (spec §7.10) is started again once (:attr:`recovered` says so). Raises ConnectorError."""
         deadline = asyncio.get_running_loop().time() + self.timeout
+        lost = self._session is not None and self._session.session_lost
         session, connected_now = await self._ensure(deadline)
-        if connected_now and self.last_report is not None:
-            return self.last_report
         try:
-            return self._sync(await session.list_tools(self.timeout))
+            if not connected_now:
+                return self._sync(await session.list_tools(self.timeout))
+        except MCPError as e:
+            if not (self.config.transport == "http" and lost_session(e, CallDelivery(), session.session_lost)):
+                raise ConnectorError(self._redact(f"{self.id}: listing the tools failed: {short_error(e)}")) from None
+            lost = True
+            self._lost("the server lost the session (it restarted)", count=False)
+            session, connected_now = await self._ensure(deadline)
         except ConnectorError:
             raise
         except Exception as e:
             raise ConnectorError(self._redact(f"{self.id}: listing the tools failed: {short_error(e)}")) from None
+        if lost:
+            self.recovered = (f"{time.strftime('%H:%M:%S')}: the server lost the session (it restarted); "
+                              "a new session was started")
+        assert self.last_report is not None  # every connection syncs its listing
+        return self.last_report
 
     # -- calls ----------------------------------------------------------------------------------------------
 
@@ -312,10 +348,7 @@ class MCPConnector(SignInState, Connector):
                 return None
         if r is None:
             return None
-        return {"name": r.name, "definition_hash": r.definition_hash, "user_class": r.user_class,
-                "base_class": r.base_class, "enabled": r.enabled, "changed": r.changed, "present": r.present,
-                "tool_trusted": r.trusted_source, "untrusted_output": r.untrusted_output,
-                "connector_trusted": r.connector_trusted, "signed_out": r.connector_signin}
+        return row_facts(r)
 
     async def call_tool(self, name: str, args: dict[str, Any], ctx: CallContext | None = None) -> ToolResult:
         """Call the server's tool ``name`` (its raw name) with ``args``.
@@ -328,21 +361,22 @@ class MCPConnector(SignInState, Connector):
         before = self._tool_row(name, ctx.tool if ctx else None)
         untrusted = untrusted_result(before)
 
-        def result(text: str, is_error: bool, *, from_server: bool = False) -> ToolResult:
+        def result(text: str, is_error: bool, *, from_server: bool = False, down: bool = False) -> ToolResult:
             # The output limit is for what the server sends; Palui's own explanations (which
             # may quote a few stderr lines) are only kept from growing without bound.
             limit = self.max_output if from_server else max(self.max_output, OWN_MESSAGE_LIMIT)
             label = before["name"] if before else f"{self.id}__{name}"
             return ToolResult(text=cap_text(text, limit), is_error=is_error, untrusted=untrusted,
-                              taint_detail=f"result of MCP tool {label}" if untrusted else None)
+                              taint_detail=f"result of MCP tool {label}" if untrusted else None,
+                              connector_down=text.splitlines()[0][:300] if down else None)
 
         try:
             # The tool's row carries its connector's sign-in state, read in the same statement: no second read.
             session, connected_now = await self._ensure(deadline, before["signed_out"] if before else None)
         except ConnectorError as e:
-            return result(self._redact(f"The tool could not run: {e}"), True)
+            return result(self._redact(f"The tool could not run: {e}"), True, down=True)
         except Exception as e:  # defensive: call_tool must not raise
-            return result(self._redact(f"The tool could not run: {self.id}: {short_error(e)}"), True)
+            return result(self._redact(f"The tool could not run: {self.id}: {short_error(e)}"), True, down=True)
         if name in self._dupes:
             return result(f"The tool could not run: {self.id} lists two tools named {name!r}; both are refused.", True)
         if name not in self._listed:
@@ -350,46 +384,55 @@ class MCPConnector(SignInState, Connector):
         if connected_now and definition_moved(before, self._tool_row(name)):
             return result(f"The call was not sent: {self.id} restarted and the tool's definition or class changed; "
                           "it is decided again on the next step.", True)
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            return result(f"The tool did not answer within {self.timeout:g} s.", True)
-        try:
-            # Cancelling the call (the timeout) makes the SDK send the server a cancellation.
-            async with asyncio.timeout(remaining) as clock:
-                res = await session.call_tool(name, args, ask=ctx.ask if ctx else None,
-                                              resume=ctx.resume if ctx else None, on_wait=stopper(clock))
-        except TimeoutError:
-            return result(f"The tool did not answer within {self.timeout:g} s.", True)
-        except MCPError as e:
-            if e.code == types.REQUEST_TIMEOUT:
+        read = before is not None and before["tool_class"] == "read"
+        for attempt in (1, 2):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
                 return result(f"The tool did not answer within {self.timeout:g} s.", True)
-            if ctx is not None and ctx.resume is not None and state_refused(e):
-                return result("The server could not resume the call (it no longer accepts the state of its "
-                              "question): ask again.", True)
-            if e.code == types.CONNECTION_CLOSED and session.sign_in_needed:
-                self._lost("the server needs a new sign-in")
-                self._needs_sign_in()
-                return result(f"The MCP server {self.id} needs you to sign in again (palui connectors login "
-                              f"{self.id}); the call was not finished.", True)
-            if e.code == types.CONNECTION_CLOSED and session.refresh_unavailable:
-                self._lost(session.refresh_unavailable)
-                return result(f"The MCP server {self.id} {session.refresh_unavailable}; the call was not sent.", True)
-            if e.code == types.CONNECTION_CLOSED:
-                if self.config.transport == "http":
-                    self._lost("the connection closed during a call")
-                    return result(f"The MCP server {self.id} closed the connection during the call; "
-                                  "Palui reconnects on next use.", True)
-                self._lost("the server exited during a call")
-                await session.stderr_settled(min(0.5, max(deadline - loop.time(), 0)))
-                tail = session.stderr_tail()
-                return result(f"The MCP server {self.id} exited during the call; it restarts on next use."
-                              + (f"\nLast lines of its stderr:\n{tail}" if tail else ""), True)
-            return result(self._redact(f"The MCP server answered with an error: {e.message} (code {e.code})"), True,
-                          from_server=True)
-        except ValidationError:
-            return result(f"The MCP server {self.id} sent a malformed result.", True)
-        except Exception as e:
-            return result(self._redact(f"The call failed: {short_error(e)}"), True)
+            delivery = CallDelivery()
+            try:
+                # Cancelling the call (the timeout) makes the SDK send the server a cancellation.
+                async with asyncio.timeout(remaining) as clock:
+                    res = await session.call_tool(name, args, ask=ctx.ask if ctx else None,
+                                                  resume=ctx.resume if ctx else None, on_wait=stopper(clock),
+                                                  delivery=delivery)
+                break
+            except TimeoutError:
+                return result(f"The tool did not answer within {self.timeout:g} s.", True)
+            except MCPError as e:
+                if delivery.step_up is not None:  # spec §7.11: only this call needs more; the person is asked
+                    label = before["name"] if before else f"{self.id}__{name}"
+                    return result(ask_for_scope(self.env, self.id, label, delivery.step_up,
+                                                ctx.turn_id if ctx else None), True)
+                lost = lost_session(e, delivery, session.session_lost) if self.config.transport == "http" else None
+                if lost is None or session.sign_in_needed or session.refresh_unavailable:
+                    return await error_result(self.id, self.timeout, self.config.transport == "http", e, session,
+                                              ctx, deadline, result, self._lost, self._needs_sign_in, self._redact)
+                # spec §7.10: a lost session is started again once; the call is sent again only when it
+                # never reached the server or the tool only reads.
+                self._lost("the server lost the session (it restarted)" if lost == "before"
+                           else "the connection closed during a call", count=False)
+                if lost == "during" and not read:
+                    return replace(result(f"The MCP server {self.id} restarted during the call (its connection "
+                                          "closed before the result came); it may have run. Palui did not send it "
+                                          "again.", True, down=True), may_have_run=True)
+                if attempt == 2:
+                    return result(f"The MCP server {self.id} lost the session again; the call was not sent again.",
+                                  True, down=True)
+                try:
+                    session, _ = await self._ensure(deadline)
+                except ConnectorError as ce:
+                    return result(self._redact(f"The tool could not run: {ce}"), True, down=True)
+                self.recovered = (f"{time.strftime('%H:%M:%S')}: the server lost the session "
+                                  f"({'it restarted' if lost == 'before' else 'the connection closed mid-call'}); "
+                                  "a new session was started")
+                if definition_moved(before, self._tool_row(name)):
+                    return result(f"The call was not sent again: {self.id} restarted and the tool's definition or "
+                                  "class changed; it is decided again on the next step.", True)
+            except ValidationError:
+                return result(f"The MCP server {self.id} sent a malformed result.", True)
+            except Exception as e:
+                return result(self._redact(f"The call failed: {short_error(e)}"), True)
         if self._failures:
             self._failures = 0
         if isinstance(res, types.InputRequiredResult):

@@ -55,7 +55,8 @@ def _block_text(block: Any) -> str:
             return f"[resource <{res.uri}>]\n{res.text}"
         return f"[binary resource <{res.uri}> ({res.mime_type or 'unknown type'}), not shown]"
     try:
-        return json.dumps(block.model_dump(mode="json", by_alias=True, exclude_none=True), ensure_ascii=False)
+        return json.dumps(block.model_dump(mode="json", by_alias=True, exclude_none=True), ensure_ascii=False,
+                          allow_nan=False)
     except Exception:  # an unknown block type must not break the call
         return f"[{type(block).__name__} content, not shown]"
 
@@ -68,7 +69,7 @@ def render_result(result: types.CallToolResult) -> str:
     """
     parts = [_block_text(b) for b in result.content or []]
     if not parts and result.structured_content is not None:
-        return json.dumps(result.structured_content, ensure_ascii=False)
+        return json.dumps(result.structured_content, ensure_ascii=False, allow_nan=False)
     return "\n".join(parts)
 
 

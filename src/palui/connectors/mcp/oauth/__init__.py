@@ -8,6 +8,7 @@
   headless for tests);
 - :mod:`.redact` — OAuth errors and log records without secrets; ``SignInRequired``, ``RefreshUnavailable``;
 - :mod:`.revoke` — logout: RFC 7009 revocation where the server offers it;
+- :mod:`.step_up` — a call refused for a scope (``403 insufficient_scope``), and the scopes a sign-in asks for;
 - :mod:`.netcheck` — where the HTTP client may connect (checked at connect time: the server's own class
   of address, or public ones).
 
@@ -34,10 +35,11 @@ from palui.connectors.mcp.oauth.redact import (
     install_log_filter,
 )
 from palui.connectors.mcp.oauth.signin import CALLBACK_PATH, NoInteraction
+from palui.connectors.mcp.oauth.step_up import StepUp
 from palui.connectors.mcp.oauth.storage import ConnectorTokenStorage, OAuthFiles
 
 __all__ = ["CALLBACK_PATH", "OAuthFiles", "OAuthSetup", "PaluiOAuthProvider", "RefreshUnavailable", "SignInHandler",
-           "SignInRequired", "describe_oauth_error", "refresh_margin", "uses_oauth"]
+           "SignInRequired", "StepUp", "describe_oauth_error", "refresh_margin", "uses_oauth"]
 
 
 class SignInHandler(Protocol):
@@ -60,19 +62,23 @@ def uses_oauth(headers: dict[str, str]) -> bool:
 class OAuthSetup:
     """OAuth for one connection: the home's files, the connector, how a sign-in reaches Palui, and
     ``mcp.oauth.client_metadata_url`` (CIMD; None: dynamic registration). ``extra_redirect_uris`` are
-    registered too (the web page's callback), so a registration serves both ways of signing in."""
+    registered too (the web page's callback), so a registration serves both ways of signing in.
+    ``wanted_scopes``: what a sign-in asks for besides the granted scopes (the pending step-ups, spec §7.11)."""
 
     secrets_dir: Path
     connector_id: str
     handler: SignInHandler = field(default_factory=NoInteraction)
     client_metadata_url: str | None = None
     extra_redirect_uris: tuple[str, ...] = ()
+    wanted_scopes: tuple[str, ...] = ()
 
     def provider(self, server_url: str, on_sign_in_needed: Callable[[str], None] | None = None, *,
                  on_refused: Callable[[str], None] | None = None,
-                 on_refresh_unavailable: Callable[[str], None] | None = None) -> PaluiOAuthProvider:
+                 on_refresh_unavailable: Callable[[str], None] | None = None,
+                 on_step_up: Callable[[StepUp], None] | None = None) -> PaluiOAuthProvider:
         """The ``httpx2.Auth`` of one connection to ``server_url``; the callbacks are told why a sign-in is
-        needed, why a connection was refused (:mod:`.netcheck`), why a refresh could not be made."""
+        needed, why a connection was refused (:mod:`.netcheck`), why a refresh could not be made, which call
+        needs a wider scope (:mod:`.step_up`)."""
         install_log_filter()
         from palui.connectors.mcp.oauth.netcheck import checked_transport  # httpcore's backends: only when used
 
@@ -90,4 +96,5 @@ class OAuthSetup:
                                   client_metadata_url=self.client_metadata_url,
                                   interactive=self.handler.interactive, on_sign_in_needed=on_sign_in_needed,
                                   http=http, on_refresh_unavailable=on_refresh_unavailable,
-                                  on_result=getattr(self.handler, "settle", None))
+                                  on_result=getattr(self.handler, "settle", None), on_step_up=on_step_up,
+                                  wanted_scopes=self.wanted_scopes if self.handler.interactive else ())

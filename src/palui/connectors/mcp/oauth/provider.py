@@ -44,13 +44,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any
 
 import anyio
 import httpx2
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.auth.oauth2 import OAuthContext
-from mcp.client.auth.utils import extract_field_from_www_auth, issuers_match
+from mcp.client.auth.utils import extract_field_from_www_auth, extract_scope_from_www_auth, issuers_match
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from palui.connectors.mcp.oauth.redact import (
@@ -60,6 +59,8 @@ from palui.connectors.mcp.oauth.redact import (
     describe_oauth_error,
     oauth_error_code,
 )
+from palui.connectors.mcp.oauth.step_up import StepUp, called_tool, issuer_moved, read_metadata, scopes, union
+from palui.connectors.mcp.oauth.step_up import step_up as step_up_of
 from palui.connectors.mcp.oauth.storage import ConnectorTokenStorage, Discovery, StoredTokens, redirect_allowed
 
 MAX_RETRY_SECONDS = 60.0
@@ -155,6 +156,10 @@ class PaluiOAuthProvider(OAuthClientProvider):
             cannot outlast.
         on_result: told once the authorization answer was checked and exchanged: None (signed in)
             or why it was refused (the loopback page says it).
+        on_step_up: without a person, told of a ``tools/call`` refused with ``403 insufficient_scope``; the
+            403 then goes to that call alone (spec §7.11). None: such a 403 needs a sign-in, as a 401.
+        wanted_scopes: with a person, scopes the sign-in asks for besides the granted and challenged ones
+            (the pending step-ups), each only if the protected-resource metadata lists it.
     """
 
     def __init__(self, server_url: str, client_metadata: OAuthClientMetadata, storage: ConnectorTokenStorage, *,
@@ -164,7 +169,8 @@ class PaluiOAuthProvider(OAuthClientProvider):
                  on_sign_in_needed: Callable[[str], None] | None = None,
                  http: Callable[[], httpx2.AsyncClient] | None = None,
                  on_refresh_unavailable: Callable[[str], None] | None = None,
-                 on_result: Callable[[str | None], None] | None = None) -> None:
+                 on_result: Callable[[str | None], None] | None = None,
+                 on_step_up: Callable[[StepUp], None] | None = None, wanted_scopes: tuple[str, ...] = ()) -> None:
         super().__init__(server_url, client_metadata, storage, redirect_handler=redirect_handler,
                          callback_handler=callback_handler, client_metadata_url=client_metadata_url)
         old = self.context
@@ -183,6 +189,11 @@ class PaluiOAuthProvider(OAuthClientProvider):
         self._http = http or (lambda: httpx2.AsyncClient(timeout=30.0, follow_redirects=False))
         self._palui_lock = anyio.Lock()
         self._refresh_failures = 0
+        self.issuer_changed: str | None = None  # why the held tokens were dropped before a refresh
+        self.on_step_up = on_step_up
+        self.wanted_scopes = wanted_scopes
+        self._granted_before: tuple[str, ...] = ()  # the scopes held when a sign-in for wanted ones began
+        self._widening = False  # a sign-in for the wanted scopes was started (once per connection)
 
     @property
     def _ctx(self) -> _Context:
@@ -201,6 +212,13 @@ class PaluiOAuthProvider(OAuthClientProvider):
             if not self._initialized:
                 await self._initialize()
             ctx = self._ctx
+            if self.interactive and self.wanted_scopes and ctx.current_tokens is not None and not self._widening:
+                held = scopes(ctx.current_tokens.scope)
+                if not set(self.wanted_scopes) <= set(held):
+                    # spec §7.11: a sign-in for the union, even though the held token still works; the stored
+                    # tokens stay until the new ones arrive
+                    self._granted_before, self._widening = held, True
+                    ctx.current_tokens = None
             if ctx.current_tokens is not None and ctx.can_refresh_token() and not ctx.is_token_valid():
                 await self._refresh_locked(force=False)
         inner = super()._auth_flow(request)
@@ -220,10 +238,19 @@ class PaluiOAuthProvider(OAuthClientProvider):
                             response = yield request
                     step_up = (response.status_code == 403
                                and extract_field_from_www_auth(response, "error") == "insufficient_scope")
+                    tool = called_tool(request) if step_up and not self.interactive else None
+                    if tool is not None and self.on_step_up is not None:
+                        # spec §7.11: only this call needs more; the 403 goes to it, the person is asked
+                        prm = self.context.protected_resource_metadata or await read_metadata(
+                            self._http, self.context.server_url)
+                        granted = self._ctx.current_tokens.scope if self._ctx.current_tokens else None
+                        self.on_step_up(step_up_of(tool, extract_scope_from_www_auth(response), granted,
+                                                   prm.scopes_supported if prm is not None else None))
+                        return
                     if response.status_code == 401 or step_up:
                         if not self.interactive:
                             raise self._need_sign_in("the server needs more permissions: sign in again" if step_up
-                                                     else "sign in again")
+                                                     else self.issuer_changed or "sign in again")
                         self._ctx.palui_authorizing = True
                 outgoing = await inner.asend(response)
         except StopAsyncIteration:
@@ -273,6 +300,12 @@ class PaluiOAuthProvider(OAuthClientProvider):
                 if ctx.is_token_valid():
                     return True
             if not ctx.can_refresh_token():
+                return False
+            moved = issuer_moved(await read_metadata(self._http, self.context.server_url), fresh.issuer)
+            if moved is not None:  # spec §7.9: no refresh goes to an issuer the server no longer names
+                self._grant_ended()
+                self.issuer_changed = (f"the server now uses another authorization server ({moved}): sign in "
+                                       "again")
                 return False
             self._note_issuer()
             request = await self._refresh_token()
@@ -366,6 +399,16 @@ class PaluiOAuthProvider(OAuthClientProvider):
             self.on_result(error)
 
     async def _perform_authorization_code_grant(self) -> tuple[str, str]:
+        if self.wanted_scopes:
+            # spec §7.11: the union of what was granted, what the server challenges and the pending step-ups,
+            # never a scope the protected-resource metadata does not list
+            prm = self.context.protected_resource_metadata
+            listed = set(prm.scopes_supported or ()) if prm is not None else set()
+            metadata = self.context.client_metadata
+            held = self._granted_before or scopes(self.context.current_tokens.scope if self.context.current_tokens
+                                                  else None)
+            asked = union(scopes(metadata.scope), held, [s for s in self.wanted_scopes if s in listed])
+            metadata.scope = " ".join(asked) or None
         try:
             return await super()._perform_authorization_code_grant()
         except Exception as e:  # the state or iss check refused the answer: the page says so
@@ -386,8 +429,3 @@ class PaluiOAuthProvider(OAuthClientProvider):
         if self.context.oauth_metadata is not None:
             self.palui_storage.set_discovery(Discovery(self.context.auth_server_url, self.context.oauth_metadata,
                                                        self.context.protected_resource_metadata))
-
-    def tokens_now(self) -> dict[str, Any]:
-        """For tests and ``connectors show``: when the held token expires and when it refreshes (epoch s)."""
-        stored = self.palui_storage.stored
-        return {"expires_at": stored.expires_at if stored else None, "refresh_at": self.context.token_expiry_time}

@@ -1,0 +1,71 @@
+"""What a door chooses for its calls: every difference between a turn's calls and a gateway session's, by name
+(spec §8.6, "What differs between the doors"; docs/decisions/0176-one-governed-call.md).
+
+The governed call (:mod:`palui.runner.governed_call`) has one list of steps. A door never adds, drops or
+reorders one: it hands :class:`CallOptions`, and each option is read by one step. Each field below says which
+step reads it and what each door gives; docs/spec.md §8.6 says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from palui.runner.call_history import CallHistory
+    from palui.runner.state import Turn
+    from palui.runner.stop_guard import StopGuard
+    from palui.store.tools import ToolRow
+
+#: ``progress(done, total, message)``: a progress notification to a gateway client that asked for them.
+Progress = Callable[[float, float | None, str], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class CallOptions:
+    """A door's options.
+
+    - ``client`` (every step that writes: the audit, approvals): None for a turn; a gateway client's name, which
+      every audit row's reason and every approval's reason name.
+    - ``halted`` (step ``stopped``): why a call must not go on now, or None. Turn: its stop flag (``/stop``, the
+      brake); gateway: the brake's pause of the gateway, or the session's stop flag.
+    - ``halt_stops`` (step ``stopped``): True, a halt stops the whole turn (:class:`StopRequested`); False, the
+      call is refused with the halt's reason and the session goes on (a gateway session has no run to stop).
+    - ``time_left`` (steps ``time``, ``connected``, ``send``): seconds left to start the connector and run the
+      call. Turn: its clock (``budgets.seconds``); gateway: the call's own bound.
+    - ``guard`` (step ``send``): what the call in flight runs under. Turn: its stop flag; gateway: the brake's
+      pause too.
+    - ``history`` (step ``loops``) and ``scope`` (steps ``loops``, ``denied``): whose calls the loop rules and the
+      person's denials count. Turn: the turn's (``turn``); gateway: the client's, every session, until the
+      person clears it (``client``).
+    - ``offer`` (step ``offered``): why a tool is not this door's to call (None: it is). Turn: the set offered at
+      its start (the tool budget, a job's connectors); gateway: the client's connectors, MCP tools only.
+    - ``cap`` (step ``cap``): why one more call would pass a cap, or None. Turn: none (caps admit turns, spec
+      §6.4); gateway: ``caps.gateway_calls_per_hour``.
+    - ``approval`` (steps ``answered``, ``gate``): ``pause`` (an ask pauses the turn durably; it resumes when
+      answered) or ``wait`` (the call waits ``wait_seconds`` for the answer, telling ``progress``; then an error
+      naming the approval, and an identical later call of the session waits on or consumes it: step ``retry``).
+    - ``questions`` (step ``send``): a server's questions during the call go to the person (turn) or are refused
+      (gateway).
+    - ``unknown_context`` (step ``rule_of_two``): None for a turn, whose model's context Palui sees; a gateway
+      client's: why its context is unseen, so the Rule of Two fails closed (an address not reached earlier by the
+      client asks).
+    - ``save`` (steps ``gate``, ``send``): persists the turn (the durable ``sent`` marker, an approval's event).
+    """
+
+    client: str | None
+    halted: Callable[[Turn], str | None]
+    halt_stops: bool
+    time_left: Callable[[Turn], float]
+    guard: StopGuard
+    history: CallHistory
+    scope: Literal["turn", "client"]
+    offer: Callable[[Turn, ToolRow | None, str], str | None]
+    cap: Callable[[], str | None] | None
+    approval: Literal["pause", "wait"]
+    questions: bool
+    save: Callable[[Turn], None]
+    wait_seconds: float = 0.0
+    progress: Progress | None = None
+    unknown_context: str | None = None
