@@ -91,7 +91,7 @@ async def test_without_to_also_reaches_the_persons_apprise_targets(svc, receiver
     assert not r.is_error and "Delivered to 1 of 1" in r.text
     path, body = receiver.posts[0]
     assert path == "/hook" and body["message"] == "hello over apprise"
-    assert len(svc.inbox()) == 1
+    assert len(svc.notifier.inbox()) == 1
 
 
 @pytest.mark.slow
@@ -100,7 +100,7 @@ async def test_failed_channel_target_keeps_the_inbox_message_and_hides_the_url(s
     r = await send(svc, {"text": "still in the inbox"}, notify__apprise=[bad, receiver.target()])
     assert not r.is_error and "Delivered to 1 of 2" in r.text and "target 1 (json)" in r.text
     assert "SECRET123" not in r.text and "127.0.0.1" not in r.text
-    assert [m["text"] for m in svc.inbox()] == ["still in the inbox"]
+    assert [m["text"] for m in svc.notifier.inbox()] == ["still in the inbox"]
     assert receiver.posts[0][1]["message"] == "still in the inbox"
 
 
@@ -110,7 +110,7 @@ async def test_to_a_contact_sends_with_apprise(svc, receiver):
     r = await send(svc, {"text": "Dinner at 8?", "to": "alice"}, messages__contacts=contacts)
     assert not r.is_error and r.text == "Sent to alice."
     assert receiver.posts == [("/alice", receiver.posts[0][1])] and receiver.posts[0][1]["message"] == "Dinner at 8?"
-    assert svc.inbox() == []
+    assert svc.notifier.inbox() == []
 
     r = await send(svc, {"text": "case differs", "to": "Alice"}, messages__contacts=contacts)
     assert not r.is_error and r.text == "Sent to alice."
@@ -126,7 +126,7 @@ async def test_unknown_contact_is_an_error(svc, receiver):
     assert receiver.target() not in r.text
     r = await send(svc, {"text": "x", "to": "mallory"})
     assert r.is_error and "none are configured" in r.text
-    assert receiver.posts == [] and svc.inbox() == []
+    assert receiver.posts == [] and svc.notifier.inbox() == []
 
 
 @pytest.mark.slow
@@ -139,7 +139,7 @@ async def test_ambiguous_case_insensitive_contact_is_not_guessed(svc, receiver):
 @pytest.mark.parametrize("args", [{}, {"text": ""}, {"text": "  "}, {"text": 3}, {"text": "x", "to": 5}])
 async def test_bad_arguments(svc, args):
     r = await send(svc, args)
-    assert r.is_error and svc.inbox() == []
+    assert r.is_error and svc.notifier.inbox() == []
 
 
 @pytest.mark.slow

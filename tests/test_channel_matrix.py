@@ -9,7 +9,6 @@ notice and ``error: encrypted room``, and an unreachable homeserver refused clea
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest

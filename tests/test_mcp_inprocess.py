@@ -51,7 +51,7 @@ async def test_the_connector_reaches_the_server_through_the_seam_as_over_stdio(s
         asked.append(config)
         return mcp_inprocess.transport(config)
 
-    env = dataclasses.replace(svc.hub.env, mcp_transport=transport)
+    env = dataclasses.replace(svc._hub.env, mcp_transport=transport)
     config = stdio(str(HOSTILE), str(spec))
     conn = MCPConnector(env, "mcp-h", "h", config)
     try:
@@ -70,7 +70,7 @@ async def test_the_connector_reaches_the_server_through_the_seam_as_over_stdio(s
 @pytest.mark.mcp_in_process
 async def test_a_behaviour_that_needs_a_process_answers_an_error_in_process(svc, tmp_path):
     spec = hostile_spec(tmp_path / "spec.json", [tool("echo")])
-    env = dataclasses.replace(svc.hub.env, mcp_transport=mcp_inprocess.transport)
+    env = dataclasses.replace(svc._hub.env, mcp_transport=mcp_inprocess.transport)
     conn = MCPConnector(env, "mcp-h", "h", stdio(str(HOSTILE), str(spec)))
     try:
         await conn.list_tools()
@@ -84,4 +84,4 @@ async def test_a_behaviour_that_needs_a_process_answers_an_error_in_process(svc,
 def test_without_a_factory_the_connectors_use_their_real_transports(svc):
     """A service built as the command line builds it (``Service()``, the ``svc`` of a test not marked
     ``mcp_in_process``) gives its connectors no factory: each uses its configured command or URL."""
-    assert svc.hub.env.mcp_transport is None
+    assert svc._hub.env.mcp_transport is None

@@ -97,7 +97,8 @@ async def test_401_in_a_turn_is_sign_in_again_at_once(svc, refusing_server):
 async def test_403_names_the_credentials_and_never_the_secret(svc, refusing_server):
     url, seen, _gets = refusing_server
     conn = MCPConnector(svc._hub.env, "mcp-locked", "locked",
-                        ServerConfig("http", url=url, headers={"Authorization": "Bearer " + SECRET}, timeout_seconds=10))
+                        ServerConfig("http", url=url, headers={"Authorization": "Bearer " + SECRET},
+                                     timeout_seconds=10))
     with pytest.raises(ConnectorError) as e:
         await conn.start()
     await conn.close()

@@ -57,6 +57,7 @@ def test_the_page_shows_an_error_state_and_the_last_failure(svc, client):
             " refused the message") in status_text(svc.status.get())
 
 
+@pytest.mark.slow
 def test_slack_and_discord_are_added_from_the_page_their_tokens_checked_and_never_shown(svc, client):
     from support.fake_discord import FakeDiscord
     from support.fake_slack import FakeSlack

@@ -20,7 +20,8 @@ in ``tests/support/conformance_rigs.py``, whose ``__all__`` names the session fi
 (``"mail_servers"`` beside ``"synapse"``). A factory gets the test's fresh home, the pytest request
 (for session fixtures: one homeserver or mail server per run, never one per test: CPU is scarce) and
 whether the service must be a child process (the one test that kills it). A rig's ``close`` must call
-``super().close()``: it stops the service and checks that the channel's secrets reached no log. Nothing in the suite may name a channel kind;
+``super().close()``: it stops the service and checks that the channel's secrets reached no log.
+Nothing in the suite may name a channel kind;
 where a platform cannot do something (an email has no edits), the rig says so with a class attribute
 (:attr:`ChannelRig.edits`), and the suite checks the promise that remains.
 
@@ -91,7 +92,7 @@ class ChannelRig(ServedChannel, ABC):
         """``kill -9`` of ``palui serve`` by its pid (the rig was made with ``process=True``)."""
         assert self.svc.process, "a kill -9 needs the service in its own process: the rig's process=True"
         self.running = False
-        assert self.svc.stop(signal.SIGKILL) == -signal.SIGKILL
+        assert self.svc.turns.stop(signal.SIGKILL) == -signal.SIGKILL
 
     def inbox(self) -> list[str]:
         return [m["text"] for m in self.svc.get("/api/inbox")]

@@ -21,8 +21,8 @@ import pytest
 
 from support.channel_rig import ChannelRig, Shown
 from support.fake_telegram import Call, FakeTelegram, QueuedUpdate, button_data, make_token
-from support.served_channel import ServedChannel
 from support.live_service import LiveService, wait_for
+from support.served_channel import ServedChannel
 
 PERSON = 111
 STRANGER = 222
