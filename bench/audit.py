@@ -98,7 +98,8 @@ async def turns(n: int, warmup: int) -> None:
     share = extra_us * rows_per_turn / (turn_p50_ms * 1000)
     ratio50 = turn_p50_ms / pct(times["plain insert (before)"], 50)
     ratio_mean = statistics.fmean(times["chained record"]) / statistics.fmean(times["plain insert (before)"])
-    print(f"\n  audit rows per turn: {rows_per_turn:.1f}; a chained insert costs {extra_us:.0f} us more than a plain one")
+    print(f"\n  audit rows per turn: {rows_per_turn:.1f}; a chained insert costs {extra_us:.0f} us more than a "
+          "plain one")
     print(f"  the chain's share of a turn: {share:.1%} (extra per insert x rows per turn / chained turn p50)")
     print(f"  turn ratio chained/plain: {ratio50:.3f} at p50, {ratio_mean:.3f} on the mean")
     svc.db.close()
@@ -118,7 +119,7 @@ def verify(n_rows: int) -> None:
         for i in range(1, n_rows + 1):
             row = [i, 1_790_000_000.0 + i, f"t-{i // 7:010x}", "recall__search_memories", "read", "builtin", "chat",
                    i % 2, "run", "run: read tool in a tainted turn (tainted by web__fetch_page at step 1)",
-                   "%064x" % i, "ok", 1.25]
+                   f"{i:064x}", "ok", 1.25]
             h = audit_chain.row_hash(prev, row)
             batch.append((*row, prev, h))
             prev = h

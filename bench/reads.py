@@ -44,8 +44,8 @@ def add_approvals(db, n: int, seed: int = 5) -> None:
         tid, t = turns[i % len(turns)]
         status = ("approved", "denied", "expired", "cancelled")[rnd.randrange(4)]
         rows.append((f"a-{i:010x}", tid, f"s1c{i % 7}", "recall__forget_memory", "destructive", "builtin", "chat",
-                     "ask: destructive", '{"id":1}', "0" * 64, "[]", status, t, t + 1800, t + 5, int(status == "approved"),
-                     "cli"))
+                     "ask: destructive", '{"id":1}', "0" * 64, "[]", status, t, t + 1800, t + 5,
+                     int(status == "approved"), "cli"))
     now = time.time()
     for j in range(3):
         tid, _ = turns[-1 - j]

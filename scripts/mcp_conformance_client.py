@@ -43,8 +43,9 @@ import logging
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 CONNECTOR_ID = "mcp-conformance"
 CIMD_URL = "https://conformance-test.local/client-metadata.json"  # the suite's fixed document

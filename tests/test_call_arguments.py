@@ -21,8 +21,11 @@ from starlette.testclient import TestClient
 from palui.policy.input_schema import MAX_SAFE_INTEGER, argument_problem, json_problem
 from palui.runner import state as st
 from support.doors import GatewayDoor, app_running
-from support.inprocess_mcp import DESTRUCTIVE, InProcessServer, tool
+from support.mcp_inprocess import DESTRUCTIVE, InProcessServer, tool
 from support.scripts import call, calls, text, write_script
+
+# The tests' own MCP servers run in this process, through the connector's transport seam (support/mcp_inprocess.py).
+pytestmark = pytest.mark.mcp_in_process
 
 FORGET = {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"],
           "additionalProperties": False}
@@ -75,10 +78,10 @@ async def test_the_failing_call_of_the_issue_asks_nothing_through_either_door(ho
     """``recall__forget_memory {"id": "not-a-number", "extra": 1}`` used to be put to the person, approved, then
     fail ``unexpected argument 'extra'``. Through a turn it is refused at its argument step; the gateway offers
     no built-in tool, so there the same call to an MCP tool with the same schema is refused the same way."""
-    from palui.service import Service
+    from support.inprocess import service
 
     (home / "palui.toml").write_text("[gateway]\nwait_seconds = 0.2\n")
-    svc = Service()
+    svc = service()
     books = InProcessServer("books", [tool("forget", DESTRUCTIVE, FORGET)])
     try:
         await books.add(svc, enable=("forget",))

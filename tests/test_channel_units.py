@@ -94,14 +94,16 @@ def test_expiry_text_in_the_persons_zone():
     now = datetime(2026, 12, 1, 7, 0, tzinfo=UTC)
     paris = ZoneInfo("Europe/Paris")
     assert views.expiry_text("2026-12-01T07:30:00+00:00", now, paris) == "expires 08:30, in 30 min"
-    assert views.expiry_text((now + timedelta(hours=2, minutes=5)).isoformat(), now, UTC) == "expires 09:05, in 2 h 5 min"
+    later = (now + timedelta(hours=2, minutes=5)).isoformat()
+    assert views.expiry_text(later, now, UTC) == "expires 09:05, in 2 h 5 min"
     assert views.expiry_text((now + timedelta(days=1)).isoformat(), now, UTC).startswith("expires Wed 02 Dec 07:00")
     assert views.expiry_text((now - timedelta(minutes=1)).isoformat(), now, UTC) == "expired at 06:59"
 
 
 def test_outcome_texts():
     a = _approval(status="approved", answered_via="cli")
-    assert views.outcome_text(a, "telegram", {}) == "Approval a-1234567890 (mcp-bank__transfer): approved in the terminal."
+    assert views.outcome_text(a, "telegram", {}) == \
+        "Approval a-1234567890 (mcp-bank__transfer): approved in the terminal."
     assert views.outcome_text({**a, "answered_via": "telegram"}, "telegram", {}).endswith("approved here.")
     assert views.outcome_text({**a, "answered_via": "matrix"}, "telegram", {"matrix": "Matrix"}).endswith(
         "approved in Matrix.")

@@ -39,11 +39,13 @@ def imported(home, *args: str) -> set[str]:
     return set(json.loads(line.removeprefix("MODULES ")))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [("--help",), ("tools", "list"), ("tools", "list", "--json"), ("connectors", "list")])
 def test_light_commands_import_nothing_heavy(home, args):
     assert not imported(home, *args) & set(HEAVY)
 
 
+@pytest.mark.slow
 def test_the_probe_sees_a_heavy_import(home, tmp_path):
     # `palui run` needs the model library: the probe must notice it (else the test above could not fail).
     script = tmp_path / "s.json"
@@ -69,6 +71,7 @@ def commands(argv) -> dict[str, list[str]]:
     return json.loads(r.stdout)
 
 
+@pytest.mark.slow
 def test_each_command_map_entry_loads_what_loading_everything_does():
     from palui.cli import COMMANDS
 
@@ -94,6 +97,7 @@ cli.main(prog_name="palui")
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("columns", ["80", "400"])  # 400: no summary is cut short, each is compared whole
 def test_help_without_the_command_modules_is_the_help_with_them(home, columns):
     # `palui --help` and a bare `palui` list the top-level commands from cli.SUMMARIES instead of importing every

@@ -5,7 +5,6 @@ Each CLI run costs a process start, so assertions are grouped per run.
 
 from __future__ import annotations
 
-import json
 import os
 import pty
 import subprocess
@@ -46,7 +45,8 @@ def test_lists(cli, mcp_home):
     connectors = cli.json("connectors", "list", "--json")
     by_id = {c["id"]: c for c in connectors}
     assert {"recall", "tasks", "web", "messages", "mcp-notes"} <= set(by_id)
-    assert (by_id["mcp-notes"]["kind"], by_id["mcp-notes"]["tools"], by_id["mcp-notes"]["enabled_tools"]) == ("mcp", 4, 0)
+    notes = by_id["mcp-notes"]
+    assert (notes["kind"], notes["tools"], notes["enabled_tools"]) == ("mcp", 4, 0)
     assert by_id["recall"]["kind"] == "builtin" and by_id["recall"]["tools"] == by_id["recall"]["enabled_tools"] == 3
 
     all_tools = cli.json("tools", "list", "--json")
@@ -170,6 +170,7 @@ def _review_on_a_terminal(home, name: str, answer: bytes) -> subprocess.Complete
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
+@pytest.mark.slow
 def test_review_on_a_terminal_asks_before_accepting(home, mcp_home):
     _rug_pull(mcp_home)
     r = _review_on_a_terminal(home, "mcp-notes__search", b"\n")  # the default is no

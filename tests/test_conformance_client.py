@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "mcp_conformance_client.py"
 
 
@@ -31,6 +33,7 @@ def closed_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.slow
 def test_pre_registration_stores_the_client_then_reports_the_connect_failure(monkeypatch) -> None:
     client = load_client()
     saved: list[tuple[str, object]] = []
@@ -50,6 +53,7 @@ def test_pre_registration_stores_the_client_then_reports_the_connect_failure(mon
     assert len(problems) == 1 and problems[0].startswith("connect:"), problems
 
 
+@pytest.mark.slow
 def test_plain_scenario_reports_the_connect_failure() -> None:
     client = load_client()
     url = f"http://127.0.0.1:{closed_port()}/mcp"

@@ -24,7 +24,7 @@ from palui.text.mcp_config import ServerConfig
 from palui.types import Origin
 from support.scripts import call, calls, text, write_script
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.mcp_in_process
 SUPPORT = Path(__file__).resolve().parent / "support"
 STATE_KEY = "11" * 32
 
@@ -34,11 +34,11 @@ def make_svc(home, monkeypatch):
     made = []
 
     def make(**env: str):
-        from palui.service import Service
+        from support.inprocess import service
 
         for k, v in env.items():
             monkeypatch.setenv(k, v)
-        s = Service()
+        s = service()
         made.append(s)
         return s
 
@@ -72,6 +72,7 @@ def tool_result(r: dict, tool: str) -> str:
 # -- the older era: the question waits inside the open call -------------------------------------------
 
 
+@pytest.mark.slow
 async def test_old_era_answer_with_both_clocks_stopped(make_svc, tmp_path):
     # Margins that hold on a loaded machine: the server is started before the turn (a lazy start inside the
     # call would count its seconds against both clocks), and the clocks are long enough for the call to reach
@@ -136,6 +137,7 @@ async def test_answers_to_formatted_fields_are_checked(make_svc, tmp_path):
     await svc.close()
 
 
+@pytest.mark.slow
 async def test_old_era_over_http_waits_past_the_call_timeout_and_the_notice_names_it(make_svc, tmp_path):
     import subprocess
 
@@ -166,6 +168,7 @@ async def test_old_era_over_http_waits_past_the_call_timeout_and_the_notice_name
         server.wait(10)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("action", ["decline", "cancel"])
 async def test_old_era_decline_and_cancel(make_svc, tmp_path, action):
     svc = make_svc()
@@ -179,6 +182,7 @@ async def test_old_era_decline_and_cancel(make_svc, tmp_path, action):
     await svc.close()
 
 
+@pytest.mark.slow
 async def test_old_era_expiry_is_a_decline(make_svc, tmp_path):
     svc = make_svc(PALUI_APPROVALS__CHAT_EXPIRY_SECONDS="1")
     cid = await add(svc, "old", "elicit_old.py")
@@ -192,6 +196,7 @@ async def test_old_era_expiry_is_a_decline(make_svc, tmp_path):
     await svc.close()
 
 
+@pytest.mark.slow
 async def test_old_era_malformed_and_too_many_are_declined_without_asking(make_svc, tmp_path):
     svc = make_svc()
     cid = await add(svc, "old", "elicit_old.py")
@@ -217,6 +222,7 @@ async def test_old_era_malformed_and_too_many_are_declined_without_asking(make_s
     await svc.close()
 
 
+@pytest.mark.slow
 async def test_deny_command_declines_a_question(make_svc, tmp_path):
     svc = make_svc()
     cid = await add(svc, "old", "elicit_old.py")
@@ -230,6 +236,7 @@ async def test_deny_command_declines_a_question(make_svc, tmp_path):
     await svc.close()
 
 
+@pytest.mark.slow
 async def test_stop_cancels_a_waiting_question(make_svc, tmp_path):
     svc = make_svc()
     cid = await add(svc, "old", "elicit_old.py")
@@ -246,6 +253,7 @@ async def test_stop_cancels_a_waiting_question(make_svc, tmp_path):
 # -- 2026-07-28: the turn pauses; the call is sent again with the answers -----------------------------
 
 
+@pytest.mark.slow
 async def test_new_era_answer_resumes_the_turn(make_svc, tmp_path):
     svc = make_svc()
     cid = await add(svc, "new", "elicit_new.py", "--state-key", STATE_KEY)
@@ -263,6 +271,7 @@ async def test_new_era_answer_resumes_the_turn(make_svc, tmp_path):
     await svc.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("action", ["decline", "cancel"])
 async def test_new_era_decline_and_cancel(make_svc, tmp_path, action):
     svc = make_svc()
@@ -275,6 +284,7 @@ async def test_new_era_decline_and_cancel(make_svc, tmp_path, action):
     await svc.close()
 
 
+@pytest.mark.slow
 async def test_new_era_two_rounds_and_expiry(make_svc, tmp_path):
     svc = make_svc(PALUI_APPROVALS__CHAT_EXPIRY_SECONDS="2")
     cid = await add(svc, "new", "elicit_new.py")
@@ -293,6 +303,7 @@ async def test_new_era_two_rounds_and_expiry(make_svc, tmp_path):
     await svc.close()
 
 
+@pytest.mark.slow
 async def test_new_era_malformed_and_too_many_are_declined_at_once(make_svc, tmp_path):
     svc = make_svc()
     cid = await add(svc, "new", "elicit_new.py")
@@ -315,6 +326,7 @@ async def test_new_era_malformed_and_too_many_are_declined_at_once(make_svc, tmp
 # -- a job turn --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_job_turn_waits_with_the_job_expiry_and_declines_url_mode(make_svc, tmp_path):
     svc = make_svc(PALUI_APPROVALS__JOB_EXPIRY_SECONDS="7200")
     old = await add(svc, "old", "elicit_old.py")

@@ -21,8 +21,11 @@ from typing import Any
 import pytest
 
 from support.doors import GatewayDoor, app_running
-from support.inprocess_mcp import DESTRUCTIVE, READ, WRITE, InProcessServer, never_answers, tool
+from support.mcp_inprocess import DESTRUCTIVE, READ, WRITE, InProcessServer, never_answers, tool
 from support.scripts import call, calls, text, write_script
+
+# The tests' own MCP servers run in this process, through the connector's transport seam (support/mcp_inprocess.py).
+pytestmark = pytest.mark.mcp_in_process
 
 
 def _books() -> InProcessServer:
@@ -34,10 +37,10 @@ def _books() -> InProcessServer:
 async def gateway(home, toml: str = "", context: str = "trusted"):
     """A service with the in-process server behind ``mcp-books`` (every tool on), a client ``coder``, and its app
     running; yields ``(svc, books, open_session)``, where ``open_session()`` is a new MCP session of the client."""
-    from palui.service import Service
+    from support.inprocess import service
 
     (home / "palui.toml").write_text("[gateway]\nwait_seconds = 0.2\n" + toml)
-    svc = Service()
+    svc = service()
     books = _books()
     try:
         await books.add(svc, enable=("lookup", "save", "wipe", "hang"))
@@ -166,10 +169,10 @@ async def test_the_brake_ends_a_hanging_gateway_call_within_a_second(home):
 
 
 async def test_a_connector_that_never_answers_initialize_refuses_a_gateway_call_within_the_bound(home):
-    from palui.connectors.mcp import client
+    from support import mcp_inprocess
 
     async with gateway(home, "[mcp]\ncall_timeout_seconds = 1\n") as (svc, books, session):
-        client.IN_PROCESS[books.url] = never_answers  # the server now starts and never answers anything
+        mcp_inprocess.SERVED[books.url] = never_answers  # the server now starts and never answers anything
         await svc._hub.close()  # no live connection: the call has to start it
         async with session() as s:
             started = time.monotonic()

@@ -11,7 +11,7 @@ trusted``, so a session starts untainted as a chat turn does (an unknown-context
 tainted: the matrix's tainted rows show that column); on every gateway row, the audit reason and the approval
 reason name the client (option ``client``), which the doors' helpers check and take off before comparing.
 
-Both doors reach the same in-process MCP server (``support/inprocess_mcp.py``) and call the pipeline's one
+Both doors reach the same in-process MCP server (``support/mcp_inprocess.py``) and call the pipeline's one
 entry point, :meth:`palui.runner.governed_call.GovernedCall.run` (the last test counts it).
 """
 
@@ -24,7 +24,10 @@ from typing import Any
 import pytest
 
 from support.doors import GatewayDoor, Seen, TurnDoor, app_running
-from support.inprocess_mcp import DESTRUCTIVE, OPEN_WORLD_READ, READ, WRITE, InProcessServer, tool
+from support.mcp_inprocess import DESTRUCTIVE, OPEN_WORLD_READ, READ, WRITE, InProcessServer, tool
+
+# The tests' own MCP servers run in this process, through the connector's transport seam (support/mcp_inprocess.py).
+pytestmark = pytest.mark.mcp_in_process
 
 #: The options docs/spec.md §8.6 names (what differs between the doors); a row may name only these.
 OPTIONS = {"origin", "client", "halted", "time", "scope", "offer", "cap", "approval", "questions", "wire",
@@ -201,10 +204,10 @@ async def _setup(svc: Any, books: InProcessServer, cid: str, setup: str | None) 
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r.rule)
 async def test_each_rule_through_a_turn_and_a_gateway_session(home, tmp_path, row):
-    from palui.service import Service
+    from support.inprocess import service
 
     (home / "palui.toml").write_text("[gateway]\nwait_seconds = 0.2\n" + row.toml)
-    svc = Service()
+    svc = service()
     books = _server()
     try:
         cid = await books.add(svc, enable=("lookup", "save", "wipe", "fetch", "forget"))
@@ -230,7 +233,7 @@ async def test_both_doors_call_the_pipelines_one_entry_point(home, tmp_path, mon
     """A turn's calls and a gateway session's calls go through :meth:`GovernedCall.run`, and nothing else of the
     runner decides or sends a call: the gateway's door holds no step of its own."""
     from palui.runner.governed_call import GovernedCall
-    from palui.service import Service
+    from support.inprocess import service
     from support.scripts import call, calls, text, write_script
 
     entered: list[tuple[str | None, str]] = []
@@ -242,7 +245,7 @@ async def test_both_doors_call_the_pipelines_one_entry_point(home, tmp_path, mon
 
     monkeypatch.setattr(GovernedCall, "run", counted)
     (home / "palui.toml").write_text("[gateway]\nwait_seconds = 0.2\n")
-    svc = Service()
+    svc = service()
     books = _server()
     try:
         await books.add(svc, enable=("lookup",))

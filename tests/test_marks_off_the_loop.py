@@ -26,6 +26,7 @@ def web_svc(home):
         s.db.close()
 
 
+@pytest.mark.slow
 async def test_marks_are_found_off_the_event_loop_while_it_goes_on(web_svc, tmp_path, monkeypatch):
     s = web_svc
     loop_ran = threading.Event()

@@ -280,7 +280,7 @@ async def test_crash_mid_call_then_restart_on_next_use(svc, conn, world):
     r = await conn.call_tool("crash", {})
     assert r.is_error and "exited during the call" in r.text and "crashing on purpose" in r.text
     assert conn.state().startswith("error: the server exited")
-    assert svc.db.one("SELECT state FROM connectors WHERE id = ?", (CID,))["state"].startswith("error:")
+    assert next(c for c in svc.connectors.list() if c["id"] == CID)["last_state"].startswith("error:")
     r = await conn.call_tool("echo", {"back": True})
     assert (r.is_error, r.text) == (False, 'echo: {"back": true}')
     assert conn.state() == "connected"

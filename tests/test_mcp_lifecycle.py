@@ -160,7 +160,7 @@ async def test_hub_raises_for_a_server_that_cannot_start_and_backs_off(svc, tmp_
         for _ in range(2):  # the first failure is retried at once on the next use…
             with pytest.raises(ConnectorError, match="during the MCP handshake"):
                 await svc._hub.get(cid)
-        assert svc.db.one("SELECT state FROM connectors WHERE id = ?", (cid,))["state"].startswith("error: ")
+        assert next(c for c in svc.connectors.list() if c["id"] == cid)["last_state"].startswith("error: ")
         with pytest.raises(ConnectorError, match="next start attempt is in"):  # …then it waits
             await svc._hub.get(cid)
         assert starts.read_text().count("start") == 2  # refused at once: no third start

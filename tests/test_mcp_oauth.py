@@ -70,7 +70,8 @@ def assert_no_secret(oauth: OAuthTestServer, said: str) -> None:
         assert not c.client_secret or c.client_secret not in said
 
 
-def add_by_paste(home: Path, name: str, url: str, *extra: str, timeout: float = 60) -> tuple[subprocess.CompletedProcess, str]:
+def add_by_paste(home: Path, name: str, url: str, *extra: str,
+                 timeout: float = 60) -> tuple[subprocess.CompletedProcess, str]:
     """``palui connectors add NAME --url URL --no-browser``: read the printed address, "open" it, paste back where
     the browser ended (the loopback address, which nothing needs to serve): :func:`support.signin_cli.sign_in`."""
     r, answer = sign_in(home, "connectors", "add", name, "--url", url, *extra, timeout=timeout)

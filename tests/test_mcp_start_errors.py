@@ -66,6 +66,7 @@ def refusing_server():
         server.server_close()
 
 
+@pytest.mark.slow
 async def test_401_in_a_turn_is_sign_in_again_at_once(svc, refusing_server):
     url, seen, gets = refusing_server
     with svc.db.write() as c:
@@ -92,10 +93,12 @@ async def test_401_in_a_turn_is_sign_in_again_at_once(svc, refusing_server):
     assert len([r for r in svc.notifier.inbox() if "sign in again" in r["text"]]) == 1  # told once
 
 
+@pytest.mark.slow
 async def test_403_names_the_credentials_and_never_the_secret(svc, refusing_server):
     url, seen, _gets = refusing_server
     conn = MCPConnector(svc._hub.env, "mcp-locked", "locked",
-                        ServerConfig("http", url=url, headers={"Authorization": "Bearer " + SECRET}, timeout_seconds=10))
+                        ServerConfig("http", url=url, headers={"Authorization": "Bearer " + SECRET},
+                                     timeout_seconds=10))
     with pytest.raises(ConnectorError) as e:
         await conn.start()
     await conn.close()
@@ -106,6 +109,7 @@ async def test_403_names_the_credentials_and_never_the_secret(svc, refusing_serv
     assert seen and seen[0] == "Bearer " + SECRET
 
 
+@pytest.mark.slow
 async def test_exit_during_handshake_waits_for_a_late_stderr_drain(svc, monkeypatch):
     drain = stderr_module.StderrCapture._drain
 
@@ -151,6 +155,7 @@ def localhost_only_server():
         server.server_close()
 
 
+@pytest.mark.slow
 async def test_403_without_credentials_shows_the_servers_reason_capped(svc, localhost_only_server):
     config = ServerConfig("http", url=localhost_only_server, timeout_seconds=10)
     conn = MCPConnector(svc._hub.env, "mcp-pw", "pw", config)

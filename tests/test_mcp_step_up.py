@@ -112,16 +112,16 @@ async def test_one_tool_needs_more_the_others_keep_working_and_the_sign_in_asks_
     assert oauth.auth.events("authorize")[-1].detail["scopes"] == ["mcp", "offline_access", "mcp:admin"]
     assert login["granted"] == [waiting["id"]] and login["waiting"] == []
     assert set(login["scopes"]) == {"mcp", "offline_access", "mcp:admin"}
-    r = await svc.turns.send("now", model=write_script(tmp_path / "u.json", calls(call("mcp-work__admin_echo", text="a")),
-                                                       text("ok")))
+    script = write_script(tmp_path / "u.json", calls(call("mcp-work__admin_echo", text="a")), text("ok"))
+    r = await svc.turns.send("now", model=script)
     assert results(r)["mcp-work__admin_echo"]["result"] == "admin: a"
     await svc.close()
 
 
 async def test_declined_scope_switches_the_tool_off_with_the_reason(svc, oauth, tmp_path):
     await added(svc, oauth)
-    r = await svc.turns.send("do it", model=write_script(tmp_path / "s.json", calls(call("mcp-work__admin_echo", text="a")),
-                                                         text("ok")))
+    script = write_script(tmp_path / "s.json", calls(call("mcp-work__admin_echo", text="a")), text("ok"))
+    r = await svc.turns.send("do it", model=script)
     [waiting] = svc.connectors.oauth_state("mcp-work")["waiting"]
     done = svc.approvals.answer(waiting["id"][:8], False, via="telegram", reason="not for a bot")
     assert done["status"] == "declined" and done["turn"] == r["turn"]

@@ -50,6 +50,7 @@ def run_json(cli, *args: str, env: dict | None = None) -> tuple[int, dict]:
 # -- tool round trips -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_openai_tool_round_trip_through_cli(cli, svc, fake):
     fake.tool_call("recall__add_memory", {"text": "buy milk"}, input_tokens=31, output_tokens=7)
     fake.text("Saved: buy milk.", input_tokens=52, output_tokens=4)
@@ -73,6 +74,7 @@ def test_openai_tool_round_trip_through_cli(cli, svc, fake):
     assert (row["tool"], row["verdict"], row["outcome"]) == ("recall__add_memory", "run", "ok")
 
 
+@pytest.mark.slow
 def test_disabled_tool_is_not_offered_and_a_call_to_it_is_refused(cli, svc, fake):
     assert cli("tools", "disable", "recall__add_memory").returncode == 0
     # The model calls the tool anyway (a hijacked or confused model would).
@@ -93,6 +95,7 @@ def test_disabled_tool_is_not_offered_and_a_call_to_it_is_refused(cli, svc, fake
     assert (row["verdict"], row["outcome"]) == ("off", "refused")
 
 
+@pytest.mark.slow
 async def test_anthropic_tool_round_trip(svc, fake):
     fake.tool_call("recall__add_memory", {"text": "buy milk"}, input_tokens=40, output_tokens=9)
     fake.text("Saved.", input_tokens=61, output_tokens=2)
@@ -115,6 +118,7 @@ async def test_anthropic_tool_round_trip(svc, fake):
     assert [m["text"] for m in svc.memories.list()] == ["buy milk"]
 
 
+@pytest.mark.slow
 async def test_anthropic_base_url_written_with_v1_still_reaches_messages(svc, fake):
     fake.text("hello")
     r = await svc.turns.send("hi", model=f"anthropic:claude-test@{fake.openai_url}")  # ends in /v1
@@ -125,6 +129,7 @@ async def test_anthropic_base_url_written_with_v1_still_reaches_messages(svc, fa
 # -- provider errors, retries, time budget ---------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_429_then_success_is_retried(svc, fake):
     fake.error(429, message="slow down")  # no Retry-After: our own backoff (0.25-0.5 s) applies
     fake.text("ok", input_tokens=5, output_tokens=1)
@@ -136,6 +141,7 @@ async def test_429_then_success_is_retried(svc, fake):
     assert (r["usage"]["steps"], r["usage"]["tokens"]) == (1, 6)  # failed attempts are not steps
 
 
+@pytest.mark.slow
 async def test_anthropic_overloaded_is_retried_honouring_retry_after(svc, fake, monkeypatch):
     waits = []
     backoff = models._backoff
@@ -154,6 +160,7 @@ async def test_anthropic_overloaded_is_retried_honouring_retry_after(svc, fake, 
     assert len(fake.requests) == 3
 
 
+@pytest.mark.slow
 async def test_5xx_that_keeps_failing_ends_in_error_naming_it(svc, fake):
     fake.error(503, times=models.MAX_RETRIES + 1, message="upstream down", retry_after="0")
 
@@ -164,6 +171,7 @@ async def test_5xx_that_keeps_failing_ends_in_error_naming_it(svc, fake):
     assert len(fake.requests) == models.MAX_RETRIES + 1
 
 
+@pytest.mark.slow
 async def test_retry_after_past_the_time_budget_ends_at_once(home, fake, monkeypatch):
     from palui.service import Service
 
@@ -181,6 +189,7 @@ async def test_retry_after_past_the_time_budget_ends_at_once(home, fake, monkeyp
     assert len(fake.requests) == 1
 
 
+@pytest.mark.slow
 async def test_unreachable_provider_fails_after_few_retries(svc):
     with FakeLLM() as gone:
         url = gone.openai_url
@@ -189,6 +198,7 @@ async def test_unreachable_provider_fails_after_few_retries(svc):
     assert f"cannot reach the provider after {models.CONNECT_RETRIES + 1} attempts" in r["error"]
 
 
+@pytest.mark.slow
 def test_400_ends_the_turn_in_error_with_the_providers_message(cli, fake):
     fake.error(400, message="Invalid value for 'model': no such model")
 
@@ -200,6 +210,7 @@ def test_400_ends_the_turn_in_error_with_the_providers_message(cli, fake):
     assert len(fake.requests) == 1  # a 400 is not retried
 
 
+@pytest.mark.slow
 def test_slow_provider_hits_the_time_budget(cli, fake):
     fake.text("too late", delay=600)
 
@@ -227,6 +238,7 @@ async def test_anthropic_without_key_or_base_url_ends_in_error_mentioning_script
     assert "ANTHROPIC_API_KEY" in r["error"] and "script:" in r["error"]
 
 
+@pytest.mark.slow
 async def test_provider_key_is_redacted_from_error_messages(home, fake, monkeypatch):
     from palui.service import Service
 
@@ -249,6 +261,7 @@ async def test_provider_key_is_redacted_from_error_messages(home, fake, monkeypa
     assert fake.requests[0].headers["authorization"] == f"Bearer {key}"  # the key really went out
 
 
+@pytest.mark.slow
 async def test_anthropic_refused_call_is_marked_is_error(svc, fake):
     svc.tools.set_enabled(["recall__add_memory"], False)
     fake.tool_call("recall__add_memory", {"text": "x"})

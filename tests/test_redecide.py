@@ -17,7 +17,7 @@ import pytest
 from support.mcp_servers import DESTRUCTIVE, HOSTILE, WRITE, hostile_spec, tool
 from support.scripts import call, calls, text, write_script
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.mcp_in_process
 
 
 @pytest.fixture
@@ -125,7 +125,8 @@ async def test_decided_again_right_before_the_call_is_sent(svc, tmp_path):
     [ev] = [e for e in r["events"] if e["type"] == "tool_call" and e["tool"] == "recall__forget_memory"]
     assert ev["is_error"] and "switched off after this approval was asked" in ev["result"]
     a = svc.approvals.get(aid)
-    assert a["status"] == "cancelled" and a["cancel_reason"] == "the tool was switched off after this approval was asked"
+    assert a["status"] == "cancelled"
+    assert a["cancel_reason"] == "the tool was switched off after this approval was asked"
     assert [x["outcome"] for x in svc.audit.rows(r["turn"])] == ["asked", "cancelled"]
 
 

@@ -245,7 +245,8 @@ def test_explain(svc):
     from palui.types import Origin
 
     e = svc.tools.explain("mcp-a__w", Origin.CHAT, True, "web__fetch_page at step 2")
-    assert (e["verdict"], e["reason"]) == ("ask", "ask: write tool in a tainted turn (tainted by web__fetch_page at step 2)")
+    assert (e["verdict"], e["reason"]) == \
+        ("ask", "ask: write tool in a tainted turn (tainted by web__fetch_page at step 2)")
     assert svc.tools.explain("mcp-a__w", Origin.WEBHOOK)["verdict"] == "unavailable"
     with pytest.raises(NotFound):
         svc.tools.explain("nope__x")

@@ -26,7 +26,8 @@ def fill(svc, *, age_days: float, n: int, live_conversation: str | None = None) 
             c.execute("INSERT INTO inbox (time, kind, text) VALUES (?, 'notice', 'hello')", (t,))
             c.execute("INSERT INTO webhook_deliveries (webhook_id, delivery_key, body_sha256, body_bytes, received_at)"
                       " VALUES ('w-1', ?, 'h', 1, ?)", (f"k-{age_days}-{i}", t))
-            c.execute("INSERT INTO audit (time, tool, verdict, reason, outcome) VALUES (?, 'x', 'run', 'r', 'ok')", (t,))
+            c.execute("INSERT INTO audit (time, tool, verdict, reason, outcome) VALUES (?, 'x', 'run', 'r', 'ok')",
+                      (t,))
 
 
 def counts(svc) -> dict[str, int]:

@@ -9,12 +9,13 @@ import json
 import sys
 
 import pytest
-from starlette.testclient import TestClient
 
 from palui.connectors.base import ToolSpec
 from palui.policy.suggest import DESTRUCTIVE, READ, WRITE, suggest, words
-from palui.server.app import create_app, csrf_value, session_value
+from palui.server.app import csrf_value
 from support.mcp_servers import HOSTILE, hostile_spec, tool
+
+pytestmark = pytest.mark.mcp_in_process
 
 R, W, D = "read", "write", "destructive"
 
@@ -98,7 +99,6 @@ def classes(cli) -> dict[str, tuple[str, str]]:
             if t["connector"] == "mcp-gh"}
 
 
-@pytest.mark.slow
 def test_tools_suggest_lists_escaped_and_changes_nothing(cli, gh):
     before = classes(cli)
     r = cli("tools", "suggest", gh)
@@ -120,7 +120,6 @@ def test_tools_suggest_lists_escaped_and_changes_nothing(cli, gh):
         "mcp-gh__merge_pull_request": "destructive", "mcp-gh__list_posts": None, "mcp-gh__frob": None}
 
 
-@pytest.mark.slow
 def test_bulk_accept_takes_only_write_and_destructive_and_read_goes_one_at_a_time(cli, gh):
     r = cli("tools", "suggest", gh, "--accept")
     assert r.returncode == 0, r.stderr
@@ -137,14 +136,6 @@ def test_bulk_accept_takes_only_write_and_destructive_and_read_goes_one_at_a_tim
     assert r.returncode == 2 and "the suggestion is none (unsure) now" in r.stderr
     r = cli("tools", "suggest", gh, "--accept-tool", "mcp-gh__create_issue")
     assert r.returncode == 2 and "already has a class" in r.stderr
-
-
-@pytest.fixture
-def client(svc):
-    app = create_app(svc, "tok", port=8765)
-    with TestClient(app, base_url="http://127.0.0.1:8765", follow_redirects=False,
-                    cookies={"palui_session": session_value("tok")}) as c:
-        yield c
 
 
 def test_the_sheet_suggests_and_accepts_as_shown(svc, client):

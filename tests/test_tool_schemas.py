@@ -19,8 +19,11 @@ import pytest
 from palui.runner import offer
 from palui.store import catalog
 from palui.types import Origin
-from support.inprocess_mcp import READ, InProcessServer, tool
+from support.mcp_inprocess import READ, InProcessServer, tool
 from support.scripts import call, calls, text, write_script
+
+# The tests' own MCP servers run in this process, through the connector's transport seam (support/mcp_inprocess.py).
+pytestmark = pytest.mark.mcp_in_process
 
 NAN_SCHEMA = {"type": "object", "properties": {"n": {"type": "number", "maximum": math.nan}}}
 HUGE_SCHEMA = {"type": "object", "properties": {"pick": {"type": "string", "enum": [f"choice-{i:06d}" for i in
@@ -102,7 +105,8 @@ async def test_a_model_is_sent_every_description_in_a_schema_cut(svc):
         cut = d.parameters_json_schema["properties"]["q"]["description"]
         assert cut.startswith("x" * 4_000) and cut.endswith("[cut by Palui: the description has 200,000 characters]")
         assert len(json.dumps(d.parameters_json_schema)) < 5_000
-        assert len(svc.tools.get(f"{cid}__long").input_schema["properties"]["q"]["description"]) == 200_000  # kept whole
+        kept = svc.tools.get(f"{cid}__long").input_schema["properties"]["q"]["description"]
+        assert len(kept) == 200_000  # kept whole
     finally:
         books.forget()
 

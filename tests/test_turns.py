@@ -52,6 +52,7 @@ def memories(s):
     return [m["text"] for m in s.memories.list()]
 
 
+@pytest.mark.slow
 async def test_tainting_call_and_write_in_same_response(web_svc, tmp_path):
     s = web_svc
     model = write_script(tmp_path / "s.json",
@@ -76,6 +77,7 @@ async def test_tainting_call_and_write_in_same_response(web_svc, tmp_path):
     assert memories(s) == []
 
 
+@pytest.mark.slow
 async def test_taint_survives_pause_restart_error_and_next_turn_until_new(web_svc, tmp_path, home):
     s = web_svc
     model = write_script(tmp_path / "a.json",
@@ -100,6 +102,7 @@ async def test_taint_survives_pause_restart_error_and_next_turn_until_new(web_sv
     assert tool_calls(r) == [("tasks__create_task", "run")]
 
 
+@pytest.mark.slow
 async def test_memory_written_in_tainted_turn_taints_later_reader_until_trusted(web_svc, tmp_path):
     s = web_svc
     m1 = write_script(tmp_path / "a.json", calls(call("web__fetch_page", url=s.page_url + "/p")),
@@ -130,6 +133,7 @@ async def test_step_budget_stops_the_tool_use_at_12_and_a_last_step_has_no_tools
     assert r["answer"] is None
 
 
+@pytest.mark.slow
 async def test_slow_tool_hits_time_budget_with_usage_kept(home, tmp_path):
     (home / "palui.toml").write_text("[web]\nallow_private = true\n[budgets]\nseconds = 2\n")
     with PageServer({}, slow_seconds=600) as srv:
@@ -244,6 +248,7 @@ async def test_approval_abuse_changed_args_expired_cancelled(svc, tmp_path, home
         await svc.approvals.answer_and_resume("", True, "cli")
 
 
+@pytest.mark.slow
 async def test_stop_during_slow_tool_ends_turn_promptly(home, tmp_path):
     (home / "palui.toml").write_text("[web]\nallow_private = true\n")
     with PageServer({}, slow_seconds=600) as srv:
@@ -275,7 +280,8 @@ async def test_job_and_webhook_columns(svc, tmp_path):
     assert r["status"] == "awaiting_approval" and r["pending_approvals"][0]["tool"] == "recall__add_memory"
     exp = r["pending_approvals"][0]
     from datetime import datetime
-    assert (datetime.fromisoformat(exp["expires_at"]) - datetime.fromisoformat(exp["created_at"])).total_seconds() == 86400
+    waits = datetime.fromisoformat(exp["expires_at"]) - datetime.fromisoformat(exp["created_at"])
+    assert waits.total_seconds() == 86400
     model = write_script(tmp_path / "w.json", calls(call("recall__search_memories", query="a")), text("summary"))
     tid = svc.turns.start("payload", origin=Origin.WEBHOOK, model=model)
     r = await svc.turns.run(tid)

@@ -6,24 +6,16 @@ from __future__ import annotations
 import re
 
 import pytest
-from starlette.testclient import TestClient
 
-from palui.server.app import create_app, csrf_value, session_value
+from palui.server.app import csrf_value
 from support.fake_telegram import FakeTelegram, make_token
-
-
-@pytest.fixture
-def client(svc):
-    app = create_app(svc, "tok", port=8765)
-    with TestClient(app, base_url="http://127.0.0.1:8765", follow_redirects=False,
-                    cookies={"palui_session": session_value("tok")}) as c:
-        yield c
 
 
 def _post(client, path, **form):
     return client.post(path, data={"csrf": csrf_value("tok"), "back": "/channels", **form})
 
 
+@pytest.mark.slow
 def test_add_pair_groups_and_remove_from_the_page(svc, client):
     with FakeTelegram(max_poll_timeout=1) as fake:
         wrong = make_token(7000000077)
@@ -65,6 +57,7 @@ def test_the_page_shows_an_error_state_and_the_last_failure(svc, client):
             " refused the message") in status_text(svc.status.get())
 
 
+@pytest.mark.slow
 def test_slack_and_discord_are_added_from_the_page_their_tokens_checked_and_never_shown(svc, client):
     from support.fake_discord import FakeDiscord
     from support.fake_slack import FakeSlack

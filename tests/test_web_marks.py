@@ -47,6 +47,7 @@ def card(svc, aid: str) -> str:
     return html
 
 
+@pytest.mark.slow
 def test_the_card_highlights_only_the_spans_of_a_longer_value_and_the_number(asked):
     svc, a = asked
     marks = {m["path"]: m for m in a["untrusted_args"]}

@@ -3,18 +3,17 @@ argument marks, diffs, audit filters, meters, and pages rendered from the servic
 
 from __future__ import annotations
 
-from datetime import timezone
+from datetime import UTC
 
 import pytest
-from starlette.testclient import TestClient
 
 from palui.connectors.base import ToolSpec
-from palui.server.app import create_app, csrf_value, session_value
-from palui.web.base import args_html, duration_words, safe_local
+from palui.errors import UsageError
+from palui.server.app import csrf_value
 from palui.text.review import diff_lines, review_view
+from palui.web.base import args_html, duration_words, safe_local
 from palui.web.connectors import server_config
 from palui.web.status import audit_filters, filter_audit, meter_step
-from palui.errors import UsageError
 
 
 def test_args_html_escapes_everything_and_marks_untrusted_values_with_their_source():
@@ -84,24 +83,16 @@ def test_audit_filters_and_refusals():
          "tainted": False, "turn": "t-2"},
     ]
     f = audit_filters({"tool": "ADD_memory", "verdict": "ask"})
-    assert [r["turn"] for r in filter_audit(rows, f, timezone.utc)] == ["t-1", "t-2"]
-    assert [r["origin"] for r in filter_audit(rows, audit_filters({"tainted": "no", "origin": "job"}), timezone.utc)] \
+    assert [r["turn"] for r in filter_audit(rows, f, UTC)] == ["t-1", "t-2"]
+    assert [r["origin"] for r in filter_audit(rows, audit_filters({"tainted": "no", "origin": "job"}), UTC)] \
         == ["job"]
-    assert len(filter_audit(rows, audit_filters({"day": "2026-03-01"}), timezone.utc)) == 2
+    assert len(filter_audit(rows, audit_filters({"day": "2026-03-01"}), UTC)) == 2
     from zoneinfo import ZoneInfo
     # 23:30 UTC is already March 2nd in Berlin: the day is the person's day.
     assert len(filter_audit(rows, audit_filters({"day": "2026-03-02"}), ZoneInfo("Europe/Berlin"))) == 2
     for bad in ({"verdict": "allow"}, {"origin": "cron"}, {"tainted": "maybe"}, {"day": "yesterday"}):
         with pytest.raises(UsageError):
             audit_filters(bad)
-
-
-@pytest.fixture
-def client(svc):
-    app = create_app(svc, "tok", port=8765)
-    with TestClient(app, base_url="http://127.0.0.1:8765", follow_redirects=False,
-                    cookies={"palui_session": session_value("tok")}) as c:
-        yield c
 
 
 def test_connector_sheet_shows_class_sources_switches_and_a_changed_tool_with_its_diff(svc, client):
@@ -205,7 +196,8 @@ def test_an_mcp_url_is_shown_without_its_password_and_query_values(svc, client):
               "header_keys": []}
     with svc.db.write() as c:
         c.execute("INSERT INTO connectors (id, kind, name, transport, config_json, state, created_at)"
-                  " VALUES ('mcp-hosted', 'mcp', 'hosted', 'http', ?, 'connected', ?)", (json.dumps(public), time.time()))
+                  " VALUES ('mcp-hosted', 'mcp', 'hosted', 'http', ?, 'connected', ?)",
+                  (json.dumps(public), time.time()))
     for path in ("/connectors/mcp-hosted", "/connectors"):
         html = client.get(path).text
         assert "URLPASS-1" not in html and "QSECRET-1" not in html, path

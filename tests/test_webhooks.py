@@ -225,7 +225,8 @@ def test_rate_limit_per_webhook(service):
     assert counts(s) == before
     # A duplicate of an accepted delivery is still answered as one, and another webhook has its own rate.
     body = b"event 0"
-    assert httpx.post(url, content=body, headers={"X-Palui-Signature": sign(secret, body)}).json()["status"] == "duplicate"
+    r = httpx.post(url, content=body, headers={"X-Palui-Signature": sign(secret, body)})
+    assert r.json()["status"] == "duplicate"
     body = b"other"
     r = httpx.post(other_url, content=body, headers={"X-Palui-Signature": sign(other_secret, body)})
     assert r.status_code == 202

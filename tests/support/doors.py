@@ -1,6 +1,6 @@
 """The two doors of the governed call, driven in process: a chat turn (a ``script:`` model) and a gateway session
 (the MCP SDK's own client over ``httpx2``'s ASGI transport, against the service's app, ``/mcp`` included), both
-against the same in-process MCP server (``support/inprocess_mcp.py``).
+against the same in-process MCP server (``support/mcp_inprocess.py``).
 
 Nothing here starts a process or opens a socket: the app's lifespan runs in the test's event loop, the SDK's
 client speaks streamable HTTP to it through the ASGI transport (responses are read whole, so progress

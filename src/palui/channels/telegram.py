@@ -69,7 +69,9 @@ async def check_token(token: str, api_base: str | None, redact: Redactor) -> dic
         raise PaluiError(f"Telegram is unreachable: {redact(str(e))}") from None
     finally:
         try:
-            await bot.shutdown()
+            # get_me alone never initializes the bot, so bot.shutdown() would leave its HTTP client (and the
+            # connection get_me made) open: close the client that made the request.
+            await bot.request.shutdown()
         except Exception:  # noqa: BLE001 - closing a client that never connected
             pass
     return {"id": me.id, "username": me.username}

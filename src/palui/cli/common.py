@@ -9,6 +9,7 @@ commands from function signatures on every start cost more than most commands ta
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
@@ -123,12 +124,29 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise click.exceptions.Exit(code)
 
 
+@dataclass(frozen=True)
+class Hooks:
+    """What a program that runs the command line in its own process plugs into the service the commands
+    build (``palui.cli.main(argv, hooks=Hooks(...))``; the test suite runs its MCP servers in its process
+    this way). The command line itself never makes one: no option, setting or variable reaches it.
+
+    Attributes:
+        mcp_transport: ``Service(mcp_transport=...)``: called with an MCP server's configuration, it returns
+            the SDK transport to reach it through, or None for the configured one
+            (``palui.connectors.mcp.config.TransportFactory``, which a front end does not import).
+    """
+
+    mcp_transport: Callable[[Any], Any] | None = None
+
+
 def service() -> Service:
-    """The whole service (:class:`palui.service.Service`: a front end calls its parts); a bad configuration
-    exits 1 with its error."""
+    """The whole service (:class:`palui.service.Service`: a front end calls its parts), with the :class:`Hooks`
+    ``main`` was given; a bad configuration exits 1 with its error."""
     from palui.service import Service
 
-    return _started(Service)
+    ctx = click.get_current_context(silent=True)
+    hooks = (ctx.find_object(Hooks) if ctx is not None else None) or Hooks()
+    return _started(lambda: Service(mcp_transport=hooks.mcp_transport))
 
 
 def tools_service() -> ToolsService:

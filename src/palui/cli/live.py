@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import click
+
 if TYPE_CHECKING:
     from palui.cli.client import ServiceClient
     from palui.service.api import Service
@@ -40,4 +42,8 @@ def live_service(svc: Service) -> ServiceClient | None:
         return None
     from palui.cli.client import ServiceClient
 
-    return ServiceClient(info)
+    client = ServiceClient(info)
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:  # its connections close with the command, not only with the process
+        ctx.call_on_close(client.close)
+    return client

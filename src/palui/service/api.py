@@ -8,6 +8,8 @@ does not import every other part (a command imports only what it needs).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from palui.config import Settings
 from palui.service.approvals import ApprovalsPart
 from palui.service.audit import AuditHeadPost, AuditPart
@@ -40,6 +42,9 @@ from palui.service.turns import TurnsPart
 from palui.service.webhooks import WebhooksPart
 from palui.store.db import Database
 
+if TYPE_CHECKING:
+    from palui.connectors.mcp.config import TransportFactory
+
 
 class Service:
     """Palui's service over one ``PALUI_HOME`` (settings + database): its parts, built once.
@@ -52,6 +57,9 @@ class Service:
 
     Args:
         settings: validated settings; ``None`` loads them from the environment.
+        mcp_transport: how MCP connectors reach their servers (the test suite runs its own servers in
+            its process: :data:`~palui.connectors.mcp.config.TransportFactory`); None: their real
+            transports. No setting or command sets it.
 
     Raises:
         ConfigError: the configuration is invalid (Palui refuses to start).
@@ -86,8 +94,8 @@ class Service:
     notifier: Notices  # the person's channel as front ends see it: the inbox, notices, delivery targets
     runtime: Runtime
 
-    def __init__(self, settings: Settings | None = None) -> None:
-        home = Collaborators.open(settings)
+    def __init__(self, settings: Settings | None = None, *, mcp_transport: TransportFactory | None = None) -> None:
+        home = Collaborators.open(settings, mcp_transport)
         self.settings, self.db = home.settings, home.db
         self._clock, self._redecision, self._hub = home.clock, home.redecision, home.hub
         self.notifier = home.notifier

@@ -225,7 +225,8 @@ class MCPConnector(Connector):
         loop = asyncio.get_running_loop()
         self._set_state("connecting")
         session = MCPSession(self.config, stderr_log=log_path(self.env.settings.data_dir, self.id),
-                             on_tools_changed=self._on_tools_changed, label=self.id, oauth=self.signin.oauth())
+                             on_tools_changed=self._on_tools_changed, label=self.id, oauth=self.signin.oauth(),
+                             transport=self.env.mcp_transport)
         try:
             await session.start(max(deadline - loop.time(), 0.001))
             raw = await session.list_tools(max(deadline - loop.time(), 0.001))
