@@ -3,7 +3,7 @@
 1. Turns: the turn of ``turn_overhead.py`` (one ``recall__search_memories`` call + answer, ``script:``
    model) through ``TurnsPart.send``, two ways alternating turn by turn in one process:
 
-   - chained:  ``palui.runner.audit.record`` as shipped (hash over the row and the previous hash, the
+   - chained:  ``palui.store.audit.record`` as shipped (hash over the row and the previous hash, the
                ``audit_head`` file written in the same transaction);
    - plain:    the insert as it was before the chain (one ``INSERT`` in its own transaction).
 
@@ -12,7 +12,7 @@
    chained insert over a plain one (``record`` called directly, alternating, 2,000 times each) times the
    audit rows a turn writes, over the chained turn's p50.
 
-2. Verify: 100,000 chained rows, then ``palui.runner.audit.verify`` timed with ``time.process_time``
+2. Verify: 100,000 chained rows, then ``palui.store.audit.verify`` timed with ``time.process_time``
    (CPU seconds of this process). The target is under 2 s.
 
 Usage: ``.venv/bin/python bench/audit.py [--turns 300] [--rows 100000]``. No thresholds are asserted.
@@ -52,9 +52,8 @@ async def turns(n: int, warmup: int) -> None:
     path.write_text(json.dumps(SCRIPT))
     model = f"script:{path}"
 
-    from palui.runner import audit
     from palui.service import Service
-    from palui.store import memories
+    from palui.store import audit, memories
 
     svc = Service()
     for text in ("buy milk", "dentist on Tuesday", "oat milk, not cow's milk"):
@@ -107,9 +106,8 @@ async def turns(n: int, warmup: int) -> None:
 
 def verify(n_rows: int) -> None:
     fresh_home()
-    from palui.runner import audit
     from palui.service import Service
-    from palui.store import audit_chain
+    from palui.store import audit, audit_chain
 
     svc = Service()
     t0 = time.perf_counter()
@@ -132,7 +130,7 @@ def verify(n_rows: int) -> None:
     result = audit.verify(svc.db)
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     assert result["ok"] and result["rows"] == n_rows, result
-    print(f"  palui.runner.audit.verify over {n_rows:,} rows: {cpu:.2f} s CPU ({wall:.2f} s wall); target < 2 s")
+    print(f"  palui.store.audit.verify over {n_rows:,} rows: {cpu:.2f} s CPU ({wall:.2f} s wall); target < 2 s")
     svc.db.close()
 
 

@@ -1,4 +1,4 @@
-"""What a CLI command costs before it does anything: ``palui --help``, ``palui tools list``, ``python3 -c pass``.
+"""What a CLI command costs before it does anything: ``palui --help``, the read-only commands, ``python3 -c pass``.
 
 Each is a whole process (``python -m palui …`` with the benchmark's interpreter), run in
 turn, round-robin, on one fresh PALUI_HOME (the database and the bytecode caches are made by an
@@ -6,11 +6,14 @@ untimed first run; ``PYTHONDONTWRITEBYTECODE`` is dropped, as a person's shell d
 the process's user + system time (``resource.getrusage(RUSAGE_CHILDREN)``), so machine load
 moves it less than wall time; both are printed. Target (docs/decisions/0085-a-light-cli-start.md): ≤ 0.12 s CPU each.
 
-Usage: ``.venv/bin/python bench/cli_start.py [--runs N] [--callgrind]`` (default 15). Also prints which
+Usage: ``.venv/bin/python bench/cli_start.py [--runs N] [--callgrind [--before CHECKOUT]]`` (default 15). With
+``--before`` (another checkout with its own ``.venv``, e.g. the previous main) the instruction counts of both
+are printed side by side, the two sides run alternately, command by command. Also prints which
 heavy modules each command imported (rich, pydantic, httpx, asyncio, mcp, the model library). With
 ``--callgrind`` each command also runs once under ``valgrind --tool=callgrind`` and its instruction count
 (whole process, the interpreter's start included) is printed: unlike CPU time it does not move with the
-machine's load. Targets in instructions: ``palui --help`` ≤ 250 M, ``palui tools list`` ≤ 300 M.
+machine's load. Targets in instructions: ``palui --help`` and every read-only command (``tools list``,
+``status``, ``approvals list``, ``audit``, ``conversations list``, ``jobs list``) ≤ 250 M.
 """
 
 from __future__ import annotations
@@ -63,7 +66,11 @@ def instructions(args: list[str], env: dict[str, str]) -> int:
     return int(m.group(1))
 
 
-def main(runs: int, callgrind: bool = False) -> None:
+READ_ONLY = (["tools", "list"], ["status"], ["approvals", "list"], ["audit"], ["conversations", "list"],
+             ["jobs", "list"])
+
+
+def main(runs: int, callgrind: bool = False, before: str | None = None) -> None:
     home = tempfile.mkdtemp(prefix="palui-bench-cli-")
     # A person's Python writes bytecode caches on first import; a shell with PYTHONDONTWRITEBYTECODE
     # (this machine's sessions) would make every run compile every module from source instead.
@@ -72,7 +79,7 @@ def main(runs: int, callgrind: bool = False) -> None:
     cases = {
         "python3 -c pass": [sys.executable, "-c", "pass"],
         "palui --help": [sys.executable, "-m", "palui", "--help"],
-        "palui tools list": [sys.executable, "-m", "palui", "tools", "list"],
+        **{"palui " + " ".join(c): [sys.executable, "-m", "palui", *c] for c in READ_ONLY},
     }
     run(cases["palui tools list"], env)  # creates the database (migrations) and the bytecode caches, untimed
     cpu: dict[str, list[float]] = {k: [] for k in cases}
@@ -87,22 +94,35 @@ def main(runs: int, callgrind: bool = False) -> None:
     print(f"CLI start ({time.strftime('%Y-%m-%d %H:%M')}, {runs} runs each, python {sys.version.split()[0]}, "
           f"{os.cpu_count()} cpu, load average {os.getloadavg()[0]:.1f})")
     base = statistics.median(cpu["python3 -c pass"])
-    print(f"  {'':<20}{'CPU median':>12}{'CPU min':>10}{'wall median':>13}{'x pass':>9}")
+    print(f"  {'':<28}{'CPU median':>12}{'CPU min':>10}{'wall median':>13}{'x pass':>9}")
     for name in cases:
         m, w = statistics.median(cpu[name]), statistics.median(wall[name])
-        print(f"  {name:<20}{m * 1000:>10.0f}ms{min(cpu[name]) * 1000:>8.0f}ms{w * 1000:>11.0f}ms{m / base:>8.1f}x")
-    for name, cmd in (("palui --help", ["--help"]), ("palui tools list", ["tools", "list"])):
+        print(f"  {name:<28}{m * 1000:>10.0f}ms{min(cpu[name]) * 1000:>8.0f}ms{w * 1000:>11.0f}ms{m / base:>8.1f}x")
+    for name, cmd in (("palui --help", ["--help"]), *(("palui " + " ".join(c), c) for c in READ_ONLY)):
         print(f"  {name} imports: {', '.join(imported(cmd, env)) or 'none of ' + json.dumps(HEAVY)}")
     if callgrind:
-        print("  instructions (callgrind, one run each):")
+        other = None
+        if before:  # the same commands with the other checkout's interpreter and sources, on a home of its own
+            other_home = tempfile.mkdtemp(prefix="palui-bench-cli-before-")
+            other = {**env, "PALUI_HOME": other_home, "PYTHONPATH": os.path.join(before, "src")}
+            py = os.path.join(before, ".venv", "bin", "python")
+            run([py, "-m", "palui", "tools", "list"], other)  # its database and bytecode caches, untimed
+        print(f"  instructions (callgrind, one run each; load average {os.getloadavg()[0]:.1f}):"
+              + (f"  this checkout | {before}" if before else ""))
         for name, args in cases.items():
-            print(f"  {name:<20}{instructions(args, env) / 1e6:>10.0f} M")
+            mine = instructions(args, env) / 1e6
+            if other is None:
+                print(f"  {name:<28}{mine:>10.0f} M")
+                continue
+            theirs = instructions([py, *args[1:]], other) / 1e6
+            print(f"  {name:<28}{mine:>10.0f} M {theirs:>10.0f} M {mine / theirs:>7.2f}x")
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=quick(15, 1))
     ap.add_argument("--callgrind", action="store_true", help="also count instructions (valgrind, one run each)")
+    ap.add_argument("--before", help="with --callgrind: another checkout (its .venv) measured beside this one")
     ap.add_argument("--quick", action="store_true", help=QUICK_HELP)
     a = ap.parse_args()
-    main(a.runs, a.callgrind)
+    main(a.runs, a.callgrind, a.before)

@@ -28,10 +28,10 @@ FRONT_END_FORBIDDEN = ("palui.runner", "palui.store", "palui.models", "palui.con
 FRONT_END_FORBIDDEN_ATTRIBUTES = ("db", "hub", "clock", "turn_tasks", "scheduler", "redecision")
 FRONT_END_FORBIDDEN_SUFFIX = "_part"
 # How a front end holds the service: ``svc`` (a parameter or a local), ``self.svc`` / ``self._svc``, or the call
-# that hands it over (the CLI's ``service()`` / ``tools_service()``, a route's ``service_of(request)``, a page's
+# that hands it over (the CLI's ``service()`` / ``read_service()``, a route's ``service_of(request)``, a page's
 # ``svc_of(request)``).
 SERVICE_NAMES = ("svc",)
-SERVICE_CALLS = ("service", "tools_service", "service_of", "svc_of")
+SERVICE_CALLS = ("service", "read_service", "service_of", "svc_of")
 SERVICE_SIDE = ("palui.service", *FRONT_ENDS)
 POLICY_STDLIB = {"__future__", "math", "re", "collections", "dataclasses", "typing", "unicodedata"}
 #: A policy module that may import a library besides these, and which: the argument check validates against a

@@ -258,7 +258,7 @@ def test_rows_written_before_the_chain_are_chained_by_the_migration(home):
     finally:
         db_mod.MIGRATIONS = orig
     d = db_mod.Database(path)  # migrations 25 and 26 run now
-    from palui.runner import audit
+    from palui.store import audit
 
     result = audit.verify(d)
     assert result["ok"] and result["rows"] == 3, result
@@ -322,9 +322,8 @@ def test_a_row_relabelled_with_another_chain_version_is_named(cli, logged):
 
 
 def test_an_upgraded_home_counts_the_rows_it_had_and_old_rows_verify_as_version_1(home):
-    from palui.runner import audit
+    from palui.store import audit, migrations
     from palui.store import db as db_mod
-    from palui.store import migrations
     from palui.store.audit_chain import Head, head_path, write_head
     from palui.store.migrations_integrity import AUDIT_STATE
 

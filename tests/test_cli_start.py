@@ -135,19 +135,65 @@ def test_option_values_are_converted_as_before(cli):
 
 
 def test_the_light_service_answers_as_the_full_one(home):
-    # `palui tools list` builds the tools part alone (start cost): its public attributes are the full service's
-    # of the same names and classes, so whatever a front end calls on them answers as on the full service; a
-    # part composed over others (connectors: the MCP servers as the person sees them) is not on it at all.
+    # The read-only commands build the read parts alone (start cost): each is the full service's part of the same
+    # name and class, or the read part that full part answers its listing through, so whatever a front end calls
+    # on them answers as on the full service; a part composed over others (connectors: the MCP servers as the
+    # person sees them) is not on it at all.
     from palui.service import Service
-    from palui.service.light import LIGHT_PARTS, ToolsService
+    from palui.service.light import LIGHT_PARTS, READ_PARTS, ReadService
 
-    full, light = Service(), ToolsService()
-    assert [n for n in vars(light) if not n.startswith("_")] == ["settings", "db", *LIGHT_PARTS]
+    full, light = Service(), ReadService()
+    assert [n for n in vars(light) if not n.startswith("_")] == ["settings", "db", "tools"]
     for name in LIGHT_PARTS:
         assert type(getattr(full, name)) is type(getattr(light, name)), name
+    for name in READ_PARTS:
+        assert type(getattr(full, name).reads) is type(getattr(light, name)), name
     assert not hasattr(light, "connectors")
     full.db.close()
     light.db.close()
     src = (Path(__file__).parent.parent / "src" / "palui").rglob("*.py")
-    calls = {m for p in src for m in re.findall(r"tools_service\(\)\.(\w+)", p.read_text())}
-    assert calls and calls <= set(LIGHT_PARTS), calls
+    calls = {m for p in src for m in re.findall(r"read_service\(\)\.(\w+)", p.read_text())}
+    assert calls and calls <= {*LIGHT_PARTS, *READ_PARTS}, calls
+
+
+#: What no read-only command may import: the runner, the MCP connectors and SDK, the model library and the
+#: providers' SDKs (docs/decisions/0085-a-light-cli-start.md).
+NOT_READ = ("palui.runner", "palui.connectors.mcp", "mcp", "pydantic_ai", "openai", "anthropic")
+
+READ_ONLY = [("tools", "list"), ("status",), ("approvals", "list"), ("audit",), ("conversations", "list"),
+             ("jobs", "list"), ("status", "--json"), ("approvals", "list", "--all")]
+
+IN_PROCESS = """
+import json, sys
+sys.argv = ["palui", *json.loads(sys.argv[1])]
+from palui.cli import main
+try:
+    main()
+finally:
+    print("MODULES " + json.dumps(sorted(m for m in sys.modules if m in NOT_READ or m.split(".")[0] in NOT_READ)),
+          file=sys.stderr)
+"""
+
+
+def not_read_imported(home, *args: str) -> list[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PALUI_")}
+    env["PALUI_HOME"] = str(home)
+    code = f"NOT_READ = {NOT_READ!r}\n" + IN_PROCESS
+    r = subprocess.run([sys.executable, "-c", code, json.dumps(args)], capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    line = next(x for x in r.stderr.splitlines() if x.startswith("MODULES "))
+    return json.loads(line.removeprefix("MODULES "))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", READ_ONLY, ids=" ".join)
+def test_read_only_commands_import_no_runner_connector_or_model_code(home, args):
+    assert not_read_imported(home, *args) == []
+
+
+@pytest.mark.slow
+def test_the_read_probe_sees_the_runner(home):
+    # `palui connectors list` builds the whole service: the probe must notice its runner import (else the test
+    # above could not fail).
+    assert "palui.runner" in not_read_imported(home, "connectors", "list")

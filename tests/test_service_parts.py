@@ -42,7 +42,8 @@ def test_the_shared_collaborators_are_private(svc):
 
 
 def test_each_part_is_built_once_and_shared(svc):
-    assert svc.status.connectors_part is svc.connectors
+    assert svc.status.tools_part is svc.tools
+    assert svc.approvals.reads.db is svc.db and svc.jobs.reads.clock is svc.jobs.clock
     assert svc.turns.status_part is svc.status
     assert svc.live.turn_tasks is svc._turn_tasks is svc.runtime.turn_tasks
     assert svc.runtime.tasks is svc._turn_tasks.tasks

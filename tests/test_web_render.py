@@ -175,7 +175,7 @@ def test_adding_an_unreachable_mcp_server_stores_nothing_and_says_why(svc, clien
 
 
 def test_audit_page_filters_by_decision_and_tainted(svc, client):
-    from palui.runner import audit
+    from palui.store import audit
 
     for tool, verdict, tainted in (("web__fetch_page", "run", False), ("recall__add_memory", "ask", True),
                                    ("tasks__delete_task", "unavailable", False)):

@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-import httpx
-
 from palui.config import Settings
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
@@ -139,6 +137,8 @@ def find_service(settings: Settings, timeout: float = 2.0) -> ServiceInfo | None
         return None
     connect_host = "127.0.0.1" if host in ("0.0.0.0", "", "localhost") else ("[::1]" if host in ("::", "::1") else host)
     url = f"http://{connect_host}:{port}"
+    import httpx  # here: a command with no service running asks nothing (docs/decisions/0085-a-light-cli-start.md)
+
     try:
         r = httpx.get(url + "/api/health", timeout=timeout)  # public: no token sent yet
         if r.status_code != 200 or r.json().get("service") != "palui" or r.json().get("pid") != pid:

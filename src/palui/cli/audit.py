@@ -7,7 +7,7 @@ import json
 import click
 
 from palui.cli import render
-from palui.cli.common import LIMIT, app, emit_json, service, table
+from palui.cli.common import LIMIT, app, emit_json, read_service, service, table
 from palui.text.display import shown
 from palui.text.when import local
 
@@ -22,7 +22,7 @@ def audit_app(ctx: click.Context, turn: str | None, limit: int, as_json: bool) -
     """The tool-call log: decision, reason and outcome of every call (``verify`` and ``export`` below)."""
     if ctx.invoked_subcommand is not None:
         return
-    svc = service()
+    svc = read_service()
     rows = svc.audit.rows(turn, limit)
     if as_json:
         return emit_json(rows)

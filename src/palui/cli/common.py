@@ -20,7 +20,7 @@ from palui.text.display import json_safe, shown
 
 if TYPE_CHECKING:
     from palui.service.api import Service
-    from palui.service.light import ToolsService
+    from palui.service.light import ReadService
 
 S = TypeVar("S")
 
@@ -149,14 +149,15 @@ def service() -> Service:
     return _started(lambda: Service(mcp_transport=hooks.mcp_transport))
 
 
-def tools_service() -> ToolsService:
-    """The tools part alone (:class:`palui.service.light.ToolsService`), for commands that only read
-    the catalog: it starts with a third of the imports of :func:`service`
-    (docs/decisions/0085-a-light-cli-start.md). Its parts (``LIGHT_PARTS``) are the full service's of the
-    same names and classes."""
-    from palui.service.light import ToolsService
+def read_service() -> ReadService:
+    """The read parts alone (:class:`palui.service.light.ReadService`), for the read-only commands (``tools
+    list``, ``status``, ``approvals list``, ``audit``, ``conversations list``, ``jobs list``): it starts without
+    the runner, the connectors' code or the model library (docs/decisions/0085-a-light-cli-start.md), and
+    builds only the part the command reads. Its parts are the full service's of the same names and classes, or
+    the read part the full one answers through (``LIGHT_PARTS``, ``READ_PARTS``)."""
+    from palui.service.light import ReadService
 
-    return _started(ToolsService)
+    return _started(ReadService)
 
 
 def _started(cls: Callable[[], S]) -> S:

@@ -7,7 +7,7 @@ import time
 
 import click
 
-from palui.cli.common import LIMIT, emit_json, group, service, table
+from palui.cli.common import LIMIT, emit_json, group, read_service, service, table
 from palui.text.display import shown
 from palui.text.when import local, relative
 
@@ -25,7 +25,7 @@ def channel_word(channel: str | None) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def conversations_list(limit: int, channel: str | None, as_json: bool) -> None:
     """Conversations, newest first, with their channel, turns, taint and first message."""
-    svc = service()
+    svc = read_service()
     rows = svc.conversations.list(limit, channel=channel)
     if as_json:
         return emit_json(rows)

@@ -15,6 +15,7 @@ import click
 if TYPE_CHECKING:
     from palui.cli.client import ServiceClient
     from palui.service.api import Service
+    from palui.service.light import ReadService
 
 T = TypeVar("T")
 
@@ -33,7 +34,7 @@ def run_async(svc: Service, coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(wrapper())
 
 
-def live_service(svc: Service) -> ServiceClient | None:
+def live_service(svc: Service | ReadService) -> ServiceClient | None:
     """A client for the service running on this PALUI_HOME, or None (then the turn runs in-process)."""
     from palui.server.discovery import find_service
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from palui.cli.common import connectors_app, emit_json, fail, policy_app, service, table, tools_app, tools_service
+from palui.cli.common import connectors_app, emit_json, fail, policy_app, read_service, service, table, tools_app
 from palui.errors import UsageError
 from palui.text.confusables import skeleton
 from palui.text.review import visible
@@ -38,7 +38,7 @@ def connectors_list(as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def tools_list(connector: str | None, as_json: bool) -> None:
     """List tools: model-visible name, class and its source, switch, flags."""
-    rows = tools_service().tools.list(connector)
+    rows = read_service().tools.list(connector)
     for r in rows:  # a stored row that did not read: named, with the fix (spec §2: read as unknown)
         if r.unreadable_notice:
             click.echo(f"notice: {r.unreadable_notice}", err=True)

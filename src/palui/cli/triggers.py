@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from palui.cli import render
-from palui.cli.common import Setting, emit_json, group, service, table
+from palui.cli.common import Setting, emit_json, group, read_service, service, table
 from palui.cli.live import live_service, run_async
 from palui.cli.turns import finish_turn
 
@@ -47,7 +47,7 @@ def jobs_add(name: str, cron: str, prompt: str, token_cap: int | None, tz: str |
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def jobs_list(as_json: bool) -> None:
     """List jobs: schedule, next run, last run and its status, tokens today against the job's cap."""
-    rows = service().jobs.list()
+    rows = read_service().jobs.list()
     if as_json:
         return emit_json(rows)
     if not rows:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from palui.cli import render
-from palui.cli.common import CLEAN, LIMIT, app, emit_json, fail, group, service
+from palui.cli.common import CLEAN, LIMIT, app, emit_json, fail, group, read_service, service
 from palui.cli.live import live_service, run_async
 from palui.errors import ModelConfigError
 from palui.text.display import shown, shown_json
@@ -130,7 +130,7 @@ def questions_for(svc: Service, client: ServiceClient | None) -> TerminalQuestio
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def approvals_list(all_: bool, limit: int, before: str | None, as_json: bool) -> None:
     """List pending approvals (with --all, every approval: newest first, --limit at a time)."""
-    svc = service()
+    svc = read_service()
     rows = svc.approvals.list("pending") if not all_ else svc.approvals.list(None, limit=limit, before=before)
     if as_json:
         return emit_json(rows)
@@ -210,7 +210,7 @@ def approvals_deny(approval_id: str, reason: str | None, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def status_cmd(as_json: bool) -> None:
     """Model, tokens today against the caps, runs in the last hour, pause, connectors, approvals."""
-    svc = service()
+    svc = read_service()
     client = live_service(svc)
     s: Status = client.get("/api/status") if client else svc.status.get()  # the service's view when one runs
     if as_json:

@@ -26,9 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from palui.runner import approvals, caps, redecide
+from palui.runner import approvals, caps
 from palui.runner.offer import usable_tool
 from palui.runner.pending import CallState, PendingCall, args_hash
+from palui.store import redecide
 from palui.text.prompts import approval_prompt
 from palui.text.when import stamped
 from palui.types import ApprovalStatus, Decision

@@ -11,18 +11,17 @@ import json
 import sqlite3
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC
 from typing import TYPE_CHECKING, Any, cast
 
 from palui.connectors.registry import canonical_json
 from palui.errors import ApprovalError, NotFound, UsageError
 from palui.runner import elicitations as questions
-from palui.runner import expiry_bound
 from palui.runner.pending import args_hash
 from palui.runner.state import new_id
+from palui.store import expiry_bound
+from palui.store.approval_rows import as_dict as as_dict  # the listed shape (re-exported)
 from palui.store.db import Database
 from palui.text.display import named
-from palui.text.strict_json import finite
 from palui.types import ApprovalStatus
 
 if TYPE_CHECKING:
@@ -79,28 +78,6 @@ def create(db: Database, *, turn_id: str, conversation_id: str, call: Mapping[st
              now + expiry_seconds),
         )
     return get(db, aid)
-
-
-def as_dict(r: sqlite3.Row) -> TurnApproval:
-    """The ``palui approvals list --json`` shape. Arguments an earlier Palui stored with ``NaN`` or ``Infinity``
-    (its row is hashed: never rewritten) are shown with those numbers as strings (spec §10.1)."""
-    return {
-        "id": r["id"], "turn": r["turn_id"], "origin": r["origin"], "tool": r["tool"],
-        "args": finite(json.loads(r["args_json"])), "class": r["class"], "class_source": r["class_source"],
-        "reason": r["reason"], "status": r["status"], "created_at": _iso(r["created_at"]),
-        "expires_at": expiry_bound.iso(r["created_at"], r["expires_at"]),
-        "untrusted_args": finite(json.loads(r["untrusted_args"])),
-        "tool_call_id": r["tool_call_id"], "args_hash": r["args_hash"], "used": bool(r["used"]),
-        "answered_via": r["answered_via"], "cancel_reason": r["cancel_reason"],
-        "answered_at": _iso(r["answered_at"]) if r["answered_at"] else None,
-        "deny_reason": r["deny_reason"] if "deny_reason" in r.keys() else None,
-    }
-
-
-def _iso(t: float) -> str:
-    from datetime import datetime
-
-    return datetime.fromtimestamp(t, UTC).isoformat()
 
 
 def get(db: Database, aid: str) -> TurnApproval:

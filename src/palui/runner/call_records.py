@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 
 from palui.connectors.base import ToolResult
 from palui.policy.matrix import decide
-from palui.runner import audit
 from palui.runner import elicitations as questions
 from palui.runner.offer import usable_tool
 from palui.runner.pending import CallState, PendingCall, args_hash
 from palui.runner.state import Turn
+from palui.store import audit
 from palui.store.tools import ToolRow
 from palui.types import NEEDS_TASKS
 

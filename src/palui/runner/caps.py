@@ -1,4 +1,5 @@
-"""Usage and run counters behind the global caps (spec §6). Writes go through ``db.write``.
+"""The global caps' verdicts over the usage and run counters (spec §6; the counters are
+:mod:`palui.store.usage`).
 
 Every read here costs the same whatever the history (docs/decisions/0072-cap-counters-kept-by-triggers.md):
 tokens come from the running totals in ``usage_days`` and turn starts from the per-minute counts in
@@ -16,26 +17,18 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from palui.store.db import Database
+from palui.store.usage import cached_today as cached_today  # the counters, re-exported for the runner's callers
+from palui.store.usage import day, runs_since, tokens_on, tokens_today
+from palui.store.usage import next_day as next_day
+from palui.store.usage import record_usage as record_usage
+from palui.store.usage import runs_last_hour as runs_last_hour
+from palui.store.usage import waiting_for_tokens as waiting_for_tokens
+from palui.store.usage import window_frees_at as window_frees_at
+from palui.store.usage import zone as zone
 
 if TYPE_CHECKING:
-    from zoneinfo import ZoneInfo
-
     from palui.config import Settings
     from palui.policy.caps import CapLimits, CapVerdict
-
-
-def zone(name: str | None) -> ZoneInfo | None:
-    """The caps time zone (None = the system zone)."""
-    if not name:
-        return None
-    from zoneinfo import ZoneInfo
-
-    return ZoneInfo(name)
-
-
-def day(now: float, tz: ZoneInfo | None) -> str:
-    """``YYYY-MM-DD`` of ``now`` (epoch seconds) in ``tz``."""
-    return datetime.fromtimestamp(now, tz).astimezone(tz).strftime("%Y-%m-%d")
 
 
 def limits(settings: Settings) -> CapLimits:
@@ -49,7 +42,7 @@ def limits(settings: Settings) -> CapLimits:
                      webhook_runs_per_hour=settings.caps.webhook_runs_per_hour)
 
 
-def input_tokens(c: sqlite3.Connection, input_chars: int, conversation_id: str, created_at: float) -> int:
+def inputtokens_on(c: sqlite3.Connection, input_chars: int, conversation_id: str, created_at: float) -> int:
     """A turn's estimated input in tokens (spec §6.5): the characters of its message and of the history sent
     with it (:func:`palui.runner.state.history_chars`), 4 characters a token, read on connection ``c``."""
     from palui.runner.state import history_chars
@@ -70,19 +63,19 @@ def verdict_in_tx(c: sqlite3.Connection, turn_row: sqlite3.Row | Mapping[str, An
 
     tz = zone(settings.caps.timezone)
     today = day(now, tz)
-    tokens = _tokens(c, today, "")
-    runs = _runs_since(c, now - 3600)
+    tokens = tokens_on(c, today, "")
+    runs = runs_since(c, now - 3600)
     job_tokens = webhook_runs = None
     lim = limits(settings)
     if turn_row["job_id"]:
-        job_tokens = _tokens(c, today, turn_row["job_id"])
+        job_tokens = tokens_on(c, today, turn_row["job_id"])
         if job_cap is not None:
             lim = replace(lim, job_daily_tokens=job_cap)
     if turn_row["origin"] == "webhook":
         webhook_runs = c.execute("SELECT COUNT(*) FROM runs WHERE time > ? AND origin = 'webhook'",
                                  (now - 3600,)).fetchone()[0]
     stored = "input" in turn_row.keys()
-    size = (input_tokens(c, len(turn_row["input"] or ""), turn_row["conversation_id"], turn_row["created_at"])
+    size = (inputtokens_on(c, len(turn_row["input"] or ""), turn_row["conversation_id"], turn_row["created_at"])
             if stored else 0)
     verdict = admit(lim, runs_last_hour=runs, tokens_today=tokens, job_tokens_today=job_tokens,
                     webhook_runs_last_hour=webhook_runs, input_tokens=size)
@@ -93,103 +86,6 @@ def verdict_in_tx(c: sqlite3.Connection, turn_row: sqlite3.Row | Mapping[str, An
 
         return CapVerdict(False, DAILY_TOKENS)
     return verdict
-
-
-def waiting_for_tokens(c: sqlite3.Connection, before: float | None = None) -> bool:
-    """Whether Palui is paused by the daily token cap with a turn waiting for room: a new turn queued (never
-    counted as a run) created before ``before`` (any, when None), read on connection ``c``."""
-    from palui.policy.caps import DAILY_TOKENS
-    from palui.runner.state import PAUSE_KEY
-
-    pause = c.execute("SELECT value FROM kv WHERE key = ?", (PAUSE_KEY,)).fetchone()
-    if pause is None or pause[0] != DAILY_TOKENS:
-        return False
-    return c.execute("SELECT 1 FROM turns t WHERE t.status = 'queued' AND t.created_at < ? AND NOT EXISTS"
-                     " (SELECT 1 FROM runs r WHERE r.turn_id = t.id) LIMIT 1",
-                     (float("inf") if before is None else before,)).fetchone() is not None
-
-
-def _tokens(c: sqlite3.Connection, today: str, job_id: str) -> int:
-    """Tokens counted on ``today`` for every turn (``job_id`` ``""``) or for one job: one counter row."""
-    r = c.execute("SELECT tokens FROM usage_days WHERE day = ? AND job_id = ?", (today, job_id)).fetchone()
-    return int(r[0]) if r else 0
-
-
-def _runs_since(c: sqlite3.Connection, start: float) -> int:
-    """Turn starts with ``time > start`` (epoch seconds), exactly: the whole minutes after the one
-    holding ``start`` from their counters (at most 61 rows for the sliding hour), plus the rows of
-    that first minute counted one by one. The minute of a time is computed by SQLite as the
-    triggers compute it, so a run on a minute's edge is never counted twice or missed."""
-    first = c.execute("SELECT CAST(? / 60 AS INTEGER)", (start,)).fetchone()[0]
-    whole = c.execute("SELECT COALESCE(SUM(runs), 0) FROM run_minutes WHERE minute > ?", (first,)).fetchone()[0]
-    edge = c.execute("SELECT COUNT(*) FROM runs WHERE time > ? AND time < ? AND CAST(time / 60 AS INTEGER) = ?",
-                     (start, start + 61, first)).fetchone()[0]
-    return int(whole) + int(edge)
-
-
-def record_usage(db: Database, *, turn_id: str, job_id: str | None, tokens: int, tz: ZoneInfo | None,
-                 now: float | None = None, cached: int = 0, weight: float | None = None) -> None:
-    """Count ``tokens`` against today (the counters follow in the same transaction): what the caps count of one
-    request (:func:`palui.policy.caps.counted_tokens`). ``cached``: its cache-read input tokens, kept apart with
-    the ``weight`` they were counted at (spec §6.4)."""
-    now = time.time() if now is None else now
-    if tokens <= 0 and cached <= 0:
-        return
-    with db.write() as c:
-        c.execute("INSERT INTO usage (time, day, turn_id, job_id, tokens, cached_tokens, cached_weight)"
-                  " VALUES (?,?,?,?,?,?,?)", (now, day(now, tz), turn_id, job_id, max(tokens, 0), max(cached, 0),
-                                              weight if cached > 0 else None))
-
-
-def cached_today(db: Database, tz: ZoneInfo | None, job_id: str | None = None, now: float | None = None) -> int:
-    """Cache-read input tokens of today's requests in ``tz`` (all turns, or one job's): the part of
-    :func:`tokens_today` that counted at its weight (spec §6.4), one counter row."""
-    now = time.time() if now is None else now
-    r = db.one("SELECT cached_tokens FROM usage_days WHERE day = ? AND job_id = ?", (day(now, tz), job_id or ""))
-    return int(r[0]) if r else 0
-
-
-def tokens_today(db: Database, tz: ZoneInfo | None, job_id: str | None = None, now: float | None = None) -> int:
-    """Tokens counted today in ``tz`` (all turns, or one job's): one counter row, whatever the history."""
-    now = time.time() if now is None else now
-    with db.read() as c:
-        return _tokens(c, day(now, tz), job_id or "")
-
-
-def runs_last_hour(db: Database, now: float | None = None, origin: str | None = None) -> int:
-    """Turn starts in the sliding hour before ``now`` (spec §6): of every origin from the per-minute
-    counters; of one ``origin`` (the webhook share) by its index, bounded by that share's cap."""
-    now = time.time() if now is None else now
-    if origin is None:
-        with db.read() as c:
-            return _runs_since(c, now - 3600)
-    return int(db.row("SELECT COUNT(*) FROM runs WHERE time > ? AND origin = ?", (now - 3600, origin))[0])
-
-
-def next_day(tz: ZoneInfo | None, now: float | None = None) -> str:
-    """ISO time of the next midnight in ``tz`` (when the daily token cap frees)."""
-    from datetime import timedelta
-
-    now = time.time() if now is None else now
-    d = datetime.fromtimestamp(now, tz).astimezone(tz)
-    midnight = (d + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
-    return midnight.isoformat()
-
-
-def window_frees_at(db: Database, limit: int, now: float | None = None, origin: str | None = None) -> str | None:
-    """ISO time when the sliding hour has room for one more run (of ``origin`` only, when given:
-    the webhook share), or None when it has room now."""
-
-    now = time.time() if now is None else now
-    if origin is None:
-        rows = db.all("SELECT time FROM runs WHERE time > ? ORDER BY time DESC LIMIT 1 OFFSET ?",
-                      (now - 3600, limit - 1))
-    else:
-        rows = db.all("SELECT time FROM runs WHERE time > ? AND origin = ? ORDER BY time DESC LIMIT 1 OFFSET ?",
-                      (now - 3600, origin, limit - 1))
-    if not rows:
-        return None
-    return datetime.fromtimestamp(rows[0][0] + 3600, UTC).isoformat()
 
 
 def inflight_cap(db: Database, settings: Settings, job_id: str | None, job_cap: int | None) -> str | None:
@@ -216,7 +112,7 @@ def never_fits(db: Database, settings: Settings, input_chars: int, conversation_
     from palui.policy.caps import DAILY_TOKENS, JOB_TOKENS, too_big
 
     with db.read() as c:
-        size = input_tokens(c, input_chars, conversation_id, created_at)
+        size = inputtokens_on(c, input_chars, conversation_id, created_at)
     lim = limits(settings)
     if job_cap is not None:
         lim = replace(lim, job_daily_tokens=job_cap)

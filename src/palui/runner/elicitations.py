@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 from palui.connectors.base import Question, Reply
 from palui.errors import ApprovalError, NotFound, UsageError
-from palui.runner import expiry_bound, secret_answers
+from palui.runner import secret_answers
 from palui.runner.state import OWNER, new_id, owner_alive
+from palui.store import expiry_bound
 from palui.store.db import Database
 from palui.text.elicitation import fields, url_host
 from palui.text.secret_fields import secret_fields

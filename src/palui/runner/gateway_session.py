@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from palui.connectors.base import ToolResult
-from palui.runner import gateway_pause
 from palui.runner import state as st
 from palui.runner.call_history import ClientHistory
 from palui.runner.call_options import CallOptions
@@ -42,6 +41,7 @@ from palui.runner.pending import CallState, read_call
 from palui.runner.state import EarlierTurns, Turn
 from palui.runner.stop_guard import StopGuard, StopRequested
 from palui.runner.turn_events import TurnEvents
+from palui.store import gateway_pause
 
 if TYPE_CHECKING:
     from palui.runner.call_options import Progress

@@ -27,10 +27,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from palui.connectors.base import Ask, InputRequired, Question, Reply, Resume
-from palui.runner import audit, caps, redecide
+from palui.runner import caps
 from palui.runner import elicitations as store
 from palui.runner.offer import usable_tool
 from palui.runner.pending import CallState, PendingCall, args_hash
+from palui.store import audit, redecide
 from palui.text.elicitation import question_text, schema_problem
 from palui.text.secret_fields import refusal_notice, secret_fields
 from palui.text.when import stamped

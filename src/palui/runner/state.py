@@ -19,6 +19,7 @@ from palui.policy.caps import WEBHOOK_RUNS_PER_HOUR
 from palui.runner.pending import PendingCall, from_stored
 from palui.store import ids
 from palui.store.db import Database
+from palui.store.usage import PAUSE_KEY as PAUSE_KEY  # kv key of the global pause (spec §6)
 from palui.types import Origin, TurnStatus
 
 if TYPE_CHECKING:
@@ -192,7 +193,6 @@ class Claim:
     paused_now: str | None = None
 
 
-PAUSE_KEY = "pause"  # kv key of the global pause (spec §6)
 WEBHOOK_HOLD_KEY = "webhook_hold"  # kv key of the webhook share's hold (spec §6.6): webhook turns only
 LIVE_STATUSES = ("running", "awaiting_approval", "queued")
 

@@ -116,7 +116,7 @@ class Service:
         self.channels = ChannelsPart(db, settings, notifier, clock)
         self.outbox = OutboxPart(db, settings, clock)
         self.mail_records = MailRecordsPart(db, clock)
-        self.status = StatusPart(db, settings, hub, notifier, clock, self.connectors, self.channels)
+        self.status = StatusPart(db, settings, hub, notifier, clock, self.tools, self.channels)
         self.turns = TurnsPart(db, settings, hub, notifier, clock, self.tools, self.status, self._turn_tasks)
         self.conversations = ConversationsPart(db, self.turns, self.status)
         self.elicitations = ElicitationsPart(db, self.conversations, self.turns)

@@ -13,16 +13,17 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from palui.errors import ApprovalError, NotFound, UsageError
-from palui.runner import approvals, redecide
+from palui.runner import approvals
 from palui.service.conversations import ConversationsPart
 from palui.service.elicitations import ElicitationsPart
 from palui.service.notifier import Notifier
+from palui.service.reads import PAGE, ApprovalReads, shown_approval
 from palui.service.turn_tasks import EventSink
 from palui.service.turns import TurnsPart
-from palui.store import ids, scope_requests
+from palui.store import ids, redecide, scope_requests
 from palui.store.db import Database
 
 if TYPE_CHECKING:
@@ -30,16 +31,6 @@ if TYPE_CHECKING:
 
 #: Where an answer may come from: a front end, or a chat channel's name (``telegram``, ``matrix-home``).
 VIA = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
-#: Approvals on one page of a listing (newest first), and the most one page may hold.
-PAGE, MAX_PAGE = 100, 1000
-
-
-def _shown(a: Approval, row: Any, now: float) -> Approval:
-    """``a`` as the person sees it at ``now``: a pending approval past its expiry is expired (spec §5.5)
-    whether or not the service's sweep has marked it yet."""
-    if row is not None and row["status"] == "pending" and row["expires_at"] <= now:
-        return {**a, "status": "expired"}
-    return a
 
 
 class ApprovalsPart:
@@ -59,6 +50,7 @@ class ApprovalsPart:
         self.db = db
         self.notifier = notifier
         self.redecide = redecide
+        self.reads = ApprovalReads(db, redecide)
         self.conversations_part = conversations_part
         self.elicitations_part = elicitations_part
         self.turns_part = turns_part
@@ -68,39 +60,9 @@ class ApprovalsPart:
         approvals.sweep(self.db)
 
     def list(self, status: str | None = "pending", limit: int = PAGE, before: str | None = None) -> list[Approval]:
-        """Approvals as the person lists them (spec §5); pending ones are decided again first, so a tool switched
-        off meanwhile no longer shows an approval that could run (this writes only when one must be cancelled).
-
-        ``status="pending"``: what waits, ``status = 'pending' AND expires_at > now``, oldest first (they expire
-        first); one past its expiry counts as expired (the service's sweep marks it so) and is not listed.
-        Any other status, or None (every approval): newest first, at most ``limit`` (1-1,000), older than the
-        approval ``before`` when given (the next page: pass the last id of this one). Each read is a search of an
-        index, whatever the history (docs/decisions/0154-reads-bounded.md). Raises UsageError for a bad
-        ``limit`` or an unknown ``before``."""
-        self.redecide()
-        now = time.time()
-        sql = "SELECT a.*, t.conversation_id FROM approvals a LEFT JOIN turns t ON t.id = a.turn_id"
-        if status == "pending":
-            rows = self.db.all(sql + " WHERE a.status = 'pending' AND a.expires_at > ? ORDER BY a.created_at, a.id",
-                               (now,))
-        else:
-            if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
-                raise UsageError(f"a page of approvals holds 1 to {MAX_PAGE:,}")
-            where: list[str] = []
-            params: list[Any] = []
-            if status:
-                where.append("a.status = ?")
-                params.append(status)
-            if before is not None:
-                b = self.db.one("SELECT created_at, rowid FROM approvals WHERE id = ?", (before,))
-                if b is None:
-                    raise UsageError(f"unknown approval {before!r} to list from")
-                where.append("(a.created_at < ? OR (a.created_at = ? AND a.rowid < ?))")
-                params += [b[0], b[0], b[1]]
-            clause = f" WHERE {' AND '.join(where)}" if where else ""
-            # (created_at, rowid) is the order of the approvals_created index: a walk of the page, no sort.
-            rows = self.db.all(sql + clause + " ORDER BY a.created_at DESC, a.rowid DESC LIMIT ?", (*params, limit))
-        return [_shown({**approvals.as_dict(r), "conversation": r["conversation_id"]}, r, now) for r in rows]
+        """:meth:`palui.service.reads.ApprovalReads.list` (the same query, which ``palui approvals list`` runs
+        without the rest of the service)."""
+        return self.reads.list(status, limit, before)
 
     def waiting(self) -> int:
         """How many approvals and servers' questions wait for the person now (the web page's nav count): pending
@@ -118,7 +80,7 @@ class ApprovalsPart:
         approval_id = ids.resolve(self.db, approval_id)
         a = approvals.get(self.db, approval_id)
         r = self.db.one("SELECT status, expires_at FROM approvals WHERE id = ?", (approval_id,))
-        return _shown({**a, "conversation": self.conversations_part.of_turn(a["turn"])}, r, time.time())
+        return shown_approval({**a, "conversation": self.conversations_part.of_turn(a["turn"])}, r, time.time())
 
     def find(self, approval_id: str) -> Approval | None:
         """:meth:`get`, or None for an unknown id (a forged button)."""
@@ -134,7 +96,7 @@ class ApprovalsPart:
         ``reason`` (a denial's, at most 1,000 characters: ``/deny ID REASON``) is told to the model
         as the denial (spec §8).
 
-        An approve is decided again (:mod:`palui.runner.redecide`): a tool switched off, flagged
+        An approve is decided again (:mod:`palui.store.redecide`): a tool switched off, flagged
         for review, removed, or now ``unavailable``/``off`` for the turn cancels the approval with
         that reason and the person is told.
 

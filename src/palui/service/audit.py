@@ -1,7 +1,7 @@
 """Service part: the hash-chained audit log — its rows, verify, export, the head's daily post (spec §10).
 
 The chain itself is :mod:`palui.store.audit_chain`; every row is written by
-:func:`palui.runner.audit.record`. Once a day (in ``caps.timezone``, on the scheduler clock of
+:func:`palui.store.audit.record`. Once a day (in ``caps.timezone``, on the scheduler clock of
 :mod:`palui.triggers.clock`) the service's tick posts the head to the person's channel, so a copy
 of it leaves the machine (apprise targets, chat channels): a rewrite of the log and of the
 ``audit_head`` file still disagrees with a head the person holds elsewhere.
@@ -15,10 +15,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from palui.errors import UsageError
-from palui.runner import audit
 from palui.service.clock import Clock
 from palui.service.notifier import Notifier
-from palui.store import ids
+from palui.store import audit, ids
 from palui.store.db import Database
 
 if TYPE_CHECKING:
@@ -44,12 +43,12 @@ class AuditPart:
         self.clock = clock
 
     def rows(self, turn: str | None = None, limit: int = 500) -> list[AuditRow]:
-        """Audit rows oldest first (spec §10): see :func:`palui.runner.audit.rows`; ``turn`` may be a unique
+        """Audit rows oldest first (spec §10): see :func:`palui.store.audit.rows`; ``turn`` may be a unique
         prefix of its id."""
         return audit.rows(self.db, ids.resolve(self.db, turn) if turn else turn, limit)
 
     def verify(self, noted: str | None = None) -> dict[str, Any]:
-        """``palui audit verify [--head HASH]``: see :func:`palui.runner.audit.verify`. Raises UsageError for
+        """``palui audit verify [--head HASH]``: see :func:`palui.store.audit.verify`. Raises UsageError for
         a ``noted`` value that is not 16–64 hex digits."""
         if noted is not None and not NOTED.match(noted.strip()):
             raise UsageError("--head takes the head's hash (64 hex digits, or at least its first 16)")

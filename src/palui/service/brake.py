@@ -7,7 +7,7 @@ sees it: while the jobs' holds, the scheduler skips due runs (they move to their
 once per pause) and ``palui jobs run`` is refused (:meth:`palui.service.jobs.JobsPart.start_now`
 asks this part); while the gateway's holds, every gateway call and new session is refused, a call waiting for
 its approval ends with the approval cancelled and a call in flight is cancelled within a second
-(:mod:`palui.runner.gateway_pause`). A gateway session is not stopped: its calls are refused until the
+(:mod:`palui.store.gateway_pause`). A gateway session is not stopped: its calls are refused until the
 gateway resumes. Chat messages sent after the brake start turns as usual: the brake stops what runs, it does
 not lock the person out.
 """
@@ -17,10 +17,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from palui.errors import PaluiError
-from palui.runner import approvals, gateway_pause
+from palui.runner import approvals
 from palui.service.clock import Clock
 from palui.service.notifier import Notifier
 from palui.service.turns import TurnsPart
+from palui.store import gateway_pause
 from palui.store.db import Database
 from palui.triggers import jobs as jobs_mod
 from palui.types import Origin

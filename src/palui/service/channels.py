@@ -28,7 +28,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from palui.config import Settings
-from palui.connectors.mcp.config import delete_secrets, read_secrets, write_secrets
 from palui.errors import NotFound, UsageError
 from palui.service.clock import Clock
 from palui.service.notifier import Notifier
@@ -101,6 +100,7 @@ class ChannelsPart:
             raise UsageError(f"{name!r} names a front end; choose another channel name")
         if self.db.one("SELECT 1 FROM channels WHERE name = ?", (name,)):
             raise UsageError(f"a channel named {name!r} exists (palui channels remove {name}, or --name)")
+        from palui.connectors.mcp.config import write_secrets  # here: `palui status` reads channels only
         write_secrets(self.settings.secrets_dir, f"channel-{name}", secret)
         with self.db.write() as c:
             c.execute("INSERT INTO channels (name, kind, config_json, state, state_at, created_at)"
@@ -146,6 +146,7 @@ class ChannelsPart:
                 c.execute(f"DELETE FROM {table} WHERE channel = ?", (name,))
             outbox.forget_channel(c, name)
             c.execute("DELETE FROM channels WHERE name = ?", (name,))
+        from palui.connectors.mcp.config import delete_secrets  # here: `palui status` reads channels only
         delete_secrets(self.settings.secrets_dir, f"channel-{name}")
         return ch
 
@@ -162,6 +163,7 @@ class ChannelsPart:
             raise UsageError(f"channel {name!r} is {self._account(ch['kind'], ch['config'])}; this secret is "
                              f"{self._account(ch['kind'], config)}'s: to use another account, palui channels remove "
                              f"{name}, then add it (or add it with another --name)")
+        from palui.connectors.mcp.config import write_secrets  # here: `palui status` reads channels only
         write_secrets(self.settings.secrets_dir, f"channel-{name}", secret)
         self._update_config(name, **config, secret_at=self.clock.now())
         with self.db.write() as c:
@@ -180,6 +182,7 @@ class ChannelsPart:
     def secrets(self, name: str) -> dict[str, Any]:
         """The channel's secrets (``token`` for Telegram; ``access_token`` for Matrix). Raises NotFound."""
         self._row(name)
+        from palui.connectors.mcp.config import read_secrets  # here: `palui status` reads channels only
         return read_secrets(self.settings.secrets_dir, f"channel-{name}")
 
     def set_groups(self, name: str, allow: bool) -> ChatChannel:

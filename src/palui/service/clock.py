@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from palui.runner import caps
+from palui.store import usage
 
 if TYPE_CHECKING:
     from zoneinfo import ZoneInfo
@@ -48,4 +48,4 @@ class Clock:
     def timezone(self) -> ZoneInfo | None:
         """The zone that decides where a day starts and how times are shown (``caps.timezone``;
         None is the system zone)."""
-        return caps.zone(self.settings.caps.timezone)
+        return usage.zone(self.settings.caps.timezone)

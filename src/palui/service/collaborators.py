@@ -4,7 +4,7 @@ channel, the re-decision of approvals and the connector hub.
 :class:`Redecision` is the lowest part: pending approvals decided again after a change (spec §5), called
 by every part that changes tools, classes, switches or connectors, and by the connector hub's
 ``on_change`` (the hub is below the service: it gets this method, never a part above). The decision
-itself is :mod:`palui.runner.redecide`; an approval whose call may no longer run is cancelled and the
+itself is :mod:`palui.store.redecide`; an approval whose call may no longer run is cancelled and the
 person told, so ``approvals list`` stays true.
 
 Both the full :class:`~palui.service.api.Service` and the light
@@ -21,9 +21,9 @@ from palui.config import Settings, load_settings
 from palui.connectors.base import ConnectorEnv
 from palui.connectors.hub import ConnectorHub
 from palui.home import prepare_data_dir
-from palui.runner import redecide
 from palui.service.clock import Clock
 from palui.service.notifier import Notifier
+from palui.store import redecide
 from palui.store.db import Database
 
 if TYPE_CHECKING:

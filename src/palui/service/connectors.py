@@ -38,13 +38,13 @@ from palui.connectors.mcp.stderr import log_path
 from palui.connectors.naming import connector_id
 from palui.connectors.registry import SyncReport
 from palui.errors import NotFound, PaluiError, UsageError
-from palui.runner import redecide
 from palui.service.clock import Clock
 from palui.service.notifier import Notifier
-from palui.service.tools import ToolsPart
+from palui.service.tools import ToolsPart, shown_state
+from palui.store import redecide
 from palui.store.db import Database
 from palui.text.display import named
-from palui.types import SIGN_IN_AGAIN, OAuthClient, SignIn
+from palui.types import OAuthClient, SignIn
 
 if TYPE_CHECKING:
     from palui.connectors.mcp.connector import MCPConnector
@@ -176,8 +176,7 @@ class ConnectorsPart:
             or self.settings.mcp.max_output_bytes,
             # spec §7: a connector not started in this process is idle (it starts when a turn calls one of its tools).
             # A connector waiting for a sign-in says so wherever it is not live (spec §7.7, §7.9).
-            "state": "disabled" if not row["enabled"] else (
-                live.state() if live else SIGN_IN_AGAIN if row["state"] == SIGN_IN_AGAIN else "idle"),
+            "state": shown_state(row["state"] if row["enabled"] else "disabled", live.state() if live else None),
             "last_state": row["state"],
             "enabled": bool(row["enabled"]),
             "secrets_file": str(self.settings.secrets_dir / f"{cid}.json"),

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, cast
 
 from palui.errors import NotFound
 from palui.runner import approvals, elicitations
+from palui.service.reads import ConversationReads
 from palui.service.status import StatusPart
 from palui.service.turns import TurnsPart
 from palui.store import ids
@@ -29,6 +30,7 @@ class ConversationsPart:
         self.db = db
         self.turns_part = turns_part
         self.status_part = status_part
+        self.reads = ConversationReads(db)
 
     def turn_detail(self, turn_id: str) -> TurnDetail:
         """:meth:`TurnsPart.result` plus ``input``, ``created_at`` (epoch s), ``approvals`` (each approval
@@ -57,28 +59,9 @@ class ConversationsPart:
         return detail
 
     def list(self, limit: int = 50, channel: str | None = None) -> list[ConversationSummary]:
-        """Newest first: ``[{"id","origin","channel","tainted","taint_source","title","last","turns",
-        "live","created_at"}]`` (``title`` is the first turn's input; ``channel`` where it was started,
-        None when not recorded (before migration 30); ``live`` the number of turns running, waiting for
-        approval or queued; times in epoch s). ``channel`` keeps only those started there.
-
-        Ordered by the stored ``last_at`` (kept by trigger on every new turn, migration 12) through its
-        index, so only the ``limit`` conversations shown are read, whatever the history
-        (docs/decisions/0074-conversations-ordered-by-last-at.md)."""
-        where, params = ("WHERE c.channel = ?", (channel, limit)) if channel else ("", (limit,))
-        rows = self.db.all(
-            "SELECT c.id, c.origin, c.channel, c.tainted, c.taint_source, c.created_at,"
-            " (SELECT input FROM turns t WHERE t.conversation_id = c.id ORDER BY t.created_at LIMIT 1) AS title,"
-            " (SELECT MAX(created_at) FROM turns t WHERE t.conversation_id = c.id) AS last,"
-            " (SELECT COUNT(*) FROM turns t WHERE t.conversation_id = c.id) AS turns,"
-            " (SELECT COUNT(*) FROM turns t WHERE t.conversation_id = c.id"
-            "  AND t.status IN ('running','awaiting_approval','queued')) AS live"
-            f" FROM conversations c {where} ORDER BY c.last_at DESC LIMIT ?",
-            params,
-        )
-        return [{"id": r["id"], "origin": r["origin"], "channel": r["channel"], "tainted": bool(r["tainted"]),
-                 "taint_source": r["taint_source"], "created_at": r["created_at"], "title": r["title"],
-                 "last": r["last"], "turns": r["turns"], "live": r["live"]} for r in rows]
+        """:meth:`palui.service.reads.ConversationReads.list` (the same query, which ``palui conversations list``
+        runs without the rest of the service)."""
+        return self.reads.list(limit, channel)
 
     def get(self, cid: str) -> Conversation:
         """One conversation with its turns (each :meth:`turn_detail`); a unique prefix of its id is enough.

@@ -28,10 +28,9 @@ from typing import TYPE_CHECKING, Any
 from palui.errors import NotFound, PaluiError, UsageError
 from palui.policy.matrix import decide
 from palui.runner import approvals as approvals_mod
-from palui.runner import audit, gateway_pause
 from palui.runner import state as st
 from palui.runner.pending import args_hash
-from palui.store import catalog
+from palui.store import audit, catalog, gateway_pause
 from palui.store.db import Database
 from palui.text.display import named, shown
 from palui.text.escape import strip_hidden

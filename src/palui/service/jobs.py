@@ -18,18 +18,19 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable
-from datetime import datetime, tzinfo
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from palui.config import Settings
 from palui.errors import JobRefused, PaluiError, UsageError
-from palui.runner import caps
 from palui.runner import state as st
 from palui.service.brake import BrakePart, JobsPaused
 from palui.service.clock import Clock
 from palui.service.notifier import Notifier
+from palui.service.reads import JobReads
 from palui.service.turn_tasks import EventSink
 from palui.service.turns import TurnsPart
+from palui.store import usage
 from palui.store.db import Database
 from palui.triggers import jobs as jobs_mod
 from palui.triggers.jobs import Job
@@ -61,6 +62,7 @@ class JobsPart:
         self.settings = settings
         self.notifier = notifier
         self.clock = clock
+        self.reads = JobReads(db, settings, clock)
         self.turns_part = turns_part
         self.brake_part = brake_part
 
@@ -81,8 +83,15 @@ class JobsPart:
         return self._shown(job)
 
     def list(self) -> builtins.list[JobResult]:
-        """Every job, by name (the ``palui jobs list --json`` shape, see :meth:`_shown`)."""
-        return [self._shown(j) for j in jobs_mod.all_jobs(self.db)]
+        """:meth:`palui.service.reads.JobReads.list` (``palui jobs list`` runs it without the rest of the service)."""
+        return self.reads.list()
+
+    def local_time(self, t: float | None, job: Job) -> str | None:
+        """Epoch seconds as ISO 8601 in the job's zone (None stays None)."""
+        return self.reads.local_time(t, job)
+
+    def _shown(self, job: Job) -> JobResult:
+        return self.reads.shown(job)
 
     def remove(self, name: str) -> JobResult:
         """Delete a job (its past turns stay). Its turns still waiting (for an approval, or queued)
@@ -92,32 +101,6 @@ class JobsPart:
                              " 'running')", (job.id,)):
             self.turns_part.stop(turn=r["id"])
         return self._shown(job)
-
-    def _job_zone(self, job: Job) -> tzinfo:
-        return jobs_mod.zone_for(job.tz, self.settings.caps.timezone)
-
-    def local_time(self, t: float | None, job: Job) -> str | None:
-        """Epoch seconds as ISO 8601 in the job's zone (None stays None)."""
-        return datetime.fromtimestamp(t, self._job_zone(job)).isoformat() if t is not None else None
-
-    def _shown(self, job: Job) -> JobResult:
-        """``{"id","name","cron","prompt","token_cap","tz","next_run","last_run","last_turn","last_status",
-        "postponed_by","tokens_today","created_at","connectors"}``; times ISO 8601 in the job's zone,
-        ``token_cap`` is the effective cap (the job's own, else ``caps.job_daily_tokens``), ``connectors``
-        the connectors it is limited to (None: all)."""
-        last = self.db.one("SELECT status FROM turns WHERE id = ?", (job.last_turn_id,)) if job.last_turn_id else None
-        return {
-            "id": job.id, "name": job.name, "cron": job.cron, "prompt": job.prompt,
-            "token_cap": job.token_cap or self.settings.caps.job_daily_tokens,
-            "own_token_cap": job.token_cap is not None,
-            "tz": job.tz or self.settings.caps.timezone or "system",
-            "next_run": self.local_time(job.next_run, job), "last_run": self.local_time(job.last_run, job),
-            "last_turn": job.last_turn_id, "last_status": last["status"] if last else None,
-            "postponed_by": job.postponed_by,
-            "tokens_today": caps.tokens_today(self.db, self.clock.timezone(), job.id),
-            "created_at": self.local_time(job.created_at, job),
-            "connectors": job.scope,
-        }
 
     # -- caps and starting runs ---------------------------------------------------------------------
 
@@ -133,11 +116,11 @@ class JobsPart:
         """Epoch seconds when ``cap`` lets a run start again: the next midnight in ``caps.timezone``
         for token caps, the time the sliding hour has room for the runs cap (spec §6)."""
         if cap == "runs per hour cap":
-            iso = caps.window_frees_at(self.db, self.settings.caps.runs_per_hour)
+            iso = usage.window_frees_at(self.db, self.settings.caps.runs_per_hour)
             if iso:
                 return max(now, datetime.fromisoformat(iso).timestamp())
             return now + 60
-        return datetime.fromisoformat(caps.next_day(self.clock.timezone(), now)).timestamp()
+        return datetime.fromisoformat(usage.next_day(self.clock.timezone(), now)).timestamp()
 
     def postpone(self, job: Job, cap: str, now: float, turn_id: str | None = None) -> float:
         """Postpone a due run refused by ``cap`` to the time the cap frees (one coalesced run then).
@@ -154,7 +137,7 @@ class JobsPart:
         if cap in GLOBAL_CAPS:
             self._pause(cap)  # told once per pause
         elif moved:
-            used = caps.tokens_today(self.db, self.clock.timezone(), job.id)
+            used = usage.tokens_today(self.db, self.clock.timezone(), job.id)
             limit = job.token_cap or self.settings.caps.job_daily_tokens
             self.notifier("cap", f"Job {job.name!r} is over its daily token cap ({used} of {limit} tokens today): "
                                f"its run is postponed to {self.local_time(until, job)}.")

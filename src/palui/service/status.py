@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 
 from palui.config import Settings
 from palui.connectors.hub import ConnectorHub
-from palui.runner import audit, caps, gateway_pause
 from palui.service.channels import ChannelsPart
 from palui.service.clock import Clock
-from palui.service.connectors import ConnectorsPart
 from palui.service.notifier import Notifier
+from palui.service.tools import ToolsPart, shown_state
+from palui.store import audit, gateway_pause, usage
 from palui.store import report as report_store
 from palui.store.db import Database
 from palui.triggers import jobs as jobs_mod
@@ -33,18 +33,19 @@ class StatusPart:
 
     Args:
         db, settings, hub, notifier, clock: the service's shared collaborators.
-        connectors_part: the connectors as the person sees them.
+        tools_part: the stored connectors (their states are read from their rows, so ``palui status`` starts no
+            connector code: docs/decisions/0085-a-light-cli-start.md).
         channels_part: the chat channels' lines.
     """
 
     def __init__(self, db: Database, settings: Settings, hub: ConnectorHub, notifier: Notifier, clock: Clock,
-                 connectors_part: ConnectorsPart, channels_part: ChannelsPart) -> None:
+                 tools_part: ToolsPart, channels_part: ChannelsPart) -> None:
         self.db = db
         self.settings = settings
         self.hub = hub
         self.notifier = notifier
         self.clock = clock
-        self.connectors_part = connectors_part
+        self.tools_part = tools_part
         self.channels_part = channels_part
 
     def get(self) -> Status:
@@ -62,11 +63,10 @@ class StatusPart:
         ``[{"name","kind","state","person","last_failure"}]``)."""
         now = self.clock.now()
         conns: list[StatusConnector] = []
-        for c in self.connectors_part.list():
+        for c in self.tools_part.connector_rows():
             live = self.hub.state(c["id"])
-            conns.append(
-                {"id": c["id"], "state": live or c["state"], "tools": c["tools"], "enabled_tools": c["enabled_tools"]}
-            )
+            state = shown_state(c["state"], live) if c["kind"] == "mcp" else live or c["state"]
+            conns.append({"id": c["id"], "state": state, "tools": c["tools"], "enabled_tools": c["enabled_tools"]})
         pause = self.pause_state()
         waiting: list[PendingApprovalLine] = [
             {"id": r["id"], "tool": r["tool"], "expires_at": datetime.fromtimestamp(r["expires_at"], UTC).isoformat()}
@@ -74,8 +74,8 @@ class StatusPart:
                                  " AND expires_at > ? ORDER BY created_at, id", (now,))]
         return {
             "model": self.settings.model,
-            "tokens_today": caps.tokens_today(self.db, self.clock.timezone()),
-            "cached_tokens_today": caps.cached_today(self.db, self.clock.timezone()),
+            "tokens_today": usage.tokens_today(self.db, self.clock.timezone()),
+            "cached_tokens_today": usage.cached_today(self.db, self.clock.timezone()),
             "caps": {
                 "daily_tokens": self.settings.caps.daily_tokens,
                 "job_daily_tokens": self.settings.caps.job_daily_tokens,
@@ -84,7 +84,7 @@ class StatusPart:
                 "timezone": self.settings.caps.timezone or "system",
                 "cached_input_weight": self.settings.caps.cached_input_weight,
             },
-            "runs_last_hour": caps.runs_last_hour(self.db),
+            "runs_last_hour": usage.runs_last_hour(self.db),
             **pause,
             **self.webhook_share(),
             "connectors": conns,
@@ -107,17 +107,17 @@ class StatusPart:
     def pause_state(self) -> PauseState:
         """Whether a global cap pauses new turns: ``{"paused","paused_reason","paused_until"}``."""
         tz = self.clock.timezone()
-        if caps.tokens_today(self.db, tz) >= self.settings.caps.daily_tokens:
-            return {"paused": True, "paused_reason": "daily token cap", "paused_until": caps.next_day(tz)}
+        if usage.tokens_today(self.db, tz) >= self.settings.caps.daily_tokens:
+            return {"paused": True, "paused_reason": "daily token cap", "paused_until": usage.next_day(tz)}
         with self.db.read() as c:  # a turn waits for more room than is left today (spec §6.5)
-            if caps.waiting_for_tokens(c):
-                return {"paused": True, "paused_reason": "daily token cap", "paused_until": caps.next_day(tz)}
-        runs = caps.runs_last_hour(self.db)
+            if usage.waiting_for_tokens(c):
+                return {"paused": True, "paused_reason": "daily token cap", "paused_until": usage.next_day(tz)}
+        runs = usage.runs_last_hour(self.db)
         if runs >= self.settings.caps.runs_per_hour:
             return {
                 "paused": True,
                 "paused_reason": "runs per hour cap",
-                "paused_until": caps.window_frees_at(self.db, self.settings.caps.runs_per_hour),
+                "paused_until": usage.window_frees_at(self.db, self.settings.caps.runs_per_hour),
             }
         return {"paused": False, "paused_reason": None, "paused_until": None}
 
@@ -125,10 +125,10 @@ class StatusPart:
         """The webhook share of the hourly runs (spec §6.6), not a global pause:
         ``{"webhook_runs_last_hour","webhooks_held","webhooks_held_until"}`` (ISO time or None)."""
         share = self.settings.caps.webhook_runs_per_hour
-        used = caps.runs_last_hour(self.db, origin=Origin.WEBHOOK.value)
+        used = usage.runs_last_hour(self.db, origin=Origin.WEBHOOK.value)
         held = used >= share
         return {"webhook_runs_last_hour": used, "webhooks_held": held,
-                "webhooks_held_until": caps.window_frees_at(self.db, share, origin=Origin.WEBHOOK.value)
+                "webhooks_held_until": usage.window_frees_at(self.db, share, origin=Origin.WEBHOOK.value)
                 if held else None}
 
     def tell_webhooks_held(self) -> None:

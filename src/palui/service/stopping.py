@@ -7,9 +7,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from palui.runner import approvals, audit
+from palui.runner import approvals
 from palui.runner import state as st
 from palui.runner.pending import args_hash
+from palui.store import audit
 from palui.store.db import Database
 from palui.types import CallState
 

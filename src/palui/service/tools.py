@@ -31,12 +31,22 @@ from palui.store.db import Database
 from palui.store.tools import ToolRow as ToolRow  # named by front ends (web/connectors.py)
 from palui.text.display import named
 from palui.text.review import review_changes, review_fingerprint
-from palui.types import Origin, ToolClass, Verdict
+from palui.types import SIGN_IN_AGAIN, Origin, ToolClass, Verdict
 
 if TYPE_CHECKING:
     from palui.results import Connector, Explanation, ToolDetails
 
 BUILTIN_NAMES = {"recall": "Memories", "tasks": "Tasks", "web": "Web pages", "messages": "Messages"}
+
+
+def shown_state(stored: str, live: str | None) -> str:
+    """An MCP connector's state as the person sees it (spec §7): ``disabled``; else its live state in this
+    process; else ``error: sign in again`` when it waits for a sign-in (stored by any process, spec §7.7); else
+    ``idle`` (it starts when a turn calls one of its tools). ``stored`` is ``disabled`` or its row's ``state``
+    (as :meth:`ToolsPart.connector_rows` gives it); ``live`` its state live in this process, or None."""
+    if stored == "disabled":
+        return "disabled"
+    return live or (SIGN_IN_AGAIN if stored == SIGN_IN_AGAIN else "idle")
 
 
 class ToolsPart:

@@ -259,7 +259,7 @@ def verify(rows: Iterable[Sequence[Any]], head: Head | None, noted: str | None =
         if last_id < head.id and head.prev == Head(last_id, last_hash):
             # The head was written and its transaction never committed (a crash between the two): the table
             # ends exactly where the head's own previous head was. The audit_state row tells it from a last
-            # row deleted by hand (palui.runner.audit.verify).
+            # row deleted by hand (palui.store.audit.verify).
             result = out()
             result["interrupted"] = {"row": head.id, "message": f"the last audit write was interrupted (row "
                                                                 f"{head.id} never committed)"}

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from palui.config_schema import value_for
 from palui.errors import NotFound, UsageError
-from palui.runner.state import new_id
 from palui.store.db import Database
+from palui.store.ids import new_id
 from palui.text.display import named
 
 if TYPE_CHECKING:
