@@ -48,3 +48,19 @@ def test_the_log_is_capped_and_rotated(cli_process, home, tmp_path):
     assert rotated.read_text().startswith(old) and "not a JSON-RPC message" in path.read_text()
     assert path.stat().st_size + rotated.stat().st_size <= CAP_BYTES
     assert oct(path.stat().st_mode & 0o777) == "0o600"
+
+
+def test_the_handler_rotates_at_half_the_cap_into_one_predecessor(tmp_path):
+    # The handler is written without logging.handlers (start cost): it must still rotate as one with backupCount=1.
+    import logging
+
+    from palui.cli.process_log import CappedLog
+
+    path = tmp_path / "palui.log"
+    h = CappedLog(path, cap_bytes=400)
+    for i in range(4):
+        h.emit(logging.LogRecord("x", logging.WARNING, __file__, 1, f"record {i} " + "y" * 120, None, None))
+    h.close()
+    assert "record 3" in path.read_text() and path.stat().st_size <= 200
+    assert "record 2" in path.with_name("palui.log.1").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["palui.log", "palui.log.1"]

@@ -13,7 +13,6 @@ by another opens the new one, so the bound holds whoever rotates.
 from __future__ import annotations
 
 import logging
-import logging.handlers
 import os
 from pathlib import Path
 
@@ -31,13 +30,32 @@ class _CutFormatter(logging.Formatter):
         return f"{text[:RECORD_CHARS]} … [cut by Palui: the record has {len(text):,} characters]"
 
 
-class CappedLog(logging.handlers.RotatingFileHandler):
-    """A :class:`~logging.handlers.RotatingFileHandler` at half the cap with one predecessor, that measures
-    the file on disk and follows a rotation made by another process."""
+class CappedLog(logging.FileHandler):
+    """A file rotated at half the cap into one predecessor (``palui.log.1``), that measures the file on disk and
+    follows a rotation made by another process. What ``logging.handlers.RotatingFileHandler`` does with
+    ``backupCount=1``, written here because importing ``logging.handlers`` (sockets, pickle, queues) was a
+    sixth of a read-only command's start (docs/decisions/0085-a-light-cli-start.md)."""
 
     def __init__(self, path: Path, cap_bytes: int = CAP_BYTES) -> None:
-        super().__init__(path, maxBytes=max(cap_bytes // 2, 1), backupCount=1, encoding="utf-8", delay=True)
+        super().__init__(path, encoding="utf-8", delay=True)
+        self.maxBytes = max(cap_bytes // 2, 1)
         self.setFormatter(_CutFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            if self.shouldRollover(record):
+                self.doRollover()
+            super().emit(record)
+        except Exception:
+            self.handleError(record)
+
+    def doRollover(self) -> None:  # noqa: N802 (logging's name)
+        """``palui.log`` becomes ``palui.log.1`` (replacing it); the next record opens a fresh file."""
+        if self.stream is not None:
+            self.stream.close()
+            self.stream = None  # reopened by the next emit (delay=True)
+        if os.path.exists(self.baseFilename):
+            os.replace(self.baseFilename, self.baseFilename + ".1")
 
     def shouldRollover(self, record: logging.LogRecord) -> bool:  # noqa: N802 (logging's name)
         try:

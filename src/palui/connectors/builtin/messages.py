@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from palui import delivery
 from palui.connectors.base import CallContext, ToolResult, ToolSpec
 from palui.connectors.builtin.common import BuiltinConnector
 from palui.types import ToolClass
@@ -86,6 +85,8 @@ class MessagesConnector(BuiltinConnector):
             known = ", ".join(sorted(contacts)) if contacts else "none are configured (messages.contacts)"
             return ToolResult(text=f"send_message: unknown contact {to!r}; known contacts: {known}",
                               is_error=True, untrusted=False)
+        from palui import delivery  # logging, threads and apprise: for a send, not for listing the tool
+
         failures = await delivery.deliver_async([url], text, title=delivery.TITLE)
         if failures:
             return ToolResult(text=f"send_message: could not deliver to {to}: {failures[0]}", is_error=True,

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 from palui.connectors.base import CallContext, ToolResult, ToolSpec
 from palui.connectors.builtin.common import BuiltinConnector
-from palui.connectors.builtin.netguard import AddressPolicy, Resolver, address_refusal, allow_all, system_resolver
 from palui.types import ToolClass
 
 if TYPE_CHECKING:
     import ssl
 
     from palui.connectors.builtin.fetch import Page
+    from palui.connectors.builtin.netguard import AddressPolicy, Resolver
 
 TOOLS = [
     ToolSpec(
@@ -52,12 +52,12 @@ class WebConnector(BuiltinConnector):
     Args:
         policy: the address policy; default :func:`netguard.address_refusal`, or
             allow-all when ``web.allow_private`` is true. Injectable for tests.
-        resolver, verify: a fake DNS resolver and a TLS trust setting, for tests.
+        resolver, verify: a fake DNS resolver (None: the system's) and a TLS trust setting, for tests.
     """
 
     id = "web"
 
-    def __init__(self, policy: AddressPolicy | None = None, resolver: Resolver = system_resolver,
+    def __init__(self, policy: AddressPolicy | None = None, resolver: Resolver | None = None,
                  verify: ssl.SSLContext | bool = True) -> None:
         self._policy = policy
         self._resolver = resolver
@@ -78,12 +78,13 @@ class WebConnector(BuiltinConnector):
         # httpx (with what it pulls in) is imported by the first fetch, not by every command that
         # lists the built-in tools (docs/decisions/0085-a-light-cli-start.md).
         from palui.connectors.builtin.fetch import FetchError, fetch
+        from palui.connectors.builtin.netguard import address_refusal, allow_all, system_resolver
 
         s = ctx.settings
         policy = self._policy or (allow_all if s.web.allow_private else address_refusal)
         try:
             page = await fetch(url, max_bytes=s.web.max_bytes, timeout=s.web.timeout_seconds,
-                               policy=policy, resolver=self._resolver, verify=self._verify)
+                               policy=policy, resolver=self._resolver or system_resolver, verify=self._verify)
         except FetchError as e:
             text = f"fetch_page failed: {e}"
             if e.page is not None:
