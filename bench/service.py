@@ -15,6 +15,12 @@ Per batch: wall time → turns per second. Per turn: latency from its start to i
 result, under N-way concurrency. Printed side by side with p50/p99 and the ratio.
 
 Usage: ``.venv/bin/python bench/service.py [--n 50] [--rounds 5]``. No thresholds: read the numbers.
+
+``--start [--before CHECKOUT] [--rounds 5]``: the start of ``palui serve`` instead, a fresh home each time: CPU
+(user + system, read from ``/proc/PID/stat``) and wall time when the first ``GET /api/health`` is answered, then
+the resident memory once idle (``VmRSS`` 2 s later), median over the rounds; with ``--before`` (another
+checkout, its own ``.venv``) the two are started alternately, round by round, and printed side by side with
+their ratios. Targets (the issue that asked for it): CPU ≤ 0.9 s, idle RSS ≤ 80 MiB.
 """
 
 from __future__ import annotations
@@ -137,10 +143,77 @@ async def main(n: int, rounds: int) -> None:
     svc.db.close()
 
 
+def start_once(checkout: str | None) -> dict[str, float]:
+    """One ``palui serve --port 0`` of ``checkout`` (None: this one) on a fresh home, until its first answered
+    ``GET /api/health``: ``{"cpu","wall","rss"}`` (seconds, seconds, MiB idle 2 s later)."""
+    import urllib.request
+
+    root = os.path.abspath(checkout) if checkout else str(ROOT)
+    python = os.path.join(root, ".venv", "bin", "python") if checkout else sys.executable
+    home = fresh_home()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = os.path.join(root, "src")
+    tick = os.sysconf("SC_CLK_TCK")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([python, "-m", "palui", "serve", "--port", "0"], cwd=root, env=env,
+                            stdout=subprocess.DEVNULL, stderr=open(home / "serve.log", "wb"))
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"palui serve ({root}) did not start: {(home / 'serve.log').read_text()[-800:]}")
+            try:
+                info = json.loads((home / "serve.json").read_text())
+                if info.get("pid") == proc.pid:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{info['port']}/api/health", timeout=5) as r:
+                        if r.status == 200:
+                            break
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.005)
+        wall = time.perf_counter() - t0
+        fields = open(f"/proc/{proc.pid}/stat").read().rsplit(")", 1)[1].split()
+        cpu = (int(fields[11]) + int(fields[12])) / tick  # utime, stime (fields 14 and 15 of stat)
+        time.sleep(2)
+        rss = next(int(line.split()[1]) for line in open(f"/proc/{proc.pid}/status") if line.startswith("VmRSS"))
+        return {"cpu": cpu, "wall": wall, "rss": rss / 1024}
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def start(rounds: int, before: str | None) -> None:
+    sides = {"this checkout": None, **({before: before} if before else {})}
+    figures: dict[str, list[dict[str, float]]] = {k: [] for k in sides}
+    start_once(None)  # bytecode caches, untimed
+    if before:
+        start_once(before)
+    for i in range(rounds):
+        order = list(sides.items()) if i % 2 == 0 else list(sides.items())[::-1]
+        for name, checkout in order:
+            figures[name].append(start_once(checkout))
+    print(f"palui serve start ({time.strftime('%Y-%m-%d %H:%M')}, {rounds} rounds, medians, load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())})")
+    print(f"  {'':<28}{'CPU s':>8}{'wall s':>8}{'idle RSS MiB':>14}")
+    med = {name: {k: statistics.median(f[k] for f in v) for k in ("cpu", "wall", "rss")} for name, v in figures.items()}
+    for name, m in med.items():
+        print(f"  {name[-28:]:<28}{m['cpu']:>8.2f}{m['wall']:>8.2f}{m['rss']:>14.1f}")
+    if before:
+        a, b = med["this checkout"], med[before]
+        print(f"  {'ratio this / before':<28}{a['cpu'] / b['cpu']:>7.2f}x{a['wall'] / b['wall']:>7.2f}x"
+              f"{a['rss'] / b['rss']:>13.2f}x")
+    print("  targets: CPU <= 0.9 s, idle RSS <= 80 MiB")
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=quick(50, 3), help="concurrent turns per batch")
     ap.add_argument("--rounds", type=int, default=quick(5, 1), help="measured batches each way")
+    ap.add_argument("--start", action="store_true", help="measure the start of palui serve instead")
+    ap.add_argument("--before", help="with --start: another checkout (its .venv) started alternately beside this one")
     ap.add_argument("--quick", action="store_true", help=QUICK_HELP)
     a = ap.parse_args()
-    asyncio.run(main(a.n, a.rounds))
+    if a.start:
+        start(a.rounds, a.before)
+    else:
+        asyncio.run(main(a.n, a.rounds))

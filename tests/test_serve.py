@@ -159,3 +159,59 @@ async def test_accepted_connections_have_tcp_nodelay():
     old_way.listen()
     assert await nodelay_of_accepted(old_way) == 0
     assert await nodelay_of_accepted(bind("127.0.0.1", 0)) != 0
+
+
+
+# ``palui serve`` run so that SIGUSR1 writes the names of its imported modules to the file named in argv[1].
+MODULES_ON_SIGNAL = """
+import json, runpy, signal, sys
+out = sys.argv[1]
+def dump(*_):
+    with open(out + ".tmp", "w") as f:
+        json.dump(sorted(sys.modules), f)
+    import os
+    os.replace(out + ".tmp", out)
+signal.signal(signal.SIGUSR1, dump)
+sys.argv = ["palui", "serve", "--port", "0"]
+runpy.run_module("palui", run_name="__main__")
+"""
+
+
+@pytest.mark.slow
+def test_serve_starts_without_the_mcp_server_side_or_the_model_library(cli, home, tmp_path):
+    # `palui serve` imports the MCP SDK's server side at the first request to /mcp, and the model library with
+    # the first turn (docs/decisions/draft-nothing-before-it-is-needed.md).
+    import signal
+    import subprocess
+    import sys
+
+    import httpx
+
+    client = cli.json("gateway", "clients", "add", "coder", "--json")
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PALUI_")}, "PALUI_HOME": str(home)}
+    out = tmp_path / "modules.json"
+    proc = subprocess.Popen([sys.executable, "-c", MODULES_ON_SIGNAL, str(out)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def modules() -> set[str]:
+        out.unlink(missing_ok=True)
+        proc.send_signal(signal.SIGUSR1)
+        return set(json.loads(wait_for(lambda: out.exists() and out.read_text(), 120, what="the module list")))
+
+    try:
+        info = wait_for(lambda: (home / "serve.json").exists() and json.loads((home / "serve.json").read_text()),
+                        120, what="serve.json")
+        url = f"http://127.0.0.1:{info['port']}"
+        wait_for(lambda: httpx.get(url + "/api/health").status_code == 200, 120, what="/api/health")
+        started = modules()
+        assert "palui.server.app" in started  # the probe sees the service's modules
+        assert not started & {"mcp", "palui.gateway.http", "pydantic_ai", "palui.runner.turn_runner"}
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+        r = httpx.post(url + "/mcp", json=init, timeout=120, headers={
+            "Authorization": f"Bearer {client['token']}", "Accept": "application/json, text/event-stream"})
+        assert r.status_code == 200, r.text
+        assert {"mcp", "palui.gateway.http"} <= modules()
+    finally:
+        proc.terminate()
+        proc.wait(120)

@@ -36,6 +36,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from palui import __version__
 from palui.errors import PaluiError
+from palui.gateway.lazy import CLIENT_KEY
 from palui.gateway.tools import GatewayServer, as_call_result, as_mcp_tool
 
 if TYPE_CHECKING:
@@ -46,8 +47,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Where the app's guard puts the calling client's name: ``scope["state"][CLIENT_KEY]``.
-CLIENT_KEY = "palui_gateway_client"
 #: Seconds between two reads of the catalog version (``tools/list_changed``).
 POLL_SECONDS = 1.0
 SESSION_HEADER = "mcp-session-id"

@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from palui.gateway.http import CLIENT_KEY, GatewayEndpoint
+from palui.gateway.lazy import CLIENT_KEY, LazyGateway
 from palui.server import hooks, routes
 from palui.server.session import SESSION_COOKIE, csrf_value, session_value
 from palui.server.unexpected import CatchUnexpected, no_route
@@ -141,7 +141,7 @@ def create_app(
     """
     from palui import web
 
-    gateway = GatewayEndpoint(svc)
+    gateway = LazyGateway(svc)  # the MCP SDK's server side is imported by the first request to /mcp
     all_routes = [*routes.routes(), *hooks.routes(), *web.routes(), Route("/mcp", endpoint=gateway)]
 
     @asynccontextmanager

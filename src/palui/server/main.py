@@ -85,9 +85,6 @@ class Serving:
             raise
         token, created = discovery.ensure_token(settings)  # after a successful bind: a failed start shows nothing
         self.port = real_port = sock.getsockname()[1]
-        # The model library takes ~2 s to import; do it now rather than inside the first turn,
-        # where it would block the event loop (and every request) while it loads.
-        svc.turns.preload()
 
         # uvicorn re-raises SIGTERM after its graceful shutdown, so a `finally` here may never run:
         # remove serve.json at the end of the app's own shutdown instead.

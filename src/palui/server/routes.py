@@ -245,6 +245,7 @@ async def follow_turn(svc: Service, turn: str, query: FollowQuery) -> Response:
           links={**links(("get_turn",), turn="$response.body#/turn"),
                  **links(("get_conversation",), conversation="$response.body#/conversation")})
 async def start_turn(svc: Service, body: StartTurn) -> Response | TurnResult:
+    await svc.turns.ready()  # the model library, imported by the first turn in a worker thread
     model = svc.turns.check_model(body.model or svc.settings.model)  # a clear error before anything is stored
     tid = svc.turns.start(body.message, conversation=body.conversation, model=model, channel=body.channel or "api")
     if not body.start:

@@ -93,10 +93,19 @@ class TurnsPart:
                           job_token_cap=partial(jobs_mod.own_token_cap, self.db),
                           job_connectors=partial(jobs_mod.scope_of, self.db))
 
-    def preload(self) -> None:
-        """Import the turn runner and the model library now (about 2 s), not inside the first turn
-        where it would block the event loop (``palui serve`` calls it before serving)."""
-        import palui.runner.turn_runner  # noqa: F401
+    async def ready(self) -> None:
+        """The turn runner and the model library imported (about 0.5 s of CPU, once per process), in a worker
+        thread when they are not yet, so the event loop keeps answering meanwhile. ``palui serve`` no longer
+        imports them at its start (docs/decisions/draft-nothing-before-it-is-needed.md): the first turn's
+        entry points (``POST /api/turns``, the web page's send, :meth:`send`, :meth:`run_claimed`) await this
+        before they need them."""
+        import sys
+
+        if "palui.runner.turn_runner" not in sys.modules:
+            import asyncio
+            import importlib
+
+            await asyncio.to_thread(importlib.import_module, "palui.runner.turn_runner")
 
     # -- creating turns --------------------------------------------------------------------------
 
@@ -258,6 +267,7 @@ class TurnsPart:
         self, turn_id: str, on_event: EventSink | None = None, drain: Callable[[], bool] | None = None
     ) -> TurnResult:
         """Run a turn this process has claimed until it is done, paused or stopped (the runtime's task body)."""
+        await self.ready()
         from palui.runner.turn_runner import TurnRunner  # imports the model library (slow): only when a turn runs
 
         runner = TurnRunner(self.runner_deps(), on_event, drain=drain)
@@ -298,6 +308,7 @@ class TurnsPart:
         channel: str | None = None,
     ) -> TurnResult:
         """Start a turn and run it here: the ``palui run`` path."""
+        await self.ready()
         tid = self.start(text, origin=origin, conversation=conversation, model=model, channel=channel)
         return await self.run(tid, on_event)
 

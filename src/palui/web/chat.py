@@ -185,6 +185,7 @@ async def send(request: Request, form: dict[str, str]) -> Response:
         return redirect(out["redirect"] or back, ("ok", out["text"]))
     if not line.strip():
         return redirect(back, ("error", "Type a message first."))
+    await svc.turns.ready()  # the model library, imported by the first turn in a worker thread
     model = svc.turns.check_model(svc.settings.model)  # a clear error before anything is stored
     tid = svc.turns.start(line, conversation=conv, model=model, channel="web")
     svc.turns.launch(tid)
