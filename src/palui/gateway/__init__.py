@@ -5,3 +5,6 @@ serves ``/mcp`` on ``palui serve`` (built at its first request by ``lazy``); ``b
 ``palui gateway --client NAME``, a stdio server that relays to it; ``tools`` turns the service's answers into
 the SDK's types.
 """
+
+#: Where the app's guard puts the calling client's name: ``scope["state"][CLIENT_KEY]``.
+CLIENT_KEY = "palui_gateway_client"

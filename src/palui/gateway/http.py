@@ -36,7 +36,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from palui import __version__
 from palui.errors import PaluiError
-from palui.gateway.lazy import CLIENT_KEY
+from palui.gateway import CLIENT_KEY
 from palui.gateway.tools import GatewayServer, as_call_result, as_mcp_tool
 
 if TYPE_CHECKING:

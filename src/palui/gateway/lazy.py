@@ -23,9 +23,6 @@ if TYPE_CHECKING:
     from palui.gateway.http import GatewayEndpoint
     from palui.service.api import Service
 
-#: Where the app's guard puts the calling client's name: ``scope["state"][CLIENT_KEY]``.
-CLIENT_KEY = "palui_gateway_client"
-
 
 class LazyGateway:
     """The ASGI app of ``/mcp``, building the real one (:class:`~palui.gateway.http.GatewayEndpoint`) when first

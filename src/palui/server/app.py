@@ -23,7 +23,8 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from palui.gateway.lazy import CLIENT_KEY, LazyGateway
+from palui.gateway import CLIENT_KEY
+from palui.gateway.lazy import LazyGateway
 from palui.server import hooks, routes
 from palui.server.session import SESSION_COOKIE, csrf_value, session_value
 from palui.server.unexpected import CatchUnexpected, no_route
