@@ -189,6 +189,9 @@ def test_the_service_killed_under_the_chat_leaves_it_usable(driver, home, tmp_pa
             chat.wait_for("turns run in: this process", 15, after=mark)
             chat.send("third")
             wait_for(lambda: chat.output().count("A slow answer, finished.") == 3, 30, what="a turn run here")
+            # The answer shows as it streams, before the turn's end commits: wait for the end, then leave.
+            wait_for(lambda: rows(home, "SELECT status FROM turns ORDER BY rowid")[-1:] == [("done",)], 30,
+                     what="the third turn's end")
     finally:
         service.stop()
     statuses = rows(home, "SELECT input, status FROM turns ORDER BY rowid")

@@ -123,7 +123,7 @@ def answer(db: Database, aid: str, approve: bool, via: str, now: float | None = 
     now = time.time() if now is None else now
     if not isinstance(aid, str) or not aid.strip():
         raise UsageError("an approval answer needs an approval id (see: palui approvals list)")
-    with db.write() as c:
+    with db.write(durable=True) as c:  # an answer survives a power cut
         r = c.execute("SELECT * FROM approvals WHERE id = ?", (aid,)).fetchone()
         if r is None:
             raise NotFound(f"unknown approval {named(aid)} (see: palui approvals list)")

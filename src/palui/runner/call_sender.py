@@ -109,7 +109,10 @@ class CallSender:
             result = ToolResult("Error: the server asked questions during the call; answering them through the "
                                 "gateway is not supported.", is_error=True, untrusted=result.untrusted)
         call.pop("elicit", None)
-        self._records.returned(t, call, row, result, verdict, reason, approved, (time.monotonic() - started) * 1000)
+        with self._deps.db.write():  # its audit row, taint and result commit with the turn's state, at once
+            self._records.returned(t, call, row, result, verdict, reason, approved,
+                                   (time.monotonic() - started) * 1000)
+            self._save(t)
         return False
 
     async def resume_elicited(self, t: Turn, call: PendingCall) -> bool:

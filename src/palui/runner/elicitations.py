@@ -198,7 +198,7 @@ def answer(db: Database, eid: str, action: str, content: dict[str, Any] | None, 
     now = time.time() if now is None else now
     if action not in STATUS_OF:
         raise UsageError(f"an answer is accept, decline or cancel (got {action!r})")
-    with db.write() as c:
+    with db.write(durable=True) as c:  # an answer survives a power cut
         r = c.execute("SELECT * FROM elicitations WHERE id = ?", (eid,)).fetchone()
         if r is None:
             raise NotFound(f"unknown question {eid!r} (see: palui elicitations list)")

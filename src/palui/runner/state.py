@@ -171,7 +171,7 @@ def save(db: Database, t: Turn) -> None:
 def claim(db: Database, turn_id: str, from_status: tuple[TurnStatus, ...]) -> bool:
     """Compare-and-set the turn to ``running`` for this process. True if this process won (spec §5)."""
     marks = ",".join("?" for _ in from_status)
-    with db.write() as c:
+    with db.write(durable=True) as c:  # a claim survives a power cut
         cur = c.execute(
             f"UPDATE turns SET status='running', owner=?, version=version+1, updated_at=? WHERE id=?"
             f" AND status IN ({marks})",
@@ -251,7 +251,7 @@ def claim_new(db: Database, turn_id: str,
     step (spec §6.5). Returns a :class:`Claim`.
     """
     now = time.time() if now is None else now
-    with db.write() as c:
+    with db.write(durable=True) as c:  # a claim survives a power cut
         row = c.execute("SELECT * FROM turns WHERE id = ? AND status = 'queued'", (turn_id,)).fetchone()
         if row is None:
             return Claim(False)

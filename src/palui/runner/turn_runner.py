@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic_ai.exceptions import ModelAPIError
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, SystemPromptPart, TextPart, ToolCallPart
@@ -91,6 +91,7 @@ class TurnRunner:
         self.settings = deps.settings
         self.events = TurnEvents(on_event)
         self.clock = TurnClock(deps.settings)
+        self._usage: dict[str, Any] | None = None  # the last model step's usage, counted by the next save
         self.guard = StopGuard(deps.db, self.clock.paused_total)
         self.earlier = EarlierTurns(deps.db)
         options = CallOptions(
@@ -120,9 +121,15 @@ class TurnRunner:
         return self.events.run_events
 
     def save(self, t: Turn) -> None:
-        """Persist the turn's progress, its counted seconds brought up to now."""
+        """Persist the turn's progress, its counted seconds brought up to now, with the usage of the model step
+        it holds (one transaction: a step's messages, usage and calls commit together, or not at all)."""
         self.clock.sync(t)
-        st.save(self.db, t)
+        usage, self._usage = self._usage, None
+        if usage is None:
+            return st.save(self.db, t)
+        with self.db.write():
+            caps.record_usage(self.db, **usage)
+            st.save(self.db, t)
 
     # -- entry point -------------------------------------------------------------------------
 
@@ -166,7 +173,9 @@ class TurnRunner:
         if health is not None:
             end["health"] = health.line
         self.events.emit(t, end)
-        with self.db.write():  # the end and the message that tells it commit together (spec §8.3)
+        # The end and the message that tells it commit together (spec §8.3), durably: an ended turn survives a
+        # power cut (docs/decisions/draft-a-durable-turn-in-few-transactions.md).
+        with self.db.write(durable=ended):
             self.save(t)
             if ended:
                 kind = {Origin.CHAT: "answer", Origin.JOB: "job", Origin.WEBHOOK: "webhook"}[t.origin]
@@ -205,9 +214,8 @@ class TurnRunner:
     # -- the loop -----------------------------------------------------------------------------
 
     async def _loop(self, t: Turn, handle: ModelHandle) -> None:
-        if t.offered is None:
+        if t.offered is None:  # stored with the first step's save: a turn cut short before it is offered again
             t.offered = await self._offer(t)
-            self.save(t)
         while True:
             if st.stop_requested(self.db, t.id):
                 return self._finish_stopped(t, "stopped by the person")
@@ -222,7 +230,8 @@ class TurnRunner:
                 if await self.calls.process(t):
                     t.status = TurnStatus.AWAITING_APPROVAL
                     return self.save(t)
-                self.save(t)
+                # Not saved here: each call's result is stored already (with its audit row, when it ran), and the
+                # results' message goes with the next step's save; a turn cut short builds it again from them.
                 if self.loops.stop:  # a looping turn's tool use ends; the model answers without tools
                     return await self._last_step(t, handle, self.loops.stop)
             # Step boundary: budgets and caps.
@@ -271,8 +280,9 @@ class TurnRunner:
         # spec §6.4: cached input counts at its weight (the setting, else the provider's default)
         weight = cached_input_weight(handle.provider, self.settings.caps.cached_input_weight)
         cached = usage.cache_read_tokens or 0
-        caps.record_usage(self.db, turn_id=t.id, job_id=t.job_id, tz=tz, cached=cached, weight=weight,
-                          tokens=counted_tokens(usage.input_tokens or 0, cached, usage.output_tokens or 0, weight))
+        # Counted with the step's save (:meth:`save`), in the transaction that stores the response.
+        self._usage = {"turn_id": t.id, "job_id": t.job_id, "tz": tz, "cached": cached, "weight": weight,
+                       "tokens": counted_tokens(usage.input_tokens or 0, cached, usage.output_tokens or 0, weight)}
         return response
 
     def _text(self, t: Turn, response: ModelResponse) -> None:

@@ -183,6 +183,11 @@ class TurnsPart:
         if origin is Origin.CHAT and len(text) > limit:
             raise UsageError(f"the message is too long: {len(text):,} characters, at most {limit:,} "
                              "(limits.message_chars); nothing was stored")
+        with self.db.write():  # a new conversation commits with its first turn
+            return self._start(text, origin, conversation, model, job_id, webhook_id, prompt, channel)
+
+    def _start(self, text: str, origin: Origin, conversation: str | None, model: str | None, job_id: str | None,
+               webhook_id: str | None, prompt: str | None, channel: str | None) -> str:
         if conversation is None:
             conversation = self.new_conversation(origin, channel)
         conversation = ids.resolve(self.db, conversation)  # a unique prefix is enough
@@ -251,11 +256,13 @@ class TurnsPart:
         turn_id: str,
         from_status: tuple[TurnStatus, ...] = (TurnStatus.QUEUED,),
         on_event: EventSink | None = None,
+        claimed: st.Claim | None = None,
     ) -> Launched:
         """Start a stored turn: claim it and run it in a task of this process (the one start door;
         the runtime's tick, the HTTP routes, the web page and the CLI all call it). Needs a running
-        event loop. Returns :class:`Launched`; a turn another process holds is left alone."""
-        got = self.claim(turn_id, from_status)
+        event loop. Returns :class:`Launched`; a turn another process holds is left alone. ``claimed``: the
+        claim already made (in the transaction that stored the turn, :meth:`send`)."""
+        got = claimed or self.claim(turn_id, from_status)
         if not got.claimed:
             return Launched(self.turn_tasks.tasks.get(turn_id), got.cap, got.behind)
         return Launched(self.turn_tasks.launch(turn_id, self._run_task, on_event))
@@ -279,15 +286,16 @@ class TurnsPart:
         turn_id: str,
         on_event: EventSink | None = None,
         from_status: tuple[TurnStatus, ...] = (TurnStatus.QUEUED,),
+        claimed: st.Claim | None = None,
     ) -> TurnResult:
-        """Launch a turn and wait for it here. Returns :meth:`result`.
+        """Launch a turn and wait for it here (``claimed``: see :meth:`launch`). Returns :meth:`result`.
 
         If the caps refuse a queued turn, it stays queued: the result has status ``queued``,
         ``queued_reason`` (the cap) and ``start_after`` (ISO time). A turn waiting behind
         another of its conversation is ``queued`` with ``queued_behind``. If another process
         holds the turn, returns its current state without running it.
         """
-        launched = self.launch(turn_id, from_status, on_event)
+        launched = self.launch(turn_id, from_status, on_event, claimed)
         if launched.task is not None and launched.cap is None and launched.behind is None:
             return await launched.task
         result = self.result(turn_id, [])
@@ -307,10 +315,14 @@ class TurnsPart:
         on_event: EventSink | None = None,
         channel: str | None = None,
     ) -> TurnResult:
-        """Start a turn and run it here: the ``palui run`` path."""
+        """Start a turn and run it here: the ``palui run`` path. The new conversation (none given), the turn row
+        with its first message and its claim commit in one durable transaction
+        (docs/decisions/draft-a-durable-turn-in-few-transactions.md)."""
         await self.ready()
-        tid = self.start(text, origin=origin, conversation=conversation, model=model, channel=channel)
-        return await self.run(tid, on_event)
+        with self.db.write(durable=True):
+            tid = self.start(text, origin=origin, conversation=conversation, model=model, channel=channel)
+            got = self.claim(tid)
+        return await self.run(tid, on_event, claimed=got)
 
     async def resume(self, turn_id: str, on_event: EventSink | None = None) -> TurnResult:
         """Go on with a turn paused for an approval that is no longer pending, here (the CLI's way;

@@ -28,8 +28,10 @@ def record(db: Database, *, turn_id: str | None, tool: str, tool_class: str | No
               "origin": origin, "tainted": int(bool(tainted)), "verdict": verdict, "reason": reason,
               "args_hash": args_hash, "outcome": outcome,
               "duration_ms": None if duration_ms is None else float(duration_ms)}
+    head_file = audit_chain.head_path(db.path)
     with db.write() as c:
-        audit_chain.append(c, values, audit_chain.head_path(db.path))
+        audit_chain.append(c, values, head_file)
+        db.sync_with_commit(head_file)  # the head follows its row to disk when the commit is durable
 
 
 def rows(db: Database, turn_id: str | None = None, limit: int = 500) -> list[AuditRow]:

@@ -3,11 +3,20 @@
 Every write in Palui goes through :meth:`Database.write`, a ``BEGIN IMMEDIATE``
 transaction: it takes SQLite's write lock up front, so read-modify-write sequences
 (compare-and-set on a turn, cap counters) cannot interleave between processes.
+
+Durability (docs/decisions/draft-a-durable-turn-in-few-transactions.md): the database is in WAL mode with
+``synchronous = NORMAL``, so a commit survives a crash of the process but not always a power cut. A write opened
+with ``durable=True`` (a claim, an answer, a turn's end) survives a power cut too: its connection switches to
+``synchronous = FULL`` before ``BEGIN`` and back to ``NORMAL`` after the commit (SQLite does not take the switch
+inside a transaction), so the commit syncs the WAL; a durable write nested in a write that is not syncs the WAL
+file itself once the outer one commits. Files written beside a transaction (the audit head) are synced with it
+(:meth:`Database.sync_with_commit`).
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import sqlite3
 import threading
 import time
@@ -40,6 +49,9 @@ class Database:
         #: Per-process caches of what was read from this database, each checked against a stored
         #: version before use (the tool catalog, decoded history): never a source of truth.
         self.memo: dict[str, Any] = {}
+        #: Files written beside commits that were not durable (:meth:`sync_with_commit`): the next durable commit
+        #: syncs them, so they reach the disk with the rows that a durable commit's WAL sync carries.
+        self._unsynced: set[Path] = set()
         self._migrate()
 
     def _connect(self) -> sqlite3.Connection:
@@ -73,16 +85,20 @@ class Database:
                 c.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (number, name, time.time()))
 
     @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
+    def write(self, durable: bool = False) -> Iterator[sqlite3.Connection]:
         """The one write path: a ``BEGIN IMMEDIATE`` transaction, committed on success.
 
         A write opened inside another write of the same thread is a savepoint of the outer
         transaction: it commits with it, and its own failure rolls back only its changes. A chat
         channel records an update's id and the turn or answer it caused this way, in one
         transaction (spec §8.3: each update is processed once). The body of a write never awaits.
+        ``durable``: the commit survives a power cut, not only a crash (the module's docstring says how);
+        nested, it makes the outer transaction's commit durable.
         """
         conn = self._connect()
         if conn.in_transaction:
+            if durable:
+                self._local.durable = True
             name = f"nested_{next(_savepoints)}"
             conn.execute(f"SAVEPOINT {name}")
             try:
@@ -94,18 +110,41 @@ class Database:
             else:
                 conn.execute(f"RELEASE {name}")
             return
-        conn.execute("BEGIN IMMEDIATE")
-        self._local.after = []
+        if durable:
+            conn.execute("PRAGMA synchronous = FULL")
         try:
-            yield conn
-        except BaseException:
-            self._local.after = None
-            conn.execute("ROLLBACK")
-            raise
-        after, self._local.after = self._local.after, None
-        conn.execute("COMMIT")
+            conn.execute("BEGIN IMMEDIATE")
+            self._local.after, self._local.durable, self._local.sync = [], False, set()
+            try:
+                yield conn
+            except BaseException:
+                self._local.after = self._local.sync = None
+                conn.execute("ROLLBACK")
+                raise
+            after, self._local.after = self._local.after, None
+            nested_durable, sync, self._local.sync = self._local.durable, self._local.sync, None
+            conn.execute("COMMIT")
+        finally:
+            if durable:
+                conn.execute("PRAGMA synchronous = NORMAL")
+        if durable or nested_durable:
+            if nested_durable and not durable:
+                sync.add(Path(f"{self.path}-wal"))  # this commit was not synced by SQLite: the WAL now
+            sync |= self._unsynced
+            self._unsynced = set()
+            for path in sync:
+                _fsync(path)
+        else:
+            self._unsynced |= sync
         for fn in after:
             fn()
+
+    def sync_with_commit(self, path: Path) -> None:
+        """Sync ``path`` (a file written beside the open write, the audit head) to disk with the first durable
+        commit from this one on (this one's, when it is durable); nothing outside a write."""
+        sync: set[Path] | None = getattr(self._local, "sync", None)
+        if sync is not None:
+            sync.add(path)
 
     def after_commit(self, fn: Callable[[], None]) -> None:
         """Call ``fn`` once the write open on this thread commits (never if it rolls back), or now when no
@@ -191,6 +230,19 @@ class Database:
         if conn is not None:
             conn.close()
             self._local.conn = None
+
+
+def _fsync(path: Path) -> None:
+    """Flush ``path``'s written data to disk (a missing file has nothing to flush: a checkpoint that removed the
+    WAL synced it first)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _split(sql: str) -> list[str]:
