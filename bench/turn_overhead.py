@@ -37,8 +37,10 @@ import sys
 import tempfile
 import time
 
-from common import QUICK_HELP, before_result, before_side, fresh_home, load, print_result, quick, report
+from common import QUICK_HELP, ROOT, before_result, before_side, fresh_home, load, print_result, quick, report
 
+#: Run as the ``--before`` side of another (``PALUI_BENCH_CHECKOUT``, read now: ``fresh_home`` clears it).
+BEFORE_SIDE = bool(os.environ.get("PALUI_BENCH_CHECKOUT"))
 QUESTION = "Do I need to buy milk?"
 SCRIPT = {"steps": [
     {"tool_calls": [{"tool": "recall__search_memories", "args": {"query": "milk"}}],
@@ -187,7 +189,8 @@ def fsyncs(way: str, n: int) -> float:
         with tempfile.NamedTemporaryFile(prefix="palui-bench-strace-", suffix=".txt") as out:
             subprocess.run(["strace", "-f", "-c", "-e", "trace=fsync,fdatasync", "-o", out.name, sys.executable,
                             sys.argv[0], "--only", way, "--turns", str(k), "--warmup", "0"], check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           env={**os.environ, "PALUI_BENCH_CHECKOUT": str(ROOT)})  # the checkout measured here
             text = open(out.name).read()
         row = re.compile(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?f(?:data)?sync", re.M)
         return sum(int(m.group(1)) for m in row.finditer(text))
@@ -214,7 +217,7 @@ if __name__ == "__main__":
         figures.update({f"fsyncs_{k}": fsyncs(k, n) for k in ways})
         print(f"  fsyncs per turn (strace -f -c, {n} turns): palui {figures['fsyncs_palui']:.2f}, "
               f"floor {figures['fsyncs_floor']:.2f}")
-    if os.environ.get("PALUI_BENCH_CHECKOUT"):
+    if BEFORE_SIDE:
         print_result(figures)
     text, theirs = before_result(side)
     if theirs:
