@@ -16,7 +16,7 @@ the tool runs, the model answers. Two ways, alternating turn by turn in one proc
             (``durable=True``: FULL, where the checkout has it). Target: the governed turn ≤ 3× this floor (CPU).
 
 Also printed: write transactions per Palui turn (``BEGIN IMMEDIATE`` seen by a ``sqlite3`` trace callback on the
-turn's connection; target ≤ 4) and statements per turn; with ``--fsyncs``, fsync/fdatasync calls per turn of each
+turn's connection; target ≤ 4) and statements per turn; with ``--fsyncs``, fsync and fdatasync calls per turn of each
 way (the bench run again under ``strace -f -c`` for N turns of that way and for none, the difference over N).
 
 Usage: ``.venv/bin/python bench/turn_overhead.py [--turns N] [--fsyncs] [--before CHECKOUT]`` (default 300).

@@ -61,13 +61,13 @@ async def test_an_answer_is_durable_and_syncs_the_audit_head_written_before_it(s
     r = await svc.turns.send("delete task 1", model=model)
     assert r["status"] == "awaiting_approval", r  # a destructive call asks; the read before it was audited
     synced: list[str] = []
-    real = os.fsync
+    real = os.fdatasync
 
-    def fsync(fd: int) -> None:
+    def fdatasync(fd: int) -> None:
         synced.append(os.readlink(f"/proc/self/fd/{fd}"))
         real(fd)
 
-    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
     pending = svc.approvals.list("pending")
     assert pending, "the write asks"
     seen = traced(svc)

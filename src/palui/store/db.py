@@ -240,7 +240,7 @@ def _fsync(path: Path) -> None:
     except FileNotFoundError:
         return
     try:
-        os.fsync(fd)
+        os.fdatasync(fd)  # the data and the size that reads it back, as SQLite syncs on Linux
     finally:
         os.close(fd)
 
