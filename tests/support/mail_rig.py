@@ -275,7 +275,7 @@ def body(msg: EmailMessage) -> str:
 class MailRig:
     """``palui serve`` with an email channel for a fresh mailbox on the session's dovecot."""
 
-    def __init__(self, home: Path, dovecot: Dovecot, toml: str = "") -> None:
+    def __init__(self, home: Path, dovecot: Dovecot, toml: str = "", process: bool = False) -> None:
         self.home = home
         self.dovecot = dovecot
         n = next(_numbers)
@@ -286,7 +286,7 @@ class MailRig:
         self.script = home / "script.json"
         self.set_script({"text": "ok"})
         (home / "palui.toml").write_text(f'model = "script:{self.script}"\n{toml}', encoding="utf-8")
-        self.svc = LiveService(home)
+        self.svc = LiveService(home, process=process)
         self.validity = 0
         self.marks: dict[int, int] = {}
         self.delivered: dict[int, EmailMessage] = {}
