@@ -150,8 +150,10 @@ def test_a_session_is_governed_like_a_tainted_chat_turn(gw):
             assert not r.is_error and "evil.example/y" in text(r)
 
     asyncio.run(go())
-    rows = srv.rows("SELECT tool, origin, verdict, outcome, reason FROM audit WHERE origin = 'gateway' ORDER BY id")
-    assert rows and all("gateway client coder" in r[4] for r in rows)
+    rows = srv.rows("SELECT tool, origin, verdict, outcome, reason, client, session FROM audit WHERE origin = 'gateway'"
+                    " ORDER BY id")
+    assert rows and all(r[5] == "coder" and r[6].startswith("g-") for r in rows)  # the client's and session's columns
+    assert len({r[6] for r in rows}) == 1  # one session
     outcomes = [(r[0], r[3]) for r in rows]
     assert ("mcp-notes__lookup", "ok") in outcomes and ("mcp-notes__save", "approved; ok") in outcomes
     assert ("mcp-notes__wipe", "denied") in outcomes

@@ -43,8 +43,8 @@ async def gateway(home, toml: str = "", context: str = "trusted"):
         await books.add(svc, enable=("lookup", "save", "wipe", "hang"))
         token = svc.gateway_client_add("coder", context=context)["token"]
         async with app_running(svc) as app:
-            def session() -> Any:
-                return GatewayDoor(svc, app, token, "coder").connected()
+            def session(client: str = "coder", key: str | None = None) -> Any:
+                return GatewayDoor(svc, app, key or token, client).connected()
             yield svc, books, session
     finally:
         books.forget()
@@ -208,4 +208,33 @@ def test_a_call_in_flight_when_the_service_ended_is_audited_when_it_starts_again
     assert svc.gateway_sessions_end_open("the service restarted") == [session]
     [row] = svc.audit(turn)
     assert (row["tool"], row["outcome"], row["verdict"]) == ("mcp-books__hang", "cancelled; may have run", "run")
-    assert row["reason"] == "gateway client coder: the service restarted while the call was in flight"
+    assert row["reason"] == "the service restarted while the call was in flight"
+    assert (row["client"], row["session"]) == ("coder", session)
+
+
+async def test_a_client_at_its_cap_leaves_another_calling_and_only_calls_sent_count(home):
+    """Per-client caps (spec §8.6): guessed names, a switched-off tool and a tool outside the client's connectors
+    cost nothing; the client at its cap is refused saying when the next call is possible, while another client
+    still calls; the counts are a row per client and minute."""
+    toml = "[caps]\ngateway_client_calls_per_hour = 2\n[budgets]\nerror_streak = 0\n"  # the guesses are no loop here
+    async with gateway(home, toml) as (svc, books, session):
+        other = svc.gateway_client_add("other", context="trusted", calls_per_hour=5)["token"]
+        svc.set_enabled(["mcp-books__wipe"], False)
+        async with session() as s:
+            for guess in ("mcp-books__secret", "mcp-books__admin", "mcp-vault__read", "mcp-books__wipe"):
+                text_, error = await s.call(guess, {"q": "x"})
+                assert error and "cannot be called" in text_, text_
+            text_, error = await s.call("mcp-books__lookup", {"q": "nope"} | {"extra": 1})  # arguments refused
+            assert error and "was not called" in text_, text_
+            for q in ("one", "two"):
+                assert not (await s.call("mcp-books__lookup", {"q": q}))[1]
+            text_, error = await s.call("mcp-books__lookup", {"q": "three"})
+            assert error and "this client's cap of 2 calls an hour" in text_ and "UTC" in text_, text_
+        async with session("other", other) as o:  # another client is not held by coder's cap
+            text_, error = await o.call("mcp-books__lookup", {"q": "mine"})
+            assert not error and text_ == 'lookup: {"q": "mine"}'
+        counted = {r["client"]: r["calls"] for r in svc.db.all("SELECT client, SUM(calls) AS calls FROM"
+                                                               " gateway_call_minutes GROUP BY client")}
+        assert counted == {"coder": 2, "other": 1, "": 3}
+        assert svc.audit()[-2]["outcome"] == "refused: over cap"
+    assert [a["q"] for c, a in books.calls] == ["one", "two", "mine"]

@@ -24,9 +24,9 @@ def audit_app(ctx: click.Context, turn: str | None, limit: int, as_json: bool) -
     rows = service().audit(turn, limit)
     if as_json:
         return emit_json(rows)
-    table([[r["time"][:19], r["turn"] or "", r["tool"], r["class"] or "?", r["verdict"],
+    table([[r["time"][:19], r["turn"] or "", r["client"] or "", r["tool"], r["class"] or "?", r["verdict"],
             "tainted" if r["tainted"] else "", r["outcome"], render.short(r["reason"], 70)] for r in rows],
-          ["TIME", "TURN", "TOOL", "CLASS", "VERDICT", "TAINT", "OUTCOME", "REASON"])
+          ["TIME", "TURN", "CLIENT", "TOOL", "CLASS", "VERDICT", "TAINT", "OUTCOME", "REASON"])
 
 
 @audit_app.command("verify")

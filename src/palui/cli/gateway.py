@@ -71,8 +71,9 @@ def _url() -> str:
 
 
 def _line(c: GatewayClient) -> str:
-    seen = ", ".join(c["connectors"]) if c["connectors"] is not None else "every connector"
-    return f"{c['name']}: sees {seen}; context {c['context']}; {c['open_sessions']} open session(s)"
+    seen = ", ".join(c["connectors"]) if c["connectors"] is not None else "every MCP connector"
+    cap = f"{c['calls_per_hour']} calls an hour" if c["calls_per_hour"] else "the default calls an hour"
+    return f"{c['name']}: sees {seen}; context {c['context']}; {cap}; {c['open_sessions']} open session(s)"
 
 
 @clients_app.command("add")
@@ -80,11 +81,14 @@ def _line(c: GatewayClient) -> str:
 @click.option("--connectors", metavar="A,B", help="Only these connectors (default: every connector).")
 @click.option("--context", type=click.Choice(["trusted"]), default=None,
               help="Its sessions start untainted (default: tainted, its context is unknown).")
+@click.option("--calls-per-hour", type=click.IntRange(1, 10_000), default=None, metavar="N",
+              help="At most N calls sent to connectors in any 60 minutes (default: caps.gateway_client_calls_per_hour).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (with the token).")
-def clients_add(name: str, connectors: str | None, context: str | None, as_json: bool) -> None:
+def clients_add(name: str, connectors: str | None, context: str | None, calls_per_hour: int | None,
+                as_json: bool) -> None:
     """Add a client and print its token, once (only its hash is stored), with the configuration to paste."""
     chosen = [c.strip() for c in connectors.split(",") if c.strip()] if connectors is not None else None
-    c = service().gateway_client_add(name, chosen, context or "unknown")
+    c = service().gateway_client_add(name, chosen, context or "unknown", calls_per_hour)
     if as_json:
         return emit_json(c)
     click.echo(f"Added gateway client {_line(c)}.")
@@ -102,8 +106,9 @@ def clients_list(as_json: bool) -> None:
     if not rows:
         click.echo("No gateway clients (palui gateway clients add NAME).")
         return
-    table([[c["name"], ", ".join(c["connectors"]) if c["connectors"] is not None else "all", c["context"],
-            str(c["open_sessions"])] for c in rows], ["NAME", "CONNECTORS", "CONTEXT", "OPEN SESSIONS"])
+    table([[c["name"], ", ".join(c["connectors"]) if c["connectors"] is not None else "every MCP", c["context"],
+            str(c["calls_per_hour"] or "default"), str(c["open_sessions"])] for c in rows],
+          ["NAME", "CONNECTORS", "CONTEXT", "CALLS/HOUR", "OPEN SESSIONS"])
 
 
 @clients_app.command("show")

@@ -16,15 +16,17 @@ pinned ``description`` and ``input_schema``, the hints from its effective ``clas
 
 
 class GatewayClient(TypedDict):
-    """A gateway client: ``connectors`` it sees (None: every connector), ``context`` ``unknown`` (sessions
-    start tainted) or ``trusted``; ``created_at`` epoch seconds; ``open_sessions`` now. ``token`` only in
-    the answer to adding it (shown once, stored hashed)."""
+    """A gateway client: ``connectors`` it sees (None: every MCP connector), ``context`` ``unknown`` (sessions
+    start tainted) or ``trusted``; ``created_at`` epoch seconds; ``open_sessions`` now; ``calls_per_hour`` its
+    own cap (None: ``caps.gateway_client_calls_per_hour``). ``token`` only in the answer to adding it (shown
+    once, stored hashed)."""
 
     name: str
     connectors: list[str] | None
     context: str
     created_at: float
     open_sessions: int
+    calls_per_hour: int | None
     token: NotRequired[str]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:
     from palui.runner.call_history import CallHistory
@@ -22,12 +22,24 @@ if TYPE_CHECKING:
 Progress = Callable[[float, float | None, str], Awaitable[None]]
 
 
+class CallCap(Protocol):
+    """A door's cap on calls (the gateway's: :class:`~palui.runner.gateway_cap.GatewayCap`)."""
+
+    def over(self) -> str | None:
+        """Step ``cap``: why one more call would pass the cap, saying when the next is possible; None if not."""
+
+    def take(self) -> str | None:
+        """Step ``send``: count the call about to be sent; a reason (and nothing counted) when the cap was
+        reached since step ``cap``."""
+
+
 @dataclass(frozen=True)
 class CallOptions:
     """A door's options.
 
-    - ``client`` (every step that writes: the audit, approvals): None for a turn; a gateway client's name, which
-      every audit row's reason and every approval's reason name.
+    - ``client`` and ``session`` (every step that writes: the audit, approvals): None for a turn; a gateway
+      client's name and session, which every audit row carries in columns of its own, and every approval's reason
+      names (the client).
     - ``halted`` (step ``stopped``): why a call must not go on now, or None. Turn: its stop flag (``/stop``, the
       brake); gateway: the brake's pause of the gateway, or the session's stop flag.
     - ``halt_stops`` (step ``stopped``): True, a halt stops the whole turn (:class:`StopRequested`); False, the
@@ -41,8 +53,9 @@ class CallOptions:
       person clears it (``client``).
     - ``offer`` (step ``offered``): why a tool is not this door's to call (None: it is). Turn: the set offered at
       its start (the tool budget, a job's connectors); gateway: the client's connectors, MCP tools only.
-    - ``cap`` (step ``cap``): why one more call would pass a cap, or None. Turn: none (caps admit turns, spec
-      §6.4); gateway: ``caps.gateway_calls_per_hour``.
+    - ``cap`` (steps ``cap``, ``send``): the cap on calls, or None. Turn: none (caps admit turns, spec §6.4);
+      gateway: the client's calls per hour and ``caps.gateway_calls_per_hour`` over every client, counting only
+      the calls sent to a connector (:class:`~palui.runner.gateway_cap.GatewayCap`).
     - ``approval`` (steps ``answered``, ``gate``): ``pause`` (an ask pauses the turn durably; it resumes when
       answered) or ``wait`` (the call waits ``wait_seconds`` for the answer, telling ``progress``; then an error
       naming the approval, and an identical later call of the session waits on or consumes it: step ``retry``).
@@ -62,10 +75,11 @@ class CallOptions:
     history: CallHistory
     scope: Literal["turn", "client"]
     offer: Callable[[Turn, ToolRow | None, str], str | None]
-    cap: Callable[[], str | None] | None
+    cap: CallCap | None
     approval: Literal["pause", "wait"]
     questions: bool
     save: Callable[[Turn], None]
     wait_seconds: float = 0.0
+    session: str | None = None
     progress: Progress | None = None
     unknown_context: str | None = None

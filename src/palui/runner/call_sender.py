@@ -15,12 +15,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from palui.connectors.base import CallContext, Resume, ToolResult
+from palui.runner.gateway_cap import OVER_CAP
 from palui.runner.pending import CallState, PendingCall
 from palui.runner.server_questions import SendAgain
 from palui.runner.stop_guard import StopRequested
 
 if TYPE_CHECKING:
     from palui.runner.approval_gate import ApprovalGate
+    from palui.runner.call_options import CallCap
     from palui.runner.call_records import CallRecords
     from palui.runner.deps import RunnerDeps
     from palui.runner.server_questions import RoundOutcome, ServerQuestions
@@ -43,11 +45,12 @@ class CallSender:
         time_left: the seconds left for the call (a turn's clock, a gateway call's own bound).
         events: the turn's events (``tool_start`` goes to the front end only).
         save: persists the turn (the durable ``sent`` marker).
+        cap: the door's cap, which counts each call sent (a gateway session's); None: no cap.
     """
 
     def __init__(self, deps: RunnerDeps, records: CallRecords, gate: ApprovalGate, questions: ServerQuestions | None,
                  guard: StopGuard, time_left: Callable[[Turn], float], events: TurnEvents,
-                 save: Callable[[Turn], None]) -> None:
+                 save: Callable[[Turn], None], cap: CallCap | None = None) -> None:
         self._deps = deps
         self._records = records
         self._gate = gate
@@ -56,6 +59,7 @@ class CallSender:
         self._time_left = time_left
         self._events = events
         self._save = save
+        self._cap = cap
 
     async def send(self, t: Turn, call: PendingCall, row: ToolRow, verdict: str, reason: str,
                    approved: bool = False, resume: Resume | None = None) -> bool:
@@ -68,6 +72,9 @@ class CallSender:
         """
         conn = await self._deps.hub.get(row.connector)
         if approved and not self._gate.recheck(t, call, row, verdict):
+            return False
+        if self._cap is not None and resume is None and (over := self._cap.take()) is not None:
+            self._records.refuse(t, call, row, verdict, over, outcome=OVER_CAP)  # reached since the cap step
             return False
         call["state"] = CallState.SENT
         self._save(t)  # durable marker: a crash from here on never re-runs the call

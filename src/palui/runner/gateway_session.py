@@ -4,14 +4,14 @@ Another MCP client's call runs through :meth:`GovernedCall.run <palui.runner.gov
 the same steps in the same order as a turn's calls. :class:`GatewaySession` holds no step: it reads the session
 and hands the gateway's :class:`~palui.runner.call_options.CallOptions`:
 
-- the client names every audit row and approval (``client``);
+- the client and the session are every audit row's columns, and the client every approval's reason (``client``);
 - the brake's pause of the gateway, or the session's stop, refuses the call and the session goes on
   (``halted``, ``halt_stops`` False); a call in flight is cancelled by either within a second (``guard``);
 - a call has its own time (``time_left``: :data:`CALL_SECONDS`; the connector's start at most 30 s of it);
 - the loop rules and the person's denials count the client's calls, every session, until the person clears
   the client (``history``, ``scope``);
 - the client's offer: the tools of its connectors, MCP tools only (``offer``);
-- ``caps.gateway_calls_per_hour`` (``cap``);
+- the client's calls per hour and ``caps.gateway_calls_per_hour``, counting the calls sent to a connector (``cap``);
 - an ask waits ``gateway.wait_seconds`` for the person's answer, and an identical later call of the session
   waits on or consumes it (``approval`` ``wait``);
 - a server's questions during the call are refused (``questions`` False);
@@ -35,7 +35,7 @@ from palui.runner import gateway_pause
 from palui.runner import state as st
 from palui.runner.call_history import ClientHistory
 from palui.runner.call_options import CallOptions
-from palui.runner.caps import gateway_over_cap
+from palui.runner.gateway_cap import GatewayCap
 from palui.runner.governed_call import GovernedCall
 from palui.runner.offer import is_builtin
 from palui.runner.pending import CallState, read_call
@@ -59,10 +59,13 @@ STOPPED_IN_FLIGHT = "Error: the call was stopped while it ran, and it may have r
 
 @dataclass(frozen=True)
 class Scope:
-    """Who calls: the client's ``name`` and the connectors it was given (None: every connector)."""
+    """Who calls: the client's ``name``, the connectors it was given (None: every MCP connector), its ``session``
+    id and its own calls per hour (None: ``caps.gateway_client_calls_per_hour``)."""
 
     name: str
     connectors: tuple[str, ...] | None
+    session: str | None = None
+    calls_per_hour: int | None = None
 
 
 class GatewaySession:
@@ -110,7 +113,8 @@ class GatewaySession:
             time_left=lambda _t: CALL_SECONDS - (time.monotonic() - started),
             guard=StopGuard(db, lambda: 0.0, self._stopped),
             history=ClientHistory(db, self._scope.name, t.conversation_id), scope="client", offer=self._offered,
-            cap=lambda: gateway_over_cap(db, self._deps.settings), approval="wait", questions=False,
+            cap=GatewayCap(db, self._deps.settings, self._scope.name, self._scope.calls_per_hour), approval="wait",
+            questions=False, session=self._scope.session,
             save=lambda turn: st.save(db, turn), wait_seconds=self._wait, progress=progress,
             unknown_context=UNKNOWN_CONTEXT)
         governed = GovernedCall(self._deps, options, self._events, EarlierTurns(db))

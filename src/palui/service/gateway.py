@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 #: The client's name: what the person calls it, and what approvals and the audit show.
 NAME = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 TOKEN_PREFIX = "pgw_"
+#: The most ``--calls-per-hour`` may say (the range of ``caps.gateway_client_calls_per_hour``).
+MAX_CALLS_PER_HOUR = 10_000
 #: The taint source of a session whose client's context is unknown (spec §8.6).
 UNKNOWN_CONTEXT = "the client's context is unknown"
 #: The cancel reason of the pending approvals of a session that ended.
@@ -79,15 +81,19 @@ class GatewayPart:
     # -- clients ----------------------------------------------------------------------------------
 
     def gateway_client_add(self, name: str, connectors: list[str] | None = None,
-                           context: str = "unknown") -> GatewayClient:
+                           context: str = "unknown", calls_per_hour: int | None = None) -> GatewayClient:
         """Add a client named ``name`` (lower-case letters, digits, ``-``), seeing only ``connectors`` (None:
-        all of them), its sessions starting tainted unless ``context`` is ``trusted``. Returns it with its
-        ``token``: shown this once, stored hashed. Raises UsageError (bad name, context or connector, a
-        name taken)."""
+        every MCP connector; a built-in one only when named, spec §8.6), its sessions starting tainted unless
+        ``context`` is ``trusted``, sending at most ``calls_per_hour`` calls to connectors in any 60 minutes
+        (None: ``caps.gateway_client_calls_per_hour``). Returns it with its ``token``: shown this once, stored
+        hashed. Raises UsageError (bad name, context, connector or number, a name taken)."""
         if not isinstance(name, str) or not NAME.match(name):
             raise UsageError(f"a client name is lower-case letters, digits and '-' (at most 40): {named(str(name))}")
         if context not in ("unknown", "trusted"):
             raise UsageError(f"--context is 'trusted' or left out, not {named(str(context))}")
+        if calls_per_hour is not None and (isinstance(calls_per_hour, bool) or not isinstance(calls_per_hour, int)
+                                           or not 1 <= calls_per_hour <= MAX_CALLS_PER_HOUR):
+            raise UsageError(f"--calls-per-hour is a whole number from 1 to {MAX_CALLS_PER_HOUR:,}")
         if connectors is not None:
             known = {r["id"] for r in self.db.all("SELECT id FROM connectors")}
             missing = [c for c in connectors if c not in known]
@@ -98,9 +104,10 @@ class GatewayPart:
             raise UsageError(f"a gateway client named {name!r} exists (palui gateway clients remove {name})")
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         with self.db.write() as c:
-            c.execute("INSERT INTO gateway_clients (name, token_hash, connectors_json, context, created_at)"
-                      " VALUES (?,?,?,?,?)", (name, token_hash(token), None if connectors is None
-                                               else json.dumps(connectors, allow_nan=False), context, self.clock.now()))
+            c.execute("INSERT INTO gateway_clients (name, token_hash, connectors_json, context, created_at,"
+                      " calls_per_hour) VALUES (?,?,?,?,?,?)",
+                      (name, token_hash(token), None if connectors is None else json.dumps(connectors, allow_nan=False),
+                       context, self.clock.now(), calls_per_hour))
         return {**self.gateway_client(name), "token": token}
 
     def gateway_clients(self) -> list[GatewayClient]:
@@ -137,7 +144,8 @@ class GatewayPart:
         sessions = self.db.row("SELECT COUNT(*) FROM gateway_sessions WHERE client = ? AND ended_at IS NULL",
                                (r["name"],))[0]
         return {"name": r["name"], "connectors": json.loads(r["connectors_json"]) if r["connectors_json"] else None,
-                "context": r["context"], "created_at": r["created_at"], "open_sessions": int(sessions)}
+                "context": r["context"], "created_at": r["created_at"], "open_sessions": int(sessions),
+                "calls_per_hour": r["calls_per_hour"]}
 
     # -- sessions ---------------------------------------------------------------------------------
 
@@ -232,8 +240,9 @@ class GatewayPart:
                              tool_class=tool.tool_class.value if tool else None,
                              class_source=tool.class_source.value if tool else None, origin=Origin.GATEWAY.value,
                              tainted=bool(r["tainted"]), verdict="ask" if call.get("approval") else "run",
-                             reason=f"gateway client {r['client']}: {reason} while the call was in flight",
-                             args_hash=approvals_mod.args_hash(call["args"]), outcome="cancelled; may have run")
+                             reason=f"{reason} while the call was in flight",
+                             args_hash=approvals_mod.args_hash(call["args"]), outcome="cancelled; may have run",
+                             client=r["client"], session=r["id"])
             self.gateway_session_end(r["id"], reason)
         return [r["id"] for r in rows]
 
@@ -283,14 +292,14 @@ class GatewayPart:
         s, connectors = self._session(session)
         deps = self.turns_part.runner_deps()
         wait = deps.settings.gateway.wait_seconds
-        r = await GatewaySession(deps, Scope(s["client"], connectors), s["turn_id"], wait, self._turns).call(
-            tool, args, progress)
+        scope = Scope(s["client"], connectors, session, s["calls_per_hour"])
+        r = await GatewaySession(deps, scope, s["turn_id"], wait, self._turns).call(tool, args, progress)
         # what the client's model reads: hidden characters shown as escapes, as on every surface (spec §4.7)
         return {"text": shown(r.text), "is_error": r.is_error}
 
     def _session(self, session: str) -> tuple[Any, tuple[str, ...] | None]:
         """The session's row (with its turn's taint) and its client's connectors (None: every one)."""
-        s = self.db.one("SELECT g.*, t.tainted, c.connectors_json FROM gateway_sessions g JOIN turns t ON"
+        s = self.db.one("SELECT g.*, t.tainted, c.connectors_json, c.calls_per_hour FROM gateway_sessions g JOIN turns t ON"
                         " t.id = g.turn_id LEFT JOIN gateway_clients c ON c.name = g.client WHERE g.id = ?", (session,))
         if s is None:
             raise NotFound(f"unknown gateway session {named(str(session))}")
