@@ -82,7 +82,8 @@ def _line(c: GatewayClient) -> str:
 @click.option("--context", type=click.Choice(["trusted"]), default=None,
               help="Its sessions start untainted (default: tainted, its context is unknown).")
 @click.option("--calls-per-hour", type=click.IntRange(1, 10_000), default=None, metavar="N",
-              help="At most N calls sent to connectors in any 60 minutes (default: caps.gateway_client_calls_per_hour).")
+              help="At most N calls sent to connectors in any 60 minutes "
+                   "(default: caps.gateway_client_calls_per_hour).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (with the token).")
 def clients_add(name: str, connectors: str | None, context: str | None, calls_per_hour: int | None,
                 as_json: bool) -> None:

@@ -127,7 +127,8 @@ class CallContext:
     question to the person while the call stays open (older MCP connections; None: every question
     is declined); ``resume`` carries the answers of a 2026-07-28 retry (spec §7). ``tool`` is the tool's
     stored row as the runner read it when it decided the call (None: the connector reads it), so a
-    connector need not read it again.
+    connector need not read it again. ``writer`` names a caller whose writes are untrusted whatever the taint (a
+    gateway client, spec §8.6: ``gateway client coder``), None for a turn.
     """
 
     turn_id: str
@@ -142,6 +143,7 @@ class CallContext:
     ask: Ask | None = None
     resume: Resume | None = None
     tool: ToolRow | None = None
+    writer: str | None = None
 
 
 class PersonChannel(Notify, Protocol):

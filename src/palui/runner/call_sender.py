@@ -46,11 +46,13 @@ class CallSender:
         events: the turn's events (``tool_start`` goes to the front end only).
         save: persists the turn (the durable ``sent`` marker).
         cap: the door's cap, which counts each call sent (a gateway session's); None: no cap.
+        writer: who writes through the calls when it is not the person's turn: a gateway client, whose memory
+            and task writes are stored untrusted (``CallContext.writer``, spec §8.6); None for a turn.
     """
 
     def __init__(self, deps: RunnerDeps, records: CallRecords, gate: ApprovalGate, questions: ServerQuestions | None,
                  guard: StopGuard, time_left: Callable[[Turn], float], events: TurnEvents,
-                 save: Callable[[Turn], None], cap: CallCap | None = None) -> None:
+                 save: Callable[[Turn], None], cap: CallCap | None = None, writer: str | None = None) -> None:
         self._deps = deps
         self._records = records
         self._gate = gate
@@ -60,6 +62,7 @@ class CallSender:
         self._events = events
         self._save = save
         self._cap = cap
+        self._writer = writer
 
     async def send(self, t: Turn, call: PendingCall, row: ToolRow, verdict: str, reason: str,
                    approved: bool = False, resume: Resume | None = None) -> bool:
@@ -92,6 +95,7 @@ class CallSender:
             ask=self._questions.asker(t, call, row) if self._questions is not None else None,
             resume=resume,
             tool=row,  # read when the call was decided: the connector need not read it again
+            writer=self._writer,
         )
         started = time.monotonic()
         try:

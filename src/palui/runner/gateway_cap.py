@@ -47,12 +47,13 @@ def _window(c: sqlite3.Connection, client: str, now: float) -> list[tuple[int, i
 def _frees_at(rows: list[tuple[int, int]], cap: int) -> str:
     """When the window of ``rows`` (at least ``cap`` calls) has room for one more: the end of the minute whose
     calls, leaving the window, bring the count under ``cap``."""
-    left = sum(n for _, n in rows)
+    left, leaves = sum(n for _, n in rows), rows[-1][0]
     for minute, n in rows:
         left -= n
         if left < cap:
+            leaves = minute
             break
-    return datetime.fromtimestamp((minute + WINDOW_MINUTES) * 60, UTC).strftime("%H:%M:%S UTC")
+    return datetime.fromtimestamp((leaves + WINDOW_MINUTES) * 60, UTC).strftime("%H:%M:%S UTC")
 
 
 class GatewayCap:

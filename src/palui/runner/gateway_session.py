@@ -10,7 +10,8 @@ and hands the gateway's :class:`~palui.runner.call_options.CallOptions`:
 - a call has its own time (``time_left``: :data:`CALL_SECONDS`; the connector's start at most 30 s of it);
 - the loop rules and the person's denials count the client's calls, every session, until the person clears
   the client (``history``, ``scope``);
-- the client's offer: the tools of its connectors, MCP tools only (``offer``);
+- the client's offer: the tools of its connectors, a built-in one (``recall``, ``tasks``, ``web``) only when given
+  by name (``offer``);
 - the client's calls per hour and ``caps.gateway_calls_per_hour``, counting the calls sent to a connector (``cap``);
 - an ask waits ``gateway.wait_seconds`` for the person's answer, and an identical later call of the session
   waits on or consumes it (``approval`` ``wait``);
@@ -37,7 +38,7 @@ from palui.runner.call_history import ClientHistory
 from palui.runner.call_options import CallOptions
 from palui.runner.gateway_cap import GatewayCap
 from palui.runner.governed_call import GovernedCall
-from palui.runner.offer import is_builtin
+from palui.runner.offer import NOT_THE_CLIENTS, gateway_offers
 from palui.runner.pending import CallState, read_call
 from palui.runner.state import EarlierTurns, Turn
 from palui.runner.stop_guard import StopGuard, StopRequested
@@ -143,8 +144,5 @@ class GatewaySession:
         return gateway_pause.paused(db) is not None or st.stop_requested(db, turn_id)
 
     def _offered(self, t: Turn, row: ToolRow | None, name: str) -> str | None:
-        """The client's offer: the tools of its connectors, MCP tools only (spec §8.6)."""
-        connectors = self._scope.connectors
-        if row is None or is_builtin(row) or (connectors is not None and row.connector not in connectors):
-            return "no tool of this client has this name"
-        return None
+        """The client's offer: the tools of its connectors, a built-in one only when given by name (spec §8.6)."""
+        return None if gateway_offers(row, self._scope.connectors) else NOT_THE_CLIENTS

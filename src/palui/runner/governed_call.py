@@ -104,7 +104,8 @@ class GovernedCall:
         questions = ServerQuestions(deps.db, deps.settings, deps.notify, self.records, emit, options.save, clock) \
             if options.questions and clock is not None else None
         self.sender = CallSender(deps, self.records, self.gate, questions, options.guard, options.time_left, events,
-                                 options.save, options.cap)
+                                 options.save, options.cap,
+                                 f"gateway client {options.client}" if options.client else None)
         self.decider = CallDecider(deps.db, deps.settings, deps.hub, self.records, options.offer, options.time_left)
         self.rule_of_two = RuleOfTwo(deps.db, earlier, options.unknown_context)
         self._db = deps.db

@@ -87,7 +87,7 @@ class Service:
         self.channel_updates_part = ChannelUpdatesPart(db, clock, self.channels_part, self.turns_part,
                                                        self.approvals_part)
         self.live_part = LivePart(db, self.turn_tasks, self.turns_part, self.status_part, self.approvals_part)
-        self.gateway_part = GatewayPart(db, clock, self.turns_part)
+        self.gateway_part = GatewayPart(db, clock, self.turns_part, self.tools_part)
         self.brake_part = BrakePart(db, notifier, clock, self.turns_part)
         self.triggers_part = TriggersPart(db, settings, notifier, clock, self.turns_part, self.brake_part)
         self.scheduler = Scheduler(db, settings, notifier, clock, self.triggers_part, self.brake_part,
@@ -210,6 +210,7 @@ class Service:
     gateway_client_remove = Forward("gateway_part", GatewayPart.gateway_client_remove)
     gateway_client_clear = Forward("gateway_part", GatewayPart.gateway_client_clear)
     gateway_client_for_token = Forward("gateway_part", GatewayPart.gateway_client_for_token)
+    gateway_explain = Forward("gateway_part", GatewayPart.gateway_explain)
     gateway_paused = Forward("gateway_part", GatewayPart.gateway_paused)
     gateway_resume = Forward("gateway_part", GatewayPart.gateway_resume)
     gateway_session_open = Forward("gateway_part", GatewayPart.gateway_session_open)

@@ -33,13 +33,13 @@ from palui.runner import state as st
 from palui.store import catalog
 from palui.store.db import Database
 from palui.text.display import named, shown
-from palui.text.escape import strip_hidden
 from palui.types import CallState, Origin, TurnStatus, Verdict
 
 if TYPE_CHECKING:
-    from palui.results import GatewayCallResult, GatewayClient, GatewayPause, GatewayTool
+    from palui.results import Explanation, GatewayCallResult, GatewayClient, GatewayPause, GatewayTool
     from palui.runner.call_options import Progress
     from palui.service.clock import Clock
+    from palui.service.tools import ToolsPart
     from palui.service.turns import TurnsPart
 
 #: The client's name: what the person calls it, and what approvals and the audit show.
@@ -70,12 +70,14 @@ class GatewayPart:
     Args:
         db, clock: the service's shared collaborators.
         turns_part: the runner's dependencies (database, settings, hub, the person's channel).
+        tools_part: the tools and the policy's explanation of one (``palui policy explain --client``).
     """
 
-    def __init__(self, db: Database, clock: Clock, turns_part: TurnsPart) -> None:
+    def __init__(self, db: Database, clock: Clock, turns_part: TurnsPart, tools_part: ToolsPart) -> None:
         self.db = db
         self.clock = clock
         self.turns_part = turns_part
+        self.tools_part = tools_part
         self._turns: dict[str, Any] = {}  # the session turns of this process (GatewaySession's ``turns``)
 
     # -- clients ----------------------------------------------------------------------------------
@@ -95,6 +97,9 @@ class GatewayPart:
                                            or not 1 <= calls_per_hour <= MAX_CALLS_PER_HOUR):
             raise UsageError(f"--calls-per-hour is a whole number from 1 to {MAX_CALLS_PER_HOUR:,}")
         if connectors is not None:
+            if "messages" in connectors:
+                raise UsageError("the messages connector is not offered through the gateway: its tool writes to your "
+                                 "own channel, where another agent's text would read as Palui's")
             known = {r["id"] for r in self.db.all("SELECT id FROM connectors")}
             missing = [c for c in connectors if c not in known]
             if missing or not connectors:
@@ -202,6 +207,31 @@ class GatewayPart:
             w.execute("UPDATE gateway_clients SET conversation_id = NULL, loop_stop = NULL WHERE name = ?", (name,))
         return ended
 
+    def gateway_explain(self, client: str, name: str, tainted: bool | None = None) -> Explanation:
+        """``palui policy explain NAME --client CLIENT``: the verdict a call of ``name`` by the gateway client gets
+        now (spec §3.4, §8.6): ``off`` when the tool is not the client's to call (outside its connectors, a
+        built-in it was not given), else the matrix's ``gateway`` column in the client's taint now (``tainted``
+        None: its conversation's, or how its next session starts), or as ``tainted`` says. Raises NotFound."""
+        from palui.runner.offer import gateway_offers
+
+        c = self.gateway_client(client)
+        row = self.tools_part.tool(name)
+        if tainted is None:
+            r = self.db.one("SELECT v.tainted, v.taint_source FROM gateway_clients g JOIN conversations v ON"
+                            " v.id = g.conversation_id WHERE g.name = ?", (client,))
+            tainted, source = ((bool(r["tainted"]), r["taint_source"]) if r is not None
+                               else (c["context"] != "trusted", UNKNOWN_CONTEXT if c["context"] != "trusted" else None))
+        else:
+            source = "the --tainted option" if tainted else None
+        e = self.tools_part.explain(name, Origin.GATEWAY, tainted, source)
+        connectors = tuple(c["connectors"]) if c["connectors"] is not None else None
+        if not gateway_offers(row, connectors):
+            given = ", ".join(c["connectors"]) if c["connectors"] is not None else "every MCP connector"
+            e = {**e, "verdict": Verdict.OFF.value, "source": "client",
+                 "reason": f"off: not offered to gateway client {client} (it was given {given}; a built-in connector "
+                           "only by name, and never messages)"}
+        return {**e, "client": client}
+
     # -- the brake's pause ------------------------------------------------------------------------
 
     def gateway_paused(self) -> GatewayPause | None:
@@ -254,27 +284,28 @@ class GatewayPart:
         return catalog.version(self.db)
 
     def gateway_tools(self, session: str) -> list[GatewayTool]:
-        """The tools the session's client is offered now: MCP connectors' tools (the built-ins are not offered
-        through the gateway), usable, switched on, not flagged "changed — review", in its connectors, ``run`` or
-        ``ask`` for origin ``gateway`` (spec §8.6; the tool budget does not apply). Each with its
-        model-visible name, pinned description (hidden characters removed, as a model is sent it, spec §4.7)
-        and schema, and hints derived from its effective class."""
+        """The tools the session's client is offered now (spec §8.6; the tool budget does not apply): in its
+        connectors (a built-in one only when given by name), usable, switched on, not flagged "changed — review",
+        not needing MCP tasks, ``run`` or ``ask`` for origin ``gateway``. Each with its model-visible name, its
+        description and schema as a model is sent them (descriptions cut, hidden characters removed: spec §4.7),
+        and hints derived from its effective class."""
+        from palui.runner.offer import definition, gateway_offers  # the model library's types: at first listing
+
         s, connectors = self._session(session)
         snap = catalog.snapshot(self.db)
-        mcp = {r["id"] for r in self.db.all("SELECT id FROM connectors WHERE kind = 'mcp'")}
         out: list[GatewayTool] = []
         for row in sorted(snap.tools.values(), key=lambda r: r.name):
-            if not row.usable or row.needs_tasks or row.connector not in mcp:
+            if not row.usable or row.needs_tasks or row.connector_signin or not gateway_offers(row, connectors):
                 continue
             if row.changed and (row.review or {}).get("kind", "changed") == "changed":
                 continue  # a held loosening or a tightening is listed under its stricter class (spec §7.6)
-            if connectors is not None and row.connector not in connectors:
-                continue
             if decide(row.tool_class, row.enabled, Origin.GATEWAY, bool(s["tainted"])).verdict not in (
                     Verdict.RUN, Verdict.ASK):
                 continue
-            out.append({"name": row.name, "description": strip_hidden(row.description),
-                        "input_schema": row.input_schema,
+            d = snap.memo.get(("definition", row.name))
+            if d is None:
+                d = snap.memo[("definition", row.name)] = definition(row)
+            out.append({"name": row.name, "description": d.description or "", "input_schema": d.parameters_json_schema,
                         "read_only": row.tool_class.value == "read",
                         "destructive": row.tool_class.value == "destructive",
                         "open_world": row.reaches_outside, "class": row.tool_class.value})
@@ -299,8 +330,9 @@ class GatewayPart:
 
     def _session(self, session: str) -> tuple[Any, tuple[str, ...] | None]:
         """The session's row (with its turn's taint) and its client's connectors (None: every one)."""
-        s = self.db.one("SELECT g.*, t.tainted, c.connectors_json, c.calls_per_hour FROM gateway_sessions g JOIN turns t ON"
-                        " t.id = g.turn_id LEFT JOIN gateway_clients c ON c.name = g.client WHERE g.id = ?", (session,))
+        s = self.db.one("SELECT g.*, v.tainted, c.connectors_json, c.calls_per_hour FROM gateway_sessions g JOIN"
+                        " conversations v ON v.id = g.conversation_id LEFT JOIN gateway_clients c ON c.name = g.client"
+                        " WHERE g.id = ?", (session,))
         if s is None:
             raise NotFound(f"unknown gateway session {named(str(session))}")
         connectors = json.loads(s["connectors_json"]) if s["connectors_json"] else None

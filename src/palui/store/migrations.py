@@ -8,7 +8,8 @@ servers, task support, the sign-in state: 20–22; secret questions: 36; scope s
 ``migrations_governance`` (the audit chain, the Rule of Two, job scopes: 25–29), ``migrations_integrity`` (webhook
 replay keys kept, the audit's count: 32–33), ``migrations_gateway`` (the gateway's clients and sessions: 37),
 ``migrations_governed`` (a gateway client's state across sessions, strict JSON at rest, flagged input schemas:
-42–43) and ``migrations_gateway_calls`` (the gateway's caps per client, the audit's client and session: 50). They run in number order, each once; never edit one that has shipped.
+42–43) and ``migrations_gateway_calls`` (the gateway's caps per client, the audit's client and session: 50).
+They run in number order, each once; never edit one that has shipped.
 
 Unused numbers: 2, 3, 16–19, 23, 24, 39–41, 46–49. They were handed out to work that did not need them and stay
 unused, so that no database ever records them for something else (39–41 and 46–49 are other branches' of the
