@@ -96,9 +96,11 @@ def test_a_session_is_governed_like_a_tainted_chat_turn(gw):
 
             r = await c.call_tool("mcp-notes__lookup", {"q": "rent"})  # a read runs
             assert not r.is_error and "rent" in text(r)
-            r = await c.call_tool("mcp-notes__note", {})  # a result's hidden characters are shown as escapes
-            assert "your note\\U000e0073" in text(r) and "contains hidden characters" in text(r)
-            assert chr(0xE0073) not in text(r)
+            r = await c.call_tool("mcp-notes__note", {})  # a result's text as sent; its hidden characters listed
+            assert text(r) == "your note" + TAGS
+            [listed] = r.meta["palui/hidden"]
+            assert listed == {"at": "content[0].text", "count": 8, "characters": [f"U+{ord(ch):04X}" for ch in
+                                                                                  dict.fromkeys(TAGS)]}
 
             # a write asks (the client's context is unknown); approved while the call waits
             call = asyncio.create_task(c.call_tool("mcp-notes__save", {"q": "note one"}))
@@ -251,8 +253,16 @@ def test_progress_session_end_and_the_brake(gw):
 
     aid = asyncio.run(go())
     assert notes and notes[-1][1] == 4 and "approval" in (notes[-1][2] or "")  # gateway.wait_seconds
-    a = wait_for(lambda: (x := srv.get(f"/api/approvals/{aid}"))["status"] == "cancelled" and x, 10)
-    assert a["cancel_reason"] == "the client ended the session"
+    assert [n[0] for n in notes] == sorted(n[0] for n in notes)  # progress only increases (MCP)
+    wait_for(lambda: srv.rows("SELECT 1 FROM gateway_sessions WHERE ended_at IS NOT NULL"), 10)
+    assert srv.get(f"/api/approvals/{aid}")["status"] == "pending"  # it outlives the session that asked it
+
+    async def again():  # the identical call in a new session waits on the same approval
+        async with http_client(srv.url, gw["coder"]) as c:
+            r = await c.call_tool("mcp-notes__save", {"q": "waits"})
+            assert r.is_error and f"approval pending: {aid}" in text(r)
+
+    asyncio.run(again())
 
     async def braked():
         async with http_client(srv.url, gw["coder"]) as c:
@@ -377,3 +387,45 @@ def test_an_approval_answered_by_button_on_telegram(home, tmp_path):
         finally:
             rig.stop()
     assert not fake.errors, fake.errors
+
+
+def test_an_approval_answered_after_the_client_left_runs_only_on_its_retry_once(cli, home, tmp_path):
+    """A client whose request went away (its HTTP read timed out, the connection closed) leaves its approval to
+    wait: approving it then runs nothing by itself; the client's identical retry, in a new session, runs it once,
+    and a third identical call asks again (spec §8.6)."""
+    spec = hostile_spec(tmp_path / "notes.json", [tool("save", annotations=WRITE, schema=ECHO)])
+    assert cli("connectors", "add", "notes", "--", sys.executable, str(HOSTILE), str(spec)).returncode == 0
+    assert cli("tools", "enable", "mcp-notes__save").returncode == 0
+    (home / "palui.toml").write_text("[gateway]\nwait_seconds = 3600\n")  # only its client leaving ends the wait
+    token = cli.json("gateway", "clients", "add", "coder", "--json")["token"]
+    with LiveService(home) as srv:
+        hdrs = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+                "Authorization": f"Bearer {token}"}
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+        with httpx.Client(base_url=srv.url, headers=hdrs, timeout=30) as http:
+            sid = http.post("/mcp", json=init).headers["mcp-session-id"]
+            in_session = {"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
+            assert http.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+                             headers=in_session).status_code == 202
+            call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                    "params": {"name": "mcp-notes__save", "arguments": {"q": "left"}}}
+            with pytest.raises(httpx.ReadTimeout):  # the client gives up and closes its connection
+                http.post("/mcp", json=call, headers=in_session, timeout=httpx.Timeout(30, read=3))
+        [a] = pending(srv)
+        # the waiting call noticed its client left: it ended, its approval still pending
+        turn = srv.rows("SELECT turn_id FROM gateway_sessions")[0][0]
+        wait_for(lambda: srv.rows("SELECT pending_json FROM turns WHERE id = ?", (turn,))[0][0] is None, 120)
+        srv.post(f"/api/approvals/{a['id']}/approve", {})  # approved after the client left: nothing runs
+        ran = "SELECT COUNT(*) FROM audit WHERE tool = 'mcp-notes__save' AND outcome LIKE 'approved%'"
+        assert srv.rows(ran)[0][0] == 0 and srv.get(f"/api/approvals/{a['id']}")["used"] is False
+
+        async def retry():
+            async with http_client(srv.url, token) as c:  # a new session of the same client
+                r = await c.call_tool("mcp-notes__save", {"q": "left"})
+                assert not r.is_error and "left" in text(r)  # the retry consumes the approval: runs once
+                r = await c.call_tool("mcp-notes__save", {"q": "left"})
+                assert r.is_error and "approval pending: " in text(r) and a["id"] not in text(r)  # asked anew
+
+        asyncio.run(retry())
+        assert srv.rows(ran)[0][0] == 1 and srv.get(f"/api/approvals/{a['id']}")["used"] is True

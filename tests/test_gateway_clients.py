@@ -19,6 +19,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from support.doors import GatewayDoor, app_running
 from support.inprocess_mcp import DESTRUCTIVE, READ, WRITE, InProcessServer, never_answers, tool
@@ -87,8 +88,8 @@ async def test_a_call_denied_in_one_session_is_denied_before_in_the_next_until_t
             assert svc.audit()[-1]["outcome"] == "denied before"
             r = await asyncio.to_thread(cli, "gateway", "clients", "clear", "coder")
             assert r.returncode == 0 and "ended 1 open session(s)" in r.stdout, r.stderr
-            text_, error = await b.call("mcp-books__wipe", {"q": "all"})  # its session ended with the clear
-            assert error and "this gateway session has ended" in text_
+            with pytest.raises(MCPError, match="Session not found"):  # its session ended with the clear: 404
+                await b.call("mcp-books__wipe", {"q": "all"})
         async with session() as c:  # a fresh start: asked again
             text_, _ = await c.call("mcp-books__wipe", {"q": "all"})
             pending_id(text_)

@@ -163,7 +163,8 @@ class GatewayDoor:
             headers = {"mcp-session-id": self.session_id or "", "mcp-protocol-version": self.mcp.protocol_version,
                        "accept": "application/json, text/event-stream", "content-type": "application/json"}
             r = await self.http.post("/mcp", content=body, headers=headers)
-            data = next(json.loads(line[5:]) for line in r.text.splitlines() if line.startswith("data:"))
+            data = r.json() if r.headers.get("content-type", "").startswith("application/json") else next(
+                json.loads(line[5:]) for line in r.text.splitlines() if line.startswith("data:"))
             if "error" in data:
                 return f"JSON-RPC error {data['error']['code']}: {data['error']['message']}", True
             content = data["result"]["content"]

@@ -31,8 +31,23 @@ class GatewayClient(TypedDict):
 
 
 class GatewayCallResult(TypedDict):
-    """What a gateway call answers the client: the tool's result ``text``, or an error saying why it did not
-    run (``is_error``)."""
+    """What a gateway call answers the client: ``result``, the MCP ``CallToolResult`` as its server sent it (JSON:
+    every content type, ``structuredContent``, ``isError``; None for a built-in tool's answer or Palui's own), and
+    ``text``, the result as a model reads it or an error saying why the call did not run (``is_error``)."""
 
     text: str
     is_error: bool
+    result: dict[str, Any] | None
+
+
+class GatewaySessionInfo(TypedDict):
+    """A gateway session (``palui gateway sessions``): its ``client``, when it opened (``created_at``), was last used
+    and ended (epoch seconds; ``ended_at`` None while open) and why, and the ``calls`` it made (audit rows)."""
+
+    id: str
+    client: str
+    created_at: float
+    last_used_at: float
+    ended_at: float | None
+    end_reason: str | None
+    calls: int

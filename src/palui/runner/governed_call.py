@@ -66,6 +66,9 @@ DECIDING = frozenset(STEPS[STEPS.index("offered"):STEPS.index("gate") + 1])
 
 #: What :meth:`GovernedCall.run` returns: the call is answered, or held (the turn pauses for the person).
 Outcome = Literal["done", "held"]
+#: What a waiting door's caller is told when the person has not answered yet.
+PENDING = ("Error: approval pending: {aid}. The person has been asked on their channels; call again after approving "
+           "(the same call with the same arguments).")
 
 
 @dataclass
@@ -96,16 +99,17 @@ class GovernedCall:
                  clock: TurnClock | None = None) -> None:
         self.options = options
         emit = events.emit
-        self.records = CallRecords(deps.db, deps.settings, deps.job_connectors, emit, options.client, options.session)
+        self.records = CallRecords(deps.db, deps.settings, deps.job_connectors, emit, options.client, options.session,
+                                   options.result == "wire")
         self.denials = PersonDenials(deps.db, self.records, emit, options.scope)
         self.loops = LoopGuard(deps.db, deps.settings, self.records, emit, self.denials, options.history,
                                "this turn's" if options.scope == "turn" else "this client's")
         self.gate = ApprovalGate(deps.db, deps.settings, deps.notify, self.records, emit)
-        questions = ServerQuestions(deps.db, deps.settings, deps.notify, self.records, emit, options.save, clock) \
-            if options.questions and clock is not None else None
-        self.sender = CallSender(deps, self.records, self.gate, questions, options.guard, options.time_left, events,
-                                 options.save, options.cap,
-                                 f"gateway client {options.client}" if options.client else None)
+        waits = options.approval == "wait"  # a gateway call settles a server's questions while it waits
+        questions = ServerQuestions(deps.db, deps.settings, deps.notify, self.records, emit, options.save, clock,
+                                    options.wait_seconds if waits else None, options.forward) \
+            if options.questions and (clock is not None or waits) else None
+        self.sender = CallSender(deps, self.records, self.gate, questions, events, options)
         self.decider = CallDecider(deps.db, deps.settings, deps.hub, self.records, options.offer, options.time_left)
         self.rule_of_two = RuleOfTwo(deps.db, earlier, options.unknown_context)
         self._db = deps.db
@@ -245,16 +249,16 @@ class GovernedCall:
         """The held call's approval: a turn pauses while it is pending; a gateway call waits for it (then, still
         pending, the caller is told its id). Approved: the call goes on to ``send``."""
         o = self.options
+        here = True
         if o.approval == "wait":
-            await self.gate.wait(p.t, p.call, o.wait_seconds, o.halted, o.progress)
-        answer = self.gate.answer(p.t, p.call)
-        if answer.held and o.approval == "pause":
+            here = await self.gate.wait(p.t, p.call, o.wait_seconds, o.halted, o.progress, o.gone)
+        # a caller gone away leaves the approval as it is: it runs nothing by itself, only an identical retry
+        answer = self.gate.answer(p.t, p.call) if here else None
+        if answer is not None and answer.held and o.approval == "pause":
             return "held"
-        if answer.held:
+        if answer is None or answer.held:
             aid, p.unanswered = p.call["approval"], True
-            self.records.result(p.call, f"Error: approval pending: {aid}. The person has been asked on their "
-                                        "channels; call again after approving (the same call with the same "
-                                        "arguments).", True)
+            self.records.result(p.call, PENDING.format(aid=aid), True)
             return "done"
         if answer.row is None:  # denied, expired or cancelled: the gate answered and audited it
             return "done"

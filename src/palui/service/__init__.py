@@ -36,7 +36,9 @@ so the parts form a DAG and the modules import no circle::
                                                                                  Turns, Approvals
     LivePart            following a turn, waiting for an answer               (live.py)        → TurnTasks, Turns,
                                                                                  Status, Approvals
-    GatewayPart         the gateway: clients, sessions, tools, calls          (gateway.py)     → Turns
+    GatewayPart         the gateway: clients, sessions, tools, calls          (gateway.py)     → Turns, Tools
+    GatewayContentPart  the gateway's resources and prompts                   (gateway_content.py) → Turns,
+                                                                                 Gateway
     BrakePart           stop everything, pause/resume jobs                    (brake.py)       → Turns
     TriggersPart        jobs and webhooks                                     (triggers.py)    → Turns, Brake
     Scheduler           due jobs, every tick                                  (scheduler.py)   → Triggers, Brake,

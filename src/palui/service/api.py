@@ -21,6 +21,7 @@ from palui.service.conversations import ConversationsPart
 from palui.service.elicitations import ElicitationsPart
 from palui.service.forward import Forward
 from palui.service.gateway import GatewayPart
+from palui.service.gateway_content import GatewayContentPart
 from palui.service.live import LivePart
 from palui.service.maintenance import MaintenancePart
 from palui.service.mcp_connectors import MCPPart
@@ -88,6 +89,7 @@ class Service:
                                                        self.approvals_part)
         self.live_part = LivePart(db, self.turn_tasks, self.turns_part, self.status_part, self.approvals_part)
         self.gateway_part = GatewayPart(db, clock, self.turns_part, self.tools_part)
+        self.gateway_content_part = GatewayContentPart(db, self.turns_part, self.gateway_part)
         self.brake_part = BrakePart(db, notifier, clock, self.turns_part)
         self.triggers_part = TriggersPart(db, settings, notifier, clock, self.turns_part, self.brake_part)
         self.scheduler = Scheduler(db, settings, notifier, clock, self.triggers_part, self.brake_part,
@@ -219,6 +221,14 @@ class Service:
     gateway_catalog_version = Forward("gateway_part", GatewayPart.gateway_catalog_version)
     gateway_tools = Forward("gateway_part", GatewayPart.gateway_tools)
     gateway_call = Forward("gateway_part", GatewayPart.gateway_call)
+    gateway_session_open_now = Forward("gateway_part", GatewayPart.gateway_session_open_now)
+    gateway_sessions_used = Forward("gateway_part", GatewayPart.gateway_sessions_used)
+    gateway_sessions = Forward("gateway_part", GatewayPart.gateway_sessions)
+    gateway_session_stop = Forward("gateway_part", GatewayPart.gateway_session_stop)
+    gateway_resources = Forward("gateway_content_part", GatewayContentPart.gateway_resources)
+    gateway_read_resource = Forward("gateway_content_part", GatewayContentPart.gateway_read_resource)
+    gateway_prompts = Forward("gateway_content_part", GatewayContentPart.gateway_prompts)
+    gateway_get_prompt = Forward("gateway_content_part", GatewayContentPart.gateway_get_prompt)
 
     # -- conversations, questions, approvals, following (conversations.py … live.py) ------------------
     turn_detail = Forward("conversations_part", ConversationsPart.turn_detail)

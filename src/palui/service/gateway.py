@@ -12,8 +12,10 @@ process owns it, so it is never put back in the queue, and the tick never resume
 ``awaiting_approval`` turns are resumed). Palui cannot see the client's context, so the conversation is
 tainted from its start ("the client's context is unknown") unless the client is trusted. Its calls run through
 the governed call (:class:`~palui.runner.gateway_session.GatewaySession`); an approval made by one is answered
-through every existing door (``answer_approval``) and the waiting call reads the answer from the database.
-Ending a session marks its turn ``done`` and cancels its pending approvals with that reason. While the
+through every existing door (``answer_approval``) and the waiting call reads the answer from the database; an
+approval outlives the request and the session that asked it, runs nothing by itself, and is waited on or consumed
+by the client's identical retry in any session until it expires. Ending a session marks its turn ``done``;
+clearing or removing the client cancels its pending approvals. While the
 emergency brake pauses the gateway (spec §5.7) no session opens and every call is refused.
 """
 
@@ -23,6 +25,7 @@ import hashlib
 import json
 import re
 import secrets
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from palui.errors import NotFound, PaluiError, UsageError
@@ -32,12 +35,22 @@ from palui.runner import audit, gateway_pause
 from palui.runner import state as st
 from palui.store import catalog
 from palui.store.db import Database
-from palui.text.display import named, shown
+from palui.store.ids import resolve
+from palui.text.display import named
 from palui.types import CallState, Origin, TurnStatus, Verdict
 
 if TYPE_CHECKING:
-    from palui.results import Explanation, GatewayCallResult, GatewayClient, GatewayPause, GatewayTool
+    from palui.connectors.base import Ask
+    from palui.results import (
+        Explanation,
+        GatewayCallResult,
+        GatewayClient,
+        GatewayPause,
+        GatewaySessionInfo,
+        GatewayTool,
+    )
     from palui.runner.call_options import Progress
+    from palui.runner.gateway_session import GatewaySession
     from palui.service.clock import Clock
     from palui.service.tools import ToolsPart
     from palui.service.turns import TurnsPart
@@ -49,7 +62,7 @@ TOKEN_PREFIX = "pgw_"
 MAX_CALLS_PER_HOUR = 10_000
 #: The taint source of a session whose client's context is unknown (spec §8.6).
 UNKNOWN_CONTEXT = "the client's context is unknown"
-#: The cancel reason of the pending approvals of a session that ended.
+#: Why a session ended when no other reason is given.
 SESSION_ENDED = "the gateway session ended"
 #: Why the open sessions of a client the person cleared end.
 CLEARED = "the person cleared the client"
@@ -136,6 +149,7 @@ class GatewayPart:
                                               (name,))]
         for sid in ended:
             self.gateway_session_end(sid, "its client was removed")
+        self._cancel_approvals(name, "its gateway client was removed")
         return ended
 
     def gateway_client_for_token(self, token: str) -> str | None:
@@ -200,6 +214,7 @@ class GatewayPart:
                                               (name,))]
         for sid in ended:
             self.gateway_session_end(sid, CLEARED)
+        self._cancel_approvals(name, CLEARED)
         with self.db.write() as w:
             old = w.execute("SELECT conversation_id FROM gateway_clients WHERE name = ?", (name,)).fetchone()
             if old is not None and old["conversation_id"]:
@@ -243,7 +258,8 @@ class GatewayPart:
         return gateway_pause.resume(self.db)
 
     def gateway_session_end(self, session: str, reason: str = SESSION_ENDED) -> None:
-        """End a session: its turn is ``done`` and its pending approvals are cancelled with ``reason``."""
+        """End a session: its turn is ``done``. Its pending approvals stay: each runs nothing by itself, and the
+        client's identical retry in another session waits on or consumes it until it expires (spec §8.6)."""
         r = self.db.one("SELECT * FROM gateway_sessions WHERE id = ? AND ended_at IS NULL", (session,))
         if r is None:
             return
@@ -252,8 +268,49 @@ class GatewayPart:
             w.execute("UPDATE gateway_sessions SET ended_at = ?, end_reason = ? WHERE id = ?", (now, reason, session))
             w.execute("UPDATE turns SET status = ?, updated_at = ? WHERE id = ? AND status = 'running'",
                       (TurnStatus.DONE.value, now, r["turn_id"]))
-        approvals_mod.cancel_for_turn(self.db, r["turn_id"], reason=reason)
         self._turns.pop(r["turn_id"], None)
+
+    def _cancel_approvals(self, client: str, reason: str) -> None:
+        """Cancel the pending approvals of every session the client ever had (a clear, a removal)."""
+        for r in self.db.all("SELECT DISTINCT a.turn_id FROM approvals a JOIN gateway_sessions g ON g.turn_id ="
+                             " a.turn_id WHERE g.client = ? AND a.status = 'pending'", (client,)):
+            approvals_mod.cancel_for_turn(self.db, r["turn_id"], reason=reason)
+
+    def gateway_session_open_now(self, session: str) -> bool:
+        """Whether ``session`` is still open (not ended here or in another process: a clear, a removal, the
+        person's ``sessions --end``)."""
+        return self.db.one("SELECT 1 FROM gateway_sessions WHERE id = ? AND ended_at IS NULL", (session,)) is not None
+
+    def gateway_sessions_used(self, used: dict[str, float]) -> None:
+        """Store when sessions last made a request (``{session: epoch seconds}``)."""
+        with self.db.write() as w:
+            w.executemany("UPDATE gateway_sessions SET last_used_at = ? WHERE id = ?",
+                          [(when, sid) for sid, when in used.items()])
+
+    def gateway_sessions(self, client: str | None = None, ended: bool = False,
+                         limit: int = 200) -> list[GatewaySessionInfo]:
+        """``palui gateway sessions [--client NAME]``: the open sessions, newest first (with ``ended``, the ended
+        ones too), each with its client, when it opened and was last used, and the calls it made. Raises
+        NotFound (an unknown client)."""
+        if client is not None:
+            self.gateway_client(client)
+        where = ("WHERE 1" if ended else "WHERE g.ended_at IS NULL") + (" AND g.client = ?" if client else "")
+        rows = self.db.all(
+            "SELECT g.*, (SELECT COUNT(*) FROM audit a WHERE a.session = g.id) AS calls FROM gateway_sessions g"
+            f" {where} ORDER BY g.created_at DESC LIMIT ?", ((client,) if client else ()) + (int(limit),))
+        return [{"id": r["id"], "client": r["client"], "created_at": r["created_at"],
+                 "last_used_at": r["last_used_at"] or r["created_at"], "ended_at": r["ended_at"],
+                 "end_reason": r["end_reason"], "calls": int(r["calls"])} for r in rows]
+
+    def gateway_session_stop(self, session: str) -> GatewaySessionInfo:
+        """``palui gateway sessions --end ID``: end an open session; its id answers 404 from then on, wherever it is
+        used. Its pending approvals stay for the client's identical retry. Raises NotFound."""
+        sid = resolve(self.db, session)
+        r = self.db.one("SELECT ended_at FROM gateway_sessions WHERE id = ?", (sid,))
+        if r is None or r["ended_at"] is not None:
+            raise NotFound(f"no open gateway session {named(str(session))} (see: palui gateway sessions)")
+        self.gateway_session_end(sid, "the person ended it")
+        return next(s for s in self.gateway_sessions(ended=True, limit=10_000) if s["id"] == sid)
 
     def gateway_sessions_end_open(self, reason: str) -> list[str]:
         """End every open session (``palui serve`` starting: the sessions of an earlier process are gone). A
@@ -311,22 +368,34 @@ class GatewayPart:
                         "open_world": row.reaches_outside, "class": row.tool_class.value})
         return out
 
-    async def gateway_call(self, session: str, tool: str, args: Any,
-                           progress: Progress | None = None) -> GatewayCallResult:
-        """Run one call of ``session`` through the governed call (spec §8.6). Returns ``{"text","is_error"}``:
-        the tool's result (hidden characters shown as escapes, spec §4.7), or an error result saying why it did
-        not run (refused, arguments refused, denied with the person's reason, ``approval pending: <id>`` after
-        ``gateway.wait_seconds``, the brake)."""
+    async def gateway_call(self, session: str, tool: str, args: Any, progress: Progress | None = None,
+                           gone: Callable[[], bool] | None = None, ask: Ask | None = None) -> GatewayCallResult:
+        """Run one call of ``session`` through the governed call (spec §8.6). Returns ``{"text","is_error",
+        "result"}``: the tool's result as its server sent it (``result``; None for a built-in tool's or Palui's
+        own answer), or an error result saying why it did not run (refused, arguments refused, denied with the
+        person's reason, ``approval pending: <id>`` after ``gateway.wait_seconds`` or when the client left, the
+        brake). ``progress`` is told the wait for the person and the server's progress; ``gone`` says the client's
+        request went away; ``ask`` puts a server's question asking for no secret to the client itself (a trusted
+        client that declared elicitation), else the person is asked."""
+        r = await self.gateway_session_for(session).call(tool, args, progress, gone, ask)
+        # as the server sent it, bytes and hidden characters included: the gateway lists the hidden ones in the
+        # result's _meta (spec §8.6, docs/decisions/draft-gateway-results-as-sent.md)
+        return {"text": r.text, "is_error": r.is_error, "result": r.wire}
+
+    def gateway_session_for(self, session: str) -> GatewaySession:
+        """The runner's door for one session's calls and reads (spec §8.6). Raises NotFound."""
         # the runner's call collaborators import the model library (slow): only when a call is made
         from palui.runner.gateway_session import GatewaySession, Scope
 
         s, connectors = self._session(session)
         deps = self.turns_part.runner_deps()
-        wait = deps.settings.gateway.wait_seconds
         scope = Scope(s["client"], connectors, session, s["calls_per_hour"])
-        r = await GatewaySession(deps, scope, s["turn_id"], wait, self._turns).call(tool, args, progress)
-        # what the client's model reads: hidden characters shown as escapes, as on every surface (spec §4.7)
-        return {"text": shown(r.text), "is_error": r.is_error}
+        return GatewaySession(deps, scope, s["turn_id"], deps.settings.gateway.wait_seconds, self._turns)
+
+    def gateway_session_scope(self, session: str) -> tuple[str, tuple[str, ...] | None]:
+        """The session's client and the connectors it was given (None: every MCP connector). Raises NotFound."""
+        s, connectors = self._session(session)
+        return s["client"], connectors
 
     def _session(self, session: str) -> tuple[Any, tuple[str, ...] | None]:
         """The session's row (with its turn's taint) and its client's connectors (None: every one)."""

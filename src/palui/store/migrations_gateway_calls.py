@@ -38,6 +38,7 @@ ALTER TABLE audit ADD COLUMN session TEXT;  -- its gateway session (chain versio
 ALTER TABLE gateway_sessions ADD COLUMN last_used_at REAL;
 CREATE INDEX gateway_sessions_client ON gateway_sessions(client, ended_at);
 CREATE INDEX approvals_args ON approvals(args_hash);
+CREATE INDEX audit_session ON audit(session) WHERE session IS NOT NULL;  -- palui gateway sessions counts its calls
 """,
     )
 ]
