@@ -429,3 +429,75 @@ def test_an_approval_answered_after_the_client_left_runs_only_on_its_retry_once(
 
         asyncio.run(retry())
         assert srv.rows(ran)[0][0] == 1 and srv.get(f"/api/approvals/{a['id']}")["used"] is True
+
+
+def test_a_servers_question_goes_to_a_trusted_client_that_declared_elicitation_never_a_secret(cli, home):
+    """Over real HTTP (the question travels on the call's own stream): a form question inside an open call goes to
+    a ``--context trusted`` client that declared elicitation, and its answer goes back to the server; a form asking
+    for a password never reaches the client (Palui declines it for the person, spec §7.8)."""
+    from support.mcp_servers import ROOT
+
+    elicit = ROOT / "tests" / "support" / "elicit_old.py"
+    assert cli("connectors", "add", "booker", "--", sys.executable, str(elicit)).returncode == 0
+    assert cli("tools", "enable", "mcp-booker__book_table", "mcp-booker__sign_up").returncode == 0
+    assert cli("connectors", "trust", "mcp-booker").returncode == 0  # its results taint nobody: the writes run
+    token = cli.json("gateway", "clients", "add", "editor", "--context", "trusted", "--json")["token"]
+    asked: list[str] = []
+
+    async def answer(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"confirm": True, "party_size": 3, "password": "hunter2"})
+
+    with LiveService(home) as srv:
+        async def go():
+            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
+                                          timeout=httpx2.Timeout(30.0, read=None)) as http:
+                async with Client(streamable_http_client(f"{srv.url}/mcp", http_client=http), mode="auto",
+                                  elicitation_callback=answer) as c:
+                    r = await c.call_tool("mcp-booker__book_table", {"date": "2026-12-24"})
+                    assert not r.is_error and "accept" in text(r) and "3" in text(r), text(r)
+                    assert len(asked) == 1
+                    r = await c.call_tool("mcp-booker__sign_up", {})
+                    assert "accept" not in text(r) and len(asked) == 1, text(r)
+
+        asyncio.run(go())
+        via = {q["tool"]: q["answered_via"] for q in srv.get("/api/elicitations", all=1)}
+        assert via["mcp-booker__book_table"] == "gateway client editor" and via["mcp-booker__sign_up"] == "palui"
+
+
+def test_the_bridge_finds_a_service_started_later_and_survives_a_restart(cli, home, tmp_path):
+    """``palui gateway --client`` started before ``palui serve`` finds it once it runs; after the service restarts
+    (on another port: the discovery file is read again) the next call goes through a new connection; with the
+    service stopped, a request says so in words (spec §8.6)."""
+    spec = hostile_spec(tmp_path / "notes.json", [tool("lookup", annotations=READ, schema=ECHO)])
+    assert cli("connectors", "add", "notes", "--enable-read", "--", sys.executable, str(HOSTILE),
+               str(spec)).returncode == 0
+    token = cli.json("gateway", "clients", "add", "coder", "--json")["token"]
+    srv = LiveService(home)
+
+    async def go():
+        async with Client(stdio_client(_bridge(home, token)), mode="auto") as c:
+            with pytest.raises(MCPError, match="no Palui service is running"):
+                await c.list_tools()
+            await asyncio.to_thread(srv.start)
+            r = await c.call_tool("mcp-notes__lookup", {"q": "found"})  # the service started later is found
+            assert not r.is_error and "found" in text(r)
+            await asyncio.to_thread(srv.stop)
+            await asyncio.to_thread(srv.start)
+            r = await c.call_tool("mcp-notes__lookup", {"q": "restarted"})  # its old session is unknown: sent again
+            assert not r.is_error and "restarted" in text(r)
+            assert "mcp-notes__lookup" in {t.name for t in (await c.list_tools()).tools}
+            await asyncio.to_thread(srv.stop)
+            failed = 0
+            for _ in range(2):  # the connection closed: at most one request says so, then: no service runs
+                try:
+                    await c.call_tool("mcp-notes__lookup", {"q": "down"})
+                except MCPError as e:
+                    failed += "closed during this request" in e.error.message
+                    last = e.error.message
+            assert failed <= 1 and "no Palui service is running" in last
+
+    try:
+        asyncio.run(go())
+    finally:
+        srv.stop()

@@ -239,3 +239,19 @@ async def test_a_client_at_its_cap_leaves_another_calling_and_only_calls_sent_co
         assert counted == {"coder": 2, "other": 1, "": 3}
         assert svc.audit()[-2]["outcome"] == "refused: over cap"
     assert [a["q"] for c, a in books.calls] == ["one", "two", "mine"]
+
+
+async def test_gateway_results_are_kept_by_retention_gateway_days_while_a_session_is_open(home, tmp_path):
+    """What a client's calls returned is pruned after ``retention.gateway_days`` even while its session is open;
+    a chat conversation's untrusted content of the same age stays until ``retention.days`` (spec §10.2)."""
+    async with gateway(home, "[retention]\ngateway_days = 2\n") as (svc, books, session):
+        model = write_script(tmp_path / "s.json", calls(call("mcp-books__lookup", q="chat")), text("done"))
+        assert (await svc.send("look it up", model=model))["status"] == "done"
+        async with session() as s:
+            assert not (await s.call("mcp-books__lookup", {"q": "page"}))[1]
+            count = "SELECT COUNT(*) FROM untrusted_content u JOIN conversations c ON c.id = u.conversation_id" \
+                    " WHERE c.origin = ?"
+            assert svc.db.row(count, ("gateway",))[0] == 1 and svc.db.row(count, ("chat",))[0] == 1
+            svc.prune_expired(time.time() + 3 * 86400)  # the session is still open
+            assert svc.db.row(count, ("gateway",))[0] == 0 and svc.db.row(count, ("chat",))[0] == 1
+            assert svc.db.row("SELECT untrusted_pruned_at IS NOT NULL FROM conversations WHERE origin = 'gateway'")[0]

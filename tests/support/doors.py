@@ -142,7 +142,8 @@ class GatewayDoor:
         self.session_id: str | None = None
 
     @asynccontextmanager
-    async def connected(self):
+    async def connected(self, elicitation_callback: Any = None):
+        """One MCP session of the client (declaring elicitation when ``elicitation_callback`` answers it)."""
         async def note(response: httpx2.Response) -> None:
             sid = response.headers.get("mcp-session-id")
             if sid:
@@ -151,7 +152,8 @@ class GatewayDoor:
         async with httpx2.AsyncClient(transport=httpx2.ASGITransport(self.app), base_url=BASE, timeout=60,
                                       headers={"Authorization": f"Bearer {self.token}"},
                                       event_hooks={"response": [note]}) as http:
-            async with Client(streamable_http_client(f"{BASE}/mcp", http_client=http), mode="auto") as c:
+            async with Client(streamable_http_client(f"{BASE}/mcp", http_client=http), mode="auto",
+                              elicitation_callback=elicitation_callback) as c:
                 self.http, self.mcp = http, c
                 yield self
 

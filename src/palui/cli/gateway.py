@@ -1,5 +1,5 @@
-"""``palui gateway --client NAME`` (the stdio bridge) and ``palui gateway clients add|list|remove|show``
-(spec §8.6, docs/gateway.md)."""
+"""``palui gateway --client NAME`` (the stdio bridge), ``palui gateway clients add|list|remove|show|clear``,
+``palui gateway sessions`` and ``palui gateway resume`` (spec §8.6, docs/gateway.md)."""
 
 from __future__ import annotations
 
@@ -43,8 +43,12 @@ def gateway_app(ctx: click.Context, client: str | None) -> None:
 
         fail(f"set {TOKEN_ENV} to the token of gateway client {named(client)} (palui gateway clients add NAME)")
     settings = load_settings()
-    info = find_service(settings)
-    anyio.run(Bridge(info.url if info else None, token, str(settings.home)).run)
+
+    def find() -> str | None:  # asked again whenever the bridge has no connection: a service started later is found
+        info = find_service(settings)
+        return info.url if info else None
+
+    anyio.run(Bridge(find, token, str(settings.home)).run)
 
 
 @gateway_app.group("clients", no_args_is_help=True)
@@ -147,3 +151,36 @@ def gateway_resume() -> None:
     """Take gateway calls and sessions again after palui stop --all (the emergency brake pauses the gateway)."""
     was = service().gateway_resume()
     click.echo("gateway resumed" if was else "the gateway was not paused")
+
+
+@gateway_app.command("sessions")
+@click.option("--client", "client", metavar="NAME", help="Only this client's sessions.")
+@click.option("--end", "end", metavar="ID", multiple=True,
+              help="End this open session (repeatable): its id answers 404 from then on; its approvals stay.")
+@click.option("--ended", is_flag=True, help="List ended sessions too.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def gateway_sessions(client: str | None, end: tuple[str, ...], ended: bool, as_json: bool) -> None:
+    """The gateway's open sessions (each MCP session of a client), and ending them (spec §8.6)."""
+    svc = service()
+    if end:
+        done = [svc.gateway_session_stop(sid) for sid in end]
+        if as_json:
+            return emit_json(done)
+        for s in done:
+            click.echo(f"ended gateway session {s['id']} of {s['client']} ({s['calls']} call(s))")
+        return
+    rows = svc.gateway_sessions(client, ended)
+    if as_json:
+        return emit_json(rows)
+    if not rows:
+        click.echo("No open gateway sessions." if not ended else "No gateway sessions.")
+        return
+    table([[s["id"], s["client"], _when(s["created_at"]), _when(s["last_used_at"]), str(s["calls"]),
+            (f"ended {_when(s['ended_at'])}: {s['end_reason']}" if s["ended_at"] else "open")] for s in rows],
+          ["SESSION", "CLIENT", "OPENED", "LAST USED", "CALLS", "STATE"])
+
+
+def _when(t: float | None) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else ""

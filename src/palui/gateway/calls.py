@@ -19,16 +19,12 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from palui.connectors.base import Question, Reply
 from palui.errors import NotFound, PaluiError, UsageError
 from palui.gateway.tools import as_call_result, as_mcp_tool, with_hidden_listed
 from palui.gateway.transport import body_of
 
 if TYPE_CHECKING:
-    from mcp.server.session import ServerSession
-
-    from palui.connectors.base import Ask
-    from palui.service.door import ServiceDoor
+    from palui.service.door import ClientAsk, ServiceDoor
 
 Context = Any  # the SDK's ServerRequestContext[Any, Any]
 
@@ -69,11 +65,9 @@ class Calls:
         self.svc = svc
         self._session = session
 
-    def may_ask(self, client: str, session: ServerSession) -> bool:
-        """Whether a server's questions may go to this client: ``--context trusted`` and it declared form
-        elicitation (spec §8.6)."""
-        caps = session.client_capabilities
-        declared = caps is not None and caps.elicitation is not None
+    def may_ask(self, client: str, declared: bool) -> bool:
+        """Whether a server's questions may go to this client: ``--context trusted`` and it ``declared`` form
+        elicitation at ``initialize`` (spec §8.6)."""
         try:
             return declared and self.svc.gateway_client(client)["context"] == "trusted"
         except NotFound:
@@ -97,14 +91,14 @@ class Calls:
                                              self._asker(ctx) if may_ask else None)
         return as_call_result(result)
 
-    def _asker(self, ctx: Context) -> Ask:
-        """Sends a server's question to this request's client (given only for a client that may be asked; the
-        service never gives it a question with a secret field)."""
+    def _asker(self, ctx: Context) -> ClientAsk:
+        """Sends a server's question (its message and requested schema) to this request's client, and returns the
+        client's ``(action, content)`` (given only for a client that may be asked; the service never gives it a
+        question with a secret field)."""
 
-        async def ask(q: Question) -> Reply:
-            got = await ctx.session.elicit_form(q.message, q.schema or {"type": "object", "properties": {}},
-                                                related_request_id=ctx.request_id)
-            return Reply(got.action, dict(got.content) if got.content is not None else None)
+        async def ask(message: str, schema: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+            got = await ctx.session.elicit_form(message, schema, related_request_id=ctx.request_id)
+            return got.action, dict(got.content) if got.content is not None else None
 
         return ask
 

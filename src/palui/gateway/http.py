@@ -139,6 +139,7 @@ class GatewayEndpoint:
         if held is not None:
             held.used = time.time()
         body: Body | None = None
+        asks = False  # an initialize that declares elicitation
         quiet = JSON_BODY.set(False)
         try:
             if scope["method"] == "POST":
@@ -151,10 +152,11 @@ class GatewayEndpoint:
                     if key is None and client and isinstance(body.message, dict) and \
                             body.message.get("method") == "initialize":
                         await self._make_room(client)
+                        asks = self.calls.may_ask(client, _declared(body.message))
                 scope.setdefault("state", {})[BODY_KEY] = body
                 receive, send = body.receive, body.sending(send)
             if key is None and client:
-                send = self._owning(send, client)
+                send = self._owning(send, client, asks)
             if scope["method"] == "DELETE" and key is not None and held is not None:
                 self._forget(key, "the client ended the session")
             await self.manager.handle_request(scope, receive, send)
@@ -163,14 +165,15 @@ class GatewayEndpoint:
             if body is not None:
                 body.stop()
 
-    def _owning(self, send: Send, client: str) -> Send:
-        """``send`` that records ``client`` as the owner of the session an ``initialize`` answer opens."""
+    def _owning(self, send: Send, client: str, may_ask: bool) -> Send:
+        """``send`` that records ``client`` as the owner of the session an ``initialize`` answer opens (and whether
+        a server's questions may go to it)."""
 
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start":
                 for k, v in message.get("headers", []):
                     if k.decode("latin-1").lower() == SESSION_HEADER:
-                        self._held.setdefault(v.decode("latin-1"), Held(client, time.time()))
+                        self._held.setdefault(v.decode("latin-1"), Held(client, time.time(), may_ask=may_ask))
             await send(message)
 
         return sending
@@ -237,7 +240,6 @@ class GatewayEndpoint:
             except PaluiError as e:  # the emergency brake pauses the gateway: the client is told why, in words
                 raise MCPError(types.INTERNAL_ERROR, str(e)) from None
             held.session = ctx.session
-            held.may_ask = self.calls.may_ask(client, ctx.session)
         return held.sid, held.may_ask
 
     async def _watch(self) -> None:
@@ -274,3 +276,11 @@ class GatewayEndpoint:
             self.svc.gateway_sessions_used(used)
             for h in self._held.values():
                 h.stored_use = h.used
+
+
+def _declared(initialize: dict[str, Any]) -> bool:
+    """Whether an ``initialize`` request's client declares elicitation (form)."""
+    params = initialize.get("params")
+    caps = params.get("capabilities") if isinstance(params, dict) else None
+    elicitation = caps.get("elicitation") if isinstance(caps, dict) else None
+    return isinstance(elicitation, dict) and (not elicitation or "form" in elicitation)

@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 
     # Imported ``as`` themselves: re-exported, the words a front end needs to type what the door hands it.
     from palui.config import Settings
-    from palui.connectors.base import Ask as Ask
     from palui.results import (
         Approval,
         AuditRow,
@@ -75,6 +74,7 @@ if TYPE_CHECKING:
         WebhookCreated,
     )
     from palui.runner.call_options import Progress as Progress
+    from palui.service.gateway import ClientAsk as ClientAsk
     from palui.service.triggers import Launch as Launch
     from palui.service.turns import EventSink as EventSink
     from palui.service.turns import Launched as Launched
@@ -203,7 +203,8 @@ class ServiceDoor(ToolsDoor, Protocol):
     async def gateway_prompts(self, session: str) -> list[dict[str, Any]]: ...
     async def gateway_get_prompt(self, session: str, name: str, arguments: dict[str, str]) -> dict[str, Any]: ...
     async def gateway_call(self, session: str, tool: str, args: Any, progress: Progress | None = None,
-                           gone: Callable[[], bool] | None = None, ask: Ask | None = None) -> GatewayCallResult: ...
+                           gone: Callable[[], bool] | None = None,
+                           ask: ClientAsk | None = None) -> GatewayCallResult: ...
 
     # -- conversations, a server's questions, approvals, following a turn ---------------------------------
     def turn_detail(self, turn_id: str) -> TurnDetail: ...

@@ -25,7 +25,7 @@ import hashlib
 import json
 import re
 import secrets
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from palui.errors import NotFound, PaluiError, UsageError
@@ -40,7 +40,7 @@ from palui.text.display import named
 from palui.types import CallState, Origin, TurnStatus, Verdict
 
 if TYPE_CHECKING:
-    from palui.connectors.base import Ask
+    from palui.connectors.base import Ask, Question, Reply
     from palui.results import (
         Explanation,
         GatewayCallResult,
@@ -66,6 +66,23 @@ UNKNOWN_CONTEXT = "the client's context is unknown"
 SESSION_ENDED = "the gateway session ended"
 #: Why the open sessions of a client the person cleared end.
 CLEARED = "the person cleared the client"
+
+
+#: ``ask(message, requested_schema)`` → ``(action, content)``: a server's question put to a gateway client itself.
+ClientAsk = Callable[[str, dict[str, Any]], Awaitable[tuple[str, dict[str, Any] | None]]]
+
+
+def _question_asker(ask: ClientAsk) -> Ask:
+    """The runner's :data:`~palui.connectors.base.Ask` over a front end's :data:`ClientAsk`."""
+    from palui.connectors.base import Reply
+
+    async def asked(q: Question) -> Reply:
+        action, content = await ask(q.message, q.schema or {"type": "object", "properties": {}})
+        if action == "accept":
+            return Reply("accept", content)
+        return Reply("decline" if action == "decline" else "cancel")
+
+    return asked
 
 
 class GatewayPaused(PaluiError):
@@ -369,7 +386,7 @@ class GatewayPart:
         return out
 
     async def gateway_call(self, session: str, tool: str, args: Any, progress: Progress | None = None,
-                           gone: Callable[[], bool] | None = None, ask: Ask | None = None) -> GatewayCallResult:
+                           gone: Callable[[], bool] | None = None, ask: ClientAsk | None = None) -> GatewayCallResult:
         """Run one call of ``session`` through the governed call (spec §8.6). Returns ``{"text","is_error",
         "result"}``: the tool's result as its server sent it (``result``; None for a built-in tool's or Palui's
         own answer), or an error result saying why it did not run (refused, arguments refused, denied with the
@@ -377,7 +394,8 @@ class GatewayPart:
         brake). ``progress`` is told the wait for the person and the server's progress; ``gone`` says the client's
         request went away; ``ask`` puts a server's question asking for no secret to the client itself (a trusted
         client that declared elicitation), else the person is asked."""
-        r = await self.gateway_session_for(session).call(tool, args, progress, gone, ask)
+        r = await self.gateway_session_for(session).call(tool, args, progress, gone,
+                                                         _question_asker(ask) if ask is not None else None)
         # as the server sent it, bytes and hidden characters included: the gateway lists the hidden ones in the
         # result's _meta (spec §8.6, docs/decisions/draft-gateway-results-as-sent.md)
         return {"text": r.text, "is_error": r.is_error, "result": r.wire}
