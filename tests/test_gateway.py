@@ -106,7 +106,7 @@ def test_a_session_is_governed_like_a_tainted_chat_turn(gw):
             call = asyncio.create_task(c.call_tool("mcp-notes__save", {"q": "note one"}))
             a = await asyncio.to_thread(wait_for, lambda: pending(srv), 10, 0.05, "the save approval")
             assert a[0]["tool"] == "mcp-notes__save" and "gateway client coder" in a[0]["reason"]
-            assert "the client's context is unknown" in a[0]["reason"]
+            assert "tainted by the client's unseen context" in a[0]["reason"]
             srv.post(f"/api/approvals/{a[0]['id']}/approve", {})
             r = await call
             assert not r.is_error and "note one" in text(r)

@@ -192,7 +192,7 @@ async def test_a_session_starts_with_its_clients_context(home, context, tainted)
             text_, error = await s.call("mcp-books__save", {"q": "a"})
         assert ("approval pending" in text_) is tainted
         if tainted:
-            assert "(tainted by the client's context is unknown)" in svc.approvals(status=None)[-1]["reason"]
+            assert "(tainted by the client's unseen context)" in svc.approvals(status=None)[-1]["reason"]
 
 
 def test_a_call_in_flight_when_the_service_ended_is_audited_when_it_starts_again(svc):

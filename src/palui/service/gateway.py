@@ -10,7 +10,7 @@ conversation, its open sessions ended).
 A **session** is a turn row of its client's conversation, status ``running`` and owner ``gateway`` (no
 process owns it, so it is never put back in the queue, and the tick never resumes it: only
 ``awaiting_approval`` turns are resumed). Palui cannot see the client's context, so the conversation is
-tainted from its start ("the client's context is unknown") unless the client is trusted. Its calls run through
+tainted from its start (by "the client's unseen context") unless the client is trusted. Its calls run through
 the governed call (:class:`~palui.runner.gateway_session.GatewaySession`); an approval made by one is answered
 through every existing door (``answer_approval``) and the waiting call reads the answer from the database; an
 approval outlives the request and the session that asked it, runs nothing by itself, and is waited on or consumed
@@ -60,8 +60,9 @@ NAME = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 TOKEN_PREFIX = "pgw_"
 #: The most ``--calls-per-hour`` may say (the range of ``caps.gateway_client_calls_per_hour``).
 MAX_CALLS_PER_HOUR = 10_000
-#: The taint source of a session whose client's context is unknown (spec §8.6).
-UNKNOWN_CONTEXT = "the client's context is unknown"
+#: The taint source of a session whose client's context is unknown (spec §8.6): a reason reads "tainted by the
+#: client's unseen context".
+UNKNOWN_CONTEXT = "the client's unseen context"
 #: Why a session ended when no other reason is given.
 SESSION_ENDED = "the gateway session ended"
 #: Why the open sessions of a client the person cleared end.
