@@ -133,20 +133,27 @@ async def side() -> dict[str, Any]:
         subprocess.run([sys.executable, "-m", "palui", "connectors", "add", s, "--", sys.executable,
                         str(SUPPORT / "mcp_hostile.py"), str(path)], check=True, capture_output=True)
     svc = Service()
+    # The side before (``--before``) may be a checkout from before the service exposed its parts, whose methods
+    # were the service's own: call whichever this side has.
+    before: Any = svc  # typed as what it is on that side: the flat methods, not the parts
+    flat = callable(svc.tools)
+    set_enabled = before.set_enabled if flat else svc.tools.set_enabled
+    send = before.send if flat else svc.turns.send
+    answer_and_resume = before.answer_and_resume if flat else svc.approvals.answer_and_resume
     names = [f"mcp-{s}__{n}" for s in READS for n in READS[s] + WRITES[s] + DESTRUCTIVE.get(s, [])]
-    svc.set_enabled(names, True)
+    set_enabled(names, True)
     rows = []
     with FakeLLM() as fake:
         for turn in quick_turns() if os.environ.get("BENCH_DENIALS_QUICK") else turns():
             specs[turn["suite"]].write_text(json.dumps(spec(turn["suite"], turn["reads"])))
             fake.respond = planner(turn)
-            r = await svc.send(turn["message"], model=f"openai:gpt-test@{fake.openai_url}")
+            r = await send(turn["message"], model=f"openai:gpt-test@{fake.openai_url}")
             asks, marks = 0, 0
             while r["status"] == "awaiting_approval":
                 [a] = r["pending_approvals"]
                 asks += 1
                 marks += len(a["untrusted_args"])
-                r = await svc.answer_and_resume(a["id"], turn["kind"] == "benign", "cli")
+                r = await answer_and_resume(a["id"], turn["kind"] == "benign", "cli")
             rows.append({"kind": turn["kind"], "asks": asks, "marks": marks, "status": r["status"],
                          "answered": bool(r.get("answer")), "budget": r.get("budget")})
     await svc.close()

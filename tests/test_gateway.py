@@ -35,7 +35,7 @@ from palui.server.session import csrf_value, session_value
 from support.live_service import LiveService, wait_for
 from support.mcp_servers import DESTRUCTIVE, HOSTILE, NODE_BIN, READ, WRITE, hostile_spec, tool
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.mcp_in_process
 
 OPEN_WORLD_READ = {"readOnlyHint": True, "openWorldHint": True}
 ECHO = {"type": "object", "properties": {"q": {"type": "string"}}}
@@ -81,6 +81,7 @@ def pending(srv: LiveService) -> list[dict[str, Any]]:
     return [a for a in srv.get("/api/approvals") if a["origin"] == "gateway"]
 
 
+@pytest.mark.slow
 def test_a_session_is_governed_like_a_tainted_chat_turn(gw):
     srv = gw["srv"]
 
@@ -170,6 +171,7 @@ def test_a_session_is_governed_like_a_tainted_chat_turn(gw):
             assert r.status_code == 200, (path, r.text[:300])
 
 
+@pytest.mark.slow
 def test_scopes_switches_list_changed_and_tokens(gw):
     srv, cli = gw["srv"], gw["cli"]
     changed = asyncio.Event()
@@ -237,6 +239,7 @@ def test_scopes_switches_list_changed_and_tokens(gw):
     assert gw["coder"] not in json.dumps(stored)  # hashed at rest
 
 
+@pytest.mark.slow
 def test_progress_session_end_and_the_brake(gw):
     srv, cli = gw["srv"], gw["cli"]
     notes: list[tuple[float, float | None, str | None]] = []
@@ -281,6 +284,7 @@ def test_progress_session_end_and_the_brake(gw):
     asyncio.run(braked())
 
 
+@pytest.mark.slow
 def test_the_hourly_cap_refuses_and_says_until_when(cli, home, tmp_path):
     spec = hostile_spec(tmp_path / "notes.json", [tool("lookup", annotations=READ, schema=ECHO)])
     assert cli("connectors", "add", "notes", "--enable-read", "--", sys.executable, str(HOSTILE),
@@ -305,6 +309,7 @@ def _bridge(home, token: str) -> StdioServerParameters:
                                  env=env)
 
 
+@pytest.mark.slow
 def test_the_stdio_bridge_and_the_inspector_cli(gw, tmp_path):
     srv = gw["srv"]
 
@@ -340,6 +345,7 @@ def test_the_stdio_bridge_and_the_inspector_cli(gw, tmp_path):
     assert not result.get("isError") and "inspected" in json.dumps(result["content"])
 
 
+@pytest.mark.slow
 def test_the_bridge_without_a_service_says_how_to_start_it(cli, home):
     token = cli.json("gateway", "clients", "add", "coder", "--json")["token"]
 
@@ -351,44 +357,38 @@ def test_the_bridge_without_a_service_says_how_to_start_it(cli, home):
     asyncio.run(go())
 
 
-def test_an_approval_answered_by_button_on_telegram(home, tmp_path):
+@pytest.mark.slow
+def test_an_approval_answered_by_button_on_telegram(telegram_rig, fake, tmp_path):
     """The write asks; the approval reaches the paired Telegram chat with buttons, naming the client; the
     person's press answers it and the result arrives in the same call."""
-    from support.fake_telegram import FakeTelegram, button_data
-    from support.telegram_rig import PERSON, TelegramRig, visible
+    from support.fake_telegram import button_data
+    from support.telegram_rig import PERSON, visible
 
-    with FakeTelegram(max_poll_timeout=2) as fake:
-        rig = TelegramRig(home, fake, toml="[gateway]\nwait_seconds = 30\n")
-        spec = hostile_spec(tmp_path / "notes.json", [tool("save", annotations=WRITE, schema=ECHO)])
-        assert rig.cli("connectors", "add", "notes", "--", sys.executable, str(HOSTILE), str(spec)).returncode == 0
-        assert rig.cli("tools", "enable", "mcp-notes__save").returncode == 0
-        added = rig.cli("gateway", "clients", "add", "coder", "--json")
-        assert added.returncode == 0, added.stderr
-        token = json.loads(added.stdout)["token"]
-        rig.add_channel()
-        rig.start()
-        try:
-            rig.pair()
+    rig = telegram_rig(toml="[gateway]\nwait_seconds = 30\n", pair=True)
+    spec = hostile_spec(tmp_path / "notes.json", [tool("save", annotations=WRITE, schema=ECHO)])
+    assert rig.cli("connectors", "add", "notes", "--", sys.executable, str(HOSTILE), str(spec)).returncode == 0
+    assert rig.cli("tools", "enable", "mcp-notes__save").returncode == 0
+    added = rig.cli("gateway", "clients", "add", "coder", "--json")
+    assert added.returncode == 0, added.stderr
+    token = json.loads(added.stdout)["token"]
 
-            async def go():
-                async with http_client(rig.svc.url, token) as c:
-                    call = asyncio.create_task(c.call_tool("mcp-notes__save", {"q": "from the editor"}))
-                    msg = await asyncio.to_thread(
-                        fake.wait_for, lambda m: m.method == "sendMessage" and bool(button_data(m)), 20)
-                    assert "mcp-notes__save" in visible(msg) and "coder" in visible(msg)
-                    yes = button_data(msg)[0]
-                    fake.push_callback(PERSON, msg.result["message_id"], yes)
-                    r = await call
-                    assert not r.is_error and "from the editor" in text(r)
+    async def go():
+        async with http_client(rig.svc.url, token) as c:
+            call = asyncio.create_task(c.call_tool("mcp-notes__save", {"q": "from the editor"}))
+            msg = await asyncio.to_thread(
+                fake.wait_for, lambda m: m.method == "sendMessage" and bool(button_data(m)), 20)
+            assert "mcp-notes__save" in visible(msg) and "coder" in visible(msg)
+            yes = button_data(msg)[0]
+            fake.push_callback(PERSON, msg.result["message_id"], yes)
+            r = await call
+            assert not r.is_error and "from the editor" in text(r)
 
-            asyncio.run(go())
-            a = rig.svc.get("/api/approvals", all=1)
-            assert a[-1]["origin"] == "gateway" and a[-1]["answered_via"] == "telegram" and a[-1]["used"]
-        finally:
-            rig.stop()
-    assert not fake.errors, fake.errors
+    asyncio.run(go())
+    a = rig.svc.get("/api/approvals", all=1)
+    assert a[-1]["origin"] == "gateway" and a[-1]["answered_via"] == "telegram" and a[-1]["used"]
 
 
+@pytest.mark.slow
 def test_an_approval_answered_after_the_client_left_runs_only_on_its_retry_once(cli, home, tmp_path):
     """A client whose request went away (its HTTP read timed out, the connection closed) leaves its approval to
     wait: approving it then runs nothing by itself; the client's identical retry, in a new session, runs it once,
@@ -431,6 +431,7 @@ def test_an_approval_answered_after_the_client_left_runs_only_on_its_retry_once(
         assert srv.rows(ran)[0][0] == 1 and srv.get(f"/api/approvals/{a['id']}")["used"] is True
 
 
+@pytest.mark.slow
 def test_a_servers_question_goes_to_a_trusted_client_that_declared_elicitation_never_a_secret(cli, home):
     """Over real HTTP (the question travels on the call's own stream): a form question inside an open call goes to
     a ``--context trusted`` client that declared elicitation, and its answer goes back to the server; a form asking
@@ -465,6 +466,7 @@ def test_a_servers_question_goes_to_a_trusted_client_that_declared_elicitation_n
         assert via["mcp-booker__book_table"] == "gateway client editor" and via["mcp-booker__sign_up"] == "palui"
 
 
+@pytest.mark.slow
 def test_the_bridge_finds_a_service_started_later_and_survives_a_restart(cli, home, tmp_path):
     """``palui gateway --client`` started before ``palui serve`` finds it once it runs; after the service restarts
     (on another port: the discovery file is read again) the next call goes through a new connection; with the

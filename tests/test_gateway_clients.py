@@ -22,8 +22,11 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from support.doors import GatewayDoor, app_running
-from support.inprocess_mcp import DESTRUCTIVE, READ, WRITE, InProcessServer, never_answers, tool
+from support.mcp_inprocess import DESTRUCTIVE, READ, WRITE, InProcessServer, never_answers, tool
 from support.scripts import call, calls, text, write_script
+
+# The tests' own MCP servers run in this process, through the connector's transport seam (support/mcp_inprocess.py).
+pytestmark = pytest.mark.mcp_in_process
 
 
 def _books() -> InProcessServer:
@@ -35,14 +38,14 @@ def _books() -> InProcessServer:
 async def gateway(home, toml: str = "", context: str = "trusted"):
     """A service with the in-process server behind ``mcp-books`` (every tool on), a client ``coder``, and its app
     running; yields ``(svc, books, open_session)``, where ``open_session()`` is a new MCP session of the client."""
-    from palui.service import Service
+    from support.inprocess import service
 
     (home / "palui.toml").write_text("[gateway]\nwait_seconds = 0.2\n" + toml)
-    svc = Service()
+    svc = service()
     books = _books()
     try:
         await books.add(svc, enable=("lookup", "save", "wipe", "hang"))
-        token = svc.gateway_client_add("coder", context=context)["token"]
+        token = svc.gateway.add_client("coder", context=context)["token"]
         async with app_running(svc) as app:
             def session(client: str = "coder", key: str | None = None) -> Any:
                 return GatewayDoor(svc, app, key or token, client).connected()
@@ -69,7 +72,7 @@ async def test_a_trusted_clients_second_session_after_a_tainting_read_asks_for_a
                 text_, _ = await b.call("mcp-books__save", {"q": "after"})
                 aid = pending_id(text_)
                 assert "write tool in a tainted gateway session (tainted by mcp-books__lookup" in \
-                    svc.approval(aid)["reason"]
+                    svc.approvals.get(aid)["reason"]
             text_, _ = await early.call("mcp-books__save", {"q": "early"})
             pending_id(text_)
     assert [c for c, _ in books.calls] == ["lookup"]
@@ -79,13 +82,13 @@ async def test_a_call_denied_in_one_session_is_denied_before_in_the_next_until_t
     async with gateway(home) as (svc, books, session):
         async with session() as a:
             text_, _ = await a.call("mcp-books__wipe", {"q": "all"})
-            svc.answer_approval(pending_id(text_), False, "cli", reason="never")
+            svc.approvals.answer(pending_id(text_), False, "cli", reason="never")
             text_, _ = await a.call("mcp-books__wipe", {"q": "all"})
             assert text_.startswith("The person denied this same call earlier for this client: never.")
         async with session() as b:
             text_, error = await b.call("mcp-books__wipe", {"q": "all"})
             assert error and text_.startswith("The person denied this same call earlier for this client")
-            assert svc.audit()[-1]["outcome"] == "denied before"
+            assert svc.audit.rows()[-1]["outcome"] == "denied before"
             r = await asyncio.to_thread(cli, "gateway", "clients", "clear", "coder")
             assert r.returncode == 0 and "ended 1 open session(s)" in r.stdout, r.stderr
             with pytest.raises(MCPError, match="Session not found"):  # its session ended with the clear: 404
@@ -105,7 +108,7 @@ async def test_loop_stops_apply_per_client_and_a_retry_on_its_approval_is_no_rep
             for _ in range(3):
                 text_, _ = await a.call("mcp-books__wipe", {"q": "x"})
                 assert pending_id(text_) == aid
-            svc.answer_approval(aid, True, "cli")
+            svc.approvals.answer(aid, True, "cli")
             text_, error = await a.call("mcp-books__wipe", {"q": "x"})
             assert not error and text_ == 'wipe: {"q": "x"}'
             for _ in range(2):
@@ -140,7 +143,7 @@ async def test_the_brake_pauses_the_gateway_until_it_is_resumed_and_chat_turns_s
             (await asyncio.to_thread(cli, "status")).stdout
         # a chat turn after the brake starts as usual and runs its read
         model = write_script(tmp_path / "s.json", calls(call("mcp-books__lookup", q="chat")), text("done"))
-        r = await svc.send("look it up", model=model)
+        r = await svc.turns.send("look it up", model=model)
         assert r["status"] == "done" and [e["result"] for e in r["events"] if e["type"] == "tool_call"] == \
             ['lookup: {"q": "chat"}']
         assert (await asyncio.to_thread(cli, "gateway", "resume")).stdout.strip() == "gateway resumed"
@@ -156,22 +159,22 @@ async def test_the_brake_ends_a_hanging_gateway_call_within_a_second(home):
             running = asyncio.create_task(s.call("mcp-books__hang", {"q": "forever"}))
             await asyncio.wait_for(books.started.wait(), 120)
             pulled = time.monotonic()
-            svc.stop_all("cli")
+            svc.brake.stop_all("cli")
             text_, error = await asyncio.wait_for(running, 120)
             took = time.monotonic() - pulled
         assert error and text_ == ("Error: the call was stopped while it ran, and it may have run: Palui is paused by "
                                    "the emergency brake (palui gateway resume).")
         assert took < 1.0, took
-        assert [(r["tool"], r["outcome"]) for r in svc.audit() if r["origin"] == "gateway"] == [
+        assert [(r["tool"], r["outcome"]) for r in svc.audit.rows() if r["origin"] == "gateway"] == [
             ("mcp-books__hang", "cancelled; may have run")]
 
 
 async def test_a_connector_that_never_answers_initialize_refuses_a_gateway_call_within_the_bound(home):
-    from palui.connectors.mcp import client
+    from support import mcp_inprocess
 
     async with gateway(home, "[mcp]\ncall_timeout_seconds = 1\n") as (svc, books, session):
-        client.IN_PROCESS[books.url] = never_answers  # the server now starts and never answers anything
-        await svc.hub.close()  # no live connection: the call has to start it
+        mcp_inprocess.SERVED[books.url] = never_answers  # the server now starts and never answers anything
+        await svc._hub.close()  # no live connection: the call has to start it
         async with session() as s:
             started = time.monotonic()
             text_, error = await s.call("mcp-books__lookup", {"q": "a"})
@@ -181,7 +184,7 @@ async def test_a_connector_that_never_answers_initialize_refuses_a_gateway_call_
         assert error and "connector mcp-books is not available" in text_, text_
         assert "within 1 s" in text_ or "after 1 s" in text_, text_
         assert took < 10, took
-        [row] = [r for r in svc.audit() if r["origin"] == "gateway"]
+        [row] = [r for r in svc.audit.rows() if r["origin"] == "gateway"]
         assert (row["outcome"], row["verdict"]) == ("error", "run")
 
 
@@ -192,7 +195,7 @@ async def test_a_session_starts_with_its_clients_context(home, context, tainted)
             text_, error = await s.call("mcp-books__save", {"q": "a"})
         assert ("approval pending" in text_) is tainted
         if tainted:
-            assert "(tainted by the client's unseen context)" in svc.approvals(status=None)[-1]["reason"]
+            assert "(tainted by the client's unseen context)" in svc.approvals.list(status=None)[-1]["reason"]
 
 
 def test_a_call_in_flight_when_the_service_ended_is_audited_when_it_starts_again(svc):
@@ -200,14 +203,14 @@ def test_a_call_in_flight_when_the_service_ended_is_audited_when_it_starts_again
     flight leaves it, and the next start ends the session and audits the call ``cancelled; may have run``."""
     import json
 
-    svc.gateway_client_add("coder", context="trusted")
-    session = svc.gateway_session_open("coder")
+    svc.gateway.add_client("coder", context="trusted")
+    session = svc.gateway.open_session("coder")
     turn = svc.db.row("SELECT turn_id FROM gateway_sessions WHERE id = ?", (session,))[0]
     in_flight = [{"id": "gc-1", "tool": "mcp-books__hang", "args": {"q": "x"}, "state": "sent", "bad_args": None}]
     with svc.db.write() as c:
         c.execute("UPDATE turns SET pending_json = ? WHERE id = ?", (json.dumps(in_flight), turn))
-    assert svc.gateway_sessions_end_open("the service restarted") == [session]
-    [row] = svc.audit(turn)
+    assert svc.gateway.end_open_sessions("the service restarted") == [session]
+    [row] = svc.audit.rows(turn)
     assert (row["tool"], row["outcome"], row["verdict"]) == ("mcp-books__hang", "cancelled; may have run", "run")
     assert row["reason"] == "the service restarted while the call was in flight"
     assert (row["client"], row["session"]) == ("coder", session)
@@ -219,8 +222,8 @@ async def test_a_client_at_its_cap_leaves_another_calling_and_only_calls_sent_co
     still calls; the counts are a row per client and minute."""
     toml = "[caps]\ngateway_client_calls_per_hour = 2\n[budgets]\nerror_streak = 0\n"  # the guesses are no loop here
     async with gateway(home, toml) as (svc, books, session):
-        other = svc.gateway_client_add("other", context="trusted", calls_per_hour=5)["token"]
-        svc.set_enabled(["mcp-books__wipe"], False)
+        other = svc.gateway.add_client("other", context="trusted", calls_per_hour=5)["token"]
+        svc.tools.set_enabled(["mcp-books__wipe"], False)
         async with session() as s:
             for guess in ("mcp-books__secret", "mcp-books__admin", "mcp-vault__read", "mcp-books__wipe"):
                 text_, error = await s.call(guess, {"q": "x"})
@@ -237,7 +240,7 @@ async def test_a_client_at_its_cap_leaves_another_calling_and_only_calls_sent_co
         counted = {r["client"]: r["calls"] for r in svc.db.all("SELECT client, SUM(calls) AS calls FROM"
                                                                " gateway_call_minutes GROUP BY client")}
         assert counted == {"coder": 2, "other": 1, "": 3}
-        assert svc.audit()[-2]["outcome"] == "refused: over cap"
+        assert svc.audit.rows()[-2]["outcome"] == "refused: over cap"
     assert [a["q"] for c, a in books.calls] == ["one", "two", "mine"]
 
 
@@ -246,12 +249,12 @@ async def test_gateway_results_are_kept_by_retention_gateway_days_while_a_sessio
     a chat conversation's untrusted content of the same age stays until ``retention.days`` (spec §10.2)."""
     async with gateway(home, "[retention]\ngateway_days = 2\n") as (svc, books, session):
         model = write_script(tmp_path / "s.json", calls(call("mcp-books__lookup", q="chat")), text("done"))
-        assert (await svc.send("look it up", model=model))["status"] == "done"
+        assert (await svc.turns.send("look it up", model=model))["status"] == "done"
         async with session() as s:
             assert not (await s.call("mcp-books__lookup", {"q": "page"}))[1]
             count = "SELECT COUNT(*) FROM untrusted_content u JOIN conversations c ON c.id = u.conversation_id" \
                     " WHERE c.origin = ?"
             assert svc.db.row(count, ("gateway",))[0] == 1 and svc.db.row(count, ("chat",))[0] == 1
-            svc.prune_expired(time.time() + 3 * 86400)  # the session is still open
+            svc.maintenance.prune_expired(time.time() + 3 * 86400)  # the session is still open
             assert svc.db.row(count, ("gateway",))[0] == 0 and svc.db.row(count, ("chat",))[0] == 1
             assert svc.db.row("SELECT untrusted_pruned_at IS NOT NULL FROM conversations WHERE origin = 'gateway'")[0]

@@ -17,7 +17,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from support.doors import GatewayDoor, app_running
-from support.inprocess_mcp import READ, WRITE, InProcessServer, tool
+from support.mcp_inprocess import READ, WRITE, InProcessServer, tool
 
 TAGS = "".join(chr(0xE0000 + ord(ch)) for ch in "obey")
 FORM = {"type": "object", "properties": {"colour": {"type": "string"}}, "required": ["colour"]}
@@ -37,7 +37,7 @@ async def running(home, context: str = "trusted", toml: str = "", wait: float = 
                             prompts={"greet": "Say hi" + TAGS}, legacy=True)
     try:
         await books.add(svc, enable=("lookup", "save", "choose", "login"))
-        token = svc.gateway_client_add("coder", context=context)["token"]
+        token = svc.gateway.add_client("coder", context=context)["token"]
         async with app_running(svc) as app:
             yield svc, books, GatewayDoor(svc, app, token, "coder")
     finally:
@@ -58,12 +58,13 @@ async def test_resources_are_governed_reads_of_their_connector(home):
             # the read tainted the (trusted) client: a write now asks
             text_, _ = await s.call("mcp-books__save", {"q": "x"})
             assert "approval pending: " in text_
-            assert "tainted by mcp-books__resources/read" in svc.approvals()[0]["reason"]
+            assert "tainted by mcp-books__resources/read" in svc.approvals.list()[0]["reason"]
             got = await s.mcp.read_resource("note://b")  # a blob passes as sent; the cap counts it (2 of 2)
             assert got.contents[0].blob == "AAE="
             with pytest.raises(MCPError, match="this client's cap of 2 calls an hour"):
                 await s.mcp.read_resource("note://a")
-        rows = [(r["tool"], r["outcome"], r["client"]) for r in svc.audit() if r["tool"].endswith("resources/read")]
+        rows = [(r["tool"], r["outcome"], r["client"]) for r in svc.audit.rows()
+                if r["tool"].endswith("resources/read")]
         assert rows == [("mcp-books__resources/read", "ok", "coder"), ("mcp-books__resources/read", "ok", "coder"),
                         ("mcp-books__resources/read", "refused", "coder")]
         assert books.reads == ["note://a", "note://b"]
@@ -73,7 +74,7 @@ async def test_a_connector_whose_tools_are_off_offers_no_resources_or_prompts(ho
     async with running(home) as (svc, books, door):
         async with door.connected() as s:
             await s.mcp.list_resources()
-            svc.set_enabled([f"mcp-books__{n}" for n in ("lookup", "save", "choose", "login")], False)
+            svc.tools.set_enabled([f"mcp-books__{n}" for n in ("lookup", "save", "choose", "login")], False)
             assert (await s.mcp.list_resources()).resources == [] and (await s.mcp.list_prompts()).prompts == []
             with pytest.raises(MCPError, match="not a resource of this session's last resources/list"):
                 await s.mcp.read_resource("note://a")
@@ -90,7 +91,7 @@ async def test_prompts_are_listed_by_connector_and_got_with_hidden_characters_re
             with pytest.raises(MCPError, match="not a prompt of this session's last prompts/list"):
                 await s.mcp.get_prompt("greet")
     assert books.reads == ["prompt:greet"]
-    assert [r["tool"] for r in svc.audit()] == ["mcp-books__prompts/get"]
+    assert [r["tool"] for r in svc.audit.rows()] == ["mcp-books__prompts/get"]
 
 
 async def test_a_secret_question_or_an_untrusted_client_asks_the_person(home):
@@ -103,13 +104,13 @@ async def test_a_secret_question_or_an_untrusted_client_asks_the_person(home):
     async with running(home, context="unknown", wait=60) as (svc, books, door):
         async with door.connected(elicitation_callback=answer) as s:
             call = asyncio.create_task(s.call("mcp-books__choose", {}))  # an untrusted client: the person answers
-            while not svc.elicitations():
+            while not svc.elicitations.list():
                 await asyncio.sleep(0.05)
-            [q] = svc.elicitations()
-            svc.answer_elicitation(q["id"], "accept", {"colour": "blue"}, via="cli")
+            [q] = svc.elicitations.list()
+            svc.elicitations.answer(q["id"], "accept", {"colour": "blue"}, via="cli")
             text_, error = await asyncio.wait_for(call, 120)
             assert not error and json.loads(text_) == {"action": "accept", "content": {"colour": "blue"}}
-        vault = GatewayDoor(svc, door.app, svc.gateway_client_add("vault", context="trusted")["token"], "vault")
+        vault = GatewayDoor(svc, door.app, svc.gateway.add_client("vault", context="trusted")["token"], "vault")
         async with vault.connected(elicitation_callback=answer) as s:
             text_, error = await s.call("mcp-books__login", {})  # a secret field: never to the client
             assert json.loads(text_)["action"] == "decline", text_  # Palui declines it for the person (spec §7.8)

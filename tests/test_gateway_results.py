@@ -11,7 +11,7 @@ import base64
 from contextlib import asynccontextmanager
 
 from support.doors import GatewayDoor, app_running
-from support.inprocess_mcp import READ, WRITE, InProcessServer, tool
+from support.mcp_inprocess import READ, WRITE, InProcessServer, tool
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4).decode()
 CRLF = "line one\r\n\tindented\r\nC:\\Users\\me\\notes.txt\r\n\\u000d is not a CR\r\n"
@@ -46,7 +46,7 @@ async def running(home, toml: str = ""):
     files = _server()
     try:
         await files.add(svc, enable=("image", "rich", "failing", "crlf", "hidden", "slow"))
-        token = svc.gateway_client_add("coder")["token"]  # its context unknown: a write asks
+        token = svc.gateway.add_client("coder")["token"]  # its context unknown: a write asks
         async with app_running(svc) as app:
             async with GatewayDoor(svc, app, token, "coder").connected() as door:
                 yield svc, door
@@ -67,7 +67,7 @@ async def test_an_image_arrives_as_an_image_and_everything_else_as_sent(home):
         r = await door.mcp.call_tool("mcp-files__failing", {})
         assert r.is_error and r.content[0].text == "no such file"
         # the audit keeps the call, and the model-visible text (events) shows the image as a placeholder
-        assert [a["outcome"] for a in svc.audit()][-3:] == ["ok", "ok", "error"]
+        assert [a["outcome"] for a in svc.audit.rows()][-3:] == ["ok", "ok", "error"]
 
 
 async def test_a_crlf_file_arrives_byte_for_byte_and_hidden_characters_are_listed(home):
@@ -97,9 +97,9 @@ async def test_the_servers_progress_reaches_the_client_after_the_wait_always_inc
             notes.append((progress, total, message))
 
         call = asyncio.create_task(door.mcp.call_tool("mcp-files__slow", {}, progress_callback=note))  # a write
-        while not svc.approvals():  # it asks first, and waits for the person
+        while not svc.approvals.list():  # it asks first, and waits for the person
             await asyncio.sleep(0.05)
-        svc.answer_approval(svc.approvals()[0]["id"], True, "cli")
+        svc.approvals.answer(svc.approvals.list()[0]["id"], True, "cli")
         r = await asyncio.wait_for(call, 120)
         assert not r.is_error and r.content[0].text == "done"
         waited = [m for _, _, m in notes if "waiting for the person" in (m or "")]

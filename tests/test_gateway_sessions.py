@@ -12,7 +12,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from support.doors import GatewayDoor, app_running
-from support.inprocess_mcp import READ, InProcessServer, tool
+from support.mcp_inprocess import READ, InProcessServer, tool
 
 
 @asynccontextmanager
@@ -24,8 +24,8 @@ async def running(home, toml: str = ""):
     books = InProcessServer("books", [tool("lookup", READ)])
     try:
         await books.add(svc, enable=("lookup",))
-        coder = svc.gateway_client_add("coder", context="trusted")["token"]
-        other = svc.gateway_client_add("other", context="trusted")["token"]
+        coder = svc.gateway.add_client("coder", context="trusted")["token"]
+        other = svc.gateway.add_client("other", context="trusted")["token"]
         async with app_running(svc) as app:
             yield svc, (lambda: GatewayDoor(svc, app, coder, "coder")), GatewayDoor(svc, app, other, "other")
     finally:
@@ -68,8 +68,8 @@ async def test_a_client_holds_at_most_sessions_per_client(home):
                 await doors[0].mcp.list_tools()
             for d in doors[1:]:
                 await d.mcp.list_tools()
-            open_ = [s for s in svc.gateway_sessions("coder")]
+            open_ = [s for s in svc.gateway.sessions("coder")]
             assert len(open_) == 2
-        ended = [s for s in svc.gateway_sessions("coder", ended=True) if s["ended_at"]]
+        ended = [s for s in svc.gateway.sessions("coder", ended=True) if s["ended_at"]]
         assert any(s["end_reason"] == "the client opened more sessions than gateway.sessions_per_client"
                    for s in ended)

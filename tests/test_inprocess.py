@@ -35,11 +35,13 @@ def said(r) -> tuple[int, str, str]:
     return r.returncode, r.stdout, r.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", CASES, ids=" ".join)
 def test_a_command_in_process_answers_as_a_child_does(cli, cli_process, args):
     assert said(cli(*args)) == said(cli_process(*args))
 
 
+@pytest.mark.slow
 def test_a_change_in_process_is_seen_by_a_child_and_back(cli, cli_process):
     assert cli_process("tools", "disable", "recall__forget_memory").returncode == 0
     here = {t["name"]: t["enabled"] for t in cli.json("tools", "list", "--json")}
@@ -64,7 +66,7 @@ def test_a_command_leaves_the_process_as_it_found_it(cli, home, tmp_path):
         os.umask(mask)
     after = (dict(os.environ), os.getcwd(), list(root.handlers), root.level, logging.getLogRecordFactory())
     assert after == before
-    assert (home / "logs" / "palui.log").exists()  # the command did set up its log, then it was taken down
+    assert (home / "logs").is_dir()  # the command did set up its log (opened at its first record), then took it down
 
 
 def test_env_reaches_the_command_and_goes_away(cli, home):

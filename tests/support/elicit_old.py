@@ -3,8 +3,8 @@
 It always speaks the older protocol (2025-11-25): ``server/discover`` is answered "method not
 found" in front of the SDK's ``MCPServer`` (on the stdio stream, or by an ASGI wrapper for HTTP:
 a server middleware is too late, the SDK settles the era before middleware runs), so a
-``Client(mode="auto")`` falls back to ``initialize``. Each elicitation is a server->client ``elicitation/create`` request that the client
-answers while the ``tools/call`` is still open.
+``Client(mode="auto")`` falls back to ``initialize``. Each elicitation is a server->client
+``elicitation/create`` request that the client answers while the ``tools/call`` is still open.
 
 Usage::
 
@@ -24,6 +24,8 @@ Tools (all ``readOnlyHint: false``):
   object), sent raw past the SDK's schema rendering: a client must decline it.
 - ``slow_question(seconds)`` - asks, then waits ``seconds`` before answering (a call that stays
   open after the answer).
+- ``contact_form()`` - a form of string fields with the spec's formats (``email``, ``uri``, ``date``,
+  ``date-time``), sent raw; the result echoes the content.
 - ``sign_up()`` - a form that asks for a secret (``username``, ``password``, which MCP forbids); the
   result says the password's length and the start of its SHA-256, never the password.
 """
@@ -80,6 +82,11 @@ def signed_up(result: AcceptedElicitation[Any] | DeclinedElicitation | Cancelled
 server = MCPServer("elicit-old", version="1.0")
 
 
+def build_server() -> MCPServer:
+    """The server (one per process: it keeps nothing between calls), for support/mcp_inprocess.py."""
+    return server
+
+
 def _outcome(result: AcceptedElicitation[Any] | DeclinedElicitation | CancelledElicitation) -> str:
     if isinstance(result, AcceptedElicitation):
         data = result.data.model_dump(mode="json") if isinstance(result.data, BaseModel) else result.data
@@ -122,6 +129,18 @@ async def nested_schema(ctx: Context) -> str:
     result = await ctx.request_context.session.elicit_form("Where do you live?", schema,
                                                          related_request_id=ctx.request_id)
     return f"nested_schema: {result.action}"
+
+
+@server.tool(annotations=WRITE)
+async def contact_form(ctx: Context) -> str:
+    """Ask for an email, a web page, a date and a date-time (string fields with a ``format``)."""
+    schema = {"type": "object", "properties": {
+        "email": {"type": "string", "format": "email"}, "homepage": {"type": "string", "format": "uri"},
+        "day": {"type": "string", "format": "date"}, "at": {"type": "string", "format": "date-time"}},
+        "required": ["email"]}
+    result = await ctx.request_context.session.elicit_form("How do we reach you?", schema,
+                                                         related_request_id=ctx.request_id)
+    return f"contact_form: {result.action} {json.dumps(result.content, sort_keys=True)}"
 
 
 @server.tool(annotations=WRITE)

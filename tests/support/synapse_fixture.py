@@ -43,7 +43,8 @@ try:
 except ImportError:  # run as a program: tests/support is first on sys.path
     import tcp  # type: ignore[no-redef]
 
-__all__ = ["DEFAULT_SYNAPSE_PYTHON", "SYNAPSE_VERSION", "MatrixUser", "SynapseError", "SynapseServer", "free_port", "synapse_python"]
+__all__ = ["DEFAULT_SYNAPSE_PYTHON", "SYNAPSE_VERSION", "MatrixUser", "SynapseError", "SynapseServer", "free_port",
+           "synapse_python"]
 
 SYNAPSE_VERSION = "1.163.2"
 DEFAULT_SYNAPSE_PYTHON = Path.home() / ".cache" / "palui-tests" / f"synapse-{SYNAPSE_VERSION}" / "bin" / "python"

@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from palui.cli.common import Group, app, said
+from palui.cli.common import Group, Hooks, app, said
 from palui.errors import PaluiError, UsageError
 
 # Command modules, registered in this order (a missing optional module is skipped only
@@ -111,17 +111,15 @@ def load_commands(argv: list[str] | None = None) -> list[str]:
 
 def _setup_process() -> None:
     """Library log records (the MCP SDK logs parse errors of hostile servers with tracebacks) go to
-    ``<data dir>/logs/palui.log`` instead of the terminal."""
+    ``<data dir>/logs/palui.log``, capped and rotated, instead of the terminal."""
     import logging
 
     try:
+        from palui.cli.process_log import handler as capped_log
         from palui.home import paths
 
         _home, data_dir, _cfg = paths()
-        logs = data_dir / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        handler: logging.Handler = logging.FileHandler(logs / "palui.log", encoding="utf-8")
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler: logging.Handler = capped_log(data_dir)  # capped and rotated (cli/process_log.py)
     except OSError:
         handler = logging.NullHandler()
     root = logging.getLogger()
@@ -129,7 +127,7 @@ def _setup_process() -> None:
     root.setLevel(logging.WARNING)
 
 
-def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
+def main(argv: list[str] | None = None, prog_name: str | None = None, *, hooks: Hooks | None = None) -> None:
     """Console entry point: maps Palui errors to exit codes (1 error, 2 bad usage) and ends with
     ``SystemExit``, as Click's standalone mode does.
 
@@ -137,6 +135,8 @@ def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
         argv: the arguments after ``palui`` (None: ``sys.argv[1:]``); the test suite runs commands
             in-process through this (``tests/support/inprocess.py``).
         prog_name: the name usage lines show (None: Click's, from ``sys.argv[0]``).
+        hooks: what the calling program plugs into the service the command builds (:class:`Hooks`: the
+            test suite's in-process MCP servers); None for the real command line.
     """
     import os
 
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
     if load_commands(args):  # a command runs (help, the version or a usage error alone log nothing)
         _setup_process()
     try:
-        app(args=args, prog_name=prog_name)  # standalone: click prints usage errors and exits 2
+        app(args=args, prog_name=prog_name, obj=hooks)  # standalone: click prints usage errors and exits 2
     except UsageError as e:
         click.echo(f"palui: {said(str(e))}", err=True)
         sys.exit(2)

@@ -93,7 +93,7 @@ def clients_add(name: str, connectors: str | None, context: str | None, calls_pe
                 as_json: bool) -> None:
     """Add a client and print its token, once (only its hash is stored), with the configuration to paste."""
     chosen = [c.strip() for c in connectors.split(",") if c.strip()] if connectors is not None else None
-    c = service().gateway_client_add(name, chosen, context or "unknown", calls_per_hour)
+    c = service().gateway.add_client(name, chosen, context or "unknown", calls_per_hour)
     if as_json:
         return emit_json(c)
     click.echo(f"Added gateway client {_line(c)}.")
@@ -105,7 +105,7 @@ def clients_add(name: str, connectors: str | None, context: str | None, calls_pe
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def clients_list(as_json: bool) -> None:
     """The gateway's clients."""
-    rows = service().gateway_clients()
+    rows = service().gateway.clients()
     if as_json:
         return emit_json(rows)
     if not rows:
@@ -121,7 +121,7 @@ def clients_list(as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def clients_show(name: str, as_json: bool) -> None:
     """A client and the configuration to paste into it (its token is not stored: paste the one shown at add)."""
-    c = service().gateway_client(name)
+    c = service().gateway.client(name)
     if as_json:
         return emit_json(c)
     click.echo(_line(c))
@@ -132,7 +132,7 @@ def clients_show(name: str, as_json: bool) -> None:
 @click.argument("name")
 def clients_remove(name: str) -> None:
     """Remove a client: its token opens nothing from now on, its open sessions end."""
-    ended = service().gateway_client_remove(name)
+    ended = service().gateway.remove_client(name)
     click.echo(f"Removed gateway client {name}" + (f"; ended {len(ended)} open session(s)." if ended else "."))
 
 
@@ -141,7 +141,7 @@ def clients_remove(name: str) -> None:
 def clients_clear(name: str) -> None:
     """Forget what the client's sessions carried: its taint, the calls you denied, its loop counts and loop stop
     (they are kept per client, not per session). Its open sessions end; its next one starts afresh."""
-    ended = service().gateway_client_clear(name)
+    ended = service().gateway.clear_client(name)
     click.echo(f"Cleared gateway client {name}: its taint, denied calls and loop counts are forgotten"
                + (f"; ended {len(ended)} open session(s)." if ended else "."))
 
@@ -149,7 +149,7 @@ def clients_clear(name: str) -> None:
 @gateway_app.command("resume")
 def gateway_resume() -> None:
     """Take gateway calls and sessions again after palui stop --all (the emergency brake pauses the gateway)."""
-    was = service().gateway_resume()
+    was = service().gateway.resume()
     click.echo("gateway resumed" if was else "the gateway was not paused")
 
 
@@ -163,13 +163,13 @@ def gateway_sessions(client: str | None, end: tuple[str, ...], ended: bool, as_j
     """The gateway's open sessions (each MCP session of a client), and ending them (spec §8.6)."""
     svc = service()
     if end:
-        done = [svc.gateway_session_stop(sid) for sid in end]
+        done = [svc.gateway.stop_session(sid) for sid in end]
         if as_json:
             return emit_json(done)
         for s in done:
             click.echo(f"ended gateway session {s['id']} of {s['client']} ({s['calls']} call(s))")
         return
-    rows = svc.gateway_sessions(client, ended)
+    rows = svc.gateway.sessions(client, ended)
     if as_json:
         return emit_json(rows)
     if not rows:

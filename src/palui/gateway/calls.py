@@ -24,7 +24,8 @@ from palui.gateway.tools import as_call_result, as_mcp_tool, with_hidden_listed
 from palui.gateway.transport import body_of
 
 if TYPE_CHECKING:
-    from palui.service.door import ClientAsk, ServiceDoor
+    from palui.service.api import Service
+    from palui.service.gateway import ClientAsk
 
 Context = Any  # the SDK's ServerRequestContext[Any, Any]
 
@@ -61,7 +62,7 @@ class Calls:
             pauses the gateway) and whether its client may be asked a server's questions (:meth:`may_ask`).
     """
 
-    def __init__(self, svc: ServiceDoor, session: Callable[[Context], tuple[str, bool]]) -> None:
+    def __init__(self, svc: Service, session: Callable[[Context], tuple[str, bool]]) -> None:
         self.svc = svc
         self._session = session
 
@@ -69,12 +70,12 @@ class Calls:
         """Whether a server's questions may go to this client: ``--context trusted`` and it ``declared`` form
         elicitation at ``initialize`` (spec §8.6)."""
         try:
-            return declared and self.svc.gateway_client(client)["context"] == "trusted"
+            return declared and self.svc.gateway.client(client)["context"] == "trusted"
         except NotFound:
             return False
 
     async def list_tools(self, ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[as_mcp_tool(t) for t in self.svc.gateway_tools(self._session(ctx)[0])])
+        return types.ListToolsResult(tools=[as_mcp_tool(t) for t in self.svc.gateway.tools(self._session(ctx)[0])])
 
     async def call_tool(self, ctx: Context, params: types.CallToolRequestParams) -> types.CallToolResult:
         try:
@@ -86,7 +87,7 @@ class Calls:
         body = body_of(ctx.request.scope if ctx.request is not None else None)
         # the arguments as the client sent them: the governed call checks them (spec §3.3), not this front end
         args: Any = params.arguments if params.arguments is not None else {}
-        result = await self.svc.gateway_call(session, params.name, args, Told(ctx, token) if token is not None
+        result = await self.svc.gateway.call(session, params.name, args, Told(ctx, token) if token is not None
                                              else None, (lambda: body.gone) if body is not None else None,
                                              self._asker(ctx) if may_ask else None)
         return as_call_result(result)
@@ -104,19 +105,19 @@ class Calls:
 
     async def list_resources(self, ctx: Context, params: types.PaginatedRequestParams | None
                              ) -> types.ListResourcesResult:
-        listed = await self._door(self.svc.gateway_resources(self._session(ctx)[0]))
+        listed = await self._door(self.svc.gateway_content.resources(self._session(ctx)[0]))
         return types.ListResourcesResult.model_validate({"resources": listed}, by_name=False)
 
     async def read_resource(self, ctx: Context, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-        got = await self._door(self.svc.gateway_read_resource(self._session(ctx)[0], str(params.uri)))
+        got = await self._door(self.svc.gateway_content.read_resource(self._session(ctx)[0], str(params.uri)))
         return types.ReadResourceResult.model_validate(with_hidden_listed(got, ("contents",)), by_name=False)
 
     async def list_prompts(self, ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
-        listed = await self._door(self.svc.gateway_prompts(self._session(ctx)[0]))
+        listed = await self._door(self.svc.gateway_content.prompts(self._session(ctx)[0]))
         return types.ListPromptsResult.model_validate({"prompts": listed}, by_name=False)
 
     async def get_prompt(self, ctx: Context, params: types.GetPromptRequestParams) -> types.GetPromptResult:
-        got = await self._door(self.svc.gateway_get_prompt(self._session(ctx)[0], params.name,
+        got = await self._door(self.svc.gateway_content.get_prompt(self._session(ctx)[0], params.name,
                                                            dict(params.arguments or {})))
         return types.GetPromptResult.model_validate(got, by_name=False)
 

@@ -8,7 +8,7 @@ and ``Origin`` headers and the client's token before a request gets here, and pu
 request's state (:data:`CLIENT_KEY`).
 
 - **Sessions.** An MCP session (its ``Mcp-Session-Id``) belongs to the client whose ``initialize`` opened it; it
-  is a gateway session of the service (:meth:`ServiceDoor.gateway_session_open`) from its first request that
+  is a gateway session of the service (:meth:`GatewayPart.open_session`) from its first request that
   needs one. A client holds at most ``gateway.sessions_per_client`` sessions: opening one more ends its least
   recently used one. A session ends by the client's ``DELETE``, when the SDK drops it (idle 30 minutes), when the
   person ends it (``palui gateway sessions --end``), clears or removes the client (in any process), at the
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
     from mcp.server.session import ServerSession
 
-    from palui.service.door import ServiceDoor
+    from palui.service.api import Service
 
 log = logging.getLogger(__name__)
 
@@ -88,10 +88,10 @@ class GatewayEndpoint:
     """The ASGI app of ``/mcp`` and its lifespan.
 
     Args:
-        svc: the service, through its door.
+        svc: the service (its gateway part, :class:`palui.service.gateway.GatewayPart`).
     """
 
-    def __init__(self, svc: ServiceDoor) -> None:
+    def __init__(self, svc: Service) -> None:
         self.svc = svc
         self.calls = Calls(svc, self._session)
         c = self.calls
@@ -106,7 +106,7 @@ class GatewayEndpoint:
     async def run(self) -> AsyncIterator[None]:
         """The session manager and the watcher, for the service's lifespan; sessions left open by an earlier
         process are ended first, this process's at the end."""
-        self.svc.gateway_sessions_end_open("the service restarted")
+        self.svc.gateway.end_open_sessions("the service restarted")
         watcher = asyncio.create_task(self._watch())
         try:
             async with self.manager.run():
@@ -117,7 +117,7 @@ class GatewayEndpoint:
                 await watcher
             for held in list(self._held.values()):
                 if held.sid is not None:
-                    self.svc.gateway_session_end(held.sid, "the service stopped")
+                    self.svc.gateway.end_session(held.sid, "the service stopped")
             self._held.clear()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -198,7 +198,7 @@ class GatewayEndpoint:
     async def _alive(self, key: str, held: Held) -> bool:
         """Whether the session is still open: a service session ended by the person or another process (a clear,
         a removal, ``sessions --end``) ends the MCP session too."""
-        if held.sid is None or self.svc.gateway_session_open_now(held.sid):
+        if held.sid is None or self.svc.gateway.session_open_now(held.sid):
             return True
         await self._drop(key)
         return False
@@ -214,7 +214,7 @@ class GatewayEndpoint:
     def _forget(self, key: str, reason: str) -> None:
         held = self._held.pop(key, None)
         if held is not None and held.sid is not None:
-            self.svc.gateway_session_end(held.sid, reason)
+            self.svc.gateway.end_session(held.sid, reason)
 
     async def _make_room(self, client: str) -> None:
         """Before ``client`` opens a session: end its least recently used ones beyond
@@ -236,7 +236,7 @@ class GatewayEndpoint:
             raise PermissionError("no gateway client or session on this request")
         if held.sid is None:
             try:
-                held.sid = self.svc.gateway_session_open(client)
+                held.sid = self.svc.gateway.open_session(client)
             except PaluiError as e:  # the emergency brake pauses the gateway: the client is told why, in words
                 raise MCPError(types.INTERNAL_ERROR, str(e)) from None
             held.session = ctx.session
@@ -245,11 +245,11 @@ class GatewayEndpoint:
     async def _watch(self) -> None:
         """Every :data:`POLL_SECONDS`: sessions the SDK dropped end, the sessions' last use is stored, and a
         catalog change is told to every open session."""
-        seen = self.svc.gateway_catalog_version()
+        seen = self.svc.gateway.catalog_version()
         while True:
             await asyncio.sleep(POLL_SECONDS)
             try:
-                now = self.svc.gateway_catalog_version()
+                now = self.svc.gateway.catalog_version()
                 self._end_dropped()
                 self._store_use()
             except Exception as e:  # a locked database now is read again at the next poll
@@ -273,7 +273,7 @@ class GatewayEndpoint:
     def _store_use(self) -> None:
         used = {h.sid: h.used for h in self._held.values() if h.sid is not None and h.used != h.stored_use}
         if used:
-            self.svc.gateway_sessions_used(used)
+            self.svc.gateway.sessions_used(used)
             for h in self._held.values():
                 h.stored_use = h.used
 

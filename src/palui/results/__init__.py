@@ -113,6 +113,8 @@ from palui.results.triggers import (
     DeliveryDuplicate,
     DeliveryReceipt,
     Job,
+    MailAnswerAddress,
+    MailThread,
     Named,
     OutboxItem,
     OutboxPart,
@@ -153,6 +155,7 @@ __all__ = [
     "TurnStoredLine", "TurnUsage", "UntrustedArg", "Webhook", "WebhookCreated", "WebhookShare",
     "ErrorAnswer", "Health", "NewConversation", "Stopped", "GatewayCallResult", "GatewayClient", "GatewaySessionInfo",
     "GatewayTool",
+    "MailAnswerAddress", "MailThread",
 ]
 
 MODULES: tuple[ModuleType, ...] = (answers, events, turns, tools, status, triggers, api, gateway)

@@ -50,7 +50,7 @@ class TurnResult(TypedDict):
 
 
 class TurnDetail(TurnResult):
-    """A turn as a conversation shows it (``Service.turn_detail``): its :class:`TurnResult` with the person's
+    """A turn as a conversation shows it (``ConversationsPart.turn_detail``): its :class:`TurnResult` with the person's
     ``input``, ``created_at`` (epoch seconds), each approval it asked for and each question a server asked
     during it, by id, as they are now, and, while it is queued, the ``pause`` it may wait for."""
 
@@ -102,7 +102,9 @@ class ConversationSummary(TypedDict):
 
 
 class Conversation(TypedDict):
-    """One conversation with each of its turns (``created_at`` epoch seconds)."""
+    """One conversation with each of its turns (``created_at`` epoch seconds); ``model`` the model string its
+    newest turn that named one was run with (None: every turn took the configured model), which ``palui chat
+    --resume`` goes on with."""
 
     id: str
     origin: str
@@ -111,3 +113,4 @@ class Conversation(TypedDict):
     tainted: bool
     taint_source: str | None
     turns: list[TurnDetail]
+    model: str | None

@@ -1,11 +1,11 @@
 """Service part: the one door for answering approvals (spec §5).
 
 Every front end (the CLI, the HTTP API, the web page, each chat channel) answers through
-:meth:`ApprovalsPart.answer_approval`: it records the answer and where it was given
+:meth:`ApprovalsPart.answer`: it records the answer and where it was given
 (``answered_via``), re-decides an approve from the tool's current state and the turn's origin
 and taint, and raises the refusals (expired, cancelled, re-decided, already answered) the same
 way for all of them. It never runs the turn: the service's tick resumes it, or a CLI process
-calls :meth:`TurnsPart.resume_turn` (:meth:`answer_and_resume` does both, for in-process use).
+calls :meth:`TurnsPart.resume` (:meth:`answer_and_resume` does both, for in-process use).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from palui.errors import ApprovalError, UsageError
+from palui.errors import ApprovalError, NotFound, UsageError
 from palui.runner import approvals, redecide
 from palui.service.conversations import ConversationsPart
 from palui.service.elicitations import ElicitationsPart
@@ -63,7 +63,11 @@ class ApprovalsPart:
         self.elicitations_part = elicitations_part
         self.turns_part = turns_part
 
-    def approvals(self, status: str | None = "pending", limit: int = PAGE, before: str | None = None) -> list[Approval]:
+    def sweep_expired(self) -> None:
+        """A start-up step: expired approvals are swept on every start (spec §5)."""
+        approvals.sweep(self.db)
+
+    def list(self, status: str | None = "pending", limit: int = PAGE, before: str | None = None) -> list[Approval]:
         """Approvals as the person lists them (spec §5); pending ones are decided again first, so a tool switched
         off meanwhile no longer shows an approval that could run (this writes only when one must be cancelled).
 
@@ -107,19 +111,26 @@ class ApprovalsPart:
                         (now, now))
         return int(r[0]) if r is not None else 0
 
-    def approval(self, approval_id: str) -> Approval:
+    def get(self, approval_id: str) -> Approval:
         """One approval (``palui approvals show``), with its ``conversation``; a unique prefix of its id is
         enough (:func:`palui.store.ids.resolve`). Raises NotFound, UsageError (an ambiguous prefix). One past its
         expiry shows as ``expired`` before a sweep marks it so (reads only)."""
         approval_id = ids.resolve(self.db, approval_id)
         a = approvals.get(self.db, approval_id)
         r = self.db.one("SELECT status, expires_at FROM approvals WHERE id = ?", (approval_id,))
-        return _shown({**a, "conversation": self.conversations_part.conversation_of(a["turn"])}, r, time.time())
+        return _shown({**a, "conversation": self.conversations_part.of_turn(a["turn"])}, r, time.time())
 
-    def answer_approval(self, approval_id: str, approve: bool, via: str,
-                        reason: str | None = None) -> Approval | Elicitation | ScopeRequest:
+    def find(self, approval_id: str) -> Approval | None:
+        """:meth:`get`, or None for an unknown id (a forged button)."""
+        try:
+            return self.get(approval_id)
+        except NotFound:
+            return None
+
+    def answer(self, approval_id: str, approve: bool, via: str,
+               reason: str | None = None) -> Approval | Elicitation | ScopeRequest:
         """Approve or deny one pending approval, answered on ``via`` (``cli``, ``web``, ``api`` or a
-        channel's name). Returns the approval as :meth:`approval` does. Never runs the turn.
+        channel's name). Returns the approval as :meth:`get` does. Never runs the turn.
         ``reason`` (a denial's, at most 1,000 characters: ``/deny ID REASON``) is told to the model
         as the denial (spec §8).
 
@@ -147,7 +158,7 @@ class ApprovalsPart:
             if approve:
                 raise UsageError(f"{approval_id} is a question of an MCP server, not an approval: answer it with "
                                  f"/answer {approval_id} field=value …")
-            return self.elicitations_part.answer_elicitation(approval_id, "decline", None, via)
+            return self.elicitations_part.answer(approval_id, "decline", None, via)
         if isinstance(approval_id, str) and approval_id.startswith("s-"):
             return self._answer_scope(approval_id, approve, via, reason)
         try:
@@ -161,7 +172,7 @@ class ApprovalsPart:
                 self.notifier("notice", f"Approval {approval_id} ({a['tool']}) was cancelled: {a['cancel_reason']}.",
                             turn_id=a["turn"], approval_id=approval_id)
             raise
-        return self.approval(approval_id)
+        return self.get(approval_id)
 
     def _answer_scope(self, request_id: str, approve: bool, via: str, reason: str | None) -> ScopeRequest:
         """``/approve`` or ``/deny`` of a request for a wider scope (spec §7.11)."""
@@ -181,32 +192,32 @@ class ApprovalsPart:
     async def answer_and_resume(self, approval_id: str, approve: bool, via: str,
                                 on_event: EventSink | None = None, reason: str | None = None,
                                 on_answered: Callable[[str], None] | None = None) -> TurnResult:
-        """:meth:`answer_approval` (with a denial's ``reason``), then resume the turn here (the CLI
+        """:meth:`answer` (with a denial's ``reason``), then resume the turn here (the CLI
         without a live service). Returns the turn result. ``on_answered`` is told, before the turn goes
         on, what the answer became: ``approved``, ``denied``, or the refusal's sentence. A refusal that
         lets the turn go on resumes it first and is then raised, saying how the turn went on."""
         approval_id = ids.resolve(self.db, approval_id)
         if approval_id.startswith("e-"):
-            return await self.elicitations_part.answer_elicitation_and_resume(approval_id, "decline", None, via,
-                                                                              on_event)
+            return await self.elicitations_part.answer_and_resume(approval_id, "decline", None, via,
+                                                                  on_event)
         if approval_id.startswith("s-"):  # no turn waits for a scope request: the answer is all there is
             done = self._answer_scope(approval_id, approve, via, reason)
             if on_answered is not None:
                 on_answered(done["status"])
             if not done["turn"]:
                 raise UsageError(f"{approval_id} was declined; {done['tool']} is switched off")
-            return self.turns_part.turn_result(done["turn"])
+            return self.turns_part.result(done["turn"])
         try:
-            a = self.answer_approval(approval_id, approve, via, reason=reason)
+            a = self.answer(approval_id, approve, via, reason=reason)
         except ApprovalError as e:
             if not e.turn_id:
                 raise
             if on_answered is not None:
                 on_answered(str(e))
-            r = await self.turns_part.resume_turn(e.turn_id, on_event)
+            r = await self.turns_part.resume(e.turn_id, on_event)
             went = f"{r['status']}{': ' + r['answer'] if r['answer'] else ''}"
             said = str(e).removesuffix("; the turn goes on")
             raise ApprovalError(f"{said}; the turn went on ({went})", e.turn_id) from None
         if on_answered is not None:
             on_answered(a["status"])
-        return await self.turns_part.resume_turn(a["turn"], on_event)
+        return await self.turns_part.resume(a["turn"], on_event)

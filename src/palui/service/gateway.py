@@ -33,6 +33,7 @@ from palui.policy.matrix import decide
 from palui.runner import approvals as approvals_mod
 from palui.runner import audit, gateway_pause
 from palui.runner import state as st
+from palui.runner.pending import args_hash
 from palui.store import catalog
 from palui.store.db import Database
 from palui.store.ids import resolve
@@ -100,21 +101,22 @@ class GatewayPart:
 
     Args:
         db, clock: the service's shared collaborators.
+        tools_part: the stored tool of a call in flight when its session ended (its audit row names the class);
+            the tools and the policy's explanation of one (``palui policy explain --client``).
         turns_part: the runner's dependencies (database, settings, hub, the person's channel).
-        tools_part: the tools and the policy's explanation of one (``palui policy explain --client``).
     """
 
-    def __init__(self, db: Database, clock: Clock, turns_part: TurnsPart, tools_part: ToolsPart) -> None:
+    def __init__(self, db: Database, clock: Clock, tools_part: ToolsPart, turns_part: TurnsPart) -> None:
         self.db = db
         self.clock = clock
-        self.turns_part = turns_part
         self.tools_part = tools_part
+        self.turns_part = turns_part
         self._turns: dict[str, Any] = {}  # the session turns of this process (GatewaySession's ``turns``)
 
     # -- clients ----------------------------------------------------------------------------------
 
-    def gateway_client_add(self, name: str, connectors: list[str] | None = None,
-                           context: str = "unknown", calls_per_hour: int | None = None) -> GatewayClient:
+    def add_client(self, name: str, connectors: list[str] | None = None,
+                   context: str = "unknown", calls_per_hour: int | None = None) -> GatewayClient:
         """Add a client named ``name`` (lower-case letters, digits, ``-``), seeing only ``connectors`` (None:
         every MCP connector; a built-in one only when named, spec §8.6), its sessions starting tainted unless
         ``context`` is ``trusted``, sending at most ``calls_per_hour`` calls to connectors in any 60 minutes
@@ -144,33 +146,33 @@ class GatewayPart:
                       " calls_per_hour) VALUES (?,?,?,?,?,?)",
                       (name, token_hash(token), None if connectors is None else json.dumps(connectors, allow_nan=False),
                        context, self.clock.now(), calls_per_hour))
-        return {**self.gateway_client(name), "token": token}
+        return {**self.client(name), "token": token}
 
-    def gateway_clients(self) -> list[GatewayClient]:
+    def clients(self) -> list[GatewayClient]:
         """Every client, by name (without tokens: only their hashes are stored)."""
         return [self._client(r) for r in self.db.all("SELECT * FROM gateway_clients ORDER BY name")]
 
-    def gateway_client(self, name: str) -> GatewayClient:
+    def client(self, name: str) -> GatewayClient:
         """One client. Raises NotFound."""
         r = self.db.one("SELECT * FROM gateway_clients WHERE name = ?", (name,))
         if r is None:
             raise NotFound(f"unknown gateway client {named(str(name))} (see: palui gateway clients list)")
         return self._client(r)
 
-    def gateway_client_remove(self, name: str) -> list[str]:
+    def remove_client(self, name: str) -> list[str]:
         """Remove a client: its token opens nothing from now on and its open sessions end (their pending
         approvals cancelled). Returns the ended sessions' ids. Raises NotFound."""
-        self.gateway_client(name)
+        self.client(name)
         with self.db.write() as c:
             c.execute("DELETE FROM gateway_clients WHERE name = ?", (name,))
         ended = [r["id"] for r in self.db.all("SELECT id FROM gateway_sessions WHERE client = ? AND ended_at IS NULL",
                                               (name,))]
         for sid in ended:
-            self.gateway_session_end(sid, "its client was removed")
+            self.end_session(sid, "its client was removed")
         self._cancel_approvals(name, "its gateway client was removed")
         return ended
 
-    def gateway_client_for_token(self, token: str) -> str | None:
+    def client_for_token(self, token: str) -> str | None:
         """The name of the client holding ``token``, None for an unknown or removed one."""
         if not isinstance(token, str) or not token.startswith(TOKEN_PREFIX):
             return None
@@ -186,12 +188,12 @@ class GatewayPart:
 
     # -- sessions ---------------------------------------------------------------------------------
 
-    def gateway_session_open(self, client: str) -> str:
+    def open_session(self, client: str) -> str:
         """Open a session of ``client``: a turn row of the client's conversation (made at its first session and
         after each clear: tainted from its start unless the client is trusted), which starts with the
         conversation's taint (spec §8.6). Returns the session id. Raises NotFound, GatewayPaused (the emergency
         brake pauses the gateway, spec §5.7)."""
-        c = self.gateway_client(client)
+        c = self.client(client)
         if gateway_pause.paused(self.db) is not None:
             raise GatewayPaused(gateway_pause.PAUSED)
         cid = self._conversation(client, c["context"])
@@ -222,16 +224,16 @@ class GatewayPart:
         again = self.db.one("SELECT conversation_id FROM gateway_clients WHERE name = ?", (client,))
         return str(again["conversation_id"]) if again is not None and again["conversation_id"] else cid
 
-    def gateway_client_clear(self, name: str) -> list[str]:
+    def clear_client(self, name: str) -> list[str]:
         """``palui gateway clients clear NAME``: forget what the client's sessions carried (spec §8.6): its taint,
         the calls the person denied, its loop counts and its loop stop. Its open sessions end (their pending
         approvals cancelled); its next session starts in a new conversation, as a new client's would. Returns
         the ended sessions' ids. Raises NotFound."""
-        self.gateway_client(name)
+        self.client(name)
         ended = [r["id"] for r in self.db.all("SELECT id FROM gateway_sessions WHERE client = ? AND ended_at IS NULL",
                                               (name,))]
         for sid in ended:
-            self.gateway_session_end(sid, CLEARED)
+            self.end_session(sid, CLEARED)
         self._cancel_approvals(name, CLEARED)
         with self.db.write() as w:
             old = w.execute("SELECT conversation_id FROM gateway_clients WHERE name = ?", (name,)).fetchone()
@@ -240,15 +242,15 @@ class GatewayPart:
             w.execute("UPDATE gateway_clients SET conversation_id = NULL, loop_stop = NULL WHERE name = ?", (name,))
         return ended
 
-    def gateway_explain(self, client: str, name: str, tainted: bool | None = None) -> Explanation:
+    def explain(self, client: str, name: str, tainted: bool | None = None) -> Explanation:
         """``palui policy explain NAME --client CLIENT``: the verdict a call of ``name`` by the gateway client gets
         now (spec §3.4, §8.6): ``off`` when the tool is not the client's to call (outside its connectors, a
         built-in it was not given), else the matrix's ``gateway`` column in the client's taint now (``tainted``
         None: its conversation's, or how its next session starts), or as ``tainted`` says. Raises NotFound."""
         from palui.runner.offer import gateway_offers
 
-        c = self.gateway_client(client)
-        row = self.tools_part.tool(name)
+        c = self.client(client)
+        row = self.tools_part.get(name)
         if tainted is None:
             r = self.db.one("SELECT v.tainted, v.taint_source FROM gateway_clients g JOIN conversations v ON"
                             " v.id = g.conversation_id WHERE g.name = ?", (client,))
@@ -267,15 +269,15 @@ class GatewayPart:
 
     # -- the brake's pause ------------------------------------------------------------------------
 
-    def gateway_paused(self) -> GatewayPause | None:
+    def paused(self) -> GatewayPause | None:
         """``{"since","by"}`` while the emergency brake pauses the gateway, else None (spec §5.7)."""
         return gateway_pause.paused(self.db)
 
-    def gateway_resume(self) -> bool:
+    def resume(self) -> bool:
         """``palui gateway resume``: gateway calls and sessions are taken again. True if it was paused."""
         return gateway_pause.resume(self.db)
 
-    def gateway_session_end(self, session: str, reason: str = SESSION_ENDED) -> None:
+    def end_session(self, session: str, reason: str = SESSION_ENDED) -> None:
         """End a session: its turn is ``done``. Its pending approvals stay: each runs nothing by itself, and the
         client's identical retry in another session waits on or consumes it until it expires (spec §8.6)."""
         r = self.db.one("SELECT * FROM gateway_sessions WHERE id = ? AND ended_at IS NULL", (session,))
@@ -294,24 +296,24 @@ class GatewayPart:
                              " a.turn_id WHERE g.client = ? AND a.status = 'pending'", (client,)):
             approvals_mod.cancel_for_turn(self.db, r["turn_id"], reason=reason)
 
-    def gateway_session_open_now(self, session: str) -> bool:
+    def session_open_now(self, session: str) -> bool:
         """Whether ``session`` is still open (not ended here or in another process: a clear, a removal, the
         person's ``sessions --end``)."""
         return self.db.one("SELECT 1 FROM gateway_sessions WHERE id = ? AND ended_at IS NULL", (session,)) is not None
 
-    def gateway_sessions_used(self, used: dict[str, float]) -> None:
+    def sessions_used(self, used: dict[str, float]) -> None:
         """Store when sessions last made a request (``{session: epoch seconds}``)."""
         with self.db.write() as w:
             w.executemany("UPDATE gateway_sessions SET last_used_at = ? WHERE id = ?",
                           [(when, sid) for sid, when in used.items()])
 
-    def gateway_sessions(self, client: str | None = None, ended: bool = False,
-                         limit: int = 200) -> list[GatewaySessionInfo]:
+    def sessions(self, client: str | None = None, ended: bool = False,
+                 limit: int = 200) -> list[GatewaySessionInfo]:
         """``palui gateway sessions [--client NAME]``: the open sessions, newest first (with ``ended``, the ended
         ones too), each with its client, when it opened and was last used, and the calls it made. Raises
         NotFound (an unknown client)."""
         if client is not None:
-            self.gateway_client(client)
+            self.client(client)
         where = ("WHERE 1" if ended else "WHERE g.ended_at IS NULL") + (" AND g.client = ?" if client else "")
         rows = self.db.all(
             "SELECT g.*, (SELECT COUNT(*) FROM audit a WHERE a.session = g.id) AS calls FROM gateway_sessions g"
@@ -320,17 +322,17 @@ class GatewayPart:
                  "last_used_at": r["last_used_at"] or r["created_at"], "ended_at": r["ended_at"],
                  "end_reason": r["end_reason"], "calls": int(r["calls"])} for r in rows]
 
-    def gateway_session_stop(self, session: str) -> GatewaySessionInfo:
+    def stop_session(self, session: str) -> GatewaySessionInfo:
         """``palui gateway sessions --end ID``: end an open session; its id answers 404 from then on, wherever it is
         used. Its pending approvals stay for the client's identical retry. Raises NotFound."""
         sid = resolve(self.db, session)
         r = self.db.one("SELECT ended_at FROM gateway_sessions WHERE id = ?", (sid,))
         if r is None or r["ended_at"] is not None:
             raise NotFound(f"no open gateway session {named(str(session))} (see: palui gateway sessions)")
-        self.gateway_session_end(sid, "the person ended it")
-        return next(s for s in self.gateway_sessions(ended=True, limit=10_000) if s["id"] == sid)
+        self.end_session(sid, "the person ended it")
+        return next(s for s in self.sessions(ended=True, limit=10_000) if s["id"] == sid)
 
-    def gateway_sessions_end_open(self, reason: str) -> list[str]:
+    def end_open_sessions(self, reason: str) -> list[str]:
         """End every open session (``palui serve`` starting: the sessions of an earlier process are gone). A
         call one of them had in flight (its ``sent`` marker) is audited ``cancelled; may have run``, as a turn's
         is (spec §5.7). Returns their ids."""
@@ -340,25 +342,25 @@ class GatewayPart:
             for call in json.loads(r["pending_json"] or "[]"):
                 if call.get("state") != CallState.SENT:
                     continue
-                tool = self.turns_part.tool_or_none(call["tool"])
+                tool = self.tools_part.find(call["tool"])
                 audit.record(self.db, turn_id=r["turn_id"], tool=call["tool"],
                              tool_class=tool.tool_class.value if tool else None,
                              class_source=tool.class_source.value if tool else None, origin=Origin.GATEWAY.value,
                              tainted=bool(r["tainted"]), verdict="ask" if call.get("approval") else "run",
                              reason=f"{reason} while the call was in flight",
-                             args_hash=approvals_mod.args_hash(call["args"]), outcome="cancelled; may have run",
+                             args_hash=args_hash(call["args"]), outcome="cancelled; may have run",
                              client=r["client"], session=r["id"])
-            self.gateway_session_end(r["id"], reason)
+            self.end_session(r["id"], reason)
         return [r["id"] for r in rows]
 
     # -- tools and calls --------------------------------------------------------------------------
 
-    def gateway_catalog_version(self) -> int:
+    def catalog_version(self) -> int:
         """The stored catalog version: it changes with any switch, class, review flag or connector (what
         ``tools/list_changed`` watches)."""
         return catalog.version(self.db)
 
-    def gateway_tools(self, session: str) -> list[GatewayTool]:
+    def tools(self, session: str) -> list[GatewayTool]:
         """The tools the session's client is offered now (spec §8.6; the tool budget does not apply): in its
         connectors (a built-in one only when given by name), usable, switched on, not flagged "changed — review",
         not needing MCP tasks, ``run`` or ``ask`` for origin ``gateway``. Each with its model-visible name, its
@@ -386,8 +388,8 @@ class GatewayPart:
                         "open_world": row.reaches_outside, "class": row.tool_class.value})
         return out
 
-    async def gateway_call(self, session: str, tool: str, args: Any, progress: Progress | None = None,
-                           gone: Callable[[], bool] | None = None, ask: ClientAsk | None = None) -> GatewayCallResult:
+    async def call(self, session: str, tool: str, args: Any, progress: Progress | None = None,
+                   gone: Callable[[], bool] | None = None, ask: ClientAsk | None = None) -> GatewayCallResult:
         """Run one call of ``session`` through the governed call (spec §8.6). Returns ``{"text","is_error",
         "result"}``: the tool's result as its server sent it (``result``; None for a built-in tool's or Palui's
         own answer), or an error result saying why it did not run (refused, arguments refused, denied with the
@@ -395,13 +397,13 @@ class GatewayPart:
         brake). ``progress`` is told the wait for the person and the server's progress; ``gone`` says the client's
         request went away; ``ask`` puts a server's question asking for no secret to the client itself (a trusted
         client that declared elicitation), else the person is asked."""
-        r = await self.gateway_session_for(session).call(tool, args, progress, gone,
+        r = await self.session_for(session).call(tool, args, progress, gone,
                                                          _question_asker(ask) if ask is not None else None)
         # as the server sent it, bytes and hidden characters included: the gateway lists the hidden ones in the
         # result's _meta (spec §8.6, docs/decisions/draft-gateway-results-as-sent.md)
         return {"text": r.text, "is_error": r.is_error, "result": r.wire}
 
-    def gateway_session_for(self, session: str) -> GatewaySession:
+    def session_for(self, session: str) -> GatewaySession:
         """The runner's door for one session's calls and reads (spec §8.6). Raises NotFound."""
         # the runner's call collaborators import the model library (slow): only when a call is made
         from palui.runner.gateway_session import GatewaySession, Scope
@@ -411,7 +413,7 @@ class GatewayPart:
         scope = Scope(s["client"], connectors, session, s["calls_per_hour"])
         return GatewaySession(deps, scope, s["turn_id"], deps.settings.gateway.wait_seconds, self._turns)
 
-    def gateway_session_scope(self, session: str) -> tuple[str, tuple[str, ...] | None]:
+    def session_scope(self, session: str) -> tuple[str, tuple[str, ...] | None]:
         """The session's client and the connectors it was given (None: every MCP connector). Raises NotFound."""
         s, connectors = self._session(session)
         return s["client"], connectors

@@ -97,7 +97,7 @@ class GatewayContentPart:
         from palui.runner.offer import gateway_offers
         from palui.store import catalog
 
-        _, connectors = self.gateway_part.gateway_session_scope(session)
+        _, connectors = self.gateway_part.session_scope(session)
         snap = catalog.snapshot(self.db)
         return sorted({r.connector for r in snap.tools.values() if r.usable and r.enabled and not r.connector_signin
                        and r.connector.startswith("mcp-") and gateway_offers(r, connectors)})
@@ -121,7 +121,7 @@ class GatewayContentPart:
                 log.info("gateway: %s/list of %s: %s", kind, cid, e)
         return out
 
-    async def gateway_resources(self, session: str) -> list[dict[str, Any]]:
+    async def resources(self, session: str) -> list[dict[str, Any]]:
         """``resources/list``: the resources of the connectors the client may read now (URIs as their servers
         gave them; a URI with hidden characters, or listed by two connectors, is left out). Raises NotFound."""
         listed = await self._listing(session, "resources")
@@ -133,7 +133,7 @@ class GatewayContentPart:
         self._resources[session] = {u: c for u, c in by_uri.items() if c is not None}
         return [_clean(e) for cid, e in listed if self._resources[session].get(e.get("uri") or "") == cid]
 
-    async def gateway_read_resource(self, session: str, uri: str) -> dict[str, Any]:
+    async def read_resource(self, session: str, uri: str) -> dict[str, Any]:
         """``resources/read``: a governed read of a URI of the session's last listing. Raises UsageError (not in
         it), GatewayRefused (the brake, the connector's switches, the cap, the server's error)."""
         from palui.connectors.mcp import content
@@ -149,11 +149,11 @@ class GatewayContentPart:
             return got, _texts(got.get("contents"))
 
         try:
-            return await self.gateway_part.gateway_session_for(session).read(cid, "resources/read", uri, fetch)
+            return await self.gateway_part.session_for(session).read(cid, "resources/read", uri, fetch)
         except ReadRefused as e:
             raise GatewayRefused(str(e)) from None
 
-    async def gateway_prompts(self, session: str) -> list[dict[str, Any]]:
+    async def prompts(self, session: str) -> list[dict[str, Any]]:
         """``prompts/list``: the prompts of the connectors the client may read now, named ``CONNECTOR__NAME``,
         their descriptions cleaned as a tool's. Raises NotFound."""
         listed = await self._listing(session, "prompts")
@@ -168,7 +168,7 @@ class GatewayContentPart:
         self._prompts[session] = names
         return out
 
-    async def gateway_get_prompt(self, session: str, name: str, arguments: dict[str, str]) -> dict[str, Any]:
+    async def get_prompt(self, session: str, name: str, arguments: dict[str, str]) -> dict[str, Any]:
         """``prompts/get``: a governed read of a prompt of the session's last listing, its messages with hidden
         characters removed (listed in ``_meta``). Raises UsageError (not in it), GatewayRefused."""
         from palui.connectors.mcp import content
@@ -185,7 +185,7 @@ class GatewayContentPart:
             return got, _texts(got.get("messages"))
 
         try:
-            got = await self.gateway_part.gateway_session_for(session).read(cid, "prompts/get", name, fetch)
+            got = await self.gateway_part.session_for(session).read(cid, "prompts/get", name, fetch)
         except ReadRefused as e:
             raise GatewayRefused(str(e)) from None
         removed: list[str] = []

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from palui.cli.chat.screen import PROMPT, Screen
 from palui.cli.chat.view import View, via_words
@@ -15,35 +15,53 @@ from palui.errors import ApprovalError
 from palui.text.display import shown
 
 if TYPE_CHECKING:
-    from palui.cli.chat.door import ChatDoor
+    from palui.cli.chat.door import OnBackend
     from palui.results import Approval, TurnApproval, TurnResult
-
-T = TypeVar("T")
 
 WAIT_SLICE = 25.0  # seconds of one wait for an approval's answer (a long poll through a service)
 
 
-class AskingMixin:
-    """The approval half of :class:`~palui.cli.chat.session.ChatSession`; it uses the session's
-    ``screen``, ``view``, ``call``, ``follow`` and ``say_error``."""
+class Asking:
+    """The approval a chat session asks about: the prompt, the answer typed to it, the wait for one given
+    anywhere else.
 
-    screen: Screen
-    view: View
-    asking: TurnApproval | None
-    answer: asyncio.Future[bool] | None
-    answer_reason: str | None
-    follow: Callable[[str], Awaitable[TurnResult]]
-    say_error: Callable[[Exception], None]
+    Args:
+        screen, view: where the prompt and the outcome are shown.
+        call: runs an operation on the chat's backend (:class:`~palui.cli.chat.door.OnBackend`).
+        follow: follows a turn on after its approval (the session's).
+        say_error: shows a refusal.
 
-    if TYPE_CHECKING:
-        async def call(self, op: Callable[[ChatDoor], Awaitable[T]]) -> T: ...
+    Attributes:
+        current: the approval the prompt asks about, None while none does.
+    """
+
+    def __init__(self, screen: Screen, view: View, call: OnBackend, follow: Callable[[str], Awaitable[TurnResult]],
+                 say_error: Callable[[Exception], None]) -> None:
+        self.screen = screen
+        self.view = view
+        self.call = call
+        self.follow = follow
+        self.say_error = say_error
+        self.current: TurnApproval | None = None
+        self._answer: asyncio.Future[bool] | None = None
+        self._reason: str | None = None  # /deny ID REASON typed while its prompt showed
+
+    def answer_typed(self, approval_id: str | None, approve: bool, reason: str | None = None) -> bool:
+        """An answer typed to the prompt of ``approval_id`` (``y``/``n``, or ``/approve``/``/deny`` of its id):
+        True when that prompt shows (it takes the first answer), False when it does not."""
+        if self.current is None or approval_id != self.current["id"]:
+            return False
+        if self._answer is not None and not self._answer.done():
+            self._reason = reason
+            self._answer.set_result(approve)
+        return True
 
     async def ask(self, r: TurnResult) -> TurnResult:
         """Ask the person about the turn's pending approval until it is answered here or anywhere else."""
         a = r["pending_approvals"][0]
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[bool] = loop.create_future()
-        self.asking, self.answer = a, answer
+        self.current, self._answer, self._reason = a, answer, None
         self.screen.asking = a["id"]
         self.screen.set_prompt(f"approve {a['id']}? [y/n] ")
         self.view.waiting(a)
@@ -52,13 +70,13 @@ class AskingMixin:
             either: list[asyncio.Future[Any]] = [answer, elsewhere]
             await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            self.asking = self.answer = None
+            self.current = self._answer = None
             self.screen.asking = None
             self.screen.set_prompt(PROMPT)
         if answer.done():
             elsewhere.cancel()
-            approve, reason = answer.result(), self.answer_reason
-            self.answer_reason = None
+            approve, reason = answer.result(), self._reason
+            self._reason = None
             try:
                 await self.call(lambda b: b.answer(a["id"], approve, reason))
                 self.screen.line(f"[{a['id']} {'approved' if approve else 'denied'}: the turn goes on]")

@@ -16,22 +16,23 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from palui.cli.chat.asking import AskingMixin
+from palui.cli import render
+from palui.cli.chat.asking import Asking
 from palui.cli.chat.backends import LocalBackend
-from palui.cli.chat.questions import QuestionsMixin
+from palui.cli.chat.questions import Questions
 from palui.cli.chat.screen import Screen, Typed
 from palui.cli.chat.view import View
 from palui.cli.client import ServiceGone, StreamSink
 from palui.errors import PaluiError
 from palui.text.commands import Command, CommandError, help_text, parse
 from palui.text.display import shown
-from palui.text.status import status_lines
+from palui.text.status import SERVICE_DOWN, status_lines
 from palui.text.when import expiry
 
 if TYPE_CHECKING:
     from palui.cli.chat.door import ChatDoor
-    from palui.results import Conversation, TurnApproval, TurnResult
-    from palui.service.door import ServiceDoor
+    from palui.results import Conversation, StreamEvent, TurnResult
+    from palui.service.api import Service
 
 T = TypeVar("T")
 YES = ("y", "yes")
@@ -39,32 +40,31 @@ NO = ("n", "no")
 WATCH_SECONDS = 1.0  # how often the chat checks that the live service still runs
 
 
-class ChatSession(AskingMixin, QuestionsMixin):
-    """The chat loop over a backend (this process or the live service) and a screen."""
+class ChatSession:
+    """The chat loop over a backend (this process or the live service) and a screen. It holds two
+    collaborators: :class:`~palui.cli.chat.asking.Asking` (the approval the prompt asks about) and
+    :class:`~palui.cli.chat.questions.Questions` (the servers' questions shown and waited for)."""
 
-    def __init__(self, svc: ServiceDoor, backend: ChatDoor, screen: Screen, model: str | None,
+    def __init__(self, svc: Service, backend: ChatDoor, screen: Screen, model: str | None,
                  conversation: str, resumed: Conversation | None = None) -> None:
         self.svc = svc  # this process's service: the fallback, the person's zone
         self.backend: ChatDoor = backend
         self.screen = screen
-        self.view = View(screen, svc.timezone())
+        self.view = View(screen, svc.status.timezone())
         self.model = model
         self.conversation = conversation
         self.resumed = resumed
         self.inbox: asyncio.Queue[Typed] = asyncio.Queue()
         self.flow: asyncio.Task[None] | None = None
-        self.asking: TurnApproval | None = None  # the approval the prompt asks about
-        self.answer: asyncio.Future[bool] | None = None
-        self.answer_reason: str | None = None  # /deny ID REASON typed while its prompt showed
         self.queued: list[str] = []  # turns stored while another ran, followed in order
         self.new_after = False  # /new typed while a turn ran: a new conversation when it ends
         self.kept: list[str] = []  # lines typed after that /new, kept here until then
         self.leaving = False
         self._tasks: set[asyncio.Future[None]] = set()
-        self.waiting_questions: list[str] = []  # a paused turn's questions the chat waits for (spec §7.8)
-        self._shown_questions: set[str] = set()
-        self._answered_here: set[str] = set()
-        self.view.on_question = self.on_question
+        self.asking = Asking(screen, self.view, self.call, self.follow, self.say_error)
+        self.questions = Questions(screen, self.view, self.inbox, self.call, self.follow, lambda: self.conversation,
+                                   self._background, self._follow_other, self.say_error)
+        self.view.on_question = self.questions.on_event
 
     # -- the loop ----------------------------------------------------------------------------------
 
@@ -78,7 +78,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
         try:
             await self.start()
             while True:
-                if self.leaving and (not self.busy or self.asking is not None or self.waiting_questions):
+                if self.leaving and (not self.busy or self.asking.current is not None or self.questions.waiting):
                     break
                 try:
                     typed = await asyncio.wait_for(self.inbox.get(), timeout=0.2)
@@ -91,12 +91,12 @@ class ChatSession(AskingMixin, QuestionsMixin):
                 else:
                     await self.handle(typed)
         finally:
-            reader.cancel()
             watchdog.cancel()
-            if self.asking is not None:
-                self.screen.line(f"[approval {self.asking['id']} stays pending: palui approvals approve|deny "
-                                 f"{self.asking['id']}, or palui chat --conversation {self.conversation}]")
-            for eid in self.waiting_questions:
+            if self.asking.current is not None:
+                aid = self.asking.current["id"]
+                self.screen.line(f"[approval {aid} stays pending: palui approvals approve|deny {aid}, or palui chat "
+                                 f"--conversation {self.conversation}]")
+            for eid in self.questions.waiting:
                 self.screen.line(f"[question {eid} stays pending: palui elicitations answer {eid} FIELD=VALUE…, "
                                  f"or palui chat --conversation {self.conversation}]")
             if self.flow is not None and not self.flow.done():
@@ -106,10 +106,11 @@ class ChatSession(AskingMixin, QuestionsMixin):
                 except (asyncio.CancelledError, Exception):
                     pass
             self.view.idle()
+            await self.screen.stop_input(reader)  # after the last line: the screen writes it out first
             await self.backend.close()
 
     def leave(self, why: str) -> None:
-        if self.busy and self.asking is None and not self.waiting_questions and not self.leaving:
+        if self.busy and self.asking.current is None and not self.questions.waiting and not self.leaving:
             self.screen.line(f"({why}: leaving when the running turn ends; /stop ends it now)")
         self.leaving = True
 
@@ -153,7 +154,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
             self.screen.line("  answer with /approve ID or /deny ID")
         if self.backend.runs_here:
             # Without a service, this chat takes up turns nobody runs (spec §5), labelled as resumed.
-            for t in await self.svc.resume_ready(on_turn=self._resumed_turn):
+            for t in await self.svc.turns.resume_ready(on_turn=self._resumed_turn):
                 self.view.outcome(t, label=f"[resumed turn {t['turn']}]")
         live = [t for t in (self.resumed["turns"] if self.resumed else []) if t["status"] in ("running", "queued",
                                                                                                "awaiting_approval")]
@@ -163,7 +164,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
 
     def _resumed_turn(self, turn_id: str) -> StreamSink:
         """The event sink of a turn this chat takes up at its start, after a line that says which it is."""
-        conv = self.svc.conversation_of(turn_id)
+        conv = self.svc.conversations.of_turn(turn_id)
         here = "this conversation" if conv == self.conversation else f"conversation {conv}"
         self.screen.line(f"[resuming turn {turn_id} of {here}: nobody else runs it]")
         return self.view.sink(turn_id)
@@ -183,9 +184,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
             await self.command(cmd)
             return
         word = line.lower()
-        if self.asking is not None and typed.asking == self.asking["id"] and word in YES + NO:
-            if self.answer is not None and not self.answer.done():
-                self.answer.set_result(word in YES)
+        if word in YES + NO and self.asking.answer_typed(typed.asking, word in YES):
             return
         if word in YES + NO and self.busy:
             self.screen.line(f"('{shown(line, one_line=True)}' was not sent: no approval question was showing when "
@@ -235,7 +234,8 @@ class ChatSession(AskingMixin, QuestionsMixin):
         elif cmd.name == "/status":
             s = await self.call(lambda b: b.status())
             s["model"] = self.model  # the model this chat uses, which --model may have set
-            for line in status_lines(s):
+            down = SERVICE_DOWN if self.backend.runs_here else None  # this process runs turns: no palui serve
+            for line in status_lines(s, zone=self.view.tz, now=time.time(), service=down):
                 self.screen.line(line)
             self.screen.line(f"turns run in: {self.backend.where}")
         elif cmd.name == "/new":
@@ -253,27 +253,35 @@ class ChatSession(AskingMixin, QuestionsMixin):
             ids = await self.call(lambda b: b.stop(self.conversation))
             self.screen.line(f"stopped {', '.join(ids)}" if ids else "nothing to stop")
         elif cmd.name == "/answer":
-            await self.answer_question(cmd.arg)
+            await self.questions.answer(cmd.arg)
         elif cmd.name in ("/approve", "/deny"):
             approve = cmd.name == "/approve"
             if cmd.arg.startswith("e-"):  # /deny ID declines a server's question (spec §8.2)
-                self._answered_here.add(cmd.arg)
-            if self.asking is not None and cmd.arg == self.asking["id"]:
-                if self.answer is not None and not self.answer.done():
-                    self.answer_reason = cmd.reason or None
-                    self.answer.set_result(approve)
+                self.questions.answered_here.add(cmd.arg)
+            if self.asking.answer_typed(cmd.arg, approve, cmd.reason or None):
                 return
             a = await self.call(lambda b: b.answer(cmd.arg, approve, cmd.reason or None))
             self.screen.line(f"[{a['id']} {'approved' if approve else 'denied'}; its turn {a['turn']} goes on]")
             if not self.busy and a.get("conversation") == self.conversation:
                 self.flow = asyncio.create_task(self.converse(None, first=a["turn"]))
-            elif self.backend.runs_here and a.get("conversation") != self.conversation:
-                self._background(self._resume_other(a["turn"]))
+            elif a.get("conversation") != self.conversation:
+                self._background(self._follow_other(a["turn"], a["id"]))
 
-    async def _resume_other(self, turn_id: str) -> None:
-        """A turn of another conversation answered here, without a service: it goes on in this process."""
+    async def _follow_other(self, turn_id: str, answered: str) -> None:
+        """A turn of another conversation answered here goes on (in this process without a service): the
+        chat shows the answered call's ✓/✗ line and how the turn ended, labelled, not its other events."""
+        label = f"[turn {turn_id} of another conversation]"
+        seen = {"asked": False}
+
+        def on_event(e: StreamEvent) -> None:
+            if e["type"] == "approval" and e.get("approval") == answered:
+                seen["asked"] = True
+            elif e["type"] == "tool_call" and seen["asked"]:
+                seen["asked"] = False  # the call after its approval is the one answered
+                self.screen.line(f"{label} {render.call_line(e).strip()}")
+
         try:
-            r = await self.backend.follow(turn_id, 10**9, lambda _e: None)  # its events are not this chat's
+            r = await self.call(lambda b: b.follow(turn_id, 0, on_event))
             self.view.outcome(r, label=f"[turn {turn_id} of conversation {r['conversation']}]")
         except PaluiError as e:
             self.say_error(e)
@@ -333,7 +341,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
     def _stored_turn(self, text: str, since: float) -> str | None:
         """The turn of this conversation the service stored for ``text`` before it went away, if any."""
         try:
-            turns = self.svc.conversation(self.conversation)["turns"]
+            turns = self.svc.conversations.get(self.conversation)["turns"]
         except PaluiError:
             return None
         found = [t for t in turns if t["input"] == text and t["created_at"] >= since - 1]
@@ -347,9 +355,9 @@ class ChatSession(AskingMixin, QuestionsMixin):
         """Follow ``r``'s turn through its approvals and any wait behind another turn, then show how it ended."""
         while True:
             if r["status"] == "awaiting_approval" and r.get("pending_approvals"):
-                r = await self.ask(r)
+                r = await self.asking.ask(r)
             elif r["status"] == "awaiting_approval" and r.get("pending_elicitations"):
-                r = await self.wait_questions(r)
+                r = await self.questions.wait(r)
             elif r["status"] in ("running", "awaiting_approval") or (r["status"] == "queued" and
                                                                      r.get("queued_behind")):
                 r = await self.follow(r["turn"])

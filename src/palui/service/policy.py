@@ -4,7 +4,7 @@
 today's verdict, and two per gateway client (``gateway:NAME``: its connectors decide what it may call);
 ``palui policy check FILE`` reads such a file and names every row that no longer
 holds, with the current reason. With ``policy.check_file`` set, ``palui serve`` checks it before the
-service starts its work (:meth:`PolicyPinPart.enforce_policy_file`, the first step of the service's
+service starts its work (:meth:`PolicyPart.enforce_file`, the first step of the service's
 ``start_background``): a tool that would now be looser than pinned is
 switched off and the person told; a missing tool, a tighter verdict or an unreadable file is a notice.
 The service starts either way (no crash loop under a restart-on-failure unit). The comparison itself
@@ -34,7 +34,7 @@ SITUATIONS = ((Origin.CHAT, False), (Origin.CHAT, True), (Origin.JOB, False), (O
               (Origin.WEBHOOK, False), (Origin.WEBHOOK, True), (Origin.GATEWAY, False), (Origin.GATEWAY, True))
 
 
-class PolicyPinPart:
+class PolicyPart:
     """Snapshots of the policy and checks against them.
 
     Args:
@@ -50,7 +50,7 @@ class PolicyPinPart:
 
     def _decision_now(self, tool: str, origin: Origin, tainted: bool, client: str | None = None) -> Decision | None:
         try:
-            row = self.tools_part.tool(tool)
+            row = self.tools_part.get(tool)
         except NotFound:
             return None
         if not row.present:
@@ -69,10 +69,10 @@ class PolicyPinPart:
         return {r["name"]: tuple(json.loads(r["connectors_json"])) if r["connectors_json"] else None
                 for r in self.tools_part.db.all("SELECT name, connectors_json FROM gateway_clients ORDER BY name")}
 
-    def policy_snapshot(self) -> str:
+    def snapshot(self) -> str:
         """The CSV text of ``palui policy snapshot``: every listed tool, sorted, in every situation, then in each
         gateway client's (``gateway:NAME``, untainted and tainted: spec §8.6)."""
-        listed = sorted(self.tools_part.tools(), key=lambda r: r.name)
+        listed = sorted(self.tools_part.list(), key=lambda r: r.name)
         clients = self._clients()
         rows: list[tuple[str, str, bool, Decision]] = []
         for r in listed:
@@ -86,7 +86,7 @@ class PolicyPinPart:
         csv.writer(out, lineterminator="\n").writerows(pinned.snapshot_records(rows))
         return out.getvalue()
 
-    def policy_check(self, text: str) -> list[dict[str, Any]]:
+    def check(self, text: str) -> list[dict[str, Any]]:
         """Check the CSV ``text`` against the live configuration. Returns the rows that do not hold:
         ``[{"kind","line","tool","origin","tainted","pinned","verdict","reason","message"}]`` (``kind`` is
         ``looser``, ``tighter``, ``differs``, ``missing`` or ``bad``); empty when every row holds."""
@@ -103,7 +103,7 @@ class PolicyPinPart:
                  "reason": f.current.reason if f.current else None, "message": f.message}
                 for f in sorted(found, key=lambda f: f.line)]
 
-    def policy_check_file(self) -> Path | None:
+    def _check_file(self) -> Path | None:
         """``policy.check_file`` as a path (relative to the directory of ``palui.toml``), None when unset."""
         value = self.settings.policy.check_file
         if not value:
@@ -111,7 +111,7 @@ class PolicyPinPart:
         p = Path(value).expanduser()
         return p if p.is_absolute() else self.settings.config_file.parent / p
 
-    def enforce_policy_file(self) -> list[dict[str, Any]]:
+    def enforce_file(self) -> list[dict[str, Any]]:
         """The start-up check of ``policy.check_file``: switch off every tool that would now be looser than
         pinned, tell the person about each finding (one notice), and never raise. Returns the findings."""
         try:
@@ -123,11 +123,11 @@ class PolicyPinPart:
             return [{"kind": "bad", "line": 0, "message": str(e)}]
 
     def _enforce_policy_file(self) -> list[dict[str, Any]]:
-        path = self.policy_check_file()
+        path = self._check_file()
         if path is None:
             return []
         try:
-            found = self.policy_check(read_text(path, POLICY_MAX_BYTES))
+            found = self.check(read_text(path, POLICY_MAX_BYTES))
         except (Unreadable, UsageError) as e:
             self.notifier("notice", f"The policy file {path} (policy.check_file) could not be read: {e}. Nothing was "
                                   "checked at this start.")
