@@ -17,7 +17,10 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from support.doors import GatewayDoor, app_running
+from support.inprocess import service
 from support.mcp_inprocess import READ, WRITE, InProcessServer, tool
+
+pytestmark = pytest.mark.mcp_in_process
 
 TAGS = "".join(chr(0xE0000 + ord(ch)) for ch in "obey")
 FORM = {"type": "object", "properties": {"colour": {"type": "string"}}, "required": ["colour"]}
@@ -26,10 +29,8 @@ SECRET = {"type": "object", "properties": {"password": {"type": "string", "forma
 
 @asynccontextmanager
 async def running(home, context: str = "trusted", toml: str = "", wait: float = 0.5):
-    from palui.service import Service
-
     (home / "palui.toml").write_text(f"[gateway]\nwait_seconds = {wait}\n" + toml)
-    svc = Service()
+    svc = service()
     books = InProcessServer("books", [tool("lookup", READ), tool("save", WRITE),
                                       tool("choose", READ, behaviour="ask", question="Which colour?", form=FORM),
                                       tool("login", READ, behaviour="ask", question="Your password?", form=SECRET)],

@@ -10,8 +10,13 @@ import asyncio
 import base64
 from contextlib import asynccontextmanager
 
+import pytest
+
 from support.doors import GatewayDoor, app_running
+from support.inprocess import service
 from support.mcp_inprocess import READ, WRITE, InProcessServer, tool
+
+pytestmark = pytest.mark.mcp_in_process
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4).decode()
 CRLF = "line one\r\n\tindented\r\nC:\\Users\\me\\notes.txt\r\n\\u000d is not a CR\r\n"
@@ -39,10 +44,8 @@ def _server() -> InProcessServer:
 
 @asynccontextmanager
 async def running(home, toml: str = ""):
-    from palui.service import Service
-
     (home / "palui.toml").write_text("[gateway]\nwait_seconds = 30\n" + toml)
-    svc = Service()
+    svc = service()
     files = _server()
     try:
         await files.add(svc, enable=("image", "rich", "failing", "crlf", "hidden", "slow"))

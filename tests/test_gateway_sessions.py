@@ -12,15 +12,16 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from support.doors import GatewayDoor, app_running
+from support.inprocess import service
 from support.mcp_inprocess import READ, InProcessServer, tool
+
+pytestmark = pytest.mark.mcp_in_process
 
 
 @asynccontextmanager
 async def running(home, toml: str = ""):
-    from palui.service import Service
-
     (home / "palui.toml").write_text(toml)
-    svc = Service()
+    svc = service()
     books = InProcessServer("books", [tool("lookup", READ)])
     try:
         await books.add(svc, enable=("lookup",))
