@@ -109,9 +109,14 @@ async def main(calls: int, warmup: int) -> None:
     serve: subprocess.Popen[bytes] | None = None
     try:
         svc = Service()
-        added = await svc.connectors.add_async("bench", ServerConfig("http", url=upstream_url), enable_read=True)
+        config = ServerConfig("http", url=upstream_url)
+        if hasattr(svc, "mcp_add_async"):  # a checkout whose service is still a facade of forwards
+            added = await svc.mcp_add_async("bench", config, enable_read=True)
+            token = svc.gateway_client_add("bench")["token"]
+        else:
+            added = await svc.connectors.add_async("bench", config, enable_read=True)
+            token = svc.gateway.add_client("bench")["token"]
         tool = f"{added['id']}__{TOOL}"
-        token = svc.gateway.add_client("bench")["token"]
         await svc.close()
         serve, url = start_service(home)
         rows, cpu = await measure(url, upstream_url, token, tool, serve.pid, calls, warmup)

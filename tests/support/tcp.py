@@ -5,7 +5,7 @@ asyncio sets ``TCP_NODELAY`` on an accepted connection only when the listening s
 ``IPPROTO_TCP``; a socket made with ``socket.socket()`` says 0, so every small answer on a kept-alive
 connection waits for Nagle's algorithm to meet the client's delayed ACK: about 40 ms per call, which once
 made a benchmark measure the test server rather than Palui. :func:`listen_tcp` makes the socket with
-``IPPROTO_TCP`` and sets the option on it too. ``tests/test_tcp_sockets.py`` fails when a file of
+``IPPROTO_TCP`` and sets the option on it too. ``tests/test_support_sockets.py`` fails when a file of
 ``tests/support`` calls ``socket.socket(`` anywhere but here.
 
 The support scripts that run as programs (``python tests/support/mcp_hostile.py``) import this module as
