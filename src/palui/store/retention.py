@@ -75,9 +75,11 @@ def prune(db: Database, before: float, batch: int | None = BATCH, replay: Replay
     return out
 
 
-#: Untrusted content of gateway clients' conversations (the results their calls returned).
+#: Untrusted content of gateway clients' conversations (the results their calls returned). A client's
+#: conversations are named by its sessions' rows (kept, ended or not), so the growing ``conversations`` table is
+#: not scanned for its origin.
 GATEWAY = ("SELECT rowid FROM untrusted_content WHERE created_at < ? AND conversation_id IN"
-           " (SELECT id FROM conversations WHERE origin = 'gateway') ORDER BY created_at LIMIT ?")
+           " (SELECT conversation_id FROM gateway_sessions) ORDER BY created_at LIMIT ?")
 
 
 def prune_gateway(db: Database, before: float, batch: int | None = BATCH) -> int:
