@@ -36,6 +36,7 @@ from typing import Any
 
 import pytest
 
+from support import tcp
 from support.inprocess import palui
 from support.live_service import LiveService, wait_for
 
@@ -46,9 +47,7 @@ _numbers = itertools.count(1)
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return tcp.free_port()
 
 
 def dovecot_binary() -> str | None:
