@@ -1,4 +1,4 @@
-"""Results as the upstream sent them (spec §8.6, docs/decisions/draft-gateway-results-as-sent.md), through the MCP
+"""Results as the upstream sent them (spec §8.6, docs/decisions/0187-gateway-results-as-sent.md), through the MCP
 SDK's own client over HTTP in process (``support/doors.py``): an image arrives as an image; text, structured
 content, resource links and ``isError`` as sent; a CRLF file byte for byte (carriage returns, tabs and backslashes
 untouched); other hidden characters pass and are listed in ``_meta``; a result over ``mcp.max_output_bytes``

@@ -1,7 +1,7 @@
 """The gateway's words in the MCP SDK's types: its server, a listed tool and a call's result (spec §8.6).
 
 A result reaches the client as its server sent it (every content type, ``structuredContent``, resource links,
-``isError``, docs/decisions/draft-gateway-results-as-sent.md): its text is not rewritten, carriage returns,
+``isError``, docs/decisions/0187-gateway-results-as-sent.md): its text is not rewritten, carriage returns,
 line feeds and tabs included. The other hidden characters of spec §4.7 pass through too, and are listed in the
 result's ``_meta`` under :data:`HIDDEN_META` (where, how many, which), so a client or a person reading the wire sees
 them; the client's model reads the text as Palui's own model would.

@@ -400,7 +400,7 @@ class GatewayPart:
         r = await self.session_for(session).call(tool, args, progress, gone,
                                                          _question_asker(ask) if ask is not None else None)
         # as the server sent it, bytes and hidden characters included: the gateway lists the hidden ones in the
-        # result's _meta (spec §8.6, docs/decisions/draft-gateway-results-as-sent.md)
+        # result's _meta (spec §8.6, docs/decisions/0187-gateway-results-as-sent.md)
         return {"text": r.text, "is_error": r.is_error, "result": r.wire}
 
     def session_for(self, session: str) -> GatewaySession:
