@@ -13,8 +13,8 @@ from palui.service.notifier import Notifier
 # is a part of another part, or the service has grown a second concern).
 PUBLIC = ["settings", "db", "notifier", "tools", "connectors", "connector_import", "signin", "policy", "suggestions",
           "report", "audit", "memories", "maintenance", "channels", "outbox", "mail_records", "status", "turns",
-          "conversations", "elicitations", "approvals", "channel_updates", "live", "gateway", "brake", "jobs",
-          "webhooks", "runtime"]
+          "conversations", "elicitations", "approvals", "channel_updates", "live", "gateway", "gateway_content",
+          "brake", "jobs", "webhooks", "runtime"]
 
 
 def test_the_service_has_these_public_attributes_and_close(svc):

@@ -75,7 +75,8 @@ class ToolDetails(Tool):
 
 class Explanation(ClassFields):
     """``palui policy explain``: the verdict for one tool in a turn of ``origin`` (spec §3.4); ``source``
-    the rule that decided (``webhook``, ``switch`` or ``matrix``)."""
+    the rule that decided (``webhook``, ``switch``, ``matrix``, or ``client``: not the gateway client's to call);
+    ``client`` the gateway client asked about (``--client``, spec §8.6)."""
 
     tool: str
     origin: str
@@ -83,6 +84,7 @@ class Explanation(ClassFields):
     verdict: str
     reason: str
     source: str
+    client: NotRequired[str]
 
 
 class OAuthState(TypedDict):
