@@ -1,5 +1,5 @@
 """A turn's writes in few transactions, and the commits that must survive a power cut synced
-(docs/decisions/draft-a-durable-turn-in-few-transactions.md).
+(docs/decisions/0189-a-durable-turn-in-few-transactions.md).
 
 Seen on the turn's own SQLite connection (a ``sqlite3`` trace callback, in this process): a one-call turn commits in
 five write transactions (the turn row, its first message and its claim; the first step with its usage and the call

@@ -180,7 +180,7 @@ runpy.run_module("palui", run_name="__main__")
 @pytest.mark.slow
 def test_serve_starts_without_the_mcp_server_side_or_the_model_library(cli, home, tmp_path):
     # `palui serve` imports the MCP SDK's server side at the first request to /mcp, and the model library with
-    # the first turn (docs/decisions/draft-nothing-before-it-is-needed.md).
+    # the first turn (docs/decisions/0190-nothing-before-it-is-needed.md).
     import signal
     import subprocess
     import sys

@@ -2,7 +2,7 @@
 
 Importing the SDK's server side (its session manager, the protocol types, pydantic models) was a third of
 ``palui serve``'s start CPU and memory, whether any MCP client ever connected or not
-(docs/decisions/draft-nothing-before-it-is-needed.md). :class:`LazyGateway` is the route of ``/mcp``: at the
+(docs/decisions/0190-nothing-before-it-is-needed.md). :class:`LazyGateway` is the route of ``/mcp``: at the
 service's start it only ends the gateway sessions an earlier process left open; the first request to ``/mcp``
 imports :mod:`palui.gateway.http` (in a worker thread, so the event loop keeps answering), builds its
 :class:`~palui.gateway.http.GatewayEndpoint` and runs that endpoint's session manager in a task of its own

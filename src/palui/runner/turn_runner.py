@@ -174,7 +174,7 @@ class TurnRunner:
             end["health"] = health.line
         self.events.emit(t, end)
         # The end and the message that tells it commit together (spec §8.3), durably: an ended turn survives a
-        # power cut (docs/decisions/draft-a-durable-turn-in-few-transactions.md).
+        # power cut (docs/decisions/0189-a-durable-turn-in-few-transactions.md).
         with self.db.write(durable=ended):
             self.save(t)
             if ended:

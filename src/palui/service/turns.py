@@ -96,7 +96,7 @@ class TurnsPart:
     async def ready(self) -> None:
         """The turn runner and the model library imported (about 0.5 s of CPU, once per process), in a worker
         thread when they are not yet, so the event loop keeps answering meanwhile. ``palui serve`` no longer
-        imports them at its start (docs/decisions/draft-nothing-before-it-is-needed.md): the first turn's
+        imports them at its start (docs/decisions/0190-nothing-before-it-is-needed.md): the first turn's
         entry points (``POST /api/turns``, the web page's send, :meth:`send`, :meth:`run_claimed`) await this
         before they need them."""
         import sys
@@ -317,7 +317,7 @@ class TurnsPart:
     ) -> TurnResult:
         """Start a turn and run it here: the ``palui run`` path. The new conversation (none given), the turn row
         with its first message and its claim commit in one durable transaction
-        (docs/decisions/draft-a-durable-turn-in-few-transactions.md)."""
+        (docs/decisions/0189-a-durable-turn-in-few-transactions.md)."""
         await self.ready()
         with self.db.write(durable=True):
             tid = self.start(text, origin=origin, conversation=conversation, model=model, channel=channel)

@@ -4,7 +4,7 @@ Every write in Palui goes through :meth:`Database.write`, a ``BEGIN IMMEDIATE``
 transaction: it takes SQLite's write lock up front, so read-modify-write sequences
 (compare-and-set on a turn, cap counters) cannot interleave between processes.
 
-Durability (docs/decisions/draft-a-durable-turn-in-few-transactions.md): the database is in WAL mode with
+Durability (docs/decisions/0189-a-durable-turn-in-few-transactions.md): the database is in WAL mode with
 ``synchronous = NORMAL``, so a commit survives a crash of the process but not always a power cut. A write opened
 with ``durable=True`` (a claim, an answer, a turn's end) survives a power cut too: its connection switches to
 ``synchronous = FULL`` before ``BEGIN`` and back to ``NORMAL`` after the commit (SQLite does not take the switch
