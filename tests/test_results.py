@@ -32,7 +32,8 @@ APPROVAL = {"id": "a-1", "turn": "t-1", "origin": "chat", "tool": "recall__add_m
             "class": "write", "class_source": "builtin", "reason": "writes ask", "status": "pending",
             "created_at": "2026-01-01T00:00:00+00:00", "expires_at": "2026-01-01T01:00:00+00:00",
             "untrusted_args": [], "tool_call_id": "call-1", "args_hash": "0" * 64, "used": False,
-            "answered_via": None, "cancel_reason": None, "answered_at": None, "deny_reason": None}
+            "answered_via": None, "cancel_reason": None, "answered_at": None, "deny_reason": None,
+            "rule": None, "rule_made": None, "stop": False}
 EVENT_TYPES = {"step", "text", "text_delta", "text_discarded", "retry", "tool_start", "tool_call", "tainted",
                "approval", "elicitation", "elicitation_answer", "end", "paused", "scope", "connector_error",
                "tools_left_out", "last_step"}

@@ -33,7 +33,7 @@ def test_each_forward_reaches_the_method_it_names(svc):
 
 def test_a_forward_keeps_the_method_signature():
     sig = inspect.signature(Service.answer_approval.method)
-    assert list(sig.parameters)[1:] == ["approval_id", "approve", "via", "reason"]
+    assert list(sig.parameters)[1:] == ["approval_id", "approve", "via", "reason", "always", "confirm", "stop"]
     assert Service.tools.part == "tools_part" and repr(Service.tools) == "Forward('tools_part', ToolsPart.tools)"
 
 

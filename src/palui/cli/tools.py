@@ -11,6 +11,7 @@ import click
 from palui.cli.common import connectors_app, emit_json, fail, policy_app, service, table, tools_app, tools_service
 from palui.errors import UsageError
 from palui.text.confusables import skeleton
+from palui.text.display import shown
 from palui.text.review import visible
 from palui.types import NEEDS_TASKS, Origin
 
@@ -239,6 +240,8 @@ def policy_explain(name: str, origin: str, tainted: bool, as_json: bool) -> None
     if as_json:
         return emit_json(result)
     click.echo(f"{result['verdict']}: {result['reason'].split(': ', 1)[-1]}")
+    for line in result.get("standing") or []:  # spec §5.9: the verdict stays ask
+        click.echo(f"  then {shown(line, one_line=True)}")
     click.echo(
         f"  tool {visible(result['tool'])}, class {result['class']} ({result['class_source']}), "
         f"origin {result['origin']}, {'tainted' if tainted else 'untainted'}"

@@ -2,9 +2,10 @@
 
 The file is CSV with the header ``tool,origin,tainted,verdict``: a model-visible tool name, an
 origin (``chat``, ``job``, ``webhook``), ``true``/``false`` (also ``yes``/``no``, ``1``/``0``) and a
-verdict word (``run``, ``ask``, ``unavailable``, ``off``). ``palui policy snapshot`` writes one row per
-tool, origin and taint; ``palui policy check FILE`` compares each row with what the decision matrix
-gives now (spec §3).
+verdict word (``run``, ``ask``, ``unavailable``, ``off``); a record whose first field starts ``#`` is a
+comment (the snapshot lists the standing approvals so, spec §5.9). ``palui policy snapshot`` writes one row per
+tool, origin and taint; ``palui policy check FILE`` compares each row with what the decision matrix gives now
+(spec §3).
 
 A current verdict is *looser* than the pinned one when it lets more happen: ``run`` < ``ask`` <
 ``unavailable`` = ``off`` (the last two are both "not offered"). Only a looser verdict makes the
@@ -57,7 +58,7 @@ def parse(records: Sequence[Sequence[str]]) -> tuple[list[Pin], list[Finding]]:
     bad: list[Finding] = []
     for n, rec in enumerate(records[1:], start=2):
         cells = [c.strip() for c in rec]
-        if not any(cells):
+        if not any(cells) or cells[0].startswith("#"):  # a comment: a standing approval's line (spec §3.4)
             continue
         if len(cells) != 4:
             bad.append(Finding("bad", n, None, None, f"line {n}: expected 4 fields, got {len(cells)}"))

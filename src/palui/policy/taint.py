@@ -187,7 +187,7 @@ def fixed_by_schema(schema: dict[str, Any] | None, keys: Sequence[Key], value: A
 
 
 def untrusted_args(args: Any, untrusted: Iterable[tuple[str, str]], *, schema: dict[str, Any] | None = None,
-                   own_texts: Sequence[str] = ()) -> list[dict[str, Any]]:
+                   own_texts: Sequence[str] = (), tool: str | None = None) -> list[dict[str, Any]]:
     """Argument values, or parts of them, that also appear in untrusted content, to be marked in the
     approval prompt (the rules are in the module docstring).
 

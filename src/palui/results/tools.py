@@ -73,7 +73,8 @@ class ToolDetails(Tool):
 
 class Explanation(ClassFields):
     """``palui policy explain``: the verdict for one tool in a turn of ``origin`` (spec §3.4); ``source``
-    the rule that decided (``webhook``, ``switch`` or ``matrix``)."""
+    the rule that decided (``webhook``, ``switch`` or ``matrix``); ``standing``: for an ``ask``, the standing
+    approvals of that context that may answer it (spec §5.9), one line each."""
 
     tool: str
     origin: str
@@ -81,6 +82,7 @@ class Explanation(ClassFields):
     verdict: str
     reason: str
     source: str
+    standing: list[str]
 
 
 class OAuthState(TypedDict):

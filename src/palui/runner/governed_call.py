@@ -21,7 +21,10 @@ denied, sent and recorded), holds it (the turn pauses for the person), or lets i
     arguments    strict JSON, size, the input schema      → refused as the model's error, nothing stored
     cap          the door's cap on calls                  → refused
     rule_of_two  a run that reaches outside, tainted      → ask
-    gate         ask                                      → asked: held (turn) / waits for the answer (gateway)
+    gate         ask, its marks found:
+                 a mark from the source of a call denied  → refused without asking (spec §5.10)
+                 a standing approval answers it           → approved in advance, no card (spec §5.9)
+                 else                                     → asked: held (turn) / waits for the answer (gateway)
     send         the sent marker, the brake, in time      → sent, recorded (audit, taint, marks)
 
 A call whose approval was granted (step ``answered``, or ``gate`` on a waiting door) skips the deciding steps
@@ -35,6 +38,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from palui.policy import standing as standing_rules
+from palui.runner import standing
 from palui.runner.approval_gate import ApprovalGate
 from palui.runner.call_decider import CallDecider
 from palui.runner.call_records import CallRecords
@@ -65,6 +70,8 @@ DECIDING = frozenset(STEPS[STEPS.index("offered"):STEPS.index("gate") + 1])
 
 #: What :meth:`GovernedCall.run` returns: the call is answered, or held (the turn pauses for the person).
 Outcome = Literal["done", "held"]
+#: The loop stop of a "deny and stop" answer (spec §5.10): the tool use ends with the last step without tools.
+STOPPED_BY_PERSON = "the person denied a call and stopped the tool use"
 
 
 @dataclass
@@ -107,6 +114,7 @@ class GovernedCall:
         self.decider = CallDecider(deps.db, deps.settings, deps.hub, self.records, options.offer, options.time_left)
         self.rule_of_two = RuleOfTwo(deps.db, earlier, options.unknown_context)
         self._db = deps.db
+        self._notify = deps.notify
 
     async def run(self, t: Turn, call: PendingCall) -> Outcome:
         """Take ``call`` through :data:`STEPS`. Returns ``held`` when the turn must pause for the person (an
@@ -223,7 +231,19 @@ class GovernedCall:
         d = p.decision
         if self.options.client:
             d = Decision(d.verdict, f"{d.reason}; asked by the gateway client {self.options.client}", d.source)
-        await self.gate.ask(p.t, p.call, p.row, d)
+        marks = await self.gate.marks(p.t, p.call, p.row)
+        if same := self.denials.same_source(p.t, marks):  # spec §5.10: the person said no to that content
+            self.denials.refuse_same_source(p.t, p.call, p.row, *same)
+            return "done"
+        context = standing_rules.context_of(p.t.origin.value, p.t.tainted, self.options.client)
+        rule = standing.find(self._db, row=p.row, context=context, args=p.call["args"], marks=marks,
+                             rule_of_two=d.reason if d.source == "rule of two" else None, notify=self._notify)
+        if rule is not None:  # spec §5.9: the person's answer given in advance, no card sent
+            self.gate.by_rule(p.t, p.call, p.row, d, rule)
+            self.options.save(p.t)
+            p.approved = True
+            return None
+        await self.gate.ask(p.t, p.call, p.row, d, marks)
         self.options.save(p.t)
         return "held" if self.options.approval == "pause" else await self._answer(p)
 
@@ -254,6 +274,8 @@ class GovernedCall:
                                         "channels; call again after approving (the same call with the same "
                                         "arguments).", True)
             return "done"
+        if answer.stop:  # "deny and stop" (spec §5.10): the tool use ends as a loop stop ends it
+            self.loops.history.stop = STOPPED_BY_PERSON
         if answer.row is None:  # denied, expired or cancelled: the gate answered and audited it
             return "done"
         p.row, p.approved = answer.row, True

@@ -9,7 +9,8 @@ reference given to its ``__init__``. Built in this order, each part after the pa
 so the parts form a DAG and the modules import no circle::
 
     shared collaborators (collaborators.py): settings, database, Clock (clock.py), the person's channel
-      Notifier (notifier.py), Redecision (re-decides pending approvals: the lowest part), ConnectorHub
+      Notifier (notifier.py), Redecision (re-decides pending approvals, suspends standing approvals whose
+      tool changed: the lowest part), ConnectorHub
       (its on_change is Redecision's method: the hub, below the service, never sees a part)
 
     TurnTasks           the turn tasks of this process and their events      (turn_tasks.py)
@@ -30,8 +31,9 @@ so the parts form a DAG and the modules import no circle::
     TurnsPart           start, claim, launch, run, resume, stop               (turns.py)       → Status, TurnTasks
     ConversationsPart   conversations and turns as shown                      (conversations.py) → Turns, Status
     ElicitationsPart    the one door for a server's questions                 (elicitations.py) → Conversations, Turns
+    RulesPart           standing approvals: list, make, remove, suspend       (rules.py)
     ApprovalsPart       the one door for answers                              (approvals.py)   → Conversations,
-                                                                                 Elicitations, Turns, redecide
+                                                                                 Elicitations, Turns, Rules, redecide
     ChannelUpdatesPart  updates once, chats, sent messages                    (channel_updates.py) → Channels,
                                                                                  Turns, Approvals
     LivePart            following a turn, waiting for an answer               (live.py)        → TurnTasks, Turns,

@@ -31,6 +31,7 @@ from palui.service.notifier import Notifier
 from palui.service.outside import OutsidePart
 from palui.service.policy_pin import PolicyPinPart
 from palui.service.report import ReportPart
+from palui.service.rules import RulesPart
 from palui.service.runtime import Runtime
 from palui.service.scheduler import Scheduler
 from palui.service.status import StatusPart
@@ -82,8 +83,9 @@ class Service:
         self.turns_part = TurnsPart(db, settings, hub, notifier, clock, self.status_part, self.turn_tasks)
         self.conversations_part = ConversationsPart(db, self.turns_part, self.status_part)
         self.elicitations_part = ElicitationsPart(db, self.conversations_part, self.turns_part)
+        self.rules_part = RulesPart(db, settings, notifier)
         self.approvals_part = ApprovalsPart(db, notifier, redecide, self.conversations_part,
-                                            self.elicitations_part, self.turns_part)
+                                            self.elicitations_part, self.turns_part, self.rules_part)
         self.channel_updates_part = ChannelUpdatesPart(db, clock, self.channels_part, self.turns_part,
                                                        self.approvals_part)
         self.live_part = LivePart(db, self.turn_tasks, self.turns_part, self.status_part, self.approvals_part)
@@ -234,6 +236,10 @@ class Service:
     waiting = Forward("approvals_part", ApprovalsPart.waiting)
     answer_approval = Forward("approvals_part", ApprovalsPart.answer_approval)
     answer_and_resume = Forward("approvals_part", ApprovalsPart.answer_and_resume)
+    rules = Forward("rules_part", RulesPart.rules)
+    rule = Forward("rules_part", RulesPart.rule)
+    make_rule = Forward("rules_part", RulesPart.make_rule)
+    remove_rule = Forward("rules_part", RulesPart.remove_rule)
     turn_events = Forward("live_part", LivePart.turn_events)
     follow_turn = Forward("live_part", LivePart.follow_turn)
     wait_approval = Forward("live_part", LivePart.wait_approval)

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from palui.errors import ApprovalError, UsageError
-from palui.runner import approvals, redecide
+from palui.runner import approvals, redecide, standing
 from palui.service.conversations import ConversationsPart
 from palui.service.elicitations import ElicitationsPart
 from palui.service.notifier import Notifier
+from palui.service.rules import RulesPart
 from palui.service.turn_tasks import EventSink
 from palui.service.turns import TurnsPart
 from palui.store import ids, scope_requests
@@ -51,17 +52,19 @@ class ApprovalsPart:
         conversations_part: the conversation of an approval's turn.
         elicitations_part: a ``/deny`` of a server's question (an ``e-…`` id) declines it.
         turns_part: going on with a turn here.
+        rules_part: the standing approval an answer "approve, and from now on the same" makes.
     """
 
     def __init__(self, db: Database, notifier: Notifier, redecide: Callable[[], object],
                  conversations_part: ConversationsPart, elicitations_part: ElicitationsPart,
-                 turns_part: TurnsPart) -> None:
+                 turns_part: TurnsPart, rules_part: RulesPart) -> None:
         self.db = db
         self.notifier = notifier
         self.redecide = redecide
         self.conversations_part = conversations_part
         self.elicitations_part = elicitations_part
         self.turns_part = turns_part
+        self.rules_part = rules_part
 
     def approvals(self, status: str | None = "pending", limit: int = PAGE, before: str | None = None) -> list[Approval]:
         """Approvals as the person lists them (spec §5); pending ones are decided again first, so a tool switched
@@ -116,12 +119,19 @@ class ApprovalsPart:
         r = self.db.one("SELECT status, expires_at FROM approvals WHERE id = ?", (approval_id,))
         return _shown({**a, "conversation": self.conversations_part.conversation_of(a["turn"])}, r, time.time())
 
-    def answer_approval(self, approval_id: str, approve: bool, via: str,
-                        reason: str | None = None) -> Approval | Elicitation | ScopeRequest:
+    def answer_approval(self, approval_id: str, approve: bool, via: str, reason: str | None = None, *,
+                        always: Mapping[str, str] | None = None, confirm: bool = False,
+                        stop: bool = False) -> Approval | Elicitation | ScopeRequest:
         """Approve or deny one pending approval, answered on ``via`` (``cli``, ``web``, ``api`` or a
         channel's name). Returns the approval as :meth:`approval` does. Never runs the turn.
         ``reason`` (a denial's, at most 1,000 characters: ``/deny ID REASON``) is told to the model
         as the denial (spec §8).
+
+        ``always`` (an approve's): "approve, and from now on the same" (spec §5.9): a standing approval is made
+        from this answer, every argument pinned except those it names (argument → ``any``, ``prefix:TEXT``,
+        ``one-of:A,B``); ``confirm`` confirms one for a destructive or unknown tool. It is checked before the answer
+        is recorded (:meth:`RulesPart.check_rule`), so a refused one answers nothing. ``stop`` (a denial's): "deny
+        and stop" (spec §5.10): the call is denied and the turn's tool use ends.
 
         An approve is decided again (:mod:`palui.runner.redecide`): a tool switched off, flagged
         for review, removed, or now ``unavailable``/``off`` for the turn cancels the approval with
@@ -139,8 +149,12 @@ class ApprovalsPart:
                 re-decision: the turn goes on with the reason as the call's result), already answered.
                 ``e.turn_id`` names the turn when it can go on.
         """
-        if not isinstance(via, str) or not VIA.match(via):
+        if not isinstance(via, str) or not VIA.match(via) or via == standing.VIA:
             raise UsageError(f"unknown answer channel {via!r}")
+        if always is not None and not approve:
+            raise UsageError("only an approve makes a standing approval")
+        if stop and approve:
+            raise UsageError("only a denial stops the tool use")
         approval_id = ids.resolve(self.db, approval_id)  # a unique prefix is enough
         if isinstance(approval_id, str) and approval_id.startswith("e-"):
             # /deny ID works for a server's question too, on every front end and channel (spec §8).
@@ -153,14 +167,21 @@ class ApprovalsPart:
         try:
             if reason is not None and len(reason) > 1000:
                 raise UsageError("a denial's reason is at most 1,000 characters")
+            if always is not None:
+                self.rules_part.check_rule(approval_id, always, confirm)
             approvals.answer(self.db, approval_id, approve, via,
-                             refusal=lambda row: redecide.approval_refusal(self.db, row), reason=reason)
+                             refusal=lambda row: redecide.approval_refusal(self.db, row), reason=reason, stop=stop)
         except ApprovalError as e:
             if e.turn_id and "cancelled" in str(e):
                 a = approvals.get(self.db, approval_id)
                 self.notifier("notice", f"Approval {approval_id} ({a['tool']}) was cancelled: {a['cancel_reason']}.",
                             turn_id=a["turn"], approval_id=approval_id)
             raise
+        if always is not None:
+            made = self.rules_part.make_rule(approval_id, always, via, confirm)
+            self.notifier("notice", f"Standing approval {made['id']} made: from now on {made['tool']} runs without "
+                                    f"asking in {made['context']} for {made['described']}, until {made['expires_at']}"
+                                    f" (palui rules remove {made['id']} ends it).")
         return self.approval(approval_id)
 
     def _answer_scope(self, request_id: str, approve: bool, via: str, reason: str | None) -> ScopeRequest:
@@ -180,10 +201,12 @@ class ApprovalsPart:
 
     async def answer_and_resume(self, approval_id: str, approve: bool, via: str,
                                 on_event: EventSink | None = None, reason: str | None = None,
-                                on_answered: Callable[[str], None] | None = None) -> TurnResult:
-        """:meth:`answer_approval` (with a denial's ``reason``), then resume the turn here (the CLI
-        without a live service). Returns the turn result. ``on_answered`` is told, before the turn goes
-        on, what the answer became: ``approved``, ``denied``, or the refusal's sentence. A refusal that
+                                on_answered: Callable[[str], None] | None = None, *,
+                                always: Mapping[str, str] | None = None, confirm: bool = False,
+                                stop: bool = False) -> TurnResult:
+        """:meth:`answer_approval` (with a denial's ``reason``, ``always``, ``confirm``, ``stop``), then resume the
+        turn here (the CLI without a live service). Returns the turn result. ``on_answered`` is told, before the
+        turn goes on, what the answer became: ``approved``, ``denied``, or the refusal's sentence. A refusal that
         lets the turn go on resumes it first and is then raised, saying how the turn went on."""
         approval_id = ids.resolve(self.db, approval_id)
         if approval_id.startswith("e-"):
@@ -197,7 +220,8 @@ class ApprovalsPart:
                 raise UsageError(f"{approval_id} was declined; {done['tool']} is switched off")
             return self.turns_part.turn_result(done["turn"])
         try:
-            a = self.answer_approval(approval_id, approve, via, reason=reason)
+            a = self.answer_approval(approval_id, approve, via, reason=reason, always=always, confirm=confirm,
+                                     stop=stop)
         except ApprovalError as e:
             if not e.turn_id:
                 raise

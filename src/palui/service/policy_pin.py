@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import logging
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from palui.errors import NotFound, UsageError
 from palui.files import POLICY_MAX_BYTES, Unreadable, read_text
 from palui.policy import pinned
 from palui.policy.matrix import decide
+from palui.policy.standing import describe
 from palui.service.notifier import Notifier
 from palui.service.tools import ToolsPart
 from palui.types import Decision, Origin
@@ -56,11 +59,20 @@ class PolicyPinPart:
         return decide(row.tool_class, row.enabled, origin, tainted)
 
     def policy_snapshot(self) -> str:
-        """The CSV text of ``palui policy snapshot``: every listed tool, sorted, in every situation."""
+        """The CSV text of ``palui policy snapshot``: every listed tool, sorted, in every situation; then one line
+        per active or suspended standing approval (spec §5.9), starting ``#`` (``palui policy check`` skips it)."""
         rows = [(r.name, o, t, decide(r.tool_class, r.enabled, o, t))
                 for r in sorted(self.tools_part.tools(), key=lambda r: r.name) for o, t in SITUATIONS]
         out = io.StringIO()
-        csv.writer(out, lineterminator="\n").writerows(pinned.snapshot_records(rows))
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerows(pinned.snapshot_records(rows))
+        for r in self.tools_part.db.all("SELECT id, tool, context, constraints, status, expires_at FROM"
+                                        " standing_approvals WHERE status IN ('active', 'suspended')"
+                                        " ORDER BY tool, created_at"):
+            until = datetime.fromtimestamp(r["expires_at"], UTC).isoformat(timespec="minutes")
+            line = (f"# standing approval {r['id']}: {r['tool']} in {r['context']}: "
+                    f"{describe(json.loads(r['constraints']))}; {r['status']} until {until}")
+            writer.writerow([" ".join(line.split())])  # one record of one line, whatever the values hold
         return out.getvalue()
 
     def policy_check(self, text: str) -> list[dict[str, Any]]:

@@ -8,6 +8,7 @@ configuration and live state) is the MCP part's.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -259,7 +260,9 @@ class ToolsPart:
 
     def explain(self, name: str, origin: Origin = Origin.CHAT, tainted: bool = False,
                 taint_source: str | None = None) -> Explanation:
-        """``palui policy explain``: ``{"tool","class","class_source","origin","tainted","verdict","reason"}``."""
+        """``palui policy explain``: ``{"tool","class","class_source","origin","tainted","verdict","reason",
+        "standing"}``; ``standing``: for an ``ask``, each active standing approval of the situation's context that may
+        answer it (spec §5.9: the verdict stays ``ask``)."""
         row = self.tool(name)
         d = decide(row.tool_class, row.enabled, origin, tainted, taint_source)
         verdict, reason, source = d.verdict.value, d.reason, d.source
@@ -268,8 +271,20 @@ class ToolsPart:
                                        f"(palui connectors enable {row.connector})", "switch")
         elif d.offered and not row.present:
             verdict, reason, source = (Verdict.UNAVAILABLE.value, "its server no longer lists it", "switch")
+        answered = []
+        if verdict == Verdict.ASK.value:
+            import json
+
+            from palui.policy.standing import context_of, describe
+
+            rows = self.db.all("SELECT id, constraints FROM standing_approvals WHERE tool = ? AND status = 'active'"
+                               " AND context = ? AND expires_at > ? ORDER BY created_at",
+                               (row.name, context_of(origin.value, tainted), time.time()))
+            answered = [f"answered in advance by rule {r['id']} for calls with {describe(json.loads(r['constraints']))}"
+                        for r in rows]
         return {
             "tool": row.name, "class": row.tool_class.value, "class_source": row.class_source.value,
             "origin": origin.value, "tainted": tainted, "verdict": verdict, "reason": reason, "source": source,
+            "standing": answered,
         }
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from palui.cli.chat.screen import PROMPT, Screen
 from palui.cli.chat.view import View, via_words
 from palui.errors import ApprovalError
+from palui.text.commands import Command
 from palui.text.display import shown
 
 if TYPE_CHECKING:
@@ -30,8 +31,7 @@ class AskingMixin:
     screen: Screen
     view: View
     asking: TurnApproval | None
-    answer: asyncio.Future[bool] | None
-    answer_reason: str | None
+    answer: asyncio.Future[Command] | None
     follow: Callable[[str], Awaitable[TurnResult]]
     say_error: Callable[[Exception], None]
 
@@ -42,10 +42,11 @@ class AskingMixin:
         """Ask the person about the turn's pending approval until it is answered here or anywhere else."""
         a = r["pending_approvals"][0]
         loop = asyncio.get_running_loop()
-        answer: asyncio.Future[bool] = loop.create_future()
+        answer: asyncio.Future[Command] = loop.create_future()
         self.asking, self.answer = a, answer
         self.screen.asking = a["id"]
-        self.screen.set_prompt(f"approve {a['id']}? [y/n] ")
+        # y approve, n deny, a approve and from now on the same (spec §5.9), s deny and stop (spec §5.10)
+        self.screen.set_prompt(f"approve {a['id']}? [y/n] (a: and from now on the same, s: deny and stop) ")
         self.view.waiting(a)
         elsewhere = asyncio.create_task(self.wait_elsewhere(a["id"]))
         try:
@@ -57,11 +58,11 @@ class AskingMixin:
             self.screen.set_prompt(PROMPT)
         if answer.done():
             elsewhere.cancel()
-            approve, reason = answer.result(), self.answer_reason
-            self.answer_reason = None
+            cmd = answer.result()
             try:
-                await self.call(lambda b: b.answer(a["id"], approve, reason))
-                self.screen.line(f"[{a['id']} {'approved' if approve else 'denied'}: the turn goes on]")
+                done = await self.call(lambda b: b.answer(a["id"], cmd.approves, cmd.reason or None, always=cmd.always,
+                                                          confirm=cmd.confirm, stop=cmd.stop))
+                self.screen.line(f"[{a['id']} {answered_words(cmd, done)}]")
             except ApprovalError as e:  # answered, cancelled or expired meanwhile: the turn shows what happened
                 self.say_error(e)
         else:
@@ -83,3 +84,13 @@ class AskingMixin:
             why = shown(a.get("cancel_reason") or "no reason given", one_line=True)
             return f"[approval {a['id']} was cancelled: {why}]"
         return f"[approval {a['id']} expired, which counts as a denial: the turn goes on]"
+
+
+def answered_words(cmd: Command, a: Any) -> str:
+    """What the chat says after its answer: ``approved: the turn goes on``, ``approved, and from now on the same
+    (standing approval r-…)``, ``denied and tool use stopped: the model answers without tools``."""
+    if cmd.name == "/always":
+        return f"approved, and from now on the same (standing approval {a.get('rule_made')}): the turn goes on"
+    if cmd.stop:
+        return "denied and tool use stopped: the model answers without tools"
+    return f"{'approved' if cmd.approves else 'denied'}: the turn goes on"
