@@ -95,6 +95,43 @@ async def test_a_call_denied_in_one_session_is_denied_before_in_the_next_until_t
     assert books.calls == []
 
 
+async def test_deny_and_stop_stops_the_client_and_a_standing_approval_answers_its_next_sessions(home, cli):
+    """Spec §5.9, §5.10 through the gateway door: a standing approval made from a client's ask answers that client
+    (context ``gateway:coder``) in a later session, never another client; "deny and stop" ends the client's tool
+    use until the person clears it."""
+    async with gateway(home) as (svc, books, session):
+        other = svc.gateway_client_add("other", context="trusted")["token"]
+        async with session() as a:
+            await a.call("mcp-books__lookup", {"q": "page"})  # tainted: a write asks
+            text_, _ = await a.call("mcp-books__save", {"q": "the note"})
+            aid = pending_id(text_)
+            done = svc.answer_approval(aid, True, "cli", always={"q": "any"})
+            [rule] = svc.rules()
+            assert (rule["id"], rule["context"]) == (done["rule_made"], "gateway:coder")
+            assert not (await a.call("mcp-books__save", {"q": "the note"}))[1]  # consumes its approval
+        async with session() as b:  # (a value an earlier result echoed would carry a mark: never answered)
+            text_, error = await b.call("mcp-books__save", {"q": "another note"})
+            assert not error, text_  # answered in advance: no approval waits
+            assert svc.approvals("pending") == []
+            assert svc.audit()[-2]["reason"].endswith(f"; approved in advance by rule {rule['id']}")
+        from support.doors import GatewayDoor, app_running
+
+        async with app_running(svc) as app, GatewayDoor(svc, app, other, "other").connected() as o:
+            await o.call("mcp-books__lookup", {"q": "page"})
+            text_, _ = await o.call("mcp-books__save", {"q": "a third note"})
+            pending_id(text_)  # another client: the standing approval is coder's
+        async with session() as c:
+            text_, _ = await c.call("mcp-books__wipe", {"q": "all"})
+            svc.answer_approval(pending_id(text_), False, "cli", stop=True)  # the call had returned "pending"
+            for again in ("mcp-books__wipe", "mcp-books__lookup"):  # its retry, and every later call
+                text_, error = await c.call(again, {"q": "all"})
+                assert error and text_ == ("Error: not run: this client's tool calls end here (the person denied a "
+                                           "call and stopped the tool use)."), text_
+        assert (await asyncio.to_thread(cli, "gateway", "clients", "clear", "coder")).returncode == 0
+        async with session() as d:
+            assert not (await d.call("mcp-books__lookup", {"q": "anything"}))[1]
+
+
 async def test_loop_stops_apply_per_client_and_a_retry_on_its_approval_is_no_repeat(home, cli):
     async with gateway(home) as (svc, books, session):
         async with session() as a:

@@ -48,7 +48,7 @@ from palui.runner.caps import OVER_CAP
 from palui.runner.loop_guard import LoopGuard
 from palui.runner.offer import usable_tool
 from palui.runner.pending import CallState, PendingCall
-from palui.runner.person_denials import PersonDenials
+from palui.runner.person_denials import STOPPED_BY_PERSON, PersonDenials
 from palui.runner.rule_of_two import RuleOfTwo
 from palui.runner.server_questions import ServerQuestions
 from palui.runner.stop_guard import StopRequested
@@ -70,8 +70,7 @@ DECIDING = frozenset(STEPS[STEPS.index("offered"):STEPS.index("gate") + 1])
 
 #: What :meth:`GovernedCall.run` returns: the call is answered, or held (the turn pauses for the person).
 Outcome = Literal["done", "held"]
-#: The loop stop of a "deny and stop" answer (spec §5.10): the tool use ends with the last step without tools.
-STOPPED_BY_PERSON = "the person denied a call and stopped the tool use"
+
 
 
 @dataclass

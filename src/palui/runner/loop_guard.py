@@ -36,6 +36,7 @@ from palui.runner.call_history import by_value as by_value
 from palui.runner.call_history import call_key as call_key
 from palui.runner.offer import usable_tool
 from palui.runner.pending import CallState, PendingCall
+from palui.runner.person_denials import STOPPED_BY_PERSON
 
 if TYPE_CHECKING:
     from palui.config import Settings
@@ -70,6 +71,9 @@ class Denials(Protocol):
     def earlier(self, t: Turn, call: PendingCall) -> object | None:
         """The person's earlier denial of this same call, or None."""
 
+    def stopped(self, t: Turn, but: str | None = None) -> bool:
+        """Whether the person answered a call (but the approval ``but``) "deny and stop" (spec §5.10)."""
+
 
 class LoopGuard:
     """The loop rules of one door's calls.
@@ -99,9 +103,13 @@ class LoopGuard:
         """Set once a rule ended the tool use: its reason (the model is not asked again)."""
         return self.history.stop
 
-    def streak_reason(self, t: Turn) -> str | None:
-        """Why the tool use ends now, or None: the last ``budgets.error_streak`` calls (the person's
-        denials left out) were refused or failed, or the person denied more than ``budgets.denials`` calls."""
+    def streak_reason(self, t: Turn, call: PendingCall | None = None) -> str | None:
+        """Why the tool use ends now, or None: the person answered a call "deny and stop", the last
+        ``budgets.error_streak`` calls (the person's denials left out) were refused or failed, or the person denied
+        more than ``budgets.denials`` calls. ``call``: the call being decided (its own "deny and stop" answer is
+        not a stop for it)."""
+        if self._denials.stopped(t, call.get("approval") if call is not None else None):
+            return STOPPED_BY_PERSON  # "deny and stop" (spec §5.10): the person's own stop, whatever the budgets
         streak, most = self._settings.budgets.error_streak, self._settings.budgets.denials
         if not streak and not most:
             return None
@@ -128,7 +136,7 @@ class LoopGuard:
         that waits on or consumes its approval (``asked``: not a repeat)."""
         if self.history.stop:
             return self.history.stop
-        why = self.streak_reason(t)
+        why = self.streak_reason(t, call)  # the call the person stopped at is answered with their denial
         limit = self._settings.budgets.repeat_calls
         if why is None and limit and call["state"] == CallState.TODO and self._denials.earlier(t, call) is None:
             n = self.history.occurrence(t, call)

@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 
 #: The audit outcome of a call refused because the person denied the same call earlier in the turn.
 DENIED_BEFORE = "denied before"
+#: The loop stop of a "deny and stop" answer (spec §5.10): the tool use ends with the last step without tools.
+STOPPED_BY_PERSON = "the person denied a call and stopped the tool use"
 #: The audit reason of a call refused because it carries content from the source of a call the person denied.
 SAME_SOURCE = "refused: same untrusted source as a call you denied"
 
@@ -47,12 +49,14 @@ SAME_SOURCE = "refused: same untrusted source as a call you denied"
 @dataclass(frozen=True)
 class Denial:
     """One call of the turn the person denied: its approval, its call key (tool and canonical arguments),
-    the person's reason (None when they gave none, or the approval expired) and whether it expired."""
+    the person's reason (None when they gave none, or the approval expired), whether it expired, and whether they
+    answered "deny and stop" (spec §5.10)."""
 
     approval: str
     key: str
     reason: str | None
     expired: bool
+    stop: bool = False
 
 
 class PersonDenials:
@@ -76,17 +80,23 @@ class PersonDenials:
         """The denied calls by tool call id, oldest first (none for a turn that never asked)."""
         if self._scope == "client":
             rows = self._db.all(
-                "SELECT a.id, a.tool_call_id, a.tool, a.args_json, a.deny_reason, a.status FROM approvals a JOIN turns"
-                " t ON t.id = a.turn_id WHERE t.conversation_id = ? AND a.status IN ('denied', 'expired')"
+                "SELECT a.id, a.tool_call_id, a.tool, a.args_json, a.deny_reason, a.status, a.stop FROM approvals a"
+                " JOIN turns t ON t.id = a.turn_id WHERE t.conversation_id = ? AND a.status IN ('denied', 'expired')"
                 " ORDER BY a.created_at", (t.conversation_id,))
         elif not any(e["type"] == "approval" for e in t.events):
             return {}
         else:
             rows = self._db.all(
-                "SELECT id, tool_call_id, tool, args_json, deny_reason, status FROM approvals WHERE turn_id = ?"
+                "SELECT id, tool_call_id, tool, args_json, deny_reason, status, stop FROM approvals WHERE turn_id = ?"
                 " AND status IN ('denied', 'expired') ORDER BY created_at", (t.id,))
         return {r["tool_call_id"]: Denial(r["id"], call_key(r["tool"], json.loads(r["args_json"])),
-                                          r["deny_reason"], r["status"] == "expired") for r in rows}
+                                          r["deny_reason"], r["status"] == "expired", bool(r["stop"])) for r in rows}
+
+    def stopped(self, t: Turn, but: str | None = None) -> bool:
+        """Whether the person answered one of the counted calls "deny and stop" (spec §5.10): the tool use ends,
+        read from the approvals, so it holds in every process and, for a gateway client, every session until the
+        person clears it. ``but``: an approval left out (the stopped call itself is answered with its denial)."""
+        return any(d.stop and d.approval != but for d in self.of(t).values())
 
     def sources(self, t: Turn) -> dict[str, str]:
         """The untrusted sources (``tool at step N``) of the marks the person saw on calls they denied, each with
