@@ -4,8 +4,9 @@ app, a real connector reaching an in-process MCP server).
 
 A gateway client, not a session, carries its taint, the calls the person denied and its loop counts, until the
 person clears it (``palui gateway clients clear NAME``): a trusted client's second session after a tainting read
-asks for a write; a call denied in one session is ``denied before`` in the next; three identical reads over two
-sessions stop the client's tool use, and the identical retry that waits on or consumes its approval is no repeat.
+asks for a write; a call denied in one session is ``denied before`` in the next; three identical writes over two
+sessions stop the client's tool use (a client's reads are never repeats), and the identical retry that waits on or
+consumes its approval is no repeat.
 The emergency brake pauses the gateway as it pauses jobs: a new session's read is refused until ``palui gateway
 resume`` while a chat turn runs its read, ``status`` says so, and a hanging call ends within a second, audited
 ``cancelled; may have run``. A connector that never answers ``initialize`` refuses a call within the bound.
@@ -134,6 +135,7 @@ async def test_deny_and_stop_stops_the_client_and_a_standing_approval_answers_it
 
 async def test_loop_stops_apply_per_client_and_a_retry_on_its_approval_is_no_repeat(home, cli):
     async with gateway(home) as (svc, books, session):
+        svc.set_trusted("mcp-books")  # its results do not taint: the trusted client's writes run
         async with session() as a:
             # asked, then retried while the approval waits and once it is approved: never a repeat
             text_, _ = await a.call("mcp-books__wipe", {"q": "x"})
@@ -145,18 +147,20 @@ async def test_loop_stops_apply_per_client_and_a_retry_on_its_approval_is_no_rep
             text_, error = await a.call("mcp-books__wipe", {"q": "x"})
             assert not error and text_ == 'wipe: {"q": "x"}'
             for _ in range(2):
+                assert not (await a.call("mcp-books__save", {"q": "same"}))[1]
+            for _ in range(3):  # a client's reads are never repeats (spec §6.3, §8.6): a later look is fresh data
                 assert not (await a.call("mcp-books__lookup", {"q": "same"}))[1]
-        async with session() as b:  # the third identical read, in another session: the client's tool use ends
-            text_, error = await b.call("mcp-books__lookup", {"q": "same"})
+        async with session() as b:  # the third identical write, in another session: the client's tool use ends
+            text_, error = await b.call("mcp-books__save", {"q": "same"})
             assert error and text_ == ("Error: not run: this client's tool calls end here (budgets.repeat_calls: "
-                                       "mcp-books__lookup was called a 3rd time with the same arguments by this "
+                                       "mcp-books__save was called a 3rd time with the same arguments by this "
                                        "client).")
             text_, error = await b.call("mcp-books__lookup", {"q": "other"})  # and every later call
             assert error and "this client's tool calls end here" in text_
         assert await asyncio.to_thread(cli, "gateway", "clients", "clear", "coder")
         async with session() as c:
-            assert not (await c.call("mcp-books__lookup", {"q": "same"}))[1]
-    assert [c for c, _ in books.calls] == ["wipe", "lookup", "lookup", "lookup"]
+            assert not (await c.call("mcp-books__save", {"q": "same"}))[1]
+    assert [c for c, _ in books.calls] == ["wipe", "save", "save", "lookup", "lookup", "lookup", "save"]
 
 
 async def test_the_brake_pauses_the_gateway_until_it_is_resumed_and_chat_turns_start_as_usual(home, tmp_path, cli):

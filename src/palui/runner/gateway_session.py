@@ -9,7 +9,7 @@ and hands the gateway's :class:`~palui.runner.call_options.CallOptions`:
   (``halted``, ``halt_stops`` False); a call in flight is cancelled by either within a second (``guard``);
 - a call has its own time (``time_left``: :data:`CALL_SECONDS`; the connector's start at most 30 s of it);
 - the loop rules and the person's denials count the client's calls, every session, until the person clears
-  the client (``history``, ``scope``);
+  the client (``history``, ``scope``), its reads never as repeats (``read_repeats``);
 - the client's offer: the tools of its connectors, MCP tools only (``offer``);
 - ``caps.gateway_calls_per_hour`` (``cap``);
 - an ask waits ``gateway.wait_seconds`` for the person's answer, and an identical later call of the session
@@ -112,7 +112,7 @@ class GatewaySession:
             history=ClientHistory(db, self._scope.name, t.conversation_id), scope="client", offer=self._offered,
             cap=lambda: gateway_over_cap(db, self._deps.settings), approval="wait", questions=False,
             save=lambda turn: st.save(db, turn), wait_seconds=self._wait, progress=progress,
-            unknown_context=UNKNOWN_CONTEXT)
+            unknown_context=UNKNOWN_CONTEXT, read_repeats="uncounted")
         governed = GovernedCall(self._deps, options, self._events, EarlierTurns(db))
         t.pending = [*(t.pending or []), call]  # in flight: its sent marker is stored with the session
         try:

@@ -11,7 +11,8 @@ denied, sent and recorded), holds it (the turn pauses for the person), or lets i
     eliciting    a server's questions answered            → sent again with the answers
     time         no time left                             → not run: time budget
     retry        an identical call's approval is open     → that call, to wait on or consume (gateway)
-    loops        repeat, error streak, denials            → not run: loop stopped
+    loops        repeat, error streak, denials, deny and stop → not run: loop stopped
+                 a read repeated, its results identical   → answered with the earlier result (turn)
     denied       the person denied this same call         → denied before, not asked again
     answered     asked before                             → held (no answer yet), denied, or approved
     offered      not the door's tool                      → refused
@@ -104,7 +105,7 @@ class GovernedCall:
         self.records = CallRecords(deps.db, deps.settings, deps.job_connectors, emit, options.client)
         self.denials = PersonDenials(deps.db, self.records, emit, options.scope)
         self.loops = LoopGuard(deps.db, deps.settings, self.records, emit, self.denials, options.history,
-                               "this turn's" if options.scope == "turn" else "this client's")
+                               "this turn's" if options.scope == "turn" else "this client's", options.read_repeats)
         self.gate = ApprovalGate(deps.db, deps.settings, deps.notify, self.records, emit)
         questions = ServerQuestions(deps.db, deps.settings, deps.notify, self.records, emit, options.save, clock) \
             if options.questions and clock is not None else None
@@ -170,6 +171,9 @@ class GovernedCall:
         return None
 
     async def _loops(self, p: _Passing) -> Outcome | None:
+        if (earlier := self.loops.again(p.t, p.call)) is not None:  # a read repeated with identical results
+            self.loops.answer_again(p.t, p.call, earlier)
+            return "done"
         why = self.loops.reason(p.t, p.call)
         if why is None:
             return None
