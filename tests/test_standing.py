@@ -146,3 +146,25 @@ def test_a_marked_argument_cannot_be_widened_and_rules_remove_ends_it(cli, tmp_p
     verdicts = [(r["verdict"], r["outcome"]) for r in cli.json("audit", "--json")]
     assert ("rule", "rule made") in verdicts and ("rule", "rule removed") in verdicts
     assert cli("audit", "verify").returncode == 0
+
+
+def test_the_report_counts_asks_avoided_and_suggests_a_standing_approval_from_repeated_ones(cli, tmp_path, slack):
+    """Spec §5.8: asks a standing approval answered are counted apart (asks avoided), never as asks; a call
+    approved three times with the same arguments in one context is suggested as one, pinned."""
+    for i in range(3):
+        r = run(cli, tmp_path, LATE, name=f"r{i}.json")
+        assert cli("approvals", "approve", r["pending_approvals"][0]["id"]).returncode == 0
+    report = cli.json("report", "--json")
+    [s] = [x for x in report["suggestions"] if x["kind"] == "standing"]
+    latest = cli.json("approvals", "list", "--all", "--json")[0]["id"]
+    assert s["command"] == f"palui rules add {latest}"
+    assert "you approved mcp-slack__send_direct_message 3 times in the last 7 days" in s["text"]
+    made = cli.json("rules", "add", latest, "--json")  # the person runs it
+    assert made["made_from"] == latest and made["constraints"]["body"] == {"pin": LATE["body"]}
+    assert run(cli, tmp_path, LATE, name="r3.json")["status"] == "done"
+    report = cli.json("report", "--json")
+    assert report["asks"]["total"] == 3 and report["avoided"]["total"] == 1
+    assert report["avoided"]["by_rule"] == [{"rule": made["id"], "tool": SEND, "context": "tainted chat", "asks": 1}]
+    assert not [x for x in report["suggestions"] if x["kind"] == "standing"]  # made: no longer suggested
+    assert "asks avoided by standing approvals: 1" in cli("report").stdout
+    assert cli.json("status", "--json")["governance"]["asks"] == 3
