@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from palui.cli.chat.screen import PROMPT, Screen
 from palui.cli.chat.view import View, via_words
-from palui.errors import ApprovalError
+from palui.errors import ApprovalError, PaluiError
 from palui.text.commands import Command
 from palui.text.display import shown
 
@@ -39,8 +39,17 @@ class AskingMixin:
         async def call(self, op: Callable[[ChatDoor], Awaitable[T]]) -> T: ...
 
     async def ask(self, r: TurnResult) -> TurnResult:
-        """Ask the person about the turn's pending approval until it is answered here or anywhere else."""
+        """Ask the person about the turn's pending approval until it is answered here or anywhere else. An answer
+        the service refuses before recording anything (a standing approval it cannot make: a marked argument
+        widened, a destructive tool not confirmed) is said, and the question is asked again."""
         a = r["pending_approvals"][0]
+        while not await self._ask_once(a):
+            pass
+        self.screen.set_status("the turn goes on")
+        return await self.follow(r["turn"])
+
+    async def _ask_once(self, a: TurnApproval) -> bool:
+        """One showing of the question. False when the answer was refused with nothing recorded (ask again)."""
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[Command] = loop.create_future()
         self.asking, self.answer = a, answer
@@ -56,19 +65,21 @@ class AskingMixin:
             self.asking = self.answer = None
             self.screen.asking = None
             self.screen.set_prompt(PROMPT)
-        if answer.done():
-            elsewhere.cancel()
-            cmd = answer.result()
-            try:
-                done = await self.call(lambda b: b.answer(a["id"], cmd.approves, cmd.reason or None, always=cmd.always,
-                                                          confirm=cmd.confirm, stop=cmd.stop))
-                self.screen.line(f"[{a['id']} {answered_words(cmd, done)}]")
-            except ApprovalError as e:  # answered, cancelled or expired meanwhile: the turn shows what happened
-                self.say_error(e)
-        else:
+        if not answer.done():
             self.screen.line(self._answered_elsewhere(elsewhere.result()))
-        self.screen.set_status("the turn goes on")
-        return await self.follow(r["turn"])
+            return True
+        elsewhere.cancel()
+        cmd = answer.result()
+        try:
+            done = await self.call(lambda b: b.answer(a["id"], cmd.approves, cmd.reason or None, always=cmd.always,
+                                                      confirm=cmd.confirm, stop=cmd.stop))
+            self.screen.line(f"[{a['id']} {answered_words(cmd, done)}]")
+        except ApprovalError as e:  # answered, cancelled or expired meanwhile: the turn shows what happened
+            self.say_error(e)
+        except PaluiError as e:  # refused with nothing recorded: the question stays
+            self.say_error(e)
+            return False
+        return True
 
     async def wait_elsewhere(self, approval_id: str) -> Approval:
         while True:
