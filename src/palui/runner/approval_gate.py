@@ -116,6 +116,7 @@ class ApprovalGate:
             c.execute("UPDATE approvals SET status = 'approved', answered_at = ?, answered_via = ?, rule_id = ?"
                       " WHERE id = ?", (time.time(), standing.VIA, rule_id, a["id"]))
             standing.used(self._db, rule_id)
+            approvals.consume(self._db, a["id"], call)  # used once, by this call, as an answer is on resume (§5.4)
             call["state"] = CallState.ASKED
             call["approval"] = a["id"]
             call["reason"] = reason
