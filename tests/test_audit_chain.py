@@ -65,7 +65,7 @@ def test_an_untouched_log_verifies_and_the_head_file_is_private(cli, logged, hom
     last = rows(logged)[-1]
     assert f"audit chain intact: 6 row(s), head row 6 hash {last[-1]}" in r.stdout
     head = home / "audit_head"
-    assert json.loads(head.read_text()) == {"id": 6, "hash": last[-1]}
+    assert json.loads(head.read_text()) == {"id": 6, "hash": last[-1], "prev": {"id": 5, "hash": rows(logged)[-2][-1]}}
     assert stat.S_IMODE(head.stat().st_mode) == 0o600
     out = cli.json("audit", "verify", "--json")
     assert out["ok"] and out["rows"] == 6 and out["head_file"] == {"id": 6, "hash": last[-1]}
@@ -113,6 +113,49 @@ def test_a_deleted_last_row_still_shows_after_palui_writes_more(cli, logged, tmp
     assert cli("run", "--model", model, "more").returncode == 0
     assert max(r[0] for r in rows(logged)) == 7  # the deleted id is not given out again
     assert "row 6 missing: deleted (row 7 follows row 5)" in broken(cli)
+
+
+def test_the_last_committed_row_deleted_is_missing_at_the_end(cli, logged):
+    # The table now ends exactly at the head's previous head, as after an interrupted write: the audit_state
+    # row counted row 6, so it was committed and then deleted.
+    sql(logged, "DELETE FROM audit WHERE id = 6")
+    assert broken(cli) == "audit chain broken: row 6 missing at the end: deleted (the head is row 6)"
+
+
+@pytest.mark.slow
+def test_a_kill_between_the_head_and_the_commit_is_an_interrupted_write(cli, logged, home, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from support.live_service import wait_for
+
+    held = tmp_path / "held.pid"
+    model = write_script(tmp_path / "more.json", calls(call("recall__search_memories", query="more")), text("ok"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PALUI_")}
+    env.update(PALUI_HOME=str(home), PALUI_TEST_AUDIT_HOLD=str(held))
+    proc = subprocess.Popen([sys.executable, "-m", "palui", "run", "--model", model, "more"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        pid = int(wait_for(lambda: held.exists() and held.read_text(), what="the audit write held after its head"))
+        assert pid == proc.pid and json.loads((home / "audit_head").read_text())["id"] == 7
+        os.kill(pid, signal.SIGKILL)  # the head is written, the transaction never commits
+    finally:
+        proc.wait(60)
+    assert count(logged) == 6
+    r = cli("audit", "verify")
+    assert r.returncode == 0, r.stderr
+    assert "audit chain intact: 6 row(s)" in r.stdout
+    assert "the last audit write was interrupted (row 7 never committed)" in r.stdout
+    assert "missing" not in r.stdout + r.stderr
+    out = cli.json("audit", "verify", "--json")
+    assert out["ok"] and out["interrupted"]["row"] == 7
+    # The next write takes the id that never committed: no gap, and the log verifies plainly.
+    assert cli("run", "--model", model, "more").returncode == 0
+    assert [r[0] for r in rows(logged)] == [1, 2, 3, 4, 5, 6, 7]
+    r = cli("audit", "verify")
+    assert r.returncode == 0 and "interrupted" not in r.stdout, r.stdout
 
 
 def test_a_row_inserted_at_the_end_with_a_forged_hash_is_after_the_head(cli, logged):

@@ -190,7 +190,9 @@ def test_long_answer_split_429_job_result_and_a_malformed_update(rig: TelegramRi
     r = rig.cli("jobs", "run", "morning")
     assert r.returncode == 0, r.stderr
     job = rig.reply_after(mark, lambda c: "Your day" in visible(c))
-    assert visible(job).startswith("Job result (turn t-") and visible(job).endswith("Your day: <nothing> & more")
+    # the job's answer as written, then the connector-health line every unattended result ends with (spec §8.4)
+    assert visible(job).startswith("Job result (turn t-")
+    assert visible(job).endswith("Your day: <nothing> & more\nConnectors: none needed.")
     # A reply to the job result quotes it as untrusted text.
     rig.set_script({"text": "ok"})
     wait_for(lambda: rig.svc.count("channel_messages", "ref = ? AND kind = 'job'", (str(job.result["message_id"]),)),
@@ -282,7 +284,7 @@ def test_telegram_down_never_blocks_a_turn_and_the_failure_shows_in_status(rig: 
     mark = fake.mark()
     fake.start()
     job = rig.reply_after(mark, lambda c: "pong from the job" in visible(c), timeout=40)
-    assert visible(job).endswith("pong from the job")
+    assert visible(job).endswith("pong from the job\nConnectors: none needed.")
     wait_for(lambda: "last delivery failure" not in rig.cli("status").stdout, 15, what="the failure to clear")
 
 

@@ -181,6 +181,23 @@ def test_resume_continues_the_newest_terminal_conversation_and_says_it_is_tainte
     assert r.returncode == 1 and "unknown conversation 'c-nope' (see: palui conversations list)" in r.stderr
 
 
+def test_resume_goes_on_with_the_conversations_model(cli, tmp_path, home):
+    # No model is configured: the chat was started with --model, and --resume goes on with that model.
+    model = write_script(tmp_path / "s.json", text("First answer."))
+    r = cli("chat", "--model", model, input="hello\n/quit\n")
+    assert r.returncode == 0 and "First answer." in r.stdout, r.stderr
+    r = cli("chat", "--resume", input="again\n/quit\n")
+    assert r.returncode == 0, r.stderr
+    assert "No model is configured" not in r.stdout + r.stderr
+    assert f"model {model}" in r.stdout.splitlines()[0] and r.stdout.count("First answer.") == 1, r.stdout
+    [conv] = cli.json("conversations", "list", "--json")
+    shown = cli.json("conversations", "show", conv["id"], "--json")
+    assert shown["model"] == model and [t["input"] for t in shown["turns"]] == ["hello", "again"]
+    other = write_script(tmp_path / "t.json", text("Other model."))
+    r = cli("chat", "--resume", "--model", other, input="once more\n/quit\n")  # --model still wins
+    assert "Other model." in r.stdout, r.stdout
+
+
 def test_conversations_list_and_show_with_their_channel(cli, tmp_path, home):
     model = write_script(tmp_path / "s.json", text("Hello back."))
     assert cli("run", "--model", model, "hello from run").returncode == 0
@@ -224,6 +241,31 @@ def test_a_chat_start_mentions_pending_approvals_and_labels_resumed_turns(cli, t
         chat.wait_for("Deleted it.", 30)
         chat.send("/quit")
         assert chat.close() == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("live", [True, False], ids=["service", "no-service"])
+@pytest.mark.parametrize("approve", [True, False], ids=["approve", "deny"])
+def test_an_approval_of_another_conversation_answered_in_the_chat_shows_its_call_line(cli, tmp_path, home, live,
+                                                                                       approve):
+    model = write_script(tmp_path / "s.json", calls(call("tasks__create_task", title="old")),
+                         calls(call("tasks__delete_task", id=1)), text("Went on."))
+    (home / "palui.toml").write_text(f'model = "{model}"\n', encoding="utf-8")
+    srv = LiveService(home).start() if live else None
+    try:
+        out = json.loads(cli("run", "--json", "make a task and delete it").stdout)
+        [a] = out["pending_approvals"]
+        with PipedChat(home) as chat:
+            chat.wait_for(BANNER, 60)
+            chat.send(f"{'/approve' if approve else '/deny'} {a['id']}")
+            mark = "✓" if approve else "✗"
+            chat.wait_for(f"[turn {out['turn']} of another conversation] {mark} tasks__delete_task", 60)
+            chat.wait_for("Went on.", 60)
+            chat.send("/quit")
+            assert chat.close() == 0
+    finally:
+        if srv is not None:
+            srv.stop()
 
 
 def test_ctrl_c_stops_a_running_turn_in_the_terminal(tmp_path, home):
@@ -312,3 +354,18 @@ def test_a_and_s_at_the_prompt_answer_always_and_deny_and_stop(cli, tmp_path, ho
     assert out.count("? [y/n]") == 3  # asked twice for the first (the refusal asks again), once for the third
     [rule] = cli.json("rules", "list", "--json")
     assert (rule["made_via"], rule["context"], rule["uses"]) == ("cli", "chat", 1)
+
+
+def test_a_note_printed_while_the_answer_streams_waits_for_its_line(capsys):
+    """Piped, a note (``/quit``'s, ``/status``) printed mid-stream goes out after the streamed line, never
+    inside it (the race seen when ``/quit`` was read while the first answer streamed)."""
+    from palui.cli.chat.screen import PipedScreen
+
+    screen = PipedScreen()
+    screen.stream("First")
+    screen.line("(/quit: leaving when the running turn ends; /stop ends it now)")
+    screen.stream(" answer.")
+    screen.end_stream()
+    screen.line("after")
+    assert capsys.readouterr().out == ("First answer.\n(/quit: leaving when the running turn ends; /stop ends it now)\n"
+                                       "after\n")

@@ -208,3 +208,48 @@ def test_errors(cli, mcp_home):
     assert r.returncode == 2 and "chat, job, webhook or gateway" in r.stderr
     r = cli("tools", "list", "--connector", "mcp-nope")
     assert r.returncode == 1 and "unknown connector 'mcp-nope'" in r.stderr
+
+
+def test_a_stored_class_word_that_is_not_a_class_reads_as_unknown(cli, svc, tmp_path):
+    # A stored row whose class column holds another word (a later version's, a hand edit) is read through its
+    # schema: the tool's class is unknown (treated as destructive, never the base class under it), the person
+    # is told once naming the tool, and neither `tools list` nor a turn fails on it (spec §2).
+    from support.scripts import call, calls, text, write_script
+
+    with svc.db.write() as c:
+        c.execute("UPDATE tools SET user_class = 'readonly' WHERE name = 'tasks__list_tasks'")
+    r = cli("tools", "list")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    row = next(line.split() for line in r.stdout.splitlines() if line.startswith("tasks__list_tasks"))
+    assert row[1:3] == ["destructive", "unknown"]  # not its builtin read
+    assert "notice: tasks__list_tasks: its stored user_class 'readonly' is not one of read, write, destructive" \
+        in r.stderr and "palui tools set-class tasks__list_tasks" in r.stderr
+    [t] = [t for t in cli.json("tools", "list", "--json") if t["name"] == "tasks__list_tasks"]
+    assert (t["class"], t["class_source"]) == ("destructive", "unknown") and "'readonly'" in t["unreadable"]
+    assert cli.json("policy", "explain", "tasks__list_tasks", "--json")["verdict"] == "ask"
+
+    model = write_script(tmp_path / "s.json", calls(call("tasks__list_tasks")), text("done"))
+    for _ in range(2):
+        out = cli.json("run", "--json", "--model", model, "what are my tasks")
+        assert out["status"] == "awaiting_approval", out  # asked, as a destructive tool in a chat turn
+        assert [a["tool"] for a in out["pending_approvals"]] == ["tasks__list_tasks"]
+    notices = [n["text"] for n in cli.json("inbox", "--json") if n["kind"] == "notice"]
+    assert len([n for n in notices if n.startswith("tasks__list_tasks: its stored user_class")]) == 1, notices
+    cli("tools", "set-class", "tasks__list_tasks", "read")
+    assert "notice" not in cli("tools", "list").stderr
+
+
+def test_a_stored_definition_that_is_not_json_flags_the_tool(cli, svc, tmp_path):
+    # A definition Palui cannot read is never offered: the tool reads as unknown, off and flagged for review.
+    from support.scripts import call, calls, text, write_script
+
+    with svc.db.write() as c:
+        c.execute("UPDATE tools SET input_schema = '{not json' WHERE name = 'tasks__list_tasks'")
+    r = cli("tools", "list")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    row = next(line for line in r.stdout.splitlines() if line.startswith("tasks__list_tasks"))
+    assert row.split()[1:4] == ["destructive", "unknown", "off"] and "changed — review" in row
+    assert "its stored input_schema is not a JSON object" in r.stderr
+    model = write_script(tmp_path / "s.json", calls(call("tasks__list_tasks")), text("done"))
+    out = cli.json("run", "--json", "--model", model, "what are my tasks")
+    assert out["status"] == "done" and "tasks__list_tasks" not in out["events"][0]["tools_offered"]

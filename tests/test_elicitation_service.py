@@ -112,6 +112,30 @@ async def test_old_era_answer_with_both_clocks_stopped(make_svc, tmp_path):
     await svc.close()
 
 
+async def test_answers_to_formatted_fields_are_checked(make_svc, tmp_path):
+    # MCP's requested schema gives string fields a format (email, uri, date, date-time): an answer that is not
+    # one is refused naming the field and the shape, never the value, and the question still waits.
+    svc = make_svc()
+    cid = await add(svc, "old", "elicit_old.py")
+    model = write_script(tmp_path / "s.json", calls(call(f"{cid}__contact_form")), text("Noted."))
+    turn = asyncio.create_task(svc.send("how do you reach me", model=model))
+    [q] = await wait_question(svc)
+    good = {"email": "ana@example.org", "homepage": "https://example.org/ana", "day": "2024-02-29",
+            "at": "2024-02-29T18:30:00+01:00"}
+    for field, bad, shape in [("email", "ana at example", "an email address"),
+                              ("homepage", "not a uri", "an absolute URI"),
+                              ("day", "2023-02-29", "a date"), ("at", "2024-02-29 18:30", "a date and time")]:
+        with pytest.raises(UsageError, match=f"'{field}' must be {shape}") as refused:
+            svc.answer_elicitation(q["id"], "accept", {**good, field: bad}, "api")
+        assert bad not in str(refused.value)
+    assert [x["id"] for x in svc.elicitations("pending")] == [q["id"]]
+    svc.answer_elicitation(q["id"], "accept", good, "api")
+    r = await turn
+    assert r["status"] == "done", r
+    assert tool_result(r, f"{cid}__contact_form") == "contact_form: accept " + json.dumps(good, sort_keys=True)
+    await svc.close()
+
+
 async def test_old_era_over_http_waits_past_the_call_timeout_and_the_notice_names_it(make_svc, tmp_path):
     import subprocess
 

@@ -64,7 +64,7 @@ def test_a_command_leaves_the_process_as_it_found_it(cli, home, tmp_path):
         os.umask(mask)
     after = (dict(os.environ), os.getcwd(), list(root.handlers), root.level, logging.getLogRecordFactory())
     assert after == before
-    assert (home / "logs" / "palui.log").exists()  # the command did set up its log, then it was taken down
+    assert (home / "logs").is_dir()  # the command did set up its log (opened at its first record), then took it down
 
 
 def test_env_reaches_the_command_and_goes_away(cli, home):

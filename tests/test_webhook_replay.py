@@ -153,6 +153,31 @@ def test_a_body_only_delivery_replayed_25_hours_later_is_a_duplicate_until_reten
     assert hook_turns(s, url) == 3
 
 
+def test_palui_prune_keeps_replay_keys_until_their_own_retention(service):
+    """``palui prune --before DATE`` deletes delivery records older than DATE, but not a replay key before its
+    retention (spec §8.5): pruning once let a captured delivery in again (202, a second turn)."""
+    s = service
+    url, secret = add_hook(s, "pruned")
+    body = b'{"event": "deploy", "env": "prod"}'
+    one = httpx.post(url, content=body, headers={"X-Palui-Signature": sign(secret, body)})
+    assert one.status_code == 202, one.text
+    settle(s, one.json()["turn"])
+    msg_id = "msg_pruned_1"
+    sw = httpx.post(url, content=body, headers=sw_headers(secret, msg_id, body))
+    assert sw.status_code == 202, sw.text
+    settle(s, sw.json()["turn"])
+    tomorrow = time.strftime("%Y-%m-%d", time.localtime(time.time() + 86400))
+    r = palui(s, "prune", "--before", tomorrow, "--json")
+    assert r.returncode == 0, r.stderr
+    again = httpx.post(url, content=body, headers={"X-Palui-Signature": sign(secret, body)})
+    assert again.json() == {"status": "duplicate", "turn": one.json()["turn"]}, again.text
+    again = httpx.post(url, content=body, headers=sw_headers(secret, msg_id, body))
+    assert again.json() == {"status": "duplicate", "turn": sw.json()["turn"]}, again.text
+    assert hook_turns(s, url) == 2
+    assert json.loads(r.stdout)["replay_keys_kept"] >= 2
+    assert "kept" in palui(s, "prune", "--before", tomorrow).stdout
+
+
 def test_webhooks_show_says_what_bounds_replay(service):
     s = service
     add_hook(s, "shown")

@@ -43,7 +43,8 @@ __all__ = ["ModelEntry", "Settings", "documented_keys", "load_settings", "paths"
 _NON_KEY_ENV = {"PALUI_HOME", "PALUI_TEST_CLOCK", "PALUI_TICK_SECONDS", "PALUI_TELEGRAM_TOKEN",
                 "PALUI_MATRIX_PASSWORD", "PALUI_MATRIX_TOKEN", "PALUI_TEST_ADDRESS_CLASSES",
                 "PALUI_SLACK_BOT_TOKEN", "PALUI_SLACK_APP_TOKEN", "PALUI_DISCORD_TOKEN",
-                "PALUI_GATEWAY_TOKEN"}
+                "PALUI_GATEWAY_TOKEN", "PALUI_EMAIL_PASSWORD",
+                "PALUI_TEST_AUDIT_HOLD"}
 
 
 def _flatten(where: str, table: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -156,6 +156,8 @@ class Serve(Section):
     port: Annotated[int, Port()] = 8765
     #: the URL webhooks are reached at, when not the bound address
     public_url: Annotated[str | None, Text(optional=True)] = None
+    #: a request's head (request line and headers) must arrive within this, else 408 and the connection closed
+    header_timeout_seconds: Annotated[float, Amount(300, "seconds (5 minutes)")] = 10
 
 
 @section

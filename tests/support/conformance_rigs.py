@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from support.channel_rig import RIGS
 from support.discord_rig import DiscordConformanceRig
+from support.mail_conformance import EmailConformanceRig
+from support.mail_rig import dovecot
 from support.matrix_rig import MatrixConformanceRig, synapse
 from support.slack_rig import SlackConformanceRig
 from support.telegram_rig import TelegramConformanceRig
@@ -17,5 +19,6 @@ RIGS["telegram"] = TelegramConformanceRig
 RIGS["matrix"] = MatrixConformanceRig
 RIGS["slack"] = SlackConformanceRig
 RIGS["discord"] = DiscordConformanceRig
+RIGS["email"] = EmailConformanceRig
 
-__all__ = ["synapse"]  # the session fixtures the rigs ask for
+__all__ = ["dovecot", "synapse"]  # the session fixtures the rigs ask for

@@ -24,6 +24,8 @@ Tools (all ``readOnlyHint: false``):
   object), sent raw past the SDK's schema rendering: a client must decline it.
 - ``slow_question(seconds)`` - asks, then waits ``seconds`` before answering (a call that stays
   open after the answer).
+- ``contact_form()`` - a form of string fields with the spec's formats (``email``, ``uri``, ``date``,
+  ``date-time``), sent raw; the result echoes the content.
 - ``sign_up()`` - a form that asks for a secret (``username``, ``password``, which MCP forbids); the
   result says the password's length and the start of its SHA-256, never the password.
 """
@@ -118,6 +120,18 @@ async def nested_schema(ctx: Context) -> str:
     result = await ctx.request_context.session.elicit_form("Where do you live?", schema,
                                                          related_request_id=ctx.request_id)
     return f"nested_schema: {result.action}"
+
+
+@server.tool(annotations=WRITE)
+async def contact_form(ctx: Context) -> str:
+    """Ask for an email, a web page, a date and a date-time (string fields with a ``format``)."""
+    schema = {"type": "object", "properties": {
+        "email": {"type": "string", "format": "email"}, "homepage": {"type": "string", "format": "uri"},
+        "day": {"type": "string", "format": "date"}, "at": {"type": "string", "format": "date-time"}},
+        "required": ["email"]}
+    result = await ctx.request_context.session.elicit_form("How do we reach you?", schema,
+                                                         related_request_id=ctx.request_id)
+    return f"contact_form: {result.action} {json.dumps(result.content, sort_keys=True)}"
 
 
 @server.tool(annotations=WRITE)

@@ -20,7 +20,8 @@ between two listings by rewriting the file::
 
 Behaviours of ``tools/call``: ``echo`` (the arguments back), ``hang`` (never answers),
 ``crash`` (the process exits mid-call), ``exit_later`` (answers, then exits while idle), ``big`` (``bytes`` characters, default 10 MB),
-``flood`` (``bytes`` of stderr, default 4 MiB, then an answer), ``fail`` (an ``isError``
+``flood`` (``bytes`` of stderr, default 4 MiB, then an answer), ``noise`` (``lines`` lines on stdout that
+are not JSON-RPC, default 20,000, then an answer), ``fail`` (an ``isError``
 result), ``malformed`` (a result that is not a CallToolResult), ``env`` (the value of
 environment variable ``name``), ``caps`` (the client capabilities the server received, as JSON),
 ``mutate`` (replace the tool list with ``tools`` and send
@@ -53,6 +54,9 @@ from mcp_types import METHOD_NOT_FOUND, ErrorData, JSONRPCError, JSONRPCRequest
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 SPEC = Path(sys.argv[1])
+# The SDK's stdio server points fd 1 at stderr while it serves (so a stray print cannot corrupt the wire):
+# ``noise`` writes to this copy of the real stdout, as a server that prints to its stdout does.
+WIRE = os.dup(1)
 _WIRE_KEYS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations", "_meta")
 
 
@@ -114,6 +118,11 @@ async def middleware(ctx, call_next):
             os.write(2, chunk[:left])
             left -= len(chunk)
         return text_result("flooded", modern=modern)
+    if behaviour == "noise":  # stdio: lines on stdout, the protocol's channel, that are not JSON-RPC
+        line = b"progress: working on it... not a JSON-RPC message\n"
+        for _ in range(int(args.get("lines", 20_000)) // 50):
+            os.write(WIRE, line * 50)  # under PIPE_BUF: each write lands whole between the SDK's messages
+        return text_result("noisy", modern=modern)
     if behaviour == "text":
         return text_result(str(tool.get("text", "")), modern=modern)
     if behaviour == "fail":

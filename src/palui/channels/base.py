@@ -343,4 +343,5 @@ class Channel(Outbox):
 def status_text(s: Mapping[str, Any], zone: tzinfo | None = None) -> str:
     """``/status`` as a chat channel answers it (the same facts as the terminal's; times in ``zone``)."""
     return "\n".join(status_lines(s, questions="/answer ID field=value …",
-                                   approvals="/approvals sends them again with their buttons", zone=zone))
+                                   approvals="/approvals sends them again with their buttons", zone=zone,
+                                   now=time.time()))

@@ -42,6 +42,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "matrix": ("palui.channels.matrix", "MatrixChannel"),
     "slack": ("palui.channels.slack", "SlackChannel"),
     "discord": ("palui.channels.discord", "DiscordChannel"),
+    "email": ("palui.channels.mail", "EmailChannel"),
 }
 LOOP_SECONDS = 1.0
 PRUNE_SECONDS = 3600.0

@@ -47,7 +47,7 @@ PLAIN_ANSWER = ("Answer with /approve {id} or /deny {id} REASON ({title} refused
                 "/approvals sends it again).")
 GIVE_UP_SECONDS = 86400.0  # an item still failing a day after it was written is given up (the inbox has it)
 IDLE_SECONDS = 1.0  # how often an idle worker looks for items another process wrote
-TITLES = {"telegram": "Telegram", "matrix": "Matrix", "slack": "Slack", "discord": "Discord"}
+TITLES = {"telegram": "Telegram", "matrix": "Matrix", "slack": "Slack", "discord": "Discord", "email": "email"}
 
 
 class Outbox(ChannelPlatform):

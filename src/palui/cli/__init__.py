@@ -112,17 +112,15 @@ def load_commands(argv: list[str] | None = None) -> list[str]:
 
 def _setup_process() -> None:
     """Library log records (the MCP SDK logs parse errors of hostile servers with tracebacks) go to
-    ``<data dir>/logs/palui.log`` instead of the terminal."""
+    ``<data dir>/logs/palui.log``, capped and rotated, instead of the terminal."""
     import logging
 
     try:
+        from palui.cli.process_log import handler as capped_log
         from palui.home import paths
 
         _home, data_dir, _cfg = paths()
-        logs = data_dir / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        handler: logging.Handler = logging.FileHandler(logs / "palui.log", encoding="utf-8")
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler: logging.Handler = capped_log(data_dir)  # capped and rotated (cli/process_log.py)
     except OSError:
         handler = logging.NullHandler()
     root = logging.getLogger()

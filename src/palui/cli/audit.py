@@ -9,6 +9,7 @@ import click
 from palui.cli import render
 from palui.cli.common import LIMIT, app, emit_json, service, table
 from palui.text.display import shown
+from palui.text.when import local
 
 
 # ``palui audit`` alone lists the log (this group's callback); its help is the group's, not the docstring.
@@ -21,10 +22,12 @@ def audit_app(ctx: click.Context, turn: str | None, limit: int, as_json: bool) -
     """The tool-call log: decision, reason and outcome of every call (``verify`` and ``export`` below)."""
     if ctx.invoked_subcommand is not None:
         return
-    rows = service().audit(turn, limit)
+    svc = service()
+    rows = svc.audit(turn, limit)
     if as_json:
         return emit_json(rows)
-    table([[r["time"][:19], r["turn"] or "", r["tool"], r["class"] or "?", r["verdict"],
+    tz = svc.timezone()
+    table([[local(r["time"], tz, "%Y-%m-%d %H:%M:%S"), r["turn"] or "", r["tool"], r["class"] or "?", r["verdict"],
             "tainted" if r["tainted"] else "", r["outcome"], render.short(r["reason"], 70)] for r in rows],
           ["TIME", "TURN", "TOOL", "CLASS", "VERDICT", "TAINT", "OUTCOME", "REASON"])
 
@@ -44,6 +47,8 @@ def audit_verify(head: str | None, as_json: bool) -> None:
         click.echo(f"audit chain intact: {r['rows']} row(s)" + (
             f", head row {last['id']} hash {last['hash']} (checked against {against}the audit_head file)"
             if last and r["head_file"] else ", checked against the noted head" if last else ""))
+        if r.get("interrupted"):  # not a tampering: the process died between the head and the commit
+            click.echo(f"note: {r['interrupted']['message']}; the next audit row takes its id")
     else:
         click.echo(f"audit chain broken: {shown(r['problem']['message'], one_line=True)}", err=True)
     raise click.exceptions.Exit(0 if r["ok"] else 1)

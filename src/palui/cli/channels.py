@@ -1,11 +1,12 @@
-"""``palui channels …``: chat channels (Telegram, Matrix, Slack, Discord; email) run by ``palui serve`` (spec
+"""``palui channels …``: chat channels (Telegram, Matrix, Slack, Discord, email) run by ``palui serve`` (spec
 §8.3; docs/channels.md).
 
-Secrets never come from the command line: a bot token, Matrix password or access token, Slack's two tokens
-are read from a file (``--token-file``/``--password-file``/``--app-token-file``, ``-`` for standard input),
-from its variable (``PALUI_TELEGRAM_TOKEN``, ``PALUI_MATRIX_PASSWORD``, ``PALUI_MATRIX_TOKEN``,
-``PALUI_SLACK_BOT_TOKEN``, ``PALUI_SLACK_APP_TOKEN``, ``PALUI_DISCORD_TOKEN``; read only here), or from a
-hidden prompt at a terminal. A Matrix password is used once to log in and never stored.
+Secrets never come from the command line: a bot token, Matrix password or access token, Slack's two tokens, a
+mailbox password are read from a file (``--token-file``/``--password-file``/``--app-token-file``, ``-`` for
+standard input), from its variable (``PALUI_TELEGRAM_TOKEN``, ``PALUI_MATRIX_PASSWORD``, ``PALUI_MATRIX_TOKEN``,
+``PALUI_SLACK_BOT_TOKEN``, ``PALUI_SLACK_APP_TOKEN``, ``PALUI_DISCORD_TOKEN``, ``PALUI_EMAIL_PASSWORD``; read
+only here), or from a hidden prompt at a terminal. A Matrix password is used once to log in and never stored;
+a mailbox password is stored in the channel's 0600 secrets file (IMAP and SMTP need it at every login).
 """
 
 from __future__ import annotations
@@ -57,23 +58,41 @@ def read_secret(what: str, variable: str, file: Path | None) -> str | None:
 
 
 @channels_app.command("add")
-@click.argument("kind", metavar="KIND", help="telegram, matrix, slack or discord (email: see docs/channels.md)")
+@click.argument("kind", metavar="KIND", help="telegram, matrix, slack, discord or email")
 @click.option("--name", help="A name for the channel (default: the kind).")
 @click.option("--token-file", type=click.Path(path_type=Path),
               help="File with the bot token (Telegram, Slack's xoxb-, Discord) or Matrix access token "
                    "('-': standard input).")
 @click.option("--app-token-file", type=click.Path(path_type=Path),
               help="Slack: file with the app-level token (xapp-, for Socket Mode).")
-@click.option("--password-file", type=click.Path(path_type=Path), help="File with the Matrix password.")
+@click.option("--password-file", type=click.Path(path_type=Path),
+              help="File with the Matrix password, or the mailbox's (app) password for email.")
 @click.option("--homeserver", type=CLEAN, help="Matrix: the homeserver's URL (https).")
 @click.option("--user", type=CLEAN, help="Matrix: Palui's account, e.g. @palui:example.org.")
 @click.option("--api-base", type=CLEAN, hidden=True,
               help="Telegram, Slack or Discord API base URL (loopback only: for tests).")
+@click.option("--address", type=CLEAN,
+              help="Email: the mailbox Palui reads and sends from, e.g. palui@example.org.")
+@click.option("--imap-host", type=CLEAN, help="Email: the IMAP server.")
+@click.option("--imap-port", type=int, default=993, show_default=True, help="Email: the IMAP port.")
+@click.option("--imap-security", type=click.Choice(["tls", "starttls", "none"]),
+              help="Email: implicit TLS (993), STARTTLS (143); none only on loopback. Default: by the port.")
+@click.option("--smtp-host", type=CLEAN, help="Email: the SMTP server.")
+@click.option("--smtp-port", type=int, default=465, show_default=True, help="Email: the SMTP port.")
+@click.option("--smtp-security", type=click.Choice(["tls", "starttls", "none"]),
+              help="Email: implicit TLS (465), STARTTLS (587); none only on loopback. Default: by the port.")
+@click.option("--login", "login_name", type=CLEAN, help="Email: the login name, if it is not the address.")
+@click.option("--authserv-id", type=CLEAN,
+              help="Email: the receiving server's id in Authentication-Results (e.g. mx.google.com).")
+@click.option("--folder", type=CLEAN, default="INBOX", show_default=True, help="Email: the folder Palui reads.")
+@click.option("--poll-seconds", type=float, hidden=True, help="Email: seconds between polls without IDLE (tests).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def channels_add(kind: str, name: str | None, token_file: Path | None, app_token_file: Path | None,
                  password_file: Path | None, homeserver: str | None, user: str | None, api_base: str | None,
-                 as_json: bool) -> None:
-    """Add a chat channel: Telegram, Matrix, Slack, Discord (email: docs/channels.md). It starts unpaired; pair
+                 address: str | None, imap_host: str | None, imap_port: int, imap_security: str | None,
+                 smtp_host: str | None, smtp_port: int, smtp_security: str | None, login_name: str | None,
+                 authserv_id: str | None, folder: str, poll_seconds: float | None, as_json: bool) -> None:
+    """Add a chat channel: Telegram, Matrix, Slack, Discord or email (docs/channels.md). It starts unpaired; pair
     it with `palui channels pair NAME`. Secrets: never on the command line. Adding a channel of the same kind
     and name again stores the new secret and keeps the pairing."""
     from palui.channels.redaction import Redactor
@@ -137,8 +156,21 @@ def channels_add(kind: str, name: str | None, token_file: Path | None, app_token
             return _renewed(svc.renew_channel_secret(name or kind, {"access_token": secret}, matrix_config), as_json)
         ch = svc.add_channel("matrix", name, {"access_token": secret}, matrix_config)
         who = user
+    elif kind == "email":
+        from palui.channels.mail_setup import mail_config
+
+        if not address:
+            fail("an email channel needs --address, --imap-host, --smtp-host and --authserv-id", 2)
+        cfg = mail_config(address=address or "", imap_host=imap_host, smtp_host=smtp_host, authserv_id=authserv_id,
+                          imap_port=imap_port, smtp_port=smtp_port, imap_security=imap_security,
+                          smtp_security=smtp_security, login=login_name, folder=folder, poll_seconds=poll_seconds)
+        password = read_secret(f"Password of {cfg['login']}", "PALUI_EMAIL_PASSWORD", password_file)
+        if not password:
+            fail("no password: give it with --password-file FILE or PALUI_EMAIL_PASSWORD (never on the command "
+                 "line)", 2)
+        return _add_email(svc, name, cfg, password or "", redact, as_json)
     else:
-        raise UsageError(f"unknown channel kind {kind!r} (telegram, matrix, slack or discord)")
+        raise UsageError(f"unknown channel kind {kind!r} (telegram, matrix, slack, discord or email)")
     if as_json:
         return emit_json(ch)
     click.echo(f"channel {ch['name']} added ({kind}, {who}); state: unpaired")
@@ -185,6 +217,28 @@ def _chat_app(kind: str, token_file: Path | None, app_token_file: Path | None, a
     if api_base:
         config["api_base"] = api_base.rstrip("/")
     return secret, config, who
+def _add_email(svc: ServiceDoor, name: str | None, cfg: dict[str, Any], password: str, redact: Any,
+               as_json: bool) -> None:
+    """The mailbox tried (both logins) before anything is stored; a new channel starts reading at the folder's
+    end as it is now (``UIDVALIDITY:UIDNEXT-1``); the same kind and name again keeps its key and pairing."""
+    import asyncio
+
+    from palui.channels.mail_setup import check_account, new_secret
+
+    redact.add(password)
+    got = asyncio.run(check_account(cfg, password, redact))
+    if _renewing(svc, "email", name):
+        kept = svc.channel_secrets(name or "email")
+        secret = {**new_secret(password), **({"reply_key": kept["reply_key"]} if kept.get("reply_key") else {})}
+        return _renewed(svc.renew_channel_secret(name or "email", secret, cfg), as_json)
+    ch = svc.add_channel("email", name, new_secret(password), cfg)
+    svc.set_channel_cursor(ch["name"], f"{got['uidvalidity']}:{max(0, got['uidnext'] - 1)}")
+    if as_json:
+        return emit_json(ch)
+    click.echo(f"channel {ch['name']} added (email, {cfg['address']}; Authentication-Results of "
+               f"{cfg['authserv_id']} believed); state: unpaired")
+    click.echo(f"next: palui channels pair {ch['name']}   (palui serve runs the channel)")
+    return None
 
 
 def _renewing(svc: ServiceDoor, kind: str, name: str | None) -> bool:
@@ -214,7 +268,7 @@ def channels_list(as_json: bool) -> None:
         return emit_json([{k: v for k, v in c.items() if k != "config"} | {"account": _account(c)}
                           | _service_state(c, running) for c in rows])
     if not rows:
-        click.echo("no channels (palui channels add telegram|matrix|slack|discord)")
+        click.echo("no channels (palui channels add telegram|matrix|slack|discord|email)")
         return
     tz = svc.timezone()
     table([[c["name"], c["kind"], _account(c), _state_text(c, running, tz),
@@ -240,7 +294,7 @@ def _account(c: ChatChannel) -> str:
     cfg = c["config"]
     if cfg.get("bot_name"):
         return f"@{cfg['bot_name']} ({cfg.get('team') or 'Slack'})"
-    return f"@{cfg['bot_username']}" if cfg.get("bot_username") else str(cfg.get("user_id") or "")
+    return f"@{cfg['bot_username']}" if cfg.get("bot_username") else str(cfg.get("user_id") or cfg.get("address") or "")
 
 
 @channels_app.command("remove")
@@ -255,13 +309,18 @@ def channels_remove(name: str) -> None:
 @click.argument("name")
 def channels_pair(name: str) -> None:
     """Print a one-time pairing code (10 minutes, 5 tries). Send /pair CODE to Palui in a private chat."""
-    p = service().pair_code(name)
+    svc = service()
+    p = svc.pair_code(name)
     if p["paired_with"]:
         click.echo(f"{name} is paired with {shown(p['paired_with'], one_line=True)}; the first right /pair replaces "
                    "them")
     until = (p["expires_at"] or "")[:19].replace("T", " ")
     click.echo(f"pairing code: {p['code']}  (valid until {until} UTC, 5 tries)")
-    click.echo(f"send this to Palui in a private chat: /pair {p['code']}")
+    if svc.channel(name)["kind"] == "email":
+        address = svc.channel(name)["config"]["address"]
+        click.echo(f"send a mail from your own address to {address} with this as its first line: /pair {p['code']}")
+    else:
+        click.echo(f"send this to Palui in a private chat: /pair {p['code']}")
 
 
 @channels_app.command("groups")

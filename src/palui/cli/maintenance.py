@@ -20,6 +20,9 @@ def prune_cmd(before: str, as_json: bool) -> None:
     d = r["deleted"]
     click.echo(f"before {r['before']}: deleted {d['untrusted_content']} untrusted content row(s), "
                f"{d['inbox']} inbox message(s), {d['webhook_deliveries']} webhook delivery record(s)")
+    if r["replay_keys_kept"]:
+        click.echo(f"kept {r['replay_keys_kept']} webhook delivery record(s) older than that: each still refuses its "
+                   "delivery sent again, until its own retention (retention.days; 24 h for Standard Webhooks)")
 
 
 @app.command("backup")

@@ -40,6 +40,9 @@ def connectors_list(as_json: bool) -> None:
 def tools_list(connector: str | None, as_json: bool) -> None:
     """List tools: model-visible name, class and its source, switch, flags."""
     rows = tools_service().tools(connector)
+    for r in rows:  # a stored row that did not read: named, with the fix (spec §2: read as unknown)
+        if r.unreadable_notice:
+            click.echo(f"notice: {r.unreadable_notice}", err=True)
     if as_json:
         return emit_json([r.as_dict() for r in rows])
     table([[r.name, r.tool_class.value, r.class_source.value, "on" if r.enabled else "off",

@@ -21,6 +21,8 @@ from palui.text.when import expiry, local
 from palui.types import shows_text
 
 if TYPE_CHECKING:
+    from datetime import tzinfo
+
     from palui.cli.client import ServiceClient
     from palui.cli.elicitations import TerminalQuestions
     from palui.results import Status, TurnEvent, TurnResult
@@ -222,12 +224,16 @@ def status_cmd(as_json: bool) -> None:
     client = live_service(svc)
     s: Status = client.get("/api/status") if client else svc.status()  # the service's view when one runs
     if as_json:
-        return emit_json(s)
-    print_status(s)
+        return emit_json({**s, "service_running": client is not None})
+    print_status(s, svc.timezone(), running=client is not None)
 
 
-def print_status(s: Status) -> None:
-    for line in status_lines(s):
+def print_status(s: Status, zone: tzinfo | None, running: bool) -> None:
+    """``/status`` in the person's zone, saying whether ``palui serve`` runs (without it the chat channels,
+    jobs and webhooks wait: ``palui channels list`` says so too)."""
+    from palui.text.status import SERVICE_DOWN
+
+    for line in status_lines(s, zone=zone, now=time.time(), service=None if running else SERVICE_DOWN):
         click.echo(line)
 
 
@@ -241,8 +247,9 @@ def inbox_cmd(limit: int, as_json: bool) -> None:
         return emit_json(rows)
     if not rows:
         click.echo("inbox is empty")
-    for r in rows:
-        click.echo(f"{r['time'][:19]}  [{r['kind']}] {shown(r['text'])}")
+    tz = service().timezone()
+    for r in rows:  # in the person's zone, to the second (the stored time is UTC with microseconds)
+        click.echo(f"{local(r['time'], tz, '%Y-%m-%d %H:%M:%S')}  [{r['kind']}] {shown(r['text'])}")
 
 
 @app.command("stop")

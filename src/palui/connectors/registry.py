@@ -242,6 +242,15 @@ def _pending_review(row) -> dict[str, Any]:
     return review if isinstance(review, dict) else {}
 
 
+def _stored_json(raw: str | None) -> Any:
+    """A stored JSON column, or None when it is NULL or does not parse (the row then reads flagged,
+    :func:`palui.store.tools._row`; the listing's definition is held for review like any change)."""
+    try:
+        return json.loads(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
 def _stale_review(row, new_hash: str) -> bool:
     """True when a held definition (changed/loosened) is no longer what the server lists.
 
@@ -266,7 +275,8 @@ def _apply_mcp_change(
     kind = pending.get("kind")
     if kind in ("changed", "loosened") and pending.get("definition_hash") == new_hash:
         return  # already held for review, and the person was told
-    old_content = _content_hash(row["description"], json.loads(row["input_schema"]))
+    old_schema = _stored_json(row["input_schema"])
+    old_content = _content_hash(row["description"], old_schema)
     review: dict[str, Any] = {
         "description": spec.description,
         "input_schema": spec.input_schema,
@@ -275,8 +285,8 @@ def _apply_mcp_change(
         "schema_problem": problem,
         "previous": {
             "description": row["description"],
-            "input_schema": finite(json.loads(row["input_schema"])),
-            "annotations": finite(json.loads(row["annotations"])) if row["annotations"] else None,
+            "input_schema": finite(old_schema),
+            "annotations": finite(_stored_json(row["annotations"])),
         },
     }
     key = (row["connector_id"], row["raw_name"])
@@ -301,10 +311,10 @@ def _apply_mcp_change(
         # again if this listing still loosens).
         c.execute("UPDATE tools SET changed = 0, review_json = NULL WHERE connector_id = ? AND raw_name = ?", key)
     # Only annotations changed.
-    old_base = ToolClass(row["base_class"]) if row["base_class"] else None
+    old_base = tools_store.stored_class(row["base_class"])  # a word that is not a class reads as unknown
     old_eff = old_base or ToolClass.DESTRUCTIVE
     new_eff = hints or ToolClass.DESTRUCTIVE
-    user = ToolClass(row["user_class"]) if row["user_class"] else None
+    user = tools_store.stored_class(row["user_class"])
     if new_eff.rank > old_eff.rank or (new_eff == old_eff and hints != old_base):
         # Tightening (or unknown <-> destructive at equal strictness) applies by itself.
         c.execute(
@@ -343,7 +353,7 @@ def accept_review(c, row) -> None:
 
     A tool switched off by a description/schema change gets its previous switch back.
     """
-    review = json.loads(row["review_json"] or "{}")
+    review = _pending_review(row)
     key = (row["connector_id"], row["raw_name"])
     now = time.time()
     if review.get("kind") in ("changed", "loosened"):
@@ -364,7 +374,7 @@ def accept_review(c, row) -> None:
                 *key,
             ),
         )
-        user = ToolClass(row["user_class"]) if row["user_class"] else None
+        user = tools_store.stored_class(row["user_class"])
         if user is not None and (hints or ToolClass.DESTRUCTIVE).rank > user.rank:
             # The accepted definition's hints are stricter than the person's class: as with an
             # annotation-only tightening, the stricter class applies (spec §7); the person can

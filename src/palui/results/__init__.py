@@ -121,6 +121,8 @@ from palui.results.triggers import (
     DeliveryDuplicate,
     DeliveryReceipt,
     Job,
+    MailAnswerAddress,
+    MailThread,
     Named,
     OutboxItem,
     OutboxPart,
@@ -161,6 +163,7 @@ __all__ = [
     "ToolsLeftOutEvent", "LastStepEvent", "TurnApproval", "TurnDetail", "TurnElicitation", "TurnEvent", "TurnResult",
     "TurnStoredLine", "TurnUsage", "UntrustedArg", "Webhook", "WebhookCreated", "WebhookShare",
     "ErrorAnswer", "Health", "NewConversation", "Stopped", "GatewayCallResult", "GatewayClient", "GatewayTool",
+    "MailAnswerAddress", "MailThread",
 ]
 
 MODULES: tuple[ModuleType, ...] = (answers, events, turns, tools, status, triggers, api, gateway)

@@ -157,10 +157,12 @@ class AuditRow(_AuditClass):
 
 
 class Pruned(TypedDict):
-    """``palui prune --before``: the cut (ISO time) and the rows deleted per table (spec §10.2)."""
+    """``palui prune --before``: the cut (ISO time), the rows deleted per table, and the webhook delivery
+    records older than the cut kept as replay keys until their own retention (spec §10.2, §8.5)."""
 
     before: str
     deleted: dict[str, int]
+    replay_keys_kept: int
 
 
 class Backup(TypedDict):

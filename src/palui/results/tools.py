@@ -16,7 +16,8 @@ class Tool(ClassFields):
     §4.1); ``changed`` flagged for review (spec §7.6); ``present`` still listed by its server;
     ``hidden_characters`` (spec §4.7); ``look_alike_name`` (spec §7.5); ``reaches_outside`` and the person's
     ``reaches_outside_flag`` (spec §4.5); ``needs_tasks`` never offered (its server runs it only as an MCP task);
-    ``schema_problem`` why its input schema is flagged, None when it is not (spec §7.6)."""
+    ``schema_problem`` why its input schema is flagged, None when it is not (spec §7.6);
+    ``unreadable`` what of its stored row did not read (then its class reads as unknown, spec §2), else None."""
 
     name: str
     connector: str
@@ -34,6 +35,7 @@ class Tool(ClassFields):
     reaches_outside_flag: bool
     needs_tasks: bool
     schema_problem: str | None
+    unreadable: str | None
 
 
 class ReviewChange(TypedDict):

@@ -150,6 +150,23 @@ class ShownApproval(TypedDict):
     fingerprint: str | None
 
 
+class MailAnswerAddress(TypedDict):
+    """An approval's answer address on the email channel (spec §8.3): the approval and its ``fingerprint`` as
+    the mail showed it, and when a reply spent it (``used_at`` epoch seconds, None while unused)."""
+
+    approval_id: str
+    fingerprint: str
+    used_at: float | None
+
+
+class MailThread(TypedDict):
+    """The person's latest mail on an email channel's chat: Palui's replies thread under its ``message_id``."""
+
+    message_id: str
+    refs: list[str]
+    subject: str
+
+
 class OutboxPart(TypedDict):
     """One message of an outbox item (spec §8.3), in sending order ``n``: what it is (``kind``: answer,
     approval, approval-args, reply, a notice's kind), its ``text`` as the channel rendered it, its stable

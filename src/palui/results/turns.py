@@ -102,7 +102,9 @@ class ConversationSummary(TypedDict):
 
 
 class Conversation(TypedDict):
-    """One conversation with each of its turns (``created_at`` epoch seconds)."""
+    """One conversation with each of its turns (``created_at`` epoch seconds); ``model`` the model string its
+    newest turn that named one was run with (None: every turn took the configured model), which ``palui chat
+    --resume`` goes on with."""
 
     id: str
     origin: str
@@ -111,3 +113,4 @@ class Conversation(TypedDict):
     tainted: bool
     taint_source: str | None
     turns: list[TurnDetail]
+    model: str | None

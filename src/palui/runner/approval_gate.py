@@ -26,10 +26,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from palui.runner import approvals, redecide, standing
+from palui.runner import approvals, caps, redecide, standing
 from palui.runner.offer import usable_tool
 from palui.runner.pending import CallState, PendingCall
 from palui.text.prompts import approval_prompt
+from palui.text.when import stamped
 from palui.types import ApprovalStatus, Decision
 
 if TYPE_CHECKING:
@@ -143,8 +144,10 @@ class ApprovalGate:
         self._emit(t, {"type": "approval", "approval": a["id"], "tool": row.name, "args": call["args"],
                        "class": row.tool_class.value, "class_source": row.class_source.value, "verdict": "ask",
                        "reason": d.reason, "untrusted_args": a["untrusted_args"], "expires_at": a["expires_at"]})
-        self._notify("approval", approval_prompt(a), turn_id=t.id, conversation_id=t.conversation_id,
-                     approval_id=a["id"])
+        # The message is kept (the inbox, a chat app): its expiry is a time with its date, in caps.timezone.
+        until = f"expires {stamped(a['expires_at'], caps.zone(self._settings.caps.timezone))}"
+        self._notify("approval", approval_prompt(a, expires=until), turn_id=t.id,
+                     conversation_id=t.conversation_id, approval_id=a["id"])
 
     def retried(self, t: Turn, call: PendingCall) -> bool:
         """A gateway call identical (tool and arguments) to one of the session whose approval is still pending,

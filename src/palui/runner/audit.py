@@ -61,7 +61,9 @@ def verify(db: Database, noted: str | None = None) -> dict[str, Any]:
     ``audit_head`` file and the ``noted`` hash, then against the ``audit_state`` row and the tool calls
     the turns' events record (:func:`palui.store.audit_chain.check_state`: an emptied log does not
     verify). Adds ``"head_file"``: the file's head, or None. A missing or unreadable head file while rows
-    exist is a problem (``kind`` ``no_head``) unless a ``noted`` hash is given."""
+    exist is a problem (``kind`` ``no_head``) unless a ``noted`` hash is given. A last write interrupted
+    between the head and the commit (the state agrees with the table) is no problem: ``"interrupted":
+    {"row", "message"}`` says so; when the state counted that row, it was deleted: ``missing_at_end``."""
     path = audit_chain.head_path(db.path)
     try:
         file_head: Head | None = audit_chain.read_head(path)
@@ -74,9 +76,17 @@ def verify(db: Database, noted: str | None = None) -> dict[str, Any]:
     result = audit_chain.verify(rows, file_head, noted)
     result["head_file"] = {"id": file_head.id, "hash": file_head.hash} if file_head else None
     if result["ok"]:
-        problem = audit_chain.check_state(result, _state(db), _tool_calls(db))
+        state = _state(db)
+        problem = audit_chain.check_state(result, state, _tool_calls(db))
+        interrupted = result.pop("interrupted", None)
+        if problem is not None and interrupted is not None and file_head is not None:
+            # The state counted the head's row: it was committed, then deleted by hand.
+            problem = {"kind": "missing_at_end", "row": file_head.id,
+                       "message": f"row {file_head.id} missing at the end: deleted (the head is row {file_head.id})"}
         if problem is not None:
             result["ok"], result["problem"] = False, problem
+        elif interrupted is not None:
+            result["interrupted"] = interrupted
     if result["ok"] and file_head is None and result["rows"] and not noted:
         what = f"the audit_head file cannot be read ({unreadable})" if unreadable else "the audit_head file is missing"
         result["ok"] = False

@@ -26,7 +26,7 @@ from palui.store.catalog import Snapshot
 from palui.store.db import Database
 from palui.store.tools import ToolRow
 from palui.text.escape import strip_hidden
-from palui.types import Origin
+from palui.types import Notify, Origin
 
 BUILTIN = ("recall", "tasks", "web", "messages")
 
@@ -85,6 +85,27 @@ def waiting_for_sign_in(snap: Snapshot, scope: list[str] | None = None) -> list[
         out = snap.memo[key] = sorted({r.connector for r in snap.usable() if r.connector_signin and r.enabled
                                        and (scope is None or r.connector in scope)})
     return out
+
+
+def tell_unreadable(db: Database, snap: Snapshot, notify: Notify) -> list[str]:
+    """Tell the person once about each stored tool row that did not read through its schema (a class word
+    that is not one: read as unknown, treated as destructive, spec §2), naming the tool and the fix. Once
+    per tool and stored problem: a ``kv`` row, written with the notice in one transaction, remembers what
+    was told. Checked once per catalog version. Returns the names told now."""
+    if snap.memo.get("unreadable_told"):
+        return []
+    told = []
+    for r in sorted((r for r in snap.tools.values() if r.unreadable and r.present), key=lambda r: r.name):
+        key = f"unreadable_tool:{r.name}"
+        with db.write() as c:
+            seen = c.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+            if seen is not None and seen[0] == r.unreadable:
+                continue
+            c.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", (key, r.unreadable))
+            notify("notice", r.unreadable_notice or r.name)
+        told.append(r.name)
+    snap.memo["unreadable_told"] = True
+    return told
 
 
 def _candidate(r: ToolRow) -> Candidate:

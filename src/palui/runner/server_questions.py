@@ -27,12 +27,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from palui.connectors.base import Ask, InputRequired, Question, Reply, Resume
-from palui.runner import audit, redecide
+from palui.runner import audit, caps, redecide
 from palui.runner import elicitations as store
 from palui.runner.offer import usable_tool
 from palui.runner.pending import CallState, PendingCall, args_hash
 from palui.text.elicitation import question_text, schema_problem
 from palui.text.secret_fields import refusal_notice, secret_fields
+from palui.text.when import stamped
 from palui.types import Origin
 
 if TYPE_CHECKING:
@@ -133,8 +134,10 @@ class ServerQuestions:
                        "fields": e["fields"], "status": e["status"], "reason": why, "expires_at": e["expires_at"],
                        "era": era})
         if why is None:
-            self._notify("elicitation", question_text(e), turn_id=t.id, conversation_id=t.conversation_id,
-                         elicitation_id=e["id"])
+            zone = caps.zone(self._settings.caps.timezone)
+            until = f"expires {stamped(e['expires_at'], zone)}" if e["expires_at"] else None
+            self._notify("elicitation", question_text(e, expires=until), turn_id=t.id,
+                         conversation_id=t.conversation_id, elicitation_id=e["id"])
         return e
 
     def _audit_reply(self, t: Turn, call: PendingCall, row: ToolRow | None, e: TurnElicitation,

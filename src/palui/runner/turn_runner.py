@@ -335,6 +335,7 @@ class TurnRunner:
         if scope is not None:
             self.events.emit(t, {"type": "scope", "connectors": scope})
         snap = catalog.snapshot(self.db)
+        offer.tell_unreadable(self.db, snap, self.deps.notify)  # a stored class that is not one: told once
         carry = self.db.memo.setdefault("offer", {})  # kept across catalog versions (see offer.choose)
         if len(carry.get("texts", ())) > 4 * max(1, len(snap.tools)):
             carry.clear()  # texts of tools long gone

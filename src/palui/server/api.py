@@ -31,8 +31,9 @@ from starlette.responses import JSONResponse, Response
 
 from palui.config_rules import Refused
 from palui.errors import PaluiError
+from palui.server.body import BodyTooLarge, json_duplicate, pairs_duplicate, read_body, shown_name
 from palui.server.endpoint import error_response, service_of
-from palui.server.inputs import Body, Query
+from palui.server.inputs import BODY_BYTES, Body, Query
 from palui.server.raw_path import RawPathRoute
 
 if TYPE_CHECKING:
@@ -55,7 +56,8 @@ class Operation:
     ``stream`` the type of each NDJSON line when the operation can answer with a stream (``"stream":
     true`` in its body); ``refusals`` the statuses it answers besides 200, 400, 401 and 500 (404 unknown
     id, 409 already answered or expired), each with :class:`~palui.results.ErrorAnswer`; ``public``: no
-    access token needed; ``links`` OpenAPI links of the 200 answer (a stateful test follows them).
+    access token needed; ``links`` OpenAPI links of the 200 answer (a stateful test follows them);
+    ``max_body`` the longest body taken, in bytes (413 over it, whether or not the operation reads one).
     """
 
     method: str
@@ -69,6 +71,7 @@ class Operation:
     stream: Any = None
     public: bool = False
     links: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    max_body: int = BODY_BYTES
 
     @property
     def params(self) -> list[str]:
@@ -123,10 +126,22 @@ def endpoint(op: Operation) -> Callable[[Request], Awaitable[Response]]:
     async def run(request: Request) -> Response:
         inputs: dict[str, Any] = {name: request.path_params[name] for name in op.params}
         try:
+            raw = await read_body(request, op.max_body)
+        except BodyTooLarge as e:
+            return usage_answer(str(e), "body", 413)
+        pairs = request.query_params.multi_items()
+        twice = pairs_duplicate(pairs)
+        if twice is not None:
+            return usage_answer(f"the query parameter '{shown_name(twice)}' is given twice", twice)
+        twice = json_duplicate(raw) if op.body is not None and raw else None
+        if twice is not None:
+            return usage_answer(f"the key '{shown_name(twice)}' appears twice in the body", twice)
+        try:
+            inputs_query = (op.query or Query).model_validate(dict(pairs))  # an unknown parameter is refused
             if op.query is not None:
-                inputs["query"] = op.query.model_validate(dict(request.query_params))
+                inputs["query"] = inputs_query
             if op.body is not None:
-                inputs["body"] = op.body.model_validate_json(await request.body() or b"{}")
+                inputs["body"] = op.body.model_validate_json(raw or b"{}")
         except ValidationError as e:
             return validation_answer(e)
         try:
@@ -141,24 +156,28 @@ def endpoint(op: Operation) -> Callable[[Request], Awaitable[Response]]:
 
 def _refusal(e: ErrorDetails) -> tuple[str, str]:
     """(field, sentence) for one pydantic error: the input's path (``content.party_size``; ``body`` for
-    the body as a whole) and what is wrong with it, never its value (docs/decisions/0017)."""
+    the body as a whole) and what is wrong with it, never its value (docs/decisions/0017). A key the sender
+    chose is said escaped and cut (:func:`~palui.server.body.shown_name`), so the sentence holds no raw
+    control character for a later surface to escape again."""
     where = ".".join(str(p) for p in e["loc"]) or "body"
+    said = shown_name(where)
     kind = e["type"]
     if kind == "json_invalid":
         return where, "the request body is not valid JSON"
     if kind in ("model_type", "model_attributes_type") and not e["loc"]:
         return where, "the request body must be a JSON object"
     if kind == "missing":
-        return where, f"{where} is required"
+        return where, f"{said} is required"
     if kind == "extra_forbidden":
-        return where, f"{where} is not an input of this route"
+        return where, f"{said} is not an input of this route"
     if kind == "value_error":  # a model's own rule (StopBody: one of conversation, turn, all), or a setting's
         error = (e.get("ctx") or {}).get("error", e["msg"])
-        return where, f"{where}: {error}" if isinstance(error, Refused) else str(error)
-    if kind == "string_pattern_mismatch" and (e.get("ctx") or {}).get("pattern") == r"\S":
-        return where, f"{where} must contain more than white space"
+        return where, f"{said}: {error}" if isinstance(error, Refused) else str(error)
+    pattern = (e.get("ctx") or {}).get("pattern")
+    if kind == "string_pattern_mismatch" and pattern == r"\S":
+        return where, f"{said} must contain more than white space"
     msg = e["msg"]
-    return where, f"{where}: {msg[:1].lower()}{msg[1:]}"
+    return where, f"{said}: {msg[:1].lower()}{msg[1:]}"
 
 
 def refusal(e: ValidationError) -> tuple[str, str]:
@@ -170,5 +189,10 @@ def refusal(e: ValidationError) -> tuple[str, str]:
 def validation_answer(e: ValidationError) -> JSONResponse:
     """400 ``{"error", "kind": "usage", "field"}`` for the first input that does not fit its model."""
     where, sentence = refusal(e)
+    return usage_answer(sentence, where)
+
+
+def usage_answer(sentence: str, where: str, status: int = 400) -> JSONResponse:
+    """``status`` (400, or 413 for a body over its limit) ``{"error", "kind": "usage", "field"}``."""
     answer: ErrorAnswer = {"error": sentence, "kind": "usage", "field": where}
-    return JSONResponse(answer, status_code=400)
+    return JSONResponse(answer, status_code=status)

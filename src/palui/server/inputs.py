@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator, model_validator
 
 from palui.config_rules import Text
 from palui.config_schema import RANGES
@@ -32,6 +32,13 @@ MODEL_CHARS = 1_000
 REASON_CHARS = 1_000
 #: The longest wait of ``GET /api/approvals/{id}/wait``, in seconds.
 WAIT_SECONDS = 60.0
+#: The longest body a route takes, in bytes (413 over it), unless it declares another: 1 MiB, as the web page's
+#: forms. A body is read only up to its limit (spec §8.1).
+BODY_BYTES = 1_048_576
+#: The longest body of a route that takes a message: any message the schema takes, however its characters
+#: are written (an escaped astral character is 12 bytes), and the rest of the body.
+MESSAGE_BODY_BYTES = 12 * MESSAGE_CHARS + BODY_BYTES
+
 
 Id = Annotated[str, StringConstraints(min_length=1, max_length=ID_CHARS)]
 Message = Annotated[str, StringConstraints(min_length=1, max_length=MESSAGE_CHARS, pattern=r"\S")]
@@ -40,9 +47,10 @@ Channel = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]{0,39}$")]
 
 
 class Query(BaseModel):
-    """A query string: text values converted to the declared types; unknown parameters are ignored."""
+    """A query string: text values converted to the declared types; a parameter the route does not take is
+    refused, as a body key is (a route without a query model takes none: this model)."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Body(BaseModel):
@@ -88,6 +96,14 @@ class ListQuery(Query):
 class ApprovalsQuery(ListQuery):
     limit: int = Field(100, ge=1, le=1_000, description="with all: the newest approvals to return (a page)")
     before: Id | None = Field(None, description="with all: the page after this approval (the last id of a page)")
+
+    @field_validator("limit", "before")
+    @classmethod
+    def _pages_need_all(cls, value: Any, info: ValidationInfo) -> Any:
+        # The pending list is whole: a page asked of it would be silently ignored (``all`` is read first).
+        if not info.data.get("all"):
+            raise ValueError(f"{info.field_name} pages the list of every approval: add all=1")
+        return value
 
 
 class WaitQuery(Query):

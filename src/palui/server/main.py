@@ -53,6 +53,7 @@ def serve(svc: ServiceDoor, host: str, port: int, echo: Callable[[str], None], t
     import uvicorn
 
     from palui.server.app import create_app
+    from palui.server.guarded_h11 import MAX_HEAD_BYTES, protocol
 
     settings = svc.settings
     if not 0 <= port <= 65535:
@@ -89,9 +90,13 @@ def serve(svc: ServiceDoor, host: str, port: int, echo: Callable[[str], None], t
     else:
         echo(f"access token: stored in {discovery.token_path(settings)}")
     # uvicorn's own warnings and errors go to the process's log (logs/palui.log, set up by the CLI), not
-    # the terminal: log_config=None keeps uvicorn from installing its stderr handlers (spec §8.1).
+    # the terminal: log_config=None keeps uvicorn from installing its stderr handlers (spec §8.1). The
+    # protocol is uvicorn's h11 one with a deadline and size limits on each request's head (guarded_h11);
+    # between requests, timeout_keep_alive (5 s) closes an idle connection.
     config = uvicorn.Config(app, log_level="warning", log_config=None, access_log=False,
-                            timeout_graceful_shutdown=10, lifespan="on")
+                            timeout_graceful_shutdown=10, lifespan="on", timeout_keep_alive=5,
+                            http=protocol(settings.serve.header_timeout_seconds),
+                            h11_max_incomplete_event_size=MAX_HEAD_BYTES)
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:

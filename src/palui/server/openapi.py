@@ -1,14 +1,14 @@
 """The JSON API's OpenAPI 3.1 document, generated from the operations' declarations (spec §8.1).
 
-Served at ``GET /api/openapi.json`` (the access token needed, like every route but ``/api/health``, which
-the document marks public with ``security: []``). Each operation (:class:`~palui.server.api.Operation`)
-gives its path parameters, its query parameters (from its :class:`~palui.server.inputs.Query` model), its
-JSON body (its :class:`~palui.server.inputs.Body` model), its 200 answer (a :mod:`palui.results` type, and
-``application/x-ndjson`` lines when it can stream) and its refusals (400, 401, 404, 409, 500, each an
-:class:`~palui.results.ErrorAnswer`). The result types and body models become ``components/schemas`` in
-one pass of ``pydantic.TypeAdapter.json_schemas``, so shared shapes (an approval, an event) are defined
-once. Starlette's own schema generator reads YAML from docstrings; this one reads the declarations the
-routes check, so the document cannot say something the routes do not do.
+Served at ``GET /api/openapi.json`` (the access token needed, like every route but ``/api/health``, which the
+document marks public with ``security: []``). Each operation (:class:`~palui.server.api.Operation`) gives its
+path parameters, its query parameters (from its :class:`~palui.server.inputs.Query` model), its JSON body (its
+:class:`~palui.server.inputs.Body` model), its 200 answer (a :mod:`palui.results` type, and
+``application/x-ndjson`` lines when it can stream), its body limit (``x-max-body-bytes``) and its refusals (400,
+401, 404, 409, 413, 500, each an :class:`~palui.results.ErrorAnswer`). The result types and body models become
+``components/schemas`` in one pass of ``pydantic.TypeAdapter.json_schemas``, so shared shapes (an approval, an
+event) are defined once. Starlette's own schema generator reads YAML from docstrings; this one reads the
+declarations the routes check, so the document cannot say something the routes do not do.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ REFUSALS = {
     "401": "the access token is missing or wrong",
     "404": "unknown id or name (said as the service says it, e.g. unknown approval 'a-…')",
     "409": "already answered, expired or cancelled",
+    "413": "the request body is over the operation's limit (x-max-body-bytes); it is not read further",
     "500": "an unexpected error: its id is in the answer and, with the traceback, in logs/palui.log",
 }
 
@@ -79,7 +80,7 @@ def _operation(op: Operation, shape: dict[tuple[str, str], Any]) -> dict[str, An
     ok: dict[str, Any] = {"description": op.summary, "content": content}
     if op.links:
         ok["links"] = dict(op.links)
-    refusals = ["400", *(str(s) for s in op.refusals), "500"] if not op.public else ["500"]
+    refusals = ["400", *(str(s) for s in op.refusals), "413", "500"]
     if not op.public:
         refusals.insert(1, "401")
     out: dict[str, Any] = {
@@ -88,12 +89,14 @@ def _operation(op: Operation, shape: dict[tuple[str, str], Any]) -> dict[str, An
         "tags": [op.path.split("/")[2]],
         "parameters": [*_path_parameters(op), *_query_parameters(op)],
         "responses": {"200": ok, **{s: {"$ref": f"#/components/responses/{s}"} for s in refusals}},
+        "x-max-body-bytes": op.max_body,
     }
     if op.public:
         out["security"] = []
     if op.body is not None:
         required = _refuses_empty(op.body)
-        out["requestBody"] = {"required": required,
+        out["requestBody"] = {"required": required, "description": f"a JSON object of at most {op.max_body:,} "
+                              "bytes; each key once (a key given twice is refused: 400 naming it)",
                               "content": {"application/json": {"schema": shape[(op.name, "body")]}}}
     return out
 

@@ -71,6 +71,7 @@ from palui.results import (
 )
 from palui.server.api import Operations
 from palui.server.inputs import (
+    MESSAGE_BODY_BYTES,
     AlwaysBody,
     ApprovalsQuery,
     ApproveAlwaysBody,
@@ -246,7 +247,7 @@ async def follow_turn(svc: ServiceDoor, turn: str, query: FollowQuery) -> Respon
 
 
 @API.post("/api/turns", body=StartTurn, answer=TurnResult, stream=StreamLine, refusals=NOT_FOUND,
-          summary="send a message: a turn runs (or is stored, with start false)",
+          max_body=MESSAGE_BODY_BYTES, summary="send a message: a turn runs (or is stored, with start false)",
           links={**links(("get_turn",), turn="$response.body#/turn"),
                  **links(("get_conversation",), conversation="$response.body#/conversation")})
 async def start_turn(svc: ServiceDoor, body: StartTurn) -> Response | TurnResult:

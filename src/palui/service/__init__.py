@@ -27,6 +27,7 @@ so the parts form a DAG and the modules import no circle::
     MaintenancePart     retention (pruning) and backups                       (maintenance.py)
     ChannelsPart        chat channels: list, pairing, state, held invites     (channels.py)
     ChannelOutboxPart   the channels' durable outbox: take, render, mark sent (channel_outbox.py)
+    MailRecordsPart     the email channel's answer addresses and threads      (mail_records.py)
     StatusPart          /status, the pause state, the audit rows              (status.py)      → MCP, Channels
     TurnsPart           start, claim, launch, run, resume, stop               (turns.py)       → Status, TurnTasks
     ConversationsPart   conversations and turns as shown                      (conversations.py) → Turns, Status

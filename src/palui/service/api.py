@@ -22,6 +22,7 @@ from palui.service.elicitations import ElicitationsPart
 from palui.service.forward import Forward
 from palui.service.gateway import GatewayPart
 from palui.service.live import LivePart
+from palui.service.mail_records import MailRecordsPart
 from palui.service.maintenance import MaintenancePart
 from palui.service.mcp_connectors import MCPPart
 from palui.service.mcp_import import MCPImportPart
@@ -79,6 +80,7 @@ class Service:
         self.maintenance_part = MaintenancePart(db, settings, clock)
         self.channels_part = ChannelsPart(db, settings, notifier, clock)
         self.channel_outbox_part = ChannelOutboxPart(db, settings, clock)
+        self.mail_records_part = MailRecordsPart(db, clock)
         self.status_part = StatusPart(db, settings, hub, notifier, clock, self.mcp_part, self.channels_part)
         self.turns_part = TurnsPart(db, settings, hub, notifier, clock, self.status_part, self.turn_tasks)
         self.conversations_part = ConversationsPart(db, self.turns_part, self.status_part)
@@ -244,7 +246,7 @@ class Service:
     follow_turn = Forward("live_part", LivePart.follow_turn)
     wait_approval = Forward("live_part", LivePart.wait_approval)
 
-    # -- chat channels (channels.py, channel_outbox.py, channel_updates.py) --------------------------------------
+    # -- chat channels (channels.py, channel_outbox.py, channel_updates.py, mail_records.py) -----------------------
     add_channel = Forward("channels_part", ChannelsPart.add_channel)
     channel = Forward("channels_part", ChannelsPart.channel)
     channels = Forward("channels_part", ChannelsPart.channels)
@@ -287,6 +289,10 @@ class Service:
     close_sent = Forward("channel_updates_part", ChannelUpdatesPart.close_sent)
     turn_status = Forward("channel_updates_part", ChannelUpdatesPart.turn_status)
     approval_or_none = Forward("channel_updates_part", ChannelUpdatesPart.approval_or_none)
+    add_answer_address = Forward("mail_records_part", MailRecordsPart.add_answer_address)
+    spend_answer_address = Forward("mail_records_part", MailRecordsPart.spend_answer_address)
+    mail_thread = Forward("mail_records_part", MailRecordsPart.mail_thread)
+    set_mail_thread = Forward("mail_records_part", MailRecordsPart.set_mail_thread)
 
     # -- jobs, webhooks and the emergency brake (triggers.py, brake.py) -------------------------------
     WEBHOOK_MAX_BODY_BYTES = TriggersPart.WEBHOOK_MAX_BODY_BYTES

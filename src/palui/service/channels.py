@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
     from palui.results import ChannelLine, ChatChannel, PairCode
 
-KINDS = ("telegram", "matrix", "slack", "discord")
+KINDS = ("telegram", "matrix", "slack", "discord", "email")
 #: A channel's name: also its ``answered_via`` word (:data:`palui.service.approvals.VIA`).
 NAME = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 #: Crockford's base32: 32 letters and digits, without I, L, O and U (no 1/I, 0/O confusion).
@@ -51,11 +51,14 @@ PAIR_TRIES = 5
 STRANGER_LOG_SECONDS = 86400.0
 INVITE_KEEP_SECONDS = 7 * 86400.0  # an invite waits this long for a pairing code
 INVITES_KEPT = 20  # the newest invites kept per channel (a flood of invites cannot grow the table)
-TITLES = {"telegram": "Telegram", "matrix": "Matrix", "slack": "Slack", "discord": "Discord"}
+TITLES = {"telegram": "Telegram", "matrix": "Matrix", "slack": "Slack", "discord": "Discord",
+          "email": "Email"}
 #: What a kind's credentials are called when the platform refuses them.
-CREDENTIAL = {"telegram": "bot token", "matrix": "access token", "slack": "tokens", "discord": "bot token"}
+CREDENTIAL = {"telegram": "bot token", "matrix": "access token", "slack": "tokens", "discord": "bot token",
+              "email": "password"}
 #: The config key that names a channel's account: a new secret must be for the same one.
-ACCOUNT = {"telegram": "bot_id", "matrix": "user_id", "slack": "bot_user_id", "discord": "bot_id"}
+ACCOUNT = {"telegram": "bot_id", "matrix": "user_id", "slack": "bot_user_id", "discord": "bot_id",
+           "email": "address"}
 
 log = logging.getLogger("palui.channels")
 
@@ -137,7 +140,8 @@ class ChannelsPart:
         ch = self.channel(name)
         with self.db.write() as c:
             for table in ("channel_pairing", "channel_updates", "channel_cursors", "channel_chats",
-                          "channel_messages", "channel_strangers", "channel_invites"):
+                          "channel_messages", "channel_strangers", "channel_invites", "mail_answer_addresses",
+                          "mail_threads"):
                 c.execute(f"DELETE FROM {table} WHERE channel = ?", (name,))
             outbox.forget_channel(c, name)
             c.execute("DELETE FROM channels WHERE name = ?", (name,))
@@ -170,7 +174,7 @@ class ChannelsPart:
             return f"@{config.get('bot_username') or config.get('bot_id')}"
         if kind == "slack":
             return f"@{config.get('bot_name') or config.get('bot_user_id')}"
-        return str(config.get("user_id") or "another account")
+        return str(config.get("user_id") or config.get("address") or "another account")
 
     def channel_secrets(self, name: str) -> dict[str, Any]:
         """The channel's secrets (``token`` for Telegram; ``access_token`` for Matrix). Raises NotFound."""

@@ -98,6 +98,8 @@ class ConversationsPart:
             "tainted": bool(c["tainted"]),
             "taint_source": c["taint_source"],
             "turns": turns,
+            "model": (self.db.one("SELECT model FROM turns WHERE conversation_id = ? AND model IS NOT NULL"
+                                  " ORDER BY created_at DESC LIMIT 1", (cid,)) or {"model": None})["model"],
         }
 
     def conversation_of(self, turn_id: str | None) -> str | None:

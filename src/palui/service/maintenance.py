@@ -21,6 +21,7 @@ from palui.service.clock import Clock
 from palui.store import retention
 from palui.store.db import Database
 from palui.text.display import shown
+from palui.triggers.webhooks import REPLAY_WINDOW_SECONDS
 
 if TYPE_CHECKING:
     from palui.results import Backup, Pruned
@@ -49,7 +50,9 @@ class MaintenancePart:
 
     def prune(self, before: str) -> Pruned:
         """Delete untrusted content, inbox messages and webhook deliveries older than ``before``
-        (``YYYY-MM-DD``, midnight in ``caps.timezone``, or an ISO 8601 time). Audit rows are kept.
+        (``YYYY-MM-DD``, midnight in ``caps.timezone``, or an ISO 8601 time). Audit rows are kept, and so is
+        a webhook delivery record still needed as a replay key (spec §8.5: a body-only one for
+        ``retention.days``, a Standard Webhooks one for 24 h), whatever ``before`` says.
         Returns ``{"before": ISO time, "deleted": {table: rows}}``. Raises UsageError for a bad date
         or one more than two days after now (a mistyped year must not delete everything; tomorrow's
         date, in any time zone, is how to delete everything stored so far)."""
@@ -57,8 +60,12 @@ class MaintenancePart:
         if when.timestamp() > self.clock.now() + 2 * DAY:
             raise UsageError(f"--before {before.strip()}: that is more than two days after now; prune deletes what "
                              "is older than a date (everything stored so far: --before tomorrow's date)")
-        deleted = retention.prune(self.db, when.timestamp(), batch=None)
-        return {"before": when.isoformat(), "deleted": deleted}
+        now = self.clock.now()
+        replay = retention.ReplayKept(body_only_since=now - float(self.settings.retention.days) * DAY,
+                                      timed_since=now - REPLAY_WINDOW_SECONDS)
+        deleted = retention.prune(self.db, when.timestamp(), batch=None, replay=replay)
+        kept = self.db.row("SELECT COUNT(*) FROM webhook_deliveries WHERE received_at < ?", (when.timestamp(),))[0]
+        return {"before": when.isoformat(), "deleted": deleted, "replay_keys_kept": int(kept)}
 
     def _parse_before(self, text: str) -> datetime:
         tz = self.clock.timezone()

@@ -21,18 +21,26 @@ and the last row's id and hash, updated by :func:`append` in the inserting trans
 never pruned, so a log that holds fewer rows than counted, or ends elsewhere, lost rows; an emptied
 log with its head file removed still disagrees with it (``palui audit verify``). The chain's head (the
 last row's id and hash) is also written to the file ``audit_head`` beside the database (mode
-0600, ``{"id": N, "hash": "…"}`` padded to a fixed length) inside the inserting transaction,
-while SQLite's write lock is held, so two processes never write it out of order. A new row's id
-is one past the larger of the table's last id and the head's id: after the last rows were
-deleted, a later row leaves a gap that :func:`verify` names, instead of reusing the deleted ids.
+0600, ``{"id": N, "hash": "…", "prev": {"id": N-1, "hash": "…"}}`` padded to a fixed length) inside the
+inserting transaction, while SQLite's write lock is held, so two processes never write it out of order
+(docs/decisions/0133). ``prev`` is the head before this row: the row the new one is chained to. A new
+row's id is one past the larger of the table's last id, the state's and the head's id: after the last
+rows were deleted, a later row leaves a gap that :func:`verify` names, instead of reusing the deleted
+ids; only a head whose ``prev`` is the table's last row (its own row never committed) gives its id back.
 
 What :func:`verify` shows: a row whose content was changed (its hash no longer matches), a row
 inserted (with no hash, or one the next row does not link to), rows deleted (a gap in the ids,
 or rows missing at the end compared with the head), rows added after the head. What it cannot
 show: a rewrite by someone who also rewrites the head file (and, with ``--head``, cannot make
-the chain contain a hash the person noted elsewhere). A commit that fails after the head file
-was written (a full disk) makes the head one row ahead of the table: a false "missing at the
-end" that the person sees, never a silent gap.
+the chain contain a hash the person noted elsewhere).
+
+**The last write interrupted.** The head is written before the transaction commits: a crash, a kill or a
+full disk between the two leaves the head one row ahead of a table that ends exactly at the head's
+``prev``. :func:`verify` reports that as ``interrupted`` ("the last audit write was interrupted (row N
+never committed)"), not as rows missing, while the ``audit_state`` row (rolled back with the row) agrees
+with the table; a last row deleted by hand leaves the state one row ahead and is reported missing.
+``PALUI_TEST_AUDIT_HOLD`` (tests only) makes :func:`append` stop between the two, so a test can kill the
+process there.
 """
 
 from __future__ import annotations
@@ -57,16 +65,20 @@ CURRENT_VERSION = 1
 ALL_COLUMNS: tuple[str, ...] = tuple(dict.fromkeys(col for v in sorted(COLUMNS) for col in COLUMNS[v]))
 _PICK = {v: [ALL_COLUMNS.index(col) for col in cols] for v, cols in COLUMNS.items()}
 HEAD_FILE = "audit_head"
-HEAD_BYTES = 128  # the head file's fixed length
+HEAD_BYTES = 256  # the head file's fixed length (128 before it carried the previous head: still read)
+#: Tests only: a file path; :func:`append` writes its pid there after the head and waits to be killed.
+HOLD_ENV = "PALUI_TEST_AUDIT_HOLD"
 _dumps = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode
 
 
 @dataclass(frozen=True)
 class Head:
-    """The chain's head: the last row's ``id`` and ``hash``."""
+    """The chain's head: the last row's ``id`` and ``hash``; ``prev`` the head before it (id 0 and
+    :data:`GENESIS` before the first row), None in a head file written before it carried one."""
 
     id: int
     hash: str
+    prev: Head | None = None
 
 
 def row_hash(prev_hash: str, values: Sequence[Any], version: int = 1) -> str:
@@ -88,20 +100,35 @@ def read_head(path: Path) -> Head | None:
     except FileNotFoundError:
         return None
     data = json.loads(raw)
-    if not (isinstance(data, dict) and isinstance(data.get("id"), int) and isinstance(data.get("hash"), str)):
+    head = _head(data)
+    if head is None:
         raise ValueError(f"{path} is not an audit head")
-    return Head(data["id"], data["hash"])
+    prev = data.get("prev")
+    if prev is not None:
+        before = _head(prev)
+        if before is None:
+            raise ValueError(f"{path} is not an audit head")
+        head = Head(head.id, head.hash, before)
+    return head
+
+
+def _head(data: Any) -> Head | None:
+    ok = isinstance(data, dict) and isinstance(data.get("id"), int) and isinstance(data.get("hash"), str)
+    return Head(data["id"], data["hash"]) if ok else None
 
 
 def write_head(path: Path, head: Head) -> None:
-    """Write ``head`` into ``path`` (created with mode 0600).
+    """Write ``head`` (with its ``prev``) into ``path`` (created with mode 0600).
 
     The record has a fixed length (:data:`HEAD_BYTES`, JSON padded with spaces) and is written in place
     with one ``pwrite``: no truncation and no rename, which on ext4 would each flush the file to disk
     and cost a millisecond per audit row (bench/audit.py). Writers are serialised by SQLite's write
     lock; a crash in the middle of this one small write can leave an unreadable head, which
     ``palui audit verify`` reports."""
-    data = _dumps({"id": head.id, "hash": head.hash}).ljust(HEAD_BYTES - 1).encode() + b"\n"
+    record: dict[str, Any] = {"id": head.id, "hash": head.hash}
+    if head.prev is not None:
+        record["prev"] = {"id": head.prev.id, "hash": head.prev.hash}
+    data = _dumps(record).ljust(HEAD_BYTES - 1).encode() + b"\n"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
     try:
         os.fchmod(fd, 0o600)
@@ -121,13 +148,16 @@ def _known_head(path: Path) -> Head | None:
 
 def append(c: sqlite3.Connection, values: dict[str, Any], head_file: Path) -> Head:
     """Insert one audit row (``values`` has every CHAINED column but ``id``) chained to the last one,
-    on connection ``c`` inside the caller's write transaction, and write the head file. Returns the
-    new head."""
+    on connection ``c`` inside the caller's write transaction, and write the head file (with the head
+    before it). Returns the new head."""
     last = c.execute("SELECT id, hash FROM audit WHERE id = (SELECT MAX(id) FROM audit)").fetchone()
+    before = Head(last[0], last[1] or GENESIS) if last else Head(0, GENESIS)
     known = _known_head(head_file)
+    if known is not None and known.prev == before and known.id > before.id:
+        known = None  # the last write was interrupted: its row never committed, its id is free again
     state = c.execute("SELECT last_id FROM audit_state WHERE id = 1").fetchone()
-    new_id = max(last[0] if last else 0, known.id if known else 0, (state[0] or 0) if state else 0) + 1
-    prev = (last[1] if last else None) or GENESIS
+    new_id = max(before.id, known.id if known else 0, (state[0] or 0) if state else 0) + 1
+    prev = before.hash
     row = [new_id, *(values[k] for k in COLUMNS[CURRENT_VERSION][1:])]
     h = row_hash(prev, row, CURRENT_VERSION)
     cols = COLUMNS[CURRENT_VERSION]
@@ -136,9 +166,22 @@ def append(c: sqlite3.Connection, values: dict[str, Any], head_file: Path) -> He
     # No row (deleted by hand) is not made again: verify reports it, a fresh count would hide the deletion.
     c.execute("UPDATE audit_state SET rows = rows + 1, first_id = COALESCE(first_id, ?), last_id = ?, last_hash = ?"
               " WHERE id = 1", (new_id, new_id, h))
-    head = Head(new_id, h)
+    head = Head(new_id, h, before)
     write_head(head_file, head)
+    _hold_if_testing()
     return head
+
+
+def _hold_if_testing() -> None:
+    """Tests only (:data:`HOLD_ENV`): the head is written, the transaction not committed; write this
+    process's pid into the named file and wait to be killed (at most 10 minutes)."""
+    hold = os.environ.get(HOLD_ENV)
+    if not hold:
+        return
+    import time
+
+    Path(hold).write_text(str(os.getpid()), encoding="utf-8")
+    time.sleep(600)
 
 
 def chain_existing(c: sqlite3.Connection) -> None:
@@ -169,7 +212,8 @@ def verify(rows: Iterable[Sequence[Any]], head: Head | None, noted: str | None =
     post).
 
     Returns ``{"ok", "rows", "first": id | None, "last": {"id","hash"} | None, "problem": None |
-    {"kind","row","message"}}``;
+    {"kind","row","message"}}``, and ``"interrupted": {"row","message"}`` when the table ends exactly at
+    the head's previous head (the head's row never committed; see the module docstring);
     ``kind`` is ``changed``, ``inserted``, ``deleted``, ``missing_at_end``, ``after_head`` or
     ``noted_not_found``. The first problem found is reported: the first row that was changed, inserted or
     deleted, else a disagreement with the head.
@@ -212,6 +256,14 @@ def verify(rows: Iterable[Sequence[Any]], head: Head | None, noted: str | None =
         if noted and noted_at is None and stored.startswith(noted):
             noted_at = rid
     if head is not None:
+        if last_id < head.id and head.prev == Head(last_id, last_hash):
+            # The head was written and its transaction never committed (a crash between the two): the table
+            # ends exactly where the head's own previous head was. The audit_state row tells it from a last
+            # row deleted by hand (palui.runner.audit.verify).
+            result = out()
+            result["interrupted"] = {"row": head.id, "message": f"the last audit write was interrupted (row "
+                                                                f"{head.id} never committed)"}
+            return result
         if last_id < head.id:
             return out("missing_at_end", last_id + 1,
                        f"{_span(last_id + 1, head.id)} missing at the end: deleted (the head is row {head.id})")

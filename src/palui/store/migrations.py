@@ -2,18 +2,17 @@
 
 :data:`MIGRATIONS` holds this module's migrations and those of the modules it includes, one per
 topic: ``migrations_costs`` (per-turn cost independent of history and catalog size: 11–14, 31, 35; cached
-input apart: 45),
-``migrations_channels`` (the chat channels and their outbox: 15, 34), ``migrations_mcp`` (questions from MCP
-servers, task support, the sign-in state: 20–22; secret questions: 36; scope step-ups: 44),
-``migrations_governance`` (the audit chain, the Rule of Two, job scopes: 25–29), ``migrations_integrity`` (webhook
-replay keys kept, the audit's count: 32–33), ``migrations_gateway`` (the gateway's clients and sessions: 37) and
-``migrations_governed`` (a gateway client's state across sessions, strict JSON at rest, flagged input schemas:
-42–43) and ``migrations_standing`` (standing approvals, "deny and stop": 52). They run in number order, each
-once; never edit one that has shipped.
+input apart: 45), ``migrations_channels`` (the chat channels and their outbox: 15, 34, 38; the email channel:
+40), ``migrations_mcp`` (questions from MCP servers, task support, the sign-in state: 20–22; secret questions:
+36; scope step-ups: 44), ``migrations_governance`` (the audit chain, the Rule of Two, job scopes: 25–29),
+``migrations_integrity`` (webhook replay keys kept, the audit's count: 32–33), ``migrations_gateway`` (the
+gateway's clients and sessions: 37), ``migrations_governed`` (a gateway client's state across sessions, strict
+JSON at rest, flagged input schemas: 42–43) and ``migrations_standing`` (standing approvals, "deny and stop": 52).
+They run in number order, each once; never edit one that has shipped.
 
-Unused numbers: 2, 3, 16–19, 23, 24, 39–41, 46–51. They were handed out to work that did not need them and stay
-unused, so that no database ever records them for something else (39–41 and 46–51 are other branches' of the
-same round: whichever lands fills them). New migrations take numbers above
+Unused numbers: 2, 3, 16–19, 23, 24, 39, 41, 46–51. They were handed out to work that did not need them and stay
+unused, so that no database ever records them for something else (41 and 46–51 are other branches' of the same
+round: each fills its own if it lands). New migrations take numbers above
 36, in the order they land on main: the next one to land takes the highest number in use plus one,
 whichever branch wrote it first.
 """
@@ -404,7 +403,8 @@ UPDATE conversations SET channel = (SELECT cc.channel FROM channel_chats cc WHER
 # Per-turn cost independent of history and catalog size (11-14, 31), reads bounded by what waits (35), cached
 # input kept apart from what the caps count (45).
 MIGRATIONS.extend(COST_MIGRATIONS)
-# The chat channels (15, 34): their tables and the durable outbox.
+# The chat channels (15, 34, 38, 40): their tables, the durable outbox, refused credentials, the email channel's
+# answer addresses and threads.
 MIGRATIONS.extend(CHANNEL_MIGRATIONS)
 # Governance (25-29): the audit chain, the Rule of Two, jobs limited to connectors.
 MIGRATIONS.extend(GOVERNANCE_MIGRATIONS)

@@ -1,5 +1,5 @@
-"""Migrations 15, 34 and 38 (spec §8.3): the chat channels' tables, their durable outbox, and when a platform
-refused a channel's credentials.
+"""Migrations 15, 34, 38 and 40 (spec §8.3): the chat channels' tables, their durable outbox, when a
+platform refused a channel's credentials, and the email channel's answer addresses and threads.
 
 Appended to :data:`palui.store.migrations.MIGRATIONS`; like every migration, never edited once shipped.
 """
@@ -142,5 +142,33 @@ CHANNEL_MIGRATIONS.append(
         38,
         "chat channels: when the platform refused a channel's credentials (the person is told once)",
         "ALTER TABLE channels ADD COLUMN refused_at REAL;  -- the platform refuses the token; cleared when it works",
+    )
+)
+
+CHANNEL_MIGRATIONS.append(
+    (
+        40,
+        "the email channel: approval answer addresses (a hash of each secret, single use) and mail threads",
+        """
+CREATE TABLE mail_answer_addresses (
+    channel     TEXT NOT NULL,
+    secret_hash TEXT NOT NULL,                  -- SHA-256 of the 128-bit secret in palui+a-SECRET@…
+    approval_id TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,                  -- of the approval as the mail showed it
+    created_at  REAL NOT NULL,
+    used_at     REAL,                           -- set by the one reply that answered with it
+    PRIMARY KEY (channel, secret_hash)
+);
+CREATE INDEX mail_answer_addresses_created ON mail_answer_addresses(created_at);
+CREATE TABLE mail_threads (
+    channel    TEXT NOT NULL,
+    chat_id    TEXT NOT NULL,                   -- the person's address
+    message_id TEXT NOT NULL,                   -- of the person's latest mail: Palui's replies thread under it
+    refs       TEXT NOT NULL DEFAULT '',        -- its References, space-separated
+    subject    TEXT NOT NULL DEFAULT '',
+    at         REAL NOT NULL,
+    PRIMARY KEY (channel, chat_id)
+);
+""",
     )
 )

@@ -10,11 +10,18 @@ is deleted is marked (``conversations.untrusted_pruned_at``, in the same transac
 model is sent still hold that content, so the Rule of Two, which no longer sees the addresses it
 named, asks for every address the person did not write (spec §4.5). Every delete goes through
 :meth:`~palui.store.db.Database.write`.
+
+A webhook delivery record is also a replay key (spec §8.5): a delivery signed over the body alone is
+refused as a duplicate while its record is kept, for ``retention.days``; a Standard Webhooks record is
+needed for 24 h. ``palui prune --before DATE`` deletes what is older than DATE, but never a replay key
+before its own retention (:class:`ReplayKept`): pruning once let a captured delivery in again (202, a
+second turn).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from palui.store.db import Database
 
@@ -29,13 +36,26 @@ PRUNED: tuple[tuple[str, str, str], ...] = (
 BATCH = 500  # rows per table per tick
 
 
-def prune(db: Database, before: float, batch: int | None = BATCH) -> dict[str, int]:
+@dataclass(frozen=True)
+class ReplayKept:
+    """Until when a webhook delivery record still refuses a replay (epoch seconds): a body-only one (it
+    has a ``content_key``) received after ``body_only_since``, a Standard Webhooks one after ``timed_since``."""
+
+    body_only_since: float
+    timed_since: float
+
+
+def prune(db: Database, before: float, batch: int | None = BATCH, replay: ReplayKept | None = None) -> dict[str, int]:
     """Delete pruned rows older than ``before`` (epoch seconds): at most ``batch`` rows per table, or
-    every one when ``batch`` is None (in batches of :data:`BATCH`, each its own transaction).
+    every one when ``batch`` is None (in batches of :data:`BATCH`, each its own transaction). With
+    ``replay``, webhook delivery records still needed as replay keys are kept whatever ``before`` says.
     Returns the rows deleted per table."""
     out = {}
     now = time.time()
     for table, col, keep in PRUNED:
+        if table == "webhook_deliveries" and replay is not None:
+            keep = (f"((content_key IS NOT NULL AND received_at <= {float(replay.body_only_since)!r})"
+                    f" OR (content_key IS NULL AND received_at <= {float(replay.timed_since)!r}))")
         total = 0
         while True:
             n = BATCH if batch is None else batch

@@ -11,6 +11,7 @@ from palui.policy.classify import effective_class
 from palui.policy.rule_of_two import reaches_outside
 from palui.store.db import Database
 from palui.text.display import hidden_in
+from palui.text.escape import escape
 from palui.types import SIGN_IN_AGAIN, ClassSource, ToolClass
 
 if TYPE_CHECKING:
@@ -46,6 +47,9 @@ class ToolRow:
     outside_flag: bool = False  # the person flagged it "reaches outside" (spec §4.5)
     connector_private: bool = False  # its connector's results are the person's private data (spec §4.5)
     schema_problem: str | None = None  # why its input schema is flagged (spec §7.6), None when it is not
+    #: What of the stored row did not read through its schema (a class word that is not one, JSON that does
+    #: not parse), as a sentence naming the column; None when all of it read (spec §2: read as unknown).
+    unreadable: str | None = None
 
     @property
     def usable(self) -> bool:
@@ -124,7 +128,19 @@ class ToolRow:
             "reaches_outside_flag": self.outside_flag,
             "needs_tasks": self.needs_tasks,
             "schema_problem": self.schema_problem,
+            "unreadable": self.unreadable,
         }
+
+    @property
+    def unreadable_notice(self) -> str | None:
+        """What the person is told about a row that did not read (:attr:`unreadable`), naming the tool and
+        the fix; None when it read."""
+        if self.unreadable is None:
+            return None
+        fix = (f"palui tools review {self.name}" if self.changed and self.review is None
+               else f"palui tools set-class {self.name} read|write|destructive")
+        return (f"{escape(self.name, one_line=True)}: {self.unreadable}; it reads as class unknown (treated as "
+                f"destructive) until you set one: {fix}")
 
 
 _SELECT = (
@@ -134,25 +150,82 @@ _SELECT = (
 )
 
 
+_CLASSES = {c.value: c for c in ToolClass}
+_NOT_JSON = object()
+_BASE_SOURCES = {ClassSource.BUILTIN.value: ClassSource.BUILTIN, ClassSource.HINTS.value: ClassSource.HINTS}
+
+
+def stored_class(word: Any) -> ToolClass | None:
+    """A stored class column read through its schema: the class, or None for NULL and for anything
+    that is not exactly ``read``, ``write`` or ``destructive`` (a later version's word, a hand edit). A
+    caller that must fail closed on a bad word reads the row with :func:`_row` (spec §2)."""
+    return _CLASSES.get(word) if isinstance(word, str) else None
+
+
+def _words(r: Any) -> tuple[ToolClass | None, ToolClass | None, ClassSource | None, list[str]]:
+    """The person's class, the base class and its source of a stored row, each read through its schema;
+    with the columns that held something else, as ``column 'value'`` (escaped, cut at 40 characters)."""
+    bad: list[str] = []
+
+    def word(column: str, table: dict[str, Any]) -> Any:
+        value = r[column]
+        if value is None:
+            return None
+        got = table.get(value) if isinstance(value, str) else None
+        if got is None:
+            shown = escape(str(value)[:40], one_line=True)
+            bad.append(f"its stored {column} '{shown}' is not one of {', '.join(table)}")
+        return got
+
+    return word("user_class", _CLASSES), word("base_class", _CLASSES), word("base_source", _BASE_SOURCES), bad
+
+
+def _json(r: Any, column: str, kinds: tuple[type, ...], empty: Any, bad: list[str]) -> Any:
+    """A stored JSON column parsed and checked against its kinds; ``empty`` (and a note in ``bad``) when
+    it does not parse or is of another kind."""
+    raw = r[column]
+    if raw is None and type(None) in kinds:
+        return None
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError):
+        value = _NOT_JSON
+    if value is _NOT_JSON or not isinstance(value, kinds):
+        bad.append(f"its stored {column} is not {'a JSON object' if dict in kinds else 'JSON'}")
+        return empty
+    return value
+
+
 def _row(r) -> ToolRow:
-    """A :class:`ToolRow` from a row of ``_SELECT`` (its JSON columns parsed, the class made effective)."""
-    user = ToolClass(r["user_class"]) if r["user_class"] else None
-    base = ToolClass(r["base_class"]) if r["base_class"] else None
-    src = ClassSource(r["base_source"]) if r["base_source"] else None
-    cls, source = effective_class(user, base, src)
+    """A :class:`ToolRow` from a row of ``_SELECT``: every column read through its schema (spec §2, fail
+    closed). A class word that is not one makes the whole class unknown (treated as destructive, never
+    the base class under a bad choice of the person); a JSON column that does not read flags the tool
+    for review (switched off, never offered). :attr:`ToolRow.unreadable` says what did not read."""
+    user, base, src, bad = _words(r)
+    if bad:
+        cls, source = effective_class(None, None, None)
+    else:
+        cls, source = effective_class(user, base, src)
+    json_bad: list[str] = []
+    input_schema = _json(r, "input_schema", (dict,), {}, json_bad)
+    annotations = _json(r, "annotations", (dict, type(None)), None, json_bad)
+    review = _json(r, "review_json", (dict, type(None)), None, json_bad) if r["review_json"] else None
+    if json_bad:
+        cls, source = effective_class(None, None, None)
+    problems = bad + json_bad
     return ToolRow(
         name=r["name"], connector=r["connector_id"], tool=r["raw_name"], description=r["description"],
-        input_schema=json.loads(r["input_schema"]),
-        annotations=json.loads(r["annotations"]) if r["annotations"] is not None else None,
+        input_schema=input_schema, annotations=annotations,
         definition_hash=r["definition_hash"], tool_class=cls, class_source=source, user_class=user,
-        enabled=bool(r["enabled"]), untrusted_output=bool(r["untrusted_output"]),
-        trusted_source=bool(r["trusted_source"]), changed=bool(r["changed"]),
-        review=json.loads(r["review_json"]) if r["review_json"] else None, present=bool(r["present"]),
+        enabled=bool(r["enabled"]) and not json_bad, untrusted_output=bool(r["untrusted_output"]),
+        trusted_source=bool(r["trusted_source"]), changed=bool(r["changed"]) or bool(json_bad),
+        review=review, present=bool(r["present"]),
         connector_trusted=bool(r["connector_trusted"]), hidden_ack=r["hidden_ack"], base_class=base,
         connector_enabled=bool(r["connector_enabled"]), outside_flag=bool(r["reaches_outside"]),
         connector_private=bool(r["connector_private"]),
         task_support=r["task_support"], connector_signin=r["connector_state"] == SIGN_IN_AGAIN,
         schema_problem=r["schema_problem"],
+        unreadable="; ".join(problems) if problems else None,
     )
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from palui.text.display import shown
+from palui.text.formats import format_problem
 from palui.text.secret_fields import secret_fields
 
 #: The MCP spec's string formats, and ``password``: some servers mark a secret field so; such a field is a
@@ -218,7 +219,7 @@ def _value_problem(name: str, prop: Mapping[str, Any], value: Any) -> str | None
             return f"{name!r} has the wrong length"
         if options and value not in options:
             return f"{name!r} is not one of the choices"
-        return None
+        return format_problem(name, prop.get("format"), value)
     elif kind == "array":
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             return f"{name!r} must be a list of choices"
@@ -304,11 +305,11 @@ def parse_pairs(schema: Mapping[str, Any] | None, pairs: Iterable[str]) -> dict[
         name, sep, value = pair.partition("=")
         name = name.strip()
         if not sep or not name:
-            problems.append(f"{shown(name or pair, one_line=True)!r} is not field=value")
+            problems.append(f"'{shown(name or pair, one_line=True)}' is not field=value")
             continue
         f = by_name.get(name)
         if f is None:
-            problems.append(f"{shown(name, one_line=True)!r} is not asked for")
+            problems.append(f"'{shown(name, one_line=True)}' is not asked for")
             continue
         try:
             out[name] = parse_value(f, value)
@@ -350,9 +351,11 @@ def url_host(url: str | None) -> str | None:
         return None
 
 
-def question_text(e: Mapping[str, Any]) -> str:
+def question_text(e: Mapping[str, Any], expires: str | None = None) -> str:
     """A pending question (the ``Service.elicitation`` shape) as the person's channel tells it:
-    self-contained, every text of the server escaped and marked as the server's words."""
+    self-contained, every text of the server escaped and marked as the server's words. ``expires`` says
+    when it expires as the surface reads it (``expires 2026-12-07 21:39 JST``); by default its stored time."""
+    until = expires or f"expires {e['expires_at']}"
     who = f"MCP server {e['connector']} (during {e['tool']})"
     lines = [f"Question {e['id']} from {who}. In the server's words:",
              f"  «{shown(e['message'], one_line=True)}»"]
@@ -360,7 +363,7 @@ def question_text(e: Mapping[str, Any]) -> str:
         lines.append("  It asks you to open this page yourself (Palui never opens it): "
                      + shown(e["url"], one_line=True))
         lines.append(f"  host: {shown(url_host(e['url']) or '(none)', one_line=True)}")
-        lines.append(f"  /answer {e['id']} once you have opened it, or /deny {e['id']} (expires {e['expires_at']})")
+        lines.append(f"  /answer {e['id']} once you have opened it, or /deny {e['id']} ({until})")
         return "\n".join(lines)
     fs = fields(e.get("schema"))
     secret = secret_fields(e.get("schema"))
@@ -371,9 +374,9 @@ def question_text(e: Mapping[str, Any]) -> str:
         # A chat keeps what is typed in its history: a secret is typed only at a hidden prompt (spec §7.8).
         lines.append(f"  it asks for a secret: answer on the web page, with /answer {e['id']} in palui chat, or with "
                      f"palui elicitations answer {e['id']} (hidden input; never in a chat app), or /deny {e['id']} "
-                     f"(expires {e['expires_at']})")
+                     f"({until})")
         return "\n".join(lines)
     example = " ".join(f"{f.name}=…" for f in fs if f.required) or (f"{fs[0].name}=…" if fs else "")
     lines.append(f"  answer with /answer {e['id']} {example}".rstrip()
-                 + f", or /deny {e['id']} (expires {e['expires_at']})")
+                 + f", or /deny {e['id']} ({until})")
     return "\n".join(lines)

@@ -11,9 +11,11 @@ from datetime import tzinfo
 from typing import Any
 
 from palui.text.display import shown
-from palui.text.when import local
+from palui.text.when import expiry, local
 
 MAX_LISTED = 10  # pending approvals named one by one
+#: What ``/status`` says where no ``palui serve`` runs (the CLI, the terminal chat without a service).
+SERVICE_DOWN = "service: not running (palui serve): chat channels, jobs and webhooks wait until it runs"
 
 
 def governance_lines(s: Mapping[str, Any], more: str = "palui report") -> list[str]:
@@ -48,14 +50,20 @@ def _cached(s: Mapping[str, Any]) -> str:
 
 
 def status_lines(s: Mapping[str, Any], more: str = "palui report", questions: str = "palui elicitations list",
-                 approvals: str = "palui approvals show ID", zone: tzinfo | None = None) -> list[str]:
+                 approvals: str = "palui approvals show ID", zone: tzinfo | None = None, now: float | None = None,
+                 service: str | None = None) -> list[str]:
     """:meth:`Service.status` as lines (spec §8 ``/status``): the model, tokens and runs against their caps,
     the webhooks' share while it holds their turns (spec §6.6), the pause, connectors, pending approvals
-    (each by id, with its tool and expiry in ``zone``; None: the system's) and questions, chat channels, then
-    :func:`governance_lines`. ``more``, ``questions`` and ``approvals`` say where the whole report, the
-    questions and the approvals' details are on this surface."""
+    (each by id, with its tool and expiry in ``zone``, None: the system's; with ``now``, epoch seconds, as
+    ``expires 09:02, in 29 min`` or, on another day, ``expires Dec 08 09:02, in 23 h 5 min``; without it,
+    with its date) and questions, chat channels, then :func:`governance_lines`. ``more``, ``questions`` and
+    ``approvals`` say where the whole report, the questions and the approvals' details are on this surface.
+    ``service`` is a line about ``palui serve`` for a surface that may run without it (the CLI, the terminal
+    chat): when it says it is not running, each channel's state reads ``not running (last: STATE)``."""
     caps = s["caps"]
-    out = [f"model: {shown(s['model'], one_line=True) if s['model'] else '(none configured)'}",
+    down = service is not None and service.startswith("service: not running")
+    out = [*([service] if service else []),
+           f"model: {shown(s['model'], one_line=True) if s['model'] else '(none configured)'}",
            f"tokens today: {s['tokens_today']} of {caps['daily_tokens']}" + _cached(s),
            f"runs in the last hour: {s['runs_last_hour']} of {caps['runs_per_hour']}"]
     if s.get("webhooks_held"):
@@ -67,7 +75,9 @@ def status_lines(s: Mapping[str, Any], more: str = "palui report", questions: st
             f"pending approvals: {s['pending_approvals']}"]
     waiting = s.get("pending_approval_list") or []
     for a in waiting[:MAX_LISTED]:
-        out.append(f"  {a['id']}: {shown(a['tool'], one_line=True)}, expires {local(a['expires_at'], zone, '%H:%M')}")
+        when = expiry(a["expires_at"], now, zone) if now is not None else \
+            f"expires {local(a['expires_at'], zone, '%Y-%m-%d %H:%M')}"
+        out.append(f"  {a['id']}: {shown(a['tool'], one_line=True)}, {when}")
     if waiting:
         out.append(f"  ({'and ' + str(len(waiting) - MAX_LISTED) + ' more; ' if len(waiting) > MAX_LISTED else ''}"
                    f"{approvals})")
@@ -76,5 +86,7 @@ def status_lines(s: Mapping[str, Any], more: str = "palui report", questions: st
     for ch in s.get("channels", []):  # chat channels (spec §8.3)
         failure = ch.get("last_failure")
         failure = f"; last delivery failure: {shown(failure, one_line=True)}" if failure else ""
-        out.append(f"channel {ch['name']}: {shown(ch['state'], one_line=True)}{failure}")
+        state = shown(ch["state"], one_line=True)
+        state = f"not running (last: {state})" if down else state
+        out.append(f"channel {ch['name']}: {state}{failure}")
     return out + governance_lines(s, more)

@@ -20,6 +20,13 @@ def local(value: float | str, tz: tzinfo | None, fmt: str = "%Y-%m-%d %H:%M") ->
     return _moment(value).astimezone(tz).strftime(fmt)
 
 
+def stamped(value: float | str, tz: tzinfo | None) -> str:
+    """An absolute time for a text that is stored and read later (the inbox, a chat app's message), where a
+    relative one would go stale: ``2026-12-07 21:39 JST``, in zone ``tz`` (None: the system zone)."""
+    here = _moment(value).astimezone(tz)
+    return f"{here.strftime('%Y-%m-%d %H:%M')} {here.tzname() or ''}".rstrip()
+
+
 def span(seconds: float) -> str:
     """A duration in words: ``45 s``, ``29 min``, ``3 h 5 min``, ``2 days``."""
     s = int(round(abs(seconds)))

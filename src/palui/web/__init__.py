@@ -27,6 +27,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from palui.server.body import BodyTooLarge, pairs_duplicate, read_body
 from palui.server.session import SESSION_COOKIE, session_value
 from palui.web.base import SECURITY_HEADERS, STATIC, action, redirect, render
 
@@ -78,8 +79,14 @@ async def login_post(request: Request) -> Response:
     """``POST /login`` with ``token`` and the form's ``csrf`` nonce (matched with its cookie)."""
     from urllib.parse import parse_qsl
 
-    raw = await request.body()
-    form = dict(parse_qsl(raw[:65536].decode("utf-8", "replace"), keep_blank_values=True))
+    try:
+        raw = await read_body(request, 65_536)  # a token and a nonce
+    except BodyTooLarge:
+        return _login_page(request, "The login form is too large.", 413)
+    pairs = parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True)
+    if pairs_duplicate(pairs) is not None:  # two tokens or nonces: which one would be checked?
+        return _login_page(request, "The login form gives a field twice; try again.", 400)
+    form = dict(pairs)
     nonce = request.cookies.get(LOGIN_COOKIE, "")
     if not nonce or not hmac.compare_digest(form.get("csrf", ""), nonce):
         return _login_page(request, "The login form expired or was not sent by this page; try again.", 403)

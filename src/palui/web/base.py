@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from palui.errors import NotFound, PaluiError
+from palui.server.body import BodyTooLarge, json_duplicate, pairs_duplicate, read_body, shown_name
 from palui.server.endpoint import service_of
 from palui.server.session import csrf_value
 from palui.text.display import hidden_in
@@ -264,25 +265,30 @@ async def read_form(request: Request) -> dict[str, str]:
     """The POSTed fields (URL-encoded form or JSON object), after the CSRF check.
 
     Raises CSRFRefused when neither the ``csrf`` field nor the ``X-Palui-CSRF`` header
-    carries this session's token.
+    carries this session's token; BodyTooLarge for a body over :data:`MAX_FORM_BYTES` (read no further);
+    PaluiError for a field given twice (named: the page and the server must not read two different forms).
     """
-    raw = await request.body()
-    if len(raw) > MAX_FORM_BYTES:
-        raise PaluiError("the form is too large")
+    raw = await read_body(request, MAX_FORM_BYTES)
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     data: dict[str, str] = {}
+    twice: str | None = None
     try:
         if ctype == "application/json" and raw:
+            twice = json_duplicate(raw)
             obj = json.loads(raw)
             if isinstance(obj, dict):
                 data = {str(k): v if isinstance(v, str) else json.dumps(v, allow_nan=False) for k, v in obj.items()}
         elif raw:
-            data = dict(parse_qsl(raw.decode("utf-8"), keep_blank_values=True))
+            pairs = parse_qsl(raw.decode("utf-8"), keep_blank_values=True)
+            twice = pairs_duplicate(pairs)
+            data = dict(pairs)
     except (ValueError, UnicodeDecodeError):
         data = {}
     sent = data.get("csrf") or request.headers.get("x-palui-csrf", "")
     if not sent or not hmac.compare_digest(str(sent), csrf_token(request)):
         raise CSRFRefused("this form was not sent by a page of this Palui session (missing or wrong CSRF token)")
+    if twice is not None:
+        raise PaluiError(f"the field '{shown_name(twice)}' is given twice in the form")
     return data
 
 
@@ -298,6 +304,8 @@ def action(fn: Action) -> Callable[[Request], Awaitable[Response]]:
             form = await read_form(request)
         except CSRFRefused as e:
             return error_page(request, 403, str(e))
+        except BodyTooLarge as e:
+            return error_page(request, 413, str(e))
         except PaluiError as e:
             return error_page(request, 400, str(e))
         try:

@@ -1,11 +1,14 @@
 """The chat channels page (spec §8.3): each channel's state (``connected``, ``unpaired``, ``error: …``),
 the person it is paired with, and the actions of ``palui channels``: add (Telegram bot token;
 Matrix homeserver, user and password — used once to log in, never stored; Slack's bot and app-level
-tokens; Discord's bot token), pair (the one-time code is shown on the page that answers, never in a URL
-or cookie), test, groups on/off, remove.
+tokens; Discord's bot token; an email mailbox, its servers, the receiving server's authserv-id and its
+password, stored in the channel's secrets file), pair (the one-time code is shown on the page that answers,
+never in a URL or cookie), test, groups on/off, remove.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -14,6 +17,11 @@ from starlette.routing import Route
 from palui.errors import UsageError
 from palui.server.raw_path import RawPathRoute
 from palui.web.base import action, page, redirect, render, svc_of
+
+if TYPE_CHECKING:
+    from palui.channels.redaction import Redactor
+    from palui.results import ChatChannel
+    from palui.service.door import ServiceDoor
 
 
 @page
@@ -24,8 +32,10 @@ async def channels_page(request: Request) -> Response:
 
 @action
 async def add_channel(request: Request, form: dict[str, str]) -> Response:
-    """``POST /channels/add`` ``kind, name?, token`` (Telegram, Discord), ``token, app_token`` (Slack) or
-    ``homeserver, user, password|token`` (Matrix); ``api_base`` (Telegram, Slack, Discord: loopback only, tests)."""
+    """``POST /channels/add`` ``kind, name?, token`` (Telegram, Discord), ``token, app_token`` (Slack),
+    ``homeserver, user, password|token`` (Matrix) or ``address, imap_host, imap_port?, smtp_host, smtp_port?,
+    imap_security?, smtp_security?, login?, authserv_id, password`` (email; security by the port unless given,
+    ``none`` only on loopback); ``api_base`` (Telegram, Slack, Discord: loopback only, tests)."""
     from palui.channels import check_matrix_user, check_telegram_token, is_loopback_url
     from palui.channels import check_url as _check_url
     from palui.channels.redaction import Redactor
@@ -87,9 +97,37 @@ async def add_channel(request: Request, form: dict[str, str]) -> Response:
             secret, device = got["access_token"], got["device_id"]
         ch = svc.add_channel("matrix", name, {"access_token": secret},
                              {"homeserver": hs, "user_id": user, "device_id": device})
+    elif kind == "email":
+        ch = await _add_email(svc, name, form, redact)
     else:
-        raise UsageError("choose telegram, matrix, slack or discord")
+        raise UsageError("choose telegram, matrix, slack, discord or email")
     return redirect("/channels", ("ok", f"Channel {ch['name']} added; pair it to start talking."))
+
+
+async def _add_email(svc: ServiceDoor, name: str | None, form: dict[str, str], redact: Redactor) -> ChatChannel:
+    """The email form: settings checked (:func:`palui.channels.mail_setup.mail_config`), both logins tried
+    before anything is stored, reading starts at the folder's end."""
+    from palui.channels.mail_setup import check_account, mail_config, new_secret
+
+    def port(key: str, default: int) -> int:
+        raw = form.get(key, "").strip()
+        if raw and not raw.isdigit():
+            raise UsageError(f"{key.replace('_', ' ')} must be a number")
+        return int(raw) if raw else default
+
+    cfg = mail_config(address=form.get("address", ""), imap_host=form.get("imap_host"),
+                      smtp_host=form.get("smtp_host"), authserv_id=form.get("authserv_id"),
+                      imap_port=port("imap_port", 993), smtp_port=port("smtp_port", 465),
+                      imap_security=form.get("imap_security") or None, smtp_security=form.get("smtp_security") or None,
+                      login=form.get("login", "").strip() or None)
+    password = form.get("password", "")
+    if not password:
+        raise UsageError("give the mailbox's (app) password")
+    redact.add(password)
+    got = await check_account(cfg, password, redact)
+    ch = svc.add_channel("email", name, new_secret(password), cfg)
+    svc.set_channel_cursor(ch["name"], f"{got['uidvalidity']}:{max(0, got['uidnext'] - 1)}")
+    return ch
 
 
 @action

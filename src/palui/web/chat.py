@@ -87,7 +87,7 @@ def run_command(request: Request, cmd: chat_commands.Command, conversation: str 
     if cmd.name == "/status":
         from palui.web.status import status_text
 
-        return {"text": status_text(svc.status()), "redirect": None, "turn": None}
+        return {"text": status_text(svc.status(), svc.timezone()), "redirect": None, "turn": None}
     if cmd.name == "/stop" and cmd.arg == "all":
         r = svc.stop_all("web")
         ids = r["stopped"]

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from datetime import date, tzinfo
 from typing import TYPE_CHECKING, Any
@@ -33,9 +34,9 @@ AUDIT_SCAN = 20_000  # rows read for filtering; the log keeps more, the page sho
 AUDIT_SHOWN = 500
 
 
-def status_text(s: Mapping[str, Any]) -> str:
-    """The ``/status`` answer as plain text (the chat command prints it)."""
-    return "\n".join(status_lines(s, more="/governance", questions="/approvals"))
+def status_text(s: Mapping[str, Any], zone: tzinfo | None = None) -> str:
+    """The ``/status`` answer as plain text (the chat command prints it), times in ``zone``."""
+    return "\n".join(status_lines(s, more="/governance", questions="/approvals", zone=zone, now=time.time()))
 
 
 def meter_step(n: int, cap: int) -> int:

@@ -8,7 +8,8 @@ screens (a terminal through prompt_toolkit, or piped standard input) in
 in :mod:`~palui.cli.chat.backends`.
 
 ``--resume`` continues the newest conversation started in the terminal, ``--conversation ID`` any
-one (``palui conversations list`` shows them).
+one (``palui conversations list`` shows them), with the model its newest turn used unless ``--model``
+names another.
 """
 
 from __future__ import annotations
@@ -78,8 +79,10 @@ def chat_cmd(model: str | None, conversation: str | None, resume: bool) -> None:
 
     svc = service()
     info = find_service(svc.settings)
-    spec = check_model(model, svc, remote=info is not None)
     cid, resumed = _conversation(svc, conversation, resume)
+    # A conversation taken up goes on with the model it was run with (its newest turn's), unless --model says
+    # another: without a configured model, resuming said "No model is configured".
+    spec = check_model(model or (resumed["model"] if resumed else None), svc, remote=info is not None)
     # here: `palui --help` loads this module and does not pay for asyncio (docs/decisions/0085-a-light-cli-start.md)
     import asyncio
 

@@ -99,6 +99,10 @@ class Screen(ABC):
         """Read entered lines until the input ends, handing each to ``put`` as a :class:`Typed`
         (the end as ``Typed(None)``, Ctrl-C as ``Typed("", interrupt=True)``)."""
 
+    async def stop_input(self, reader: asyncio.Task[None]) -> None:
+        """Stop reading input (``reader`` is the task of :meth:`run_input`) once everything shown is out."""
+        reader.cancel()
+
     def __enter__(self) -> Screen:
         return self
 
@@ -112,26 +116,38 @@ class PipedScreen(Screen):
     def __init__(self) -> None:
         super().__init__()
         self._streaming = False
+        self._held: list[str] = []  # notes printed while a streamed line was open: shown after it
 
     def _write(self, text: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
 
     def line(self, text: str) -> None:
+        # A note printed while the answer streams (``/quit``, ``/status``) waits for the streamed line's end,
+        # as the terminal screen keeps it under the line: it never cuts the answer in two. The view ends the
+        # stream itself before the turn's own lines (calls, approvals).
         if self._streaming:
-            self._write("\n")
-            self._streaming = False
+            self._held.append(text)
+            return
         self._write(text + "\n")
 
     def stream(self, text: str) -> None:
         if text:
-            self._streaming = True
+            self._streaming = not text.endswith("\n")
             self._write(text)
+            if not self._streaming:
+                self._release()
 
     def end_stream(self, mark: str = "") -> None:
         if self._streaming or mark:
             self._write(mark + "\n")
         self._streaming = False
+        self._release()
+
+    def _release(self) -> None:
+        held, self._held = self._held, []
+        for text in held:
+            self._write(text + "\n")
 
     def set_prompt(self, text: str) -> None:
         if text != self.prompt and text != PROMPT:
@@ -240,6 +256,25 @@ class TerminalScreen(Screen):
     def set_status(self, text: str | None, countdown_to: float | None = None) -> None:
         super().set_status(text, countdown_to)
         self._redraw()
+
+    async def stop_input(self, reader: asyncio.Task[None]) -> None:
+        """End the prompt as a finished prompt ends, not by cancelling it. What was printed goes out through
+        prompt_toolkit's stdout proxy, which hands it to this event loop to write above the prompt; a
+        cancelled prompt drops a write still in flight and erases its area over one just made, so a
+        ``/quit`` typed while an answer streamed could lose the answer's last line. An application that
+        exits waits for those writes; then a few turns of the loop run any handed over meanwhile (they
+        write directly: no prompt runs any more)."""
+        app = self.session.app
+        if app.is_running and not reader.done():
+            app.exit(exception=EOFError())
+            try:
+                await asyncio.wait_for(asyncio.shield(reader), 5.0)
+            except (TimeoutError, asyncio.CancelledError, Exception):
+                reader.cancel()
+        else:
+            reader.cancel()
+        for _ in range(5):
+            await asyncio.sleep(0)
 
     async def run_input(self, put: Put) -> None:
         while True:

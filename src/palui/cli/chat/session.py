@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
+from palui.cli import render
 from palui.cli.chat.asking import AskingMixin, answered_words
 from palui.cli.chat.backends import LocalBackend
 from palui.cli.chat.questions import QuestionsMixin
@@ -25,12 +26,12 @@ from palui.cli.client import ServiceGone, StreamSink
 from palui.errors import PaluiError
 from palui.text.commands import ANSWERS, Command, CommandError, help_text, parse
 from palui.text.display import shown
-from palui.text.status import status_lines
+from palui.text.status import SERVICE_DOWN, status_lines
 from palui.text.when import expiry
 
 if TYPE_CHECKING:
     from palui.cli.chat.door import ChatDoor
-    from palui.results import Conversation, TurnApproval, TurnResult
+    from palui.results import Conversation, StreamEvent, TurnApproval, TurnResult
     from palui.service.door import ServiceDoor
 
 T = TypeVar("T")
@@ -92,7 +93,6 @@ class ChatSession(AskingMixin, QuestionsMixin):
                 else:
                     await self.handle(typed)
         finally:
-            reader.cancel()
             watchdog.cancel()
             if self.asking is not None:
                 self.screen.line(f"[approval {self.asking['id']} stays pending: palui approvals approve|deny "
@@ -107,6 +107,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
                 except (asyncio.CancelledError, Exception):
                     pass
             self.view.idle()
+            await self.screen.stop_input(reader)  # after the last line: the screen writes it out first
             await self.backend.close()
 
     def leave(self, why: str) -> None:
@@ -238,7 +239,8 @@ class ChatSession(AskingMixin, QuestionsMixin):
         elif cmd.name == "/status":
             s = await self.call(lambda b: b.status())
             s["model"] = self.model  # the model this chat uses, which --model may have set
-            for line in status_lines(s):
+            down = SERVICE_DOWN if self.backend.runs_here else None  # this process runs turns: no palui serve
+            for line in status_lines(s, zone=self.view.tz, now=time.time(), service=down):
                 self.screen.line(line)
             self.screen.line(f"turns run in: {self.backend.where}")
         elif cmd.name == "/new":
@@ -269,13 +271,24 @@ class ChatSession(AskingMixin, QuestionsMixin):
             self.screen.line(f"[{a['id']} {answered_words(cmd, a)}; its turn {a['turn']}]")
             if not self.busy and a.get("conversation") == self.conversation:
                 self.flow = asyncio.create_task(self.converse(None, first=a["turn"]))
-            elif self.backend.runs_here and a.get("conversation") != self.conversation:
-                self._background(self._resume_other(a["turn"]))
+            elif a.get("conversation") != self.conversation:
+                self._background(self._follow_other(a["turn"], a["id"]))
 
-    async def _resume_other(self, turn_id: str) -> None:
-        """A turn of another conversation answered here, without a service: it goes on in this process."""
+    async def _follow_other(self, turn_id: str, answered: str) -> None:
+        """A turn of another conversation answered here goes on (in this process without a service): the
+        chat shows the answered call's ✓/✗ line and how the turn ended, labelled, not its other events."""
+        label = f"[turn {turn_id} of another conversation]"
+        seen = {"asked": False}
+
+        def on_event(e: StreamEvent) -> None:
+            if e["type"] == "approval" and e.get("approval") == answered:
+                seen["asked"] = True
+            elif e["type"] == "tool_call" and seen["asked"]:
+                seen["asked"] = False  # the call after its approval is the one answered
+                self.screen.line(f"{label} {render.call_line(e).strip()}")
+
         try:
-            r = await self.backend.follow(turn_id, 10**9, lambda _e: None)  # its events are not this chat's
+            r = await self.call(lambda b: b.follow(turn_id, 0, on_event))
             self.view.outcome(r, label=f"[turn {turn_id} of conversation {r['conversation']}]")
         except PaluiError as e:
             self.say_error(e)

@@ -49,6 +49,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from palui import __version__
 from palui.connectors.base import Ask, Resume
+from palui.connectors.mcp import unparsable
 from palui.connectors.mcp.config import ServerConfig, redact
 from palui.connectors.mcp.delivery import CURRENT, CallDelivery, DeliveryWatch
 from palui.connectors.mcp.elicitation import CURRENT_CALL, CallSlot, elicitation_callback, input_responses
@@ -203,6 +204,8 @@ class MCPSession:
             task.cancel()
 
     async def _supervise(self, ready: asyncio.Future[None]) -> None:
+        # The SDK's stdout reader runs in a task of this one: its "not JSON-RPC" records name this connector.
+        unparsable.SERVER.set(self.label)
         try:
             async with AsyncExitStack() as stack:
                 transport = await self._transport(stack)
@@ -237,12 +240,14 @@ class MCPSession:
             self._client = None
             if self._stderr is not None:
                 self._stderr.close()
+            unparsable.burst_ended(self.label)
 
     async def _transport(self, stack: AsyncExitStack):
         cfg = self.config
         if cfg.transport == "http" and cfg.url in IN_PROCESS:
             return IN_PROCESS[cfg.url]()
         if cfg.transport == "stdio":
+            unparsable.install()
             errlog = self._stderr.open() if self._stderr is not None else open("/dev/null", "w")
             if self._stderr is None:
                 stack.callback(errlog.close)
