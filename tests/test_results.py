@@ -176,7 +176,7 @@ async def test_a_turn_its_approval_and_what_the_person_sees_of_them(page_svc, tm
     valid(list[str], svc.stop(turn=queued))
 
     # A loop stop: the rest not run, then the last step without tools (spec §6.3).
-    same = calls(call("recall__search_memories", query="x"))
+    same = calls(call("recall__add_memory", text="y"))  # a write: a read repeated is answered from its result
     model = write_script(tmp_path / "l.json", same, same, same, text("All I found."))
     r = seen.result(await svc.send("search", model=model, on_event=seen))
     assert r["status"] == "budget" and r["answer"] == "All I found." and "last_step" in seen.types
