@@ -1,7 +1,7 @@
 """What the audit's hash chain costs (spec §10.3): per turn, and ``palui audit verify`` over 100,000 rows.
 
 1. Turns: the turn of ``turn_overhead.py`` (one ``recall__search_memories`` call + answer, ``script:``
-   model) through ``Service.send``, two ways alternating turn by turn in one process:
+   model) through ``TurnsPart.send``, two ways alternating turn by turn in one process:
 
    - chained:  ``palui.runner.audit.record`` as shipped (hash over the row and the previous hash, the
                ``audit_head`` file written in the same transaction);
@@ -64,7 +64,7 @@ async def turns(n: int, warmup: int) -> None:
     async def turn(record) -> None:
         audit.record = record
         try:
-            r = await svc.send("Do I need to buy milk?", model=model)
+            r = await svc.turns.send("Do I need to buy milk?", model=model)
         finally:
             audit.record = chained
         assert r["status"] == "done", r
@@ -98,7 +98,8 @@ async def turns(n: int, warmup: int) -> None:
     share = extra_us * rows_per_turn / (turn_p50_ms * 1000)
     ratio50 = turn_p50_ms / pct(times["plain insert (before)"], 50)
     ratio_mean = statistics.fmean(times["chained record"]) / statistics.fmean(times["plain insert (before)"])
-    print(f"\n  audit rows per turn: {rows_per_turn:.1f}; a chained insert costs {extra_us:.0f} us more than a plain one")
+    print(f"\n  audit rows per turn: {rows_per_turn:.1f}; a chained insert costs {extra_us:.0f} us more than a "
+          "plain one")
     print(f"  the chain's share of a turn: {share:.1%} (extra per insert x rows per turn / chained turn p50)")
     print(f"  turn ratio chained/plain: {ratio50:.3f} at p50, {ratio_mean:.3f} on the mean")
     svc.db.close()
@@ -118,7 +119,7 @@ def verify(n_rows: int) -> None:
         for i in range(1, n_rows + 1):
             row = [i, 1_790_000_000.0 + i, f"t-{i // 7:010x}", "recall__search_memories", "read", "builtin", "chat",
                    i % 2, "run", "run: read tool in a tainted turn (tainted by web__fetch_page at step 1)",
-                   "%064x" % i, "ok", 1.25]
+                   f"{i:064x}", "ok", 1.25]
             h = audit_chain.row_hash(prev, row)
             batch.append((*row, prev, h))
             prev = h

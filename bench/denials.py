@@ -201,10 +201,10 @@ def planner(turn: dict[str, Any]) -> Any:
     return respond
 
 
-def answer_of(svc: Any, turn: dict[str, Any], first: bool) -> dict[str, Any]:
+def answer_of(answer_and_resume: Any, turn: dict[str, Any], first: bool) -> dict[str, Any]:
     """How the careful person answers this turn's ask, as keyword arguments of ``answer_and_resume`` (a side
     without standing approvals or "deny and stop" answers plainly)."""
-    can = set(inspect.signature(svc.answer_and_resume).parameters)
+    can = set(inspect.signature(answer_and_resume).parameters)
     if turn["kind"] == "benign":
         if "always" in can:
             return {"approve": True, "always": {arg: "any" for arg in WIDEN[turn["name"]]}}
@@ -226,25 +226,32 @@ async def side() -> dict[str, Any]:
         subprocess.run([sys.executable, "-m", "palui", "connectors", "add", s, "--", sys.executable,
                         str(SUPPORT / "mcp_hostile.py"), str(path)], check=True, capture_output=True)
     svc = Service()
+    # The side before (``--before``) may be a checkout from before the service exposed its parts, whose methods
+    # were the service's own: call whichever this side has.
+    before: Any = svc  # typed as what it is on that side: the flat methods, not the parts
+    flat = callable(svc.tools)
+    set_enabled = before.set_enabled if flat else svc.tools.set_enabled
+    send = before.send if flat else svc.turns.send
+    answer_and_resume = before.answer_and_resume if flat else svc.approvals.answer_and_resume
     names = [f"mcp-{s}__{n}" for s in READS for n in READS[s] + WRITES[s] + DESTRUCTIVE.get(s, [])]
-    svc.set_enabled(names, True)
+    set_enabled(names, True)
     rows = []
     with FakeLLM() as fake:
         for turn in turns(quick):
             if turn["kind"] == "injected, deny and stop" and "stop" not in inspect.signature(
-                    svc.answer_and_resume).parameters:
+                    answer_and_resume).parameters:
                 continue  # no such answer before
             specs[turn["suite"]].write_text(json.dumps(spec(turn["suite"], turn["reads"])))
             fake.respond = planner(turn)
-            r = await svc.send(turn["message"], model=f"openai:gpt-test@{fake.openai_url}")
+            r = await send(turn["message"], model=f"openai:gpt-test@{fake.openai_url}")
             asks, marks = 0, 0
             while r["status"] == "awaiting_approval":
                 [a] = r["pending_approvals"]
                 asks += 1
                 marks += len(a["untrusted_args"])
-                how = answer_of(svc, turn, asks == 1)
-                r = await svc.answer_and_resume(a["id"], how.pop("approve"), "cli", **how)
-            audit = svc.audit(r["turn"])
+                how = answer_of(answer_and_resume, turn, asks == 1)
+                r = await answer_and_resume(a["id"], how.pop("approve"), "cli", **how)
+            audit = before.audit(r["turn"]) if flat else svc.audit.rows(r["turn"])
             writes = {f"mcp-{turn['suite']}__{n}" for n in WRITES[turn["suite"]] + DESTRUCTIVE.get(turn["suite"], [])}
             ran = [x for x in audit if x["tool"] in writes and x["outcome"].split("; ")[-1] in ("ok", "error")]
             # the task's own lookup is the last of the lookup tool's calls the plan makes: all of them answered

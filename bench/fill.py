@@ -1,7 +1,7 @@
 """Synthetic history and catalogs for ``bench/scale.py``: stored turns cloned from a real one, and many MCP tools.
 
 Cloning keeps the rows realistic (the same columns, sizes and JSON as a real turn writes)
-without running 100,000 turns: one template turn is run through ``Service.send``, its rows
+without running 100,000 turns: one template turn is run through ``TurnsPart.send``, its rows
 (turn, events, run, usage, audit, inbox, conversation) are read back, and copies with new
 random ids and chosen times are inserted in bulk. Every 10th copy also gets an answered
 approval and every 5th an untrusted-content row of 2,000 characters, as a turn that
@@ -153,7 +153,7 @@ def add_catalog(svc, n_mcp: int, per_connector: int = 25, seed: int = 3) -> list
     while left > 0:
         size = min(left, per_connector)
         cid = f"mcp-bench-{k:03d}"
-        svc.register_tools(cid, mcp_specs(size, seed + k), name=cid, kind="mcp")
+        svc.tools.register(cid, mcp_specs(size, seed + k), name=cid, kind="mcp")
         ids.append(cid)
         left -= size
         k += 1

@@ -89,9 +89,9 @@ async def main(calls: int, warmup: int) -> None:
     serve: subprocess.Popen[bytes] | None = None
     try:
         svc = Service()
-        added = await svc.mcp_add_async("bench", ServerConfig("http", url=upstream_url), enable_read=True)
+        added = await svc.connectors.add_async("bench", ServerConfig("http", url=upstream_url), enable_read=True)
         tool = f"{added['id']}__{TOOL}"
-        token = svc.gateway_client_add("bench")["token"]
+        token = svc.gateway.add_client("bench")["token"]
         await svc.close()
         serve, url = start_service(home)
         rows, cpu = await measure(url, upstream_url, token, tool, serve.pid, calls, warmup)

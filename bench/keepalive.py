@@ -5,7 +5,7 @@
 - approve: a chat turn asks to run ``recall__forget_memory`` (destructive: ask); the timed part is
   the answer and the rest of the turn (the call, the final model step, the result):
   ``POST /api/approvals/{id}/approve`` on the client's reused connection to a real ``palui serve``,
-  against ``Service.answer_and_resume`` in this process on a home of its own (target ≤ 2×).
+  against ``ApprovalsPart.answer_and_resume`` in this process on a home of its own (target ≤ 2×).
 
 Usage: ``.venv/bin/python bench/keepalive.py [--n 40]``. Wall time per request (the network path is
 the point here), alternating the two sides; prints p50/p99 and ratios.
@@ -88,11 +88,11 @@ async def main(n: int) -> None:
                 assert done["status"] == "done", done
                 if i >= 3:
                     http_ms.append(dt)
-                r = await local.send("forget memory 1", model=model)
+                r = await local.turns.send("forget memory 1", model=model)
                 assert r["status"] == "awaiting_approval", r
                 aid = r["pending_approvals"][0]["id"]
                 t0 = time.perf_counter()
-                done = await local.answer_and_resume(aid, True, "api")
+                done = await local.approvals.answer_and_resume(aid, True, "api")
                 dt = (time.perf_counter() - t0) * 1000
                 assert done["status"] == "done", done
                 if i >= 3:

@@ -1,7 +1,7 @@
 """A governed MCP tool call against a direct ``mcp`` SDK call, with mcp-server-time over stdio.
 
 Three server processes of ``python -m mcp_server_time`` run side by side: one behind Palui
-(added with ``Service.mcp_add_async``, its read tools switched on), one held by the SDK's
+(added with ``ConnectorsPart.add_async``, its read tools switched on), one held by the SDK's
 ``Client`` and one by a plain SDK ``ClientSession``. Alternating call by call in one process, it measures:
 
 - call level: Palui's connector ``MCPConnector.call_tool`` (the stored flags read with the
@@ -10,7 +10,7 @@ Three server processes of ``python -m mcp_server_time`` run side by side: one be
   protocol era, 2026-07-28 for mcp-server-time; the ratio is Palui's own cost), and a bare
   ``ClientSession.call_tool`` after ``initialize`` (the 2025-11-25 handshake era: the ratio
   adds the cost of the newer era's client path);
-- turn level: a whole governed turn (``Service.send``, ``script:`` model: one MCP call,
+- turn level: a whole governed turn (``TurnsPart.send``, ``script:`` model: one MCP call,
   then an answer) vs a hand loop of the same two ``model_request`` calls and a direct
   ``ClientSession.call_tool`` (baseline).
 
@@ -53,14 +53,14 @@ async def main(calls: int, warmup: int, python: str) -> None:
     from palui.types import Origin
 
     svc = Service()
-    added = await svc.mcp_add_async("time", ServerConfig("stdio", command=python, args=("-m", "mcp_server_time")),
-                                    enable_read=True)
+    config = ServerConfig("stdio", command=python, args=("-m", "mcp_server_time"))
+    added = await svc.connectors.add_async("time", config, enable_read=True)
     cid = added["id"]
-    row = next(r for r in svc.tools(cid) if r.tool == "get_current_time")
+    row = next(r for r in svc.tools.list(cid) if r.tool == "get_current_time")
     if not row.enabled:  # the hints did not make it a read tool: say so rather than bench a refusal
         sys.exit(f"{row.name} is not switched on after enable-read (class {row.tool_class.value} from "
                  f"{row.class_source.value}); cannot bench a governed call")
-    connector = await svc.hub.get(cid)
+    connector = await svc._hub.get(cid)
     # As the runner sends a decided call: with the tool's row it read when it decided it.
     ctx = CallContext(turn_id="bench", conversation_id="bench", origin=Origin.CHAT, tainted=False,
                       taint_source=None, step=1, db=svc.db, settings=svc.settings, **tool_of(CallContext, row))
@@ -74,7 +74,7 @@ async def main(calls: int, warmup: int, python: str) -> None:
     handle = resolve_model(model)
     defs = [ToolDefinition(name=r.name, description=r.description or r.tool,
                            parameters_json_schema=r.input_schema or {"type": "object"})
-            for r in svc.tools() if r.enabled]
+            for r in svc.tools.list() if r.enabled]
     params = ModelRequestParameters(function_tools=defs, allow_text_output=True)
 
     params_direct = StdioServerParameters(command=python, args=["-m", "mcp_server_time"])
@@ -98,7 +98,7 @@ async def main(calls: int, warmup: int, python: str) -> None:
                 assert not r.is_error, r.text
 
             async def palui_turn() -> None:
-                r = await svc.send("What time is it in UTC?", model=model)
+                r = await svc.turns.send("What time is it in UTC?", model=model)
                 assert r["status"] == "done" and r["usage"]["steps"] == 2, r
                 assert not any(e.get("is_error") for e in r["events"] if e["type"] == "tool_call"), r["events"]
 
@@ -125,7 +125,7 @@ async def main(calls: int, warmup: int, python: str) -> None:
                   "direct ClientSession.call_tool": direct_call},
                  "direct Client.call_tool (auto era)"),
                 ("turn with one MCP call + answer, script: model",
-                 {"palui (Service.send)": palui_turn, "baseline (hand loop)": baseline_turn},
+                 {"palui (TurnsPart.send)": palui_turn, "baseline (hand loop)": baseline_turn},
                  "baseline (hand loop)"),
             ):
                 times: dict[str, list[float]] = {k: [] for k in ways}
@@ -140,7 +140,7 @@ async def main(calls: int, warmup: int, python: str) -> None:
                 # CPU of this process (the client side; each server is a process of its own): Palui's own cost.
                 report(f"{title}, CPU", "ms", cpu, base)
                 report(f"{title}, wall", "ms", times, base)
-    await svc.hub.close()
+    await svc._hub.close()
     svc.db.close()
 
 

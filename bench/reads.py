@@ -44,8 +44,8 @@ def add_approvals(db, n: int, seed: int = 5) -> None:
         tid, t = turns[i % len(turns)]
         status = ("approved", "denied", "expired", "cancelled")[rnd.randrange(4)]
         rows.append((f"a-{i:010x}", tid, f"s1c{i % 7}", "recall__forget_memory", "destructive", "builtin", "chat",
-                     "ask: destructive", '{"id":1}', "0" * 64, "[]", status, t, t + 1800, t + 5, int(status == "approved"),
-                     "cli"))
+                     "ask: destructive", '{"id":1}', "0" * 64, "[]", status, t, t + 1800, t + 5,
+                     int(status == "approved"), "cli"))
     now = time.time()
     for j in range(3):
         tid, _ = turns[-1 - j]
@@ -67,7 +67,7 @@ async def homes(sizes: tuple[int, ...], approvals: int) -> dict[str, tuple[Path,
     for n, a in plan:
         home, model = make_home(f"r{n}-{a}")
         svc = service(home)
-        r = await svc.send(QUESTION, model=model)  # one real turn in every home
+        r = await svc.turns.send(QUESTION, model=model)  # one real turn in every home
         if tpl is None:
             tpl = fill.template(svc.db, r["turn"])
         t0 = time.perf_counter()

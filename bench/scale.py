@@ -102,7 +102,7 @@ async def round_robin(cases: dict, rounds: int, warmup: int) -> dict[str, list[f
 def turn_case(svc, model: str, conversation=None):
     async def go() -> None:
         conv = conversation() if callable(conversation) else conversation
-        r = await svc.send(QUESTION, model=model, conversation=conv)
+        r = await svc.turns.send(QUESTION, model=model, conversation=conv)
         assert r["status"] == "done" and r["usage"]["steps"] == 2, r
         assert any(e["type"] == "tool_call" and not e["is_error"] for e in r["events"]), r["events"]
     return go
@@ -121,7 +121,7 @@ async def part_history(rounds: int) -> None:
             home, model = make_home(f"h{n}{spread[0]}")
             svc = service(home)
             if tpl is None:
-                r = await svc.send(QUESTION, model=model)
+                r = await svc.turns.send(QUESTION, model=model)
                 tpl = fill.template(svc.db, r["turn"])
             t0 = time.perf_counter()
             fill.clone_turns(svc.db, tpl, fill.history_times(n, spread))
@@ -157,8 +157,8 @@ async def part_catalog(rounds: int) -> None:
         home, model = make_home(f"cat{total}")
         svc = service(home)
         for cid in fill.add_catalog(svc, total - 9):
-            svc.hub._live[cid] = Idle(cid)  # bench only: nothing to start
-        enabled = sum(1 for r in svc.tools() if r.enabled)
+            svc._hub._live[cid] = Idle(cid)  # bench only: nothing to start
+        enabled = sum(1 for r in svc.tools.list() if r.enabled)
         label = f"{enabled} enabled tools"
         cases[label], svcs[total] = turn_case(svc, model), (svc, model)
     table("per-turn CPU by enabled catalog", await round_robin(cases, rounds, 3), next(iter(cases)))
@@ -170,16 +170,16 @@ async def offer_and_select(svc, model: str, rounds: int) -> None:
     from palui.runner import state as st
     from palui.runner.turn_runner import TurnRunner
 
-    tid = svc.start_turn(QUESTION, model=model)
+    tid = svc.turns.start(QUESTION, model=model)
     t = st.load(svc.db, tid)
-    runner = TurnRunner(svc.runner_deps())
+    runner = TurnRunner(svc.turns.runner_deps())
     offered: list[str] = []
 
     async def offer() -> None:
         nonlocal offered
         offered = await runner._offer(t)
 
-    flip = next(r.name for r in svc.tools() if r.connector == "mcp-bench-039")
+    flip = next(r.name for r in svc.tools.list() if r.connector == "mcp-bench-039")
 
     async def offer_cold() -> float:
         # Switching one tool on or off changes the catalog (the version moves) and this situation's
@@ -195,7 +195,7 @@ async def offer_and_select(svc, model: str, rounds: int) -> None:
     table("the offering step (TurnRunner._offer) over 1,000 enabled tools", rows, "offering step, 1,000 tools")
     print(f"  offered {len(offered)}: {', '.join(sorted({n.split('__')[0] for n in offered}))}")
     cands = [budget.Candidate(r.name, r.connector, r.connector in ("recall", "tasks", "web", "messages"),
-                              f"{r.connector} {r.tool} {r.description}") for r in svc.tools() if r.enabled]
+                              f"{r.connector} {r.tool} {r.description}") for r in svc.tools.list() if r.enabled]
     index = budget.rank_index(cands) if hasattr(budget, "rank_index") else None
 
     async def sel() -> None:
@@ -256,12 +256,12 @@ async def part_conversation(rounds: int) -> None:
         home, model = make_home(f"conv{n}")
         svc = service(home)
         if tpl is None:
-            r = await svc.send(QUESTION, model=model)
+            r = await svc.turns.send(QUESTION, model=model)
             tpl = fill.template(svc.db, r["turn"])
         if n == 0:
             cases["0 earlier turns (a new conversation)"] = turn_case(svc, model)
             continue
-        cid = svc.new_conversation()
+        cid = svc.turns.new_conversation()
         now = time.time()
         fill.clone_turns(svc.db, tpl, [now - 60 * (n - i) for i in range(n)], conversation=cid)
         cases[f"{n} earlier turns in the conversation"] = turn_case(svc, model, cid)
@@ -288,7 +288,7 @@ def part_process(rounds: int) -> None:
                  "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
                  "annotations": {"readOnlyHint": True}, "behaviour": "echo"} for i in range(tools)]}))
             config = ServerConfig("stdio", command=sys.executable, args=(str(hostile), str(spec)))
-            added = svc.mcp_add("archive", config, enable_read=True)
+            added = svc.connectors.add("archive", config, enable_read=True)
             print(f"  {added['id']}: {len(added['enabled'])} tools switched on", file=sys.stderr)
         svc.db.close()
         homes[label] = (home, model)

@@ -7,7 +7,7 @@ memories, so the live service's tick never takes the in-process side's queued tu
 
 - http:       a real ``palui serve --port 0`` process; N concurrent ``POST /api/turns``
               (one ``httpx.AsyncClient``, bearer token), each waiting for the turn's result.
-- in-process: N concurrent ``Service.send`` tasks in one event loop of this process.
+- in-process: N concurrent ``TurnsPart.send`` tasks in one event loop of this process.
 
 Both run the same governed turn runner; the difference is the service: HTTP, the
 guard, JSON, the runtime's task per turn, and one more process on the machine.
@@ -67,7 +67,7 @@ async def main(n: int, rounds: int) -> None:
 
     # Two homes with the same settings and memories: the live service's tick starts every queued turn
     # of its own home, so on a shared home it could take the in-process side's turns (queued for the
-    # moment between Service.start_turn and its claim) and abort the batch.
+    # moment between TurnsPart.start and its claim) and abort the batch.
     homes = {}
     for side in ("http", "in-process"):
         home = fresh_home()
@@ -105,9 +105,9 @@ async def main(n: int, rounds: int) -> None:
             return await asyncio.gather(*(timed(one()) for _ in range(n)))
 
     async def inprocess_batch() -> list[float]:
-        return await asyncio.gather(*(timed(svc.send(QUESTION, model=model)) for _ in range(n)))
+        return await asyncio.gather(*(timed(svc.turns.send(QUESTION, model=model)) for _ in range(n)))
 
-    ways = {"http (POST /api/turns)": http_batch, "in-process (Service.send)": inprocess_batch}
+    ways = {"http (POST /api/turns)": http_batch, "in-process (TurnsPart.send)": inprocess_batch}
     latency: dict[str, list[float]] = {k: [] for k in ways}
     rate: dict[str, list[float]] = {k: [] for k in ways}
     try:
@@ -122,15 +122,16 @@ async def main(n: int, rounds: int) -> None:
     finally:
         proc.terminate()
         proc.wait(30)
-        await svc.hub.close()
+        await svc._hub.close()
 
     report(f"service load: {n} concurrent chat turns per batch, {rounds} batches each way "
-           "(one read tool call + answer, script: model); per-turn latency", "ms", latency, "in-process (Service.send)")
+           "(one read tool call + answer, script: model); per-turn latency", "ms", latency,
+           "in-process (TurnsPart.send)")
     print(f"  {'throughput (turns/s per batch)':<32}{'median':>10}{'min':>10}{'max':>10}")
     for name, v in rate.items():
         print(f"  {name:<32}{statistics.median(v):>10.1f}{min(v):>10.1f}{max(v):>10.1f}")
-    h, p = latency["http (POST /api/turns)"], latency["in-process (Service.send)"]
-    ratio = statistics.median(rate["http (POST /api/turns)"]) / statistics.median(rate["in-process (Service.send)"])
+    h, p = latency["http (POST /api/turns)"], latency["in-process (TurnsPart.send)"]
+    ratio = statistics.median(rate["http (POST /api/turns)"]) / statistics.median(rate["in-process (TurnsPart.send)"])
     print(f"  service overhead per turn: p50 {pct(h, 50) - pct(p, 50):+.1f} ms, p99 {pct(h, 99) - pct(p, 99):+.1f} ms;"
           f" throughput ratio http/in-process {ratio:.2f}")
     svc.db.close()

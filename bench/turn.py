@@ -3,7 +3,7 @@
 The runner's first benchmark. One turn: 10 model steps of 5 ``recall__search_memories`` calls each,
 then an answer (11 steps, within the 12-step budget). Two ways, alternating in one process:
 
-- palui:    ``Service.send`` — the governed turn (policy at offer and call time, taint,
+- palui:    ``TurnsPart.send`` — the governed turn (policy at offer and call time, taint,
             audit, durable state after every call, usage and caps).
 - baseline: ``pydantic_ai.Agent`` (the model library's own agent loop) with the same
             ``script:`` model and one tool per offered name calling the same connector
@@ -66,7 +66,7 @@ async def main(turns: int, warmup: int) -> None:
                   system_prompt="You are Palui, the person's own assistant.")
 
     async def palui_turn() -> None:
-        r = await svc.send("look for milk", model=model)
+        r = await svc.turns.send("look for milk", model=model)
         assert r["status"] == "done" and len([e for e in r["events"] if e["type"] == "tool_call"]) == 50, r
 
     async def baseline_turn() -> None:
@@ -76,10 +76,10 @@ async def main(turns: int, warmup: int) -> None:
     for _ in range(warmup):
         await palui_turn()
         await baseline_turn()
-    rows: dict[str, list[float]] = {"palui (Service.send)": [], "baseline (pydantic_ai.Agent)": []}
+    rows: dict[str, list[float]] = {"palui (TurnsPart.send)": [], "baseline (pydantic_ai.Agent)": []}
     cpu: dict[str, list[float]] = {k: [] for k in rows}
     for _ in range(turns):
-        for name, fn in (("palui (Service.send)", palui_turn), ("baseline (pydantic_ai.Agent)", baseline_turn)):
+        for name, fn in (("palui (TurnsPart.send)", palui_turn), ("baseline (pydantic_ai.Agent)", baseline_turn)):
             t0, c0 = time.perf_counter(), time.process_time()
             await fn()
             rows[name].append((time.perf_counter() - t0) * 1000)

@@ -3,7 +3,7 @@
 Each turn: the ``script:`` model asks for one read tool call (``recall__search_memories``),
 the tool runs, the model answers. Two ways, alternating turn by turn in one process:
 
-- palui:    ``Service.send`` — the whole governed path: the turn row, the run cap, offering
+- palui:    ``TurnsPart.send`` — the whole governed path: the turn row, the run cap, offering
             tools (policy + budget), the system prompt and history, two model steps, the
             decision at call time, the connector call, audit, usage and caps, the inbox.
 - baseline: the same model (the same ``FunctionModel`` with the same script) called with
@@ -61,7 +61,7 @@ async def main(turns: int, warmup: int) -> None:
     # The baseline offers the model the same tools, with the same schemas, built once.
     defs = [ToolDefinition(name=r.name, description=r.description or r.tool,
                            parameters_json_schema=r.input_schema or {"type": "object"})
-            for r in svc.tools() if r.enabled]
+            for r in svc.tools.list() if r.enabled]
     params = ModelRequestParameters(function_tools=defs, allow_text_output=True)
     handle = resolve_model(model)
     recall = RecallConnector()
@@ -70,7 +70,7 @@ async def main(turns: int, warmup: int) -> None:
     system = "You are Palui, the person's own assistant."
 
     async def palui_turn() -> None:
-        r = await svc.send(QUESTION, model=model)
+        r = await svc.turns.send(QUESTION, model=model)
         assert r["status"] == "done" and r["usage"]["steps"] == 2, r
 
     async def baseline_turn() -> list:
@@ -93,7 +93,7 @@ async def main(turns: int, warmup: int) -> None:
 
     from palui.store import audit_chain
 
-    conversation = svc.new_conversation()
+    conversation = svc.turns.new_conversation()
     head_file = audit_chain.head_path(svc.db.path)
     floor_ids = iter(range(10**9))
 
@@ -116,7 +116,7 @@ async def main(turns: int, warmup: int) -> None:
     async def baseline_only() -> None:
         await baseline_turn()
 
-    ways = {"palui (Service.send)": palui_turn, "floor (loop + one transaction)": floor_turn,
+    ways = {"palui (TurnsPart.send)": palui_turn, "floor (loop + one transaction)": floor_turn,
             "baseline (hand loop)": baseline_only}
     times: dict[str, list[float]] = {k: [] for k in ways}
     cpu: dict[str, list[float]] = {k: [] for k in ways}
@@ -131,7 +131,7 @@ async def main(turns: int, warmup: int) -> None:
            "floor (loop + one transaction)")
     report("turn overhead, wall: one read tool call + answer, script: model", "ms", times,
            "floor (loop + one transaction)")
-    p = sorted(cpu["palui (Service.send)"])
+    p = sorted(cpu["palui (TurnsPart.send)"])
     b = sorted(cpu["floor (loop + one transaction)"])
     print(f"  governance cost per turn over the floor (CPU p50 difference): {p[len(p) // 2] - b[len(b) // 2]:.2f} ms")
     print(f"  database: {svc.settings.db_path} ({svc.settings.db_path.stat().st_size // 1024} KiB after "

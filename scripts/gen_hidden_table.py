@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         by_category[cp] = 0
 
     di = default_ignorable(dcp_file)
-    hidden = bytearray(a | b for a, b in zip(by_category, di))
+    hidden = bytearray(a | b for a, b in zip(by_category, di, strict=True))
     table = ranges(hidden)
     digests = {name: hashlib.sha256(p.read_bytes()).hexdigest() for name, p in files.items()}
     args.out.write_text(render(table, version=version, source=args.source, digests=digests), encoding="utf-8")

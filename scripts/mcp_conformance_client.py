@@ -43,8 +43,9 @@ import logging
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 CONNECTOR_ID = "mcp-conformance"
 CIMD_URL = "https://conformance-test.local/client-metadata.json"  # the suite's fixed document
@@ -148,8 +149,8 @@ async def run(url: str, scenario: str, context: dict[str, Any], timeout: float) 
     with tempfile.TemporaryDirectory(prefix="palui-conformance-") as home:
         svc = Service(load_settings({"PALUI_HOME": home, "PALUI_MCP__OAUTH__CLIENT_METADATA_URL": CIMD_URL}))
         if context.get("client_id") and scenario == "auth/pre-registration":
-            svc.mcp_part.save_client(CONNECTOR_ID, OAuthClient(context["client_id"], context.get("client_secret")))
-        conn = MCPConnector(svc.hub.env, CONNECTOR_ID, "conformance",
+            svc.connectors.save_client(CONNECTOR_ID, OAuthClient(context["client_id"], context.get("client_secret")))
+        conn = MCPConnector(svc._hub.env, CONNECTOR_ID, "conformance",
                             ServerConfig("http", url=url, timeout_seconds=timeout), sign_in=HeadlessSignIn())
         try:
             try:
@@ -157,7 +158,7 @@ async def run(url: str, scenario: str, context: dict[str, Any], timeout: float) 
             except ConnectorError as e:
                 return [f"connect: {e}"]
             print(f"connected: protocol {conn._session.protocol_version if conn._session else '?'}")
-            tools = {t.tool: t for t in svc.tools(CONNECTOR_ID) if t.present}
+            tools = {t.tool: t for t in svc.tools.list(CONNECTOR_ID) if t.present}
             print(f"tools: {sorted(tools)}")
             plan = SCENARIOS.get(scenario) or (Plan(_every_tool) if scenario.startswith("auth/") else Plan())
             calls = [(c["name"], dict(c.get("arguments") or {})) for c in context.get("toolCalls") or []]

@@ -23,10 +23,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from playwright.sync_api import expect, sync_playwright  # noqa: E402
+from support.webserve import Served, launch_browser  # noqa: E402
 
 from support.httpserver import PageServer  # noqa: E402
 from support.scripts import call, calls, text, write_script  # noqa: E402
-from support.webserve import Served, launch_browser  # noqa: E402
 
 OUT = ROOT / "docs" / "screenshots"
 HOSTILE = ROOT / "tests" / "support" / "mcp_hostile.py"

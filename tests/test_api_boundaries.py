@@ -275,21 +275,13 @@ def test_the_web_page_says_the_id_as_typed(served):
         assert r.status_code == 404 and "unknown approval &#39;a-../../x&#39;" in r.text
 
 
-def test_a_chat_channel_says_the_id_as_typed(home):
-    from support.fake_telegram import FakeTelegram
-    from support.telegram_rig import TelegramRig, visible
+def test_a_chat_channel_says_the_id_as_typed(telegram_rig):
+    from support.telegram_rig import visible
 
-    with FakeTelegram(max_poll_timeout=2) as fake:
-        rig = TelegramRig(home, fake)
-        rig.add_channel()
-        rig.start()
-        try:
-            rig.pair()
-            up = rig.say(f"/approve {ODD}")
-            reply = rig.reply_after(up)
-            assert visible(reply).startswith(UNKNOWN), visible(reply)
-        finally:
-            rig.stop()
+    rig = telegram_rig(pair=True)
+    up = rig.say(f"/approve {ODD}")
+    reply = rig.reply_after(up)
+    assert visible(reply).startswith(UNKNOWN), visible(reply)
 
 
 # -- the web page's forms --------------------------------------------------------------------------------------

@@ -22,10 +22,16 @@ FRONT_END_ALLOWED = ("palui.service", "palui.types", "palui.results", "palui.err
                      "palui.config_schema", "palui.config_rules", "palui.config_section",
                      "palui.home", "palui.discovery", "palui.files", *FRONT_ENDS)
 FRONT_END_FORBIDDEN = ("palui.runner", "palui.store", "palui.models", "palui.connectors", "palui.triggers")
-# The service's internals a front end must not reach through an attribute either: its collaborators and
-# its parts (``svc.tools_part``, any ``*_part``); the facade's forwards are the door.
-FRONT_END_FORBIDDEN_ATTRIBUTES = ("db", "hub", "runtime", "notifier", "turn_tasks", "scheduler", "redecision")
+# A front end calls the service's public parts (``svc.approvals.answer``). It never reads the database, nor a
+# part's collaborators (``svc.turns.hub``) or the parts a part holds (``svc.turns.status_part``), nor a private
+# attribute of the service or of a part (``svc._hub``, ``svc.tools._tools_on``): those are the parts' own.
+FRONT_END_FORBIDDEN_ATTRIBUTES = ("db", "hub", "clock", "turn_tasks", "scheduler", "redecision")
 FRONT_END_FORBIDDEN_SUFFIX = "_part"
+# How a front end holds the service: ``svc`` (a parameter or a local), ``self.svc`` / ``self._svc``, or the call
+# that hands it over (the CLI's ``service()`` / ``tools_service()``, a route's ``service_of(request)``, a page's
+# ``svc_of(request)``).
+SERVICE_NAMES = ("svc",)
+SERVICE_CALLS = ("service", "tools_service", "service_of", "svc_of")
 SERVICE_SIDE = ("palui.service", *FRONT_ENDS)
 POLICY_STDLIB = {"__future__", "math", "re", "collections", "dataclasses", "typing", "unicodedata"}
 #: A policy module that may import a library besides these, and which: the argument check validates against a
@@ -90,7 +96,20 @@ def test_the_contract_sees_every_package():
                 "palui.policy", "palui.text"):
         assert pkg in names
     # the checker resolves relative and from-imports to modules
-    assert "palui.service.tools" in {m for _, m in imports(PKG / "service" / "mcp_connectors.py")}
+    assert "palui.service.tools" in {m for _, m in imports(PKG / "service" / "connectors.py")}
+
+
+def on_the_service(node: ast.expr) -> bool:
+    """Whether ``node`` is the service or something reached from it (``svc``, ``self.svc.turns``,
+    ``svc_of(request).approvals``)."""
+    while isinstance(node, ast.Attribute):
+        if isinstance(node.value, ast.Name) and node.value.id == "self":
+            return node.attr in ("svc", "_svc")
+        node = node.value
+    if isinstance(node, ast.Call):
+        f = node.func
+        return (f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else "") in SERVICE_CALLS
+    return isinstance(node, ast.Name) and node.id in SERVICE_NAMES
 
 
 def front_end_violations(path: Path) -> list[tuple[int, str]]:
@@ -100,7 +119,9 @@ def front_end_violations(path: Path) -> list[tuple[int, str]]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     bad += [(n.lineno, f".{n.attr}") for n in ast.walk(tree)
             if isinstance(n, ast.Attribute) and (n.attr in FRONT_END_FORBIDDEN_ATTRIBUTES
-                                                 or n.attr.endswith(FRONT_END_FORBIDDEN_SUFFIX))]
+                                                 or n.attr.endswith(FRONT_END_FORBIDDEN_SUFFIX)
+                                                 or (n.attr.startswith("_") and not n.attr.startswith("__")
+                                                     and on_the_service(n.value)))]
     return bad
 
 
@@ -147,15 +168,22 @@ def test_the_shared_text_helpers_are_pure(path):
 
 
 def test_a_violation_is_caught():
-    """The checker itself: a web module importing the store under TYPE_CHECKING, or using ``svc.db``, fails."""
+    """The checker itself: a web module importing the store under TYPE_CHECKING, using ``svc.db``, a part's
+    collaborator or held part, or a private attribute of the service, fails; its own private attributes and the
+    public parts do not."""
     probe = PKG / "web" / "_contract_probe.py"  # imports resolve against the real tree
     try:
         probe.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from palui.store import db\n")
         assert front_end_violations(probe) == [(3, "palui.store.db")]
         probe.write_text("def f(svc):\n    return svc.db.all('x')\n")
         assert front_end_violations(probe) == [(2, ".db")]
-        probe.write_text("def f(svc):\n    return svc.tools_part.tools()\n")
-        assert front_end_violations(probe) == [(2, ".tools_part")]
+        probe.write_text("def f(svc):\n    return svc.turns.status_part.pause_state()\n")
+        assert front_end_violations(probe) == [(2, ".status_part")]
+        probe.write_text("def f(self, request):\n    self.svc._hub.get('x')\n    svc_of(request).tools._tools_on()\n"
+                         "    return self._own_thing, svc.approvals.answer('a-1', True, 'web')\n")
+        assert sorted(front_end_violations(probe)) == [(2, "._hub"), (3, "._tools_on")]
+        probe.write_text("def f(svc):\n    return svc.turns.hub.get('x')\n")
+        assert front_end_violations(probe) == [(2, ".hub")]
         probe.write_text("import importlib\nimportlib.import_module('palui.runner.turn_runner')\n")
         assert front_end_violations(probe) == [(2, "palui.runner.turn_runner")]
     finally:
@@ -248,6 +276,11 @@ def test_the_service_never_imports_a_front_end(path):
 
 # Bases that add no behaviour of another class: the typing markers, and ABC itself.
 FREE_BASES = {"object", "Protocol", "Generic", "ABC"}
+#: An enum of ``str`` values (``class Origin(str, Enum)``): ``str`` is the data type Python's enum mixes into its
+#: members, not a second class of behaviour; kept over ``StrEnum`` (pyproject.toml, ruff's UP042 note).
+VALUE_ENUM = ["str", "Enum"]
+
+
 def base_name(node: ast.expr) -> str:
     """``Generic[T]`` → ``Generic``, ``abc.ABC`` → ``ABC``, ``Part`` → ``Part``."""
     if isinstance(node, ast.Subscript):
@@ -268,20 +301,56 @@ def classes(prefixes: tuple[str, ...]) -> list[tuple[str, list[str]]]:
     return out
 
 
+def typed_dicts() -> set[str]:
+    """The names of the ``TypedDict`` shapes of ``palui.results`` (decision record 0150), directly or through
+    other shapes: a shape composed of several (``ToolCallEvent(ToolCallFields, EventStamp)``) adds fields, not
+    behaviour, and is allowed more than one base."""
+    found = dict((name.rpartition(".")[2], bases) for name, bases in classes(("palui.results",)))
+    shapes = {"TypedDict"}
+    for path in MODULES:  # and the functional ones: ``ClassFields = TypedDict("ClassFields", {"class": str, …})``
+        if within(module_name(path), ("palui.results",)):
+            shapes |= {t.id for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.Assign)
+                       and isinstance(n.value, ast.Call) and base_name(n.value.func) == "TypedDict"
+                       for t in n.targets if isinstance(t, ast.Name)}
+    while True:
+        more = {name for name, bases in found.items() if name not in shapes and bases and set(bases) <= shapes}
+        if not more:
+            return shapes - {"TypedDict"}  # the shapes themselves
+        shapes |= more
+
+
 def test_the_base_check_sees_a_mixin():
     probe = ast.parse("class A(Generic[T], abc.ABC, Part): pass").body[0]
     assert isinstance(probe, ast.ClassDef) and [base_name(b) for b in probe.bases] == ["Generic", "ABC", "Part"]
-    found = dict(classes(("palui.service",)))
+    found = dict(classes(("palui",)))
     assert found["palui.service.brake.JobsPaused"] == ["PaluiError"]
-    assert found["palui.service.forward.Forward"] == ["Generic"]
+    assert found["palui.service.notifier.Notices"] == ["Protocol"]
+    assert extra_bases("x.Mixed", ["Asking", "Questions"], set()) == ["Asking", "Questions"]  # what it refuses
+    shapes = typed_dicts()
+    assert {"ToolCallEvent", "ToolCallFields", "EventStamp", "Status", "TurnResult"} <= shapes
+    assert extra_bases("palui.results.events.ToolCallEvent", found["palui.results.events.ToolCallEvent"], shapes) == []
+    assert extra_bases("palui.types.Origin", found["palui.types.Origin"], shapes) == []
 
 
-@pytest.mark.parametrize("name,bases", [pytest.param(name, bases, id=name)
-                                        for name, bases in classes(("palui.service", "palui.runner"))])
-def test_a_class_has_at_most_one_base_besides_the_typing_markers(name, bases):
-    """The service and the runner are composed of collaborators given at construction, not of mixins."""
+def extra_bases(name: str, bases: list[str], shapes: set[str]) -> list[str]:
+    """The bases of class ``name`` beyond one, once the typing markers, a value enum's ``str`` and a result
+    shape's other shapes are set aside."""
+    if bases == VALUE_ENUM or (name.startswith("palui.results.") and set(bases) <= shapes):
+        return []
     others = [b for b in bases if b not in FREE_BASES]
-    assert len(others) <= 1, f"{name} inherits from {others}"
+    return others if len(others) > 1 else []
+
+
+SHAPES = typed_dicts()
+
+
+@pytest.mark.parametrize("name,bases", [pytest.param(name, bases, id=name) for name, bases in classes(("palui",))])
+def test_a_class_has_at_most_one_base_besides_the_typing_markers(name, bases):
+    """No mixins anywhere in ``src``: classes are composed of collaborators given at construction (the
+    service's parts, the runner's collaborators, the chat session's asking and questions, an MCP connector's
+    sign-in state). Allowed: the typing markers (``Protocol``, ``Generic``, ``ABC``), an enum of ``str`` values,
+    and the field composition of the result shapes in ``palui.results`` (TypedDicts, decision record 0150)."""
+    assert extra_bases(name, bases, SHAPES) == [], f"{name} inherits from {bases}"
 
 
 def test_no_part_of_the_service_inherits_from_another():

@@ -38,6 +38,7 @@ def test_ci_runs_every_bench_with_quick():
     assert sorted(ci_benches()) == sorted(set(scripts()) - LEFT_OUT)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", scripts())
 def test_every_bench_takes_quick(name):
     r = subprocess.run([sys.executable, str(BENCH / f"{name}.py"), "--help"], capture_output=True, text=True,

@@ -105,7 +105,7 @@ def test_stop_all_from_the_web_chat(svc, tmp_path):
         r = c.post("/chat/command", json={"line": "/stop all"}, headers={"X-Palui-CSRF": csrf_value("tok")})
         assert r.status_code == 200, r.text
         assert "Jobs are paused" in r.json()["text"]
-    assert svc.jobs_paused()["by"] == "web"
+    assert svc.brake.jobs_paused()["by"] == "web"
 
 
 def test_the_command_parser():
@@ -154,29 +154,21 @@ def test_with_a_live_service_stop_all_stops_a_running_turn_and_due_jobs_are_skip
 
 
 @pytest.mark.slow
-def test_stop_all_from_a_telegram_chat(home, tmp_path):
-    from support.fake_telegram import FakeTelegram
-    from support.telegram_rig import TelegramRig, visible
+def test_stop_all_from_a_telegram_chat(telegram_rig, fake, tmp_path):
+    from support.telegram_rig import visible
 
-    with FakeTelegram(max_poll_timeout=2) as fake:
-        rig = TelegramRig(home, fake)
-        rig.add_channel()
-        rig.start()
-        try:
-            rig.pair()
-            other = waiting_turn(rig.cli, tmp_path, "elsewhere")  # a turn of another conversation, waiting
-            assert other["status"] == "awaiting_approval", other
-            up = rig.say("/stop all")
-            said = rig.reply_after(up, lambda c: "Jobs are paused" in visible(c))
-            assert visible(said) == (f"Stopped {other['turn']}. Jobs are paused until palui jobs resume, the gateway "
-                                     "until palui gateway resume.")
-            assert rig.svc.turn(other["turn"])["status"] == "stopped"
-            assert rig.svc.get("/api/status")["jobs_paused"]["by"] == "telegram"
-            up = rig.say("/status")  # the channel's /status has the governance lines too
-            status = visible(rig.reply_after(up, lambda c: "tokens today" in visible(c)))
-            assert "jobs: paused by the emergency brake" in status and "asks in the last 7 days: 1" in status
-            assert "gateway: paused by the emergency brake (palui gateway resume)" in status
-            assert "audit head: row " in status
-        finally:
-            rig.stop()
-        assert not fake.errors
+    rig = telegram_rig(pair=True)
+    other = waiting_turn(rig.cli, tmp_path, "elsewhere")  # a turn of another conversation, waiting
+    assert other["status"] == "awaiting_approval", other
+    up = rig.say("/stop all")
+    said = rig.reply_after(up, lambda c: "Jobs are paused" in visible(c))
+    assert visible(said) == (f"Stopped {other['turn']}. Jobs are paused until palui jobs resume, the gateway "
+                             "until palui gateway resume.")
+    assert rig.svc.turn(other["turn"])["status"] == "stopped"
+    assert rig.svc.get("/api/status")["jobs_paused"]["by"] == "telegram"
+    up = rig.say("/status")  # the channel's /status has the governance lines too
+    status = visible(rig.reply_after(up, lambda c: "tokens today" in visible(c)))
+    assert "jobs: paused by the emergency brake" in status and "asks in the last 7 days: 1" in status
+    assert "gateway: paused by the emergency brake (palui gateway resume)" in status
+    assert "audit head: row " in status
+    assert not fake.errors

@@ -82,32 +82,35 @@ async def test_without_to_goes_to_the_inbox(svc):
     row = svc.db.one("SELECT * FROM inbox")
     assert (row["kind"], row["text"], row["turn_id"], row["conversation_id"]) == \
         ("message", "Your parcel arrives at 3pm", "t1", "c1")
-    assert svc.inbox()[-1]["text"] == "Your parcel arrives at 3pm"
+    assert svc.notifier.inbox()[-1]["text"] == "Your parcel arrives at 3pm"
 
 
+@pytest.mark.slow
 async def test_without_to_also_reaches_the_persons_apprise_targets(svc, receiver):
     r = await send(svc, {"text": "hello over apprise"}, notify__apprise=[receiver.target()])
     assert not r.is_error and "Delivered to 1 of 1" in r.text
     path, body = receiver.posts[0]
     assert path == "/hook" and body["message"] == "hello over apprise"
-    assert svc.db.one("SELECT count(*) FROM inbox")[0] == 1
+    assert len(svc.notifier.inbox()) == 1
 
 
+@pytest.mark.slow
 async def test_failed_channel_target_keeps_the_inbox_message_and_hides_the_url(svc, receiver):
     bad = closed_port_target()
     r = await send(svc, {"text": "still in the inbox"}, notify__apprise=[bad, receiver.target()])
     assert not r.is_error and "Delivered to 1 of 2" in r.text and "target 1 (json)" in r.text
     assert "SECRET123" not in r.text and "127.0.0.1" not in r.text
-    assert svc.db.one("SELECT text FROM inbox")[0] == "still in the inbox"
+    assert [m["text"] for m in svc.notifier.inbox()] == ["still in the inbox"]
     assert receiver.posts[0][1]["message"] == "still in the inbox"
 
 
+@pytest.mark.slow
 async def test_to_a_contact_sends_with_apprise(svc, receiver):
     contacts = {"alice": receiver.target("/alice"), "bob": closed_port_target()}
     r = await send(svc, {"text": "Dinner at 8?", "to": "alice"}, messages__contacts=contacts)
     assert not r.is_error and r.text == "Sent to alice."
     assert receiver.posts == [("/alice", receiver.posts[0][1])] and receiver.posts[0][1]["message"] == "Dinner at 8?"
-    assert svc.db.one("SELECT count(*) FROM inbox")[0] == 0
+    assert svc.notifier.inbox() == []
 
     r = await send(svc, {"text": "case differs", "to": "Alice"}, messages__contacts=contacts)
     assert not r.is_error and r.text == "Sent to alice."
@@ -116,15 +119,17 @@ async def test_to_a_contact_sends_with_apprise(svc, receiver):
     assert r.is_error and "could not deliver to bob" in r.text and "SECRET123" not in r.text
 
 
+@pytest.mark.slow
 async def test_unknown_contact_is_an_error(svc, receiver):
     r = await send(svc, {"text": "x", "to": "mallory"}, messages__contacts={"alice": receiver.target()})
     assert r.is_error and "unknown contact 'mallory'" in r.text and "alice" in r.text
     assert receiver.target() not in r.text
     r = await send(svc, {"text": "x", "to": "mallory"})
     assert r.is_error and "none are configured" in r.text
-    assert receiver.posts == [] and svc.db.one("SELECT count(*) FROM inbox")[0] == 0
+    assert receiver.posts == [] and svc.notifier.inbox() == []
 
 
+@pytest.mark.slow
 async def test_ambiguous_case_insensitive_contact_is_not_guessed(svc, receiver):
     contacts = {"Sam": receiver.target("/1"), "sam": receiver.target("/2")}
     r = await send(svc, {"text": "x", "to": "SAM"}, messages__contacts=contacts)
@@ -134,9 +139,10 @@ async def test_ambiguous_case_insensitive_contact_is_not_guessed(svc, receiver):
 @pytest.mark.parametrize("args", [{}, {"text": ""}, {"text": "  "}, {"text": 3}, {"text": "x", "to": 5}])
 async def test_bad_arguments(svc, args):
     r = await send(svc, args)
-    assert r.is_error and svc.db.one("SELECT count(*) FROM inbox")[0] == 0
+    assert r.is_error and svc.notifier.inbox() == []
 
 
+@pytest.mark.slow
 def test_contacts_from_palui_toml(home, receiver):
     (home / "palui.toml").write_text(f'[messages.contacts]\nalice = "{receiver.target()}"\n')
     from palui.service import Service
@@ -148,14 +154,15 @@ def test_contacts_from_palui_toml(home, receiver):
         s.db.close()
 
 
+@pytest.mark.slow
 def test_notify_writes_the_inbox_then_delivers_to_apprise(home, receiver):
     (home / "palui.toml").write_text(f'[notify]\napprise = ["{receiver.target("/me")}"]\n')
     from palui.service import Service
 
     s = Service()
     try:
-        s.notify("approval", "Approve payment? /approve a1")
-        assert s.inbox()[-1]["text"] == "Approve payment? /approve a1"
+        s.notifier("approval", "Approve payment? /approve a1")
+        assert s.notifier.inbox()[-1]["text"] == "Approve payment? /approve a1"
         assert channel.wait_for_deliveries(10)
         path, body = receiver.posts[0]
         assert path == "/me" and body["message"] == "Approve payment? /approve a1"
@@ -164,15 +171,16 @@ def test_notify_writes_the_inbox_then_delivers_to_apprise(home, receiver):
         s.db.close()
 
 
+@pytest.mark.slow
 def test_notify_never_raises_on_a_failed_delivery(home, caplog):
     (home / "palui.toml").write_text(f'[notify]\napprise = ["{closed_port_target()}", "notascheme://x"]\n')
     from palui.service import Service
 
     s = Service()
     try:
-        s.notify("notice", "kept anyway")
+        s.notifier("notice", "kept anyway")
         assert channel.wait_for_deliveries(10)
-        assert s.inbox()[-1]["text"] == "kept anyway"
+        assert s.notifier.inbox()[-1]["text"] == "kept anyway"
     finally:
         s.db.close()
     failures = [r.getMessage() for r in caplog.records if r.name == "palui.channel"]
@@ -180,6 +188,7 @@ def test_notify_never_raises_on_a_failed_delivery(home, caplog):
     assert not any("SECRET123" in m for m in failures)
 
 
+@pytest.mark.slow
 def test_deliver_reports_each_target():
     assert channel.deliver([], "nothing") == []
     assert channel.deliver(["not a url"], "x") == ["target 1 (?): not a valid apprise URL"]

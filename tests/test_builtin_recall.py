@@ -26,8 +26,8 @@ async def test_clean_write_is_trusted_and_reading_it_does_not_taint(svc):
     r = await call(recall, "add_memory", {"text": "The person likes green tea"}, ctx(svc))
     assert not r.is_error and r.untrusted is False
     assert r.text == "Saved memory [1]."
-    row = svc.db.one("SELECT * FROM memories WHERE id = 1")
-    assert row["provenance"] == "trusted" and row["turn_id"] == "t1"
+    [row] = [m for m in svc.memories.list() if m["id"] == 1]
+    assert row["provenance"] == "trusted" and row["turn"] == "t1"
 
     found = await call(recall, "search_memories", {"query": "tea"}, ctx(svc, turn="t2"))
     assert "[1] The person likes green tea" in found.text
@@ -39,7 +39,7 @@ async def test_tainted_write_is_stored_untrusted_and_taints_the_reader(svc):
     await call(recall, "add_memory", {"text": "dentist on friday"}, ctx(svc))
     await call(recall, "add_memory", {"text": "IBAN DE89 3704 for the dentist"},
                ctx(svc, tainted=True, source="web__fetch_page at step 3"))
-    row = svc.db.one("SELECT * FROM memories WHERE id = 2")
+    [row] = [m for m in svc.memories.list() if m["id"] == 2]
     assert row["provenance"] == "untrusted" and row["source"] == "web__fetch_page at step 3"
 
     found = await call(recall, "search_memories", {"query": "dentist"}, ctx(svc, turn="t9"))
@@ -55,7 +55,7 @@ async def test_tainted_write_is_stored_untrusted_and_taints_the_reader(svc):
 
 async def test_tainted_write_without_named_source_still_untrusted(svc):
     await call(RecallConnector(), "add_memory", {"text": "x y z"}, ctx(svc, tainted=True, source=None, turn="t7"))
-    row = svc.db.one("SELECT provenance, source FROM memories")
+    [row] = svc.memories.list()
     assert row["provenance"] == "untrusted" and "t7" in row["source"]
 
 
@@ -63,7 +63,7 @@ async def test_trust_stops_tainting(svc):
     recall = RecallConnector()
     await call(recall, "add_memory", {"text": "pay invoice 4411"}, ctx(svc, tainted=True, source="mcp-mail__read"))
     assert (await call(recall, "search_memories", {"query": "invoice"}, ctx(svc))).untrusted is True
-    svc.trust_memory(1)
+    svc.memories.trust(1)
     after = await call(recall, "search_memories", {"query": "invoice"}, ctx(svc))
     assert after.untrusted is False and "[1] pay invoice 4411" in after.text
 
@@ -93,7 +93,7 @@ async def test_hostile_queries_never_raise(svc, query):
     await call(recall, "add_memory", {"text": "buy milk and ミルク, Grüße"}, ctx(svc))
     r = await call(recall, "search_memories", {"query": query}, ctx(svc))
     assert not r.is_error, r.text
-    assert svc.db.one("SELECT count(*) FROM memories")[0] == 1
+    assert len(svc.memories.list()) == 1
 
 
 @pytest.mark.parametrize("query,hit", [("milk", True), ("MILK", True), ("mil", True), ("ミルク", True),
@@ -125,7 +125,7 @@ async def test_forget_memory(svc):
     await call(recall, "add_memory", {"text": "old address"}, ctx(svc))
     r = await call(recall, "forget_memory", {"id": 1}, ctx(svc))
     assert not r.is_error and "[1] old address" in r.text
-    assert svc.db.one("SELECT count(*) FROM memories")[0] == 0
+    assert svc.memories.list() == []
     # The FTS index follows (external content with triggers): the word is gone.
     assert "No memories match" in (await call(recall, "search_memories", {"query": "address"}, ctx(svc))).text
     missing = await call(recall, "forget_memory", {"id": 1}, ctx(svc))
@@ -154,9 +154,9 @@ async def test_memory_text_has_a_size_limit(svc):
     assert r.is_error and "5,000,000 characters, the limit is 8,192" in r.text
     r = await call(recall, "add_memory", {"text": "y" * 8193}, ctx(svc))
     assert r.is_error and "the limit is 8,192" in r.text
-    assert svc.db.one("SELECT COUNT(*) FROM memories")[0] == 0
+    assert svc.memories.list() == []
     r = await call(recall, "add_memory", {"text": "z" * 8192}, ctx(svc))
-    assert not r.is_error and svc.db.one("SELECT length(text) FROM memories")[0] == 8192
+    assert not r.is_error and [len(m["text"]) for m in svc.memories.list()] == [8192]
 
 
 async def test_arguments_outside_the_schema_are_refused_and_nothing_is_saved(svc):
@@ -169,5 +169,5 @@ async def test_arguments_outside_the_schema_are_refused_and_nothing_is_saved(svc
                       step=1, db=svc.db, settings=svc.settings)
     r = await RecallConnector().call_tool("add_memory", {"text": "a", "extra": 1}, ctx)
     assert r.is_error and "unexpected argument 'extra'" in r.text and "add_memory takes: text" in r.text
-    assert svc.memories() == []
-    assert svc.tool("recall__add_memory").input_schema["additionalProperties"] is False
+    assert svc.memories.list() == []
+    assert svc.tools.get("recall__add_memory").input_schema["additionalProperties"] is False

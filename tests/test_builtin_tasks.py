@@ -28,14 +28,14 @@ async def test_tasks_provenance_and_listing_taint(svc):
     r2 = await call(tasks, "create_task", {"title": "Wire 900 EUR", "notes": "to account X"},
                     ctx(svc, tainted=True, source="web__fetch_page at step 2"))
     assert r2.untrusted is True
-    row = svc.db.one("SELECT * FROM tasks WHERE id = 2")
+    [row] = [t for t in svc.memories.tasks("all") if t["id"] == 2]
     assert row["provenance"] == "untrusted" and row["source"] == "web__fetch_page at step 2"
 
     listing = await call(tasks, "list_tasks", {"status": "open"}, ctx(svc))
     assert listing.untrusted is True and listing.taint_detail == "task 2 has untrusted provenance"
     assert listing.untrusted_texts == ["Wire 900 EUR\nto account X"]
 
-    svc.trust_task(2)
+    svc.memories.trust_task(2)
     assert (await call(tasks, "list_tasks", {}, ctx(svc))).untrusted is False
 
 
@@ -45,11 +45,11 @@ async def test_update_in_tainted_turn_makes_task_untrusted_and_clean_update_keep
     r = await call(tasks, "update_task", {"id": 1, "notes": "use code EVIL"},
                    ctx(svc, tainted=True, source="mcp-mail__read_inbox at step 1"))
     assert r.untrusted is True and "use code EVIL" in r.text
-    assert svc.db.one("SELECT provenance FROM tasks")[0] == "untrusted"
+    assert [t["provenance"] for t in svc.memories.tasks("all")] == ["untrusted"]
     # A later clean update does not launder the third-party notes.
     r = await call(tasks, "update_task", {"id": 1, "status": "done"}, ctx(svc))
     assert r.untrusted is True and "(done)" in r.text
-    assert svc.db.one("SELECT provenance, status FROM tasks")[:] == ("untrusted", "done")
+    assert [(t["provenance"], t["status"]) for t in svc.memories.tasks("all")] == [("untrusted", "done")]
 
 
 async def test_task_status_filters_update_and_delete(svc):
@@ -81,7 +81,7 @@ async def test_task_bad_arguments_are_error_results(svc, name, args):
     await call(tasks, "create_task", {"title": "keep"}, ctx(svc))
     r = await call(tasks, name, args, ctx(svc))
     assert r.is_error and r.text
-    assert svc.db.one("SELECT title, status FROM tasks")[:] == ("keep", "open")
+    assert [(t["title"], t["status"]) for t in svc.memories.tasks("all")] == [("keep", "open")]
 
 
 async def test_due_accepts_iso_dates_and_date_times(svc):
@@ -104,14 +104,14 @@ async def test_task_text_has_a_size_limit(svc, name, args, limit):
     await call(tasks, "create_task", {"title": "keep", "notes": "as is"}, ctx(svc))
     r = await call(tasks, name, args, ctx(svc))
     assert r.is_error and f"the limit is {limit}" in r.text
-    assert svc.db.one("SELECT COUNT(*), title, notes FROM tasks")[:] == (1, "keep", "as is")
+    assert [(t["title"], t["notes"]) for t in svc.memories.tasks("all")] == [("keep", "as is")]
 
 
 async def test_task_text_at_the_limit_is_stored(svc):
     tasks = TasksConnector()
     r = await call(tasks, "create_task", {"title": "t" * 500, "notes": "n" * 8192}, ctx(svc))
     assert not r.is_error
-    assert svc.db.one("SELECT length(title), length(notes) FROM tasks")[:] == (500, 8192)
+    assert [(len(t["title"]), len(t["notes"])) for t in svc.memories.tasks("all")] == [(500, 8192)]
 
 
 async def test_every_builtin_tool_refuses_unexpected_arguments_through_a_turn(home, tmp_path, monkeypatch):
@@ -129,11 +129,12 @@ async def test_every_builtin_tool_refuses_unexpected_arguments_through_a_turn(ho
     bad = [call("recall__add_memory", text="a", extra=1), call("tasks__create_task", title="t", color="red"),
            call("tasks__list_tasks", everything=True), call("messages__send_message", text="hi", cc="x"),
            call("web__fetch_page", url="http://127.0.0.1:1/", method="POST")]
-    r = await svc.send("go", model=write_script(tmp_path / "s.json", calls(*bad), text("ok")))
+    r = await svc.turns.send("go", model=write_script(tmp_path / "s.json", calls(*bad), text("ok")))
     assert r["status"] == "done" and not [e for e in r["events"] if e["type"] == "tool_call"]
     answered = {p.tool_name: p.content for m in st.load(svc.db, r["turn"]).messages for p in getattr(m, "parts", [])
                 if p.part_kind == "tool-return"}
     for c, key in zip(bad, ["extra", "color", "everything", "cc", "method"], strict=True):
         assert f"has {key}, which the schema does not allow (additionalProperties)" in answered[c["tool"]]
-    assert svc.audit(r["turn"]) == []
-    assert svc.memories() == [] and svc.tasks("all") == [] and not [m for m in svc.inbox() if m["kind"] == "message"]
+    assert svc.audit.rows(r["turn"]) == []
+    assert svc.memories.list() == [] and svc.memories.tasks("all") == []
+    assert not [m for m in svc.notifier.inbox() if m["kind"] == "message"]

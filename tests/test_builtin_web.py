@@ -12,6 +12,7 @@ import ipaddress
 import ssl
 import threading
 import time
+from datetime import UTC
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -127,6 +128,7 @@ def test_address_policy_table(addr, reason):
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "[::1]", "10.0.0.1", "169.254.169.254", "0.0.0.0",
                                   "[::ffff:127.0.0.1]", "2130706433", "127.1"])
+@pytest.mark.slow
 async def test_private_addresses_refused_by_default(svc, server, host):
     server.routes["/"] = lambda h: send(h, 200, b"reached", "text/plain")
     r = await fetch(svc, server.url("/", host=host))
@@ -149,6 +151,7 @@ async def test_missing_url_argument(svc):
 
 # -- allowed fetches ------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 async def test_allow_private_fetches_loopback_and_extracts_text(svc, server):
     server.routes["/page"] = lambda h: send(h, 200, PAGE, "text/html; charset=utf-8")
     r = await fetch(svc, server.url("/page"), web__allow_private=True)
@@ -160,6 +163,7 @@ async def test_allow_private_fetches_loopback_and_extracts_text(svc, server):
         assert hidden not in r.text
 
 
+@pytest.mark.slow
 async def test_allow_private_from_the_environment(home, server, monkeypatch):
     monkeypatch.setenv("PALUI_WEB__ALLOW_PRIVATE", "true")
     from palui.service import Service
@@ -179,12 +183,14 @@ async def test_allow_private_from_the_environment(home, server, monkeypatch):
     (None, b"just some text", "just some text"),
     ("text/html", '<meta charset="windows-1252"><p>naïve</p>'.encode("cp1252"), "naïve"),
 ])
+@pytest.mark.slow
 async def test_content_types(svc, server, ctype, body, expect):
     server.routes["/c"] = lambda h: send(h, 200, body, ctype)
     r = await fetch(svc, server.url("/c"), web__allow_private=True)
     assert not r.is_error and r.text.endswith(expect), r.text
 
 
+@pytest.mark.slow
 async def test_binary_content_is_described_not_dumped(svc, server):
     png = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
     server.routes["/img"] = lambda h: send(h, 200, png, "image/png")
@@ -193,6 +199,7 @@ async def test_binary_content_is_described_not_dumped(svc, server):
     assert "PNG" not in r.text.replace("image/png", "")
 
 
+@pytest.mark.slow
 async def test_http_error_status_is_an_error_result_with_the_answer(svc, server):
     r = await fetch(svc, server.url("/missing"), web__allow_private=True)
     assert r.is_error and r.untrusted is True
@@ -202,6 +209,7 @@ async def test_http_error_status_is_an_error_result_with_the_answer(svc, server)
     assert r.is_error and "HTTP 503" in r.text
 
 
+@pytest.mark.slow
 async def test_connection_refused_is_an_error_result(svc):
     s = Server()
     url = s.url("/")
@@ -212,6 +220,7 @@ async def test_connection_refused_is_an_error_result(svc):
 
 # -- redirects: every hop is checked ----------------------------------------------------------------------
 
+@pytest.mark.slow
 async def test_redirect_to_private_address_is_refused(svc, server):
     other = Server("127.0.0.2")  # loopback too: the real policy refuses it
     try:
@@ -230,6 +239,7 @@ async def test_redirect_to_private_address_is_refused(svc, server):
         other.close()
 
 
+@pytest.mark.slow
 async def test_allowed_redirects_are_followed_and_limited(svc, server):
     server.routes["/a"] = redirect("/b", 301)
     server.routes["/b"] = redirect(server.url("/c"), 308)
@@ -252,6 +262,7 @@ async def test_allowed_redirects_are_followed_and_limited(svc, server):
 
 # -- resolution: every address checked, connection pinned to a checked one -------------------------------------
 
+@pytest.mark.slow
 async def test_host_with_any_private_address_is_refused(svc, server):
     async def resolver(host, port):
         return {"mixed.test": ["127.0.0.1", "10.1.2.3"]}[host]
@@ -262,6 +273,7 @@ async def test_host_with_any_private_address_is_refused(svc, server):
     assert server.hits == []
 
 
+@pytest.mark.slow
 async def test_connection_goes_to_the_checked_address_with_the_original_host(svc, server):
     calls = []
 
@@ -290,7 +302,7 @@ async def test_unresolvable_host_is_an_error_result(svc):
 def tls_pair(tmp_path):
     """A certificate for the name pinned.test, and a client context that trusts only it."""
     x509 = pytest.importorskip("cryptography.x509")
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -298,7 +310,7 @@ def tls_pair(tmp_path):
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "pinned.test")])
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(x509.random_serial_number()).not_valid_before(now - timedelta(minutes=5))
             .not_valid_after(now + timedelta(hours=1))
@@ -315,6 +327,7 @@ def tls_pair(tmp_path):
     return server_ctx, client_ctx
 
 
+@pytest.mark.slow
 async def test_https_to_pinned_address_verifies_the_original_name(svc, tls_pair):
     server_ctx, client_ctx = tls_pair
     s = Server(tls=server_ctx)
@@ -337,6 +350,7 @@ async def test_https_to_pinned_address_verifies_the_original_name(svc, tls_pair)
 
 # -- limits -------------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 async def test_size_limit_truncates(svc, server):
     server.routes["/big"] = lambda h: send(h, 200, b"x" * 5000, "text/plain")
     r = await fetch(svc, server.url("/big"), web__allow_private=True, web__max_bytes=1000)
@@ -347,6 +361,7 @@ async def test_size_limit_truncates(svc, server):
     assert "Truncated" not in under.text
 
 
+@pytest.mark.slow
 async def test_size_limit_counts_decompressed_bytes(svc, server):
     bomb = gzip.compress(b"a" * 200_000)
     server.routes["/gz"] = lambda h: send(h, 200, bomb, "text/plain", {"Content-Encoding": "gzip"})
@@ -354,6 +369,7 @@ async def test_size_limit_counts_decompressed_bytes(svc, server):
     assert not r.is_error and "Truncated" in r.text and r.text.split("\n\n", 1)[1] == "a" * 1000
 
 
+@pytest.mark.slow
 async def test_time_limit_covers_the_whole_fetch(svc, server):
     sent_all = threading.Event()
 

@@ -21,8 +21,11 @@ from starlette.testclient import TestClient
 from palui.policy.input_schema import MAX_SAFE_INTEGER, argument_problem, json_problem
 from palui.runner import state as st
 from support.doors import GatewayDoor, app_running
-from support.inprocess_mcp import DESTRUCTIVE, InProcessServer, tool
+from support.mcp_inprocess import DESTRUCTIVE, InProcessServer, tool
 from support.scripts import call, calls, text, write_script
+
+# The tests' own MCP servers run in this process, through the connector's transport seam (support/mcp_inprocess.py).
+pytestmark = pytest.mark.mcp_in_process
 
 FORGET = {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"],
           "additionalProperties": False}
@@ -35,8 +38,8 @@ def told(svc, turn: str) -> dict[str, str]:
 
 
 def nothing_stored_for(svc, turn: str, tool_name: str) -> None:
-    assert [a for a in svc.audit(turn) if a["tool"] == tool_name] == []
-    assert [e for e in svc.turn_detail(turn)["events"] if e.get("tool") == tool_name] == []
+    assert [a for a in svc.audit.rows(turn) if a["tool"] == tool_name] == []
+    assert [e for e in svc.conversations.turn_detail(turn)["events"] if e.get("tool") == tool_name] == []
     assert svc.db.row("SELECT COUNT(*) FROM approvals WHERE tool = ?", (tool_name,))[0] == 0
 
 
@@ -45,7 +48,7 @@ async def test_nan_and_infinity_from_a_scripted_model_are_refused_and_nothing_st
                          calls(call("tasks__list_tasks", status=math.nan), call("recall__forget_memory", id=math.inf),
                                call("nope__missing", a=math.inf)),
                          text("done"))
-    r = await svc.send("list my tasks", model=model)
+    r = await svc.turns.send("list my tasks", model=model)
     assert r["status"] == "done"
     said = told(svc, r["turn"])
     assert said["s1c1"] == ("Error: the tool 'tasks__list_tasks' was not called: the arguments hold a number JSON "
@@ -54,9 +57,9 @@ async def test_nan_and_infinity_from_a_scripted_model_are_refused_and_nothing_st
     for name in ("tasks__list_tasks", "recall__forget_memory"):
         nothing_stored_for(svc, r["turn"], name)
     # a tool that was not offered is refused at the offer, before the arguments: audited, its arguments not stored
-    [refused] = svc.audit(r["turn"])
+    [refused] = svc.audit.rows(r["turn"])
     assert (refused["tool"], refused["outcome"]) == ("nope__missing", "refused")
-    [event] = [e for e in svc.turn_detail(r["turn"])["events"] if e["type"] == "tool_call"]
+    [event] = [e for e in svc.conversations.turn_detail(r["turn"])["events"] if e["type"] == "tool_call"]
     assert event["args"] == {}
     con = sqlite3.connect(svc.settings.db_path)
     assert con.execute("SELECT COUNT(*) FROM turn_events WHERE NOT json_valid(event)").fetchone()[0] == 0
@@ -66,8 +69,8 @@ async def test_nan_and_infinity_from_a_scripted_model_are_refused_and_nothing_st
     assert v.returncode == 0 and v.stdout.startswith("audit chain intact: 1 row(s)"), v.stderr
     assert json.loads(cli("approvals", "list", "--all", "--json").stdout) == []
     # the history replays: the model's own call stays, answered with the error
-    again = await svc.send("and again", conversation=r["conversation"],
-                           model=write_script(tmp_path / "t.json", text("ok")))
+    again = await svc.turns.send("and again", conversation=r["conversation"],
+                                 model=write_script(tmp_path / "t.json", text("ok")))
     assert again["status"] == "done"
 
 
@@ -75,24 +78,24 @@ async def test_the_failing_call_of_the_issue_asks_nothing_through_either_door(ho
     """``recall__forget_memory {"id": "not-a-number", "extra": 1}`` used to be put to the person, approved, then
     fail ``unexpected argument 'extra'``. Through a turn it is refused at its argument step; the gateway offers
     no built-in tool, so there the same call to an MCP tool with the same schema is refused the same way."""
-    from palui.service import Service
+    from support.inprocess import service
 
     (home / "palui.toml").write_text("[gateway]\nwait_seconds = 0.2\n")
-    svc = Service()
+    svc = service()
     books = InProcessServer("books", [tool("forget", DESTRUCTIVE, FORGET)])
     try:
         await books.add(svc, enable=("forget",))
         bad = {"id": "not-a-number", "extra": 1}
-        r = await svc.send("forget it", model=write_script(tmp_path / "s.json",
-                                                           calls(call("recall__forget_memory", **bad),
-                                                                 call("mcp-books__forget", **bad)), text("done")))
+        r = await svc.turns.send("forget it", model=write_script(tmp_path / "s.json",
+                                                                 calls(call("recall__forget_memory", **bad),
+                                                                       call("mcp-books__forget", **bad)), text("done")))
         assert r["status"] == "done" and r["pending_approvals"] == []
         said = told(svc, r["turn"])
         why = ("the arguments do not match the tool's input schema: at $: has extra, which the schema does not "
                "allow (additionalProperties)")
         assert said == {"s1c1": f"Error: the tool 'recall__forget_memory' was not called: {why}.",
                         "s1c2": f"Error: the tool 'mcp-books__forget' was not called: {why}."}
-        token = svc.gateway_client_add("coder", context="trusted")["token"]
+        token = svc.gateway.add_client("coder", context="trusted")["token"]
         async with app_running(svc) as app:
             async with GatewayDoor(svc, app, token, "coder").connected() as door:
                 text_, error = await door.call("mcp-books__forget", bad)
@@ -121,22 +124,22 @@ async def test_size_integers_surrogates_and_depth_are_refused_through_a_turn(hom
         call("recall__search_memories", query="x" * 80), call("recall__forget_memory", id=2**60),
         call("recall__search_memories", query="\ud800"), call("recall__search_memories", query=deep),
         call("recall__search_memories", query="fine")), text("done"))
-    r = await svc.send("go", model=model)
+    r = await svc.turns.send("go", model=model)
     said = told(svc, r["turn"])
     assert "more than limits.argument_chars (60)" in said["s1c1"]
     assert f"an integer beyond ±{MAX_SAFE_INTEGER:,}" in said["s1c2"] and "at $.id" in said["s1c2"]
     assert "lone surrogate" in said["s1c3"] and "at $.query" in said["s1c3"]
     assert "nested deeper than 64 levels" in said["s1c4"]
     assert not said["s1c5"].startswith("Error")
-    assert [a["outcome"] for a in svc.audit(r["turn"])] == ["ok"]  # only the call that ran
+    assert [a["outcome"] for a in svc.audit.rows(r["turn"])] == ["ok"]  # only the call that ran
     svc.db.close()
 
 
 async def test_refused_arguments_count_in_the_error_streak(svc, tmp_path):
     bad = [call("recall__search_memories", query=i) for i in range(4)]  # an integer where a string is due
-    r = await svc.send("go", model=write_script(tmp_path / "s.json", calls(*bad), text("done")))
+    r = await svc.turns.send("go", model=write_script(tmp_path / "s.json", calls(*bad), text("done")))
     assert r["status"] == "budget" and r["budget"].startswith("budgets.error_streak: 4 calls in a row")
-    assert svc.audit(r["turn"]) == []  # refused at the argument step: nothing written, the streak still counted
+    assert svc.audit.rows(r["turn"]) == []  # refused at the argument step: nothing written, the streak still counted
 
 
 def test_the_pure_checks_name_the_place_and_the_rule_never_a_value():

@@ -37,7 +37,7 @@ def test_a_snapshot_is_reused_while_the_version_holds(svc):
     first = catalog.snapshot(svc.db)
     assert catalog.snapshot(svc.db) is first
     other = Service(load_settings({"PALUI_HOME": str(svc.settings.home)}))  # another process's connection
-    other.set_enabled(["recall__add_memory"], False)
+    other.tools.set_enabled(["recall__add_memory"], False)
     second = catalog.snapshot(svc.db)
     assert second is not first and not second.tools["recall__add_memory"].enabled
     assert first.tools["recall__add_memory"].enabled  # an old snapshot is never changed, only replaced
@@ -47,12 +47,12 @@ def test_a_snapshot_is_reused_while_the_version_holds(svc):
 def test_tool_now_sees_another_process_at_once(svc):
     catalog.snapshot(svc.db)  # cached here
     other = Service(load_settings({"PALUI_HOME": str(svc.settings.home)}))
-    other.set_enabled(["recall__search_memories"], False)
+    other.tools.set_enabled(["recall__search_memories"], False)
     assert not catalog.tool_now(svc.db, "recall__search_memories").enabled
     assert not catalog.tool_now(svc.db, connector="recall", raw_name="search_memories").enabled
     assert catalog.tool_now(svc.db, "nope__nothing") is None
     catalog.snapshot(svc.db)  # cached again, at the version after the switch-off
-    other.set_private("tasks")  # a private mark (spec §4.5) is seen before the next call too
+    other.tools.set_private("tasks")  # a private mark (spec §4.5) is seen before the next call too
     assert catalog.tool_now(svc.db, "tasks__list_tasks").connector_private
     other.db.close()
 
@@ -64,14 +64,14 @@ async def test_a_switch_off_in_another_process_refuses_the_next_call_of_a_runnin
 
     async def switch_off_meanwhile() -> None:
         await asyncio.sleep(0.3)  # the turn has offered its tools and waits for the model
-        other.set_enabled(["recall__search_memories"], False)
+        other.tools.set_enabled(["recall__search_memories"], False)
 
     task = asyncio.create_task(switch_off_meanwhile())
-    r = await svc.send("do I need milk?", model=model)
+    r = await svc.turns.send("do I need milk?", model=model)
     await task
     step = next(e for e in r["events"] if e["type"] == "step")
     assert "recall__search_memories" in step["tools_offered"]  # offered at the start
     [c] = [e for e in r["events"] if e["type"] == "tool_call"]
     assert c["verdict"] == "off" and c["is_error"]  # refused at call time, in this turn
-    assert [a["outcome"] for a in svc.audit() if a["tool"] == "recall__search_memories"] == ["refused"]
+    assert [a["outcome"] for a in svc.audit.rows() if a["tool"] == "recall__search_memories"] == ["refused"]
     other.db.close()

@@ -362,22 +362,22 @@ def test_the_web_page_adds_tests_and_lists_an_email_channel(svc, dovecot):  # no
             assert 'id="add-email"' in client.get("/channels").text
             client.post("/channels/add", data=form)
             page = client.get("/channels").text
-            assert "refused the login" in page and svc.channels() == []
+            assert "refused the login" in page and svc.channels.list() == []
             client.post("/channels/add", data={**form, "address": "palui+x@palui.example", "password": password})
-            assert "no +" in client.get("/channels").text and svc.channels() == []
+            assert "no +" in client.get("/channels").text and svc.channels.list() == []
             client.post("/channels/add", data={**form, "imap_host": "imap.example.org", "password": password})
-            assert "plain only on loopback" in client.get("/channels").text and svc.channels() == []
+            assert "plain only on loopback" in client.get("/channels").text and svc.channels.list() == []
             r = client.post("/channels/add", data={**form, "password": password})
             assert r.status_code == 303
             page = client.get("/channels").text
             assert 'data-channel="email"' in page and address in page and password not in page
-            secret = svc.channel_secrets("email")
+            secret = svc.channels.secrets("email")
             assert secret["password"] == password and len(bytes.fromhex(secret["reply_key"])) == 32
             client.post("/channels/email/test", data={"csrf": csrf_value("tok"), "back": "/channels"})
             assert f"accept {address}" in client.get("/channels").text
-            svc.add_answer_address("email", "0" * 64, "a-1", "f" * 16)
+            svc.mail_records.add_answer_address("email", "0" * 64, "a-1", "f" * 16)
             client.post("/channels/email/remove", data={"csrf": csrf_value("tok"), "back": "/channels"})
-            assert svc.channels() == [] and not (svc.settings.secrets_dir / "channel-email.json").exists()
+            assert svc.channels.list() == [] and not (svc.settings.secrets_dir / "channel-email.json").exists()
             assert svc.db.one("SELECT COUNT(*) FROM mail_answer_addresses")[0] == 0
     finally:
         smtp.stop()

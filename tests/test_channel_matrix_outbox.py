@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import signal
 import time
+from types import SimpleNamespace
 
 import pytest
 
 from support.live_service import wait_for
-from support.matrix_rig import MatrixRig, Peer, register, synapse  # noqa: F401 - the session fixture
+from support.matrix_rig import MatrixRig, Peer
 
 pytestmark = pytest.mark.slow
 
@@ -24,36 +25,9 @@ FORGET = {"tool_calls": [{"tool": "recall__forget_memory", "args": {"id": 1}}]}
 
 
 @pytest.fixture
-async def people(synapse):  # noqa: F811
-    made = []
+def rig(matrix_rig) -> MatrixRig:
+    return matrix_rig()
 
-    async def make(name: str) -> Peer:
-        p = await Peer(synapse, register(synapse, name)).start()
-        made.append(p)
-        return p
-
-    yield make
-    for p in made:
-        await p.close()
-
-
-@pytest.fixture
-def rig(home, synapse):  # noqa: F811
-    r = MatrixRig(home, synapse)
-    r.add_channel()
-    r.start()
-    yield r
-    r.svc.stop()
-
-
-def _joined(rig: MatrixRig, room: str) -> bool:
-    from support.synapse_fixture import SynapseError
-
-    try:
-        r = rig.hs.client_api("GET", "/_matrix/client/v3/joined_rooms", rig.palui.access_token)
-    except SynapseError:
-        return False
-    return room in r.get("joined_rooms", [])
 
 
 def _asks(person: Peer, room: str, palui: str, aid: str, start: int) -> list:
@@ -61,7 +35,8 @@ def _asks(person: Peer, room: str, palui: str, aid: str, start: int) -> list:
             and (getattr(e, "body", "") or "").startswith(f"Approval {aid}:")]
 
 
-async def test_an_approval_on_its_way_at_a_kill_arrives_exactly_once(rig: MatrixRig, people, synapse):  # noqa: F811
+async def test_an_approval_on_its_way_at_a_kill_arrives_exactly_once(matrix_rig, people, synapse):
+    rig = matrix_rig(process=True)  # killed with SIGKILL
     person = await people("person")
     palui = rig.palui.user_id
     room = await rig.pair(person)
@@ -127,9 +102,9 @@ async def test_an_invite_made_before_the_pairing_code_is_joined_when_the_code_is
     room = await person.room(palui)  # the person invites Palui first
     wait_for(lambda: rig.svc.count("channel_invites", "room_id = ?", (room,)), 20, what="the invite to be held")
     time.sleep(1.5)
-    assert not _joined(rig, room)  # no code is live: not joined
+    assert not rig.joined(room)  # no code is live: not joined
     code = rig.code()
-    wait_for(lambda: _joined(rig, room), 15, what="Palui to join the room once a code is live")
+    wait_for(lambda: rig.joined(room), 15, what="Palui to join the room once a code is live")
     mark = person.mark()
     await person.send(room, f"/pair {code}")
     said = await person.palui_said(room, lambda b: "paired with" in b, palui, start=mark)
@@ -137,7 +112,7 @@ async def test_an_invite_made_before_the_pairing_code_is_joined_when_the_code_is
     assert rig.svc.count("channel_invites") == 0
 
 
-async def test_receiving_resumes_after_the_homeserver_was_down(rig: MatrixRig, people, synapse):  # noqa: F811
+async def test_receiving_resumes_after_the_homeserver_was_down(rig: MatrixRig, people, synapse):
     person = await people("person")
     palui = rig.palui.user_id
     room = await rig.pair(person)
@@ -173,15 +148,11 @@ async def test_the_sync_backoff_stays_under_five_seconds(monkeypatch):
         async def close(self):
             pass
 
-    class Svc:
-        def channel_cursor(self, name):
-            return "s1"
-
-        def set_channel_state(self, name, state):
-            pass
-
+    # the two parts the sync loop calls
+    svc = SimpleNamespace(channel_updates=SimpleNamespace(cursor=lambda name: "s1"),
+                          channels=SimpleNamespace(set_state=lambda name, state: None))
     channel = matrix.MatrixChannel.__new__(matrix.MatrixChannel)
-    channel.svc, channel.name, channel.client, channel.poll_ms = Svc(), "matrix", Down(), 30_000
+    channel.svc, channel.name, channel.client, channel.poll_ms = svc, "matrix", Down(), 30_000
     channel.redact = lambda text: text
     channel._last_state, channel._refused = "", False
     real_sleep = asyncio.sleep

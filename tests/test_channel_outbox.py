@@ -29,24 +29,14 @@ FORGET = {"tool_calls": [{"tool": "recall__forget_memory", "args": {"id": 1}}]}
 
 
 @pytest.fixture
-def fake():
-    with FakeTelegram(max_poll_timeout=2) as f:
-        yield f
-    assert not f.errors, f"the fake Bot API raised: {f.errors!r}"
+def rig(telegram_rig) -> TelegramRig:
+    return telegram_rig(pair=True)
 
 
 @pytest.fixture
-def rig(home, fake):
-    r = TelegramRig(home, fake)
-    r.add_channel()
-    r.start()
-    r.pair()
-    yield r
-    r.stop()
-    logs = (home / "serve-test.log").read_text(errors="replace")
-    if (home / "logs" / "palui.log").exists():
-        logs += (home / "logs" / "palui.log").read_text(errors="replace")
-    assert fake.token not in logs, "the bot token leaked into a log"
+def killable(telegram_rig) -> TelegramRig:
+    """The rig with the service in a child process, which the test kills with SIGKILL."""
+    return telegram_rig(pair=True, process=True)
 
 
 def _failing(rig: TelegramRig) -> bool:
@@ -60,7 +50,8 @@ def _asks_for(fake: FakeTelegram, aid: str, after: int = 0) -> list:
         d.startswith(f"ap:{aid}:") for d in button_data(c))]
 
 
-def test_an_approval_answered_elsewhere_in_the_outage_arrives_as_its_outcome(rig: TelegramRig):
+def test_an_approval_answered_elsewhere_in_the_outage_arrives_as_its_outcome(killable: TelegramRig):
+    rig = killable
     fake = rig.fake
     rig.set_script(FORGET, {"text": "forgotten"})
     fake.stop()
@@ -119,7 +110,8 @@ def test_a_rejected_token_is_retried_says_what_to_do_and_recovers(rig: TelegramR
     rig.reply_after(up, lambda c: visible(c) == "still here", timeout=20)
 
 
-def test_channels_list_says_not_running_when_the_service_is_dead(rig: TelegramRig):
+def test_channels_list_says_not_running_when_the_service_is_dead(killable: TelegramRig):
+    rig = killable
     listed = json.loads(rig.cli("channels", "list", "--json").stdout)[0]
     assert listed["state"] == "connected" and listed["running"] is True
     rig.svc.stop(signal.SIGKILL)
@@ -190,26 +182,20 @@ def test_status_names_the_pending_approvals_and_approvals_sends_them_again(rig: 
                                    and "Audit head" not in visible(c))) == "No approval is pending."
 
 
-def test_an_approved_call_cut_by_a_crash_reads_approved_interrupted_may_have_run(home, fake):
+def test_an_approved_call_cut_by_a_crash_reads_approved_interrupted_may_have_run(telegram_rig, fake):
     from support.httpserver import PageServer
 
     with PageServer({}, slow_seconds=30) as pages:
-        rig = TelegramRig(home, fake, toml="[web]\nallow_private = true\n")
+        rig = telegram_rig(toml="[web]\nallow_private = true\n", pair=True, process=True)  # killed with SIGKILL
         assert rig.cli("tools", "set-class", "web__fetch_page", "destructive").returncode == 0
-        rig.add_channel()
+        rig.set_script({"tool_calls": [{"tool": "web__fetch_page", "args": {"url": f"{pages.url}/slow"}}]},
+                       {"text": "it went"})
+        up = rig.say("fetch the slow page")
+        ask = rig.reply_after(up, lambda c: bool(button_data(c)))
+        press = fake.push_callback(PERSON, ask.result["message_id"], button_data(ask)[0])
+        wait_for(lambda: any(h.startswith("/slow") for h in pages.hits), 15, what="the approved call to start")
+        rig.svc.stop(signal.SIGKILL)  # the call is in flight
         rig.start()
-        try:
-            rig.pair()
-            rig.set_script({"tool_calls": [{"tool": "web__fetch_page", "args": {"url": f"{pages.url}/slow"}}]},
-                           {"text": "it went"})
-            up = rig.say("fetch the slow page")
-            ask = rig.reply_after(up, lambda c: bool(button_data(c)))
-            press = fake.push_callback(PERSON, ask.result["message_id"], button_data(ask)[0])
-            wait_for(lambda: any(h.startswith("/slow") for h in pages.hits), 15, what="the approved call to start")
-            rig.svc.stop(signal.SIGKILL)  # the call is in flight
-            rig.start()
-            said = rig.reply_after(press, lambda c: "it went" in visible(c), timeout=30)
-            assert visible(said).startswith("· web__fetch_page: ask → approved → interrupted, may have run")
-            assert len([h for h in pages.hits if h.startswith("/slow")]) == 1  # never sent twice
-        finally:
-            rig.stop()
+        said = rig.reply_after(press, lambda c: "it went" in visible(c), timeout=30)
+        assert visible(said).startswith("· web__fetch_page: ask → approved → interrupted, may have run")
+        assert len([h for h in pages.hits if h.startswith("/slow")]) == 1  # never sent twice

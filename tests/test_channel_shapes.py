@@ -46,6 +46,7 @@ def contacted(s: socket.socket) -> bool:
     ("123:abcdefghij/lmnopqrstuvwxyzabcdefgh", "the part after ':' may hold only letters, digits, _ and -"),
     ("123:short", "the part after ':' has 5 characters, a bot token's has 30 or more"),
 ])
+@pytest.mark.slow
 def test_a_telegram_token_of_the_wrong_shape_never_reaches_the_bot_api(cli, token, why):
     with FakeTelegram(max_poll_timeout=1) as fake:
         r = cli("channels", "add", "telegram", "--token-file", "-", "--api-base", fake.url, input=token + "\n")
@@ -57,6 +58,7 @@ def test_a_telegram_token_of_the_wrong_shape_never_reaches_the_bot_api(cli, toke
     assert cli.json("channels", "list", "--json") == []
 
 
+@pytest.mark.slow
 def test_a_token_of_the_right_shape_is_still_checked_by_telegram(cli):
     with FakeTelegram(max_poll_timeout=1) as fake:
         r = cli("channels", "add", "telegram", "--token-file", "-", "--api-base", fake.url, input=fake.token + "\n")
@@ -64,6 +66,7 @@ def test_a_token_of_the_right_shape_is_still_checked_by_telegram(cli):
         assert [c.method for c in fake.calls][:1] == ["getMe"]
 
 
+@pytest.mark.slow
 def test_a_matrix_user_that_is_not_a_user_id_never_reaches_the_homeserver(cli, listener):
     url, s = listener
     r = cli("channels", "add", "matrix", "--homeserver", url, "--user", "not a user", "--password-file", "-",
@@ -101,6 +104,7 @@ def _post(client, **form):
     return client.post("/channels/add", data={"csrf": csrf_value("tok"), "back": "/channels", **form})
 
 
+@pytest.mark.slow
 def test_the_web_form_checks_the_shapes_before_the_network(svc, listener):
     url, s = listener
     with TestClient(create_app(svc, "tok", port=8765), base_url="http://127.0.0.1:8765", follow_redirects=False,
@@ -114,4 +118,4 @@ def test_the_web_form_checks_the_shapes_before_the_network(svc, listener):
         page = client.get("/channels").text
         assert "that is not a Matrix user id: a Matrix user id starts with @" in page
     assert not contacted(s)
-    assert svc.channels() == []
+    assert svc.channels.list() == []

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from support.fake_telegram import FakeTelegram, button_data
+from support.fake_telegram import button_data
 from support.live_service import wait_for
 from support.telegram_rig import PERSON, TelegramRig, approval_row, visible
 
@@ -25,22 +25,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def fake():
-    with FakeTelegram(max_poll_timeout=2) as f:
-        yield f
-    assert not f.errors, f"the fake Bot API raised: {f.errors!r}"
-
-
-@pytest.fixture
-def rig(home, fake):
-    r = TelegramRig(home, fake)
-    r.add_channel()
-    r.start()
-    yield r
-    r.stop()
-    log = (home / "serve-test.log").read_text(errors="replace")
-    palui_log = (home / "logs" / "palui.log").read_text(errors="replace") if (home / "logs" / "palui.log").exists() else ""
-    assert fake.token not in log + palui_log, "the bot token leaked into a log"
+def rig(telegram_rig) -> TelegramRig:
+    return telegram_rig()
 
 
 def test_html_answers_unknown_commands_group_chats_and_channels_test(rig: TelegramRig):
@@ -138,25 +124,19 @@ def test_answered_in_the_terminal_denied_with_a_reason(rig: TelegramRig):
     assert approval_row(rig.svc, aid)["deny_reason"] == "not today, it is my favourite"
 
 
-def test_an_expired_approval_is_edited_and_its_button_refused(home, fake):
-    rig = TelegramRig(home, fake, toml="[approvals]\nchat_expiry_seconds = 3\n")
-    rig.add_channel()
-    rig.start()
-    try:
-        rig.pair()
-        rig.set_script(FORGET, {"text": "after"})
-        up = rig.say("forget memory 1")
-        msg = _approval_message(rig, up)
-        assert ", in 1 min" in visible(msg)
-        mid = msg.result["message_id"]
-        aid = button_data(msg)[0].split(":")[1]
-        edit = fake.wait_for(lambda c: c.method == "editMessageText" and c.params["message_id"] == mid, 15, after=up)
-        assert visible(edit) == f"Approval {aid} (recall__forget_memory): expired — denied."
-        press = fake.push_callback(PERSON, mid, button_data(msg)[0])
-        ans = fake.wait_for(lambda c: c.method == "answerCallbackQuery", 10, after=press)
-        assert "expired" in ans.params["text"]
-    finally:
-        rig.stop()
+def test_an_expired_approval_is_edited_and_its_button_refused(telegram_rig, fake):
+    rig = telegram_rig(toml="[approvals]\nchat_expiry_seconds = 3\n", pair=True)
+    rig.set_script(FORGET, {"text": "after"})
+    up = rig.say("forget memory 1")
+    msg = _approval_message(rig, up)
+    assert ", in 1 min" in visible(msg)
+    mid = msg.result["message_id"]
+    aid = button_data(msg)[0].split(":")[1]
+    edit = fake.wait_for(lambda c: c.method == "editMessageText" and c.params["message_id"] == mid, 15, after=up)
+    assert visible(edit) == f"Approval {aid} (recall__forget_memory): expired — denied."
+    press = fake.push_callback(PERSON, mid, button_data(msg)[0])
+    ans = fake.wait_for(lambda c: c.method == "answerCallbackQuery", 10, after=press)
+    assert "expired" in ans.params["text"]
 
 
 def test_long_answer_split_429_job_result_and_a_malformed_update(rig: TelegramRig):
@@ -205,52 +185,40 @@ def test_long_answer_split_429_job_result_and_a_malformed_update(rig: TelegramRi
     assert "channel telegram: connected" in status.stdout
 
 
-def test_stop_during_a_slow_tool_ends_it_while_it_runs(home, fake):
+def test_stop_during_a_slow_tool_ends_it_while_it_runs(telegram_rig):
     from support.httpserver import PageServer
 
     with PageServer({}, slow_seconds=600) as pages:
-        rig = TelegramRig(home, fake, toml="[web]\nallow_private = true\n")
-        rig.add_channel()
-        rig.start()
-        try:
-            rig.pair()
-            rig.set_script({"tool_calls": [{"tool": "web__fetch_page", "args": {"url": f"{pages.url}/slow"}}]},
-                           {"text": "fetched"})
-            rig.say("fetch the slow page")
-            wait_for(lambda: any(h.startswith("/slow") for h in pages.hits), 15, what="the slow fetch to start")
-            tid = rig.svc.rows("SELECT id FROM turns ORDER BY rowid DESC LIMIT 1")[0][0]
-            assert rig.svc.turn(tid)["status"] == "running"
-            stop = rig.say("/stop")
-            said = rig.reply_after(stop, lambda c: "Stopped" in visible(c))
-            assert visible(said) == f"Stopped {tid}."
-            wait_for(lambda: rig.svc.turn(tid)["status"] == "stopped", 60, what="the turn to stop")
-            assert pages.answered == []  # the turn itself ended while the page still loaded (ten minutes)
-        finally:
-            rig.stop()
-
-
-def test_kill_and_restart_never_replays_an_update(home, fake):
-    rig = TelegramRig(home, fake)
-    rig.add_channel()
-    rig.start()
-    try:
-        rig.pair()
-        rig.set_script({"text": "slow answer", "delay_seconds": 3})
-        up = rig.say("take your time")
-        rig.processed(up)
+        rig = telegram_rig(toml="[web]\nallow_private = true\n", pair=True)
+        rig.set_script({"tool_calls": [{"tool": "web__fetch_page", "args": {"url": f"{pages.url}/slow"}}]},
+                       {"text": "fetched"})
+        rig.say("fetch the slow page")
+        wait_for(lambda: any(h.startswith("/slow") for h in pages.hits), 15, what="the slow fetch to start")
         tid = rig.svc.rows("SELECT id FROM turns ORDER BY rowid DESC LIMIT 1")[0][0]
-        rig.svc.stop(signal.SIGKILL)
-        rig.set_script({"text": "slow answer"})
-        rig.start()
-        rig.reply_after(up, lambda c: visible(c) == "slow answer", timeout=20)
-        time.sleep(1.5)  # a replay would have started a second turn by now
-        assert rig.svc.count("turns", "origin = 'chat'") == 1
-        assert rig.svc.turn(tid)["status"] == "done"
-        answers = [c for c in fake.sent_messages(PERSON) if visible(c) == "slow answer"]
-        assert len(answers) == 1
-        assert fake.updates[-1].update_id == up.update_id and up.confirmed_at is not None
-    finally:
-        rig.stop()
+        assert rig.svc.turn(tid)["status"] == "running"
+        stop = rig.say("/stop")
+        said = rig.reply_after(stop, lambda c: "Stopped" in visible(c))
+        assert visible(said) == f"Stopped {tid}."
+        wait_for(lambda: rig.svc.turn(tid)["status"] == "stopped", 60, what="the turn to stop")
+        assert pages.answered == []  # the turn itself ended while the page still loaded (ten minutes)
+
+
+def test_kill_and_restart_never_replays_an_update(telegram_rig, fake):
+    rig = telegram_rig(pair=True, process=True)  # killed with SIGKILL
+    rig.set_script({"text": "slow answer", "delay_seconds": 3})
+    up = rig.say("take your time")
+    rig.processed(up)
+    tid = rig.svc.rows("SELECT id FROM turns ORDER BY rowid DESC LIMIT 1")[0][0]
+    rig.svc.stop(signal.SIGKILL)
+    rig.set_script({"text": "slow answer"})
+    rig.start()
+    rig.reply_after(up, lambda c: visible(c) == "slow answer", timeout=20)
+    time.sleep(1.5)  # a replay would have started a second turn by now
+    assert rig.svc.count("turns", "origin = 'chat'") == 1
+    assert rig.svc.turn(tid)["status"] == "done"
+    answers = [c for c in fake.sent_messages(PERSON) if visible(c) == "slow answer"]
+    assert len(answers) == 1
+    assert fake.updates[-1].update_id == up.update_id and up.confirmed_at is not None
 
 
 def test_a_wrong_bot_token_is_refused_without_showing_it(home, fake):
@@ -315,7 +283,7 @@ def test_typing_is_resent_every_four_seconds_while_the_turn_runs(rig: TelegramRi
     answer = rig.reply_after(up, lambda c: visible(c) == "thought about it", timeout=30)
     typing = [c for c in fake.calls[up.calls_mark:answer.index] if c.method == "sendChatAction"]
     assert len(typing) == 3, [round(c.received_at - up.queued_at, 2) for c in typing]
-    gaps = [b.received_at - a.received_at for a, b in zip(typing, typing[1:])]
+    gaps = [b.received_at - a.received_at for a, b in zip(typing, typing[1:], strict=False)]
     assert all(3.7 <= g <= 4.8 for g in gaps), gaps
     assert not [c for c in fake.calls[answer.index:] if c.method == "sendChatAction"]  # stops with the turn
 

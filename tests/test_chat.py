@@ -31,6 +31,7 @@ def turns(home):
         con.close()
 
 
+@pytest.mark.slow
 def test_chat_commands_and_inline_approval(cli, tmp_path, home):
     model = write_script(tmp_path / "s.json", calls(call("tasks__create_task", title="water plants")),
                          calls(call("tasks__delete_task", id=1)), text("Created and deleted."))
@@ -62,6 +63,7 @@ def test_chat_commands_and_inline_approval(cli, tmp_path, home):
     assert cli.json("tasks", "list", "--status", "all", "--json") == []
 
 
+@pytest.mark.slow
 def test_a_y_typed_before_the_question_shows_is_not_an_answer(tmp_path, home):
     model = write_script(tmp_path / "s.json", {"tool_calls": [call("tasks__delete_task", id=1)], "delay_seconds": 2},
                          text("Went on."))
@@ -82,6 +84,7 @@ def test_a_y_typed_before_the_question_shows_is_not_an_answer(tmp_path, home):
     assert [t[0] for t in turns(home)] == ["delete task 1"]  # the 'y' never became a message
 
 
+@pytest.mark.slow
 def test_text_typed_while_a_turn_runs_waits_as_the_next_turn(tmp_path, home):
     model = write_script(tmp_path / "s.json", {"text": "Answered.", "delay_seconds": 2})
     with PipedChat(home, "--model", model) as chat:
@@ -99,6 +102,7 @@ def test_text_typed_while_a_turn_runs_waits_as_the_next_turn(tmp_path, home):
     assert [(t[0], t[1]) for t in turns(home)] == [("first", "done"), ("second", "done")]
 
 
+@pytest.mark.slow
 def test_new_while_a_turn_runs_starts_after_it(tmp_path, home):
     model = write_script(tmp_path / "s.json", {"text": "Answered.", "delay_seconds": 2})
     with PipedChat(home, "--model", model) as chat:
@@ -118,6 +122,7 @@ def test_new_while_a_turn_runs_starts_after_it(tmp_path, home):
     assert [c[0] for c in convs] == ["first", "in the new one"] and convs[0][1] != convs[1][1]
 
 
+@pytest.mark.slow
 def test_input_ending_leaves_after_the_running_turn(tmp_path, home):
     model = write_script(tmp_path / "s.json", {"text": "Still answered.", "delay_seconds": 1})
     with PipedChat(home, "--model", model) as chat:
@@ -127,9 +132,10 @@ def test_input_ending_leaves_after_the_running_turn(tmp_path, home):
         assert "Still answered." in chat.output()
 
 
+@pytest.mark.slow
 def test_chat_goes_through_live_service(cli, tmp_path, home):
     model = write_script(tmp_path / "s.json", calls(call("recall__add_memory", text="via service")), text("Stored."))
-    with LiveService(home) as srv:
+    with LiveService(home, process=True) as srv:  # a turn the service ran has its pid as the owner
         r = cli("chat", "--model", model, input="remember this\n/quit\n")
         assert r.returncode == 0, r.stderr
         assert "Stored." in r.stdout
@@ -142,6 +148,7 @@ def test_chat_goes_through_live_service(cli, tmp_path, home):
         assert turns(home)[-1][2].endswith(f":{srv.proc.pid}")
 
 
+@pytest.mark.slow
 def test_with_a_live_service_its_model_applies(cli, tmp_path, home):
     model = write_script(tmp_path / "s.json", text("From the service's model."))
     with LiveService(home, env={"PALUI_MODEL": model}):
@@ -157,6 +164,7 @@ def test_with_a_live_service_its_model_applies(cli, tmp_path, home):
 
 # -- going back to a conversation --------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_resume_continues_the_newest_terminal_conversation_and_says_it_is_tainted(cli, tmp_path, home):
     from support.httpserver import PageServer
 
@@ -218,6 +226,7 @@ def test_conversations_list_and_show_with_their_channel(cli, tmp_path, home):
     assert cli("conversations", "show", "c-nope").returncode == 1
 
 
+@pytest.mark.slow
 def test_a_chat_start_mentions_pending_approvals_and_labels_resumed_turns(cli, tmp_path, home):
     model = write_script(tmp_path / "s.json", calls(call("tasks__delete_task", id=3)), text("Deleted it."))
     r = cli("run", "--json", "--model", model, "delete task 3")
@@ -225,7 +234,7 @@ def test_a_chat_start_mentions_pending_approvals_and_labels_resumed_turns(cli, t
     [a] = out["pending_approvals"]
     with PipedChat(home, "--model", model) as chat:
         chat.wait_for(BANNER, 60)
-        chat.wait_for(f"1 approval(s) pending:", 15)
+        chat.wait_for("1 approval(s) pending:", 15)
         assert re.search(rf"  {a['id']} tasks__delete_task \(conversation {out['conversation']}\), expires "
                          r"\d\d:\d\d, in (29|30) min", chat.output()), chat.output()
         chat.send("/quit")
@@ -234,7 +243,7 @@ def test_a_chat_start_mentions_pending_approvals_and_labels_resumed_turns(cli, t
     from palui.service import Service
 
     svc = Service()
-    svc.answer_approval(a["id"], True, "api")
+    svc.approvals.answer(a["id"], True, "api")
     svc.db.close()
     with PipedChat(home, "--model", model) as chat:
         chat.wait_for(f"[resuming turn {out['turn']} of conversation {out['conversation']}: nobody else runs it]", 60)
@@ -268,6 +277,7 @@ def test_an_approval_of_another_conversation_answered_in_the_chat_shows_its_call
             srv.stop()
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_a_running_turn_in_the_terminal(tmp_path, home):
     model = write_script(tmp_path / "s.json", {"text": "Too late.", "delay_seconds": 30})
     with TmuxChat(home, "--model", model) as chat:
@@ -304,6 +314,7 @@ class _Breaking(BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("say_stored", [False, True])
 async def test_a_broken_service_connection_says_kept_only_when_stored(say_stored):
     handler = type("H", (_Breaking,), {"say_stored": say_stored})

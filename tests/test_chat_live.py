@@ -12,6 +12,7 @@ Each test has its own PALUI_HOME; timings are measured from the keystroke to wha
 
 from __future__ import annotations
 
+import functools
 import re
 import signal
 import sqlite3
@@ -28,7 +29,8 @@ from support.live_service import LiveService, wait_for
 from support.scripts import call, calls, write_script
 
 pytestmark = pytest.mark.slow
-DRIVERS = {"tmux": TmuxChat, "piped": PipedChat}
+# The piped chat is a child here: these tests run commands and services beside it, and read when output came.
+DRIVERS = {"tmux": TmuxChat, "piped": functools.partial(PipedChat, process=True)}
 BANNER = "/help for commands."
 
 
@@ -166,7 +168,7 @@ def test_a_streamed_answer_arrives_in_more_than_one_piece(driver, home, tmp_path
 
 def test_the_service_killed_under_the_chat_leaves_it_usable(driver, home, tmp_path):
     model = write_script(tmp_path / "s.json", {"text": "A slow answer, finished.", "delay_seconds": 3})
-    service = LiveService(home).start()
+    service = LiveService(home, process=True).start()  # killed with SIGKILL
     try:
         with driver(home, "--model", model) as chat:
             chat.wait_for(BANNER, 60)

@@ -35,7 +35,8 @@ PREFILL = [
     ("title only", {"title": "x"}, D),
     ("unknown keys only", {"x-vendor": True}, D),
     ("idempotent + openWorld only", {"idempotentHint": True, "openWorldHint": False}, D),
-    ("readOnly true + idempotent + openWorld", {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": True}, R),
+    ("readOnly true + idempotent + openWorld",
+     {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": True}, R),
     ("destructive false + idempotent", {"destructiveHint": False, "idempotentHint": True}, W),
     ("openWorld false + destructive true", {"openWorldHint": False, "destructiveHint": True}, D),
 ]
@@ -50,8 +51,8 @@ def test_prefill(case, annotations, expected):
 @pytest.mark.parametrize("case,annotations,expected", PREFILL, ids=[c for c, _, _ in PREFILL])
 def test_prefill_through_registry(svc, case, annotations, expected):
     """The stored class and its shown source follow the prefill (hints, or unknown)."""
-    svc.register_tools("mcp-x", [ToolSpec("t", "a tool", {"type": "object"}, annotations)])
-    row = svc.tool("mcp-x__t")
+    svc.tools.register("mcp-x", [ToolSpec("t", "a tool", {"type": "object"}, annotations)])
+    row = svc.tools.get("mcp-x__t")
     if expected is None:
         assert (row.tool_class, row.class_source) == (ToolClass.DESTRUCTIVE, ClassSource.UNKNOWN)
     else:
@@ -60,7 +61,8 @@ def test_prefill_through_registry(svc, case, annotations, expected):
 
 def test_effective_class_strength():
     # user > builtin/hints > none; none is destructive with source unknown (fail closed)
-    assert effective_class(ToolClass.READ, ToolClass.DESTRUCTIVE, ClassSource.BUILTIN) == (ToolClass.READ, ClassSource.USER)
+    assert effective_class(ToolClass.READ, ToolClass.DESTRUCTIVE, ClassSource.BUILTIN) == \
+        (ToolClass.READ, ClassSource.USER)
     assert effective_class(None, ToolClass.WRITE, ClassSource.BUILTIN) == (ToolClass.WRITE, ClassSource.BUILTIN)
     assert effective_class(None, ToolClass.READ, ClassSource.HINTS) == (ToolClass.READ, ClassSource.HINTS)
     assert effective_class(ToolClass.WRITE, None, None) == (ToolClass.WRITE, ClassSource.USER)

@@ -39,11 +39,13 @@ def imported(home, *args: str) -> set[str]:
     return set(json.loads(line.removeprefix("MODULES ")))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [("--help",), ("tools", "list"), ("tools", "list", "--json"), ("connectors", "list")])
 def test_light_commands_import_nothing_heavy(home, args):
     assert not imported(home, *args) & set(HEAVY)
 
 
+@pytest.mark.slow
 def test_the_probe_sees_a_heavy_import(home, tmp_path):
     # `palui run` needs the model library: the probe must notice it (else the test above could not fail).
     script = tmp_path / "s.json"
@@ -69,6 +71,7 @@ def commands(argv) -> dict[str, list[str]]:
     return json.loads(r.stdout)
 
 
+@pytest.mark.slow
 def test_each_command_map_entry_loads_what_loading_everything_does():
     from palui.cli import COMMANDS
 
@@ -94,6 +97,7 @@ cli.main(prog_name="palui")
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("columns", ["80", "400"])  # 400: no summary is cut short, each is compared whole
 def test_help_without_the_command_modules_is_the_help_with_them(home, columns):
     # `palui --help` and a bare `palui` list the top-level commands from cli.SUMMARIES instead of importing every
@@ -131,22 +135,19 @@ def test_option_values_are_converted_as_before(cli):
 
 
 def test_the_light_service_answers_as_the_full_one(home):
-    # `palui tools list` builds the tools part alone (start cost): each method a front end calls on it must
-    # forward to the same part's same method as on the full service (one composed by another part, like
-    # connectors(), would answer differently). Both are forwards (palui.service.forward.Forward).
+    # `palui tools list` builds the tools part alone (start cost): its public attributes are the full service's
+    # of the same names and classes, so whatever a front end calls on them answers as on the full service; a
+    # part composed over others (connectors: the MCP servers as the person sees them) is not on it at all.
     from palui.service import Service
-    from palui.service.light import LIGHT_METHODS, ToolsService
+    from palui.service.light import LIGHT_PARTS, ToolsService
 
     full, light = Service(), ToolsService()
-    for name in LIGHT_METHODS:
-        ours, theirs = vars(Service)[name], vars(ToolsService)[name]
-        assert (ours.part, ours.method) == (theirs.part, theirs.method), name
-        assert type(getattr(full, ours.part)) is type(getattr(light, theirs.part)), name
-    # what the check above guards against: the full service's connectors() is composed by the MCP part
-    assert vars(Service)["connectors"].method.__qualname__ == "MCPPart.connectors"
+    assert [n for n in vars(light) if not n.startswith("_")] == ["settings", "db", *LIGHT_PARTS]
+    for name in LIGHT_PARTS:
+        assert type(getattr(full, name)) is type(getattr(light, name)), name
     assert not hasattr(light, "connectors")
     full.db.close()
     light.db.close()
     src = (Path(__file__).parent.parent / "src" / "palui").rglob("*.py")
     calls = {m for p in src for m in re.findall(r"tools_service\(\)\.(\w+)", p.read_text())}
-    assert calls and calls <= set(LIGHT_METHODS), calls
+    assert calls and calls <= set(LIGHT_PARTS), calls

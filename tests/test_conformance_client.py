@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "mcp_conformance_client.py"
 
 
@@ -31,18 +33,19 @@ def closed_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.slow
 def test_pre_registration_stores_the_client_then_reports_the_connect_failure(monkeypatch) -> None:
     client = load_client()
     saved: list[tuple[str, object]] = []
-    from palui.service.mcp_connectors import MCPPart
+    from palui.service.connectors import ConnectorsPart
 
-    real = MCPPart.save_client
+    real = ConnectorsPart.save_client
 
     def spy(self, cid, oauth_client):  # the real method runs; the test sees what it got
         saved.append((cid, oauth_client))
         return real(self, cid, oauth_client)
 
-    monkeypatch.setattr(MCPPart, "save_client", spy)
+    monkeypatch.setattr(ConnectorsPart, "save_client", spy)
     url = f"http://127.0.0.1:{closed_port()}/mcp"
     problems = asyncio.run(client.run(url, "auth/pre-registration", {"client_id": "pre-id", "client_secret": "s"}, 2.0))
     assert [c for c, _ in saved] == [client.CONNECTOR_ID]
@@ -50,6 +53,7 @@ def test_pre_registration_stores_the_client_then_reports_the_connect_failure(mon
     assert len(problems) == 1 and problems[0].startswith("connect:"), problems
 
 
+@pytest.mark.slow
 def test_plain_scenario_reports_the_connect_failure() -> None:
     client = load_client()
     url = f"http://127.0.0.1:{closed_port()}/mcp"

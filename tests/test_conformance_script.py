@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "run_conformance.sh"
 SUITE = "node_modules/@modelcontextprotocol/conformance/dist/index.js"
 
@@ -34,6 +36,7 @@ def run(scratch: Path, *args: str) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
+@pytest.mark.slow
 def test_zero_runs_fail(tmp_path):
     fake(tmp_path, "0.1.16", [])
     r = run(tmp_path, "--version", "0.1.16")
@@ -44,6 +47,7 @@ def test_zero_runs_fail(tmp_path):
     assert r.returncode == 1 and "0 run(s) made, 1 expected (--filter ^nothing$)" in r.stderr
 
 
+@pytest.mark.slow
 def test_fewer_runs_than_the_version_makes_fail(tmp_path):
     fake(tmp_path, "0.1.16", ["initialize", "tools_call"])
     r = run(tmp_path, "--version", "0.1.16")

@@ -7,9 +7,12 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from support.chatdrive import chat_env
 
 
+@pytest.mark.slow
 def test_a_server_name_with_a_bidi_override_is_escaped_in_the_report(home, tmp_path):
     name = "files\u202eevil"
     servers = {"mcpServers": {name: {"command": str(tmp_path / "no-such-server")}}}

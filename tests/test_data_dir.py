@@ -30,6 +30,7 @@ def other_process(path, sql: str) -> str:
                           check=True).stdout.strip()
 
 
+@pytest.mark.slow
 def test_the_check_keeps_the_locks_of_this_processs_open_connections(tmp_path):
     path = tmp_path / "palui.db"
     db = Database(path)  # a connection left open here, as an in-process command leaves it

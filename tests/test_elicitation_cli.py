@@ -29,7 +29,7 @@ import pytest
 from support.live_service import LiveService, wait_for
 from support.scripts import call, calls, text, write_script
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.mcp_in_process
 SUPPORT = Path(__file__).resolve().parent / "support"
 STATE_KEY = "22" * 32
 
@@ -107,6 +107,7 @@ def book(term: Terminal, party: str) -> None:
     term.type("")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("server", ["elicit_new.py", "elicit_old.py"])
 def test_palui_run_asks_on_its_own_terminal(cli, home, tmp_path, server):
     cid = add(cli, "books", server)
@@ -117,7 +118,8 @@ def test_palui_run_asks_on_its_own_terminal(cli, home, tmp_path, server):
     r = json.loads(out)
     assert code == 0 and r["status"] == "done", r
     [ev] = [e for e in r["events"] if e["type"] == "tool_call"]
-    assert ev["result"] == 'book_table(Friday): accept {"confirm": true, "note": null, "party_size": 4, "seating": "inside"}'
+    assert ev["result"] == ('book_table(Friday): accept {"confirm": true, "note": null, "party_size": 4, '
+                            '"seating": "inside"}')
     [q] = cli.json("elicitations", "list", "--all", "--json")
     assert (q["status"], q["answered_via"]) == ("accepted", "cli")
 
@@ -135,6 +137,7 @@ def test_palui_run_without_a_terminal_declines(cli, tmp_path, server):
     assert [x["outcome"] for x in audit] == ["elicitation decline"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("server", ["elicit_new.py", "elicit_old.py"])
 def test_palui_chat_shows_the_question_and_answer_works(cli, home, tmp_path, server):
     """The live chat (docs/decisions/0125-questions-in-the-live-chat.md) shows a question once, in the server's
@@ -144,7 +147,7 @@ def test_palui_chat_shows_the_question_and_answer_works(cli, home, tmp_path, ser
 
     cid = add(cli, "books", server)
     model = write_script(tmp_path / "s.json", calls(call(f"{cid}__book_table", date="Friday")), text("Booked."))
-    with PipedChat(home, "--model", model) as chat:
+    with PipedChat(home, "--model", model, process=True) as chat:  # commands run here meanwhile
         chat.wait_for("/help for commands.", 60)
         chat.send("book a table")
         chat.wait_for("In the server's words:", 60)
@@ -164,12 +167,13 @@ def test_palui_chat_shows_the_question_and_answer_works(cli, home, tmp_path, ser
     assert len(done) == 1, done
 
 
+@pytest.mark.slow
 def test_palui_chat_deny_declines_a_question(cli, home, tmp_path):
     from support.chatdrive import PipedChat
 
     cid = add(cli, "books", "elicit_new.py")
     model = write_script(tmp_path / "s.json", calls(call(f"{cid}__book_table", date="Friday")), text("No table."))
-    with PipedChat(home, "--model", model) as chat:
+    with PipedChat(home, "--model", model, process=True) as chat:  # commands run here meanwhile
         chat.wait_for("/help for commands.", 60)
         chat.send("book a table")
         chat.wait_for("answer with /answer e-", 60)
@@ -182,12 +186,13 @@ def test_palui_chat_deny_declines_a_question(cli, home, tmp_path):
     assert [e["outcome"] for e in calls_] == ["elicitation decline"]
 
 
+@pytest.mark.slow
 def test_palui_chat_leaves_while_a_paused_turns_question_waits(cli, home, tmp_path):
     from support.chatdrive import PipedChat
 
     cid = add(cli, "books", "elicit_new.py")
     model = write_script(tmp_path / "s.json", calls(call(f"{cid}__book_table", date="Friday")), text("Booked."))
-    with PipedChat(home, "--model", model) as chat:
+    with PipedChat(home, "--model", model, process=True) as chat:  # commands run here meanwhile
         chat.wait_for("/help for commands.", 60)
         chat.send("book a table")
         chat.wait_for("answer with /answer e-", 60)
@@ -200,6 +205,7 @@ def test_palui_chat_leaves_while_a_paused_turns_question_waits(cli, home, tmp_pa
     assert json.loads(r.stdout)["answer"] == "Booked."
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", [True, False], ids=["state-kept", "state-refused"])
 def test_restart_while_a_2026_question_waits(cli, home, tmp_path, key):
     cid = add(cli, "books", "elicit_new.py", *(("--state-key", STATE_KEY) if key else ()))
@@ -222,10 +228,11 @@ def test_restart_while_a_2026_question_waits(cli, home, tmp_path, key):
         assert ev["is_error"] and "could not resume" in ev["result"] and "ask again" in ev["result"]
 
 
+@pytest.mark.slow
 def test_an_older_era_question_ends_with_its_process(cli, home, tmp_path):
     cid = add(cli, "books", "elicit_old.py")
     model = write_script(tmp_path / "s.json", calls(call(f"{cid}__book_table", date="Sunday")), text("ok"))
-    svc = LiveService(home).start()
+    svc = LiveService(home, process=True).start()  # killed with SIGKILL
     try:
         # The request waits for the turn, which waits inside the call: send it from a thread.
         threading.Thread(target=lambda: _quietly(svc.http.post, "/api/turns", json={"message": "book", "model": model}),

@@ -35,7 +35,7 @@ from palui.server.session import csrf_value, session_value
 from support.live_service import LiveService, wait_for
 from support.mcp_servers import DESTRUCTIVE, HOSTILE, NODE_BIN, READ, WRITE, hostile_spec, tool
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.mcp_in_process
 
 OPEN_WORLD_READ = {"readOnlyHint": True, "openWorldHint": True}
 ECHO = {"type": "object", "properties": {"q": {"type": "string"}}}
@@ -81,6 +81,7 @@ def pending(srv: LiveService) -> list[dict[str, Any]]:
     return [a for a in srv.get("/api/approvals") if a["origin"] == "gateway"]
 
 
+@pytest.mark.slow
 def test_a_session_is_governed_like_a_tainted_chat_turn(gw):
     srv = gw["srv"]
 
@@ -166,6 +167,7 @@ def test_a_session_is_governed_like_a_tainted_chat_turn(gw):
             assert r.status_code == 200, (path, r.text[:300])
 
 
+@pytest.mark.slow
 def test_scopes_switches_list_changed_and_tokens(gw):
     srv, cli = gw["srv"], gw["cli"]
     changed = asyncio.Event()
@@ -233,6 +235,7 @@ def test_scopes_switches_list_changed_and_tokens(gw):
     assert gw["coder"] not in json.dumps(stored)  # hashed at rest
 
 
+@pytest.mark.slow
 def test_progress_session_end_and_the_brake(gw):
     srv, cli = gw["srv"], gw["cli"]
     notes: list[tuple[float, float | None, str | None]] = []
@@ -269,6 +272,7 @@ def test_progress_session_end_and_the_brake(gw):
     asyncio.run(braked())
 
 
+@pytest.mark.slow
 def test_the_hourly_cap_refuses_and_says_until_when(cli, home, tmp_path):
     spec = hostile_spec(tmp_path / "notes.json", [tool("lookup", annotations=READ, schema=ECHO)])
     assert cli("connectors", "add", "notes", "--enable-read", "--", sys.executable, str(HOSTILE),
@@ -293,6 +297,7 @@ def _bridge(home, token: str) -> StdioServerParameters:
                                  env=env)
 
 
+@pytest.mark.slow
 def test_the_stdio_bridge_and_the_inspector_cli(gw, tmp_path):
     srv = gw["srv"]
 
@@ -328,6 +333,7 @@ def test_the_stdio_bridge_and_the_inspector_cli(gw, tmp_path):
     assert not result.get("isError") and "inspected" in json.dumps(result["content"])
 
 
+@pytest.mark.slow
 def test_the_bridge_without_a_service_says_how_to_start_it(cli, home):
     token = cli.json("gateway", "clients", "add", "coder", "--json")["token"]
 
@@ -339,39 +345,32 @@ def test_the_bridge_without_a_service_says_how_to_start_it(cli, home):
     asyncio.run(go())
 
 
-def test_an_approval_answered_by_button_on_telegram(home, tmp_path):
+@pytest.mark.slow
+def test_an_approval_answered_by_button_on_telegram(telegram_rig, fake, tmp_path):
     """The write asks; the approval reaches the paired Telegram chat with buttons, naming the client; the
     person's press answers it and the result arrives in the same call."""
-    from support.fake_telegram import FakeTelegram, button_data
-    from support.telegram_rig import PERSON, TelegramRig, visible
+    from support.fake_telegram import button_data
+    from support.telegram_rig import PERSON, visible
 
-    with FakeTelegram(max_poll_timeout=2) as fake:
-        rig = TelegramRig(home, fake, toml="[gateway]\nwait_seconds = 30\n")
-        spec = hostile_spec(tmp_path / "notes.json", [tool("save", annotations=WRITE, schema=ECHO)])
-        assert rig.cli("connectors", "add", "notes", "--", sys.executable, str(HOSTILE), str(spec)).returncode == 0
-        assert rig.cli("tools", "enable", "mcp-notes__save").returncode == 0
-        added = rig.cli("gateway", "clients", "add", "coder", "--json")
-        assert added.returncode == 0, added.stderr
-        token = json.loads(added.stdout)["token"]
-        rig.add_channel()
-        rig.start()
-        try:
-            rig.pair()
+    rig = telegram_rig(toml="[gateway]\nwait_seconds = 30\n", pair=True)
+    spec = hostile_spec(tmp_path / "notes.json", [tool("save", annotations=WRITE, schema=ECHO)])
+    assert rig.cli("connectors", "add", "notes", "--", sys.executable, str(HOSTILE), str(spec)).returncode == 0
+    assert rig.cli("tools", "enable", "mcp-notes__save").returncode == 0
+    added = rig.cli("gateway", "clients", "add", "coder", "--json")
+    assert added.returncode == 0, added.stderr
+    token = json.loads(added.stdout)["token"]
 
-            async def go():
-                async with http_client(rig.svc.url, token) as c:
-                    call = asyncio.create_task(c.call_tool("mcp-notes__save", {"q": "from the editor"}))
-                    msg = await asyncio.to_thread(
-                        fake.wait_for, lambda m: m.method == "sendMessage" and bool(button_data(m)), 20)
-                    assert "mcp-notes__save" in visible(msg) and "coder" in visible(msg)
-                    yes = button_data(msg)[0]
-                    fake.push_callback(PERSON, msg.result["message_id"], yes)
-                    r = await call
-                    assert not r.is_error and "from the editor" in text(r)
+    async def go():
+        async with http_client(rig.svc.url, token) as c:
+            call = asyncio.create_task(c.call_tool("mcp-notes__save", {"q": "from the editor"}))
+            msg = await asyncio.to_thread(
+                fake.wait_for, lambda m: m.method == "sendMessage" and bool(button_data(m)), 20)
+            assert "mcp-notes__save" in visible(msg) and "coder" in visible(msg)
+            yes = button_data(msg)[0]
+            fake.push_callback(PERSON, msg.result["message_id"], yes)
+            r = await call
+            assert not r.is_error and "from the editor" in text(r)
 
-            asyncio.run(go())
-            a = rig.svc.get("/api/approvals", all=1)
-            assert a[-1]["origin"] == "gateway" and a[-1]["answered_via"] == "telegram" and a[-1]["used"]
-        finally:
-            rig.stop()
-    assert not fake.errors, fake.errors
+    asyncio.run(go())
+    a = rig.svc.get("/api/approvals", all=1)
+    assert a[-1]["origin"] == "gateway" and a[-1]["answered_via"] == "telegram" and a[-1]["used"]

@@ -22,8 +22,11 @@ from typing import Any
 import pytest
 
 from support.doors import GatewayDoor, app_running
-from support.inprocess_mcp import DESTRUCTIVE, READ, WRITE, InProcessServer, never_answers, tool
+from support.mcp_inprocess import DESTRUCTIVE, READ, WRITE, InProcessServer, never_answers, tool
 from support.scripts import call, calls, text, write_script
+
+# The tests' own MCP servers run in this process, through the connector's transport seam (support/mcp_inprocess.py).
+pytestmark = pytest.mark.mcp_in_process
 
 
 def _books() -> InProcessServer:
@@ -35,14 +38,14 @@ def _books() -> InProcessServer:
 async def gateway(home, toml: str = "", context: str = "trusted"):
     """A service with the in-process server behind ``mcp-books`` (every tool on), a client ``coder``, and its app
     running; yields ``(svc, books, open_session)``, where ``open_session()`` is a new MCP session of the client."""
-    from palui.service import Service
+    from support.inprocess import service
 
     (home / "palui.toml").write_text("[gateway]\nwait_seconds = 0.2\n" + toml)
-    svc = Service()
+    svc = service()
     books = _books()
     try:
         await books.add(svc, enable=("lookup", "save", "wipe", "hang"))
-        token = svc.gateway_client_add("coder", context=context)["token"]
+        token = svc.gateway.add_client("coder", context=context)["token"]
         async with app_running(svc) as app:
             def session() -> Any:
                 return GatewayDoor(svc, app, token, "coder").connected()
@@ -69,7 +72,7 @@ async def test_a_trusted_clients_second_session_after_a_tainting_read_asks_for_a
                 text_, _ = await b.call("mcp-books__save", {"q": "after"})
                 aid = pending_id(text_)
                 assert "write tool in a tainted gateway session (tainted by mcp-books__lookup" in \
-                    svc.approval(aid)["reason"]
+                    svc.approvals.get(aid)["reason"]
             text_, _ = await early.call("mcp-books__save", {"q": "early"})
             pending_id(text_)
     assert [c for c, _ in books.calls] == ["lookup"]
@@ -79,13 +82,13 @@ async def test_a_call_denied_in_one_session_is_denied_before_in_the_next_until_t
     async with gateway(home) as (svc, books, session):
         async with session() as a:
             text_, _ = await a.call("mcp-books__wipe", {"q": "all"})
-            svc.answer_approval(pending_id(text_), False, "cli", reason="never")
+            svc.approvals.answer(pending_id(text_), False, "cli", reason="never")
             text_, _ = await a.call("mcp-books__wipe", {"q": "all"})
             assert text_.startswith("The person denied this same call earlier for this client: never.")
         async with session() as b:
             text_, error = await b.call("mcp-books__wipe", {"q": "all"})
             assert error and text_.startswith("The person denied this same call earlier for this client")
-            assert svc.audit()[-1]["outcome"] == "denied before"
+            assert svc.audit.rows()[-1]["outcome"] == "denied before"
             r = await asyncio.to_thread(cli, "gateway", "clients", "clear", "coder")
             assert r.returncode == 0 and "ended 1 open session(s)" in r.stdout, r.stderr
             text_, error = await b.call("mcp-books__wipe", {"q": "all"})  # its session ended with the clear
@@ -101,20 +104,20 @@ async def test_deny_and_stop_stops_the_client_and_a_standing_approval_answers_it
     (context ``gateway:coder``) in a later session, never another client; "deny and stop" ends the client's tool
     use until the person clears it."""
     async with gateway(home) as (svc, books, session):
-        other = svc.gateway_client_add("other", context="trusted")["token"]
+        other = svc.gateway.add_client("other", context="trusted")["token"]
         async with session() as a:
             await a.call("mcp-books__lookup", {"q": "page"})  # tainted: a write asks
             text_, _ = await a.call("mcp-books__save", {"q": "the note"})
             aid = pending_id(text_)
-            done = svc.answer_approval(aid, True, "cli", always={"q": "any"})
-            [rule] = svc.rules()
+            done = svc.approvals.answer(aid, True, "cli", always={"q": "any"})
+            [rule] = svc.rules.list()
             assert (rule["id"], rule["context"]) == (done["rule_made"], "gateway:coder")
             assert not (await a.call("mcp-books__save", {"q": "the note"}))[1]  # consumes its approval
         async with session() as b:  # (a value an earlier result echoed would carry a mark: never answered)
             text_, error = await b.call("mcp-books__save", {"q": "another note"})
             assert not error, text_  # answered in advance: no approval waits
-            assert svc.approvals("pending") == []
-            assert svc.audit()[-2]["reason"].endswith(f"; approved in advance by rule {rule['id']}")
+            assert svc.approvals.list("pending") == []
+            assert svc.audit.rows()[-2]["reason"].endswith(f"; approved in advance by rule {rule['id']}")
         from support.doors import GatewayDoor, app_running
 
         async with app_running(svc) as app, GatewayDoor(svc, app, other, "other").connected() as o:
@@ -123,7 +126,7 @@ async def test_deny_and_stop_stops_the_client_and_a_standing_approval_answers_it
             pending_id(text_)  # another client: the standing approval is coder's
         async with session() as c:
             text_, _ = await c.call("mcp-books__wipe", {"q": "all"})
-            svc.answer_approval(pending_id(text_), False, "cli", stop=True)  # the call had returned "pending"
+            svc.approvals.answer(pending_id(text_), False, "cli", stop=True)  # the call had returned "pending"
             for again in ("mcp-books__wipe", "mcp-books__lookup"):  # its retry, and every later call
                 text_, error = await c.call(again, {"q": "all"})
                 assert error and text_ == ("Error: not run: this client's tool calls end here (the person denied a "
@@ -135,7 +138,7 @@ async def test_deny_and_stop_stops_the_client_and_a_standing_approval_answers_it
 
 async def test_loop_stops_apply_per_client_and_a_retry_on_its_approval_is_no_repeat(home, cli):
     async with gateway(home) as (svc, books, session):
-        svc.set_trusted("mcp-books")  # its results do not taint: the trusted client's writes run
+        svc.tools.set_trusted("mcp-books")  # its results do not taint: the trusted client's writes run
         async with session() as a:
             # asked, then retried while the approval waits and once it is approved: never a repeat
             text_, _ = await a.call("mcp-books__wipe", {"q": "x"})
@@ -143,7 +146,7 @@ async def test_loop_stops_apply_per_client_and_a_retry_on_its_approval_is_no_rep
             for _ in range(3):
                 text_, _ = await a.call("mcp-books__wipe", {"q": "x"})
                 assert pending_id(text_) == aid
-            svc.answer_approval(aid, True, "cli")
+            svc.approvals.answer(aid, True, "cli")
             text_, error = await a.call("mcp-books__wipe", {"q": "x"})
             assert not error and text_ == 'wipe: {"q": "x"}'
             for _ in range(2):
@@ -180,7 +183,7 @@ async def test_the_brake_pauses_the_gateway_until_it_is_resumed_and_chat_turns_s
             (await asyncio.to_thread(cli, "status")).stdout
         # a chat turn after the brake starts as usual and runs its read
         model = write_script(tmp_path / "s.json", calls(call("mcp-books__lookup", q="chat")), text("done"))
-        r = await svc.send("look it up", model=model)
+        r = await svc.turns.send("look it up", model=model)
         assert r["status"] == "done" and [e["result"] for e in r["events"] if e["type"] == "tool_call"] == \
             ['lookup: {"q": "chat"}']
         assert (await asyncio.to_thread(cli, "gateway", "resume")).stdout.strip() == "gateway resumed"
@@ -196,22 +199,22 @@ async def test_the_brake_ends_a_hanging_gateway_call_within_a_second(home):
             running = asyncio.create_task(s.call("mcp-books__hang", {"q": "forever"}))
             await asyncio.wait_for(books.started.wait(), 120)
             pulled = time.monotonic()
-            svc.stop_all("cli")
+            svc.brake.stop_all("cli")
             text_, error = await asyncio.wait_for(running, 120)
             took = time.monotonic() - pulled
         assert error and text_ == ("Error: the call was stopped while it ran, and it may have run: Palui is paused by "
                                    "the emergency brake (palui gateway resume).")
         assert took < 1.0, took
-        assert [(r["tool"], r["outcome"]) for r in svc.audit() if r["origin"] == "gateway"] == [
+        assert [(r["tool"], r["outcome"]) for r in svc.audit.rows() if r["origin"] == "gateway"] == [
             ("mcp-books__hang", "cancelled; may have run")]
 
 
 async def test_a_connector_that_never_answers_initialize_refuses_a_gateway_call_within_the_bound(home):
-    from palui.connectors.mcp import client
+    from support import mcp_inprocess
 
     async with gateway(home, "[mcp]\ncall_timeout_seconds = 1\n") as (svc, books, session):
-        client.IN_PROCESS[books.url] = never_answers  # the server now starts and never answers anything
-        await svc.hub.close()  # no live connection: the call has to start it
+        mcp_inprocess.SERVED[books.url] = never_answers  # the server now starts and never answers anything
+        await svc._hub.close()  # no live connection: the call has to start it
         async with session() as s:
             started = time.monotonic()
             text_, error = await s.call("mcp-books__lookup", {"q": "a"})
@@ -221,7 +224,7 @@ async def test_a_connector_that_never_answers_initialize_refuses_a_gateway_call_
         assert error and "connector mcp-books is not available" in text_, text_
         assert "within 1 s" in text_ or "after 1 s" in text_, text_
         assert took < 10, took
-        [row] = [r for r in svc.audit() if r["origin"] == "gateway"]
+        [row] = [r for r in svc.audit.rows() if r["origin"] == "gateway"]
         assert (row["outcome"], row["verdict"]) == ("error", "run")
 
 
@@ -232,7 +235,7 @@ async def test_a_session_starts_with_its_clients_context(home, context, tainted)
             text_, error = await s.call("mcp-books__save", {"q": "a"})
         assert ("approval pending" in text_) is tainted
         if tainted:
-            assert "(tainted by the client's context is unknown)" in svc.approvals(status=None)[-1]["reason"]
+            assert "(tainted by the client's context is unknown)" in svc.approvals.list(status=None)[-1]["reason"]
 
 
 def test_a_call_in_flight_when_the_service_ended_is_audited_when_it_starts_again(svc):
@@ -240,13 +243,13 @@ def test_a_call_in_flight_when_the_service_ended_is_audited_when_it_starts_again
     flight leaves it, and the next start ends the session and audits the call ``cancelled; may have run``."""
     import json
 
-    svc.gateway_client_add("coder", context="trusted")
-    session = svc.gateway_session_open("coder")
+    svc.gateway.add_client("coder", context="trusted")
+    session = svc.gateway.open_session("coder")
     turn = svc.db.row("SELECT turn_id FROM gateway_sessions WHERE id = ?", (session,))[0]
     in_flight = [{"id": "gc-1", "tool": "mcp-books__hang", "args": {"q": "x"}, "state": "sent", "bad_args": None}]
     with svc.db.write() as c:
         c.execute("UPDATE turns SET pending_json = ? WHERE id = ?", (json.dumps(in_flight), turn))
-    assert svc.gateway_sessions_end_open("the service restarted") == [session]
-    [row] = svc.audit(turn)
+    assert svc.gateway.end_open_sessions("the service restarted") == [session]
+    [row] = svc.audit.rows(turn)
     assert (row["tool"], row["outcome"], row["verdict"]) == ("mcp-books__hang", "cancelled; may have run", "run")
     assert row["reason"] == "gateway client coder: the service restarted while the call was in flight"

@@ -11,7 +11,7 @@ trusted``, so a session starts untainted as a chat turn does (an unknown-context
 tainted: the matrix's tainted rows show that column); on every gateway row, the audit reason and the approval
 reason name the client (option ``client``), which the doors' helpers check and take off before comparing.
 
-Both doors reach the same in-process MCP server (``support/inprocess_mcp.py``) and call the pipeline's one
+Both doors reach the same in-process MCP server (``support/mcp_inprocess.py``) and call the pipeline's one
 entry point, :meth:`palui.runner.governed_call.GovernedCall.run` (the last test counts it).
 """
 
@@ -24,7 +24,10 @@ from typing import Any
 import pytest
 
 from support.doors import GatewayDoor, Seen, TurnDoor, app_running
-from support.inprocess_mcp import DESTRUCTIVE, OPEN_WORLD_READ, READ, WRITE, InProcessServer, tool
+from support.mcp_inprocess import DESTRUCTIVE, OPEN_WORLD_READ, READ, WRITE, InProcessServer, tool
+
+# The tests' own MCP servers run in this process, through the connector's transport seam (support/mcp_inprocess.py).
+pytestmark = pytest.mark.mcp_in_process
 
 #: The options docs/spec.md §8.6 names (what differs between the doors); a row may name only these.
 OPTIONS = {"origin", "client", "halted", "time", "scope", "offer", "cap", "approval", "questions", "wire",
@@ -197,36 +200,36 @@ def test_the_table_names_only_the_spec_options_and_differs_only_where_one_applie
 
 async def _setup(svc: Any, books: InProcessServer, cid: str, setup: str | None) -> None:
     if setup == "off":
-        svc.set_enabled([f"{cid}__save"], False)
+        svc.tools.set_enabled([f"{cid}__save"], False)
     elif setup == "trusted":  # its results do not taint (spec §4.1): a write repeated runs until the loop rule
-        svc.set_trusted(cid, f"{cid}__save")
+        svc.tools.set_trusted(cid, f"{cid}__save")
     elif setup == "changed":  # the server changes a description: the tool is switched off and flagged (spec §7.6)
         books.tools[0] = {**books.tools[0], "description": "Now it does something else."}
-        await svc.mcp_refresh_async(cid)
+        await svc.connectors.refresh_async(cid)
     elif setup == "loosened":  # the server says its destructive tool is read-only: held for review, still stricter
         books.tools[2] = {**books.tools[2], "annotations": READ}
-        await svc.mcp_refresh_async(cid)
-        row = svc.tool(f"{cid}__wipe")
+        await svc.connectors.refresh_async(cid)
+        row = svc.tools.get(f"{cid}__wipe")
         assert row.changed and row.review["kind"] == "loosened" and row.tool_class.value == "destructive"
 
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r.rule)
 async def test_each_rule_through_a_turn_and_a_gateway_session(home, tmp_path, row):
-    from palui.service import Service
+    from support.inprocess import service
 
     (home / "palui.toml").write_text("[gateway]\nwait_seconds = 0.2\n" + row.toml)
-    svc = Service()
+    svc = service()
     books = _server()
     try:
         cid = await books.add(svc, enable=("lookup", "save", "wipe", "fetch", "forget"))
-        token = svc.gateway_client_add("coder", context="trusted")["token"]
+        token = svc.gateway.add_client("coder", context="trusted")["token"]
         await _setup(svc, books, cid, row.setup)
         async with app_running(svc) as app:
             gateway = GatewayDoor(svc, app, token, "coder")
             async with gateway.connected():
                 if row.setup == "brake":
                     await gateway.mcp.list_tools()  # a session open before the brake
-                    svc.stop_all("cli")
+                    svc.brake.stop_all("cli")
                 through_gateway = await gateway.run(list(row.calls))
             through_turn = await TurnDoor(svc, tmp_path).run(list(row.calls))
         _matches(through_turn, row.turn)
@@ -241,7 +244,7 @@ async def test_both_doors_call_the_pipelines_one_entry_point(home, tmp_path, mon
     """A turn's calls and a gateway session's calls go through :meth:`GovernedCall.run`, and nothing else of the
     runner decides or sends a call: the gateway's door holds no step of its own."""
     from palui.runner.governed_call import GovernedCall
-    from palui.service import Service
+    from support.inprocess import service
     from support.scripts import call, calls, text, write_script
 
     entered: list[tuple[str | None, str]] = []
@@ -253,14 +256,14 @@ async def test_both_doors_call_the_pipelines_one_entry_point(home, tmp_path, mon
 
     monkeypatch.setattr(GovernedCall, "run", counted)
     (home / "palui.toml").write_text("[gateway]\nwait_seconds = 0.2\n")
-    svc = Service()
+    svc = service()
     books = _server()
     try:
         await books.add(svc, enable=("lookup",))
-        token = svc.gateway_client_add("coder", context="trusted")["token"]
-        r = await svc.send("go", model=write_script(tmp_path / "s.json", calls(call("mcp-books__lookup", q="t"),
-                                                                              call("recall__search_memories")),
-                                                    text("done")))
+        token = svc.gateway.add_client("coder", context="trusted")["token"]
+        r = await svc.turns.send("go", model=write_script(tmp_path / "s.json", calls(call("mcp-books__lookup", q="t"),
+                                                                                    call("recall__search_memories")),
+                                                          text("done")))
         assert r["status"] == "done"
         async with app_running(svc) as app:
             async with GatewayDoor(svc, app, token, "coder").connected() as door:

@@ -24,7 +24,7 @@ from support.mcp_servers import DESTRUCTIVE, HOSTILE, READ, hostile_spec, tool
 from support.scripts import call, calls, text, write_script
 from test_builtin_messages import Receiver
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.mcp_in_process
 
 RLO, PDF = "\u202e", "\u202c"
 IBAN = f"DE89 3704 {RLO}0440 0532{PDF} 0130 00"
@@ -98,6 +98,7 @@ EXPECT = {  # surface -> escapes it must show (besides showing no hidden charact
 }
 
 
+@pytest.mark.slow
 def test_every_surface_shows_hidden_characters_escaped_and_marked(served):
     got = surfaces(served)
     assert set(got) == set(EXPECT)
@@ -109,6 +110,7 @@ def test_every_surface_shows_hidden_characters_escaped_and_marked(served):
     assert not any("\\ue0073" in out for out in got.values())
 
 
+@pytest.mark.slow
 def test_a_tool_with_hidden_characters_is_flagged_kept_off_and_sent_stripped(served):
     cli = served["cli"]
     tools = {t["name"]: t for t in cli.json("tools", "list", "--connector", "mcp-bank", "--json")}
@@ -134,25 +136,26 @@ def test_a_tool_with_hidden_characters_is_flagged_kept_off_and_sent_stripped(ser
 def test_a_migration_switches_off_stored_tools_with_hidden_characters(home):
     import sqlite3
 
-    from palui.service import Service
+    from support.inprocess import service
 
-    svc = Service()
+    svc = service()
     from palui.connectors.base import ToolSpec
 
-    svc.register_tools("mcp-old", [ToolSpec("look", DESCRIPTION, {"type": "object"}, READ)])
+    svc.tools.register("mcp-old", [ToolSpec("look", DESCRIPTION, {"type": "object"}, READ)])
     with svc.db.write() as c:  # as stored by an older Palui: switched on, migration 10 not yet run
         c.execute("UPDATE tools SET enabled = 1 WHERE name = 'mcp-old__look'")
         c.execute("DELETE FROM schema_migrations WHERE number = 10")
     svc.db.close()
-    again = Service()
-    assert not again.tool("mcp-old__look").enabled
-    [notice] = [m["text"] for m in again.inbox() if "hidden characters" in m["text"]]
+    again = service()
+    assert not again.tools.get("mcp-old__look").enabled
+    [notice] = [m["text"] for m in again.notifier.inbox() if "hidden characters" in m["text"]]
     assert "mcp-old__look" in notice and "palui tools show" in notice
     con = sqlite3.connect(home / "palui.db")
     assert con.execute("SELECT COUNT(*) FROM schema_migrations WHERE number = 10").fetchone()[0] == 1
     con.close()
 
 
+@pytest.mark.slow
 def test_a_tool_name_the_model_invents_is_shown_escaped_in_the_terminal(cli, home, tmp_path):
     """A refused call's tool name comes from the model: on the terminal (``palui run``, ``palui chat``
     and its ``/why``) it is escaped and marked like every other hostile text, never an escape sequence

@@ -35,11 +35,13 @@ def said(r) -> tuple[int, str, str]:
     return r.returncode, r.stdout, r.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", CASES, ids=" ".join)
 def test_a_command_in_process_answers_as_a_child_does(cli, cli_process, args):
     assert said(cli(*args)) == said(cli_process(*args))
 
 
+@pytest.mark.slow
 def test_a_change_in_process_is_seen_by_a_child_and_back(cli, cli_process):
     assert cli_process("tools", "disable", "recall__forget_memory").returncode == 0
     here = {t["name"]: t["enabled"] for t in cli.json("tools", "list", "--json")}

@@ -81,7 +81,7 @@ def test_a_job_with_a_connector_down_is_partial_all_down_failed_never_done(cli, 
 
 
 async def test_a_webhook_summary_says_it_used_no_connector(svc, tmp_path):
-    r = await svc.send("payload", origin=Origin.WEBHOOK, model=write_script(tmp_path / "w.json", text("A push.")))
+    r = await svc.turns.send("payload", origin=Origin.WEBHOOK, model=write_script(tmp_path / "w.json", text("A push.")))
     assert r["status"] == "done" and health(r) == "Connectors: none used (a webhook summary gets no tools)."
-    [notice] = [n["text"] for n in svc.inbox() if n.get("turn") == r["turn"]]
+    [notice] = [n["text"] for n in svc.notifier.inbox() if n.get("turn") == r["turn"]]
     assert notice.endswith("Connectors: none used (a webhook summary gets no tools).")

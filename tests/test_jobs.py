@@ -68,7 +68,7 @@ def test_job_fires_on_schedule_asks_for_a_write_skips_while_waiting_and_runs_aft
         # The next two fires find the run still waiting: skipped, told once.
         for fire in (base + 600, base + 900):
             write_clock(path, fire + 1)
-            wait_for(lambda: ts(s.get("/api/jobs")[0]["next_run"]) == fire + 300, what="the skipped tick")
+            wait_for(lambda fire=fire: ts(s.get("/api/jobs")[0]["next_run"]) == fire + 300, what="the skipped tick")
         assert len(job_turns(s, job["id"])) == 1
         skipped = [m for m in s.get("/api/inbox") if m["kind"] == "job" and "skipped" in m["text"]]
         assert len(skipped) == 1 and tid in skipped[0]["text"] and "approval" in skipped[0]["text"]
@@ -78,7 +78,7 @@ def test_job_fires_on_schedule_asks_for_a_write_skips_while_waiting_and_runs_aft
         assert "Job done." in r.stdout
         assert s.turn(tid)["status"] == "done"
         [(owner,)] = s.rows("SELECT owner FROM turns WHERE id = ?", (tid,))
-        assert owner.endswith(f":{s.proc.pid}")
+        assert owner.endswith(f":{s.pid}")
         assert [m["text"] for m in cli.json("memories", "list", "--json")] == ["from the job"]
         results = [m for m in s.get("/api/inbox") if m["kind"] == "job" and m["turn"] == tid]
         assert any("Job done." in m["text"] for m in results)
@@ -124,7 +124,8 @@ def test_restart_with_a_job_approval_pending_then_approve_runs_the_write_once(ho
     write_clock(path, base + 10)
     assert cli("jobs", "add", "nightly", "--cron", "*/5 * * * *", "--prompt", "Note it.", env=env).returncode == 0
 
-    s = LiveService(home, env).start()
+    # Children: the restarted service must be told from the one before it (and from the command) by its pid.
+    s = LiveService(home, env, process=True).start()
     write_clock(path, base + 300)
     tid = wait_for(lambda: s.get("/api/jobs")[0]["last_turn"], what="the job's turn")
     assert s.wait_turn(tid)["status"] == "awaiting_approval"
@@ -133,7 +134,7 @@ def test_restart_with_a_job_approval_pending_then_approve_runs_the_write_once(ho
     assert s.stop(signal.SIGTERM) in (0, -signal.SIGTERM)
     assert s.rows("SELECT status FROM turns WHERE id = ?", (tid,)) == [("awaiting_approval",)]
 
-    with LiveService(home, env) as s2:
+    with LiveService(home, env, process=True) as s2:
         r = cli("approvals", "approve", a["id"])
         assert r.returncode == 0, r.stderr
         assert "Job done." in r.stdout
@@ -165,8 +166,8 @@ def test_add_job_refuses_bad_input(svc, kw, message):
 
     args = {"name": "x", "cron": "@daily", "prompt": "p", "token_cap": None, "tz": None, **kw}
     with pytest.raises(UsageError, match=re.escape(message)):
-        svc.add_job(**args)
-    assert svc.jobs() == []
+        svc.jobs.add(**args)
+    assert svc.jobs.list() == []
 
 
 def test_jobs_cli_exit_codes_zone_and_remove(cli):
@@ -200,10 +201,10 @@ async def test_a_job_run_orphaned_by_a_killed_process_is_run_on_and_the_job_is_n
     base = (time.time() // 300) * 300
     write_clock(path, base + 10)
     svc = Service()
-    svc.add_job("orphaned", "*/5 * * * *", "Check.")
+    svc.jobs.add("orphaned", "*/5 * * * *", "Check.")
     job = jobs_mod.get(svc.db, "orphaned")
-    tid = svc.start_job_turn(job)
-    assert svc.claim(tid) == (True, None)
+    tid = svc.jobs.start_turn(job)
+    assert svc.turns.claim(tid).claimed
     gone = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                               text=True, check=True).stdout)
     with svc.db.write() as c:  # as if a process that has since died had claimed it
@@ -223,24 +224,23 @@ async def test_a_job_run_orphaned_by_a_killed_process_is_run_on_and_the_job_is_n
         await t
     rows = svc.db.all("SELECT id, status FROM turns WHERE job_id = ? ORDER BY created_at", (job.id,))
     assert [(r["id"] == tid, r["status"]) for r in rows] == [(True, "done"), (False, "done")]
-    await svc.hub.close()
+    await svc._hub.close()
     svc.db.close()
 
 
 async def test_removing_a_job_cancels_its_waiting_approval(svc, tmp_path):
-    from support.scripts import call, calls, text, write_script
-
     from palui.errors import ApprovalError
     from palui.types import Origin
+    from support.scripts import call, calls, text, write_script
 
     model = write_script(tmp_path / "s.json", calls(call("recall__add_memory", text="from the job")), text("ok"))
-    svc.add_job("nightly", cron="0 3 * * *", prompt="save it")
+    svc.jobs.add("nightly", cron="0 3 * * *", prompt="save it")
     job = svc.db.one("SELECT id FROM jobs WHERE name = 'nightly'")["id"]
-    tid = svc.start_turn("save it", origin=Origin.JOB, job_id=job, model=model)
-    r = await svc.run_turn(tid)
+    tid = svc.turns.start("save it", origin=Origin.JOB, job_id=job, model=model)
+    r = await svc.turns.run(tid)
     [a] = r["pending_approvals"]
-    svc.remove_job("nightly")
-    assert svc.turn_result(tid)["status"] == "stopped"
+    svc.jobs.remove("nightly")
+    assert svc.turns.result(tid)["status"] == "stopped"
     with pytest.raises(ApprovalError, match="cancelled"):
-        await svc.answer_and_resume(a["id"], True, "cli")
-    assert svc.memories() == []
+        await svc.approvals.answer_and_resume(a["id"], True, "cli")
+    assert svc.memories.list() == []

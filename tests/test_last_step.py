@@ -42,6 +42,7 @@ def run_json(cli, model: str) -> dict:
     return json.loads(r.stdout)
 
 
+@pytest.mark.slow
 def test_openai_last_step_sends_no_usable_tools_and_says_why(cli, fake):
     for _ in range(3):
         fake.tool_call(*SEARCH)
@@ -65,6 +66,7 @@ def test_openai_last_step_sends_no_usable_tools_and_says_why(cli, fake):
     assert "Nobody else is in your memories for that event." in sent and "Palui has ended" not in sent
 
 
+@pytest.mark.slow
 def test_anthropic_last_step_sends_no_usable_tools_and_says_why(cli, fake):
     for _ in range(3):
         fake.tool_call(*SEARCH)
@@ -91,6 +93,7 @@ def test_no_last_step_once_a_token_cap_is_crossed(cli, home, tmp_path):
     assert not [e for e in r["events"] if e["type"] == "last_step"]
 
 
+@pytest.mark.slow
 def test_a_last_step_cut_short_is_made_again_without_tools(cli, home, tmp_path):
     """The process running the last step dies (kill -9): the turn is taken up again with its last step,
     not an ordinary step with tools."""
@@ -113,7 +116,7 @@ def test_a_last_step_cut_short_is_made_again_without_tools(cli, home, tmp_path):
     write_script(path, search, search, search, text("Here is what I found."), text("never"))
     import asyncio
 
-    [r] = asyncio.run(svc.resume_ready())
+    [r] = asyncio.run(svc.turns.resume_ready())
     svc.db.close()
     assert r["status"] == "budget" and r["budget"] == REPEATS and r["answer"] == "Here is what I found.", r
     steps = [e for e in r["events"] if e["type"] == "step"]

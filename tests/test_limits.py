@@ -19,7 +19,7 @@ async def test_no_call_reaches_a_connector_after_the_time_budget(home, tmp_path)
         model = write_script(tmp_path / "s.json",
                              calls(*[call("web__fetch_page", url=f"{srv.url}/slow/{i}") for i in range(10)]),
                              text("never"))
-        r = await svc.send("fetch them all", model=model)
+        r = await svc.turns.send("fetch them all", model=model)
         answered = list(srv.answered)  # before the server's waits end
         await svc.close()
         hits = list(srv.hits)
@@ -29,6 +29,6 @@ async def test_no_call_reaches_a_connector_after_the_time_budget(home, tmp_path)
     not_run = [e for e in results if e.get("not_dispatched")]
     assert len(not_run) == 10 - len(hits)
     assert all(e["result"] == "Error: not run: the turn's time budget ran out." for e in not_run)
-    outcomes = [a["outcome"] for a in svc.audit(r["turn"])]
+    outcomes = [a["outcome"] for a in svc.audit.rows(r["turn"])]
     assert outcomes.count("not run: time budget") == 10 - len(hits)
     assert len(answered) <= 2, answered  # a third call was cut at the budget, not waited for

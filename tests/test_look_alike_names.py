@@ -11,6 +11,8 @@ import pytest
 from palui.text.confusables import has_look_alikes, skeleton
 from support.mcp_servers import HOSTILE, READ, hostile_spec, tool
 
+pytestmark = pytest.mark.mcp_in_process
+
 LOOK_ALIKE = "re\u0430d_notes"  # CYRILLIC SMALL LETTER A
 
 
@@ -24,6 +26,7 @@ def notes(cli, tmp_path):
     return {t["tool"]: t for t in cli.json("tools", "list", "--connector", "mcp-notes", "--json")}
 
 
+@pytest.mark.slow
 def test_a_cyrillic_look_alike_name_is_flagged_and_left_off_by_enable_read(cli, notes):
     odd, plain, accented = notes[LOOK_ALIKE], notes["list_notes"], notes["caf\u00e9_notes"]
     assert odd["look_alike_name"] and not plain["look_alike_name"] and not accented["look_alike_name"]

@@ -12,7 +12,7 @@ import pytest
 from support.mcp_servers import DESTRUCTIVE, HOSTILE, READ, hostile_spec, tool
 from support.scripts import call, calls, text, write_script
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.mcp_in_process
 
 
 def edit(spec, **changes) -> None:

@@ -128,15 +128,22 @@ def test_outgoing_headers_cannot_be_injected_and_the_message_id_is_fixed():
     assert msg.get_content().startswith("line\u202e")  # the channel's texts come escaped already (views)
 
 
+class _Updates:
+    """The channel updates part as the restart position uses it: the stored cursor."""
+
+    def __init__(self, cursor):
+        self.stored = cursor
+
+    def cursor(self, name):
+        return self.stored
+
+    def set_cursor(self, name, cursor):
+        self.stored = cursor
+
+
 class _Svc:
     def __init__(self, cursor):
-        self.cursor = cursor
-
-    def channel_cursor(self, name):
-        return self.cursor
-
-    def set_channel_cursor(self, name, cursor):
-        self.cursor = cursor
+        self.channel_updates = _Updates(cursor)
 
 
 @pytest.mark.parametrize(("cursor", "validity", "uidnext", "position"), [
@@ -152,7 +159,7 @@ def test_the_restart_position_is_uidvalidity_and_the_last_uid(cursor, validity, 
     ch = EmailChannel.__new__(EmailChannel)
     ch.svc, ch.name = _Svc(cursor), "email"  # type: ignore[assignment]
     assert ch._position(Opened(validity, uidnext, True)) == position
-    assert ch.svc.cursor == f"{position[0]}:{position[1]}"
+    assert ch.svc.channel_updates.stored == f"{position[0]}:{position[1]}"
 
 
 def test_a_part_decodes_to_exactly_its_text_so_split_parts_join_back():

@@ -26,6 +26,7 @@ def web_svc(home):
         s.db.close()
 
 
+@pytest.mark.slow
 async def test_marks_are_found_off_the_event_loop_while_it_goes_on(web_svc, tmp_path, monkeypatch):
     s = web_svc
     loop_ran = threading.Event()
@@ -53,7 +54,7 @@ async def test_marks_are_found_off_the_event_loop_while_it_goes_on(web_svc, tmp_
     model = write_script(tmp_path / "s.json", calls(call("web__fetch_page", url=s.page_url + "/p")),
                          calls(call("recall__add_memory", text="mallory@evil.example")), text("done"))
     other = asyncio.create_task(other_work())
-    r = await s.send("go", model=model)
+    r = await s.turns.send("go", model=model)
     await other
     assert seen == {"on_loop": False, "loop_went_on": True}
     [a] = r["pending_approvals"]

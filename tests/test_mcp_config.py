@@ -154,6 +154,7 @@ def test_backoff():
     assert [backoff_seconds(n) for n in range(0, 10)] == [0, 0, 1, 2, 4, 8, 16, 32, 60, 60]
 
 
+@pytest.mark.slow
 def test_stderr_flood_is_drained_and_capped(tmp_path):
     cap = StderrCapture(tmp_path / "logs" / "mcp-x.stderr.log", cap_bytes=64 * 1024)
     errlog = cap.open()

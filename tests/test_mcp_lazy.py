@@ -34,7 +34,8 @@ def server(tmp_path, home):
     wrapper.write_text(f'#!/bin/sh\necho started >> "{starts}"\nexec "{sys.executable}" "{HOSTILE}" "{spec}"\n')
     wrapper.chmod(0o755)
     svc = Service(load_settings({"PALUI_HOME": str(home)}))
-    added = svc.mcp_add("archive", ServerConfig("stdio", command=str(wrapper), timeout_seconds=20), enable_read=True)
+    config = ServerConfig("stdio", command=str(wrapper), timeout_seconds=20)
+    added = svc.connectors.add("archive", config, enable_read=True)
     assert added["id"] == CID and sorted(added["enabled"]) == [f"{CID}__echo", f"{CID}__lookup"]
     svc.db.close()
     return {"spec": spec, "starts": starts}
@@ -45,7 +46,7 @@ def started(server) -> int:
 
 
 def state(svc, cid=CID):
-    return next(c["state"] for c in svc.status()["connectors"] if c["id"] == cid)
+    return next(c["state"] for c in svc.status.get()["connectors"] if c["id"] == cid)
 
 
 async def test_a_turn_that_calls_none_of_its_tools_never_starts_the_server(server, home, tmp_path, cli):
@@ -53,7 +54,7 @@ async def test_a_turn_that_calls_none_of_its_tools_never_starts_the_server(serve
     svc = Service()  # a new process's view: nothing live
     assert state(svc) == "idle"
     model = write_script(tmp_path / "s.json", calls(call("recall__search_memories", query="milk")), text("no"))
-    r = await svc.send("look up milk in my memories", model=model)
+    r = await svc.turns.send("look up milk in my memories", model=model)
     assert r["status"] == "done"
     step = next(e for e in r["events"] if e["type"] == "step")
     assert f"{CID}__lookup" in step["tools_offered"]  # offered from the stored, pinned definition
@@ -63,7 +64,7 @@ async def test_a_turn_that_calls_none_of_its_tools_never_starts_the_server(serve
     assert out["status"] == "done" and started(server) == 1
     # A call to one of its tools starts it, here and now.
     echo = write_script(tmp_path / "e.json", calls(call(f"{CID}__echo", word="hi")), text("done"))
-    r = await svc.send("echo hi", model=echo)
+    r = await svc.turns.send("echo hi", model=echo)
     [c] = [e for e in r["events"] if e["type"] == "tool_call"]
     assert (c["verdict"], c["is_error"]) == ("run", False) and "hi" in c["result"]
     assert started(server) == 2 and state(svc) == "connected"
@@ -77,16 +78,16 @@ async def test_the_first_call_re_checks_the_pins_and_refuses_a_changed_tool(serv
     server["spec"].write_text(json.dumps(spec))
     svc = Service()
     model = write_script(tmp_path / "s.json", calls(call(f"{CID}__lookup", q="x")), text("ok"))
-    r = await svc.send("look up x", model=model)
+    r = await svc.turns.send("look up x", model=model)
     assert r["status"] == "done"
     step = next(e for e in r["events"] if e["type"] == "step")
     assert f"{CID}__lookup" in step["tools_offered"]  # the pinned definition was offered
     [c] = [e for e in r["events"] if e["type"] == "tool_call"]
     assert c["verdict"] == "off" and c["is_error"] and "cannot be called" in c["result"]
-    row = svc.tool(f"{CID}__lookup")
+    row = svc.tools.get(f"{CID}__lookup")
     assert row.changed and not row.enabled  # flagged "changed — review", switched off
-    assert any(f"Tool {CID}__lookup changed its description" in m["text"] for m in svc.inbox())
-    audit = [a for a in svc.audit() if a["tool"] == f"{CID}__lookup"]
+    assert any(f"Tool {CID}__lookup changed its description" in m["text"] for m in svc.notifier.inbox())
+    audit = [a for a in svc.audit.rows() if a["tool"] == f"{CID}__lookup"]
     assert [a["outcome"] for a in audit] == ["refused"]  # never sent to the server
     assert started(server) == 2
     await svc.close()

@@ -33,7 +33,7 @@ SECRET = "sekrit-value-4242"
 async def test_legacy_era_and_list_changed(svc, tmp_path):
     spec = hostile_spec(tmp_path / "legacy.json", [tool("old", annotations=READ), tool("mutate", "mutate", WRITE),
                                                    tool("caps", "caps", READ)], legacy=True)
-    conn = MCPConnector(svc.hub.env, "mcp-legacy", "Legacy", ServerConfig("stdio", command=sys.executable,
+    conn = MCPConnector(svc._hub.env, "mcp-legacy", "Legacy", ServerConfig("stdio", command=sys.executable,
                                                                   args=(str(HOSTILE), str(spec))))
     try:
         await conn.start()  # the first connection registers the connector and its tools
@@ -44,13 +44,13 @@ async def test_legacy_era_and_list_changed(svc, tmp_path):
                                                       tool("mutate", "mutate", WRITE), tool("caps", "caps", READ)]})
         assert r.text == "mutated"
         for _ in range(100):
-            if next(t for t in svc.tools("mcp-legacy") if t.tool == "old").changed:
+            if next(t for t in svc.tools.list("mcp-legacy") if t.tool == "old").changed:
                 break
             await asyncio.sleep(0.05)
-        assert next(t for t in svc.tools("mcp-legacy") if t.tool == "old").changed
+        assert next(t for t in svc.tools.list("mcp-legacy") if t.tool == "old").changed
     finally:
         await conn.close()
-        svc.mcp_remove("mcp-legacy")
+        svc.connectors.remove("mcp-legacy")
 
 
 @pytest.fixture
@@ -74,15 +74,15 @@ async def test_streamable_http_with_secret_headers(http_server, home):
     wrong = palui(home, "connectors", "add", "web", "--url", http_server, "--header", "Authorization=Bearer nope")
     assert wrong.returncode == 1 and "refused the MCP handshake" in wrong.stderr
     s = Service(load_settings({"PALUI_HOME": str(home)}))
-    assert not [c for c in s.connectors() if c["kind"] == "mcp"]  # nothing stored
+    assert not [c for c in s.connectors.list() if c["kind"] == "mcp"]  # nothing stored
     added = palui_json(home, "connectors", "add", "web", "--url", http_server, "--timeout", "7.5", "--enable-read",
                        "--max-output", "120", "--header", "Authorization=Bearer ${TOK}", "--json", env={"TOK": SECRET})
     assert (added["id"], added["transport"], added["enabled"]) == ("mcp-web", "http", ["mcp-web__echo"])
-    web = next(c for c in s.connectors() if c["id"] == "mcp-web")
+    web = next(c for c in s.connectors.list() if c["id"] == "mcp-web")
     assert web["config"]["headers"] == {"Authorization": "***"} and SECRET not in json.dumps(web)
-    assert {t.name: (t.tool_class.value, t.enabled) for t in s.tools("mcp-web")} == {
+    assert {t.name: (t.tool_class.value, t.enabled) for t in s.tools.list("mcp-web")} == {
         "mcp-web__echo": ("read", True), "mcp-web__wipe": ("destructive", False)}  # --enable-read: read tools only
-    hub = ConnectorHub(s.hub.env)
+    hub = ConnectorHub(s._hub.env)
     try:
         c = await hub.get("mcp-web")
         assert c.state() == "connected"
@@ -115,7 +115,7 @@ def test_server_that_cannot_start_stores_nothing(home):
     assert "exited (or closed the connection) during the MCP handshake" in r.stderr
     assert "token is ***" in r.stderr and SECRET not in r.stderr
     s = Service(load_settings({"PALUI_HOME": str(home)}))
-    assert [c["id"] for c in s.connectors() if c["kind"] == "mcp"] == []
+    assert [c["id"] for c in s.connectors.list() if c["kind"] == "mcp"] == []
     assert not list((home / "secrets").glob("*.json"))
     s.db.close()
 
@@ -123,7 +123,7 @@ def test_server_that_cannot_start_stores_nothing(home):
 async def test_start_failures_back_off_and_handshake_hangs_time_out(svc, tmp_path):
     starts = tmp_path / "starts"  # one line per start of the server: a refused start spawns nothing
     exits = f"open({str(starts)!r}, 'a').write('start\\n'); raise SystemExit(1)"
-    dead = MCPConnector(svc.hub.env, "mcp-dead", "dead", ServerConfig("stdio", command=sys.executable,
+    dead = MCPConnector(svc._hub.env, "mcp-dead", "dead", ServerConfig("stdio", command=sys.executable,
                                                                 args=("-c", exits)))
     try:
         with pytest.raises(ConnectorError, match="during the MCP handshake"):
@@ -137,7 +137,7 @@ async def test_start_failures_back_off_and_handshake_hangs_time_out(svc, tmp_pat
         assert starts.read_text().count("start") == 2  # refused at once: no third start
     finally:
         await dead.close()
-    mute = MCPConnector(svc.hub.env, "mcp-mute", "mute", ServerConfig("stdio", command=sys.executable,
+    mute = MCPConnector(svc._hub.env, "mcp-mute", "mute", ServerConfig("stdio", command=sys.executable,
                                                                 args=("-c", "import sys; sys.stdin.read()"),
                                                                 timeout_seconds=1.0))
     try:
@@ -149,7 +149,7 @@ async def test_start_failures_back_off_and_handshake_hangs_time_out(svc, tmp_pat
 
 async def test_hub_raises_for_a_server_that_cannot_start_and_backs_off(svc, tmp_path):
     cid = "mcp-broken"
-    svc.register_tools(cid, [], name="broken", kind="mcp")
+    svc.tools.register(cid, [], name="broken", kind="mcp")
     starts = tmp_path / "starts"  # one line per start of the server: a refused start spawns nothing
     config = ServerConfig("stdio", command=sys.executable,
                           args=("-c", f"open({str(starts)!r}, 'a').write('start\\n'); raise SystemExit(2)"))
@@ -159,13 +159,13 @@ async def test_hub_raises_for_a_server_that_cannot_start_and_backs_off(svc, tmp_
     try:
         for _ in range(2):  # the first failure is retried at once on the next use…
             with pytest.raises(ConnectorError, match="during the MCP handshake"):
-                await svc.hub.get(cid)
-        assert svc.db.one("SELECT state FROM connectors WHERE id = ?", (cid,))["state"].startswith("error: ")
+                await svc._hub.get(cid)
+        assert next(c for c in svc.connectors.list() if c["id"] == cid)["last_state"].startswith("error: ")
         with pytest.raises(ConnectorError, match="next start attempt is in"):  # …then it waits
-            await svc.hub.get(cid)
+            await svc._hub.get(cid)
         assert starts.read_text().count("start") == 2  # refused at once: no third start
     finally:
-        svc.mcp_remove(cid)
+        svc.connectors.remove(cid)
 
 
 def test_import_errors_name_the_variable_and_add_nothing(home, tmp_path):
@@ -191,7 +191,7 @@ def _write(path, data):
 
 def test_remove_forgets_row_tools_secrets_and_logs(svc, home):
     cid = "mcp-temp"
-    svc.register_tools(cid, [ToolSpec("echo", "", {}, READ)], name="Temp", kind="mcp")
+    svc.tools.register(cid, [ToolSpec("echo", "", {}, READ)], name="Temp", kind="mcp")
     write_secrets(svc.settings.secrets_dir, cid, {"env": {"K": "value-1234"}, "headers": {}})
     log = log_path(svc.settings.data_dir, cid)
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -202,9 +202,9 @@ def test_remove_forgets_row_tools_secrets_and_logs(svc, home):
     assert svc.db.one("SELECT 1 FROM tools WHERE connector_id = ?", (cid,)) is None
     assert not (svc.settings.secrets_dir / f"{cid}.json").exists() and not log.exists()
     with pytest.raises(UsageError, match="built-in"):
-        svc.mcp_remove("recall")
+        svc.connectors.remove("recall")
     with pytest.raises(NotFound):
-        svc.mcp_remove("mcp-nope")
+        svc.connectors.remove("mcp-nope")
 
 
 async def test_a_decided_call_is_sent_without_reading_its_tool_again(svc, tmp_path):
@@ -215,11 +215,11 @@ async def test_a_decided_call_is_sent_without_reading_its_tool_again(svc, tmp_pa
     from palui.types import Origin
 
     spec = hostile_spec(tmp_path / "s.json", [tool("echo", annotations=READ), tool("other", annotations=READ)])
-    conn = MCPConnector(svc.hub.env, "mcp-reads", "Reads", ServerConfig("stdio", command=sys.executable,
-                                                                         args=(str(HOSTILE), str(spec))))
+    conn = MCPConnector(svc._hub.env, "mcp-reads", "Reads", ServerConfig("stdio", command=sys.executable,
+                                                                          args=(str(HOSTILE), str(spec))))
     try:
         await conn.start()
-        rows = {t.tool: t for t in svc.tools("mcp-reads")}
+        rows = {t.tool: t for t in svc.tools.list("mcp-reads")}
 
         async def call(row):
             ctx = CallContext(turn_id="t", conversation_id="c", origin=Origin.CHAT, tainted=False, taint_source=None,
@@ -242,4 +242,4 @@ async def test_a_decided_call_is_sent_without_reading_its_tool_again(svc, tmp_pa
             assert reads and r.untrusted is True
     finally:
         await conn.close()
-        svc.mcp_remove("mcp-reads")
+        svc.connectors.remove("mcp-reads")

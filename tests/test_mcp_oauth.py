@@ -70,7 +70,8 @@ def assert_no_secret(oauth: OAuthTestServer, said: str) -> None:
         assert not c.client_secret or c.client_secret not in said
 
 
-def add_by_paste(home: Path, name: str, url: str, *extra: str, timeout: float = 60) -> tuple[subprocess.CompletedProcess, str]:
+def add_by_paste(home: Path, name: str, url: str, *extra: str,
+                 timeout: float = 60) -> tuple[subprocess.CompletedProcess, str]:
     """``palui connectors add NAME --url URL --no-browser``: read the printed address, "open" it, paste back where
     the browser ended (the loopback address, which nothing needs to serve): :func:`support.signin_cli.sign_in`."""
     r, answer = sign_in(home, "connectors", "add", name, "--url", url, *extra, timeout=timeout)
@@ -121,13 +122,13 @@ def test_a_refused_code_is_told_without_the_servers_body(home, oauth):
 
 
 async def test_login_through_the_loopback_listener_and_logout_revokes(svc, oauth):
-    await svc.mcp_add_async("remote", ServerConfig("http", url=oauth.mcp_url(0)), sign_in=browser())
-    assert (await svc.mcp_logout_async("mcp-remote"))["revocation"] == "revoked"
+    await svc.connectors.add_async("remote", ServerConfig("http", url=oauth.mcp_url(0)), sign_in=browser())
+    assert (await svc.signin.logout_async("mcp-remote"))["revocation"] == "revoked"
     assert oauth.auth.count("revoke", ok=True) == 2 and oauth.auth.active_access_tokens() == 0
-    assert not svc.oauth_state("mcp-remote")["signed_in"]
-    assert svc.mcp_config("mcp-remote")["state"] == "error: sign in again"
-    r = await svc.mcp_login_async("mcp-remote", browser())
-    cfg = svc.mcp_config("mcp-remote")  # not kept live after the sign-in (spec §7.7), so idle here
+    assert not svc.connectors.oauth_state("mcp-remote")["signed_in"]
+    assert svc.connectors.config("mcp-remote")["state"] == "error: sign in again"
+    r = await svc.signin.login_async("mcp-remote", browser())
+    cfg = svc.connectors.config("mcp-remote")  # not kept live after the sign-in (spec §7.7), so idle here
     assert r["signed_in"] and cfg["state"] in ("connected", "idle") and cfg["last_state"] == "connected"
     assert oauth.auth.count("register") == 1  # the registration of this issuer was kept and used again
     await svc.close()
@@ -135,9 +136,9 @@ async def test_login_through_the_loopback_listener_and_logout_revokes(svc, oauth
 
 async def test_refresh_ahead_of_expiry_also_in_a_new_process(svc, oauth):
     oauth.auth.set_options(access_token_ttl=4)  # margin min(max(60 s, 10 %), 50 %) = 2 s
-    await svc.mcp_add_async("remote", ServerConfig("http", url=oauth.mcp_url(0)), sign_in=browser())
+    await svc.connectors.add_async("remote", ServerConfig("http", url=oauth.mcp_url(0)), sign_in=browser())
     issued = time.time()
-    conn = await svc.hub.get("mcp-remote")  # a connector for turns: nobody can sign in
+    conn = await svc._hub.get("mcp-remote")  # a connector for turns: nobody can sign in
     assert not (await conn.call_tool("whoami", {})).is_error
     assert oauth.auth.count("token", grant_type="refresh_token") == 0
     await asyncio.sleep(max(0.0, issued + 2.6 - time.time()))  # past the margin, before the expiry
@@ -152,7 +153,7 @@ async def test_refresh_ahead_of_expiry_also_in_a_new_process(svc, oauth):
     from palui.service import Service
 
     fresh = Service()
-    conn = await fresh.hub.get("mcp-remote")
+    conn = await fresh._hub.get("mcp-remote")
     assert not (await conn.call_tool("whoami", {})).is_error
     assert oauth.auth.count("token", grant_type="refresh_token", ok=True) == 2
     assert oauth.auth.count("authorize") == 1
@@ -164,42 +165,42 @@ async def test_expired_grant_is_sign_in_again_and_its_tools_are_not_offered(svc,
     """Turns are offered tools from the catalog without starting servers: the first turn learns of the ended
     grant when it calls the tool (refused with the fix); from then on the connector waits for a
     sign-in, its tools are not offered and each turn says why, with no request to the server."""
-    await svc.mcp_add_async("remote", ServerConfig("http", url=oauth.mcp_url(0)), sign_in=browser())
-    svc.set_enabled(["mcp-remote__echo"], True)
+    await svc.connectors.add_async("remote", ServerConfig("http", url=oauth.mcp_url(0)), sign_in=browser())
+    svc.tools.set_enabled(["mcp-remote__echo"], True)
     oauth.auth.expire_access_tokens()
     oauth.auth.revoke_refresh_tokens()
     model = write_script(tmp_path / "s.json", calls(call("mcp-remote__echo", text="x")), text("ok"))
-    r = await svc.send("echo", model=model)
+    r = await svc.turns.send("echo", model=model)
     [ev] = [e for e in r["events"] if e["type"] == "tool_call"]
     assert ev["is_error"] and "mcp-remote is not available" in ev["result"] and "sign in again" in ev["result"]
-    assert {c["id"]: c["state"] for c in svc.status()["connectors"]}["mcp-remote"] == "error: sign in again"
+    assert {c["id"]: c["state"] for c in svc.status.get()["connectors"]}["mcp-remote"] == "error: sign in again"
     asked = len(oauth.auth.events())
-    r = await svc.send("echo again", model=write_script(tmp_path / "t.json", calls(call("mcp-remote__echo", text="y")),
-                                                        text("ok")))
+    model = write_script(tmp_path / "t.json", calls(call("mcp-remote__echo", text="y")), text("ok"))
+    r = await svc.turns.send("echo again", model=model)
     [step] = [e for e in r["events"] if e["type"] == "step"][:1]
     assert "mcp-remote__echo" not in step["tools_offered"]
     assert [e for e in r["events"] if e["type"] == "connector_error"][0]["error"].count("sign in again")
     [ev] = [e for e in r["events"] if e["type"] == "tool_call"]
     assert ev["verdict"] == "unavailable" and "its connector mcp-remote is not available" in ev["result"]
     assert len(oauth.auth.events()) == asked  # no further request: it refuses at once until a sign-in
-    told = [n for n in svc.inbox() if "sign in again" in n["text"]]
+    told = [n for n in svc.notifier.inbox() if "sign in again" in n["text"]]
     assert len(told) == 1 and "palui connectors login mcp-remote" in told[0]["text"]  # told once
     assert_no_secret(oauth, everything_said(svc.settings.data_dir, json.dumps(r)))
     await svc.close()
 
 
 async def test_an_issuer_change_drops_the_old_tokens(svc, oauth):
-    await svc.mcp_add_async("remote", ServerConfig("http", url=oauth.mcp_url(0)), sign_in=browser())
+    await svc.connectors.add_async("remote", ServerConfig("http", url=oauth.mcp_url(0)), sign_in=browser())
     old_tokens = set(oauth.auth.token_values())
     old_client = token_file(svc.settings.data_dir, "mcp-remote")["client_id"]
     as2 = oauth.add_authorization_server(AuthServerOptions(consent="deny"))
     oauth.move_resource_server(0, as2)
     with pytest.raises(Exception, match="refused the sign-in"):
-        await svc.mcp_login_async("mcp-remote", browser())
+        await svc.signin.login_async("mcp-remote", browser())
     # The sign-in at the new issuer was refused, and still the old issuer's tokens are gone.
     assert not list((svc.settings.data_dir / "secrets" / "oauth" / "tokens").glob("mcp-remote.*"))
     as2.set_options(consent="approve")
-    await svc.mcp_login_async("mcp-remote", browser())
+    await svc.signin.login_async("mcp-remote", browser())
     saved = token_file(svc.settings.data_dir, "mcp-remote")
     assert saved["issuer"] == as2.issuer and saved["token"]["access_token"] not in old_tokens
     assert old_client not in [e.client_id for e in as2.events()]  # AS1's client never reached AS2
@@ -208,15 +209,15 @@ async def test_an_issuer_change_drops_the_old_tokens(svc, oauth):
 
 
 async def test_two_connectors_of_one_issuer_share_a_registration_never_a_token(svc, oauth):
-    await svc.mcp_add_async("a", ServerConfig("http", url=oauth.mcp_url(0)), sign_in=browser())
-    await svc.mcp_add_async("b", ServerConfig("http", url=oauth.mcp_url(1)), sign_in=browser())
+    await svc.connectors.add_async("a", ServerConfig("http", url=oauth.mcp_url(0)), sign_in=browser())
+    await svc.connectors.add_async("b", ServerConfig("http", url=oauth.mcp_url(1)), sign_in=browser())
     assert oauth.auth.count("register") == 1  # the issuer's registration, shared
     home = svc.settings.data_dir
     a, b = token_file(home, "mcp-a"), token_file(home, "mcp-b")
     assert a["client_id"] == b["client_id"] and a["token"]["access_token"] != b["token"]["access_token"]
     assert a["resource"] == oauth.mcp_url(0) and b["resource"] == oauth.mcp_url(1)
     for cid, url in (("mcp-a", oauth.mcp_url(0)), ("mcp-b", oauth.mcp_url(1))):
-        conn = await svc.hub.get(cid)
+        conn = await svc._hub.get(cid)
         who = json.loads((await conn.call_tool("whoami", {})).text)
         assert who["resource"] == url  # each server got the token issued for it
     # A's token is refused by B's server (the SDK's server checks the resource): it is B's alone.
@@ -272,21 +273,21 @@ def test_web_sign_in_checks_the_session_cookie_and_the_state(home, oauth):
 async def test_a_grant_ending_mid_session_and_a_job_never_signs_in(svc, oauth, tmp_path):
     from palui.types import Origin
 
-    await svc.mcp_add_async("remote", ServerConfig("http", url=oauth.mcp_url(0)), sign_in=browser())
-    conn = await svc.hub.get("mcp-remote")
+    await svc.connectors.add_async("remote", ServerConfig("http", url=oauth.mcp_url(0)), sign_in=browser())
+    conn = await svc._hub.get("mcp-remote")
     assert not (await conn.call_tool("whoami", {})).is_error  # connected, in a session
     oauth.auth.expire_access_tokens()
     oauth.auth.revoke_refresh_tokens()
     r = await conn.call_tool("echo", {"text": "x"})
     assert r.is_error and "needs you to sign in again (palui connectors login mcp-remote)" in r.text
     assert conn.state() == "error: sign in again"
-    svc.set_enabled(["mcp-remote__echo"], True)
-    svc.set_class("mcp-remote__echo", "read")
+    svc.tools.set_enabled(["mcp-remote__echo"], True)
+    svc.tools.set_class("mcp-remote__echo", "read")
     authorizations = oauth.auth.count("authorize")
-    tid = svc.start_turn("nightly", origin=Origin.JOB,
-                         model=write_script(tmp_path / "s.json", calls(call("mcp-remote__echo", text="x")),
-                                            text("ok")))
-    r = await svc.run_turn(tid)
+    tid = svc.turns.start("nightly", origin=Origin.JOB,
+                          model=write_script(tmp_path / "s.json", calls(call("mcp-remote__echo", text="x")),
+                                             text("ok")))
+    r = await svc.turns.run(tid)
     assert oauth.auth.count("authorize") == authorizations  # no sign-in from a job
     assert [e for e in r["events"] if e["type"] == "tool_call"][0]["verdict"] == "unavailable"
     # the one connector the job needed was down: the job failed and says so (spec §8.4), never "done"
@@ -300,25 +301,25 @@ async def test_after_an_issuer_switch_no_refresh_goes_to_the_old_issuer(svc, oau
     refresh is asked of it (not ahead of expiry, not after the 401), the person is told once to sign in, and
     the sign-in goes to the new issuer."""
     oauth.auth.set_options(access_token_ttl=4)  # refreshed ahead when less than 2 s is left
-    await svc.mcp_add_async("remote", ServerConfig("http", url=oauth.mcp_url(0)), sign_in=browser())
-    svc.set_enabled(["mcp-remote__whoami"], True)
+    await svc.connectors.add_async("remote", ServerConfig("http", url=oauth.mcp_url(0)), sign_in=browser())
+    svc.tools.set_enabled(["mcp-remote__whoami"], True)
     grants = oauth.auth.count("token")
     as2 = oauth.add_authorization_server()
     oauth.move_resource_server(0, as2)
     await asyncio.sleep(2.6)  # past the refresh margin, before the expiry
     model = write_script(tmp_path / "s.json", calls(call("mcp-remote__whoami")), text("ok"))
     for _ in range(3):
-        await svc.send("who am I", model=model)
+        await svc.turns.send("who am I", model=model)
         await svc.close()  # a new session each time, as separate processes would
     assert oauth.auth.count("token") == grants  # nothing asked of the old issuer after the switch
-    assert not svc.oauth_state("mcp-remote")["signed_in"]  # its tokens were dropped
-    assert svc.mcp_config("mcp-remote")["last_state"] == "error: sign in again"
-    told = [n["text"] for n in svc.inbox() if "sign in again" in n["text"]]
+    assert not svc.connectors.oauth_state("mcp-remote")["signed_in"]  # its tokens were dropped
+    assert svc.connectors.config("mcp-remote")["last_state"] == "error: sign in again"
+    told = [n["text"] for n in svc.notifier.inbox() if "sign in again" in n["text"]]
     assert len(told) == 1 and "another authorization server" in told[0]
-    await svc.mcp_login_async("mcp-remote", browser())
+    await svc.signin.login_async("mcp-remote", browser())
     saved = token_file(svc.settings.data_dir, "mcp-remote")
     assert saved["issuer"] == as2.issuer and oauth.auth.count("token") == grants
-    r = await svc.send("who am I", model=model)
+    r = await svc.turns.send("who am I", model=model)
     [ev] = [e for e in r["events"] if e["type"] == "tool_call"]
     assert not ev["is_error"] and json.loads(ev["result"])["client_id"] in as2.clients()
     await svc.close()

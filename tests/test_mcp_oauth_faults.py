@@ -35,6 +35,7 @@ def show(cli, cid: str) -> dict:
 
 
 def refresh(home: Path, cid: str, env: dict | None = None) -> subprocess.Popen:
+    """``palui connectors refresh CID`` in a child: two of them at once are two processes."""
     e = {k: v for k, v in os.environ.items() if not k.startswith("PALUI_")}
     e.update(PALUI_HOME=str(home), **(env or {}))
     return subprocess.Popen([sys.executable, "-m", "palui", "connectors", "refresh", cid], stdout=subprocess.PIPE,
@@ -62,14 +63,14 @@ def test_a_503_refresh_keeps_the_tokens_and_a_later_one_succeeds(cli, home, oaut
     signed_in(*sign_in(home, "connectors", "add", "remote", "--url", oauth.mcp_url(0)))
     time.sleep(2.2)  # the access token is gone: a refresh is needed
     oauth.auth.set_options(refresh_status=503)
-    r = done(refresh(home, "mcp-remote"))
+    r = cli("connectors", "refresh", "mcp-remote")
     assert r.returncode == 1
     assert "could not refresh its sign-in: the token endpoint answered HTTP 503, temporarily_unavailable" in r.stderr
     assert "tokens are kept" in r.stderr and "sign in again" not in r.stderr
     state = show(cli, "mcp-remote")
     assert state["oauth"]["signed_in"] is True and state["last_state"] != "error: sign in again"
     oauth.auth.set_options(refresh_status=None)
-    r = done(refresh(home, "mcp-remote"))
+    r = cli("connectors", "refresh", "mcp-remote")
     assert r.returncode == 0, r.stderr
     assert oauth.auth.count("token", grant_type="refresh_token", ok=True) == 1
     assert oauth.auth.count("authorize") == 1  # no new sign-in
@@ -94,7 +95,7 @@ def test_a_refused_refresh_deletes_the_tokens(cli, home, oauth):
     assert show(cli, "mcp-remote")["oauth"]["signed_in"] is True
     oauth.auth.revoke_refresh_tokens()
     time.sleep(2.2)
-    r = done(refresh(home, "mcp-remote"))
+    r = cli("connectors", "refresh", "mcp-remote")
     assert r.returncode == 1 and "sign in again" in r.stderr
     state = show(cli, "mcp-remote")
     assert state["oauth"]["signed_in"] is False and state["state"] == "error: sign in again"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from palui.connectors.mcp.config import ServerConfig
-from palui.service.mcp_connectors import absolute_paths
+from palui.service.connectors import absolute_paths
 from support.inprocess import palui
 from support.mcp_servers import HOSTILE, READ, hostile_spec, tool
 

@@ -83,7 +83,7 @@ async def hub(world):
     from palui.service import Service
 
     svc = Service(load_settings({"PALUI_HOME": str(world["home"])}))
-    h = ConnectorHub(svc.hub.env)
+    h = ConnectorHub(svc._hub.env)
     yield h
     await h.close()
     svc.db.close()

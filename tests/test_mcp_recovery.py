@@ -88,34 +88,34 @@ def tool_call(r) -> dict:
 
 
 async def test_a_restarted_server_is_recovered_and_a_write_cut_mid_call_is_never_sent_again(svc, tmp_path, server):
-    await svc.mcp_add_async("work", ServerConfig("http", url=server.url), enable_read=True)
-    svc.set_enabled(["mcp-work__slow_write"], True)
+    await svc.connectors.add_async("work", ServerConfig("http", url=server.url), enable_read=True)
+    svc.tools.set_enabled(["mcp-work__slow_write"], True)
 
     def turn(name: str, **args):
-        return svc.send(f"use {name}", model=write_script(tmp_path / f"{name}.json", calls(call(name, **args)),
-                                                          text("ok")))
+        return svc.turns.send(f"use {name}", model=write_script(tmp_path / f"{name}.json", calls(call(name, **args)),
+                                                                text("ok")))
 
     try:
         first = await turn("mcp-work__echo", n=1)
         assert tool_call(first)["result"] == 'echo: {"n": 1}'
-        assert svc.hub.live("mcp-work")._session.protocol_version == server.era
+        assert svc._hub.live("mcp-work")._session.protocol_version == server.era
 
         # Restarted while idle: the next call works (the old session is replaced once, the call sent again:
         # a 404 to the old session id means it never reached the server).
         server.restart()
         if server.era == "2025-11-25":
             # The SDK's GET stream meets the 404 too: the state says the session is lost before any call.
-            await wait_until(lambda: next(c for c in svc.connectors() if c["id"] == "mcp-work")["state"]
+            await wait_until(lambda: next(c for c in svc.connectors.list() if c["id"] == "mcp-work")["state"]
                              .startswith("error: the server lost the session"), "the lost session in the list")
         again = await turn("mcp-work__echo", n=2)
         assert tool_call(again)["result"] == 'echo: {"n": 2}' and not tool_call(again)["is_error"]
-        listed = next(c for c in svc.connectors() if c["id"] == "mcp-work")
+        listed = next(c for c in svc.connectors.list() if c["id"] == "mcp-work")
         assert listed["state"] == "connected"
         assert delivered(server, "echo") == 2
 
         # Restarted again: connectors refresh starts a new session and says so.
         server.restart()
-        report = await svc.mcp_refresh_async("mcp-work")
+        report = await svc.connectors.refresh_async("mcp-work")
         assert report["state"] == "connected"
         if server.era == "2025-11-25":
             assert "lost the session" in report["recovered"]
@@ -135,7 +135,7 @@ async def test_a_restarted_server_is_recovered_and_a_write_cut_mid_call_is_never
         w = await writing
         ev = tool_call(w)
         assert ev["is_error"] and "restarted during the call" in ev["result"] and "it may have run" in ev["result"]
-        [row] = [a for a in svc.audit(turn=w["turn"]) if a["tool"] == "mcp-work__slow_write"]
+        [row] = [a for a in svc.audit.rows(turn=w["turn"]) if a["tool"] == "mcp-work__slow_write"]
         assert row["outcome"] == "cancelled; may have run"
         assert delivered(server, "slow_write") == 1  # never re-sent
         after = await turn("mcp-work__echo", n=5)

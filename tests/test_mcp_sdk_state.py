@@ -46,7 +46,7 @@ def param_server():
 
 async def test_first_call_carries_param_headers_and_no_hidden_listing(svc, param_server):
     url, seen = param_server
-    conn = MCPConnector(svc.hub.env, "mcp-hdr", "hdr", ServerConfig("http", url=url))
+    conn = MCPConnector(svc._hub.env, "mcp-hdr", "hdr", ServerConfig("http", url=url))
     try:
         await conn.start()
         assert conn._session.protocol_version == "2026-07-28"

@@ -135,7 +135,7 @@ async def test_http_url_secrets_are_stored_apart_and_shown_redacted(home, http_p
     s = Service(load_settings({"PALUI_HOME": str(home)}))
     assert read_secrets(s.settings.secrets_dir, "mcp-hosted")["url"] == url
     assert files_containing(home, QUERY_SECRET) == [str(s.settings.secrets_dir / "mcp-hosted.json")]
-    hub = ConnectorHub(s.hub.env)
+    hub = ConnectorHub(s._hub.env)
     try:
         c = await hub.get("mcp-hosted")  # connects with the real URL from the secrets file
         assert c.state() == "connected" and (await c.call_tool("echo", {"a": 1})).text == 'echo: {"a": 1}'
@@ -153,8 +153,8 @@ async def test_a_connector_with_its_url_in_the_database_still_connects_and_the_u
         c.execute("INSERT INTO connectors (id, kind, name, transport, config_json, state, created_at)"
                   " VALUES ('mcp-old', 'mcp', 'old', 'http', ?, 'connected', ?)", (json.dumps(old_public), time.time()))
     write_secrets(svc.settings.secrets_dir, "mcp-old", {"env": {}, "headers": {}})
-    assert svc.mcp_config("mcp-old")["url"] == f"http://127.0.0.1:{http_port}/mcp?api_key=***"
-    hub = ConnectorHub(svc.hub.env)
+    assert svc.connectors.config("mcp-old")["url"] == f"http://127.0.0.1:{http_port}/mcp?api_key=***"
+    hub = ConnectorHub(svc._hub.env)
     try:
         c = await hub.get("mcp-old")
         assert c.state() == "connected"

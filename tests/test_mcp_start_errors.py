@@ -66,12 +66,13 @@ def refusing_server():
         server.server_close()
 
 
+@pytest.mark.slow
 async def test_401_in_a_turn_is_sign_in_again_at_once(svc, refusing_server):
     url, seen, gets = refusing_server
     with svc.db.write() as c:
         c.execute("INSERT INTO connectors (id, kind, name, transport, created_at) VALUES ('mcp-locked', 'mcp',"
                   " 'locked', 'http', 0)")
-    conn = MCPConnector(svc.hub.env, "mcp-locked", "locked", ServerConfig("http", url=url, timeout_seconds=10))
+    conn = MCPConnector(svc._hub.env, "mcp-locked", "locked", ServerConfig("http", url=url, timeout_seconds=10))
     with pytest.raises(ConnectorError) as e:
         await conn.start()
     await conn.close()
@@ -81,21 +82,23 @@ async def test_401_in_a_turn_is_sign_in_again_at_once(svc, refusing_server):
     assert f"WWW-Authenticate: {CHALLENGE}" in text
     assert conn.state() == "error: sign in again"
     assert seen == [None] and gets == []  # no discovery, no registration: nobody could finish a sign-in
-    [notice] = [r["text"] for r in svc.inbox() if "sign in again" in r["text"]]
+    [notice] = [r["text"] for r in svc.notifier.inbox() if "sign in again" in r["text"]]
     assert "palui connectors login mcp-locked" in notice
     # Until someone signs in, the connector refuses at once without asking the server again.
-    again = MCPConnector(svc.hub.env, "mcp-locked", "locked", ServerConfig("http", url=url, timeout_seconds=10))
+    again = MCPConnector(svc._hub.env, "mcp-locked", "locked", ServerConfig("http", url=url, timeout_seconds=10))
     with pytest.raises(ConnectorError, match="sign in again"):
         await again.start()
     await again.close()
     assert seen == [None]
-    assert len([r for r in svc.inbox() if "sign in again" in r["text"]]) == 1  # told once
+    assert len([r for r in svc.notifier.inbox() if "sign in again" in r["text"]]) == 1  # told once
 
 
+@pytest.mark.slow
 async def test_403_names_the_credentials_and_never_the_secret(svc, refusing_server):
     url, seen, _gets = refusing_server
-    conn = MCPConnector(svc.hub.env, "mcp-locked", "locked",
-                        ServerConfig("http", url=url, headers={"Authorization": "Bearer " + SECRET}, timeout_seconds=10))
+    conn = MCPConnector(svc._hub.env, "mcp-locked", "locked",
+                        ServerConfig("http", url=url, headers={"Authorization": "Bearer " + SECRET},
+                                     timeout_seconds=10))
     with pytest.raises(ConnectorError) as e:
         await conn.start()
     await conn.close()
@@ -106,6 +109,7 @@ async def test_403_names_the_credentials_and_never_the_secret(svc, refusing_serv
     assert seen and seen[0] == "Bearer " + SECRET
 
 
+@pytest.mark.slow
 async def test_exit_during_handshake_waits_for_a_late_stderr_drain(svc, monkeypatch):
     drain = stderr_module.StderrCapture._drain
 
@@ -115,8 +119,8 @@ async def test_exit_during_handshake_waits_for_a_late_stderr_drain(svc, monkeypa
 
     monkeypatch.setattr(stderr_module.StderrCapture, "_drain", late_drain)
     script = "import sys; print('cannot open the database', file=sys.stderr); sys.exit(3)"
-    conn = MCPConnector(svc.hub.env, "mcp-dies", "dies", ServerConfig("stdio", command=sys.executable, args=("-c", script),
-                                                              timeout_seconds=10))
+    config = ServerConfig("stdio", command=sys.executable, args=("-c", script), timeout_seconds=10)
+    conn = MCPConnector(svc._hub.env, "mcp-dies", "dies", config)
     with pytest.raises(ConnectorError) as e:
         await conn.start()
     await conn.close()
@@ -151,8 +155,10 @@ def localhost_only_server():
         server.server_close()
 
 
+@pytest.mark.slow
 async def test_403_without_credentials_shows_the_servers_reason_capped(svc, localhost_only_server):
-    conn = MCPConnector(svc.hub.env, "mcp-pw", "pw", ServerConfig("http", url=localhost_only_server, timeout_seconds=10))
+    config = ServerConfig("http", url=localhost_only_server, timeout_seconds=10)
+    conn = MCPConnector(svc._hub.env, "mcp-pw", "pw", config)
     with pytest.raises(ConnectorError) as e:
         await conn.start()
     await conn.close()

@@ -74,9 +74,9 @@ def results(r) -> dict[str, dict]:
 
 async def added(svc, oauth) -> None:
     seen: list[str] = []
-    await svc.mcp_add_async("work", ServerConfig("http", url=oauth.mcp_url(0)), sign_in=browser(seen))
+    await svc.connectors.add_async("work", ServerConfig("http", url=oauth.mcp_url(0)), sign_in=browser(seen))
     assert asked(seen[0]) == ["mcp", "offline_access"]  # what the server's 401 named, and offline_access
-    svc.set_enabled(["mcp-work__echo", "mcp-work__admin_echo", "mcp-work__root_echo"], True)
+    svc.tools.set_enabled(["mcp-work__echo", "mcp-work__admin_echo", "mcp-work__root_echo"], True)
 
 
 async def test_one_tool_needs_more_the_others_keep_working_and_the_sign_in_asks_for_the_union(svc, oauth, tmp_path):
@@ -84,52 +84,52 @@ async def test_one_tool_needs_more_the_others_keep_working_and_the_sign_in_asks_
     model = write_script(tmp_path / "s.json", calls(call("mcp-work__admin_echo", text="a"),
                                                     call("mcp-work__echo", text="b"),
                                                     call("mcp-work__root_echo", text="c")), text("ok"))
-    r = await svc.send("do it", model=model)
+    r = await svc.turns.send("do it", model=model)
     got = results(r)
     admin = got["mcp-work__admin_echo"]
     assert admin["is_error"] and "needs more access" in admin["result"] and "mcp:admin" in admin["result"]
     assert (got["mcp-work__echo"]["is_error"], got["mcp-work__echo"]["result"]) == (False, "b")  # still works
     root = got["mcp-work__root_echo"]
     assert root["is_error"] and "does not list" in root["result"]  # never asked for
-    state = {c["id"]: c["state"] for c in svc.connectors()}["mcp-work"]
+    state = {c["id"]: c["state"] for c in svc.connectors.list()}["mcp-work"]
     assert state == "connected"  # not "sign in again": one tool needs more, not the connector
-    [notice] = [n["text"] for n in svc.inbox() if "needs `" in n["text"]]
+    [notice] = [n["text"] for n in svc.notifier.inbox() if "needs `" in n["text"]]
     assert "mcp-work__admin_echo needs `mcp:admin` beyond `mcp offline_access`: sign in again for both?" in notice
     assert "palui connectors login mcp-work" in notice and "`mcp offline_access mcp:admin`" in notice
-    [waiting] = svc.oauth_state("mcp-work")["waiting"]
+    [waiting] = svc.connectors.oauth_state("mcp-work")["waiting"]
     assert waiting["id"] in notice and waiting["needed"] == ["mcp:admin"]
     assert "mcp:root" not in notice
     assert "mcp-work__admin_echo needs mcp:admin" in sheet(svc, "mcp-work")  # the web sheet says it too
-    await svc.send("again", model=write_script(tmp_path / "t.json", calls(call("mcp-work__admin_echo", text="a")),
-                                               text("ok")))
-    assert len([n for n in svc.inbox() if "needs `" in n["text"]]) == 1  # asked once
+    await svc.turns.send("again", model=write_script(tmp_path / "t.json", calls(call("mcp-work__admin_echo", text="a")),
+                                                     text("ok")))
+    assert len([n for n in svc.notifier.inbox() if "needs `" in n["text"]]) == 1  # asked once
     with pytest.raises(UsageError, match="palui connectors login mcp-work"):
-        svc.answer_approval(waiting["id"], True, via="cli")  # yes is a sign-in
+        svc.approvals.answer(waiting["id"], True, via="cli")  # yes is a sign-in
 
     seen: list[str] = []
-    login = await svc.mcp_login_async("mcp-work", browser(seen))
+    login = await svc.signin.login_async("mcp-work", browser(seen))
     assert asked(seen[0]) == ["mcp", "offline_access", "mcp:admin"]  # the union, never mcp:root
     assert oauth.auth.events("authorize")[-1].detail["scopes"] == ["mcp", "offline_access", "mcp:admin"]
     assert login["granted"] == [waiting["id"]] and login["waiting"] == []
     assert set(login["scopes"]) == {"mcp", "offline_access", "mcp:admin"}
-    r = await svc.send("now", model=write_script(tmp_path / "u.json", calls(call("mcp-work__admin_echo", text="a")),
-                                                 text("ok")))
+    script = write_script(tmp_path / "u.json", calls(call("mcp-work__admin_echo", text="a")), text("ok"))
+    r = await svc.turns.send("now", model=script)
     assert results(r)["mcp-work__admin_echo"]["result"] == "admin: a"
     await svc.close()
 
 
 async def test_declined_scope_switches_the_tool_off_with_the_reason(svc, oauth, tmp_path):
     await added(svc, oauth)
-    r = await svc.send("do it", model=write_script(tmp_path / "s.json", calls(call("mcp-work__admin_echo", text="a")),
-                                                   text("ok")))
-    [waiting] = svc.oauth_state("mcp-work")["waiting"]
-    done = svc.answer_approval(waiting["id"][:8], False, via="telegram", reason="not for a bot")
+    script = write_script(tmp_path / "s.json", calls(call("mcp-work__admin_echo", text="a")), text("ok"))
+    r = await svc.turns.send("do it", model=script)
+    [waiting] = svc.connectors.oauth_state("mcp-work")["waiting"]
+    done = svc.approvals.answer(waiting["id"][:8], False, via="telegram", reason="not for a bot")
     assert done["status"] == "declined" and done["turn"] == r["turn"]
     assert "mcp:admin, which you declined (not for a bot)" in done["reason"]
-    assert not svc.tool("mcp-work__admin_echo").enabled and svc.tool("mcp-work__echo").enabled
+    assert not svc.tools.get("mcp-work__admin_echo").enabled and svc.tools.get("mcp-work__echo").enabled
     assert any("mcp-work__admin_echo is switched off: it needs mcp:admin, which you declined" in n["text"]
-               for n in svc.inbox())
-    assert svc.oauth_state("mcp-work")["waiting"] == []
+               for n in svc.notifier.inbox())
+    assert svc.connectors.oauth_state("mcp-work")["waiting"] == []
     await svc.close()
 
 

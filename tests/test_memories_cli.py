@@ -109,12 +109,12 @@ def test_empty_lists(svc, cli):
 
 async def test_memories_api_errors(seeded):
     with pytest.raises(NotFound):
-        seeded.forget_memory(42)
+        seeded.memories.forget(42)
     with pytest.raises(NotFound):
-        seeded.trust_task(42)
+        seeded.memories.trust_task(42)
     with pytest.raises(UsageError):
-        seeded.tasks("someday")
+        seeded.memories.tasks("someday")
     with pytest.raises(UsageError):
-        seeded.memories(0)
-    assert seeded.trust_memory(2)["provenance"] == "trusted"
-    assert seeded.forget_task(1)["title"] == "water plants"
+        seeded.memories.list(0)
+    assert seeded.memories.trust(2)["provenance"] == "trusted"
+    assert seeded.memories.forget_task(1)["title"] == "water plants"

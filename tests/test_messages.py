@@ -15,6 +15,8 @@ from palui.config import load_settings
 from palui.errors import ConfigError
 from support.scripts import call, calls, text, write_script
 
+pytestmark = pytest.mark.mcp_in_process
+
 
 def env_for(home, **extra) -> dict[str, str]:
     return {"PALUI_HOME": str(home), **extra}
@@ -68,6 +70,7 @@ def test_apprise_urls_are_checked_at_every_start(home, toml, words):
     assert "example.com" not in str(e.value)  # never the URL itself: apprise URLs carry tokens
 
 
+@pytest.mark.slow
 def test_apprise_syntax_check_does_not_import_apprise(cli, home):
     (home / "palui.toml").write_text('[notify]\napprise = ["json://localhost"]')
     code = ("import sys; from palui.config import load_settings; load_settings(); "
@@ -80,6 +83,7 @@ def test_apprise_syntax_check_does_not_import_apprise(cli, home):
     assert r.stdout.strip() == "False"
 
 
+@pytest.mark.slow
 def test_serve_checks_apprise_urls_fully(cli, home):
     (home / "palui.toml").write_text('[notify]\napprise = ["nosuchservice://SECRET/1"]')
     r = cli("status")
@@ -92,6 +96,7 @@ def test_serve_checks_apprise_urls_fully(cli, home):
     assert not (home / "serve.json").exists()
 
 
+@pytest.mark.slow
 def test_a_script_path_in_palui_toml_is_relative_to_that_file(cli, home, tmp_path):
     write_script(home / "demo.json", text("Found beside palui.toml."))
     (home / "palui.toml").write_text('model = "script:demo.json"\n')
@@ -125,7 +130,6 @@ def add_many(home, tmp_path, n: int = 5) -> str:
     return "mcp-many"
 
 
-@pytest.mark.slow
 def test_enable_read_warns_when_more_tools_are_on_than_the_budget(home, tmp_path):
     cid = add_many(home, tmp_path)
     r = palui(home, "tools", "enable-read", cid, env=SMALL_BUDGET)
@@ -141,7 +145,6 @@ def test_enable_read_warns_when_more_tools_are_on_than_the_budget(home, tmp_path
 # budgets.tools 10; the error streak off: the five refused calls in a row must not end the turn (spec §6.3)
 SMALL_BUDGET = {"PALUI_BUDGETS__TOOLS": "10", "PALUI_BUDGETS__ERROR_STREAK": "0"}
 
-@pytest.mark.slow
 def test_a_call_to_a_tool_left_out_by_the_budget_says_how_to_fix_it(home, tmp_path):
     cid = add_many(home, tmp_path)
     assert palui(home, "tools", "enable-read", cid).returncode == 0
@@ -165,14 +168,15 @@ def test_a_call_to_a_tool_left_out_by_the_budget_says_how_to_fix_it(home, tmp_pa
 
 
 async def test_calls_to_tools_not_offered_read_as_one_sentence(svc, tmp_path):
-    svc.set_enabled(["tasks__list_tasks"], False)
+    svc.tools.set_enabled(["tasks__list_tasks"], False)
     model = write_script(tmp_path / "s.json", calls(call("nope__missing"), call("tasks__list_tasks")), text("Ok."))
-    r = await svc.send("go", model=model)
+    r = await svc.turns.send("go", model=model)
     await svc.close()
     reasons = {e["tool"]: e["reason"] for e in r["events"] if e["type"] == "tool_call"}
     assert reasons == {"nope__missing": "no tool has this name", "tasks__list_tasks": "off: the tool is switched off"}
 
 
+@pytest.mark.slow
 async def test_a_tainted_conversation_names_its_taint_without_nested_parentheses(home, tmp_path):
     from palui.service import Service
     from support.httpserver import PageServer
@@ -182,9 +186,9 @@ async def test_a_tainted_conversation_names_its_taint_without_nested_parentheses
     with PageServer({"/offer": "<html><body>Pay to IBAN DE89370400440532013000</body></html>"}) as pages:
         model = write_script(tmp_path / "s.json", calls(call("web__fetch_page", url=pages.url + "/offer")),
                              text("Read."))
-        first = await svc.send("read it", model=model)
+        first = await svc.turns.send("read it", model=model)
         model2 = write_script(tmp_path / "t.json", calls(call("tasks__create_task", title="pay")), text("Asked."))
-        second = await svc.send("make a task", model=model2, conversation=first["conversation"])
+        second = await svc.turns.send("make a task", model=model2, conversation=first["conversation"])
         await svc.close()
         svc.db.close()
     assert first["taint_source"] == f"web__fetch_page at step 1, content of {pages.url}/offer"
@@ -222,7 +226,6 @@ def test_cut_words_cuts_at_a_space():
         assert "web.allow_p" not in cut or "web.allow_private" in cut, (n, cut)
 
 
-@pytest.mark.slow
 def test_a_class_tightened_by_a_server_is_reported_and_told(home, tmp_path):
     import sys as _sys
     spec = hostile_spec(tmp_path / "srv.json", [tool("lookup", annotations=READ)])

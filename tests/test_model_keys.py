@@ -64,8 +64,8 @@ async def turn(via: str, cli, model: str | None, text: str = "hi") -> dict:
 
     svc = Service()  # after the test wrote palui.toml
     try:
-        result = await svc.send(text, model=model)
-        return {**result, "inbox": svc.inbox()}
+        result = await svc.turns.send(text, model=model)
+        return {**result, "inbox": svc.notifier.inbox()}
     finally:
         svc.db.close()
 
@@ -86,6 +86,7 @@ def assert_never_sent(fake: FakeLLM, *secrets: str) -> None:
 # -- no key to a base URL -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @VIA
 async def test_openai_base_url_gets_no_key(via, cli, fake):
     fake.text("hello from a local server")
@@ -95,6 +96,7 @@ async def test_openai_base_url_gets_no_key(via, cli, fake):
     assert_never_sent(fake, *PROVIDER_KEYS, "palui-no-key")
 
 
+@pytest.mark.slow
 @VIA
 async def test_anthropic_base_url_gets_no_key(via, cli, fake):
     fake.text("hello")
@@ -105,6 +107,7 @@ async def test_anthropic_base_url_gets_no_key(via, cli, fake):
     assert_never_sent(fake, *PROVIDER_KEYS, "palui-no-key")
 
 
+@pytest.mark.slow
 @VIA
 async def test_ollama_gets_no_key_wherever_ollama_base_url_points(via, cli, fake, monkeypatch):
     monkeypatch.setenv("OLLAMA_BASE_URL", fake.openai_url)
@@ -116,6 +119,7 @@ async def test_ollama_gets_no_key_wherever_ollama_base_url_points(via, cli, fake
     assert_never_sent(fake, *PROVIDER_KEYS, "ollama", "palui-no-key")
 
 
+@pytest.mark.slow
 @VIA
 async def test_a_named_model_without_api_key_env_gets_no_key(via, cli, home, fake):
     write_toml(home, local_table(fake.openai_url, key_env=None))
@@ -129,6 +133,7 @@ async def test_a_named_model_without_api_key_env_gets_no_key(via, cli, home, fak
 # -- the key a [models.NAME] table names, and only that one --------------------------------------------
 
 
+@pytest.mark.slow
 @VIA
 async def test_a_named_model_gets_exactly_the_key_its_table_names(via, cli, home, fake, monkeypatch):
     monkeypatch.setenv("LOCAL_KEY", LOCAL_KEY)
@@ -141,6 +146,7 @@ async def test_a_named_model_gets_exactly_the_key_its_table_names(via, cli, home
     assert_never_sent(fake, *PROVIDER_KEYS)
 
 
+@pytest.mark.slow
 @VIA
 async def test_a_named_anthropic_model_gets_its_own_key(via, cli, home, fake, monkeypatch):
     monkeypatch.setenv("CLAUDE_PROXY_KEY", LOCAL_KEY)
@@ -156,6 +162,7 @@ async def test_a_named_anthropic_model_gets_its_own_key(via, cli, home, fake, mo
     assert_never_sent(fake, *PROVIDER_KEYS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["file", "PALUI_MODEL"])
 def test_the_configured_model_may_be_a_named_model(where, cli, home, fake, monkeypatch):
     monkeypatch.setenv("LOCAL_KEY", LOCAL_KEY)
@@ -166,6 +173,7 @@ def test_the_configured_model_may_be_a_named_model(where, cli, home, fake, monke
     assert credentials(fake) == [(f"Bearer {LOCAL_KEY}", None)]
 
 
+@pytest.mark.slow
 def test_a_named_model_from_environment_variables_field_by_field(cli, home, fake):
     # The file's table points at a closed port and names no key; the variables override both fields.
     write_toml(home, local_table("http://127.0.0.1:9/v1", key_env=None))
@@ -181,6 +189,7 @@ def test_a_named_model_from_environment_variables_field_by_field(cli, home, fake
     assert credentials(fake) == [(f"Bearer {LOCAL_KEY}", None), (None, None)]
 
 
+@pytest.mark.slow
 async def test_the_sdks_own_environment_never_reaches_a_base_url(home, fake, monkeypatch):
     """What the SDKs read by themselves (auth token, custom headers, org and project ids) stays home too."""
     ambient = {"ANTHROPIC_AUTH_TOKEN": "ambient-secret-1", "OPENAI_ORG_ID": "ambient-secret-2",
@@ -198,6 +207,7 @@ async def test_the_sdks_own_environment_never_reaches_a_base_url(home, fake, mon
     assert credentials(fake) == [(None, None), (None, None), (f"Bearer {LOCAL_KEY}", None)]
 
 
+@pytest.mark.slow
 async def test_a_redirect_to_another_origin_gets_no_key(home, fake, monkeypatch):
     """The key goes to the table's base URL only: a server redirecting elsewhere does not pass it on."""
     class Redirect(BaseHTTPRequestHandler):
@@ -232,6 +242,7 @@ async def test_a_redirect_to_another_origin_gets_no_key(home, fake, monkeypatch)
     ("openai:gpt-test", "https://api.openai.com/v1/", OPENAI_KEY),
     ("anthropic:claude-test", "https://api.anthropic.com", ANTHROPIC_KEY),
 ])
+@pytest.mark.slow
 def test_a_provider_key_goes_to_its_own_endpoint_only(spec, endpoint, key, fake, monkeypatch):
     """``openai:MODEL`` / ``anthropic:MODEL`` get their standard key, at the provider's own endpoint, even when
     the SDK's base-URL variable points elsewhere (the SDK would otherwise send the key there)."""
@@ -248,6 +259,7 @@ def test_a_provider_key_goes_to_its_own_endpoint_only(spec, endpoint, key, fake,
 # -- messages --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @VIA
 async def test_an_error_names_the_model_as_written(via, cli, fake, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY")  # no key at all: the SDK is given a placeholder
@@ -259,6 +271,7 @@ async def test_an_error_names_the_model_as_written(via, cli, fake, monkeypatch):
     assert "[redacted]" not in r["error"]
 
 
+@pytest.mark.slow
 @VIA
 async def test_an_error_never_contains_a_key(via, cli, home, fake, monkeypatch):
     monkeypatch.setenv("LOCAL_KEY", LOCAL_KEY)
@@ -271,6 +284,7 @@ async def test_an_error_never_contains_a_key(via, cli, home, fake, monkeypatch):
         assert key not in json.dumps(r)
 
 
+@pytest.mark.slow
 @VIA
 async def test_an_unknown_named_model_is_a_clear_error(via, cli, home, fake):
     write_toml(home, local_table(fake.openai_url, key_env=None))
@@ -284,6 +298,7 @@ async def test_an_unknown_named_model_is_a_clear_error(via, cli, home, fake):
     assert fake.requests == []
 
 
+@pytest.mark.slow
 def test_a_named_models_key_that_is_not_set_refuses_before_anything_is_sent(cli, home, fake):
     write_toml(home, local_table(fake.openai_url))  # LOCAL_KEY is not set
     r = cli("run", "--model", "@local", "hi")
@@ -294,7 +309,7 @@ def test_a_named_models_key_that_is_not_set_refuses_before_anything_is_sent(cli,
 
 def test_check_model_refuses_an_unknown_named_model(svc):
     with pytest.raises(ModelConfigError, match=r"no \[models\.nope\] table"):
-        svc.check_model("@nope")
+        svc.turns.check_model("@nope")
 
 
 # -- the configuration ------------------------------------------------------------------------------------
@@ -374,6 +389,7 @@ def test_the_readme_says_which_key_goes_where():
         assert words in section
 
 
+@pytest.mark.slow
 async def test_a_user_and_password_in_the_base_url_are_its_own_and_never_shown(home, fake):
     """``openai:M@http://user:pass@host/v1``: the URL's own credentials go to it (HTTP Basic), no provider key."""
     import base64

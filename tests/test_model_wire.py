@@ -50,6 +50,7 @@ def run_json(cli, *args: str, env: dict | None = None) -> tuple[int, dict]:
 # -- tool round trips -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_openai_tool_round_trip_through_cli(cli, svc, fake):
     fake.tool_call("recall__add_memory", {"text": "buy milk"}, input_tokens=31, output_tokens=7)
     fake.text("Saved: buy milk.", input_tokens=52, output_tokens=4)
@@ -68,11 +69,12 @@ def test_openai_tool_round_trip_through_cli(cli, svc, fake):
     [result] = second.tool_results
     assert result["id"] == call_id and "Saved memory" in result["content"]
     # The call really ran through the governed path: stored, and audited as a run.
-    assert [m["text"] for m in svc.memories()] == ["buy milk"]
-    [row] = svc.audit()
+    assert [m["text"] for m in svc.memories.list()] == ["buy milk"]
+    [row] = svc.audit.rows()
     assert (row["tool"], row["verdict"], row["outcome"]) == ("recall__add_memory", "run", "ok")
 
 
+@pytest.mark.slow
 def test_disabled_tool_is_not_offered_and_a_call_to_it_is_refused(cli, svc, fake):
     assert cli("tools", "disable", "recall__add_memory").returncode == 0
     # The model calls the tool anyway (a hijacked or confused model would).
@@ -88,16 +90,17 @@ def test_disabled_tool_is_not_offered_and_a_call_to_it_is_refused(cli, svc, fake
     assert BUILTIN_TOOLS - {"recall__add_memory"} <= set(first.tool_names)
     [result] = second.tool_results
     assert "cannot be called" in result["content"] and "switched off" in result["content"]
-    assert svc.memories() == []
-    [row] = svc.audit()
+    assert svc.memories.list() == []
+    [row] = svc.audit.rows()
     assert (row["verdict"], row["outcome"]) == ("off", "refused")
 
 
+@pytest.mark.slow
 async def test_anthropic_tool_round_trip(svc, fake):
     fake.tool_call("recall__add_memory", {"text": "buy milk"}, input_tokens=40, output_tokens=9)
     fake.text("Saved.", input_tokens=61, output_tokens=2)
 
-    r = await svc.send("remember to buy milk", model=anthropic_model(fake))
+    r = await svc.turns.send("remember to buy milk", model=anthropic_model(fake))
 
     assert r["status"] == "done", r
     assert r["answer"] == "Saved."
@@ -112,12 +115,13 @@ async def test_anthropic_tool_round_trip(svc, fake):
     assert second.body["messages"][1]["content"][0]["id"] == tool_use["id"]
     [result] = second.tool_results
     assert result["id"] == tool_use["id"] and "Saved memory" in result["content"]
-    assert [m["text"] for m in svc.memories()] == ["buy milk"]
+    assert [m["text"] for m in svc.memories.list()] == ["buy milk"]
 
 
+@pytest.mark.slow
 async def test_anthropic_base_url_written_with_v1_still_reaches_messages(svc, fake):
     fake.text("hello")
-    r = await svc.send("hi", model=f"anthropic:claude-test@{fake.openai_url}")  # ends in /v1
+    r = await svc.turns.send("hi", model=f"anthropic:claude-test@{fake.openai_url}")  # ends in /v1
     assert r["status"] == "done", r
     assert [q.path for q in fake.requests] == ["/v1/messages"]
 
@@ -125,17 +129,19 @@ async def test_anthropic_base_url_written_with_v1_still_reaches_messages(svc, fa
 # -- provider errors, retries, time budget ---------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_429_then_success_is_retried(svc, fake):
     fake.error(429, message="slow down")  # no Retry-After: our own backoff (0.25-0.5 s) applies
     fake.text("ok", input_tokens=5, output_tokens=1)
 
-    r = await svc.send("hi", model=openai_model(fake))
+    r = await svc.turns.send("hi", model=openai_model(fake))
 
     assert r["status"] == "done" and r["answer"] == "ok", r
     assert len(fake.requests) == 2
     assert (r["usage"]["steps"], r["usage"]["tokens"]) == (1, 6)  # failed attempts are not steps
 
 
+@pytest.mark.slow
 async def test_anthropic_overloaded_is_retried_honouring_retry_after(svc, fake, monkeypatch):
     waits = []
     backoff = models._backoff
@@ -147,23 +153,25 @@ async def test_anthropic_overloaded_is_retried_honouring_retry_after(svc, fake, 
     fake.error(529, retry_after="0").error(500, retry_after="0")
     fake.text("ok")
 
-    r = await svc.send("hi", model=anthropic_model(fake))
+    r = await svc.turns.send("hi", model=anthropic_model(fake))
 
     assert r["status"] == "done", r
     assert waits == [(1, 0.0, 0.0), (2, 0.0, 0.0)]  # waited the provider's Retry-After, not our backoff
     assert len(fake.requests) == 3
 
 
+@pytest.mark.slow
 async def test_5xx_that_keeps_failing_ends_in_error_naming_it(svc, fake):
     fake.error(503, times=models.MAX_RETRIES + 1, message="upstream down", retry_after="0")
 
-    r = await svc.send("hi", model=openai_model(fake))
+    r = await svc.turns.send("hi", model=openai_model(fake))
 
     assert r["status"] == "error"
     assert f"kept failing (HTTP 503) after {models.MAX_RETRIES + 1} attempts: upstream down" in r["error"]
     assert len(fake.requests) == models.MAX_RETRIES + 1
 
 
+@pytest.mark.slow
 async def test_retry_after_past_the_time_budget_ends_at_once(home, fake, monkeypatch):
     from palui.service import Service
 
@@ -172,7 +180,7 @@ async def test_retry_after_past_the_time_budget_ends_at_once(home, fake, monkeyp
     svc = Service()
     fake.error(429, message="quota", retry_after="60")
     try:
-        r = await svc.send("hi", model=openai_model(fake))
+        r = await svc.turns.send("hi", model=openai_model(fake))
     finally:
         svc.db.close()
     assert r["status"] == "error"
@@ -181,14 +189,16 @@ async def test_retry_after_past_the_time_budget_ends_at_once(home, fake, monkeyp
     assert len(fake.requests) == 1
 
 
+@pytest.mark.slow
 async def test_unreachable_provider_fails_after_few_retries(svc):
     with FakeLLM() as gone:
         url = gone.openai_url
-    r = await svc.send("hi", model=f"openai:gpt-test@{url}")
+    r = await svc.turns.send("hi", model=f"openai:gpt-test@{url}")
     assert r["status"] == "error"
     assert f"cannot reach the provider after {models.CONNECT_RETRIES + 1} attempts" in r["error"]
 
 
+@pytest.mark.slow
 def test_400_ends_the_turn_in_error_with_the_providers_message(cli, fake):
     fake.error(400, message="Invalid value for 'model': no such model")
 
@@ -200,6 +210,7 @@ def test_400_ends_the_turn_in_error_with_the_providers_message(cli, fake):
     assert len(fake.requests) == 1  # a 400 is not retried
 
 
+@pytest.mark.slow
 def test_slow_provider_hits_the_time_budget(cli, fake):
     fake.text("too late", delay=600)
 
@@ -222,11 +233,12 @@ def test_openai_without_key_or_base_url_refuses_and_mentions_script(cli):
 
 
 async def test_anthropic_without_key_or_base_url_ends_in_error_mentioning_script(svc):
-    r = await svc.send("hi", model="anthropic:claude-sonnet-4-5")
+    r = await svc.turns.send("hi", model="anthropic:claude-sonnet-4-5")
     assert r["status"] == "error"
     assert "ANTHROPIC_API_KEY" in r["error"] and "script:" in r["error"]
 
 
+@pytest.mark.slow
 async def test_provider_key_is_redacted_from_error_messages(home, fake, monkeypatch):
     from palui.service import Service
 
@@ -237,8 +249,8 @@ async def test_provider_key_is_redacted_from_error_messages(home, fake, monkeypa
     svc = Service()
     fake.error(401, message=f"Incorrect API key provided: {key}.")
     try:
-        r = await svc.send("hi", model="@local")
-        inbox = svc.inbox()
+        r = await svc.turns.send("hi", model="@local")
+        inbox = svc.notifier.inbox()
     finally:
         svc.db.close()
 
@@ -249,11 +261,12 @@ async def test_provider_key_is_redacted_from_error_messages(home, fake, monkeypa
     assert fake.requests[0].headers["authorization"] == f"Bearer {key}"  # the key really went out
 
 
+@pytest.mark.slow
 async def test_anthropic_refused_call_is_marked_is_error(svc, fake):
-    svc.set_enabled(["recall__add_memory"], False)
+    svc.tools.set_enabled(["recall__add_memory"], False)
     fake.tool_call("recall__add_memory", {"text": "x"})
     fake.text("ok")
-    r = await svc.send("save x", model=anthropic_model(fake))
+    r = await svc.turns.send("save x", model=anthropic_model(fake))
     assert r["status"] == "done"
     second = fake.requests[1]
     blocks = [b for m in second.body["messages"] if isinstance(m.get("content"), list)

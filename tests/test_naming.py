@@ -97,67 +97,67 @@ def test_collision_gets_hash():
 # -- names through the registry ---------------------------------------------------------------
 
 def _names(svc, cid="mcp-x"):
-    return {r.tool: r.name for r in svc.tools(cid)}
+    return {r.tool: r.name for r in svc.tools.list(cid)}
 
 
 def test_colliding_tools_keep_their_own_name_and_class(svc):
-    svc.register_tools("mcp-x", [spec("a.b", READ), spec("a_b", DESTRUCTIVE)])
+    svc.tools.register("mcp-x", [spec("a.b", READ), spec("a_b", DESTRUCTIVE)])
     names = _names(svc)
     assert len(set(names.values())) == 2
     assert all(VISIBLE.fullmatch(n) for n in names.values())
-    dotted, under = svc.tool(names["a.b"]), svc.tool(names["a_b"])
+    dotted, under = svc.tools.get(names["a.b"]), svc.tools.get(names["a_b"])
     assert (dotted.tool, dotted.tool_class) == ("a.b", ToolClass.READ)
     assert (under.tool, under.tool_class) == ("a_b", ToolClass.DESTRUCTIVE)
 
     # Re-listing in the other order, or with one of them missing for a while, moves no name.
-    svc.register_tools("mcp-x", [spec("a_b", DESTRUCTIVE), spec("a.b", READ)])
+    svc.tools.register("mcp-x", [spec("a_b", DESTRUCTIVE), spec("a.b", READ)])
     assert _names(svc) == names
-    svc.register_tools("mcp-x", [spec("a_b", DESTRUCTIVE)])
+    svc.tools.register("mcp-x", [spec("a_b", DESTRUCTIVE)])
     assert _names(svc) == {"a_b": names["a_b"]}
-    svc.register_tools("mcp-x", [spec("a_b", DESTRUCTIVE), spec("a.b", READ)])
+    svc.tools.register("mcp-x", [spec("a_b", DESTRUCTIVE), spec("a.b", READ)])
     assert _names(svc) == names
     # A newcomer whose sanitised name collides with both gets a third name.
-    svc.register_tools("mcp-x", [spec("a_b", DESTRUCTIVE), spec("a.b", READ), spec("a b", READ)])
+    svc.tools.register("mcp-x", [spec("a_b", DESTRUCTIVE), spec("a.b", READ), spec("a b", READ)])
     assert len(set(_names(svc).values())) == 3
 
     # The person's class is keyed on (connector, raw name): setting one leaves the other alone.
-    svc.set_class(names["a_b"], "read")
-    assert svc.tool(names["a_b"]).class_source is ClassSource.USER
-    dotted = svc.tool(names["a.b"])
+    svc.tools.set_class(names["a_b"], "read")
+    assert svc.tools.get(names["a_b"]).class_source is ClassSource.USER
+    dotted = svc.tools.get(names["a.b"])
     assert (dotted.tool_class, dotted.class_source) == (ToolClass.READ, ClassSource.HINTS)
-    svc.set_class(names["a.b"], "write")
-    assert svc.tool(names["a_b"]).tool_class is ToolClass.READ
-    svc.reset_class(names["a.b"])
-    assert svc.tool(names["a_b"]).tool_class is ToolClass.READ
-    assert svc.tool(names["a.b"]).class_source is ClassSource.HINTS
+    svc.tools.set_class(names["a.b"], "write")
+    assert svc.tools.get(names["a_b"]).tool_class is ToolClass.READ
+    svc.tools.reset_class(names["a.b"])
+    assert svc.tools.get(names["a_b"]).tool_class is ToolClass.READ
+    assert svc.tools.get(names["a.b"]).class_source is ClassSource.HINTS
 
 
 def test_mapping_survives_restart(svc, home):
     from palui.service import Service
 
     long_raw = "very.long." + "y" * 80
-    svc.register_tools("mcp-x", [spec("a.b", READ), spec("a_b", DESTRUCTIVE), spec(long_raw)])
+    svc.tools.register("mcp-x", [spec("a.b", READ), spec("a_b", DESTRUCTIVE), spec(long_raw)])
     names = _names(svc)
     assert len(names[long_raw]) <= 64
-    svc.set_class(names["a_b"], "write")
+    svc.tools.set_class(names["a_b"], "write")
     svc.db.close()
 
     again = Service()
     try:
-        again.register_tools("mcp-x", [spec(long_raw), spec("a_b", DESTRUCTIVE), spec("a.b", READ)])
+        again.tools.register("mcp-x", [spec(long_raw), spec("a_b", DESTRUCTIVE), spec("a.b", READ)])
         assert _names(again) == names
-        assert again.tool(names["a_b"]).tool_class is ToolClass.WRITE
-        assert again.tool(names["a.b"]).tool_class is ToolClass.READ
-        assert again.tool(names["a.b"]).tool == "a.b"
+        assert again.tools.get(names["a_b"]).tool_class is ToolClass.WRITE
+        assert again.tools.get(names["a.b"]).tool_class is ToolClass.READ
+        assert again.tools.get(names["a.b"]).tool == "a.b"
     finally:
         again.db.close()
 
 
 def test_same_tool_name_on_two_connectors(svc):
-    svc.register_tools("mcp-a", [spec("search", READ)])
-    svc.register_tools("mcp-b", [spec("search", DESTRUCTIVE)])
-    assert svc.tool("mcp-a__search").tool_class is ToolClass.READ
-    assert svc.tool("mcp-b__search").tool_class is ToolClass.DESTRUCTIVE
+    svc.tools.register("mcp-a", [spec("search", READ)])
+    svc.tools.register("mcp-b", [spec("search", DESTRUCTIVE)])
+    assert svc.tools.get("mcp-a__search").tool_class is ToolClass.READ
+    assert svc.tools.get("mcp-b__search").tool_class is ToolClass.DESTRUCTIVE
 
 
 def test_a_connector_name_longer_than_the_limit_is_refused():

@@ -97,7 +97,7 @@ def test_an_unknown_answer_channel_is_refused(svc):
     from palui.errors import UsageError
 
     with pytest.raises(UsageError, match="unknown answer channel"):
-        svc.answer_approval("a-1", True, via="Evil Channel!")
+        svc.approvals.answer("a-1", True, via="Evil Channel!")
 
 
 def test_two_messages_sent_quickly_to_one_conversation_run_one_after_the_other(home, tmp_path):
@@ -136,14 +136,14 @@ def test_a_queued_message_behind_a_waiting_turn_is_stopped_with_it(svc, tmp_path
     import asyncio
 
     model = write_script(tmp_path / "ask.json", calls(call("recall__forget_memory", id=1)), text("Done."))
-    r = asyncio.run(svc.send("forget", model=model))
+    r = asyncio.run(svc.turns.send("forget", model=model))
     assert r["status"] == "awaiting_approval"
-    tid = svc.start_turn("and then this", conversation=r["conversation"], model=model)
-    queued = asyncio.run(svc.run_turn(tid))
+    tid = svc.turns.start("and then this", conversation=r["conversation"], model=model)
+    queued = asyncio.run(svc.turns.run(tid))
     assert queued["status"] == "queued" and queued["queued_behind"] == r["turn"]
     assert "the turn waiting for approval" in queued["queued_reason"]
-    assert sorted(svc.stop(conversation=r["conversation"])) == sorted([r["turn"], tid])
-    assert svc.turn_result(tid)["status"] == "stopped"
+    assert sorted(svc.turns.stop(conversation=r["conversation"])) == sorted([r["turn"], tid])
+    assert svc.turns.result(tid)["status"] == "stopped"
 
 
 def test_a_denial_reason_reaches_the_model_from_every_front_end(live, home, cli):

@@ -54,7 +54,7 @@ async def test_a_turn_paused_in_todays_shape_resumes(svc, tmp_path):
     model = write_script(tmp_path / "s.json",
                          calls(call("recall__forget_memory", id=1), call("recall__add_memory", text="milk")),
                          text("done"))
-    r = await svc.send("forget 1, then remember milk", model=model)
+    r = await svc.turns.send("forget 1, then remember milk", model=model)
     assert r["status"] == "awaiting_approval"
     [a] = r["pending_approvals"]
     stored = svc.db.one("SELECT pending_json FROM turns WHERE id = ?", (r["turn"],))[0]
@@ -69,10 +69,10 @@ async def test_a_turn_paused_in_todays_shape_resumes(svc, tmp_path):
     with svc.db.write() as c:  # …and what an earlier Palui wrote (the same text, written here by hand) is read
         c.execute("UPDATE turns SET pending_json = ? WHERE id = ?", (today, r["turn"]))
     assert [c["state"] for c in st.load(svc.db, r["turn"]).pending] == [CallState.ASKED, CallState.TODO]
-    r = await svc.answer_and_resume(a["id"], True, "cli")
+    r = await svc.approvals.answer_and_resume(a["id"], True, "cli")
     assert r["status"] == "done" and r["answer"] == "done"
-    ran = [(x["tool"], x["outcome"]) for x in svc.audit(r["turn"])]
+    ran = [(x["tool"], x["outcome"]) for x in svc.audit.rows(r["turn"])]
     assert ran == [("recall__forget_memory", "asked"), ("recall__forget_memory", "approved; error"),
                    ("recall__add_memory", "ok")]
-    assert [m["text"] for m in svc.memories()] == ["milk"]
+    assert [m["text"] for m in svc.memories.list()] == ["milk"]
     assert svc.db.one("SELECT pending_json FROM turns WHERE id = ?", (r["turn"],))[0] is None

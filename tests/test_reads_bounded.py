@@ -92,9 +92,9 @@ def steps(conn: sqlite3.Connection, sql: str) -> int:
 
 async def test_pages_status_listings_and_the_idle_tick_do_not_follow_history(svc, tmp_path):
     model = write_script(tmp_path / "s.json", calls(call("recall__search_memories", query="milk")), text("ok"))
-    assert (await svc.send("hello", model=model))["status"] == "done"
+    assert (await svc.turns.send("hello", model=model))["status"] == "done"
     ask = write_script(tmp_path / "ask.json", calls(call("recall__forget_memory", id=1)), text("gone"))
-    waiting = await svc.send("forget it", model=ask)
+    waiting = await svc.turns.send("forget it", model=ask)
     assert waiting["status"] == "awaiting_approval"
     now = time.time()
     fill(svc.db, 600, 0, now)  # past every page's LIMIT already, so a bounded read reads as much before as after
@@ -113,12 +113,12 @@ async def test_pages_status_listings_and_the_idle_tick_do_not_follow_history(svc
     try:
         for path in ("/chat", "/approvals", "/status"):
             assert client.get(path).status_code == 200
-        assert svc.waiting() == 1
-        assert [a["id"] for a in svc.approvals("pending")] == [waiting["pending_approvals"][0]["id"]]
-        assert len(svc.approvals(None, limit=50)) == 50
-        svc.elicitations("pending")
-        svc.elicitations(None)
-        svc.status()
+        assert svc.approvals.waiting() == 1
+        assert [a["id"] for a in svc.approvals.list("pending")] == [waiting["pending_approvals"][0]["id"]]
+        assert len(svc.approvals.list(None, limit=50)) == 50
+        svc.elicitations.list("pending")
+        svc.elicitations.list(None)
+        svc.status.get()
         svc.runtime.install_tickers()
         await svc.runtime.tick(time.time())
         await svc.runtime.tick(time.time())  # idle: nothing new since the first

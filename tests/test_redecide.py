@@ -17,7 +17,7 @@ import pytest
 from support.mcp_servers import DESTRUCTIVE, HOSTILE, WRITE, hostile_spec, tool
 from support.scripts import call, calls, text, write_script
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.mcp_in_process
 
 
 @pytest.fixture
@@ -115,39 +115,40 @@ async def test_decided_again_right_before_the_call_is_sent(svc, tmp_path):
     """Approved, then switched off by a writer that does not re-decide (another process, raw SQL):
     the check right before the call refuses it and cancels the approval."""
     model = write_script(tmp_path / "s.json", calls(call("recall__forget_memory", id=1)), text("ok"))
-    r = await svc.send("forget", model=model)
+    r = await svc.turns.send("forget", model=model)
     aid = r["pending_approvals"][0]["id"]
-    svc.answer_approval(aid, True, via="cli")
+    svc.approvals.answer(aid, True, via="cli")
     with svc.db.write() as c:
         c.execute("UPDATE tools SET enabled = 0 WHERE name = 'recall__forget_memory'")
-    r = await svc.resume_turn(r["turn"])
+    r = await svc.turns.resume(r["turn"])
     assert r["status"] == "done"
     [ev] = [e for e in r["events"] if e["type"] == "tool_call" and e["tool"] == "recall__forget_memory"]
     assert ev["is_error"] and "switched off after this approval was asked" in ev["result"]
-    a = svc.approval(aid)
-    assert a["status"] == "cancelled" and a["cancel_reason"] == "the tool was switched off after this approval was asked"
-    assert [x["outcome"] for x in svc.audit(r["turn"])] == ["asked", "cancelled"]
+    a = svc.approvals.get(aid)
+    assert a["status"] == "cancelled"
+    assert a["cancel_reason"] == "the tool was switched off after this approval was asked"
+    assert [x["outcome"] for x in svc.audit.rows(r["turn"])] == ["asked", "cancelled"]
 
 
 async def test_calls_held_behind_an_ask_are_decided_after_the_answer(svc, tmp_path):
     model = write_script(tmp_path / "s.json", calls(call("recall__forget_memory", id=1),
                                                    call("tasks__create_task", title="later")), text("ok"))
-    r = await svc.send("go", model=model)
+    r = await svc.turns.send("go", model=model)
     aid = r["pending_approvals"][0]["id"]
-    svc.set_enabled(["tasks__create_task"], False)  # switched off while it waited behind the ask
-    r = await svc.answer_and_resume(aid, True, "cli")
+    svc.tools.set_enabled(["tasks__create_task"], False)  # switched off while it waited behind the ask
+    r = await svc.approvals.answer_and_resume(aid, True, "cli")
     held = [e for e in r["events"] if e["type"] == "tool_call" and e["tool"] == "tasks__create_task"]
     assert held and held[-1]["verdict"] == "off" and held[-1]["is_error"]
-    assert svc.tasks("all") == []
+    assert svc.memories.tasks("all") == []
 
 
 async def test_approvals_list_is_true_after_a_switch_off_elsewhere(svc, tmp_path):
     model = write_script(tmp_path / "s.json", calls(call("recall__forget_memory", id=1)), text("ok"))
-    r = await svc.send("forget", model=model)
+    r = await svc.turns.send("forget", model=model)
     with svc.db.write() as c:  # as another process would, without re-deciding
         c.execute("UPDATE tools SET enabled = 0 WHERE name = 'recall__forget_memory'")
-    assert svc.approvals("pending") == []
-    assert svc.approvals("cancelled")[0]["id"] == r["pending_approvals"][0]["id"]
+    assert svc.approvals.list("pending") == []
+    assert svc.approvals.list("cancelled")[0]["id"] == r["pending_approvals"][0]["id"]
     # the turn can go on (nothing pending): the next resume_ready takes it up with the refusal
-    [done] = await svc.resume_ready()
+    [done] = await svc.turns.resume_ready()
     assert done["status"] == "done"

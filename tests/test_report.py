@@ -9,14 +9,14 @@ import random
 import sys
 
 import pytest
-from starlette.testclient import TestClient
 
 from palui.policy.advice import ConnectorFacts, ToolFacts, advise
-from palui.server.app import create_app, session_value
 from palui.store.report import ask_cause, connector_of
 from support.httpserver import PageServer
 from support.mcp_servers import HOSTILE, READ, hostile_spec, tool
 from support.scripts import call, calls, text, write_script
+
+pytestmark = pytest.mark.mcp_in_process
 
 
 def run(cli, tmp_path, *steps, message="go", env=None) -> dict:
@@ -191,14 +191,6 @@ def test_connector_of_a_taint_source():
     assert connector_of("mcp-time__get_time at step 2 (detail)") == "mcp-time"
     assert connector_of("web__fetch_page at step 1") == "web"
     assert connector_of("webhook 'gh' payload") == "webhook"
-
-
-@pytest.fixture
-def client(svc):
-    app = create_app(svc, "tok", port=8765)
-    with TestClient(app, base_url="http://127.0.0.1:8765", follow_redirects=False,
-                    cookies={"palui_session": session_value("tok")}) as c:
-        yield c
 
 
 def test_the_governance_page_renders_the_report_and_escapes(svc, client):

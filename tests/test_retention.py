@@ -26,7 +26,8 @@ def fill(svc, *, age_days: float, n: int, live_conversation: str | None = None) 
             c.execute("INSERT INTO inbox (time, kind, text) VALUES (?, 'notice', 'hello')", (t,))
             c.execute("INSERT INTO webhook_deliveries (webhook_id, delivery_key, body_sha256, body_bytes, received_at)"
                       " VALUES ('w-1', ?, 'h', 1, ?)", (f"k-{age_days}-{i}", t))
-            c.execute("INSERT INTO audit (time, tool, verdict, reason, outcome) VALUES (?, 'x', 'run', 'r', 'ok')", (t,))
+            c.execute("INSERT INTO audit (time, tool, verdict, reason, outcome) VALUES (?, 'x', 'run', 'r', 'ok')",
+                      (t,))
 
 
 def counts(svc) -> dict[str, int]:
@@ -39,8 +40,8 @@ async def test_the_tick_prunes_what_retention_days_no_longer_keeps_in_small_batc
     before = counts(svc)
     fill(svc, age_days=31, n=retention.BATCH + 100)  # older than 30 days: goes, a batch per tick
     fill(svc, age_days=29, n=7)  # kept
-    live = svc.new_conversation()
-    tid = svc.start_turn("still running", conversation=live, model="script:/nonexistent")
+    live = svc.turns.new_conversation()
+    tid = svc.turns.start("still running", conversation=live, model="script:/nonexistent")
     with svc.db.write() as c:  # running in this (live) process: the conversation is live
         c.execute("UPDATE turns SET status = 'running', owner = ? WHERE id = ?", (OWNER, tid))
     fill(svc, age_days=300, n=3, live_conversation=live)  # its untrusted content is kept, the rest goes
@@ -81,7 +82,7 @@ def test_backup_is_a_consistent_copy_while_others_write(cli, home, tmp_path):
     target = tmp_path / "copy.db"
     try:
         # Done while the writer still holds its lock (released below): the backup did not wait for it.
-        assert svc.backup(target)["file"] == str(target.resolve())
+        assert svc.maintenance.backup(target)["file"] == str(target.resolve())
     finally:
         other.execute("ROLLBACK")
         other.close()
@@ -90,7 +91,7 @@ def test_backup_is_a_consistent_copy_while_others_write(cli, home, tmp_path):
     assert copy.execute("PRAGMA journal_mode").fetchone()[0] == "delete"  # one file, no -wal beside it
     assert copy.execute("SELECT COUNT(*) FROM inbox WHERE text = 'uncommitted'").fetchone()[0] == 0
     assert copy.execute("SELECT COUNT(*) FROM audit").fetchone()[0] == counts(svc)["audit"]
-    assert copy.execute("SELECT COUNT(*) FROM tools").fetchone()[0] == len(svc.tools())
+    assert copy.execute("SELECT COUNT(*) FROM tools").fetchone()[0] == len(svc.tools.list())
     copy.close()
     r = cli("backup", str(target))  # never overwrites
     assert r.returncode == 1 and "exists already" in r.stderr

@@ -15,6 +15,8 @@ from support.httpserver import PageServer
 from support.mcp_servers import HOSTILE, hostile_spec, tool
 from support.scripts import call, calls, text, write_script
 
+pytestmark = pytest.mark.mcp_in_process
+
 
 @pytest.fixture
 def web(home):
@@ -36,6 +38,7 @@ def fetch(url):
     return call("web__fetch_page", url=url)
 
 
+@pytest.mark.slow
 def test_a_fetch_of_an_address_from_the_page_asks_and_never_leaves_unasked(cli, tmp_path, web):
     port = web.url.rsplit(":", 1)[1]
     out = run(cli, tmp_path, f"what does {web.url}/page say?", calls(fetch(f"{web.url}/page")),
@@ -57,6 +60,7 @@ def test_a_fetch_of_an_address_from_the_page_asks_and_never_leaves_unasked(cli, 
     assert cli.json("approvals", "show", a["id"], "--json")["status"] == "approved"
 
 
+@pytest.mark.slow
 def test_a_denied_one_is_not_fetched(cli, tmp_path, web):
     port = web.url.rsplit(":", 1)[1]
     out = run(cli, tmp_path, f"read {web.url}/page", calls(fetch(f"{web.url}/page")),
@@ -66,6 +70,7 @@ def test_a_denied_one_is_not_fetched(cli, tmp_path, web):
     assert not any(h.startswith("/collect") for h in web.hits)
 
 
+@pytest.mark.slow
 def test_following_a_link_on_the_persons_own_host_does_not_ask(cli, tmp_path, web):
     out = run(cli, tmp_path, f"read {web.url}/page and the page it links", calls(fetch(f"{web.url}/page")),
               calls(fetch(f"{web.url}/more")), text("done"))
@@ -73,6 +78,7 @@ def test_following_a_link_on_the_persons_own_host_does_not_ask(cli, tmp_path, we
     assert "/more" in web.hits
 
 
+@pytest.mark.slow
 def test_private_text_in_a_fetch_asks_even_to_the_persons_host(cli, tmp_path, web):
     assert run(cli, tmp_path, "remember", calls(call("recall__add_memory", text="bank PIN 4821")),
                text("ok"))["status"] == "done"
@@ -84,6 +90,7 @@ def test_private_text_in_a_fetch_asks_even_to_the_persons_host(cli, tmp_path, we
     assert "/more?p=4821" not in web.hits
 
 
+@pytest.mark.slow
 def test_an_untainted_turn_fetches_without_asking(cli, tmp_path, web):
     assert run(cli, tmp_path, "remember", calls(call("recall__add_memory", text="bank PIN 4821")),
                text("ok"))["status"] == "done"
@@ -106,7 +113,6 @@ def lookup(cli, tmp_path):
     return spec
 
 
-@pytest.mark.slow
 def test_open_world_mcp_tools_and_flagged_tools_reach_outside(cli, tmp_path, lookup):
     tools = {t["name"]: t for t in cli.json("tools", "list", "--json")}
     assert tools["mcp-h__lookup"]["reaches_outside"] and not tools["mcp-h__local"]["reaches_outside"]
@@ -200,23 +206,24 @@ def test_the_sheet_shows_reaching_outside_and_marks_a_connector_private(svc):
     from palui.connectors.base import ToolSpec
     from palui.server.app import create_app, csrf_value, session_value
 
-    svc.register_tools("mcp-n", [ToolSpec("lookup", "Look up.", {"type": "object"},
+    svc.tools.register("mcp-n", [ToolSpec("lookup", "Look up.", {"type": "object"},
                                           annotations={"readOnlyHint": True, "openWorldHint": True}),
                                  ToolSpec("note", "Notes.", {"type": "object"}, annotations={"readOnlyHint": True})],
                        name="n")
-    svc.set_reaches_outside(["mcp-n__note"])
+    svc.tools.set_reaches_outside(["mcp-n__note"])
     app = create_app(svc, "tok", port=8765)
     with TestClient(app, base_url="http://127.0.0.1:8765", follow_redirects=False,
                     cookies={"palui_session": session_value("tok")}) as c:
         html = c.get("/connectors/mcp-n").text
         assert html.count('class="tag outside"') == 2 and "reaches outside (your flag)" in html
         assert c.post("/connectors/mcp-n/private", data={"csrf": csrf_value("tok")}).status_code == 303
-        assert [x["private"] for x in svc.connectors() if x["id"] == "mcp-n"] == [True]
+        assert [x["private"] for x in svc.connectors.list() if x["id"] == "mcp-n"] == [True]
         assert "Results are not private" in c.get("/connectors/mcp-n").text
         assert c.post("/connectors/mcp-n/unprivate", data={"csrf": csrf_value("tok")}).status_code == 303
-        assert [x["private"] for x in svc.connectors() if x["id"] == "mcp-n"] == [False]
+        assert [x["private"] for x in svc.connectors.list() if x["id"] == "mcp-n"] == [False]
 
 
+@pytest.mark.slow
 def test_a_later_turn_fetching_an_address_from_an_earlier_page_asks_though_call_ids_repeat(cli, tmp_path, web):
     # Both turns' scripts name their first call s1c1: the first turn's result must not count as the second
     # turn's call having run (its host was "reached"), or the injected address would be fetched unasked.
@@ -231,6 +238,7 @@ def test_a_later_turn_fetching_an_address_from_an_earlier_page_asks_though_call_
     assert not any(h.startswith("/collect") for h in web.hits)
 
 
+@pytest.mark.slow
 def test_after_retention_pruned_the_page_a_fetch_to_an_unknown_host_still_asks(cli, tmp_path, web):
     # Retention (spec §10.2) deletes old untrusted content, while the turns the model is sent still hold the
     # page: the rule must not forget where an address came from (it asks for any host not the person's).

@@ -32,7 +32,7 @@ from support.chatdrive import chat_env, tmux_path
 from support.live_service import LiveService, wait_for
 from support.scripts import call, calls, text, write_script
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.mcp_in_process
 SUPPORT = Path(__file__).resolve().parent / "support"
 ERAS = ["elicit_old.py", "elicit_new.py"]
 
@@ -115,6 +115,7 @@ class TmuxRun:
         subprocess.run([self.tmux, "-L", self.socket, "kill-server"], capture_output=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("server", ERAS)
 def test_typed_hidden_on_the_terminal(cli, home, tmp_path, server):
     add(cli, server, allow=True)
@@ -159,6 +160,7 @@ def answer_through_the_service(home: Path, model: str, server: str) -> tuple[Liv
     return svc, q["id"], waiter
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("server", ERAS)
 def test_the_command_line_takes_it_from_stdin_never_from_an_argument(cli, home, tmp_path, server):
     add(cli, server, allow=True)
@@ -171,12 +173,12 @@ def test_the_command_line_takes_it_from_stdin_never_from_an_argument(cli, home, 
         assert cli.json("elicitations", "show", qid, "--json")["status"] == "pending"
         # A chat app's answer is refused by the door: the chat's history would keep the value.
         from palui.errors import UsageError
-        from palui.service import Service
+        from support.inprocess import service
 
-        here = Service()
+        here = service()
         try:
             with pytest.raises(UsageError, match="not answered in a chat"):
-                here.answer_elicitation(qid, "accept", {"username": "bob", "password": password}, via="telegram")
+                here.elicitations.answer(qid, "accept", {"username": "bob", "password": password}, via="telegram")
         finally:
             here.db.close()
         r = cli("elicitations", "answer", qid, "username=bob", "--json", input=password + "\n")
@@ -189,6 +191,7 @@ def test_the_command_line_takes_it_from_stdin_never_from_an_argument(cli, home, 
     nowhere(home, password, r.stdout, r.stderr)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("server", ERAS)
 def test_the_web_page_shows_a_password_box(cli, home, tmp_path, server):
     add(cli, server, allow=True)
@@ -222,6 +225,7 @@ def test_the_web_page_shows_a_password_box(cli, home, tmp_path, server):
     nowhere(home, password, chat)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("server", ERAS)
 def test_typed_hidden_in_the_chat(cli, home, tmp_path, server):
     """``palui chat`` in a real terminal: ``/answer ID password=…`` is refused (the line would stay on the screen

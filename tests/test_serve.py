@@ -1,15 +1,21 @@
-"""``palui serve`` process behaviour (spec §8): token everywhere, one service per home, clean stop."""
+"""``palui serve`` process behaviour (spec §8): token everywhere, one service per home, clean stop.
+
+The process is the subject here: the services are children (``process=True``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 
-from support.live_service import LiveService
+import pytest
+
+from support.live_service import LiveService, wait_for
 
 
+@pytest.mark.slow
 def test_token_required_one_service_per_home_and_clean_sigterm(cli, home):
-    srv = LiveService(home).start()
+    srv = LiveService(home, process=True).start()
     try:
         import httpx
 
@@ -32,18 +38,27 @@ def test_non_loopback_needs_an_existing_token(cli, home):
     assert not (home / "access_token").exists()
 
 
+@pytest.mark.slow
 def test_simultaneous_starts_give_one_service(home):
-    import os
     import subprocess
     import sys
-    import time
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("PALUI_")}
     env["PALUI_HOME"] = str(home)
     procs = [subprocess.Popen([sys.executable, "-m", "palui", "serve", "--port", "0"], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+
+    def serving_pid() -> int | None:
+        try:
+            return int(json.loads((home / "serve.json").read_text())["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
     try:
-        time.sleep(8)
+        # Settled when every start has either given up or is the one service serve.json names (a second
+        # service would do neither, and the wait's guard would fail the test).
+        wait_for(lambda: all(p.poll() is not None or p.pid == serving_pid() for p in procs), 120,
+                 what="each start to give up or be the one service")
         running = [p for p in procs if p.poll() is None]
         assert len(running) == 1
         refused = [p for p in procs if p.poll() is not None]
@@ -52,9 +67,10 @@ def test_simultaneous_starts_give_one_service(home):
         for p in procs:
             if p.poll() is None:
                 p.terminate()
-                p.wait(timeout=30)
+            p.communicate(timeout=30)  # waits, and closes its pipes
 
 
+@pytest.mark.slow
 def test_bad_port_and_failed_bind_leave_no_token(cli, home):
     import socket
 
@@ -68,15 +84,14 @@ def test_bad_port_and_failed_bind_leave_no_token(cli, home):
     assert not (home / "access_token").exists()  # the first real start will print the login link
 
 
+@pytest.mark.slow
 def test_health_is_public_and_the_token_is_never_sent_to_a_stranger(cli, home, tmp_path):
-    import json
-    import os
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     import httpx
 
-    with LiveService(home) as srv:
+    with LiveService(home, process=True) as srv:
         h = httpx.get(srv.url + "/api/health")
         assert h.status_code == 200 and h.json() == {"ok": True, "service": "palui", "pid": srv.proc.pid}
         assert httpx.get(srv.url + "/api/status", headers={"Host": "LOCALHOST:" + srv.url.rsplit(":", 1)[1],
@@ -112,6 +127,7 @@ def test_health_is_public_and_the_token_is_never_sent_to_a_stranger(cli, home, t
         stranger.shutdown()
 
 
+@pytest.mark.slow
 async def test_accepted_connections_have_tcp_nodelay():
     """The service's listening socket makes every accepted connection TCP_NODELAY (no ~40 ms
     Nagle wait per response on a kept-alive connection). Checked on the server side of a real

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -22,7 +22,7 @@ def ts(iso: str) -> float:
 
 
 def next_utc_midnight(t: float) -> float:
-    d = datetime.fromtimestamp(t, timezone.utc)
+    d = datetime.fromtimestamp(t, UTC)
     return (d + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
 
 
@@ -30,7 +30,8 @@ def cap_notices(s: LiveService) -> list[str]:
     return [m["text"] for m in s.get("/api/inbox") if m["kind"] == "cap"]
 
 
-def test_the_61st_start_in_an_hour_waits_the_person_is_told_once_and_it_starts_when_the_window_moves(home, tmp_path, cli):
+def test_the_61st_start_in_an_hour_waits_the_person_is_told_once_and_it_starts_when_the_window_moves(
+        home, tmp_path, cli):
     model = write_script(tmp_path / "s.json", text("ok", usage={"input_tokens": 1, "output_tokens": 1}))
     (home / "palui.toml").write_text(f'model = "{model}"\n')
     with LiveService(home) as s:
@@ -49,7 +50,8 @@ def test_the_61st_start_in_an_hour_waits_the_person_is_told_once_and_it_starts_w
         assert [s.turn(r["turn"])["status"] for r in (r61, r62)] == ["queued", "queued"]
         assert s.count("runs") == 60
         st = s.get("/api/status")
-        assert (st["paused"], st["paused_reason"], st["paused_until"]) == (True, "runs per hour cap", r61["start_after"])
+        assert (st["paused"], st["paused_reason"], st["paused_until"]) == \
+            (True, "runs per hour cap", r61["start_after"])
         assert st["runs_last_hour"] == 60
         cli_st = cli.json("status", "--json")
         assert (cli_st["paused"], cli_st["paused_reason"]) == (True, "runs per hour cap")
@@ -71,17 +73,18 @@ def test_20_concurrent_claims_in_separate_service_instances_race_for_the_last_5_
     (home / "palui.toml").write_text("[caps]\nruns_per_hour = 25\n")
     svc = Service()
     for i in range(20):
-        assert svc.claim(svc.start_turn(f"filler {i}")) == (True, None)
-    racers = [svc.start_turn(f"racer {i}") for i in range(20)]
+        assert svc.turns.claim(svc.turns.start(f"filler {i}")).claimed
+    racers = [svc.turns.start(f"racer {i}") for i in range(20)]
     instances = [Service() for _ in racers]  # each its own connection, as separate processes would have
     barrier = threading.Barrier(len(racers))
     results: dict[str, tuple[bool, str | None]] = {}
 
     def race(inst, tid):
         barrier.wait()
-        results[tid] = inst.claim(tid)
+        got = inst.turns.claim(tid)
+        results[tid] = (got.claimed, got.cap)
 
-    threads = [threading.Thread(target=race, args=(inst, tid)) for inst, tid in zip(instances, racers)]
+    threads = [threading.Thread(target=race, args=(inst, tid)) for inst, tid in zip(instances, racers, strict=True)]
     for t in threads:
         t.start()
     for t in threads:
@@ -93,7 +96,7 @@ def test_20_concurrent_claims_in_separate_service_instances_race_for_the_last_5_
     assert svc.db.one("SELECT COUNT(*) FROM runs")[0] == 25
     queued = {r[0] for r in svc.db.all("SELECT id FROM turns WHERE status = 'queued'")}
     assert queued == set(racers) - set(started)
-    assert len([m for m in svc.inbox() if m["kind"] == "cap"]) == 1
+    assert len([m for m in svc.notifier.inbox() if m["kind"] == "cap"]) == 1
     for inst in [svc, *instances]:
         inst.db.close()
 
@@ -125,7 +128,8 @@ def test_20_concurrent_http_starts_for_the_last_5_slots_exactly_5_start(home, tm
 def test_token_caps_job_cap_postpones_to_the_next_day_and_a_turn_crossing_the_daily_cap_stops(home, tmp_path, cli):
     # Every turn: step 1 costs 150 tokens and calls a read tool; step 2 would answer.
     model = write_script(tmp_path / "s.json",
-                         calls(call("recall__search_memories", query="milk"), usage={"input_tokens": 100, "output_tokens": 50}),
+                         calls(call("recall__search_memories", query="milk"),
+                               usage={"input_tokens": 100, "output_tokens": 50}),
                          text("Done.", usage={"input_tokens": 1, "output_tokens": 1}))
     (home / "palui.toml").write_text(f'model = "{model}"\n[caps]\ndaily_tokens = 300\ntimezone = "UTC"\n')
     clock = tmp_path / "clock"
@@ -195,13 +199,14 @@ def test_a_job_turn_refused_by_its_own_cap_does_not_announce_a_global_pause(home
     from palui.triggers import jobs as jobs_mod
 
     svc = Service()
-    svc.add_job("small", "@daily", "Check things.", token_cap=10)
+    svc.jobs.add("small", "@daily", "Check things.", token_cap=10)
     job = jobs_mod.get(svc.db, "small")
     caps.record_usage(svc.db, turn_id="earlier", job_id=job.id, tokens=10, tz=caps.zone(None))
-    tid = svc.start_job_turn(job)
-    assert svc.claim(tid) == (False, "job token cap")
-    assert [m for m in svc.inbox() if m["kind"] == "cap"] == []
-    assert svc.status()["paused"] is False
+    tid = svc.jobs.start_turn(job)
+    got = svc.turns.claim(tid)
+    assert (got.claimed, got.cap) == (False, "job token cap")
+    assert [m for m in svc.notifier.inbox() if m["kind"] == "cap"] == []
+    assert svc.status.get()["paused"] is False
     # A chat turn is not held back by the job's cap.
-    assert svc.claim(svc.start_turn("hello")) == (True, None)
+    assert svc.turns.claim(svc.turns.start("hello")).claimed
     svc.db.close()

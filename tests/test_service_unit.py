@@ -24,6 +24,7 @@ def _verify(path, tmp_path, user: bool) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, env=env, timeout=60)
 
 
+@pytest.mark.slow
 @needs_systemd
 @pytest.mark.parametrize("user", [False, True], ids=["system-mode", "user-mode"])
 def test_the_systemd_user_unit_verifies(cli, home, tmp_path, user):
@@ -44,6 +45,7 @@ def test_the_systemd_user_unit_verifies(cli, home, tmp_path, user):
     assert _verify(bad, tmp_path, user).returncode != 0
 
 
+@pytest.mark.slow
 def test_install_status_uninstall_write_and_remove_the_unit(cli, tmp_path):
     env = {"XDG_CONFIG_HOME": str(tmp_path / "cfg")}
     r = cli("service", "status", "--platform", "linux", env=env)

@@ -28,14 +28,6 @@ def stored(home, table: str) -> int:
         con.close()
 
 
-@pytest.fixture
-def client(svc):
-    app = create_app(svc, "tok", port=8765)
-    with TestClient(app, base_url="http://127.0.0.1:8765", follow_redirects=False,
-                    cookies={"palui_session": session_value("tok")}) as c:
-        yield c
-
-
 def test_palui_run_refuses_a_message_over_the_limit_and_stores_nothing(cli, home, tmp_path):
     model = write_script(tmp_path / "s.json", text("ok"))
     r = cli("run", "x" * (LIMIT + 1), "--model", model)
@@ -59,7 +51,7 @@ def test_the_json_api_refuses_five_million_characters_before_storing_them(svc, c
     assert r.status_code == 400, r.text
     assert r.json()["kind"] == "usage" and "500,000 characters, at most 100,000" in r.json()["error"]
     assert stored(home, "turns") == 0 and stored(home, "conversations") == 0
-    assert svc.status()["tokens_today"] == 0 and svc.status()["paused"] is False
+    assert svc.status.get()["tokens_today"] == 0 and svc.status.get()["paused"] is False
 
 
 def test_the_web_form_refuses_it_with_a_message_and_stores_nothing(home, tmp_path):
@@ -89,24 +81,16 @@ def test_palui_chat_refuses_it_and_goes_on(cli, home, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_telegram_message_over_the_limit_is_answered_and_starts_no_turn(home):
-    from support.fake_telegram import FakeTelegram
-    from support.telegram_rig import TelegramRig, visible
+def test_a_telegram_message_over_the_limit_is_answered_and_starts_no_turn(telegram_rig, fake):
+    from support.telegram_rig import visible
 
-    with FakeTelegram(max_poll_timeout=2) as fake:
-        rig = TelegramRig(home, fake, toml="[limits]\nmessage_chars = 20\n")
-        rig.add_channel()
-        rig.start()
-        try:
-            rig.pair()
-            up = rig.say("this message is longer than twenty characters")
-            said = rig.reply_after(up)
-            assert "the message is too long: 45 characters, at most 20" in visible(said)
-            assert rig.processed(up) == "done"
-            assert rig.svc.rows("SELECT COUNT(*) FROM turns")[0][0] == 0
-        finally:
-            rig.stop()
-        assert not fake.errors, fake.errors
+    rig = telegram_rig(toml="[limits]\nmessage_chars = 20\n", pair=True)
+    up = rig.say("this message is longer than twenty characters")
+    said = rig.reply_after(up)
+    assert "the message is too long: 45 characters, at most 20" in visible(said)
+    assert rig.processed(up) == "done"
+    assert rig.svc.rows("SELECT COUNT(*) FROM turns")[0][0] == 0
+    assert not fake.errors, fake.errors
 
 
 # -- the estimated input against the token caps ---------------------------------------------------------

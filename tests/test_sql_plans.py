@@ -93,38 +93,38 @@ async def test_hot_path_statements_never_scan_a_growing_table(svc, tmp_path, hom
     # Some history first, so the tables are not empty.
     model = write_script(tmp_path / "s.json", calls(call("recall__search_memories", query="milk")), text("ok"))
     for _ in range(3):
-        assert (await svc.send("hello", model=model))["status"] == "done"
+        assert (await svc.turns.send("hello", model=model))["status"] == "done"
     ask = write_script(tmp_path / "ask.json", calls(call("recall__forget_memory", id=1)), text("gone"))
-    conv = svc.new_conversation()
+    conv = svc.turns.new_conversation()
 
     statements: list[str] = []
     conn = svc.db._connect()  # this thread's connection: the turn runs on it
     conn.set_trace_callback(statements.append)
     try:
         # Starting and claiming a turn, two model steps, one call, the end.
-        r = await svc.send("do I need milk?", model=model)
+        r = await svc.turns.send("do I need milk?", model=model)
         assert r["status"] == "done"
         # An ask: the approval, the pause, the answer, resume_ready.
-        r = await svc.send("forget it", model=ask, conversation=conv)
+        r = await svc.turns.send("forget it", model=ask, conversation=conv)
         assert r["status"] == "awaiting_approval"
         [a] = r["pending_approvals"]
-        svc.answer_approval(a["id"], True, via="cli")
-        [resumed] = await svc.resume_ready()
+        svc.approvals.answer(a["id"], True, via="cli")
+        [resumed] = await svc.turns.resume_ready()
         assert resumed["status"] == "done"
         # A queued turn, then the service's tick (sweep, re-decide, orphans, answered turns, queued turns, jobs).
-        svc.add_job("daily", "* * * * *", "check")
+        svc.jobs.add("daily", "* * * * *", "check")
         with svc.db.write() as c:
             c.execute("UPDATE jobs SET next_run = ?", (time.time() - 1,))  # due now
-        tid = svc.start_turn("later", model=model)
+        tid = svc.turns.start("later", model=model)
         svc.runtime.install_tickers()
         await svc.runtime.tick(time.time())
         if tid in svc.runtime.tasks:
             await svc.runtime.tasks[tid]
         for task in list(svc.runtime.tasks.values()):
             await task
-        assert svc.turn_result(tid)["status"] == "done"
-        svc.status()
-        svc.conversations()
+        assert svc.turns.result(tid)["status"] == "done"
+        svc.status.get()
+        svc.conversations.list()
     finally:
         conn.set_trace_callback(None)
 
@@ -148,12 +148,12 @@ async def test_hot_path_statements_never_scan_a_growing_table(svc, tmp_path, hom
 def test_claiming_searches_only(svc, tmp_path):
     """Claiming alone (the admitting transaction: caps, one turn per conversation, the pause)."""
     model = write_script(tmp_path / "s.json", text("ok"))
-    tid = svc.start_turn("x", model=model)
+    tid = svc.turns.start("x", model=model)
     statements: list[str] = []
     conn = svc.db._connect()
     conn.set_trace_callback(statements.append)
     try:
-        assert svc.claim_turn(tid, (TurnStatus.QUEUED,)).claimed
+        assert svc.turns.claim(tid, (TurnStatus.QUEUED,)).claimed
     finally:
         conn.set_trace_callback(None)
     sqls = recorded(statements)

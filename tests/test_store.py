@@ -94,8 +94,8 @@ def test_write_rolls_back_on_error(tmp_path):
 
 
 def test_service_keeps_one_database_file(svc, home):
-    svc.register_tools("mcp-x", [])
-    svc.notify("notice", "hello")
+    svc.tools.register("mcp-x", [])
+    svc.notifier("notice", "hello")
     dbs = sorted(p.name for p in home.rglob("*") if p.is_file() and ".db" in p.name)
     # palui.db plus SQLite's own WAL sidecar files; no second database.
     assert {n for n in dbs if not n.endswith(("-wal", "-shm"))} == {"palui.db"}

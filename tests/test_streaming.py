@@ -29,7 +29,7 @@ async def send(svc, message: str, model: str):
     def sink(e: dict) -> None:
         events.append(e)
 
-    r = await svc.send(message, model=model, on_event=shows_text(sink))
+    r = await svc.turns.send(message, model=model, on_event=shows_text(sink))
     await svc.close()
     return r, events
 
@@ -38,6 +38,7 @@ def deltas(events):
     return [e["text"] for e in events if e["type"] == "text_delta"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("wire", ["openai", "anthropic"])
 async def test_a_provider_answer_arrives_in_pieces(svc, fake, wire):
     fake.replies.append(Reply(text="Hello there, world.", chunks=["Hel", "lo there", ", world."],
@@ -52,6 +53,7 @@ async def test_a_provider_answer_arrives_in_pieces(svc, fake, wire):
     assert [(e["type"], e["text"]) for e in stored] == [("text", "Hello there, world.")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("wire", ["openai", "anthropic"])
 async def test_streamed_tool_calls_round_trip(svc, fake, wire):
     fake.replies.append(Reply(text="Saving it.", tool_calls=[("recall__add_memory", {"text": "buy milk"})]))
@@ -63,9 +65,10 @@ async def test_streamed_tool_calls_round_trip(svc, fake, wire):
     first_call = kinds.index("tool_start")
     assert "text_delta" in kinds[:first_call] and kinds[first_call + 1] == "tool_call"
     assert "".join(deltas(events)) == "Saving it.Saved: buy milk."
-    assert svc.memories()[0]["text"] == "buy milk"
+    assert svc.memories.list()[0]["text"] == "buy milk"
 
 
+@pytest.mark.slow
 async def test_text_streamed_before_a_retry_is_discarded(svc, fake):
     fake.replies.append(Reply(text="This answer breaks off", cut_after=2))
     fake.replies.append(Reply(text="The whole answer.", chunks=["The whole ", "answer."]))
@@ -80,6 +83,7 @@ async def test_text_streamed_before_a_retry_is_discarded(svc, fake):
     assert len(fake.requests) == 2
 
 
+@pytest.mark.slow
 async def test_a_provider_retry_is_an_event_with_its_wait(svc, fake):
     fake.error(429, retry_after="0")
     fake.text("After the wait.")
@@ -116,6 +120,7 @@ async def test_stored_events_have_their_index(svc, tmp_path):
     assert [e["seq"] for e in r["events"]] == list(range(len(r["events"])))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("wire", ["openai", "anthropic"])
 def test_only_a_front_end_that_shows_text_gets_a_streamed_request(fake, wire, cli):
     """``palui run`` prints the answer as it arrives: streamed. ``palui run --json`` prints it at the end, as a
@@ -133,10 +138,11 @@ def test_only_a_front_end_that_shows_text_gets_a_streamed_request(fake, wire, cl
     assert not plain.body.get("stream")
 
 
+@pytest.mark.slow
 async def test_a_turn_nobody_follows_is_not_streamed(svc, fake):
     events: list[dict] = []
     fake.replies.append(Reply(text="Hello there, world.", chunks=["Hel", "lo there", ", world."]))
-    r = await svc.send("hi", model=wire_model(fake, "openai"), on_event=events.append)
+    r = await svc.turns.send("hi", model=wire_model(fake, "openai"), on_event=events.append)
     await svc.close()
     assert r["answer"] == "Hello there, world."
     assert not [e for e in events if e["type"] == "text_delta"]

@@ -9,12 +9,13 @@ import json
 import sys
 
 import pytest
-from starlette.testclient import TestClient
 
 from palui.connectors.base import ToolSpec
 from palui.policy.suggest import DESTRUCTIVE, READ, WRITE, suggest, words
-from palui.server.app import create_app, csrf_value, session_value
+from palui.server.app import csrf_value
 from support.mcp_servers import HOSTILE, hostile_spec, tool
+
+pytestmark = pytest.mark.mcp_in_process
 
 R, W, D = "read", "write", "destructive"
 
@@ -98,7 +99,6 @@ def classes(cli) -> dict[str, tuple[str, str]]:
             if t["connector"] == "mcp-gh"}
 
 
-@pytest.mark.slow
 def test_tools_suggest_lists_escaped_and_changes_nothing(cli, gh):
     before = classes(cli)
     r = cli("tools", "suggest", gh)
@@ -120,7 +120,6 @@ def test_tools_suggest_lists_escaped_and_changes_nothing(cli, gh):
         "mcp-gh__merge_pull_request": "destructive", "mcp-gh__list_posts": None, "mcp-gh__frob": None}
 
 
-@pytest.mark.slow
 def test_bulk_accept_takes_only_write_and_destructive_and_read_goes_one_at_a_time(cli, gh):
     r = cli("tools", "suggest", gh, "--accept")
     assert r.returncode == 0, r.stderr
@@ -139,16 +138,8 @@ def test_bulk_accept_takes_only_write_and_destructive_and_read_goes_one_at_a_tim
     assert r.returncode == 2 and "already has a class" in r.stderr
 
 
-@pytest.fixture
-def client(svc):
-    app = create_app(svc, "tok", port=8765)
-    with TestClient(app, base_url="http://127.0.0.1:8765", follow_redirects=False,
-                    cookies={"palui_session": session_value("tok")}) as c:
-        yield c
-
-
 def test_the_sheet_suggests_and_accepts_as_shown(svc, client):
-    svc.register_tools("mcp-gh", [ToolSpec("get_file", "Get a <b>file</b>\u202e.", {"type": "object"}),
+    svc.tools.register("mcp-gh", [ToolSpec("get_file", "Get a <b>file</b>\u202e.", {"type": "object"}),
                                   ToolSpec("create_issue", "Create an issue.", {"type": "object"}),
                                   ToolSpec("delete_repo", "Delete it.", {"type": "object"}),
                                   ToolSpec("frob", "Frob.", {"type": "object"})], name="gh")
@@ -163,14 +154,14 @@ def test_the_sheet_suggests_and_accepts_as_shown(svc, client):
                                                             "s:mcp-gh__delete_repo": "write",
                                                             "s:mcp-gh__get_file": "read"})
     assert r.status_code == 303
-    assert svc.tool("mcp-gh__create_issue").class_source.value == "user"
-    assert svc.tool("mcp-gh__delete_repo").class_source.value == "unknown"
-    assert svc.tool("mcp-gh__get_file").class_source.value == "unknown"
+    assert svc.tools.get("mcp-gh__create_issue").class_source.value == "user"
+    assert svc.tools.get("mcp-gh__delete_repo").class_source.value == "unknown"
+    assert svc.tools.get("mcp-gh__get_file").class_source.value == "unknown"
     r = client.post("/tools/mcp-gh__get_file/suggestion", data={"csrf": csrf, "class": "read"})
     assert r.status_code == 303
-    row = svc.tool("mcp-gh__get_file")
+    row = svc.tools.get("mcp-gh__get_file")
     assert (row.tool_class.value, row.class_source.value) == ("read", "user")
     r = client.post("/tools/mcp-gh__frob/suggestion",
                     data={"csrf": csrf, "class": "read", "back": "/connectors/mcp-gh"})
-    assert r.status_code == 303 and svc.tool("mcp-gh__frob").class_source.value == "unknown"
+    assert r.status_code == 303 and svc.tools.get("mcp-gh__frob").class_source.value == "unknown"
     assert json.loads(base64.urlsafe_b64decode(r.cookies["palui_flash"]))["kind"] == "error"

@@ -24,6 +24,7 @@ def hotels(home):
         yield srv
 
 
+@pytest.mark.slow
 def test_the_approval_marks_the_parts_and_the_number_that_came_from_the_page(cli, tmp_path, hotels):
     url = hotels.url + "/hotels"
     model = write_script(tmp_path / "note.json", calls(call("web__fetch_page", url=url)),

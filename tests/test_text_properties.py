@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import sys
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -73,6 +74,7 @@ def check_view(s: str, one_line: bool) -> None:
     assert "".join(t for _, t in segments(s, one_line=one_line)) == view
 
 
+@pytest.mark.slow  # every one of the 1.1 million code points: about 10 s of CPU alone, too much for the fast net
 def test_every_code_point_alone_reads_back_and_shows_no_escaped_class():
     for cp in range(sys.maxunicode + 1):
         ch = chr(cp)

@@ -20,8 +20,8 @@ def test_a_large_connector_does_not_crowd_out_the_tool_the_message_names(svc, cl
     (remembering). Travel is taken whole; recall (3 tools) does not fit the 2 slots left, so they go to its most
     relevant tools, and the person's memory is not lost from the turn."""
     assert len(TRAVEL) == 28
-    svc.register_tools("mcp-travel", TRAVEL, name="travel", kind="mcp")
-    svc.set_enabled([t.name for t in svc.tools("mcp-travel")], True)
+    svc.tools.register("mcp-travel", TRAVEL, name="travel", kind="mcp")
+    svc.tools.set_enabled([t.name for t in svc.tools.list("mcp-travel")], True)
     svc.db.close()
     model = write_script(tmp_path / "s.json", text("Noted."))
     out = cli.json("run", "remember this: I like quiet hotels", "--model", model, "--json")
@@ -29,10 +29,10 @@ def test_a_large_connector_does_not_crowd_out_the_tool_the_message_names(svc, cl
     offered = next(e for e in out["events"] if e["type"] == "step")["tools_offered"]
     assert len(offered) == 30  # the budget is used
     assert "recall__add_memory" in offered
-    assert all(t.name in offered for t in svc.tools("mcp-travel"))  # the most relevant connector, whole
+    assert all(t.name in offered for t in svc.tools.list("mcp-travel"))  # the most relevant connector, whole
     [left] = [e for e in out["events"] if e["type"] == "tools_left_out"]
     assert left["reason"] == "left out by budgets.tools (30)"
-    enabled = {t.name for t in svc.tools() if t.enabled}
+    enabled = {t.name for t in svc.tools.list() if t.enabled}
     assert sorted(left["tools"]) == sorted(enabled - set(offered))
     assert "recall__search_memories" in left["tools"] or "recall__forget_memory" in left["tools"]
 

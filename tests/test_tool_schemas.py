@@ -19,8 +19,11 @@ import pytest
 from palui.runner import offer
 from palui.store import catalog
 from palui.types import Origin
-from support.inprocess_mcp import READ, InProcessServer, tool
+from support.mcp_inprocess import READ, InProcessServer, tool
 from support.scripts import call, calls, text, write_script
+
+# The tests' own MCP servers run in this process, through the connector's transport seam (support/mcp_inprocess.py).
+pytestmark = pytest.mark.mcp_in_process
 
 NAN_SCHEMA = {"type": "object", "properties": {"n": {"type": "number", "maximum": math.nan}}}
 HUGE_SCHEMA = {"type": "object", "properties": {"pick": {"type": "string", "enum": [f"choice-{i:06d}" for i in
@@ -40,7 +43,7 @@ async def test_flagged_at_add_off_until_seen_and_shown_with_its_size(svc, cli, t
     books = _books()
     try:
         cid = await books.add(svc)
-        flags = {r.tool: r.schema_problem for r in svc.tools(cid)}
+        flags = {r.tool: r.schema_problem for r in svc.tools.list(cid)}
         assert flags["nan"] == "its input schema holds a number JSON cannot carry (NaN or Infinity)"
         assert flags["huge"].startswith("its input schema is too long: 208,066 characters") and \
             "more than connectors.max_schema_chars (16,000)" in flags["huge"]
@@ -49,10 +52,10 @@ async def test_flagged_at_add_off_until_seen_and_shown_with_its_size(svc, cli, t
         assert flags["invalid"] == ("its input schema is not a valid JSON Schema: at $.properties.q.type: the "
                                     "'anyOf' rule fails")
         assert flags["long"] is None and flags["plain"] is None  # a long description is cut, not flagged
-        told = [m["text"] for m in svc.inbox() if "input schema" in m["text"]]
+        told = [m["text"] for m in svc.notifier.inbox() if "input schema" in m["text"]]
         assert len(told) == 4 and all("palui tools show" in t for t in told)
         # stored strictly: the NaN is the string "NaN", every stored definition is JSON SQLite reads
-        assert svc.tool(f"{cid}__nan").input_schema["properties"]["n"]["maximum"] == "NaN"
+        assert svc.tools.get(f"{cid}__nan").input_schema["properties"]["n"]["maximum"] == "NaN"
         assert svc.db.row("SELECT COUNT(*) FROM tools WHERE NOT json_valid(input_schema)")[0] == 0
 
         r = cli("tools", "enable-read", cid)
@@ -69,7 +72,7 @@ async def test_flagged_at_add_off_until_seen_and_shown_with_its_size(svc, cli, t
         # a schema flagged for its size still checks arguments; one flagged as unusable does not (spec §3.3)
         assert cli("tools", "show", f"{cid}__remote").returncode == 0
         assert cli("tools", "enable", f"{cid}__remote").returncode == 0
-        r = await svc.send("go", model=write_script(tmp_path / "s.json", calls(
+        r = await svc.turns.send("go", model=write_script(tmp_path / "s.json", calls(
             call(f"{cid}__huge", pick="nope"), call(f"{cid}__remote", q=5)), text("done")))
         said = [e["result"] for e in r["events"] if e["type"] == "tool_call"]
         assert said == ['remote: {"q": 5}']  # the refused call left no event
@@ -83,11 +86,11 @@ async def test_a_definition_that_changes_to_a_flagged_schema_is_flagged_at_refre
     try:
         cid = await books.add(svc, enable=("plain",))
         books.tools[0] = {**books.tools[0], "inputSchema": NAN_SCHEMA}
-        await svc.mcp_refresh_async(cid)
-        row = svc.tool(f"{cid}__plain")
+        await svc.connectors.refresh_async(cid)
+        row = svc.tools.get(f"{cid}__plain")
         assert row.changed and not row.enabled  # a schema change: off and held for review (spec §7.6)
-        svc.review_tool(row.name)
-        row = svc.tool(f"{cid}__plain")
+        svc.tools.review(row.name)
+        row = svc.tools.get(f"{cid}__plain")
         assert row.schema_problem == "its input schema holds a number JSON cannot carry (NaN or Infinity)"
         assert row.hidden_seen  # the review's diff showed it
     finally:
@@ -102,7 +105,8 @@ async def test_a_model_is_sent_every_description_in_a_schema_cut(svc):
         cut = d.parameters_json_schema["properties"]["q"]["description"]
         assert cut.startswith("x" * 4_000) and cut.endswith("[cut by Palui: the description has 200,000 characters]")
         assert len(json.dumps(d.parameters_json_schema)) < 5_000
-        assert len(svc.tool(f"{cid}__long").input_schema["properties"]["q"]["description"]) == 200_000  # kept whole
+        kept = svc.tools.get(f"{cid}__long").input_schema["properties"]["q"]["description"]
+        assert len(kept) == 200_000  # kept whole
     finally:
         books.forget()
 
@@ -154,11 +158,11 @@ async def test_a_turn_that_offers_a_tool_whose_schema_held_nan_reaches_the_provi
     books = InProcessServer("books", [tool("nan", READ, NAN_SCHEMA)])
     try:
         cid = await books.add(svc)
-        svc.acknowledge_hidden(f"{cid}__nan", svc.tool_details(f"{cid}__nan")["definition_hash"])  # tools show
-        svc.set_enabled([f"{cid}__nan"], True)
+        svc.tools.acknowledge_hidden(f"{cid}__nan", svc.tools.details(f"{cid}__nan")["definition_hash"])  # tools show
+        svc.tools.set_enabled([f"{cid}__nan"], True)
         with FakeLLM() as fake:
             fake.text("Nothing to do.")
-            r = await svc.send("hello", model=f"openai:gpt-test@{fake.openai_url}")
+            r = await svc.turns.send("hello", model=f"openai:gpt-test@{fake.openai_url}")
             [sent] = fake.requests
         assert r["status"] == "done" and r["answer"] == "Nothing to do.", r
         [offered] = [t for t in sent.body["tools"] if t["function"]["name"] == f"{cid}__nan"]

@@ -47,6 +47,7 @@ def test_clean_write_runs_without_asking(cli, tmp_path, home):
     assert [m["text"] for m in cli.json("memories", "list", "--json")] == ["buy milk"]
 
 
+@pytest.mark.slow
 def test_fetch_then_write_asks_and_runs_once_after_approve_in_another_process(cli, tmp_path, home, private_web):
     model = write_script(
         tmp_path / "s.json",
@@ -126,6 +127,7 @@ def test_no_model_says_so_and_points_to_script(cli):
     assert r.returncode == 1 and "script:" in r.stderr
 
 
+@pytest.mark.slow
 def test_kill_9_while_approval_pending_then_approve_runs_exactly_once(cli, tmp_path, home):
     model = write_script(tmp_path / "s.json", calls(call("tasks__delete_task", id=1)), text("Deleted."))
     # create the task that will be deleted

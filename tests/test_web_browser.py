@@ -3,8 +3,8 @@
 
 The service reads its script file on every model request of a turn, so each test writes
 the steps it needs into that one file (``served.script(...)``) before sending its message.
-Tests share one service and one browser (starting them is the slow part); each test starts
-its own conversation, so they do not depend on each other's turns.
+The module's tests share one served home and the run's one browser (tests/support/web_rig.py); each
+test starts its own conversation, so they do not depend on each other's turns.
 """
 
 from __future__ import annotations
@@ -14,64 +14,15 @@ import re
 
 import pytest
 
-from support.httpserver import PageServer
 from support.mcp_servers import python_server
-from support.scripts import call, calls, text, write_script
-from support.webserve import Served, launch_browser
+from support.scripts import call, calls, text
+from support.web_rig import IBAN, ServedHome, send
 
 pytest.importorskip("playwright", reason="the playwright package is in the test extra")
-from playwright.sync_api import expect, sync_playwright  # noqa: E402
+from playwright.sync_api import expect  # noqa: E402
 
 pytestmark = pytest.mark.slow
-IBAN = "DE89370400440532013000"
-OFFER = f"<html><head><title>Offer</title></head><body><p>Pay to IBAN {IBAN} today.</p></body></html>"
 expect.set_options(timeout=15_000)
-
-
-@pytest.fixture(scope="module")
-def pages():
-    with PageServer({"/offer": OFFER}) as srv:
-        yield srv
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory, pages):
-    home = tmp_path_factory.mktemp("web-home")
-    script = home / "script.json"
-    write_script(script, text("(no script yet)"))
-    (home / "palui.toml").write_text(f'model = "script:{script}"\n\n[web]\nallow_private = true\n')
-    srv = Served(home)
-    srv.script = lambda *steps: write_script(script, *steps)  # type: ignore[attr-defined]
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(scope="module")
-def context(tmp_path_factory):
-    with sync_playwright() as p:
-        ctx = launch_browser(p, tmp_path_factory.mktemp("chromium-profile"))
-        yield ctx
-        ctx.close()
-
-
-@pytest.fixture
-def page(context, served):
-    """A logged-in tab (the /login?token=… link that ``palui serve`` prints)."""
-    pg = context.new_page()
-    pg.goto(f"{served.url}/login?token={served.token}")
-    expect(pg).to_have_url(re.compile(r"/chat$"))
-    yield pg
-    pg.close()
-
-
-def send(page, served, message: str):
-    """Type a message in a new conversation, send it, and return (the NDJSON response, the turn element)."""
-    page.goto(served.url + "/new")
-    expect(page).to_have_url(re.compile(r"/chat$"))
-    page.fill("#composer textarea", message)
-    with page.expect_response(lambda r: r.url.endswith("/api/turns") and r.request.method == "POST") as resp:
-        page.click("#composer button[type=submit]")
-    return resp.value, page.locator("article.turn").last
 
 
 def test_login_with_the_token(context, served):
@@ -94,7 +45,7 @@ def test_login_with_the_token(context, served):
 
 def test_chat_streams_the_answer_and_shows_the_tool_call_with_its_decision(page, served):
     served.script(calls(call("recall__add_memory", text="buy oat milk")), text("Saved: buy oat milk."))
-    resp, turn = send(page, served, "remember to buy oat milk")
+    resp, turn = send(page, served, "remember to buy oat milk", response=True)
     assert resp.status == 200 and resp.headers["content-type"].startswith("application/x-ndjson")
     expect(turn.locator(".bubble.answer")).to_have_text("Saved: buy oat milk.")
     tool = turn.locator('.call[data-tool="recall__add_memory"]')
@@ -109,10 +60,10 @@ def test_chat_streams_the_answer_and_shows_the_tool_call_with_its_decision(page,
     assert "buy oat milk" in [m["text"] for m in mems]
 
 
-def test_approve_a_pending_write_on_the_approvals_page_and_see_the_turn_finish(page, served, pages):
-    served.script(calls(call("web__fetch_page", url=pages.url + "/offer")),
+def test_approve_a_pending_write_on_the_approvals_page_and_see_the_turn_finish(page, served, web_pages):
+    served.script(calls(call("web__fetch_page", url=web_pages.url + "/offer")),
                   calls(call("recall__add_memory", text=f"IBAN {IBAN}")), text("Noted the IBAN."))
-    _, turn = send(page, served, "read the offer and remember the IBAN")
+    turn = send(page, served, "read the offer and remember the IBAN")
     expect(turn.locator(".taint-mark")).to_contain_text("web__fetch_page")
     inline = turn.locator(".approval")
     expect(inline.locator(".state")).to_have_text("needs your approval")
@@ -146,10 +97,10 @@ def test_approve_a_pending_write_on_the_approvals_page_and_see_the_turn_finish(p
     assert [m["provenance"] for m in mems if m["text"] == f"IBAN {IBAN}"] == ["untrusted"]
 
 
-def test_deny_a_pending_write_inline_in_the_chat(page, served, pages):
-    served.script(calls(call("web__fetch_page", url=pages.url + "/offer")),
+def test_deny_a_pending_write_inline_in_the_chat(page, served, web_pages):
+    served.script(calls(call("web__fetch_page", url=web_pages.url + "/offer")),
                   calls(call("recall__add_memory", text="deny this one")), text("Understood: not saved."))
-    _, turn = send(page, served, "read the offer and save a note")
+    turn = send(page, served, "read the offer and save a note")
     card = turn.locator(".approval")
     expect(card.locator("button.deny")).to_be_visible()
     card.locator("button.deny").click()
@@ -164,9 +115,9 @@ def test_deny_a_pending_write_inline_in_the_chat(page, served, pages):
     assert any(r["tool"] == "recall__add_memory" and r["outcome"] == "denied" for r in audit)
 
 
-def test_stop_a_running_turn_then_new_starts_a_clean_conversation(page, served, pages):
-    served.script(calls(call("web__fetch_page", url=pages.url + "/slow")), text("never said"))
-    _, turn = send(page, served, "fetch the slow page")
+def test_stop_a_running_turn_then_new_starts_a_clean_conversation(page, served, web_pages):
+    served.script(calls(call("web__fetch_page", url=web_pages.url + "/slow")), text("never said"))
+    turn = send(page, served, "fetch the slow page")
     expect(turn.locator("details.step")).to_have_count(1)  # the turn runs: the slow call is in flight
     expect(turn).to_have_attribute("data-status", "running")
     expect(page.locator("form.stop")).to_be_visible()
@@ -196,7 +147,7 @@ def offered_in(turn) -> list[str]:
 
 def test_a_tool_switched_off_vanishes_from_the_next_turns_offered_tools(page, served):
     served.script(text("Looked."))
-    _, turn = send(page, served, "search my memories")
+    turn = send(page, served, "search my memories")
     expect(turn.locator(".status-word")).to_have_text("done")
     assert "recall__search_memories" in offered_in(turn)
 
@@ -204,9 +155,10 @@ def test_a_tool_switched_off_vanishes_from_the_next_turns_offered_tools(page, se
     switch = page.locator('tr[data-tool="recall__search_memories"] button.switch')
     expect(switch).to_have_attribute("aria-checked", "true")
     switch.click()
-    expect(page.locator('tr[data-tool="recall__search_memories"] button.switch')).to_have_attribute("aria-checked", "false")
+    expect(page.locator('tr[data-tool="recall__search_memories"] button.switch')).to_have_attribute(
+        "aria-checked", "false")
     try:
-        _, turn = send(page, served, "search my memories")
+        turn = send(page, served, "search my memories")
         expect(turn.locator(".status-word")).to_have_text("done")
         offered = offered_in(turn)
         assert "recall__search_memories" not in offered and "recall__add_memory" in offered
@@ -300,10 +252,8 @@ def test_jobs_and_webhooks_pages(page, served):
 
 
 def test_a_cap_pause_shows_on_the_status_page(context, tmp_path_factory):
-    home = tmp_path_factory.mktemp("capped-home")
-    model = write_script(home / "script.json", text("Hello."))
-    (home / "palui.toml").write_text(f'model = "{model}"\n\n[caps]\nruns_per_hour = 1\n')
-    srv = Served(home)
+    srv = ServedHome(tmp_path_factory.mktemp("capped-home"), "\n[caps]\nruns_per_hour = 1\n").start()
+    srv.script(text("Hello."))
     # "localhost", not 127.0.0.1: cookies ignore ports, and this service has its own token.
     base = f"http://localhost:{srv.port}"
     pg = context.new_page()

@@ -11,63 +11,30 @@ page lists a waiting question; ``/answer ID field=value`` typed in the chat answ
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 
 import pytest
 
-from support.scripts import call, calls, text, write_script
-from support.webserve import Served, launch_browser
+from support.scripts import call, calls, text
+from support.web_rig import send
 
 pytest.importorskip("playwright", reason="the playwright package is in the test extra")
-from playwright.sync_api import expect, sync_playwright  # noqa: E402
+from playwright.sync_api import expect  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.mcp_in_process]
 SUPPORT = Path(__file__).resolve().parent / "support"
 expect.set_options(timeout=20_000)
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    home = tmp_path_factory.mktemp("web-questions")
-    script = home / "script.json"
-    write_script(script, text("(no script yet)"))
-    (home / "palui.toml").write_text(f'model = "script:{script}"\n')
-    srv = Served(home)
-    srv.script = lambda *steps: write_script(script, *steps)  # type: ignore[attr-defined]
+def served_setup(srv):  # the rig calls it once (support/web_rig.py)
+    """Our two eliciting servers, their tools switched on and trusted."""
     for name, server in (("new", "elicit_new.py"), ("old", "elicit_old.py")):
-        r = srv.cli("connectors", "add", name, "--", sys.executable, str(SUPPORT / server), process=True)
+        r = srv.cli("connectors", "add", name, "--", sys.executable, str(SUPPORT / server))
         assert r.returncode == 0, r.stderr
         tools = json.loads(srv.cli("tools", "list", "--connector", f"mcp-{name}", "--json").stdout)
         assert srv.cli("tools", "enable", *[t["name"] for t in tools]).returncode == 0
         assert srv.cli("connectors", "trust", f"mcp-{name}").returncode == 0
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(scope="module")
-def context(tmp_path_factory):
-    with sync_playwright() as p:
-        ctx = launch_browser(p, tmp_path_factory.mktemp("chromium-profile"))
-        yield ctx
-        ctx.close()
-
-
-@pytest.fixture
-def page(context, served):
-    pg = context.new_page()
-    pg.goto(f"{served.url}/login?token={served.token}")
-    expect(pg).to_have_url(re.compile(r"/chat$"))
-    yield pg
-    pg.close()
-
-
-def send(page, served, message: str):
-    page.goto(served.url + "/new")
-    page.fill("#composer textarea", message)
-    page.click("#composer button[type=submit]")
-    return page.locator("article.turn").last
 
 
 def test_a_2026_question_streams_in_and_its_buttons_answer_it(page, served):

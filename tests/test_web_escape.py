@@ -34,6 +34,7 @@ def test_the_generated_script_is_current():
     assert JS.read_text(encoding="utf-8") == gen_hidden_js.render(), "run scripts/gen_hidden_js.py"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 @pytest.mark.parametrize("one_line", [False, True])
 def test_the_script_renders_like_the_server(one_line):

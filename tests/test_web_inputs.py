@@ -13,66 +13,14 @@ import re
 
 import pytest
 
-from support.httpserver import PageServer
-from support.scripts import call, calls, text, write_script
-from support.webserve import Served, launch_browser
+from support.scripts import call, calls, text
+from support.web_rig import login, send
 
 pytest.importorskip("playwright", reason="the playwright package is in the test extra")
-from playwright.sync_api import expect, sync_playwright  # noqa: E402
+from playwright.sync_api import expect  # noqa: E402
 
 pytestmark = pytest.mark.slow
-OFFER = "<html><head><title>Offer</title></head><body><p>Pay to IBAN DE89370400440532013000 today.</p></body></html>"
 expect.set_options(timeout=15_000)
-
-
-@pytest.fixture(scope="module")
-def pages():
-    with PageServer({"/offer": OFFER}) as srv:
-        yield srv
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory, pages):
-    home = tmp_path_factory.mktemp("web-home")
-    script = home / "script.json"
-    write_script(script, text("(no script yet)"))
-    (home / "palui.toml").write_text(f'model = "script:{script}"\n\n[web]\nallow_private = true\n')
-    srv = Served(home)
-    srv.script = lambda *steps: write_script(script, *steps)  # type: ignore[attr-defined]
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(scope="module")
-def context(tmp_path_factory):
-    with sync_playwright() as p:
-        ctx = launch_browser(p, tmp_path_factory.mktemp("chromium-profile"))
-        yield ctx
-        ctx.close()
-
-
-def open_page(context, served, width: int = 1280, height: int = 900):
-    pg = context.new_page()
-    pg.set_viewport_size({"width": width, "height": height})
-    pg.goto(f"{served.url}/login?token={served.token}")
-    expect(pg).to_have_url(re.compile(r"/chat$"))
-    return pg
-
-
-@pytest.fixture
-def page(context, served):
-    pg = open_page(context, served)
-    yield pg
-    pg.close()
-
-
-def send(page, served, message: str):
-    page.goto(served.url + "/new")
-    expect(page).to_have_url(re.compile(r"/chat$"))
-    page.fill("#composer textarea", message)
-    with page.expect_response(lambda r: r.url.endswith("/api/turns") and r.request.method == "POST"):
-        page.click("#composer button[type=submit]")
-    return page.locator("article.turn").last
 
 
 def overflow(page) -> int:
@@ -80,8 +28,8 @@ def overflow(page) -> int:
     return page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
 
 
-def test_stop_updates_the_approvals_count_without_a_reload(page, served, pages):
-    served.script(calls(call("web__fetch_page", url=pages.url + "/offer")),
+def test_stop_updates_the_approvals_count_without_a_reload(page, served, web_pages):
+    served.script(calls(call("web__fetch_page", url=web_pages.url + "/offer")),
                   calls(call("recall__add_memory", text="the IBAN")), text("never said"))
     turn = send(page, served, "read the offer and remember the IBAN")
     expect(turn.locator(".approval .state")).to_have_text("needs your approval")
@@ -111,13 +59,13 @@ def test_a_failed_add_keeps_what_was_typed(page, served, tmp_path):
 
 
 @pytest.mark.parametrize("path", ["/status", "/channels"])
-def test_the_page_fits_a_390_px_screen(context, served, pages, path):
-    served.script(calls(call("web__fetch_page", url=pages.url + "/offer")), text("Read it."))
-    setup = open_page(context, served)
+def test_the_page_fits_a_390_px_screen(context, served, web_pages, path):
+    served.script(calls(call("web__fetch_page", url=web_pages.url + "/offer")), text("Read it."))
+    setup = login(context, served, viewport={"width": 1280, "height": 900})
     send(setup, served, "read the offer")  # an audit row, whose hash /status shows
     expect(setup.locator("article.turn").last.locator(".status-word")).to_have_text("done")
     setup.close()
-    pg = open_page(context, served, width=390, height=844)
+    pg = login(context, served, viewport={"width": 390, "height": 844})
     try:
         pg.goto(served.url + path)
         pg.wait_for_load_state("networkidle")

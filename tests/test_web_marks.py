@@ -31,7 +31,7 @@ def asked(home, tmp_path):
         svc = Service()
         model = write_script(tmp_path / "s.json", calls(call("web__fetch_page", url=srv.url + "/hotels")),
                              calls(call("tasks__update_task", id=7, title=TITLE)), text("done"))
-        r = asyncio.run(svc.send("find me a hotel in Paris", model=model))
+        r = asyncio.run(svc.turns.send("find me a hotel in Paris", model=model))
         [a] = r["pending_approvals"]
         yield svc, a
         svc.db.close()
@@ -47,6 +47,7 @@ def card(svc, aid: str) -> str:
     return html
 
 
+@pytest.mark.slow
 def test_the_card_highlights_only_the_spans_of_a_longer_value_and_the_number(asked):
     svc, a = asked
     marks = {m["path"]: m for m in a["untrusted_args"]}

@@ -11,20 +11,13 @@ import httpx
 import pytest
 
 from palui.server.app import csrf_value, session_value
-from support.scripts import text, write_script
-from support.webserve import Served
+from support.scripts import text
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    home = tmp_path_factory.mktemp("web-refusals")
-    model = write_script(home / "script.json", text("Hi."))
-    (home / "palui.toml").write_text(f'model = "{model}"\n')
-    srv = Served(home)
-    yield srv
-    srv.stop()
+def served_setup(srv):  # the rig calls it once (support/web_rig.py)
+    srv.script(text("Hi."))
 
 
 @pytest.fixture

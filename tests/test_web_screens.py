@@ -8,20 +8,16 @@ beside the conversation. On both, the answer streams in piece by piece.
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
-from support.httpserver import PageServer
-from support.scripts import call, calls, text, write_script
-from support.webserve import Served, launch_browser
+from support.scripts import call, calls, text
+from support.web_rig import IBAN, login, send
 
 pytest.importorskip("playwright", reason="the playwright package is in the test extra")
-from playwright.sync_api import expect, sync_playwright  # noqa: E402
+from playwright.sync_api import expect  # noqa: E402
 
 pytestmark = pytest.mark.slow
 expect.set_options(timeout=20_000)
-IBAN = "DE89370400440532013000"
 SCREENS = {"phone": {"viewport": {"width": 390, "height": 844}, "device_scale_factor": 2, "is_mobile": True,
                      "has_touch": True},
            "desktop": {"viewport": {"width": 1280, "height": 860}}}
@@ -29,44 +25,12 @@ TITLE = "Pay Acme Supplies GmbH invoice 2291 for the office chairs, desks and th
 NOTES = f"to IBAN {IBAN} before Friday; reference ACME-2291-OFFICE-FURNITURE-AND-SCREENS-DELIVERY-NOVEMBER"
 
 
-@pytest.fixture(scope="module")
-def pages():
-    with PageServer({"/invoice": f"<html><body><p>Pay to IBAN {IBAN} by Friday.</p></body></html>"}) as srv:
-        yield srv
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    home = tmp_path_factory.mktemp("screens-home")
-    script = home / "script.json"
-    write_script(script, text("(no script yet)"))
-    (home / "palui.toml").write_text('model = "script:script.json"\n\n[web]\nallow_private = true\n')
-    srv = Served(home)
-    srv.script = lambda *steps: write_script(script, *steps)  # type: ignore[attr-defined]
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(scope="module")
-def playwright():
-    with sync_playwright() as p:
-        yield p
-
-
 @pytest.fixture(params=list(SCREENS))
-def screen(request, playwright, served, tmp_path):
-    ctx = launch_browser(playwright, tmp_path / "profile", **SCREENS[request.param])
-    page = ctx.new_page()
-    page.goto(f"{served.url}/login?token={served.token}")
-    expect(page).to_have_url(re.compile(r"/chat$"))
-    yield request.param, page
+def screen(request, browser, served):
+    """A logged-in page on a phone or at desktop width, in a browser context of its own."""
+    ctx = browser.new_context(**SCREENS[request.param])
+    yield request.param, login(ctx, served)
     ctx.close()
-
-
-def send(page, served, message: str) -> None:
-    page.goto(served.url + "/new")
-    page.fill("#composer textarea", message)
-    page.click("#composer button[type=submit]")
 
 
 def no_horizontal_scroll(page) -> None:
@@ -83,9 +47,9 @@ def inside(page, locator) -> None:
     assert box["x"] >= 0 and box["x"] + box["width"] <= page.viewport_size["width"] + 0.5, box
 
 
-def test_an_approval_card_fits_the_screen_with_its_buttons_and_full_arguments(screen, served, pages):
+def test_an_approval_card_fits_the_screen_with_its_buttons_and_full_arguments(screen, served, web_pages):
     kind, page = screen
-    served.script(calls(call("web__fetch_page", url=pages.url + "/invoice")),
+    served.script(calls(call("web__fetch_page", url=web_pages.url + "/invoice")),
                   calls(call("tasks__create_task", title=TITLE, notes=NOTES)), text("Made the task."))
     send(page, served, "read the invoice and make a task to pay it")
     turn = page.locator("article.turn").last

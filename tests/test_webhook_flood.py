@@ -34,7 +34,7 @@ def add_hooks(s: LiveService, n: int) -> list[tuple[str, str]]:
 
     svc = Service(load_settings({"PALUI_HOME": str(s.home)}))
     try:
-        return [(h["url"], h["secret"]) for h in (svc.add_webhook(f"flood-{i}") for i in range(n))]
+        return [(h["url"], h["secret"]) for h in (svc.webhooks.add(f"flood-{i}") for i in range(n))]
     finally:
         svc.db.close()
 
@@ -72,7 +72,8 @@ def test_200_signed_deliveries_over_20_webhooks_start_at_most_20_turns_and_a_cha
         assert s.count("turns", "origin = 'webhook' AND status = 'queued'") == 180
         st = s.get("/api/status")
         assert st["paused"] is False  # the share is no global pause
-        assert (st["webhooks_held"], st["webhook_runs_last_hour"], st["caps"]["webhook_runs_per_hour"]) == (True, 20, 20)
+        held = (st["webhooks_held"], st["webhook_runs_last_hour"], st["caps"]["webhook_runs_per_hour"])
+        assert held == (True, 20, 20)
         notices = [m["text"] for m in s.get("/api/inbox") if m["kind"] == "cap"]
         assert len(notices) == 1 and "webhook" in notices[0] and "Palui is paused" not in notices[0]
 
@@ -105,7 +106,7 @@ def test_200_signed_deliveries_over_20_webhooks_start_at_most_20_turns_and_a_cha
         time.sleep(0.6)
         assert webhook_runs() == 25
         order = [b["turn"] for b in bodies if b["turn_status"] == "queued"]
-        rowid_order = [r[0] for r in s.rows("SELECT id FROM turns WHERE id IN (%s) ORDER BY rowid"
-                                            % ",".join("?" * len(order)), tuple(order))]
+        marks = ",".join("?" * len(order))
+        rowid_order = [r[0] for r in s.rows(f"SELECT id FROM turns WHERE id IN ({marks}) ORDER BY rowid", tuple(order))]
         started_now = {r[0] for r in s.rows("SELECT turn_id FROM runs WHERE origin = 'webhook'")}
         assert [t for t in rowid_order if t in started_now] == rowid_order[:5]

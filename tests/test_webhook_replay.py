@@ -55,7 +55,7 @@ def add_hook(s: LiveService, name: str) -> tuple[str, str]:
 
     svc = Service(load_settings({"PALUI_HOME": str(s.home)}))
     try:
-        h = svc.add_webhook(name)
+        h = svc.webhooks.add(name)
     finally:
         svc.db.close()
     return h["url"], h["secret"]

@@ -51,7 +51,7 @@ def add_hook(s: LiveService, name: str, via_cli: bool = False) -> tuple[str, str
 
         svc = Service(load_settings({"PALUI_HOME": str(s.home)}))
         try:
-            h = svc.add_webhook(name)
+            h = svc.webhooks.add(name)
         finally:
             svc.db.close()
         assert h["url"] == f"{s.url}/hooks/{h['id']}"
@@ -225,7 +225,8 @@ def test_rate_limit_per_webhook(service):
     assert counts(s) == before
     # A duplicate of an accepted delivery is still answered as one, and another webhook has its own rate.
     body = b"event 0"
-    assert httpx.post(url, content=body, headers={"X-Palui-Signature": sign(secret, body)}).json()["status"] == "duplicate"
+    r = httpx.post(url, content=body, headers={"X-Palui-Signature": sign(secret, body)})
+    assert r.json()["status"] == "duplicate"
     body = b"other"
     r = httpx.post(other_url, content=body, headers={"X-Palui-Signature": sign(other_secret, body)})
     assert r.status_code == 202

@@ -134,7 +134,7 @@ class Notice:
     inbox row written first; ``time`` epoch seconds. ``approval_id`` is set for approval
     requests (a channel shows buttons for it). ``elicitation_id`` is set for a question an MCP
     server asks the person (kind ``elicitation``, spec §7): a channel shows its enum and boolean
-    fields as buttons (``Service.elicitation(id)`` has them); ``text`` alone says how to answer.
+    fields as buttons (``ElicitationsPart.get(id)`` has them); ``text`` alone says how to answer.
     """
 
     inbox_id: int

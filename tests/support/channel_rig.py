@@ -3,22 +3,25 @@ of a chat channel under test, so that the same tests run, unchanged, for every c
 
 A rig is one channel kind with everything around it: the platform (a real server such as Synapse or
 dovecot, or a small fake of its wire API on 127.0.0.1 for a platform out of reach), a real ``palui
-serve`` subprocess on a fresh ``PALUI_HOME`` (:class:`support.live_service.LiveService`) whose channel was
-added through the real CLI (``palui channels add …``), the **person** (who pairs) and a **stranger** (anyone
-else), each able to write to Palui in a private chat (a DM, a direct room, a mail). The model is
-``script:`` from a file the test rewrites between turns (:meth:`ChannelRig.set_script`).
+serve`` on a fresh ``PALUI_HOME`` (:class:`support.served_channel.ServedChannel`: in the test process, or a
+child with ``process=True`` where a test kills it) whose channel was added through the real CLI (``palui
+channels add …``), the **person** (who pairs) and a **stranger** (anyone else), each able to write to Palui
+in a private chat (a DM, a direct room, a mail). The model is ``script:`` from a file the test rewrites
+between turns (:meth:`ChannelRig.set_script`).
 
 To add a channel to the suite, subclass :class:`ChannelRig`, implement every abstract method (each
 docstring says what it must do for the suite's promises to be checked, and how Telegram, Matrix, Slack and
 Discord do it), and register a factory in :data:`RIGS`::
 
-    RIGS["email"] = lambda home, request: EmailRig(home, request.getfixturevalue("mail_servers"))
+    RIGS["email"] = lambda home, request, process: EmailRig(home, request.getfixturevalue("mail_servers"),
+                                                            process=process)
 
 in ``tests/support/conformance_rigs.py``, whose ``__all__`` names the session fixtures the rigs ask for
-(``"mail_servers"`` beside ``"synapse"``). A factory gets the test's fresh home and the pytest request
-(for session fixtures: one homeserver or mail server per run, never one per test: CPU is scarce). A
-rig's ``close`` must call ``super().close()``: it stops the service and checks that the channel's
-secrets reached no log. Nothing in the suite may name a channel kind;
+(``"mail_servers"`` beside ``"synapse"``). A factory gets the test's fresh home, the pytest request
+(for session fixtures: one homeserver or mail server per run, never one per test: CPU is scarce) and
+whether the service must be a child process (the one test that kills it). A rig's ``close`` must call
+``super().close()``: it stops the service and checks that the channel's secrets reached no log.
+Nothing in the suite may name a channel kind;
 where a platform cannot do something (an email has no edits), the rig says so with a class attribute
 (:attr:`ChannelRig.edits`), and the suite checks the promise that remains.
 
@@ -29,18 +32,15 @@ the rig. What Palui showed the person is a :class:`Shown`.
 
 from __future__ import annotations
 
-import json
-import os
 import signal
-import subprocess
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from support.inprocess import palui
-from support.live_service import LiveService, wait_for
+from support.live_service import wait_for
+from support.served_channel import ServedChannel
 
 __all__ = ["RIGS", "ChannelRig", "Shown"]
 
@@ -73,11 +73,11 @@ class Shown:
     raw: Any = None
 
 
-class ChannelRig(ABC):
-    """One channel under test (see the module docstring). ``toml`` adds ``palui.toml`` lines."""
+class ChannelRig(ServedChannel, ABC):
+    """One channel under test (see the module docstring): the served home with its channel
+    (:class:`ServedChannel`: ``toml`` adds ``palui.toml`` lines, ``process`` makes the service a child) and
+    what the suite asks of the platform."""
 
-    #: The channel kind (``palui channels add KIND``) and the channel's name (the same: the default name).
-    kind: ClassVar[str] = ""
     #: How the platform shows the channel in texts Palui writes ("Telegram paired with …").
     title: ClassVar[str] = ""
     #: Exactly once (the platform deduplicates a resent part: Matrix's transaction id, Discord's nonce) or at
@@ -96,56 +96,13 @@ class ChannelRig(ABC):
     #: Whether the stranger can press the person's buttons (Matrix: nobody else is in a private room).
     stranger_can_answer: ClassVar[bool] = True
 
-    def __init__(self, home: Path, toml: str = "") -> None:
-        self.home = home
-        self.script = home / "script.json"
-        self.set_script({"text": "ok"})
-        (home / "palui.toml").write_text(f'model = "script:{self.script}"\n{toml}', encoding="utf-8")
-        self.svc = LiveService(home)
-
-    # -- shared: the service, the CLI, the model ------------------------------------------------------------
-
-    def set_script(self, *steps: dict[str, Any]) -> None:
-        """The model's next turns (``{"text": …}``, ``{"tool_calls": […]}``, ``"delay_seconds"``)."""
-        tmp = self.script.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"steps": list(steps)}), encoding="utf-8")
-        os.replace(tmp, self.script)
-
-    def cli(self, *args: str, env: dict[str, str] | None = None, process: bool = False,
-            timeout: float = 60) -> subprocess.CompletedProcess:
-        """``palui ARGS`` on this home: in this process, or in a child with ``process=True``."""
-        return palui(self.home, *args, env=env, timeout=timeout, process=process)
-
-    def start(self) -> ChannelRig:
-        """Start ``palui serve`` and wait until the channel reached its platform (``unpaired``/``connected``)."""
-        self.svc.start()
-        wait_for(lambda: self.state() in ("unpaired", "connected"), 60, what=f"the {self.kind} channel to connect")
-        return self
-
-    def stop(self) -> None:
-        """Stop ``palui serve`` (SIGTERM). The platform keeps running."""
-        self.svc.stop()
+    # -- shared: the service, the CLI, the model (ServedChannel) and what the suite reads ------------------
 
     def kill(self) -> None:
-        """``kill -9`` of ``palui serve`` by its pid."""
-        assert self.svc.stop(signal.SIGKILL) == -signal.SIGKILL
-
-    def close(self) -> None:
-        """End of the test: stop the service and free the rig's own resources (a fake, a proxy, clients);
-        the channel's secrets must not be in any log."""
-        if self.svc.proc is not None:
-            self.svc.stop()
-        secrets_file = self.home / "secrets" / f"channel-{self.kind}.json"
-        if secrets_file.exists():
-            logs = "".join(p.read_text(errors="replace") for p in (self.home / "serve-test.log",
-                                                                   self.home / "logs" / "palui.log") if p.exists())
-            leaked = [k for k, v in json.loads(secrets_file.read_text()).items() if str(v) and str(v) in logs]
-            assert not leaked, f"the channel's {leaked} leaked into a log"
-
-    def state(self) -> str:
-        """The channel's state as the running service set it (``connected``, ``unpaired``, ``error: …``)."""
-        rows = self.svc.rows("SELECT state FROM channels WHERE name = ?", (self.kind,))
-        return rows[0][0] if rows else ""
+        """``kill -9`` of ``palui serve`` by its pid (the rig was made with ``process=True``)."""
+        assert self.svc.process, "a kill -9 needs the service in its own process: the rig's process=True"
+        self.running = False
+        assert self.svc.turns.stop(signal.SIGKILL) == -signal.SIGKILL
 
     def inbox(self) -> list[str]:
         return [m["text"] for m in self.svc.get("/api/inbox")]
@@ -160,10 +117,6 @@ class ChannelRig(ABC):
         mark = self.mark()
         self.pair_with(self.pairing_code(), "person")
         self.wait_shown(lambda s: "paired with" in s.text, mark)
-
-    def last_turn(self) -> dict[str, Any]:
-        tid = self.svc.rows("SELECT id FROM turns ORDER BY rowid DESC LIMIT 1")[0][0]
-        return self.svc.turn(tid)
 
     def approval(self, aid: str) -> dict[str, Any]:
         from support.telegram_rig import approval_row
@@ -263,11 +216,12 @@ class ChannelRig(ABC):
         the pairing is kept."""
 
 
-#: kind -> factory(home, pytest request) -> rig. The suite runs for every entry; see the module docstring.
-RIGS: dict[str, Callable[[Path, Any], ChannelRig]] = {}
+#: kind -> factory(home, pytest request, process) -> rig. The suite runs for every entry; see the module
+#: docstring.
+RIGS: dict[str, Callable[[Path, Any, bool], ChannelRig]] = {}
 
 
-def register_rigs() -> dict[str, Callable[[Path, Any], ChannelRig]]:
+def register_rigs() -> dict[str, Callable[[Path, Any, bool], ChannelRig]]:
     """Fill :data:`RIGS` with the rigs of this tree (imported here, not at import time: each needs its
     platform's library)."""
     from support import conformance_rigs  # noqa: F401 - registers its rigs

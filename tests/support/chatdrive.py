@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from support.inprocess import Started
 from support.waiting import guard
 
 
@@ -58,15 +59,25 @@ class ChatDriver:
 
 
 class PipedChat(ChatDriver):
-    """``palui chat`` with standard input and output as pipes (scripts and tests drive it this way)."""
+    """``palui chat`` with standard input and output as pipes (scripts and tests drive it this way).
 
-    def __init__(self, home: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    In this process by default (:class:`support.inprocess.Started`: the chat reads a pipe and writes to the
+    process's standard streams, so nothing else may run a command in this process until it ends); with
+    ``process=True`` as ``python -m palui chat`` in a child, for a test that runs other commands meanwhile or
+    reads :attr:`arrivals` (when each piece of output came)."""
+
+    def __init__(self, home: Path, *args: str, env: dict[str, str] | None = None, process: bool = False) -> None:
+        self._out: list[str] = []
+        self.arrivals: list[tuple[float, str]] = []  # (monotonic time, text) of each read from stdout (a child's)
+        self._lock = threading.Lock()
+        self._here: Started | None = None
+        self.proc: subprocess.Popen | None = None
+        if not process:
+            self._here = Started(["chat", *args], env=chat_env(home, env))
+            return
         self.proc = subprocess.Popen([sys.executable, "-m", "palui", "chat", *args], env=chat_env(home, env),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True, bufsize=1)
-        self._out: list[str] = []
-        self.arrivals: list[tuple[float, str]] = []  # (monotonic time, text) of each read from stdout
-        self._lock = threading.Lock()
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -80,16 +91,24 @@ class PipedChat(ChatDriver):
                 self.arrivals.append((time.monotonic(), chunk))
 
     def send(self, line: str) -> None:
-        assert self.proc.stdin is not None
+        if self._here is not None:
+            self._here.write(line + "\n")
+            return
+        assert self.proc is not None and self.proc.stdin is not None
         self.proc.stdin.write(line + "\n")
         self.proc.stdin.flush()
 
     def output(self) -> str:
+        if self._here is not None:
+            return self._here.output(stderr=True)
         with self._lock:
             return "".join(self._out)
 
     def close(self, timeout: float = 30.0) -> int:
         """End the input (the chat leaves once its turn settles) and wait for the process."""
+        if self._here is not None:
+            return self._here.wait(guard(timeout)).returncode
+        assert self.proc is not None
         try:
             if self.proc.stdin:
                 self.proc.stdin.close()
@@ -106,9 +125,19 @@ class PipedChat(ChatDriver):
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(5)
+        if self._here is not None:
+            if self._here.running():  # it cannot be killed here: its input ends, and it leaves
+                self._here.wait(guard(30))
+        elif self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait(5)
+            for pipe in (self.proc.stdin, self.proc.stdout):  # the reader thread ends at the closed pipe
+                try:
+                    if pipe is not None:
+                        pipe.close()
+                except OSError:
+                    pass
 
 
 def tmux_path() -> str:

@@ -1,6 +1,6 @@
 """The two doors of the governed call, driven in process: a chat turn (a ``script:`` model) and a gateway session
 (the MCP SDK's own client over ``httpx2``'s ASGI transport, against the service's app, ``/mcp`` included), both
-against the same in-process MCP server (``support/inprocess_mcp.py``).
+against the same in-process MCP server (``support/mcp_inprocess.py``).
 
 Nothing here starts a process or opens a socket: the app's lifespan runs in the test's event loop, the SDK's
 client speaks streamable HTTP to it through the ASGI transport (responses are read whole, so progress
@@ -90,14 +90,14 @@ class TurnDoor:
             if e.get("type") == "step" and e.get("step") == tested and "before" not in marks:
                 marks["before"] = _counts(self.svc)
 
-        r = await self.svc.send("go", model=model, on_event=on_event)
+        r = await self.svc.turns.send("go", model=model, on_event=on_event)
         while r["status"] == "awaiting_approval":
             [a] = r["pending_approvals"]
             step_of = int(a["tool_call_id"][1:].split("c")[0])
             if step_of == tested:
                 break  # the tested call is held
             assert calls[step_of - 1][2] == "deny", f"step {step_of} asked and its case gives no answer"
-            r = await self.svc.answer_and_resume(a["id"], False, "cli", on_event=on_event)
+            r = await self.svc.approvals.answer_and_resume(a["id"], False, "cli", on_event=on_event)
         self.result = r
         told = None
         from palui.runner import state as st
@@ -170,7 +170,7 @@ class GatewayDoor:
             if answer == "deny":
                 assert "approval pending: " in text, text
                 aid = text.split("approval pending: ")[1].split(".")[0]
-                self.svc.answer_approval(aid, False, "cli")
+                self.svc.approvals.answer(aid, False, "cli")
         before = _counts(self.svc)
         text, _ = await self.call(*calls[-1][:2])
         return _seen_since(self.svc, before, text, self.client)

@@ -188,13 +188,18 @@ def build_server(state_key: str | None = None, state_ttl: float = 600.0) -> MCPS
     return server
 
 
+def parser() -> argparse.ArgumentParser:
+    """The command line (shared with support/mcp_inprocess.py, which builds the same server in the test process)."""
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p.add_argument("--http", action="store_true", help="streamable HTTP on 127.0.0.1 (prints PORT n)")
+    p.add_argument("--port", type=int, default=0, help="with --http: this port instead of a free one")
+    p.add_argument("--state-key", help="hex key (>= 32 bytes) sealing requestState; default: per process")
+    p.add_argument("--state-ttl", type=float, default=600.0, help="seconds a requestState stays valid")
+    return p
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--http", action="store_true", help="streamable HTTP on 127.0.0.1 (prints PORT n)")
-    parser.add_argument("--port", type=int, default=0, help="with --http: this port instead of a free one")
-    parser.add_argument("--state-key", help="hex key (>= 32 bytes) sealing requestState; default: per process")
-    parser.add_argument("--state-ttl", type=float, default=600.0, help="seconds a requestState stays valid")
-    ns = parser.parse_args(argv)
+    ns = parser().parse_args(argv)
     server = build_server(ns.state_key, ns.state_ttl)
     if not ns.http:
         server.run("stdio")

@@ -3,8 +3,8 @@
 It always speaks the older protocol (2025-11-25): ``server/discover`` is answered "method not
 found" in front of the SDK's ``MCPServer`` (on the stdio stream, or by an ASGI wrapper for HTTP:
 a server middleware is too late, the SDK settles the era before middleware runs), so a
-``Client(mode="auto")`` falls back to ``initialize``. Each elicitation is a server->client ``elicitation/create`` request that the client
-answers while the ``tools/call`` is still open.
+``Client(mode="auto")`` falls back to ``initialize``. Each elicitation is a server->client
+``elicitation/create`` request that the client answers while the ``tools/call`` is still open.
 
 Usage::
 
@@ -76,6 +76,11 @@ def signed_up(result: AcceptedElicitation[Any] | DeclinedElicitation | Cancelled
 
 
 server = MCPServer("elicit-old", version="1.0")
+
+
+def build_server() -> MCPServer:
+    """The server (one per process: it keeps nothing between calls), for support/mcp_inprocess.py."""
+    return server
 
 
 def _outcome(result: AcceptedElicitation[Any] | DeclinedElicitation | CancelledElicitation) -> str:

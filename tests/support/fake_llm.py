@@ -4,8 +4,8 @@ Serves ``POST /v1/chat/completions`` (OpenAI) and ``POST /v1/messages`` (Anthrop
 thread, answering from a queue of scripted replies; the same reply is rendered in whichever
 wire format the request came in, as one JSON body or, when the request says ``"stream": true``,
 as server-sent events (the text in ``chunks`` pieces, ``chunk_delay`` seconds apart;
-``cut_after=N`` drops the connection after N text pieces, as a provider whose stream breaks). Every request body is recorded so
-tests can assert what the model was offered (``tools``) and which tool results came back.
+``cut_after=N`` drops the connection after N text pieces, as a provider whose stream breaks). Every request
+body is recorded so tests can assert what the model was offered (``tools``) and which tool results came back.
 
     with FakeLLM() as fake:
         fake.tool_call("recall__add_memory", {"text": "buy milk"}, input_tokens=30, output_tokens=7)
@@ -60,7 +60,8 @@ class Reply:
 
 @dataclass
 class Received:
-    """A request the fake received: its path (which wire), headers (lower-case keys), JSON body and the JSON it answered."""
+    """A request the fake received: its path (which wire), headers (lower-case keys), JSON body and the JSON it
+    answered."""
 
     path: str
     headers: dict[str, str]
@@ -74,7 +75,8 @@ class Received:
 
     @property
     def tool_results(self) -> list[dict[str, Any]]:
-        """Tool results sent back: ``{"id", "content"}`` from OpenAI ``tool`` messages or Anthropic ``tool_result`` blocks."""
+        """Tool results sent back: ``{"id", "content"}`` from OpenAI ``tool`` messages or Anthropic ``tool_result``
+        blocks."""
         out = []
         for m in self.body.get("messages", []):
             if m.get("role") == "tool":
@@ -106,17 +108,20 @@ class FakeLLM:
             def do_POST(self) -> None:  # noqa: N802 (http.server's name)
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 with fake._lock:
-                    fake.requests.append(got := Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+                    headers = {k.lower(): v for k, v in self.headers.items()}
+                    fake.requests.append(got := Received(self.path, headers, body))
                     reply = (fake.respond(body) if fake.respond else fake.replies.pop(0) if fake.replies
                              else Reply(status=418, message="fake_llm: no scripted reply left"))
                 if reply.delay:
                     fake._closing.wait(reply.delay)
                 if self.path == OPENAI_PATH:
                     payload = _openai(reply, body) if reply.status == 200 else {
-                        "error": {"message": reply.message or f"fake error {reply.status}", "type": "fake", "code": None}}
+                        "error": {"message": reply.message or f"fake error {reply.status}", "type": "fake",
+                                  "code": None}}
                 elif self.path == ANTHROPIC_PATH:
                     payload = _anthropic(reply, body) if reply.status == 200 else {
-                        "type": "error", "error": {"type": "fake_error", "message": reply.message or f"fake error {reply.status}"}}
+                        "type": "error",
+                        "error": {"type": "fake_error", "message": reply.message or f"fake error {reply.status}"}}
                 else:
                     reply, payload = Reply(status=404), {"error": {"message": f"fake_llm: no route {self.path}"}}
                 got.response = payload
@@ -183,15 +188,15 @@ class FakeLLM:
 
     # -- scripting -------------------------------------------------------------------------------
 
-    def text(self, text: str, **kw: Any) -> "FakeLLM":
+    def text(self, text: str, **kw: Any) -> FakeLLM:
         self.replies.append(Reply(text=text, **kw))
         return self
 
-    def tool_call(self, name: str, args: dict[str, Any], **kw: Any) -> "FakeLLM":
+    def tool_call(self, name: str, args: dict[str, Any], **kw: Any) -> FakeLLM:
         self.replies.append(Reply(tool_calls=[(name, args)], **kw))
         return self
 
-    def error(self, status: int, times: int = 1, message: str = "", retry_after: str | None = None) -> "FakeLLM":
+    def error(self, status: int, times: int = 1, message: str = "", retry_after: str | None = None) -> FakeLLM:
         self.replies.extend(Reply(status=status, message=message, retry_after=retry_after) for _ in range(times))
         return self
 
@@ -200,7 +205,7 @@ class FakeLLM:
         self._server.shutdown()
         self._server.server_close()
 
-    def __enter__(self) -> "FakeLLM":
+    def __enter__(self) -> FakeLLM:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -258,7 +263,8 @@ def _openai_sse(r: Reply, payload: dict[str, Any]) -> list[tuple[str, bytes]]:
     for i, c in enumerate(message.get("tool_calls") or []):
         out.append(("meta", chunk({"tool_calls": [{"index": i, "id": c["id"], "type": "function",
                                                    "function": {"name": c["function"]["name"], "arguments": ""}}]})))
-        out.append(("meta", chunk({"tool_calls": [{"index": i, "function": {"arguments": c["function"]["arguments"]}}]})))
+        arguments = c["function"]["arguments"]
+        out.append(("meta", chunk({"tool_calls": [{"index": i, "function": {"arguments": arguments}}]})))
     out.append(("meta", chunk({}, payload["choices"][0]["finish_reason"])))
     out.append(("meta", _sse({**base, "choices": [], "usage": payload["usage"]})))
     out.append(("meta", b"data: [DONE]\n\n"))

@@ -332,7 +332,8 @@ def html_visible_text(text: str) -> str:
             m = _TAG_RE.match(text, i)
             if m is None:
                 raise ApiError(
-                    400, f"Bad Request: can't parse entities: Unsupported start tag at byte offset {_byte_offset(text, i)}"
+                    400,
+                    f"Bad Request: can't parse entities: Unsupported start tag at byte offset {_byte_offset(text, i)}"
                 )
             closing, name = m.group(1) == "/", m.group(2).lower()
             if name not in _HTML_TAGS:
@@ -430,7 +431,8 @@ def _check_text(text: Any, parse_mode: Any, *, what: str = "text", limit: int = 
     if not shown.strip():
         raise ApiError(400, "Bad Request: message text is empty")
     if utf16_len(shown) > limit:
-        raise ApiError(400, "Bad Request: message is too long" if what == "text" else "Bad Request: message caption is too long")
+        raise ApiError(400, "Bad Request: message is too long" if what == "text"
+                       else "Bad Request: message caption is too long")
     return shown
 
 
@@ -443,7 +445,8 @@ def _check_reply_markup(markup: Any) -> dict[str, Any] | None:
     if rows is None:
         return markup  # a reply keyboard, remove_keyboard or force_reply: not checked
     if not isinstance(rows, list) or not all(isinstance(r, list) for r in rows):
-        raise ApiError(400, "Bad Request: field \"inline_keyboard\" of the InlineKeyboardMarkup must be an Array of Arrays")
+        raise ApiError(400, "Bad Request: field \"inline_keyboard\" of the InlineKeyboardMarkup must be an "
+                            "Array of Arrays")
     for row in rows:
         for button in row:
             if not isinstance(button, dict) or not str(button.get("text", "")).strip():
@@ -452,7 +455,8 @@ def _check_reply_markup(markup: Any) -> dict[str, Any] | None:
             if not actions:
                 raise ApiError(
                     400,
-                    "Bad Request: can't parse inline keyboard button: Text buttons are unallowed in the inline keyboard",
+                    "Bad Request: can't parse inline keyboard button: Text buttons are unallowed in the inline "
+                    "keyboard",
                 )
             if "callback_data" in button:
                 data = button["callback_data"]

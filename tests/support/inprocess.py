@@ -19,6 +19,10 @@ What one run leaves in the process that a process exit would drop, and which :fu
 - the handlers of SIGINT and SIGTERM;
 - non-daemon threads the command started (apprise deliveries): joined, as the interpreter does at exit.
 
+What a command builds can be given a seam :func:`run` passes on: :data:`HOOKS` (``palui.cli.main(argv,
+hooks=...)``), set by the ``mcp_in_process`` mark (``tests/conftest.py``) so that the tests' own MCP servers
+run in this process (``support/mcp_inprocess.py``).
+
 Everything else Palui caches lives on the objects of one run (``Database.memo``), so it goes with them. A
 run's SQLite connections stay open until the garbage collector finalises them, in whichever thread it runs
 then (a test server's thread closing a ``palui.db-wal`` descriptor is that): SQLite keeps the locks of the
@@ -38,12 +42,16 @@ import threading
 import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import click.formatting
 from click.testing import CliRunner
 
 # What `python -m palui` shows as the program's name in usage lines.
 PROG_NAME = "python -m palui"
+#: What in-process commands plug into the service they build (a ``palui.cli.common.Hooks``; None: nothing).
+#: A test sets it through the ``mcp_in_process`` mark, never by hand.
+HOOKS: Any = None
 _OAUTH_LOGGERS = ("mcp.client.auth", "mcp.client.auth.oauth2", "mcp.client.auth.utils", "mcp.shared._httpx_utils")
 
 
@@ -112,8 +120,11 @@ def run(args: Sequence[str], *, env: Mapping[str, str] | None = None, input: str
     return done[0]
 
 
-def _run(args: Sequence[str], env: Mapping[str, str] | None, input: str | None,
-         cwd: str | Path | None) -> subprocess.CompletedProcess:
+def _run(args: Sequence[str], env: Mapping[str, str] | None, input: Any,
+         cwd: str | Path | None, streams: list[Any] | None = None) -> subprocess.CompletedProcess:
+    """The command under :func:`isolated`; ``input`` is a text or a binary file; ``streams`` gets the
+    command's stdout, stderr and both interleaved as soon as they exist (:class:`Started` reads them while it
+    runs)."""
     from palui.cli import main
 
     code: int = 0
@@ -124,14 +135,16 @@ def _run(args: Sequence[str], env: Mapping[str, str] | None, input: str | None,
             os.environ.update(env)
         if cwd is not None:
             os.chdir(cwd)
-        with CliRunner().isolation(input=input, color=False) as (out, err, _):
+        with CliRunner().isolation(input=input, color=False) as (out, err, mixed):
+            if streams is not None:
+                streams[:] = [out, err, mixed]
             # Help text wrapped as in a child whose stdout is a pipe (Click: the terminal's width or COLUMNS,
             # at most 80, less 2), not at the runner's fixed 80; the isolation puts the value back.
             columns = os.environ.get("COLUMNS", "")
             click.formatting.FORCED_WIDTH = max(min(int(columns) if columns.isdigit() else 80, 80) - 2, 50)
             sys.argv[:] = ["palui", *args]
             try:
-                main(list(args), prog_name=PROG_NAME)
+                main(list(args), prog_name=PROG_NAME, hooks=HOOKS)
             except SystemExit as e:
                 code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
                 if e.code is not None and not isinstance(e.code, int):
@@ -145,6 +158,52 @@ def _run(args: Sequence[str], env: Mapping[str, str] | None, input: str | None,
             stdout, stderr = out.getvalue(), err.getvalue()
     return subprocess.CompletedProcess(["palui", *args], code, stdout.decode("utf-8", "replace"),
                                        stderr.decode("utf-8", "replace") + crash)
+
+
+class Started:
+    """``palui ARGS`` running in this process, in a thread of its own, its standard input a pipe: as a child
+    started with ``stdin=PIPE`` whose output a test reads as it comes (a sign-in's printed address, then the
+    pasted answer). :meth:`output` is what it printed so far, :meth:`write` types into it, :meth:`wait` ends
+    its input and returns the ``CompletedProcess``. While it runs, no other command may run in this process
+    (the standard streams and the environment are the process's), and the test prints nothing."""
+
+    def __init__(self, args: Sequence[str], *, env: Mapping[str, str] | None = None) -> None:
+        read_end, write_end = os.pipe()
+        self._stdin = os.fdopen(write_end, "w", buffering=1)
+        self._streams: list[Any] = []
+        self._done: list[subprocess.CompletedProcess] = []
+        stdin = os.fdopen(read_end, "rb")
+
+        def work() -> None:
+            try:
+                self._done.append(_run(args, env, stdin, None, self._streams))
+            finally:
+                stdin.close()
+
+        self._thread = threading.Thread(target=work, name="palui-cli-started", daemon=True)
+        self._thread.start()
+
+    def output(self, stderr: bool = False) -> str:
+        """What the command printed to stdout so far (``stderr``: to stdout and stderr, in the order written)."""
+        return self._streams[2 if stderr else 0].getvalue().decode("utf-8", "replace") if self._streams else ""
+
+    def write(self, text: str) -> None:
+        self._stdin.write(text)
+        self._stdin.flush()
+
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def wait(self, timeout: float = 120) -> subprocess.CompletedProcess:
+        """End the input and wait (a hang guard of ``timeout`` seconds) for the command's result."""
+        try:
+            self._stdin.close()
+        except OSError:
+            pass
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise AssertionError(f"palui did not end within {timeout} s; it printed:\n{self.output()[-3000:]}")
+        return self._done[0]
 
 
 class InProcessCLI:
@@ -181,3 +240,11 @@ def palui(home: Path, *args: str, env: Mapping[str, str] | None = None, input: s
         return subprocess.run([sys.executable, "-m", "palui", *args], capture_output=True, text=True, env=e,
                               input=input, cwd=cwd, timeout=timeout)
     return run(args, env=e, input=input, cwd=cwd)
+
+
+def service(settings: Any = None) -> Any:
+    """``palui.service.Service(settings)`` over this environment's PALUI_HOME, with the seam :data:`HOOKS`
+    gives (the in-process MCP servers of a test marked ``mcp_in_process``)."""
+    from palui.service import Service
+
+    return Service(settings, mcp_transport=HOOKS.mcp_transport if HOOKS is not None else None)

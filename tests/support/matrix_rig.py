@@ -1,5 +1,11 @@
-"""Matrix test rig: a real Synapse (session fixture), the person and others as nio clients in the
-test, and a real ``palui serve`` whose Matrix channel was added through the CLI.
+"""The Matrix tests' rig: a real Synapse (one for the run), the person and others as nio clients in the
+test, and ``palui serve`` (in the test process; ``process=True`` for a child, where a test kills it) whose
+Matrix channel was added through the CLI.
+
+The fixtures (every test module has them through ``tests/conftest.py``): ``synapse``, the homeserver;
+``people``, an async factory of registered, synced :class:`Peer` s (closed at the end); ``matrix_rig(toml="",
+process=False)``, which adds the channel and starts the service, and at the end stops it and checks that
+neither its access token nor its password is in its logs.
 
 Synapse runs from its own venv (tests/support/install_synapse.sh, which ``.ci/run`` calls). Not
 installed: the Matrix tests are skipped with the reason — except under CI (``CI`` set), where
@@ -11,8 +17,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +25,8 @@ import pytest
 from nio import AsyncClient, AsyncClientConfig, RoomCreateError, RoomPreset, RoomSendResponse, SyncResponse
 
 from support.channel_rig import Answer, ChannelRig, Shown, button
-from support.inprocess import palui
-from support.live_service import LiveService, wait_for
+from support.live_service import wait_for
+from support.served_channel import ServedChannel
 from support.synapse_fixture import MatrixUser, SynapseError, SynapseServer, synapse_python
 from support.waiting import guard
 
@@ -130,27 +135,17 @@ class Peer:
         await self.client.close()
 
 
-class MatrixRig:
-    """The service with a Matrix channel for ``palui`` (a registered account) on ``hs``."""
+class MatrixRig(ServedChannel):
+    """:class:`ServedChannel` with a Matrix channel for ``palui`` (an account registered on ``hs``)."""
 
-    def __init__(self, home: Path, hs: SynapseServer, toml: str = "", homeserver: str | None = None) -> None:
-        self.home = home
+    kind = "matrix"
+
+    def __init__(self, home: Path, hs: SynapseServer, toml: str = "", *, homeserver: str | None = None,
+                 process: bool = False) -> None:
+        super().__init__(home, toml, process=process)
         self.hs = hs
         self.homeserver = homeserver or hs.url  # another URL: a fault proxy in front of the homeserver
         self.palui = register(hs, "palui")
-        self.script = home / "script.json"
-        self.set_script({"text": "ok"})
-        (home / "palui.toml").write_text(f'model = "script:{self.script}"\n{toml}', encoding="utf-8")
-        self.svc = LiveService(home)
-
-    def set_script(self, *steps: dict[str, Any]) -> None:
-        tmp = self.script.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"steps": list(steps)}), encoding="utf-8")
-        os.replace(tmp, self.script)
-
-    def cli(self, *args: str, env: dict[str, str] | None = None, process: bool = False) -> subprocess.CompletedProcess:
-        """``palui ARGS`` on this home: in this process, or in a child with ``process=True``."""
-        return palui(self.home, *args, env=env, timeout=60, process=process)
 
     def add_channel(self) -> None:
         r = self.cli("channels", "add", "matrix", "--homeserver", self.homeserver, "--user", self.palui.user_id,
@@ -158,23 +153,18 @@ class MatrixRig:
         assert r.returncode == 0, r.stderr
         assert self.palui.password not in r.stdout + r.stderr
 
-    def start(self) -> MatrixRig:
-        self.svc.start()
-        wait_for(lambda: self.state() in ("unpaired", "connected"), 30, what="the Matrix channel to sync")
-        return self
-
-    def state(self) -> str:
-        rows = self.svc.rows("SELECT state FROM channels WHERE name = 'matrix'")
-        return rows[0][0] if rows else ""
+    def joined(self, room: str) -> bool:
+        """Palui's account is in ``room`` (asked of the homeserver)."""
+        try:
+            r = self.hs.client_api("GET", "/_matrix/client/v3/joined_rooms", self.palui.access_token)
+        except SynapseError:
+            return False
+        return room in r.get("joined_rooms", [])
 
     def code(self) -> str:
         r = self.cli("channels", "pair", "matrix")
         assert r.returncode == 0, r.stderr
         return r.stdout.split("pairing code: ")[1].split()[0]
-
-    def last_turn(self) -> dict[str, Any]:
-        tid = self.svc.rows("SELECT id FROM turns ORDER BY rowid DESC LIMIT 1")[0][0]
-        return self.svc.turn(tid)
 
     async def pair(self, person: Peer) -> str:
         """The person invites Palui to a direct chat and sends /pair CODE there. Returns the room."""
@@ -184,6 +174,36 @@ class MatrixRig:
         await person.send(room, f"/pair {code}")
         await person.palui_said(room, lambda b: "paired with" in b, self.palui.user_id, start=mark)
         return room
+
+
+@pytest.fixture
+async def people(synapse: SynapseServer):
+    made: list[Peer] = []
+
+    async def make(name: str) -> Peer:
+        p = await Peer(synapse, register(synapse, name)).start()
+        made.append(p)
+        return p
+
+    yield make
+    for p in made:
+        await p.close()
+
+
+@pytest.fixture
+def matrix_rig(home: Path, synapse: SynapseServer) -> Iterator[Callable[..., MatrixRig]]:
+    made: list[MatrixRig] = []
+
+    def make(toml: str = "", *, homeserver: str | None = None, process: bool = False) -> MatrixRig:
+        rig = MatrixRig(home, synapse, toml, homeserver=homeserver, process=process)
+        made.append(rig)
+        rig.add_channel()
+        rig.start()
+        return rig
+
+    yield make
+    for rig in made:
+        rig.close(rig.palui.password)
 
 
 class _Loop:
@@ -218,10 +238,10 @@ class MatrixConformanceRig(ChannelRig):
     marks_forwards = False
     stranger_can_answer = False  # a private room has no one else in it
 
-    def __init__(self, home: Path, request: Any) -> None:
+    def __init__(self, home: Path, request: Any, process: bool = False) -> None:
         from support.fault_proxy import FaultProxy
 
-        super().__init__(home)
+        super().__init__(home, process=process)
         self.hs: SynapseServer = request.getfixturevalue("synapse")
         self.proxy = FaultProxy(self.hs.port).start()
         self.palui = register(self.hs, "palui")

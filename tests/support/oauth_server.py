@@ -232,7 +232,8 @@ def _redirect_uri_matches(registered: tuple[str, ...], requested: str) -> bool:
     want = urlsplit(requested)
     for uri in registered:
         have = urlsplit(uri)
-        if _is_loopback_redirect(uri) and (have.hostname, have.path, have.query) == (want.hostname, want.path, want.query):
+        same = (have.hostname, have.path, have.query) == (want.hostname, want.path, want.query)
+        if _is_loopback_redirect(uri) and same:
             return True
     return False
 
@@ -601,7 +602,8 @@ class AuthorizationServer:
         with self._lock:
             self._clients[client.client_id] = client
         self._event(Event("register", True, client.client_id,
-                          detail={"token_endpoint_auth_method": method, "application_type": meta.get("application_type")}))
+                          detail={"token_endpoint_auth_method": method,
+                                  "application_type": meta.get("application_type")}))
         body: dict[str, Any] = {
             **{k: v for k, v in meta.items() if k in ("client_name", "scope", "application_type", "response_types")},
             "client_id": client.client_id,
@@ -1010,7 +1012,8 @@ class OAuthTestServer:
 
 
 @contextmanager
-def oauth_test_server(options: AuthServerOptions | None = None, *, resource_servers: int = 1) -> Iterator[OAuthTestServer]:
+def oauth_test_server(options: AuthServerOptions | None = None, *,
+                      resource_servers: int = 1) -> Iterator[OAuthTestServer]:
     """``with oauth_test_server(...) as srv:`` - the same as ``with OAuthTestServer(...)``."""
     with OAuthTestServer(options, resource_servers=resource_servers) as srv:
         yield srv

@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
-__all__ = ["DEFAULT_SYNAPSE_PYTHON", "SYNAPSE_VERSION", "MatrixUser", "SynapseError", "SynapseServer", "free_port", "synapse_python"]
+__all__ = ["DEFAULT_SYNAPSE_PYTHON", "SYNAPSE_VERSION", "MatrixUser", "SynapseError", "SynapseServer", "free_port",
+           "synapse_python"]
 
 SYNAPSE_VERSION = "1.163.2"
 DEFAULT_SYNAPSE_PYTHON = Path.home() / ".cache" / "palui-tests" / f"synapse-{SYNAPSE_VERSION}" / "bin" / "python"

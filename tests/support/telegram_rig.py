@@ -1,23 +1,28 @@
-"""A real ``palui serve`` with a Telegram channel pointed at the fake Bot API, for the channel tests.
+"""The Telegram tests' rig: ``palui serve`` with a Telegram channel pointed at the fake Bot API.
 
-The service is a subprocess (:class:`LiveService`); the fake runs in the test process on
-127.0.0.1; the channel is added through the real CLI (token from ``PALUI_TELEGRAM_TOKEN``). The
-model is ``script:`` from a file the test rewrites between turns (each turn reads it when it runs).
+The service runs in the test process (:class:`LiveService`; ``process=True`` for a child, where a test
+kills it with SIGKILL); the fake runs in the test process on 127.0.0.1; the channel is added through the
+real CLI (token from ``PALUI_TELEGRAM_TOKEN``). The model is ``script:`` from a file the test rewrites
+between turns (each turn reads it when it runs).
+
+The fixtures (every test module has them through ``tests/conftest.py``): ``fake``, the fake Bot API (a test
+fails when the fake itself raised), and ``telegram_rig(toml="", pair=False, process=False)``, which adds
+the channel, starts the service (and pairs the person) and, at the end, stops it and checks that the bot
+token is in none of its logs.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from support.channel_rig import Answer, ChannelRig, Shown, button
 from support.fake_telegram import Call, FakeTelegram, QueuedUpdate, button_data, make_token
-from support.inprocess import palui
 from support.live_service import LiveService, wait_for
+from support.served_channel import ServedChannel
 
 PERSON = 111
 STRANGER = 222
@@ -30,43 +35,23 @@ def visible(call: Call) -> str:
     return visible_text(call.params.get("text", ""), call.params.get("parse_mode"))
 
 
-class TelegramRig:
-    """``fake`` + ``svc`` (LiveService) + helpers. ``toml`` adds palui.toml lines."""
+class TelegramRig(ServedChannel):
+    """:class:`ServedChannel` with a Telegram channel on ``fake``, the person (@alice) and a stranger
+    (@mallory)."""
 
-    def __init__(self, home: Path, fake: FakeTelegram, toml: str = "") -> None:
-        self.home = home
+    kind = "telegram"
+
+    def __init__(self, home: Path, fake: FakeTelegram, toml: str = "", *, process: bool = False) -> None:
+        super().__init__(home, toml, process=process)
         self.fake = fake
-        self.script = home / "script.json"
-        self.set_script({"text": "ok"})
-        (home / "palui.toml").write_text(f'model = "script:{self.script}"\n{toml}', encoding="utf-8")
         fake.user(PERSON, first_name="Alice", username="alice")
         fake.user(STRANGER, first_name="Mallory", username="mallory")
-        self.svc = LiveService(home)
-
-    def set_script(self, *steps: dict[str, Any]) -> None:
-        tmp = self.script.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"steps": list(steps)}), encoding="utf-8")
-        os.replace(tmp, self.script)
-
-    def cli(self, *args: str, env: dict[str, str] | None = None, timeout: float = 60,
-            process: bool = False) -> subprocess.CompletedProcess:
-        """``palui ARGS`` on this home: in this process, or in a child with ``process=True``."""
-        return palui(self.home, *args, env=env, timeout=timeout, process=process)
 
     def add_channel(self) -> None:
         r = self.cli("channels", "add", "telegram", "--api-base", self.fake.url,
                      env={"PALUI_TELEGRAM_TOKEN": self.fake.token})
         assert r.returncode == 0, r.stderr
         assert self.fake.token not in r.stdout + r.stderr
-
-    def start(self) -> TelegramRig:
-        self.svc.start()
-        wait_for(lambda: self.state() in ("unpaired", "connected"), 20, what="the channel to connect")
-        return self
-
-    def state(self) -> str:
-        rows = self.svc.rows("SELECT state FROM channels WHERE name = 'telegram'")
-        return rows[0][0] if rows else ""
 
     def pair(self) -> None:
         r = self.cli("channels", "pair", "telegram")
@@ -90,14 +75,6 @@ class TelegramRig:
         return self.fake.wait_for(lambda c: c.method == "sendMessage" and c.ok and (pred is None or pred(c)),
                                   timeout, after=up)
 
-    def last_turn(self) -> dict[str, Any]:
-        tid = self.svc.rows("SELECT id FROM turns ORDER BY rowid DESC LIMIT 1")[0][0]
-        return self.svc.turn(tid)
-
-    def stop(self) -> None:
-        self.svc.stop()
-        time.sleep(0)
-
 
 def approval_row(svc: LiveService, aid: str) -> dict[str, Any]:
     """An approval as stored (status, answered_via, deny_reason…)."""
@@ -112,6 +89,31 @@ def approval_row(svc: LiveService, aid: str) -> dict[str, Any]:
         con.close()
 
 
+@pytest.fixture
+def fake() -> Iterator[FakeTelegram]:
+    with FakeTelegram(max_poll_timeout=2) as f:
+        yield f
+    assert not f.errors, f"the fake Bot API raised: {f.errors!r}"
+
+
+@pytest.fixture
+def telegram_rig(home: Path, fake: FakeTelegram) -> Iterator[Callable[..., TelegramRig]]:
+    made: list[TelegramRig] = []
+
+    def make(toml: str = "", *, pair: bool = False, process: bool = False) -> TelegramRig:
+        rig = TelegramRig(home, fake, toml, process=process)
+        made.append(rig)
+        rig.add_channel()
+        rig.start()
+        if pair:
+            rig.pair()
+        return rig
+
+    yield make
+    for rig in made:
+        rig.close(fake.token)
+
+
 class TelegramConformanceRig(ChannelRig):
     """The Telegram channel for the conformance suite (:class:`support.channel_rig.ChannelRig`): the fake Bot
     API (started here, stopped by :meth:`close`), the person 111 and the stranger 222 in private chats."""
@@ -120,8 +122,8 @@ class TelegramConformanceRig(ChannelRig):
     users = {"person": PERSON, "stranger": STRANGER}
     stranger_id = str(STRANGER)
 
-    def __init__(self, home: Path, request: Any = None) -> None:
-        super().__init__(home)
+    def __init__(self, home: Path, request: Any = None, process: bool = False) -> None:
+        super().__init__(home, process=process)
         self.fake = FakeTelegram(max_poll_timeout=2).start()
         self.fake.user(PERSON, first_name="Alice", username="alice")
         self.fake.user(STRANGER, first_name="Mallory", username="mallory")

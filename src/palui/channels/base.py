@@ -11,7 +11,7 @@ Everything else is here, the same for every channel:
   code gets no reply). Group chats are refused unless the person enabled them; there only the
   person's messages start turns, and the other members' messages become untrusted context.
 - **Once.** :meth:`Channel.receive` records the update's key in the same transaction as what it
-  does (:meth:`Service.channel_update`): a turn, an approval answer, a stop. Slow work (running
+  does (:meth:`ChannelUpdatesPart.process`): a turn, an approval answer, a stop. Slow work (running
   the turn, sending) happens after the commit, in tasks, so ``/stop`` never waits behind a turn.
 - **Commands** (:mod:`palui.text.commands`) are handled here and never reach the model;
   answers go through the service's one door with ``answered_via`` = the channel's name.
@@ -43,7 +43,7 @@ from palui.text.status import status_lines
 from palui.types import TurnStatus
 
 if TYPE_CHECKING:
-    from palui.service.door import ServiceDoor
+    from palui.service.api import Service
 
 __all__ = ["TITLES", "Channel", "ChannelPlatform", "Inbound", "Quoted", "Retry", "status_text"]
 
@@ -57,12 +57,12 @@ class Channel(Outbox):
     """A running chat channel (see the module docstring): receiving, commands and answers.
 
     Args:
-        svc: the service, through its door (:class:`palui.service.door.ServiceDoor`).
+        svc: the service (:class:`palui.service.api.Service`): its parts.
         name: the channel's name (``telegram``, or ``--name``).
         redact: the process-wide redactor, which knows this channel's secrets.
     """
 
-    def __init__(self, svc: ServiceDoor, name: str, redact: Redactor) -> None:
+    def __init__(self, svc: Service, name: str, redact: Redactor) -> None:
         super().__init__(svc, name, redact)
         self.room_context: dict[str, collections.deque[Quoted]] = {}
 
@@ -78,7 +78,7 @@ class Channel(Outbox):
             return self._nothing_to_read(inb)
         followups: list[Job] = []
         try:
-            with self.svc.channel_update(self.name, inb.key, inb.seq) as fresh:
+            with self.svc.channel_updates.process(self.name, inb.key, inb.seq) as fresh:
                 if not fresh:
                     log.info("%s: update %s seen before: dropped", self.name, inb.key)
                     return False
@@ -95,38 +95,38 @@ class Channel(Outbox):
     def _nothing_to_read(self, inb: Inbound) -> bool:
         """An edit or a message without text: recorded once; the person is told in a private chat, about an
         edit once per message edited (a message edited five times is one reply, spec §8.3)."""
-        with self.svc.channel_update(self.name, inb.key, inb.seq) as fresh:
+        with self.svc.channel_updates.process(self.name, inb.key, inb.seq) as fresh:
             if not fresh:
                 return False
             if self._is_person(inb) and inb.private:
                 if inb.edit_of is None:
                     self.reply(inb.chat, self.unread_reply)
-                elif self.svc.channel_mark(self.name, f"edit:{inb.chat}:{inb.edit_of}", "edit told"):
+                elif self.svc.channel_updates.mark(self.name, f"edit:{inb.chat}:{inb.edit_of}", "edit told"):
                     self.reply(inb.chat, self.edit_reply)
         return True
 
     def _is_person(self, inb: Inbound) -> bool:
-        ch = self.svc.channel(self.name)
+        ch = self.svc.channels.get(self.name)
         return bool(ch["person_id"]) and ch["person_id"] == inb.sender
 
     def _decide(self, inb: Inbound) -> list[Job]:
-        ch = self.svc.channel(self.name)
+        ch = self.svc.channels.get(self.name)
         words = inb.text.strip()
         head, _, rest = words.partition(" ")
         if head.lower() == "/pair":
             if inb.private and not inb.press:
-                self.svc.try_pair(self.name, rest.strip(), inb.sender, inb.sender_name, inb.chat)
+                self.svc.channels.try_pair(self.name, rest.strip(), inb.sender, inb.sender_name, inb.chat)
             return []  # right: the pairing notice answers, everywhere; wrong: no reply at all
         if ch["person_id"] != inb.sender:
             if ch["allow_groups"] and not inb.private and ch["person_id"] and words:
                 room = self.room_context.setdefault(inb.chat, collections.deque(maxlen=ROOM_CONTEXT))
                 room.append(Quoted(words, f"{inb.sender_name} ({inb.sender})", "written in the room by"))
-            if self.svc.note_stranger(self.name, inb.sender):
+            if self.svc.channels.note_stranger(self.name, inb.sender):
                 log.warning("%s: ignored %s from %s (%s): not the paired person (logged once a day)", self.name,
                             "a button press" if inb.press else "a message", inb.sender, inb.chat)
             return []
         if not inb.private and not ch["allow_groups"]:
-            if self.svc.note_stranger(self.name, f"chat:{inb.chat}"):
+            if self.svc.channels.note_stranger(self.name, f"chat:{inb.chat}"):
                 log.warning("%s: ignored the person in group chat %s: groups are off (palui channels groups)",
                             self.name, inb.chat)
             return []
@@ -139,7 +139,7 @@ class Channel(Outbox):
     # -- commands and messages ------------------------------------------------------------------------
 
     def _text(self, inb: Inbound, words: str) -> list[Job]:
-        target = self.svc.sent_message(self.name, inb.chat, inb.target) if inb.target else None
+        target = self.svc.outbox.sent_message(self.name, inb.chat, inb.target) if inb.target else None
         if target and target["approval_id"]:
             head, _, rest = words.partition(" ")
             if head.lower() in commands.ANSWERS and not rest.strip().startswith("a-"):
@@ -161,7 +161,7 @@ class Channel(Outbox):
         if room:
             quoted = [*room, *quoted]
         try:
-            tid = self.svc.channel_message(self.name, inb.chat, words, [q.__dict__ for q in quoted])
+            tid = self.svc.channel_updates.message(self.name, inb.chat, words, [q.__dict__ for q in quoted])
         except UsageError as e:  # too long (limits.message_chars): refused, nothing stored (spec §8.1)
             self.reply(inb.chat, str(e))
             return []
@@ -176,8 +176,8 @@ class Channel(Outbox):
         if not text.strip():
             return None
         if by_palui:
-            m = self.svc.sent_message(self.name, chat, ref) if ref else None
-            conv = self.svc.channel_conversation(self.name, chat)
+            m = self.svc.outbox.sent_message(self.name, chat, ref) if ref else None
+            conv = self.svc.channel_updates.conversation(self.name, chat)
             if m is not None and m["kind"] == "answer" and m["conversation_id"] == conv:
                 return None
             what = m["kind"] if m else "message"
@@ -188,9 +188,9 @@ class Channel(Outbox):
         return Quoted(text, author, "replied to")
 
     async def _launch(self, chat: str, turn_id: str) -> None:
-        launched = self.svc.launch(turn_id)
+        launched = self.svc.turns.launch(turn_id)
         if launched.cap or launched.behind:
-            r = self.svc.turn_result(turn_id, [])
+            r = self.svc.turns.result(turn_id, [])
             why = r.get("queued_reason") or f"the {launched.cap} is reached"
             self.reply(chat, f"Queued: {shown(why, one_line=True)}.")
         await self._typing_while(chat, turn_id)
@@ -200,7 +200,7 @@ class Channel(Outbox):
         end = time.monotonic() + self.svc.settings.budgets.seconds + 30
         next_typing = 0.0
         while time.monotonic() < end:
-            if self.svc.turn_status(turn_id) not in ("running", "queued"):
+            if self.svc.turns.status(turn_id) not in ("running", "queued"):
                 return
             if time.monotonic() >= next_typing:
                 with contextlib.suppress(Exception):  # cosmetic: a failure is not worth a retry
@@ -216,19 +216,19 @@ class Channel(Outbox):
         elif cmd.name == "/quit":
             self.reply(chat, "/quit is for the terminal chat.")
         elif cmd.name == "/new":
-            self.svc.channel_conversation(self.name, chat, new=True)
+            self.svc.channel_updates.conversation(self.name, chat, new=True)
             self.reply(chat, "A new conversation starts with your next message.")
         elif cmd.name == "/status":
-            self.reply(chat, status_text(self.svc.status(), self.svc.timezone()))
+            self.reply(chat, status_text(self.svc.status.get(), self.svc.status.timezone()))
         elif cmd.name == "/why":
-            self.reply(chat, self._why(self.svc.channel_conversation(self.name, chat)))
+            self.reply(chat, self._why(self.svc.channel_updates.conversation(self.name, chat)))
         elif cmd.name == "/stop" and cmd.arg == "all":  # the emergency brake (spec §5.7)
-            stopped = self.svc.stop_all(self.name)["stopped"]
+            stopped = self.svc.brake.stop_all(self.name)["stopped"]
             self.reply(chat, (f"Stopped {', '.join(stopped)}." if stopped else "No turn was running.")
                        + " Jobs are paused until palui jobs resume, the gateway until palui gateway resume.")
         elif cmd.name == "/stop":
-            conv = self.svc.channel_conversation(self.name, chat)
-            stopped = self.svc.stop(conversation=conv)
+            conv = self.svc.channel_updates.conversation(self.name, chat)
+            stopped = self.svc.turns.stop(conversation=conv)
             self.reply(chat, f"Stopped {', '.join(stopped)}." if stopped else
                        "Nothing to stop: no turn is running or waiting.")
         elif cmd.name == "/answer":
@@ -244,9 +244,9 @@ class Channel(Outbox):
 
         try:
             qid, pairs = commands.answer_args(arg)
-            q = self.svc.elicitation(qid)
+            q = self.svc.elicitations.get(qid)
             content = parse_pairs(q["schema"], pairs) if q["mode"] == "form" else None
-            q = self.svc.answer_elicitation(qid, "accept", content, via=self.name)
+            q = self.svc.elicitations.answer(qid, "accept", content, via=self.name)
         except ApprovalError as e:
             self.reply(chat, str(e))
             went = e.turn_id
@@ -260,7 +260,7 @@ class Channel(Outbox):
 
     def _why(self, conversation: str) -> str:
         """``/why`` (spec §8.2): each tool call of the conversation's latest turn that made any, with its reason."""
-        for t in reversed(self.svc.conversation(conversation)["turns"]):
+        for t in reversed(self.svc.conversations.get(conversation)["turns"]):
             calls = [e for e in t["events"] if e["type"] == "tool_call"]
             if calls:
                 lines = [f"{i}. {shown(e['tool'], one_line=True)}: {shown(e.get('reason', ''), one_line=True)}"
@@ -274,8 +274,8 @@ class Channel(Outbox):
         """Answer through the one door (``answered_via`` = this channel), then resume the turn. ``always``:
         approve, and from now on the same (spec §5.9); ``stop``: deny and stop (spec §5.10)."""
         try:
-            a = self.svc.answer_approval(approval_id, approve, via=self.name, reason=reason, always=always,
-                                         confirm=confirm, stop=stop)
+            a = self.svc.approvals.answer(approval_id, approve, via=self.name, reason=reason, always=always,
+                                          confirm=confirm, stop=stop)
         except ApprovalError as e:
             turn = e.turn_id
             self._tell(chat, press_id, str(e))
@@ -307,7 +307,7 @@ class Channel(Outbox):
 
     async def _resume(self, turn_id: str | None) -> None:
         if turn_id:
-            self.svc.launch(turn_id, (TurnStatus.AWAITING_APPROVAL,))
+            self.svc.turns.launch(turn_id, (TurnStatus.AWAITING_APPROVAL,))
             await self.refresh_approvals()
 
     def _press(self, inb: Inbound) -> list[Job]:
@@ -319,7 +319,7 @@ class Channel(Outbox):
         return self._checked_answer(inb, approval_id, fp, kind, inb.press_id)
 
     def _reaction(self, inb: Inbound) -> list[Job]:
-        target = self.svc.sent_message(self.name, inb.chat, inb.target) if inb.target else None
+        target = self.svc.outbox.sent_message(self.name, inb.chat, inb.target) if inb.target else None
         if target is None or not target["approval_id"] or target["kind"] not in SHOWN:
             return []  # a reaction to anything else means nothing to Palui
         return self._checked_answer(inb, target["approval_id"], target["fingerprint"], inb.reaction or "", None)
@@ -328,7 +328,7 @@ class Channel(Outbox):
                         press_id: str | None) -> list[Job]:
         """A press or reaction ``kind`` (``approve``, ``deny``, ``always``: every argument pinned, ``denystop``) on
         the approval's message, checked against the fingerprint of what it showed."""
-        a = self.svc.approval_or_none(approval_id)
+        a = self.svc.approvals.find(approval_id)
         if a is None:
             self._tell(inb.chat, press_id, f"Refused: there is no approval {shown(approval_id, one_line=True)}.")
             return []

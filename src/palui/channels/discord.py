@@ -48,7 +48,7 @@ from palui.errors import PaluiError, UsageError
 
 if TYPE_CHECKING:
     from palui.results import ChatChannel, OutboxPart
-    from palui.service.door import ServiceDoor
+    from palui.service.api import Service
 
 log = logging.getLogger("palui.channels.discord")
 DISCORD_TEXT_LIMIT = 2000
@@ -159,10 +159,10 @@ class DiscordChannel(Channel):
     how_to_answer = ("Press Approve or Deny below, Always to approve and from now on the same, Deny and stop to end "
                      "the turn's tool use (or send /approve {id} or /deny {id} REASON).")
 
-    def __init__(self, svc: ServiceDoor, name: str, redact: Redactor) -> None:
+    def __init__(self, svc: Service, name: str, redact: Redactor) -> None:
         super().__init__(svc, name, redact)
-        ch = svc.channel(name)
-        self.token = str(svc.channel_secrets(name).get("token") or "")
+        ch = svc.channels.get(name)
+        self.token = str(svc.channels.secrets(name).get("token") or "")
         redact.add(self.token)
         self.api_base = ch["config"].get("api_base")
         self.me = str(ch["config"].get("bot_id") or "")
@@ -205,7 +205,7 @@ class DiscordChannel(Channel):
             await asyncio.sleep(backoff.next_delay())
 
     def connected(self) -> None:
-        self.set_state("connected" if self.svc.channel(self.name)["person_id"] else "unpaired")
+        self.set_state("connected" if self.svc.channels.get(self.name)["person_id"] else "unpaired")
 
     def _mine(self, author_id: object) -> bool:
         return bool(self.client and self.client.user and str(author_id) == str(self.client.user.id))
@@ -213,7 +213,7 @@ class DiscordChannel(Channel):
     def on_message(self, m: discord.Message) -> None:
         if self._mine(m.author.id) or m.author.bot:
             return
-        chat, person = str(m.channel.id), self.svc.channel(self.name)["person_id"]
+        chat, person = str(m.channel.id), self.svc.channels.get(self.name)["person_id"]
         words = m.content
         quoted = [Quoted(s.content, FORWARDED, "forwarded") for s in m.message_snapshots if s.content.strip()]
         ref = m.reference

@@ -63,7 +63,7 @@ from palui.text.display import shown
 
 if TYPE_CHECKING:
     from palui.results import OutboxItem, OutboxPart
-    from palui.service.door import ServiceDoor
+    from palui.service.api import Service
 
 __all__ = ["EmailChannel", "answer_secret", "test_channel"]
 
@@ -111,10 +111,10 @@ class EmailChannel(Channel):
                      "approve and from now on the same, stop to deny and end the turn's tool use. The reply goes to "
                      "this approval's own address and works once.")
 
-    def __init__(self, svc: ServiceDoor, name: str, redact: Redactor) -> None:
+    def __init__(self, svc: Service, name: str, redact: Redactor) -> None:
         super().__init__(svc, name, redact)
-        cfg = self.cfg = svc.channel(name)["config"]
-        secrets = svc.channel_secrets(name)
+        cfg = self.cfg = svc.channels.get(name)["config"]
+        secrets = svc.channels.secrets(name)
         password = str(secrets.get("password") or "")
         redact.add(password)
         self.password = password
@@ -173,7 +173,7 @@ class EmailChannel(Channel):
             for m in batch:
                 self._on_mail(validity, m)
                 last = m.uid
-                self.svc.set_channel_cursor(self.name, f"{validity}:{last}")
+                self.svc.channel_updates.set_cursor(self.name, f"{validity}:{last}")
             if len(batch) < FETCH_BATCH:
                 self._state()
                 await asyncio.to_thread(self.mailbox.wait)
@@ -187,7 +187,7 @@ class EmailChannel(Channel):
     def _position(self, opened: Opened) -> tuple[int, int]:
         """Where reading resumes: the stored ``UIDVALIDITY:UID``, or — first start, or the folder's
         ``UIDVALIDITY`` changed — the folder's end (nothing old read as new)."""
-        cursor = self.svc.channel_cursor(self.name) or ""
+        cursor = self.svc.channel_updates.cursor(self.name) or ""
         v, _, u = cursor.partition(":")
         if v.isdigit() and u.isdigit() and int(v) == opened.uidvalidity:
             return int(v), int(u)
@@ -195,11 +195,11 @@ class EmailChannel(Channel):
             log.warning("%s: the folder's UIDVALIDITY changed (%s to %s): reading only mail that arrives from now",
                         self.name, v, opened.uidvalidity)
         last = max(0, opened.uidnext - 1)
-        self.svc.set_channel_cursor(self.name, f"{opened.uidvalidity}:{last}")
+        self.svc.channel_updates.set_cursor(self.name, f"{opened.uidvalidity}:{last}")
         return opened.uidvalidity, last
 
     def _state(self) -> None:
-        self.set_state("connected" if self.svc.channel(self.name)["person_id"] else "unpaired")
+        self.set_state("connected" if self.svc.channels.get(self.name)["person_id"] else "unpaired")
 
     def _on_mail(self, validity: int, m: Fetched) -> None:
         key = f"uid:{validity}:{m.uid}"
@@ -207,7 +207,7 @@ class EmailChannel(Channel):
             inb, mail = self.inbound(key, m)
         except Exception as e:  # a mail that cannot be read must not stop the loop
             log.warning("%s: mail %s could not be read: %s", self.name, key, self.redact(f"{type(e).__name__}: {e}"))
-            self.svc.channel_mark(self.name, key, "malformed")
+            self.svc.channel_updates.mark(self.name, key, "malformed")
             return
         if inb is None:
             return
@@ -223,18 +223,18 @@ class EmailChannel(Channel):
         head = email.message_from_bytes(m.header, policy=email.policy.default)
         auto = str(head.get("Auto-Submitted", "no")).strip().lower()
         if auto != "no" or str(head.get("Precedence", "")).strip().lower() in ("bulk", "junk", "list"):
-            self.svc.channel_mark(self.name, key, "ignored: automatic mail")
+            self.svc.channel_updates.mark(self.name, key, "ignored: automatic mail")
             return None, _Mail()
         verdict = judge([str(v) for v in head.get_all("Authentication-Results") or []],
                         [str(v) for v in head.get_all("From") or []], self.authserv_id)
-        person = self.svc.channel(self.name)["person_id"]
+        person = self.svc.channels.get(self.name)["person_id"]
         if verdict.trusted and not any(self._to_me.search(str(v)) for h in ("To", "Cc") for v in head.get_all(h) or []):
             # a signed mail the person sent to someone else, delivered here again (a DKIM replay)
             verdict = Judgement(False, verdict.address, "it is not addressed to Palui (To, Cc)")
         if not verdict.trusted:
             log.info("%s: mail %s is not vouched for: %s", self.name, key, verdict.why)
             who = verdict.address or "an unreadable From"
-            if person and verdict.address == person and self.svc.note_stranger(self.name, f"unverified:{who}"):
+            if person and verdict.address == person and self.svc.channels.note_stranger(self.name, f"unverified:{who}"):
                 self.reply(person, f"A mail with your address as its sender did not pass the check of "
                            f"{self.authserv_id} ({shown(verdict.why, one_line=True)}): it was ignored. If you sent "
                            "it, check the channel's authserv-id (docs/channels.md). (Said once a day.)")
@@ -250,7 +250,7 @@ class EmailChannel(Channel):
                  for v in head.get_all(h) or []]
         mail.secret = next((f.group(1).lower() for f in found if f), None)
         mail.words = self._words(m)
-        target = in_reply_to if in_reply_to and self.svc.sent_message(self.name, address, in_reply_to) else None
+        target = in_reply_to if in_reply_to and self.svc.outbox.sent_message(self.name, address, in_reply_to) else None
         quoted: list[Quoted] = []
         if mail.words.quoted:
             q = (self.reply_quote(address, target, mail.words.quoted, by_palui=True, by_person=False, author="")
@@ -278,15 +278,15 @@ class EmailChannel(Channel):
 
     def _decide(self, inb: Inbound) -> list[Any]:
         mail = self._mail
-        if inb.private and mail.message_id and not self.svc.channel_mark(self.name, f"mid:{mail.message_id}",
-                                                                          "seen"):
+        if inb.private and mail.message_id and not self.svc.channel_updates.mark(self.name, f"mid:{mail.message_id}",
+                                                                                  "seen"):
             log.warning("%s: mail %s carries the Message-ID of a mail read before: a replay, ignored", self.name,
                         inb.key)
             return []
-        ch = self.svc.channel(self.name)
+        ch = self.svc.channels.get(self.name)
         if inb.private and (inb.sender == ch["person_id"] or inb.text.strip().lower().startswith("/pair ")):
             if mail.message_id:  # Palui's replies thread under the person's latest mail
-                self.svc.set_mail_thread(self.name, inb.chat, mail.message_id, mail.refs, mail.subject)
+                self.svc.mail_records.set_thread(self.name, inb.chat, mail.message_id, mail.refs, mail.subject)
         if inb.private and inb.sender == ch["person_id"] and mail.secret is not None:
             return self._answer_by_reply(inb, mail)
         return super()._decide(inb)
@@ -298,12 +298,12 @@ class EmailChannel(Channel):
             self.reply(inb.chat, "Your reply to an approval mail did not start with approve, deny, always or stop: "
                        "nothing was answered. Reply again with approve, or deny and your reason, as the first line.")
             return []
-        found = self.svc.spend_answer_address(self.name, secret_hash(mail.secret or ""))
+        found = self.svc.mail_records.spend_answer_address(self.name, secret_hash(mail.secret or ""))
         if found is None:
             self.reply(inb.chat, "Refused: that reply address is not one Palui made; nothing was answered.")
             return []
         aid = found["approval_id"]
-        a = self.svc.approval_or_none(aid)
+        a = self.svc.approvals.find(aid)
         if found["used_at"] is not None:
             now = f"is already {a['status']}" if a is not None else "is gone"
             self.reply(inb.chat, f"Refused: approval {aid} {now}; its reply address was used already, and "
@@ -319,14 +319,14 @@ class EmailChannel(Channel):
     def _text(self, inb: Inbound, words: str) -> list[Any]:
         first, _, rest = words.partition("\n")
         head = first.strip().split(" ", 1)[0].lower()
-        target = self.svc.sent_message(self.name, inb.chat, inb.target) if inb.target else None
+        target = self.svc.outbox.sent_message(self.name, inb.chat, inb.target) if inb.target else None
         if head in ("/approve", "/deny", "/always", "/denystop") or (target and target["approval_id"]
                                                                      and answer_of(words) is not None):
             self.reply(inb.chat, "To answer an approval, reply to its mail (the reply goes to that approval's own "
                        "address); a typed /approve or a mail to Palui's plain address answers nothing.")
             return []
         if head == "/new" and rest.strip():
-            self.svc.channel_conversation(self.name, inb.chat, new=True)
+            self.svc.channel_updates.conversation(self.name, inb.chat, new=True)
             return super()._text(inb, rest.strip())
         if first.strip().startswith("/"):
             return super()._text(inb, first.strip())  # a command is the first line; the rest is not read
@@ -345,7 +345,7 @@ class EmailChannel(Channel):
         item = self._item
         kind = item["kind"] if item else part["kind"]
         if kind in ("answer", "reply"):
-            t = self.svc.mail_thread(self.name, chat)
+            t = self.svc.mail_records.thread(self.name, chat)
             if t is not None:
                 subject = t["subject"] if t["subject"].lower().startswith("re:") else f"Re: {t['subject']}"
                 return subject, t["message_id"], tuple(t["refs"])
@@ -362,7 +362,8 @@ class EmailChannel(Channel):
         reply_to = None
         if part["approval_id"] and part["fingerprint"]:
             secret = answer_secret(self.reply_key, part["key"])
-            self.svc.add_answer_address(self.name, secret_hash(secret), part["approval_id"], part["fingerprint"])
+            self.svc.mail_records.add_answer_address(self.name, secret_hash(secret), part["approval_id"],
+                                                     part["fingerprint"])
             reply_to = f"{self.local}+a-{secret}@{self.domain}"
         mid = message_id(part["key"], self.domain)
         return await self._send(Outgoing(chat, subject, part["text"], mid, in_reply_to, refs, reply_to))

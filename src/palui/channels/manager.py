@@ -32,7 +32,7 @@ from palui.channels.redaction import Redactor, install_record_redaction, quiet_l
 from palui.types import Notice
 
 if TYPE_CHECKING:
-    from palui.service.door import ServiceDoor
+    from palui.service.api import Service
 
 log = logging.getLogger("palui.channels")
 
@@ -50,12 +50,14 @@ PRUNE_SECONDS = 3600.0
 
 def channel_class(kind: str) -> type[Channel]:
     module, cls = KINDS[kind]
-    return getattr(importlib.import_module(module), cls)
+    found: type[Channel] = getattr(importlib.import_module(module), cls)
+    return found
 
 
 def test_function(kind: str) -> Callable[..., Any]:
     """The kind's ``test_channel(channel, secret, redact)`` coroutine function (``palui channels test``)."""
-    return importlib.import_module(KINDS[kind][0]).test_channel
+    found: Callable[..., Any] = importlib.import_module(KINDS[kind][0]).test_channel
+    return found
 
 
 class _Running:
@@ -71,7 +73,7 @@ class _Running:
 class ChannelManager:
     """Starts, supervises and stops the stored channels of one service (see the module docstring)."""
 
-    def __init__(self, svc: ServiceDoor) -> None:
+    def __init__(self, svc: Service) -> None:
         self.svc = svc
         self.redact = Redactor()
         self.running: dict[str, _Running] = {}
@@ -84,7 +86,7 @@ class ChannelManager:
         quiet_library_loggers()
         install_record_redaction(self.redact)
         self._loop = asyncio.get_running_loop()
-        self._unsubscribe = self.svc.subscribe_notices(self._notice)
+        self._unsubscribe = self.svc.notifier.subscribe(self._notice)
         self._sync()
         self._task = asyncio.create_task(self._supervise())
         return self
@@ -122,13 +124,13 @@ class ChannelManager:
                     await r.channel.tick()
                 if time.monotonic() - self._pruned > PRUNE_SECONDS:
                     self._pruned = time.monotonic()
-                    self.svc.prune_channel_updates()
-                    self.svc.prune_outbox()
+                    self.svc.channel_updates.prune()
+                    self.svc.outbox.prune()
             except Exception:  # one bad round must not stop the channels
                 log.exception("channel supervision failed")
 
     def _sync(self) -> None:
-        stored = {c["name"]: c for c in self.svc.channels()}
+        stored = {c["name"]: c for c in self.svc.channels.list()}
         for name in [n for n in self.running if n not in stored]:
             asyncio.ensure_future(self._stop(name))
         for name, c in stored.items():
@@ -140,7 +142,7 @@ class ChannelManager:
                 try:
                     channel = channel_class(c["kind"])(self.svc, name, self.redact)
                 except Exception as e:  # e.g. a damaged secrets file: shown, retried next round
-                    self.svc.set_channel_state(name, self.redact(f"error: cannot start: {e}"))
+                    self.svc.channels.set_state(name, self.redact(f"error: cannot start: {e}"))
                     continue
                 r = self.running[name] = _Running(channel, c["config"])
                 r.deliver = asyncio.create_task(channel.deliver_loop())
@@ -150,7 +152,7 @@ class ChannelManager:
                     r.failures += 1
                     r.restart_at = time.monotonic() + min(60.0, 2.0 ** r.failures)
                     state = self.redact(f"error: {type(exc).__name__}: {exc}")
-                    self.svc.set_channel_state(name, state)
+                    self.svc.channels.set_state(name, state)
                     log.error("%s: receive loop failed (restarting): %s", name, state)
                     r.receive = None
                     continue

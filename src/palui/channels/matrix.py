@@ -2,7 +2,7 @@
 
 ``palui channels add matrix`` logs in once with the password and stores the access token and the
 device id (never the password). The service then syncs with the stored ``since`` token
-(:meth:`Service.channel_cursor`): the timeline of the very first sync is history and is not
+(:meth:`ChannelUpdatesPart.cursor`): the timeline of the very first sync is history and is not
 answered; every later timeline event is handled once (its event id is recorded in the same
 transaction as its work) and the token is stored after the whole batch.
 
@@ -51,7 +51,7 @@ from palui.errors import PaluiError
 
 if TYPE_CHECKING:
     from palui.results import ChatChannel, OutboxPart
-    from palui.service.door import ServiceDoor
+    from palui.service.api import Service
 
 log = logging.getLogger("palui.channels.matrix")
 #: Seconds between two syncs while the homeserver is unreachable, at most: receiving resumes within about
@@ -140,10 +140,10 @@ class MatrixChannel(Channel):
                      "\U0001f6d1 to deny and stop (or reply /approve, or /deny REASON, to this message; or send "
                      "/approve {id} or /deny {id} REASON).")
 
-    def __init__(self, svc: ServiceDoor, name: str, redact: Redactor) -> None:
+    def __init__(self, svc: Service, name: str, redact: Redactor) -> None:
         super().__init__(svc, name, redact)
-        self.cfg = svc.channel(name)["config"]
-        token = str(svc.channel_secrets(name).get("access_token") or "")
+        self.cfg = svc.channels.get(name)["config"]
+        token = str(svc.channels.secrets(name).get("access_token") or "")
         redact.add(token)
         self.client = _restored(self.cfg, token)
         self.me = self.cfg["user_id"]
@@ -159,7 +159,7 @@ class MatrixChannel(Channel):
     async def run(self) -> None:
         backoff = Backoff(cap=SYNC_BACKOFF_CAP)
         try:
-            since = self.svc.channel_cursor(self.name)
+            since = self.svc.channel_updates.cursor(self.name)
             while True:
                 try:
                     resp = await self.client.sync(0 if since is None else self.poll_ms, since=since,
@@ -177,7 +177,7 @@ class MatrixChannel(Channel):
                     continue
                 backoff.reset()
                 await self._batch(resp, history=since is None)
-                self.svc.set_channel_cursor(self.name, resp.next_batch)
+                self.svc.channel_updates.set_cursor(self.name, resp.next_batch)
                 since = resp.next_batch
                 self._state()
         finally:
@@ -187,18 +187,18 @@ class MatrixChannel(Channel):
         if self.encrypted:
             self.set_state("error: encrypted room")
         else:
-            self.set_state("connected" if self.svc.channel(self.name)["person_id"] else "unpaired")
+            self.set_state("connected" if self.svc.channels.get(self.name)["person_id"] else "unpaired")
 
     async def _batch(self, resp: Sync, history: bool) -> None:
-        ch = self.svc.channel(self.name)
+        ch = self.svc.channels.get(self.name)
         for invite in resp.invites:
             room_id, inviter = invite.room_id, invite.inviter
-            if self.svc.pairing_open(self.name) or (ch["person_id"] and inviter == ch["person_id"]):
+            if self.svc.channels.pairing_open(self.name) or (ch["person_id"] and inviter == ch["person_id"]):
                 await self.client.join(room_id)
-                self.svc.drop_invite(self.name, room_id)
+                self.svc.channels.drop_invite(self.name, room_id)
                 continue
-            self.svc.hold_invite(self.name, room_id, inviter)  # joined if a pairing code is made
-            if self.svc.note_stranger(self.name, f"invite:{inviter}"):
+            self.svc.channels.hold_invite(self.name, room_id, inviter)  # joined if a pairing code is made
+            if self.svc.channels.note_stranger(self.name, f"invite:{inviter}"):
                 log.warning("%s: an invite to %s from %s waits: not the person, no pairing code live (joined "
                             "once one is)", self.name, room_id, inviter)
         for room in resp.joined:
@@ -217,20 +217,20 @@ class MatrixChannel(Channel):
     async def tick(self) -> None:
         """Every second (the manager's round): while a pairing code is live, join the rooms whose invites
         came before it (the person often invites Palui first, then makes the code)."""
-        if not self.svc.pairing_open(self.name):
+        if not self.svc.channels.pairing_open(self.name):
             return
-        for room_id in self.svc.held_invites(self.name):
+        for room_id in self.svc.channels.held_invites(self.name):
             try:
                 joined = await self.client.join(room_id)
             except NETWORK_ERRORS:
                 return  # the homeserver is away: the next round tries again
-            self.svc.drop_invite(self.name, room_id)
+            self.svc.channels.drop_invite(self.name, room_id)
             log.info("%s: %s the room %s invited to before the pairing code", self.name,
                      "joined" if joined else "could not join", room_id)
 
     async def _encrypted(self, room_id: str) -> None:
         self.encrypted = True
-        if self.svc.channel_mark(self.name, f"notice:{room_id}", "encrypted room"):
+        if self.svc.channel_updates.mark(self.name, f"notice:{room_id}", "encrypted room"):
             log.warning("%s: room %s is encrypted: told the person, leaving it", self.name, room_id)
             try:
                 await self.client.send(room_id, {"msgtype": "m.notice", "body": ENCRYPTED_NOTICE})
@@ -254,7 +254,7 @@ class MatrixChannel(Channel):
         content = event.content
         if is_edit(content):
             return Inbound(**base, edit_of=str(content["m.relates_to"].get("event_id") or event.event_id))
-        if private and sender == self.svc.channel(self.name)["person_id"]:
+        if private and sender == self.svc.channels.get(self.name)["person_id"]:
             self.encrypted = False  # the person writes in an unencrypted room: the channel works again
         target = reply_target(content)
         words = strip_reply_fallback(event.body) if target else event.body
@@ -263,7 +263,7 @@ class MatrixChannel(Channel):
             got = await self.client.event_text(room_id, target)
             if got is not None:
                 who, body = got
-                person = self.svc.channel(self.name)["person_id"]
+                person = self.svc.channels.get(self.name)["person_id"]
                 q = self.reply_quote(room_id, target, strip_reply_fallback(body), by_palui=who == self.me,
                                      by_person=who == person, author=who)
                 if q is not None:

@@ -56,23 +56,23 @@ class Outbox(ChannelPlatform):
     def reply(self, chat: str, text: str) -> None:
         """Reply to the person in ``chat``: written now (with the update that asked for it, when one is being
         recorded), sent by the worker."""
-        self.svc.outbox_add(self.name, chat, "reply", text=text)
+        self.svc.outbox.add(self.name, chat, "reply", text=text)
         self.wake()
 
     def resend_approvals(self, chat: str) -> int:
         """``/approvals``: every pending approval's message again, with its buttons. Returns how many."""
-        pending = self.svc.approvals()
+        pending = self.svc.approvals.list()
         for a in pending:
-            self.svc.outbox_add(self.name, chat, "approval", subject=a["id"])
+            self.svc.outbox.add(self.name, chat, "approval", subject=a["id"])
         self.wake()
         return len(pending)
 
     async def deliver_loop(self) -> None:
         """Send the outbox in order until cancelled (see the module docstring)."""
-        failing = bool(self.svc.channel(self.name)["last_failure"])
+        failing = bool(self.svc.channels.get(self.name)["last_failure"])
         backoff = Backoff(base=0.5, cap=60.0)
         while True:
-            item = self.svc.outbox_next(self.name)
+            item = self.svc.outbox.next(self.name)
             if item is None:
                 await self._nap(self.woken, IDLE_SECONDS)
                 continue
@@ -82,12 +82,12 @@ class Outbox(ChannelPlatform):
                 raise
             except Exception as e:
                 text = self.redact(f"{_what(item)}: {type(e).__name__}: {e}")
-                self.svc.channel_failure(self.name, text)
+                self.svc.channels.set_failure(self.name, text)
                 failing = True
                 delay = self.retry_delay(e)
                 if delay is None or time.time() - item["created_at"] > GIVE_UP_SECONDS:
                     log.error("%s: delivery given up: %s", self.name, text)
-                    self.svc.outbox_close(item["id"], "failed", text)
+                    self.svc.outbox.close(item["id"], "failed", text)
                     continue
                 delay = delay if delay > 0 else backoff.next_delay()
                 log.warning("%s: delivery failed, retrying in %.1f s: %s", self.name, delay, text)
@@ -95,7 +95,7 @@ class Outbox(ChannelPlatform):
                 continue
             backoff.reset()
             if failing:
-                self.svc.channel_failure(self.name, None)
+                self.svc.channels.set_failure(self.name, None)
                 failing = False
 
     @staticmethod
@@ -108,55 +108,55 @@ class Outbox(ChannelPlatform):
         kept = [p for p in item["parts"] if p["ref"] is not None or p["tried"]]
         whole = self.render(item)
         if whole is None:
-            self.svc.outbox_close(item["id"], "dropped", "its subject is gone")
+            self.svc.outbox.close(item["id"], "dropped", "its subject is gone")
             return
         fresh = whole[len(kept):] if not _outcome(whole) else [] if any(p["kind"] in SHOWN for p in kept) \
             else whole
-        rendered = self.svc.outbox_render(item["id"], fresh)
+        rendered = self.svc.outbox.render(item["id"], fresh)
         if rendered is None:
             return
         parts = [p for p in rendered["parts"] if p["ref"] is None]
         if not parts:
-            self.svc.outbox_close(item["id"], "dropped" if not rendered["parts"] else "sent")
+            self.svc.outbox.close(item["id"], "dropped" if not rendered["parts"] else "sent")
             return
         for part in parts:
-            self.svc.outbox_trying(part["id"])
+            self.svc.outbox.trying(part["id"])
             try:
                 ref = await (self.edit(item["chat_id"], item["target_ref"] or "", part)
                              if item["kind"] == "edit" else self.send_message(item["chat_id"], part))
             except Exception as e:
                 maybe = self.maybe_delivered(e)
-                self.svc.outbox_part_failed(part["id"], maybe)
+                self.svc.outbox.part_failed(part["id"], maybe)
                 if part["kind"] == "approval" and not maybe and self.retry_delay(e) is None:
                     await self._plain_approval(item, part, e)
                     continue
                 raise
-            self.svc.outbox_part_sent(part["id"], ref, shown=part["kind"] in SHOWN)
+            self.svc.outbox.part_sent(part["id"], ref, shown=part["kind"] in SHOWN)
 
     async def _plain_approval(self, item: OutboxItem, refused: OutboxPart, error: BaseException) -> None:
         """The approval message ``refused`` was refused for good: send it again as plain text (no markup, no
         buttons) with the approval's id and the commands that answer it, in its place (the part refused was
         never shown, so it is rendered anew). Raises when that is refused too (then the item is given up)."""
-        a = self.svc.approval_or_none(refused["approval_id"] or "")
+        a = self.svc.approvals.find(refused["approval_id"] or "")
         if a is None or a["status"] != "pending":
             raise error  # gone or answered meanwhile: the next attempt renders its outcome
         why = shown(self.redact(f"{type(error).__name__}: {error}"), one_line=True)
         commands = PLAIN_ANSWER.format(id=a["id"], title=self.title or self.name, why=why)
-        view = views.approval_view(a, now=datetime.now(UTC), zone=self.svc.timezone(), limit=self.text_limit,
+        view = views.approval_view(a, now=datetime.now(UTC), zone=self.svc.status.timezone(), limit=self.text_limit,
                                    measure=self.measure, how_to_answer=commands)
-        rendered = self.svc.outbox_render(item["id"], [{"kind": "approval-plain", "text": view.text,
+        rendered = self.svc.outbox.render(item["id"], [{"kind": "approval-plain", "text": view.text,
                                                         "approval_id": a["id"], "fingerprint": view.fingerprint}])
         plain = next(p for p in (rendered or {"parts": []})["parts"] if p["ref"] is None
                      and p["kind"] == "approval-plain")
         log.warning("%s: the message of approval %s was refused (%s): sent again as plain text", self.name,
                     a["id"], why)
-        self.svc.outbox_trying(plain["id"])
+        self.svc.outbox.trying(plain["id"])
         try:
             ref = await self.send_message(item["chat_id"], plain)
         except Exception as e:
-            self.svc.outbox_part_failed(plain["id"], self.maybe_delivered(e))
+            self.svc.outbox.part_failed(plain["id"], self.maybe_delivered(e))
             raise
-        self.svc.outbox_part_sent(plain["id"], ref, shown=True)
+        self.svc.outbox.part_sent(plain["id"], ref, shown=True)
 
     def render(self, item: OutboxItem) -> list[RenderedPart] | None:
         """The item as the messages it is shown as (whole, from its first part), None when its subject is
@@ -165,7 +165,7 @@ class Outbox(ChannelPlatform):
         an approval message to its outcome; a notice or a reply as its text. Split at the platform's limit."""
         kind, subject = item["kind"], item["subject"] or ""
         if kind in ("approval", "edit"):
-            a = self.svc.approval_or_none(subject)
+            a = self.svc.approvals.find(subject)
             if a is None:
                 return None
             outcome = views.outcome_text(a, self.name, TITLES)
@@ -173,14 +173,14 @@ class Outbox(ChannelPlatform):
                 return [{"kind": "edit", "text": outcome}]
             if a["status"] != "pending":
                 return [{"kind": "approval-outcome", "text": outcome}]
-            view = views.approval_view(a, now=datetime.now(UTC), zone=self.svc.timezone(), limit=self.text_limit,
+            view = views.approval_view(a, now=datetime.now(UTC), zone=self.svc.status.timezone(), limit=self.text_limit,
                                        measure=self.measure, how_to_answer=self.how_to_answer.format(id=a["id"]))
             args: list[RenderedPart] = [{"kind": "approval-args", "text": t} for t in view.before]
             return [*args, {"kind": "approval", "text": view.text, "approval_id": a["id"],
                             "fingerprint": view.fingerprint}]
         if kind == "answer":
             try:
-                text = views.answer_text(self.svc.turn_result(subject))
+                text = views.answer_text(self.svc.turns.result(subject))
             except Exception:  # noqa: BLE001 - a turn removed since: nothing to send
                 return None
         elif kind == "reply":
@@ -192,11 +192,11 @@ class Outbox(ChannelPlatform):
     async def refresh_approvals(self) -> None:
         """Edit approval messages whose approval was answered elsewhere, expired or was cancelled (the edit is
         an outbox item, written as the message is closed)."""
-        for m in self.svc.shown_approvals(self.name):
-            a = self.svc.approval_or_none(m["approval_id"])
+        for m in self.svc.outbox.shown_approvals(self.name):
+            a = self.svc.approvals.find(m["approval_id"])
             if a is not None and a["status"] == "pending":
                 continue
-            if self.svc.close_sent(m["id"]):
+            if self.svc.outbox.close_sent(m["id"]):
                 self.wake()
 
 

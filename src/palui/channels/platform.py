@@ -19,7 +19,7 @@ from palui.channels.redaction import Redactor
 
 if TYPE_CHECKING:
     from palui.results import OutboxPart
-    from palui.service.door import ServiceDoor
+    from palui.service.api import Service
 
 log = logging.getLogger("palui.channels")
 
@@ -94,7 +94,7 @@ class ChannelPlatform(ABC):
     """A running chat channel of one stored channel row: its platform half and shared state.
 
     Args:
-        svc: the service, through its door (:class:`palui.service.door.ServiceDoor`).
+        svc: the service (:class:`palui.service.api.Service`): its parts.
         name: the channel's name (``telegram``, or ``--name``).
         redact: the process-wide redactor, which knows this channel's secrets.
     """
@@ -106,7 +106,7 @@ class ChannelPlatform(ABC):
     #: The options of ``palui channels add KIND`` that give a new credential (in the state of a refused one).
     renew_options: ClassVar[str] = "--token-file FILE"
 
-    def __init__(self, svc: ServiceDoor, name: str, redact: Redactor) -> None:
+    def __init__(self, svc: Service, name: str, redact: Redactor) -> None:
         self.svc = svc
         self.name = name
         self.redact = redact
@@ -117,7 +117,7 @@ class ChannelPlatform(ABC):
         self.reachable = asyncio.Event()
         self._last_state = ""
         self._refused = False
-        self._secret_at = svc.channel(name)["config"].get("secret_at")
+        self._secret_at = svc.channels.get(name)["config"].get("secret_at")
 
     @staticmethod
     def measure(text: str) -> int:
@@ -172,18 +172,18 @@ class ChannelPlatform(ABC):
             self.reachable.set()
         if not state.startswith("error") and self._refused:
             self._refused = False
-            self.svc.channel_refused(self.name, False)
+            self.svc.channels.set_refused(self.name, False)
         self._last_state = state
-        self.svc.set_channel_state(self.name, self.redact(state))
+        self.svc.channels.set_state(self.name, self.redact(state))
 
     def credentials_refused(self, what: str) -> None:
         """The platform rejects the channel's token (401, ``invalid_auth``, ``M_UNKNOWN_TOKEN``): the state says
         so and what to do (a new one with ``palui channels add``, which keeps the pairing), and the person is
-        told once (:meth:`ServiceDoor.channel_refused`). Deliveries wait; receiving is retried with backoff."""
-        if self.svc.channel(self.name)["config"].get("secret_at") != self._secret_at:
+        told once (:meth:`ChannelsPart.set_refused`). Deliveries wait; receiving is retried with backoff."""
+        if self.svc.channels.get(self.name)["config"].get("secret_at") != self._secret_at:
             return  # a new secret was given since this channel started: the manager starts it again with it
         self._refused = True
-        self.svc.channel_refused(self.name, True)
+        self.svc.channels.set_refused(self.name, True)
         self.set_state(f"error: {what} was rejected by {self.title} (retrying; check it with palui channels test "
                        f"{self.name}, or give a new one with palui channels add {self.kind} --name {self.name} "
                        f"{self.renew_options}, which keeps the pairing)")

@@ -56,7 +56,7 @@ from palui.errors import PaluiError, UsageError
 
 if TYPE_CHECKING:
     from palui.results import ChatChannel, OutboxPart
-    from palui.service.door import ServiceDoor
+    from palui.service.api import Service
 
 log = logging.getLogger("palui.channels.slack")
 DEFAULT_API = "https://slack.com/api/"
@@ -151,10 +151,10 @@ class SlackChannel(Channel):
                      "the turn's tool use (or /palui approve {id}, or /palui deny {id} REASON).")
     renew_options = "--token-file BOT_TOKEN_FILE --app-token-file APP_TOKEN_FILE"
 
-    def __init__(self, svc: ServiceDoor, name: str, redact: Redactor) -> None:
+    def __init__(self, svc: Service, name: str, redact: Redactor) -> None:
         super().__init__(svc, name, redact)
-        ch = svc.channel(name)
-        secret = svc.channel_secrets(name)
+        ch = svc.channels.get(name)
+        secret = svc.channels.secrets(name)
         self.bot_token, self.app_token = str(secret.get("bot_token") or ""), str(secret.get("app_token") or "")
         redact.add(self.bot_token)
         redact.add(self.app_token)
@@ -180,7 +180,7 @@ class SlackChannel(Channel):
                     if not await client.is_connected():
                         await client.connect_to_new_endpoint(force=True)
                     backoff.reset()
-                    self.set_state("connected" if self.svc.channel(self.name)["person_id"] else "unpaired")
+                    self.set_state("connected" if self.svc.channels.get(self.name)["person_id"] else "unpaired")
                     await asyncio.sleep(1.0)
                     continue
                 except SlackApiError as e:
@@ -192,7 +192,7 @@ class SlackChannel(Channel):
                     self.set_state(f"error: Slack is unreachable: {type(e).__name__}: {e}")
                 await asyncio.sleep(backoff.next_delay())
         finally:
-            await client.close()
+            await client.close()  # type: ignore[no-untyped-call]  # slack_sdk leaves its close() unannotated
 
     async def _on_request(self, client: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
         await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
@@ -200,10 +200,10 @@ class SlackChannel(Channel):
             inb = await self.inbound(req.type, req.payload)
         except Exception as e:  # a malformed envelope must not stop the socket
             log.warning("%s: dropped a malformed %s envelope: %s", self.name, req.type, self.redact(str(e)))
-            self.svc.channel_mark(self.name, f"envelope:{req.envelope_id}", "malformed")
+            self.svc.channel_updates.mark(self.name, f"envelope:{req.envelope_id}", "malformed")
             return
         if inb is None:
-            self.svc.channel_mark(self.name, f"envelope:{req.envelope_id}", "ignored")
+            self.svc.channel_updates.mark(self.name, f"envelope:{req.envelope_id}", "ignored")
             return
         self.receive(inb)
 

@@ -40,7 +40,7 @@ from palui.errors import PaluiError  # noqa: E402
 
 if TYPE_CHECKING:
     from palui.results import ChatChannel, OutboxPart
-    from palui.service.door import ServiceDoor
+    from palui.service.api import Service
 
 log = logging.getLogger("palui.channels.telegram")
 DEFAULT_API = "https://api.telegram.org"
@@ -69,7 +69,9 @@ async def check_token(token: str, api_base: str | None, redact: Redactor) -> dic
         raise PaluiError(f"Telegram is unreachable: {redact(str(e))}") from None
     finally:
         try:
-            await bot.shutdown()
+            # get_me alone never initializes the bot, so bot.shutdown() would leave its HTTP client (and the
+            # connection get_me made) open: close the client that made the request.
+            await bot.request.shutdown()
         except Exception:  # noqa: BLE001 - closing a client that never connected
             pass
     return {"id": me.id, "username": me.username}
@@ -102,10 +104,10 @@ class TelegramChannel(Channel):
                      "the turn's tool use (or send /approve {id} or /deny {id} REASON).")
     unread_reply = "Palui reads text messages (and captions) only: send your words as text."
 
-    def __init__(self, svc: ServiceDoor, name: str, redact: Redactor) -> None:
+    def __init__(self, svc: Service, name: str, redact: Redactor) -> None:
         super().__init__(svc, name, redact)
-        ch = svc.channel(name)
-        self.token = str(svc.channel_secrets(name).get("token") or "")
+        ch = svc.channels.get(name)
+        self.token = str(svc.channels.secrets(name).get("token") or "")
         redact.add(self.token)
         self.bot = make_bot(self.token, ch["config"].get("api_base"))
         self.poll_timeout = int(ch["config"].get("poll_timeout", 30))
@@ -118,7 +120,7 @@ class TelegramChannel(Channel):
 
     async def run(self) -> None:
         poller = TelegramPoller(self.bot, on_update=self._on_update, on_malformed=self._on_malformed,
-                                on_state=self._on_state, next_offset=self.svc.channel_next_offset(self.name),
+                                on_state=self._on_state, next_offset=self.svc.channel_updates.next_offset(self.name),
                                 redact=self.redact, poll_timeout=self.poll_timeout)
         try:
             await poller.run()
@@ -129,7 +131,7 @@ class TelegramChannel(Channel):
                 pass
 
     def _on_state(self, state: str) -> None:
-        if state == "connected" and not self.svc.channel(self.name)["person_id"]:
+        if state == "connected" and not self.svc.channels.get(self.name)["person_id"]:
             state = "unpaired"
         if state == TOKEN_REJECTED:
             return self.credentials_refused("the bot token")
@@ -137,12 +139,12 @@ class TelegramChannel(Channel):
 
     def _on_malformed(self, update_id: int, reason: str) -> None:
         log.warning("%s: dropped malformed update %s: %s", self.name, update_id, reason)
-        self.svc.channel_mark(self.name, str(update_id), "malformed", seq=update_id)
+        self.svc.channel_updates.mark(self.name, str(update_id), "malformed", seq=update_id)
 
     def _on_update(self, update: Update) -> None:
         inb = self.inbound(update)
         if inb is None:
-            self.svc.channel_mark(self.name, str(update.update_id), "ignored", seq=update.update_id)
+            self.svc.channel_updates.mark(self.name, str(update.update_id), "ignored", seq=update.update_id)
             return
         self.receive(inb)
 
@@ -178,7 +180,7 @@ class TelegramChannel(Channel):
             if words:
                 quoted.append(Quoted(words, _origin_name(m.forward_origin), "forwarded"))
             words = ""
-        person = self.svc.channel(self.name)["person_id"]
+        person = self.svc.channels.get(self.name)["person_id"]
         rt = m.reply_to_message
         selected = m.quote.text if m.quote is not None else None
         if rt is not None:

@@ -164,7 +164,7 @@ def tool_line(e: TurnEvent) -> str | None:
 
 
 def answer_text(r: TurnResult) -> str:
-    """A finished turn (:meth:`Service.turn_result`) as the channel's reply: the tool lines, then the
+    """A finished turn (:meth:`TurnsPart.result`) as the channel's reply: the tool lines, then the
     answer (or what stopped it)."""
     lines = [x for x in (tool_line(e) for e in r.get("events") or []) if x]
     if r["status"] == "error":

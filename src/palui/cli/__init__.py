@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from palui.cli.common import Group, app, said
+from palui.cli.common import Group, Hooks, app, said
 from palui.errors import PaluiError, UsageError
 
 # Command modules, registered in this order (a missing optional module is skipped only
@@ -128,7 +128,7 @@ def _setup_process() -> None:
     root.setLevel(logging.WARNING)
 
 
-def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
+def main(argv: list[str] | None = None, prog_name: str | None = None, *, hooks: Hooks | None = None) -> None:
     """Console entry point: maps Palui errors to exit codes (1 error, 2 bad usage) and ends with
     ``SystemExit``, as Click's standalone mode does.
 
@@ -136,6 +136,8 @@ def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
         argv: the arguments after ``palui`` (None: ``sys.argv[1:]``); the test suite runs commands
             in-process through this (``tests/support/inprocess.py``).
         prog_name: the name usage lines show (None: Click's, from ``sys.argv[0]``).
+        hooks: what the calling program plugs into the service the command builds (:class:`Hooks`: the
+            test suite's in-process MCP servers); None for the real command line.
     """
     import os
 
@@ -144,7 +146,7 @@ def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
     if load_commands(args):  # a command runs (help, the version or a usage error alone log nothing)
         _setup_process()
     try:
-        app(args=args, prog_name=prog_name)  # standalone: click prints usage errors and exits 2
+        app(args=args, prog_name=prog_name, obj=hooks)  # standalone: click prints usage errors and exits 2
     except UsageError as e:
         click.echo(f"palui: {said(str(e))}", err=True)
         sys.exit(2)

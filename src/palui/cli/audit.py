@@ -23,10 +23,10 @@ def audit_app(ctx: click.Context, turn: str | None, limit: int, as_json: bool) -
     if ctx.invoked_subcommand is not None:
         return
     svc = service()
-    rows = svc.audit(turn, limit)
+    rows = svc.audit.rows(turn, limit)
     if as_json:
         return emit_json(rows)
-    tz = svc.timezone()
+    tz = svc.status.timezone()
     table([[local(r["time"], tz, "%Y-%m-%d %H:%M:%S"), r["turn"] or "", r["tool"], r["class"] or "?", r["verdict"],
             "tainted" if r["tainted"] else "", r["outcome"], render.short(r["reason"], 70)] for r in rows],
           ["TIME", "TURN", "TOOL", "CLASS", "VERDICT", "TAINT", "OUTCOME", "REASON"])
@@ -38,7 +38,7 @@ def audit_app(ctx: click.Context, turn: str | None, limit: int, as_json: bool) -
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def audit_verify(head: str | None, as_json: bool) -> None:
     """Check the hash chain: names the first row changed, inserted or deleted (exit 1), or rows missing at the end."""
-    r = service().audit_verify(head)
+    r = service().audit.verify(head)
     if as_json:
         emit_json(r)
     elif r["ok"]:
@@ -60,6 +60,6 @@ def audit_verify(head: str | None, as_json: bool) -> None:
               help="Only rows from this date (YYYY-MM-DD, caps.timezone) or ISO time on.")
 def audit_export(jsonl: bool, since: str | None) -> None:
     """Write the audit rows with their hashes, oldest first, one JSON object per line (as hashed)."""
-    for row in service().audit_export(since):
+    for row in service().audit.export(since):
         # ensure_ascii: every hidden character of a reason is a \\u escape, never raw on a terminal.
         click.echo(json.dumps(row, ensure_ascii=True, separators=(",", ":"), allow_nan=False))

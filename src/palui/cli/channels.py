@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from palui.channels.redaction import Redactor
     from palui.results import ChatChannel
-    from palui.service.door import ServiceDoor
+    from palui.service.api import Service
 
 channels_app = group("channels", "Chat channels: talk to Palui and answer approvals from Telegram, Matrix, Slack, "
                      "Discord or email.")
@@ -105,8 +105,8 @@ def channels_add(kind: str, name: str | None, token_file: Path | None, app_token
     if kind in ("slack", "discord"):
         app_secret, app_config, who = _chat_app(kind, token_file, app_token_file, api_base, redact)
         if _renewing(svc, kind, name):
-            return _renewed(svc.renew_channel_secret(name or kind, app_secret, app_config), as_json)
-        ch = svc.add_channel(kind, name, app_secret, app_config)
+            return _renewed(svc.channels.renew_secret(name or kind, app_secret, app_config), as_json)
+        ch = svc.channels.add(kind, name, app_secret, app_config)
     elif kind == "telegram":
         from palui.channels.telegram import check_token
 
@@ -123,8 +123,8 @@ def channels_add(kind: str, name: str | None, token_file: Path | None, app_token
         if api_base:
             config["api_base"] = api_base.rstrip("/")
         if _renewing(svc, kind, name):
-            return _renewed(svc.renew_channel_secret(name or kind, {"token": token}, config), as_json)
-        ch = svc.add_channel("telegram", name, {"token": token}, config)
+            return _renewed(svc.channels.renew_secret(name or kind, {"token": token}, config), as_json)
+        ch = svc.channels.add("telegram", name, {"token": token}, config)
         who = f"@{me['username']}"
     elif kind == "matrix":
         import asyncio
@@ -153,8 +153,8 @@ def channels_add(kind: str, name: str | None, token_file: Path | None, app_token
             secret, device = got["access_token"], got["device_id"]
         matrix_config: dict[str, Any] = {"homeserver": hs, "user_id": user, "device_id": device}
         if _renewing(svc, kind, name):
-            return _renewed(svc.renew_channel_secret(name or kind, {"access_token": secret}, matrix_config), as_json)
-        ch = svc.add_channel("matrix", name, {"access_token": secret}, matrix_config)
+            return _renewed(svc.channels.renew_secret(name or kind, {"access_token": secret}, matrix_config), as_json)
+        ch = svc.channels.add("matrix", name, {"access_token": secret}, matrix_config)
         who = user
     elif kind == "email":
         from palui.channels.mail_setup import mail_config
@@ -217,7 +217,7 @@ def _chat_app(kind: str, token_file: Path | None, app_token_file: Path | None, a
     if api_base:
         config["api_base"] = api_base.rstrip("/")
     return secret, config, who
-def _add_email(svc: ServiceDoor, name: str | None, cfg: dict[str, Any], password: str, redact: Any,
+def _add_email(svc: Service, name: str | None, cfg: dict[str, Any], password: str, redact: Any,
                as_json: bool) -> None:
     """The mailbox tried (both logins) before anything is stored; a new channel starts reading at the folder's
     end as it is now (``UIDVALIDITY:UIDNEXT-1``); the same kind and name again keeps its key and pairing."""
@@ -228,11 +228,11 @@ def _add_email(svc: ServiceDoor, name: str | None, cfg: dict[str, Any], password
     redact.add(password)
     got = asyncio.run(check_account(cfg, password, redact))
     if _renewing(svc, "email", name):
-        kept = svc.channel_secrets(name or "email")
+        kept = svc.channels.secrets(name or "email")
         secret = {**new_secret(password), **({"reply_key": kept["reply_key"]} if kept.get("reply_key") else {})}
-        return _renewed(svc.renew_channel_secret(name or "email", secret, cfg), as_json)
-    ch = svc.add_channel("email", name, new_secret(password), cfg)
-    svc.set_channel_cursor(ch["name"], f"{got['uidvalidity']}:{max(0, got['uidnext'] - 1)}")
+        return _renewed(svc.channels.renew_secret(name or "email", secret, cfg), as_json)
+    ch = svc.channels.add("email", name, new_secret(password), cfg)
+    svc.channel_updates.set_cursor(ch["name"], f"{got['uidvalidity']}:{max(0, got['uidnext'] - 1)}")
     if as_json:
         return emit_json(ch)
     click.echo(f"channel {ch['name']} added (email, {cfg['address']}; Authentication-Results of "
@@ -241,9 +241,9 @@ def _add_email(svc: ServiceDoor, name: str | None, cfg: dict[str, Any], password
     return None
 
 
-def _renewing(svc: ServiceDoor, kind: str, name: str | None) -> bool:
+def _renewing(svc: Service, kind: str, name: str | None) -> bool:
     """``channels add`` for a channel of that kind and name that exists: a new secret, the pairing kept."""
-    return any(c["name"] == (name or kind) and c["kind"] == kind for c in svc.channels())
+    return any(c["name"] == (name or kind) and c["kind"] == kind for c in svc.channels.list())
 
 
 def _renewed(ch: ChatChannel, as_json: bool) -> None:
@@ -262,7 +262,7 @@ def channels_list(as_json: bool) -> None:
     from palui.discovery import find_service
 
     svc = service()
-    rows = svc.channels()
+    rows = svc.channels.list()
     running = bool(rows) and find_service(svc.settings) is not None
     if as_json:
         return emit_json([{k: v for k, v in c.items() if k != "config"} | {"account": _account(c)}
@@ -270,7 +270,7 @@ def channels_list(as_json: bool) -> None:
     if not rows:
         click.echo("no channels (palui channels add telegram|matrix|slack|discord|email)")
         return
-    tz = svc.timezone()
+    tz = svc.status.timezone()
     table([[c["name"], c["kind"], _account(c), _state_text(c, running, tz),
             c["person"] or ("pairing…" if c["pairing"] else "-"), "on" if c["allow_groups"] else "off",
             str(c["waiting"]), c["last_failure"] or ""] for c in rows],
@@ -301,7 +301,7 @@ def _account(c: ChatChannel) -> str:
 @click.argument("name")
 def channels_remove(name: str) -> None:
     """Remove a channel and its secrets (a running service stops it within seconds)."""
-    c = service().remove_channel(name)
+    c = service().channels.remove(name)
     click.echo(f"channel {c['name']} removed")
 
 
@@ -310,14 +310,14 @@ def channels_remove(name: str) -> None:
 def channels_pair(name: str) -> None:
     """Print a one-time pairing code (10 minutes, 5 tries). Send /pair CODE to Palui in a private chat."""
     svc = service()
-    p = svc.pair_code(name)
+    p = svc.channels.pair_code(name)
     if p["paired_with"]:
         click.echo(f"{name} is paired with {shown(p['paired_with'], one_line=True)}; the first right /pair replaces "
                    "them")
     until = (p["expires_at"] or "")[:19].replace("T", " ")
     click.echo(f"pairing code: {p['code']}  (valid until {until} UTC, 5 tries)")
-    if svc.channel(name)["kind"] == "email":
-        address = svc.channel(name)["config"]["address"]
+    if svc.channels.get(name)["kind"] == "email":
+        address = svc.channels.get(name)["config"]["address"]
         click.echo(f"send a mail from your own address to {address} with this as its first line: /pair {p['code']}")
     else:
         click.echo(f"send this to Palui in a private chat: /pair {p['code']}")
@@ -330,7 +330,7 @@ def channels_groups(name: str, setting: str) -> None:
     """Allow group chats and rooms with other members (only your messages start turns; others' are untrusted)."""
     if setting not in ("on", "off"):
         raise UsageError("groups takes on or off")
-    c = service().set_channel_groups(name, setting == "on")
+    c = service().channels.set_groups(name, setting == "on")
     click.echo(f"{c['name']}: group chats {'allowed' if c['allow_groups'] else 'refused'}")
 
 
@@ -341,8 +341,8 @@ def channels_test(name: str) -> None:
     from palui.channels.redaction import Redactor
 
     svc = service()
-    c = svc.channel(name)
-    secret = svc.channel_secrets(name)
+    c = svc.channels.get(name)
+    secret = svc.channels.secrets(name)
     redact = Redactor(str(v) for v in secret.values())
     import asyncio
 

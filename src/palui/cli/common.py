@@ -9,6 +9,7 @@ commands from function signatures on every start cost more than most commands ta
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
@@ -18,7 +19,8 @@ from palui.errors import ConfigError
 from palui.text.display import json_safe, shown
 
 if TYPE_CHECKING:
-    from palui.service.door import ServiceDoor, ToolsDoor
+    from palui.service.api import Service
+    from palui.service.light import ToolsService
 
 S = TypeVar("S")
 
@@ -66,7 +68,7 @@ LIMIT = click.IntRange(1, 1_000_000)  # --limit N: how many rows to show
 ROW_ID = click.IntRange(1, 2**63 - 1)  # a memory's or task's id
 
 
-class Setting(click.ParamType):
+class Setting(click.ParamType[Any, Any]):
     """An option that gives, for one thing, what a configuration key gives for all (``connectors add
     --timeout`` is ``mcp.call_timeout_seconds`` for one server): the key's rule in the settings model bounds
     it, as it bounds the key in palui.toml (spec §10.4): ``--timeout inf`` is a usage error (exit 2) saying
@@ -89,7 +91,7 @@ class Setting(click.ParamType):
             self.fail(str(e), param, ctx)
 
 
-class Clean(click.ParamType):
+class Clean(click.ParamType[Any, Any]):
     """Text that becomes a path, a host, a URL or a process argument (``--cwd``, ``--model script:PATH``):
     a control character in it (NUL, a line feed, an escape) is a usage error naming where, as in palui.toml
     (spec §10.4)."""
@@ -122,19 +124,36 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise click.exceptions.Exit(code)
 
 
-def service() -> ServiceDoor:
-    """The whole service (:class:`palui.service.Service`, seen through its door); a bad configuration
-    exits 1 with its error."""
+@dataclass(frozen=True)
+class Hooks:
+    """What a program that runs the command line in its own process plugs into the service the commands
+    build (``palui.cli.main(argv, hooks=Hooks(...))``; the test suite runs its MCP servers in its process
+    this way). The command line itself never makes one: no option, setting or variable reaches it.
+
+    Attributes:
+        mcp_transport: ``Service(mcp_transport=...)``: called with an MCP server's configuration, it returns
+            the SDK transport to reach it through, or None for the configured one
+            (``palui.connectors.mcp.config.TransportFactory``, which a front end does not import).
+    """
+
+    mcp_transport: Callable[[Any], Any] | None = None
+
+
+def service() -> Service:
+    """The whole service (:class:`palui.service.Service`: a front end calls its parts), with the :class:`Hooks`
+    ``main`` was given; a bad configuration exits 1 with its error."""
     from palui.service import Service
 
-    return _started(Service)
+    ctx = click.get_current_context(silent=True)
+    hooks = (ctx.find_object(Hooks) if ctx is not None else None) or Hooks()
+    return _started(lambda: Service(mcp_transport=hooks.mcp_transport))
 
 
-def tools_service() -> ToolsDoor:
+def tools_service() -> ToolsService:
     """The tools part alone (:class:`palui.service.light.ToolsService`), for commands that only read
     the catalog: it starts with a third of the imports of :func:`service`
-    (docs/decisions/0085-a-light-cli-start.md). Call only its ``LIGHT_METHODS`` (a method another part
-    overrides answers differently here)."""
+    (docs/decisions/0085-a-light-cli-start.md). Its parts (``LIGHT_PARTS``) are the full service's of the
+    same names and classes."""
     from palui.service.light import ToolsService
 
     return _started(ToolsService)

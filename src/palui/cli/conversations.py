@@ -26,13 +26,13 @@ def channel_word(channel: str | None) -> str:
 def conversations_list(limit: int, channel: str | None, as_json: bool) -> None:
     """Conversations, newest first, with their channel, turns, taint and first message."""
     svc = service()
-    rows = svc.conversations(limit, channel=channel)
+    rows = svc.conversations.list(limit, channel=channel)
     if as_json:
         return emit_json(rows)
     if not rows:
         click.echo("no conversations yet")
         return
-    tz = svc.timezone()
+    tz = svc.status.timezone()
     table([[r["id"], channel_word(r["channel"]), local(r["last"] or r["created_at"], tz), str(r["turns"]),
             ("tainted" if r["tainted"] else "") + (" · live" if r["live"] else ""),
             (r["title"] or "(no message yet)")[:60]] for r in rows],
@@ -46,10 +46,10 @@ def conversations_list(limit: int, channel: str | None, as_json: bool) -> None:
 def conversations_show(conversation: str, as_json: bool) -> None:
     """One conversation: its channel, taint, and each turn with its message, status and answer."""
     svc = service()
-    c = svc.conversation(conversation)
+    c = svc.conversations.get(conversation)
     if as_json:
         return emit_json(c)
-    tz = svc.timezone()
+    tz = svc.status.timezone()
     click.echo(f"conversation {c['id']} · channel {channel_word(c['channel'])} · started "
                f"{local(c['created_at'], tz)} · {len(c['turns'])} turn(s)")
     if c["tainted"]:

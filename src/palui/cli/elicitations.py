@@ -72,7 +72,7 @@ def read_hidden(f: Field) -> str | None:
 
 
 def ask_on_terminal(e: TurnElicitation) -> Answer:
-    """Put question ``e`` (the ``Service.elicitation`` shape) to the person on this terminal.
+    """Put question ``e`` (the ``ElicitationsPart.get`` shape) to the person on this terminal.
     Returns ``(action, content)``; end of input is a decline."""
     _say(question_text(e))
     if e["mode"] == "url":
@@ -134,7 +134,7 @@ async def ask_on_terminal_async(e: TurnElicitation) -> Answer:
 
 class TerminalQuestions:
     """Asks the questions of this CLI's own turns. ``answer(id, action, content)`` is the door
-    (in-process ``svc.answer_elicitation`` or the live service's route); ``lookup(id)`` reads one."""
+    (in-process ``svc.elicitations.answer`` or the live service's route); ``lookup(id)`` reads one."""
 
     def __init__(self, answer: Callable[[str, str, dict[str, Any] | None], Any],
                  lookup: Callable[[str], Elicitation], in_loop: bool) -> None:
@@ -204,7 +204,7 @@ class TerminalQuestions:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def elicitations_list(all_: bool, as_json: bool) -> None:
     """List the questions MCP servers asked you that wait for an answer (with --all, every one)."""
-    rows = service().elicitations(None if all_ else "pending")
+    rows = service().elicitations.list(None if all_ else "pending")
     if as_json:
         return emit_json(rows)
     if not rows:
@@ -220,7 +220,7 @@ def elicitations_list(all_: bool, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def elicitations_show(elicitation_id: str, as_json: bool) -> None:
     """One question with its fields (or its URL), in the server's words, escaped."""
-    e = service().elicitation(elicitation_id)
+    e = service().elicitations.get(elicitation_id)
     if as_json:
         return emit_json(e)
     click.echo(question_text(e))
@@ -245,7 +245,7 @@ def elicitations_answer(elicitation_id: str, pairs: tuple[str, ...], decline: bo
     action = "decline" if decline else "cancel" if cancel else "accept"
     content = None
     if action == "accept":
-        e = svc.elicitation(elicitation_id)
+        e = svc.elicitations.get(elicitation_id)
         secret = secret_fields(e["schema"]) if e["mode"] == "form" else {}
         named = sorted({p.partition("=")[0].strip() for p in pairs} & set(secret))
         if named:
@@ -265,12 +265,12 @@ def elicitations_answer(elicitation_id: str, pairs: tuple[str, ...], decline: bo
                     content = {**(content or {}), f.name: parse_value(f, value)}
                 except ValueError as err:
                     raise UsageError(str(err)) from None
-    printer = None if as_json else render.Printer(tz=svc.timezone())
+    printer = None if as_json else render.Printer(tz=svc.status.timezone())
     client = live_service(svc)
     if client:
         r = client.answer_elicitation(elicitation_id, action, content, printer)
     else:
-        r = run_async(svc, svc.answer_elicitation_and_resume(elicitation_id, action, content, "cli", printer))
+        r = run_async(svc, svc.elicitations.answer_and_resume(elicitation_id, action, content, "cli", printer))
     if as_json:
         emit_json(r)
     else:

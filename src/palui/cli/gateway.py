@@ -84,7 +84,7 @@ def _line(c: GatewayClient) -> str:
 def clients_add(name: str, connectors: str | None, context: str | None, as_json: bool) -> None:
     """Add a client and print its token, once (only its hash is stored), with the configuration to paste."""
     chosen = [c.strip() for c in connectors.split(",") if c.strip()] if connectors is not None else None
-    c = service().gateway_client_add(name, chosen, context or "unknown")
+    c = service().gateway.add_client(name, chosen, context or "unknown")
     if as_json:
         return emit_json(c)
     click.echo(f"Added gateway client {_line(c)}.")
@@ -96,7 +96,7 @@ def clients_add(name: str, connectors: str | None, context: str | None, as_json:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def clients_list(as_json: bool) -> None:
     """The gateway's clients."""
-    rows = service().gateway_clients()
+    rows = service().gateway.clients()
     if as_json:
         return emit_json(rows)
     if not rows:
@@ -111,7 +111,7 @@ def clients_list(as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def clients_show(name: str, as_json: bool) -> None:
     """A client and the configuration to paste into it (its token is not stored: paste the one shown at add)."""
-    c = service().gateway_client(name)
+    c = service().gateway.client(name)
     if as_json:
         return emit_json(c)
     click.echo(_line(c))
@@ -122,7 +122,7 @@ def clients_show(name: str, as_json: bool) -> None:
 @click.argument("name")
 def clients_remove(name: str) -> None:
     """Remove a client: its token opens nothing from now on, its open sessions end."""
-    ended = service().gateway_client_remove(name)
+    ended = service().gateway.remove_client(name)
     click.echo(f"Removed gateway client {name}" + (f"; ended {len(ended)} open session(s)." if ended else "."))
 
 
@@ -131,7 +131,7 @@ def clients_remove(name: str) -> None:
 def clients_clear(name: str) -> None:
     """Forget what the client's sessions carried: its taint, the calls you denied, its loop counts and loop stop
     (they are kept per client, not per session). Its open sessions end; its next one starts afresh."""
-    ended = service().gateway_client_clear(name)
+    ended = service().gateway.clear_client(name)
     click.echo(f"Cleared gateway client {name}: its taint, denied calls and loop counts are forgotten"
                + (f"; ended {len(ended)} open session(s)." if ended else "."))
 
@@ -139,5 +139,5 @@ def clients_clear(name: str) -> None:
 @gateway_app.command("resume")
 def gateway_resume() -> None:
     """Take gateway calls and sessions again after palui stop --all (the emergency brake pauses the gateway)."""
-    was = service().gateway_resume()
+    was = service().gateway.resume()
     click.echo("gateway resumed" if was else "the gateway was not paused")

@@ -10,14 +10,16 @@ from __future__ import annotations
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import click
+
 if TYPE_CHECKING:
     from palui.cli.client import ServiceClient
-    from palui.service.door import ServiceDoor
+    from palui.service.api import Service
 
 T = TypeVar("T")
 
 
-def run_async(svc: ServiceDoor, coro: Coroutine[Any, Any, T]) -> T:
+def run_async(svc: Service, coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` on a new event loop, then close the connectors it started in this process."""
     # here, not at the top: only commands that run a loop pay for it (docs/decisions/0085-a-light-cli-start.md)
     import asyncio
@@ -31,7 +33,7 @@ def run_async(svc: ServiceDoor, coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(wrapper())
 
 
-def live_service(svc: ServiceDoor) -> ServiceClient | None:
+def live_service(svc: Service) -> ServiceClient | None:
     """A client for the service running on this PALUI_HOME, or None (then the turn runs in-process)."""
     from palui.server.discovery import find_service
 
@@ -40,4 +42,8 @@ def live_service(svc: ServiceDoor) -> ServiceClient | None:
         return None
     from palui.cli.client import ServiceClient
 
-    return ServiceClient(info)
+    client = ServiceClient(info)
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:  # its connections close with the command, not only with the process
+        ctx.call_on_close(client.close)
+    return client

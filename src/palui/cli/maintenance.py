@@ -14,7 +14,7 @@ from palui.text.display import shown
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def prune_cmd(before: str, as_json: bool) -> None:
     """Delete untrusted content, inbox messages and webhook deliveries older than DATE (the audit is kept)."""
-    r = service().prune(before)
+    r = service().maintenance.prune(before)
     if as_json:
         return emit_json(r)
     d = r["deleted"]
@@ -30,7 +30,7 @@ def prune_cmd(before: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def backup_cmd(file: str, as_json: bool) -> None:
     """Copy the database into FILE (SQLite's online backup: safe while the service runs)."""
-    r = service().backup(file)
+    r = service().maintenance.backup(file)
     if as_json:
         return emit_json(r)
     click.echo(f"backup written: {shown(r['file'], one_line=True)} ({r['bytes']} bytes)")

@@ -79,7 +79,7 @@ def connectors_add(name: str, command: tuple[str, ...], url: str | None, env: tu
 
         client = client_option(client_id, client_secret_file, client_auth, redirect_uri)
         sign_in = terminal_sign_in(no_browser)
-    result = service().mcp_add(name, config, enable_read=enable_read, sign_in=sign_in, client=client)
+    result = service().connectors.add(name, config, enable_read=enable_read, sign_in=sign_in, client=client)
     if as_json:
         return emit_json(result)
     click.echo(f"{result['id']}: connected, {len(result['tools'])} tool(s), "
@@ -87,7 +87,7 @@ def connectors_add(name: str, command: tuple[str, ...], url: str | None, env: tu
     _print_report({"refused_duplicates": result["refused_duplicates"], "schema_flagged": result["schema_flagged"]})
     if not enable_read:
         click.echo(f"New tools start off: palui tools enable-read {result['id']}, or palui tools enable NAME")
-    warning = service().tool_budget_warning() if enable_read else None
+    warning = service().tools.budget_warning() if enable_read else None
     if warning:
         click.echo(f"warning: {warning}", err=True)
 
@@ -98,7 +98,7 @@ def connectors_add(name: str, command: tuple[str, ...], url: str | None, env: tu
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def connectors_import(file: str, enable_read: bool, as_json: bool) -> None:
     """Add every server of an mcpServers JSON file (${VAR} taken from the environment)."""
-    results = service().mcp_import(file, enable_read=enable_read)
+    results = service().connector_import.from_file(file, enable_read=enable_read)
     if as_json:
         emit_json(results)
     else:
@@ -114,7 +114,7 @@ def connectors_import(file: str, enable_read: bool, as_json: bool) -> None:
 @click.argument("cid", metavar="ID")
 def connectors_remove(cid: str) -> None:
     """Remove an MCP connector, its tools, secrets and logs."""
-    service().mcp_remove(cid)
+    service().connectors.remove(cid)
     click.echo(f"{cid}: removed")
 
 
@@ -135,7 +135,7 @@ def connectors_refresh(cid: str, as_json: bool) -> None:
         finally:
             client.close()
     else:
-        r = svc.mcp_refresh(cid)
+        r = svc.connectors.refresh(cid)
     if as_json:
         return emit_json(r)
     click.echo(f"{cid}: {r['state']}; {len(r['added'])} new, {len(r['changed'])} changed, "
@@ -152,8 +152,8 @@ def connectors_refresh(cid: str, as_json: bool) -> None:
 def connectors_trust(cid: str, tool: str | None, untrust: bool) -> None:
     """Mark a connector (or one tool) a trusted source: its output no longer taints turns."""
     svc = service()
-    name = svc.resolve_tool(cid, tool) if tool else None
-    svc.set_trusted(cid, name, not untrust)
+    name = svc.connectors.resolve_tool(cid, tool) if tool else None
+    svc.tools.set_trusted(cid, name, not untrust)
     what = name or cid
     click.echo(f"{what}: {'not ' if untrust else ''}a trusted source")
 
@@ -163,7 +163,7 @@ def connectors_trust(cid: str, tool: str | None, untrust: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def connectors_show(cid: str, as_json: bool) -> None:
     """Show an MCP connector's configuration (secret values redacted)."""
-    cfg = service().mcp_config(cid)
+    cfg = service().connectors.config(cid)
     if as_json:
         return emit_json(cfg)
     for k, v in cfg.items():
@@ -175,7 +175,7 @@ def connectors_show(cid: str, as_json: bool) -> None:
 @click.argument("cid", metavar="ID")
 def connectors_enable(cid: str) -> None:
     """Enable an MCP connector again."""
-    service().mcp_set_enabled(cid, True)
+    service().connectors.set_enabled(cid, True)
     click.echo(f"{cid}: enabled")
 
 
@@ -183,6 +183,6 @@ def connectors_enable(cid: str) -> None:
 @click.argument("cid", metavar="ID")
 def connectors_disable(cid: str) -> None:
     """Disable an MCP connector: none of its tools is offered or called."""
-    service().mcp_set_enabled(cid, False)
+    service().connectors.set_enabled(cid, False)
     click.echo(f"{cid}: disabled")
 

@@ -21,7 +21,7 @@ def _short(text: str, width: int = 60) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def memories_list(limit: int, as_json: bool) -> None:
     """List memories, newest first, with their provenance (untrusted ones taint the turns that read them)."""
-    rows = service().memories(limit)
+    rows = service().memories.list(limit)
     if as_json:
         return emit_json(rows)
     if not rows:
@@ -36,7 +36,7 @@ def memories_list(limit: int, as_json: bool) -> None:
 @click.argument("memory_id", metavar="ID", type=ROW_ID)
 def memories_forget(memory_id: int) -> None:
     """Delete a memory."""
-    m = service().forget_memory(memory_id)
+    m = service().memories.forget(memory_id)
     click.echo(f"Forgot memory {m['id']}: {shown(_short(m['text']))}")
 
 
@@ -44,7 +44,7 @@ def memories_forget(memory_id: int) -> None:
 @click.argument("memory_id", metavar="ID", type=ROW_ID)
 def memories_trust(memory_id: int) -> None:
     """Mark a memory trusted: reading it no longer taints a turn."""
-    m = service().trust_memory(memory_id)
+    m = service().memories.trust(memory_id)
     click.echo(f"Memory {m['id']} is trusted: {shown(_short(m['text']))}")
 
 
@@ -53,7 +53,7 @@ def memories_trust(memory_id: int) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def tasks_list(status: str, as_json: bool) -> None:
     """List tasks with their provenance."""
-    rows = service().tasks(status)
+    rows = service().memories.tasks(status)
     if as_json:
         return emit_json(rows)
     if not rows:
@@ -68,7 +68,7 @@ def tasks_list(status: str, as_json: bool) -> None:
 @click.argument("task_id", metavar="ID", type=ROW_ID)
 def tasks_forget(task_id: int) -> None:
     """Delete a task."""
-    t = service().forget_task(task_id)
+    t = service().memories.forget_task(task_id)
     click.echo(f"Deleted task {t['id']}: {shown(_short(t['title']))}")
 
 
@@ -76,5 +76,5 @@ def tasks_forget(task_id: int) -> None:
 @click.argument("task_id", metavar="ID", type=ROW_ID)
 def tasks_trust(task_id: int) -> None:
     """Mark a task trusted: reading it no longer taints a turn."""
-    t = service().trust_task(task_id)
+    t = service().memories.trust_task(task_id)
     click.echo(f"Task {t['id']} is trusted: {shown(_short(t['title']))}")

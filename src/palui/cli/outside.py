@@ -13,7 +13,7 @@ from palui.cli.common import connectors_app, service, tools_app
 def tools_reaches_outside(names: tuple[str, ...], off: bool) -> None:
     """Flag tools whose calls reach outside: in a tainted turn, a call carrying an address from untrusted
     content or text from your private stores then asks first (web__fetch_page and openWorldHint tools always do)."""
-    for r in service().set_reaches_outside(list(names), not off):
+    for r in service().tools.set_reaches_outside(list(names), not off):
         click.echo(f"{r.name}: {'reaches outside' if r.reaches_outside else 'does not reach outside'}"
                    + (" (flagged by you)" if r.outside_flag else ""))
 
@@ -24,5 +24,5 @@ def tools_reaches_outside(names: tuple[str, ...], off: bool) -> None:
 def connectors_private(cid: str, off: bool) -> None:
     """Mark a connector's results private, like your memories and tasks: a call that reaches outside with
     text from them asks first in a tainted turn."""
-    service().set_private(cid, not off)
+    service().tools.set_private(cid, not off)
     click.echo(f"{cid}: results {'not ' if off else ''}private")

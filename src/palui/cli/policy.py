@@ -16,7 +16,7 @@ from palui.text.display import shown
 @policy_app.command("snapshot")
 def policy_snapshot() -> None:
     """Write today's verdict of every tool, per origin and taint, as CSV (tool,origin,tainted,verdict)."""
-    click.echo(service().policy_snapshot(), nl=False)
+    click.echo(service().policy.snapshot(), nl=False)
 
 
 @policy_app.command("check")
@@ -31,7 +31,7 @@ def policy_check(file: Path, as_json: bool) -> None:
         text = read_text(file, POLICY_MAX_BYTES)
     except Unreadable as e:
         fail(f"cannot read {file}: {e}")
-    found = service().policy_check(text)
+    found = service().policy.check(text)
     if as_json:
         emit_json(found)
     else:

@@ -20,7 +20,7 @@ def _secs(s: float | None) -> str:
 def report_cmd(days: int, as_json: bool) -> None:
     """Asks per day and how they were answered, what caused them, the tools asked most, job turns that waited,
     calls refused as not offered, what tainted your conversations — and suggestions, one command each."""
-    r = service().report(days)
+    r = service().report.build(days)
     if as_json:
         return emit_json(r)
     a = r["asks"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -135,9 +135,9 @@ def connectors_login(cid: str, client_id: str | None, client_secret_file: Path |
     svc = service()
     client = client_option(client_id, client_secret_file, client_auth, redirect_uri)
 
-    async def go() -> dict:
+    async def go() -> dict[str, Any]:
         try:
-            return await svc.mcp_login_async(cid, terminal_sign_in(no_browser), client)
+            return await svc.signin.login_async(cid, terminal_sign_in(no_browser), client)
         finally:
             await svc.close()
 
@@ -160,7 +160,7 @@ def connectors_logout(cid: str, as_json: bool) -> None:
     """Sign out of a remote MCP server: its tokens are revoked (where the server offers it) and deleted."""
     import asyncio
 
-    r = asyncio.run(service().mcp_logout_async(cid))
+    r = asyncio.run(service().signin.logout_async(cid))
     if as_json:
         return emit_json(r)
     click.echo(f"{cid}: signed out (tokens deleted; revocation: {r['revocation']})")
@@ -173,6 +173,6 @@ def connectors_allow_secret_questions(cid: str, off: bool) -> None:
     """Let this MCP server's questions ask for a secret (a password, a token, a card number…): you answer them
     with hidden input, never on a command line or in a chat, and Palui never stores the value. Without this,
     such a question is refused and you are told (spec §7.8)."""
-    service().allow_secret_questions(cid, not off)
+    service().elicitations.allow_secret_questions(cid, not off)
     click.echo(f"{cid}: questions that ask for a secret are " + ("refused (the default)" if off else
                "asked with hidden input (the value is never stored, logged or put in a conversation)"))

@@ -26,26 +26,26 @@ def tools_suggest(connector: str, accept: bool, accept_tool: str | None, as_json
     until you accept."""
     svc = service()
     if accept_tool:
-        rows = svc.suggest_classes(connector)
+        rows = svc.suggestions.list(connector)
         s = next((r for r in rows if r["name"] == accept_tool), None)
         expected = s["suggestion"] if s else ""
-        got = svc.accept_suggestion(accept_tool, expected or "")
+        got = svc.suggestions.accept(accept_tool, expected or "")
         if as_json:
             return emit_json([got])
         click.echo(f"{got['name']}: class {got['suggestion']} (user) — {shown(got['reason'], one_line=True)}")
         return
     if accept:
-        done = svc.accept_suggestions(connector)
+        done = svc.suggestions.accept_all(connector)
         if as_json:
             return emit_json(done)
         for s in done:
             click.echo(f"{s['name']}: class {s['suggestion']} (user) — {shown(s['reason'], one_line=True)}")
-        left = [r for r in svc.suggest_classes(connector) if r["suggestion"] == "read"]
+        left = [r for r in svc.suggestions.list(connector) if r["suggestion"] == "read"]
         click.echo(f"{len(done)} suggestion(s) accepted" + (
             f"; {len(left)} read suggestion(s) are accepted one at a time: palui tools suggest {connector} "
             f"--accept-tool NAME" if left else ""))
         return
-    rows = svc.suggest_classes(connector)
+    rows = svc.suggestions.list(connector)
     if as_json:
         return emit_json(rows)
     if not rows:

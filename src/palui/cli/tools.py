@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def connectors_list(as_json: bool) -> None:
     """List connectors with their state and tool counts."""
-    rows = service().connectors()
+    rows = service().connectors.list()
     if as_json:
         return emit_json(rows)
     table([[r["id"], r["kind"], r["state"], f"{r['enabled_tools']}/{r['tools']}",
@@ -39,7 +39,7 @@ def connectors_list(as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def tools_list(connector: str | None, as_json: bool) -> None:
     """List tools: model-visible name, class and its source, switch, flags."""
-    rows = tools_service().tools(connector)
+    rows = tools_service().tools.list(connector)
     for r in rows:  # a stored row that did not read: named, with the fix (spec §2: read as unknown)
         if r.unreadable_notice:
             click.echo(f"notice: {r.unreadable_notice}", err=True)
@@ -59,7 +59,7 @@ def tools_list(connector: str | None, as_json: bool) -> None:
 @click.argument("tool_class", metavar="read|write|destructive")
 def tools_set_class(name: str, tool_class: str) -> None:
     """Set a tool's class (your choice beats builtin and hints)."""
-    row = service().set_class(name, tool_class)
+    row = service().tools.set_class(name, tool_class)
     click.echo(f"{row.name}: class {row.tool_class.value} (source {row.class_source.value})")
 
 
@@ -67,7 +67,7 @@ def tools_set_class(name: str, tool_class: str) -> None:
 @click.argument("name")
 def tools_reset(name: str) -> None:
     """Drop your class choice for a tool."""
-    row = service().reset_class(name)
+    row = service().tools.reset_class(name)
     click.echo(f"{row.name}: class {row.tool_class.value} (source {row.class_source.value})")
 
 
@@ -75,7 +75,7 @@ def tools_reset(name: str) -> None:
 @click.argument("names", nargs=-1, required=True)
 def tools_enable(names: tuple[str, ...]) -> None:
     """Switch tools on."""
-    for r in service().set_enabled(list(names), True):
+    for r in service().tools.set_enabled(list(names), True):
         click.echo(f"{r.name}: on")
 
 
@@ -83,7 +83,7 @@ def tools_enable(names: tuple[str, ...]) -> None:
 @click.argument("names", nargs=-1, required=True)
 def tools_disable(names: tuple[str, ...]) -> None:
     """Switch tools off (never offered to the model)."""
-    for r in service().set_enabled(list(names), False):
+    for r in service().tools.set_enabled(list(names), False):
         click.echo(f"{r.name}: off")
 
 
@@ -93,12 +93,12 @@ def tools_enable_read(connector: str | None) -> None:
     """Switch on every read tool (of CONNECTOR, or of all), except tools flagged changed or holding hidden
     characters (named, with how to switch them on)."""
     svc = service()
-    rows = svc.enable_read(connector)
+    rows = svc.tools.enable_read(connector)
     for r in rows:
         click.echo(f"{r.name}: on")
     click.echo(f"{len(rows)} read tool(s) switched on")
     # Read tools it leaves off on purpose, named with why and how (docs/mcp.md; a new-user trial missed them).
-    for r in svc.tools(connector):
+    for r in svc.tools.list(connector):
         if r.tool_class.value == "read" and not r.enabled and (r.changed or r.must_be_seen):
             why = ("its definition holds hidden characters: see it escaped with palui tools show NAME, then "
                    "palui tools enable NAME") if r.hidden else (
@@ -107,7 +107,7 @@ def tools_enable_read(connector: str | None) -> None:
                 f"{r.schema_problem}: see it with palui tools show NAME, then palui tools enable NAME"
                 if r.schema_problem and not r.changed else "it is flagged changed: palui tools review NAME")
             click.echo(f"left off: {visible(r.name)}: {why}")
-    warning = svc.tool_budget_warning()
+    warning = svc.tools.budget_warning()
     if warning:
         click.echo(f"warning: {warning}", err=True)
 
@@ -147,11 +147,11 @@ def _print_pending(p: PendingReview) -> None:
 def tools_show(name: str, as_json: bool) -> None:
     """Show a tool's stored definition and, if flagged, the pending change as a diff."""
     svc = service()
-    d = svc.tool_details(name)
+    d = svc.tools.details(name)
     if as_json:
         emit_json(d)  # escaped (hidden characters as \\u escapes): seen, so it may be switched on
         if d["hidden_characters"] or d["look_alike_name"] or d["schema_problem"]:
-            svc.acknowledge_hidden(name, d["definition_hash"])
+            svc.tools.acknowledge_hidden(name, d["definition_hash"])
         return
     flags = [
         w
@@ -183,18 +183,18 @@ def tools_show(name: str, as_json: bool) -> None:
         click.echo("")
         _print_pending(d["pending"])
     if d["look_alike_name"]:
-        svc.acknowledge_hidden(name, d["definition_hash"])
+        svc.tools.acknowledge_hidden(name, d["definition_hash"])
         click.echo("")
         click.echo(f"Its raw name has characters that look like others: {ascii(d['tool'])} reads like "
                    f"{visible(skeleton(d['tool']))}. Having seen it, you may switch it on: palui tools enable "
                    + d["name"])
     if d["schema_problem"] and not d["hidden_characters"]:
-        svc.acknowledge_hidden(name, d["definition_hash"])
+        svc.tools.acknowledge_hidden(name, d["definition_hash"])
         click.echo("")
         click.echo(f"Its input schema is flagged: {d['schema_problem']}. Having seen it, you may switch it on: "
                    f"palui tools enable {d['name']}")
     if d["hidden_characters"]:
-        svc.acknowledge_hidden(name, d["definition_hash"])
+        svc.tools.acknowledge_hidden(name, d["definition_hash"])
         click.echo("")
         click.echo("This definition has hidden characters (shown above as \\u… escapes); the model is sent it with them"
                    " removed. Having seen it, you may switch it on: palui tools enable " + d["name"])
@@ -206,7 +206,7 @@ def tools_show(name: str, as_json: bool) -> None:
 def tools_review(name: str, yes: bool) -> None:
     """Show a changed tool's pending definition as a diff, then accept it if you confirm (spec §7)."""
     svc = service()
-    d = svc.tool_details(name)
+    d = svc.tools.details(name)
     if not d["pending"]:
         raise UsageError(f"{name} is not flagged for review")
     _print_pending(d["pending"])
@@ -219,7 +219,7 @@ def tools_review(name: str, yes: bool) -> None:
         if not click.confirm("Accept this definition?", default=False):
             fail(f"not accepted; {name} stays flagged" + (" and off" if not d["enabled"] else ""))
     # The fingerprint binds the acceptance to the change printed above (spec §7: no unseen definition).
-    r = svc.review_tool(name, expected=d["pending"]["fingerprint"])
+    r = svc.tools.review(name, expected=d["pending"]["fingerprint"])
     click.echo(
         f"{r.name}: reviewed; class {r.tool_class.value} ({r.class_source.value}), {'on' if r.enabled else 'off'}"
     )
@@ -239,7 +239,7 @@ def policy_explain(name: str, origin: str, tainted: bool, as_json: bool) -> None
         o = Origin(origin)
     except ValueError:
         fail(f"unknown origin {origin!r}: use chat, job, webhook or gateway", 2)
-    result = service().explain(name, o, tainted, "the --tainted option" if tainted else None)
+    result = service().tools.explain(name, o, tainted, "the --tainted option" if tainted else None)
     if as_json:
         return emit_json(result)
     click.echo(f"{result['verdict']}: {result['reason'].split(': ', 1)[-1]}")

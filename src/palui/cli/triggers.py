@@ -36,7 +36,7 @@ def _short(text: str, n: int = 50) -> str:
 def jobs_add(name: str, cron: str, prompt: str, token_cap: int | None, tz: str | None, connector: tuple[str, ...],
              as_json: bool) -> None:
     """Add a scheduled job. It runs while `palui serve` runs; runs missed meanwhile are coalesced into one."""
-    j = service().add_job(name, cron, prompt, token_cap, tz, list(connector) or None)
+    j = service().jobs.add(name, cron, prompt, token_cap, tz, list(connector) or None)
     if as_json:
         return emit_json(j)
     scope = f"; only {', '.join(j['connectors'])}" if j["connectors"] else ""
@@ -47,7 +47,7 @@ def jobs_add(name: str, cron: str, prompt: str, token_cap: int | None, tz: str |
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def jobs_list(as_json: bool) -> None:
     """List jobs: schedule, next run, last run and its status, tokens today against the job's cap."""
-    rows = service().jobs()
+    rows = service().jobs.list()
     if as_json:
         return emit_json(rows)
     if not rows:
@@ -71,14 +71,14 @@ def jobs_list(as_json: bool) -> None:
         ],
         ["NAME", "CRON", "ZONE", "NEXT RUN", "LAST RUN", "LAST", "TOKENS", "CONNECTORS", "PROMPT"],
     )
-    if service().jobs_paused():
+    if service().brake.jobs_paused():
         click.echo("jobs are paused by the emergency brake (palui stop --all); palui jobs resume")
 
 
 @jobs_app.command("resume")
 def jobs_resume() -> None:
     """Let the jobs run again after palui stop --all (each from its next scheduled time)."""
-    was = service().resume_jobs()
+    was = service().brake.resume_jobs()
     click.echo("jobs resumed" if was else "jobs were not paused")
 
 
@@ -86,7 +86,7 @@ def jobs_resume() -> None:
 @click.argument("name", help="The job's name.")
 def jobs_remove(name: str) -> None:
     """Delete a job (its past turns and results stay)."""
-    j = service().remove_job(name)
+    j = service().jobs.remove(name)
     click.echo(f"job {j['name']} removed")
 
 
@@ -96,14 +96,14 @@ def jobs_remove(name: str) -> None:
 def jobs_run(name: str, as_json: bool) -> None:
     """Run a job now (through the live service when one runs on this PALUI_HOME, else here)."""
     svc = service()
-    printer = None if as_json else render.Printer(tz=svc.timezone())
+    printer = None if as_json else render.Printer(tz=svc.status.timezone())
     client = live_service(svc)
     if client:
         from urllib.parse import quote
 
         r = client.stream(f"/api/jobs/{quote(name, safe='')}/run", {}, printer)
     else:
-        r = run_async(svc, svc.run_job(name, printer))
+        r = run_async(svc, svc.jobs.run(name, printer))
     finish_turn(r, as_json, printer)
 
 
@@ -112,7 +112,7 @@ def jobs_run(name: str, as_json: bool) -> None:
 def webhooks_add(name: str) -> None:
     """Create a webhook; prints its URL and its secret, also as a Standard Webhooks `whsec_` secret
     (shown this once only)."""
-    h = service().add_webhook(name)
+    h = service().webhooks.add(name)
     click.echo(f"url: {h['url']}")
     click.echo(f"secret: {h['secret']}")
     click.echo(f"standard webhooks secret: {h['whsec']}")
@@ -132,7 +132,7 @@ def webhooks_add(name: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def webhooks_list(as_json: bool) -> None:
     """List webhooks: name, URL, deliveries in the last 24 h (never the secret)."""
-    rows = service().webhooks()
+    rows = service().webhooks.list()
     if as_json:
         return emit_json(rows)
     if not rows:
@@ -155,7 +155,7 @@ def webhooks_show(name: str, as_json: bool) -> None:
     from palui.errors import NotFound
 
     svc = service()
-    found = [h for h in svc.webhooks() if name in (h["name"], h["id"])]
+    found = [h for h in svc.webhooks.list() if name in (h["name"], h["id"])]
     if not found:
         raise NotFound(f"unknown webhook {name!r} (see: palui webhooks list)")
     h = found[0]
@@ -171,5 +171,5 @@ def webhooks_show(name: str, as_json: bool) -> None:
 @click.argument("name", help="The webhook's name.")
 def webhooks_remove(name: str) -> None:
     """Delete a webhook and its secret: its URL answers 404 from now on."""
-    h = service().remove_webhook(name)
+    h = service().webhooks.remove(name)
     click.echo(f"webhook {h['name']} removed")

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from palui.cli.client import ServiceClient
     from palui.cli.elicitations import TerminalQuestions
     from palui.results import Status, TurnEvent, TurnResult
-    from palui.service.door import ServiceDoor
+    from palui.service.api import Service
 
 approvals_app = group("approvals", "Pending approvals: list, show, approve, deny.")
 
@@ -50,7 +50,7 @@ def finish_turn(r: TurnResult, as_json: bool, printer: render.Printer | None = N
     raise click.exceptions.Exit(exit_code(r["status"]))
 
 
-def check_model(model: str | None, svc: ServiceDoor, as_json: bool = False, remote: bool = False) -> str | None:
+def check_model(model: str | None, svc: Service, as_json: bool = False, remote: bool = False) -> str | None:
     """The model string to use, checked now (a clear error before anything is stored).
 
     A ``script:`` path is made absolute here, so a live service (another working
@@ -60,7 +60,7 @@ def check_model(model: str | None, svc: ServiceDoor, as_json: bool = False, remo
     if remote and not model:
         return None
     try:
-        spec = svc.check_model(model)
+        spec = svc.turns.check_model(model)
     except ModelConfigError as e:
         if as_json:
             emit_json({"status": "error", "answer": None, "error": str(e), "events": [], "usage": None})
@@ -79,7 +79,7 @@ def run_cmd(message: str, model: str | None, conversation: str | None, as_json: 
     svc = service()
     client = live_service(svc)
     spec = check_model(model, svc, as_json, remote=client is not None)
-    printer = None if as_json else render.Printer(tz=svc.timezone())
+    printer = None if as_json else render.Printer(tz=svc.status.timezone())
     questions = questions_for(svc, client)
 
     def on_event(e: TurnEvent) -> None:
@@ -97,15 +97,15 @@ def run_cmd(message: str, model: str | None, conversation: str | None, as_json: 
                                                                                 on_event)))
     else:
         async def go() -> TurnResult:
-            r = await svc.send(message, conversation=conversation, model=spec, on_event=on_event, channel="cli")
+            r = await svc.turns.send(message, conversation=conversation, model=spec, on_event=on_event, channel="cli")
             return await questions.settle(
-                r, lambda i, a, c: svc.answer_elicitation_and_resume(i, a, c, "cli", on_event))
+                r, lambda i, a, c: svc.elicitations.answer_and_resume(i, a, c, "cli", on_event))
 
         r = run_async(svc, go())
     finish_turn(r, as_json, printer)
 
 
-def questions_for(svc: ServiceDoor, client: ServiceClient | None) -> TerminalQuestions:
+def questions_for(svc: Service, client: ServiceClient | None) -> TerminalQuestions:
     """The :class:`~palui.cli.elicitations.TerminalQuestions` of this CLI: through the live service, or here."""
     from palui.cli.elicitations import TerminalQuestions
 
@@ -118,7 +118,8 @@ def questions_for(svc: ServiceDoor, client: ServiceClient | None) -> TerminalQue
         return TerminalQuestions(
             lambda i, a, c: client.post(f"{path(i)}/answer", {"action": a, "content": c, "via": "cli"}),
             lambda i: client.get(path(i)), in_loop=False)
-    return TerminalQuestions(lambda i, a, c: svc.answer_elicitation(i, a, c, "cli"), svc.elicitation, in_loop=True)
+    return TerminalQuestions(lambda i, a, c: svc.elicitations.answer(i, a, c, "cli"), svc.elicitations.get,
+                             in_loop=True)
 
 
 @approvals_app.command("list")
@@ -130,13 +131,13 @@ def questions_for(svc: ServiceDoor, client: ServiceClient | None) -> TerminalQue
 def approvals_list(all_: bool, limit: int, before: str | None, as_json: bool) -> None:
     """List pending approvals (with --all, every approval: newest first, --limit at a time)."""
     svc = service()
-    rows = svc.approvals("pending") if not all_ else svc.approvals(None, limit=limit, before=before)
+    rows = svc.approvals.list("pending") if not all_ else svc.approvals.list(None, limit=limit, before=before)
     if as_json:
         return emit_json(rows)
     if not rows:
         click.echo("no pending approvals" if not all_ else "no approvals")
         return
-    tz, now = svc.timezone(), time.time()
+    tz, now = svc.status.timezone(), time.time()
     for a in rows:
         tool = shown(a["tool"], one_line=True)
         click.echo(f"{a['id']}  {a['status']:<9} {tool} ({a['class']}) {render.exact(a['args'], 200)}")
@@ -154,7 +155,7 @@ def approvals_list(all_: bool, limit: int, before: str | None, as_json: bool) ->
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def approvals_show(approval_id: str, as_json: bool) -> None:
     """One approval with its exact arguments, in full."""
-    a = service().approval(approval_id)
+    a = service().approvals.get(approval_id)
     if as_json:
         return emit_json(a)
     click.echo(f"approval {a['id']} ({a['status']}), turn {a['turn']}, origin {a['origin']}")
@@ -170,7 +171,7 @@ def approvals_show(approval_id: str, as_json: bool) -> None:
 def _answer(approval_id: str, approve: bool, as_json: bool, reason: str | None = None, *,
             always: dict[str, str] | None = None, confirm: bool = False, stop: bool = False) -> None:
     svc = service()
-    printer = None if as_json else render.Printer(tz=svc.timezone())
+    printer = None if as_json else render.Printer(tz=svc.status.timezone())
     client = live_service(svc)
     if client:  # the service answers first: a refusal is an error before any event
         if printer is not None:
@@ -181,8 +182,9 @@ def _answer(approval_id: str, approve: bool, as_json: bool, reason: str | None =
             if printer is not None:
                 printer.header = f"{approval_id}: {shown(what, one_line=True)}"
 
-        r = run_async(svc, svc.answer_and_resume(approval_id, approve, "cli", on_event=printer, reason=reason,
-                                                 on_answered=answered, always=always, confirm=confirm, stop=stop))
+        r = run_async(svc, svc.approvals.answer_and_resume(approval_id, approve, "cli", on_event=printer,
+                                                           reason=reason, on_answered=answered, always=always,
+                                                           confirm=confirm, stop=stop))
     if as_json:
         emit_json(r)
     elif printer is not None:
@@ -222,10 +224,10 @@ def status_cmd(as_json: bool) -> None:
     """Model, tokens today against the caps, runs in the last hour, pause, connectors, approvals."""
     svc = service()
     client = live_service(svc)
-    s: Status = client.get("/api/status") if client else svc.status()  # the service's view when one runs
+    s: Status = client.get("/api/status") if client else svc.status.get()  # the service's view when one runs
     if as_json:
         return emit_json({**s, "service_running": client is not None})
-    print_status(s, svc.timezone(), running=client is not None)
+    print_status(s, svc.status.timezone(), running=client is not None)
 
 
 def print_status(s: Status, zone: tzinfo | None, running: bool) -> None:
@@ -242,12 +244,12 @@ def print_status(s: Status, zone: tzinfo | None, running: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def inbox_cmd(limit: int, as_json: bool) -> None:
     """The person's channel: answers, job results, webhook summaries, approval requests, notices."""
-    rows = service().inbox(limit)
+    rows = service().notifier.inbox(limit)
     if as_json:
         return emit_json(rows)
     if not rows:
         click.echo("inbox is empty")
-    tz = service().timezone()
+    tz = service().status.timezone()
     for r in rows:  # in the person's zone, to the second (the stored time is UTC with microseconds)
         click.echo(f"{local(r['time'], tz, '%Y-%m-%d %H:%M:%S')}  [{r['kind']}] {shown(r['text'])}")
 
@@ -263,11 +265,11 @@ def stop_cmd(conversation: str | None, turn: str | None, every: bool) -> None:
     if every:
         if conversation or turn:
             fail("--all stops everything: give it alone", 2)
-        r = service().stop_all("cli")
+        r = service().brake.stop_all("cli")
         click.echo((f"stopped {', '.join(r['stopped'])}" if r["stopped"] else "no turn was running, waiting or queued")
                    + "; jobs paused until palui jobs resume, the gateway until palui gateway resume")
         return
     if not conversation and not turn:
         fail("give --conversation ID, --turn ID or --all", 2)
-    ids = service().stop(conversation=conversation, turn=turn)
+    ids = service().turns.stop(conversation=conversation, turn=turn)
     click.echo(f"stopped {', '.join(ids)}" if ids else "nothing to stop")

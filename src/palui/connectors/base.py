@@ -16,6 +16,7 @@ from palui.types import Notify, Origin, ToolClass
 
 if TYPE_CHECKING:
     from palui.config import Settings
+    from palui.connectors.mcp.config import TransportFactory
     from palui.store.db import Database
     from palui.store.tools import ToolRow
 
@@ -166,6 +167,9 @@ class ConnectorEnv:
     #: Called after a listing changed stored tools (flagged, removed, reclassed): the service
     #: re-decides pending approvals then (spec §5). None: nothing to call.
     on_change: Callable[[], object] | None = None
+    #: How MCP connectors reach their servers (:data:`~palui.connectors.mcp.config.TransportFactory`);
+    #: None: the configured command or URL, as always outside the test suite.
+    mcp_transport: TransportFactory | None = None
 
 
 class Connector(ABC):

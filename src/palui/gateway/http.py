@@ -7,7 +7,7 @@ The app's guard has checked the ``Host`` and ``Origin`` headers and the client's
 gets here, and put the client's name in the request's state (:data:`CLIENT_KEY`).
 
 - **Sessions.** An MCP session (its ``Mcp-Session-Id``) is a gateway session of the service
-  (:meth:`ServiceDoor.gateway_session_open`): opened at its first ``tools/list`` or ``tools/call``, ended
+  (:meth:`GatewayPart.open_session`): opened at its first ``tools/list`` or ``tools/call``, ended
   by the client's ``DELETE``, when the SDK drops it (idle 30 minutes), by the service's shutdown, or at
   start for sessions a previous process left.
 - **Protocol versions.** Up to 2025-11-25 (the initialize handshake). A request of the 2026-07-28 era is
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
     from mcp.server.session import ServerSession
 
-    from palui.service.door import ServiceDoor
+    from palui.service.api import Service
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +65,10 @@ class GatewayEndpoint:
     """The ASGI app of ``/mcp`` and its lifespan.
 
     Args:
-        svc: the service, through its door.
+        svc: the service (its gateway part, :class:`palui.service.gateway.GatewayPart`).
     """
 
-    def __init__(self, svc: ServiceDoor) -> None:
+    def __init__(self, svc: Service) -> None:
         self.svc = svc
         self.server = GatewayServer("palui", version=__version__, title="Palui gateway",
                                     instructions=INSTRUCTIONS, on_list_tools=self._list_tools,
@@ -83,7 +83,7 @@ class GatewayEndpoint:
     async def run(self) -> AsyncIterator[None]:
         """The session manager and the ``list_changed`` watcher, for the service's lifespan; sessions left
         open by an earlier process are ended first, this process's at the end."""
-        self.svc.gateway_sessions_end_open("the service restarted")
+        self.svc.gateway.end_open_sessions("the service restarted")
         watcher = asyncio.create_task(self._watch_catalog())
         try:
             async with self.manager.run():
@@ -93,7 +93,7 @@ class GatewayEndpoint:
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
             for sid, _ in list(self._sessions.values()):
-                self.svc.gateway_session_end(sid, "the service stopped")
+                self.svc.gateway.end_session(sid, "the service stopped")
             self._sessions.clear()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -116,7 +116,7 @@ class GatewayEndpoint:
         if scope["method"] == "DELETE" and key in self._sessions:
             sid, _ = self._sessions.pop(key)
             self._owners.pop(key, None)
-            self.svc.gateway_session_end(sid, "the client ended the session")
+            self.svc.gateway.end_session(sid, "the client ended the session")
         await self.manager.handle_request(scope, receive, send)
 
     def _owning(self, send: Send, client: str) -> Send:
@@ -158,7 +158,7 @@ class GatewayEndpoint:
         known = self._sessions.get(key)
         if known is None:
             try:
-                known = (self.svc.gateway_session_open(client), ctx.session)
+                known = (self.svc.gateway.open_session(client), ctx.session)
             except PaluiError as e:  # the emergency brake pauses the gateway: the client is told why, in words
                 raise MCPError(types.INTERNAL_ERROR, str(e)) from None
             self._sessions[key] = known
@@ -166,7 +166,7 @@ class GatewayEndpoint:
 
     async def _list_tools(self, ctx: ServerRequestContext[Any, Any],
                           params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[as_mcp_tool(t) for t in self.svc.gateway_tools(self._session(ctx))])
+        return types.ListToolsResult(tools=[as_mcp_tool(t) for t in self.svc.gateway.tools(self._session(ctx))])
 
     async def _call_tool(self, ctx: ServerRequestContext[Any, Any],
                          params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -184,7 +184,7 @@ class GatewayEndpoint:
                                                                  related_request_id=str(ctx.request_id))
         # the arguments as the client sent them: the governed call checks them (spec §3.3), not this front end
         args: Any = params.arguments if params.arguments is not None else {}
-        result = await self.svc.gateway_call(session, params.name, args, progress)
+        result = await self.svc.gateway.call(session, params.name, args, progress)
         return as_call_result(result)
 
     def _end_dropped(self) -> None:
@@ -198,14 +198,14 @@ class GatewayEndpoint:
             self._owners.pop(key, None)
         for key in [k for k in self._sessions if k not in held]:
             sid, _ = self._sessions.pop(key)
-            self.svc.gateway_session_end(sid, "the session was idle too long")
+            self.svc.gateway.end_session(sid, "the session was idle too long")
 
     async def _watch_catalog(self) -> None:
-        seen = self.svc.gateway_catalog_version()
+        seen = self.svc.gateway.catalog_version()
         while True:
             await asyncio.sleep(POLL_SECONDS)
             try:
-                now = self.svc.gateway_catalog_version()
+                now = self.svc.gateway.catalog_version()
             except Exception as e:  # a locked database now is read again at the next poll
                 log.debug("gateway: catalog version not read: %r", e)
                 continue

@@ -173,17 +173,6 @@ def _bm25(query: list[str], tf: dict[str, dict[str, int]], length: dict[str, int
     return scores
 
 
-def bm25_scores(query: str, docs: list[str], k1: float = K1, b: float = B) -> list[float]:
-    """BM25 score of each document for ``query`` (Okapi BM25, idf with +1 smoothing)."""
-    toks = [Counter(tokens(d)) for d in docs]
-    q = tokens(query)
-    qs = set(q)
-    names = [str(i) for i in range(len(docs))]
-    tf = {n: {t: c[t] for t in qs if t in c} for n, c in zip(names, toks, strict=True)}
-    scores = _bm25(q, tf, {n: sum(c.values()) for n, c in zip(names, toks, strict=True)})
-    return [scores[n] for n in names]
-
-
 def select(candidates: list[Candidate], query: str, limit: int, *, index: RankIndex | None = None) -> list[Candidate]:
     """Choose at most ``limit`` of ``candidates``, per the rule in the module docstring.
 

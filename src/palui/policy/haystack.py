@@ -124,18 +124,6 @@ class Haystack:
                 if len(pair) == 2:
                     yield pair[0], pair[1]
 
-    def has_trigram(self, t: Trigram) -> bool:
-        """Whether the three words stand one after the other (punctuation between them aside)."""
-        if t not in self._asked.trigrams:
-            self.prepare(Grams(trigrams={t}))
-        return t in self.found.trigrams
-
-    def has_pair(self, p: Pair) -> bool:
-        """Whether the two words are a whole field (or, in the person's own messages, stand together)."""
-        if p not in self._asked.pairs:
-            self.prepare(Grams(pairs={p}))
-        return p in self.found.pairs
-
     def has_word(self, word: str) -> bool:
         """:func:`has_word` over this text; answered from the words found, without a search, when a
         word in it is missing from the text or it is a single word."""

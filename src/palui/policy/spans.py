@@ -34,7 +34,7 @@ substring search (:func:`~palui.policy.haystack.has_word`).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,7 +137,9 @@ def find_spans(value: str | OffsetMap, sources: Sequence[Haystack], own: Haystac
     texts = WORD.findall(norm)
     prepare([*sources, *([own] if own else [])], [norm])
     found: list[tuple[int, int, str, bool]] = []  # (start, end, source, a unit?), offsets in ``norm``
-    for n, have in ((MIN_RUN, lambda h: h.found.trigrams), (2, lambda h: h.found.pairs)):
+    lookups: tuple[tuple[int, Callable[[Haystack], set[Any]]], ...] = (
+        (MIN_RUN, lambda h: h.found.trigrams), (2, lambda h: h.found.pairs))
+    for n, have in lookups:
         grams = list(zip(*(texts[k:] for k in range(n)), strict=False))
         hits = _first_sources(grams, [(h.source, have(h)) for h in sources], have(own) if own else set())
         for first, last, name in _runs(hits, n):

@@ -54,11 +54,6 @@ def normalize(text: str) -> str:
     return normalize_for_marks(text)
 
 
-def string_values(args: Any, path: str = "") -> list[tuple[str, str]]:
-    """Every string value in ``args`` with its JSON path (``"to"``, ``"items[0].iban"``)."""
-    return [(p, v) for p, _, v in _leaves(args, path, ()) if isinstance(v, str)]
-
-
 def _leaves(args: Any, path: str, keys: tuple[Key, ...]) -> list[tuple[str, tuple[Key, ...], str | int | float]]:
     """Every string, number and boolean in ``args`` with its JSON path and the keys on that path."""
     out: list[tuple[str, tuple[Key, ...], str | int | float]] = []

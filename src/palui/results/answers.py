@@ -62,7 +62,7 @@ class TurnApproval(ClassFields):
 
 
 class Approval(TurnApproval):
-    """An approval as ``Service.approval`` / ``approvals`` / ``answer_approval`` return it: a
+    """An approval as ``ApprovalsPart.get`` / ``list`` / ``answer`` return it: a
     :class:`TurnApproval` with its turn's ``conversation``."""
 
     conversation: str | None
@@ -105,7 +105,7 @@ class TurnElicitation(TypedDict):
 
 
 class Elicitation(TurnElicitation):
-    """A server's question as ``Service.elicitation`` / ``elicitations`` / ``answer_elicitation`` return it:
+    """A server's question as ``ElicitationsPart.get`` / ``list`` / ``answer`` return it:
     a :class:`TurnElicitation` with its turn's ``conversation``."""
 
     conversation: str | None

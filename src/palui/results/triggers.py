@@ -76,7 +76,7 @@ class DeliveryDuplicate(TypedDict):
     turn: str | None
 
 
-#: A webhook delivery checked by ``Service.receive_webhook``, told by its ``status``.
+#: A webhook delivery checked by ``WebhooksPart.receive``, told by its ``status``.
 Delivery = DeliveryAccepted | DeliveryDuplicate
 
 
@@ -206,7 +206,7 @@ class OutboxItem(TypedDict):
 
 
 class RenderedPart(TypedDict):
-    """A message a channel rendered an outbox item into (what :meth:`Service.outbox_render` takes): its
+    """A message a channel rendered an outbox item into (what :meth:`OutboxPart.render` takes): its
     ``kind`` and ``text``, and for the message with an approval's buttons the approval and its fingerprint."""
 
     kind: str

@@ -50,7 +50,7 @@ class TurnResult(TypedDict):
 
 
 class TurnDetail(TurnResult):
-    """A turn as a conversation shows it (``Service.turn_detail``): its :class:`TurnResult` with the person's
+    """A turn as a conversation shows it (``ConversationsPart.turn_detail``): its :class:`TurnResult` with the person's
     ``input``, ``created_at`` (epoch seconds), each approval it asked for and each question a server asked
     during it, by id, as they are now, and, while it is queued, the ``pause`` it may wait for."""
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from palui.runner import approvals, caps, redecide, standing
 from palui.runner.offer import usable_tool
-from palui.runner.pending import CallState, PendingCall
+from palui.runner.pending import CallState, PendingCall, args_hash
 from palui.text.prompts import approval_prompt
 from palui.text.when import stamped
 from palui.types import ApprovalStatus, Decision
@@ -156,7 +156,7 @@ class ApprovalGate:
         same = self._db.one(
             "SELECT id, tool_call_id, reason FROM approvals WHERE turn_id = ? AND tool = ? AND args_hash = ? AND"
             " (status = 'pending' OR (status = 'approved' AND used = 0)) ORDER BY created_at DESC LIMIT 1",
-            (t.id, call["tool"], approvals.args_hash(call["args"])))
+            (t.id, call["tool"], args_hash(call["args"])))
         if same is None:
             return False
         call["id"], call["approval"], call["state"] = same["tool_call_id"], same["id"], CallState.ASKED

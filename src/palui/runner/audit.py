@@ -36,7 +36,7 @@ def rows(db: Database, turn_id: str | None = None, limit: int = 500) -> list[Aud
     """Audit rows oldest first: ``[{"time","turn","tool","class","class_source","origin","tainted","verdict",
     "reason","args_hash","outcome","duration_ms"}]``."""
     sql = "SELECT * FROM audit"
-    params: tuple = ()
+    params: tuple[str, ...] = ()
     if turn_id:
         sql += " WHERE turn_id = ?"
         params = (turn_id,)

@@ -1,7 +1,7 @@
 """Durable questions of MCP servers to the person (the ``elicitations`` table, spec §7).
 
 An elicitation waits where approvals wait: stored with its turn, answered once through the
-service's one door (:meth:`palui.service.Service.answer_elicitation`), expired after the approval
+service's one door (:meth:`palui.service.ElicitationsPart.answer`), expired after the approval
 expiry of its turn's origin (expiry is a decline), cancelled by ``/stop``. Its status is
 ``pending``, ``accepted``, ``declined``, ``cancelled`` or ``expired``.
 
@@ -71,7 +71,7 @@ def create(db: Database, *, turn_id: str, call_id: str, tool: str, connector: st
 
 
 def as_dict(r: Any) -> TurnElicitation:
-    """The ``Service.elicitation`` shape: ``{"id","turn","tool","connector","era","round","key","mode",
+    """The ``ElicitationsPart.get`` shape: ``{"id","turn","tool","connector","era","round","key","mode",
     "message","schema","fields","url","url_host","elicitation_ref","origin","status","action","reason",
     "answered_via","sent","created_at","expires_at","answered_at"}`` (times ISO 8601 UTC; ``fields`` are
     the field names; ``action`` is what the server is (or will be) sent, None while pending)."""

@@ -128,7 +128,7 @@ class GovernedCall:
         for name in STEPS:
             if p.approved and name in DECIDING:
                 continue
-            outcome = await getattr(self, f"_{name}")(p)
+            outcome: Outcome | None = await getattr(self, f"_{name}")(p)
             if outcome is not None:
                 if outcome == "done" and call["state"] == CallState.DONE and not p.unanswered:
                     self.options.history.record(t, call, p.retried)

@@ -2,7 +2,7 @@
 
 A form field that asks for a secret (:mod:`palui.text.secret_fields`) is answered only where the person
 allowed it, with hidden input; its value must never be stored, logged or put in a conversation. So the
-service's door (:meth:`palui.service.elicitations.ElicitationsPart.answer_elicitation`) records such an
+service's door (:meth:`palui.service.elicitations.ElicitationsPart.answer`) records such an
 answer as given (``accepted``, no content, ``owner`` this process) and keeps the content here, in the
 process that answered; the call that sends it (:func:`palui.runner.elicitations.reply_of`) takes it from
 here and drops it once sent (:func:`drop`). A process that ends takes its held answers with it: a call

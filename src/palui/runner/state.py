@@ -198,11 +198,12 @@ LIVE_STATUSES = ("running", "awaiting_approval", "queued")
 
 
 def _live_before(c: sqlite3.Connection, turn_id: str, conversation_id: str) -> sqlite3.Row | None:
-    return c.execute(
+    row: sqlite3.Row | None = c.execute(
         "SELECT id, status FROM turns WHERE conversation_id = ? AND rowid < (SELECT rowid FROM turns"
         " WHERE id = ?) AND status IN ('running','awaiting_approval','queued') ORDER BY rowid LIMIT 1",
         (conversation_id, turn_id),
     ).fetchone()
+    return row
 
 
 def live_turn_before(db: Database, turn_id: str) -> sqlite3.Row | None:

@@ -3,7 +3,7 @@
 An :class:`Operations` table is filled by its decorators::
 
     @API.get("/api/inbox", query=InboxQuery, answer=list[InboxItem], summary="the person's inbox")
-    async def inbox(svc: ServiceDoor, query: InboxQuery) -> list[InboxItem]: ...
+    async def inbox(svc: Service, query: InboxQuery) -> list[InboxItem]: ...
 
 The handler takes the service, each ``{param}`` of the path (a string, exactly as the client sent it:
 :class:`~palui.server.raw_path.RawPathRoute`), ``query`` (a :class:`~palui.server.inputs.Query`) and

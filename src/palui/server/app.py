@@ -29,12 +29,12 @@ from palui.server.session import SESSION_COOKIE, csrf_value, session_value
 from palui.server.unexpected import CatchUnexpected, no_route
 
 if TYPE_CHECKING:
-    from palui.service.door import ServiceDoor
+    from palui.service.api import Service
 
 log = logging.getLogger(__name__)
 
 #: A start-up hook of ``palui serve``: called with the service, entered while the service runs.
-ServeHook = Callable[["ServiceDoor"], AbstractAsyncContextManager[object]]
+ServeHook = Callable[["Service"], AbstractAsyncContextManager[object]]
 
 PUBLIC_PREFIXES = ("/hooks/", "/login", "/static/")
 PUBLIC_PATHS = ("/api/health",)  # says only "a Palui service, this pid": lets the CLI check before sending the token
@@ -113,8 +113,8 @@ class Guard:
         if origin and origin != "null" and urlsplit(origin).netloc.lower() not in self.hosts:
             return await JSONResponse({"error": "cross-origin request refused"}, status_code=403)(scope, receive, send)
         auth = headers.get("authorization", "")
-        svc: ServiceDoor = self.state.svc
-        client = svc.gateway_client_for_token(auth[7:].strip()) if auth.lower().startswith("bearer ") else None
+        svc: Service = self.state.svc
+        client = svc.gateway.client_for_token(auth[7:].strip()) if auth.lower().startswith("bearer ") else None
         if client is None:
             log.warning("gateway: refused a request to /mcp without a known client token")
             # A JSON-RPC error body: MCP clients show its message to the person.
@@ -126,7 +126,7 @@ class Guard:
 
 
 def create_app(
-    svc: ServiceDoor, token: str, host: str = "127.0.0.1", port: int = 8765, tick_seconds: float | None = None,
+    svc: Service, token: str, host: str = "127.0.0.1", port: int = 8765, tick_seconds: float | None = None,
     serve_hooks: Sequence[ServeHook] = (),
 ) -> Guard:
     """The ASGI app for one service: the JSON routes, the webhook route and the web pages behind
@@ -146,7 +146,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await svc.start_background(tick_seconds)
+        await svc.runtime.start(tick_seconds)
         try:
             async with AsyncExitStack() as entered:
                 await entered.enter_async_context(gateway.run())
@@ -154,7 +154,7 @@ def create_app(
                     await entered.enter_async_context(hook(svc))
                 yield
         finally:
-            await svc.stop_background()
+            await svc.runtime.shutdown()
 
     # An exception no route expected is logged and answered with its id (palui.server.unexpected).
     app = Starlette(routes=all_routes, lifespan=lifespan, middleware=[Middleware(CatchUnexpected)],

@@ -18,12 +18,12 @@ from starlette.responses import JSONResponse
 from palui.errors import ApprovalError, NotFound, PaluiError, UsageError
 
 if TYPE_CHECKING:
-    from palui.service.door import ServiceDoor
+    from palui.service.api import Service
 
 
-def service_of(request: Request) -> ServiceDoor:
+def service_of(request: Request) -> Service:
     """The service behind this app (``app.state.svc``, set by :func:`palui.server.app.create_app`)."""
-    svc: ServiceDoor = request.app.state.svc
+    svc: Service = request.app.state.svc
     return svc
 
 

@@ -21,7 +21,7 @@ Routes:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -37,7 +37,8 @@ from palui.server.turn_stream import Events, stream_or_wait
 
 if TYPE_CHECKING:
     from palui.results import DeliveryReceipt
-    from palui.service.door import Launched, ServiceDoor
+    from palui.service.api import Service
+    from palui.service.turns import Launched
 
 #: The triggers' operations of the JSON API.
 API = Operations()
@@ -63,18 +64,19 @@ async def receive(request: Request) -> Response:
     svc = service_of(request)
     hook_id = request.path_params["hook"]
     try:
-        if not svc.webhook_exists(hook_id):  # before reading the body
+        if not svc.webhooks.exists(hook_id):  # before reading the body
             raise WebhookRefused(404, "unknown webhook")
-        raw = await read_limited(request, svc.WEBHOOK_MAX_BODY_BYTES)
-        result = svc.receive_webhook(hook_id, raw, request.headers)
+        raw = await read_limited(request, svc.webhooks.MAX_BODY_BYTES)
+        result = svc.webhooks.receive(hook_id, raw, request.headers)
     except WebhookRefused as e:
         headers = {"Retry-After": str(e.retry_after)} if e.retry_after else None
         return JSONResponse({"error": str(e)}, status_code=e.status, headers=headers)
     if result["status"] == "duplicate":
         return JSONResponse(result, status_code=200)
-    launched = svc.launch(result["turn"])
+    launched = svc.turns.launch(result["turn"])
     running = launched.task is not None and not (launched.cap or launched.behind)
-    out: DeliveryReceipt = {**result, "turn_status": "running" if running else "queued"}
+    # ``result`` is a Delivery, which has no ``queued_reason``: added below while a cap holds the turn.
+    out = cast("DeliveryReceipt", {**result, "turn_status": "running" if running else "queued"})
     if launched.cap:
         out["queued_reason"] = launched.cap
     return JSONResponse(out, status_code=202)
@@ -82,18 +84,18 @@ async def receive(request: Request) -> Response:
 
 @API.get("/api/jobs", answer=list[Job], summary="the scheduled jobs, as palui jobs list --json",
          links={"run_job": {"operationId": "run_job", "parameters": {"name": "$response.body#/0/name"}}})
-async def list_jobs(svc: ServiceDoor) -> list[Job]:
-    return svc.jobs()
+async def list_jobs(svc: Service) -> list[Job]:
+    return svc.jobs.list()
 
 
 @API.get("/api/webhooks", answer=list[Webhook], summary="the inbound webhooks, as palui webhooks list --json")
-async def list_webhooks(svc: ServiceDoor) -> list[Webhook]:
-    return svc.webhooks()
+async def list_webhooks(svc: Service) -> list[Webhook]:
+    return svc.webhooks.list()
 
 
 @API.post("/api/jobs/{name}/run", body=RunJobBody, answer=TurnResult, stream=StreamLine, refusals=(404,),
           summary="run a job now (outside its schedule): its turn's result")
-async def run_job(svc: ServiceDoor, name: str, body: RunJobBody) -> Response:
+async def run_job(svc: Service, name: str, body: RunJobBody) -> Response:
     stream = body.stream
     launched: Launched | None = None
     events: Events | None = None
@@ -102,15 +104,15 @@ async def run_job(svc: ServiceDoor, name: str, body: RunJobBody) -> Response:
     def launch(turn_id: str) -> str | None:
         nonlocal launched, events, subscribed
         if stream:
-            events, subscribed = svc.subscribe(turn_id), turn_id
-        launched = svc.launch(turn_id)
+            events, subscribed = svc.live.subscribe(turn_id), turn_id
+        launched = svc.turns.launch(turn_id)
         return launched.cap
 
     try:
-        tid = svc.start_job_now(name, launch)
+        tid = svc.jobs.start_now(name, launch)
     except BaseException:
         if events is not None:
-            svc.unsubscribe(subscribed, events)
+            svc.live.unsubscribe(subscribed, events)
         raise
     return await stream_or_wait(svc, tid, launched, stream, events)
 

@@ -98,7 +98,7 @@ from palui.types import TurnStatus
 
 if TYPE_CHECKING:
     from palui.results import ResultLine
-    from palui.service.door import ServiceDoor
+    from palui.service.api import Service
 
 #: The JSON API's operations (the triggers' are in :mod:`palui.server.hooks`).
 API = Operations()
@@ -120,115 +120,115 @@ TOOL_ACTIONS = ("set_class", "reset_class", "enable_tool", "disable_tool", "revi
 
 
 @API.get("/api/health", answer=Health, public=True, summary="a Palui service, and its pid (no token needed)")
-async def health(svc: ServiceDoor) -> Health:
+async def health(svc: Service) -> Health:
     return {"ok": True, "service": "palui", "pid": os.getpid()}
 
 
 @API.get("/api/openapi.json", answer=dict[str, Any], summary="this document: the JSON API's OpenAPI 3.1 description")
-async def openapi_document(svc: ServiceDoor) -> dict[str, Any]:
+async def openapi_document(svc: Service) -> dict[str, Any]:
     return document()
 
 
 @API.get("/api/status", answer=Status, summary="/status: model, tokens today, caps, pause, connectors, approvals")
-async def status(svc: ServiceDoor) -> Status:
-    return svc.status()
+async def status(svc: Service) -> Status:
+    return svc.status.get()
 
 
 @API.get("/api/inbox", query=InboxQuery, answer=list[InboxItem], summary="the person's inbox, oldest first")
-async def inbox(svc: ServiceDoor, query: InboxQuery) -> list[InboxItem]:
-    return svc.inbox(query.limit)
+async def inbox(svc: Service, query: InboxQuery) -> list[InboxItem]:
+    return svc.notifier.inbox(query.limit)
 
 
 @API.get("/api/audit", query=AuditQuery, answer=list[AuditRow], summary="the audit log's newest rows")
-async def audit(svc: ServiceDoor, query: AuditQuery) -> list[AuditRow]:
-    return svc.audit(query.turn, query.limit)
+async def audit(svc: Service, query: AuditQuery) -> list[AuditRow]:
+    return svc.audit.rows(query.turn, query.limit)
 
 
 @API.get("/api/connectors", answer=list[Connector], summary="every connector with its state")
-async def connectors(svc: ServiceDoor) -> list[Connector]:
-    return svc.connectors()
+async def connectors(svc: Service) -> list[Connector]:
+    return svc.connectors.list()
 
 
 @API.get("/api/tools", query=ToolsQuery, answer=list[Tool], refusals=NOT_FOUND, summary="every tool (of one connector)",
          links=links(TOOL_ACTIONS, name="$response.body#/0/name"))
-async def tools(svc: ServiceDoor, query: ToolsQuery) -> list[Tool]:
-    return [t.as_dict() for t in svc.tools(query.connector)]
+async def tools(svc: Service, query: ToolsQuery) -> list[Tool]:
+    return [t.as_dict() for t in svc.tools.list(query.connector)]
 
 
 @API.post("/api/tools/enable-read", body=ConnectorBody, answer=list[Tool], refusals=NOT_FOUND,
           summary="switch on every read tool that is not flagged (of one connector)")
-async def enable_read(svc: ServiceDoor, body: ConnectorBody) -> list[Tool]:
-    return [t.as_dict() for t in svc.enable_read(body.connector)]
+async def enable_read(svc: Service, body: ConnectorBody) -> list[Tool]:
+    return [t.as_dict() for t in svc.tools.enable_read(body.connector)]
 
 
 @API.post("/api/tools/{name}/class", body=ClassBody, answer=Tool, refusals=NOT_FOUND,
           summary="set the person's class of a tool (spec §2.3)")
-async def set_class(svc: ServiceDoor, name: str, body: ClassBody) -> Tool:
-    return svc.set_class(name, body.class_).as_dict()
+async def set_class(svc: Service, name: str, body: ClassBody) -> Tool:
+    return svc.tools.set_class(name, body.class_).as_dict()
 
 
 @API.post("/api/tools/{name}/reset", answer=Tool, refusals=NOT_FOUND,
           summary="drop the person's class: the builtin, hints or unknown class applies again")
-async def reset_class(svc: ServiceDoor, name: str) -> Tool:
-    return svc.reset_class(name).as_dict()
+async def reset_class(svc: Service, name: str) -> Tool:
+    return svc.tools.reset_class(name).as_dict()
 
 
 @API.post("/api/tools/{name}/enable", answer=Tool, refusals=NOT_FOUND, summary="switch a tool on")
-async def enable_tool(svc: ServiceDoor, name: str) -> Tool:
-    [row] = svc.set_enabled([name], True)
+async def enable_tool(svc: Service, name: str) -> Tool:
+    [row] = svc.tools.set_enabled([name], True)
     return row.as_dict()
 
 
 @API.post("/api/tools/{name}/disable", answer=Tool, refusals=NOT_FOUND, summary="switch a tool off")
-async def disable_tool(svc: ServiceDoor, name: str) -> Tool:
-    [row] = svc.set_enabled([name], False)
+async def disable_tool(svc: Service, name: str) -> Tool:
+    [row] = svc.tools.set_enabled([name], False)
     return row.as_dict()
 
 
 @API.post("/api/tools/{name}/review", body=ReviewBody, answer=Tool, refusals=NOT_FOUND,
           summary="accept the change a flagged tool waits with (spec §7.6)")
-async def review_tool(svc: ServiceDoor, name: str, body: ReviewBody) -> Tool:
+async def review_tool(svc: Service, name: str, body: ReviewBody) -> Tool:
     # The caller names the pending change it showed (``tools/{name}`` details' fingerprint).
-    return svc.review_tool(name, expected=body.fingerprint or "missing").as_dict()
+    return svc.tools.review(name, expected=body.fingerprint or "missing").as_dict()
 
 
 @API.post("/api/connectors/{cid}/refresh", answer=ConnectorSync, refusals=NOT_FOUND,
           summary="list an MCP server's tools again in the service's own session (a lost one is started again)")
-async def refresh_connector(svc: ServiceDoor, cid: str) -> ConnectorSync:
-    return await svc.mcp_refresh_async(cid)
+async def refresh_connector(svc: Service, cid: str) -> ConnectorSync:
+    return await svc.connectors.refresh_async(cid)
 
 
 @API.post("/api/conversations", body=NewConversationBody, answer=NewConversation, summary="start a conversation",
           links=links(("get_conversation",), conversation="$response.body#/conversation"))
-async def new_conversation(svc: ServiceDoor, body: NewConversationBody) -> NewConversation:
-    return {"conversation": svc.new_conversation(channel=body.channel or "api")}
+async def new_conversation(svc: Service, body: NewConversationBody) -> NewConversation:
+    return {"conversation": svc.turns.new_conversation(channel=body.channel or "api")}
 
 
 @API.get("/api/conversations", query=ConversationsQuery, answer=list[ConversationSummary],
          summary="the conversations, newest first",
          links=links(("get_conversation",), conversation="$response.body#/0/id"))
-async def list_conversations(svc: ServiceDoor, query: ConversationsQuery) -> list[ConversationSummary]:
-    return svc.conversations(query.limit, channel=query.channel or None)
+async def list_conversations(svc: Service, query: ConversationsQuery) -> list[ConversationSummary]:
+    return svc.conversations.list(query.limit, channel=query.channel or None)
 
 
 @API.get("/api/conversations/{conversation}", answer=Conversation, refusals=NOT_FOUND,
          summary="one conversation with its turns")
-async def get_conversation(svc: ServiceDoor, conversation: str) -> Conversation:
-    return svc.conversation(conversation)
+async def get_conversation(svc: Service, conversation: str) -> Conversation:
+    return svc.conversations.get(conversation)
 
 
 @API.get("/api/turns/{turn}/events", query=FollowQuery, answer=None, stream=StreamLine, refusals=NOT_FOUND,
          summary="follow a turn: its events from index after on, as NDJSON, its result last")
-async def follow_turn(svc: ServiceDoor, turn: str, query: FollowQuery) -> Response:
+async def follow_turn(svc: Service, turn: str, query: FollowQuery) -> Response:
     """The turn's events from ``after`` on, as they happen, then its result (a chat follows a
     turn that continues after an answer given elsewhere, or a message that waited behind another:
     docs/decisions/0119-following-the-truth.md)."""
-    svc.turn_result(turn, [])  # an unknown turn is a 404 before the stream starts
+    svc.turns.result(turn, [])  # an unknown turn is a 404 before the stream starts
     q: asyncio.Queue[StreamLine | None] = asyncio.Queue()
 
     async def run() -> None:
         try:
-            r = await svc.follow_turn(turn, query.after, q.put_nowait)
+            r = await svc.live.follow(turn, query.after, q.put_nowait)
             last: ResultLine = {"type": "result", **r}
             q.put_nowait(last)
         finally:
@@ -250,71 +250,71 @@ async def follow_turn(svc: ServiceDoor, turn: str, query: FollowQuery) -> Respon
           max_body=MESSAGE_BODY_BYTES, summary="send a message: a turn runs (or is stored, with start false)",
           links={**links(("get_turn",), turn="$response.body#/turn"),
                  **links(("get_conversation",), conversation="$response.body#/conversation")})
-async def start_turn(svc: ServiceDoor, body: StartTurn) -> Response | TurnResult:
-    model = svc.check_model(body.model or svc.settings.model)  # a clear error before anything is stored
-    tid = svc.start_turn(body.message, conversation=body.conversation, model=model, channel=body.channel or "api")
+async def start_turn(svc: Service, body: StartTurn) -> Response | TurnResult:
+    model = svc.turns.check_model(body.model or svc.settings.model)  # a clear error before anything is stored
+    tid = svc.turns.start(body.message, conversation=body.conversation, model=model, channel=body.channel or "api")
     if not body.start:
         # Stored only: the tick starts it when its conversation's earlier turns are done (spec §8).
-        return svc.turn_result(tid, [])
-    q = svc.subscribe(tid) if body.stream else None
-    launched = svc.launch(tid)
+        return svc.turns.result(tid, [])
+    q = svc.live.subscribe(tid) if body.stream else None
+    launched = svc.turns.launch(tid)
     return await stream_or_wait(svc, tid, launched, body.stream, q)
 
 
 @API.get("/api/turns/{turn}", answer=TurnResult, refusals=NOT_FOUND, summary="a turn's result as it is now",
          links=links(("approve", "deny"), id="$response.body#/pending_approvals/0/id"))
-async def get_turn(svc: ServiceDoor, turn: str) -> TurnResult:
-    return svc.turn_result(turn)
+async def get_turn(svc: Service, turn: str) -> TurnResult:
+    return svc.turns.result(turn)
 
 
 @API.post("/api/stop", body=StopBody, answer=Stopped | StopAll, refusals=NOT_FOUND,
           summary="stop a conversation's or a turn's turns, or every turn with all (the emergency brake)")
-async def stop(svc: ServiceDoor, body: StopBody) -> Stopped | StopAll:
+async def stop(svc: Service, body: StopBody) -> Stopped | StopAll:
     if body.all:  # the emergency brake (spec §5.7)
-        return svc.stop_all("api")
-    return {"stopped": svc.stop(conversation=body.conversation, turn=body.turn)}
+        return svc.brake.stop_all("api")
+    return {"stopped": svc.turns.stop(conversation=body.conversation, turn=body.turn)}
 
 
 @API.get("/api/approvals", query=ApprovalsQuery, answer=list[Approval],
          summary="pending approvals (with all: every one, newest first, a page at a time)",
          links=links(("get_approval", "approve", "deny"), id="$response.body#/0/id"))
-async def list_approvals(svc: ServiceDoor, query: ApprovalsQuery) -> list[Approval]:
+async def list_approvals(svc: Service, query: ApprovalsQuery) -> list[Approval]:
     if not query.all:
-        return svc.approvals("pending")
+        return svc.approvals.list("pending")
     # Every approval: newest first, a page at a time (?limit=N&before=ID), never the whole history.
-    return svc.approvals(None, limit=query.limit, before=query.before)
+    return svc.approvals.list(None, limit=query.limit, before=query.before)
 
 
 @API.get("/api/approvals/{id}", answer=Approval, refusals=NOT_FOUND, summary="one approval")
-async def get_approval(svc: ServiceDoor, id: str) -> Approval:
-    return svc.approval(id)
+async def get_approval(svc: Service, id: str) -> Approval:
+    return svc.approvals.get(id)
 
 
 @API.get("/api/approvals/{id}/wait", query=WaitQuery, answer=Approval, refusals=NOT_FOUND,
          summary="the approval once it is not pending, or after timeout seconds")
-async def wait_approval(svc: ServiceDoor, id: str, query: WaitQuery) -> Approval:
-    return await svc.wait_approval(id, query.timeout)
+async def wait_approval(svc: Service, id: str, query: WaitQuery) -> Approval:
+    return await svc.live.wait_approval(id, query.timeout)
 
 
-async def _answer(svc: ServiceDoor, aid: str, approve: bool, body: ApproveBody, reason: str | None, *,
+async def _answer(svc: Service, aid: str, approve: bool, body: ApproveBody, reason: str | None, *,
                   always: AlwaysBody | None = None, stop: bool = False
                   ) -> Response | TurnResult | Approval | Elicitation | ScopeRequest:
     """Answer through the service's one door (``answered_via`` ``"api"``, or ``"cli"`` when the body
     says ``{"via": "cli"}``: the CLI's client, with the person's token either way), then resume the turn
     here: its events stream back with ``stream``. A refusal is 409 with the door's message."""
     try:
-        a = svc.answer_approval(aid, approve, via=body.via, reason=(reason or "").strip() or None,
-                                always=dict(always.widen) if always is not None else None,
-                                confirm=always.confirm if always is not None else False, stop=stop)
+        a = svc.approvals.answer(aid, approve, via=body.via, reason=(reason or "").strip() or None,
+                                 always=dict(always.widen) if always is not None else None,
+                                 confirm=always.confirm if always is not None else False, stop=stop)
     except ApprovalError as e:
         if e.turn_id:
-            svc.launch(e.turn_id, (TurnStatus.AWAITING_APPROVAL,))  # the turn goes on with the refusal
+            svc.turns.launch(e.turn_id, (TurnStatus.AWAITING_APPROVAL,))  # the turn goes on with the refusal
         raise
     if not body.wait:
-        svc.launch(a["turn"], (TurnStatus.AWAITING_APPROVAL,))
+        svc.turns.launch(a["turn"], (TurnStatus.AWAITING_APPROVAL,))
         return a  # the caller follows the turn (GET /api/turns/{id}/events)
-    q = svc.subscribe(a["turn"]) if body.stream else None
-    launched = svc.launch(a["turn"], (TurnStatus.AWAITING_APPROVAL,))
+    q = svc.live.subscribe(a["turn"]) if body.stream else None
+    launched = svc.turns.launch(a["turn"], (TurnStatus.AWAITING_APPROVAL,))
     return await stream_or_wait(svc, a["turn"], launched, body.stream, q)
 
 
@@ -324,65 +324,65 @@ Answered = TurnResult | Approval | Elicitation | ScopeRequest
 @API.post("/api/approvals/{id}/approve", body=ApproveAlwaysBody, answer=Answered,
           stream=StreamLine, refusals=ANSWERED,
           summary="approve one pending call (with always: and from now on the same), then the turn goes on")
-async def approve(svc: ServiceDoor, id: str, body: ApproveAlwaysBody) -> Response | Answered:
+async def approve(svc: Service, id: str, body: ApproveAlwaysBody) -> Response | Answered:
     return await _answer(svc, id, True, body, None, always=body.always)
 
 
 @API.post("/api/approvals/{id}/deny", body=DenyBody, answer=Answered, stream=StreamLine, refusals=ANSWERED,
           summary="deny one pending call (the reason is told to the model), decline a question (e-…) or a "
                   "request for a wider scope (s-…)")
-async def deny(svc: ServiceDoor, id: str, body: DenyBody) -> Response | Answered:
+async def deny(svc: Service, id: str, body: DenyBody) -> Response | Answered:
     return await _answer(svc, id, False, body, body.reason, stop=body.stop)
 
 
 @API.get("/api/rules", query=RulesQuery, answer=list[StandingApproval],
          summary="standing approvals (spec §5.9): every one but the removed, or those of status")
-async def list_rules(svc: ServiceDoor, query: RulesQuery) -> list[StandingApproval]:
-    return svc.rules(query.status)
+async def list_rules(svc: Service, query: RulesQuery) -> list[StandingApproval]:
+    return svc.rules.list(query.status)
 
 
 @API.get("/api/rules/{id}", answer=StandingApproval, refusals=NOT_FOUND, summary="one standing approval")
-async def get_rule(svc: ServiceDoor, id: str) -> StandingApproval:
-    return svc.rule(id)
+async def get_rule(svc: Service, id: str) -> StandingApproval:
+    return svc.rules.get(id)
 
 
 @API.post("/api/rules/{id}/remove", answer=StandingApproval, refusals=NOT_FOUND,
           summary="remove a standing approval: its calls ask again")
-async def remove_rule(svc: ServiceDoor, id: str) -> StandingApproval:
-    return svc.remove_rule(id, "api")
+async def remove_rule(svc: Service, id: str) -> StandingApproval:
+    return svc.rules.remove(id, "api")
 
 
 @API.get("/api/elicitations", query=ListQuery, answer=list[Elicitation],
          summary="servers' pending questions (every one with all)",
          links=links(("get_elicitation", "answer_elicitation"), id="$response.body#/0/id"))
-async def list_elicitations(svc: ServiceDoor, query: ListQuery) -> list[Elicitation]:
-    return svc.elicitations(None if query.all else "pending")
+async def list_elicitations(svc: Service, query: ListQuery) -> list[Elicitation]:
+    return svc.elicitations.list(None if query.all else "pending")
 
 
 @API.get("/api/elicitations/{id}", answer=Elicitation, refusals=NOT_FOUND, summary="one server's question")
-async def get_elicitation(svc: ServiceDoor, id: str) -> Elicitation:
-    return svc.elicitation(id)
+async def get_elicitation(svc: Service, id: str) -> Elicitation:
+    return svc.elicitations.get(id)
 
 
 @API.post("/api/elicitations/{id}/answer", body=ElicitationAnswerBody, answer=TurnResult | Elicitation,
           stream=StreamLine, refusals=ANSWERED, summary="answer a server's question (spec §7.8)")
-async def answer_elicitation(svc: ServiceDoor, id: str, body: ElicitationAnswerBody
+async def answer_elicitation(svc: Service, id: str, body: ElicitationAnswerBody
                              ) -> Response | TurnResult | Elicitation:
     """Answer a server's question through the one door (``answered_via`` ``api``, ``cli`` or ``web``), then
     go on with a turn paused by a 2026-07-28 server here; an older-era turn is still running (its call
     sees the answer): the result is its current state."""
     try:
-        e = svc.answer_elicitation(id, body.action, body.content, via=body.via)
+        e = svc.elicitations.answer(id, body.action, body.content, via=body.via)
     except ApprovalError as err:
         if err.turn_id:
-            svc.launch(err.turn_id, (TurnStatus.AWAITING_APPROVAL,))  # expired: a decline, the turn goes on
+            svc.turns.launch(err.turn_id, (TurnStatus.AWAITING_APPROVAL,))  # expired: a decline, the turn goes on
         raise
     if not body.wait:  # as for approvals: the caller follows the turn itself
         if e["era"] == "input_required":
-            svc.launch(e["turn"], (TurnStatus.AWAITING_APPROVAL,))
+            svc.turns.launch(e["turn"], (TurnStatus.AWAITING_APPROVAL,))
         return e
-    q = svc.subscribe(e["turn"]) if body.stream else None
-    launched = svc.launch(e["turn"], (TurnStatus.AWAITING_APPROVAL,)) if e["era"] == "input_required" else None
+    q = svc.live.subscribe(e["turn"]) if body.stream else None
+    launched = svc.turns.launch(e["turn"], (TurnStatus.AWAITING_APPROVAL,)) if e["era"] == "input_required" else None
     return await stream_or_wait(svc, e["turn"], launched, body.stream, q)
 
 

@@ -16,15 +16,16 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 if TYPE_CHECKING:
     from palui.results import ResultLine, TurnEvent, TurnStoredLine
-    from palui.service.door import Launched, ServiceDoor
+    from palui.service.api import Service
+    from palui.service.turns import Launched
 
-#: A turn's event queue from ``ServiceDoor.subscribe`` (None when its task ends).
+#: A turn's event queue from ``LivePart.subscribe`` (None when its task ends).
 Events: TypeAlias = "asyncio.Queue[TurnEvent | None]"
 
 NDJSON = "application/x-ndjson"
 
 
-async def stream_or_wait(svc: ServiceDoor, turn_id: str, launched: Launched | None, stream: bool,
+async def stream_or_wait(svc: Service, turn_id: str, launched: Launched | None, stream: bool,
                          q: Events | None = None) -> Response:
     """The response for a launched turn: its result when it is not running here (queued behind a
     cap or another turn, or held by another process), else its events (``stream``) or its result.
@@ -32,21 +33,21 @@ async def stream_or_wait(svc: ServiceDoor, turn_id: str, launched: Launched | No
     task = launched.task if launched is not None else None
     if launched is None or task is None or launched.cap or launched.behind:
         if q is not None:
-            svc.unsubscribe(turn_id, q)
-        result = svc.turn_result(turn_id, [])
+            svc.live.unsubscribe(turn_id, q)
+        result = svc.turns.result(turn_id, [])
         if launched is not None and launched.cap:
             result["queued_reason"] = launched.cap
-            result["start_after"] = svc.pause_state().get("paused_until")
+            result["start_after"] = svc.status.pause_state().get("paused_until")
         if stream:
             last: ResultLine = {"type": "result", **result}
             return StreamingResponse(iter([json.dumps(last, allow_nan=False) + "\n"]), media_type=NDJSON)
         return JSONResponse(result)
     if not stream:
         if q is not None:
-            svc.unsubscribe(turn_id, q)
+            svc.live.unsubscribe(turn_id, q)
         return JSONResponse(await asyncio.shield(task))
-    events: Events = q if q is not None else svc.subscribe(turn_id)
-    conversation = svc.conversation_of(turn_id)
+    events: Events = q if q is not None else svc.live.subscribe(turn_id)
+    conversation = svc.conversations.of_turn(turn_id)
 
     async def lines() -> AsyncIterator[str]:
         try:
@@ -62,6 +63,6 @@ async def stream_or_wait(svc: ServiceDoor, turn_id: str, launched: Launched | No
             done: ResultLine = {"type": "result", **result}
             yield json.dumps(done, default=str, allow_nan=False) + "\n"
         finally:
-            svc.unsubscribe(turn_id, events)
+            svc.live.unsubscribe(turn_id, events)
 
     return StreamingResponse(lines(), media_type=NDJSON)

@@ -1,11 +1,11 @@
 """Service part: the one door for answering approvals (spec §5).
 
 Every front end (the CLI, the HTTP API, the web page, each chat channel) answers through
-:meth:`ApprovalsPart.answer_approval`: it records the answer and where it was given
+:meth:`ApprovalsPart.answer`: it records the answer and where it was given
 (``answered_via``), re-decides an approve from the tool's current state and the turn's origin
 and taint, and raises the refusals (expired, cancelled, re-decided, already answered) the same
 way for all of them. It never runs the turn: the service's tick resumes it, or a CLI process
-calls :meth:`TurnsPart.resume_turn` (:meth:`answer_and_resume` does both, for in-process use).
+calls :meth:`TurnsPart.resume` (:meth:`answer_and_resume` does both, for in-process use).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from palui.errors import ApprovalError, UsageError
+from palui.errors import ApprovalError, NotFound, UsageError
 from palui.runner import approvals, redecide, standing
 from palui.service.conversations import ConversationsPart
 from palui.service.elicitations import ElicitationsPart
@@ -66,7 +66,11 @@ class ApprovalsPart:
         self.turns_part = turns_part
         self.rules_part = rules_part
 
-    def approvals(self, status: str | None = "pending", limit: int = PAGE, before: str | None = None) -> list[Approval]:
+    def sweep_expired(self) -> None:
+        """A start-up step: expired approvals are swept on every start (spec §5)."""
+        approvals.sweep(self.db)
+
+    def list(self, status: str | None = "pending", limit: int = PAGE, before: str | None = None) -> list[Approval]:
         """Approvals as the person lists them (spec §5); pending ones are decided again first, so a tool switched
         off meanwhile no longer shows an approval that could run (this writes only when one must be cancelled).
 
@@ -110,27 +114,34 @@ class ApprovalsPart:
                         (now, now))
         return int(r[0]) if r is not None else 0
 
-    def approval(self, approval_id: str) -> Approval:
+    def get(self, approval_id: str) -> Approval:
         """One approval (``palui approvals show``), with its ``conversation``; a unique prefix of its id is
         enough (:func:`palui.store.ids.resolve`). Raises NotFound, UsageError (an ambiguous prefix). One past its
         expiry shows as ``expired`` before a sweep marks it so (reads only)."""
         approval_id = ids.resolve(self.db, approval_id)
         a = approvals.get(self.db, approval_id)
         r = self.db.one("SELECT status, expires_at FROM approvals WHERE id = ?", (approval_id,))
-        return _shown({**a, "conversation": self.conversations_part.conversation_of(a["turn"])}, r, time.time())
+        return _shown({**a, "conversation": self.conversations_part.of_turn(a["turn"])}, r, time.time())
 
-    def answer_approval(self, approval_id: str, approve: bool, via: str, reason: str | None = None, *,
-                        always: Mapping[str, str] | None = None, confirm: bool = False,
-                        stop: bool = False) -> Approval | Elicitation | ScopeRequest:
+    def find(self, approval_id: str) -> Approval | None:
+        """:meth:`get`, or None for an unknown id (a forged button)."""
+        try:
+            return self.get(approval_id)
+        except NotFound:
+            return None
+
+    def answer(self, approval_id: str, approve: bool, via: str, reason: str | None = None, *,
+               always: Mapping[str, str] | None = None, confirm: bool = False,
+               stop: bool = False) -> Approval | Elicitation | ScopeRequest:
         """Approve or deny one pending approval, answered on ``via`` (``cli``, ``web``, ``api`` or a
-        channel's name). Returns the approval as :meth:`approval` does. Never runs the turn.
+        channel's name). Returns the approval as :meth:`get` does. Never runs the turn.
         ``reason`` (a denial's, at most 1,000 characters: ``/deny ID REASON``) is told to the model
         as the denial (spec §8).
 
         ``always`` (an approve's): "approve, and from now on the same" (spec §5.9): a standing approval is made
         from this answer, every argument pinned except those it names (argument → ``any``, ``prefix:TEXT``,
         ``one-of:A,B``); ``confirm`` confirms one for a destructive or unknown tool. It is checked before the answer
-        is recorded (:meth:`RulesPart.check_rule`), so a refused one answers nothing. ``stop`` (a denial's): "deny
+        is recorded (:meth:`RulesPart.check`), so a refused one answers nothing. ``stop`` (a denial's): "deny
         and stop" (spec §5.10): the call is denied and the turn's tool use ends.
 
         An approve is decided again (:mod:`palui.runner.redecide`): a tool switched off, flagged
@@ -161,14 +172,14 @@ class ApprovalsPart:
             if approve:
                 raise UsageError(f"{approval_id} is a question of an MCP server, not an approval: answer it with "
                                  f"/answer {approval_id} field=value …")
-            return self.elicitations_part.answer_elicitation(approval_id, "decline", None, via)
+            return self.elicitations_part.answer(approval_id, "decline", None, via)
         if isinstance(approval_id, str) and approval_id.startswith("s-"):
             return self._answer_scope(approval_id, approve, via, reason)
         try:
             if reason is not None and len(reason) > 1000:
                 raise UsageError("a denial's reason is at most 1,000 characters")
             if always is not None:
-                self.rules_part.check_rule(approval_id, always, confirm)
+                self.rules_part.check(approval_id, always, confirm)
             approvals.answer(self.db, approval_id, approve, via,
                              refusal=lambda row: redecide.approval_refusal(self.db, row), reason=reason, stop=stop)
         except ApprovalError as e:
@@ -178,11 +189,11 @@ class ApprovalsPart:
                             turn_id=a["turn"], approval_id=approval_id)
             raise
         if always is not None:
-            made = self.rules_part.make_rule(approval_id, always, via, confirm)
+            made = self.rules_part.make(approval_id, always, via, confirm)
             self.notifier("notice", f"Standing approval {made['id']} made: from now on {made['tool']} runs without "
                                     f"asking in {made['context']} for {made['described']}, until {made['expires_at']}"
                                     f" (palui rules remove {made['id']} ends it).")
-        return self.approval(approval_id)
+        return self.get(approval_id)
 
     def _answer_scope(self, request_id: str, approve: bool, via: str, reason: str | None) -> ScopeRequest:
         """``/approve`` or ``/deny`` of a request for a wider scope (spec §7.11)."""
@@ -204,33 +215,32 @@ class ApprovalsPart:
                                 on_answered: Callable[[str], None] | None = None, *,
                                 always: Mapping[str, str] | None = None, confirm: bool = False,
                                 stop: bool = False) -> TurnResult:
-        """:meth:`answer_approval` (with a denial's ``reason``, ``always``, ``confirm``, ``stop``), then resume the
+        """:meth:`answer` (with a denial's ``reason``, ``always``, ``confirm``, ``stop``), then resume the
         turn here (the CLI without a live service). Returns the turn result. ``on_answered`` is told, before the
         turn goes on, what the answer became: ``approved``, ``denied``, or the refusal's sentence. A refusal that
         lets the turn go on resumes it first and is then raised, saying how the turn went on."""
         approval_id = ids.resolve(self.db, approval_id)
         if approval_id.startswith("e-"):
-            return await self.elicitations_part.answer_elicitation_and_resume(approval_id, "decline", None, via,
-                                                                              on_event)
+            return await self.elicitations_part.answer_and_resume(approval_id, "decline", None, via,
+                                                                  on_event)
         if approval_id.startswith("s-"):  # no turn waits for a scope request: the answer is all there is
             done = self._answer_scope(approval_id, approve, via, reason)
             if on_answered is not None:
                 on_answered(done["status"])
             if not done["turn"]:
                 raise UsageError(f"{approval_id} was declined; {done['tool']} is switched off")
-            return self.turns_part.turn_result(done["turn"])
+            return self.turns_part.result(done["turn"])
         try:
-            a = self.answer_approval(approval_id, approve, via, reason=reason, always=always, confirm=confirm,
-                                     stop=stop)
+            a = self.answer(approval_id, approve, via, reason=reason, always=always, confirm=confirm, stop=stop)
         except ApprovalError as e:
             if not e.turn_id:
                 raise
             if on_answered is not None:
                 on_answered(str(e))
-            r = await self.turns_part.resume_turn(e.turn_id, on_event)
+            r = await self.turns_part.resume(e.turn_id, on_event)
             went = f"{r['status']}{': ' + r['answer'] if r['answer'] else ''}"
             said = str(e).removesuffix("; the turn goes on")
             raise ApprovalError(f"{said}; the turn went on ({went})", e.turn_id) from None
         if on_answered is not None:
             on_answered(a["status"])
-        return await self.turns_part.resume_turn(a["turn"], on_event)
+        return await self.turns_part.resume(a["turn"], on_event)

@@ -4,7 +4,7 @@
 running, waiting or queued turn, of every conversation, pause the scheduled jobs until ``palui jobs resume``
 and pause the gateway until ``palui gateway resume``. Each pause is a row of the ``kv`` table, so every process
 sees it: while the jobs' holds, the scheduler skips due runs (they move to their next fire; the person is told
-once per pause) and ``palui jobs run`` is refused (:meth:`palui.service.triggers.TriggersPart.start_job_now`
+once per pause) and ``palui jobs run`` is refused (:meth:`palui.service.jobs.JobsPart.start_now`
 asks this part); while the gateway's holds, every gateway call and new session is refused, a call waiting for
 its approval ends with the approval cancelled and a call in flight is cancelled within a second
 (:mod:`palui.runner.gateway_pause`). A gateway session is not stopped: its calls are refused until the
@@ -52,7 +52,7 @@ class BrakePart:
         pending approvals are cancelled; a running turn in another process stops at its next boundary) and
         cancel the pending approvals of the gateway's sessions. Returns ``{"stopped": [turn ids],
         "jobs_paused": {"since","by"}, "gateway_paused": {"since","by"}}``."""
-        paused = self.pause_jobs(via)
+        paused = self._pause_jobs(via)
         gateway = gateway_pause.pause(self.db, via, self.clock.now())
         stopped: list[str] = []
         for r in self.db.all("SELECT id, origin FROM turns WHERE status IN ('running','awaiting_approval','queued')"
@@ -66,7 +66,7 @@ class BrakePart:
                               "palui jobs resume; the gateway is paused until palui gateway resume.")
         return {"stopped": stopped, "jobs_paused": paused, "gateway_paused": gateway}
 
-    def pause_jobs(self, via: str = "cli") -> JobsPause:
+    def _pause_jobs(self, via: str = "cli") -> JobsPause:
         """Pause every scheduled job (kept if already paused). Returns ``{"since","by"}`` (epoch s, who)."""
         return jobs_mod.pause(self.db, via, self.clock.now())
 

@@ -1,6 +1,6 @@
-"""Service part: what a chat channel receives and sends, recorded once (spec §8.3).
+"""Service part: what a chat channel receives, recorded once (spec §8.3).
 
-- **Processed once.** :meth:`ChannelUpdatesPart.channel_update` opens one transaction that
+- **Processed once.** :meth:`ChannelUpdatesPart.process` opens one transaction that
   records the platform's update key (Telegram ``update_id``, Matrix event id) and everything the
   channel does for it inside (the turn it creates, the approval answer, the stop): a key seen
   before yields False and nothing is done, so an update delivered again after a restart or a
@@ -9,54 +9,45 @@
   message from the person starts a chat turn in it; quoted text that is not the person's own
   words (a forward, a reply to someone else, a notice Palui sent) goes into the model's prompt as
   quoted, untrusted content and taints the turn (spec §4), like a webhook payload does.
-- **Sent messages.** Message refs Palui sent are stored with what they were (an answer, an
-  approval with live buttons and the fingerprint shown, a notice), so a reaction, a press or a
-  reply can be traced back, and an approval answered elsewhere can be edited (the edit goes through
-  the channel's durable outbox, :mod:`palui.service.channel_outbox`).
+
+What a channel sent (and the edit of an approval answered elsewhere) is the outbox part's
+(:mod:`palui.service.outbox`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from palui.errors import NotFound, UsageError
-from palui.service.approvals import ApprovalsPart
+from palui.errors import UsageError
 from palui.service.channels import TITLES, ChannelsPart
 from palui.service.clock import Clock
 from palui.service.turns import CHANNEL, TurnsPart
-from palui.store import outbox
 from palui.store.db import Database
 from palui.types import Origin
-
-if TYPE_CHECKING:
-    from palui.results import Approval, SentMessage, ShownApproval
 
 UPDATE_KEEP_SECONDS = 7 * 86400.0  # Telegram keeps unconfirmed updates 24 h: a week of keys is plenty
 MAX_QUOTED_CHARS = 64_000
 
 
 class ChannelUpdatesPart:
-    """The ledger of processed updates, chat conversations and the messages a channel sent.
+    """The ledger of processed updates, and each chat's conversation and messages.
 
     Args:
         db, clock: the service's shared collaborators.
         channels_part: the channel a message came in on.
         turns_part: a chat's conversations and the turns a message starts.
-        approvals_part: the approval behind a button.
     """
 
-    def __init__(self, db: Database, clock: Clock, channels_part: ChannelsPart, turns_part: TurnsPart,
-                 approvals_part: ApprovalsPart) -> None:
+    def __init__(self, db: Database, clock: Clock, channels_part: ChannelsPart, turns_part: TurnsPart) -> None:
         self.db = db
         self.clock = clock
         self.channels_part = channels_part
         self.turns_part = turns_part
-        self.approvals_part = approvals_part
 
     @contextmanager
-    def channel_update(self, name: str, key: str, seq: int | None = None) -> Iterator[bool]:
+    def process(self, name: str, key: str, seq: int | None = None) -> Iterator[bool]:
         """One transaction for one platform update: yields True for a new ``key`` (do the work in the
         block, synchronously: it commits with the key), False for one seen before (do nothing).
 
@@ -81,33 +72,29 @@ class ChannelUpdatesPart:
         if failure is not None:
             raise failure
 
-    def channel_mark(self, name: str, key: str, outcome: str, seq: int | None = None) -> bool:
+    def mark(self, name: str, key: str, outcome: str, seq: int | None = None) -> bool:
         """Record ``key`` without work (a malformed or ignored update). False if it was seen before."""
         with self.db.write() as c:
             return c.execute("INSERT OR IGNORE INTO channel_updates (channel, key, seq, outcome, seen_at)"
                              " VALUES (?,?,?,?,?)", (name, key, seq, outcome, self.clock.now())).rowcount == 1
 
-    def channel_seen(self, name: str, key: str) -> bool:
-        """Was ``key`` recorded for the channel ``name`` (processed, failed or marked)?"""
-        return self.db.one("SELECT 1 FROM channel_updates WHERE channel = ? AND key = ?", (name, key)) is not None
-
-    def channel_next_offset(self, name: str) -> int | None:
+    def next_offset(self, name: str) -> int | None:
         """One past the highest numeric update id processed (Telegram's ``offset`` after a start), or None."""
         r = self.db.one("SELECT MAX(seq) FROM channel_updates WHERE channel = ?", (name,))
         return None if r is None or r[0] is None else int(r[0]) + 1
 
-    def channel_cursor(self, name: str) -> str | None:
+    def cursor(self, name: str) -> str | None:
         """The stored sync position (Matrix ``next_batch``), None before the first sync."""
         r = self.db.one("SELECT cursor FROM channel_cursors WHERE channel = ?", (name,))
         return None if r is None else str(r[0])
 
-    def set_channel_cursor(self, name: str, cursor: str) -> None:
+    def set_cursor(self, name: str, cursor: str) -> None:
         """Store the sync position, after every event of its batch was recorded."""
         with self.db.write() as c:
             c.execute("INSERT INTO channel_cursors (channel, cursor, at) VALUES (?,?,?) ON CONFLICT (channel)"
                       " DO UPDATE SET cursor = excluded.cursor, at = excluded.at", (name, cursor, self.clock.now()))
 
-    def prune_channel_updates(self, now: float | None = None) -> int:
+    def prune(self, now: float | None = None) -> int:
         """Forget keys older than a week, never a channel's highest ``seq`` (its restart offset)."""
         cutoff = (self.clock.now() if now is None else now) - UPDATE_KEEP_SECONDS
         with self.db.write() as c:
@@ -117,7 +104,7 @@ class ChannelUpdatesPart:
 
     # -- conversations --------------------------------------------------------------------------------
 
-    def channel_conversation(self, name: str, chat: str, new: bool = False) -> str:
+    def conversation(self, name: str, chat: str, new: bool = False) -> str:
         """The chat's current conversation (made on first use; ``new=True``: ``/new``, a clean one)."""
         with self.db.write() as c:
             r = c.execute("SELECT conversation_id FROM channel_chats WHERE channel = ? AND chat_id = ?",
@@ -130,14 +117,7 @@ class ChannelUpdatesPart:
                       " updated_at = excluded.updated_at", (name, chat, cid, self.clock.now()))
             return cid
 
-    def channel_chats_of(self, conversation_id: str | None) -> list[tuple[str, str]]:
-        """``[(channel, chat)]`` whose current conversation is ``conversation_id`` (where its answers go)."""
-        if not conversation_id:
-            return []
-        rows = self.db.all("SELECT channel, chat_id FROM channel_chats WHERE conversation_id = ?", (conversation_id,))
-        return [(r["channel"], r["chat_id"]) for r in rows]
-
-    def channel_message(self, name: str, chat: str, words: str, quoted: list[dict[str, Any]] | None = None) -> str:
+    def message(self, name: str, chat: str, words: str, quoted: list[dict[str, Any]] | None = None) -> str:
         """A message from the person: a chat turn (queued) in the chat's conversation. Returns its id.
 
         ``words`` are what the person typed; ``quoted`` is ``[{"text","author","how","trusted"}]``
@@ -145,7 +125,7 @@ class ChannelUpdatesPart:
         quoted data, stored as the conversation's untrusted content and taint the turn (spec §4).
         The caller launches the turn. Raises UsageError (nothing to say), NotFound.
         """
-        ch = self.channels_part.channel(name)
+        ch = self.channels_part.get(name)
         quoted = [q for q in (quoted or []) if str(q.get("text") or "").strip()]
         if not words.strip() and not quoted:
             raise UsageError("an empty message starts no turn")
@@ -164,8 +144,8 @@ class ChannelUpdatesPart:
             prompt = (words.strip() or "(no words of their own)") + "\n\n" + "\n\n".join(blocks)
         input_text = words if words.strip() else f"[a message {quoted[0]['how']} from {quoted[0]['author']}]"
         with self.db.write() as c:
-            conv = self.channel_conversation(name, chat)
-            tid = self.turns_part.start_turn(input_text, conversation=conv, prompt=prompt)
+            conv = self.conversation(name, chat)
+            tid = self.turns_part.start(input_text, conversation=conv, prompt=prompt)
             for q in quoted:
                 if q.get("trusted"):
                     continue
@@ -178,60 +158,3 @@ class ChannelUpdatesPart:
                 c.execute("UPDATE conversations SET tainted = 1, taint_source = COALESCE(taint_source, ?)"
                           " WHERE id = ?", (source, conv))
         return tid
-
-    # -- messages sent ----------------------------------------------------------------------------------
-
-    def record_sent(self, name: str, chat: str, refs: list[str], kind: str, *, turn_id: str | None = None,
-                    conversation_id: str | None = None, approval_id: str | None = None,
-                    fingerprint: str | None = None, state: str = "sent") -> None:
-        """Remember messages this channel sent (``refs``: message ids / event ids)."""
-        now = self.clock.now()
-        with self.db.write() as c:
-            c.executemany("INSERT INTO channel_messages (channel, chat_id, ref, kind, turn_id, conversation_id,"
-                          " approval_id, fingerprint, state, created_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                          [(name, chat, ref, kind, turn_id, conversation_id, approval_id, fingerprint, state, now)
-                           for ref in refs])
-
-    def sent_message(self, name: str, chat: str, ref: str) -> SentMessage | None:
-        """``{"id","kind","turn_id","conversation_id","approval_id","fingerprint","state"}`` of a message this
-        channel sent in ``chat``, or None (not Palui's)."""
-        r = self.db.one("SELECT * FROM channel_messages WHERE channel = ? AND chat_id = ? AND ref = ?"
-                        " ORDER BY id DESC LIMIT 1", (name, chat, ref))
-        if r is None:
-            return None
-        return {"id": r["id"], "channel": r["channel"], "chat_id": r["chat_id"], "ref": r["ref"], "kind": r["kind"],
-                "turn_id": r["turn_id"], "conversation_id": r["conversation_id"], "approval_id": r["approval_id"],
-                "fingerprint": r["fingerprint"], "state": r["state"], "created_at": r["created_at"]}
-
-    def shown_approvals(self, name: str) -> list[ShownApproval]:
-        """Approval messages of this channel whose buttons are still live: ``[{"id","chat_id","ref",
-        "approval_id","fingerprint"}]`` (to edit when the approval is answered elsewhere or expires)."""
-        return [{"id": r["id"], "chat_id": r["chat_id"], "ref": r["ref"], "approval_id": r["approval_id"],
-                 "fingerprint": r["fingerprint"]}
-                for r in self.db.all("SELECT id, chat_id, ref, approval_id, fingerprint FROM channel_messages"
-                                     " WHERE channel = ? AND state = 'shown'", (name,))]
-
-    def close_sent(self, message_id: int) -> bool:
-        """Mark an approval message closed and, in the same transaction, put the edit to its outcome in the
-        channel's outbox (spec §8.3). False when it already was closed."""
-        with self.db.write() as c:
-            m = c.execute("SELECT channel, chat_id, ref, approval_id FROM channel_messages WHERE id = ? AND"
-                          " state = 'shown'", (message_id,)).fetchone()
-            if m is None:
-                return False
-            c.execute("UPDATE channel_messages SET state = 'closed' WHERE id = ?", (message_id,))
-            outbox.enqueue(c, m["channel"], m["chat_id"], outbox.EDIT, self.clock.now(), subject=m["approval_id"],
-                           target_ref=m["ref"])
-        return True
-
-    def turn_status(self, turn_id: str) -> str | None:
-        """A turn's status word only (cheap: the typing indicator asks four times a second)."""
-        r = self.db.one("SELECT status FROM turns WHERE id = ?", (turn_id,))
-        return None if r is None else str(r[0])
-
-    def approval_or_none(self, approval_id: str) -> Approval | None:
-        """:meth:`approval`, or None for an unknown id (a forged button)."""
-        try:
-            return self.approvals_part.approval(approval_id)
-        except NotFound:
-            return None

@@ -1,7 +1,7 @@
 """Service part: the chat channels the person paired (spec §1 and §8.3).
 
 A channel (Telegram, Matrix, :mod:`palui.channels`) is a front end: it talks to its platform and
-calls the service. What must survive a restart lives here, in the ``channels`` tables (migration
+calls the service. What must survive a restart lives here, in the ``list`` tables (migration
 15): each channel's kind, settings and state, the person it is paired with, the one-time pairing
 code, and the senders that were ignored. Secrets (the bot token, the Matrix access token) are in
 ``<secrets dir>/channel-<name>.json`` (mode 0600), never in the database.
@@ -17,6 +17,7 @@ What happens in a channel (updates recorded once, chats, sent messages) is
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import hmac
 import json
@@ -87,10 +88,10 @@ class ChannelsPart:
 
     # -- the list -----------------------------------------------------------------------------------
 
-    def add_channel(self, kind: str, name: str | None, secret: dict[str, str],
-                    config: dict[str, Any]) -> ChatChannel:
+    def add(self, kind: str, name: str | None, secret: dict[str, str],
+            config: dict[str, Any]) -> ChatChannel:
         """Store a new channel (unpaired) and its secrets (0600 file). ``name`` defaults to ``kind``.
-        Returns :meth:`channel`. Raises UsageError (unknown kind, bad or taken name)."""
+        Returns :meth:`get`. Raises UsageError (unknown kind, bad or taken name)."""
         if kind not in KINDS:
             raise UsageError(f"unknown channel kind {kind!r} (one of: {', '.join(KINDS)})")
         name = name or kind
@@ -106,7 +107,7 @@ class ChannelsPart:
                       " VALUES (?,?,?,?,?,?)",
                       (name, kind, json.dumps(config, sort_keys=True, allow_nan=False), "unpaired", self.clock.now(),
                        self.clock.now()))
-        return self.channel(name)
+        return self.get(name)
 
     def _row(self, name: str) -> sqlite3.Row:
         r = self.db.one("SELECT * FROM channels WHERE name = ?", (name,))
@@ -114,7 +115,7 @@ class ChannelsPart:
             raise NotFound(f"unknown channel {named(name)} (see: palui channels list)")
         return r
 
-    def channel(self, name: str) -> ChatChannel:
+    def get(self, name: str) -> ChatChannel:
         """``{"name","kind","state","person","person_id","person_chat","paired_at","allow_groups","config",
         "pairing","last_failure","last_failure_at","state_at","waiting"}`` (times ISO 8601 UTC; ``pairing``: a
         code is live; ``state_at``: when the service running the channel last changed its state; ``waiting``:
@@ -130,14 +131,14 @@ class ChannelsPart:
             "state_at": _iso(r["state_at"]), "waiting": outbox.pending_count(self.db, name),
         }
 
-    def channels(self) -> list[ChatChannel]:
-        """Every channel, by name (see :meth:`channel`)."""
-        return [self.channel(r["name"]) for r in self.db.all("SELECT name FROM channels ORDER BY name")]
+    def list(self) -> list[ChatChannel]:
+        """Every channel, by name (see :meth:`get`)."""
+        return [self.get(r["name"]) for r in self.db.all("SELECT name FROM channels ORDER BY name")]
 
-    def remove_channel(self, name: str) -> ChatChannel:
+    def remove(self, name: str) -> ChatChannel:
         """Forget a channel: its row, pairing, processed updates, chats, sent messages, outbox and secrets file.
         A running service stops it within a few seconds. Raises NotFound."""
-        ch = self.channel(name)
+        ch = self.get(name)
         with self.db.write() as c:
             for table in ("channel_pairing", "channel_updates", "channel_cursors", "channel_chats",
                           "channel_messages", "channel_strangers", "channel_invites", "mail_answer_addresses",
@@ -148,13 +149,13 @@ class ChannelsPart:
         delete_secrets(self.settings.secrets_dir, f"channel-{name}")
         return ch
 
-    def renew_channel_secret(self, name: str, secret: dict[str, str], config: dict[str, Any]) -> ChatChannel:
+    def renew_secret(self, name: str, secret: dict[str, str], config: dict[str, Any]) -> ChatChannel:
         """A new secret (a bot token revoked and made again, a new Matrix access token) for the channel
-        ``name``, keeping its pairing, chats and outbox; ``config`` (as ``add_channel`` takes it) is merged
+        ``name``, keeping its pairing, chats and outbox; ``config`` (as ``add`` takes it) is merged
         into the stored settings. A running service restarts the channel with it within a few seconds.
         Raises NotFound, UsageError when the secret is for another account (another bot or Matrix user:
         that is a new channel)."""
-        ch = self.channel(name)
+        ch = self.get(name)
         key = ACCOUNT.get(ch["kind"], "")
         old, new = ch["config"].get(key), config.get(key)
         if old is not None and new is not None and str(old) != str(new):
@@ -162,11 +163,11 @@ class ChannelsPart:
                              f"{self._account(ch['kind'], config)}'s: to use another account, palui channels remove "
                              f"{name}, then add it (or add it with another --name)")
         write_secrets(self.settings.secrets_dir, f"channel-{name}", secret)
-        self.update_channel_config(name, **config, secret_at=self.clock.now())
+        self._update_config(name, **config, secret_at=self.clock.now())
         with self.db.write() as c:
             c.execute("UPDATE channels SET state = ?, state_at = ?, refused_at = NULL WHERE name = ?",
                       ("connected" if ch["person_id"] else "unpaired", self.clock.now(), name))
-        return self.channel(name)
+        return self.get(name)
 
     @staticmethod
     def _account(kind: str, config: dict[str, Any]) -> str:
@@ -176,20 +177,20 @@ class ChannelsPart:
             return f"@{config.get('bot_name') or config.get('bot_user_id')}"
         return str(config.get("user_id") or config.get("address") or "another account")
 
-    def channel_secrets(self, name: str) -> dict[str, Any]:
+    def secrets(self, name: str) -> dict[str, Any]:
         """The channel's secrets (``token`` for Telegram; ``access_token`` for Matrix). Raises NotFound."""
         self._row(name)
         return read_secrets(self.settings.secrets_dir, f"channel-{name}")
 
-    def set_channel_groups(self, name: str, allow: bool) -> ChatChannel:
+    def set_groups(self, name: str, allow: bool) -> ChatChannel:
         """Allow (or refuse again) group chats and rooms with other members; in them only the person's
         messages start turns, and other members' messages are untrusted content. Raises NotFound."""
         self._row(name)
         with self.db.write() as c:
             c.execute("UPDATE channels SET allow_groups = ? WHERE name = ?", (int(allow), name))
-        return self.channel(name)
+        return self.get(name)
 
-    def update_channel_config(self, name: str, **values: Any) -> None:
+    def _update_config(self, name: str, **values: Any) -> None:
         """Merge ``values`` into the channel's stored settings (not secrets). Raises NotFound."""
         r = self._row(name)
         config = {**json.loads(r["config_json"]), **values}
@@ -199,20 +200,20 @@ class ChannelsPart:
 
     # -- state -------------------------------------------------------------------------------------
 
-    def set_channel_state(self, name: str, state: str) -> None:
+    def set_state(self, name: str, state: str) -> None:
         """The channel's state as its running loop sees it: ``connected``, ``unpaired``, ``error: …``
         (already redacted). Unknown names are ignored (the channel was just removed)."""
         with self.db.write() as c:
             c.execute("UPDATE channels SET state = ?, state_at = ? WHERE name = ? AND state IS NOT ?",
                       (state, self.clock.now(), name, state))
 
-    def channel_failure(self, name: str, text: str | None) -> None:
+    def set_failure(self, name: str, text: str | None) -> None:
         """Record (or clear, with None) the last delivery failure, redacted; ``/status`` shows it."""
         with self.db.write() as c:
             c.execute("UPDATE channels SET last_failure = ?, last_failure_at = ? WHERE name = ?",
                       (text, self.clock.now() if text else None, name))
 
-    def channel_refused(self, name: str, refused: bool) -> bool:
+    def set_refused(self, name: str, refused: bool) -> bool:
         """The platform refuses the channel's credentials (``refused``), or takes them again. The first
         refusal tells the person once, on the inbox and every paired channel (the refused one's item waits
         with the rest of its outbox), what to do; nothing in the outbox is dropped meanwhile (spec §8.3).
@@ -233,11 +234,11 @@ class ChannelsPart:
                                         f"channels add {kind} --name {name} … (the pairing is kept).")
         return True
 
-    def status_lines(self) -> list[ChannelLine]:
-        """The channels as ``/status`` shows them (:meth:`palui.service.status.StatusPart.status`):
+    def status_lines(self) -> builtins.list[ChannelLine]:
+        """The channels as ``/status`` shows them (:meth:`palui.service.status.StatusPart.get`):
         ``[{"name","kind","state","person","last_failure"}]``, by name."""
         return [{"name": c["name"], "kind": c["kind"], "state": c["state"], "person": c["person"],
-                 "last_failure": c["last_failure"]} for c in self.channels()]
+                 "last_failure": c["last_failure"]} for c in self.list()]
 
     # -- pairing -----------------------------------------------------------------------------------
 
@@ -245,7 +246,7 @@ class ChannelsPart:
         """A new one-time pairing code (replacing any live one): ``{"code","expires_at","paired_with"}``.
         On a paired channel the first right ``/pair CODE`` replaces the person (re-pairing is explicit:
         only this command makes a code). Raises NotFound."""
-        ch = self.channel(name)
+        ch = self.get(name)
         code = "".join(secrets.choice(PAIR_ALPHABET) for _ in range(PAIR_LENGTH))
         expires = self.clock.now() + PAIR_SECONDS
         with self.db.write() as c:
@@ -325,7 +326,7 @@ class ChannelsPart:
                       (name, now - INVITE_KEEP_SECONDS, name, INVITES_KEPT))
         return fresh
 
-    def held_invites(self, name: str) -> list[str]:
+    def held_invites(self, name: str) -> builtins.list[str]:
         """The rooms whose invites wait for a pairing code, oldest first."""
         return [r[0] for r in self.db.all("SELECT room_id FROM channel_invites WHERE channel = ? AND invited_at >= ?"
                                           " ORDER BY invited_at", (name, self.clock.now() - INVITE_KEEP_SECONDS))]

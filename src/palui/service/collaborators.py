@@ -15,6 +15,7 @@ the full service does (the settings check, the database and its migrations) and 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from palui.config import Settings, load_settings
 from palui.connectors.base import ConnectorEnv
@@ -24,6 +25,9 @@ from palui.runner import redecide, standing
 from palui.service.clock import Clock
 from palui.service.notifier import Notifier
 from palui.store.db import Database
+
+if TYPE_CHECKING:
+    from palui.connectors.mcp.config import TransportFactory
 
 
 class Redecision:
@@ -73,9 +77,11 @@ class Collaborators:
     hub: ConnectorHub
 
     @classmethod
-    def open(cls, settings: Settings | None = None) -> Collaborators:
+    def open(cls, settings: Settings | None = None, mcp_transport: TransportFactory | None = None) -> Collaborators:
         """Load the settings (``None``: from the environment), make the data directory, open the
-        database (migrating it) and build the rest. Raises ConfigError (Palui refuses to start)."""
+        database (migrating it) and build the rest; ``mcp_transport`` is the MCP connectors' seam
+        (:data:`~palui.connectors.mcp.config.TransportFactory`, None: their real transports). Raises
+        ConfigError (Palui refuses to start)."""
         settings = settings or load_settings()
         prepare_data_dir(settings.data_dir, settings.db_path.name)  # one clear line for a file or /proc/1
         db = Database(settings.db_path)
@@ -85,5 +91,5 @@ class Collaborators:
         # A change the hub sees (a server's new listing) re-decides pending approvals: the hub is below the
         # service, so it gets the lowest part's method, never the service.
         hub = ConnectorHub(ConnectorEnv(db=db, settings=settings, notify=notifier,
-                                        on_change=redecision.redecide_approvals))
+                                        on_change=redecision.redecide_approvals, mcp_transport=mcp_transport))
         return cls(settings, db, clock, notifier, redecision, hub)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from palui.errors import NotFound
 from palui.runner import approvals, elicitations
@@ -31,11 +31,11 @@ class ConversationsPart:
         self.status_part = status_part
 
     def turn_detail(self, turn_id: str) -> TurnDetail:
-        """:meth:`turn_result` plus ``input``, ``created_at`` (epoch s), ``approvals`` (each approval
+        """:meth:`TurnsPart.result` plus ``input``, ``created_at`` (epoch s), ``approvals`` (each approval
         the turn asked for, by id, in its current state), ``elicitations`` (each question a server
         asked during it, by id) and, for a queued turn, ``pause``. A unique prefix of the id is enough."""
         turn_id = ids.resolve(self.db, turn_id)
-        r = self.turns_part.turn_result(turn_id)
+        r = self.turns_part.result(turn_id)
         row = self.db.one("SELECT input, created_at FROM turns WHERE id = ?", (turn_id,))
         if row is None:
             raise NotFound(f"unknown turn {named(turn_id)}")
@@ -49,13 +49,14 @@ class ConversationsPart:
         asked = [e["elicitation"] for e in r["events"] if e["type"] == "elicitation"]
         questions: dict[str, Elicitation] = {q["id"]: {**q, "conversation": r["conversation"]}
                                              for q in elicitations.for_ids(self.db, asked)}
-        detail: TurnDetail = {**r, "input": row["input"], "created_at": row["created_at"], "approvals": states,
-                              "elicitations": questions}
+        # ``r`` is a TurnResult, which has no ``pause``: added below while the turn is queued.
+        detail = cast("TurnDetail", {**r, "input": row["input"], "created_at": row["created_at"],
+                                     "approvals": states, "elicitations": questions})
         if r["status"] == "queued":
             detail["pause"] = self.status_part.pause_state()
         return detail
 
-    def conversations(self, limit: int = 50, channel: str | None = None) -> list[ConversationSummary]:
+    def list(self, limit: int = 50, channel: str | None = None) -> list[ConversationSummary]:
         """Newest first: ``[{"id","origin","channel","tainted","taint_source","title","last","turns",
         "live","created_at"}]`` (``title`` is the first turn's input; ``channel`` where it was started,
         None when not recorded (before migration 30); ``live`` the number of turns running, waiting for
@@ -79,7 +80,7 @@ class ConversationsPart:
                  "taint_source": r["taint_source"], "created_at": r["created_at"], "title": r["title"],
                  "last": r["last"], "turns": r["turns"], "live": r["live"]} for r in rows]
 
-    def conversation(self, cid: str) -> Conversation:
+    def get(self, cid: str) -> Conversation:
         """One conversation with its turns (each :meth:`turn_detail`); a unique prefix of its id is enough.
         Raises NotFound, UsageError (an ambiguous prefix)."""
         cid = ids.resolve(self.db, cid)
@@ -102,7 +103,7 @@ class ConversationsPart:
                                   " ORDER BY created_at DESC LIMIT 1", (cid,)) or {"model": None})["model"],
         }
 
-    def conversation_of(self, turn_id: str | None) -> str | None:
+    def of_turn(self, turn_id: str | None) -> str | None:
         """The conversation of a turn (None for an unknown turn or None)."""
         if not turn_id:
             return None

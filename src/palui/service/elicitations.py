@@ -1,10 +1,10 @@
 """Service part: the one door for answering a server's question to the person (spec §7.8).
 
 An elicitation goes where approvals go: every front end (the CLI, the HTTP API, the web page, each
-chat channel) answers through :meth:`ElicitationsPart.answer_elicitation`, which checks the answer
+chat channel) answers through :meth:`ElicitationsPart.answer`, which checks the answer
 against the requested schema before anything is stored (field names in the refusal, never values),
 records it with where it was given (``answered_via``), and never runs the turn. A turn paused by a
-2026-07-28 server goes on in the service's tick (or :meth:`answer_elicitation_and_resume` in a CLI
+2026-07-28 server goes on in the service's tick (or :meth:`answer_and_resume` in a CLI
 process); on an older connection the call that waits inside the open connection sees the answer
 itself, in whichever process holds it.
 
@@ -57,17 +57,17 @@ class ElicitationsPart:
         self.turns_part = turns_part
 
     def _with_conversation(self, e: TurnElicitation) -> Elicitation:
-        return {**e, "conversation": self.conversations_part.conversation_of(e["turn"])}
+        return {**e, "conversation": self.conversations_part.of_turn(e["turn"])}
 
-    def elicitations(self, status: str | None = "pending", limit: int = 100) -> list[Elicitation]:
-        """Questions oldest first, each as :meth:`elicitation` gives it. ``status="pending"``: those waiting now
+    def list(self, status: str | None = "pending", limit: int = 100) -> list[Elicitation]:
+        """Questions oldest first, each as :meth:`get` gives it. ``status="pending"``: those waiting now
         (pending and unexpired); another status or None (all): the newest ``limit`` (1-1,000) of them. Reads
         only, through indexes (docs/decisions/0154-reads-bounded.md). Raises UsageError for a bad ``limit``."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise UsageError("a page of questions holds 1 to 1,000")
         return [self._with_conversation(e) for e in store.listing(self.db, status, limit)]
 
-    def elicitation(self, elicitation_id: str) -> Elicitation:
+    def get(self, elicitation_id: str) -> Elicitation:
         """One question: ``{"id","turn","conversation","tool","connector","era","mode","message","schema",
         "fields","url","url_host","status","action","reason","answered_via","created_at","expires_at",…}``
         (the server's words as sent: show them through ``palui.text.display``); a unique prefix of the id is
@@ -76,11 +76,11 @@ class ElicitationsPart:
         elicitation_id = ids.resolve(self.db, elicitation_id)
         return self._with_conversation(store.get(self.db, elicitation_id))
 
-    def answer_elicitation(self, elicitation_id: str, action: str, content: dict[str, Any] | None = None,
-                           via: str = "api") -> Elicitation:
+    def answer(self, elicitation_id: str, action: str, content: dict[str, Any] | None = None,
+               via: str = "api") -> Elicitation:
         """Answer one pending question: ``accept`` (a form's ``content``, checked against its schema, the
         schema's defaults filling what was left out, SEP-1034; URL mode: "I opened it"), ``decline`` or
-        ``cancel``. Returns the question as :meth:`elicitation` does. Never runs the turn.
+        ``cancel``. Returns the question as :meth:`get` does. Never runs the turn.
 
         Raises:
             UsageError: an unknown ``via`` or action, or content that does not fit the schema (the
@@ -137,18 +137,18 @@ class ElicitationsPart:
         with self.db.write() as c:
             c.execute("UPDATE connectors SET secret_questions = ? WHERE id = ?", (int(allow), connector))
 
-    async def answer_elicitation_and_resume(self, elicitation_id: str, action: str,
-                                            content: dict[str, Any] | None = None, via: str = "cli",
-                                            on_event: EventSink | None = None) -> TurnResult:
-        """:meth:`answer_elicitation`, then go on with a turn paused by a 2026-07-28 server here (the CLI
+    async def answer_and_resume(self, elicitation_id: str, action: str,
+                                content: dict[str, Any] | None = None, via: str = "cli",
+                                on_event: EventSink | None = None) -> TurnResult:
+        """:meth:`answer`, then go on with a turn paused by a 2026-07-28 server here (the CLI
         without a live service). Returns the turn result (an older-era turn is still running: its
         current state)."""
         try:
-            e = self.answer_elicitation(elicitation_id, action, content, via)
+            e = self.answer(elicitation_id, action, content, via)
         except ApprovalError as err:
             if not err.turn_id:
                 raise
-            return await self.turns_part.resume_turn(err.turn_id, on_event)
+            return await self.turns_part.resume(err.turn_id, on_event)
         if e["era"] != "input_required":
-            return self.turns_part.turn_result(e["turn"], [])
-        return await self.turns_part.resume_turn(e["turn"], on_event)
+            return self.turns_part.result(e["turn"], [])
+        return await self.turns_part.resume(e["turn"], on_event)

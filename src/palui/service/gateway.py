@@ -30,6 +30,7 @@ from palui.policy.matrix import decide
 from palui.runner import approvals as approvals_mod
 from palui.runner import audit, gateway_pause
 from palui.runner import state as st
+from palui.runner.pending import args_hash
 from palui.store import catalog
 from palui.store.db import Database
 from palui.text.display import named, shown
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from palui.results import GatewayCallResult, GatewayClient, GatewayPause, GatewayTool
     from palui.runner.call_options import Progress
     from palui.service.clock import Clock
+    from palui.service.tools import ToolsPart
     from palui.service.turns import TurnsPart
 
 #: The client's name: what the person calls it, and what approvals and the audit show.
@@ -67,19 +69,21 @@ class GatewayPart:
 
     Args:
         db, clock: the service's shared collaborators.
+        tools_part: the stored tool of a call in flight when its session ended (its audit row names the class).
         turns_part: the runner's dependencies (database, settings, hub, the person's channel).
     """
 
-    def __init__(self, db: Database, clock: Clock, turns_part: TurnsPart) -> None:
+    def __init__(self, db: Database, clock: Clock, tools_part: ToolsPart, turns_part: TurnsPart) -> None:
         self.db = db
         self.clock = clock
+        self.tools_part = tools_part
         self.turns_part = turns_part
         self._turns: dict[str, Any] = {}  # the session turns of this process (GatewaySession's ``turns``)
 
     # -- clients ----------------------------------------------------------------------------------
 
-    def gateway_client_add(self, name: str, connectors: list[str] | None = None,
-                           context: str = "unknown") -> GatewayClient:
+    def add_client(self, name: str, connectors: list[str] | None = None,
+                   context: str = "unknown") -> GatewayClient:
         """Add a client named ``name`` (lower-case letters, digits, ``-``), seeing only ``connectors`` (None:
         all of them), its sessions starting tainted unless ``context`` is ``trusted``. Returns it with its
         ``token``: shown this once, stored hashed. Raises UsageError (bad name, context or connector, a
@@ -101,32 +105,32 @@ class GatewayPart:
             c.execute("INSERT INTO gateway_clients (name, token_hash, connectors_json, context, created_at)"
                       " VALUES (?,?,?,?,?)", (name, token_hash(token), None if connectors is None
                                                else json.dumps(connectors, allow_nan=False), context, self.clock.now()))
-        return {**self.gateway_client(name), "token": token}
+        return {**self.client(name), "token": token}
 
-    def gateway_clients(self) -> list[GatewayClient]:
+    def clients(self) -> list[GatewayClient]:
         """Every client, by name (without tokens: only their hashes are stored)."""
         return [self._client(r) for r in self.db.all("SELECT * FROM gateway_clients ORDER BY name")]
 
-    def gateway_client(self, name: str) -> GatewayClient:
+    def client(self, name: str) -> GatewayClient:
         """One client. Raises NotFound."""
         r = self.db.one("SELECT * FROM gateway_clients WHERE name = ?", (name,))
         if r is None:
             raise NotFound(f"unknown gateway client {named(str(name))} (see: palui gateway clients list)")
         return self._client(r)
 
-    def gateway_client_remove(self, name: str) -> list[str]:
+    def remove_client(self, name: str) -> list[str]:
         """Remove a client: its token opens nothing from now on and its open sessions end (their pending
         approvals cancelled). Returns the ended sessions' ids. Raises NotFound."""
-        self.gateway_client(name)
+        self.client(name)
         with self.db.write() as c:
             c.execute("DELETE FROM gateway_clients WHERE name = ?", (name,))
         ended = [r["id"] for r in self.db.all("SELECT id FROM gateway_sessions WHERE client = ? AND ended_at IS NULL",
                                               (name,))]
         for sid in ended:
-            self.gateway_session_end(sid, "its client was removed")
+            self.end_session(sid, "its client was removed")
         return ended
 
-    def gateway_client_for_token(self, token: str) -> str | None:
+    def client_for_token(self, token: str) -> str | None:
         """The name of the client holding ``token``, None for an unknown or removed one."""
         if not isinstance(token, str) or not token.startswith(TOKEN_PREFIX):
             return None
@@ -141,12 +145,12 @@ class GatewayPart:
 
     # -- sessions ---------------------------------------------------------------------------------
 
-    def gateway_session_open(self, client: str) -> str:
+    def open_session(self, client: str) -> str:
         """Open a session of ``client``: a turn row of the client's conversation (made at its first session and
         after each clear: tainted from its start unless the client is trusted), which starts with the
         conversation's taint (spec §8.6). Returns the session id. Raises NotFound, GatewayPaused (the emergency
         brake pauses the gateway, spec §5.7)."""
-        c = self.gateway_client(client)
+        c = self.client(client)
         if gateway_pause.paused(self.db) is not None:
             raise GatewayPaused(gateway_pause.PAUSED)
         cid = self._conversation(client, c["context"])
@@ -177,16 +181,16 @@ class GatewayPart:
         again = self.db.one("SELECT conversation_id FROM gateway_clients WHERE name = ?", (client,))
         return str(again["conversation_id"]) if again is not None and again["conversation_id"] else cid
 
-    def gateway_client_clear(self, name: str) -> list[str]:
+    def clear_client(self, name: str) -> list[str]:
         """``palui gateway clients clear NAME``: forget what the client's sessions carried (spec §8.6): its taint,
         the calls the person denied, its loop counts and its loop stop. Its open sessions end (their pending
         approvals cancelled); its next session starts in a new conversation, as a new client's would. Returns
         the ended sessions' ids. Raises NotFound."""
-        self.gateway_client(name)
+        self.client(name)
         ended = [r["id"] for r in self.db.all("SELECT id FROM gateway_sessions WHERE client = ? AND ended_at IS NULL",
                                               (name,))]
         for sid in ended:
-            self.gateway_session_end(sid, CLEARED)
+            self.end_session(sid, CLEARED)
         with self.db.write() as w:
             old = w.execute("SELECT conversation_id FROM gateway_clients WHERE name = ?", (name,)).fetchone()
             if old is not None and old["conversation_id"]:
@@ -196,15 +200,15 @@ class GatewayPart:
 
     # -- the brake's pause ------------------------------------------------------------------------
 
-    def gateway_paused(self) -> GatewayPause | None:
+    def paused(self) -> GatewayPause | None:
         """``{"since","by"}`` while the emergency brake pauses the gateway, else None (spec §5.7)."""
         return gateway_pause.paused(self.db)
 
-    def gateway_resume(self) -> bool:
+    def resume(self) -> bool:
         """``palui gateway resume``: gateway calls and sessions are taken again. True if it was paused."""
         return gateway_pause.resume(self.db)
 
-    def gateway_session_end(self, session: str, reason: str = SESSION_ENDED) -> None:
+    def end_session(self, session: str, reason: str = SESSION_ENDED) -> None:
         """End a session: its turn is ``done`` and its pending approvals are cancelled with ``reason``."""
         r = self.db.one("SELECT * FROM gateway_sessions WHERE id = ? AND ended_at IS NULL", (session,))
         if r is None:
@@ -217,7 +221,7 @@ class GatewayPart:
         approvals_mod.cancel_for_turn(self.db, r["turn_id"], reason=reason)
         self._turns.pop(r["turn_id"], None)
 
-    def gateway_sessions_end_open(self, reason: str) -> list[str]:
+    def end_open_sessions(self, reason: str) -> list[str]:
         """End every open session (``palui serve`` starting: the sessions of an earlier process are gone). A
         call one of them had in flight (its ``sent`` marker) is audited ``cancelled; may have run``, as a turn's
         is (spec §5.7). Returns their ids."""
@@ -227,24 +231,24 @@ class GatewayPart:
             for call in json.loads(r["pending_json"] or "[]"):
                 if call.get("state") != CallState.SENT:
                     continue
-                tool = self.turns_part.tool_or_none(call["tool"])
+                tool = self.tools_part.find(call["tool"])
                 audit.record(self.db, turn_id=r["turn_id"], tool=call["tool"],
                              tool_class=tool.tool_class.value if tool else None,
                              class_source=tool.class_source.value if tool else None, origin=Origin.GATEWAY.value,
                              tainted=bool(r["tainted"]), verdict="ask" if call.get("approval") else "run",
                              reason=f"gateway client {r['client']}: {reason} while the call was in flight",
-                             args_hash=approvals_mod.args_hash(call["args"]), outcome="cancelled; may have run")
-            self.gateway_session_end(r["id"], reason)
+                             args_hash=args_hash(call["args"]), outcome="cancelled; may have run")
+            self.end_session(r["id"], reason)
         return [r["id"] for r in rows]
 
     # -- tools and calls --------------------------------------------------------------------------
 
-    def gateway_catalog_version(self) -> int:
+    def catalog_version(self) -> int:
         """The stored catalog version: it changes with any switch, class, review flag or connector (what
         ``tools/list_changed`` watches)."""
         return catalog.version(self.db)
 
-    def gateway_tools(self, session: str) -> list[GatewayTool]:
+    def tools(self, session: str) -> list[GatewayTool]:
         """The tools the session's client is offered now: MCP connectors' tools (the built-ins are not offered
         through the gateway), usable, switched on, not flagged "changed — review", in its connectors, ``run`` or
         ``ask`` for origin ``gateway`` (spec §8.6; the tool budget does not apply). Each with its
@@ -271,8 +275,8 @@ class GatewayPart:
                         "open_world": row.reaches_outside, "class": row.tool_class.value})
         return out
 
-    async def gateway_call(self, session: str, tool: str, args: Any,
-                           progress: Progress | None = None) -> GatewayCallResult:
+    async def call(self, session: str, tool: str, args: Any,
+                   progress: Progress | None = None) -> GatewayCallResult:
         """Run one call of ``session`` through the governed call (spec §8.6). Returns ``{"text","is_error"}``:
         the tool's result (hidden characters shown as escapes, spec §4.7), or an error result saying why it did
         not run (refused, arguments refused, denied with the person's reason, ``approval pending: <id>`` after

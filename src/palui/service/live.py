@@ -3,7 +3,7 @@
 
 A chat shows the truth wherever it was decided: a turn's continuation after an approval answered
 on the web page or in another terminal, an approval answered or cancelled elsewhere, a message
-that waited behind another turn. :meth:`LivePart.follow_turn` hands a turn's events to a front end
+that waited behind another turn. :meth:`LivePart.follow` hands a turn's events to a front end
 as they happen — the stored events, whichever process runs the turn (read from the database), and,
 while this process runs it, the live pieces too (streamed text, ``tool_start``);
 :meth:`LivePart.wait_approval` returns once an approval is no longer pending.
@@ -54,18 +54,27 @@ class LivePart:
         self.status_part = status_part
         self.approvals_part = approvals_part
 
-    def turn_events(self, turn_id: str, after: int = 0) -> list[TurnEvent]:
+    def subscribe(self, turn_id: str) -> asyncio.Queue[TurnEvent | None]:
+        """A queue of the turn's events as it runs in this process, then ``None`` when its task ends
+        (:meth:`palui.service.turn_tasks.TurnTasks.subscribe`)."""
+        return self.turn_tasks.subscribe(turn_id)
+
+    def unsubscribe(self, turn_id: str, q: asyncio.Queue[TurnEvent | None]) -> None:
+        """Stop sending the turn's events to ``q`` (a queue from :meth:`subscribe`)."""
+        self.turn_tasks.unsubscribe(turn_id, q)
+
+    def events(self, turn_id: str, after: int = 0) -> list[TurnEvent]:
         """The turn's stored events from index ``after`` on (each has its ``seq``), oldest first."""
         rows = self.db.all("SELECT seq, event FROM turn_events WHERE turn_id = ? AND seq >= ? ORDER BY seq",
                            (turn_id, after))
         # Stored by the runner's TurnEvents.emit, read back as they were written.
         return [cast("TurnEvent", {**json.loads(r["event"]), "seq": r["seq"]}) for r in rows]
 
-    async def follow_turn(self, turn_id: str, after: int = 0, on_event: EventSink | None = None, *,
-                          take_up: bool = False, poll: float = POLL_SECONDS) -> TurnResult:
+    async def follow(self, turn_id: str, after: int = 0, on_event: EventSink | None = None, *,
+                     take_up: bool = False, poll: float = POLL_SECONDS) -> TurnResult:
         """Hand the turn's events from index ``after`` on to ``on_event`` until it settles: it ended
         (done, stopped, budget, error), waits for a pending approval or server's question, or (with
-        ``take_up``) waits for a cap. Returns :meth:`turn_result` then.
+        ``take_up``) waits for a cap. Returns :meth:`TurnsPart.result` then.
 
         ``take_up`` is for a process without a live service (the CLI): a turn no process runs but
         that can go on is run here — queued and admitted by the caps and the one-turn rule, left
@@ -75,7 +84,7 @@ class LivePart:
         import asyncio
 
         emit = on_event or (lambda _e: None)
-        self.turns_part.turn_result(turn_id, [])  # NotFound for an unknown turn
+        self.turns_part.result(turn_id, [])  # NotFound for an unknown turn
         q: asyncio.Queue[TurnEvent | None] | None = None
 
         def show(e: TurnEvent) -> None:
@@ -99,7 +108,7 @@ class LivePart:
                         show(live)
                     continue
                 # What is stored, then (in the same synchronous block) what the task here sends next.
-                for e in self.turn_events(turn_id, after):
+                for e in self.events(turn_id, after):
                     show(e)
                 task = self.turn_tasks.tasks.get(turn_id)
                 if task is not None and not task.done():
@@ -115,7 +124,7 @@ class LivePart:
                     " SELECT 1 FROM elicitations WHERE turn_id = ? AND status = 'pending'",
                     (turn_id, turn_id)) is not None
                 if status in SETTLED or pending:
-                    return self.turns_part.turn_result(turn_id)
+                    return self.turns_part.result(turn_id)
                 if take_up:
                     result = self._take_up(turn_id, status, row["owner"])
                     if result is not None:
@@ -128,7 +137,7 @@ class LivePart:
                 self.turn_tasks.unsubscribe(turn_id, q)
 
     def _take_up(self, turn_id: str, status: str, owner: str | None) -> TurnResult | None:
-        """Start here a turn nobody runs (see :meth:`follow_turn`). Returns the result to stop
+        """Start here a turn nobody runs (see :meth:`follow`). Returns the result to stop
         following with (a cap keeps it queued), else None (started here, or left to its runner)."""
         if status == "running":
             if st.owner_alive(owner):
@@ -139,7 +148,7 @@ class LivePart:
             return None
         launched = self.turns_part.launch(turn_id, (TurnStatus.QUEUED, TurnStatus.AWAITING_APPROVAL))
         if launched.cap:
-            result = self.turns_part.turn_result(turn_id)
+            result = self.turns_part.result(turn_id)
             result["queued_reason"] = launched.cap
             result["start_after"] = self.status_part.pause_state().get("paused_until")
             return result
@@ -149,7 +158,7 @@ class LivePart:
                             poll: float = POLL_SECONDS) -> Approval:
         """Wait up to ``timeout`` seconds for the approval to be answered, cancelled or to expire,
         wherever that happens (another terminal, the web page, a chat app, ``palui stop``). Returns
-        the approval (:meth:`approval`: ``status``, ``answered_via``, ``cancel_reason``), pending
+        the approval (:meth:`ApprovalsPart.get`: ``status``, ``answered_via``, ``cancel_reason``), pending
         when the time ran out. Raises NotFound."""
         import asyncio
 
@@ -157,5 +166,5 @@ class LivePart:
         while True:
             now_status = approvals.status(self.db, approval_id)
             if now_status is None or now_status != "pending" or time.monotonic() >= end:
-                return self.approvals_part.approval(approval_id)  # sweeps an expired one; NotFound when unknown
+                return self.approvals_part.get(approval_id)  # sweeps an expired one; NotFound when unknown
             await asyncio.sleep(poll)

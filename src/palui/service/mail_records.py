@@ -56,7 +56,7 @@ class MailRecordsPart:
                           (self.clock.now(), name, secret_hash))
         return {"approval_id": r["approval_id"], "fingerprint": r["fingerprint"], "used_at": r["used_at"]}
 
-    def mail_thread(self, name: str, chat: str) -> MailThread | None:
+    def thread(self, name: str, chat: str) -> MailThread | None:
         """The person's latest mail on ``chat`` (see the module docstring), or None."""
         r = self.db.one("SELECT message_id, refs, subject FROM mail_threads WHERE channel = ? AND chat_id = ?",
                         (name, chat))
@@ -64,7 +64,7 @@ class MailRecordsPart:
             return None
         return {"message_id": r["message_id"], "refs": r["refs"].split(), "subject": r["subject"]}
 
-    def set_mail_thread(self, name: str, chat: str, message_id: str, refs: list[str], subject: str) -> None:
+    def set_thread(self, name: str, chat: str, message_id: str, refs: list[str], subject: str) -> None:
         """Remember the person's latest mail on ``chat`` (in the caller's transaction when one is open)."""
         with self.db.write() as c:
             c.execute("INSERT INTO mail_threads (channel, chat_id, message_id, refs, subject, at) VALUES (?,?,?,?,?,?)"

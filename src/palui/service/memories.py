@@ -6,6 +6,7 @@ trusted sets its provenance to ``trusted``: later reads of it no longer taint a 
 
 from __future__ import annotations
 
+import builtins
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -46,20 +47,20 @@ class MemoriesPart:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def memories(self, limit: int = 100) -> list[Memory]:
+    def list(self, limit: int = 100) -> list[Memory]:
         """The newest ``limit`` memories, newest first (see :func:`memory_dict`). Raises UsageError for limit < 1."""
         if limit < 1:
             raise UsageError("limit must be at least 1")
         return [memory_dict(m) for m in store.recent_memories(self.db, limit)]
 
-    def forget_memory(self, memory_id: int) -> Memory:
+    def forget(self, memory_id: int) -> Memory:
         """Delete a memory; returns what was deleted. Raises NotFound."""
         row = store.delete_memory(self.db, memory_id)
         if row is None:
             raise NotFound(f"no memory with id {memory_id} (see: palui memories list)")
         return memory_dict(row)
 
-    def trust_memory(self, memory_id: int) -> Memory:
+    def trust(self, memory_id: int) -> Memory:
         """Mark a memory trusted: reading it no longer taints a turn (spec §4). Raises NotFound."""
         if not store.trust_memory(self.db, memory_id):
             raise NotFound(f"no memory with id {memory_id} (see: palui memories list)")
@@ -68,7 +69,7 @@ class MemoriesPart:
             raise NotFound(f"no memory with id {memory_id} (see: palui memories list)")
         return memory_dict(row)
 
-    def tasks(self, status: str = "open") -> list[Task]:
+    def tasks(self, status: str = "open") -> builtins.list[Task]:
         """Tasks with ``status`` open, done or all (see :func:`task_dict`). Raises UsageError for another word."""
         if status not in TASK_FILTERS:
             raise UsageError(f"status must be one of {', '.join(TASK_FILTERS)}, not {status!r}")

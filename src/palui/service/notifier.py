@@ -22,7 +22,7 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from palui import delivery
 from palui.config import Settings
@@ -38,6 +38,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("palui.channel")
 
 Subscriber = Callable[[Notice], None]
+
+
+class Notices(Protocol):
+    """The person's channel as a front end sees it (``Service.notifier``): what was told (the inbox), every
+    later notice (a chat channel subscribes), and the delivery targets checked before ``palui serve``
+    starts. Telling the person is the parts' (they call :class:`Notifier`); a front end does not."""
+
+    def inbox(self, limit: int = 100) -> list[InboxItem]: ...
+    def subscribe(self, fn: Subscriber) -> Callable[[], None]: ...
+    def check_delivery_targets(self) -> None: ...
 
 
 class Notifier:

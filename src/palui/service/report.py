@@ -35,7 +35,7 @@ class ReportPart:
         self.clock = clock
         self.tools_part = tools_part
 
-    def report(self, days: int = 7, now: float | None = None) -> dict[str, Any]:
+    def build(self, days: int = 7, now: float | None = None) -> dict[str, Any]:
         """The report over the last ``days`` days (today included, days in ``caps.timezone``)::
 
             {"days", "since", "turns", "runs", "calls",
@@ -63,7 +63,7 @@ class ReportPart:
         approvals.sweep(self.db)  # expired approvals count as expired, not pending
         out = report_store.numbers(self.db, days, now, self.clock.timezone())
         tools = {r.name: ToolFacts(r.tool_class.value, r.class_source.value, r.enabled, r.connector, r.outside_flag)
-                 for r in self.tools_part.tools()}
+                 for r in self.tools_part.list()}
         # The stored rows: the MCP part's view adds each server's configuration and state, none of it a fact here.
         conns = {c["id"]: ConnectorFacts(c["kind"], c["trusted_source"]) for c in self.tools_part.connector_rows()}
         out["suggestions"] = advise(out, tools, conns)

@@ -1,7 +1,7 @@
 """Service part: standing approvals, the person's answers given in advance (spec §5.9).
 
 Only the person makes one, through the one door for answers (spec §5.6): "approve, and from now on the same" on
-an approval card (:meth:`ApprovalsPart.answer_approval <palui.service.approvals.ApprovalsPart.answer_approval>`
+an approval card (:meth:`ApprovalsPart.answer <palui.service.approvals.ApprovalsPart.answer>`
 with ``always``, which checks the standing approval here before the answer is recorded and makes it after), or
 ``palui rules add`` from an approval the person approved earlier (a suggestion of ``palui report``, spec §5.8).
 Either way the answer comes from the token holder (the CLI, the web page, the JSON API) or the paired person of a
@@ -14,6 +14,7 @@ sends reaches these methods (there is no tool for them, and a gateway client's t
 
 from __future__ import annotations
 
+import builtins
 import json
 import re
 import time
@@ -52,7 +53,7 @@ class RulesPart:
         self.settings = settings
         self.notifier = notifier
 
-    def rules(self, status: str | None = None) -> list[StandingApproval]:
+    def list(self, status: str | None = None) -> list[StandingApproval]:
         """The standing approvals, newest first: every one but the removed, or those of ``status`` (active,
         suspended, expired, removed). Expired ones are marked first. Raises UsageError for another status."""
         if status is not None and status not in STATUSES:
@@ -60,18 +61,18 @@ class RulesPart:
         standing.expire(self.db)
         return standing.listed(self.db, status)
 
-    def rule(self, rule_id: str) -> StandingApproval:
+    def get(self, rule_id: str) -> StandingApproval:
         """One standing approval (a unique prefix of its id is enough). Raises NotFound, UsageError."""
         standing.expire(self.db)
         return standing.get(self.db, ids.resolve(self.db, rule_id))
 
-    def remove_rule(self, rule_id: str, via: str) -> StandingApproval:
+    def remove(self, rule_id: str, via: str) -> StandingApproval:
         """The person removes a standing approval: it answers nothing from now on (audited). Raises NotFound,
         UsageError (removed already)."""
         return standing.remove(self.db, ids.resolve(self.db, rule_id), via)
 
-    def check_rule(self, approval_id: str, widen: Mapping[str, str] | None, confirm: bool,
-                   pending: bool = True) -> None:
+    def check(self, approval_id: str, widen: Mapping[str, str] | None, confirm: bool,
+              pending: bool = True) -> None:
         """Raise UsageError when a standing approval could not be made from ``approval_id`` (its tool, context,
         class and the widenings), without changing anything: called before an answer "approve, and from now on the
         same" is recorded, so a refused widening answers nothing. ``pending``: the approval is about to be answered
@@ -87,8 +88,8 @@ class RulesPart:
         except ValueError as e:
             raise UsageError(f"no standing approval: {e}") from None
 
-    def make_rule(self, approval_id: str, widen: Mapping[str, str] | None, via: str, confirm: bool = False,
-                  days: float | None = None) -> StandingApproval:
+    def make(self, approval_id: str, widen: Mapping[str, str] | None, via: str, confirm: bool = False,
+             days: float | None = None) -> StandingApproval:
         """Make a standing approval from the approval ``approval_id``, which the person approved (``via`` where they
         answer now). Every argument is pinned to what they saw, except those ``widen`` names (argument → ``any``,
         ``prefix:TEXT``, ``one-of:A,B``), which must have carried no mark. It answers in the approval's context
@@ -102,7 +103,7 @@ class RulesPart:
         return standing.make(self.db, approval=a, row=row, context=self.context_of(a), widen=dict(widen or {}),
                              confirmed=confirm, via=via, expiry_days=days, now=time.time())
 
-    def suspend_changed(self) -> list[str]:
+    def suspend_changed(self) -> builtins.list[str]:
         """Suspend, telling the person, every standing approval whose tool changed since it was made (class,
         definition, review, its connector removed). Returns their ids."""
         return standing.suspend_changed(self.db, self.notifier)

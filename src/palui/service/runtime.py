@@ -51,11 +51,13 @@ class Runtime:
         redecide: re-decides pending approvals each tick (a change made by another process).
         tickers: called each tick once installed (:meth:`install_tickers`), in this order.
         tick_seconds: seconds between ticks.
+        before_start: called by :meth:`start` before anything starts (the service checks the pinned policy
+            file there: :meth:`palui.service.policy.PolicyPart.enforce_file`).
     """
 
     def __init__(self, db: Database, hub: ConnectorHub, clock: Clock, turn_tasks: TurnTasks, turns_part: TurnsPart,
                  maintenance_part: MaintenancePart, redecide: Callable[[], object], tickers: Sequence[Ticker],
-                 tick_seconds: float = 1.0) -> None:
+                 tick_seconds: float = 1.0, before_start: Callable[[], object] = lambda: None) -> None:
         self.db = db
         self.hub = hub
         self.clock = clock
@@ -69,6 +71,7 @@ class Runtime:
         self._loop_task: asyncio.Task[None] | None = None
         self.shutdown_hooks: list[Callable[[], None]] = []  # run last, e.g. removing serve.json
         self.expiry = ExpirySweep(db)
+        self._before_start = before_start
 
     @property
     def tasks(self) -> dict[str, asyncio.Task[TurnResult]]:
@@ -78,7 +81,9 @@ class Runtime:
     # -- lifecycle (palui serve) ---------------------------------------------------------------
 
     async def start(self, tick_seconds: float | None = None) -> None:
-        """Start the tick loop. Raises ConfigError for a bad ``PALUI_TEST_CLOCK``."""
+        """``palui serve``: the start hook first (the policy file checked), then the tick loop (resumes,
+        queued turns, the tickers). Raises ConfigError for a bad ``PALUI_TEST_CLOCK``."""
+        self._before_start()
         if tick_seconds is not None:
             self.tick_seconds = tick_seconds
         import asyncio  # (only a process that runs turns needs the event loop's module)

@@ -26,8 +26,8 @@ import logging
 from palui.config import Settings
 from palui.service.brake import BrakePart
 from palui.service.clock import Clock
+from palui.service.jobs import JobsPart, Launch
 from palui.service.notifier import Notifier
-from palui.service.triggers import Launch, TriggersPart
 from palui.service.turn_tasks import TurnTasks
 from palui.service.turns import TurnsPart
 from palui.store.db import Database
@@ -43,20 +43,20 @@ class Scheduler:
     Args:
         db, settings, notifier, clock: the service's shared collaborators (the scheduler clock decides
             what is due).
-        triggers_part: the jobs' caps, postponements and turns.
+        jobs_part: the jobs' caps, postponements and turns.
         brake_part: whether the emergency brake holds the jobs, and telling the person once.
         turns_part: launches a job's turn.
         turn_tasks: no job starts while the process drains.
     """
 
     def __init__(self, db: Database, settings: Settings, notifier: Notifier, clock: Clock,
-                 triggers_part: TriggersPart, brake_part: BrakePart, turns_part: TurnsPart,
+                 jobs_part: JobsPart, brake_part: BrakePart, turns_part: TurnsPart,
                  turn_tasks: TurnTasks) -> None:
         self.db = db
         self.settings = settings
         self.notifier = notifier
         self.clock = clock
-        self.triggers_part = triggers_part
+        self.jobs_part = jobs_part
         self.brake_part = brake_part
         self.turns_part = turns_part
         self.turn_tasks = turn_tasks
@@ -92,7 +92,7 @@ class Scheduler:
         return started
 
     def _fire(self, job: Job, launch: Launch, now: float) -> str | None:
-        triggers = self.triggers_part
+        jobs = self.jobs_part
         tz = jobs_mod.zone_for(job.tz, self.settings.caps.timezone)
         following = jobs_mod.next_after(job.cron, now, tz)
         waiting = jobs_mod.waiting_turn(self.db, job.id)
@@ -101,24 +101,24 @@ class Scheduler:
             if jobs_mod.move(self.db, job, next_run=following, skip_noted_turn=waiting["id"]) and first_note:
                 why = ("still awaits your approval (see: palui approvals list)"
                        if waiting["status"] == "awaiting_approval" else f"is still {waiting['status']}")
-                self.notifier("job", f"Job {job.name!r} skipped its run due {triggers.job_time(job.next_run, job)}: "
+                self.notifier("job", f"Job {job.name!r} skipped its run due {jobs.local_time(job.next_run, job)}: "
                                      f"its previous run (turn {waiting['id']}) {why}. Later runs are skipped too while "
                                      "it waits.", turn_id=waiting["id"])
             return None
-        cap = triggers.job_cap(job)
+        cap = jobs.cap(job)
         if cap:
-            triggers.postpone_job(job, cap, now)
+            jobs.postpone(job, cap, now)
             return None
         missed = 0 if job.postponed_by else jobs_mod.missed_between(job.cron, job.next_run, now, tz)
         if not jobs_mod.move(self.db, job, next_run=following, last_run=now):
             return None  # removed or moved meanwhile
-        tid = triggers.start_job_turn(job, now)
+        tid = jobs.start_turn(job, now)
         if missed:
             more = "+" if missed >= jobs_mod.MISSED_COUNT_LIMIT else ""
             self.notifier("job", f"Job {job.name!r} missed {missed}{more} scheduled run(s) while the service was not "
                                  f"running; they are coalesced into this one run (turn {tid}).", turn_id=tid)
         cap = launch(tid)
         if cap:
-            triggers.postpone_job(jobs_mod.get(self.db, job.id), cap, now, turn_id=tid)
+            jobs.postpone(jobs_mod.get(self.db, job.id), cap, now, turn_id=tid)
             return None
         return tid

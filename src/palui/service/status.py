@@ -1,4 +1,4 @@
-"""Service part: ``/status``, the pause state and the audit log (spec §6, §8, §10).
+"""Service part: ``/status``, the pause state and the webhook share (spec §6, §8).
 
 ``status()`` is composed here, once: the connectors as the MCP part shows them, the caps and the pause,
 the webhook share, the counts, the audit head, the jobs' brake, the governance summary and, last, the
@@ -15,38 +15,39 @@ from palui.connectors.hub import ConnectorHub
 from palui.runner import audit, caps, gateway_pause
 from palui.service.channels import ChannelsPart
 from palui.service.clock import Clock
-from palui.service.mcp_connectors import MCPPart
+from palui.service.connectors import ConnectorsPart
 from palui.service.notifier import Notifier
-from palui.store import ids
 from palui.store import report as report_store
 from palui.store.db import Database
 from palui.triggers import jobs as jobs_mod
 from palui.types import Origin
 
 if TYPE_CHECKING:
-    from palui.results import AuditRow, PauseState, PendingApprovalLine, Status, StatusConnector, WebhookShare
+    from zoneinfo import ZoneInfo
+
+    from palui.results import PauseState, PendingApprovalLine, Status, StatusConnector, WebhookShare
 
 
 class StatusPart:
-    """What the person sees of the whole: status, pause, audit.
+    """What the person sees of the whole: status, the pause, the webhook share.
 
     Args:
         db, settings, hub, notifier, clock: the service's shared collaborators.
-        mcp_part: the connectors as the person sees them.
+        connectors_part: the connectors as the person sees them.
         channels_part: the chat channels' lines.
     """
 
     def __init__(self, db: Database, settings: Settings, hub: ConnectorHub, notifier: Notifier, clock: Clock,
-                 mcp_part: MCPPart, channels_part: ChannelsPart) -> None:
+                 connectors_part: ConnectorsPart, channels_part: ChannelsPart) -> None:
         self.db = db
         self.settings = settings
         self.hub = hub
         self.notifier = notifier
         self.clock = clock
-        self.mcp_part = mcp_part
+        self.connectors_part = connectors_part
         self.channels_part = channels_part
 
-    def status(self) -> Status:
+    def get(self) -> Status:
         """``{"model","tokens_today","cached_tokens_today","caps","runs_last_hour","paused","paused_reason","paused_until",
         "webhook_runs_last_hour","webhooks_held","webhooks_held_until","connectors","pending_approvals",
         "pending_approval_list","pending_elicitations","audit_head","jobs_paused","gateway_paused","governance"}``
@@ -61,7 +62,7 @@ class StatusPart:
         ``[{"name","kind","state","person","last_failure"}]``)."""
         now = self.clock.now()
         conns: list[StatusConnector] = []
-        for c in self.mcp_part.connectors():
+        for c in self.connectors_part.list():
             live = self.hub.state(c["id"])
             conns.append(
                 {"id": c["id"], "state": live or c["state"], "tools": c["tools"], "enabled_tools": c["enabled_tools"]}
@@ -85,7 +86,7 @@ class StatusPart:
             },
             "runs_last_hour": caps.runs_last_hour(self.db),
             **pause,
-            **self.webhook_share_state(),
+            **self.webhook_share(),
             "connectors": conns,
             # What waits now, through (status, expires_at): reads only, whatever the history.
             "pending_approvals": len(waiting),
@@ -98,6 +99,10 @@ class StatusPart:
             "governance": report_store.summary(self.db, 7, now, self.clock.timezone()),
             "channels": self.channels_part.status_lines(),
         }
+
+    def timezone(self) -> ZoneInfo | None:
+        """The zone times are shown in and days start in (``caps.timezone``; None is the system zone)."""
+        return self.clock.timezone()
 
     def pause_state(self) -> PauseState:
         """Whether a global cap pauses new turns: ``{"paused","paused_reason","paused_until"}``."""
@@ -116,7 +121,7 @@ class StatusPart:
             }
         return {"paused": False, "paused_reason": None, "paused_until": None}
 
-    def webhook_share_state(self) -> WebhookShare:
+    def webhook_share(self) -> WebhookShare:
         """The webhook share of the hourly runs (spec §6.6), not a global pause:
         ``{"webhook_runs_last_hour","webhooks_held","webhooks_held_until"}`` (ISO time or None)."""
         share = self.settings.caps.webhook_runs_per_hour
@@ -129,12 +134,7 @@ class StatusPart:
     def tell_webhooks_held(self) -> None:
         """Tell the person once per hold of the webhook share (called only by the claim that started it)."""
         share = self.settings.caps.webhook_runs_per_hour
-        until = self.webhook_share_state()["webhooks_held_until"]
+        until = self.webhook_share()["webhooks_held_until"]
         self.notifier("cap", f"Webhook deliveries are held: webhook turns used their share of the hourly runs "
                            f"(caps.webhook_runs_per_hour = {share}). New webhook turns wait"
                            + (f" until {until}" if until else "") + "; your own messages and jobs go on.")
-
-    def audit(self, turn: str | None = None, limit: int = 500) -> list[AuditRow]:
-        """Audit rows oldest first (spec §10): see :func:`palui.runner.audit.rows`; ``turn`` may be a unique
-        prefix of its id."""
-        return audit.rows(self.db, ids.resolve(self.db, turn) if turn else turn, limit)

@@ -9,6 +9,7 @@ from typing import Any
 
 from palui.runner import approvals, audit
 from palui.runner import state as st
+from palui.runner.pending import args_hash
 from palui.store.db import Database
 from palui.types import CallState
 
@@ -56,7 +57,7 @@ def stop_rows(db: Database, rows: list[Any], tool_or_none: Callable[[str], Any])
                 tainted=bool(r["tainted"]),
                 verdict="run",
                 reason="stopped after the process running the call ended",
-                args_hash=approvals.args_hash(call["args"]),
+                args_hash=args_hash(call["args"]),
                 outcome="cancelled; may have run",
             )
     return acted

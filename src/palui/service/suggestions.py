@@ -11,6 +11,7 @@ server changed its name or description) is skipped, never accepted unseen.
 
 from __future__ import annotations
 
+import builtins
 from typing import TYPE_CHECKING
 
 from palui.errors import UsageError
@@ -34,12 +35,12 @@ class SuggestionsPart:
     def __init__(self, tools_part: ToolsPart) -> None:
         self.tools_part = tools_part
 
-    def suggest_classes(self, connector: str) -> list[Suggestion]:
+    def list(self, connector: str) -> list[Suggestion]:
         """The connector's unknown tools with a suggestion each: ``[{"name","tool","description","suggestion",
         "reason"}]``; ``suggestion`` is ``read``/``write``/``destructive`` or None (unsure: stays unknown).
         ``tool`` and ``description`` are the server's own words (show them escaped). Raises NotFound."""
         out: list[Suggestion] = []
-        for r in self.tools_part.tools(connector):
+        for r in self.tools_part.list(connector):
             if r.class_source is not ClassSource.UNKNOWN:
                 continue
             s = suggest(r.tool, r.description)
@@ -47,12 +48,12 @@ class SuggestionsPart:
                         "suggestion": s.tool_class.value if s.tool_class else None, "reason": s.reason})
         return out
 
-    def accept_suggestions(self, connector: str, shown: dict[str, str] | None = None) -> list[Suggestion]:
+    def accept_all(self, connector: str, shown: dict[str, str] | None = None) -> builtins.list[Suggestion]:
         """Accept the connector's ``write`` and ``destructive`` suggestions (never ``read``). With ``shown``
         (tool name → the class the page showed), only those tools, and each only while its suggestion is
         still that class. Returns the suggestions accepted. Raises NotFound."""
         accepted: list[Suggestion] = []
-        for s in self.suggest_classes(connector):
+        for s in self.list(connector):
             if s["suggestion"] not in BULK:
                 continue
             if shown is not None and shown.get(s["name"]) != s["suggestion"]:
@@ -61,11 +62,11 @@ class SuggestionsPart:
             accepted.append(s)
         return accepted
 
-    def accept_suggestion(self, name: str, expected: str) -> Suggestion:
+    def accept(self, name: str, expected: str) -> Suggestion:
         """Accept one tool's suggestion — the only way to accept a ``read`` one. ``expected`` is the class
         the person was shown. Raises NotFound, UsageError (the tool is not unknown, or its suggestion is not
         ``expected`` now)."""
-        row = self.tools_part.tool(name)
+        row = self.tools_part.get(name)
         if row.class_source is not ClassSource.UNKNOWN:
             raise UsageError(f"{name} already has a class ({row.tool_class.value}, {row.class_source.value}); "
                              "palui tools set-class changes it")

@@ -1,13 +1,20 @@
-"""Service part: connectors, tools, classes, switches, review, policy explain (spec §2, §3, §7).
+"""Service part: connectors, tools, classes, switches, review, the Rule of Two's flags, policy explain
+(spec §2, §3, §4.5, §7).
 
-The lowest part of the catalog: the MCP part (:mod:`palui.service.mcp_connectors`), the policy pin,
-the suggestions, the Rule of Two flags, the status and the report each hold a reference to it. Its
-connector rows are the stored ones; ``connectors()`` as the person sees it (with each MCP server's
-configuration and live state) is the MCP part's.
+The lowest part of the catalog: the connectors part (:mod:`palui.service.connectors`), the policy pin,
+the suggestions, the status and the report each hold a reference to it. Its connector rows are the stored
+ones; the connectors as the person sees them (with each MCP server's configuration and live state) are the
+connectors part's.
+
+What the Rule of Two looks at that the person sets is here too (spec §4.5): a tool flagged "reaches
+outside" (``palui tools reaches-outside NAME…``: besides ``web__fetch_page`` and MCP tools with
+``openWorldHint: true``, the tools whose calls can carry data out), and a connector marked private
+(``palui connectors private ID``: its results count as the person's private data, like memories and tasks).
 """
 
 from __future__ import annotations
 
+import builtins
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -22,7 +29,7 @@ from palui.policy.classify import parse_class
 from palui.policy.matrix import decide
 from palui.store import tools as tools_store
 from palui.store.db import Database
-from palui.store.tools import ToolRow
+from palui.store.tools import ToolRow as ToolRow  # named by front ends (web/connectors.py)
 from palui.text.display import named
 from palui.text.review import review_changes, review_fingerprint
 from palui.types import Origin, ToolClass, Verdict
@@ -41,7 +48,7 @@ class ToolsPart:
         settings: ``budgets.tools``.
         hub: the connector hub (its environment stores a listing).
         redecide: re-decides pending approvals after a change that may refuse them (spec §5):
-            :meth:`palui.service.redecision.Redecision.redecide_approvals`.
+            :meth:`palui.service.collaborators.Redecision.redecide_approvals`.
     """
 
     def __init__(self, db: Database, settings: Settings, hub: ConnectorHub, redecide: Callable[[], object]) -> None:
@@ -61,7 +68,7 @@ class ToolsPart:
     def connector_rows(self) -> list[Connector]:
         """The stored connectors: ``[{"id","kind","name","transport","state","trusted_source","private","tools",
         "enabled_tools"}]`` (``private``: its results are the person's private data, spec §4.5).
-        :meth:`palui.service.mcp_connectors.MCPPart.connectors` adds what an MCP server has more."""
+        :meth:`palui.service.connectors.ConnectorsPart.list` adds what an MCP server has more."""
         out: list[Connector] = []
         for r in tools_store.list_connectors(self.db):
             out.append({
@@ -77,21 +84,26 @@ class ToolsPart:
         if not self.db.one("SELECT 1 FROM connectors WHERE id = ?", (cid,)):
             raise NotFound(f"unknown connector {named(cid)} (see: palui connectors list)")
 
-    def tools(self, connector: str | None = None) -> list[ToolRow]:
+    def list(self, connector: str | None = None) -> list[ToolRow]:
         """Stored tools still listed by their connector, with effective classes."""
         if connector is not None:  # an empty name is an unknown connector, never "every connector"
             self.require_connector(connector)
         return tools_store.list_tools(self.db, connector, present_only=True)
 
-    def tool(self, name: str) -> ToolRow:
+    def get(self, name: str) -> ToolRow:
         """One tool by its model-visible name. Raises NotFound."""
         row = tools_store.get_tool(self.db, name)
         if row is None:
             raise NotFound(f"unknown tool {named(name)} (see: palui tools list)")
         return row
 
-    def register_tools(self, connector_id: str, specs: list[ToolSpec], *, name: str | None = None,
-                       kind: str = "mcp") -> SyncReport:
+    def find(self, name: str) -> ToolRow | None:
+        """The stored tool named ``name``, or None (a stopped call's audit row names its class when it still
+        exists)."""
+        return tools_store.get_tool(self.db, name)
+
+    def register(self, connector_id: str, specs: builtins.list[ToolSpec], *, name: str | None = None,
+                 kind: str = "mcp") -> SyncReport:
         """Store a connector's listing (creating the connector row if needed), spec §2 and §7.
 
         Used by MCP connectors on every connection, and by tests to add tools with
@@ -101,7 +113,7 @@ class ToolsPart:
 
     def set_class(self, name: str, word: str) -> ToolRow:
         """Set the person's class for a tool (spec §2). Raises NotFound, UsageError."""
-        row = self.tool(name)
+        row = self.get(name)
         try:
             cls = parse_class(word)
         except ValueError as e:
@@ -110,23 +122,23 @@ class ToolsPart:
             c.execute("UPDATE tools SET user_class = ? WHERE connector_id = ? AND raw_name = ?",
                       (cls.value, row.connector, row.tool))
         self.redecide()
-        return self.tool(name)
+        return self.get(name)
 
     def reset_class(self, name: str) -> ToolRow:
         """Drop the person's class choice; the builtin/hints/unknown class applies again."""
-        row = self.tool(name)
+        row = self.get(name)
         with self.db.write() as c:
             c.execute("UPDATE tools SET user_class = NULL WHERE connector_id = ? AND raw_name = ?",
                       (row.connector, row.tool))
         self.redecide()
-        return self.tool(name)
+        return self.get(name)
 
-    def set_enabled(self, names: list[str], enabled: bool) -> list[ToolRow]:
+    def set_enabled(self, names: builtins.list[str], enabled: bool) -> builtins.list[ToolRow]:
         """Switch tools on or off. All names are checked first: one unknown name changes nothing.
 
         A tool flagged "changed — review" cannot be switched on before review (UsageError).
         """
-        rows = [self.tool(n) for n in names]
+        rows = [self.get(n) for n in names]
         if enabled:
             flagged = [r.name for r in rows if r.changed]
             if flagged:
@@ -147,37 +159,37 @@ class ToolsPart:
                           (1 if enabled else 0, r.connector, r.tool))
         if not enabled:
             self.redecide()
-        return [self.tool(r.name) for r in rows]
+        return [self.get(r.name) for r in rows]
 
-    def enable_read(self, connector: str | None = None) -> list[ToolRow]:
+    def enable_read(self, connector: str | None = None) -> builtins.list[ToolRow]:
         """Switch on every tool whose effective class is read, never one flagged changed, with hidden
         characters, a look-alike name or a flagged input schema (spec §7.4)."""
-        targets = [r for r in self.tools(connector)
+        targets = [r for r in self.list(connector)
                    if r.tool_class is ToolClass.READ and not r.changed and not r.enabled and not r.must_be_seen]
         with self.db.write() as c:
             for r in targets:
                 c.execute("UPDATE tools SET enabled = 1 WHERE connector_id = ? AND raw_name = ?",
                           (r.connector, r.tool))
-        return [self.tool(r.name) for r in targets]
+        return [self.get(r.name) for r in targets]
 
-    def tools_on(self) -> int:
+    def _tools_on(self) -> int:
         """How many tools are switched on (listed, of an enabled connector): the candidates of every
         chat turn's offer before the policy and ``budgets.tools`` (spec §6)."""
         rows = tools_store.list_tools(self.db, present_only=True)
         on_connectors = {r["id"] for r in self.db.all("SELECT id FROM connectors WHERE enabled = 1")}
         return sum(1 for r in rows if r.enabled and r.connector in on_connectors)
 
-    def tool_budget_warning(self) -> str | None:
+    def budget_warning(self) -> str | None:
         """A warning when more tools are on than ``budgets.tools`` (spec §6.2): each turn then offers only
         the most relevant ones, and a call to one left out is refused. None when all fit."""
-        on, budget = self.tools_on(), self.settings.budgets.tools
+        on, budget = self._tools_on(), self.settings.budgets.tools
         if on <= budget:
             return None
         return (f"{on} tools are on, more than budgets.tools ({budget}): each turn offers the {budget} most "
                 f"relevant and leaves the others out; raise budgets.tools in palui.toml or switch tools off "
                 f"(palui tools disable NAME)")
 
-    def tool_details(self, name: str) -> ToolDetails:
+    def details(self, name: str) -> ToolDetails:
         """``palui tools show``: a tool's stored definition and, when flagged, the change that waits.
 
         Returns the :meth:`ToolRow.as_dict` fields plus ``"input_schema"``, ``"definition_hash"``
@@ -185,9 +197,9 @@ class ToolsPart:
         "was_enabled", "previous_user_class", "description", "input_schema", "annotations",
         "previous": {"description","input_schema","annotations"}, "changes": [{"field","title",
         "previous","new","diff"}]}`` with unified diffs (:func:`palui.text.review.review_changes`).
-        Pass ``fingerprint`` to :meth:`review_tool` to accept exactly this change. Raises NotFound.
+        Pass ``fingerprint`` to :meth:`review` to accept exactly this change. Raises NotFound.
         """
-        row = self.tool(name)
+        row = self.get(name)
         from palui.policy.input_schema import schema_chars
 
         out: ToolDetails = {**row.as_dict(), "input_schema": row.input_schema,
@@ -213,24 +225,24 @@ class ToolsPart:
     def acknowledge_hidden(self, name: str, definition_hash: str) -> ToolRow:
         """The person saw ``name``'s definition with its hidden characters escaped, or its flagged input schema
         (``palui tools show``, the connector sheet): it may be switched on while the definition stays the one shown
-        (``definition_hash``, from :meth:`tool_details`). Raises NotFound, UsageError (changed since)."""
-        row = self.tool(name)
+        (``definition_hash``, from :meth:`details`). Raises NotFound, UsageError (changed since)."""
+        row = self.get(name)
         if row.definition_hash != definition_hash:
             raise UsageError(f"{name} changed since it was shown; look at it again (palui tools show {name})")
         with self.db.write() as c:
             c.execute("UPDATE tools SET hidden_ack = ? WHERE connector_id = ? AND raw_name = ?",
                       (definition_hash, row.connector, row.tool))
-        return self.tool(name)
+        return self.get(name)
 
-    def review_tool(self, name: str, expected: str | None = None) -> ToolRow:
+    def review(self, name: str, expected: str | None = None) -> ToolRow:
         """Accept a changed tool's pending definition (``palui tools review``, spec §7).
 
-        ``expected`` is the ``pending["fingerprint"]`` of :meth:`tool_details` the person
+        ``expected`` is the ``pending["fingerprint"]`` of :meth:`details` the person
         looked at: when given, a pending change that was replaced in between (the server
         changed again) is refused instead of accepted unseen. Raises NotFound, UsageError
         (not flagged, or the pending change is no longer the one shown).
         """
-        row = self.tool(name)
+        row = self.get(name)
         with self.db.write() as c:
             r = c.execute("SELECT * FROM tools WHERE connector_id = ? AND raw_name = ?",
                           (row.connector, row.tool)).fetchone()
@@ -241,7 +253,7 @@ class ToolsPart:
                                  f"nothing accepted: review it again (palui tools review {name})")
             accept_review(c, r)
         self.redecide()
-        return self.tool(name)
+        return self.get(name)
 
     def set_trusted(self, connector: str, tool: str | None = None, trusted: bool = True) -> None:
         """Mark a connector (or one of its tools) a trusted source: its output no longer taints (spec §4)."""
@@ -250,11 +262,29 @@ class ToolsPart:
             if tool is None:
                 c.execute("UPDATE connectors SET trusted_source = ? WHERE id = ?", (int(trusted), connector))
             else:
-                row = self.tool(tool)
+                row = self.get(tool)
                 if row.connector != connector:
                     raise NotFound(f"tool {tool!r} is not a tool of {connector}")
                 c.execute("UPDATE tools SET trusted_source = ? WHERE connector_id = ? AND raw_name = ?",
                           (int(trusted), connector, row.tool))
+
+    # -- the Rule of Two's flags (spec §4.5) --------------------------------------------------------
+
+    def set_reaches_outside(self, names: builtins.list[str], on: bool = True) -> builtins.list[ToolRow]:
+        """Flag tools as reaching outside (or drop the flag), for the Rule of Two. All names are checked first.
+        Raises NotFound."""
+        rows = [self.get(n) for n in names]
+        with self.db.write() as c:
+            for r in rows:
+                c.execute("UPDATE tools SET reaches_outside = ? WHERE connector_id = ? AND raw_name = ?",
+                          (int(on), r.connector, r.tool))
+        return [self.get(r.name) for r in rows]
+
+    def set_private(self, connector: str, on: bool = True) -> None:
+        """Mark a connector's results private (or not), for the Rule of Two. Raises NotFound."""
+        self.require_connector(connector)
+        with self.db.write() as c:
+            c.execute("UPDATE connectors SET private = ? WHERE id = ?", (int(on), connector))
 
     # -- policy ---------------------------------------------------------------------------------
 
@@ -263,7 +293,7 @@ class ToolsPart:
         """``palui policy explain``: ``{"tool","class","class_source","origin","tainted","verdict","reason",
         "standing"}``; ``standing``: for an ``ask``, each active standing approval of the situation's context that may
         answer it (spec §5.9: the verdict stays ``ask``)."""
-        row = self.tool(name)
+        row = self.get(name)
         d = decide(row.tool_class, row.enabled, origin, tainted, taint_source)
         verdict, reason, source = d.verdict.value, d.reason, d.source
         if d.offered and not row.connector_enabled:  # the connector's switch is above the tool's

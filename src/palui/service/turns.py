@@ -2,12 +2,12 @@
 
 The doors every front end and the runtime's tick go through:
 
-- :meth:`TurnsPart.start_turn` creates a turn (status ``queued``). A conversation runs one
+- :meth:`TurnsPart.start` creates a turn (status ``queued``). A conversation runs one
   turn at a time (spec §8): a message that arrives while a turn of its conversation is
   running, queued or awaiting approval waits as the next turn (``queued_behind``).
 - :meth:`TurnsPart.launch` is the one method that starts a stored turn: it claims it (a new
   turn is admitted by the caps and the one-turn rule in the same transaction) and runs it in
-  a task of this process (:class:`~palui.service.turn_tasks.TurnTasks`). :meth:`run_turn` is launch-and-wait.
+  a task of this process (:class:`~palui.service.turn_tasks.TurnTasks`). :meth:`run` is launch-and-wait.
 - :meth:`TurnsPart.stop` is the one method that stops a conversation's or a turn's work.
 
 The caps' pause state and the webhook share are the status part's; this part tells the person when a
@@ -16,10 +16,10 @@ claim pauses Palui.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from palui.config import Settings
@@ -33,10 +33,12 @@ from palui.service import stopping, turn_shape
 from palui.service.clock import Clock
 from palui.service.notifier import Notifier
 from palui.service.status import StatusPart
+from palui.service.tools import ToolsPart
 from palui.service.turn_tasks import EventSink, TurnTasks
 from palui.store import ids
 from palui.store.db import Database
 from palui.text.display import named
+from palui.triggers import jobs as jobs_mod
 from palui.types import Origin, TurnStatus
 
 if TYPE_CHECKING:
@@ -45,7 +47,6 @@ if TYPE_CHECKING:
 
     from palui.policy.caps import CapVerdict
     from palui.results import TurnEvent, TurnResult
-    from palui.store.tools import ToolRow
 
 RESUMABLE = (TurnStatus.AWAITING_APPROVAL,)
 #: A channel's name: where a conversation was started or an answer given (``terminal``, ``web``, ``telegram``…).
@@ -70,28 +71,27 @@ class TurnsPart:
     Args:
         db, settings, hub, notifier, clock: the service's shared collaborators (the runner receives the
             first four as :class:`~palui.runner.deps.RunnerDeps`).
+        tools_part: the stored tool of a stopped call (its audit row names the tool's class).
         status_part: the pause state and the webhook share, and telling the person about them.
         turn_tasks: runs a claimed turn in a task of this process.
     """
 
     def __init__(self, db: Database, settings: Settings, hub: ConnectorHub, notifier: Notifier, clock: Clock,
-                 status_part: StatusPart, turn_tasks: TurnTasks) -> None:
+                 tools_part: ToolsPart, status_part: StatusPart, turn_tasks: TurnTasks) -> None:
         self.db = db
         self.settings = settings
         self.hub = hub
         self.notifier = notifier
         self.clock = clock
+        self.tools_part = tools_part
         self.status_part = status_part
         self.turn_tasks = turn_tasks
-
-    def sweep_expired_approvals(self) -> None:
-        """A start-up step: expired approvals are swept on every start (spec §5)."""
-        approvals.sweep(self.db)
 
     def runner_deps(self) -> RunnerDeps:
         """The narrow seam the runner receives (never the service itself)."""
         return RunnerDeps(db=self.db, settings=self.settings, hub=self.hub, notify=self.notifier,
-                          job_token_cap=self.job_token_cap, job_connectors=self.job_connectors)
+                          job_token_cap=partial(jobs_mod.own_token_cap, self.db),
+                          job_connectors=partial(jobs_mod.scope_of, self.db))
 
     def preload(self) -> None:
         """Import the turn runner and the model library now (about 2 s), not inside the first turn
@@ -141,7 +141,7 @@ class TurnsPart:
         resolve_model(spec, models=self.settings.models)
         return spec
 
-    def start_turn(
+    def start(
         self,
         text: str,
         *,
@@ -161,7 +161,7 @@ class TurnsPart:
 
         The turn starts tainted when its conversation is (spec §4: taint is sticky), and
         a webhook turn starts tainted by its payload. When the conversation has a live turn,
-        the new one waits behind it (:meth:`turn_result` says ``queued_behind``). Without a
+        the new one waits behind it (:meth:`result` says ``queued_behind``). Without a
         ``conversation`` a new one is started on ``channel`` (:meth:`new_conversation`).
         A chat message longer than ``limits.message_chars`` is refused here, before anything is stored, so
         every front end and channel refuses it alike (spec §8.1); a job's prompt is bounded when the job is
@@ -221,15 +221,7 @@ class TurnsPart:
 
     # -- claiming and running --------------------------------------------------------------------
 
-    def claim(
-        self, turn_id: str, from_status: tuple[TurnStatus, ...] = (TurnStatus.QUEUED,)
-    ) -> tuple[bool, str | None]:
-        """Claim a turn for this process without running it: ``(claimed, cap that refused or None)``
-        (see :meth:`claim_turn`). Raises NotFound."""
-        got = self.claim_turn(turn_id, from_status)
-        return got.claimed, got.cap
-
-    def claim_turn(self, turn_id: str, from_status: tuple[TurnStatus, ...] = (TurnStatus.QUEUED,)) -> st.Claim:
+    def claim(self, turn_id: str, from_status: tuple[TurnStatus, ...] = (TurnStatus.QUEUED,)) -> st.Claim:
         """Claim a turn for this process (compare-and-set, spec §5). A queued turn is admitted by the
         caps and the one-turn-per-conversation rule in the same transaction (spec §6, §8), and the
         pause state changes in that transaction too (the person is told once per pause).
@@ -254,7 +246,7 @@ class TurnsPart:
         """Start a stored turn: claim it and run it in a task of this process (the one start door;
         the runtime's tick, the HTTP routes, the web page and the CLI all call it). Needs a running
         event loop. Returns :class:`Launched`; a turn another process holds is left alone."""
-        got = self.claim_turn(turn_id, from_status)
+        got = self.claim(turn_id, from_status)
         if not got.claimed:
             return Launched(self.turn_tasks.tasks.get(turn_id), got.cap, got.behind)
         return Launched(self.turn_tasks.launch(turn_id, self._run_task, on_event))
@@ -270,15 +262,15 @@ class TurnsPart:
 
         runner = TurnRunner(self.runner_deps(), on_event, drain=drain)
         await runner.run(turn_id)
-        return self.turn_result(turn_id, runner.run_events)
+        return self.result(turn_id, runner.run_events)
 
-    async def run_turn(
+    async def run(
         self,
         turn_id: str,
         on_event: EventSink | None = None,
         from_status: tuple[TurnStatus, ...] = (TurnStatus.QUEUED,),
     ) -> TurnResult:
-        """Launch a turn and wait for it here. Returns :meth:`turn_result`.
+        """Launch a turn and wait for it here. Returns :meth:`result`.
 
         If the caps refuse a queued turn, it stays queued: the result has status ``queued``,
         ``queued_reason`` (the cap) and ``start_after`` (ISO time). A turn waiting behind
@@ -288,7 +280,7 @@ class TurnsPart:
         launched = self.launch(turn_id, from_status, on_event)
         if launched.task is not None and launched.cap is None and launched.behind is None:
             return await launched.task
-        result = self.turn_result(turn_id, [])
+        result = self.result(turn_id, [])
         if launched.cap:
             result["queued_reason"] = launched.cap
             result["start_after"] = (self.status_part.pause_state().get("paused_until")
@@ -306,13 +298,13 @@ class TurnsPart:
         channel: str | None = None,
     ) -> TurnResult:
         """Start a turn and run it here: the ``palui run`` path."""
-        tid = self.start_turn(text, origin=origin, conversation=conversation, model=model, channel=channel)
-        return await self.run_turn(tid, on_event)
+        tid = self.start(text, origin=origin, conversation=conversation, model=model, channel=channel)
+        return await self.run(tid, on_event)
 
-    async def resume_turn(self, turn_id: str, on_event: EventSink | None = None) -> TurnResult:
+    async def resume(self, turn_id: str, on_event: EventSink | None = None) -> TurnResult:
         """Go on with a turn paused for an approval that is no longer pending, here (the CLI's way;
-        a live service's tick does it by itself). Returns :meth:`turn_result`."""
-        return await self.run_turn(turn_id, on_event, from_status=RESUMABLE)
+        a live service's tick does it by itself). Returns :meth:`result`."""
+        return await self.run(turn_id, on_event, from_status=RESUMABLE)
 
     async def resume_ready(self, on_event: EventSink | None = None,
                            on_turn: Callable[[str], EventSink | None] | None = None) -> list[TurnResult]:
@@ -329,7 +321,7 @@ class TurnsPart:
             return on_turn(tid) if on_turn is not None else on_event
 
         for tid in st.answered_turn_ids(self.db):
-            out.append(await self.run_turn(tid, sink(tid), from_status=RESUMABLE))
+            out.append(await self.run(tid, sink(tid), from_status=RESUMABLE))
         # Recovered orphans (already counted as runs) and turns that waited behind another.
         for r in self.db.all(
             "SELECT t.id FROM turns t WHERE t.status = 'queued' AND (t.queued_behind IS NOT NULL"
@@ -337,7 +329,7 @@ class TurnsPart:
         ):
             if st.live_turn_before(self.db, r["id"]) is not None:
                 continue  # still behind a live turn of its conversation: not ready
-            result = await self.run_turn(r["id"], sink(r["id"]))
+            result = await self.run(r["id"], sink(r["id"]))
             if result["status"] != "queued":
                 out.append(result)
         return out
@@ -345,19 +337,7 @@ class TurnsPart:
     def caps_verdict(self, c: sqlite3.Connection, turn_row: sqlite3.Row | Mapping[str, Any], now: float) -> CapVerdict:
         """The caps verdict for starting ``turn_row`` now, read on ``c`` inside the admitting transaction
         (:func:`palui.runner.caps.verdict_in_tx`, with the job's own token cap)."""
-        return caps.verdict_in_tx(c, turn_row, now, self.settings, self.job_token_cap(turn_row["job_id"]))
-
-    def job_token_cap(self, job_id: str | None) -> int | None:
-        """A job's own daily token cap (``--token-cap``), or None for the ``caps.job_daily_tokens`` default."""
-        if not job_id:
-            return None
-        r = self.db.one("SELECT token_cap FROM jobs WHERE id = ?", (job_id,))
-        return int(r[0]) if r and r[0] else None
-
-    def job_connectors(self, job_id: str | None) -> list[str] | None:
-        """The connectors a job is limited to (``palui jobs add --connector``), None for all or no job."""
-        r = self.db.one("SELECT connectors FROM jobs WHERE id = ?", (job_id,)) if job_id else None
-        return json.loads(r[0]) if r and r[0] else None
+        return caps.verdict_in_tx(c, turn_row, now, self.settings, jobs_mod.own_token_cap(self.db, turn_row["job_id"]))
 
     def tell_paused(self, cap: str) -> None:
         """Tell the person once per pause (spec §6): called only by the claim that paused. The
@@ -371,13 +351,19 @@ class TurnsPart:
 
     # -- results --------------------------------------------------------------------------------
 
-    def turn_result(self, turn_id: str, events: list[TurnEvent] | None = None) -> TurnResult:
+    def result(self, turn_id: str, events: list[TurnEvent] | None = None) -> TurnResult:
         """The ``palui run --json`` shape: ``{"status","answer","conversation","turn","events","usage",…}``
         (see :func:`palui.service.turn_shape.turn_result`); a unique prefix of the id is enough. Raises
         NotFound, UsageError (an ambiguous prefix)."""
         return turn_shape.turn_result(self.db, ids.resolve(self.db, turn_id), events)
 
     # -- stop ------------------------------------------------------------------------------------------
+
+    def status(self, turn_id: str) -> str | None:
+        """A turn's status word only, None for an unknown turn (cheap: a channel's typing indicator asks four
+        times a second)."""
+        r = self.db.one("SELECT status FROM turns WHERE id = ?", (turn_id,))
+        return None if r is None else str(r[0])
 
     def stop(self, conversation: str | None = None, turn: str | None = None) -> list[str]:
         """``/stop``: cancel the conversation's running, awaiting-approval or queued turns (spec §5).
@@ -399,10 +385,4 @@ class TurnsPart:
             raise UsageError("stop needs a conversation or a turn")
         if turn and not rows:
             raise NotFound(f"unknown turn {named(turn)}")
-        return stopping.stop_rows(self.db, rows, self.tool_or_none)
-
-    def tool_or_none(self, name: str) -> ToolRow | None:
-        """The stored tool named ``name`` or None (audit rows name its class when it still exists)."""
-        from palui.store import tools as tools_store
-
-        return tools_store.get_tool(self.db, name)
+        return stopping.stop_rows(self.db, rows, self.tools_part.find)

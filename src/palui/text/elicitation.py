@@ -352,7 +352,7 @@ def url_host(url: str | None) -> str | None:
 
 
 def question_text(e: Mapping[str, Any], expires: str | None = None) -> str:
-    """A pending question (the ``Service.elicitation`` shape) as the person's channel tells it:
+    """A pending question (the ``ElicitationsPart.get`` shape) as the person's channel tells it:
     self-contained, every text of the server escaped and marked as the server's words. ``expires`` says
     when it expires as the surface reads it (``expires 2026-12-07 21:39 JST``); by default its stored time."""
     until = expires or f"expires {e['expires_at']}"

@@ -20,7 +20,7 @@ SERVICE_DOWN = "service: not running (palui serve): chat channels, jobs and webh
 
 def governance_lines(s: Mapping[str, Any], more: str = "palui report") -> list[str]:
     """The audit head, a pause of the jobs or the gateway by the emergency brake, and the last days' asks, from
-    :meth:`Service.status` (keys ``audit_head``, ``jobs_paused``, ``gateway_paused``, ``governance``; absent keys
+    :meth:`StatusPart.get` (keys ``audit_head``, ``jobs_paused``, ``gateway_paused``, ``governance``; absent keys
     are skipped).
     ``more`` says where the whole report is."""
     out = []
@@ -52,7 +52,7 @@ def _cached(s: Mapping[str, Any]) -> str:
 def status_lines(s: Mapping[str, Any], more: str = "palui report", questions: str = "palui elicitations list",
                  approvals: str = "palui approvals show ID", zone: tzinfo | None = None, now: float | None = None,
                  service: str | None = None) -> list[str]:
-    """:meth:`Service.status` as lines (spec §8 ``/status``): the model, tokens and runs against their caps,
+    """:meth:`StatusPart.get` as lines (spec §8 ``/status``): the model, tokens and runs against their caps,
     the webhooks' share while it holds their turns (spec §6.6), the pause, connectors, pending approvals
     (each by id, with its tool and expiry in ``zone``, None: the system's; with ``now``, epoch seconds, as
     ``expires 09:02, in 29 min`` or, on another day, ``expires Dec 08 09:02, in 23 h 5 min``; without it,

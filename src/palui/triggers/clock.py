@@ -38,8 +38,3 @@ def now(env: dict[str, str] | None = None) -> float:
     except (OSError, ValueError):
         raise ConfigError(f"environment variable {ENV}: expected epoch seconds or a file holding them, "
                           f"got {value!r}") from None
-
-
-def is_test_clock(env: dict[str, str] | None = None) -> bool:
-    """True when ``PALUI_TEST_CLOCK`` is set."""
-    return bool((os.environ if env is None else env).get(ENV, "").strip())

@@ -242,6 +242,22 @@ def all_jobs(db: Database) -> list[Job]:
     return [Job.from_row(r) for r in db.all("SELECT * FROM jobs ORDER BY name")]
 
 
+def own_token_cap(db: Database, job_id: str | None) -> int | None:
+    """A job's own daily token cap (``palui jobs add --token-cap``), None for the ``caps.job_daily_tokens``
+    default or a turn that is not a job's (the runner's ``RunnerDeps.job_token_cap``)."""
+    if not job_id:
+        return None
+    r = db.one("SELECT token_cap FROM jobs WHERE id = ?", (job_id,))
+    return int(r[0]) if r and r[0] else None
+
+
+def scope_of(db: Database, job_id: str | None) -> list[str] | None:
+    """The connectors a job is limited to (``palui jobs add --connector``, spec §8.4), None for every connector
+    or a turn that is not a job's (the runner's ``RunnerDeps.job_connectors``)."""
+    r = db.one("SELECT connectors FROM jobs WHERE id = ?", (job_id,)) if job_id else None
+    return json.loads(r[0]) if r and r[0] else None
+
+
 def due(db: Database, now: float) -> list[Job]:
     """Jobs whose next run is at or before ``now``, earliest first."""
     return [Job.from_row(r) for r in db.all("SELECT * FROM jobs WHERE next_run <= ? ORDER BY next_run", (now,))]

@@ -4,7 +4,7 @@ webhooks, status, audit, memories, governance (spec §5.8).
 Server-rendered pages (Jinja2, ``web/templates``) with a little plain JavaScript
 (``web/static``) for the live parts: the chat streams a turn's NDJSON events from
 ``POST /api/turns``, approval buttons stream the resumed turn. Every page reads the
-same service API as the CLI, through its door (:class:`palui.service.door.ServiceDoor`, from
+same service as the CLI, through its parts (:class:`palui.service.api.Service`, from
 ``base.svc_of``): the web pages are a front end and import nothing of Palui but the service,
 ``palui.text``, ``palui.types`` and ``palui.errors``. The modules:
 

@@ -29,18 +29,18 @@ async def approvals_page(request: Request) -> Response:
     newest first, a page of ``HISTORY`` at a time (``before``: the last id of the page before), so the page costs
     the same after a million approvals."""
     svc = svc_of(request)
-    pending = svc.approvals("pending")
-    page = svc.approvals(None, limit=HISTORY, before=request.query_params.get("before") or None)
+    pending = svc.approvals.list("pending")
+    page = svc.approvals.list(None, limit=HISTORY, before=request.query_params.get("before") or None)
     history = [a for a in page if a["status"] != "pending"]
     return render(request, "approvals.html", approvals=pending, history=history,
-                  older=page[-1]["id"] if len(page) == HISTORY else None, questions=svc.elicitations("pending"))
+                  older=page[-1]["id"] if len(page) == HISTORY else None, questions=svc.elicitations.list("pending"))
 
 
 @page
 async def approval_card(request: Request) -> Response:
     """``GET /approvals/{id}/card``: one approval's card (the chat page shows it inline)."""
     svc = svc_of(request)
-    a = svc.approval(request.path_params["id"])
+    a = svc.approvals.get(request.path_params["id"])
     return render_fragment(request, "_approval_card.html", a=a, back="/approvals")
 
 

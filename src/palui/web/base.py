@@ -39,7 +39,7 @@ from palui.web.shown import NOTE_HTML, finalize, json_html, quoted, shown_html, 
 if TYPE_CHECKING:
     from zoneinfo import ZoneInfo
 
-    from palui.service.door import ServiceDoor
+    from palui.service.api import Service
 
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE / "templates"
@@ -68,7 +68,7 @@ class CSRFRefused(PaluiError):
 
 
 def _zone(request: Request) -> ZoneInfo | None:
-    return svc_of(request).timezone()
+    return svc_of(request).status.timezone()
 
 
 def parse_time(value: Any) -> datetime | None:
@@ -193,7 +193,7 @@ def csrf_token(request: Request) -> str:
 
 def pending_count(request: Request) -> int:
     """What waits for the person: pending approvals and servers' questions (the nav's Approvals count)."""
-    return svc_of(request).waiting()  # counted through indexes; reads only (every page shows it)
+    return svc_of(request).approvals.waiting()  # counted through indexes; reads only (every page shows it)
 
 
 def render(request: Request, template: str, status_code: int = 200, **ctx: Any) -> HTMLResponse:
@@ -334,6 +334,6 @@ def page(fn: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Aw
     return wrapped
 
 
-def svc_of(request: Request) -> ServiceDoor:
-    """The service behind this app, through its door (:func:`palui.server.endpoint.service_of`)."""
+def svc_of(request: Request) -> Service:
+    """The service behind this app (:func:`palui.server.endpoint.service_of`)."""
     return service_of(request)

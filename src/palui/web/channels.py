@@ -21,13 +21,13 @@ from palui.web.base import action, page, redirect, render, svc_of
 if TYPE_CHECKING:
     from palui.channels.redaction import Redactor
     from palui.results import ChatChannel
-    from palui.service.door import ServiceDoor
+    from palui.service.api import Service
 
 
 @page
 async def channels_page(request: Request) -> Response:
     """``GET /channels``: every channel with its state, person, groups switch, last delivery failure."""
-    return render(request, "channels.html", channels=svc_of(request).channels(), code=None, tested=None)
+    return render(request, "channels.html", channels=svc_of(request).channels.list(), code=None, tested=None)
 
 
 @action
@@ -54,9 +54,9 @@ async def add_channel(request: Request, form: dict[str, str]) -> Response:
         redact.add(bot)
         redact.add(app)
         me = await check_slack(bot, app, api_base, redact)
-        ch = svc.add_channel("slack", name, {"bot_token": bot, "app_token": app},
-                             {"bot_user_id": me["bot_user_id"], "bot_name": me["user"], "team": me["team"],
-                              **({"api_base": api_base} if api_base else {})})
+        ch = svc.channels.add("slack", name, {"bot_token": bot, "app_token": app},
+                              {"bot_user_id": me["bot_user_id"], "bot_name": me["user"], "team": me["team"],
+                               **({"api_base": api_base} if api_base else {})})
     elif kind == "discord":
         from palui.channels.discord import check_discord_token
         from palui.channels.discord import check_token as check_discord
@@ -64,9 +64,9 @@ async def add_channel(request: Request, form: dict[str, str]) -> Response:
         token = check_discord_token(form.get("token", ""))
         redact.add(token)
         found = await check_discord(token, api_base, redact)
-        ch = svc.add_channel("discord", name, {"token": token},
-                             {"bot_id": found["id"], "bot_username": found["username"],
-                              **({"api_base": api_base} if api_base else {})})
+        ch = svc.channels.add("discord", name, {"token": token},
+                              {"bot_id": found["id"], "bot_username": found["username"],
+                               **({"api_base": api_base} if api_base else {})})
     elif kind == "telegram":
         from palui.channels.telegram import check_token
 
@@ -77,7 +77,7 @@ async def add_channel(request: Request, form: dict[str, str]) -> Response:
         redact.add(token)
         me = await check_token(token, api_base, redact)
         config = {"bot_id": me["id"], "bot_username": me["username"], **({"api_base": api_base} if api_base else {})}
-        ch = svc.add_channel("telegram", name, {"token": token}, config)
+        ch = svc.channels.add("telegram", name, {"token": token}, config)
     elif kind == "matrix":
         from palui.channels.matrix import login, whoami
 
@@ -95,8 +95,8 @@ async def add_channel(request: Request, form: dict[str, str]) -> Response:
             redact.add(password)
             got = await login(hs, user, password, redact)
             secret, device = got["access_token"], got["device_id"]
-        ch = svc.add_channel("matrix", name, {"access_token": secret},
-                             {"homeserver": hs, "user_id": user, "device_id": device})
+        ch = svc.channels.add("matrix", name, {"access_token": secret},
+                              {"homeserver": hs, "user_id": user, "device_id": device})
     elif kind == "email":
         ch = await _add_email(svc, name, form, redact)
     else:
@@ -104,7 +104,7 @@ async def add_channel(request: Request, form: dict[str, str]) -> Response:
     return redirect("/channels", ("ok", f"Channel {ch['name']} added; pair it to start talking."))
 
 
-async def _add_email(svc: ServiceDoor, name: str | None, form: dict[str, str], redact: Redactor) -> ChatChannel:
+async def _add_email(svc: Service, name: str | None, form: dict[str, str], redact: Redactor) -> ChatChannel:
     """The email form: settings checked (:func:`palui.channels.mail_setup.mail_config`), both logins tried
     before anything is stored, reading starts at the folder's end."""
     from palui.channels.mail_setup import check_account, mail_config, new_secret
@@ -125,8 +125,8 @@ async def _add_email(svc: ServiceDoor, name: str | None, form: dict[str, str], r
         raise UsageError("give the mailbox's (app) password")
     redact.add(password)
     got = await check_account(cfg, password, redact)
-    ch = svc.add_channel("email", name, new_secret(password), cfg)
-    svc.set_channel_cursor(ch["name"], f"{got['uidvalidity']}:{max(0, got['uidnext'] - 1)}")
+    ch = svc.channels.add("email", name, new_secret(password), cfg)
+    svc.channel_updates.set_cursor(ch["name"], f"{got['uidvalidity']}:{max(0, got['uidnext'] - 1)}")
     return ch
 
 
@@ -136,22 +136,22 @@ async def channel_action(request: Request, form: dict[str, str]) -> Response:
     svc = svc_of(request)
     name, verb = request.path_params["name"], request.path_params["action"]
     if verb == "pair":
-        p = svc.pair_code(name)
-        return render(request, "channels.html", channels=svc.channels(), code={"name": name, **p}, tested=None)
+        p = svc.channels.pair_code(name)
+        return render(request, "channels.html", channels=svc.channels.list(), code={"name": name, **p}, tested=None)
     if verb == "test":
         from palui.channels.manager import test_function
         from palui.channels.redaction import Redactor
 
-        c, secret = svc.channel(name), svc.channel_secrets(name)
+        c, secret = svc.channels.get(name), svc.channels.secrets(name)
         redact = Redactor(str(v) for v in secret.values())
         out = await test_function(c["kind"])(c, secret, redact)
         return redirect("/channels", ("ok", out))
     if verb in ("groups-on", "groups-off"):
-        c = svc.set_channel_groups(name, verb == "groups-on")
+        c = svc.channels.set_groups(name, verb == "groups-on")
         word = "allowed" if c["allow_groups"] else "refused"
         return redirect("/channels", ("ok", f"{c['name']}: group chats {word}."))
     if verb == "remove":
-        c = svc.remove_channel(name)
+        c = svc.channels.remove(name)
         return redirect("/channels", ("ok", f"Channel {c['name']} removed."))
     raise UsageError(f"unknown action {verb!r}")
 

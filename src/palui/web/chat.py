@@ -48,8 +48,8 @@ async def chat_page(request: Request) -> Response:
     """``GET /chat`` (a new conversation starts with the first message) and ``GET /chat/{conversation}``."""
     svc = svc_of(request)
     cid = request.path_params.get("conversation")
-    conv = svc.conversation(cid) if cid else None
-    return render(request, "chat.html", conversations=svc.conversations(), conv=conv, model=svc.settings.model,
+    conv = svc.conversations.get(cid) if cid else None
+    return render(request, "chat.html", conversations=svc.conversations.list(), conv=conv, model=svc.settings.model,
                   live=LIVE)
 
 
@@ -62,7 +62,7 @@ async def new_chat(request: Request) -> Response:
 async def turn_fragment(request: Request) -> Response:
     """``GET /chat/turns/{turn}``: one turn's HTML, swapped in by the page's script when it changes."""
     svc = svc_of(request)
-    t = svc.turn_detail(request.path_params["turn"])
+    t = svc.conversations.turn_detail(request.path_params["turn"])
     return render_fragment(request, "_turn.html", turn=t, live=LIVE)
 
 
@@ -87,9 +87,9 @@ def run_command(request: Request, cmd: chat_commands.Command, conversation: str 
     if cmd.name == "/status":
         from palui.web.status import status_text
 
-        return {"text": status_text(svc.status(), svc.timezone()), "redirect": None, "turn": None}
+        return {"text": status_text(svc.status.get(), svc.status.timezone()), "redirect": None, "turn": None}
     if cmd.name == "/stop" and cmd.arg == "all":
-        r = svc.stop_all("web")
+        r = svc.brake.stop_all("web")
         ids = r["stopped"]
         text = (f"Stopped {', '.join(ids)}." if ids else "No turn was running.") + " Jobs are paused until you " \
             "resume them (palui jobs resume), the gateway until palui gateway resume."
@@ -97,14 +97,14 @@ def run_command(request: Request, cmd: chat_commands.Command, conversation: str 
     if cmd.name == "/stop":
         if not conversation:
             return {"text": "Nothing to stop: this conversation has no turn yet.", "redirect": None, "turn": None}
-        stopped = svc.stop(conversation=conversation)
+        stopped = svc.turns.stop(conversation=conversation)
         text = f"Stopped {', '.join(stopped)}." if stopped else "Nothing to stop: no turn is running or waiting."
         return {"text": text, "redirect": None, "turn": stopped[0] if stopped else None}
     if cmd.name == "/answer":
         from palui.web.elicitations import answer as answer_question
 
         qid, pairs = chat_commands.answer_args(cmd.arg)
-        q = svc.elicitation(qid)
+        q = svc.elicitations.get(qid)
         from palui.text.secret_fields import secret_fields
 
         named = sorted({p.partition("=")[0].strip() for p in pairs} & set(secret_fields(q["schema"])))
@@ -151,13 +151,13 @@ def answer(request: Request, approval_id: str, approve: bool, reason: str | None
     """
     svc = svc_of(request)
     try:
-        a = svc.answer_approval(approval_id, approve, via="web", reason=reason, always=always, confirm=confirm,
-                                stop=stop)
+        a = svc.approvals.answer(approval_id, approve, via="web", reason=reason, always=always, confirm=confirm,
+                                 stop=stop)
     except ApprovalError as e:
         if e.turn_id:
-            svc.launch(e.turn_id, (TurnStatus.AWAITING_APPROVAL,))
+            svc.turns.launch(e.turn_id, (TurnStatus.AWAITING_APPROVAL,))
         raise
-    svc.launch(a["turn"], (TurnStatus.AWAITING_APPROVAL,))
+    svc.turns.launch(a["turn"], (TurnStatus.AWAITING_APPROVAL,))
     return a
 
 
@@ -198,10 +198,10 @@ async def send(request: Request, form: dict[str, str]) -> Response:
         return redirect(out["redirect"] or back, ("ok", out["text"]))
     if not line.strip():
         return redirect(back, ("error", "Type a message first."))
-    model = svc.check_model(svc.settings.model)  # a clear error before anything is stored
-    tid = svc.start_turn(line, conversation=conv, model=model, channel="web")
-    svc.launch(tid)
-    conv = svc.turn_result(tid, [])["conversation"]
+    model = svc.turns.check_model(svc.settings.model)  # a clear error before anything is stored
+    tid = svc.turns.start(line, conversation=conv, model=model, channel="web")
+    svc.turns.launch(tid)
+    conv = svc.turns.result(tid, [])["conversation"]
     return redirect(f"/chat/{conv}#{tid}")
 
 

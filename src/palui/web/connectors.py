@@ -2,11 +2,11 @@
 class with the class's source, the on/off switch, the "changed — review" flag with the
 definition diff; "Enable all read tools"; adding an MCP server; trusted sources.
 
-Every change goes through the service API the CLI uses (``set_class``, ``reset_class``,
-``set_enabled``, ``review_tool``, ``enable_read``, ``set_trusted``, ``mcp_add_async``,
-``mcp_refresh_async``, ``mcp_set_enabled``, ``mcp_remove``, ``mcp_sign_in_web``, ``mcp_logout_async``).
+Every change goes through the service's parts the CLI uses (``svc.tools``: ``set_class``, ``reset_class``,
+``set_enabled``, ``review``, ``enable_read``, ``set_trusted``; ``svc.connectors``: ``add_async``,
+``refresh_async``, ``set_enabled``, ``remove``; ``svc.signin``: ``start_web``, ``logout_async``).
 MCP env and header values are secrets: the page only ever shows their keys; an MCP URL is shown as
-``mcp_config`` gives it, password and query values as ``***``; OAuth tokens never reach the page
+``svc.connectors.config`` gives it, password and query values as ``***``; OAuth tokens never reach the page
 ("Sign in" sends the browser to the server's sign-in page, ``/oauth/callback`` brings it back).
 """
 
@@ -30,7 +30,8 @@ from palui.web.forms import ServerForm, form_as
 
 if TYPE_CHECKING:
     from palui.results import Connector
-    from palui.service.door import ServiceDoor, ToolRow
+    from palui.service.api import Service
+    from palui.service.tools import ToolRow
 
 CLASSES = ("read", "write", "destructive")
 SOURCE_WORDS = {"user": "set by you", "builtin": "built-in", "hints": "from the server's hints",
@@ -40,14 +41,14 @@ COLUMNS = (("chat", Origin.CHAT, False), ("chat, tainted", Origin.CHAT, True), (
            ("webhook", Origin.WEBHOOK, False))
 
 
-def tool_view(svc: ServiceDoor, row: ToolRow) -> dict[str, Any]:
+def tool_view(svc: Service, row: ToolRow) -> dict[str, Any]:
     """A tool as the sheet shows it: the ``tools list --json`` fields, the matrix columns, the review."""
     d: dict[str, Any] = {**row.as_dict()}
-    d["verdicts"] = [(label, svc.explain(row.name, origin, tainted)) for label, origin, tainted in COLUMNS]
+    d["verdicts"] = [(label, svc.tools.explain(row.name, origin, tainted)) for label, origin, tainted in COLUMNS]
     d["review"] = review_view(row.review)
     if row.changed:
         # The form sends back which pending change it showed: a newer one is never accepted unseen.
-        pending = svc.tool_details(row.name)["pending"]
+        pending = svc.tools.details(row.name)["pending"]
         d["review_fingerprint"] = pending["fingerprint"] if pending else None
     d["source_words"] = SOURCE_WORDS.get(d["class_source"], d["class_source"])
     d["schema"] = row.input_schema
@@ -55,9 +56,9 @@ def tool_view(svc: ServiceDoor, row: ToolRow) -> dict[str, Any]:
     return d
 
 
-def connector_view(svc: ServiceDoor, cid: str) -> Connector:
+def connector_view(svc: Service, cid: str) -> Connector:
     """One connector from :meth:`connectors` (with its live state). Raises NotFound."""
-    for c in svc.connectors():
+    for c in svc.connectors.list():
         if c["id"] == cid:
             return c
     raise NotFound(f"unknown connector {named(cid)}")
@@ -67,7 +68,7 @@ def connector_view(svc: ServiceDoor, cid: str) -> Connector:
 async def connectors_page(request: Request) -> Response:
     """``GET /connectors``: every connector with its state and tool counts; the add-a-server form."""
     svc = svc_of(request)
-    conns = [connector_view(svc, c["id"]) for c in svc.connectors()]
+    conns = [connector_view(svc, c["id"]) for c in svc.connectors.list()]
     return render(request, "connectors.html", connectors=conns)
 
 
@@ -77,11 +78,11 @@ async def sheet(request: Request) -> Response:
     svc = svc_of(request)
     cid = request.path_params["id"]
     conn = connector_view(svc, cid)
-    tools = [tool_view(svc, r) for r in svc.tools(cid)]
+    tools = [tool_view(svc, r) for r in svc.tools.list(cid)]
     reads_off = sum(1 for t in tools if t["class"] == "read" and not t["enabled"] and not t["changed"]
                     and not t["hidden_characters"] and not t["look_alike_name"])
     # spec §2.4: a class suggested for each unknown tool; nothing changes until the person accepts.
-    suggestions = {s["name"]: s for s in svc.suggest_classes(cid)}
+    suggestions = {s["name"]: s for s in svc.suggestions.list(cid)}
     for t in tools:
         t["suggested"] = suggestions.get(t["name"])
     bulk = [s for s in suggestions.values() if s["suggestion"] in ("write", "destructive")]
@@ -92,8 +93,8 @@ async def sheet(request: Request) -> Response:
 # -- tools ------------------------------------------------------------------------------------
 
 
-def _sheet_of(svc: ServiceDoor, name: str) -> str:
-    return f"/connectors/{svc.tool(name).connector}#tool-{name}"
+def _sheet_of(svc: Service, name: str) -> str:
+    return f"/connectors/{svc.tools.get(name).connector}#tool-{name}"
 
 
 @action
@@ -102,7 +103,7 @@ async def tool_class(request: Request, form: dict[str, str]) -> Response:
     svc = svc_of(request)
     name = request.path_params["name"]
     word = form.get("class", "")
-    row = svc.reset_class(name) if word == "reset" else svc.set_class(name, word)
+    row = svc.tools.reset_class(name) if word == "reset" else svc.tools.set_class(name, word)
     return redirect(_sheet_of(svc, name), ("ok", f"{name}: class {row.tool_class.value} ({row.class_source.value})."))
 
 
@@ -114,8 +115,8 @@ async def tool_switch(request: Request, form: dict[str, str]) -> Response:
     on = form.get("on") == "1"
     if on and form.get("seen"):
         # The sheet showed this definition with its hidden characters escaped (spec §4.7).
-        svc.acknowledge_hidden(name, form["seen"])
-    svc.set_enabled([name], on)
+        svc.tools.acknowledge_hidden(name, form["seen"])
+    svc.tools.set_enabled([name], on)
     return redirect(_sheet_of(svc, name), ("ok", f"{name} switched {'on' if on else 'off'}."))
 
 
@@ -125,7 +126,7 @@ async def tool_suggestion(request: Request, form: dict[str, str]) -> Response:
     ``read``), as the sheet showed it."""
     svc = svc_of(request)
     name = request.path_params["name"]
-    s = svc.accept_suggestion(name, form.get("class", ""))
+    s = svc.suggestions.accept(name, form.get("class", ""))
     return redirect(_sheet_of(svc, name), ("ok", f"{name}: class {s['suggestion']} (set by you)."))
 
 
@@ -136,7 +137,7 @@ async def accept_suggestions(request: Request, form: dict[str, str]) -> Response
     svc = svc_of(request)
     cid = request.path_params["id"]
     shown = {k.removeprefix("s:"): v for k, v in form.items() if k.startswith("s:")}
-    done = svc.accept_suggestions(cid, shown)
+    done = svc.suggestions.accept_all(cid, shown)
     text = (f"Accepted {len(done)} suggested class(es): " + ", ".join(f"{s['name']} {s['suggestion']}" for s in done)
             + "." if done else "No suggestion was accepted (none left as shown).")
     return redirect(f"/connectors/{cid}", ("ok", text))
@@ -147,7 +148,7 @@ async def tool_review(request: Request, form: dict[str, str]) -> Response:
     """``POST /tools/{name}/review``: accept the changed definition (``palui tools review``)."""
     svc = svc_of(request)
     name = request.path_params["name"]
-    row = svc.review_tool(name, expected=form.get("fingerprint") or "missing")
+    row = svc.tools.review(name, expected=form.get("fingerprint") or "missing")
     return redirect(_sheet_of(svc, name), ("ok", f"{name}: new definition accepted; it is "
                                                  f"{'on' if row.enabled else 'off'}, class {row.tool_class.value}."))
 
@@ -162,23 +163,23 @@ async def connector_action(request: Request, form: dict[str, str]) -> Response:
     cid, verb = request.path_params["id"], request.path_params["action"]
     here = f"/connectors/{cid}"
     if verb == "enable-read":
-        names = [r.name for r in svc.enable_read(cid)]
+        names = [r.name for r in svc.tools.enable_read(cid)]
         text = (f"Switched on {len(names)} read tool(s): {', '.join(names)}." if names
                 else "No read tool was off (tools flagged for review stay off).")
-        warning = svc.tool_budget_warning()
+        warning = svc.tools.budget_warning()
         if warning:
             return redirect(here, ("error", f"{text} Warning: {warning}."))
         return redirect(here, ("ok", text))
     if verb in ("trust", "untrust"):
-        svc.set_trusted(cid, None, verb == "trust")
+        svc.tools.set_trusted(cid, None, verb == "trust")
         return redirect(here, ("ok", f"{cid} is {'now' if verb == 'trust' else 'no longer'} a trusted source: its "
                                      f"results {'no longer' if verb == 'trust' else 'again'} taint a turn."))
     if verb in ("private", "unprivate"):
-        svc.set_private(cid, verb == "private")
+        svc.tools.set_private(cid, verb == "private")
         return redirect(here, ("ok", f"{cid}: its results are {'now' if verb == 'private' else 'no longer'} counted as "
                                      "your private data (Rule of Two)."))
     if verb == "refresh":
-        r = await svc.mcp_refresh_async(cid)
+        r = await svc.connectors.refresh_async(cid)
         flagged = r["changed"] + r["tightened"] + r["loosening_held"]
         text = f"{cid}: {r['state']}; {len(r['added'])} new tool(s)"
         text += f", flagged for review: {', '.join(flagged)}." if flagged else "."
@@ -186,21 +187,21 @@ async def connector_action(request: Request, form: dict[str, str]) -> Response:
             text += f" The server tightened {c['tool']} from {c['from']} to {c['to']}."
         return redirect(here, ("ok", text))
     if verb in ("enable", "disable"):
-        svc.mcp_set_enabled(cid, verb == "enable")
+        svc.connectors.set_enabled(cid, verb == "enable")
         return redirect(here, ("ok", f"{cid} {verb}d."))
     if verb == "remove":
-        svc.mcp_remove(cid)
+        svc.connectors.remove(cid)
         return redirect("/connectors", ("ok", f"{cid} removed, with its tools and secrets."))
     if verb == "sign-in":
         public = svc.settings.serve.public_url
         base = public.rstrip("/") if public else f"{request.url.scheme}://{request.url.netloc}"
-        url = await svc.mcp_sign_in_web(cid, f"{base}/oauth/callback")
+        url = await svc.signin.start_web(cid, f"{base}/oauth/callback")
         if url is None:
             return redirect(here, ("ok", f"{cid}: connected; no sign-in was needed."))
         # The authorization server's page (another origin): the browser comes back to /oauth/callback.
         return RedirectResponse(url, status_code=303, headers=SECURITY_HEADERS)
     if verb == "sign-out":
-        out = await svc.mcp_logout_async(cid)
+        out = await svc.signin.logout_async(cid)
         return redirect(here, ("ok", f"{cid}: signed out; its tokens are deleted (revocation: {out['revocation']})."))
     raise NotFound(f"unknown action {verb!r}")
 
@@ -209,7 +210,7 @@ async def connector_action(request: Request, form: dict[str, str]) -> Response:
 async def oauth_callback(request: Request) -> Response:
     """``GET /oauth/callback``: the authorization server sent the browser back. The Guard let it in only
     with this service's session cookie; the ``state`` must be one of a sign-in this page started."""
-    r = await svc_of(request).mcp_sign_in_web_complete(str(request.url))
+    r = await svc_of(request).signin.complete_web(str(request.url))
     return redirect(f"/connectors/{r['id']}", ("ok", f"{r['id']}: signed in and connected."))
 
 
@@ -248,7 +249,7 @@ async def add_server(request: Request, form: dict[str, str]) -> Response:
     """``POST /connectors/add``: connect an MCP server once, store its tools (off), open its sheet."""
     svc = svc_of(request)
     config = server_config(form)
-    r = await svc.mcp_add_async(form.get("name", "").strip(), config, enable_read=form.get("enable_read") == "1")
+    r = await svc.connectors.add_async(form.get("name", "").strip(), config, enable_read=form.get("enable_read") == "1")
     if r["state"] == "error: sign in again":
         return redirect(f"/connectors/{r['id']}", ("ok", f"{r['id']}: added; the server wants you to sign in: "
                                                          "press “Sign in”."))

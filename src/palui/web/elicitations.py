@@ -5,7 +5,7 @@ The card shows the server's message (escaped, marked as the server's words), the
 password box: ``type=password``, spec §7.8), or for URL mode the full URL and its host; buttons send the
 answer, decline or cancel. The page's script posts to ``POST /api/elicitations/{id}/answer`` with
 ``stream: true`` and shows the turn going on; without the script the form posts here. Answers go
-through the service's one door (``answer_elicitation``, ``answered_via = "web"``).
+through the service's one door (``svc.elicitations.answer``, ``answered_via = "web"``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def card_context(q: Elicitation) -> dict[str, Any]:
 @page
 async def question_card(request: Request) -> Response:
     """``GET /elicitations/{id}/card``: one question's card (the chat page shows it inline)."""
-    q = svc_of(request).elicitation(request.path_params["id"])
+    q = svc_of(request).elicitations.get(request.path_params["id"])
     return render_fragment(request, "_elicitation_card.html", back="/approvals", **card_context(q))
 
 
@@ -63,13 +63,13 @@ def answer(request: Request, question_id: str, verb: str, content: dict[str, Any
     """Answer through the one door and, for a turn a 2026-07-28 server paused, go on with it here."""
     svc = svc_of(request)
     try:
-        q = svc.answer_elicitation(question_id, verb, content, via="web")
+        q = svc.elicitations.answer(question_id, verb, content, via="web")
     except ApprovalError as e:
         if e.turn_id:
-            svc.launch(e.turn_id, (TurnStatus.AWAITING_APPROVAL,))
+            svc.turns.launch(e.turn_id, (TurnStatus.AWAITING_APPROVAL,))
         raise
     if q["era"] == "input_required":
-        svc.launch(q["turn"], (TurnStatus.AWAITING_APPROVAL,))
+        svc.turns.launch(q["turn"], (TurnStatus.AWAITING_APPROVAL,))
     return q
 
 
@@ -79,7 +79,7 @@ async def answer_form(request: Request, form: dict[str, str]) -> Response:
     svc = svc_of(request)
     qid = request.path_params["id"]
     verb = form_as(QuestionForm, form).action
-    q = svc.elicitation(qid)
+    q = svc.elicitations.get(qid)
     content = content_of(q["schema"], form) if verb == "accept" and q["mode"] == "form" else None
     q = answer(request, qid, verb, content)
     words = {"accept": "Answered", "decline": "Declined", "cancel": "Cancelled"}.get(verb, verb)

@@ -49,12 +49,12 @@ def meter_step(n: int, cap: int) -> int:
 
 @page
 async def status_page(request: Request) -> Response:
-    """``GET /status``: :meth:`Service.status` (the same dict as ``palui status --json``) and the inbox."""
+    """``GET /status``: :meth:`StatusPart.get` (the same dict as ``palui status --json``) and the inbox."""
     svc = svc_of(request)
-    s = svc.status()
+    s = svc.status.get()
     bars = {"tokens": meter_step(s["tokens_today"], int(s["caps"]["daily_tokens"])),
             "runs": meter_step(s["runs_last_hour"], int(s["caps"]["runs_per_hour"]))}
-    inbox = list(reversed(svc.inbox(15)))
+    inbox = list(reversed(svc.notifier.inbox(15)))
     return render(request, "status.html", s=s, bars=bars, inbox=inbox)
 
 
@@ -102,7 +102,7 @@ async def audit_page(request: Request) -> Response:
     """``GET /audit?tool=&verdict=&origin=&tainted=yes|no&day=YYYY-MM-DD&turn=``: newest first."""
     svc = svc_of(request)
     f = audit_filters(request.query_params)
-    rows = svc.audit(f["turn"] or None, AUDIT_SCAN)
+    rows = svc.audit.rows(f["turn"] or None, AUDIT_SCAN)
     matched = filter_audit(rows, f, _zone(request))
     shown = list(reversed(matched))[:AUDIT_SHOWN]
     tools = sorted({r["tool"] for r in rows})
@@ -114,7 +114,7 @@ async def audit_page(request: Request) -> Response:
 async def memories_page(request: Request) -> Response:
     """``GET /memories``: the person's memories and tasks with provenance (spec §4, §7)."""
     svc = svc_of(request)
-    return render(request, "memories.html", memories=svc.memories(200), tasks=svc.tasks("all"))
+    return render(request, "memories.html", memories=svc.memories.list(200), tasks=svc.memories.tasks("all"))
 
 
 @action
@@ -126,8 +126,8 @@ async def memory_action(request: Request, form: dict[str, str]) -> Response:
     except UsageError:  # a path that names no memory or task, or no action of theirs
         raise NotFound(f"no {request.path_params['kind']} {request.path_params['id']!r}, or no such action") from None
     kind, item, verb = ref.kind, ref.id, ref.action
-    fns = {("memory", "forget"): svc.forget_memory, ("memory", "trust"): svc.trust_memory,
-           ("task", "forget"): svc.forget_task, ("task", "trust"): svc.trust_task}
+    fns = {("memory", "forget"): svc.memories.forget, ("memory", "trust"): svc.memories.trust,
+           ("task", "forget"): svc.memories.forget_task, ("task", "trust"): svc.memories.trust_task}
     fn = fns.get((kind, verb))
     if fn is None:
         raise NotFound(f"unknown action {kind} {verb}")

@@ -2,9 +2,8 @@
 secret shown once, on the page that answers its creation (never again: the list shows
 neither the secret nor a way to get it back).
 
-Everything goes through the service's TriggersAPI (``jobs``, ``add_job``, ``remove_job``,
-``start_job_now``, ``webhooks``, ``add_webhook``, ``remove_webhook``), as ``palui jobs``
-and ``palui webhooks`` do.
+Everything goes through the service's jobs and webhooks parts (``svc.jobs``: ``list``, ``add``, ``remove``,
+``start_now``; ``svc.webhooks``: ``list``, ``add``, ``remove``), as ``palui jobs`` and ``palui webhooks`` do.
 """
 
 from __future__ import annotations
@@ -24,9 +23,9 @@ from palui.web.forms import JobForm, form_as
 async def jobs_page(request: Request) -> Response:
     """``GET /jobs``: every job with its schedule, next and last run, tokens today against its cap."""
     svc = svc_of(request)
-    jobs = [{**j, "conversation": svc.conversation_of(j["last_turn"])} for j in svc.jobs()]
+    jobs = [{**j, "conversation": svc.conversations.of_turn(j["last_turn"])} for j in svc.jobs.list()]
     return render(request, "jobs.html", jobs=jobs, default_cap=svc.settings.caps.job_daily_tokens,
-                  paused=svc.jobs_paused())
+                  paused=svc.brake.jobs_paused())
 
 
 @action
@@ -35,8 +34,8 @@ async def add_job(request: Request, form: dict[str, str]) -> Response:
     svc = svc_of(request)
     f = form_as(JobForm, form)
     scope = [c.strip() for c in f.connectors.split(",") if c.strip()]
-    j = svc.add_job(f.name.strip(), f.cron.strip(), f.prompt, f.token_cap, f.tz.strip() if f.tz else None,
-                    scope or None)
+    j = svc.jobs.add(f.name.strip(), f.cron.strip(), f.prompt, f.token_cap, f.tz.strip() if f.tz else None,
+                     scope or None)
     return redirect("/jobs", ("ok", f"Job {j['name']} added ({j['cron']}, {j['tz']}); next run {j['next_run']}."))
 
 
@@ -46,14 +45,14 @@ async def job_action(request: Request, form: dict[str, str]) -> Response:
     svc = svc_of(request)
     name, verb = request.path_params["name"], request.path_params["action"]
     if verb == "remove":
-        j = svc.remove_job(name)
+        j = svc.jobs.remove(name)
         return redirect("/jobs", ("ok", f"Job {j['name']} removed (its past results stay)."))
     if verb == "run":
         def launch(turn_id: str) -> str | None:
-            return svc.launch(turn_id).cap
+            return svc.turns.launch(turn_id).cap
 
-        tid = svc.start_job_now(name, launch)  # JobRefused (a PaluiError) when a cap refuses
-        conv = svc.conversation_of(tid)
+        tid = svc.jobs.start_now(name, launch)  # JobRefused (a PaluiError) when a cap refuses
+        conv = svc.conversations.of_turn(tid)
         return redirect(f"/chat/{conv}#{tid}" if conv else "/jobs", ("ok", f"Job {name} started: turn {tid}."))
     raise UsageError(f"unknown action {verb!r}")
 
@@ -62,7 +61,7 @@ async def job_action(request: Request, form: dict[str, str]) -> Response:
 async def webhooks_page(request: Request) -> Response:
     """``GET /webhooks``: every webhook with its URL and recent deliveries (never its secret)."""
     svc = svc_of(request)
-    return render(request, "webhooks.html", hooks=await run_in_threadpool(svc.webhooks), created=None)
+    return render(request, "webhooks.html", hooks=await run_in_threadpool(svc.webhooks.list), created=None)
 
 
 @action
@@ -72,14 +71,14 @@ async def add_webhook(request: Request, form: dict[str, str]) -> Response:
     svc = svc_of(request)
     # In a worker thread: the webhook URL comes from looking up the live service, i.e. an HTTP
     # request to this very process, which must not wait on its own event loop.
-    created = await run_in_threadpool(svc.add_webhook, form.get("name", "").strip())
-    return render(request, "webhooks.html", hooks=await run_in_threadpool(svc.webhooks), created=created)
+    created = await run_in_threadpool(svc.webhooks.add, form.get("name", "").strip())
+    return render(request, "webhooks.html", hooks=await run_in_threadpool(svc.webhooks.list), created=created)
 
 
 @action
 async def remove_webhook(request: Request, form: dict[str, str]) -> Response:
     """``POST /webhooks/{name}/remove``: delete the webhook and its secret."""
-    h = svc_of(request).remove_webhook(request.path_params["name"])
+    h = svc_of(request).webhooks.remove(request.path_params["name"])
     return redirect("/webhooks", ("ok", f"Webhook {h['name']} removed; deliveries to it now get 404."))
 
 

@@ -28,29 +28,29 @@ if TYPE_CHECKING:
     from palui.cli.chat.door import ChatDoor
     from palui.results import Conversation
     from palui.server.discovery import ServiceInfo
-    from palui.service.door import ServiceDoor
+    from palui.service.api import Service
 
 
-def _conversation(svc: ServiceDoor, conversation: str | None, resume: bool) -> tuple[str | None, Conversation | None]:
+def _conversation(svc: Service, conversation: str | None, resume: bool) -> tuple[str | None, Conversation | None]:
     """(the conversation to continue, it as shown) or (None, None) for a new one."""
     if conversation and resume:
         raise UsageError("give --resume or --conversation ID, not both")
     if resume:
-        newest = svc.conversations(1, channel="terminal")
+        newest = svc.conversations.list(1, channel="terminal")
         if not newest:
             click.echo("(no earlier conversation started in the terminal: a new one starts)")
             return None, None
         conversation = newest[0]["id"]
     if conversation:
         try:
-            found = svc.conversation(conversation)  # a unique prefix of the id is enough
+            found = svc.conversations.get(conversation)  # a unique prefix of the id is enough
             return found["id"], found
         except NotFound:
             fail(f"unknown conversation {named(conversation)} (see: palui conversations list)")
     return None, None
 
 
-async def _main(svc: ServiceDoor, info: ServiceInfo | None, spec: str | None, conversation: str | None,
+async def _main(svc: Service, info: ServiceInfo | None, spec: str | None, conversation: str | None,
                 resumed: Conversation | None) -> None:
     from palui.cli.chat.backends import LocalBackend, RemoteBackend
     from palui.cli.chat.screen import make_screen

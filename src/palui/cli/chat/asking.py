@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from palui.cli.chat.screen import PROMPT, Screen
 from palui.cli.chat.view import View, via_words
@@ -16,27 +16,45 @@ from palui.text.commands import Command
 from palui.text.display import shown
 
 if TYPE_CHECKING:
-    from palui.cli.chat.door import ChatDoor
+    from palui.cli.chat.door import OnBackend
     from palui.results import Approval, TurnApproval, TurnResult
-
-T = TypeVar("T")
 
 WAIT_SLICE = 25.0  # seconds of one wait for an approval's answer (a long poll through a service)
 
 
-class AskingMixin:
-    """The approval half of :class:`~palui.cli.chat.session.ChatSession`; it uses the session's
-    ``screen``, ``view``, ``call``, ``follow`` and ``say_error``."""
+class Asking:
+    """The approval a chat session asks about: the prompt, the answer typed to it, the wait for one given
+    anywhere else.
 
-    screen: Screen
-    view: View
-    asking: TurnApproval | None
-    answer: asyncio.Future[Command] | None
-    follow: Callable[[str], Awaitable[TurnResult]]
-    say_error: Callable[[Exception], None]
+    Args:
+        screen, view: where the prompt and the outcome are shown.
+        call: runs an operation on the chat's backend (:class:`~palui.cli.chat.door.OnBackend`).
+        follow: follows a turn on after its approval (the session's).
+        say_error: shows a refusal.
 
-    if TYPE_CHECKING:
-        async def call(self, op: Callable[[ChatDoor], Awaitable[T]]) -> T: ...
+    Attributes:
+        current: the approval the prompt asks about, None while none does.
+    """
+
+    def __init__(self, screen: Screen, view: View, call: OnBackend, follow: Callable[[str], Awaitable[TurnResult]],
+                 say_error: Callable[[Exception], None]) -> None:
+        self.screen = screen
+        self.view = view
+        self.call = call
+        self.follow = follow
+        self.say_error = say_error
+        self.current: TurnApproval | None = None
+        self._answer: asyncio.Future[Command] | None = None  # y, n, a, s or a command typed to the prompt
+
+    def answer_typed(self, approval_id: str | None, cmd: Command) -> bool:
+        """An answer typed to the prompt of ``approval_id`` (``y``/``n``/``a``/``s``, or ``/approve``, ``/deny``,
+        ``/always``, ``/denystop`` of its id, as the command it stands for): True when that prompt shows (it takes
+        the first answer), False when it does not."""
+        if self.current is None or approval_id != self.current["id"]:
+            return False
+        if self._answer is not None and not self._answer.done():
+            self._answer.set_result(cmd)
+        return True
 
     async def ask(self, r: TurnResult) -> TurnResult:
         """Ask the person about the turn's pending approval until it is answered here or anywhere else. An answer
@@ -52,7 +70,7 @@ class AskingMixin:
         """One showing of the question. False when the answer was refused with nothing recorded (ask again)."""
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[Command] = loop.create_future()
-        self.asking, self.answer = a, answer
+        self.current, self._answer = a, answer
         self.screen.asking = a["id"]
         # y approve, n deny, a approve and from now on the same (spec §5.9), s deny and stop (spec §5.10)
         self.screen.set_prompt(f"approve {a['id']}? [y/n] (a: and from now on the same, s: deny and stop) ")
@@ -62,7 +80,7 @@ class AskingMixin:
             either: list[asyncio.Future[Any]] = [answer, elsewhere]
             await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            self.asking = self.answer = None
+            self.current = self._answer = None
             self.screen.asking = None
             self.screen.set_prompt(PROMPT)
         if not answer.done():

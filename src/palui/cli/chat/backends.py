@@ -11,15 +11,15 @@ Every call raises the service's PaluiError subclasses; a remote call raises
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from palui.cli.client import AsyncServiceClient, StreamSink, segment
-from palui.server.discovery import ServiceInfo, find_service
+from palui.server.discovery import ServiceInfo
 
 if TYPE_CHECKING:
     from palui.config import Settings
     from palui.results import Approval, Elicitation, ScopeRequest, Status, TurnResult, TurnStoredLine
-    from palui.service.door import ServiceDoor
+    from palui.service.api import Service
 # answers from the terminal chat are the command line's (docs/decisions/0114-terminal-answers-are-cli.md, one door)
 VIA = "cli"
 CHANNEL = "terminal"  # conversations the terminal chat starts (palui chat --resume finds them)
@@ -31,59 +31,59 @@ class LocalBackend:
     where = "this process"
     runs_here = True
 
-    def __init__(self, svc: ServiceDoor, model: str | None) -> None:
+    def __init__(self, svc: Service, model: str | None) -> None:
         self.svc = svc
         self.model = model
 
     async def send(self, text: str, conversation: str, on_event: StreamSink) -> TurnResult:
-        tid = self.svc.start_turn(text, conversation=conversation, model=self.model, channel=CHANNEL)
+        tid = self.svc.turns.start(text, conversation=conversation, model=self.model, channel=CHANNEL)
         stored: TurnStoredLine = {"type": "turn", "turn": tid, "conversation": conversation}
         on_event(stored)  # as the service's stream says it first
         return await self.follow(tid, 0, on_event)
 
     async def submit(self, text: str, conversation: str) -> TurnResult:
         """Store a message as the conversation's next turn without waiting for it (spec §8)."""
-        tid = self.svc.start_turn(text, conversation=conversation, model=self.model, channel=CHANNEL)
-        return self.svc.turn_result(tid, [])
+        tid = self.svc.turns.start(text, conversation=conversation, model=self.model, channel=CHANNEL)
+        return self.svc.turns.result(tid, [])
 
     async def follow(self, turn_id: str, after: int, on_event: StreamSink) -> TurnResult:
-        return await self.svc.follow_turn(turn_id, after, on_event, take_up=True)
+        return await self.svc.live.follow(turn_id, after, on_event, take_up=True)
 
     async def answer(self, approval_id: str, approve: bool, reason: str | None = None, *,
                      always: dict[str, str] | None = None, confirm: bool = False,
                      stop: bool = False) -> Approval | Elicitation | ScopeRequest:
-        return self.svc.answer_approval(approval_id, approve, VIA, reason=reason, always=always, confirm=confirm,
-                                        stop=stop)
+        return self.svc.approvals.answer(approval_id, approve, VIA, reason=reason, always=always, confirm=confirm,
+                                         stop=stop)
 
     async def wait_approval(self, approval_id: str, timeout: float) -> Approval:
-        return await self.svc.wait_approval(approval_id, timeout)
+        return await self.svc.live.wait_approval(approval_id, timeout)
 
     async def approval(self, approval_id: str) -> Approval:
-        return self.svc.approval(approval_id)
+        return self.svc.approvals.get(approval_id)
 
     async def elicitation(self, elicitation_id: str) -> Elicitation:
-        return self.svc.elicitation(elicitation_id)
+        return self.svc.elicitations.get(elicitation_id)
 
     async def answer_elicitation(self, elicitation_id: str, action: str, content: dict[str, Any] | None
                                  ) -> Elicitation:
         """A server's question answered through its door; the session follows (takes up) the turn."""
-        return self.svc.answer_elicitation(elicitation_id, action, content, VIA)
+        return self.svc.elicitations.answer(elicitation_id, action, content, VIA)
 
     async def stop(self, conversation: str) -> list[str]:
-        return self.svc.stop(conversation=conversation)
+        return self.svc.turns.stop(conversation=conversation)
 
     async def stop_all(self) -> list[str]:
         """The emergency brake (spec §5.7): every turn stopped, the jobs paused."""
-        return self.svc.stop_all("cli")["stopped"]
+        return self.svc.brake.stop_all("cli")["stopped"]
 
     async def status(self) -> Status:
-        return self.svc.status()
+        return self.svc.status.get()
 
     async def new_conversation(self) -> str:
-        return self.svc.new_conversation(channel=CHANNEL)
+        return self.svc.turns.new_conversation(channel=CHANNEL)
 
     async def approvals(self) -> list[Approval]:
-        return self.svc.approvals("pending")
+        return self.svc.approvals.list("pending")
 
     def alive(self) -> bool:
         return True
@@ -93,7 +93,8 @@ class LocalBackend:
 
 
 class RemoteBackend:
-    """Turns run in the live service; events stream back over its JSON API."""
+    """Turns run in the live service; events stream back over its JSON API (its answers have the shapes of
+    :mod:`palui.results`, which the API declares: tests/test_api_boundaries.py checks them)."""
 
     runs_here = False
 
@@ -110,8 +111,8 @@ class RemoteBackend:
             "stream": True}, on_event)
 
     async def submit(self, text: str, conversation: str) -> TurnResult:
-        return await self.client.post("/api/turns", {"message": text, "conversation": conversation,
-                                                     "model": self.model, "channel": CHANNEL, "start": False})
+        return cast("TurnResult", await self.client.post("/api/turns", {
+            "message": text, "conversation": conversation, "model": self.model, "channel": CHANNEL, "start": False}))
 
     async def follow(self, turn_id: str, after: int, on_event: StreamSink) -> TurnResult:
         tid = segment(turn_id, "a turn id")
@@ -128,34 +129,38 @@ class RemoteBackend:
         if stop:
             body["stop"] = True
         aid = segment(approval_id, "an approval id")
-        return await self.client.post(f"/api/approvals/{aid}/{'approve' if approve else 'deny'}", body)
+        return cast("Approval | Elicitation",
+                    await self.client.post(f"/api/approvals/{aid}/{'approve' if approve else 'deny'}", body))
 
     async def wait_approval(self, approval_id: str, timeout: float) -> Approval:
-        return await self.client.get(f"/api/approvals/{segment(approval_id, 'an approval id')}/wait", timeout=timeout)
+        return cast("Approval", await self.client.get(f"/api/approvals/{segment(approval_id, 'an approval id')}/wait",
+                                                      timeout=timeout))
 
     async def approval(self, approval_id: str) -> Approval:
-        return await self.client.get(f"/api/approvals/{segment(approval_id, 'an approval id')}")
+        return cast("Approval", await self.client.get(f"/api/approvals/{segment(approval_id, 'an approval id')}"))
 
     async def elicitation(self, elicitation_id: str) -> Elicitation:
-        return await self.client.get(f"/api/elicitations/{segment(elicitation_id, 'a question id')}")
+        qid = segment(elicitation_id, "a question id")
+        return cast("Elicitation", await self.client.get(f"/api/elicitations/{qid}"))
 
     async def answer_elicitation(self, elicitation_id: str, action: str, content: dict[str, Any] | None
                                  ) -> Elicitation:
-        return await self.client.post(f"/api/elicitations/{segment(elicitation_id, 'a question id')}/answer",
-                                      {"action": action, "content": content, "via": VIA, "wait": False})
+        return cast("Elicitation", await self.client.post(
+            f"/api/elicitations/{segment(elicitation_id, 'a question id')}/answer",
+            {"action": action, "content": content, "via": VIA, "wait": False}))
 
     async def stop(self, conversation: str) -> list[str]:
-        return (await self.client.post("/api/stop", {"conversation": conversation}))["stopped"]
+        return cast("list[str]", (await self.client.post("/api/stop", {"conversation": conversation}))["stopped"])
 
     async def stop_all(self) -> list[str]:
         """The emergency brake (spec §5.7), in the live service."""
-        return (await self.client.post("/api/stop", {"all": True}))["stopped"]
+        return cast("list[str]", (await self.client.post("/api/stop", {"all": True}))["stopped"])
 
     async def status(self) -> Status:
-        return await self.client.get("/api/status")
+        return cast("Status", await self.client.get("/api/status"))
 
     async def new_conversation(self) -> str:
-        return (await self.client.post("/api/conversations", {"channel": CHANNEL}))["conversation"]
+        return str((await self.client.post("/api/conversations", {"channel": CHANNEL}))["conversation"])
 
     async def approvals(self) -> list[Approval]:
         return await self.client.get_list("/api/approvals")
@@ -172,8 +177,3 @@ class RemoteBackend:
 
     async def close(self) -> None:
         await self.client.close()
-
-
-def find_live(settings: Settings) -> ServiceInfo | None:
-    """The live service on this PALUI_HOME, or None."""
-    return find_service(settings)

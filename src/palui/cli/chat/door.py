@@ -14,11 +14,15 @@ Results are the service's shapes (:mod:`palui.results`: ``TurnResult``, ``Approv
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from palui.cli.client import StreamSink
     from palui.results import Approval, Elicitation, ScopeRequest, Status, TurnResult
+
+T = TypeVar("T")
 
 
 class ChatDoor(Protocol):
@@ -89,6 +93,15 @@ class ChatDoor(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+class OnBackend(Protocol):
+    """``call(op)``: ``op(backend)`` on the chat's current backend, done again in this process when the live
+    service went away mid-call (:meth:`palui.cli.chat.session.ChatSession.call`); what the session's
+    collaborators (:class:`~palui.cli.chat.asking.Asking`, :class:`~palui.cli.chat.questions.Questions`)
+    are handed to reach the backend."""
+
+    def __call__(self, op: Callable[[ChatDoor], Awaitable[T]], /) -> Awaitable[T]: ...
 
 
 if TYPE_CHECKING:

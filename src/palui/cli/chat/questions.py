@@ -10,7 +10,7 @@ with how to answer it: ``/answer ID field=value …`` (a URL-mode one: ``/answer
   waits until none is pending (answered here, on another terminal, the web page, a chat app, or
   expired), then the turn goes on (in this process without a service: taken up like an approval).
 
-Every answer goes through the service's one door (``answer_elicitation``, ``answered_via`` ``cli``).
+Every answer goes through the service's one door (``svc.elicitations.answer``, ``answered_via`` ``cli``).
 A question's secret field (allowed by the person for its connector) is never typed on the ``/answer``
 line: ``/answer ID`` asks for it at a hidden prompt (``*`` shown, kept out of the input history).
 The chat leaves (``/quit``, end of input) while a paused turn's question waits, and says how to
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from palui.cli.chat.screen import Screen, Typed
 from palui.cli.chat.view import View, via_words
@@ -33,47 +33,59 @@ from palui.text.elicitation import fields, parse_pairs, parse_value, question_te
 from palui.text.secret_fields import secret_fields
 
 if TYPE_CHECKING:
-    from palui.cli.chat.door import ChatDoor
+    from palui.cli.chat.door import OnBackend
     from palui.results import Elicitation, ElicitationEvent, TurnElicitation, TurnResult
-
-T = TypeVar("T")
 
 POLL_SECONDS = 1.0  # how often a paused turn's questions are looked at while the chat waits for them
 
 
-class QuestionsMixin:
-    """The question half of :class:`~palui.cli.chat.session.ChatSession`; it uses the session's
-    ``backend``, ``call``, ``screen``, ``view``, ``conversation``, ``busy``, ``follow`` and ``say_error``."""
+class Questions:
+    """The servers' questions a chat session shows and waits for.
 
-    backend: ChatDoor
-    screen: Screen
-    view: View
-    conversation: str
-    waiting_questions: list[str]
-    inbox: asyncio.Queue[Typed]
-    follow: Callable[[str], Awaitable[TurnResult]]
-    say_error: Callable[[Exception], None]
-    _background: Callable[[Awaitable[None]], None]
-    _resume_other: Callable[[str], Awaitable[None]]  # a turn of another conversation goes on
-    _shown_questions: set[str]
-    _answered_here: set[str]
+    Args:
+        screen, view: where a question and its outcome are shown; ``inbox``: the lines typed (a hidden field
+            is read from it).
+        call: runs an operation on the chat's backend (:class:`~palui.cli.chat.door.OnBackend`).
+        follow: follows a turn on once its questions are answered (the session's).
+        conversation: the session's current conversation (it changes with ``/new``).
+        background: runs a coroutine beside the session's flow; ``follow_other(turn_id, answered_id)``: a turn
+            of another conversation, answered here, goes on (both the session's).
+        say_error: shows a refusal.
 
-    if TYPE_CHECKING:
-        async def call(self, op: Callable[[ChatDoor], Awaitable[T]]) -> T: ...
+    Attributes:
+        waiting: the paused turn's questions the chat waits for (spec §7.8).
+    """
+
+    def __init__(self, screen: Screen, view: View, inbox: asyncio.Queue[Typed], call: OnBackend,
+                 follow: Callable[[str], Awaitable[TurnResult]], conversation: Callable[[], str],
+                 background: Callable[[Awaitable[None]], None], follow_other: Callable[[str, str], Awaitable[None]],
+                 say_error: Callable[[Exception], None]) -> None:
+        self.screen = screen
+        self.view = view
+        self.inbox = inbox
+        self.call = call
+        self.follow = follow
+        self.conversation = conversation
+        self.background = background
+        self.follow_other = follow_other
+        self.say_error = say_error
+        self.waiting: list[str] = []
+        self._shown: set[str] = set()
+        self.answered_here: set[str] = set()  # answered in this chat: no "was answered on …" line for them
 
     async def question(self, eid: str) -> Elicitation:
-        """The question ``eid`` as it stands now (``Service.elicitation``), wherever turns run."""
+        """The question ``eid`` as it stands now (``ElicitationsPart.get``), wherever turns run."""
         return await self.call(lambda b: b.elicitation(eid))
 
-    def on_question(self, e: ElicitationEvent) -> None:
+    def on_event(self, e: ElicitationEvent) -> None:
         """A pending ``elicitation`` event of a turn this chat shows: the question, looked up and shown."""
-        if e.get("elicitation") and e["elicitation"] not in self._shown_questions:
-            self._background(self.show_question(e["elicitation"]))
+        if e.get("elicitation") and e["elicitation"] not in self._shown:
+            self.background(self.show(e["elicitation"]))
 
-    async def show_question(self, eid: str, q: TurnElicitation | None = None) -> None:
-        if eid in self._shown_questions:
+    async def show(self, eid: str, q: TurnElicitation | None = None) -> None:
+        if eid in self._shown:
             return
-        self._shown_questions.add(eid)
+        self._shown.add(eid)
         try:
             q = q if q is not None and "schema" in q else await self.question(eid)
         except PaluiError as err:
@@ -86,7 +98,7 @@ class QuestionsMixin:
             self.screen.line(line)
         self.screen.set_status(f"waiting for your answer to {eid}")
 
-    async def answer_question(self, arg: str) -> None:
+    async def answer(self, arg: str) -> None:
         """``/answer ID field=value …`` through the one door."""
         try:
             eid, pairs = answer_args(arg)
@@ -107,15 +119,15 @@ class QuestionsMixin:
         except (CommandError, ValueError) as err:
             self.say_error(err)
             return
-        self._answered_here.add(eid)
+        self.answered_here.add(eid)
         try:
             q = await self.call(lambda b: b.answer_elicitation(eid, "accept", content))
         except ApprovalError as err:  # expired, cancelled or answered meanwhile: the turn shows what happened
             self.say_error(err)
             return
         self.screen.line(f"[{q['id']} answered: the turn goes on]")
-        if q.get("conversation") != self.conversation and q["era"] == "input_required":
-            self._background(self._resume_other(q["turn"]))
+        if q.get("conversation") != self.conversation() and q["era"] == "input_required":
+            self.background(self.follow_other(q["turn"], q["id"]))
 
     async def read_hidden(self, name: str) -> str | None:
         """The next line typed, hidden (a secret field ``name``); None when the input ended or on Ctrl-C."""
@@ -129,27 +141,27 @@ class QuestionsMixin:
             self.screen.set_prompt(before)
         return None if typed.text is None or typed.interrupt else typed.text
 
-    async def wait_questions(self, r: TurnResult) -> TurnResult:
+    async def wait(self, r: TurnResult) -> TurnResult:
         """A turn paused by a 2026-07-28 server's questions: show them, wait until none is pending
         (answered anywhere, or expired: a decline), then follow the turn on."""
         pending = list(r["pending_elicitations"])
         for q in pending:
-            await self.show_question(q["id"], q)
-        self.waiting_questions = [q["id"] for q in pending]
+            await self.show(q["id"], q)
+        self.waiting = [q["id"] for q in pending]
         try:
-            while self.waiting_questions:
+            while self.waiting:
                 await asyncio.sleep(POLL_SECONDS)
                 still = []
-                for eid in self.waiting_questions:
+                for eid in self.waiting:
                     q = await self.question(eid)
                     if q["status"] == "pending":
                         still.append(eid)
-                    elif eid not in self._answered_here:
+                    elif eid not in self.answered_here:
                         how = (f"{q['status']} on {shown(via_words(q['answered_via']), one_line=True)}"
                                if q.get("answered_via") else q["status"])
                         self.screen.line(f"[question {eid} was {how}: the turn goes on]")
-                self.waiting_questions = still
+                self.waiting = still
         finally:
-            self.waiting_questions = []
+            self.waiting = []
         self.screen.set_status("the turn goes on")
         return await self.follow(r["turn"])

@@ -169,9 +169,13 @@ class PipedScreen(Screen):
                     loop.call_soon_threadsafe(put, typed)
             except (OSError, ValueError):
                 pass
-            finally:
+            except RuntimeError:  # the chat ended (its loop closed) while this line was on its way
+                return
+            try:
                 loop.call_soon_threadsafe(put, Typed(None))
                 loop.call_soon_threadsafe(done.set)
+            except RuntimeError:  # the chat ended before its input did: nobody waits for the end any more
+                pass
 
         threading.Thread(target=read, name="palui-chat-input", daemon=True).start()
         await done.wait()

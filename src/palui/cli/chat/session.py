@@ -17,9 +17,9 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from palui.cli import render
-from palui.cli.chat.asking import AskingMixin, answered_words
+from palui.cli.chat.asking import Asking, answered_words
 from palui.cli.chat.backends import LocalBackend
-from palui.cli.chat.questions import QuestionsMixin
+from palui.cli.chat.questions import Questions
 from palui.cli.chat.screen import Screen, Typed
 from palui.cli.chat.view import View
 from palui.cli.client import ServiceGone, StreamSink
@@ -31,8 +31,8 @@ from palui.text.when import expiry
 
 if TYPE_CHECKING:
     from palui.cli.chat.door import ChatDoor
-    from palui.results import Conversation, StreamEvent, TurnApproval, TurnResult
-    from palui.service.door import ServiceDoor
+    from palui.results import Conversation, StreamEvent, TurnResult
+    from palui.service.api import Service
 
 T = TypeVar("T")
 YES = ("y", "yes")
@@ -42,31 +42,32 @@ STOP = ("s",)  # deny and stop (spec §5.10)
 WATCH_SECONDS = 1.0  # how often the chat checks that the live service still runs
 
 
-class ChatSession(AskingMixin, QuestionsMixin):
-    """The chat loop over a backend (this process or the live service) and a screen."""
+class ChatSession:
+    """The chat loop over a backend (this process or the live service) and a screen. It holds two
+    collaborators: :class:`~palui.cli.chat.asking.Asking` (the approval the prompt asks about) and
+    :class:`~palui.cli.chat.questions.Questions` (the servers' questions shown and waited for)."""
 
-    def __init__(self, svc: ServiceDoor, backend: ChatDoor, screen: Screen, model: str | None,
+    def __init__(self, svc: Service, backend: ChatDoor, screen: Screen, model: str | None,
                  conversation: str, resumed: Conversation | None = None) -> None:
         self.svc = svc  # this process's service: the fallback, the person's zone
         self.backend: ChatDoor = backend
         self.screen = screen
-        self.view = View(screen, svc.timezone())
+        self.view = View(screen, svc.status.timezone())
         self.model = model
         self.conversation = conversation
         self.resumed = resumed
         self.inbox: asyncio.Queue[Typed] = asyncio.Queue()
         self.flow: asyncio.Task[None] | None = None
-        self.asking: TurnApproval | None = None  # the approval the prompt asks about
-        self.answer: asyncio.Future[Command] | None = None  # the answer to the prompt: y, n, a, s or a command
+
         self.queued: list[str] = []  # turns stored while another ran, followed in order
         self.new_after = False  # /new typed while a turn ran: a new conversation when it ends
         self.kept: list[str] = []  # lines typed after that /new, kept here until then
         self.leaving = False
         self._tasks: set[asyncio.Future[None]] = set()
-        self.waiting_questions: list[str] = []  # a paused turn's questions the chat waits for (spec §7.8)
-        self._shown_questions: set[str] = set()
-        self._answered_here: set[str] = set()
-        self.view.on_question = self.on_question
+        self.asking = Asking(screen, self.view, self.call, self.follow, self.say_error)
+        self.questions = Questions(screen, self.view, self.inbox, self.call, self.follow, lambda: self.conversation,
+                                   self._background, self._follow_other, self.say_error)
+        self.view.on_question = self.questions.on_event
 
     # -- the loop ----------------------------------------------------------------------------------
 
@@ -80,7 +81,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
         try:
             await self.start()
             while True:
-                if self.leaving and (not self.busy or self.asking is not None or self.waiting_questions):
+                if self.leaving and (not self.busy or self.asking.current is not None or self.questions.waiting):
                     break
                 try:
                     typed = await asyncio.wait_for(self.inbox.get(), timeout=0.2)
@@ -94,10 +95,11 @@ class ChatSession(AskingMixin, QuestionsMixin):
                     await self.handle(typed)
         finally:
             watchdog.cancel()
-            if self.asking is not None:
-                self.screen.line(f"[approval {self.asking['id']} stays pending: palui approvals approve|deny "
-                                 f"{self.asking['id']}, or palui chat --conversation {self.conversation}]")
-            for eid in self.waiting_questions:
+            if self.asking.current is not None:
+                aid = self.asking.current["id"]
+                self.screen.line(f"[approval {aid} stays pending: palui approvals approve|deny {aid}, or palui chat "
+                                 f"--conversation {self.conversation}]")
+            for eid in self.questions.waiting:
                 self.screen.line(f"[question {eid} stays pending: palui elicitations answer {eid} FIELD=VALUE…, "
                                  f"or palui chat --conversation {self.conversation}]")
             if self.flow is not None and not self.flow.done():
@@ -111,7 +113,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
             await self.backend.close()
 
     def leave(self, why: str) -> None:
-        if self.busy and self.asking is None and not self.waiting_questions and not self.leaving:
+        if self.busy and self.asking.current is None and not self.questions.waiting and not self.leaving:
             self.screen.line(f"({why}: leaving when the running turn ends; /stop ends it now)")
         self.leaving = True
 
@@ -155,7 +157,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
             self.screen.line("  answer with /approve ID or /deny ID")
         if self.backend.runs_here:
             # Without a service, this chat takes up turns nobody runs (spec §5), labelled as resumed.
-            for t in await self.svc.resume_ready(on_turn=self._resumed_turn):
+            for t in await self.svc.turns.resume_ready(on_turn=self._resumed_turn):
                 self.view.outcome(t, label=f"[resumed turn {t['turn']}]")
         live = [t for t in (self.resumed["turns"] if self.resumed else []) if t["status"] in ("running", "queued",
                                                                                                "awaiting_approval")]
@@ -165,7 +167,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
 
     def _resumed_turn(self, turn_id: str) -> StreamSink:
         """The event sink of a turn this chat takes up at its start, after a line that says which it is."""
-        conv = self.svc.conversation_of(turn_id)
+        conv = self.svc.conversations.of_turn(turn_id)
         here = "this conversation" if conv == self.conversation else f"conversation {conv}"
         self.screen.line(f"[resuming turn {turn_id} of {here}: nobody else runs it]")
         return self.view.sink(turn_id)
@@ -185,12 +187,11 @@ class ChatSession(AskingMixin, QuestionsMixin):
             await self.command(cmd)
             return
         word = line.lower()
-        if self.asking is not None and typed.asking == self.asking["id"] and word in YES + NO + ALWAYS + STOP:
-            if self.answer is not None and not self.answer.done():
-                name = "/approve" if word in YES else "/always" if word in ALWAYS else \
-                    "/denystop" if word in STOP else "/deny"
-                self.answer.set_result(Command(name, self.asking["id"]))
-            return
+        if word in YES + NO + ALWAYS + STOP:
+            name = "/approve" if word in YES else "/always" if word in ALWAYS else \
+                "/denystop" if word in STOP else "/deny"
+            if self.asking.answer_typed(typed.asking, Command(name, typed.asking or "")):
+                return
         if word in YES + NO + ALWAYS + STOP and self.busy:
             self.screen.line(f"('{shown(line, one_line=True)}' was not sent: no approval question was showing when "
                              "you typed it; answer once it shows, or /approve ID)")
@@ -258,13 +259,11 @@ class ChatSession(AskingMixin, QuestionsMixin):
             ids = await self.call(lambda b: b.stop(self.conversation))
             self.screen.line(f"stopped {', '.join(ids)}" if ids else "nothing to stop")
         elif cmd.name == "/answer":
-            await self.answer_question(cmd.arg)
+            await self.questions.answer(cmd.arg)
         elif cmd.name in ANSWERS:
             if cmd.arg.startswith("e-"):  # /deny ID declines a server's question (spec §8.2)
-                self._answered_here.add(cmd.arg)
-            if self.asking is not None and cmd.arg == self.asking["id"]:
-                if self.answer is not None and not self.answer.done():
-                    self.answer.set_result(cmd)
+                self.questions.answered_here.add(cmd.arg)
+            if self.asking.answer_typed(cmd.arg, cmd):
                 return
             a = await self.call(lambda b: b.answer(cmd.arg, cmd.approves, cmd.reason or None, always=cmd.always,
                                                    confirm=cmd.confirm, stop=cmd.stop))
@@ -348,7 +347,7 @@ class ChatSession(AskingMixin, QuestionsMixin):
     def _stored_turn(self, text: str, since: float) -> str | None:
         """The turn of this conversation the service stored for ``text`` before it went away, if any."""
         try:
-            turns = self.svc.conversation(self.conversation)["turns"]
+            turns = self.svc.conversations.get(self.conversation)["turns"]
         except PaluiError:
             return None
         found = [t for t in turns if t["input"] == text and t["created_at"] >= since - 1]
@@ -362,9 +361,9 @@ class ChatSession(AskingMixin, QuestionsMixin):
         """Follow ``r``'s turn through its approvals and any wait behind another turn, then show how it ended."""
         while True:
             if r["status"] == "awaiting_approval" and r.get("pending_approvals"):
-                r = await self.ask(r)
+                r = await self.asking.ask(r)
             elif r["status"] == "awaiting_approval" and r.get("pending_elicitations"):
-                r = await self.wait_questions(r)
+                r = await self.questions.wait(r)
             elif r["status"] in ("running", "awaiting_approval") or (r["status"] == "queued" and
                                                                      r.get("queued_behind")):
                 r = await self.follow(r["turn"])

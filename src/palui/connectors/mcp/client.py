@@ -50,7 +50,7 @@ from pydantic import TypeAdapter, ValidationError
 from palui import __version__
 from palui.connectors.base import Ask, Resume
 from palui.connectors.mcp import unparsable
-from palui.connectors.mcp.config import ServerConfig, redact
+from palui.connectors.mcp.config import ServerConfig, TransportFactory, redact
 from palui.connectors.mcp.delivery import CURRENT, CallDelivery, DeliveryWatch
 from palui.connectors.mcp.elicitation import CURRENT_CALL, CallSlot, elicitation_callback, input_responses
 from palui.connectors.mcp.oauth import OAuthSetup, StepUp, uses_oauth
@@ -68,11 +68,6 @@ log = logging.getLogger(__name__)
 
 _RAW = TypeAdapter(dict[str, Any])
 MAX_LIST_PAGES = 100
-#: Servers reached inside this process, by the URL an HTTP connector names: a factory of what the SDK's ``Client``
-#: connects to (an SDK ``MCPServer`` or low-level ``Server``, reached through the SDK's in-memory transport, or any
-#: SDK ``Transport``), called once per connection. Tests use it to run a real MCP session without a process or a
-#: socket; empty in a running Palui: nothing but a test adds to it.
-IN_PROCESS: dict[str, Callable[[], Any]] = {}
 CLOSE_TIMEOUT_SECONDS = 8.0  # the SDK's stdio shutdown waits at most ~6 s (stdin close, TERM, KILL)
 
 
@@ -85,6 +80,9 @@ class MCPSession:
         on_tools_changed: awaited after ``notifications/tools/list_changed``.
         label: the connector id, used in messages.
         oauth: OAuth for an HTTP server (None: no OAuth, e.g. the tests' plain servers).
+        transport: the seam for the transport (:data:`~palui.connectors.mcp.config.TransportFactory`),
+            asked once here: the transport it returns is used instead of stdio or HTTP (no stderr log,
+            no OAuth); None, or a factory that returns None, keeps the configured one.
 
     :meth:`start` connects (raises ConnectorError); :meth:`list_tools` returns raw
     tool objects; :meth:`call_tool` returns the SDK's ``CallToolResult`` and raises
@@ -94,11 +92,12 @@ class MCPSession:
 
     def __init__(self, config: ServerConfig, *, stderr_log: Path | None = None,
                  on_tools_changed: Callable[[], Awaitable[None]] | None = None, label: str = "MCP server",
-                 oauth: OAuthSetup | None = None) -> None:
+                 oauth: OAuthSetup | None = None, transport: TransportFactory | None = None) -> None:
         self.config = config
         self.label = label
+        self._given = transport(config) if transport is not None else None
         self._stderr = (StderrCapture(stderr_log, secrets=config.secret_values)
-                        if (stderr_log is not None and config.transport == "stdio") else None)
+                        if (stderr_log is not None and config.transport == "stdio" and self._given is None) else None)
         self._on_tools_changed = on_tools_changed
         self._client: Client | None = None
         self._task: asyncio.Task | None = None
@@ -107,8 +106,8 @@ class MCPSession:
         self._lost = False
         self.session_lost = False  # the server answered 404 to the session id: it lost the session (restarted)
         self._auth_refusal: AuthRefusal | None = None  # the last 401/403 the HTTP client saw
-        self._oauth = oauth if (oauth is not None and config.transport == "http" and uses_oauth(config.headers)) \
-            else None
+        self._oauth = oauth if (oauth is not None and config.transport == "http" and uses_oauth(config.headers)
+                                and self._given is None) else None
         self.sign_in_needed: str | None = None  # set when a sign-in is needed and nobody can do it now
         self.refresh_unavailable: str | None = None  # set when a refresh met an outage (the tokens are kept)
         self.address_refused: str | None = None  # set when the HTTP client refused to connect somewhere
@@ -208,7 +207,7 @@ class MCPSession:
         unparsable.SERVER.set(self.label)
         try:
             async with AsyncExitStack() as stack:
-                transport = await self._transport(stack)
+                transport = self._given if self._given is not None else await self._transport(stack)
                 client = Client(transport, mode="auto", cache=None, message_handler=self._on_message,
                                 client_info=types.Implementation(name="palui", version=__version__),
                                 elicitation_callback=elicitation_callback(lambda: list(self._slots), self.label))
@@ -244,8 +243,6 @@ class MCPSession:
 
     async def _transport(self, stack: AsyncExitStack):
         cfg = self.config
-        if cfg.transport == "http" and cfg.url in IN_PROCESS:
-            return IN_PROCESS[cfg.url]()
         if cfg.transport == "stdio":
             unparsable.install()
             errlog = self._stderr.open() if self._stderr is not None else open("/dev/null", "w")

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from palui.errors import ConnectorError
 from palui.text.mcp_config import (
@@ -26,9 +26,20 @@ from palui.text.mcp_config import (
     url_secrets,
 )
 
-__all__ = ["MIN_REDACT_LEN", "TRANSPORTS", "ServerConfig", "delete_secrets", "display_url", "expand",
-           "parse_mcp_servers", "parse_pairs", "read_secrets", "redact", "secrets_path", "url_secrets",
+if TYPE_CHECKING:
+    from mcp.client import Transport
+
+__all__ = ["MIN_REDACT_LEN", "TRANSPORTS", "ServerConfig", "TransportFactory", "delete_secrets", "display_url",
+           "expand", "parse_mcp_servers", "parse_pairs", "read_secrets", "redact", "secrets_path", "url_secrets",
            "write_secrets"]
+
+
+#: The MCP connector's seam for its transport, as httpx takes one: called with a server's configuration at
+#: each connection, it returns the SDK transport to reach the server through (any ``mcp.client.Transport``: the
+#: test suite's own servers run in its process over the SDK's memory streams), or None for the real one (the
+#: configured command over stdio, or the URL). Only Python code passes one, to ``Service(mcp_transport=...)``;
+#: no setting, file or command line reaches it.
+TransportFactory = Callable[[ServerConfig], "Transport | None"]
 
 
 def secrets_path(secrets_dir: Path, connector_id: str) -> Path:

@@ -28,7 +28,8 @@ call returns ``ToolResult.input_required`` and is sent again with ``CallContext.
 Sign-in (OAuth, spec §7.9): a connector made for a turn never waits for a browser. When its server
 needs a sign-in that a refresh cannot give, the state becomes ``error: sign in again`` (the person
 is told once), and until someone signs in (``palui connectors login``, the sheet) the connector
-refuses at once instead of asking the server again.
+refuses at once instead of asking the server again. The connector holds that state
+(:class:`~palui.connectors.mcp.signin_state.SignInState`) and asks it.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ from palui.connectors.mcp.stderr import log_path
 from palui.connectors.registry import SyncReport, register_listing
 from palui.errors import ConnectorError
 from palui.store import catalog
+from palui.types import SIGN_IN_AGAIN
 
 if TYPE_CHECKING:
     from palui.connectors.base import ConnectorEnv
@@ -88,7 +90,7 @@ def backoff_seconds(failures: int) -> float:
     return min(2.0 ** (failures - 2), MAX_BACKOFF_SECONDS)
 
 
-class MCPConnector(SignInState, Connector):
+class MCPConnector(Connector):
     """One MCP server instance (``mcp-<slug>``) as a connector.
 
     Args:
@@ -124,6 +126,7 @@ class MCPConnector(SignInState, Connector):
         self._background: set[asyncio.Task] = set()  # sessions being shut down
         self.last_report: SyncReport | None = None
         self.sign_in = sign_in
+        self.signin = SignInState(env, connector_id, name, config, sign_in)
         self.recovered: str | None = None  # when and why the last lost session was started again (spec §7.10)
 
     # -- state ------------------------------------------------------------------------------------
@@ -151,6 +154,16 @@ class MCPConnector(SignInState, Connector):
                 c.execute("UPDATE connectors SET state = ? WHERE id = ?", (state, self.id))
         except Exception as e:  # a busy database must not turn a call into a crash
             log.warning("%s: could not store state: %s", self.id, e)
+
+    def blocked(self, signed_out: bool | None = None) -> str | None:
+        """``sign in again`` while the stored state says a sign-in is needed (:meth:`SignInState.blocked`)."""
+        return self.signin.blocked(self.enabled, signed_out)
+
+    def _needs_sign_in(self, why: str | None = None) -> None:
+        """State ``error: sign in again`` here and stored; the person is told once (:meth:`SignInState.record_needed`:
+        with ``why`` when it says more)."""
+        self._state = SIGN_IN_AGAIN
+        self.signin.record_needed(why)
 
     def _redact(self, text: str) -> str:
         return redact(text, self.config.secret_values)
@@ -212,7 +225,8 @@ class MCPConnector(SignInState, Connector):
         loop = asyncio.get_running_loop()
         self._set_state("connecting")
         session = MCPSession(self.config, stderr_log=log_path(self.env.settings.data_dir, self.id),
-                             on_tools_changed=self._on_tools_changed, label=self.id, oauth=self._oauth())
+                             on_tools_changed=self._on_tools_changed, label=self.id, oauth=self.signin.oauth(),
+                             transport=self.env.mcp_transport)
         try:
             await session.start(max(deadline - loop.time(), 0.001))
             raw = await session.list_tools(max(deadline - loop.time(), 0.001))

@@ -1,4 +1,4 @@
-"""An MCP connector's sign-in state (OAuth, spec §7.9): part of :class:`~palui.connectors.mcp.connector.MCPConnector`.
+"""An MCP connector's sign-in state (OAuth, spec §7.9): held by :class:`~palui.connectors.mcp.connector.MCPConnector`.
 
 A connector made for a turn or a job (``sign_in`` None) never waits for a browser: when its server
 needs a sign-in a refresh cannot give, the stored state becomes ``error: sign in again`` (the person
@@ -22,19 +22,27 @@ if TYPE_CHECKING:
 log = logging.getLogger("palui.connectors.mcp.connector")
 
 
-
 class SignInState:
-    """The sign-in half of the MCP connector. It uses these of the connector:"""
+    """Whether one MCP connector may connect, and how a sign-in reaches Palui.
 
-    env: ConnectorEnv
-    id: str
-    name: str
-    config: ServerConfig
-    enabled: bool
-    sign_in: SignInHandler | None
-    _state: str
+    Args:
+        env: the database (the stored state), settings (where the web sign-in comes back) and notifier.
+        connector_id, name: the connector's id and the name the person gave it.
+        config: how to reach the server (only an HTTP server signs in).
+        sign_in: how a sign-in reaches Palui (:mod:`.oauth.signin`); None: nobody can sign in now (a turn,
+            a job), so a needed sign-in is an error at once.
+    """
 
-    def _oauth(self) -> OAuthSetup | None:
+    def __init__(self, env: ConnectorEnv, connector_id: str, name: str, config: ServerConfig,
+                 sign_in: SignInHandler | None) -> None:
+        self.env = env
+        self.id = connector_id
+        self.name = name
+        self.config = config
+        self.sign_in = sign_in
+
+    def oauth(self) -> OAuthSetup | None:
+        """The OAuth setup of an HTTP server's session (None for stdio)."""
         if self.config.transport != "http":
             return None
         from palui.connectors.mcp.oauth.signin import NoInteraction
@@ -52,11 +60,12 @@ class SignInState:
                           extra_redirect_uris=(f"{web}/oauth/callback", "http://127.0.0.1/oauth/callback"),
                           wanted_scopes=wanted)
 
-    def blocked(self, signed_out: bool | None = None) -> str | None:
+    def blocked(self, enabled: bool, signed_out: bool | None = None) -> str | None:
         """``sign in again`` until someone signs in (any process: the stored state says so); never for
-        a connector the person signs in with. ``signed_out``: whether the stored state says so, when the
-        caller read it already (a tool row's ``connector_signin``, read in the same statement); None reads it."""
-        if self.sign_in is None and self.enabled:
+        a connector the person signs in with, or a disabled one. ``signed_out``: whether the stored state says
+        so, when the caller read it already (a tool row's ``connector_signin``, read in the same statement);
+        None reads it."""
+        if self.sign_in is None and enabled:
             if signed_out is None:
                 signed_out = self._stored_state() == SIGN_IN_AGAIN
             if signed_out:
@@ -70,10 +79,9 @@ class SignInState:
             return None
         return r["state"] if r else None
 
-    def _needs_sign_in(self, why: str | None = None) -> None:
-        """State ``error: sign in again``; the person is told once (the first process to record it tells), with
+    def record_needed(self, why: str | None = None) -> None:
+        """Store state ``error: sign in again``; the person is told once (the first process to record it tells), with
         ``why`` when it says more than "sign in again" (the server named another authorization server)."""
-        self._state = SIGN_IN_AGAIN
         try:
             with self.env.db.write() as c:
                 changed = c.execute("UPDATE connectors SET state = ? WHERE id = ? AND state IS NOT ?",
@@ -86,4 +94,3 @@ class SignInState:
             self.env.notify("notice", f"{self.name} ({self.id}) needs you to sign in again{reason}: run palui "
                             f"connectors login {self.id}, or use “Sign in” on its sheet. Its tools are not offered "
                             "until then.")
-

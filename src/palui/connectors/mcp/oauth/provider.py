@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any
 
 import anyio
 import httpx2
@@ -430,8 +429,3 @@ class PaluiOAuthProvider(OAuthClientProvider):
         if self.context.oauth_metadata is not None:
             self.palui_storage.set_discovery(Discovery(self.context.auth_server_url, self.context.oauth_metadata,
                                                        self.context.protected_resource_metadata))
-
-    def tokens_now(self) -> dict[str, Any]:
-        """For tests and ``connectors show``: when the held token expires and when it refreshes (epoch s)."""
-        stored = self.palui_storage.stored
-        return {"expires_at": stored.expires_at if stored else None, "refresh_at": self.context.token_expiry_time}

@@ -127,9 +127,6 @@ class OAuthFiles:
         if info.client_secret:
             remember_secret(info.client_secret)
 
-    def drop_registration(self, issuer: str) -> None:
-        self._client_path(issuer).unlink(missing_ok=True)
-
     def pre_registered(self, connector_id: str) -> OAuthClientInformationFull | None:
         data = _read(self._pre_path(connector_id))
         return _client(data.get("client_info")) if data else None
@@ -219,10 +216,6 @@ class OAuthFiles:
     def save_loopback_port(self, connector_id: str, port: int) -> None:
         _write(self._port_path(connector_id), {"port": port})
         _write(self.root / "loopback" / "last.json", {"port": port})
-
-    def has_tokens(self, connector_id: str) -> bool:
-        folder = self.root / "tokens"
-        return folder.is_dir() and any(folder.glob(f"{connector_id}.*.json"))
 
 
 def _client(raw: Any) -> OAuthClientInformationFull | None:

@@ -1,11 +1,8 @@
-"""The typed doors of the front ends (docs/decisions/0149-typed-doors-for-the-front-ends.md) against what
-stands behind them.
+"""The terminal chat's door (``palui.cli.chat.door.ChatDoor``, decision record 0149) against its two backends.
 
-``ServiceDoor`` names what the front ends call on the service, with the service's signatures; mypy
-checks the Service against it (``palui/service/door.py`` ends with a typed assignment). These tests
-check the same at run time, parameter by parameter (names, kinds, defaults, async or not), so a
-door that drifts from the service fails here too. ``ChatDoor`` likewise for the terminal chat's
-two backends.
+mypy checks each backend against the Protocol (typed assignments at the end of ``palui/cli/chat/door.py``);
+these tests check the same at run time, parameter by parameter (names, kinds, defaults, async or not), so a
+backend that drifts from the door fails here too.
 """
 
 from __future__ import annotations
@@ -19,10 +16,6 @@ import pytest
 
 from palui.cli.chat.backends import LocalBackend, RemoteBackend
 from palui.cli.chat.door import ChatDoor
-from palui.service.api import Service
-from palui.service.door import ServiceDoor, ToolsDoor
-from palui.service.forward import Forward
-from palui.service.light import LIGHT_METHODS, ToolsService
 
 
 def members(door: type) -> dict[str, object]:
@@ -68,7 +61,6 @@ def differences(door: type, impl: type) -> list[str]:
             out.append(f"{name}: missing")
             continue
         have = getattr(impl, name)
-        have = getattr(have, "method", have)  # a facade's Forward: the owning part's method
         if inspect.iscoroutinefunction(want) != inspect.iscoroutinefunction(have):
             out.append(f"{name}: async differs")
         wp = list(inspect.signature(want).parameters.values())
@@ -82,21 +74,6 @@ def differences(door: type, impl: type) -> list[str]:
             elif w.default is not Ellipsis and w.default != h.default:
                 out.append(f"{name}({w.name}): default {w.default!r} != {h.default!r}")
     return out
-
-
-def test_the_service_has_every_door_method_with_its_signature():
-    assert differences(ServiceDoor, Service) == []
-    assert len(members(ServiceDoor)) > 100  # the door names what the front ends use, not a handful
-
-
-def test_the_checker_sees_through_a_forward():
-    assert isinstance(vars(Service)["tools"], Forward)  # the facade's methods are forwards…
-    assert differences(ServiceDoor, Service) == []  # …compared by the part method each one names
-
-
-def test_the_light_service_is_a_tools_door_and_names_its_light_methods():
-    assert differences(ToolsDoor, ToolsService) == []
-    assert set(members(ToolsDoor)) == set(LIGHT_METHODS)
 
 
 @pytest.mark.parametrize("backend", [LocalBackend, RemoteBackend])

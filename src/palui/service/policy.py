@@ -3,7 +3,7 @@
 ``palui policy snapshot`` writes, for every tool listed now, one CSV row per origin and taint with
 today's verdict; ``palui policy check FILE`` reads such a file and names every row that no longer
 holds, with the current reason. With ``policy.check_file`` set, ``palui serve`` checks it before the
-service starts its work (:meth:`PolicyPinPart.enforce_policy_file`, the first step of the service's
+service starts its work (:meth:`PolicyPart.enforce_file`, the first step of the service's
 ``start_background``): a tool that would now be looser than pinned is
 switched off and the person told; a missing tool, a tighter verdict or an unreadable file is a notice.
 The service starts either way (no crash loop under a restart-on-failure unit). The comparison itself
@@ -35,7 +35,7 @@ SITUATIONS = ((Origin.CHAT, False), (Origin.CHAT, True), (Origin.JOB, False), (O
               (Origin.WEBHOOK, False), (Origin.WEBHOOK, True))
 
 
-class PolicyPinPart:
+class PolicyPart:
     """Snapshots of the policy and checks against them.
 
     Args:
@@ -51,18 +51,18 @@ class PolicyPinPart:
 
     def _decision_now(self, tool: str, origin: Origin, tainted: bool) -> Decision | None:
         try:
-            row = self.tools_part.tool(tool)
+            row = self.tools_part.get(tool)
         except NotFound:
             return None
         if not row.present:
             return None
         return decide(row.tool_class, row.enabled, origin, tainted)
 
-    def policy_snapshot(self) -> str:
+    def snapshot(self) -> str:
         """The CSV text of ``palui policy snapshot``: every listed tool, sorted, in every situation; then one line
         per active or suspended standing approval (spec §5.9), starting ``#`` (``palui policy check`` skips it)."""
         rows = [(r.name, o, t, decide(r.tool_class, r.enabled, o, t))
-                for r in sorted(self.tools_part.tools(), key=lambda r: r.name) for o, t in SITUATIONS]
+                for r in sorted(self.tools_part.list(), key=lambda r: r.name) for o, t in SITUATIONS]
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
         writer.writerows(pinned.snapshot_records(rows))
@@ -75,7 +75,7 @@ class PolicyPinPart:
             writer.writerow([" ".join(line.split())])  # one record of one line, whatever the values hold
         return out.getvalue()
 
-    def policy_check(self, text: str) -> list[dict[str, Any]]:
+    def check(self, text: str) -> list[dict[str, Any]]:
         """Check the CSV ``text`` against the live configuration. Returns the rows that do not hold:
         ``[{"kind","line","tool","origin","tainted","pinned","verdict","reason","message"}]`` (``kind`` is
         ``looser``, ``tighter``, ``differs``, ``missing`` or ``bad``); empty when every row holds."""
@@ -92,7 +92,7 @@ class PolicyPinPart:
                  "reason": f.current.reason if f.current else None, "message": f.message}
                 for f in sorted(found, key=lambda f: f.line)]
 
-    def policy_check_file(self) -> Path | None:
+    def _check_file(self) -> Path | None:
         """``policy.check_file`` as a path (relative to the directory of ``palui.toml``), None when unset."""
         value = self.settings.policy.check_file
         if not value:
@@ -100,7 +100,7 @@ class PolicyPinPart:
         p = Path(value).expanduser()
         return p if p.is_absolute() else self.settings.config_file.parent / p
 
-    def enforce_policy_file(self) -> list[dict[str, Any]]:
+    def enforce_file(self) -> list[dict[str, Any]]:
         """The start-up check of ``policy.check_file``: switch off every tool that would now be looser than
         pinned, tell the person about each finding (one notice), and never raise. Returns the findings."""
         try:
@@ -112,11 +112,11 @@ class PolicyPinPart:
             return [{"kind": "bad", "line": 0, "message": str(e)}]
 
     def _enforce_policy_file(self) -> list[dict[str, Any]]:
-        path = self.policy_check_file()
+        path = self._check_file()
         if path is None:
             return []
         try:
-            found = self.policy_check(read_text(path, POLICY_MAX_BYTES))
+            found = self.check(read_text(path, POLICY_MAX_BYTES))
         except (Unreadable, UsageError) as e:
             self.notifier("notice", f"The policy file {path} (policy.check_file) could not be read: {e}. Nothing was "
                                   "checked at this start.")

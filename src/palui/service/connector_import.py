@@ -1,7 +1,7 @@
 """Service part: importing an ``mcpServers`` JSON file (the format other MCP clients share), spec §7.
 
 The whole file is checked before anything is added; each server is then added through
-:meth:`palui.service.mcp_connectors.MCPPart.mcp_add_async`, a few at a time.
+:meth:`palui.service.connectors.ConnectorsPart.add_async`, a few at a time.
 """
 
 from __future__ import annotations
@@ -14,25 +14,25 @@ from typing import Any
 
 from palui.connectors.mcp.config import ServerConfig, parse_mcp_servers
 from palui.errors import PaluiError, UsageError
-from palui.service.mcp_connectors import MCPPart, absolute_paths, run_sync
+from palui.service.connectors import ConnectorsPart, absolute_paths, run_sync
 from palui.store.db import Database
 
 IMPORT_CONCURRENCY = 4
 
 
-class MCPImportPart:
+class ConnectorImportPart:
     """Adding the servers of an ``mcpServers`` file.
 
     Args:
         db: the database (a name already used by an MCP connector is skipped).
-        mcp_part: adds each server.
+        connectors_part: adds each server.
     """
 
-    def __init__(self, db: Database, mcp_part: MCPPart) -> None:
+    def __init__(self, db: Database, connectors_part: ConnectorsPart) -> None:
         self.db = db
-        self.mcp_part = mcp_part
+        self.connectors_part = connectors_part
 
-    async def mcp_import_async(
+    async def from_file_async(
         self, path: Path | str, *, environ: Mapping[str, str] | None = None, enable_read: bool = False
     ) -> list[dict[str, Any]]:
         """Import an ``mcpServers`` JSON file (``${VAR}`` from ``environ``, default the process environment).
@@ -41,7 +41,7 @@ class MCPImportPart:
         nothing). Then the servers are added, up to four at a time; one that cannot start
         is reported and not stored; a name already used by an MCP connector is skipped. Returns one
         ``{"name","status":"added"|"skipped"|"error","id","message"}`` per server
-        (``added`` entries carry the :meth:`mcp_add_async` fields too).
+        (``added`` entries carry the :meth:`ConnectorsPart.add_async` fields too).
 
         Raises UsageError (unreadable file, bad JSON, bad entry, missing variable).
         """
@@ -77,15 +77,15 @@ class MCPImportPart:
                 }
             async with gate:
                 try:
-                    added = await self.mcp_part.mcp_add_async(name, cfg, enable_read=enable_read)
+                    added = await self.connectors_part.add_async(name, cfg, enable_read=enable_read)
                 except PaluiError as e:
                     return {"name": name, "status": "error", "id": None, "message": str(e)}
             return {**added, "status": "added", "message": f"{len(added['tools'])} tool(s)"}
 
         return list(await asyncio.gather(*(one(n, c) for n, c in servers)))
 
-    def mcp_import(
+    def from_file(
         self, path: Path | str, *, environ: Mapping[str, str] | None = None, enable_read: bool = False
     ) -> list[dict[str, Any]]:
-        """Synchronous :meth:`mcp_import_async`."""
-        return run_sync(self.mcp_import_async(path, environ=environ, enable_read=enable_read))
+        """Synchronous :meth:`from_file_async`."""
+        return run_sync(self.from_file_async(path, environ=environ, enable_read=enable_read))

@@ -2,7 +2,7 @@
 
 What is stored where:
 
-- ``connectors`` row: id ``mcp-<slug>``, the name, transport, ``config_json`` (command,
+- ``list`` row: id ``mcp-<slug>``, the name, transport, ``config_json`` (command,
   args, cwd or the URL with its password and query values as ``***``, the *keys* of env
   and headers, per-connector timeout and output limit), ``state`` (last known: ``connected`` /
   ``connecting`` / ``error: …``), ``enabled``, ``trusted_source``.
@@ -17,7 +17,7 @@ cannot start leaves nothing behind but its (redacted) stderr log, kept for diagn
 the error says why.
 Methods that talk to a server have an ``*_async`` form for callers inside an event
 loop; the plain form runs its own loop (the CLI). Importing an ``mcpServers`` file is
-:mod:`palui.service.mcp_import`, signing in :mod:`palui.service.mcp_signin`: both hold a
+:mod:`palui.service.connector_import`, signing in :mod:`palui.service.signin`: both hold a
 reference to this part.
 """
 
@@ -27,7 +27,7 @@ import dataclasses
 import json
 import os
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from palui.config import Settings
 from palui.config_schema import stored_value, value_for
@@ -106,7 +106,7 @@ def absolute_paths(config: ServerConfig, base: str) -> ServerConfig:
     return dataclasses.replace(config, command=command, cwd=cwd)
 
 
-class MCPPart:
+class ConnectorsPart:
     """MCP servers as connectors.
 
     Args:
@@ -127,7 +127,7 @@ class MCPPart:
 
     # -- reading ----------------------------------------------------------------------------------
 
-    def mcp_row(self, cid: str) -> dict[str, Any]:
+    def row(self, cid: str) -> dict[str, Any]:
         """The stored row of the MCP connector ``cid``. Raises NotFound, UsageError (a built-in connector)."""
         row = self.db.one("SELECT * FROM connectors WHERE id = ?", (cid,))
         if row is None:
@@ -136,7 +136,7 @@ class MCPPart:
             raise UsageError(f"{cid} is a built-in connector, not an MCP server")
         return dict(row)
 
-    def live_mcp(self, cid: str) -> MCPConnector | None:
+    def live(self, cid: str) -> MCPConnector | None:
         """The connector live in this process's hub, if it holds ``cid``."""
         conn = self.hub.live(cid)
         if conn is None:
@@ -145,7 +145,7 @@ class MCPPart:
 
         return conn if isinstance(conn, MCPConnector) else None
 
-    def mcp_config(self, cid: str) -> MCPConfig:
+    def config(self, cid: str) -> MCPConfig:
         """An MCP connector's configuration with secret values redacted (the URL's password and
         query values too, spec §10).
 
@@ -157,9 +157,9 @@ class MCPPart:
         sign-in (``error: sign in again``, stored by any process); ``last_state`` is
         the last one stored by any process (``connected``, ``error: …``).
         """
-        row = self.mcp_row(cid)
+        row = self.row(cid)
         public = json.loads(row["config_json"] or "{}")
-        live = self.live_mcp(cid)
+        live = self.live(cid)
         return {
             "id": cid,
             "name": row["name"],
@@ -189,7 +189,7 @@ class MCPPart:
 
     def oauth_state(self, cid: str) -> OAuthState:
         """``{"signed_in","issuer","expires_at","scopes","waiting"}`` of an HTTP connector (no token, no client
-        secret), read from the token files the sign-in (:mod:`palui.service.mcp_signin`) stores; ``waiting``: its
+        secret), read from the token files the sign-in (:mod:`palui.service.signin`) stores; ``waiting``: its
         step-ups waiting for the person (spec §7.11)."""
         from palui.store import scope_requests
 
@@ -207,7 +207,7 @@ class MCPPart:
                         "scopes": str(token.get("scope") or "").split(), "waiting": waiting}
         return {"signed_in": False, "issuer": None, "expires_at": None, "scopes": [], "waiting": waiting}
 
-    def connectors(self) -> list[Connector]:
+    def list(self) -> list[Connector]:
         """Connectors as the person sees them: the stored rows
         (:meth:`~palui.service.tools.ToolsPart.connector_rows`), and MCP ones also carry ``"config"``
         (secrets redacted), their state in this process (``idle`` when not started here, spec §7) and
@@ -215,7 +215,7 @@ class MCPPart:
         out = self.tools_part.connector_rows()
         for c in out:
             if c.get("kind") == "mcp":
-                cfg = self.mcp_config(c["id"])
+                cfg = self.config(c["id"])
                 c["state"] = cfg["state"]
                 c["last_state"] = cfg["last_state"]
                 c["recovered"] = cfg.get("recovered")
@@ -228,8 +228,8 @@ class MCPPart:
 
     # -- adding -------------------------------------------------------------------------------------
 
-    async def mcp_add_async(self, name: str, config: ServerConfig, *, enable_read: bool = False,
-                            sign_in: SignIn | None = None, client: OAuthClient | None = None) -> ConnectorAdded:
+    async def add_async(self, name: str, config: ServerConfig, *, enable_read: bool = False,
+                        sign_in: SignIn | None = None, client: OAuthClient | None = None) -> ConnectorAdded:
         """Add an MCP server: connect once, list and store its tools (off; ``enable_read`` switches
         on the read ones). Returns ``{"id","name","transport","state","tools","enabled",
         "refused_duplicates",…}``.
@@ -284,14 +284,14 @@ class MCPPart:
             "name": name,
             "transport": config.transport,
             "state": state,
-            "tools": [t.name for t in self.tools_part.tools(cid)] if report is not None else [],
+            "tools": [t.name for t in self.tools_part.list(cid)] if report is not None else [],
             "enabled": enabled,
         }
 
-    def mcp_add(self, name: str, config: ServerConfig, *, enable_read: bool = False, sign_in: SignIn | None = None,
-                client: OAuthClient | None = None) -> ConnectorAdded:
-        """Synchronous :meth:`mcp_add_async` (runs its own event loop)."""
-        return run_sync(self.mcp_add_async(name, config, enable_read=enable_read, sign_in=sign_in, client=client))
+    def add(self, name: str, config: ServerConfig, *, enable_read: bool = False, sign_in: SignIn | None = None,
+            client: OAuthClient | None = None) -> ConnectorAdded:
+        """Synchronous :meth:`add_async` (runs its own event loop)."""
+        return run_sync(self.add_async(name, config, enable_read=enable_read, sign_in=sign_in, client=client))
 
     async def connect_once(self, cid: str, name: str, config: ServerConfig, sign_in: SignIn | None = None,
                             handler: Any = None) -> MCPConnector:
@@ -341,17 +341,17 @@ class MCPPart:
 
     # -- changing --------------------------------------------------------------------------------------
 
-    async def mcp_refresh_async(self, cid: str) -> ConnectorSync:
+    async def refresh_async(self, cid: str) -> ConnectorSync:
         """Connect (or use the live session), re-list the tools and sync them: the rug-pull check (spec §7).
 
         Returns the sync report ``{"id","added","changed","tightened","loosening_held",
         "removed","refused_duplicates","state"}``. Raises NotFound, UsageError (disabled),
         ConnectorError (the server cannot start or list).
         """
-        row = self.mcp_row(cid)
+        row = self.row(cid)
         if not row["enabled"]:
             raise UsageError(f"{cid} is disabled; enable it first (palui connectors enable {cid})")
-        live = self.live_mcp(cid)
+        live = self.live(cid)
         if live is not None:
             report = await live.refresh()
             return {**_report_dict(cid, report), "state": live.state(), "recovered": live.recovered}
@@ -363,20 +363,21 @@ class MCPPart:
             state = connector.state()
         finally:
             await connector.close()
-        return {**_report_dict(cid, report), "state": state}
+        # ``_report_dict`` has no ``recovered``: only a live connector's refresh can say what it recovered
+        return cast("ConnectorSync", {**_report_dict(cid, report), "state": state})
 
-    def mcp_refresh(self, cid: str) -> ConnectorSync:
-        """Synchronous :meth:`mcp_refresh_async`."""
-        return run_sync(self.mcp_refresh_async(cid))
+    def refresh(self, cid: str) -> ConnectorSync:
+        """Synchronous :meth:`refresh_async`."""
+        return run_sync(self.refresh_async(cid))
 
-    def mcp_remove(self, cid: str) -> None:
+    def remove(self, cid: str) -> None:
         """Forget an MCP connector: its row and tools, its secrets file and stderr logs.
 
         A session live in this process is dropped from the hub and closed.
         Raises NotFound, UsageError (built-in connector).
         """
-        self.mcp_row(cid)
-        live = self.live_mcp(cid)
+        self.row(cid)
+        live = self.live(cid)
         if live is not None:
             self.hub.forget(cid)
             import asyncio
@@ -401,18 +402,18 @@ class MCPPart:
         for p in (log, log.with_name(log.name + ".1")):
             p.unlink(missing_ok=True)
 
-    def mcp_set_enabled(self, cid: str, enabled: bool) -> MCPConfig:
+    def set_enabled(self, cid: str, enabled: bool) -> MCPConfig:
         """Enable or disable an MCP connector. A disabled one shows state ``disabled`` and its calls are
-        refused; its tools keep their switches. Returns :meth:`mcp_config`."""
-        self.mcp_row(cid)
+        refused; its tools keep their switches. Returns :meth:`config`."""
+        self.row(cid)
         with self.db.write() as c:
             c.execute("UPDATE connectors SET enabled = ? WHERE id = ?", (int(enabled), cid))
-        live = self.live_mcp(cid)
+        live = self.live(cid)
         if live is not None:
             live.enabled = enabled
         if not enabled:
             self.redecide()
-        return self.mcp_config(cid)
+        return self.config(cid)
 
     def resolve_tool(self, connector: str, tool: str) -> str:
         """The model-visible name of ``tool`` (visible or raw name) of ``connector``. Raises NotFound."""
@@ -422,4 +423,4 @@ class MCPPart:
         )
         if row is None:
             raise NotFound(f"{connector} has no tool {tool!r} (see: palui tools list --connector {connector})")
-        return row["name"]
+        return str(row["name"])

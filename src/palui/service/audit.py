@@ -1,4 +1,4 @@
-"""Service part: the hash-chained audit log — verify, export, the head and its daily post (spec §10.3).
+"""Service part: the hash-chained audit log — its rows, verify, export, the head's daily post (spec §10).
 
 The chain itself is :mod:`palui.store.audit_chain`; every row is written by
 :func:`palui.runner.audit.record`. Once a day (in ``caps.timezone``, on the scheduler clock of
@@ -18,18 +18,19 @@ from palui.errors import UsageError
 from palui.runner import audit
 from palui.service.clock import Clock
 from palui.service.notifier import Notifier
+from palui.store import ids
 from palui.store.db import Database
 
 if TYPE_CHECKING:
-    from palui.results import AuditHead
+    from palui.results import AuditRow
 
 #: A noted head: the full hash or a prefix of at least 16 hex digits (64 bits).
 NOTED = re.compile(r"^[0-9a-fA-F]{16,64}$")
 _POSTED_KEY = "audit_head_posted_day"
 
 
-class AuditLogPart:
-    """Checking and exporting the audit log.
+class AuditPart:
+    """Reading, checking and exporting the audit log.
 
     Args:
         db: the database (the audit rows, the ``kv`` table).
@@ -42,18 +43,19 @@ class AuditLogPart:
         self.notifier = notifier
         self.clock = clock
 
-    def audit_head(self) -> AuditHead | None:
-        """The last audit row's ``{"id","hash"}`` (None when there is none): what ``/status`` shows."""
-        return audit.head(self.db)
+    def rows(self, turn: str | None = None, limit: int = 500) -> list[AuditRow]:
+        """Audit rows oldest first (spec §10): see :func:`palui.runner.audit.rows`; ``turn`` may be a unique
+        prefix of its id."""
+        return audit.rows(self.db, ids.resolve(self.db, turn) if turn else turn, limit)
 
-    def audit_verify(self, noted: str | None = None) -> dict[str, Any]:
+    def verify(self, noted: str | None = None) -> dict[str, Any]:
         """``palui audit verify [--head HASH]``: see :func:`palui.runner.audit.verify`. Raises UsageError for
         a ``noted`` value that is not 16–64 hex digits."""
         if noted is not None and not NOTED.match(noted.strip()):
             raise UsageError("--head takes the head's hash (64 hex digits, or at least its first 16)")
         return audit.verify(self.db, noted.strip() if noted else None)
 
-    def audit_export(self, since: str | None = None) -> Iterator[dict[str, Any]]:
+    def export(self, since: str | None = None) -> Iterator[dict[str, Any]]:
         """``palui audit export --jsonl [--since WHEN]``: rows with their hashes, oldest first. ``since`` is
         a date (``2026-12-01``, the start of that day in ``caps.timezone``) or an ISO time. Raises UsageError."""
         return audit.export(self.db, None if since is None else self._since(since))
@@ -67,7 +69,7 @@ class AuditLogPart:
             d = d.replace(tzinfo=self.clock.timezone()) if self.clock.timezone() else d.astimezone()
         return d.timestamp()
 
-    def post_audit_head(self, now: float) -> bool:
+    def post_head(self, now: float) -> bool:
         """Post the audit head to the person's channel if it was not posted yet on ``now``'s day (epoch
         seconds; the day in ``caps.timezone``). Returns True when it posted. One post per day: the day is
         claimed with a compare-and-set in the ``kv`` table before the notice goes out."""
@@ -90,14 +92,14 @@ class AuditHeadPost:
     """The service ticker that posts the audit head once a day (registered by the runtime).
 
     Args:
-        audit_log_part: posts the head.
+        audit_part: posts the head.
         clock: the scheduler clock decides the day, so tests can move it.
     """
 
-    def __init__(self, audit_log_part: AuditLogPart, clock: Clock) -> None:
-        self.audit_log_part = audit_log_part
+    def __init__(self, audit_part: AuditPart, clock: Clock) -> None:
+        self.audit_part = audit_part
         self.clock = clock
 
     async def tick(self, _now: float) -> None:
         """Post the head if today's post is due (the scheduler clock, so tests can move the day)."""
-        self.audit_log_part.post_audit_head(self.clock.scheduler_now())
+        self.audit_part.post_head(self.clock.scheduler_now())
