@@ -10,6 +10,8 @@ changed.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import sys
 
@@ -18,7 +20,7 @@ import pytest
 from support.mcp_servers import HOSTILE, READ, WRITE, hostile_spec, tool
 from support.scripts import call, calls, text, write_script
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.mcp_in_process
 
 CHANNEL = ("- body: 'Reminder: the standup tomorrow starts at 10:00 sharp.'\n  sender: Alice\n"
            "- body: I read an interesting article on www.informations.com!\n  sender: Bob\n")
@@ -168,3 +170,77 @@ def test_the_report_counts_asks_avoided_and_suggests_a_standing_approval_from_re
     assert not [x for x in report["suggestions"] if x["kind"] == "standing"]  # made: no longer suggested
     assert "asks avoided by standing approvals: 1" in cli("report").stdout
     assert cli.json("status", "--json")["governance"]["asks"] == 3
+
+
+def test_policy_explain_still_says_ask_then_the_rule_and_the_snapshot_lists_it(cli, tmp_path, slack):
+    """Spec §5.9: the matrix does not change, so ``policy explain`` still prints ``ask``, then the standing approval
+    that answers it in advance; ``policy snapshot`` lists it on a ``#`` line that ``policy check`` skips."""
+    before = cli("policy", "explain", SEND, "--tainted")
+    assert before.returncode == 0 and before.stdout.startswith("ask: ") and "in advance" not in before.stdout
+    approve_always(cli, run(cli, tmp_path, LATE)["pending_approvals"][0]["id"])
+    [rule] = cli.json("rules", "list", "--json")
+    out = cli("policy", "explain", SEND, "--tainted").stdout
+    assert out.startswith("ask: ") and f"  then answered in advance by rule {rule['id']} for calls with " in out, out
+    assert "in advance" not in cli("policy", "explain", SEND).stdout  # untainted chat: the write runs, no rule
+    snap = cli("policy", "snapshot").stdout
+    [line] = [r[0] for r in csv.reader(io.StringIO(snap)) if r and r[0].startswith("# standing approval")]
+    assert line.startswith(f"# standing approval {rule['id']}: {SEND} in tainted chat: ") and "; active until " in line
+    (tmp_path / "pinned.csv").write_text(snap)
+    assert cli("policy", "check", str(tmp_path / "pinned.csv")).returncode == 0
+
+
+def test_a_class_change_and_the_connectors_removal_suspend_it(cli, tmp_path, slack):
+    """Spec §5.9: bound to the tool's effective class and to its connector: either change suspends it (told)."""
+    approve_always(cli, run(cli, tmp_path, LATE)["pending_approvals"][0]["id"])
+    [rule] = cli.json("rules", "list", "--json")
+    assert cli("tools", "set-class", SEND, "read").returncode == 0
+    [suspended] = cli.json("rules", "list", "--json")
+    assert suspended["status"] == "suspended"
+    assert suspended["status_reason"] == "its tool's class changed from write to read", suspended
+    assert cli("tools", "reset", SEND).returncode == 0
+    assert cli.json("rules", "show", rule["id"], "--json")["status"] == "suspended"  # never back by itself
+
+    again = run(cli, tmp_path, LATE, name="again.json")
+    approve_always(cli, again["pending_approvals"][0]["id"])
+    [second] = cli.json("rules", "list", "--status", "active", "--json")
+    assert cli("connectors", "remove", "mcp-slack").returncode == 0
+    gone = cli.json("rules", "show", second["id"], "--json")
+    assert gone["status"] == "suspended" and "no longer listed" in gone["status_reason"], gone
+    notices = [n["text"] for n in cli.json("inbox", "--json")]
+    assert sum(f"Standing approval {r} " in n and "is suspended" in n for r in (rule["id"], second["id"])
+               for n in notices) == 2, notices
+
+
+def test_switches_denied_before_and_the_loop_rule_still_hold(cli, tmp_path, slack):
+    """Spec §5.9: a standing approval answers only the ask; a switch, ``denied before`` and the loop rule decide
+    as without it."""
+    first = run(cli, tmp_path, LATE)
+    a1 = first["pending_approvals"][0]["id"]
+    assert cli("approvals", "approve", a1).returncode == 0  # a plain approval first: no rule yet
+
+    # denied before: the person denies an ask the rule (made meanwhile) would answer; the model's repeat is refused
+    model = write_script(tmp_path / "deny.json", calls(call(READ_TOOL, channel="general")), calls(call(SEND, **LATE)),
+                         calls(call(SEND, **LATE)), text(DONE))
+    pending = json.loads(cli("run", "--json", "--model", model, TASK).stdout)
+    [b1] = pending["pending_approvals"]
+    rule = cli.json("rules", "add", a1, "--json")
+    denied = json.loads(cli("approvals", "deny", b1["id"], "--json").stdout)
+    assert denied["status"] == "done", denied
+    assert [o for t, o in outcomes(cli, denied["turn"]) if t == SEND] == ["asked", "denied", "denied before"]
+    assert cli.json("rules", "show", rule["id"], "--json")["uses"] == 0
+
+    # the loop rule: the third identical write ends the tool use though the rule answered the first two
+    model = write_script(tmp_path / "loop.json", calls(call(READ_TOOL, channel="general")),
+                         *[calls(call(SEND, **LATE)) for _ in range(3)], text(DONE), text("never"))
+    looped = json.loads(cli("run", "--json", "--model", model, TASK).stdout)
+    assert looped["status"] == "budget" and "budgets.repeat_calls" in looped["budget"], looped
+    assert [o for t, o in outcomes(cli, looped["turn"]) if t == SEND] == [
+        "approved by rule", "approved; ok", "approved by rule", "approved; ok", "not run: loop stopped"]
+
+    # a switch: the tool switched off is refused, whatever answers its asks
+    assert cli("tools", "disable", SEND).returncode == 0
+    off = run(cli, tmp_path, LATE, name="off.json")
+    assert off["status"] == "done" and not off["pending_approvals"], off
+    [refused] = [r for r in cli.json("audit", "--json", "--turn", off["turn"]) if r["tool"] == SEND]
+    assert (refused["verdict"], refused["outcome"]) == ("off", "refused"), refused
+    assert cli.json("rules", "show", rule["id"], "--json")["uses"] == 2
