@@ -85,3 +85,43 @@ def test_deny_and_stop_ends_the_tool_use_with_an_answer(cli, tmp_path, bank):
                                 "run: that is an attack")
     assert [e["reason"] for e in done["events"] if e["type"] == "last_step"] == [done["budget"]]
     assert cli.json("approvals", "show", a["id"], "--json")["stop"] is True
+
+
+def test_the_web_card_and_the_json_api_deny_and_stop(svc, tmp_path):
+    """Spec §5.10 on the web page (the card's Deny and stop, a CSRF form) and the JSON API (``stop`` in a deny's
+    body): the same answer through the one door; the turn's tool use ends and the model answers without tools."""
+    import asyncio
+
+    from starlette.testclient import TestClient
+
+    from palui.server.app import create_app, csrf_value, session_value
+    from support.live_service import wait_for
+
+    def asked(name: str) -> dict:
+        model = write_script(tmp_path / name, calls(call("recall__forget_memory", id=1)),
+                             text("I stopped: you denied it."), text("never asked"))
+        r = asyncio.run(svc.turns.send("forget memories 1 and 2", model=model))
+        assert r["status"] == "awaiting_approval", r
+        return r
+
+    web, api = asked("web.json"), asked("api.json")
+    app = create_app(svc, "tok", port=8765)
+    with TestClient(app, base_url="http://127.0.0.1:8765", follow_redirects=False,
+                    cookies={"palui_session": session_value("tok")}) as c:
+        aid = web["pending_approvals"][0]["id"]
+        r = c.post(f"/approvals/{aid}/denystop", data={"csrf": csrf_value("tok"), "reason": "not now"})
+        assert r.status_code == 303, r.text
+        wait_for(lambda: svc.turns.result(web["turn"])["status"] == "budget", 120, what="the web turn's last step")
+        aid = api["pending_approvals"][0]["id"]
+        r = c.post(f"/api/approvals/{aid}/deny", json={"stop": True, "via": "api"},
+                   headers={"Authorization": "Bearer tok"})
+        assert r.status_code == 200, r.text
+        assert (r.json()["status"], r.json()["budget"]) == ("budget", "the person denied a call and stopped the "
+                                                                      "tool use")
+    for turn, via in ((web, "web"), (api, "api")):
+        a = svc.approvals.get(turn["pending_approvals"][0]["id"])
+        assert (a["status"], a["stop"], a["answered_via"]) == ("denied", True, via), a
+        done = svc.turns.result(turn["turn"])
+        assert done["answer"] == "I stopped: you denied it.", done
+        assert [(x["tool"], x["outcome"]) for x in svc.audit.rows(turn["turn"])] == [
+            ("recall__forget_memory", "asked"), ("recall__forget_memory", "denied; tool use stopped by the person")]

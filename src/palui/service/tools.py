@@ -15,6 +15,7 @@ outside" (``palui tools reaches-outside NAME…``: besides ``web__fetch_page`` a
 from __future__ import annotations
 
 import builtins
+import json
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -27,6 +28,7 @@ from palui.connectors.registry import SyncReport, accept_review, register_listin
 from palui.errors import NotFound, UsageError
 from palui.policy.classify import parse_class
 from palui.policy.matrix import decide
+from palui.policy.standing import context_of, describe
 from palui.store import tools as tools_store
 from palui.store.db import Database
 from palui.store.tools import ToolRow as ToolRow  # named by front ends (web/connectors.py)
@@ -303,10 +305,6 @@ class ToolsPart:
             verdict, reason, source = (Verdict.UNAVAILABLE.value, "its server no longer lists it", "switch")
         answered = []
         if verdict == Verdict.ASK.value:
-            import json
-
-            from palui.policy.standing import context_of, describe
-
             rows = self.db.all("SELECT id, constraints FROM standing_approvals WHERE tool = ? AND status = 'active'"
                                " AND context = ? AND expires_at > ? ORDER BY created_at",
                                (row.name, context_of(origin.value, tainted), time.time()))
