@@ -131,6 +131,9 @@ def answer_word(words: str) -> tuple[bool, str | None] | None:
     return cmd.approves, cmd.reason or None
 
 
+_AND_STOP = re.compile(r"and\s+stop\b", re.IGNORECASE)  # "deny and stop", never "denied and stopped"
+
+
 def answer_of(words: str) -> Command | None:
     """The answer on the first non-blank line of the person's new text, as the chat command it stands for (its id
     left empty: the reply's address names the approval): approve / yes / ok (``/approve``), deny / no and a reason
@@ -141,8 +144,9 @@ def answer_of(words: str) -> Command | None:
     word = head.lower().rstrip(".!,:;")
     if word in _APPROVE and not rest.strip():
         return Command("/approve", "")
-    if word in _DENY and rest.lower().startswith("and stop"):
-        return Command("/denystop", "", rest[len("and stop"):].strip(" .,:;-"))
+    stop = _AND_STOP.match(rest)
+    if word in _DENY and stop:
+        return Command("/denystop", "", rest[stop.end():].strip(" .,:;-"))
     if word in ("stop", "/denystop"):
         return Command("/denystop", "", rest.strip(" .,:;-"))
     if word in _DENY:
