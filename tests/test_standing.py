@@ -13,7 +13,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sqlite3
 import sys
+import time
 
 import pytest
 
@@ -244,3 +246,34 @@ def test_switches_denied_before_and_the_loop_rule_still_hold(cli, tmp_path, slac
     [refused] = [r for r in cli.json("audit", "--json", "--turn", off["turn"]) if r["tool"] == SEND]
     assert (refused["verdict"], refused["outcome"]) == ("off", "refused"), refused
     assert cli.json("rules", "show", rule["id"], "--json")["uses"] == 2
+
+
+def test_it_expires_after_the_settings_days_and_then_asks_again(cli, home, tmp_path, slack):
+    """Spec §5.9: 30 days by default (``approvals.standing_days``), ``--days`` for one; past its expiry it is
+    marked expired (audited) and the same call asks again."""
+    from datetime import datetime, timedelta
+
+    def lives(rule: dict) -> timedelta:
+        return datetime.fromisoformat(rule["expires_at"]) - datetime.fromisoformat(rule["created_at"])
+
+    approve_always(cli, run(cli, tmp_path, LATE)["pending_approvals"][0]["id"])
+    [rule] = cli.json("rules", "list", "--json")
+    assert lives(rule) == timedelta(days=30)
+    (home / "palui.toml").write_text("[approvals]\nstanding_days = 2\n")
+    second = run(cli, tmp_path, {**LATE, "recipient": "Alice"}, name="alice.json")
+    approve_always(cli, second["pending_approvals"][0]["id"])
+    assert lives(cli.json("rules", "list", "--json")[0]) == timedelta(days=2)
+    third = run(cli, tmp_path, {**LATE, "recipient": "Carol"}, name="carol.json")
+    a = third["pending_approvals"][0]["id"]
+    assert cli("approvals", "approve", a).returncode == 0
+    assert lives(cli.json("rules", "add", a, "--days", "5", "--json")) == timedelta(days=5)
+    assert run(cli, tmp_path, LATE, name="used.json")["status"] == "done"  # answered by the first
+
+    con = sqlite3.connect(home / "palui.db", timeout=30, isolation_level=None)  # 30 days later, for the first
+    con.execute("UPDATE standing_approvals SET expires_at = ? WHERE id = ?", (time.time() - 1, rule["id"]))
+    con.close()
+    again = run(cli, tmp_path, LATE, name="again.json")
+    assert again["status"] == "awaiting_approval", again
+    expired = cli.json("rules", "show", rule["id"], "--json")
+    assert (expired["status"], expired["uses"]) == ("expired", 1), expired
+    assert ("rule", "rule expired") in [(r["verdict"], r["outcome"]) for r in cli.json("audit", "--json")]
