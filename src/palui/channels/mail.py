@@ -295,8 +295,9 @@ class EmailChannel(Channel):
         """A reply to an approval's answer address (see the module docstring)."""
         said = answer_of(mail.words.words)
         if said is None:
-            self.reply(inb.chat, "Your reply to an approval mail did not start with approve, deny, always or stop: "
-                       "nothing was answered. Reply again with approve, or deny and your reason, as the first line.")
+            self.reply(inb.chat, "Your reply to an approval mail did not start with approve or deny (or always, or "
+                       "stop): nothing was answered. Reply again with approve, or deny and your reason, as the first "
+                       "line.")
             return []
         found = self.svc.mail_records.spend_answer_address(self.name, secret_hash(mail.secret or ""))
         if found is None:
