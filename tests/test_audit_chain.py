@@ -11,8 +11,11 @@ import stat
 
 import pytest
 
-from palui.store.audit_chain import CHAINED, GENESIS, row_hash
+from palui.store.audit_chain import CHAINED, COLUMNS, CURRENT_VERSION, GENESIS, row_hash
 from support.scripts import call, calls, text, write_script
+
+#: The columns a row Palui writes now is hashed over (chain version 2: version 1's, then client and session).
+NOW = COLUMNS[CURRENT_VERSION]
 
 
 @pytest.fixture
@@ -47,7 +50,7 @@ def count(db) -> int:
 def rows(db) -> list[tuple]:
     con = sqlite3.connect(db)
     try:
-        return con.execute(f"SELECT {', '.join(CHAINED)}, prev_hash, hash FROM audit ORDER BY id").fetchall()
+        return con.execute(f"SELECT {', '.join(NOW)}, prev_hash, hash FROM audit ORDER BY id").fetchall()
     finally:
         con.close()
 
@@ -82,17 +85,18 @@ def test_an_edited_row_is_named(cli, logged, row):
 
 def test_an_edited_row_whose_hash_was_recomputed_is_named_by_the_next_link(cli, logged):
     r = rows(logged)[2]
-    values = list(r[:len(CHAINED)])
-    values[CHAINED.index("verdict")] = "ask"
-    sql(logged, "UPDATE audit SET verdict = 'ask', hash = ? WHERE id = 3", (row_hash(r[-2], values),))
+    values = list(r[:len(NOW)])
+    values[NOW.index("verdict")] = "ask"
+    sql(logged, "UPDATE audit SET verdict = 'ask', hash = ? WHERE id = 3", (row_hash(r[-2], values, CURRENT_VERSION),))
     assert broken(cli) == "audit chain broken: row 3 was changed: row 4 no longer links to it"
 
 
 def test_the_last_row_rechained_differs_from_the_head(cli, logged):
     r = rows(logged)[-1]
-    values = list(r[:len(CHAINED)])
-    values[CHAINED.index("outcome")] = "error"
-    sql(logged, "UPDATE audit SET outcome = 'error', hash = ? WHERE id = 6", (row_hash(r[-2], values),))
+    values = list(r[:len(NOW)])
+    values[NOW.index("outcome")] = "error"
+    sql(logged, "UPDATE audit SET outcome = 'error', hash = ? WHERE id = 6",
+        (row_hash(r[-2], values, CURRENT_VERSION),))
     assert "row 6 does not have the head's hash" in broken(cli)
 
 
@@ -191,12 +195,12 @@ def test_a_rewrite_of_log_and_head_passes_alone_but_not_against_a_noted_head(cli
     # The attacker changes row 2 and chains every later row again, and rewrites the head file.
     prev = GENESIS
     for r in rows(logged):
-        values = list(r[:len(CHAINED)])
+        values = list(r[:len(NOW)])
         if values[0] == 2:
-            values[CHAINED.index("outcome")] = "denied"
-        h = row_hash(prev, values)
+            values[NOW.index("outcome")] = "denied"
+        h = row_hash(prev, values, CURRENT_VERSION)
         sql(logged, "UPDATE audit SET outcome = ?, prev_hash = ?, hash = ? WHERE id = ?",
-            (values[CHAINED.index("outcome")], prev, h, values[0]))
+            (values[NOW.index("outcome")], prev, h, values[0]))
         prev = h
     (home / "audit_head").write_text(json.dumps({"id": 6, "hash": prev}))
     assert broken(cli) == ("audit chain broken: row 6 does not have the hash it was written with: the log was "
@@ -229,7 +233,8 @@ def test_export_writes_every_row_with_its_hash_in_the_documented_form(cli, logge
     prev = GENESIS
     for line in lines:
         row = json.loads(line)
-        canonical = json.dumps([row[k] for k in CHAINED], ensure_ascii=True, separators=(",", ":"))
+        assert row["chain_version"] == 2  # [version, *columns]: version 1's, then the gateway's client and session
+        canonical = json.dumps([2, *[row[k] for k in NOW]], ensure_ascii=True, separators=(",", ":"))
         assert row["prev_hash"] == prev
         assert row["hash"] == hashlib.sha256(f"{prev}\n{canonical}".encode()).hexdigest()
         assert row["time_iso"].startswith("20")
@@ -316,8 +321,10 @@ def test_the_audit_state_row_deleted_or_rows_deleted_at_the_end_with_the_head_fi
 
 
 def test_a_row_relabelled_with_another_chain_version_is_named(cli, logged):
-    sql(logged, "UPDATE audit SET chain_version = 2 WHERE id = 3")
-    assert broken(cli) == ("audit chain broken: row 3 was changed: it names chain version 2, which Palui never "
+    sql(logged, "UPDATE audit SET chain_version = 1 WHERE id = 4")  # a version that hashes fewer columns
+    assert broken(cli) == "audit chain broken: row 4 was changed: its content does not match its hash"
+    sql(logged, "UPDATE audit SET chain_version = 3 WHERE id = 4")
+    assert broken(cli) == ("audit chain broken: row 4 was changed: it names chain version 3, which Palui never "
                            "wrote")
 
 

@@ -35,7 +35,8 @@ HOSTILE = ("Ping @everyone @here @channel @room <!channel> <!here> <@U0123ABC> <
 def rig(request, home):
     from support.channel_rig import RIGS
 
-    r = RIGS[request.param](home, request)
+    # a test that kills the service with SIGKILL needs it in its own process
+    r = RIGS[request.param](home, request, request.node.get_closest_marker("service_process") is not None)
     try:
         r.add_channel()
         r.start()
@@ -213,6 +214,7 @@ def test_always_makes_a_standing_approval_and_deny_and_stop_ends_the_tool_use(ri
     assert rig.approval(aid)["status"] == "pending"  # refused: nothing answered
 
 
+@pytest.mark.service_process
 def test_an_approval_asked_in_an_outage_survives_a_kill_9_and_arrives_once(rig: ChannelRig):
     rig.pair()
     rig.set_script(FORGET, {"text": "forgotten"})

@@ -22,8 +22,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def rig(home, dovecot):  # noqa: F811
-    r = MailRig(home, dovecot)
+def rig(request, home, dovecot):  # noqa: F811
+    # a test that kills the service with SIGKILL needs it in its own process
+    r = MailRig(home, dovecot, process=request.node.get_closest_marker("service_process") is not None)
     r.add_channel()
     r.start()
     yield r
@@ -274,6 +275,7 @@ def test_stop_ends_a_running_turn_and_auto_replies_are_never_read(home, dovecot)
             rig.close()
 
 
+@pytest.mark.service_process
 def test_an_approval_asked_in_an_outage_survives_kill_9_and_arrives_once(rig: MailRig):
     import signal
 

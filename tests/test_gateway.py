@@ -97,15 +97,17 @@ def test_a_session_is_governed_like_a_tainted_chat_turn(gw):
 
             r = await c.call_tool("mcp-notes__lookup", {"q": "rent"})  # a read runs
             assert not r.is_error and "rent" in text(r)
-            r = await c.call_tool("mcp-notes__note", {})  # a result's hidden characters are shown as escapes
-            assert "your note\\U000e0073" in text(r) and "contains hidden characters" in text(r)
-            assert chr(0xE0073) not in text(r)
+            r = await c.call_tool("mcp-notes__note", {})  # a result's text as sent; its hidden characters listed
+            assert text(r) == "your note" + TAGS
+            [listed] = r.meta["palui/hidden"]
+            assert listed == {"at": "content[0].text", "count": 8, "characters": [f"U+{ord(ch):04X}" for ch in
+                                                                                  dict.fromkeys(TAGS)]}
 
             # a write asks (the client's context is unknown); approved while the call waits
             call = asyncio.create_task(c.call_tool("mcp-notes__save", {"q": "note one"}))
             a = await asyncio.to_thread(wait_for, lambda: pending(srv), 10, 0.05, "the save approval")
             assert a[0]["tool"] == "mcp-notes__save" and "gateway client coder" in a[0]["reason"]
-            assert "the client's context is unknown" in a[0]["reason"]
+            assert "tainted by the client's unseen context" in a[0]["reason"]
             srv.post(f"/api/approvals/{a[0]['id']}/approve", {})
             r = await call
             assert not r.is_error and "note one" in text(r)
@@ -151,8 +153,10 @@ def test_a_session_is_governed_like_a_tainted_chat_turn(gw):
             assert not r.is_error and "evil.example/y" in text(r)
 
     asyncio.run(go())
-    rows = srv.rows("SELECT tool, origin, verdict, outcome, reason FROM audit WHERE origin = 'gateway' ORDER BY id")
-    assert rows and all("gateway client coder" in r[4] for r in rows)
+    rows = srv.rows("SELECT tool, origin, verdict, outcome, reason, client, session FROM audit WHERE origin = 'gateway'"
+                    " ORDER BY id")
+    assert rows and all(r[5] == "coder" and r[6].startswith("g-") for r in rows)  # the client's and session's columns
+    assert len({r[6] for r in rows}) == 1  # one session
     outcomes = [(r[0], r[3]) for r in rows]
     assert ("mcp-notes__lookup", "ok") in outcomes and ("mcp-notes__save", "approved; ok") in outcomes
     assert ("mcp-notes__wipe", "denied") in outcomes
@@ -252,8 +256,16 @@ def test_progress_session_end_and_the_brake(gw):
 
     aid = asyncio.run(go())
     assert notes and notes[-1][1] == 4 and "approval" in (notes[-1][2] or "")  # gateway.wait_seconds
-    a = wait_for(lambda: (x := srv.get(f"/api/approvals/{aid}"))["status"] == "cancelled" and x, 10)
-    assert a["cancel_reason"] == "the client ended the session"
+    assert [n[0] for n in notes] == sorted(n[0] for n in notes)  # progress only increases (MCP)
+    wait_for(lambda: srv.rows("SELECT 1 FROM gateway_sessions WHERE ended_at IS NOT NULL"), 10)
+    assert srv.get(f"/api/approvals/{aid}")["status"] == "pending"  # it outlives the session that asked it
+
+    async def again():  # the identical call in a new session waits on the same approval
+        async with http_client(srv.url, gw["coder"]) as c:
+            r = await c.call_tool("mcp-notes__save", {"q": "waits"})
+            assert r.is_error and f"approval pending: {aid}" in text(r)
+
+    asyncio.run(again())
 
     async def braked():
         async with http_client(srv.url, gw["coder"]) as c:
@@ -374,3 +386,125 @@ def test_an_approval_answered_by_button_on_telegram(telegram_rig, fake, tmp_path
     asyncio.run(go())
     a = rig.svc.get("/api/approvals", all=1)
     assert a[-1]["origin"] == "gateway" and a[-1]["answered_via"] == "telegram" and a[-1]["used"]
+
+
+@pytest.mark.slow
+def test_an_approval_answered_after_the_client_left_runs_only_on_its_retry_once(cli, home, tmp_path):
+    """A client whose request went away (its HTTP read timed out, the connection closed) leaves its approval to
+    wait: approving it then runs nothing by itself; the client's identical retry, in a new session, runs it once,
+    and a third identical call asks again (spec §8.6)."""
+    spec = hostile_spec(tmp_path / "notes.json", [tool("save", annotations=WRITE, schema=ECHO)])
+    assert cli("connectors", "add", "notes", "--", sys.executable, str(HOSTILE), str(spec)).returncode == 0
+    assert cli("tools", "enable", "mcp-notes__save").returncode == 0
+    (home / "palui.toml").write_text("[gateway]\nwait_seconds = 3600\n")  # only its client leaving ends the wait
+    token = cli.json("gateway", "clients", "add", "coder", "--json")["token"]
+    with LiveService(home) as srv:
+        _call_and_leave(srv, token, "mcp-notes__save", {"q": "left"})
+        [a] = pending(srv)
+        # the waiting call noticed its client left: it ended, its approval still pending
+        turn = srv.rows("SELECT turn_id FROM gateway_sessions")[0][0]
+        wait_for(lambda: srv.rows("SELECT pending_json FROM turns WHERE id = ?", (turn,))[0][0] is None, 120)
+        srv.post(f"/api/approvals/{a['id']}/approve", {})  # approved after the client left: nothing runs
+        ran = "SELECT COUNT(*) FROM audit WHERE tool = 'mcp-notes__save' AND outcome LIKE 'approved%'"
+        assert srv.rows(ran)[0][0] == 0 and srv.get(f"/api/approvals/{a['id']}")["used"] is False
+
+        async def retry():
+            async with http_client(srv.url, token) as c:  # a new session of the same client
+                r = await c.call_tool("mcp-notes__save", {"q": "left"})
+                assert not r.is_error and "left" in text(r)  # the retry consumes the approval: runs once
+
+        asyncio.run(retry())
+        assert srv.rows(ran)[0][0] == 1 and srv.get(f"/api/approvals/{a['id']}")["used"] is True
+        _call_and_leave(srv, token, "mcp-notes__save", {"q": "left"})  # a third identical call: asked anew
+        [again] = pending(srv)
+        assert again["id"] != a["id"] and srv.rows(ran)[0][0] == 1
+
+
+def _call_and_leave(srv: LiveService, token: str, name: str, args: dict[str, Any]) -> None:
+    """One call of a new session over plain HTTP whose client gives up after 3 s and closes its connection."""
+    hdrs = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+            "Authorization": f"Bearer {token}"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    with httpx.Client(base_url=srv.url, headers=hdrs, timeout=30) as http:
+        sid = http.post("/mcp", json=init).headers["mcp-session-id"]
+        in_session = {"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
+        assert http.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+                         headers=in_session).status_code == 202
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": name, "arguments": args}}
+        with pytest.raises(httpx.ReadTimeout):
+            http.post("/mcp", json=call, headers=in_session, timeout=httpx.Timeout(30, read=3))
+
+
+@pytest.mark.slow
+def test_a_servers_question_goes_to_a_trusted_client_that_declared_elicitation_never_a_secret(cli, home):
+    """Over real HTTP (the question travels on the call's own stream): a form question inside an open call goes to
+    a ``--context trusted`` client that declared elicitation, and its answer goes back to the server; a form asking
+    for a password never reaches the client (Palui declines it for the person, spec §7.8)."""
+    from support.mcp_servers import ROOT
+
+    elicit = ROOT / "tests" / "support" / "elicit_old.py"
+    assert cli("connectors", "add", "booker", "--", sys.executable, str(elicit)).returncode == 0
+    assert cli("tools", "enable", "mcp-booker__book_table", "mcp-booker__sign_up").returncode == 0
+    assert cli("connectors", "trust", "mcp-booker").returncode == 0  # its results taint nobody: the writes run
+    token = cli.json("gateway", "clients", "add", "editor", "--context", "trusted", "--json")["token"]
+    asked: list[str] = []
+
+    async def answer(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"confirm": True, "party_size": 3, "password": "hunter2"})
+
+    with LiveService(home) as srv:
+        async def go():
+            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
+                                          timeout=httpx2.Timeout(30.0, read=None)) as http:
+                async with Client(streamable_http_client(f"{srv.url}/mcp", http_client=http), mode="auto",
+                                  elicitation_callback=answer) as c:
+                    r = await c.call_tool("mcp-booker__book_table", {"date": "2026-12-24"})
+                    assert not r.is_error and "accept" in text(r) and "3" in text(r), text(r)
+                    assert len(asked) == 1
+                    r = await c.call_tool("mcp-booker__sign_up", {})
+                    assert "accept" not in text(r) and len(asked) == 1, text(r)
+
+        asyncio.run(go())
+        via = {q["tool"]: q["answered_via"] for q in srv.get("/api/elicitations", all=1)}
+        assert via["mcp-booker__book_table"] == "gateway client editor" and via["mcp-booker__sign_up"] == "palui"
+
+
+@pytest.mark.slow
+def test_the_bridge_finds_a_service_started_later_and_survives_a_restart(cli, home, tmp_path):
+    """``palui gateway --client`` started before ``palui serve`` finds it once it runs; after the service restarts
+    (on another port: the discovery file is read again) the next call goes through a new connection; with the
+    service stopped, a request says so in words (spec §8.6)."""
+    spec = hostile_spec(tmp_path / "notes.json", [tool("lookup", annotations=READ, schema=ECHO)])
+    assert cli("connectors", "add", "notes", "--enable-read", "--", sys.executable, str(HOSTILE),
+               str(spec)).returncode == 0
+    token = cli.json("gateway", "clients", "add", "coder", "--json")["token"]
+    srv = LiveService(home)
+
+    async def go():
+        async with Client(stdio_client(_bridge(home, token)), mode="auto") as c:
+            with pytest.raises(MCPError, match="no Palui service is running"):
+                await c.list_tools()
+            await asyncio.to_thread(srv.start)
+            r = await c.call_tool("mcp-notes__lookup", {"q": "found"})  # the service started later is found
+            assert not r.is_error and "found" in text(r)
+            await asyncio.to_thread(srv.stop)
+            await asyncio.to_thread(srv.start)
+            r = await c.call_tool("mcp-notes__lookup", {"q": "restarted"})  # its old session is unknown: sent again
+            assert not r.is_error and "restarted" in text(r)
+            assert "mcp-notes__lookup" in {t.name for t in (await c.list_tools()).tools}
+            await asyncio.to_thread(srv.stop)
+            failed = 0
+            for _ in range(2):  # the connection closed: at most one request says so, then: no service runs
+                try:
+                    await c.call_tool("mcp-notes__lookup", {"q": "down"})
+                except MCPError as e:
+                    failed += "closed during this request" in e.error.message
+                    last = e.error.message
+            assert failed <= 1 and "no Palui service is running" in last
+
+    try:
+        asyncio.run(go())
+    finally:
+        srv.stop()

@@ -20,6 +20,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from support.doors import GatewayDoor, app_running
 from support.mcp_inprocess import DESTRUCTIVE, READ, WRITE, InProcessServer, never_answers, tool
@@ -47,8 +48,8 @@ async def gateway(home, toml: str = "", context: str = "trusted"):
         await books.add(svc, enable=("lookup", "save", "wipe", "hang"))
         token = svc.gateway.add_client("coder", context=context)["token"]
         async with app_running(svc) as app:
-            def session() -> Any:
-                return GatewayDoor(svc, app, token, "coder").connected()
+            def session(client: str = "coder", key: str | None = None) -> Any:
+                return GatewayDoor(svc, app, key or token, client).connected()
             yield svc, books, session
     finally:
         books.forget()
@@ -91,8 +92,8 @@ async def test_a_call_denied_in_one_session_is_denied_before_in_the_next_until_t
             assert svc.audit.rows()[-1]["outcome"] == "denied before"
             r = await asyncio.to_thread(cli, "gateway", "clients", "clear", "coder")
             assert r.returncode == 0 and "ended 1 open session(s)" in r.stdout, r.stderr
-            text_, error = await b.call("mcp-books__wipe", {"q": "all"})  # its session ended with the clear
-            assert error and "this gateway session has ended" in text_
+            with pytest.raises(MCPError, match="Session not found"):  # its session ended with the clear: 404
+                await b.call("mcp-books__wipe", {"q": "all"})
         async with session() as c:  # a fresh start: asked again
             text_, _ = await c.call("mcp-books__wipe", {"q": "all"})
             pending_id(text_)
@@ -110,7 +111,7 @@ async def test_deny_and_stop_stops_the_client_and_a_standing_approval_answers_it
             text_, _ = await a.call("mcp-books__save", {"q": "the note"})
             aid = pending_id(text_)
             done = svc.approvals.answer(aid, True, "cli", always={"q": "any"})
-            [rule] = svc.rules.list()
+            [rule] = svc.approvals.rules.list()
             assert (rule["id"], rule["context"]) == (done["rule_made"], "gateway:coder")
             assert not (await a.call("mcp-books__save", {"q": "the note"}))[1]  # consumes its approval
         async with session() as b:  # (a value an earlier result echoed would carry a mark: never answered)
@@ -235,7 +236,7 @@ async def test_a_session_starts_with_its_clients_context(home, context, tainted)
             text_, error = await s.call("mcp-books__save", {"q": "a"})
         assert ("approval pending" in text_) is tainted
         if tainted:
-            assert "(tainted by the client's context is unknown)" in svc.approvals.list(status=None)[-1]["reason"]
+            assert "(tainted by the client's unseen context)" in svc.approvals.list(status=None)[-1]["reason"]
 
 
 def test_a_call_in_flight_when_the_service_ended_is_audited_when_it_starts_again(svc):
@@ -252,4 +253,49 @@ def test_a_call_in_flight_when_the_service_ended_is_audited_when_it_starts_again
     assert svc.gateway.end_open_sessions("the service restarted") == [session]
     [row] = svc.audit.rows(turn)
     assert (row["tool"], row["outcome"], row["verdict"]) == ("mcp-books__hang", "cancelled; may have run", "run")
-    assert row["reason"] == "gateway client coder: the service restarted while the call was in flight"
+    assert row["reason"] == "the service restarted while the call was in flight"
+    assert (row["client"], row["session"]) == ("coder", session)
+
+
+async def test_a_client_at_its_cap_leaves_another_calling_and_only_calls_sent_count(home):
+    """Per-client caps (spec §8.6): guessed names, a switched-off tool and a tool outside the client's connectors
+    cost nothing; the client at its cap is refused saying when the next call is possible, while another client
+    still calls; the counts are a row per client and minute."""
+    toml = "[caps]\ngateway_client_calls_per_hour = 2\n[budgets]\nerror_streak = 0\n"  # the guesses are no loop here
+    async with gateway(home, toml) as (svc, books, session):
+        other = svc.gateway.add_client("other", context="trusted", calls_per_hour=5)["token"]
+        svc.tools.set_enabled(["mcp-books__wipe"], False)
+        async with session() as s:
+            for guess in ("mcp-books__secret", "mcp-books__admin", "mcp-vault__read", "mcp-books__wipe"):
+                text_, error = await s.call(guess, {"q": "x"})
+                assert error and "cannot be called" in text_, text_
+            text_, error = await s.call("mcp-books__lookup", {"q": "nope"} | {"extra": 1})  # arguments refused
+            assert error and "was not called" in text_, text_
+            for q in ("one", "two"):
+                assert not (await s.call("mcp-books__lookup", {"q": q}))[1]
+            text_, error = await s.call("mcp-books__lookup", {"q": "three"})
+            assert error and "this client's cap of 2 calls an hour" in text_ and "UTC" in text_, text_
+        async with session("other", other) as o:  # another client is not held by coder's cap
+            text_, error = await o.call("mcp-books__lookup", {"q": "mine"})
+            assert not error and text_ == 'lookup: {"q": "mine"}'
+        counted = {r["client"]: r["calls"] for r in svc.db.all("SELECT client, SUM(calls) AS calls FROM"
+                                                               " gateway_call_minutes GROUP BY client")}
+        assert counted == {"coder": 2, "other": 1, "": 3}
+        assert svc.audit.rows()[-2]["outcome"] == "refused: over cap"
+    assert [a["q"] for c, a in books.calls] == ["one", "two", "mine"]
+
+
+async def test_gateway_results_are_kept_by_retention_gateway_days_while_a_session_is_open(home, tmp_path):
+    """What a client's calls returned is pruned after ``retention.gateway_days`` even while its session is open;
+    a chat conversation's untrusted content of the same age stays until ``retention.days`` (spec §10.2)."""
+    async with gateway(home, "[retention]\ngateway_days = 2\n") as (svc, books, session):
+        model = write_script(tmp_path / "s.json", calls(call("mcp-books__lookup", q="chat")), text("done"))
+        assert (await svc.turns.send("look it up", model=model))["status"] == "done"
+        async with session() as s:
+            assert not (await s.call("mcp-books__lookup", {"q": "page"}))[1]
+            count = "SELECT COUNT(*) FROM untrusted_content u JOIN conversations c ON c.id = u.conversation_id" \
+                    " WHERE c.origin = ?"
+            assert svc.db.row(count, ("gateway",))[0] == 1 and svc.db.row(count, ("chat",))[0] == 1
+            svc.maintenance.prune_expired(time.time() + 3 * 86400)  # the session is still open
+            assert svc.db.row(count, ("gateway",))[0] == 0 and svc.db.row(count, ("chat",))[0] == 1
+            assert svc.db.row("SELECT untrusted_pruned_at IS NOT NULL FROM conversations WHERE origin = 'gateway'")[0]

@@ -149,7 +149,8 @@ ROWS = [
     Row("the cap step", (("mcp-books__lookup", {"q": "a"}, None), ("mcp-books__lookup", {"q": "b"}, None)),
         ran("mcp-books__lookup", f"run: read tool in a tainted turn ({TAINT})", '{"q": "b"}'),
         refused("mcp-books__lookup", "run",
-                "caps.gateway_calls_per_hour (1) is reached: the next call is possible at …", "refused: over cap"),
+                "caps.gateway_calls_per_hour (1) is reached by every client's calls together: the next call is "
+                "possible at …", "refused: over cap"),
         option=("cap",), toml="[caps]\ngateway_calls_per_hour = 1\n"),
     Row("not a JSON object", (("mcp-books__lookup", "[1, 2]", None),),
         not_called("mcp-books__lookup", "the arguments must be a JSON object"),

@@ -136,5 +136,5 @@ def test_reason_examples():
     assert d.verdict is Verdict.UNAVAILABLE and "scheduled job" in d.reason
     # Tainted without a known source: no dangling "tainted by".
     assert "tainted by" not in decide(ToolClass.WRITE, True, Origin.CHAT, True).reason
-    d = decide(ToolClass.WRITE, True, Origin.GATEWAY, True, "the client's context is unknown")
-    assert d.reason == "ask: write tool in a tainted gateway session (tainted by the client's context is unknown)"
+    d = decide(ToolClass.WRITE, True, Origin.GATEWAY, True, "the client's unseen context")
+    assert d.reason == "ask: write tool in a tainted gateway session (tainted by the client's unseen context)"

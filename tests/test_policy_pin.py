@@ -26,7 +26,7 @@ def test_snapshot_has_every_tool_in_every_situation_and_checks_clean(cli, home):
     assert lines[0] == "tool,origin,tainted,verdict"
     tools = {r["name"] for r in cli.json("tools", "list", "--json")}
     assert {line.split(",")[0] for line in lines[1:]} == tools
-    assert len(lines) - 1 == 6 * len(tools)
+    assert len(lines) - 1 == 8 * len(tools)  # chat, job, webhook, gateway: untainted and tainted (no client yet)
     assert "recall__forget_memory,job,false,unavailable" in lines
     assert "tasks__create_task,chat,true,ask" in lines
     r = cli("policy", "check", str(path))

@@ -95,8 +95,10 @@ class Caps(Section):
     runs_per_hour: Annotated[int, Whole(10_000, "runs")] = 60
     #: webhook turns' share of runs_per_hour; unset: max(1, runs_per_hour // 3), resolved by palui.config
     webhook_runs_per_hour: Annotated[int, Whole(10_000, "runs", unset=True)] = 20
-    #: calls other MCP clients make through Palui in any 60 minutes
+    #: calls every MCP client together sends to connectors through Palui in any 60 minutes (the ceiling)
     gateway_calls_per_hour: Annotated[int, Whole(10_000, "calls")] = 120
+    #: calls one gateway client sends in any 60 minutes, unless the client has its own (--calls-per-hour)
+    gateway_client_calls_per_hour: Annotated[int, Whole(10_000, "calls")] = 60
     #: the zone that decides where a day starts; None: the system's
     timezone: Annotated[str | None, Text(optional=True, also=_zone)] = None
     #: What a cached input token counts for against the token caps (spec §6.4); unset: the provider's default
@@ -191,9 +193,12 @@ class Webhooks(Section):
 
 @section
 class Retention(Section):
-    """``[retention]``: untrusted content, the inbox and webhook deliveries older than this are pruned (spec §10)."""
+    """``[retention]``: untrusted content, the inbox and webhook deliveries older than ``days`` are pruned; the
+    results gateway calls returned (the untrusted content of gateway clients' conversations) older than
+    ``gateway_days`` (spec §10.2)."""
 
     days: Annotated[int, Whole(36_500, "days (100 years)")] = 90
+    gateway_days: Annotated[int, Whole(36_500, "days (100 years)")] = 7
 
 
 @section
@@ -215,9 +220,12 @@ class Connectors(Section):
 
 @section
 class Gateway(Section):
-    """``[gateway]``: how long a gateway call waits for its approval (spec §8.6)."""
+    """``[gateway]``: how long a gateway call waits for its approval, and how many sessions one client may hold
+    open (spec §8.6)."""
 
     wait_seconds: Annotated[float, Amount(3_600, "seconds (an hour)")] = 50
+    #: a client's open sessions; one more ends its least recently used one
+    sessions_per_client: Annotated[int, Whole(1_000, "sessions")] = 8
 
 
 S = TypeVar("S", bound="Settings")

@@ -21,8 +21,8 @@ class DiscordConformanceRig(ChannelRig):
     stranger_id = STRANGER
     forward_source = "forwarded from someone (a message forwarded from another chat"
 
-    def __init__(self, home: Path, request: Any = None) -> None:
-        super().__init__(home)
+    def __init__(self, home: Path, request: Any = None, process: bool = False) -> None:
+        super().__init__(home, process=process)
         self.fake = FakeDiscord().start()
         self.fake.user(PERSON, "alice")
         self.fake.user(STRANGER, "mallory")

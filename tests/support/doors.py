@@ -25,16 +25,15 @@ from support.scripts import write_script
 
 BASE = "http://127.0.0.1:8765"
 TOKEN = "service-token"
-CLIENT_PREFIX = "gateway client {client}: "
 ASKED_BY = "; asked by the gateway client {client}"
 
 
 @dataclass
 class Seen:
-    """What one door left of a call: its audit rows ``(verdict, reason, outcome)`` (the gateway client's name
-    taken off a gateway row's reason: ``client``, checked there), what the caller was ``told`` (None: the call
-    is held, the turn paused), the ``approval``'s reason if one was made, and whether anything was ``stored``
-    for it (an event, an approval, untrusted content)."""
+    """What one door left of a call: its audit rows ``(verdict, reason, outcome)`` (a gateway row's ``client`` and
+    ``session`` columns checked there: option ``client``), what the caller was ``told`` (None: the call is held,
+    the turn paused), the ``approval``'s reason if one was made (the client's name taken off its end), and
+    whether anything was ``stored`` for it (an event, an approval, untrusted content)."""
 
     rows: list[tuple[str, str, str]]
     told: str | None
@@ -43,11 +42,21 @@ class Seen:
 
 
 def _strip_client(reason: str, client: str | None) -> str:
+    """An approval's reason without ``; asked by the gateway client NAME`` (option ``client``)."""
     if client is None:
         return reason
-    prefix = CLIENT_PREFIX.format(client=client)
-    assert reason.startswith(prefix), reason  # every gateway audit row names its client (option ``client``)
-    return reason[len(prefix):].replace(ASKED_BY.format(client=client), "")
+    assert reason.endswith(ASKED_BY.format(client=client)), reason
+    return reason.removesuffix(ASKED_BY.format(client=client))
+
+
+def _row(r: Any, client: str | None) -> tuple[str, str, str]:
+    """An audit row as compared across the doors; a gateway row names its client and session in their columns."""
+    if client is None:
+        assert r["client"] is None and r["session"] is None, dict(r)
+    else:  # every gateway audit row carries the client and session in columns of their own (option ``client``)
+        assert r["client"] == client and str(r["session"]).startswith("g-"), dict(r)
+        return r["verdict"], r["reason"].replace(ASKED_BY.format(client=client), ""), r["outcome"]
+    return r["verdict"], r["reason"], r["outcome"]
 
 
 def _counts(svc: Any) -> tuple[int, int, int, int]:
@@ -59,11 +68,10 @@ def _counts(svc: Any) -> tuple[int, int, int, int]:
 def _seen_since(svc: Any, before: tuple[int, int, int, int], told: str | None, client: str | None,
                 events_after: int | None = None) -> Seen:
     db = svc.db
-    rows = [(r["verdict"], _strip_client(r["reason"], client), r["outcome"])
-            for r in db.all("SELECT verdict, reason, outcome FROM audit WHERE id > ? ORDER BY id", (before[0],))]
+    rows = [_row(r, client) for r in db.all("SELECT verdict, reason, outcome, client, session FROM audit WHERE id > ?"
+                                            " ORDER BY id", (before[0],))]
     approvals = db.all("SELECT reason FROM approvals ORDER BY rowid LIMIT -1 OFFSET ?", (before[1],))
-    approval = _strip_client(CLIENT_PREFIX.format(client=client) + approvals[-1]["reason"], client) \
-        if approvals and client else (approvals[-1]["reason"] if approvals else None)
+    approval = _strip_client(approvals[-1]["reason"], client) if approvals else None
     after = _counts(svc)
     events = after[3] - before[3] if events_after is None else events_after
     stored = bool(rows) or after[1] > before[1] or after[2] > before[2] or events > 0
@@ -134,7 +142,8 @@ class GatewayDoor:
         self.session_id: str | None = None
 
     @asynccontextmanager
-    async def connected(self):
+    async def connected(self, elicitation_callback: Any = None):
+        """One MCP session of the client (declaring elicitation when ``elicitation_callback`` answers it)."""
         async def note(response: httpx2.Response) -> None:
             sid = response.headers.get("mcp-session-id")
             if sid:
@@ -143,7 +152,8 @@ class GatewayDoor:
         async with httpx2.AsyncClient(transport=httpx2.ASGITransport(self.app), base_url=BASE, timeout=60,
                                       headers={"Authorization": f"Bearer {self.token}"},
                                       event_hooks={"response": [note]}) as http:
-            async with Client(streamable_http_client(f"{BASE}/mcp", http_client=http), mode="auto") as c:
+            async with Client(streamable_http_client(f"{BASE}/mcp", http_client=http), mode="auto",
+                              elicitation_callback=elicitation_callback) as c:
                 self.http, self.mcp = http, c
                 yield self
 
@@ -155,7 +165,8 @@ class GatewayDoor:
             headers = {"mcp-session-id": self.session_id or "", "mcp-protocol-version": self.mcp.protocol_version,
                        "accept": "application/json, text/event-stream", "content-type": "application/json"}
             r = await self.http.post("/mcp", content=body, headers=headers)
-            data = next(json.loads(line[5:]) for line in r.text.splitlines() if line.startswith("data:"))
+            data = r.json() if r.headers.get("content-type", "").startswith("application/json") else next(
+                json.loads(line[5:]) for line in r.text.splitlines() if line.startswith("data:"))
             if "error" in data:
                 return f"JSON-RPC error {data['error']['code']}: {data['error']['message']}", True
             content = data["result"]["content"]

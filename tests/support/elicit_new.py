@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import socket
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import (
@@ -60,6 +59,11 @@ from mcp_types import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
+
+try:
+    from support.tcp import listen_tcp
+except ImportError:  # run as a program: tests/support is first on sys.path
+    from tcp import listen_tcp  # type: ignore[no-redef]
 
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False)
 NAME = "elicit-new"
@@ -206,10 +210,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     import uvicorn
 
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", ns.port))
-    sock.listen(128)
+    sock = listen_tcp("127.0.0.1", ns.port)
     print(f"PORT {sock.getsockname()[1]}", flush=True)
     config = uvicorn.Config(server.streamable_http_app(), log_level="warning", lifespan="on")
     uvicorn.Server(config).run(sockets=[sock])

@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import socket
 import uuid
 from typing import Any, Literal
 
@@ -46,6 +45,11 @@ from mcp.shared.message import SessionMessage
 from mcp_types import METHOD_NOT_FOUND, ErrorData, JSONRPCError, JSONRPCRequest, ToolAnnotations
 from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+try:
+    from support.tcp import listen_tcp
+except ImportError:  # run as a program: tests/support is first on sys.path
+    from tcp import listen_tcp  # type: ignore[no-redef]
 
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False)
 
@@ -227,9 +231,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     import uvicorn
 
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(128)
+    sock = listen_tcp()
     print(f"PORT {sock.getsockname()[1]}", flush=True)
     config = uvicorn.Config(refuse_discover_http(server.streamable_http_app()), log_level="warning", lifespan="on")
     uvicorn.Server(config).run(sockets=[sock])

@@ -36,7 +36,6 @@ import itertools
 import json
 import re
 import secrets
-import socket
 import threading
 import time
 import zlib
@@ -47,6 +46,7 @@ from typing import Any, Self
 
 from aiohttp import WSMsgType, web
 
+from support.tcp import free_port
 from support.waiting import guard
 
 __all__ = ["Call", "FakeDiscord", "pings", "visible"]
@@ -152,9 +152,7 @@ class FakeDiscord:
 
     def start(self) -> Self:
         if not self.port:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                self.port = s.getsockname()[1]
+            self.port = free_port()
         self._call(self._start())
         return self
 

@@ -34,7 +34,6 @@ import itertools
 import json
 import re
 import secrets
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -43,6 +42,7 @@ from typing import Any, Self
 
 from aiohttp import WSMsgType, web
 
+from support.tcp import free_port
 from support.waiting import guard
 
 __all__ = ["Call", "FakeSlack", "pings", "visible"]
@@ -133,9 +133,7 @@ class FakeSlack:
 
     def start(self) -> Self:
         if not self.port:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                self.port = s.getsockname()[1]
+            self.port = free_port()
         self._call(self._start())
         return self
 

@@ -55,7 +55,6 @@ import itertools
 import json
 import re
 import secrets
-import socket
 import string
 import threading
 import time
@@ -70,6 +69,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from support.tcp import listen_tcp
 from support.waiting import guard
 
 __all__ = [
@@ -591,12 +591,7 @@ class FakeTelegram:
         if self._thread is not None:
             raise RuntimeError("already started")
         self._closing = False
-        # proto=IPPROTO_TCP matters: asyncio sets TCP_NODELAY only on sockets whose proto says TCP;
-        # with proto 0 every keep-alive answer waits ~40 ms for the client's delayed ACK.
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self.port))
-        sock.listen(128)
+        sock = listen_tcp(self.host, self.port)  # IPPROTO_TCP: no 40 ms Nagle wait per keep-alive answer
         sock.setblocking(False)
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import threading
 from typing import Self
+
+from support.tcp import free_port
 
 __all__ = ["FaultProxy"]
 
@@ -49,9 +50,7 @@ class FaultProxy:
 
     def start(self) -> Self:
         self._thread.start()
-        with socket.socket() as s:
-            s.bind((self.host, 0))
-            self.port = s.getsockname()[1]
+        self.port = free_port(self.host)
         self.up()
         return self
 

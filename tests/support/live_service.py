@@ -167,6 +167,11 @@ class LiveService:
         redaction._installed[:] = saved["redactors"]
         for name, level in saved["levels"].items():
             logging.getLogger(name).setLevel(level)
+        # The stopped server set sse-starlette's process-wide exit flag: left set, every SSE stream of a later
+        # test's app in this process (the gateway through ASGITransport) would end before its first answer.
+        from sse_starlette.sse import AppStatus
+
+        AppStatus.should_exit = False
         for k, v in saved["environ"].items():  # only what the service's environment set: what Palui itself sets
             if v is None:                        # once per process (PTB_TIMEDELTA at import) stays, as it would
                 os.environ.pop(k, None)

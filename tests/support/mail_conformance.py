@@ -34,9 +34,9 @@ class EmailConformanceRig(ChannelRig):
     stranger_id = STRANGER
     stranger_can_answer = True  # anyone who learnt the reply address can write to it
 
-    def __init__(self, home: Path, request: Any, toml: str = "") -> None:
+    def __init__(self, home: Path, request: Any, process: bool = False, toml: str = "") -> None:
         super().__init__(home, toml)
-        self.mail = MailRig(home, request.getfixturevalue("dovecot"), toml=toml)
+        self.mail = MailRig(home, request.getfixturevalue("dovecot"), toml=toml, process=process)
         self.svc = self.mail.svc
 
     def close(self) -> None:

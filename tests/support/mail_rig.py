@@ -36,6 +36,7 @@ from typing import Any
 
 import pytest
 
+from support import tcp
 from support.inprocess import palui
 from support.live_service import LiveService, wait_for
 
@@ -46,9 +47,7 @@ _numbers = itertools.count(1)
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return tcp.free_port()
 
 
 def dovecot_binary() -> str | None:
@@ -275,7 +274,7 @@ def body(msg: EmailMessage) -> str:
 class MailRig:
     """``palui serve`` with an email channel for a fresh mailbox on the session's dovecot."""
 
-    def __init__(self, home: Path, dovecot: Dovecot, toml: str = "") -> None:
+    def __init__(self, home: Path, dovecot: Dovecot, toml: str = "", process: bool = False) -> None:
         self.home = home
         self.dovecot = dovecot
         n = next(_numbers)
@@ -286,7 +285,7 @@ class MailRig:
         self.script = home / "script.json"
         self.set_script({"text": "ok"})
         (home / "palui.toml").write_text(f'model = "script:{self.script}"\n{toml}', encoding="utf-8")
-        self.svc = LiveService(home)
+        self.svc = LiveService(home, process=process)
         self.validity = 0
         self.marks: dict[int, int] = {}
         self.delivered: dict[int, EmailMessage] = {}

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 import threading
 from pathlib import Path
@@ -55,6 +54,11 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ToolsListChanged
 from mcp.shared.message import SessionMessage
 from mcp_types import METHOD_NOT_FOUND, ErrorData, JSONRPCError, JSONRPCRequest
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+try:
+    from support.tcp import listen_tcp
+except ImportError:  # run as a program: tests/support is first on sys.path
+    from tcp import listen_tcp  # type: ignore[no-redef]
 
 # The SDK's stdio server points fd 1 at stderr while it serves (so a stray print cannot corrupt the wire):
 # ``noise`` writes to this copy of the real stdout (made by main()), as a server that prints to its stdout does.
@@ -273,12 +277,9 @@ def main() -> None:
         app = refuse_discover(app)
     if s.get("require_header"):
         app = require_header(app, tuple(s["require_header"]))
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)  # a new server listens before the old one is killed
     port = int(sys.argv[sys.argv.index("--port") + 1]) if "--port" in sys.argv else 0
-    sock.bind(("127.0.0.1", port))
-    sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
+    # a new server listens before the old one is killed; connections wait in the backlog until uvicorn accepts them
+    sock = listen_tcp("127.0.0.1", port, reuse_port=True)
     print(f"PORT {sock.getsockname()[1]}", flush=True)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     uvicorn.Server(config).run(sockets=[sock])

@@ -25,12 +25,19 @@ strings, a schema's ``NaN``): the streams carry Python objects, nothing is re-en
     await books.add(svc)                         # palui connectors add books --url http://books.in-process.test/mcp
 
 Each tool is a raw ``tools/list`` entry with a ``behaviour``: ``echo`` (answers ``TOOL: <arguments as
-JSON>``), ``hang`` (never answers; ``started`` is set), ``text`` (its ``text``).
+JSON>``), ``hang`` (never answers; ``started`` is set), ``text`` (its ``text``), ``result`` (its ``result``: a
+``CallToolResult`` as JSON, sent as it is), ``progress`` (three progress notifications, then ``done``), ``ask``
+(asks the client its ``question``, a form with its ``form`` schema, and answers with the reply as JSON).
+
+``resources`` (``{uri: text or bytes}``) and ``prompts`` (``{name: text}``) make it offer resources and prompts;
+``legacy`` makes it refuse ``server/discover``, so the connector speaks the initialize-handshake era (a question
+inside an open call, ``ask``, needs that era's back-channel).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
@@ -184,16 +191,50 @@ class InProcessServer:
     """One in-process MCP server named ``name`` with ``tools`` (raw listing entries, :func:`tool`), on the SDK's
     low-level ``Server``.
 
-    ``calls`` is every call it received, ``(tool, arguments)``, in order; ``started`` is set when a ``hang``
-    call has begun."""
+    ``calls`` is every call it received, ``(tool, arguments)``, in order; ``reads`` every resource URI read and
+    prompt got (``prompt:NAME``); ``started`` is set when a ``hang`` call has begun."""
 
-    def __init__(self, name: str, tools: list[dict[str, Any]]) -> None:
+    def __init__(self, name: str, tools: list[dict[str, Any]], resources: dict[str, str | bytes] | None = None,
+                 prompts: dict[str, str] | None = None, legacy: bool = False) -> None:
         self.name = name
+        self.legacy = legacy  # answers server/discover "method not found": the client speaks the handshake era
         self.tools = tools
+        self.resources = resources or {}
+        self.prompts = prompts or {}
         self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.reads: list[str] = []
         self.started = asyncio.Event()
         self.url = f"http://{name}.in-process.test/mcp"
-        self.server: Server[Any] = Server(name, version="1", on_list_tools=self._list, on_call_tool=self._call)
+        extra: dict[str, Any] = {}
+        if resources is not None:
+            extra.update(on_list_resources=self._resources, on_read_resource=self._read)
+        if prompts is not None:
+            extra.update(on_list_prompts=self._prompts, on_get_prompt=self._prompt)
+        self.server: Server[Any] = Server(name, version="1", on_list_tools=self._list, on_call_tool=self._call,
+                                          **extra)
+
+    async def _resources(self, ctx: Any, params: Any) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=[
+            types.Resource(uri=uri, name=uri.rsplit("/", 1)[-1], mime_type="text/plain" if isinstance(v, str)
+                           else "application/octet-stream") for uri, v in self.resources.items()])
+
+    async def _read(self, ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        self.reads.append(uri)
+        v = self.resources[uri]
+        content: Any = (types.TextResourceContents(uri=uri, mime_type="text/plain", text=v) if isinstance(v, str)
+                        else types.BlobResourceContents(uri=uri, mime_type="application/octet-stream",
+                                                        blob=base64.b64encode(v).decode()))
+        return types.ReadResourceResult(contents=[content])
+
+    async def _prompts(self, ctx: Any, params: Any) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[types.Prompt(name=n, description=f"The {n} prompt.")
+                                                for n in self.prompts])
+
+    async def _prompt(self, ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        self.reads.append(f"prompt:{params.name}")
+        return types.GetPromptResult(messages=[types.PromptMessage(
+            role="user", content=types.TextContent(text=self.prompts[params.name]))])
 
     def wire(self) -> list[dict[str, Any]]:
         """The listing as sent: each tool's name, description, schema and annotations exactly as written."""
@@ -218,6 +259,10 @@ class InProcessServer:
                 msg = getattr(item, "message", None)
                 if isinstance(msg, types.JSONRPCRequest) and msg.method == "tools/list":
                     listings.add(msg.id)
+                if self.legacy and isinstance(msg, types.JSONRPCRequest) and msg.method == "server/discover":
+                    error = types.ErrorData(code=types.METHOD_NOT_FOUND, message="Method not found")
+                    await s2c_send.send(SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=msg.id, error=error)))
+                    continue
                 await in_send.send(item)
 
         async def down() -> None:
@@ -248,6 +293,19 @@ class InProcessServer:
         if spec["behaviour"] == "hang":
             self.started.set()
             await anyio.sleep_forever()
+        if spec["behaviour"] == "result":
+            return types.CallToolResult.model_validate(spec["result"], by_name=False)
+        if spec["behaviour"] == "progress":
+            token = (ctx.meta or {}).get("progress_token")
+            for i in range(3):
+                if token is not None:
+                    await ctx.session.send_progress_notification(token, float(i + 1), 3.0, f"step {i + 1}",
+                                                                 related_request_id=str(ctx.request_id))
+            return types.CallToolResult(content=[types.TextContent(text="done")])
+        if spec["behaviour"] == "ask":
+            got = await ctx.session.elicit_form(spec["question"], spec["form"], related_request_id=ctx.request_id)
+            answer = {"action": got.action, "content": got.content}
+            return types.CallToolResult(content=[types.TextContent(text=json.dumps(answer, sort_keys=True))])
         text = spec.get("text") if spec["behaviour"] == "text" else f"{params.name}: {json.dumps(args, sort_keys=True)}"
         return types.CallToolResult(content=[types.TextContent(text=str(text))])
 

@@ -15,13 +15,17 @@ client sent.
 from __future__ import annotations
 
 import json
-import socket
 import sys
 from typing import Annotated
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, Field
+
+try:
+    from support.tcp import listen_tcp
+except ImportError:  # run as a program: tests/support is first on sys.path
+    from tcp import listen_tcp  # type: ignore[no-redef]
 
 server = MCPServer("palui-param-headers", version="1.0")
 
@@ -65,9 +69,7 @@ def recording(app):
 
 
 def main() -> None:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(128)
+    sock = listen_tcp()
     print(f"PORT {sock.getsockname()[1]}", flush=True)
     config = uvicorn.Config(recording(server.streamable_http_app()), log_level="warning", lifespan="on")
     uvicorn.Server(config).run(sockets=[sock])

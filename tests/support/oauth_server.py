@@ -80,6 +80,11 @@ from starlette.responses import JSONResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+try:
+    from support.tcp import listen_tcp
+except ImportError:  # run as a program: tests/support is first on sys.path
+    from tcp import listen_tcp  # type: ignore[no-redef]
+
 log = logging.getLogger("oauth_test_server")
 
 TokenEndpointAuthMethod = Literal["none", "client_secret_post", "client_secret_basic"]
@@ -831,11 +836,7 @@ class StepUpScopes:
 
 
 def _listen(port: int = 0, host: str = "127.0.0.1") -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(128)
-    return sock
+    return listen_tcp(host, port)
 
 
 @dataclass

@@ -20,8 +20,8 @@ class SlackConformanceRig(ChannelRig):
     users = {"person": PERSON, "stranger": STRANGER}
     stranger_id = STRANGER
 
-    def __init__(self, home: Path, request: Any = None) -> None:
-        super().__init__(home)
+    def __init__(self, home: Path, request: Any = None, process: bool = False) -> None:
+        super().__init__(home, process=process)
         self.fake = FakeSlack().start()
         self.fake.user(PERSON, "alice")
         self.fake.user(STRANGER, "mallory")

@@ -29,7 +29,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import string
 import subprocess
 import time
@@ -38,6 +37,11 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
+
+try:
+    from support import tcp
+except ImportError:  # run as a program: tests/support is first on sys.path
+    import tcp  # type: ignore[no-redef]
 
 __all__ = ["DEFAULT_SYNAPSE_PYTHON", "SYNAPSE_VERSION", "MatrixUser", "SynapseError", "SynapseServer", "free_port",
            "synapse_python"]
@@ -74,9 +78,7 @@ def synapse_python(python: str | Path | None = None) -> Path:
 def free_port(host: str = "127.0.0.1") -> int:
     """A port free right now (Synapse binds it itself, so there is a small race; a start that
     fails on "Address already in use" is retried by :meth:`SynapseServer.start`)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    return tcp.free_port(host)
 
 
 def _random_secret(n: int = 40) -> str:

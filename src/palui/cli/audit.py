@@ -27,9 +27,10 @@ def audit_app(ctx: click.Context, turn: str | None, limit: int, as_json: bool) -
     if as_json:
         return emit_json(rows)
     tz = svc.status.timezone()
-    table([[local(r["time"], tz, "%Y-%m-%d %H:%M:%S"), r["turn"] or "", r["tool"], r["class"] or "?", r["verdict"],
+    table([[local(r["time"], tz, "%Y-%m-%d %H:%M:%S"), r["turn"] or "", r["client"] or "", r["tool"], r["class"] or "?",
+            r["verdict"],
             "tainted" if r["tainted"] else "", r["outcome"], render.short(r["reason"], 70)] for r in rows],
-          ["TIME", "TURN", "TOOL", "CLASS", "VERDICT", "TAINT", "OUTCOME", "REASON"])
+          ["TIME", "TURN", "CLIENT", "TOOL", "CLASS", "VERDICT", "TAINT", "OUTCOME", "REASON"])
 
 
 @audit_app.command("verify")

@@ -1,5 +1,5 @@
-"""``palui gateway --client NAME`` (the stdio bridge) and ``palui gateway clients add|list|remove|show``
-(spec §8.6, docs/gateway.md)."""
+"""``palui gateway --client NAME`` (the stdio bridge), ``palui gateway clients add|list|remove|show|clear``,
+``palui gateway sessions`` and ``palui gateway resume`` (spec §8.6, docs/gateway.md)."""
 
 from __future__ import annotations
 
@@ -43,8 +43,12 @@ def gateway_app(ctx: click.Context, client: str | None) -> None:
 
         fail(f"set {TOKEN_ENV} to the token of gateway client {named(client)} (palui gateway clients add NAME)")
     settings = load_settings()
-    info = find_service(settings)
-    anyio.run(Bridge(info.url if info else None, token, str(settings.home)).run)
+
+    def find() -> str | None:  # asked again whenever the bridge has no connection: a service started later is found
+        info = find_service(settings)
+        return info.url if info else None
+
+    anyio.run(Bridge(find, token, str(settings.home)).run)
 
 
 @gateway_app.group("clients", no_args_is_help=True)
@@ -71,8 +75,9 @@ def _url() -> str:
 
 
 def _line(c: GatewayClient) -> str:
-    seen = ", ".join(c["connectors"]) if c["connectors"] is not None else "every connector"
-    return f"{c['name']}: sees {seen}; context {c['context']}; {c['open_sessions']} open session(s)"
+    seen = ", ".join(c["connectors"]) if c["connectors"] is not None else "every MCP connector"
+    cap = f"{c['calls_per_hour']} calls an hour" if c["calls_per_hour"] else "the default calls an hour"
+    return f"{c['name']}: sees {seen}; context {c['context']}; {cap}; {c['open_sessions']} open session(s)"
 
 
 @clients_app.command("add")
@@ -80,11 +85,15 @@ def _line(c: GatewayClient) -> str:
 @click.option("--connectors", metavar="A,B", help="Only these connectors (default: every connector).")
 @click.option("--context", type=click.Choice(["trusted"]), default=None,
               help="Its sessions start untainted (default: tainted, its context is unknown).")
+@click.option("--calls-per-hour", type=click.IntRange(1, 10_000), default=None, metavar="N",
+              help="At most N calls sent to connectors in any 60 minutes "
+                   "(default: caps.gateway_client_calls_per_hour).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (with the token).")
-def clients_add(name: str, connectors: str | None, context: str | None, as_json: bool) -> None:
+def clients_add(name: str, connectors: str | None, context: str | None, calls_per_hour: int | None,
+                as_json: bool) -> None:
     """Add a client and print its token, once (only its hash is stored), with the configuration to paste."""
     chosen = [c.strip() for c in connectors.split(",") if c.strip()] if connectors is not None else None
-    c = service().gateway.add_client(name, chosen, context or "unknown")
+    c = service().gateway.add_client(name, chosen, context or "unknown", calls_per_hour)
     if as_json:
         return emit_json(c)
     click.echo(f"Added gateway client {_line(c)}.")
@@ -102,8 +111,9 @@ def clients_list(as_json: bool) -> None:
     if not rows:
         click.echo("No gateway clients (palui gateway clients add NAME).")
         return
-    table([[c["name"], ", ".join(c["connectors"]) if c["connectors"] is not None else "all", c["context"],
-            str(c["open_sessions"])] for c in rows], ["NAME", "CONNECTORS", "CONTEXT", "OPEN SESSIONS"])
+    table([[c["name"], ", ".join(c["connectors"]) if c["connectors"] is not None else "every MCP", c["context"],
+            str(c["calls_per_hour"] or "default"), str(c["open_sessions"])] for c in rows],
+          ["NAME", "CONNECTORS", "CONTEXT", "CALLS/HOUR", "OPEN SESSIONS"])
 
 
 @clients_app.command("show")
@@ -141,3 +151,36 @@ def gateway_resume() -> None:
     """Take gateway calls and sessions again after palui stop --all (the emergency brake pauses the gateway)."""
     was = service().gateway.resume()
     click.echo("gateway resumed" if was else "the gateway was not paused")
+
+
+@gateway_app.command("sessions")
+@click.option("--client", "client", metavar="NAME", help="Only this client's sessions.")
+@click.option("--end", "end", metavar="ID", multiple=True,
+              help="End this open session (repeatable): its id answers 404 from then on; its approvals stay.")
+@click.option("--ended", is_flag=True, help="List ended sessions too.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def gateway_sessions(client: str | None, end: tuple[str, ...], ended: bool, as_json: bool) -> None:
+    """The gateway's open sessions (each MCP session of a client), and ending them (spec §8.6)."""
+    svc = service()
+    if end:
+        done = [svc.gateway.stop_session(sid) for sid in end]
+        if as_json:
+            return emit_json(done)
+        for s in done:
+            click.echo(f"ended gateway session {s['id']} of {s['client']} ({s['calls']} call(s))")
+        return
+    rows = svc.gateway.sessions(client, ended)
+    if as_json:
+        return emit_json(rows)
+    if not rows:
+        click.echo("No open gateway sessions." if not ended else "No gateway sessions.")
+        return
+    table([[s["id"], s["client"], _when(s["created_at"]), _when(s["last_used_at"]), str(s["calls"]),
+            (f"ended {_when(s['ended_at'])}: {s['end_reason']}" if s["ended_at"] else "open")] for s in rows],
+          ["SESSION", "CLIENT", "OPENED", "LAST USED", "CALLS", "STATE"])
+
+
+def _when(t: float | None) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else ""

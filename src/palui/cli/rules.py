@@ -33,7 +33,7 @@ def _line(r: Any) -> str:
 @click.option("--json", "as_json", is_flag=True)
 def rules_list(status: str | None, as_json: bool) -> None:
     """Your standing approvals, newest first: the tool, the context, what each argument may be, uses and expiry."""
-    rows = service().rules.list(status)
+    rows = service().approvals.rules.list(status)
     if as_json:
         return emit_json(rows)
     if not rows:
@@ -47,7 +47,7 @@ def rules_list(status: str | None, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def rules_show(rule_id: str, as_json: bool) -> None:
     """One standing approval in full."""
-    r = service().rules.get(rule_id)
+    r = service().approvals.rules.get(rule_id)
     if as_json:
         return emit_json(r)
     click.echo(_line(r))
@@ -67,7 +67,7 @@ def rules_show(rule_id: str, as_json: bool) -> None:
 def rules_add(approval_id: str, widen: tuple[str, ...], confirm_destructive: bool, days: int | None,
               as_json: bool) -> None:
     """Make a standing approval from a call you approved earlier (APPROVAL_ID), for the same context."""
-    r = service().rules.make(approval_id, widenings(widen), "cli", confirm_destructive, days)
+    r = service().approvals.rules.make(approval_id, widenings(widen), "cli", confirm_destructive, days)
     if as_json:
         return emit_json(r)
     click.echo(f"made {_line(r)}")
@@ -78,7 +78,7 @@ def rules_add(approval_id: str, widen: tuple[str, ...], confirm_destructive: boo
 @click.option("--json", "as_json", is_flag=True)
 def rules_remove(rule_id: str, as_json: bool) -> None:
     """Remove a standing approval: from now on its calls ask again."""
-    r = service().rules.remove(rule_id, "cli")
+    r = service().approvals.rules.remove(rule_id, "cli")
     if as_json:
         return emit_json(r)
     click.echo(f"removed {r['id']}: {shown(r['tool'], one_line=True)} asks again in {r['context']}")

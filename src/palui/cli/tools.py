@@ -230,22 +230,30 @@ def tools_review(name: str, yes: bool) -> None:
 
 @policy_app.command("explain")
 @click.argument("name")
-@click.option("--origin", default="chat", help="chat, job, webhook or gateway")
+@click.option("--origin", default=None, help="chat (the default), job, webhook or gateway")
+@click.option("--client", metavar="NAME", help="As a call of this gateway client now: its connectors and its taint "
+                                               "(origin gateway).")
 @click.option("--tainted", is_flag=True, help="Decide as in a tainted turn.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def policy_explain(name: str, origin: str, tainted: bool, as_json: bool) -> None:
-    """Print the verdict and reason for a tool in a situation (spec §3)."""
+def policy_explain(name: str, origin: str | None, client: str | None, tainted: bool, as_json: bool) -> None:
+    """Print the verdict and reason for a tool in a situation (spec §3; a gateway client's: §8.6)."""
     try:
-        o = Origin(origin)
+        o = Origin(origin or ("gateway" if client else "chat"))
     except ValueError:
         fail(f"unknown origin {origin!r}: use chat, job, webhook or gateway", 2)
-    result = service().tools.explain(name, o, tainted, "the --tainted option" if tainted else None)
+    if client and o is not Origin.GATEWAY:
+        fail(f"--client asks about a gateway client: its origin is gateway, not {o.value}", 2)
+    if client:
+        result = service().gateway.explain(client, name, True if tainted else None)
+    else:
+        result = service().tools.explain(name, o, tainted, "the --tainted option" if tainted else None)
     if as_json:
         return emit_json(result)
     click.echo(f"{result['verdict']}: {result['reason'].split(': ', 1)[-1]}")
     for line in result.get("standing") or []:  # spec §5.9: the verdict stays ask
         click.echo(f"  then {shown(line, one_line=True)}")
+    who = f"gateway client {result['client']}" if "client" in result else f"origin {result['origin']}"
     click.echo(
         f"  tool {visible(result['tool'])}, class {result['class']} ({result['class_source']}), "
-        f"origin {result['origin']}, {'tainted' if tainted else 'untainted'}"
+        f"{who}, {'tainted' if result['tainted'] else 'untainted'}"
     )

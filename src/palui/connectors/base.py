@@ -89,6 +89,8 @@ class Resume:
 
 
 Ask = Callable[[Question], Awaitable[Reply]]
+#: ``progress(done, total, message)``: a progress notification for whoever waits on a call.
+Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
 @dataclass
@@ -106,7 +108,9 @@ class ToolResult:
     ``may_have_run`` marks a call whose server was lost after the call went out (spec §7.10): it is
     audited ``cancelled; may have run`` and never sent again. ``connector_down`` says why the connector
     could not take the call (it did not start, its connection closed, it needs a sign-in; spec §8.4's
-    connector health), None when its server answered.
+    connector health), None when its server answered. ``wire`` is the MCP ``CallToolResult`` as its server sent
+    it (JSON, every content type, ``structuredContent``, ``isError``; cut to the output limit), set only when the
+    call asked for it (``CallContext.raw``: a gateway client's call, spec §8.6).
     """
 
     text: str
@@ -117,6 +121,7 @@ class ToolResult:
     input_required: InputRequired | None = None
     may_have_run: bool = False
     connector_down: str | None = None
+    wire: dict[str, Any] | None = None
 
 
 @dataclass
@@ -128,7 +133,10 @@ class CallContext:
     question to the person while the call stays open (older MCP connections; None: every question
     is declined); ``resume`` carries the answers of a 2026-07-28 retry (spec §7). ``tool`` is the tool's
     stored row as the runner read it when it decided the call (None: the connector reads it), so a
-    connector need not read it again.
+    connector need not read it again. ``writer`` names a caller whose writes are untrusted whatever the taint (a
+    gateway client, spec §8.6: ``gateway client coder``), None for a turn. ``raw``: the caller wants the result as
+    the server sent it (:attr:`ToolResult.wire`); ``progress`` is told the server's progress notifications
+    (``progress(done, total, message)``), both a gateway client's.
     """
 
     turn_id: str
@@ -143,6 +151,9 @@ class CallContext:
     ask: Ask | None = None
     resume: Resume | None = None
     tool: ToolRow | None = None
+    writer: str | None = None
+    raw: bool = False
+    progress: Progress | None = None
 
 
 class PersonChannel(Notify, Protocol):

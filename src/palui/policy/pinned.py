@@ -1,11 +1,12 @@
 """A person's policy pinned as tests (spec §3.4). Pure: rows in, findings out; no I/O.
 
 The file is CSV with the header ``tool,origin,tainted,verdict``: a model-visible tool name, an
-origin (``chat``, ``job``, ``webhook``), ``true``/``false`` (also ``yes``/``no``, ``1``/``0``) and a
-verdict word (``run``, ``ask``, ``unavailable``, ``off``); a record whose first field starts ``#`` is a
-comment (the snapshot lists the standing approvals so, spec §5.9). ``palui policy snapshot`` writes one row per
-tool, origin and taint; ``palui policy check FILE`` compares each row with what the decision matrix gives now
-(spec §3).
+origin (``chat``, ``job``, ``webhook``, ``gateway``, or ``gateway:NAME`` for the gateway client NAME, whose
+connectors decide which tools it may call), ``true``/``false`` (also ``yes``/``no``, ``1``/``0``) and a
+verdict word (``run``, ``ask``, ``unavailable``, ``off``); a record whose first field starts ``#`` is a comment
+(the snapshot lists the standing approvals so, spec §5.9). ``palui policy snapshot`` writes one row per
+tool, origin and taint, and two per tool and gateway client; ``palui policy check FILE`` compares each row
+with what the decision matrix gives now (spec §3, §8.6).
 
 A current verdict is *looser* than the pinned one when it lets more happen: ``run`` < ``ask`` <
 ``unavailable`` = ``off`` (the last two are both "not offered"). Only a looser verdict makes the
@@ -27,13 +28,20 @@ _TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
 
 @dataclass(frozen=True)
 class Pin:
-    """One row of the file: ``line`` is its line number (the header is line 1)."""
+    """One row of the file: ``line`` is its line number (the header is line 1); ``client`` the gateway client of
+    an origin ``gateway:NAME`` (None: any caller of that origin)."""
 
     line: int
     tool: str
     origin: Origin
     tainted: bool
     verdict: Verdict
+    client: str | None = None
+
+
+def origin_word(origin: Origin, client: str | None) -> str:
+    """The origin cell of a row: ``chat``… or ``gateway:NAME``."""
+    return f"{origin.value}:{client}" if client else origin.value
 
 
 @dataclass(frozen=True)
@@ -64,11 +72,14 @@ def parse(records: Sequence[Sequence[str]]) -> tuple[list[Pin], list[Finding]]:
             bad.append(Finding("bad", n, None, None, f"line {n}: expected 4 fields, got {len(cells)}"))
             continue
         tool, origin, tainted, verdict = cells
+        word, _, client = origin.partition(":")
         try:
-            o = Origin(origin.lower())
+            o = Origin(word.lower())
+            if client and o is not Origin.GATEWAY:
+                raise ValueError(origin)
         except ValueError:
             bad.append(Finding("bad", n, None, None,
-                               f"line {n}: unknown origin {origin!r} (chat, job, webhook, gateway)"))
+                               f"line {n}: unknown origin {origin!r} (chat, job, webhook, gateway, gateway:NAME)"))
             continue
         if tainted.lower() not in _TRUE + _FALSE:
             bad.append(Finding("bad", n, None, None, f"line {n}: tainted must be true or false, not {tainted!r}"))
@@ -79,13 +90,13 @@ def parse(records: Sequence[Sequence[str]]) -> tuple[list[Pin], list[Finding]]:
             bad.append(Finding("bad", n, None, None,
                                f"line {n}: unknown verdict {verdict!r} (run, ask, unavailable, off)"))
             continue
-        pins.append(Pin(n, tool, o, tainted.lower() in _TRUE, v))
+        pins.append(Pin(n, tool, o, tainted.lower() in _TRUE, v, client or None))
     return pins, bad
 
 
 def situation(pin: Pin) -> str:
-    """``chat, tainted`` / ``job`` — the situation a pin is about, for messages."""
-    return pin.origin.value + (", tainted" if pin.tainted else "")
+    """``chat, tainted`` / ``job`` / ``gateway:coder`` — the situation a pin is about, for messages."""
+    return origin_word(pin.origin, pin.client) + (", tainted" if pin.tainted else "")
 
 
 def compare(pins: Sequence[Pin], decide_now: Callable[[Pin], Decision | None]) -> list[Finding]:
@@ -108,7 +119,8 @@ def compare(pins: Sequence[Pin], decide_now: Callable[[Pin], Decision | None]) -
     return out
 
 
-def snapshot_records(situations: Sequence[tuple[str, Origin, bool, Decision]]) -> list[list[str]]:
-    """The records of ``palui policy snapshot`` (header first) for (tool, origin, tainted, decision)."""
-    return [list(HEADER)] + [[tool, origin.value, "true" if tainted else "false", d.verdict.value]
+def snapshot_records(situations: Sequence[tuple[str, str, bool, Decision]]) -> list[list[str]]:
+    """The records of ``palui policy snapshot`` (header first) for (tool, origin word, tainted, decision); the
+    origin word is :func:`origin_word`'s."""
+    return [list(HEADER)] + [[tool, origin, "true" if tainted else "false", d.verdict.value]
                              for tool, origin, tainted, d in situations]

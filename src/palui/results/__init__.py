@@ -75,7 +75,7 @@ from palui.results.events import (
     ToolStartEvent,
     TurnEvent,
 )
-from palui.results.gateway import GatewayCallResult, GatewayClient, GatewayTool
+from palui.results.gateway import GatewayCallResult, GatewayClient, GatewaySessionInfo, GatewayTool
 from palui.results.status import (
     AsksSummary,
     AuditHead,
@@ -162,7 +162,8 @@ __all__ = [
     "TextDiscardedEvent", "TextEvent", "Tool", "ToolCallEvent", "ToolDetails", "ToolStartEvent",
     "ToolsLeftOutEvent", "LastStepEvent", "TurnApproval", "TurnDetail", "TurnElicitation", "TurnEvent", "TurnResult",
     "TurnStoredLine", "TurnUsage", "UntrustedArg", "Webhook", "WebhookCreated", "WebhookShare",
-    "ErrorAnswer", "Health", "NewConversation", "Stopped", "GatewayCallResult", "GatewayClient", "GatewayTool",
+    "ErrorAnswer", "Health", "NewConversation", "Stopped", "GatewayCallResult", "GatewayClient", "GatewaySessionInfo",
+    "GatewayTool",
     "MailAnswerAddress", "MailThread",
 ]
 

@@ -16,21 +16,38 @@ pinned ``description`` and ``input_schema``, the hints from its effective ``clas
 
 
 class GatewayClient(TypedDict):
-    """A gateway client: ``connectors`` it sees (None: every connector), ``context`` ``unknown`` (sessions
-    start tainted) or ``trusted``; ``created_at`` epoch seconds; ``open_sessions`` now. ``token`` only in
-    the answer to adding it (shown once, stored hashed)."""
+    """A gateway client: ``connectors`` it sees (None: every MCP connector), ``context`` ``unknown`` (sessions
+    start tainted) or ``trusted``; ``created_at`` epoch seconds; ``open_sessions`` now; ``calls_per_hour`` its
+    own cap (None: ``caps.gateway_client_calls_per_hour``). ``token`` only in the answer to adding it (shown
+    once, stored hashed)."""
 
     name: str
     connectors: list[str] | None
     context: str
     created_at: float
     open_sessions: int
+    calls_per_hour: int | None
     token: NotRequired[str]
 
 
 class GatewayCallResult(TypedDict):
-    """What a gateway call answers the client: the tool's result ``text``, or an error saying why it did not
-    run (``is_error``)."""
+    """What a gateway call answers the client: ``result``, the MCP ``CallToolResult`` as its server sent it (JSON:
+    every content type, ``structuredContent``, ``isError``; None for a built-in tool's answer or Palui's own), and
+    ``text``, the result as a model reads it or an error saying why the call did not run (``is_error``)."""
 
     text: str
     is_error: bool
+    result: dict[str, Any] | None
+
+
+class GatewaySessionInfo(TypedDict):
+    """A gateway session (``palui gateway sessions``): its ``client``, when it opened (``created_at``), was last used
+    and ended (epoch seconds; ``ended_at`` None while open) and why, and the ``calls`` it made (audit rows)."""
+
+    id: str
+    client: str
+    created_at: float
+    last_used_at: float
+    ended_at: float | None
+    end_reason: str | None
+    calls: int

@@ -140,7 +140,8 @@ _AuditClass = TypedDict("_AuditClass", {"class": str | None, "class_source": str
 class AuditRow(_AuditClass):
     """One audit row (spec §10.3): ``time`` ISO 8601 UTC, the decision (``verdict``, ``reason``), the
     arguments' hash, the ``outcome`` (ok, error, refused, asked, denied, cancelled, may have run…), the
-    call's ``duration_ms`` (milliseconds) and the row's chained ``hash``."""
+    call's ``duration_ms`` (milliseconds), the gateway ``client`` and ``session`` that made it (None for a turn's
+    call, spec §8.6) and the row's chained ``hash``."""
 
     id: int
     time: str
@@ -153,6 +154,8 @@ class AuditRow(_AuditClass):
     args_hash: str | None
     outcome: str
     duration_ms: float | None
+    client: str | None
+    session: str | None
     hash: str
 
 

@@ -10,9 +10,9 @@ or approved. An approved call is decided again right before it is sent (:meth:`A
 connecting may have flagged its tool.
 
 A gateway call (spec §8.6) is not paused: :meth:`ApprovalGate.wait` polls its approval for up to
-``gateway.wait_seconds`` and the call goes on when it is answered; not answered in time, the client is told the
-approval's id, and an identical later call of the session waits on or consumes that same approval
-(:meth:`ApprovalGate.retried`).
+``gateway.wait_seconds`` and the call goes on when it is answered; not answered in time, or its client gone, the
+approval stays and runs nothing by itself: an identical later call of the client, in any of its sessions, waits
+on or consumes that same approval until it expires (:meth:`ApprovalGate.retried`).
 
 Held by the governed call (:mod:`palui.runner.governed_call`); it keeps no state of its own (the approval is
 in the database, its id on the call).
@@ -48,6 +48,9 @@ DENIED = "The person denied this action."
 #: What the model is told, and the audit outcome, when the person answered "deny and stop" (spec §5.10).
 STOPPED = "The person denied this action and stopped your tool use: no further tool call will run."
 STOPPED_OUTCOME = "denied; tool use stopped by the person"
+#: What a call is told whose approval an identical call consumed first (an approval runs one call, spec §5.4).
+REPLAYED = ("Error: not run: approval {aid} was already used by an identical call (an approval runs one call); "
+            "call again to be asked anew.")
 #: How often a waiting call looks at its approval, and tells its caller the progress, in seconds.
 POLL_SECONDS = 0.2
 PROGRESS_SECONDS = 1.0
@@ -150,13 +153,16 @@ class ApprovalGate:
                      conversation_id=t.conversation_id, approval_id=a["id"])
 
     def retried(self, t: Turn, call: PendingCall) -> bool:
-        """A gateway call identical (tool and arguments) to one of the session whose approval is still pending,
-        or approved and unused: it becomes that call (``asked``, its id and reason), to wait on or consume the
-        approval once (spec §8.6). False, and nothing changed, when there is none."""
+        """A gateway call identical (tool and arguments) to an earlier one of the client, in any of its sessions
+        (the turns of its conversation), whose approval has not expired and is still pending, or approved and
+        unused: it becomes that call (``asked``, its id and reason), to wait on or consume the approval once
+        (spec §8.6: an approval outlives the request that asked it, and runs nothing by itself). False, and
+        nothing changed, when there is none."""
         same = self._db.one(
-            "SELECT id, tool_call_id, reason FROM approvals WHERE turn_id = ? AND tool = ? AND args_hash = ? AND"
-            " (status = 'pending' OR (status = 'approved' AND used = 0)) ORDER BY created_at DESC LIMIT 1",
-            (t.id, call["tool"], args_hash(call["args"])))
+            "SELECT a.id, a.tool_call_id, a.reason FROM approvals a JOIN turns s ON s.id = a.turn_id WHERE"
+            " a.args_hash = ? AND a.tool = ? AND s.conversation_id = ? AND a.expires_at > ? AND"
+            " (a.status = 'pending' OR (a.status = 'approved' AND a.used = 0)) ORDER BY a.created_at DESC LIMIT 1",
+            (args_hash(call["args"]), call["tool"], t.conversation_id, time.time()))
         if same is None:
             return False
         call["id"], call["approval"], call["state"] = same["tool_call_id"], same["id"], CallState.ASKED
@@ -164,23 +170,27 @@ class ApprovalGate:
         return True
 
     async def wait(self, t: Turn, call: PendingCall, seconds: float, halted: Callable[[Turn], str | None],
-                   progress: Progress | None = None) -> None:
+                   progress: Progress | None = None, gone: Callable[[], bool] | None = None) -> bool:
         """Wait up to ``seconds`` while the held call's approval is pending (a gateway call, spec §8.6), telling
         ``progress`` every :data:`PROGRESS_SECONDS`. ``halted`` (the brake, a stop) ends the wait with the
-        approval cancelled."""
+        approval cancelled. ``gone`` says the caller went away (its connection closed): the wait ends and the
+        approval stays as it is, for the caller's identical retry. Returns False when the caller went away."""
         aid = call["approval"]
         deadline = time.monotonic() + seconds
         told = 0.0  # when the caller was last told progress (monotonic seconds)
         while approvals.status(self._db, aid) == "pending" and time.monotonic() < deadline:
+            if gone is not None and gone():
+                return False
             why = halted(t)
             if why:
                 redecide.cancel(self._db, aid, why)
-                return
+                return True
             if progress is not None and time.monotonic() - told >= PROGRESS_SECONDS:
                 told = time.monotonic()
                 await progress(seconds - max(0.0, deadline - told), seconds,
                                f"waiting for the person to answer approval {aid}")
             await asyncio.sleep(POLL_SECONDS)
+        return not (gone is not None and gone())
 
     def approved(self, call: PendingCall) -> bool:
         """Whether the held call's approval is approved (and not yet used or refused)."""
@@ -206,6 +216,8 @@ class ApprovalGate:
                 text = STOPPED
             if said:
                 text = f"{text[:-1]}: {said}"
+            elif why == approvals.REPLAY:  # the person denied nothing: an identical call used it first
+                text = REPLAYED.format(aid=call["approval"])
             self._records.result(call, text, True)
             call["outcome"] = "denied"
             self._records.audit(t, call, row, "ask", call.get("reason", ""),

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 #: The cancel reason of an approval whose turn was stopped (``/stop``, a removed job).
 STOPPED = "the turn was stopped"
+#: Why an approved call is refused when its approval was used already (spec §5.4: one exact call, once).
+REPLAY = "approval already used (replay refused)"
 
 
 
@@ -212,12 +214,12 @@ def consume(db: Database, aid: str, call: Mapping[str, Any], now: float | None =
         if r["status"] != "approved":
             return False, f"approval {r['status']}"
         if r["used"]:
-            return False, "approval already used (replay refused)"
+            return False, REPLAY
         if r["args_hash"] != args_hash(call["args"]) or r["tool"] != call["tool"] or r["tool_call_id"] != call["id"]:
             return False, "arguments differ from the approved ones"
         cur = c.execute("UPDATE approvals SET used = 1 WHERE id = ? AND used = 0", (aid,))
         if cur.rowcount != 1:
-            return False, "approval already used (replay refused)"
+            return False, REPLAY
     return True, "approved"
 
 

@@ -21,20 +21,22 @@ if TYPE_CHECKING:
 
 def record(db: Database, *, turn_id: str | None, tool: str, tool_class: str | None, class_source: str | None,
            origin: str, tainted: bool, verdict: str, reason: str, args_hash: str | None, outcome: str,
-           duration_ms: float | None = None) -> None:
+           duration_ms: float | None = None, client: str | None = None, session: str | None = None) -> None:
     """Append one audit row, chained to the one before. ``outcome``: ok, error, refused, asked, denied,
-    cancelled; may have run… ``duration_ms`` in milliseconds."""
+    cancelled; may have run… ``duration_ms`` in milliseconds. ``client`` and ``session``: the gateway client and
+    session that made the call (spec §8.6), None for a turn's."""
     values = {"time": time.time(), "turn_id": turn_id, "tool": tool, "class": tool_class, "class_source": class_source,
               "origin": origin, "tainted": int(bool(tainted)), "verdict": verdict, "reason": reason,
               "args_hash": args_hash, "outcome": outcome,
-              "duration_ms": None if duration_ms is None else float(duration_ms)}
+              "duration_ms": None if duration_ms is None else float(duration_ms), "client": client, "session": session}
     with db.write() as c:
         audit_chain.append(c, values, audit_chain.head_path(db.path))
 
 
 def rows(db: Database, turn_id: str | None = None, limit: int = 500) -> list[AuditRow]:
     """Audit rows oldest first: ``[{"time","turn","tool","class","class_source","origin","tainted","verdict",
-    "reason","args_hash","outcome","duration_ms"}]``."""
+    "reason","args_hash","outcome","duration_ms","client","session"}]`` (``client``, ``session``: a gateway call's,
+    else None)."""
     sql = "SELECT * FROM audit"
     params: tuple[str, ...] = ()
     if turn_id:
@@ -46,7 +48,7 @@ def rows(db: Database, turn_id: str | None = None, limit: int = 500) -> list[Aud
         "tool": r["tool"],
         "class": r["class"], "class_source": r["class_source"], "origin": r["origin"], "tainted": bool(r["tainted"]),
         "verdict": r["verdict"], "reason": r["reason"], "args_hash": r["args_hash"], "outcome": r["outcome"],
-        "duration_ms": r["duration_ms"], "hash": r["hash"],
+        "duration_ms": r["duration_ms"], "hash": r["hash"], "client": r["client"], "session": r["session"],
     } for r in db.all(sql, params)]
 
 

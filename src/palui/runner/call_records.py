@@ -49,17 +49,21 @@ class CallRecords:
         settings: for ``budgets.tools`` (a refusal's reason).
         job_connectors: the connectors a job is limited to (``RunnerDeps.job_connectors``).
         emit: the turn's event sink (:meth:`palui.runner.turn_events.TurnEvents.emit`).
-        client: a gateway client's name: every audit row's reason starts ``gateway client NAME:`` (spec §8.6:
-            the chain names the client; the row's turn is its session's).
+        client, session: a gateway client's name and session: every audit row carries them in columns of their
+            own (spec §8.6; the row's turn is the session's).
+        wire: keep a sent call's result as its server sent it on the call (``call["wire"]``, a gateway call's:
+            its door takes it off before the call is stored).
     """
 
     def __init__(self, db: Database, settings: Settings, job_connectors: Callable[[str | None], list[str] | None],
-                 emit: Emit, client: str | None = None) -> None:
+                 emit: Emit, client: str | None = None, session: str | None = None, wire: bool = False) -> None:
         self._db = db
         self._settings = settings
         self._job_connectors = job_connectors
         self._emit = emit
         self._client = client
+        self._session = session
+        self._wire = wire
 
     def not_offered_reason(self, t: Turn, row: ToolRow | None, name: str) -> str:
         """Why a call to a tool that was not offered this turn is refused, as one sentence with the fix
@@ -139,6 +143,8 @@ class CallRecords:
         if untrusted:
             self.taint(t, f"{row.name} at step {t.steps}", result.untrusted_texts or [result.text], result.taint_detail)
         self.result(call, result.text, result.is_error)
+        if self._wire and result.wire is not None:
+            call["wire"] = result.wire
         if result.may_have_run:  # its server was lost after the call went out (spec §7.10): the words of §5.7
             outcome = "cancelled; may have run"
         else:
@@ -193,8 +199,10 @@ class CallRecords:
             origin=t.origin.value,
             tainted=t.tainted,
             verdict=verdict,
-            reason=f"gateway client {self._client}: {reason}" if self._client else reason,
+            reason=reason,
             args_hash=args_hash(call["args"]),
             outcome=outcome,
             duration_ms=duration_ms,
+            client=self._client,
+            session=self._session,
         )

@@ -11,21 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from palui.connectors.base import CallContext, Resume, ToolResult
+from palui.runner.gateway_cap import OVER_CAP
 from palui.runner.pending import CallState, PendingCall
 from palui.runner.server_questions import SendAgain
 from palui.runner.stop_guard import StopRequested
 
 if TYPE_CHECKING:
     from palui.runner.approval_gate import ApprovalGate
+    from palui.runner.call_options import CallOptions
     from palui.runner.call_records import CallRecords
     from palui.runner.deps import RunnerDeps
     from palui.runner.server_questions import RoundOutcome, ServerQuestions
     from palui.runner.state import Turn
-    from palui.runner.stop_guard import StopGuard
     from palui.runner.turn_events import TurnEvents
     from palui.store.tools import ToolRow
 
@@ -37,25 +37,29 @@ class CallSender:
         deps: the connector hub, the database, settings and the person's channel (for the call's context).
         records: what a call leaves behind.
         gate: the re-decision of an approved call.
-        questions: a server's questions during the call, put to the person; None: refused (the gateway, whose
-            caller's questions Palui does not relay yet: spec §8.6).
-        guard: the stop guard the call runs under.
-        time_left: the seconds left for the call (a turn's clock, a gateway call's own bound).
+        questions: a server's questions during the call, put to the person (or a trusted gateway client);
+            None: refused.
         events: the turn's events (``tool_start`` goes to the front end only).
-        save: persists the turn (the durable ``sent`` marker).
+        options: the door's: the stop guard the call runs under (``guard``), the seconds left for it
+            (``time_left``), the durable ``sent`` marker (``save``), the cap that counts each call sent (``cap``),
+            and for a gateway client (``client``) its writes stored untrusted (``CallContext.writer``), the result
+            as the server sent it (``result``) and the server's progress (``progress``).
     """
 
     def __init__(self, deps: RunnerDeps, records: CallRecords, gate: ApprovalGate, questions: ServerQuestions | None,
-                 guard: StopGuard, time_left: Callable[[Turn], float], events: TurnEvents,
-                 save: Callable[[Turn], None]) -> None:
+                 events: TurnEvents, options: CallOptions) -> None:
         self._deps = deps
         self._records = records
         self._gate = gate
         self._questions = questions
-        self._guard = guard
-        self._time_left = time_left
+        self._guard = options.guard
+        self._time_left = options.time_left
         self._events = events
-        self._save = save
+        self._save = options.save
+        self._cap = options.cap
+        self._writer = f"gateway client {options.client}" if options.client else None
+        self._raw = options.result == "wire"
+        self._progress = options.progress
 
     async def send(self, t: Turn, call: PendingCall, row: ToolRow, verdict: str, reason: str,
                    approved: bool = False, resume: Resume | None = None) -> bool:
@@ -68,6 +72,9 @@ class CallSender:
         """
         conn = await self._deps.hub.get(row.connector)
         if approved and not self._gate.recheck(t, call, row, verdict):
+            return False
+        if self._cap is not None and resume is None and (over := self._cap.take()) is not None:
+            self._records.refuse(t, call, row, verdict, over, outcome=OVER_CAP)  # reached since the cap step
             return False
         call["state"] = CallState.SENT
         self._save(t)  # durable marker: a crash from here on never re-runs the call
@@ -85,6 +92,9 @@ class CallSender:
             ask=self._questions.asker(t, call, row) if self._questions is not None else None,
             resume=resume,
             tool=row,  # read when the call was decided: the connector need not read it again
+            writer=self._writer,
+            raw=self._raw,
+            progress=self._progress,
         )
         started = time.monotonic()
         try:
@@ -106,8 +116,8 @@ class CallSender:
             if self._questions is not None:
                 return await self._follow(
                     t, call, self._questions.store_round(t, call, row, result.input_required, verdict, reason))
-            result = ToolResult("Error: the server asked questions during the call; answering them through the "
-                                "gateway is not supported.", is_error=True, untrusted=result.untrusted)
+            result = ToolResult("Error: the server asked questions during the call, and no one may answer them "
+                                "here.", is_error=True, untrusted=result.untrusted)
         call.pop("elicit", None)
         self._records.returned(t, call, row, result, verdict, reason, approved, (time.monotonic() - started) * 1000)
         return False
@@ -118,6 +128,8 @@ class CallSender:
         return await self._follow(t, call, self._questions.resume(t, call))
 
     async def _follow(self, t: Turn, call: PendingCall, outcome: RoundOutcome) -> bool:
+        if outcome == "waiting" and self._questions is not None and self._questions.patience is not None:
+            outcome = await self._questions.settle(t, call)  # a gateway call cannot pause: it waits here
         if not isinstance(outcome, SendAgain):
             return outcome == "waiting"
         assert self._questions is not None

@@ -232,20 +232,3 @@ def never_fits(db: Database, settings: Settings, input_chars: int, conversation_
                 "its prompt or raise its --token-cap")
     return None
 
-
-#: The audit outcome of a gateway call refused by ``caps.gateway_calls_per_hour`` (not counted by the cap).
-OVER_CAP = "refused: over cap"
-
-
-def gateway_over_cap(db: Database, settings: Settings, now: float | None = None) -> str | None:
-    """Why one more gateway call would pass ``caps.gateway_calls_per_hour`` (every client's calls of the last 60
-    minutes, over-cap refusals not counted), saying when the next is possible; None when it would not (spec
-    §8.6: the gateway's cap step)."""
-    cap = settings.caps.gateway_calls_per_hour
-    now = time.time() if now is None else now
-    rows = db.all("SELECT time FROM audit WHERE origin = 'gateway' AND time > ? AND outcome != ?"
-                  " ORDER BY time DESC LIMIT ?", (now - 3600, OVER_CAP, cap))
-    if len(rows) < cap:
-        return None
-    until = datetime.fromtimestamp(rows[-1]["time"] + 3600, UTC).strftime("%H:%M:%S UTC")
-    return f"caps.gateway_calls_per_hour ({cap}) is reached: the next call is possible at {until}"

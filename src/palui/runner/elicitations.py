@@ -277,3 +277,17 @@ def cancel_for_call(db: Database, turn_id: str, call_id: str, reason: str, now: 
                       " AND tool_call_id=? AND status='pending'", (reason, now, turn_id, call_id)).rowcount
         c.execute("UPDATE elicitations SET content_json=NULL WHERE turn_id=? AND tool_call_id=?", (turn_id, call_id))
     return n
+
+
+def cancel(db: Database, eid: str, reason: str, now: float | None = None) -> None:
+    """Cancel one question still pending (a gateway call waited for the person long enough)."""
+    now = time.time() if now is None else now
+    with db.write() as c:
+        c.execute("UPDATE elicitations SET status='cancelled', reason=?, answered_at=? WHERE id=? AND status='pending'",
+                  (reason, now, eid))
+
+
+def question_of(e: TurnElicitation) -> Question:
+    """The question a stored elicitation ``e`` holds, as the server asked it."""
+    return Question(key=str(e["key"]), mode="url" if e["mode"] == "url" else "form", message=e["message"],
+                    schema=e["schema"], url=e["url"], elicitation_id=e["elicitation_ref"])

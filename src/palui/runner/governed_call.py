@@ -20,13 +20,14 @@ denied, sent and recorded), holds it (the turn pauses for the person), or lets i
     switches     off or unavailable in this turn          → refused
     review       flagged "changed — review"               → refused
     arguments    strict JSON, size, the input schema      → refused as the model's error, nothing stored
-    cap          the door's cap on calls                  → refused
+    cap          the door's cap on calls                  → refused (counted only when sent)
     rule_of_two  a run that reaches outside, tainted      → ask
     gate         ask, its marks found:
                  a mark from the source of a call denied  → refused without asking (spec §5.10)
                  a standing approval answers it           → approved in advance, no card (spec §5.9)
                  else                                     → asked: held (turn) / waits for the answer (gateway)
-    send         the sent marker, the brake, in time      → sent, recorded (audit, taint, marks)
+    send         the cap counts it, the sent marker, the   → sent, recorded (audit, taint, marks)
+                 brake, in time
 
 A call whose approval was granted (step ``answered``, or ``gate`` on a waiting door) skips the deciding steps
 (``offered`` to ``rule_of_two``: they ran when it was asked) and is decided again right before ``send``
@@ -45,7 +46,7 @@ from palui.runner.approval_gate import ApprovalGate
 from palui.runner.call_decider import CallDecider
 from palui.runner.call_records import CallRecords
 from palui.runner.call_sender import CallSender
-from palui.runner.caps import OVER_CAP
+from palui.runner.gateway_cap import OVER_CAP
 from palui.runner.loop_guard import LoopGuard
 from palui.runner.offer import usable_tool
 from palui.runner.pending import CallState, PendingCall
@@ -71,6 +72,9 @@ DECIDING = frozenset(STEPS[STEPS.index("offered"):STEPS.index("gate") + 1])
 
 #: What :meth:`GovernedCall.run` returns: the call is answered, or held (the turn pauses for the person).
 Outcome = Literal["done", "held"]
+#: What a waiting door's caller is told when the person has not answered yet.
+PENDING = ("Error: approval pending: {aid}. The person has been asked on their channels; call again after approving "
+           "(the same call with the same arguments).")
 
 
 
@@ -102,15 +106,17 @@ class GovernedCall:
                  clock: TurnClock | None = None) -> None:
         self.options = options
         emit = events.emit
-        self.records = CallRecords(deps.db, deps.settings, deps.job_connectors, emit, options.client)
+        self.records = CallRecords(deps.db, deps.settings, deps.job_connectors, emit, options.client, options.session,
+                                   options.result == "wire")
         self.denials = PersonDenials(deps.db, self.records, emit, options.scope)
         self.loops = LoopGuard(deps.db, deps.settings, self.records, emit, self.denials, options.history,
                                "this turn's" if options.scope == "turn" else "this client's", options.read_repeats)
         self.gate = ApprovalGate(deps.db, deps.settings, deps.notify, self.records, emit)
-        questions = ServerQuestions(deps.db, deps.settings, deps.notify, self.records, emit, options.save, clock) \
-            if options.questions and clock is not None else None
-        self.sender = CallSender(deps, self.records, self.gate, questions, options.guard, options.time_left, events,
-                                 options.save)
+        waits = options.approval == "wait"  # a gateway call settles a server's questions while it waits
+        questions = ServerQuestions(deps.db, deps.settings, deps.notify, self.records, emit, options.save, clock,
+                                    options.wait_seconds if waits else None, options.forward) \
+            if options.questions and (clock is not None or waits) else None
+        self.sender = CallSender(deps, self.records, self.gate, questions, events, options)
         self.decider = CallDecider(deps.db, deps.settings, deps.hub, self.records, options.offer, options.time_left)
         self.rule_of_two = RuleOfTwo(deps.db, earlier, options.unknown_context)
         self._db = deps.db
@@ -215,7 +221,7 @@ class GovernedCall:
         return None if self.decider.arguments(p.t, p.call, p.row) else "done"
 
     async def _cap(self, p: _Passing) -> Outcome | None:
-        why = self.options.cap() if self.options.cap is not None else None
+        why = self.options.cap.over() if self.options.cap is not None else None
         if not why:
             return None
         assert p.decision is not None
@@ -266,16 +272,16 @@ class GovernedCall:
         """The held call's approval: a turn pauses while it is pending; a gateway call waits for it (then, still
         pending, the caller is told its id). Approved: the call goes on to ``send``."""
         o = self.options
+        here = True
         if o.approval == "wait":
-            await self.gate.wait(p.t, p.call, o.wait_seconds, o.halted, o.progress)
-        answer = self.gate.answer(p.t, p.call)
-        if answer.held and o.approval == "pause":
+            here = await self.gate.wait(p.t, p.call, o.wait_seconds, o.halted, o.progress, o.gone)
+        # a caller gone away leaves the approval as it is: it runs nothing by itself, only an identical retry
+        answer = self.gate.answer(p.t, p.call) if here else None
+        if answer is not None and answer.held and o.approval == "pause":
             return "held"
-        if answer.held:
+        if answer is None or answer.held:
             aid, p.unanswered = p.call["approval"], True
-            self.records.result(p.call, f"Error: approval pending: {aid}. The person has been asked on their "
-                                        "channels; call again after approving (the same call with the same "
-                                        "arguments).", True)
+            self.records.result(p.call, PENDING.format(aid=aid), True)
             return "done"
         if answer.stop:  # "deny and stop" (spec §5.10): the tool use ends as a loop stop ends it
             self.loops.history.stop = STOPPED_BY_PERSON

@@ -1,4 +1,5 @@
-"""Which tools a turn is offered (spec §3, §6): the policy at offer time over the stored catalog, then the budget.
+"""Which tools a turn is offered (spec §3, §6): the policy at offer time over the stored catalog, then the budget;
+and which tools a gateway client may call (spec §8.6).
 
 Everything here reads a catalog :class:`~palui.store.catalog.Snapshot`: the stored, pinned
 definitions. No MCP server is started to offer its tools (docs/decisions/0078-mcp-servers-start-on-first-call.md):
@@ -29,6 +30,11 @@ from palui.text.escape import strip_hidden
 from palui.types import Notify, Origin
 
 BUILTIN = ("recall", "tasks", "web", "messages")
+#: The built-in connectors a gateway client may be given (spec §8.6): ``messages`` writes to the person's own
+#: channel, where another agent's text would read as Palui's.
+GATEWAY_BUILTIN = ("recall", "tasks", "web")
+#: Why a tool is not a gateway client's to call (spec §8.6).
+NOT_THE_CLIENTS = "no tool of this client has this name"
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,17 @@ class Offer:
 def is_builtin(r: ToolRow) -> bool:
     """Whether ``r`` is a built-in connector's tool (no connection to start before calling it)."""
     return r.connector in BUILTIN
+
+
+def gateway_offers(r: ToolRow | None, connectors: tuple[str, ...] | None) -> bool:
+    """Whether a gateway client given ``connectors`` (None: every MCP connector) may call the tool ``r``: an MCP
+    connector's tool in its connectors, or a built-in one of :data:`GATEWAY_BUILTIN` it was given by name (spec
+    §8.6). Whether the tool may run now is the governed call's to decide."""
+    if r is None:
+        return False
+    if is_builtin(r):
+        return r.connector in GATEWAY_BUILTIN and connectors is not None and r.connector in connectors
+    return connectors is None or r.connector in connectors
 
 
 def usable_tool(db: Database, name: str) -> ToolRow | None:
@@ -178,15 +195,18 @@ def definitions(snap: Snapshot, names: list[str], origin: Origin, tainted: bool)
         key = ("definition", name)
         d = snap.memo.get(key)
         if d is None:
-            d = snap.memo[key] = _definition(r)
+            d = snap.memo[key] = definition(r)
         out.append(d)
     return out
 
 
-def _definition(r: ToolRow) -> ToolDefinition:
-    # A tool's description, and every description inside its schema, is sent as its first 4,000 characters
-    # (decision 0082: a server's text is hostile, one description of a megabyte would fill every turn's context);
-    # the stored definition is kept whole: `palui tools show` and the review diff show all of it.
+def definition(r: ToolRow) -> ToolDefinition:
+    """A tool's definition as a model is sent it, and as the gateway lists it to a client (spec §4.7, §8.6).
+
+    Its description, and every description inside its schema, is sent as its first 4,000 characters (decision
+    0082: a server's text is hostile, one description of a megabyte would fill every turn's context); a
+    definition with hidden characters has them removed (the person reviewed it escaped). The stored definition is
+    kept whole: ``palui tools show`` and the review diff show all of it."""
     schema = for_model(r.input_schema) if isinstance(r.input_schema, dict) and r.input_schema else {"type": "object"}
     description = r.description or r.tool
     if r.hidden:  # what the model is sent has the hidden characters removed (spec §4.7)

@@ -53,7 +53,8 @@ class QuestionRound(TypedDict):
 class PendingCall(TypedDict):
     """One held call as stored. ``args`` are the model's arguments (a JSON object unless ``bad_args``
     says why not); ``outcome`` (``failed``, ``denied``) overrides what the model's provider is told
-    (else ``failed`` when ``is_error``, ``success`` otherwise)."""
+    (else ``failed`` when ``is_error``, ``success`` otherwise). ``wire`` is a gateway call's result as its
+    server sent it, held only until the session answers the client (never stored)."""
 
     id: str
     tool: str
@@ -66,6 +67,7 @@ class PendingCall(TypedDict):
     approval: NotRequired[str]
     reason: NotRequired[str]
     elicit: NotRequired[QuestionRound]
+    wire: NotRequired[dict[str, Any]]
 
 
 def read_call(call_id: str, tool: str, args: Any, problem: str | None = None) -> PendingCall:

@@ -6,7 +6,8 @@ conversation's untrusted content (the ``untrusted_content`` table, and whether r
 of it), the person's own messages (the inputs of its chat and job turns), the arguments of its
 earlier outside calls that ran, and the private-store results the model saw (this turn's messages
 and the earlier turns' history the model is sent: ``recall``, ``tasks`` and connectors the person
-marked private) are handed to the pure rule. A reason turns the verdict into ``ask``; the approval
+marked private; for a gateway client, which has no messages, the results its calls returned in any of
+its sessions) are handed to the pure rule. A reason turns the verdict into ``ask``; the approval
 that follows is an ordinary one (re-decided by the matrix, which still says ``run``, so an approved
 call is never refused for it). The earlier turns' messages are the runner's
 (:class:`~palui.runner.state.EarlierTurns`): the check asks for them, read once per run.
@@ -83,12 +84,26 @@ class RuleOfTwo:
         earlier = self._earlier.messages(t)
         seen = private_results(earlier, private, "earlier in this conversation")
         seen += private_results(t.messages, private)
+        client = self._client_calls(t) if self._unknown_context is not None else []
+        # a gateway client has no messages: the private results it was sent are its calls' results (spec §8.6)
+        seen += [(f"{e['tool']} sent to this client", str(e.get("result", ""))) for e in client
+                 if str(e["tool"]).split("__", 1)[0] in private]
         pruned = db.one("SELECT untrusted_pruned_at FROM conversations WHERE id = ?", (t.conversation_id,))
         return OutsideFacts(untrusted=untrusted, own=own, private=seen, private_connectors=frozenset(private),
-                            reached=self._reached(t, earlier), pruned=bool(pruned and pruned[0] is not None),
+                            reached=self._reached(t, earlier, client), pruned=bool(pruned and pruned[0] is not None),
                             unknown_context=self._unknown_context)
 
-    def _reached(self, t: Turn, earlier: list[ModelMessage]) -> list[str]:
+    def _client_calls(self, t: Turn) -> list[dict[str, Any]]:
+        """A gateway client's calls that ran (not errors), every session's: the ``tool_call`` events of its
+        sessions' turns, this one's included."""
+        events: list[dict[str, Any]] = [dict(e) for e in t.events]
+        for (raw,) in self._db.all(
+                "SELECT e.event FROM turn_events e JOIN turns s ON s.id = e.turn_id WHERE s.conversation_id = ? AND"
+                " s.id != ? AND json_extract(e.event, '$.type') = 'tool_call'", (t.conversation_id, t.id)):
+            events.append(json.loads(raw))
+        return [e for e in events if e["type"] == "tool_call" and not e.get("is_error") and "args" in e]
+
+    def _reached(self, t: Turn, earlier: list[ModelMessage], client: list[dict[str, Any]]) -> list[str]:
         """The arguments of this conversation's earlier calls to tools that reach outside and ran: in the
         history the model is sent (``earlier``), this turn's messages, and the calls of this response done
         so far.
@@ -110,14 +125,7 @@ class RuleOfTwo:
         for c in t.pending or []:
             if c.get("state") == CallState.DONE and not c.get("is_error") and c["id"] in asked:
                 ran.append(asked.pop(c["id"]))
-        if self._unknown_context is not None:  # a gateway client: its calls that ran are its sessions' events
-            events = list(t.events)
-            for (raw,) in self._db.all(
-                    "SELECT e.event FROM turn_events e JOIN turns s ON s.id = e.turn_id WHERE s.conversation_id = ? AND"
-                    " s.id != ? AND json_extract(e.event, '$.type') = 'tool_call'", (t.conversation_id, t.id)):
-                events.append(json.loads(raw))
-            ran += [(e["tool"], e["args"]) for e in events
-                    if e["type"] == "tool_call" and not e.get("is_error") and "args" in e]
+        ran += [(e["tool"], e["args"]) for e in client]  # a gateway client's calls that ran (its sessions' events)
         snap = catalog.snapshot(self._db)
         out = []
         for tool, args in ran:

@@ -12,6 +12,10 @@ and, for a 2026-07-28 server, sends it again with the answers.
   approval; :meth:`ServerQuestions.resume` says when every question of the round is answered (or
   expired), in whichever process resumes the turn: the sender then sends the call again
   (:class:`SendAgain`) and marks the replies sent.
+- **A gateway call** (spec §8.6) cannot pause: its questions are settled while the call waits. A question goes
+  to the calling client itself (``forward``: a ``--context trusted`` client that declared elicitation) when it
+  is a form asking for no secret; any other goes to the person, and the call waits ``patience`` seconds
+  (``gateway.wait_seconds``) for the answer, after which the question is cancelled and the server told so.
 - Without asking the person, Palui declines: more than ``mcp.max_elicitations_per_call`` questions
   in one call (counted over its rounds), a requested schema that is not a flat object of the
   spec's primitive schemas, a URL-mode question in a job turn, and a form that asks for a secret
@@ -22,11 +26,14 @@ and, for a 2026-07-28 server, sends it again with the answers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from palui.connectors.base import Ask, InputRequired, Question, Reply, Resume
+from palui.errors import ApprovalError
 from palui.runner import audit, caps, redecide
 from palui.runner import elicitations as store
 from palui.runner.offer import usable_tool
@@ -48,6 +55,8 @@ if TYPE_CHECKING:
     from palui.store.tools import ToolRow
 
 POLL_SECONDS = 0.2  # how often a waiting call looks for the person's answer (it may come from another process)
+#: Why a gateway call's question is cancelled when the person did not answer while the call waited.
+NOT_IN_TIME = "not answered while the gateway call waited (gateway.wait_seconds)"
 MAX_ROUNDS = 10  # input-required rounds of one call (the SDK's own default cap)
 
 
@@ -78,11 +87,15 @@ class ServerQuestions:
         records: answers and audits a call that ends here.
         emit: the turn's event sink.
         save: persists the turn (:meth:`TurnRunner.save`): a stored round survives a restart.
-        clock: the turn's clock, stopped while the person is asked inside an open call.
+        clock: the turn's clock, stopped while the person is asked inside an open call; None for a gateway call.
+        patience: how long a gateway call waits for the person's answer (seconds); None: a turn, which waits
+            (inside an open call) or pauses (a round) until the question is answered or expires.
+        forward: the gateway client that may answer a form asking for no secret itself, and its name.
     """
 
     def __init__(self, db: Database, settings: Settings, notify: PersonChannel, records: CallRecords, emit: Emit,
-                 save: Callable[[Turn], None], clock: TurnClock) -> None:
+                 save: Callable[[Turn], None], clock: TurnClock | None, patience: float | None = None,
+                 forward: tuple[Ask, str] | None = None) -> None:
         self._db = db
         self._settings = settings
         self._notify = notify
@@ -90,6 +103,8 @@ class ServerQuestions:
         self._emit = emit
         self._save = save
         self._clock = clock
+        self.patience = patience
+        self._forward = forward
 
     # -- what Palui declines without asking -------------------------------------------------------------
 
@@ -123,8 +138,25 @@ class ServerQuestions:
                 return f"Palui declines forms it cannot show: {problem}"
         return None
 
+    def _forwards(self, q: Question, why: str | None) -> bool:
+        """Whether ``q`` goes to the calling gateway client instead of the person: a form asking for no secret,
+        that Palui would not decline itself, from a client that may be asked (spec §8.6)."""
+        return (self._forward is not None and why is None and q.mode == "form"
+                and not secret_fields(q.schema))
+
+    async def _ask_client(self, e: TurnElicitation, q: Question) -> None:
+        """Put ``q`` (stored as ``e``) to the calling gateway client and record its reply as the answer."""
+        assert self._forward is not None
+        ask, client = self._forward
+        try:
+            reply = await ask(q)
+        except Exception:  # the client could not answer (gone, refused the request): the server is told cancel
+            reply = Reply("cancel")
+        with contextlib.suppress(ApprovalError):
+            store.answer(self._db, e["id"], reply.action, reply.content, f"gateway client {client}")
+
     def _store(self, t: Turn, call: PendingCall, row: ToolRow, q: Question, era: str, round_no: int,
-               why: str | None) -> TurnElicitation:
+               why: str | None, tell: bool = True) -> TurnElicitation:
         e = store.create(self._db, turn_id=t.id, call_id=call["id"], tool=row.name, connector=row.connector,
                          era=era, question=q, origin=t.origin.value,
                          expiry_seconds=self._settings.approvals.expiry(t.origin),
@@ -133,7 +165,7 @@ class ServerQuestions:
                        "mode": q.mode, "message": q.message, "url": q.url, "url_host": e["url_host"],
                        "fields": e["fields"], "status": e["status"], "reason": why, "expires_at": e["expires_at"],
                        "era": era})
-        if why is None:
+        if why is None and tell:
             zone = caps.zone(self._settings.caps.timezone)
             until = f"expires {stamped(e['expires_at'], zone)}" if e["expires_at"] else None
             self._notify("elicitation", question_text(e, expires=until), turn_id=t.id,
@@ -160,15 +192,21 @@ class ServerQuestions:
         async def ask(q: Question) -> Reply:
             asked[0] += 1
             why = self._auto_decline(t, q, asked[0], row.connector)
-            e = self._store(t, call, row, q, "in_call", 1, why)
+            forwards = self._forwards(q, why)
+            e = self._store(t, call, row, q, "in_call", 1, why, tell=not forwards)
             if why is not None:
                 reply = Reply("decline")
+            elif forwards:
+                await self._ask_client(e, q)
+                reply = store.reply_of(self._db, e["id"]) or Reply("cancel")
             else:
-                self._clock.wait_begin()
+                if self._clock is not None:
+                    self._clock.wait_begin()
                 try:
                     reply = await self._wait_for(e["id"])
                 finally:
-                    self._clock.wait_end()
+                    if self._clock is not None:
+                        self._clock.wait_end()
             store.mark_sent(self._db, [e["id"]])
             self._audit_reply(t, call, usable_tool(self._db, call["tool"]), store.get(self._db, e["id"]), reply)
             return reply
@@ -177,12 +215,35 @@ class ServerQuestions:
 
     async def _wait_for(self, eid: str) -> Reply:
         """The person's reply to ``eid`` (polled: it may be given in another process). ``/stop`` cancels
-        the call itself (the turn's guard) and the question with it (``cancel`` is sent)."""
+        the call itself (the turn's guard) and the question with it (``cancel`` is sent). A gateway call waits
+        :attr:`patience` seconds, then the question is cancelled (``cancel`` is sent)."""
+        deadline = None if self.patience is None else time.monotonic() + self.patience
         while True:
             reply = store.reply_of(self._db, eid)
             if reply is not None:
                 return reply
+            if deadline is not None and time.monotonic() >= deadline:
+                store.cancel(self._db, eid, NOT_IN_TIME)
+                return Reply("cancel")
             await asyncio.sleep(POLL_SECONDS)
+
+    async def settle(self, t: Turn, call: PendingCall) -> RoundOutcome:
+        """A gateway call's stored round, settled while the call waits: the questions that may go to the client
+        are put to it, the person is waited for :attr:`patience` seconds (then the questions left are cancelled),
+        and the round is resumed (:meth:`resume`)."""
+        ids = list(call["elicit"]["ids"])
+        row = usable_tool(self._db, call["tool"])
+        for e in store.for_ids(self._db, ids):
+            q = store.question_of(e)
+            if e["status"] == store.PENDING and row is not None and self._forwards(q, None):
+                await self._ask_client(e, q)
+        deadline = time.monotonic() + (self.patience or 0.0)
+        while (outcome := self.resume(t, call)) == "waiting" and time.monotonic() < deadline:
+            await asyncio.sleep(POLL_SECONDS)
+        if outcome == "waiting":
+            store.cancel_for_call(self._db, t.id, call["id"], NOT_IN_TIME)
+            outcome = self.resume(t, call)
+        return outcome
 
     # -- 2026-07-28: input-required results, durable across restarts -----------------------------------------
 

@@ -338,18 +338,18 @@ async def deny(svc: Service, id: str, body: DenyBody) -> Response | Answered:
 @API.get("/api/rules", query=RulesQuery, answer=list[StandingApproval],
          summary="standing approvals (spec §5.9): every one but the removed, or those of status")
 async def list_rules(svc: Service, query: RulesQuery) -> list[StandingApproval]:
-    return svc.rules.list(query.status)
+    return svc.approvals.rules.list(query.status)
 
 
 @API.get("/api/rules/{id}", answer=StandingApproval, refusals=NOT_FOUND, summary="one standing approval")
 async def get_rule(svc: Service, id: str) -> StandingApproval:
-    return svc.rules.get(id)
+    return svc.approvals.rules.get(id)
 
 
 @API.post("/api/rules/{id}/remove", answer=StandingApproval, refusals=NOT_FOUND,
           summary="remove a standing approval: its calls ask again")
 async def remove_rule(svc: Service, id: str) -> StandingApproval:
-    return svc.rules.remove(id, "api")
+    return svc.approvals.rules.remove(id, "api")
 
 
 @API.get("/api/elicitations", query=ListQuery, answer=list[Elicitation],

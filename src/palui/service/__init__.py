@@ -40,8 +40,9 @@ it holds (``→``), so the parts form a DAG and the modules import no circle (``
     svc.conversations    ConversationsPart: conversations and turns shown   (conversations.py)    → Turns, Status
     svc.elicitations     ElicitationsPart: the one door for a server's      (elicitations.py)     → Conversations,
                          questions                                                                  Turns
-    svc.rules            RulesPart: standing approvals: list, make,         (rules.py)
-                         remove, suspend
+    svc.approvals.rules  RulesPart: standing approvals: list, make,         (rules.py)
+                         remove, suspend (built for the approvals part,
+                         public there: the answers given in advance)
     svc.approvals        ApprovalsPart: the one door for answers            (approvals.py)        → Conversations,
                                                                                                     Elicitations,
                                                                                                     Turns, Rules,
@@ -50,7 +51,10 @@ it holds (``→``), so the parts form a DAG and the modules import no circle (``
                          conversation and messages
     svc.live             LivePart: following a turn, waiting for an answer  (live.py)             → TurnTasks, Turns,
                                                                                                     Status, Approvals
-    svc.gateway          GatewayPart: clients, sessions, tools, calls       (gateway.py)          → Turns
+    svc.gateway          GatewayPart: clients, sessions, tools, calls,      (gateway.py)          → Tools, Turns
+                         a client's policy explained
+    svc.gateway_content  GatewayContentPart: the gateway's resources and    (gateway_content.py)  → Turns, Gateway
+                         prompts, each read governed
     svc.brake            BrakePart: stop everything, pause/resume jobs      (brake.py)            → Turns
                          and the gateway
     svc.jobs             JobsPart: scheduled jobs, a run started now        (jobs.py)             → Turns, Brake

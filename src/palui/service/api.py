@@ -22,6 +22,7 @@ from palui.service.connectors import ConnectorsPart
 from palui.service.conversations import ConversationsPart
 from palui.service.elicitations import ElicitationsPart
 from palui.service.gateway import GatewayPart
+from palui.service.gateway_content import GatewayContentPart
 from palui.service.jobs import JobsPart
 from palui.service.live import LivePart
 from palui.service.mail_records import MailRecordsPart
@@ -85,11 +86,11 @@ class Service:
     turns: TurnsPart
     conversations: ConversationsPart
     elicitations: ElicitationsPart
-    rules: RulesPart
     approvals: ApprovalsPart
     channel_updates: ChannelUpdatesPart
     live: LivePart
     gateway: GatewayPart
+    gateway_content: GatewayContentPart
     brake: BrakePart
     jobs: JobsPart
     webhooks: WebhooksPart
@@ -122,12 +123,13 @@ class Service:
         self.turns = TurnsPart(db, settings, hub, notifier, clock, self.tools, self.status, self._turn_tasks)
         self.conversations = ConversationsPart(db, self.turns, self.status)
         self.elicitations = ElicitationsPart(db, self.conversations, self.turns)
-        self.rules = RulesPart(db, settings, notifier)
+        # the standing approvals (spec §5.9) are the approvals part's own, public there: svc.approvals.rules
         self.approvals = ApprovalsPart(db, notifier, redecide, self.conversations, self.elicitations, self.turns,
-                                       self.rules)
+                                       RulesPart(db, settings, notifier))
         self.channel_updates = ChannelUpdatesPart(db, clock, self.channels, self.turns)
         self.live = LivePart(db, self._turn_tasks, self.turns, self.status, self.approvals)
         self.gateway = GatewayPart(db, clock, self.tools, self.turns)
+        self.gateway_content = GatewayContentPart(db, self.turns, self.gateway)
         self.brake = BrakePart(db, notifier, clock, self.turns)
         self.jobs = JobsPart(db, settings, notifier, clock, self.turns, self.brake)
         self.webhooks = WebhooksPart(db, settings, clock, self.turns)

@@ -52,19 +52,21 @@ class ApprovalsPart:
         conversations_part: the conversation of an approval's turn.
         elicitations_part: a ``/deny`` of a server's question (an ``e-…`` id) declines it.
         turns_part: going on with a turn here.
-        rules_part: the standing approval an answer "approve, and from now on the same" makes.
+        rules: the standing approvals (spec §5.9): the answers given in advance, made by an answer "approve, and from
+            now on the same" here, or listed, made and removed by a front end through this attribute
+            (``svc.approvals.rules.list()``).
     """
 
     def __init__(self, db: Database, notifier: Notifier, redecide: Callable[[], object],
                  conversations_part: ConversationsPart, elicitations_part: ElicitationsPart,
-                 turns_part: TurnsPart, rules_part: RulesPart) -> None:
+                 turns_part: TurnsPart, rules: RulesPart) -> None:
         self.db = db
         self.notifier = notifier
         self.redecide = redecide
         self.conversations_part = conversations_part
         self.elicitations_part = elicitations_part
         self.turns_part = turns_part
-        self.rules_part = rules_part
+        self.rules = rules
 
     def sweep_expired(self) -> None:
         """A start-up step: expired approvals are swept on every start (spec §5)."""
@@ -179,7 +181,7 @@ class ApprovalsPart:
             if reason is not None and len(reason) > 1000:
                 raise UsageError("a denial's reason is at most 1,000 characters")
             if always is not None:
-                self.rules_part.check(approval_id, always, confirm)
+                self.rules.check(approval_id, always, confirm)
             approvals.answer(self.db, approval_id, approve, via,
                              refusal=lambda row: redecide.approval_refusal(self.db, row), reason=reason, stop=stop)
         except ApprovalError as e:
@@ -189,7 +191,7 @@ class ApprovalsPart:
                             turn_id=a["turn"], approval_id=approval_id)
             raise
         if always is not None:
-            made = self.rules_part.make(approval_id, always, via, confirm)
+            made = self.rules.make(approval_id, always, via, confirm)
             self.notifier("notice", f"Standing approval {made['id']} made: from now on {made['tool']} runs without "
                                     f"asking in {made['context']} for {made['described']}, until {made['expires_at']}"
                                     f" (palui rules remove {made['id']} ends it).")

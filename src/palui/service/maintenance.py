@@ -34,7 +34,7 @@ class MaintenancePart:
 
     Args:
         db: the database pruned and copied.
-        settings: ``retention.days``.
+        settings: ``retention.days``, ``retention.gateway_days``.
         clock: the time now and the zone of a ``--before`` date.
     """
 
@@ -44,9 +44,12 @@ class MaintenancePart:
         self.clock = clock
 
     def prune_expired(self, now: float | None = None) -> dict[str, int]:
-        """One small batch (per table) of rows older than ``retention.days``: the tick's share."""
+        """One small batch (per table) of rows older than ``retention.days``, and of gateway results older than
+        ``retention.gateway_days`` (``gateway_results``): the tick's share."""
         now = self.clock.now() if now is None else now
-        return retention.prune(self.db, now - self.settings.retention.days * DAY)
+        out = retention.prune(self.db, now - self.settings.retention.days * DAY)
+        out["gateway_results"] = retention.prune_gateway(self.db, now - self.settings.retention.gateway_days * DAY)
+        return out
 
     def prune(self, before: str) -> Pruned:
         """Delete untrusted content, inbox messages and webhook deliveries older than ``before``

@@ -1,7 +1,8 @@
 """Service part: the person's policy pinned as tests (spec §3.4).
 
 ``palui policy snapshot`` writes, for every tool listed now, one CSV row per origin and taint with
-today's verdict; ``palui policy check FILE`` reads such a file and names every row that no longer
+today's verdict, and two per gateway client (``gateway:NAME``: its connectors decide what it may call);
+``palui policy check FILE`` reads such a file and names every row that no longer
 holds, with the current reason. With ``policy.check_file`` set, ``palui serve`` checks it before the
 service starts its work (:meth:`PolicyPart.enforce_file`, the first step of the service's
 ``start_background``): a tool that would now be looser than pinned is
@@ -28,11 +29,11 @@ from palui.policy.matrix import decide
 from palui.policy.standing import describe
 from palui.service.notifier import Notifier
 from palui.service.tools import ToolsPart
-from palui.types import Decision, Origin
+from palui.types import Decision, Origin, Verdict
 
 log = logging.getLogger(__name__)
 SITUATIONS = ((Origin.CHAT, False), (Origin.CHAT, True), (Origin.JOB, False), (Origin.JOB, True),
-              (Origin.WEBHOOK, False), (Origin.WEBHOOK, True))
+              (Origin.WEBHOOK, False), (Origin.WEBHOOK, True), (Origin.GATEWAY, False), (Origin.GATEWAY, True))
 
 
 class PolicyPart:
@@ -49,29 +50,50 @@ class PolicyPart:
         self.notifier = notifier
         self.tools_part = tools_part
 
-    def _decision_now(self, tool: str, origin: Origin, tainted: bool) -> Decision | None:
+    def _decision_now(self, tool: str, origin: Origin, tainted: bool, client: str | None = None) -> Decision | None:
         try:
             row = self.tools_part.get(tool)
         except NotFound:
             return None
         if not row.present:
             return None
+        if client is not None:
+            from palui.runner.offer import gateway_offers  # the model library's types: only for a client's rows
+
+            connectors = self._clients().get(client, ())
+            if connectors == () or not gateway_offers(row, connectors):
+                why = "no such gateway client" if connectors == () else f"not offered to gateway client {client}"
+                return Decision(Verdict.OFF, f"off: {why}", "client")
         return decide(row.tool_class, row.enabled, origin, tainted)
 
+    def _clients(self) -> dict[str, tuple[str, ...] | None]:
+        """Each gateway client's connectors (None: every MCP connector), by name."""
+        return {r["name"]: tuple(json.loads(r["connectors_json"])) if r["connectors_json"] else None
+                for r in self.tools_part.db.all("SELECT name, connectors_json FROM gateway_clients ORDER BY name")}
+
     def snapshot(self) -> str:
-        """The CSV text of ``palui policy snapshot``: every listed tool, sorted, in every situation; then one line
-        per active or suspended standing approval (spec §5.9), starting ``#`` (``palui policy check`` skips it)."""
-        rows = [(r.name, o, t, decide(r.tool_class, r.enabled, o, t))
-                for r in sorted(self.tools_part.list(), key=lambda r: r.name) for o, t in SITUATIONS]
+        """The CSV text of ``palui policy snapshot``: every listed tool, sorted, in every situation, then in each
+        gateway client's (``gateway:NAME``, untainted and tainted: spec §8.6); then one line per active or suspended
+        standing approval (spec §5.9), starting ``#`` (``palui policy check`` skips it)."""
+        listed = sorted(self.tools_part.list(), key=lambda r: r.name)
+        clients = self._clients()
+        rows: list[tuple[str, str, bool, Decision]] = []
+        for r in listed:
+            rows += [(r.name, o.value, t, decide(r.tool_class, r.enabled, o, t)) for o, t in SITUATIONS]
+            for name in clients:
+                rows += [(r.name, pinned.origin_word(Origin.GATEWAY, name), t,
+                          self._decision_now(r.name, Origin.GATEWAY, t, name) or decide(r.tool_class, r.enabled,
+                                                                                      Origin.GATEWAY, t))
+                         for t in (False, True)]
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
         writer.writerows(pinned.snapshot_records(rows))
-        for r in self.tools_part.db.all("SELECT id, tool, context, constraints, status, expires_at FROM"
+        for s in self.tools_part.db.all("SELECT id, tool, context, constraints, status, expires_at FROM"
                                         " standing_approvals WHERE status IN ('active', 'suspended')"
                                         " ORDER BY tool, created_at"):
-            until = datetime.fromtimestamp(r["expires_at"], UTC).isoformat(timespec="minutes")
-            line = (f"# standing approval {r['id']}: {r['tool']} in {r['context']}: "
-                    f"{describe(json.loads(r['constraints']))}; {r['status']} until {until}")
+            until = datetime.fromtimestamp(s["expires_at"], UTC).isoformat(timespec="minutes")
+            line = (f"# standing approval {s['id']}: {s['tool']} in {s['context']}: "
+                    f"{describe(json.loads(s['constraints']))}; {s['status']} until {until}")
             writer.writerow([" ".join(line.split())])  # one record of one line, whatever the values hold
         return out.getvalue()
 
@@ -84,7 +106,7 @@ class PolicyPart:
         except csv.Error as e:
             raise UsageError(f"the policy file is not CSV: {e}") from None
         pins, bad = pinned.parse(records)
-        found = bad + pinned.compare(pins, lambda p: self._decision_now(p.tool, p.origin, p.tainted))
+        found = bad + pinned.compare(pins, lambda p: self._decision_now(p.tool, p.origin, p.tainted, p.client))
         return [{"kind": f.kind, "line": f.line, "tool": f.pin.tool if f.pin else None,
                  "origin": f.pin.origin.value if f.pin else None, "tainted": f.pin.tainted if f.pin else None,
                  "pinned": f.pin.verdict.value if f.pin else None,

@@ -11,10 +11,10 @@ The row id is part of what is hashed, so renumbering rows shows too.
 
 **Chain versions.** Each row has a ``chain_version`` naming the columns its hash covers
 (:data:`COLUMNS`). Version 1 is the canonical form above, unchanged since the chain began, so rows
-written before a column was added keep verifying. A later version (when the gateway's client and
-session are audited) lists its columns after version 1's, and its canonical array starts with the
-version number: ``[version, *columns]``, so a row cannot be relabelled from one version to another
-without its hash failing.
+written before a column was added keep verifying. A later version lists its columns after version 1's,
+and its canonical array starts with the version number: ``[version, *columns]``, so a row cannot be
+relabelled from one version to another without its hash failing. Version 2 adds the gateway's
+``client`` and ``session`` (spec §8.6); every row is written at :data:`CURRENT_VERSION`.
 
 **The audit's state** (table ``audit_state``, one row): the number of rows ever written, the first row
 and the last row's id and hash, updated by :func:`append` in the inserting transaction. The log is
@@ -58,9 +58,10 @@ GENESIS = "0" * 64
 #: The columns a row's hash covers, in this order.
 CHAINED = ("id", "time", "turn_id", "tool", "class", "class_source", "origin", "tainted", "verdict", "reason",
            "args_hash", "outcome", "duration_ms")
-#: The columns each chain version's hash covers (see the module docstring); version 1 is CHAINED.
-COLUMNS: dict[int, tuple[str, ...]] = {1: CHAINED}
-CURRENT_VERSION = 1
+#: The columns each chain version's hash covers (see the module docstring); version 1 is CHAINED, version 2 adds
+#: the gateway's ``client`` and ``session`` (spec §8.6: NULL on a turn's row).
+COLUMNS: dict[int, tuple[str, ...]] = {1: CHAINED, 2: (*CHAINED, "client", "session")}
+CURRENT_VERSION = 2
 #: Every version's columns, version 1's first: the row layout :func:`verify` reads.
 ALL_COLUMNS: tuple[str, ...] = tuple(dict.fromkeys(col for v in sorted(COLUMNS) for col in COLUMNS[v]))
 _PICK = {v: [ALL_COLUMNS.index(col) for col in cols] for v, cols in COLUMNS.items()}

@@ -7,12 +7,13 @@ input apart: 45), ``migrations_channels`` (the chat channels and their outbox: 1
 36; scope step-ups: 44), ``migrations_governance`` (the audit chain, the Rule of Two, job scopes: 25–29),
 ``migrations_integrity`` (webhook replay keys kept, the audit's count: 32–33), ``migrations_gateway`` (the
 gateway's clients and sessions: 37), ``migrations_governed`` (a gateway client's state across sessions, strict
-JSON at rest, flagged input schemas: 42–43) and ``migrations_standing`` (standing approvals, "deny and stop": 52).
-They run in number order, each once; never edit one that has shipped.
+JSON at rest, flagged input schemas: 42–43), ``migrations_gateway_calls`` (the gateway's caps per client, the
+audit's client and session: 50) and ``migrations_standing`` (standing approvals, "deny and stop": 52). They run
+in number order, each once; never edit one that has shipped.
 
-Unused numbers: 2, 3, 16–19, 23, 24, 39, 41, 46–51. They were handed out to work that did not need them and stay
-unused, so that no database ever records them for something else (41 and 46–51 are other branches' of the same
-round: each fills its own if it lands). New migrations take numbers above
+Unused numbers: 2, 3, 16–19, 23, 24, 39, 41, 46–49, 51. They were handed out to work that did not need them and
+stay unused, so that no database ever records them for something else (41, 46–49 and 51 are other branches' of the
+same round: whichever lands fills them). New migrations take numbers above
 36, in the order they land on main: the next one to land takes the highest number in use plus one,
 whichever branch wrote it first.
 """
@@ -27,6 +28,7 @@ from collections.abc import Callable
 from palui.store.migrations_channels import CHANNEL_MIGRATIONS
 from palui.store.migrations_costs import COST_MIGRATIONS
 from palui.store.migrations_gateway import GATEWAY_MIGRATIONS
+from palui.store.migrations_gateway_calls import GATEWAY_CALLS_MIGRATIONS
 from palui.store.migrations_governance import GOVERNANCE_MIGRATIONS
 from palui.store.migrations_governed import GOVERNED_MIGRATIONS
 from palui.store.migrations_integrity import INTEGRITY_MIGRATIONS
@@ -420,6 +422,8 @@ MIGRATIONS.extend(GATEWAY_MIGRATIONS)
 # One governed call for every door (42-43): a gateway client's state across sessions; strict JSON at rest, and
 # tools' flagged input schemas.
 MIGRATIONS.extend(GOVERNED_MIGRATIONS)
+# The gateway complete (50): caps per client and their counters, the audit's client and session columns.
+MIGRATIONS.extend(GATEWAY_CALLS_MIGRATIONS)
 # Fewer asks at the same safety (52): standing approvals, asks answered by them, "deny and stop".
 MIGRATIONS.extend(STANDING_MIGRATIONS)
 

@@ -1,5 +1,8 @@
 """What is kept and for how long (spec §10.2 ``retention.days``): untrusted content, the inbox
-and webhook deliveries are pruned; the audit log, turns and approvals are kept.
+and webhook deliveries are pruned; the audit log, turns and approvals are kept. The results gateway calls
+returned (the untrusted content of gateway clients' conversations) are kept ``retention.gateway_days``
+(:func:`prune_gateway`), also while a session of the client is open: a client's conversation lives until the
+person clears it, and its calls are another agent's, not the person's.
 
 Rows are deleted oldest first in batches through the time index of each table, so one batch costs
 the same however much is stored, and the service's tick can prune a little every second without
@@ -70,3 +73,27 @@ def prune(db: Database, before: float, batch: int | None = BATCH, replay: Replay
                 break
         out[table] = total
     return out
+
+
+#: Untrusted content of gateway clients' conversations (the results their calls returned). A client's
+#: conversations are named by its sessions' rows (kept, ended or not), so the growing ``conversations`` table is
+#: not scanned for its origin.
+GATEWAY = ("SELECT rowid FROM untrusted_content WHERE created_at < ? AND conversation_id IN"
+           " (SELECT conversation_id FROM gateway_sessions) ORDER BY created_at LIMIT ?")
+
+
+def prune_gateway(db: Database, before: float, batch: int | None = BATCH) -> int:
+    """Delete the untrusted content of gateway clients' conversations older than ``before`` (epoch seconds), live
+    sessions or not, marking their conversations pruned (the Rule of Two then asks for every address, as it
+    already does for a gateway client): at most ``batch`` rows, or all of them when ``batch`` is None. Returns the
+    rows deleted."""
+    total, now = 0, time.time()
+    while True:
+        n = BATCH if batch is None else batch
+        with db.write() as c:
+            c.execute("UPDATE conversations SET untrusted_pruned_at = ? WHERE id IN"
+                      f" (SELECT conversation_id FROM untrusted_content WHERE rowid IN ({GATEWAY}))", (now, before, n))
+            deleted = c.execute(f"DELETE FROM untrusted_content WHERE rowid IN ({GATEWAY})", (before, n)).rowcount
+        total += deleted
+        if batch is not None or deleted < n:
+            return total

@@ -28,13 +28,13 @@ async def governance_page(request: Request) -> Response:
     r = svc.report.build(days)
     peak = max([d["asks"] for d in r["asks"]["per_day"]] + [1])
     bars = [{**d, "step": -(-20 * d["asks"] // peak) * 5} for d in r["asks"]["per_day"]]  # 0–100 in steps of 5
-    return render(request, "governance.html", r=r, bars=bars, choices=DAY_CHOICES, rules=svc.rules.list())
+    return render(request, "governance.html", r=r, bars=bars, choices=DAY_CHOICES, rules=svc.approvals.rules.list())
 
 
 @action
 async def remove_rule(request: Request, form: dict[str, str]) -> Response:
     """``POST /governance/rules/{id}/remove`` (CSRF field): the person removes a standing approval (spec §5.9)."""
-    r = svc_of(request).rules.remove(request.path_params["id"], "web")
+    r = svc_of(request).approvals.rules.remove(request.path_params["id"], "web")
     return redirect("/governance#standing", ("ok", f"Removed {r['id']}: {r['tool']} asks again in {r['context']}."))
 
 

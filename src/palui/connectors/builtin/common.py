@@ -73,11 +73,15 @@ def str_arg(args: dict[str, Any], key: str, *, required: bool = True, allow_empt
 
 
 def write_provenance(ctx: CallContext) -> tuple[str, str]:
-    """(provenance, source) for a row written now: ``untrusted`` while the turn is tainted (spec §4).
+    """(provenance, source) for a row written now: ``untrusted`` while the turn is tainted (spec §4), and
+    whatever another agent writes through the gateway (``ctx.writer``, spec §8.6).
 
-    ``source`` names what tainted the turn (e.g. ``web__fetch_page at step 3``) or,
-    for a clean write, the turn that wrote it.
+    ``source`` names what tainted the turn (e.g. ``web__fetch_page at step 3``), the gateway client that wrote
+    it, or, for a clean write, the turn that wrote it.
     """
+    if ctx.writer:
+        return UNTRUSTED, f"written by {ctx.writer}" + (f", tainted by {ctx.taint_source}" if ctx.tainted and
+                                                        ctx.taint_source else "")
     if ctx.tainted:
         return UNTRUSTED, ctx.taint_source or f"tainted {ctx.origin.value} turn {ctx.turn_id}"
     return TRUSTED, f"{ctx.origin.value} turn {ctx.turn_id}"

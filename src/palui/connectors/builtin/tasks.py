@@ -12,6 +12,7 @@ from typing import Any
 
 from palui.connectors.base import CallContext, ToolResult, ToolSpec
 from palui.connectors.builtin.common import (
+    TRUSTED,
     ArgError,
     BuiltinConnector,
     dispatch,
@@ -140,8 +141,8 @@ class TasksConnector(BuiltinConnector):
             changes["status"] = status
         if not changes:
             raise ArgError("nothing to change: give title, notes, due or status")
-        _, source = write_provenance(ctx)
-        row = store.update_task(ctx.db, tid, changes, ctx.tainted, source, ctx.turn_id)
+        provenance, source = write_provenance(ctx)
+        row = store.update_task(ctx.db, tid, changes, provenance != TRUSTED, source, ctx.turn_id)
         if row is None:
             return ToolResult(text=f"No task with id {tid} (list_tasks lists ids).", is_error=True, untrusted=False)
         return result(f"Updated task {task_line(row)}", [row], "task", task_text)

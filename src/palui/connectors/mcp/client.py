@@ -48,7 +48,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
 
 from palui import __version__
-from palui.connectors.base import Ask, Resume
+from palui.connectors.base import Ask, Progress, Resume
 from palui.connectors.mcp import unparsable
 from palui.connectors.mcp.config import ServerConfig, TransportFactory, redact
 from palui.connectors.mcp.delivery import CURRENT, CallDelivery, DeliveryWatch
@@ -125,6 +125,14 @@ class MCPSession:
     def mark_lost(self) -> None:
         """Record that the connection broke (a call saw it closed)."""
         self._lost = True
+
+    @property
+    def sdk(self) -> Client:
+        """The SDK's client of this session (resources and prompts are read through it: :mod:`.content`).
+        Raises MCPError (connection closed) when the session is down."""
+        if self._client is None:
+            raise MCPError(code=types.CONNECTION_CLOSED, message="Connection closed")
+        return self._client
 
     @property
     def protocol_version(self) -> str | None:
@@ -421,15 +429,23 @@ class MCPSession:
 
     async def call_tool(self, name: str, args: dict[str, Any], *, ask: Ask | None = None,
                         resume: Resume | None = None, on_wait: Callable[[bool], None] | None = None,
-                        delivery: CallDelivery | None = None) -> types.CallToolResult | types.InputRequiredResult:
+                        delivery: CallDelivery | None = None,
+                        progress: Progress | None = None) -> types.CallToolResult | types.InputRequiredResult:
         """Call tool ``name`` with ``args``. The caller bounds the time (its clock stops while ``ask``
         waits for the person; ``on_wait`` is told). On 2026-07-28 the result may be an
         ``InputRequiredResult``; ``resume`` sends the answers and the request state of such a result.
-        ``delivery`` is told when the call's connection was refused (:mod:`.delivery`).
+        ``delivery`` is told when the call's connection was refused (:mod:`.delivery`). ``progress`` is told the
+        server's progress notifications (the call then asks for them).
         Raises what the SDK raises (MCPError, ValidationError…)."""
         if self._client is None:
             raise MCPError(code=types.CONNECTION_CLOSED, message="Connection closed")
         slot = CallSlot(ask, on_wait)
+        told = None
+        if progress is not None:
+            tell = progress
+
+            async def told(progress: float, total: float | None, message: str | None) -> None:  # the SDK's names
+                await tell(progress, total, message)
         watched = CURRENT.set(delivery)
         token = CURRENT_CALL.set(slot)
         self._slots.append(slot)
@@ -440,8 +456,9 @@ class MCPSession:
                     extra["input_responses"] = input_responses(resume)
                     if resume.request_state is not None:
                         extra["request_state"] = resume.request_state
-                return await self._client.session.call_tool(name, args, allow_input_required=True, **extra)
-            return await self._client.call_tool(name, args)
+                return await self._client.session.call_tool(name, args, progress_callback=told,
+                                                            allow_input_required=True, **extra)
+            return await self._client.call_tool(name, args, progress_callback=told)
         finally:
             self._slots.remove(slot)
             CURRENT_CALL.reset(token)

@@ -59,7 +59,7 @@ from palui.connectors.mcp.config import ServerConfig, redact
 from palui.connectors.mcp.delivery import CallDelivery, lost_session
 from palui.connectors.mcp.elicitation import input_required
 from palui.connectors.mcp.oauth import SignInHandler
-from palui.connectors.mcp.results import cap_text, render_result, spec_from_raw
+from palui.connectors.mcp.results import cap_text, render_result, spec_from_raw, wire_result
 from palui.connectors.mcp.scope_request import ask_for_scope
 from palui.connectors.mcp.signin_state import SignInState
 from palui.connectors.mcp.stderr import log_path
@@ -294,6 +294,12 @@ class MCPConnector(Connector):
             return
         self._sync(await session.list_tools(self.timeout))
 
+    async def session_now(self) -> MCPSession:
+        """The live session, started within the connector's timeout if needed (resources and prompts,
+        :mod:`.content`). Raises ConnectorError."""
+        session, _ = await self._ensure(asyncio.get_running_loop().time() + self.timeout)
+        return session
+
     async def list_tools(self) -> list[ToolSpec]:
         """The tools the server lists now (raw annotations). Raises ConnectorError."""
         deadline = asyncio.get_running_loop().time() + self.timeout
@@ -361,14 +367,15 @@ class MCPConnector(Connector):
         before = self._tool_row(name, ctx.tool if ctx else None)
         untrusted = untrusted_result(before)
 
-        def result(text: str, is_error: bool, *, from_server: bool = False, down: bool = False) -> ToolResult:
+        def result(text: str, is_error: bool, *, from_server: bool = False, down: bool = False,
+                   wire: dict[str, Any] | None = None) -> ToolResult:
             # The output limit is for what the server sends; Palui's own explanations (which
             # may quote a few stderr lines) are only kept from growing without bound.
             limit = self.max_output if from_server else max(self.max_output, OWN_MESSAGE_LIMIT)
             label = before["name"] if before else f"{self.id}__{name}"
             return ToolResult(text=cap_text(text, limit), is_error=is_error, untrusted=untrusted,
                               taint_detail=f"result of MCP tool {label}" if untrusted else None,
-                              connector_down=text.splitlines()[0][:300] if down else None)
+                              connector_down=text.splitlines()[0][:300] if down else None, wire=wire)
 
         try:
             # The tool's row carries its connector's sign-in state, read in the same statement: no second read.
@@ -395,7 +402,7 @@ class MCPConnector(Connector):
                 async with asyncio.timeout(remaining) as clock:
                     res = await session.call_tool(name, args, ask=ctx.ask if ctx else None,
                                                   resume=ctx.resume if ctx else None, on_wait=stopper(clock),
-                                                  delivery=delivery)
+                                                  delivery=delivery, progress=ctx.progress if ctx else None)
                 break
             except TimeoutError:
                 return result(f"The tool did not answer within {self.timeout:g} s.", True)
@@ -439,10 +446,11 @@ class MCPConnector(Connector):
             return ToolResult(text="", untrusted=untrusted, input_required=input_required(res))
         try:
             text = render_result(res)
+            wire = wire_result(res, self.max_output) if ctx is not None and ctx.raw else None
         except Exception as e:  # a result the SDK accepted but we cannot render
             why = short_error(e)
             return result(self._redact(f"The MCP server {self.id} sent a result that cannot be shown: {why}"), True)
-        return result(text, bool(res.is_error), from_server=True)
+        return result(text, bool(res.is_error), from_server=True, wire=wire)
 
     async def close(self) -> None:
         """Stop the server (stdio) or end the HTTP session."""

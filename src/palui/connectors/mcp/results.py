@@ -5,6 +5,8 @@
   object, so spec §2's "only JSON booleans count" can be applied.
 - :func:`render_result` turns a ``CallToolResult`` into the text the model sees;
   :func:`cap_text` enforces the output size limit with a clear marker (spec §7).
+- :func:`wire_result` keeps a ``CallToolResult`` as the server sent it, within the output limit, for a gateway
+  client (spec §8.6).
 """
 
 from __future__ import annotations
@@ -86,3 +88,45 @@ def cap_text(text: str, max_bytes: int) -> str:
     marker = f"\n[output truncated by Palui: the result was {len(data)} bytes, the limit is {max_bytes} bytes]"
     room = max(max_bytes - len(marker.encode("utf-8")), 0)
     return data[:room].decode("utf-8", errors="ignore") + marker
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8"))
+
+
+def _left_out(block: dict[str, Any], max_bytes: int) -> dict[str, Any]:
+    kind = block.get("type", "content")
+    what = f"{kind} content" + (f" ({block['mimeType']})" if isinstance(block.get("mimeType"), str) else "")
+    return {"type": "text", "text": f"[{what} left out by Palui: the result is over the limit of {max_bytes} bytes]"}
+
+
+def wire_result(result: types.CallToolResult, max_bytes: int) -> dict[str, Any]:
+    """``result`` as JSON, exactly as the server sent it (every content type, ``structuredContent``, resource
+    links, ``isError``, its ``_meta``), when it fits in ``max_bytes`` (``mcp.max_output_bytes``); otherwise its
+    content blocks in order while they fit: a text block that does not is cut with :func:`cap_text`'s marker,
+    any other block (an image, audio, a resource) is replaced by a text saying it was left out, and a
+    ``structuredContent`` that does not fit is left out (a text says so)."""
+    out: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    if _size(out) <= max_bytes:
+        return out
+    room = max_bytes - _size({k: v for k, v in out.items() if k not in ("content", "structuredContent")})
+    kept: list[dict[str, Any]] = []
+    for block in out.get("content") or []:
+        size = _size(block)
+        if size <= room:
+            kept.append(block)
+            room -= size
+        elif block.get("type") == "text" and isinstance(block.get("text"), str) and room > 300:
+            cut = {**block, "text": cap_text(block["text"], room - 100)}
+            kept.append(cut)
+            room -= _size(cut)
+        else:
+            note = _left_out(block, max_bytes)
+            kept.append(note)
+            room -= _size(note)
+    out["content"] = kept
+    if "structuredContent" in out and _size(out["structuredContent"]) > room:
+        del out["structuredContent"]
+        kept.append({"type": "text", "text": f"[structured content left out by Palui: the result is over the limit "
+                                             f"of {max_bytes} bytes]"})
+    return out
