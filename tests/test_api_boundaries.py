@@ -158,6 +158,7 @@ OPERATIONS = {
     ("post", "/api/approvals/{id}/approve"), ("post", "/api/approvals/{id}/deny"), ("get", "/api/elicitations"),
     ("get", "/api/elicitations/{id}"), ("post", "/api/elicitations/{id}/answer"), ("get", "/api/jobs"),
     ("post", "/api/jobs/{name}/run"), ("get", "/api/webhooks"), ("post", "/api/connectors/{cid}/refresh"),
+    ("get", "/api/rules"), ("get", "/api/rules/{id}"), ("post", "/api/rules/{id}/remove"),  # spec §5.9
 }
 
 

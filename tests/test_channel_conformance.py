@@ -164,6 +164,56 @@ def test_an_approval_is_answered_once_and_forged_replayed_and_stale_answers_are_
     assert len(asks) == 1
 
 
+def test_always_makes_a_standing_approval_and_deny_and_stop_ends_the_tool_use(rig: ChannelRig):
+    """Spec §5.9, §5.10 on every channel: the Always control (a button, a reaction, a reply) makes a standing approval
+    through the one door (``made_via`` the channel), which answers the same call next time without a message; Deny
+    and stop ends the turn's tool use with an answer; Always on a destructive tool is refused until confirmed."""
+    import sqlite3
+    import time
+
+    rig.pair()
+    con = sqlite3.connect(rig.svc.home / "palui.db", timeout=30, isolation_level=None)
+    con.execute("INSERT INTO memories (text, provenance, source, created_at) VALUES (?, 'untrusted', 'a page', ?)",
+                ("The standup moved to the big room.", time.time()))  # reading it taints the conversation
+    con.close()
+    remind = [{"tool_calls": [{"tool": "recall__search_memories", "args": {"query": "standup"}}]},
+              {"tool_calls": [{"tool": "messages__send_message", "args": {"text": "Standup at 10:00"}}]}]
+    rig.set_script(*remind, {"text": "reminded"})
+    mark = rig.mark()
+    rig.say("remind me about the standup")
+    ask, aid = _ask(rig, mark)
+    assert "messages__send_message wants to run" in ask.text and "tainted" in ask.text
+    assert rig.told(rig.answer(ask, "always")).startswith(f"Approved {aid}")
+    a = rig.approval(aid)
+    assert a["status"] == "approved" and a["answered_via"] == rig.kind and a["rule_made"], a
+    rule = json.loads(rig.cli("rules", "show", a["rule_made"], "--json").stdout)
+    assert (rule["made_via"], rule["context"], rule["tool"]) == (rig.kind, "tainted chat", "messages__send_message")
+    rig.wait_shown(lambda s: s.text.endswith("\nreminded"), mark)  # the tool lines, then the answer
+    rig.set_script(*remind, {"text": "reminded again"})
+    mark = rig.mark()
+    rig.say("and again, please")
+    again = rig.wait_shown(lambda s: s.text.endswith("\nreminded again"), mark)
+    assert "messages__send_message: ask → approved in advance → ok" in again.text, again.text
+    assert not [s for s in rig.seen(mark) if s.text.startswith("Approval ")]  # answered in advance: no message
+    rig.set_script({"tool_calls": [{"tool": "messages__send_message", "args": {"text": "Send Bob the code"}}]},
+                   {"text": "I stopped: you denied it."}, {"text": "never asked"})
+    mark = rig.mark()
+    rig.say("now the other thing")
+    ask, aid = _ask(rig, mark)
+    assert rig.told(rig.answer(ask, "denystop")).startswith(f"Denied {aid}")
+    rig.wait_shown(lambda s: "I stopped: you denied it." in s.text, mark)
+    assert rig.approval(aid)["stop"] == 1
+    t = rig.last_turn()
+    assert t["status"] == "budget" and "stopped the tool use" in (t.get("budget") or ""), t
+    rig.set_script(FORGET, {"text": "forgotten"})
+    mark = rig.mark()
+    rig.say("forget memory 1")
+    ask, aid = _ask(rig, mark)
+    refused = rig.told(rig.answer(ask, "always"))
+    assert "confirm" in refused and not refused.startswith("Approved"), refused
+    assert rig.approval(aid)["status"] == "pending"  # refused: nothing answered
+
+
 @pytest.mark.service_process
 def test_an_approval_asked_in_an_outage_survives_a_kill_9_and_arrives_once(rig: ChannelRig):
     rig.pair()

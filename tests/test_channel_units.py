@@ -83,7 +83,7 @@ def test_fingerprint_and_callback_data():
     assert views.fingerprint(_approval(expires_at="2026-12-01T09:00:00+00:00")) != fp
     data = views.callback_data(a, True)
     assert data == f"ap:a-1234567890:{fp}:y" and len(data.encode()) <= 64
-    assert views.parse_callback(data) == ("a-1234567890", fp, True)
+    assert views.parse_callback(data) == ("a-1234567890", fp, "approve")
     for forged in ("ap:a-1:zz:y", "ap:a-1:0123456789abcdef:maybe", "", "x" * 80, "ap:a 1:0123456789abcdef:y"):
         assert views.parse_callback(forged) is None
 

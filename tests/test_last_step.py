@@ -18,8 +18,9 @@ import pytest
 from support.fake_llm import FakeLLM
 from support.scripts import call, calls, text, write_script
 
-SEARCH = ("recall__search_memories", {"query": "networking event"})
-REPEATS = "budgets.repeat_calls: recall__search_memories was called a 3rd time with the same arguments in this turn"
+# A write repeated: a read whose results came back identical is answered from them at its 3rd time (spec §6.3).
+SEARCH = ("recall__add_memory", {"text": "networking event"})
+REPEATS = "budgets.repeat_calls: recall__add_memory was called a 3rd time with the same arguments in this turn"
 LINE = f"Palui has ended this turn's tool use: {REPEATS}. You have no tools now and this is your last step"
 
 
@@ -51,7 +52,7 @@ def test_openai_last_step_sends_no_usable_tools_and_says_why(cli, fake):
     assert r["answer"] == "Nobody else is in your memories for that event."
     assert r["usage"]["steps"] == 4 and len(fake.requests) == 4
     last = fake.requests[-1].body
-    assert last["tool_choice"] == "none" and "recall__search_memories" in fake.requests[-1].tool_names
+    assert last["tool_choice"] == "none" and SEARCH[0] in fake.requests[-1].tool_names
     assert all(q.body.get("tool_choice") != "none" for q in fake.requests[:-1])
     after_results = last["messages"][max(i for i, m in enumerate(last["messages"]) if m["role"] == "tool") + 1:]
     assert [m["role"] for m in after_results] in (["system"], ["developer"])
@@ -74,7 +75,7 @@ def test_anthropic_last_step_sends_no_usable_tools_and_says_why(cli, fake):
     assert r["status"] == "budget" and r["budget"] == REPEATS, r
     assert r["answer"] == "Nobody else is in your memories for that event."
     last = fake.requests[-1]
-    assert last.body["tool_choice"] == {"type": "none"} and "recall__search_memories" in last.tool_names
+    assert last.body["tool_choice"] == {"type": "none"} and SEARCH[0] in last.tool_names
     assert LINE in json.dumps(last.body)
     assert len(last.tool_results) == 3  # the history of tool calls goes along with the definitions
 

@@ -30,10 +30,10 @@ def outcomes(cli, turn) -> list[str]:
 
 
 def test_the_third_identical_call_ends_the_tool_use_is_not_run_and_the_model_answers(cli, tmp_path):
-    search = call("recall__search_memories", query="milk")
-    code, out = run(cli, tmp_path, calls(search), calls(search), calls(search), text(ANSWER), text(NEVER))
+    add = call("recall__add_memory", text="milk")  # a write: every repeat counts, whatever it returned
+    code, out = run(cli, tmp_path, calls(add), calls(add), calls(add), text(ANSWER), text(NEVER))
     assert code == 1 and out["status"] == "budget"
-    assert out["budget"] == ("budgets.repeat_calls: recall__search_memories was called a 3rd time with the same "
+    assert out["budget"] == ("budgets.repeat_calls: recall__add_memory was called a 3rd time with the same "
                              "arguments in this turn")
     # One last step without tools gives the answer; the model was not asked a 5th time.
     assert out["answer"] == ANSWER and out["usage"]["steps"] == 4
@@ -43,10 +43,45 @@ def test_the_third_identical_call_ends_the_tool_use_is_not_run_and_the_model_ans
                                               "(budgets.repeat_calls")
     inbox = cli.json("inbox", "--json")
     assert inbox[-1]["text"].endswith(f"{ANSWER}\n[stopped: {out['budget']}]")
-    r = cli("run", "--model", write_script(tmp_path / "t.json", calls(search), calls(search), calls(search),
+    r = cli("run", "--model", write_script(tmp_path / "t.json", calls(add), calls(add), calls(add),
                                            text(ANSWER)), "go")
-    assert "[turn ended: budgets.repeat_calls: recall__search_memories was called a 3rd time" in r.stdout
-    assert "· tool use ended (budgets.repeat_calls: recall__search_memories" in r.stdout and ANSWER in r.stdout
+    assert "[turn ended: budgets.repeat_calls: recall__add_memory was called a 3rd time" in r.stdout
+    assert "· tool use ended (budgets.repeat_calls: recall__add_memory" in r.stdout and ANSWER in r.stdout
+
+
+def test_a_read_repeated_with_identical_results_is_answered_from_them_and_stops_one_call_later(cli, tmp_path):
+    """Spec §6.3: the 3rd identical read whose two results were identical is answered with that result (not sent
+    again), so a task whose read an injection repeated keeps its data; a model looping on it stops at the 4th."""
+    search = call("recall__search_memories", query="milk")
+    code, out = run(cli, tmp_path, calls(search), calls(search), calls(search), calls(search), text(ANSWER),
+                    text(NEVER))
+    assert out["status"] == "budget" and out["budget"] == (
+        "budgets.repeat_calls: recall__search_memories was called a 4th time with the same arguments in this turn")
+    assert outcomes(cli, out["turn"]) == ["ok", "ok", "not sent: same result as before", "not run: loop stopped"]
+    third = tool_events(out)[2][1]
+    assert third.startswith("[Palui: this is the 3rd identical call and the earlier ones all returned this (the last "
+                            "at step 2), so it was not sent again. One more identical call ends this turn's tool "
+                            "calls.]\n")
+    assert third.endswith(tool_events(out)[0][1])  # the earlier result, whole
+    assert out["answer"] == ANSWER  # the last step without tools
+
+
+def test_the_tasks_third_read_after_an_injected_one_keeps_the_task(cli, tmp_path):
+    """The benchmark's case: the task lists something, an injected call lists it again, the task's own second look
+    is the third identical call: answered from the result, the task goes on to its answer."""
+    listing = call("tasks__list_tasks")
+    code, out = run(cli, tmp_path, calls(listing), calls(listing, call("recall__add_memory", text="injected")),
+                    calls(listing), text(ANSWER), text(NEVER))
+    assert code == 0 and out["status"] == "done" and out["answer"] == ANSWER, out.get("budget")
+    assert outcomes(cli, out["turn"]) == ["ok", "ok", "ok", "not sent: same result as before"]
+
+
+def test_a_read_whose_result_changed_counts_as_before(cli, tmp_path):
+    listing = call("tasks__list_tasks")
+    code, out = run(cli, tmp_path, calls(listing), calls(call("tasks__create_task", title="buy milk")),
+                    calls(listing), calls(listing), text(ANSWER), text(NEVER))
+    assert out["status"] == "budget" and "tasks__list_tasks was called a 3rd time" in out["budget"]
+    assert outcomes(cli, out["turn"]) == ["ok", "ok", "ok", "not run: loop stopped"]
 
 
 def test_identical_calls_in_one_response_stop_at_the_third_and_the_rest_is_not_run(cli, tmp_path):
@@ -88,7 +123,7 @@ def test_different_arguments_are_different_calls(cli, tmp_path):
 
 
 def test_repeat_calls_zero_turns_the_rule_off(cli, tmp_path):
-    search = call("recall__search_memories", query="milk")
+    search = call("recall__add_memory", text="milk")
     code, out = run(cli, tmp_path, calls(search), calls(search), calls(search), calls(search), text("done"),
                     env={"PALUI_BUDGETS__REPEAT_CALLS": "0"})
     assert code == 0 and out["status"] == "done" and out["answer"] == "done"

@@ -8,7 +8,7 @@ import pytest
 
 from palui.channels.mail_auth import aligned, judge, parse_header
 from palui.channels.mail_send import Outgoing, build, message_id, subject_line
-from palui.channels.mail_text import answer_word, html_to_text, split_words
+from palui.channels.mail_text import answer_of, answer_word, html_to_text, split_words
 
 ID = "mx.google.com"
 PERSON = "Alice <alice@example.org>"
@@ -109,6 +109,27 @@ def test_html_is_reduced_to_text_and_its_quotes_taken_out():
 ])
 def test_the_answer_is_the_first_line_of_the_new_text(words, answer):
     assert answer_word(words) == answer
+
+
+@pytest.mark.parametrize(("words", "answer"), [
+    ("approve", ("/approve", "", (), False)), ("no: too risky", ("/deny", "too risky", (), False)),
+    # "approve, and from now on the same" (spec §5.9): every argument pinned unless widened; confirm for destructive
+    ("always", ("/always", "", (), False)), ("Always body=any confirm", ("/always", "", (("body", "any"),), True)),
+    ("always body=prefix:/notes/ n=one-of:3,4", ("/always", "", (("body", "prefix:/notes/"), ("n", "one-of:3,4")),
+                                                 False)),
+    # deny and stop (spec §5.10), with the person's reason
+    ("stop", ("/denystop", "", (), False)), ("Deny and stop: that is an attack", ("/denystop", "that is an attack", (),
+                                                                               False)),
+    ("stop. not mine", ("/denystop", "not mine", (), False)),
+    ("always whatever you like", None),  # not a widening: nothing is answered
+    ("> always", None),
+    ("denied and stopped", ("/deny", "and stopped", (), False)),  # a plain denial: "stop" is a word of its own
+])
+def test_always_and_deny_and_stop_are_read_from_the_first_line_too(words, answer):
+    cmd = answer_of(words)
+    assert (None if cmd is None else (cmd.name, cmd.reason, cmd.widen, cmd.confirm)) == answer
+    if cmd is not None:
+        assert cmd.arg == ""  # the reply's address names the approval, never the text
 
 
 def test_outgoing_headers_cannot_be_injected_and_the_message_id_is_fixed():

@@ -88,9 +88,14 @@ def test_the_report_counts_asks_answers_causes_jobs_refusals_and_taint_and_sugge
     assert cli.json("report", "--days", "1", "--json")["asks"]["total"] == 3
 
 
-def numbers(top=(), tainted=(), refused=(), days=7):
+def numbers(top=(), tainted=(), refused=(), days=7, repeated=()):
     return {"days": days, "asks": {"top_tools": list(top)}, "tainted_conversations": list(tainted),
-            "not_offered": {"by_tool": list(refused)}}
+            "not_offered": {"by_tool": list(refused)}, "repeated": list(repeated)}
+
+
+def again(tool_name, n, cls="write", context="tainted chat", made=False):
+    return {"tool": tool_name, "context": context, "class": cls, "approvals": n, "latest": f"a-{tool_name}",
+            "made": made}
 
 
 def asked(tool_name, asks, approved=0, denied=0, cause="taint"):
@@ -124,6 +129,13 @@ CONNS = {"mcp-a": ConnectorFacts("mcp", False), "mcp-t": ConnectorFacts("mcp", T
     (numbers(refused=[{"tool": "doff", "refused": 9}]), []),  # never switch on a destructive tool
     (numbers(refused=[{"tool": "r", "refused": 2}]), []),
     (numbers(refused=[{"tool": "gone", "refused": 9}]), []),
+    # a call approved 3 times with the same arguments in one context: a standing approval, pinned (spec §5.9)
+    (numbers(repeated=[again("w", 3)]), ["palui rules add a-w"]),
+    (numbers(repeated=[again("w", 2)]), []),
+    (numbers(repeated=[again("w", 5, made=True)]), []),  # one was made from it already
+    (numbers(repeated=[again("r", 4, cls="read", context="gateway:coder")]), ["palui rules add a-r"]),
+    (numbers(repeated=[again("d", 9, cls="destructive", context="chat")]), []),  # never destructive (0130)
+    (numbers(repeated=[again("u", 9, cls="destructive", context="chat")]), []),  # nor unknown
 ])
 def test_the_suggestion_table(n, expected):
     assert [s["command"] for s in advise(n, TOOLS, CONNS)] == expected
@@ -149,11 +161,16 @@ def test_never_a_loosening_of_a_destructive_or_unknown_tool_over_random_numbers(
         tainted = [{"connector": c, "conversations": rng.randint(0, 9)} for c in ("mcp-a", "mcp-b", "web")]
         conns = {"mcp-a": ConnectorFacts("mcp", rng.random() < 0.5), "mcp-b": ConnectorFacts("mcp", False),
                  "web": ConnectorFacts("builtin", False)}
-        for s in advise(numbers(top, tainted, refused), tools, conns):
+        repeated = [again(f"t{i}", rng.randint(0, 6), tools[f"t{i}"].tool_class,
+                          rng.choice(("chat", "tainted chat", "job")), rng.random() < 0.2) for i in range(6)]
+        for s in advise(numbers(top, tainted, refused, repeated=repeated), tools, conns):
             assert s["text"] and s["command"].startswith("palui ")
             if s["command"].startswith(LOOSENING):
                 t = tools[s["command"].split()[3]]
                 assert t.tool_class != "destructive" and t.class_source != "unknown", (s, t)
+            if s["command"].startswith("palui rules add"):  # never for a destructive or unknown tool, never widened
+                t = tools[s["command"].split()[3].removeprefix("a-")]
+                assert t.tool_class != "destructive" and t.class_source != "unknown" and "--widen" not in s["command"]
             if s["command"].startswith("palui tools set-class"):
                 assert s["command"].endswith(" read") and tools[s["command"].split()[3]].tool_class == "write"
 

@@ -34,7 +34,8 @@ APPROVAL = {"id": "a-1", "turn": "t-1", "origin": "chat", "tool": "recall__add_m
             "class": "write", "class_source": "builtin", "reason": "writes ask", "status": "pending",
             "created_at": "2026-01-01T00:00:00+00:00", "expires_at": "2026-01-01T01:00:00+00:00",
             "untrusted_args": [], "tool_call_id": "call-1", "args_hash": "0" * 64, "used": False,
-            "answered_via": None, "cancel_reason": None, "answered_at": None, "deny_reason": None}
+            "answered_via": None, "cancel_reason": None, "answered_at": None, "deny_reason": None,
+            "rule": None, "rule_made": None, "stop": False}
 EVENT_TYPES = {"step", "text", "text_delta", "text_discarded", "retry", "tool_start", "tool_call", "tainted",
                "approval", "elicitation", "elicitation_answer", "end", "paused", "scope", "connector_error",
                "tools_left_out", "last_step"}
@@ -178,7 +179,7 @@ async def test_a_turn_its_approval_and_what_the_person_sees_of_them(page_svc, tm
     valid(list[str], svc.turns.stop(turn=queued))
 
     # A loop stop: the rest not run, then the last step without tools (spec §6.3).
-    same = calls(call("recall__search_memories", query="x"))
+    same = calls(call("recall__add_memory", text="y"))  # a write: a read repeated is answered from its result
     model = write_script(tmp_path / "l.json", same, same, same, text("All I found."))
     r = seen.result(await svc.turns.send("search", model=model, on_event=seen))
     assert r["status"] == "budget" and r["answer"] == "All I found." and "last_step" in seen.types

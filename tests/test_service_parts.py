@@ -8,6 +8,7 @@ import typing
 
 from palui.service.api import Service
 from palui.service.notifier import Notifier
+from palui.service.rules import RulesPart
 
 # Every public attribute of the service, in the order they are built (at most 30: a part that does not fit
 # is a part of another part, or the service has grown a second concern).
@@ -48,6 +49,8 @@ def test_each_part_is_built_once_and_shared(svc):
     assert svc.live.turn_tasks is svc._turn_tasks is svc.runtime.turn_tasks
     assert svc.runtime.tasks is svc._turn_tasks.tasks
     assert svc._hub.env.on_change == svc._redecision.redecide_approvals  # the hub calls the lowest part
+    # the standing approvals (spec §5.9) are the approvals part's own: the answers given in advance
+    assert isinstance(svc.approvals.rules, RulesPart) and not hasattr(svc, "rules")
 
 
 def test_the_start_up_steps_run_in_order(svc):

@@ -108,10 +108,13 @@ class Caps(Section):
 
 @section
 class Approvals(Section):
-    """``[approvals]``: how long an approval stays open (spec §5.5), in seconds."""
+    """``[approvals]``: how long an approval stays open (spec §5.5), in seconds; how long a standing approval lives
+    (spec §5.9), in days."""
 
     chat_expiry_seconds: Annotated[float, Amount(30 * _DAY, "seconds (30 days)")] = 1800
     job_expiry_seconds: Annotated[float, Amount(30 * _DAY, "seconds (30 days)")] = 86400
+    #: how long a standing approval answers asks from when it is made (spec §5.9), in days
+    standing_days: Annotated[int, Whole(366, "days")] = 30
 
     def expiry(self, origin: Origin) -> float:
         """How long an approval (or a server's question) of a turn of ``origin`` stays open: a job's waits

@@ -45,6 +45,16 @@ from support.served_channel import ServedChannel
 __all__ = ["RIGS", "ChannelRig", "Shown"]
 
 
+#: An answer a rig gives: True (approve), False (deny), or a kind: ``always`` (approve, and from now on the same,
+#: spec §5.9) or ``denystop`` (deny and stop, spec §5.10).
+Answer = bool | str
+
+
+def button(answer: Answer) -> int:
+    """The index of an answer's button on an approval message: Approve, Deny, Always, Deny and stop."""
+    return {True: 0, False: 1, "always": 2, "denystop": 3}[answer]
+
+
 @dataclass
 class Shown:
     """One message Palui showed in a chat, as the person's app would show it.
@@ -161,9 +171,9 @@ class ChannelRig(ServedChannel, ABC):
         """Every message Palui showed ``who`` since ``after``, in order, edits included (``edited``)."""
 
     @abstractmethod
-    def answer(self, shown: Shown, approve: bool, who: str = "person") -> Any:
-        """Answer the approval message ``shown`` the platform's way: press its Approve/Deny button (Telegram,
-        Slack, Discord), react ✅/❌ (Matrix), reply (email). Returns the handle."""
+    def answer(self, shown: Shown, approve: Answer, who: str = "person") -> Any:
+        """Answer the approval message ``shown`` the platform's way: press its Approve/Deny/Always/Deny and stop
+        button (Telegram, Slack, Discord), react ✅/❌/🔁/🛑 (Matrix), reply (email). Returns the handle."""
 
     @abstractmethod
     def forge(self, shown: Shown, approve: bool) -> Any:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from support.channel_rig import ChannelRig, Shown
+from support.channel_rig import Answer, ChannelRig, Shown, button
 from support.fake_discord import Call, FakeDiscord, pings, visible
 from support.live_service import wait_for
 
@@ -77,8 +77,8 @@ class DiscordConformanceRig(ChannelRig):
                 for c in self.fake.calls[after:] if c.ok and c.path.startswith(f"/channels/{dm}/messages")
                 and c.method in ("POST", "PATCH")]
 
-    def answer(self, shown: Shown, approve: bool, who: str = "person") -> dict[str, Any]:
-        return self.fake.press(self.users[who], shown.ref, shown.buttons[0 if approve else 1])
+    def answer(self, shown: Shown, approve: Answer, who: str = "person") -> dict[str, Any]:
+        return self.fake.press(self.users[who], shown.ref, shown.buttons[button(approve)])
 
     def forge(self, shown: Shown, approve: bool) -> dict[str, Any]:
         prefix, aid, _fp, yn = shown.buttons[0 if approve else 1].split(":")

@@ -18,7 +18,7 @@ from email.utils import make_msgid
 from pathlib import Path
 from typing import Any
 
-from support.channel_rig import ChannelRig, Shown
+from support.channel_rig import Answer, ChannelRig, Shown
 from support.mail_rig import PERSON, STRANGER, MailRig, body
 
 FORWARD = "fyi\n\n---------- Forwarded message ---------\nFrom: Mallory <{who}>\nSubject: invoice\n\n{text}\n"
@@ -91,8 +91,9 @@ class EmailConformanceRig(ChannelRig):
         approvals = {str(m["Message-ID"]) for m in sent if str(m["Subject"]).startswith("Approval a-")}
         return [self._shown(m, approvals) for m in sent[after:] if m["To"].addresses[0].addr_spec == to]
 
-    def answer(self, shown: Shown, approve: bool, who: str = "person") -> Any:
-        return self.mail.reply(shown.raw, "approve" if approve else "deny", sender=self._sender(who))
+    def answer(self, shown: Shown, approve: Answer, who: str = "person") -> Any:
+        word = {True: "approve", False: "deny", "always": "always", "denystop": "stop"}[approve]
+        return self.mail.reply(shown.raw, word, sender=self._sender(who))
 
     def forge(self, shown: Shown, approve: bool) -> Any:
         local, _, domain = self.mail.address.partition("@")

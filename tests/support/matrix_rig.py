@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from nio import AsyncClient, AsyncClientConfig, RoomCreateError, RoomPreset, RoomSendResponse, SyncResponse
 
-from support.channel_rig import ChannelRig, Shown
+from support.channel_rig import Answer, ChannelRig, Shown, button
 from support.live_service import wait_for
 from support.served_channel import ServedChannel
 from support.synapse_fixture import MatrixUser, SynapseError, SynapseServer, synapse_python
@@ -323,10 +323,10 @@ class MatrixConformanceRig(ChannelRig):
                 out.append(Shown(content["body"], e.event_id, [], False, e))
         return out
 
-    def answer(self, shown: Shown, approve: bool, who: str = "person") -> tuple[str, int]:
+    def answer(self, shown: Shown, approve: Answer, who: str = "person") -> tuple[str, int]:
         mark = self.mark()
-        return self.loop.run(self.peers[who].react(self._room(who), shown.ref, "\u2705" if approve else "\u274c")), \
-            mark
+        key = ("\u2705", "\u274c", "\U0001f501", "\U0001f6d1")[button(approve)]
+        return self.loop.run(self.peers[who].react(self._room(who), shown.ref, key)), mark
 
     def forge(self, shown: Shown, approve: bool) -> tuple[str, int]:
         mark = self.mark()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from support.channel_rig import ChannelRig, Shown
+from support.channel_rig import Answer, ChannelRig, Shown, button
 from support.fake_slack import Call, FakeSlack, pings, visible
 from support.live_service import wait_for
 
@@ -80,8 +80,8 @@ class SlackConformanceRig(ChannelRig):
                 for c in self.fake.calls[after:] if c.ok and c.method in ("chat.postMessage", "chat.update")
                 and c.params.get("channel") == dm]
 
-    def answer(self, shown: Shown, approve: bool, who: str = "person") -> dict[str, Any]:
-        return self.fake.press(self.users[who], self.fake.dm(PERSON), shown.ref, shown.buttons[0 if approve else 1])
+    def answer(self, shown: Shown, approve: Answer, who: str = "person") -> dict[str, Any]:
+        return self.fake.press(self.users[who], self.fake.dm(PERSON), shown.ref, shown.buttons[button(approve)])
 
     def forge(self, shown: Shown, approve: bool) -> dict[str, Any]:
         prefix, aid, _fp, yn = shown.buttons[0 if approve else 1].split(":")

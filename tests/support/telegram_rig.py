@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from support.channel_rig import ChannelRig, Shown
+from support.channel_rig import Answer, ChannelRig, Shown, button
 from support.fake_telegram import Call, FakeTelegram, QueuedUpdate, button_data, make_token
 from support.live_service import LiveService, wait_for
 from support.served_channel import ServedChannel
@@ -168,8 +168,8 @@ class TelegramConformanceRig(ChannelRig):
                 for c in self.fake.calls[after:] if c.ok and c.method in ("sendMessage", "editMessageText")
                 and c.params.get("chat_id") == self.users[who]]
 
-    def answer(self, shown: Shown, approve: bool, who: str = "person") -> QueuedUpdate:
-        return self.fake.push_callback(self.users[who], int(shown.ref), shown.buttons[0 if approve else 1],
+    def answer(self, shown: Shown, approve: Answer, who: str = "person") -> QueuedUpdate:
+        return self.fake.push_callback(self.users[who], int(shown.ref), shown.buttons[button(approve)],
                                        chat_id=PERSON)
 
     def forge(self, shown: Shown, approve: bool) -> QueuedUpdate:

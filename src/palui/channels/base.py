@@ -142,7 +142,7 @@ class Channel(Outbox):
         target = self.svc.outbox.sent_message(self.name, inb.chat, inb.target) if inb.target else None
         if target and target["approval_id"]:
             head, _, rest = words.partition(" ")
-            if head.lower() in ("/approve", "/deny") and not rest.strip().startswith("a-"):
+            if head.lower() in commands.ANSWERS and not rest.strip().startswith("a-"):
                 words = f"{head} {target['approval_id']} {rest}".strip()  # a reply to the approval names it
         if words.lower() == "/approvals":  # a channel's own command: the buttons again (spec §8.2)
             n = self.resend_approvals(inb.chat)
@@ -234,7 +234,8 @@ class Channel(Outbox):
         elif cmd.name == "/answer":
             return self._answer_question(chat, cmd.arg)
         else:
-            return self._answer(chat, cmd.arg, cmd.name == "/approve", cmd.reason or None, press_id=None)
+            return self._answer(chat, cmd.arg, cmd.approves, cmd.reason or None, press_id=None, always=cmd.always,
+                                confirm=cmd.confirm, stop=cmd.stop)
         return []
 
     def _answer_question(self, chat: str, arg: str) -> list[Job]:
@@ -268,10 +269,13 @@ class Channel(Outbox):
         return "No tool calls yet in this conversation."
 
     def _answer(self, chat: str, approval_id: str, approve: bool, reason: str | None,
-                press_id: str | None) -> list[Job]:
-        """Answer through the one door (``answered_via`` = this channel), then resume the turn."""
+                press_id: str | None, *, always: dict[str, str] | None = None, confirm: bool = False,
+                stop: bool = False) -> list[Job]:
+        """Answer through the one door (``answered_via`` = this channel), then resume the turn. ``always``:
+        approve, and from now on the same (spec §5.9); ``stop``: deny and stop (spec §5.10)."""
         try:
-            a = self.svc.approvals.answer(approval_id, approve, via=self.name, reason=reason)
+            a = self.svc.approvals.answer(approval_id, approve, via=self.name, reason=reason, always=always,
+                                          confirm=confirm, stop=stop)
         except ApprovalError as e:
             turn = e.turn_id
             self._tell(chat, press_id, str(e))
@@ -280,7 +284,12 @@ class Channel(Outbox):
             self._tell(chat, press_id, str(e))
             return []
         word = "Approved" if a["status"] == "approved" else "Denied"
-        self._tell(chat, press_id, f"{word} {a['id']} ({shown(a['tool'], one_line=True)}); the turn goes on.")
+        then = "the turn goes on"
+        if made := a.get("rule_made"):
+            then = f"from now on the same runs without asking (standing approval {made})"
+        elif a.get("stop"):
+            then = "the turn's tool use ends; the model answers without tools"
+        self._tell(chat, press_id, f"{word} {a['id']} ({shown(a['tool'], one_line=True)}); {then}.")
         turn = a["turn"]
         return [lambda: self._resume(turn), lambda: self.refresh_approvals()]
 
@@ -306,18 +315,19 @@ class Channel(Outbox):
         if parsed is None:
             self._tell(inb.chat, inb.press_id, "That button is not one of Palui's.")
             return []
-        approval_id, fp, approve = parsed
-        return self._checked_answer(inb, approval_id, fp, approve, inb.press_id)
+        approval_id, fp, kind = parsed
+        return self._checked_answer(inb, approval_id, fp, kind, inb.press_id)
 
     def _reaction(self, inb: Inbound) -> list[Job]:
         target = self.svc.outbox.sent_message(self.name, inb.chat, inb.target) if inb.target else None
         if target is None or not target["approval_id"] or target["kind"] not in SHOWN:
             return []  # a reaction to anything else means nothing to Palui
-        return self._checked_answer(inb, target["approval_id"], target["fingerprint"], inb.reaction == "approve",
-                                    None)
+        return self._checked_answer(inb, target["approval_id"], target["fingerprint"], inb.reaction or "", None)
 
-    def _checked_answer(self, inb: Inbound, approval_id: str, fp: str | None, approve: bool,
+    def _checked_answer(self, inb: Inbound, approval_id: str, fp: str | None, kind: str,
                         press_id: str | None) -> list[Job]:
+        """A press or reaction ``kind`` (``approve``, ``deny``, ``always``: every argument pinned, ``denystop``) on
+        the approval's message, checked against the fingerprint of what it showed."""
         a = self.svc.approvals.find(approval_id)
         if a is None:
             self._tell(inb.chat, press_id, f"Refused: there is no approval {shown(approval_id, one_line=True)}.")
@@ -326,7 +336,8 @@ class Channel(Outbox):
             self._tell(inb.chat, press_id, f"Refused: that button does not match approval {a['id']} as it is now; "
                        "nothing was answered.")
             return []
-        return self._answer(inb.chat, approval_id, approve, None, press_id)
+        return self._answer(inb.chat, approval_id, kind in ("approve", "always"), None, press_id,
+                            always={} if kind == "always" else None, stop=kind == "denystop")
 
 
 def status_text(s: Mapping[str, Any], zone: tzinfo | None = None) -> str:

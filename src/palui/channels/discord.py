@@ -156,7 +156,8 @@ class DiscordChannel(Channel):
     kind = "discord"
     title = "Discord"
     text_limit = DISCORD_TEXT_LIMIT
-    how_to_answer = "Press Approve or Deny below (or send /approve {id} or /deny {id} REASON)."
+    how_to_answer = ("Press Approve or Deny below, Always to approve and from now on the same, Deny and stop to end "
+                     "the turn's tool use (or send /approve {id} or /deny {id} REASON).")
 
     def __init__(self, svc: Service, name: str, redact: Redactor) -> None:
         super().__init__(svc, name, redact)
@@ -299,13 +300,13 @@ class DiscordChannel(Channel):
 
 
 def approval_view(approval_id: str, fp: str) -> discord.ui.View:
-    """Approve / Deny buttons whose ``custom_id`` is bound to the approval as shown; stopped at once, so
-    discord.py's view store keeps nothing (Palui's ``on_interaction`` answers every press)."""
+    """Approve / Always / Deny / Deny and stop buttons whose ``custom_id`` is bound to the approval as shown;
+    stopped at once, so discord.py's view store keeps nothing (Palui's ``on_interaction`` answers every press)."""
     view = discord.ui.View(timeout=None)
-    view.add_item(discord.ui.Button(label="Approve", style=discord.ButtonStyle.success,
-                                    custom_id=views.button_data(approval_id, fp, True)))
-    view.add_item(discord.ui.Button(label="Deny", style=discord.ButtonStyle.danger,
-                                    custom_id=views.button_data(approval_id, fp, False)))
+    styles = {"approve": discord.ButtonStyle.success, "deny": discord.ButtonStyle.danger}
+    for kind, label in views.BUTTONS:
+        view.add_item(discord.ui.Button(label=label, style=styles.get(kind, discord.ButtonStyle.secondary),
+                                        custom_id=views.button_data(approval_id, fp, kind)))
     view.stop()
     return view
 

@@ -23,7 +23,8 @@ turn), ``/help``. Attachments and attached mails are never fetched, only counted
 with a 128-bit secret (an HMAC of the outbox part's key under the channel's own key, so a part sent again
 carries the same one); the service keeps its hash with the approval's fingerprint as shown
 (:mod:`palui.service.mail_records`). A reply to it from the person answers with its first new line
-(``approve`` / ``yes``, or ``deny [reason]`` / ``no``), once: a second reply, an address Palui never made,
+(``approve`` / ``yes``, ``deny [reason]`` / ``no``, ``always [ARG=HOW …] [confirm]`` for "approve, and from now on
+the same", ``stop [reason]`` or ``deny and stop [reason]``), once: a second reply, an address Palui never made,
 or an approval changed since are refused. ``/approve ID`` typed in a mail is refused: only a reply answers.
 
 **Sending** (:mod:`.mail_send`): plain text, one mail per outbox part with a fixed ``Message-ID``; answers
@@ -54,7 +55,7 @@ from palui.channels.mail_auth import Judgement, judge
 from palui.channels.mail_imap import FETCH_BATCH, NETWORK_ERRORS, Fetched, LoginRefused, Mailbox, Opened, decode_text
 from palui.channels.mail_send import Outgoing, SendFailed, build, message_id, send, subject_line
 from palui.channels.mail_setup import test_channel
-from palui.channels.mail_text import MailWords, answer_word, html_to_text, split_words
+from palui.channels.mail_text import MailWords, answer_of, html_to_text, split_words
 from palui.channels.platform import Backoff
 from palui.channels.redaction import Redactor
 from palui.channels.text import utf8_len
@@ -106,8 +107,9 @@ class EmailChannel(Channel):
     renew_options = "--address … --password-file FILE"
     unread_reply = ("Palui reads the text of a mail only (attachments are never opened): write what you want in "
                     "the mail itself.")
-    how_to_answer = ("Reply to this mail with approve (or deny and your reason) as the first line; the reply "
-                     "goes to this approval's own address and works once.")
+    how_to_answer = ("Reply to this mail with approve (or deny and your reason) as the first line; always to "
+                     "approve and from now on the same, stop to deny and end the turn's tool use. The reply goes to "
+                     "this approval's own address and works once.")
 
     def __init__(self, svc: Service, name: str, redact: Redactor) -> None:
         super().__init__(svc, name, redact)
@@ -291,10 +293,11 @@ class EmailChannel(Channel):
 
     def _answer_by_reply(self, inb: Inbound, mail: _Mail) -> list[Any]:
         """A reply to an approval's answer address (see the module docstring)."""
-        said = answer_word(mail.words.words)
+        said = answer_of(mail.words.words)
         if said is None:
-            self.reply(inb.chat, "Your reply to an approval mail did not start with approve or deny: nothing was "
-                       "answered. Reply again with approve, or deny and your reason, as the first line.")
+            self.reply(inb.chat, "Your reply to an approval mail did not start with approve or deny (or always, or "
+                       "stop): nothing was answered. Reply again with approve, or deny and your reason, as the first "
+                       "line.")
             return []
         found = self.svc.mail_records.spend_answer_address(self.name, secret_hash(mail.secret or ""))
         if found is None:
@@ -311,14 +314,15 @@ class EmailChannel(Channel):
             self.reply(inb.chat, f"Refused: that mail does not match approval {aid} as it is now; nothing was "
                        "answered (/approvals sends it again).")
             return []
-        approve, reason = said
-        return self._answer(inb.chat, aid, approve, reason, press_id=None)
+        return self._answer(inb.chat, aid, said.approves, said.reason or None, press_id=None, always=said.always,
+                            confirm=said.confirm, stop=said.stop)
 
     def _text(self, inb: Inbound, words: str) -> list[Any]:
         first, _, rest = words.partition("\n")
         head = first.strip().split(" ", 1)[0].lower()
         target = self.svc.outbox.sent_message(self.name, inb.chat, inb.target) if inb.target else None
-        if head in ("/approve", "/deny") or (target and target["approval_id"] and answer_word(words) is not None):
+        if head in ("/approve", "/deny", "/always", "/denystop") or (target and target["approval_id"]
+                                                                     and answer_of(words) is not None):
             self.reply(inb.chat, "To answer an approval, reply to its mail (the reply goes to that approval's own "
                        "address); a typed /approve or a mail to Palui's plain address answers nothing.")
             return []

@@ -20,7 +20,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["MailWords", "answer_word", "html_to_text", "split_words"]
+from palui.text.commands import Command, CommandError, parse
+
+__all__ = ["MailWords", "answer_of", "answer_word", "html_to_text", "split_words"]
 
 _FORWARD = re.compile(
     r"^\s*(?:-{2,}\s*(?:forwarded message|weitergeleitete nachricht|message transf[ée]r[ée]|mensaje reenviado)"
@@ -122,12 +124,37 @@ def _text_of(node: object) -> str:
 def answer_word(words: str) -> tuple[bool, str | None] | None:
     """An approval answer from the first non-blank line of the person's new text: ``(True, None)`` for
     approve / yes / ok, ``(False, reason)`` for deny / no (the rest of the line is the reason), None when
-    the line is neither."""
+    the line is neither (:func:`answer_of` reads "always" and "deny and stop" too)."""
+    cmd = answer_of(words)
+    if cmd is None or cmd.name not in ("/approve", "/deny"):
+        return None
+    return cmd.approves, cmd.reason or None
+
+
+_AND_STOP = re.compile(r"and\s+stop\b", re.IGNORECASE)  # "deny and stop", never "denied and stopped"
+
+
+def answer_of(words: str) -> Command | None:
+    """The answer on the first non-blank line of the person's new text, as the chat command it stands for (its id
+    left empty: the reply's address names the approval): approve / yes / ok (``/approve``), deny / no and a reason
+    (``/deny``), ``always [ARG=HOW …] [confirm]`` (``/always``: approve, and from now on the same, spec §5.9),
+    ``stop`` or ``deny and stop`` and a reason (``/denystop``, spec §5.10). None when the line is none of these."""
     first = next((x.strip() for x in words.splitlines() if x.strip()), "")
     head, _, rest = first.partition(" ")
     word = head.lower().rstrip(".!,:;")
     if word in _APPROVE and not rest.strip():
-        return True, None
+        return Command("/approve", "")
+    stop = _AND_STOP.match(rest)
+    if word in _DENY and stop:
+        return Command("/denystop", "", rest[stop.end():].strip(" .,:;-"))
+    if word in ("stop", "/denystop"):
+        return Command("/denystop", "", rest.strip(" .,:;-"))
     if word in _DENY:
-        return False, rest.strip(" .,:;-") or None
+        return Command("/deny", "", rest.strip(" .,:;-"))
+    if word in ("always", "/always"):
+        try:
+            parsed = parse(f"/always a-reply {rest}".rstrip())
+        except CommandError:
+            return None
+        return Command("/always", "", widen=parsed.widen if parsed else (), confirm=bool(parsed and parsed.confirm))
     return None

@@ -136,8 +136,9 @@ class MatrixChannel(Channel):
     title = "Matrix"
     text_limit = MATRIX_BODY_LIMIT
     renew_options = "--homeserver URL --user USER --password-file FILE"
-    how_to_answer = ("React \u2705 to approve or \u274c to deny (or reply /approve, or /deny REASON, to this "
-                     "message; or send /approve {id} or /deny {id} REASON).")
+    how_to_answer = ("React \u2705 to approve or \u274c to deny, \U0001f501 to approve and from now on the same, "
+                     "\U0001f6d1 to deny and stop (or reply /approve, or /deny REASON, to this message; or send "
+                     "/approve {id} or /deny {id} REASON).")
 
     def __init__(self, svc: Service, name: str, redact: Redactor) -> None:
         super().__init__(svc, name, redact)

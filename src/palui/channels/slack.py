@@ -147,7 +147,8 @@ class SlackChannel(Channel):
     kind = "slack"
     title = "Slack"
     text_limit = SLACK_TEXT_LIMIT
-    how_to_answer = "Press Approve or Deny below (or /palui approve {id}, or /palui deny {id} REASON)."
+    how_to_answer = ("Press Approve or Deny below, Always to approve and from now on the same, Deny and stop to end "
+                     "the turn's tool use (or /palui approve {id}, or /palui deny {id} REASON).")
     renew_options = "--token-file BOT_TOKEN_FILE --app-token-file APP_TOKEN_FILE"
 
     def __init__(self, svc: Service, name: str, redact: Redactor) -> None:
@@ -315,15 +316,15 @@ class SlackChannel(Channel):
 
 
 def approval_blocks(text: str, approval_id: str, fp: str) -> list[dict[str, Any]]:
-    """An approval's Block Kit: its text as ``plain_text`` (shown as it is), and Approve / Deny buttons whose
-    values are bound to the approval as shown (:func:`palui.channels.views.button_data`)."""
+    """An approval's Block Kit: its text as ``plain_text`` (shown as it is), and Approve / Always / Deny / Deny and
+    stop buttons whose values are bound to the approval as shown (:func:`palui.channels.views.button_data`)."""
     return [
         {"type": "section", "text": {"type": "plain_text", "text": text, "emoji": False}},
         {"type": "actions", "block_id": f"palui-{approval_id}", "elements": [
-            {"type": "button", "action_id": "approve", "style": "primary",
-             "text": {"type": "plain_text", "text": "Approve"}, "value": views.button_data(approval_id, fp, True)},
-            {"type": "button", "action_id": "deny", "style": "danger",
-             "text": {"type": "plain_text", "text": "Deny"}, "value": views.button_data(approval_id, fp, False)},
+            {"type": "button", "action_id": kind, "text": {"type": "plain_text", "text": label},
+             "value": views.button_data(approval_id, fp, kind),
+             **({"style": "primary"} if kind == "approve" else {"style": "danger"} if kind == "deny" else {})}
+            for kind, label in views.BUTTONS
         ]},
     ]
 

@@ -100,7 +100,8 @@ class TelegramChannel(Channel):
     kind = "telegram"
     title = "Telegram"
     text_limit = TELEGRAM_TEXT_LIMIT
-    how_to_answer = "Press Approve or Deny below (or send /approve {id} or /deny {id} REASON)."
+    how_to_answer = ("Press Approve or Deny below, Always to approve and from now on the same, Deny and stop to end "
+                     "the turn's tool use (or send /approve {id} or /deny {id} REASON).")
     unread_reply = "Palui reads text messages (and captions) only: send your words as text."
 
     def __init__(self, svc: Service, name: str, redact: Redactor) -> None:
@@ -217,20 +218,19 @@ class TelegramChannel(Channel):
 
     async def send_message(self, chat: str, part: OutboxPart) -> str:
         """One sendMessage in HTML parse mode (the text escaped, so tool output cannot break the markup),
-        with Approve / Deny buttons when the part carries an approval; an ``approval-plain`` part as plain
-        text without buttons. The Bot API has no idempotency key."""
+        with Approve / Always / Deny / Deny and stop buttons when the part carries an approval; an
+        ``approval-plain`` part as plain text without buttons. The Bot API has no idempotency key."""
         if part["kind"] == "approval-plain":
             msg = await self.bot.send_message(int(chat), part["text"])
             return str(msg.message_id)
         body = html.escape(part["text"], quote=False) if part["text"].strip() else "(empty)"
         markup = None
         if part["approval_id"] and part["fingerprint"]:
-            markup = InlineKeyboardMarkup([[
-                InlineKeyboardButton("Approve", callback_data=views.button_data(part["approval_id"],
-                                                                                part["fingerprint"], True)),
-                InlineKeyboardButton("Deny", callback_data=views.button_data(part["approval_id"],
-                                                                             part["fingerprint"], False)),
-            ]])
+            # two rows: Approve, Deny; Always, Deny and stop (spec §5.9, §5.10)
+            buttons = [InlineKeyboardButton(label, callback_data=views.button_data(part["approval_id"],
+                                                                                   part["fingerprint"], kind))
+                       for kind, label in views.BUTTONS]
+            markup = InlineKeyboardMarkup([buttons[:2], buttons[2:]])
         msg = await self.bot.send_message(int(chat), body, parse_mode="HTML", reply_markup=markup)
         return str(msg.message_id)
 

@@ -23,8 +23,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = [
+    "ALWAYS",
     "APPROVE",
     "DENY",
+    "DENY_STOP",
     "MATRIX_BODY_LIMIT",
     "TELEGRAM_TEXT_LIMIT",
     "is_edit",
@@ -42,6 +44,8 @@ TELEGRAM_TEXT_LIMIT = 4096
 MATRIX_BODY_LIMIT = 32 * 1024
 APPROVE = "\u2705"  # ✅ WHITE HEAVY CHECK MARK
 DENY = "\u274c"  # ❌ CROSS MARK
+ALWAYS = "\U0001f501"  # 🔁 CLOCKWISE RIGHTWARDS AND LEFTWARDS OPEN CIRCLE ARROWS: approve, and from now on the same
+DENY_STOP = "\U0001f6d1"  # 🛑 OCTAGONAL SIGN: deny and stop
 _VARIATION_SELECTORS = dict.fromkeys(map(ord, "\ufe0e\ufe0f"))
 
 
@@ -95,9 +99,10 @@ def normalize_reaction_key(key: str) -> str:
 
 
 def reaction_verdict(key: str) -> str | None:
-    """``"approve"`` for ✅, ``"deny"`` for ❌ (with or without U+FE0F), else None."""
+    """``"approve"`` for ✅, ``"deny"`` for ❌, ``"always"`` for 🔁 (approve, and from now on the same, every argument
+    pinned: spec §5.9), ``"denystop"`` for 🛑 (deny and stop: spec §5.10), with or without U+FE0F; else None."""
     k = normalize_reaction_key(key)
-    return "approve" if k == APPROVE else "deny" if k == DENY else None
+    return {APPROVE: "approve", DENY: "deny", ALWAYS: "always", DENY_STOP: "denystop"}.get(k)
 
 
 def reply_target(content: Mapping[str, Any]) -> str | None:

@@ -9,7 +9,8 @@ Every text from a model, a server or a sender goes through :mod:`palui.text.disp
   relative ("expires 08:30, in 29 min") — and the argument messages that go first when the
   arguments do not fit (numbered, nothing cut).
 - :func:`fingerprint` of what was shown: the first 16 hex of SHA-256 over (approval id, args
-  hash, expires_at); Telegram's ``callback_data`` is ``ap:<id>:<fp16>:<y|n>`` (≤ 64 bytes).
+  hash, expires_at); Telegram's ``callback_data`` is ``ap:<id>:<fp16>:<y|n|a|s>`` (≤ 64 bytes): approve,
+  deny, always (approve, and from now on the same), deny and stop.
 - :func:`answer_text`: a turn's answer with one line per tool call; :func:`outcome_text`: how an
   approval ended, for the edit of its message ("approved in the terminal", "expired — denied").
 """
@@ -30,7 +31,13 @@ from palui.text.prompts import mark_line
 if TYPE_CHECKING:
     from palui.results import Approval, TurnEvent, TurnResult
 
-CALLBACK = re.compile(r"^ap:([A-Za-z0-9_-]{1,40}):([0-9a-f]{16}):([yn])$")
+CALLBACK = re.compile(r"^ap:([A-Za-z0-9_-]{1,40}):([0-9a-f]{16}):([ynas])$")
+#: A button's answer letter: approve, deny, always (approve, and from now on the same: every argument pinned, spec
+#: §5.9), deny and stop (spec §5.10).
+KINDS = {"y": "approve", "n": "deny", "a": "always", "s": "denystop"}
+LETTERS = {v: k for k, v in KINDS.items()}
+#: The labels of an approval's buttons, in order (a platform shows the first two on one row where it has rows).
+BUTTONS = (("approve", "Approve"), ("deny", "Deny"), ("always", "Always"), ("denystop", "Deny and stop"))
 VIA_WORDS = {"cli": "in the terminal", "web": "on the web page", "api": "through the API"}
 
 
@@ -40,20 +47,23 @@ def fingerprint(a: Approval) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
-def callback_data(a: Approval, approve: bool) -> str:
-    """``ap:<id>:<fp16>:<y|n>`` (Telegram allows 1-64 bytes; with a 34-character approval id it is 56)."""
+def callback_data(a: Approval, approve: bool | str) -> str:
+    """``ap:<id>:<fp16>:<y|n|a|s>`` (Telegram allows 1-64 bytes; with a 34-character approval id it is 56)."""
     return button_data(a["id"], fingerprint(a), approve)
 
 
-def button_data(approval_id: str, fp: str, approve: bool) -> str:
-    """:func:`callback_data` of the approval ``approval_id`` as shown with the fingerprint ``fp``."""
-    return f"ap:{approval_id}:{fp}:{'y' if approve else 'n'}"
+def button_data(approval_id: str, fp: str, approve: bool | str) -> str:
+    """:func:`callback_data` of the approval ``approval_id`` as shown with the fingerprint ``fp``; ``approve`` True,
+    False, or a kind of :data:`KINDS` (``always``, ``denystop``)."""
+    kind = approve if isinstance(approve, str) else "approve" if approve else "deny"
+    return f"ap:{approval_id}:{fp}:{LETTERS[kind]}"
 
 
-def parse_callback(data: str) -> tuple[str, str, bool] | None:
-    """``(approval id, fingerprint, approve)`` of a button's data, None when it is not ours."""
+def parse_callback(data: str) -> tuple[str, str, str] | None:
+    """``(approval id, fingerprint, kind)`` of a button's data (kind: ``approve``, ``deny``, ``always``,
+    ``denystop``), None when it is not ours."""
     m = CALLBACK.match(data or "")
-    return (m.group(1), m.group(2), m.group(3) == "y") if m else None
+    return (m.group(1), m.group(2), KINDS[m.group(3)]) if m else None
 
 
 def expiry_text(expires_at: str, now: datetime, zone: tzinfo | None) -> str:
@@ -146,8 +156,9 @@ def tool_line(e: TurnEvent) -> str | None:
         if e.get("cancelled"):  # in flight when the process ended, or when the turn was stopped
             cut = "interrupted" if "interrupted" in str(e.get("reason", "")) else "stopped"
             outcome = f"{cut}, may have run"
-        if verdict == "ask":
-            outcome = f"approved → {outcome}"
+        if verdict == "ask":  # answered by the person, or in advance by a standing approval (spec §5.9)
+            by_rule = "approved in advance by rule" in str(e.get("reason", ""))
+            outcome = f"{'approved in advance' if by_rule else 'approved'} → {outcome}"
     return f"· {shown(str(e.get('tool')), one_line=True)}: {verdict} → {outcome}" + (
         " (tainted)" if e.get("tainted") else "")
 

@@ -19,7 +19,7 @@ from palui.errors import PaluiError, UsageError
 # while it is being written; every module listed here exists on main).
 COMMAND_MODULES = ["tools", "policy", "suggest", "outside", "mcp", "signin", "memories", "turns", "audit", "report",
                    "chat", "serve", "triggers", "channels", "unit", "conversations", "maintenance", "elicitations",
-                   "gateway"]
+                   "gateway", "rules"]
 
 # The modules that define each top-level command or group (a command imports only what it needs:
 # docs/decisions/0085-a-light-cli-start.md). A name not listed here, ``palui --help`` and ``palui`` alone
@@ -33,7 +33,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "audit": ("audit",), "report": ("report",), "chat": ("chat",), "conversations": ("conversations",),
     "serve": ("serve",), "jobs": ("triggers",), "webhooks": ("triggers",),
     "prune": ("maintenance",), "backup": ("maintenance",), "channels": ("channels",), "service": ("unit",),
-    "elicitations": ("elicitations",), "gateway": ("gateway",),
+    "elicitations": ("elicitations",), "gateway": ("gateway",), "rules": ("rules",),
 }
 
 
@@ -69,6 +69,7 @@ SUMMARIES: tuple[tuple[str, str, bool], ...] = (
     ("backup", "Copy the database into FILE (SQLite's online backup: safe while the service runs).", False),
     ("elicitations", "Questions MCP servers ask you: list, show, answer.", True),
     ("gateway", "Offer your governed tools to other MCP clients (coding agents, desktop apps, editors).", True),
+    ("rules", "Standing approvals: the calls you approved in advance, for one context.", True),
 )
 
 

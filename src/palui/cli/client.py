@@ -151,8 +151,11 @@ class ServiceClient:
                                           "channel": channel}, on_event)
 
     def answer(self, approval_id: str, approve: bool, on_event: EventSink | None,
-               reason: str | None = None) -> TurnResult:
-        body: JSON = {"via": "cli", **({"reason": reason} if reason else {})}
+               reason: str | None = None, *, always: dict[str, str] | None = None, confirm: bool = False,
+               stop: bool = False) -> TurnResult:
+        body: JSON = {"via": "cli", **({"reason": reason} if reason else {}),
+                      **({"always": {"widen": always, "confirm": confirm}} if always is not None else {}),
+                      **({"stop": True} if stop else {})}
         aid = segment(approval_id, "an approval id (see: palui approvals list)")
         return self.stream(f"/api/approvals/{aid}/{'approve' if approve else 'deny'}", body, on_event)
 

@@ -184,3 +184,15 @@ def table(rows: list[list[str]], headers: list[str]) -> None:
     click.echo(line.rstrip())
     for r in rows:
         click.echo("  ".join(str(x).ljust(w) for x, w in zip(r, widths, strict=False)).rstrip())
+
+
+def widenings(values: tuple[str, ...]) -> dict[str, str]:
+    """``--widen ARG=any`` options (a standing approval's, spec §5.9) as ``{arg: widening}``. Raises
+    click.BadParameter for one without ``=``."""
+    out: dict[str, str] = {}
+    for v in values:
+        arg, eq, how = v.partition("=")
+        if not eq or not arg:
+            raise click.BadParameter(f"{v!r}: write ARG=any, ARG=prefix:TEXT or ARG=one-of:A,B", param_hint="--widen")
+        out[arg] = how
+    return out

@@ -85,7 +85,8 @@ def call_outcome(e: ToolCallEvent) -> tuple[str, str]:
         return "⊘", f"not run: {short(e.get('reason', ''), ERROR_CHARS)}"
     if verdict in ("off", "unavailable") or result.startswith("Error: the call was not run"):
         return "⊘", f"not run: {short(e.get('reason', ''), ERROR_CHARS)}"
-    head = "approved · " if verdict == "ask" else ""
+    head = "" if verdict != "ask" else "approved in advance · " if "approved in advance by rule" in str(
+        e.get("reason", "")) else "approved · "  # a standing approval answered it (spec §5.9)
     if e.get("is_error"):
         return "✗", f"{head}error: {short(result.removeprefix('Error: '), ERROR_CHARS)}"
     return "✓", f"{head}ok" + (f": {short(result, RESULT_CHARS)}" if result else "")

@@ -35,6 +35,10 @@ def report_cmd(days: int, as_json: bool) -> None:
                f"{a['cancelled']}, pending {a['pending']}; median time to answer {_secs(a['median_answer_seconds'])}"
                + (" (" + ", ".join(f"{k} {v}" for k, v in a["answered_via"].items()) + ")" if a["answered_via"]
                   else ""))
+    v = r.get("avoided") or {"total": 0, "by_rule": []}
+    click.echo(f"asks avoided by standing approvals: {v['total']}" + (
+        " (" + shown(", ".join(f"{x['rule'][:12]} {x['tool']} in {x['context']} {x['asks']}" for x in v["by_rule"][:5]),
+                     one_line=True) + ")" if v["by_rule"] else "") + " (palui rules list)")
     c = a["by_cause"]
     click.echo(f"caused by: taint {c['taint']}, class {c['class']}, job {c['job']}, the Rule of Two {c['outside']}"
                + (f", other {c['other']}" if c["other"] else ""))

@@ -11,6 +11,7 @@ import click
 from palui.cli.common import connectors_app, emit_json, fail, policy_app, read_service, service, table, tools_app
 from palui.errors import UsageError
 from palui.text.confusables import skeleton
+from palui.text.display import shown
 from palui.text.review import visible
 from palui.types import NEEDS_TASKS, Origin
 
@@ -249,6 +250,8 @@ def policy_explain(name: str, origin: str | None, client: str | None, tainted: b
     if as_json:
         return emit_json(result)
     click.echo(f"{result['verdict']}: {result['reason'].split(': ', 1)[-1]}")
+    for line in result.get("standing") or []:  # spec §5.9: the verdict stays ask
+        click.echo(f"  then {shown(line, one_line=True)}")
     who = f"gateway client {result['client']}" if "client" in result else f"origin {result['origin']}"
     click.echo(
         f"  tool {visible(result['tool'])}, class {result['class']} ({result['class_source']}), "

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from palui.cli import render
-from palui.cli.common import CLEAN, LIMIT, app, emit_json, fail, group, read_service, service
+from palui.cli.common import CLEAN, LIMIT, app, emit_json, fail, group, read_service, service, widenings
 from palui.cli.live import live_service, run_async
 from palui.errors import ModelConfigError
 from palui.text.display import shown, shown_json
@@ -168,21 +168,23 @@ def approvals_show(approval_id: str, as_json: bool) -> None:
         click.echo(mark_line(m))
 
 
-def _answer(approval_id: str, approve: bool, as_json: bool, reason: str | None = None) -> None:
+def _answer(approval_id: str, approve: bool, as_json: bool, reason: str | None = None, *,
+            always: dict[str, str] | None = None, confirm: bool = False, stop: bool = False) -> None:
     svc = service()
     printer = None if as_json else render.Printer(tz=svc.status.timezone())
     client = live_service(svc)
     if client:  # the service answers first: a refusal is an error before any event
         if printer is not None:
             printer.header = f"{approval_id}: {'approved' if approve else 'denied'}"
-        r = client.answer(approval_id, approve, printer, reason)
+        r = client.answer(approval_id, approve, printer, reason, always=always, confirm=confirm, stop=stop)
     else:
         def answered(what: str) -> None:  # what the answer became, printed before the turn goes on
             if printer is not None:
                 printer.header = f"{approval_id}: {shown(what, one_line=True)}"
 
-        r = run_async(svc, svc.approvals.answer_and_resume(approval_id, approve, "cli", on_event=printer, reason=reason,
-                                                           on_answered=answered))
+        r = run_async(svc, svc.approvals.answer_and_resume(approval_id, approve, "cli", on_event=printer,
+                                                           reason=reason, on_answered=answered, always=always,
+                                                           confirm=confirm, stop=stop))
     if as_json:
         emit_json(r)
     elif printer is not None:
@@ -191,19 +193,29 @@ def _answer(approval_id: str, approve: bool, as_json: bool, reason: str | None =
 
 @approvals_app.command("approve")
 @click.argument("approval_id")
+@click.option("--always", is_flag=True,
+              help="Approve, and from now on the same: a standing approval for this call in this context.")
+@click.option("--widen", multiple=True, metavar="ARG=HOW",
+              help="With --always: widen an argument you saw unmarked: ARG=any, ARG=prefix:TEXT, ARG=one-of:A,B.")
+@click.option("--confirm-destructive", is_flag=True,
+              help="With --always: confirm it for a destructive or unknown tool (chat only).")
 @click.option("--json", "as_json", is_flag=True)
-def approvals_approve(approval_id: str, as_json: bool) -> None:
+def approvals_approve(approval_id: str, always: bool, widen: tuple[str, ...], confirm_destructive: bool,
+                      as_json: bool) -> None:
     """Approve one pending call; the turn resumes here. Refused (exit 1) if expired, answered or unknown."""
-    _answer(approval_id, True, as_json)
+    if (widen or confirm_destructive) and not always:
+        raise click.UsageError("--widen and --confirm-destructive go with --always")
+    _answer(approval_id, True, as_json, always=widenings(widen) if always else None, confirm=confirm_destructive)
 
 
 @approvals_app.command("deny")
 @click.argument("approval_id")
 @click.option("--reason", help="Why (told to the model, ≤1,000 chars).")
+@click.option("--stop", is_flag=True, help="Deny and stop: the turn's tool use ends; the model answers without tools.")
 @click.option("--json", "as_json", is_flag=True)
-def approvals_deny(approval_id: str, reason: str | None, as_json: bool) -> None:
+def approvals_deny(approval_id: str, reason: str | None, stop: bool, as_json: bool) -> None:
     """Deny one pending call; the turn resumes and the model is told (with --reason, why)."""
-    _answer(approval_id, False, as_json, (reason or "").strip() or None)
+    _answer(approval_id, False, as_json, (reason or "").strip() or None, stop=stop)
 
 
 @app.command("status")

@@ -21,7 +21,11 @@ The suggestions, each from a threshold over the report's window:
 - ``classify``: an unknown tool asked at least :data:`DENIED_MIN` times — "palui tools suggest CONNECTOR"
   (it proposes classes; nothing changes until accepted);
 - ``enable``: a switched-off ``read`` or ``write`` tool the model called at least :data:`REFUSED_MIN` times
-  (refused as not offered) — "palui tools enable NAME".
+  (refused as not offered) — "palui tools enable NAME";
+- ``standing``: a call the person approved at least :data:`REPEATED_MIN` times with the same arguments in one
+  context, of a ``read`` or ``write`` tool (never destructive or unknown: decision 0130), no standing approval made
+  from it yet — "palui rules add a-…" (from the latest of them, every argument pinned: a suggestion never widens
+  an argument, so it never answers a call the person did not see; spec §5.9).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ TAINTED_MIN = 3
 ASKED_MIN = 5
 DENIED_MIN = 3
 REFUSED_MIN = 3
+REPEATED_MIN = 3
 
 
 @dataclass(frozen=True)
@@ -103,6 +108,15 @@ def advise(numbers: Mapping[str, Any], tools: Mapping[str, ToolFacts],
         out.append({"kind": "enable", "command": f"palui tools enable {row['tool']}",
                     "text": f"the model called {row['tool']} {row['refused']} times {when}, but it is switched off; "
                             f"if you want it offered ({t.tool_class}):"})
+    for g in numbers.get("repeated") or []:
+        t = tools.get(g["tool"])
+        if (t is None or g["made"] or g["approvals"] < REPEATED_MIN or t.tool_class not in ("read", "write")
+                or t.class_source == "unknown" or g["class"] not in ("read", "write")):
+            continue
+        out.append({"kind": "standing", "command": f"palui rules add {g['latest']}",
+                    "text": f"you approved {g['tool']} {g['approvals']} times {when} with the same arguments in "
+                            f"{g['context']}; to answer exactly that call in advance there (every argument "
+                            "pinned):"})
     unique: dict[str, dict[str, str]] = {}
     for s in out:
         unique.setdefault(s["command"], s)  # one suggestion per command: the first, with the most evidence

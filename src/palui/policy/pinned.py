@@ -3,7 +3,8 @@
 The file is CSV with the header ``tool,origin,tainted,verdict``: a model-visible tool name, an
 origin (``chat``, ``job``, ``webhook``, ``gateway``, or ``gateway:NAME`` for the gateway client NAME, whose
 connectors decide which tools it may call), ``true``/``false`` (also ``yes``/``no``, ``1``/``0``) and a
-verdict word (``run``, ``ask``, ``unavailable``, ``off``). ``palui policy snapshot`` writes one row per
+verdict word (``run``, ``ask``, ``unavailable``, ``off``); a record whose first field starts ``#`` is a comment
+(the snapshot lists the standing approvals so, spec §5.9). ``palui policy snapshot`` writes one row per
 tool, origin and taint, and two per tool and gateway client; ``palui policy check FILE`` compares each row
 with what the decision matrix gives now (spec §3, §8.6).
 
@@ -65,7 +66,7 @@ def parse(records: Sequence[Sequence[str]]) -> tuple[list[Pin], list[Finding]]:
     bad: list[Finding] = []
     for n, rec in enumerate(records[1:], start=2):
         cells = [c.strip() for c in rec]
-        if not any(cells):
+        if not any(cells) or cells[0].startswith("#"):  # a comment: a standing approval's line (spec §3.4)
             continue
         if len(cells) != 4:
             bad.append(Finding("bad", n, None, None, f"line {n}: expected 4 fields, got {len(cells)}"))

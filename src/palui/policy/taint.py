@@ -13,7 +13,10 @@ what can be hijacked and left off what cannot:
 - a whole value is marked when it stands as a whole word in untrusted content: from 4 characters
   on (:data:`MIN_LEN`), or at any length under an argument that names an identifier
   (:func:`is_identifier_key`: ``id``, ``file_id``) or a person, address or account
-  (:func:`is_person_key`: ``recipient``, ``to``, ``iban``, ``recipient_email``, ``toAddress``);
+  (:func:`is_person_key`: ``recipient``, ``to``, ``iban``, ``recipient_email``, ``toAddress``); a short
+  number there (``7``, ``"26"``) only where it stands as a token of its own (never the day of a date, a time, a
+  decimal), and the person's words leave it unmarked only when they name the same object with it
+  (:func:`short_number_source`);
 - otherwise the parts of a string value that stand in untrusted content are marked *as those parts*
   (:mod:`palui.policy.spans`: runs of 3+ words, 2-word fields, addresses, URLs, numbers, long words),
   and the approval quotes them rather than the whole value.
@@ -182,7 +185,7 @@ def fixed_by_schema(schema: dict[str, Any] | None, keys: Sequence[Key], value: A
 
 
 def untrusted_args(args: Any, untrusted: Iterable[tuple[str, str]], *, schema: dict[str, Any] | None = None,
-                   own_texts: Sequence[str] = ()) -> list[dict[str, Any]]:
+                   own_texts: Sequence[str] = (), tool: str | None = None) -> list[dict[str, Any]]:
     """Argument values, or parts of them, that also appear in untrusted content, to be marked in the
     approval prompt (the rules are in the module docstring).
 
@@ -213,6 +216,11 @@ def untrusted_args(args: Any, untrusted: Iterable[tuple[str, str]], *, schema: d
         value = raw if isinstance(raw, str) else json_text(raw)
         names = [k for k in keys if isinstance(k, str)]
         named = bool(names) and (is_identifier_key(names[-1]) or is_person_key(names[-1]))
+        if named and (short := short_number(raw)) is not None:  # spec §4.6: never a mark by coincidence
+            src = short_number_source(short, sources, own, object_words(names[-1], tool))
+            if src is not None:
+                marks.append({"path": path, "value": value, "match": short, "source": src, "spans": [value]})
+            continue
         whole = _whole_value(raw, sources, own, named)
         if whole is not None:
             marks.append({"path": path, "value": value, "match": whole[1], "source": whole[0], "spans": [value]})
@@ -251,6 +259,53 @@ def _whole_value(raw: str | int | float, sources: Sequence[Haystack], own: Hayst
         return None
     src = next((h.source for h in sources if has_word(needle, h.text)), None)
     return None if src is None else (src, needle)
+
+
+#: Words that introduce an identifier: ``ID '13'``, ``#13``, ``no. 7``, ``number 7``.
+ID_WORDS = ("id", "ids", "no", "nr", "num", "number", "ref")
+_ID_WORDS = "|".join(ID_WORDS)
+#: A number standing as a token of its own: not part of a longer number, a date (``2024-05-26``), a time
+#: (``10:00``), a decimal (``98.70``), a phone number or a version (``1.7``); the ``{n}`` is the number.
+_TOKEN = r"(?<![\w])(?<!\d[-:./,])(?:{n})(?![\w])(?![-:./,]\d)"
+
+
+def short_number(raw: str | int | float) -> str | None:
+    """``raw`` as its digits when it is a short number (a JSON integer, or a string of digits, shorter than
+    :data:`MIN_LEN`): the values marked only as a whole value or an identifier (spec §4.6). Else None."""
+    if isinstance(raw, bool):
+        return None
+    text = str(raw) if isinstance(raw, int) else raw if isinstance(raw, str) else None
+    return text if text is not None and text.isascii() and text.isdigit() and len(text) < MIN_LEN else None
+
+
+def object_words(key: str, tool: str | None) -> list[str]:
+    """The words that name the object an identifier argument points at: the argument's own words but ``id``
+    (``email_id`` → ``email``), else the tool's (``mcp-x__update_scheduled_transaction`` → ``update``,
+    ``scheduled``, ``transaction``); words of 3 characters or more."""
+    words = [w for w in _name_words(key) if w not in ID_WORDS and len(w) >= 3]
+    if not words and tool:
+        words = [w for w in _name_words(tool.split("__", 1)[-1]) if len(w) >= 3]
+    return words
+
+
+def short_number_source(digits: str, sources: Sequence[Haystack], own: Haystack, objects: list[str]) -> str | None:
+    """The first source where the short number ``digits`` stands as a whole value or an identifier-like token
+    (a token of its own: never the day of a date, a time, a decimal or part of a longer number), unless the
+    person's own words name that same object with it (``delete file 13`` for ``file_id``; any token of their
+    words when the argument and the tool name no object). None: not marked (spec §4.6)."""
+    number = re.escape(digits) + r"(?:\.0+)?"  # 7 is also 7.0 (a JSON number by value)
+    token = re.compile(_TOKEN.format(n=number))
+    if not any(token.search(h.text) for h in sources):
+        return None
+    if objects:
+        named = "|".join(re.escape(w) for w in objects)
+        said = re.compile(rf"(?:\b(?:{named})(?:e?s)?|\b(?:{_ID_WORDS})\b\.?|#)[\s:=#'\"]*"
+                          + _TOKEN.format(n=number) + r"|['\"]" + number + r"['\"]")
+        if said.search(own.text):
+            return None
+    elif token.search(own.text):
+        return None
+    return next(h.source for h in sources if token.search(h.text))
 
 
 def json_text(v: int | float) -> str:

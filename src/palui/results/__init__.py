@@ -43,7 +43,15 @@ from types import ModuleType
 from typing_extensions import is_typeddict
 
 from palui.results import answers, api, events, gateway, status, tools, triggers, turns
-from palui.results.answers import Approval, ClassFields, Elicitation, TurnApproval, TurnElicitation, UntrustedArg
+from palui.results.answers import (
+    Approval,
+    ClassFields,
+    Elicitation,
+    StandingApproval,
+    TurnApproval,
+    TurnElicitation,
+    UntrustedArg,
+)
 from palui.results.api import ErrorAnswer, Health, NewConversation, Stopped
 from palui.results.events import (
     ApprovalEvent,
@@ -146,7 +154,8 @@ __all__ = [
     "Memory", "Named",
     "OAuthState", "OutboxItem", "OutboxPart", "PairCode", "PauseState", "PausedEvent", "PendingApprovalLine",
     "PendingReview", "Pruned", "RenderedPart", "ResultLine", "RetryEvent",
-    "ReviewChange", "SchemaFlagged", "ScopeEvent", "ScopeRequest", "SentMessage", "ShownApproval", "Status",
+    "ReviewChange", "SchemaFlagged", "ScopeEvent", "ScopeRequest", "SentMessage", "ShownApproval", "StandingApproval",
+    "Status",
     "StatusCaps",
     "StatusConnector",
     "StepEvent", "StopAll", "StreamEvent", "StreamLine", "Suggestion", "TaintedEvent", "Task", "TextDeltaEvent",

@@ -34,7 +34,9 @@ class TurnApproval(ClassFields):
     asked about and ``args_hash`` their SHA-256 (canonical JSON); ``created_at``, ``expires_at`` and
     ``answered_at`` ISO times; ``answered_via`` the front end or channel that answered (``cli``, ``web``,
     ``api``, a channel's name), ``cancel_reason`` why it was cancelled, ``deny_reason`` the person's words
-    given with a denial; ``used`` once the approved call ran (spec §5.4).
+    given with a denial; ``used`` once the approved call ran (spec §5.4); ``rule`` the standing approval that
+    answered it in advance (``answered_via`` ``rule``, spec §5.9), ``rule_made`` the one made from this answer
+    ("approve, and from now on the same"); ``stop`` a denial answered "deny and stop" (spec §5.10).
     """
 
     id: str
@@ -54,6 +56,9 @@ class TurnApproval(ClassFields):
     cancel_reason: str | None
     answered_at: str | None
     deny_reason: str | None
+    rule: str | None
+    rule_made: str | None
+    stop: bool
 
 
 class Approval(TurnApproval):
@@ -104,3 +109,36 @@ class Elicitation(TurnElicitation):
     a :class:`TurnElicitation` with its turn's ``conversation``."""
 
     conversation: str | None
+
+
+class StandingApproval(TypedDict):
+    """A standing approval (spec §5.9): the person's answer given in advance to the asks its constraints describe.
+
+    ``id`` ``r-…``; ``tool`` the model-visible name it is bound to, ``connector`` its connector, ``tool_class`` the
+    effective class and ``definition_hash`` the definition it was made under; ``context`` ``chat``, ``tainted
+    chat``, ``job`` or ``gateway:NAME``; ``constraints`` per argument: ``{"pin": value}``, ``{"one_of": [..]}``,
+    ``{"prefix": text}`` or ``{"any": true}``, ``described`` the same in one line and ``widened`` the arguments not
+    pinned; ``confirmed`` a destructive or unknown tool the person confirmed; ``status`` active / suspended / expired /
+    removed and ``status_reason`` why; ``made_from`` the approval it was made from and ``made_via`` where (``cli``,
+    ``web``, ``api``, a channel's name); ``uses`` the asks it answered, ``last_used_at`` the last; times ISO 8601 UTC.
+    """
+
+    id: str
+    tool: str
+    connector: str
+    tool_class: str
+    definition_hash: str
+    context: str
+    constraints: dict[str, Any]
+    described: str
+    widened: list[str]
+    confirmed: bool
+    status: str
+    status_reason: str | None
+    made_from: str | None
+    made_via: str
+    created_at: str
+    expires_at: str
+    changed_at: str
+    uses: int
+    last_used_at: str | None

@@ -76,7 +76,8 @@ class ToolDetails(Tool):
 class Explanation(ClassFields):
     """``palui policy explain``: the verdict for one tool in a turn of ``origin`` (spec §3.4); ``source``
     the rule that decided (``webhook``, ``switch``, ``matrix``, or ``client``: not the gateway client's to call);
-    ``client`` the gateway client asked about (``--client``, spec §8.6)."""
+    ``client`` the gateway client asked about (``--client``, spec §8.6); ``standing``: for an ``ask``, the standing
+    approvals of that context that may answer it (spec §5.9), one line each."""
 
     tool: str
     origin: str
@@ -84,6 +85,7 @@ class Explanation(ClassFields):
     verdict: str
     reason: str
     source: str
+    standing: list[str]
     client: NotRequired[str]
 
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from palui.runner import approvals, caps
 from palui.runner.offer import usable_tool
 from palui.runner.pending import CallState, PendingCall, args_hash
-from palui.store import redecide
+from palui.store import redecide, standing
 from palui.text.prompts import approval_prompt
 from palui.text.when import stamped
 from palui.types import ApprovalStatus, Decision
@@ -46,6 +46,9 @@ if TYPE_CHECKING:
     from palui.store.tools import ToolRow
 
 DENIED = "The person denied this action."
+#: What the model is told, and the audit outcome, when the person answered "deny and stop" (spec §5.10).
+STOPPED = "The person denied this action and stopped your tool use: no further tool call will run."
+STOPPED_OUTCOME = "denied; tool use stopped by the person"
 #: What a call is told whose approval an identical call consumed first (an approval runs one call, spec §5.4).
 REPLAYED = ("Error: not run: approval {aid} was already used by an identical call (an approval runs one call); "
             "call again to be asked anew.")
@@ -58,10 +61,12 @@ PROGRESS_SECONDS = 1.0
 class Answer:
     """What the person's answer means for a held call: ``held`` while there is none yet (the turn stays
     paused); else ``row``, the tool to send the call to when it was approved, or None when the call was
-    answered here (denied, expired, cancelled, the tool gone)."""
+    answered here (denied, expired, cancelled, the tool gone); ``stop``: the person answered "deny and stop"
+    (spec §5.10), which ends the tool use."""
 
     held: bool = False
     row: ToolRow | None = None
+    stop: bool = False
 
 
 class ApprovalGate:
@@ -83,16 +88,44 @@ class ApprovalGate:
         self._records = records
         self._emit = emit
 
-    async def ask(self, t: Turn, call: PendingCall, row: ToolRow, d: Decision) -> None:
-        """Hold ``call`` for the person's approval (``d`` is its ``ask`` decision): stored, audited, told — in
-        one transaction, so the approval never exists without the message that asks it (spec §8.3). Its marks
-        (spec §4.6) are found first, in a worker thread: a megabyte argument takes seconds of CPU, and the
-        service's other turns go on meanwhile."""
+    async def marks(self, t: Turn, call: PendingCall, row: ToolRow) -> list[UntrustedArg]:
+        """The marks of an asked call's arguments (spec §4.6), found in a worker thread: a megabyte argument takes
+        seconds of CPU, and the service's other turns go on meanwhile. The approval shows them; a standing approval
+        never answers a call that has one (spec §5.9)."""
         untrusted, own = approvals.marking_inputs(self._db, t.conversation_id)
-        marks = (await asyncio.to_thread(approvals.marks_for, call["args"], untrusted, own, row.input_schema)
-                 if untrusted else [])
+        if not untrusted:
+            return []
+        return await asyncio.to_thread(approvals.marks_for, call["args"], untrusted, own, row.input_schema,
+                                       call["tool"])
+
+    async def ask(self, t: Turn, call: PendingCall, row: ToolRow, d: Decision,
+                  marks: list[UntrustedArg] | None = None) -> None:
+        """Hold ``call`` for the person's approval (``d`` is its ``ask`` decision, ``marks`` its marks, found here
+        when None): stored, audited, told — in one transaction, so the approval never exists without the message
+        that asks it (spec §8.3)."""
+        if marks is None:
+            marks = await self.marks(t, call, row)
         with self._db.write():
             self._ask(t, call, row, d, marks)
+
+    def by_rule(self, t: Turn, call: PendingCall, row: ToolRow, d: Decision, rule_id: str) -> None:
+        """Record the ask a standing approval answered in advance (spec §5.9): an approval approved by it
+        (``answered_via`` ``rule``), its use counted, audited ``ask: …; approved in advance by rule R``, with no
+        card sent. The call then goes on as an approved one (decided again right before it is sent)."""
+        reason = f"{d.reason}; approved in advance by rule {rule_id}"
+        with self._db.write() as c:
+            a = approvals.create(self._db, turn_id=t.id, conversation_id=t.conversation_id, call=call,
+                                 tool_class=row.tool_class.value, class_source=row.class_source.value,
+                                 origin=t.origin.value, reason=reason, expiry_seconds=self._settings.approvals.expiry(
+                                     t.origin), schema=row.input_schema, marks=[])
+            c.execute("UPDATE approvals SET status = 'approved', answered_at = ?, answered_via = ?, rule_id = ?"
+                      " WHERE id = ?", (time.time(), standing.VIA, rule_id, a["id"]))
+            standing.used(self._db, rule_id)
+            approvals.consume(self._db, a["id"], call)  # used once, by this call, as an answer is on resume (§5.4)
+            call["state"] = CallState.ASKED
+            call["approval"] = a["id"]
+            call["reason"] = reason
+            self._records.audit(t, call, row, "ask", reason, "approved by rule")
 
     def _ask(self, t: Turn, call: PendingCall, row: ToolRow, d: Decision, marks: list[UntrustedArg]) -> None:
         a = approvals.create(
@@ -179,18 +212,21 @@ class ApprovalGate:
         if not ok:
             text = DENIED if why == "approval denied" else f"{DENIED} ({why})"
             said = approvals.deny_reason(self._db, call["approval"]) if why == "approval denied" else None
+            stop = why == "approval denied" and approvals.stopped(self._db, call["approval"])
+            if stop:
+                text = STOPPED
             if said:
-                text = f"{DENIED[:-1]}: {said}"
+                text = f"{text[:-1]}: {said}"
             elif why == approvals.REPLAY:  # the person denied nothing: an identical call used it first
                 text = REPLAYED.format(aid=call["approval"])
             self._records.result(call, text, True)
             call["outcome"] = "denied"
             self._records.audit(t, call, row, "ask", call.get("reason", ""),
-                                "denied" if why == "approval denied" else why)
+                                STOPPED_OUTCOME if stop else "denied" if why == "approval denied" else why)
             self._emit(t, {"type": "tool_call", "tool": call["tool"], "args": call["args"], "verdict": "ask",
                            "reason": call.get("reason", ""), "result": text, "is_error": True, "tainted": t.tainted,
                            "denied": True})
-            return Answer()
+            return Answer(stop=stop)
         if row is None:
             self._records.refuse(t, call, None, "unavailable", "the tool no longer exists")
             return Answer()

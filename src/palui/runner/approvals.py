@@ -18,7 +18,7 @@ from palui.errors import ApprovalError, NotFound, UsageError
 from palui.runner import elicitations as questions
 from palui.runner.pending import args_hash
 from palui.runner.state import new_id
-from palui.store import expiry_bound
+from palui.store import expiry_bound, standing
 from palui.store.approval_rows import as_dict as as_dict  # the listed shape (re-exported)
 from palui.store.db import Database
 from palui.text.display import named
@@ -46,15 +46,15 @@ def marking_inputs(db: Database, conversation_id: str) -> tuple[list[tuple[str, 
 
 
 def marks_for(args: Any, untrusted: list[tuple[str, str]], own: list[str],
-              schema: dict[str, Any] | None) -> list[UntrustedArg]:
-    """The marks of a call's ``args`` (:func:`palui.policy.taint.untrusted_args`). Pure and CPU-bound (about
-    0.12 s per MB of untrusted text, 1.7 s per MB of argument): the runner calls it in a worker thread."""
+              schema: dict[str, Any] | None, tool: str | None = None) -> list[UntrustedArg]:
+    """The marks of a call's ``args`` to ``tool`` (:func:`palui.policy.taint.untrusted_args`). Pure and CPU-bound
+    (about 0.12 s per MB of untrusted text, 1.7 s per MB of argument): the runner calls it in a worker thread."""
     if not untrusted:
         return []
     # only when an approval is made (start cost: docs/decisions/0085-a-light-cli-start.md)
     from palui.policy.taint import untrusted_args
 
-    return cast("list[UntrustedArg]", untrusted_args(args, untrusted, schema=schema, own_texts=own))
+    return cast("list[UntrustedArg]", untrusted_args(args, untrusted, schema=schema, own_texts=own, tool=tool))
 
 
 def create(db: Database, *, turn_id: str, conversation_id: str, call: Mapping[str, Any], tool_class: str,
@@ -69,7 +69,7 @@ def create(db: Database, *, turn_id: str, conversation_id: str, call: Mapping[st
     """
     now = time.time() if now is None else now
     if marks is None:
-        marks = marks_for(call["args"], *marking_inputs(db, conversation_id), schema)
+        marks = marks_for(call["args"], *marking_inputs(db, conversation_id), schema, call["tool"])
     aid = new_id("a")
     with db.write() as c:
         c.execute(
@@ -99,9 +99,10 @@ def status(db: Database, aid: str) -> str | None:
 
 def sweep(db: Database, now: float | None = None) -> int:
     """Mark pending approvals past their expiry ``expired`` (spec §5: expiry counts as denial), and sweep
-    the questions of servers (:func:`palui.runner.elicitations.sweep`)."""
+    the questions of servers (:func:`palui.runner.elicitations.sweep`) and the standing approvals past theirs."""
     now = time.time() if now is None else now
     questions.sweep(db, now)  # a server's question to the person waits where approvals wait (spec §7)
+    standing.expire(db, now)  # a standing approval past its expiry answers nothing (spec §5.9)
     with db.write() as c:
         expiry_bound.clamp_pending(c, "approvals")  # a row an unbounded expiry setting made expires as it is shown
         return c.execute(
@@ -111,11 +112,13 @@ def sweep(db: Database, now: float | None = None) -> int:
 
 
 def answer(db: Database, aid: str, approve: bool, via: str, now: float | None = None,
-           refusal: Callable[[sqlite3.Row], str | None] | None = None, reason: str | None = None) -> TurnApproval:
+           refusal: Callable[[sqlite3.Row], str | None] | None = None, reason: str | None = None,
+           stop: bool = False) -> TurnApproval:
     """Record the person's answer, given on front end or channel ``via``. Only a pending, unexpired
     approval can be answered. ``reason`` (a denial's, the person's own words) is what the model is
-    told. ``refusal(row)`` re-decides an approve (spec §5): a reason it returns cancels the approval
-    instead (in the same transaction).
+    told; ``stop`` (a denial's) is "deny and stop": the tool use ends (spec §5.10). ``refusal(row)``
+    re-decides an approve (spec §5): a reason it returns cancels the approval instead (in the same
+    transaction).
 
     Raises:
         NotFound: no such approval.
@@ -154,9 +157,9 @@ def answer(db: Database, aid: str, approve: bool, via: str, now: float | None = 
         else:
             status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DENIED
             c.execute(
-                "UPDATE approvals SET status=?, answered_at=?, answered_via=?, deny_reason=? WHERE id=?"
+                "UPDATE approvals SET status=?, answered_at=?, answered_via=?, deny_reason=?, stop=? WHERE id=?"
                 " AND status='pending'",
-                (status.value, now, via, None if approve else (reason or None), aid),
+                (status.value, now, via, None if approve else (reason or None), int(stop and not approve), aid),
             )
     if expired:
         raise ApprovalError(f"approval {aid} expired, which counts as a denial; the turn goes on", r["turn_id"])
@@ -194,6 +197,12 @@ def consume(db: Database, aid: str, call: Mapping[str, Any], now: float | None =
         if cur.rowcount != 1:
             return False, REPLAY
     return True, "approved"
+
+
+def stopped(db: Database, aid: str) -> bool:
+    """Whether the person denied ``aid`` with "deny and stop" (spec §5.10)."""
+    r = db.one("SELECT stop FROM approvals WHERE id = ?", (aid,))
+    return bool(r is not None and r["stop"])
 
 
 def deny_reason(db: Database, aid: str) -> str | None:

@@ -16,6 +16,7 @@ denials), and the loop stop once a rule ended the tool use. Two histories answer
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from palui.runner.pending import CallState, PendingCall, args_hash, outcome
@@ -79,6 +80,19 @@ class CallHistory(Protocol):
         """``call`` was answered: what the rules count from now on (``retry``: it waited on or consumed an
         approval asked for an identical call, so it is not a repeat)."""
 
+    def results(self, t: Turn, call: PendingCall) -> list[Earlier]:
+        """The results of the earlier calls identical to ``call`` (tool and arguments), oldest first."""
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """What an earlier identical call returned: its result text, whether it was an error, and the step that made it
+    (spec §6.3: the repeat of a read whose results came back identical is answered from it)."""
+
+    text: str
+    is_error: bool
+    step: int
+
 
 class TurnHistory:
     """A turn's calls: its messages and the response being answered. The stop lasts this run."""
@@ -117,6 +131,29 @@ class TurnHistory:
 
     def record(self, t: Turn, call: PendingCall, retry: bool) -> None:
         """Nothing: the turn's messages hold its calls and results."""
+
+    def results(self, t: Turn, call: PendingCall) -> list[Earlier]:
+        """The results of this turn's earlier calls identical to ``call``: in its messages (a result answers a call
+        of the response just before it, matched by id within that pair) and the done calls of this response."""
+        from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
+
+        key = call_key(call["tool"], call["args"])
+        out: list[Earlier] = []
+        asked: dict[str, int] = {}  # ids of the last response's identical calls -> their step
+        step = 0
+        for m in t.messages:
+            if isinstance(m, ModelResponse):
+                step += 1
+                asked = {p.tool_call_id: step for p in m.parts if isinstance(p, ToolCallPart) and _part_key(p) == key}
+            elif isinstance(m, ModelRequest):
+                for p in m.parts:
+                    if isinstance(p, ToolReturnPart) and p.tool_call_id in asked:
+                        text = p.content if isinstance(p.content, str) else str(p.content)
+                        out.append(Earlier(text, p.outcome != "success", asked.pop(p.tool_call_id)))
+        for c in t.pending or []:
+            if c is not call and c.get("state") == CallState.DONE and call_key(c["tool"], c["args"]) == key:
+                out.append(Earlier(c.get("result", ""), bool(c.get("is_error")), step))
+        return out
 
 
 class ClientHistory:
@@ -161,6 +198,10 @@ class ClientHistory:
     def denied(self, t: Turn, ids: set[str]) -> int:
         """Every call of the client the person denied is one of its answered calls: their number."""
         return len(ids)
+
+    def results(self, t: Turn, call: PendingCall) -> list[Earlier]:
+        """None kept: a gateway client's reads are not counted as repeats (spec §6.3, §8.6)."""
+        return []
 
     def record(self, t: Turn, call: PendingCall, retry: bool) -> None:
         with self._db.write() as c:

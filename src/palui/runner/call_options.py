@@ -73,6 +73,9 @@ class CallOptions:
       client's: why its context is unseen, so the Rule of Two fails closed (an address not reached earlier by the
       client asks).
     - ``save`` (steps ``gate``, ``send``): persists the turn (the durable ``sent`` marker, an approval's event).
+    - ``read_repeats`` (step ``loops``): how a repeated ``read`` counts (spec §6.3). Turn: ``earlier`` (the N-th
+      identical read whose results were all identical is answered with that result, the (N+1)-th ends the tool
+      use); gateway: ``uncounted`` (a client's reads span sessions and days: never a repeat, each one sent).
     """
 
     client: str | None
@@ -94,3 +97,4 @@ class CallOptions:
     forward: tuple[Ask, str] | None = None
     progress: Progress | None = None
     unknown_context: str | None = None
+    read_repeats: Literal["earlier", "uncounted"] = "earlier"

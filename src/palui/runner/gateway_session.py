@@ -9,7 +9,7 @@ and hands the gateway's :class:`~palui.runner.call_options.CallOptions`:
   (``halted``, ``halt_stops`` False); a call in flight is cancelled by either within a second (``guard``);
 - a call has its own time (``time_left``: :data:`CALL_SECONDS`; the connector's start at most 30 s of it);
 - the loop rules and the person's denials count the client's calls, every session, until the person clears
-  the client (``history``, ``scope``);
+  the client (``history``, ``scope``), its reads never as repeats (``read_repeats``);
 - the client's offer: the tools of its connectors, a built-in one (``recall``, ``tasks``, ``web``) only when given
   by name (``offer``);
 - the client's calls per hour and ``caps.gateway_calls_per_hour``, counting the calls sent to a connector (``cap``);
@@ -141,7 +141,7 @@ class GatewaySession:
             cap=self._cap(), approval="wait", questions=True, session=self._scope.session,
             save=lambda turn: st.save(db, turn), wait_seconds=self._wait, progress=progress,
             unknown_context=UNKNOWN_CONTEXT, gone=gone, result="wire",
-            forward=(ask, self._scope.name) if ask is not None else None)
+            forward=(ask, self._scope.name) if ask is not None else None, read_repeats="uncounted")
         governed = GovernedCall(self._deps, options, self._events, EarlierTurns(db))
         t.pending = [*(t.pending or []), call]  # in flight: its sent marker is stored with the session
         try:

@@ -11,7 +11,8 @@ denied, sent and recorded), holds it (the turn pauses for the person), or lets i
     eliciting    a server's questions answered            → sent again with the answers
     time         no time left                             → not run: time budget
     retry        an identical call's approval is open     → that call, to wait on or consume (gateway)
-    loops        repeat, error streak, denials            → not run: loop stopped
+    loops        repeat, error streak, denials, deny and stop → not run: loop stopped
+                 a read repeated, its results identical   → answered with the earlier result (turn)
     denied       the person denied this same call         → denied before, not asked again
     answered     asked before                             → held (no answer yet), denied, or approved
     offered      not the door's tool                      → refused
@@ -21,7 +22,10 @@ denied, sent and recorded), holds it (the turn pauses for the person), or lets i
     arguments    strict JSON, size, the input schema      → refused as the model's error, nothing stored
     cap          the door's cap on calls                  → refused (counted only when sent)
     rule_of_two  a run that reaches outside, tainted      → ask
-    gate         ask                                      → asked: held (turn) / waits for the answer (gateway)
+    gate         ask, its marks found:
+                 a mark from the source of a call denied  → refused without asking (spec §5.10)
+                 a standing approval answers it           → approved in advance, no card (spec §5.9)
+                 else                                     → asked: held (turn) / waits for the answer (gateway)
     send         the cap counts it, the sent marker, the   → sent, recorded (audit, taint, marks)
                  brake, in time
 
@@ -36,6 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from palui.policy import standing as standing_rules
 from palui.runner.approval_gate import ApprovalGate
 from palui.runner.call_decider import CallDecider
 from palui.runner.call_records import CallRecords
@@ -44,10 +49,11 @@ from palui.runner.gateway_cap import OVER_CAP
 from palui.runner.loop_guard import LoopGuard
 from palui.runner.offer import usable_tool
 from palui.runner.pending import CallState, PendingCall
-from palui.runner.person_denials import PersonDenials
+from palui.runner.person_denials import STOPPED_BY_PERSON, PersonDenials
 from palui.runner.rule_of_two import RuleOfTwo
 from palui.runner.server_questions import ServerQuestions
 from palui.runner.stop_guard import StopRequested
+from palui.store import standing
 from palui.types import Decision, Verdict
 
 if TYPE_CHECKING:
@@ -69,6 +75,7 @@ Outcome = Literal["done", "held"]
 #: What a waiting door's caller is told when the person has not answered yet.
 PENDING = ("Error: approval pending: {aid}. The person has been asked on their channels; call again after approving "
            "(the same call with the same arguments).")
+
 
 
 @dataclass
@@ -103,7 +110,7 @@ class GovernedCall:
                                    options.result == "wire")
         self.denials = PersonDenials(deps.db, self.records, emit, options.scope)
         self.loops = LoopGuard(deps.db, deps.settings, self.records, emit, self.denials, options.history,
-                               "this turn's" if options.scope == "turn" else "this client's")
+                               "this turn's" if options.scope == "turn" else "this client's", options.read_repeats)
         self.gate = ApprovalGate(deps.db, deps.settings, deps.notify, self.records, emit)
         waits = options.approval == "wait"  # a gateway call settles a server's questions while it waits
         questions = ServerQuestions(deps.db, deps.settings, deps.notify, self.records, emit, options.save, clock,
@@ -113,6 +120,7 @@ class GovernedCall:
         self.decider = CallDecider(deps.db, deps.settings, deps.hub, self.records, options.offer, options.time_left)
         self.rule_of_two = RuleOfTwo(deps.db, earlier, options.unknown_context)
         self._db = deps.db
+        self._notify = deps.notify
 
     async def run(self, t: Turn, call: PendingCall) -> Outcome:
         """Take ``call`` through :data:`STEPS`. Returns ``held`` when the turn must pause for the person (an
@@ -169,6 +177,9 @@ class GovernedCall:
         return None
 
     async def _loops(self, p: _Passing) -> Outcome | None:
+        if (earlier := self.loops.again(p.t, p.call)) is not None:  # a read repeated with identical results
+            self.loops.answer_again(p.t, p.call, earlier)
+            return "done"
         why = self.loops.reason(p.t, p.call)
         if why is None:
             return None
@@ -229,7 +240,19 @@ class GovernedCall:
         d = p.decision
         if self.options.client:
             d = Decision(d.verdict, f"{d.reason}; asked by the gateway client {self.options.client}", d.source)
-        await self.gate.ask(p.t, p.call, p.row, d)
+        marks = await self.gate.marks(p.t, p.call, p.row)
+        if same := self.denials.same_source(p.t, marks):  # spec §5.10: the person said no to that content
+            self.denials.refuse_same_source(p.t, p.call, p.row, *same)
+            return "done"
+        context = standing_rules.context_of(p.t.origin.value, p.t.tainted, self.options.client)
+        rule = standing.find(self._db, row=p.row, context=context, args=p.call["args"], marks=marks,
+                             rule_of_two=d.reason if d.source == "rule of two" else None, notify=self._notify)
+        if rule is not None:  # spec §5.9: the person's answer given in advance, no card sent
+            self.gate.by_rule(p.t, p.call, p.row, d, rule)
+            self.options.save(p.t)
+            p.approved = True
+            return None
+        await self.gate.ask(p.t, p.call, p.row, d, marks)
         self.options.save(p.t)
         return "held" if self.options.approval == "pause" else await self._answer(p)
 
@@ -260,6 +283,8 @@ class GovernedCall:
             aid, p.unanswered = p.call["approval"], True
             self.records.result(p.call, PENDING.format(aid=aid), True)
             return "done"
+        if answer.stop:  # "deny and stop" (spec §5.10): the tool use ends as a loop stop ends it
+            self.loops.history.stop = STOPPED_BY_PERSON
         if answer.row is None:  # denied, expired or cancelled: the gate answered and audited it
             return "done"
         p.row, p.approved = answer.row, True

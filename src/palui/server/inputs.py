@@ -71,6 +71,11 @@ class AuditQuery(Query):
     limit: int = Field(500, ge=1, le=20_000, description="the newest rows to return")
 
 
+class RulesQuery(Query):
+    status: Literal["active", "suspended", "expired", "removed"] | None = Field(
+        None, description="only those of this status (default: every one but the removed)")
+
+
 class ToolsQuery(Query):
     connector: Id | None = Field(None, description="only this connector's tools")
 
@@ -163,13 +168,31 @@ class Answer(Streamed):
     wait: bool = Field(True, description="false: answer, resume the turn here and return at once")
 
 
+#: The longest widening of one argument (``prefix:TEXT``, ``one-of:A,B``), and the most arguments widened.
+WIDEN_CHARS, WIDEN_ARGS = 2_000, 100
+Widening = Annotated[str, StringConstraints(min_length=1, max_length=WIDEN_CHARS)]
+
+
+class AlwaysBody(Body):
+    """"Approve, and from now on the same" (spec §5.9): a standing approval made from this answer."""
+
+    widen: dict[Id, Widening] = Field(default_factory=dict, max_length=WIDEN_ARGS,
+                                      description="arguments widened: any, prefix:TEXT or one-of:A,B (the rest pinned)")
+    confirm: bool = Field(False, description="a destructive or unknown tool: confirmed (chat only)")
+
+
 class ApproveBody(Answer):
     via: Literal["api", "cli"] = Field("api", description="the front end that answers (recorded)")
+
+
+class ApproveAlwaysBody(ApproveBody):
+    always: AlwaysBody | None = Field(None, description="approve, and from now on the same (spec §5.9)")
 
 
 class DenyBody(ApproveBody):
     reason: Annotated[str, StringConstraints(max_length=REASON_CHARS)] | None = Field(
         None, description="why: told to the model as the denial")
+    stop: bool = Field(False, description="deny and stop: the turn's tool use ends (spec §5.10)")
 
 
 class ElicitationAnswerBody(Answer):

@@ -28,8 +28,10 @@ Routes:
   ``{"stopped","jobs_paused","gateway_paused"}``)
 - ``GET /api/approvals?all=1``, ``GET /api/approvals/{id}``, ``GET /api/approvals/{id}/wait?timeout=S``
   (returns once it is not pending, or after S seconds, at most 60), ``POST /api/approvals/{id}/approve|deny``
-  (``{"stream","via"}``, a denial's ``"reason"``; ``{"wait": false}`` answers, resumes the turn here and
-  returns the approval at once)
+  (``{"stream","via"}``, a denial's ``"reason"`` and ``"stop"`` (deny and stop, spec §5.10), an approve's
+  ``"always": {"widen", "confirm"}`` (and from now on the same, spec §5.9); ``{"wait": false}`` answers, resumes
+  the turn here and returns the approval at once)
+- ``GET /api/rules?status=``, ``GET /api/rules/{id}``, ``POST /api/rules/{id}/remove`` (standing approvals)
 - ``GET /api/elicitations?all=1``, ``GET /api/elicitations/{id}``, ``POST /api/elicitations/{id}/answer``
   ``{"action": "accept"|"decline"|"cancel", "content": {…}, "stream"}`` (a server's question, spec §7.8;
   ``{"wait": false}`` answers, goes on with a paused turn here and returns the question at once)
@@ -59,6 +61,7 @@ from palui.results import (
     InboxItem,
     NewConversation,
     ScopeRequest,
+    StandingApproval,
     Status,
     StopAll,
     Stopped,
@@ -69,7 +72,9 @@ from palui.results import (
 from palui.server.api import Operations
 from palui.server.inputs import (
     MESSAGE_BODY_BYTES,
+    AlwaysBody,
     ApprovalsQuery,
+    ApproveAlwaysBody,
     ApproveBody,
     AuditQuery,
     ClassBody,
@@ -82,6 +87,7 @@ from palui.server.inputs import (
     ListQuery,
     NewConversationBody,
     ReviewBody,
+    RulesQuery,
     StartTurn,
     StopBody,
     ToolsQuery,
@@ -291,13 +297,16 @@ async def wait_approval(svc: Service, id: str, query: WaitQuery) -> Approval:
     return await svc.live.wait_approval(id, query.timeout)
 
 
-async def _answer(svc: Service, aid: str, approve: bool, body: ApproveBody, reason: str | None
+async def _answer(svc: Service, aid: str, approve: bool, body: ApproveBody, reason: str | None, *,
+                  always: AlwaysBody | None = None, stop: bool = False
                   ) -> Response | TurnResult | Approval | Elicitation | ScopeRequest:
     """Answer through the service's one door (``answered_via`` ``"api"``, or ``"cli"`` when the body
     says ``{"via": "cli"}``: the CLI's client, with the person's token either way), then resume the turn
     here: its events stream back with ``stream``. A refusal is 409 with the door's message."""
     try:
-        a = svc.approvals.answer(aid, approve, via=body.via, reason=(reason or "").strip() or None)
+        a = svc.approvals.answer(aid, approve, via=body.via, reason=(reason or "").strip() or None,
+                                 always=dict(always.widen) if always is not None else None,
+                                 confirm=always.confirm if always is not None else False, stop=stop)
     except ApprovalError as e:
         if e.turn_id:
             svc.turns.launch(e.turn_id, (TurnStatus.AWAITING_APPROVAL,))  # the turn goes on with the refusal
@@ -313,17 +322,35 @@ async def _answer(svc: Service, aid: str, approve: bool, body: ApproveBody, reas
 Answered = TurnResult | Approval | Elicitation | ScopeRequest
 
 
-@API.post("/api/approvals/{id}/approve", body=ApproveBody, answer=Answered,
-          stream=StreamLine, refusals=ANSWERED, summary="approve one pending call, then the turn goes on")
-async def approve(svc: Service, id: str, body: ApproveBody) -> Response | Answered:
-    return await _answer(svc, id, True, body, None)
+@API.post("/api/approvals/{id}/approve", body=ApproveAlwaysBody, answer=Answered,
+          stream=StreamLine, refusals=ANSWERED,
+          summary="approve one pending call (with always: and from now on the same), then the turn goes on")
+async def approve(svc: Service, id: str, body: ApproveAlwaysBody) -> Response | Answered:
+    return await _answer(svc, id, True, body, None, always=body.always)
 
 
 @API.post("/api/approvals/{id}/deny", body=DenyBody, answer=Answered, stream=StreamLine, refusals=ANSWERED,
           summary="deny one pending call (the reason is told to the model), decline a question (e-…) or a "
                   "request for a wider scope (s-…)")
 async def deny(svc: Service, id: str, body: DenyBody) -> Response | Answered:
-    return await _answer(svc, id, False, body, body.reason)
+    return await _answer(svc, id, False, body, body.reason, stop=body.stop)
+
+
+@API.get("/api/rules", query=RulesQuery, answer=list[StandingApproval],
+         summary="standing approvals (spec §5.9): every one but the removed, or those of status")
+async def list_rules(svc: Service, query: RulesQuery) -> list[StandingApproval]:
+    return svc.approvals.rules.list(query.status)
+
+
+@API.get("/api/rules/{id}", answer=StandingApproval, refusals=NOT_FOUND, summary="one standing approval")
+async def get_rule(svc: Service, id: str) -> StandingApproval:
+    return svc.approvals.rules.get(id)
+
+
+@API.post("/api/rules/{id}/remove", answer=StandingApproval, refusals=NOT_FOUND,
+          summary="remove a standing approval: its calls ask again")
+async def remove_rule(svc: Service, id: str) -> StandingApproval:
+    return svc.approvals.rules.remove(id, "api")
 
 
 @API.get("/api/elicitations", query=ListQuery, answer=list[Elicitation],

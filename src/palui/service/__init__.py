@@ -10,7 +10,8 @@ it holds (``→``), so the parts form a DAG and the modules import no circle (``
 
     shared collaborators (collaborators.py), private to the service: settings, database, Clock (clock.py),
       the person's channel Notifier (notifier.py; front ends see its Notices protocol as svc.notifier),
-      Redecision (re-decides pending approvals: the lowest part), ConnectorHub (its on_change is
+      Redecision (re-decides pending approvals, suspends standing approvals whose tool changed: the lowest
+      part), ConnectorHub (its on_change is
       Redecision's method: the hub, below the service, never sees a part)
 
     TurnTasks            the turn tasks of this process and their events    (turn_tasks.py)
@@ -39,9 +40,13 @@ it holds (``→``), so the parts form a DAG and the modules import no circle (``
     svc.conversations    ConversationsPart: conversations and turns shown   (conversations.py)    → Turns, Status
     svc.elicitations     ElicitationsPart: the one door for a server's      (elicitations.py)     → Conversations,
                          questions                                                                  Turns
+    svc.approvals.rules  RulesPart: standing approvals: list, make,         (rules.py)
+                         remove, suspend (built for the approvals part,
+                         public there: the answers given in advance)
     svc.approvals        ApprovalsPart: the one door for answers            (approvals.py)        → Conversations,
                                                                                                     Elicitations,
-                                                                                                    Turns, redecide
+                                                                                                    Turns, Rules,
+                                                                                                    redecide
     svc.channel_updates  ChannelUpdatesPart: updates once, a chat's         (channel_updates.py)  → Channels, Turns
                          conversation and messages
     svc.live             LivePart: following a turn, waiting for an answer  (live.py)             → TurnTasks, Turns,

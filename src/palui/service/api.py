@@ -32,6 +32,7 @@ from palui.service.notifier import Notices
 from palui.service.outbox import OutboxPart
 from palui.service.policy import PolicyPart
 from palui.service.report import ReportPart
+from palui.service.rules import RulesPart
 from palui.service.runtime import Runtime
 from palui.service.scheduler import Scheduler
 from palui.service.signin import SignInPart
@@ -122,7 +123,9 @@ class Service:
         self.turns = TurnsPart(db, settings, hub, notifier, clock, self.tools, self.status, self._turn_tasks)
         self.conversations = ConversationsPart(db, self.turns, self.status)
         self.elicitations = ElicitationsPart(db, self.conversations, self.turns)
-        self.approvals = ApprovalsPart(db, notifier, redecide, self.conversations, self.elicitations, self.turns)
+        # the standing approvals (spec §5.9) are the approvals part's own, public there: svc.approvals.rules
+        self.approvals = ApprovalsPart(db, notifier, redecide, self.conversations, self.elicitations, self.turns,
+                                       RulesPart(db, settings, notifier))
         self.channel_updates = ChannelUpdatesPart(db, clock, self.channels, self.turns)
         self.live = LivePart(db, self._turn_tasks, self.turns, self.status, self.approvals)
         self.gateway = GatewayPart(db, clock, self.tools, self.turns)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from palui.errors import ApprovalError, NotFound, UsageError
@@ -21,9 +21,10 @@ from palui.service.conversations import ConversationsPart
 from palui.service.elicitations import ElicitationsPart
 from palui.service.notifier import Notifier
 from palui.service.reads import PAGE, ApprovalReads, shown_approval
+from palui.service.rules import RulesPart
 from palui.service.turn_tasks import EventSink
 from palui.service.turns import TurnsPart
-from palui.store import ids, redecide, scope_requests
+from palui.store import ids, redecide, scope_requests, standing
 from palui.store.db import Database
 
 if TYPE_CHECKING:
@@ -42,11 +43,14 @@ class ApprovalsPart:
         conversations_part: the conversation of an approval's turn.
         elicitations_part: a ``/deny`` of a server's question (an ``e-…`` id) declines it.
         turns_part: going on with a turn here.
+        rules: the standing approvals (spec §5.9): the answers given in advance, made by an answer "approve, and from
+            now on the same" here, or listed, made and removed by a front end through this attribute
+            (``svc.approvals.rules.list()``).
     """
 
     def __init__(self, db: Database, notifier: Notifier, redecide: Callable[[], object],
                  conversations_part: ConversationsPart, elicitations_part: ElicitationsPart,
-                 turns_part: TurnsPart) -> None:
+                 turns_part: TurnsPart, rules: RulesPart) -> None:
         self.db = db
         self.notifier = notifier
         self.redecide = redecide
@@ -54,6 +58,7 @@ class ApprovalsPart:
         self.conversations_part = conversations_part
         self.elicitations_part = elicitations_part
         self.turns_part = turns_part
+        self.rules = rules
 
     def sweep_expired(self) -> None:
         """A start-up step: expired approvals are swept on every start (spec §5)."""
@@ -89,12 +94,19 @@ class ApprovalsPart:
         except NotFound:
             return None
 
-    def answer(self, approval_id: str, approve: bool, via: str,
-               reason: str | None = None) -> Approval | Elicitation | ScopeRequest:
+    def answer(self, approval_id: str, approve: bool, via: str, reason: str | None = None, *,
+               always: Mapping[str, str] | None = None, confirm: bool = False,
+               stop: bool = False) -> Approval | Elicitation | ScopeRequest:
         """Approve or deny one pending approval, answered on ``via`` (``cli``, ``web``, ``api`` or a
         channel's name). Returns the approval as :meth:`get` does. Never runs the turn.
         ``reason`` (a denial's, at most 1,000 characters: ``/deny ID REASON``) is told to the model
         as the denial (spec §8).
+
+        ``always`` (an approve's): "approve, and from now on the same" (spec §5.9): a standing approval is made
+        from this answer, every argument pinned except those it names (argument → ``any``, ``prefix:TEXT``,
+        ``one-of:A,B``); ``confirm`` confirms one for a destructive or unknown tool. It is checked before the answer
+        is recorded (:meth:`RulesPart.check`), so a refused one answers nothing. ``stop`` (a denial's): "deny
+        and stop" (spec §5.10): the call is denied and the turn's tool use ends.
 
         An approve is decided again (:mod:`palui.store.redecide`): a tool switched off, flagged
         for review, removed, or now ``unavailable``/``off`` for the turn cancels the approval with
@@ -112,8 +124,12 @@ class ApprovalsPart:
                 re-decision: the turn goes on with the reason as the call's result), already answered.
                 ``e.turn_id`` names the turn when it can go on.
         """
-        if not isinstance(via, str) or not VIA.match(via):
+        if not isinstance(via, str) or not VIA.match(via) or via == standing.VIA:
             raise UsageError(f"unknown answer channel {via!r}")
+        if always is not None and not approve:
+            raise UsageError("only an approve makes a standing approval")
+        if stop and approve:
+            raise UsageError("only a denial stops the tool use")
         approval_id = ids.resolve(self.db, approval_id)  # a unique prefix is enough
         if isinstance(approval_id, str) and approval_id.startswith("e-"):
             # /deny ID works for a server's question too, on every front end and channel (spec §8).
@@ -126,14 +142,21 @@ class ApprovalsPart:
         try:
             if reason is not None and len(reason) > 1000:
                 raise UsageError("a denial's reason is at most 1,000 characters")
+            if always is not None:
+                self.rules.check(approval_id, always, confirm)
             approvals.answer(self.db, approval_id, approve, via,
-                             refusal=lambda row: redecide.approval_refusal(self.db, row), reason=reason)
+                             refusal=lambda row: redecide.approval_refusal(self.db, row), reason=reason, stop=stop)
         except ApprovalError as e:
             if e.turn_id and "cancelled" in str(e):
                 a = approvals.get(self.db, approval_id)
                 self.notifier("notice", f"Approval {approval_id} ({a['tool']}) was cancelled: {a['cancel_reason']}.",
                             turn_id=a["turn"], approval_id=approval_id)
             raise
+        if always is not None:
+            made = self.rules.make(approval_id, always, via, confirm)
+            self.notifier("notice", f"Standing approval {made['id']} made: from now on {made['tool']} runs without "
+                                    f"asking in {made['context']} for {made['described']}, until {made['expires_at']}"
+                                    f" (palui rules remove {made['id']} ends it).")
         return self.get(approval_id)
 
     def _answer_scope(self, request_id: str, approve: bool, via: str, reason: str | None) -> ScopeRequest:
@@ -153,10 +176,12 @@ class ApprovalsPart:
 
     async def answer_and_resume(self, approval_id: str, approve: bool, via: str,
                                 on_event: EventSink | None = None, reason: str | None = None,
-                                on_answered: Callable[[str], None] | None = None) -> TurnResult:
-        """:meth:`answer` (with a denial's ``reason``), then resume the turn here (the CLI
-        without a live service). Returns the turn result. ``on_answered`` is told, before the turn goes
-        on, what the answer became: ``approved``, ``denied``, or the refusal's sentence. A refusal that
+                                on_answered: Callable[[str], None] | None = None, *,
+                                always: Mapping[str, str] | None = None, confirm: bool = False,
+                                stop: bool = False) -> TurnResult:
+        """:meth:`answer` (with a denial's ``reason``, ``always``, ``confirm``, ``stop``), then resume the
+        turn here (the CLI without a live service). Returns the turn result. ``on_answered`` is told, before the
+        turn goes on, what the answer became: ``approved``, ``denied``, or the refusal's sentence. A refusal that
         lets the turn go on resumes it first and is then raised, saying how the turn went on."""
         approval_id = ids.resolve(self.db, approval_id)
         if approval_id.startswith("e-"):
@@ -170,7 +195,7 @@ class ApprovalsPart:
                 raise UsageError(f"{approval_id} was declined; {done['tool']} is switched off")
             return self.turns_part.result(done["turn"])
         try:
-            a = self.answer(approval_id, approve, via, reason=reason)
+            a = self.answer(approval_id, approve, via, reason=reason, always=always, confirm=confirm, stop=stop)
         except ApprovalError as e:
             if not e.turn_id:
                 raise

@@ -23,7 +23,7 @@ from palui.connectors.hub import ConnectorHub
 from palui.home import prepare_data_dir
 from palui.service.clock import Clock
 from palui.service.notifier import Notifier
-from palui.store import redecide
+from palui.store import redecide, standing
 from palui.store.db import Database
 
 if TYPE_CHECKING:
@@ -46,7 +46,8 @@ class Redecision:
     def redecide_approvals(self) -> list[str]:
         """Decide every pending approval again (spec §5) and cancel, telling the person, each whose
         call may no longer run: called after every change to tools, classes, switches or connectors,
-        so ``approvals list`` stays true. Returns the cancelled ids.
+        so ``approvals list`` stays true; and suspend, telling the person, every standing approval whose tool
+        changed (spec §5.9). Returns the cancelled ids.
 
         A decision depends only on the stored tools and connectors (the catalog's version moves with
         every change to them, in any process) and on the approval's paused turn: when neither the
@@ -57,6 +58,9 @@ class Redecision:
         if key is not None and key == self._decided_at:
             return []
         out = redecide.cancel_refused(self.db, self.notifier)
+        if key is None or self._decided_at is None or key[0] != self._decided_at[0]:
+            # a tool changed: the standing approvals bound to it are suspended (spec §5.9)
+            standing.suspend_changed(self.db, self.notifier)
         self._decided_at = key
         return out
 

@@ -400,6 +400,7 @@ class ConnectorsPart:
         log = log_path(self.settings.data_dir, cid)
         for p in (log, log.with_name(log.name + ".1")):
             p.unlink(missing_ok=True)
+        self.redecide()  # its tools are gone: the standing approvals bound to them are suspended (spec §5.9)
 
     def set_enabled(self, cid: str, enabled: bool) -> MCPConfig:
         """Enable or disable an MCP connector. A disabled one shows state ``disabled`` and its calls are

@@ -17,6 +17,7 @@ import csv
 import io
 import json
 import logging
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from palui.errors import NotFound, UsageError
 from palui.files import POLICY_MAX_BYTES, Unreadable, read_text
 from palui.policy import pinned
 from palui.policy.matrix import decide
+from palui.policy.standing import describe
 from palui.service.notifier import Notifier
 from palui.service.tools import ToolsPart
 from palui.types import Decision, Origin, Verdict
@@ -71,7 +73,8 @@ class PolicyPart:
 
     def snapshot(self) -> str:
         """The CSV text of ``palui policy snapshot``: every listed tool, sorted, in every situation, then in each
-        gateway client's (``gateway:NAME``, untainted and tainted: spec §8.6)."""
+        gateway client's (``gateway:NAME``, untainted and tainted: spec §8.6); then one line per active or suspended
+        standing approval (spec §5.9), starting ``#`` (``palui policy check`` skips it)."""
         listed = sorted(self.tools_part.list(), key=lambda r: r.name)
         clients = self._clients()
         rows: list[tuple[str, str, bool, Decision]] = []
@@ -83,7 +86,15 @@ class PolicyPart:
                                                                                       Origin.GATEWAY, t))
                          for t in (False, True)]
         out = io.StringIO()
-        csv.writer(out, lineterminator="\n").writerows(pinned.snapshot_records(rows))
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerows(pinned.snapshot_records(rows))
+        for s in self.tools_part.db.all("SELECT id, tool, context, constraints, status, expires_at FROM"
+                                        " standing_approvals WHERE status IN ('active', 'suspended')"
+                                        " ORDER BY tool, created_at"):
+            until = datetime.fromtimestamp(s["expires_at"], UTC).isoformat(timespec="minutes")
+            line = (f"# standing approval {s['id']}: {s['tool']} in {s['context']}: "
+                    f"{describe(json.loads(s['constraints']))}; {s['status']} until {until}")
+            writer.writerow([" ".join(line.split())])  # one record of one line, whatever the values hold
         return out.getvalue()
 
     def check(self, text: str) -> list[dict[str, Any]]:

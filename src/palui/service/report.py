@@ -45,13 +45,17 @@ class ReportPart:
                       "cancel_reasons": [{"reason","count"}],
                       "by_cause": {"taint","class","job","outside","other"},
                       "top_tools": [{"tool","asks","approved","denied","expired","cancelled","by_cause"}]},
+             "avoided": {"total", "by_rule": [{"rule","tool","context","asks"}]},
+             "repeated": [{"tool","context","class","approvals","latest","made"}],
              "job_turns_waited": {"turns","asks","expired","median_wait_seconds"},
              "not_offered": {"total", "by_tool": [{"tool","refused"}]},
              "tainted_conversations": [{"connector","conversations"}],
              "suggestions": [{"kind","text","command"}]}
 
         ``tokens``: the tokens the caps counted (cached input at its weight) and the cached input among them,
-        raw (spec §6.4). Raises UsageError for ``days`` outside 1–366.
+        raw (spec §6.4). ``avoided``: the asks standing approvals answered (spec §5.9), left out of ``asks``;
+        ``repeated``: calls the person approved more than once with the same arguments in one context (the
+        ``standing`` suggestions come from them). Raises UsageError for ``days`` outside 1–366.
         """
         if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_DAYS:
             raise UsageError(f"--days must be a whole number from 1 to {MAX_DAYS}")

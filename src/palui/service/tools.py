@@ -15,6 +15,8 @@ outside" (``palui tools reaches-outside NAME…``: besides ``web__fetch_page`` a
 from __future__ import annotations
 
 import builtins
+import json
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -26,6 +28,7 @@ from palui.connectors.registry import SyncReport, accept_review, register_listin
 from palui.errors import NotFound, UsageError
 from palui.policy.classify import parse_class
 from palui.policy.matrix import decide
+from palui.policy.standing import context_of, describe
 from palui.store import tools as tools_store
 from palui.store.db import Database
 from palui.store.tools import ToolRow as ToolRow  # named by front ends (web/connectors.py)
@@ -299,7 +302,9 @@ class ToolsPart:
 
     def explain(self, name: str, origin: Origin = Origin.CHAT, tainted: bool = False,
                 taint_source: str | None = None) -> Explanation:
-        """``palui policy explain``: ``{"tool","class","class_source","origin","tainted","verdict","reason"}``."""
+        """``palui policy explain``: ``{"tool","class","class_source","origin","tainted","verdict","reason",
+        "standing"}``; ``standing``: for an ``ask``, each active standing approval of the situation's context that may
+        answer it (spec §5.9: the verdict stays ``ask``)."""
         row = self.get(name)
         d = decide(row.tool_class, row.enabled, origin, tainted, taint_source)
         verdict, reason, source = d.verdict.value, d.reason, d.source
@@ -308,8 +313,16 @@ class ToolsPart:
                                        f"(palui connectors enable {row.connector})", "switch")
         elif d.offered and not row.present:
             verdict, reason, source = (Verdict.UNAVAILABLE.value, "its server no longer lists it", "switch")
+        answered = []
+        if verdict == Verdict.ASK.value:
+            rows = self.db.all("SELECT id, constraints FROM standing_approvals WHERE tool = ? AND status = 'active'"
+                               " AND context = ? AND expires_at > ? ORDER BY created_at",
+                               (row.name, context_of(origin.value, tainted), time.time()))
+            answered = [f"answered in advance by rule {r['id']} for calls with {describe(json.loads(r['constraints']))}"
+                        for r in rows]
         return {
             "tool": row.name, "class": row.tool_class.value, "class_source": row.class_source.value,
             "origin": origin.value, "tainted": tainted, "verdict": verdict, "reason": reason, "source": source,
+            "standing": answered,
         }
 

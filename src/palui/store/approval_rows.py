@@ -31,6 +31,7 @@ def as_dict(r: sqlite3.Row) -> TurnApproval:
         "answered_via": r["answered_via"], "cancel_reason": r["cancel_reason"],
         "answered_at": _iso(r["answered_at"]) if r["answered_at"] else None,
         "deny_reason": r["deny_reason"] if "deny_reason" in r.keys() else None,
+        "rule": r["rule_id"], "rule_made": r["rule_made"], "stop": bool(r["stop"]),
     }
 
 

@@ -1,8 +1,8 @@
 """Ids of turns, conversations, approvals and questions: never colliding, typed short (spec §1).
 
 An id is its kind's prefix (``t-`` turn, ``c-`` conversation, ``a-`` approval, ``e-`` a server's
-question, ``s-`` a request for a wider scope, ``j-`` job, ``g-`` a gateway session), a dash and **128 random
-bits** as 32 lowercase hex digits
+question, ``s-`` a request for a wider scope, ``r-`` a standing approval, ``j-`` job, ``g-`` a gateway session), a
+dash and **128 random bits** as 32 lowercase hex digits
 (``t-3f9a1c2b7d…``). Random, not time-ordered: the leading digits of time-ordered ids are the
 same for ids made close together, so a short form would not tell them apart. With 40 random bits (the
 ids before this scheme, 10 hex digits) a million stored turns collided with a chance of about one in
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 #: The table of each kind whose ids a person may type short.
 TABLES = {"t": "turns", "c": "conversations", "a": "approvals", "e": "elicitations", "s": "scope_requests",
-          "g": "gateway_sessions"}
+          "r": "standing_approvals", "g": "gateway_sessions"}
 RANDOM_BYTES = 16  # 128 bits
 SHORT = 10  # hex digits of the short form (the length of the ids before this scheme)
 MIN_TYPED = 6  # hex digits a typed prefix must have: fewer would match too many to be useful

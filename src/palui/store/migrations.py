@@ -6,13 +6,14 @@ input apart: 45), ``migrations_channels`` (the chat channels and their outbox: 1
 40), ``migrations_mcp`` (questions from MCP servers, task support, the sign-in state: 20–22; secret questions:
 36; scope step-ups: 44), ``migrations_governance`` (the audit chain, the Rule of Two, job scopes: 25–29),
 ``migrations_integrity`` (webhook replay keys kept, the audit's count: 32–33), ``migrations_gateway`` (the
-gateway's clients and sessions: 37) and ``migrations_governed`` (a gateway client's state across sessions, strict
-JSON at rest, flagged input schemas: 42–43) and ``migrations_gateway_calls`` (the gateway's caps per client, the
-audit's client and session: 50). They run in number order, each once; never edit one that has shipped.
+gateway's clients and sessions: 37), ``migrations_governed`` (a gateway client's state across sessions, strict
+JSON at rest, flagged input schemas: 42–43), ``migrations_gateway_calls`` (the gateway's caps per client, the
+audit's client and session: 50) and ``migrations_standing`` (standing approvals, "deny and stop": 52). They run
+in number order, each once; never edit one that has shipped.
 
-Unused numbers: 2, 3, 16–19, 23, 24, 39, 41, 46–49. They were handed out to work that did not need them and stay
-unused, so that no database ever records them for something else (41 and 46–49 are other branches' of the same
-round: whichever lands fills them). New migrations take numbers above
+Unused numbers: 2, 3, 16–19, 23, 24, 39, 41, 46–49, 51. They were handed out to work that did not need them and
+stay unused, so that no database ever records them for something else (41, 46–49 and 51 are other branches' of the
+same round: whichever lands fills them). New migrations take numbers above
 36, in the order they land on main: the next one to land takes the highest number in use plus one,
 whichever branch wrote it first.
 """
@@ -32,6 +33,7 @@ from palui.store.migrations_governance import GOVERNANCE_MIGRATIONS
 from palui.store.migrations_governed import GOVERNED_MIGRATIONS
 from palui.store.migrations_integrity import INTEGRITY_MIGRATIONS
 from palui.store.migrations_mcp import MCP_MIGRATIONS
+from palui.store.migrations_standing import STANDING_MIGRATIONS
 
 #: (number, name, SQL text or a function of the connection, run inside the migrating transaction)
 MIGRATIONS: list[tuple[int, str, str | Callable[[sqlite3.Connection], None]]] = [
@@ -422,6 +424,8 @@ MIGRATIONS.extend(GATEWAY_MIGRATIONS)
 MIGRATIONS.extend(GOVERNED_MIGRATIONS)
 # The gateway complete (50): caps per client and their counters, the audit's client and session columns.
 MIGRATIONS.extend(GATEWAY_CALLS_MIGRATIONS)
+# Fewer asks at the same safety (52): standing approvals, asks answered by them, "deny and stop".
+MIGRATIONS.extend(STANDING_MIGRATIONS)
 
 # Migration numbers are handed out to parallel work and may be appended out of order: keep the list sorted.
 MIGRATIONS.sort(key=lambda m: m[0])

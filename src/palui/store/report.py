@@ -1,6 +1,7 @@
 """How much asking costs the person (spec §5.8): numbers read from the tables Palui already keeps.
 
-No second bookkeeping: ``approvals`` (asks, answers, ``answered_via``, ``cancel_reason``), ``audit``
+No second bookkeeping: ``approvals`` (asks, answers, ``answered_via``, ``cancel_reason``; an ask a standing
+approval answered, ``answered_via`` ``rule``, is an ask avoided, counted apart), ``audit``
 (calls refused as not offered, calls made), ``untrusted_content`` (which tool's results tainted which
 conversation), ``turns`` and ``runs``. Times are epoch seconds; a day is a date in the zone given
 (``caps.timezone``). Reads only.
@@ -13,11 +14,14 @@ from collections import Counter, defaultdict
 from datetime import datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any
 
+from palui.policy.standing import context_of
 from palui.store.db import Database
 
 if TYPE_CHECKING:
     from palui.results import AsksSummary
 
+#: ``answered_via`` of an ask a standing approval answered (spec §5.9).
+RULE = "rule"
 # A call refused because the tool could not be offered (switched off, not offered in this situation, left
 # out by budgets.tools or a job's scope, gone): the runner's refusals carry these verdicts (runner/pending_calls.py).
 NOT_OFFERED_VERDICTS = ("off", "unavailable")
@@ -63,8 +67,12 @@ def numbers(db: Database, days: int, now: float, tz: tzinfo | None) -> dict[str,
     """Every number of ``palui report`` over the last ``days`` days (see :mod:`palui.service.report` for
     the shape)."""
     since, day_list = window(days, now, tz)
-    rows = db.all("SELECT a.*, t.job_id FROM approvals a LEFT JOIN turns t ON t.id = a.turn_id"
-                  " WHERE a.created_at >= ? ORDER BY a.created_at", (since,))
+    every = db.all("SELECT a.*, t.job_id, t.tainted AS turn_tainted, s.client FROM approvals a LEFT JOIN turns t"
+                   " ON t.id = a.turn_id LEFT JOIN gateway_sessions s ON s.turn_id = a.turn_id"
+                   " WHERE a.created_at >= ? ORDER BY a.created_at", (since,))
+    # An ask a standing approval answered was not asked (spec §5.9): counted apart, as an ask avoided.
+    rows = [r for r in every if r["answered_via"] != RULE]
+    by_rule = Counter(r["rule_id"] for r in every if r["answered_via"] == RULE)
     per_day = Counter(_day(r["created_at"], tz) for r in rows)
     status = Counter(r["status"] for r in rows)
     answered = [r["answered_at"] - r["created_at"] for r in rows
@@ -83,7 +91,9 @@ def numbers(db: Database, days: int, now: float, tz: tzinfo | None) -> dict[str,
     tainted: dict[str, set[str]] = defaultdict(set)
     for r in db.all("SELECT source, conversation_id FROM untrusted_content WHERE created_at >= ?", (since,)):
         tainted[connector_of(r["source"])].add(r["conversation_id"])
-    calls = db.row("SELECT COUNT(*) FROM audit WHERE time >= ? AND outcome != 'asked'", (since,))[0]
+    calls = db.row("SELECT COUNT(*) FROM audit WHERE time >= ? AND outcome NOT IN ('asked', 'approved by rule')"
+                   " AND verdict != 'rule'", (since,))[0]
+    rules = {r["id"]: r for r in db.all("SELECT id, tool, context FROM standing_approvals")}
     turns = db.row("SELECT COUNT(*) FROM turns WHERE created_at >= ?", (since,))[0]
     runs = db.row("SELECT COUNT(*) FROM runs WHERE time >= ?", (since,))[0]
     cancel = Counter(r["cancel_reason"] or "cancelled" for r in rows if r["status"] == "cancelled")
@@ -121,6 +131,11 @@ def numbers(db: Database, days: int, now: float, tz: tzinfo | None) -> dict[str,
             "expired": sum(1 for r in job_rows if r["status"] == "expired"),
             "median_wait_seconds": round(statistics.median(job_waits), 1) if job_waits else None,
         },
+        "avoided": {"total": sum(by_rule.values()),
+                    "by_rule": [{"rule": rid, "tool": rules[rid]["tool"] if rid in rules else None,
+                                 "context": rules[rid]["context"] if rid in rules else None, "asks": n}
+                                for rid, n in by_rule.most_common(10)]},
+        "repeated": repeated(rows),
         "not_offered": {"total": sum(r["n"] for r in refused),
                         "by_tool": [{"tool": r["tool"], "refused": r["n"]} for r in refused[:10]]},
         "tainted_conversations": [{"connector": k, "conversations": len(v)}
@@ -128,10 +143,28 @@ def numbers(db: Database, days: int, now: float, tz: tzinfo | None) -> dict[str,
     }
 
 
+def repeated(rows: list[Any]) -> list[dict[str, Any]]:
+    """Calls the person approved themselves more than once with the same arguments in one context (spec §5.8:
+    what a standing approval could answer): ``[{"tool","context","class","approvals","latest","made"}]``, most
+    approved first; ``made`` whether a standing approval was made from one of them already."""
+    groups: dict[tuple[str, str, str], list[Any]] = defaultdict(list)
+    for r in rows:
+        if r["status"] != "approved" or not r["answered_via"]:
+            continue
+        context = context_of(r["origin"], bool(r["turn_tainted"]), r["client"])
+        if context is not None:
+            groups[(r["tool"], context, r["args_hash"])].append(r)
+    out = [{"tool": tool, "context": context, "class": rs[-1]["class"], "approvals": len(rs),
+            "latest": rs[-1]["id"], "made": any(r["rule_made"] for r in rs)}
+           for (tool, context, _hash), rs in groups.items() if len(rs) > 1]
+    return sorted(out, key=lambda g: (-g["approvals"], g["tool"], g["context"]))
+
+
 def summary(db: Database, days: int, now: float, tz: tzinfo | None) -> AsksSummary:
     """The ``/status`` section: asks and their answers over the last ``days`` days (a few counts only)."""
     since, _ = window(days, now, tz)
-    rows = db.all("SELECT status, created_at, answered_at FROM approvals WHERE created_at >= ?", (since,))
+    rows = db.all("SELECT status, created_at, answered_at FROM approvals WHERE created_at >= ? AND"
+                  " answered_via IS NOT ?", (since, RULE))
     status = Counter(r["status"] for r in rows)
     answered = [r["answered_at"] - r["created_at"] for r in rows
                 if r["status"] in ("approved", "denied") and r["answered_at"] is not None]

@@ -18,6 +18,9 @@ COMMANDS = {
     "/why": "each tool call of the latest turn with the reason for its decision",
     "/approve": "/approve ID — allow one pending call, exactly as shown",
     "/deny": "/deny ID [reason] — refuse one pending call (the model is told, with your reason), or decline a question",
+    "/always": ("/always ID [ARG=any|prefix:TEXT|one-of:A,B …] [confirm] — approve, and from now on the same: "
+                "this call in this context runs without asking (every argument pinned but those you widen)"),
+    "/denystop": "/denystop ID [reason] — deny the call and stop the turn's tool use (the model answers without tools)",
     "/answer": "/answer ID field=value … — answer a server's question (a URL-mode one: /answer ID once opened)",
     "/new": "start a clean conversation (clears taint)",
     "/help": "this list",
@@ -27,13 +30,36 @@ COMMANDS = {
 
 @dataclass(frozen=True)
 class Command:
-    """``arg`` is the command's argument (the approval id of ``/approve`` and ``/deny``; ``"all"`` for
-    ``/stop all``, the emergency brake of spec §5.7); ``reason`` the rest of a ``/deny ID REASON`` line
-    (the person's words for the model)."""
+    """``arg`` is the command's argument (the approval id of ``/approve``, ``/deny``, ``/always`` and
+    ``/denystop``; ``"all"`` for ``/stop all``, the emergency brake of spec §5.7); ``reason`` the rest of a
+    ``/deny ID REASON`` or ``/denystop ID REASON`` line (the person's words for the model); ``widen`` the arguments
+    an ``/always`` widens (argument → ``any``, ``prefix:TEXT``, ``one-of:A,B``) and ``confirm`` its word for a
+    destructive or unknown tool (spec §5.9)."""
 
     name: str
     arg: str
     reason: str = ""
+    widen: tuple[tuple[str, str], ...] = ()
+    confirm: bool = False
+
+    @property
+    def approves(self) -> bool:
+        """An answer that approves (``/approve``, ``/always``)."""
+        return self.name in ("/approve", "/always")
+
+    @property
+    def always(self) -> dict[str, str] | None:
+        """The widenings of an ``/always`` (``{}``: every argument pinned), None for another command."""
+        return dict(self.widen) if self.name == "/always" else None
+
+    @property
+    def stop(self) -> bool:
+        """A ``/denystop``: the denial ends the tool use (spec §5.10)."""
+        return self.name == "/denystop"
+
+
+#: The commands that answer an approval, and take its id first.
+ANSWERS = ("/approve", "/deny", "/always", "/denystop")
 
 
 class CommandError(ValueError):
@@ -53,10 +79,12 @@ def parse(line: str) -> Command | None:
     if name not in COMMANDS:
         raise CommandError(f"unknown command {name} (try /help)")
     reason = ""
-    if name == "/deny" and " " in arg:
+    if name in ("/deny", "/denystop") and " " in arg:
         arg, _, reason = arg.partition(" ")
         reason = reason.strip()
-    if name in ("/approve", "/deny") and (not arg or " " in arg):
+    if name == "/always":
+        return _always(arg)
+    if name in ANSWERS and (not arg or " " in arg):
         raise CommandError(f"{name} needs exactly one approval id, e.g. {name} a-1234567890")
     if name == "/answer" and not arg:
         raise CommandError("/answer needs a question id and the answer, e.g. /answer e-1234567890 party_size=4")
@@ -65,9 +93,28 @@ def parse(line: str) -> Command | None:
         if arg.lower() != "all":
             raise CommandError("/stop takes no argument, or all (every turn, and the jobs paused)")
         return Command(name, "all")
-    if name not in ("/approve", "/deny", "/answer") and arg:
+    if name not in (*ANSWERS, "/answer") and arg:
         raise CommandError(f"{name} takes no argument")
     return Command(name, arg, reason)
+
+
+def _always(arg: str) -> Command:
+    """``/always ID [ARG=HOW …] [confirm]`` (spec §5.9): a widening's text runs to the next space (a prefix or a
+    list with spaces is given with ``palui approvals approve --always --widen`` or on the web page)."""
+    words = arg.split()
+    if not words or "=" in words[0]:
+        raise CommandError("/always needs an approval id first, e.g. /always a-1234567890 body=any")
+    widen: list[tuple[str, str]] = []
+    confirm = False
+    for w in words[1:]:
+        if w.lower() == "confirm":
+            confirm = True
+            continue
+        key, eq, how = w.partition("=")
+        if not eq or not key or not how:
+            raise CommandError(f"/always: '{w}' is not ARG=any, ARG=prefix:TEXT or ARG=one-of:A,B (or confirm)")
+        widen.append((key, how))
+    return Command("/always", words[0], widen=tuple(widen), confirm=confirm)
 
 
 def answer_args(arg: str) -> tuple[str, list[str]]:

@@ -3,7 +3,8 @@ the terminal and every chat channel. Hidden characters are escaped and marked (s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from palui.text.display import shown, shown_json
@@ -36,3 +37,9 @@ def mark_line(m: Mapping[str, Any]) -> str:
     quoted = [f"'{shown(s, one_line=True)}'" for s in spans]
     listed = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
     return f"! {path}: {listed} came from untrusted content: {source}"
+
+
+def marked_arguments(marks: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The top-level argument names that carry a mark of spec §4.6 (``recipients[0]`` → ``recipients``, ``a.b`` →
+    ``a``): a standing approval keeps them pinned (spec §5.9)."""
+    return {re.split(r"[.\[]", str(m.get("path", "")), maxsplit=1)[0] for m in marks}

@@ -1,9 +1,10 @@
 """The approvals page: pending calls with their exact arguments, class, reason and time left;
-untrusted argument values marked with their source; Approve / Deny; the questions MCP servers ask
-(spec §7, :mod:`palui.web.elicitations`); the history (spec §4, §5).
+untrusted argument values marked with their source; Approve / Deny, "Approve, and from now on the same" (a
+standing approval, with a widening for each argument shown unmarked, spec §5.9) and "Deny and stop" (spec §5.10);
+the questions MCP servers ask (spec §7, :mod:`palui.web.elicitations`); the history (spec §4, §5).
 
 The buttons are forms (CSRF field). The page's script sends them to
-``POST /api/approvals/{id}/approve|deny`` with ``stream: true`` instead and shows the
+``POST /api/approvals/{id}/approve|deny`` with ``stream: true`` (and ``always`` or ``stop``) instead and shows the
 resumed turn's events in the card until the turn finishes or pauses again.
 """
 
@@ -16,8 +17,8 @@ from starlette.routing import Route
 from palui.errors import NotFound
 from palui.server.raw_path import RawPathRoute
 from palui.web.base import action, page, redirect, render, render_fragment, svc_of
-from palui.web.chat import answer
-from palui.web.forms import DenyForm, form_as
+from palui.web.chat import answer, answered_text
+from palui.web.forms import AlwaysForm, DenyForm, form_as, widenings_of
 
 HISTORY = 100
 
@@ -45,15 +46,19 @@ async def approval_card(request: Request) -> Response:
 
 @action
 async def answer_form(request: Request, form: dict[str, str]) -> Response:
-    """``POST /approvals/{id}/approve|deny`` (CSRF field): answer, resume the turn, go back."""
+    """``POST /approvals/{id}/approve|deny|always|denystop`` (CSRF field): answer, resume the turn, go back.
+    ``always``: approve, and from now on the same (spec §5.9, its widenings and confirmation from the form);
+    ``denystop``: deny and stop (spec §5.10)."""
     verb = request.path_params["action"]
-    if verb not in ("approve", "deny"):
+    if verb not in ("approve", "deny", "always", "denystop"):
         raise NotFound(f"unknown action {verb!r}")
-    reason = form_as(DenyForm, form).reason if verb == "deny" else None
+    reason = form_as(DenyForm, form).reason if verb in ("deny", "denystop") else None
     reason = reason.strip() or None if reason else None
-    a = answer(request, request.path_params["id"], verb == "approve", reason)
-    word = "Approved" if verb == "approve" else "Denied"
-    return redirect(form.get("back") or "/approvals", ("ok", f"{word} {a['id']} ({a['tool']}); the turn goes on."))
+    always = widenings_of(form) if verb == "always" else None
+    confirm = form_as(AlwaysForm, form).confirm if verb == "always" else False
+    a = answer(request, request.path_params["id"], verb in ("approve", "always"), reason, always=always,
+               confirm=confirm, stop=verb == "denystop")
+    return redirect(form.get("back") or "/approvals", ("ok", answered_text(a)))
 
 
 def routes() -> list[Route]:

@@ -31,6 +31,7 @@ from palui.server.endpoint import service_of
 from palui.server.session import csrf_value
 from palui.text.display import hidden_in
 from palui.text.elicitation import fields as question_fields
+from palui.text.prompts import marked_arguments
 from palui.text.secret_fields import secret_fields
 from palui.web.marks import by_path, is_whole, marked_value
 from palui.web.shown import NOTE_HTML, finalize, json_html, quoted, shown_html, shown_one_line
@@ -114,6 +115,12 @@ def compact_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, allow_nan=False)
 
 
+def marked_args(marks: list[dict[str, Any]] | None) -> set[str]:
+    """The top-level arguments that carry a mark (spec §4.6): "approve, and from now on the same" keeps them
+    pinned (spec §5.9), so the card offers no widening for them."""
+    return marked_arguments(marks or [])
+
+
 def args_html(args: Any, marks: list[dict[str, Any]] | None) -> Markup:
     """A call's exact arguments as indented JSON, escaped, with what came from untrusted content (spec §4.6:
     ``untrusted_args`` marks ``{"path","value","spans","source"}``) wrapped in ``<mark class="untrusted">``
@@ -175,6 +182,7 @@ _env.filters["duration"] = duration_words
 _env.globals["args_html"] = args_html
 _env.globals["mark_is_whole"] = is_whole  # a mark of the whole value, or of its spans (spec §4.6)
 _env.globals["seconds_left"] = seconds_left
+_env.globals["marked_args"] = marked_args  # the arguments a standing approval keeps pinned (spec §5.9)
 _env.globals["question_form"] = question_fields  # a server's question: its form fields (palui.text.elicitation)
 _env.globals["question_secret"] = secret_fields  # …and which of them ask for a secret (a password box)
 

@@ -124,22 +124,35 @@ def run_command(request: Request, cmd: chat_commands.Command, conversation: str 
         q = answer_question(request, cmd.arg, "decline", None)
         text = f"Declined {cmd.arg} ({q['connector']}); the turn goes on."
         return {"text": text, "redirect": None, "turn": q["turn"]}
-    a = answer(request, cmd.arg, cmd.name == "/approve", cmd.reason or None)
+    a = answer(request, cmd.arg, cmd.approves, cmd.reason or None, always=cmd.always, confirm=cmd.confirm,
+               stop=cmd.stop)
+    return {"text": answered_text(a), "redirect": None, "turn": a["turn"]}
+
+
+def answered_text(a: Any) -> str:
+    """What the page says of an answer: approved or denied, and what follows (spec §5.9, §5.10)."""
     word = "Approved" if a["status"] == "approved" else "Denied"
-    return {"text": f"{word} {a['id']} ({a['tool']}); the turn goes on.", "redirect": None, "turn": a["turn"]}
+    if a.get("rule_made"):
+        return f"{word} {a['id']} ({a['tool']}), and from now on the same (standing approval {a['rule_made']})."
+    if a.get("stop"):
+        return f"{word} {a['id']} ({a['tool']}) and stopped the turn's tool use; the model answers without tools."
+    return f"{word} {a['id']} ({a['tool']}); the turn goes on."
 
 
-def answer(request: Request, approval_id: str, approve: bool,
-           reason: str | None = None) -> Approval | Elicitation | ScopeRequest:
+def answer(request: Request, approval_id: str, approve: bool, reason: str | None = None, *,
+           always: dict[str, str] | None = None, confirm: bool = False,
+           stop: bool = False) -> Approval | Elicitation | ScopeRequest:
     """Answer through the service's one door (``answered_via = "web"``) and resume the turn in this
-    service (spec §5). ``reason``: a denial's, told to the model (``/deny ID REASON``). Returns the approval.
+    service (spec §5). ``reason``: a denial's, told to the model (``/deny ID REASON``); ``always``: approve, and
+    from now on the same (spec §5.9); ``stop``: deny and stop (spec §5.10). Returns the approval.
 
     Raises NotFound, ApprovalError (the same refusals as every front end; a turn that can go on
     with the refusal is resumed first).
     """
     svc = svc_of(request)
     try:
-        a = svc.approvals.answer(approval_id, approve, via="web", reason=reason)
+        a = svc.approvals.answer(approval_id, approve, via="web", reason=reason, always=always, confirm=confirm,
+                                 stop=stop)
     except ApprovalError as e:
         if e.turn_id:
             svc.turns.launch(e.turn_id, (TurnStatus.AWAITING_APPROVAL,))

@@ -72,6 +72,35 @@ class DenyForm(Form):
     reason: Annotated[Annotated[str, StringConstraints(max_length=REASON_CHARS)] | None, EmptyIsNone] = None
 
 
+class AlwaysForm(Form):
+    """``POST /approvals/{id}/always``: approve, and from now on the same (spec §5.9). ``confirm`` (a checkbox) for
+    a destructive or unknown tool; the widenings are the fields ``widen.ARG`` (``pin``, ``any``, ``prefix``,
+    ``one-of``) with their text in ``widen_text.ARG`` (:func:`widenings_of`)."""
+
+    confirm: bool = False
+
+
+def widenings_of(data: Mapping[str, Any]) -> dict[str, str]:
+    """The widenings a card's form asks for (argument → ``any``, ``prefix:TEXT``, ``one-of:A,B``), the JSON API's
+    bounds held. Raises UsageError naming the argument, never its value."""
+    from palui.server.inputs import WIDEN_ARGS, WIDEN_CHARS
+
+    out: dict[str, str] = {}
+    for key, how in data.items():
+        if not key.startswith("widen.") or how in ("", "pin"):
+            continue
+        arg = key.removeprefix("widen.")
+        if not arg or len(arg) > ID_CHARS or how not in ("any", "prefix", "one-of"):
+            raise UsageError(f"widen.{arg[:ID_CHARS]}: choose exactly this, any, prefix or one-of")
+        text = str(data.get(f"widen_text.{arg}", "")).strip()
+        if how != "any" and not text or len(text) > WIDEN_CHARS:
+            raise UsageError(f"widen_text.{arg}: {how} needs a text of 1 to {WIDEN_CHARS:,} characters")
+        out[arg] = "any" if how == "any" else f"{how}:{text}"
+    if len(out) > WIDEN_ARGS:
+        raise UsageError(f"at most {WIDEN_ARGS} arguments are widened")
+    return out
+
+
 class QuestionForm(Form):
     """``POST /elicitations/{id}/answer``: what to send the server (the fields are checked by the service)."""
 

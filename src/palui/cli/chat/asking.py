@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from palui.cli.chat.screen import PROMPT, Screen
 from palui.cli.chat.view import View, via_words
-from palui.errors import ApprovalError
+from palui.errors import ApprovalError, PaluiError
+from palui.text.commands import Command
 from palui.text.display import shown
 
 if TYPE_CHECKING:
@@ -43,27 +44,36 @@ class Asking:
         self.follow = follow
         self.say_error = say_error
         self.current: TurnApproval | None = None
-        self._answer: asyncio.Future[bool] | None = None
-        self._reason: str | None = None  # /deny ID REASON typed while its prompt showed
+        self._answer: asyncio.Future[Command] | None = None  # y, n, a, s or a command typed to the prompt
 
-    def answer_typed(self, approval_id: str | None, approve: bool, reason: str | None = None) -> bool:
-        """An answer typed to the prompt of ``approval_id`` (``y``/``n``, or ``/approve``/``/deny`` of its id):
-        True when that prompt shows (it takes the first answer), False when it does not."""
+    def answer_typed(self, approval_id: str | None, cmd: Command) -> bool:
+        """An answer typed to the prompt of ``approval_id`` (``y``/``n``/``a``/``s``, or ``/approve``, ``/deny``,
+        ``/always``, ``/denystop`` of its id, as the command it stands for): True when that prompt shows (it takes
+        the first answer), False when it does not."""
         if self.current is None or approval_id != self.current["id"]:
             return False
         if self._answer is not None and not self._answer.done():
-            self._reason = reason
-            self._answer.set_result(approve)
+            self._answer.set_result(cmd)
         return True
 
     async def ask(self, r: TurnResult) -> TurnResult:
-        """Ask the person about the turn's pending approval until it is answered here or anywhere else."""
+        """Ask the person about the turn's pending approval until it is answered here or anywhere else. An answer
+        the service refuses before recording anything (a standing approval it cannot make: a marked argument
+        widened, a destructive tool not confirmed) is said, and the question is asked again."""
         a = r["pending_approvals"][0]
+        while not await self._ask_once(a):
+            pass
+        self.screen.set_status("the turn goes on")
+        return await self.follow(r["turn"])
+
+    async def _ask_once(self, a: TurnApproval) -> bool:
+        """One showing of the question. False when the answer was refused with nothing recorded (ask again)."""
         loop = asyncio.get_running_loop()
-        answer: asyncio.Future[bool] = loop.create_future()
-        self.current, self._answer, self._reason = a, answer, None
+        answer: asyncio.Future[Command] = loop.create_future()
+        self.current, self._answer = a, answer
         self.screen.asking = a["id"]
-        self.screen.set_prompt(f"approve {a['id']}? [y/n] ")
+        # y approve, n deny, a approve and from now on the same (spec §5.9), s deny and stop (spec §5.10)
+        self.screen.set_prompt(f"approve {a['id']}? [y/n] (a: and from now on the same, s: deny and stop) ")
         self.view.waiting(a)
         elsewhere = asyncio.create_task(self.wait_elsewhere(a["id"]))
         try:
@@ -73,19 +83,21 @@ class Asking:
             self.current = self._answer = None
             self.screen.asking = None
             self.screen.set_prompt(PROMPT)
-        if answer.done():
-            elsewhere.cancel()
-            approve, reason = answer.result(), self._reason
-            self._reason = None
-            try:
-                await self.call(lambda b: b.answer(a["id"], approve, reason))
-                self.screen.line(f"[{a['id']} {'approved' if approve else 'denied'}: the turn goes on]")
-            except ApprovalError as e:  # answered, cancelled or expired meanwhile: the turn shows what happened
-                self.say_error(e)
-        else:
+        if not answer.done():
             self.screen.line(self._answered_elsewhere(elsewhere.result()))
-        self.screen.set_status("the turn goes on")
-        return await self.follow(r["turn"])
+            return True
+        elsewhere.cancel()
+        cmd = answer.result()
+        try:
+            done = await self.call(lambda b: b.answer(a["id"], cmd.approves, cmd.reason or None, always=cmd.always,
+                                                      confirm=cmd.confirm, stop=cmd.stop))
+            self.screen.line(f"[{a['id']} {answered_words(cmd, done)}]")
+        except ApprovalError as e:  # answered, cancelled or expired meanwhile: the turn shows what happened
+            self.say_error(e)
+        except PaluiError as e:  # refused with nothing recorded: the question stays
+            self.say_error(e)
+            return False
+        return True
 
     async def wait_elsewhere(self, approval_id: str) -> Approval:
         while True:
@@ -101,3 +113,13 @@ class Asking:
             why = shown(a.get("cancel_reason") or "no reason given", one_line=True)
             return f"[approval {a['id']} was cancelled: {why}]"
         return f"[approval {a['id']} expired, which counts as a denial: the turn goes on]"
+
+
+def answered_words(cmd: Command, a: Any) -> str:
+    """What the chat says after its answer: ``approved: the turn goes on``, ``approved, and from now on the same
+    (standing approval r-…)``, ``denied and tool use stopped: the model answers without tools``."""
+    if cmd.name == "/always":
+        return f"approved, and from now on the same (standing approval {a.get('rule_made')}): the turn goes on"
+    if cmd.stop:
+        return "denied and tool use stopped: the model answers without tools"
+    return f"{'approved' if cmd.approves else 'denied'}: the turn goes on"

@@ -49,9 +49,11 @@ class LocalBackend:
     async def follow(self, turn_id: str, after: int, on_event: StreamSink) -> TurnResult:
         return await self.svc.live.follow(turn_id, after, on_event, take_up=True)
 
-    async def answer(self, approval_id: str, approve: bool,
-                     reason: str | None = None) -> Approval | Elicitation | ScopeRequest:
-        return self.svc.approvals.answer(approval_id, approve, VIA, reason=reason)
+    async def answer(self, approval_id: str, approve: bool, reason: str | None = None, *,
+                     always: dict[str, str] | None = None, confirm: bool = False,
+                     stop: bool = False) -> Approval | Elicitation | ScopeRequest:
+        return self.svc.approvals.answer(approval_id, approve, VIA, reason=reason, always=always, confirm=confirm,
+                                         stop=stop)
 
     async def wait_approval(self, approval_id: str, timeout: float) -> Approval:
         return await self.svc.live.wait_approval(approval_id, timeout)
@@ -116,11 +118,16 @@ class RemoteBackend:
         tid = segment(turn_id, "a turn id")
         return await self.client.stream("GET", f"/api/turns/{tid}/events?after={int(after)}", None, on_event)
 
-    async def answer(self, approval_id: str, approve: bool,
-                     reason: str | None = None) -> Approval | Elicitation | ScopeRequest:
+    async def answer(self, approval_id: str, approve: bool, reason: str | None = None, *,
+                     always: dict[str, str] | None = None, confirm: bool = False,
+                     stop: bool = False) -> Approval | Elicitation | ScopeRequest:
         body: dict[str, Any] = {"via": VIA, "wait": False}
         if reason:
             body["reason"] = reason
+        if always is not None:
+            body["always"] = {"widen": always, "confirm": confirm}
+        if stop:
+            body["stop"] = True
         aid = segment(approval_id, "an approval id")
         return cast("Approval | Elicitation",
                     await self.client.post(f"/api/approvals/{aid}/{'approve' if approve else 'deny'}", body))

@@ -50,9 +50,11 @@ class ChatDoor(Protocol):
         """Follow a turn from event index ``after`` on until it settles; its result."""
         ...
 
-    async def answer(self, approval_id: str, approve: bool,
-                     reason: str | None = None) -> Approval | Elicitation | ScopeRequest:
-        """Answer an approval through the service's one door (``answered_via`` ``cli``); the approval."""
+    async def answer(self, approval_id: str, approve: bool, reason: str | None = None, *,
+                     always: dict[str, str] | None = None, confirm: bool = False,
+                     stop: bool = False) -> Approval | Elicitation | ScopeRequest:
+        """Answer an approval through the service's one door (``answered_via`` ``cli``); the approval. ``always``:
+        approve, and from now on the same (spec §5.9); ``stop``: deny and stop (spec §5.10)."""
         ...
 
     async def wait_approval(self, approval_id: str, timeout: float) -> Approval:

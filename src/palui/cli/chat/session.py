@@ -17,14 +17,14 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from palui.cli import render
-from palui.cli.chat.asking import Asking
+from palui.cli.chat.asking import Asking, answered_words
 from palui.cli.chat.backends import LocalBackend
 from palui.cli.chat.questions import Questions
 from palui.cli.chat.screen import Screen, Typed
 from palui.cli.chat.view import View
 from palui.cli.client import ServiceGone, StreamSink
 from palui.errors import PaluiError
-from palui.text.commands import Command, CommandError, help_text, parse
+from palui.text.commands import ANSWERS, Command, CommandError, help_text, parse
 from palui.text.display import shown
 from palui.text.status import SERVICE_DOWN, status_lines
 from palui.text.when import expiry
@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 YES = ("y", "yes")
 NO = ("n", "no")
+ALWAYS = ("a",)  # approve, and from now on the same (spec §5.9)
+STOP = ("s",)  # deny and stop (spec §5.10)
 WATCH_SECONDS = 1.0  # how often the chat checks that the live service still runs
 
 
@@ -56,6 +58,7 @@ class ChatSession:
         self.resumed = resumed
         self.inbox: asyncio.Queue[Typed] = asyncio.Queue()
         self.flow: asyncio.Task[None] | None = None
+
         self.queued: list[str] = []  # turns stored while another ran, followed in order
         self.new_after = False  # /new typed while a turn ran: a new conversation when it ends
         self.kept: list[str] = []  # lines typed after that /new, kept here until then
@@ -184,9 +187,12 @@ class ChatSession:
             await self.command(cmd)
             return
         word = line.lower()
-        if word in YES + NO and self.asking.answer_typed(typed.asking, word in YES):
-            return
-        if word in YES + NO and self.busy:
+        if word in YES + NO + ALWAYS + STOP:
+            name = "/approve" if word in YES else "/always" if word in ALWAYS else \
+                "/denystop" if word in STOP else "/deny"
+            if self.asking.answer_typed(typed.asking, Command(name, typed.asking or "")):
+                return
+        if word in YES + NO + ALWAYS + STOP and self.busy:
             self.screen.line(f"('{shown(line, one_line=True)}' was not sent: no approval question was showing when "
                              "you typed it; answer once it shows, or /approve ID)")
             return
@@ -254,14 +260,14 @@ class ChatSession:
             self.screen.line(f"stopped {', '.join(ids)}" if ids else "nothing to stop")
         elif cmd.name == "/answer":
             await self.questions.answer(cmd.arg)
-        elif cmd.name in ("/approve", "/deny"):
-            approve = cmd.name == "/approve"
+        elif cmd.name in ANSWERS:
             if cmd.arg.startswith("e-"):  # /deny ID declines a server's question (spec §8.2)
                 self.questions.answered_here.add(cmd.arg)
-            if self.asking.answer_typed(cmd.arg, approve, cmd.reason or None):
+            if self.asking.answer_typed(cmd.arg, cmd):
                 return
-            a = await self.call(lambda b: b.answer(cmd.arg, approve, cmd.reason or None))
-            self.screen.line(f"[{a['id']} {'approved' if approve else 'denied'}; its turn {a['turn']} goes on]")
+            a = await self.call(lambda b: b.answer(cmd.arg, cmd.approves, cmd.reason or None, always=cmd.always,
+                                                   confirm=cmd.confirm, stop=cmd.stop))
+            self.screen.line(f"[{a['id']} {answered_words(cmd, a)}; its turn {a['turn']}]")
             if not self.busy and a.get("conversation") == self.conversation:
                 self.flow = asyncio.create_task(self.converse(None, first=a["turn"]))
             elif a.get("conversation") != self.conversation:

@@ -454,10 +454,25 @@
     const buttons = card.querySelector(".buttons");
     buttons.querySelectorAll("button").forEach((b) => { b.disabled = true; });
     const live = card.querySelector(".live");
-    const reasonInput = form.querySelector("input[name=reason]");
+    const reasonInput = card.querySelector("input[name=reason]");
     const body = { stream: true };
-    if (verb === "deny" && reasonInput && reasonInput.value.trim()) body.reason = reasonInput.value.trim();
-    const resp = await post("/api/approvals/" + encodeURIComponent(id) + "/" + verb, body);
+    const approves = verb === "approve" || verb === "always";
+    if (!approves && reasonInput && reasonInput.value.trim()) body.reason = reasonInput.value.trim();
+    if (verb === "denystop") body.stop = true;
+    if (verb === "always") {
+      // spec §5.9: every argument pinned unless the person widened it (marked ones offer no choice)
+      const widen = {};
+      form.querySelectorAll("select[name^='widen.']").forEach((sel) => {
+        const arg = sel.name.slice("widen.".length);
+        if (sel.value === "pin") return;
+        const text = form.querySelector("input[name='widen_text." + CSS.escape(arg) + "']");
+        widen[arg] = sel.value === "any" ? "any" : sel.value + ":" + (text ? text.value.trim() : "");
+      });
+      const confirm = form.querySelector("input[name=confirm]");
+      body.always = { widen: widen, confirm: !!(confirm && confirm.checked) };
+    }
+    const path = approves ? "approve" : "deny";
+    const resp = await post("/api/approvals/" + encodeURIComponent(id) + "/" + path, body);
     if (!resp.ok) {
       live.append(el("div", "note error", await errorText(resp)));
       buttons.querySelectorAll("button").forEach((b) => { b.disabled = false; });
@@ -465,10 +480,11 @@
     }
     buttons.remove();
     card.classList.remove("status-pending");
-    card.classList.add("status-" + (verb === "approve" ? "approved" : "denied"));
+    card.classList.add("status-" + (approves ? "approved" : "denied"));
     const state = card.querySelector(".state");
-    state.className = "state " + (verb === "approve" ? "approved" : "denied");
-    state.textContent = verb === "approve" ? "approved" : "denied";
+    state.className = "state " + (approves ? "approved" : "denied");
+    state.textContent = verb === "always" ? "approved, and from now on the same"
+      : verb === "denystop" ? "denied, tool use stopped" : approves ? "approved" : "denied";
     const left = card.querySelector(".left");
     if (left) left.remove();
     pendingBadge(-1);
