@@ -9,7 +9,6 @@ service's (DNS rebinding) gets 400.
 
 from __future__ import annotations
 
-import hmac
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
@@ -28,6 +27,7 @@ from palui.gateway.lazy import LazyGateway
 from palui.server import hooks, routes
 from palui.server.session import SESSION_COOKIE, csrf_value, session_value
 from palui.server.unexpected import CatchUnexpected, no_route
+from palui.text.secret_compare import same_secret
 
 if TYPE_CHECKING:
     from palui.service.api import Service
@@ -70,11 +70,11 @@ class Guard:
     def _authorized(self, headers: dict[str, str], cookies: str) -> str | None:
         """``"bearer"``, ``"cookie"`` or None."""
         auth = headers.get("authorization", "")
-        if auth.lower().startswith("bearer ") and hmac.compare_digest(auth[7:].strip(), self.token):
+        if auth.lower().startswith("bearer ") and same_secret(auth[7:].strip(), self.token):
             return "bearer"
         for part in cookies.split(";"):
             k, _, v = part.strip().partition("=")
-            if k == SESSION_COOKIE and v and hmac.compare_digest(v, session_value(self.token)):
+            if k == SESSION_COOKIE and v and same_secret(v, session_value(self.token)):
                 return "cookie"
         return None
 
@@ -95,7 +95,7 @@ class Guard:
         if how == "cookie" and unsafe and path.startswith("/api/"):
             # A cookie alone is not enough for a state change over the API (CSRF): the page's
             # script sends the CSRF token in a header, which a cross-site form cannot set.
-            if not hmac.compare_digest(headers.get("x-palui-csrf", ""), csrf_value(self.token)):
+            if not same_secret(headers.get("x-palui-csrf", ""), csrf_value(self.token)):
                 return await JSONResponse({"error": "missing or wrong CSRF token"}, status_code=403)(
                     scope, receive, send
                 )

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import builtins
 import hashlib
-import hmac
 import json
 import logging
 import re
@@ -34,6 +33,7 @@ from palui.service.notifier import Notifier
 from palui.store import outbox
 from palui.store.db import Database
 from palui.text.display import named
+from palui.text.secret_compare import same_secret
 
 if TYPE_CHECKING:
     import sqlite3
@@ -275,7 +275,7 @@ class ChannelsPart:
                 return False
             kind = c.execute("SELECT kind FROM channels WHERE name = ?", (name,)).fetchone()["kind"]
             title = TITLES.get(kind, kind) + ("" if name == kind else f" ({name})")
-            if not hmac.compare_digest(r["code_hash"], _code_hash(code)):
+            if not same_secret(r["code_hash"], _code_hash(code)):
                 self._wrong_try(c, name, title, person_id, json.loads(r["wrong_json"] or "{}"), r["tries_left"] - 1)
                 return False
             c.execute("DELETE FROM channel_pairing WHERE channel = ?", (name,))

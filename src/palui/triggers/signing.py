@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from palui.errors import WebhookRefused
+from palui.text.secret_compare import same_secret
 
 HMAC_HEADERS = ("x-palui-signature", "x-hub-signature-256")
 STANDARD_HEADERS = ("webhook-id", "webhook-timestamp", "webhook-signature")
@@ -66,7 +67,7 @@ def standard_signature(secret: str, delivery_id: str, timestamp: str, body: byte
 def _check_hmac(secret: str, body: bytes, header: str, value: str) -> str:
     m = _SIG_RE.match(value.strip())
     expected = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-    if not m or not hmac.compare_digest(m.group(1).lower(), expected):
+    if not m or not same_secret(m.group(1).lower(), expected):
         raise WebhookRefused(401, f"the {header} signature does not match the body")
     return value.strip().lower()
 
@@ -123,7 +124,7 @@ def authenticate(secret: str | None, body: bytes, headers: Mapping[str, str],
     if auth is not None:
         presented = True
         scheme, _, token = auth.strip().partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), secret.encode()):
+        if scheme.lower() != "bearer" or not same_secret(token.strip(), secret):
             raise WebhookRefused(401, "the bearer secret is wrong")
     if not presented:
         raise WebhookRefused(401, "the delivery is not signed (X-Palui-Signature or X-Hub-Signature-256: "

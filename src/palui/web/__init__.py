@@ -19,7 +19,6 @@ access token as ``Authorization: Bearer`` or the session cookie set by ``/login`
 
 from __future__ import annotations
 
-import hmac
 import secrets
 
 from starlette.requests import Request
@@ -29,6 +28,7 @@ from starlette.staticfiles import StaticFiles
 
 from palui.server.body import BodyTooLarge, pairs_duplicate, read_body
 from palui.server.session import SESSION_COOKIE, session_value
+from palui.text.secret_compare import same_secret
 from palui.web.base import SECURITY_HEADERS, STATIC, action, redirect, render
 
 LOGIN_COOKIE = "palui_login"  # the login form's own CSRF nonce (no session exists yet)
@@ -61,7 +61,7 @@ def _login_page(request: Request, error: str | None = None, status_code: int = 2
 
 
 def _token_ok(request: Request, token: str) -> bool:
-    return bool(token) and hmac.compare_digest(token.strip(), request.app.state.token)
+    return bool(token) and same_secret(token.strip(), request.app.state.token)
 
 
 async def login_get(request: Request) -> Response:
@@ -88,7 +88,7 @@ async def login_post(request: Request) -> Response:
         return _login_page(request, "The login form gives a field twice; try again.", 400)
     form = dict(pairs)
     nonce = request.cookies.get(LOGIN_COOKIE, "")
-    if not nonce or not hmac.compare_digest(form.get("csrf", ""), nonce):
+    if not nonce or not same_secret(form.get("csrf", ""), nonce):
         return _login_page(request, "The login form expired or was not sent by this page; try again.", 403)
     if not _token_ok(request, form.get("token", "")):
         return _login_page(request, "That access token is not this service's.", 403)

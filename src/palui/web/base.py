@@ -11,7 +11,6 @@ page of a session and never reveals the access token itself.
 from __future__ import annotations
 
 import base64
-import hmac
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -32,6 +31,7 @@ from palui.server.session import csrf_value
 from palui.text.display import hidden_in
 from palui.text.elicitation import fields as question_fields
 from palui.text.prompts import marked_arguments
+from palui.text.secret_compare import same_secret
 from palui.text.secret_fields import secret_fields
 from palui.web.marks import by_path, is_whole, marked_value
 from palui.web.shown import NOTE_HTML, finalize, json_html, quoted, shown_html, shown_one_line
@@ -285,7 +285,7 @@ async def read_form(request: Request) -> dict[str, str]:
     except (ValueError, UnicodeDecodeError):
         data = {}
     sent = data.get("csrf") or request.headers.get("x-palui-csrf", "")
-    if not sent or not hmac.compare_digest(str(sent), csrf_token(request)):
+    if not sent or not same_secret(str(sent), csrf_token(request)):
         raise CSRFRefused("this form was not sent by a page of this Palui session (missing or wrong CSRF token)")
     if twice is not None:
         raise PaluiError(f"the field '{shown_name(twice)}' is given twice in the form")

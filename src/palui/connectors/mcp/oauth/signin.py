@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import html
-import secrets
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -33,6 +32,7 @@ from mcp.shared.auth import AuthorizationCodeResult
 
 from palui.connectors.mcp.oauth.redact import SignInRequired
 from palui.connectors.mcp.oauth.storage import OAuthFiles
+from palui.text.secret_compare import same_secret
 from palui.types import SignIn
 
 CALLBACK_PATH = "/oauth/callback"
@@ -185,7 +185,7 @@ class LoopbackSignIn:
             state = _first(parse_qs(parts.query), "state")
             ok = (method == "GET" and parts.path == self._path and self._result is not None
                   and not self._result.done() and self._state is not None and state is not None
-                  and secrets.compare_digest(state, self._state))
+                  and same_secret(state, self._state))
             if ok:
                 assert self._result is not None
                 try:
@@ -284,7 +284,7 @@ class WebSignIn:
             raise SignInRequired(f"no sign-in within {self.timeout:.0f} s") from None
 
     def matches(self, state: str | None) -> bool:
-        return bool(state and self.state and secrets.compare_digest(state, self.state))
+        return bool(state and self.state and same_secret(state, self.state))
 
     def complete(self, query_url: str) -> None:
         """Hand the callback's address to the waiting flow (the caller checked :meth:`matches`)."""
