@@ -177,3 +177,16 @@ def test_policy_explain_echoes_a_long_name_cut_with_its_length_and_escaped(cli):
     assert "(100,000 characters)" in r.stderr and "x" * 1_000 not in r.stderr, r.stderr[:300]
     r = cli("policy", "explain", HOSTILE)
     assert "a\\u001b[2J\\u202eb\\u0007c" in r.stderr, repr(r.stderr)
+
+
+def test_an_id_too_long_for_a_request_line_is_not_found_before_any_request():
+    # with the service running, an id goes into a URL path: 120,000 characters once ended in httpx.InvalidURL's
+    # traceback, 20,000 in the server's "request line is over 8,192 bytes"
+    from palui.cli.client import segment
+    from palui.errors import NotFound
+
+    for n in (600, 20_000, 120_000):
+        with pytest.raises(NotFound) as e:
+            segment("x" * n, "an approval id (see: palui approvals list)")
+        assert f"({n:,} characters) is not an approval id" in str(e.value) and "x" * 600 not in str(e.value)
+    assert segment("a-" + "f" * 32, "an approval id") == "a-" + "f" * 32

@@ -208,3 +208,19 @@ def test_a_control_character_in_a_variable_refuses_to_start(cli, home):
     assert r.returncode == 1 and "\x1b" not in r.stderr, r.stderr
     assert ("environment variable PALUI_SERVE__HOST: key 'serve.host': must not contain control characters "
             "(got '127.0.0.1\\u001b[2J')") in r.stderr, r.stderr
+
+
+# serve.public_url is printed as the address a webhook's sender posts to: only an http(s) URL with a host
+@pytest.mark.parametrize("url", ["javascript:alert(1)//", "file:///etc/passwd", "https://", "palui.example.org",
+                                 "https://user:pw@h.example", "https://h.example/?q=1", "https://[::1/"])
+def test_a_public_url_that_is_not_an_http_url_with_a_host_is_refused(home, url):
+    write_toml(home, f'[serve]\npublic_url = "{url}"')
+    with pytest.raises(ConfigError) as e:
+        load_settings(env_for(home))
+    assert "key 'serve.public_url': must be an http:// or https:// URL with a host" in str(e.value)
+
+
+@pytest.mark.parametrize("url", ["https://palui.example.org", "http://127.0.0.1:8765", "https://h.example/palui/"])
+def test_a_public_url_with_a_host_is_kept(home, url):
+    write_toml(home, f'[serve]\npublic_url = "{url}"')
+    assert load_settings(env_for(home)).serve.public_url == url

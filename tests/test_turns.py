@@ -341,3 +341,10 @@ async def test_turn_of_a_dead_process_is_stopped_or_resumed_never_rerunning_the_
     assert svc.audit.rows()[-1]["outcome"] == "cancelled; may have run"
     with pytest.raises(NotFound):
         svc.turns.stop(turn="t-nope")
+
+
+def test_stopping_an_unknown_conversation_or_turn_says_so(svc):
+    with pytest.raises(NotFound, match="unknown conversation 'c-nope'"):
+        svc.turns.stop(conversation="c-nope")
+    with pytest.raises(NotFound, match="unknown turn 't-nope'"):
+        svc.turns.stop(turn="t-nope")

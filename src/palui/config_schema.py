@@ -71,6 +71,21 @@ def _metadata_document(value: str) -> None:
         raise Refused("must be an https:// URL with a path (a Client ID Metadata Document)", echo=False)
 
 
+def _public_url(value: str) -> None:
+    # It is printed as the address to give a webhook's sender (palui webhooks add) and put in links: only an
+    # http(s) URL with a host, without credentials (never a javascript: or file: URL).
+    from urllib.parse import urlsplit
+
+    try:
+        u = urlsplit(value)
+        host = u.hostname
+    except ValueError:  # an unclosed [IPv6 literal, a port out of range
+        u, host = urlsplit(""), None
+    if u.scheme not in ("http", "https") or not host or "@" in u.netloc or u.query or u.fragment:
+        raise Refused("must be an http:// or https:// URL with a host, no credentials, query or fragment, "
+                      "e.g. public_url = \"https://palui.example.org\"", echo=False)
+
+
 @section
 class Budgets(Section):
     """``[budgets]``: what one turn may spend (spec §6.3)."""
@@ -157,7 +172,7 @@ class Serve(Section):
     host: Annotated[str, Text()] = "127.0.0.1"
     port: Annotated[int, Port()] = 8765
     #: the URL webhooks are reached at, when not the bound address
-    public_url: Annotated[str | None, Text(optional=True)] = None
+    public_url: Annotated[str | None, Text(optional=True, also=_public_url)] = None
     #: a request's head (request line and headers) must arrive within this, else 408 and the connection closed
     header_timeout_seconds: Annotated[float, Amount(300, "seconds (5 minutes)")] = 10
 

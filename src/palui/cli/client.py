@@ -29,15 +29,24 @@ EventSink = Callable[["TurnEvent"], None]
 StreamSink = Callable[["StreamEvent"], None]
 
 
+#: The longest id or name the command line sends in a URL path (ids are ~34 characters, names at most 64).
+MAX_SEGMENT = 512
+
+
 def segment(value: str, what: str) -> str:
     """``value`` (an id the person typed) as one URL path segment: percent-encoded, so ``/``, ``..``
     or ``?`` in it cannot reach another route, and the service (which matches routes on the raw path)
     sees it exactly as typed; ``.`` and ``..`` are encoded too (a client would resolve them as dot
-    segments). An empty one is a usage error naming ``what``."""
+    segments). An empty one is a usage error naming ``what``; one over :data:`MAX_SEGMENT` characters is no
+    id or name Palui makes (it would not fit a request line), refused as not found before any request."""
     from urllib.parse import quote
+
+    from palui.text.display import named
 
     if not isinstance(value, str) or not value.strip():
         raise UsageError(f"{what} is needed")
+    if len(value) > MAX_SEGMENT:
+        raise NotFound(f"{named(value)} is not {what}: no id or name is that long")
     encoded = quote(value, safe="")
     return encoded.replace(".", "%2E") if encoded in (".", "..") else encoded
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -61,12 +64,27 @@ def snippets(name: str, token: str, url: str) -> str:
     stdio (the bridge with the token in its environment)."""
     http = {"mcpServers": {"palui": {"type": "http", "url": f"{url}/mcp",
                                      "headers": {"Authorization": f"Bearer {token}"}}}}
-    stdio = {"mcpServers": {"palui": {"command": "palui", "args": ["gateway", "--client", name],
-                                      "env": {"PALUI_GATEWAY_TOKEN": token}}}}
+    command, args = _bridge_command()
+    env = {"PALUI_GATEWAY_TOKEN": token}
+    if os.environ.get("PALUI_HOME"):  # the client's process must find this home, not the default one
+        env["PALUI_HOME"] = str(Path(os.environ["PALUI_HOME"]).resolve())
+    stdio = {"mcpServers": {"palui": {"command": command, "args": [*args, "gateway", "--client", name],
+                                      "env": env}}}
     return (f"Over HTTP (the service must run: palui serve):\n{json.dumps(http, indent=2, allow_nan=False)}\n"
             f"Over stdio (a client that starts a command):\n{json.dumps(stdio, indent=2, allow_nan=False)}\n"
             "docs/gateway.md shows where each client (Claude Code, Claude Desktop, Codex, Cursor, VS Code, Goose) "
             "reads this.")
+
+
+def _bridge_command() -> tuple[str, list[str]]:
+    """The command an MCP client starts for the stdio bridge: the full path of this installation's ``palui``
+    (a client starts it without the person's shell, so neither a virtual environment nor PATH applies), else
+    this interpreter with ``-m palui``."""
+    script = Path(sys.executable).parent / "palui"
+    if script.is_file() and os.access(script, os.X_OK):
+        return str(script), []
+    found = shutil.which("palui")
+    return (str(Path(found).resolve()), []) if found else (sys.executable, ["-m", "palui"])
 
 
 def _url() -> str:

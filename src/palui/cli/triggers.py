@@ -99,9 +99,9 @@ def jobs_run(name: str, as_json: bool) -> None:
     printer = None if as_json else render.Printer(tz=svc.status.timezone())
     client = live_service(svc)
     if client:
-        from urllib.parse import quote
+        from palui.cli.client import segment
 
-        r = client.stream(f"/api/jobs/{quote(name, safe='')}/run", {}, printer)
+        r = client.stream(f"/api/jobs/{segment(name, 'a job name (see: palui jobs list)')}/run", {}, printer)
     else:
         r = run_async(svc, svc.jobs.run(name, printer))
     finish_turn(r, as_json, printer)

@@ -393,13 +393,15 @@ class TurnsPart:
 
         A running turn (in any process) is asked to stop at its next boundary; a paused
         or queued one is stopped now and its pending approvals cancelled. Returns the
-        turn ids acted on. Raises UsageError (neither given), NotFound (unknown turn).
+        turn ids acted on. Raises UsageError (neither given), NotFound (unknown turn or conversation).
         """
         turn, conversation = (ids.resolve(self.db, turn) if turn else turn,
                               ids.resolve(self.db, conversation) if conversation else conversation)
         if turn:
             rows = self.db.all("SELECT * FROM turns WHERE id = ?", (turn,))
         elif conversation:
+            if self.db.one("SELECT 1 FROM conversations WHERE id = ?", (conversation,)) is None:
+                raise NotFound(f"unknown conversation {named(conversation)} (see: palui conversations list)")
             rows = self.db.all(
                 "SELECT * FROM turns WHERE conversation_id = ? AND status IN ('running','awaiting_approval','queued')",
                 (conversation,),
