@@ -101,8 +101,8 @@ class ChannelRig(ServedChannel, ABC):
     def kill(self) -> None:
         """``kill -9`` of ``palui serve`` by its pid (the rig was made with ``process=True``)."""
         assert self.svc.process, "a kill -9 needs the service in its own process: the rig's process=True"
-        self.running = False
         assert self.svc.stop(signal.SIGKILL) == -signal.SIGKILL
+        self.running = False
 
     def inbox(self) -> list[str]:
         return [m["text"] for m in self.svc.get("/api/inbox")]

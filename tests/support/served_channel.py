@@ -78,7 +78,8 @@ class ServedChannel:
     def close(self, *secrets: str) -> None:
         """End of the test: stop the service if it runs; the channel's stored secrets (its secrets file) and
         ``secrets`` must be in none of its logs."""
-        if self.running:
+        proc = getattr(self.svc, "proc", None)
+        if self.running or (proc is not None and proc.poll() is None):  # a test that failed mid-kill leaves no child
             self.stop()
         stored = self.home / "secrets" / f"channel-{self.kind}.json"
         named = dict(json.loads(stored.read_text())) if stored.exists() else {}
