@@ -69,8 +69,8 @@ def status_lines(s: Mapping[str, Any], more: str = "palui report", questions: st
     if s.get("webhooks_held"):
         out.append(f"webhook turns: held, {s.get('webhook_runs_last_hour')} of {caps.get('webhook_runs_per_hour')} "
                    f"in the last hour (caps.webhook_runs_per_hour) until {s.get('webhooks_held_until')}")
-    out += [f"paused: {shown(s['paused_reason'], one_line=True)} until {s['paused_until']}" if s["paused"]
-            else "paused: no",
+    out += [f"new turns paused by a cap: {shown(s['paused_reason'], one_line=True)} until {s['paused_until']}"
+            if s["paused"] else "new turns paused by a cap: no",  # the brake's pause is said with the jobs below
             "connectors: " + ", ".join(f"{c['id']} ({shown(c['state'], one_line=True)})" for c in s["connectors"]),
             f"pending approvals: {s['pending_approvals']}"]
     waiting = s.get("pending_approval_list") or []
