@@ -22,6 +22,7 @@ import pytest
 
 from support import fast_net
 from support.inprocess import InProcessCLI
+from support.mail_rig import dovecot  # noqa: F401 - the email rig's mail server (one per run)
 from support.matrix_rig import matrix_rig, people, synapse  # noqa: F401 - the Matrix rig's fixtures
 from support.telegram_rig import fake, telegram_rig  # noqa: F401 - the Telegram rig's fixtures
 from support.web_rig import browser, client, context, page, served, web_pages  # noqa: F401 - the web rig's fixtures

@@ -20,7 +20,6 @@ import pytest
 
 from palui.text.display import shown
 from support.channel_rig import ChannelRig, register_rigs
-from support.conformance_rigs import *  # noqa: F403 - the rigs' session fixtures (the homeserver…)
 from support.live_service import wait_for
 
 pytestmark = pytest.mark.slow

@@ -16,13 +16,13 @@ import json
 import pytest
 
 from support.live_service import wait_for
-from support.mail_rig import AUTHSERV, PERSON, STRANGER, MailRig, body, dovecot  # noqa: F401 - the fixture
+from support.mail_rig import AUTHSERV, PERSON, STRANGER, MailRig, body
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def rig(request, home, dovecot):  # noqa: F811
+def rig(request, home, dovecot):
     # a test that kills the service with SIGKILL needs it in its own process
     r = MailRig(home, dovecot, process=request.node.get_closest_marker("service_process") is not None)
     r.add_channel()
@@ -243,7 +243,7 @@ def test_quoted_forwarded_and_html_text_is_untrusted(rig: MailRig):
     assert "attachments are never opened" in body(said) and rig.svc.count("turns") == turns
 
 
-def test_stop_ends_a_running_turn_and_auto_replies_are_never_read(home, dovecot):  # noqa: F811
+def test_stop_ends_a_running_turn_and_auto_replies_are_never_read(home, dovecot):
     from support.httpserver import PageServer
 
     with PageServer({}, slow_seconds=600) as pages:
@@ -342,7 +342,7 @@ def test_a_refused_login_says_so_and_a_new_password_sends_what_waited(rig: MailR
     wait_for(lambda: rig.state() == "connected", 60, what="the channel to log in again")
 
 
-def test_the_web_page_adds_tests_and_lists_an_email_channel(svc, dovecot):  # noqa: F811
+def test_the_web_page_adds_tests_and_lists_an_email_channel(svc, dovecot):
     import itertools
 
     from starlette.testclient import TestClient
@@ -410,7 +410,7 @@ def test_a_changed_uidvalidity_reads_nothing_old_as_new(rig: MailRig):
     assert len([m for m in smtp.sent[sent:] if body(m).strip() == "answered"]) == 1
 
 
-def test_without_idle_the_folder_is_polled_and_only_text_parts_are_fetched(dovecot):  # noqa: F811
+def test_without_idle_the_folder_is_polled_and_only_text_parts_are_fetched(dovecot):
     import threading
 
     from palui.channels.mail_imap import Mailbox

@@ -64,7 +64,7 @@ async def test_an_approval_on_its_way_at_a_kill_arrives_exactly_once(matrix_rig,
     rig.svc.wait_turn(r["turn"], ("done",))
 
 
-async def test_a_part_whose_answer_was_lost_goes_again_under_its_own_transaction_id(home, synapse, people):  # noqa: F811
+async def test_a_part_whose_answer_was_lost_goes_again_under_its_own_transaction_id(home, synapse, people):
     """The homeserver stores the event and dies before answering: nio's own retries meet "connection refused",
     and the part goes again, when the homeserver is back, under the transaction id it had: shown once."""
     from support.fault_proxy import FaultProxy

@@ -10,7 +10,6 @@ from palui.errors import WebhookRefused
 from palui.server.app import create_app
 from palui.text.secret_compare import same_secret
 from palui.triggers.signing import authenticate
-from support.web_rig import client  # noqa: F401 - the fixture
 
 HOSTILE = ["toké", "é", "\udcff", "tok\u202e", "\x00"]
 
@@ -32,7 +31,7 @@ def test_a_non_ascii_bearer_token_or_cookie_is_refused_with_401(svc):
         assert cookie.status_code == 401
 
 
-def test_a_non_ascii_login_token_is_refused_not_a_500(client):  # noqa: F811
+def test_a_non_ascii_login_token_is_refused_not_a_500(client):
     r = client.get("/login", params={"token": "é"})
     assert r.status_code < 500, r.text
     page = client.get("/login")
