@@ -190,3 +190,10 @@ def test_an_id_too_long_for_a_request_line_is_not_found_before_any_request():
             segment("x" * n, "an approval id (see: palui approvals list)")
         assert f"({n:,} characters) is not an approval id" in str(e.value) and "x" * 600 not in str(e.value)
     assert segment("a-" + "f" * 32, "an approval id") == "a-" + "f" * 32
+
+
+@pytest.mark.parametrize("args", [("elicitations", "show"), ("elicitations", "answer"), ("webhooks", "remove")])
+def test_an_unknown_long_id_is_echoed_cut_with_its_length(cli, args):
+    r = cli(*args, LONG)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "(100,000 characters)" in r.stderr and len(r.stderr) < 400, r.stderr[:400]

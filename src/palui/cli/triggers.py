@@ -8,6 +8,7 @@ from palui.cli import render
 from palui.cli.common import Setting, emit_json, group, read_service, service, table
 from palui.cli.live import live_service, run_async
 from palui.cli.turns import finish_turn
+from palui.text.display import named
 
 jobs_app = group("jobs", "Scheduled jobs: prompts run on a cron schedule by the service.")
 webhooks_app = group("webhooks", "Inbound webhooks: signed deliveries summarised with no tools.")
@@ -157,7 +158,7 @@ def webhooks_show(name: str, as_json: bool) -> None:
     svc = service()
     found = [h for h in svc.webhooks.list() if name in (h["name"], h["id"])]
     if not found:
-        raise NotFound(f"unknown webhook {name!r} (see: palui webhooks list)")
+        raise NotFound(f"unknown webhook {named(name)} (see: palui webhooks list)")
     h = found[0]
     if as_json:
         return emit_json(h)

@@ -32,6 +32,7 @@ from palui.runner import secret_answers
 from palui.runner.state import OWNER, new_id, owner_alive
 from palui.store import expiry_bound
 from palui.store.db import Database
+from palui.text.display import named
 from palui.text.elicitation import fields, url_host
 from palui.text.secret_fields import secret_fields
 
@@ -93,7 +94,7 @@ def get(db: Database, eid: str) -> TurnElicitation:
     """One elicitation. Raises NotFound."""
     r = db.one("SELECT * FROM elicitations WHERE id = ?", (eid,))
     if r is None:
-        raise NotFound(f"unknown question {eid!r} (see: palui elicitations list)")
+        raise NotFound(f"unknown question {named(eid)} (see: palui elicitations list)")
     e = as_dict(r)
     if e["status"] == PENDING and r["expires_at"] <= time.time():
         # Expired (a decline) whether or not a sweep has marked it yet: reads never write.
@@ -201,7 +202,7 @@ def answer(db: Database, eid: str, action: str, content: dict[str, Any] | None, 
     with db.write(durable=True) as c:  # an answer survives a power cut
         r = c.execute("SELECT * FROM elicitations WHERE id = ?", (eid,)).fetchone()
         if r is None:
-            raise NotFound(f"unknown question {eid!r} (see: palui elicitations list)")
+            raise NotFound(f"unknown question {named(eid)} (see: palui elicitations list)")
         expired = r["status"] == PENDING and r["expires_at"] <= now
         if expired:
             c.execute("UPDATE elicitations SET status='expired', answered_at=?, answered_via=? WHERE id=?",

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from palui.errors import ApprovalError, NotFound
 from palui.store import ids
+from palui.text.display import named
 
 if TYPE_CHECKING:
     from palui.results import ScopeRequest
@@ -47,7 +48,7 @@ def get(db: Database, request_id: str) -> ScopeRequest:
     """One request. Raises NotFound."""
     r = db.one("SELECT * FROM scope_requests WHERE id = ?", (request_id,))
     if r is None:
-        raise NotFound(f"unknown scope request {request_id!r}")
+        raise NotFound(f"unknown scope request {named(request_id)}")
     return _shape(r)
 
 

@@ -40,6 +40,7 @@ from typing import Any
 
 from palui.errors import NotFound, UsageError, WebhookRefused
 from palui.store.db import Database
+from palui.text.display import named
 from palui.triggers.signing import STANDARD_SCHEME, Authenticated
 from palui.triggers.signing import authenticate as authenticate  # re-exported: the check of step 3
 
@@ -114,7 +115,8 @@ def add(db: Database, secrets_dir: Path, name: str) -> tuple[Webhook, str]:
     secret = secrets.token_urlsafe(32)
     with db.write() as c:
         if c.execute("SELECT 1 FROM webhooks WHERE name = ?", (name,)).fetchone():
-            raise UsageError(f"a webhook named {name!r} already exists (remove it first: palui webhooks remove {name})")
+            raise UsageError(f"a webhook named {named(name)} already exists "
+                             f"(remove it first: palui webhooks remove {name})")
         # The secret file is written inside the transaction: no row ever exists without its secret.
         _write_secret(secrets_dir, hook_id, secret)
         c.execute("INSERT INTO webhooks (id, name, created_at) VALUES (?,?,?)", (hook_id, name, time.time()))
@@ -125,7 +127,7 @@ def get(db: Database, name: str) -> Webhook:
     """The webhook named ``name`` (its id is accepted too). Raises NotFound."""
     r = db.one("SELECT * FROM webhooks WHERE name = ? OR id = ? ORDER BY name = ? DESC LIMIT 1", (name, name, name))
     if r is None:
-        raise NotFound(f"unknown webhook {name!r} (see: palui webhooks list)")
+        raise NotFound(f"unknown webhook {named(name)} (see: palui webhooks list)")
     return Webhook(r["id"], r["name"], r["created_at"])
 
 

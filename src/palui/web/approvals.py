@@ -16,6 +16,7 @@ from starlette.routing import Route
 
 from palui.errors import NotFound
 from palui.server.raw_path import RawPathRoute
+from palui.text.display import named
 from palui.web.base import action, page, redirect, render, render_fragment, svc_of
 from palui.web.chat import answer, answered_text
 from palui.web.forms import AlwaysForm, DenyForm, form_as, widenings_of
@@ -51,7 +52,7 @@ async def answer_form(request: Request, form: dict[str, str]) -> Response:
     ``denystop``: deny and stop (spec §5.10)."""
     verb = request.path_params["action"]
     if verb not in ("approve", "deny", "always", "denystop"):
-        raise NotFound(f"unknown action {verb!r}")
+        raise NotFound(f"unknown action {named(verb)}")
     reason = form_as(DenyForm, form).reason if verb in ("deny", "denystop") else None
     reason = reason.strip() or None if reason else None
     always = widenings_of(form) if verb == "always" else None

@@ -203,7 +203,7 @@ async def connector_action(request: Request, form: dict[str, str]) -> Response:
     if verb == "sign-out":
         out = await svc.signin.logout_async(cid)
         return redirect(here, ("ok", f"{cid}: signed out; its tokens are deleted (revocation: {out['revocation']})."))
-    raise NotFound(f"unknown action {verb!r}")
+    raise NotFound(f"unknown action {named(verb)}")
 
 
 @page
