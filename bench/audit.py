@@ -36,14 +36,14 @@ SCRIPT = {"steps": [
 
 
 def plain_record(db, *, turn_id, tool, tool_class, class_source, origin, tainted, verdict, reason, args_hash,
-                 outcome, duration_ms=None) -> None:
+                 outcome, duration_ms=None, client=None, session=None) -> None:
     """The audit insert before the chain (spec §10.3): one row, no hash, no head file."""
     with db.write() as c:
         c.execute(
             "INSERT INTO audit (time, turn_id, tool, class, class_source, origin, tainted, verdict, reason, args_hash,"
-            " outcome, duration_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            " outcome, duration_ms, client, session) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (time.time(), turn_id, tool, tool_class, class_source, origin, int(tainted), verdict, reason, args_hash,
-             outcome, duration_ms))
+             outcome, duration_ms, client, session))
 
 
 async def turns(n: int, warmup: int) -> None:

@@ -129,7 +129,7 @@ async def main(turns: int, warmup: int, only: str | None = None) -> dict:
             audit_chain.append(c, {"time": now, "turn_id": None, "tool": "recall__search_memories", "class": "read",
                                    "class_source": "builtin", "origin": "chat", "tainted": 0, "verdict": "run",
                                    "reason": "run: read tool", "args_hash": "0" * 64, "outcome": "ok",
-                                   "duration_ms": 0.1}, head_file)
+                                   "duration_ms": 0.1, "client": None, "session": None}, head_file)
             c.executemany("INSERT INTO usage (time, day, turn_id, job_id, tokens) VALUES (?, ?, NULL, NULL, ?)",
                           [(now, time.strftime("%Y-%m-%d"), 420), (now, time.strftime("%Y-%m-%d"), 462)])
 

@@ -215,3 +215,25 @@ def test_serve_starts_without_the_mcp_server_side_or_the_model_library(cli, home
     finally:
         proc.terminate()
         proc.wait(120)
+
+
+@pytest.mark.slow
+def test_the_first_turns_at_once_after_a_start_all_run(home, tmp_path):
+    # The model library is imported by the first turn in a worker thread (0190); several first turns at once once
+    # imported it in two threads together, or on the event loop beside the thread, and got a half-initialised
+    # module (ImportError, a 500). Each must run.
+    import concurrent.futures
+
+    import httpx
+    from support.scripts import write_script
+
+    model = write_script(tmp_path / "hi.json", {"text": "hello"})
+    with LiveService(home, process=True) as s:
+        def turn(i: int) -> int:
+            r = httpx.post(s.url + "/api/turns", json={"message": f"hi {i}", "model": model}, headers=s.auth,
+                           timeout=120)
+            return r.status_code
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            codes = list(pool.map(turn, range(8)))
+        assert codes == [200] * 8, (codes, s.log_text()[-2000:])

@@ -17,6 +17,7 @@ claim pauses Palui.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -65,6 +66,22 @@ class Launched:
     behind: str | None = None
 
 
+#: One import of the runner at a time: two first turns at once each started one in a thread of its own, and two
+#: threads importing the model library's circular modules together get one of them half-initialised (ImportError:
+#: "partially initialized module", a 500 on the first requests after a start).
+#: A module is in ``sys.modules`` from the start of its import, so "imported" is this flag, set once it ended.
+_IMPORT_LOCK = threading.Lock()
+_imported = threading.Event()
+
+
+def _import_runner() -> None:
+    import importlib
+
+    with _IMPORT_LOCK:
+        importlib.import_module("palui.runner.turn_runner")
+        _imported.set()
+
+
 class TurnsPart:
     """Running, pausing, resuming and stopping governed turns.
 
@@ -99,13 +116,10 @@ class TurnsPart:
         imports them at its start (docs/decisions/0190-nothing-before-it-is-needed.md): the first turn's
         entry points (``POST /api/turns``, the web page's send, :meth:`send`, :meth:`run_claimed`) await this
         before they need them."""
-        import sys
-
-        if "palui.runner.turn_runner" not in sys.modules:
+        if not _imported.is_set():
             import asyncio
-            import importlib
 
-            await asyncio.to_thread(importlib.import_module, "palui.runner.turn_runner")
+            await asyncio.to_thread(_import_runner)
 
     # -- creating turns --------------------------------------------------------------------------
 
