@@ -225,6 +225,7 @@ def test_the_first_turns_at_once_after_a_start_all_run(home, tmp_path):
     import concurrent.futures
 
     import httpx
+
     from support.scripts import write_script
 
     model = write_script(tmp_path / "hi.json", {"text": "hello"})
